@@ -1,0 +1,36 @@
+# `make run` and `make test` set everything up on a fresh clone; see README.md.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
+EMBEDDED := $(PY) -m bailinghub.embedded exec --
+export DEBUG ?= true
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: run test install lint bench-ingest services-up services-down clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.lock
+	rm -f $(VENV)/.installed-* && touch $@
+
+run: install
+	$(EMBEDDED) $(PY) manage.py devserver
+
+test: install
+	$(VENV)/bin/ruff check .
+	$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+services-up: install
+	$(PY) -m bailinghub.embedded up
+
+services-down: install
+	$(PY) -m bailinghub.embedded down
+
+clean: services-down
+	rm -rf var

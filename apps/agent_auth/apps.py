@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AgentAuthConfig(AppConfig):
+    name = "apps.agent_auth"
+    label = "agent_auth"

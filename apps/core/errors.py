@@ -1,0 +1,69 @@
+"""The error model: every error a caller sees is an ApiError with a stable code and HTTP status.
+
+Services raise subclasses (or ApiError with a code); one exception handler renders
+{"error": code, "message": message, **extra}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    code = "error"
+    status = 400
+    message = "The request could not be processed."
+
+    def __init__(self, message: str | None = None, *, code: str | None = None, status: int | None = None,
+                 headers: dict[str, str] | None = None, **extra: Any) -> None:
+        self.message = message or self.message
+        self.code = code or self.code
+        self.status = status or self.status
+        self.headers = headers or {}
+        self.extra = extra
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **self.extra}
+
+
+class InvalidRequest(ApiError):
+    code = "invalid_request"
+    status = 400
+    message = "The request is invalid."
+
+
+class Unauthorized(ApiError):
+    code = "unauthorized"
+    status = 401
+    message = "Authentication is required."
+
+
+class Forbidden(ApiError):
+    code = "forbidden"
+    status = 403
+    message = "You do not have permission to do this."
+
+
+class NotFound(ApiError):
+    code = "not_found"
+    status = 404
+    message = "Not found."
+
+
+class Conflict(ApiError):
+    code = "conflict"
+    status = 409
+    message = "The request conflicts with the current state."
+
+
+class RequestTooLarge(ApiError):
+    code = "request_too_large"
+    status = 413
+    message = "The request body is too large."
+
+
+class RateLimited(ApiError):
+    code = "rate_limited"
+    status = 429
+    message = "Too many requests; retry later."

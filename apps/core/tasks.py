@@ -1,0 +1,7 @@
+from celery import shared_task
+
+
+@shared_task(name="core.ping")
+def ping(value: str) -> dict:
+    """Round-trip check for the broker and a worker: echoes what it was given."""
+    return {"pong": value}

@@ -1,0 +1,36 @@
+from django.http import HttpRequest, JsonResponse
+from django.views import defaults
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from apps.core.exceptions import error_response
+from apps.core.health import readiness
+from apps.core.middleware import is_json_path
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    checks = readiness()
+    failed = [name for name, state in checks.items() if state != "ok"]
+    if failed:
+        return error_response(503, "Not ready: " + ", ".join(failed) + ".", "not_ready", checks=checks)
+    return JsonResponse({"status": "ready", "checks": checks})
+
+
+def not_found(request: HttpRequest, exception=None):
+    if is_json_path(request.path):
+        return error_response(404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest):
+    if is_json_path(request.path):
+        return error_response(500)
+    return defaults.server_error(request)

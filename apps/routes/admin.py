@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from apps.projects.admin import ProjectScopedAdminMixin
+from apps.routes.models import Route
+from apps.routes.selectors import route_profile
+
+
+@admin.register(Route)
+class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    list_display = ["key", "name", "project", "enabled", "agent_client_enabled", "tools_direct_enabled",
+                    "knowledge_enabled", "updated_at"]
+    list_filter = ["enabled", "agent_client_enabled", "tools_direct_enabled", "knowledge_enabled", "project"]
+    search_fields = ["key", "name", "description"]
+    list_select_related = ["project"]
+    readonly_fields = ["profile_revision", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["project", "key", "name", "description", "enabled"]}),
+        ("Audience", {"fields": ["audience_policy", "allowed_audiences"]}),
+        ("Target", {"fields": ["system_prompt"]}),
+        ("Agent client", {"fields": [
+            "agent_client_enabled", "agent_client_instructions", "agent_client_active_tool_limit",
+        ]}),
+        ("System info", {"fields": [
+            "system_info_name", "system_info_summary", "system_info_domains", "system_info_boundaries",
+        ], "description": "What a local agent reads before choosing this workspace. Domains and boundaries: "
+                          "comma-separated, at most six each."}),
+        ("Tools (agent direct)", {"fields": [
+            "tools_direct_enabled", "write_tools", "force_approval_tools", "unattended_write_tools",
+            "max_tool_calls", "permission",
+        ], "description": "Comma-separated exact operationIds."}),
+        ("Knowledge", {"fields": [
+            "knowledge_enabled", "knowledge_mode", "knowledge_top_k", "knowledge_max_docs",
+            "knowledge_page_boost", "knowledge_score_threshold",
+        ]}),
+        ("Memory", {"fields": [
+            "memory_recent_messages", "memory_recent_budget_chars", "memory_per_message_chars",
+            "memory_summary_enabled", "memory_summary_max_chars",
+        ]}),
+        ("Revision", {"fields": ["profile_revision", "created_at", "updated_at"]}),
+    ]
+
+    @admin.display(description="Profile revision")
+    def profile_revision(self, obj: Route) -> str:
+        if obj.pk is None:
+            return "—"
+        return route_profile(route=obj)["revision"]

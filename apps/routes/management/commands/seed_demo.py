@@ -1,0 +1,93 @@
+"""Demo data an operator can log into: one project, two routes, one operator account.
+
+Idempotent: running it again changes nothing that exists. The operator's password comes from
+BAILING_DEMO_PASSWORD, or is generated and printed once (the first time only).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from apps.projects.models import Membership, Project
+from apps.projects.services import membership_set
+from apps.routes.models import Route
+from apps.routes.services import route_create
+
+DEMO_ROUTES = [
+    {
+        "key": "store-assistant",
+        "name": "门店助手",
+        "description": "为门店店员解答售后、退款与库存问题，并在授权后查询订单。",
+        "system_prompt": (
+            "你是百灵连锁门店的店员助手。回答要简洁、准确，优先引用知识库中的售后政策原文；"
+            "没有依据时明确说“不确定”，不要编造流程。涉及退款金额或库存调整时，先说明将要执行的操作，"
+            "等待审批结果后再答复顾客。"
+        ),
+        "agent_client_enabled": True,
+        "agent_client_instructions": "本地 Agent 只能在店员明确要求时调用写工具；每次调用前复述关键参数。",
+        "system_info_name": "百灵门店系统",
+        "system_info_summary": "门店的订单、库存与售后工单系统，以及售后政策知识库。",
+        "system_info_domains": ["订单查询", "库存", "售后与退款政策"],
+        "system_info_boundaries": ["不处理线上商城订单", "退款超过 500 元需店长审批"],
+        "knowledge_enabled": True,
+        "knowledge_top_k": 5,
+        "knowledge_max_docs": 4,
+    },
+    {
+        "key": "hr-helpdesk",
+        "name": "HR Helpdesk",
+        "description": "Answers employee questions about leave, benefits and onboarding.",
+        "system_prompt": (
+            "You are the HR helpdesk for Bailing Retail. Answer from the employee handbook; cite the "
+            "section you used. If the handbook does not cover a question, say so and suggest contacting "
+            "hr@example.com. Never reveal another employee's personal data."
+        ),
+        "agent_client_enabled": True,
+        "agent_client_instructions": "Keep answers under 200 words unless the employee asks for detail.",
+        "audience_policy": Route.AudiencePolicy.LISTED,
+        "allowed_audiences": ["employee", "hr"],
+        "system_info_name": "Bailing HR",
+        "system_info_summary": "Employee handbook, leave balances and benefits enrolment.",
+        "system_info_domains": ["Leave", "Benefits", "Onboarding"],
+        "system_info_boundaries": ["No payroll changes", "No access to performance reviews"],
+        "knowledge_enabled": True,
+        "memory_summary_enabled": True,
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Load demo data (idempotent)."
+
+    def handle(self, *args, **options):
+        with transaction.atomic():
+            project, _ = Project.objects.get_or_create(
+                slug="bailing-retail",
+                defaults={"name": "Bailing Retail", "description": "Demo project: a retail chain."},
+            )
+            for spec in DEMO_ROUTES:
+                if not Route.objects.filter(project=project, key=spec["key"]).exists():
+                    route_create(project=project, **spec)
+            username = os.environ.get("BAILING_DEMO_USER", "operator")
+            User = get_user_model()
+            user = User.objects.filter(username=username).first()
+            password = None
+            if user is None:
+                password = os.environ.get("BAILING_DEMO_PASSWORD") or secrets.token_urlsafe(12)
+                user = User.objects.create_user(username=username, password=password, is_staff=True,
+                                                email=f"{username}@example.com")
+            membership_set(project=project, user=user, role=Membership.Role.OWNER)
+        if password and not os.environ.get("BAILING_DEMO_PASSWORD"):
+            self.stdout.write(self.style.WARNING(
+                f"Demo operator created. Log in at /admin/ as '{username}' with password: {password}\n"
+                "(shown once; set BAILING_DEMO_PASSWORD to choose it)"
+            ))
+        elif password:
+            self.stdout.write(f"Demo operator '{username}' created with BAILING_DEMO_PASSWORD.")
+        else:
+            self.stdout.write(f"Demo data present; operator '{username}' exists.")

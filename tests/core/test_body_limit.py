@@ -1,0 +1,75 @@
+import json
+import socket
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = [pytest.mark.urls("tests.core.urls")]
+
+
+def _json_body(size: int) -> bytes:
+    prefix = b'{"name":"ab","pad":"'
+    suffix = b'"}'
+    return prefix + b"x" * (size - len(prefix) - len(suffix)) + suffix
+
+
+def test_body_at_the_view_limit_is_accepted(client):
+    response = client.post("/agent-api/test/small-echo", _json_body(1024), content_type="application/json")
+    assert response.status_code == 200
+    assert response.json() == {"bytes": 1024, "name": "ab"}
+
+
+def test_body_over_the_view_limit_is_413_with_sizes(client):
+    response = client.post("/agent-api/test/small-echo", _json_body(1025), content_type="application/json")
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error"] == "request_too_large"
+    assert body["max_bytes"] == 1024
+    assert body["observed_bytes"] == 1025
+
+
+def test_global_limit_applies_without_a_view_override(client, settings):
+    settings.BAILING_JSON_BODY_MAX_BYTES = 2048
+    ok = client.post("/agent-api/test/echo", _json_body(2048), content_type="application/json")
+    too_big = client.post("/agent-api/test/echo", _json_body(2049), content_type="application/json")
+    assert ok.status_code == 200
+    assert too_big.status_code == 413
+    assert too_big.json()["max_bytes"] == 2048
+
+
+def test_default_global_limit_is_one_mebibyte(settings):
+    from bailinghub import settings as project_settings
+
+    assert project_settings.BAILING_JSON_BODY_MAX_BYTES == 1_048_576
+
+
+def test_streamed_oversized_body_is_refused_before_it_is_all_sent(live_server):
+    """The server answers 413 after reading just past the limit, not after the whole body."""
+    declared = 10 * 1024 * 1024
+    address = urlparse(live_server.url)
+    sock = socket.create_connection((address.hostname, address.port), timeout=10)
+    head = (
+        "POST /agent-api/test/small-echo HTTP/1.1\r\n"
+        f"Host: {address.hostname}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    sock.sendall(head)
+    sent = 0
+    chunk = b"x" * 4096
+    for _ in range(16):  # 64 KiB, far less than the declared 10 MiB
+        sock.sendall(chunk)
+        sent += len(chunk)
+    response = b""
+    while b"\r\n\r\n" not in response or not response.rstrip().endswith(b"}"):
+        data = sock.recv(65536)
+        if not data:
+            break
+        response += data
+    sock.close()
+    status_line, _, rest = response.partition(b"\r\n")
+    assert b" 413 " in status_line
+    body = json.loads(rest.split(b"\r\n\r\n", 1)[1])
+    assert body["error"] == "request_too_large"
+    assert body["max_bytes"] == 1024
+    assert 1024 < body["observed_bytes"] <= sent
+    assert sent < declared
