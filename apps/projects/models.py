@@ -1,5 +1,5 @@
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
 
 from apps.core.models import BaseModel
@@ -15,7 +15,7 @@ class Project(BaseModel):
 
     name = models.CharField(max_length=200)
     slug = models.CharField(max_length=64, unique=True, validators=[slug_validator])
-    description = models.TextField(blank=True, max_length=2000)
+    description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
 
     class Meta:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.core.models import BaseModel
@@ -57,7 +57,7 @@ class Route(BaseModel):
         help_text="The workspace key agents use, e.g. 'store-assistant'. Never 'auto'.",
     )
     name = models.CharField(max_length=256)
-    description = models.TextField(blank=True, max_length=2000)
+    description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
     enabled = models.BooleanField(default=True)
 
     audience_policy = models.CharField(max_length=16, choices=AudiencePolicy.choices, default=AudiencePolicy.ANY)
@@ -67,13 +67,19 @@ class Route(BaseModel):
     )
 
     # target_config
-    system_prompt = models.TextField(blank=True, max_length=SYSTEM_PROMPT_MAX_CHARS)
+    system_prompt = models.TextField(
+        blank=True, max_length=SYSTEM_PROMPT_MAX_CHARS, validators=[MaxLengthValidator(SYSTEM_PROMPT_MAX_CHARS)]
+    )
 
     # agent_client
     agent_client_enabled = models.BooleanField(
         default=False, help_text="Open this route to local agents (Agent Client Runtime)."
     )
-    agent_client_instructions = models.TextField(blank=True, max_length=AGENT_INSTRUCTIONS_MAX_CHARS)
+    agent_client_instructions = models.TextField(
+        blank=True,
+        max_length=AGENT_INSTRUCTIONS_MAX_CHARS,
+        validators=[MaxLengthValidator(AGENT_INSTRUCTIONS_MAX_CHARS)],
+    )
     agent_client_active_tool_limit = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(12)]
     )
