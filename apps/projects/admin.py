@@ -17,29 +17,46 @@ class ProjectScopedAdminMixin:
             obj = getattr(obj, part)
         return obj
 
+    @staticmethod
+    def visible_project_ids(request) -> set:
+        # Admin pages ask for permissions many times a request; resolve membership once.
+        if not hasattr(request, "_bh_visible_projects"):
+            request._bh_visible_projects = set(
+                project_list_visible(user=request.user).values_list("pk", flat=True)
+            )
+        return request._bh_visible_projects
+
+    @staticmethod
+    def editable_project_ids(request) -> set:
+        if not hasattr(request, "_bh_editable_projects"):
+            request._bh_editable_projects = set(
+                project_list_editable(user=request.user).values_list("pk", flat=True)
+            )
+        return request._bh_editable_projects
+
     def get_queryset(self, request):
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
-        return queryset.filter(**{f"{self.project_lookup}__in": project_list_visible(user=request.user)})
+        return queryset.filter(**{f"{self.project_lookup}__in": self.visible_project_ids(request)})
 
     def has_module_permission(self, request):
         return request.user.is_active and request.user.is_staff and (
-            request.user.is_superuser or project_list_visible(user=request.user).exists()
+            request.user.is_superuser or bool(self.visible_project_ids(request))
         )
 
     def has_view_permission(self, request, obj=None):
         if obj is None:
             return self.has_module_permission(request)
-        return project_list_visible(user=request.user).filter(pk=self._project_of(obj).pk).exists()
+        return self._project_of(obj).pk in self.visible_project_ids(request)
 
     def has_add_permission(self, request):
-        return request.user.is_staff and project_list_editable(user=request.user).exists()
+        return request.user.is_staff and bool(self.editable_project_ids(request))
 
     def has_change_permission(self, request, obj=None):
         if obj is None:
-            return request.user.is_staff and project_list_editable(user=request.user).exists()
-        return project_list_editable(user=request.user).filter(pk=self._project_of(obj).pk).exists()
+            return request.user.is_staff and bool(self.editable_project_ids(request))
+        return self._project_of(obj).pk in self.editable_project_ids(request)
 
     def has_delete_permission(self, request, obj=None):
         return self.has_change_permission(request, obj)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 
 from apps.projects.admin import ProjectScopedAdminMixin
@@ -7,8 +8,19 @@ from apps.routes.models import Route
 from apps.routes.selectors import route_profile
 
 
+class RouteAdminForm(forms.ModelForm):
+    class Meta:
+        model = Route
+        fields = "__all__"  # noqa: DJ007 -- the admin's fieldsets choose the fields shown
+
+    def clean_unattended_write_tools(self):
+        # A blank legacy list means "not configured" (None), not "configured as empty".
+        return self.cleaned_data.get("unattended_write_tools") or None
+
+
 @admin.register(Route)
 class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    form = RouteAdminForm
     list_display = ["key", "name", "project", "enabled", "agent_client_enabled", "tools_direct_enabled",
                     "knowledge_enabled", "updated_at"]
     list_filter = ["enabled", "agent_client_enabled", "tools_direct_enabled", "knowledge_enabled", "project"]
