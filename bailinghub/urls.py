@@ -12,6 +12,7 @@ urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path("agent-auth/", include("apps.agent_auth.urls_pages")),  # agent_auth: authorization page and login
     path("agent-auth/v1/", include("apps.agent_auth.api.urls")),
     path("agent-api/v1/", include("apps.runtime.api.urls")),
     path("api/v1/builder/", include("apps.knowledge.api.urls")),

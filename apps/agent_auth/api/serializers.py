@@ -1,0 +1,138 @@
+"""Request shapes of Agent Auth v1: exact fields (unknown ones refused), exact limits."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from rest_framework import serializers
+
+from apps.agent_auth.validators import loopback_redirect_uri_problem, route_key_is_valid
+
+CODE_CHALLENGE_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+CODE_VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def no_control_characters(value: str) -> None:
+    if _CONTROL.search(value):
+        raise serializers.ValidationError("Control characters are not allowed.")
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string only: numbers and booleans are not coerced to text."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _text(max_length: int, *, min_length: int | None = None, **kwargs) -> serializers.CharField:
+    return StrictCharField(
+        max_length=max_length, min_length=min_length, trim_whitespace=False,
+        validators=[no_control_characters], **kwargs,
+    )
+
+
+class StrictSerializer(serializers.Serializer):
+    """A JSON object with exactly these fields: an unknown field is 400 `invalid_request`."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class RouteKeyListField(serializers.ListField):
+    def __init__(self, **kwargs):
+        super().__init__(child=StrictCharField(trim_whitespace=False), min_length=1, max_length=64, **kwargs)
+
+    def to_internal_value(self, data):
+        keys = super().to_internal_value(data)
+        bad = [key for key in keys if not route_key_is_valid(key)]
+        if bad:
+            raise serializers.ValidationError(
+                f"'{bad[0][:64]}' is not a route key (^[a-z0-9][a-z0-9_-]{{1,63}}$, never 'auto' or '*')."
+            )
+        if len(set(keys)) != len(keys):
+            raise serializers.ValidationError("Route keys must be unique.")
+        return keys
+
+
+class AuthorizationCreateSerializer(StrictSerializer):
+    client_app_id = _text(64)
+    redirect_uri = StrictCharField(max_length=2048, trim_whitespace=False)
+    state = _text(512, min_length=8)
+    requested_routes = RouteKeyListField()
+    device_label = _text(128)
+    code_challenge = StrictCharField(trim_whitespace=False)
+    code_challenge_method = serializers.ChoiceField(choices=["S256"])
+
+    def validate_redirect_uri(self, value: str) -> str:
+        problem = loopback_redirect_uri_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+    def validate_code_challenge(self, value: str) -> str:
+        if not CODE_CHALLENGE_RE.fullmatch(value):
+            raise serializers.ValidationError("code_challenge is 43 base64url characters (S256 of the verifier).")
+        return value
+
+
+class PrincipalSerializer(StrictSerializer):
+    id = _text(128)
+    tenant = _text(128, required=False, allow_null=True)
+    roles = serializers.ListField(child=_text(64), max_length=64, required=False)
+    audience = _text(64, required=False, allow_null=True)
+    channel = _text(128, required=False, allow_null=True)
+
+    def validate_audience(self, value: str | None) -> str | None:
+        if value is not None and (not value or any(ch.isspace() for ch in value)):
+            raise serializers.ValidationError("An audience is 1–64 characters without spaces.")
+        return value
+
+
+class AuthorizationApproveSerializer(StrictSerializer):
+    principal = PrincipalSerializer()
+    on_behalf_of = _text(191)
+    allowed_routes = RouteKeyListField()
+
+    def validate_principal(self, value: dict) -> dict:
+        value.setdefault("roles", [])
+        return {key: item for key, item in value.items() if item is not None}
+
+
+class AuthorizationDenySerializer(StrictSerializer):
+    pass
+
+
+class CodeGrantSerializer(StrictSerializer):
+    grant_type = serializers.ChoiceField(choices=["authorization_code"])
+    client_app_id = _text(64)
+    code = StrictCharField(max_length=256, trim_whitespace=False)
+    redirect_uri = StrictCharField(max_length=2048, trim_whitespace=False)
+    code_verifier = StrictCharField(trim_whitespace=False)
+
+    def validate_code_verifier(self, value: str) -> str:
+        if not CODE_VERIFIER_RE.fullmatch(value):
+            raise serializers.ValidationError("code_verifier is 43–128 characters of [A-Za-z0-9._~-].")
+        return value
+
+
+class RefreshGrantSerializer(StrictSerializer):
+    grant_type = serializers.ChoiceField(choices=["refresh_token"])
+    client_app_id = _text(64)
+    refresh_token = StrictCharField(max_length=256, trim_whitespace=False)
+
+
+class RevokeSerializer(StrictSerializer):
+    client_app_id = _text(64)
+    refresh_token = StrictCharField(max_length=256, trim_whitespace=False)
+
+
+GRANT_SERIALIZERS = {"authorization_code": CodeGrantSerializer, "refresh_token": RefreshGrantSerializer}

@@ -1,0 +1,141 @@
+"""Agent Auth v1 endpoints (contracts-beyond-seeds §1). Success is 201 for creating an
+authorization and 200 with a JSON body for everything else."""
+
+from __future__ import annotations
+
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.agent_auth.api.presenters import authorization_context, session_payload, token_payload
+from apps.agent_auth.api.serializers import (
+    GRANT_SERIALIZERS,
+    AuthorizationApproveSerializer,
+    AuthorizationCreateSerializer,
+    AuthorizationDenySerializer,
+    RevokeSerializer,
+)
+from apps.agent_auth.authentication import AgentBearerAuthentication, ClientTokenAuthentication
+from apps.agent_auth.errors import InvalidRequest, NotFound, UnsupportedGrantType
+from apps.agent_auth.models import AUTHORIZATION_TTL, AgentSession
+from apps.agent_auth.selectors import authorization_get_for_client
+from apps.agent_auth.services import (
+    authorization_approve,
+    authorization_create,
+    authorization_deny,
+    authorization_url,
+    code_exchange,
+    session_refresh,
+    session_revoke,
+    session_revoke_by_refresh_token,
+    session_revoke_for_client,
+)
+
+
+class PublicApi(APIView):
+    """Called by a local agent before it holds a token."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+
+class ClientTokenApi(APIView):
+    """Called by the business backend with its client token; `request.auth` is the AgentClient."""
+
+    authentication_classes = [ClientTokenAuthentication]
+    permission_classes = [IsAuthenticated]
+
+
+class AgentBearerApi(APIView):
+    """Called by a local agent with its access token; `request.auth` is the AgentSession."""
+
+    authentication_classes = [AgentBearerAuthentication]
+    permission_classes = [IsAuthenticated]
+
+
+class AuthorizationCreateApi(PublicApi):
+    def post(self, request):
+        serializer = AuthorizationCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        authorization = authorization_create(**serializer.validated_data, requester_ip=request.META.get("REMOTE_ADDR"))
+        return Response(
+            {
+                "authorization_id": str(authorization.pk),
+                "authorization_url": authorization_url(authorization=authorization),
+                "expires_in": int(AUTHORIZATION_TTL.total_seconds()),
+            },
+            status=201,
+        )
+
+
+class AuthorizationDetailApi(ClientTokenApi):
+    def get(self, request, authorization_id):
+        authorization = authorization_get_for_client(client=request.auth, authorization_id=authorization_id)
+        if authorization is None:
+            raise NotFound("No such authorization.")
+        return Response(authorization_context(authorization))
+
+
+class AuthorizationApproveApi(ClientTokenApi):
+    def post(self, request, authorization_id):
+        serializer = AuthorizationApproveSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        redirect_uri = authorization_approve(client=request.auth, authorization_id=authorization_id,
+                                             **serializer.validated_data)
+        return Response({"redirect_uri": redirect_uri})
+
+
+class AuthorizationDenyApi(ClientTokenApi):
+    def post(self, request, authorization_id):
+        AuthorizationDenySerializer(data=request.data).is_valid(raise_exception=True)
+        redirect_uri = authorization_deny(client=request.auth, authorization_id=authorization_id)
+        return Response({"redirect_uri": redirect_uri})
+
+
+class TokenApi(PublicApi):
+    def post(self, request):
+        data = request.data
+        if not isinstance(data, dict) or not isinstance(data.get("grant_type"), str):
+            raise InvalidRequest("grant_type is required.")
+        serializer_class = GRANT_SERIALIZERS.get(data["grant_type"])
+        if serializer_class is None:
+            raise UnsupportedGrantType()
+        serializer = serializer_class(data=data)
+        serializer.is_valid(raise_exception=True)
+        fields = dict(serializer.validated_data)
+        fields.pop("grant_type")
+        issued = code_exchange(**fields) if serializer_class is GRANT_SERIALIZERS["authorization_code"] \
+            else session_refresh(**fields)
+        return Response(token_payload(issued))
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response["Pragma"] = "no-cache"
+        return response
+
+
+class SessionDetailApi(AgentBearerApi):
+    def get(self, request):
+        return Response(session_payload(request.auth))
+
+
+class RevokeApi(APIView):
+    """The agent's revoke: with its bearer, or (no Authorization header) with a refresh token."""
+
+    authentication_classes = [AgentBearerAuthentication]
+    permission_classes = [AllowAny]
+
+    def post(self, request):
+        if request.auth is not None:
+            session_revoke(session=request.auth, revoked_by=AgentSession.RevokedBy.AGENT, reason="revoked by the agent")
+        else:
+            serializer = RevokeSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            session_revoke_by_refresh_token(**serializer.validated_data)
+        return Response({"revoked": True})
+
+
+class ClientSessionRevokeApi(ClientTokenApi):
+    def post(self, request, session_id):
+        session_revoke_for_client(client=request.auth, session_id=session_id)
+        return Response({"revoked": True})

@@ -1,0 +1,108 @@
+"""DRF authentication for agent bearers (access tokens) and business backends (client tokens).
+
+Both answer 401 `unauthorized` (never 403) for a missing, unknown, expired or revoked token or a
+disabled client: each defines `authenticate_header`, which is what makes DRF send 401.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from django.utils import timezone
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+
+from apps.agent_auth.models import AgentClient, AgentSession
+from apps.agent_auth.selectors import client_get_by_token, session_get_by_access_token
+from apps.agent_auth.services import session_touch
+
+
+@dataclass(frozen=True)
+class AgentPrincipal:
+    """`request.user` on agent endpoints: the principal the session acts for."""
+
+    id: str
+    tenant: str | None = None
+    roles: tuple[str, ...] = ()
+    audience: str | None = None
+    channel: str | None = None
+
+    is_authenticated: ClassVar[bool] = True
+    is_anonymous: ClassVar[bool] = False
+
+    @classmethod
+    def of(cls, session: AgentSession) -> AgentPrincipal:
+        principal = session.principal or {}
+        return cls(
+            id=principal.get("id", session.principal_id),
+            tenant=principal.get("tenant"),
+            roles=tuple(principal.get("roles") or ()),
+            audience=principal.get("audience"),
+            channel=principal.get("channel"),
+        )
+
+
+@dataclass(frozen=True)
+class ClientCaller:
+    """`request.user` on business-backend endpoints: the agent client whose token was presented."""
+
+    client: AgentClient
+
+    is_authenticated: ClassVar[bool] = True
+    is_anonymous: ClassVar[bool] = False
+
+
+def _bearer(request) -> str | None:
+    """The bearer credential, None when no Authorization header; 401 when it is malformed."""
+    header = get_authorization_header(request)
+    if not header:
+        return None
+    parts = header.split()
+    if len(parts) != 2 or parts[0].lower() != b"bearer":
+        raise AuthenticationFailed()
+    try:
+        return parts[1].decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise AuthenticationFailed() from exc
+
+
+class AgentBearerAuthentication(BaseAuthentication):
+    """`Authorization: Bearer bha_...`. `request.auth` is the AgentSession (client loaded),
+    `request.user` its AgentPrincipal. Revoked or expired sessions and disabled clients fail."""
+
+    def authenticate(self, request):
+        token = _bearer(request)
+        if token is None:
+            return None
+        session = session_get_by_access_token(token=token)
+        now = timezone.now()
+        if (
+            session is None
+            or session.revoked_at is not None
+            or now >= session.access_expires_at
+            or now >= session.refresh_expires_at
+            or not session.client.enabled
+        ):
+            raise AuthenticationFailed()
+        session_touch(session=session)
+        return AgentPrincipal.of(session), session
+
+    def authenticate_header(self, request) -> str:
+        return "Bearer"
+
+
+class ClientTokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer bhk_...` from a business backend. `request.auth` is the AgentClient."""
+
+    def authenticate(self, request):
+        token = _bearer(request)
+        if token is None:
+            return None
+        client = client_get_by_token(token=token)
+        if client is None or not client.enabled:
+            raise AuthenticationFailed()
+        return ClientCaller(client), client
+
+    def authenticate_header(self, request) -> str:
+        return "Bearer"

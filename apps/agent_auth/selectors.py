@@ -1,0 +1,122 @@
+"""Reads of Agent Auth: token lookups, and the ONE place that decides which routes a session may use.
+
+Every `/agent-api/v1/workspaces/:route/...` endpoint resolves its route through
+`session_route_get`; the workspace list comes from `session_route_list`. Both recompute, on
+each request: the client's `allowed_routes` ∩ the session's `allowed_routes` ∩ the enabled
+routes of the client's project whose audience policy admits the session's principal, and —
+for runtime endpoints — the route's `agent_client_enabled`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import Q
+
+from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, InvalidRoute, RouteUnavailable
+from apps.agent_auth.models import (
+    ACCESS_TOKEN_PREFIX,
+    CLIENT_TOKEN_PREFIX,
+    AgentAuthorization,
+    AgentClient,
+    AgentSession,
+)
+from apps.agent_auth.validators import route_key_is_valid
+from apps.core.tokens import token_hash, token_matches
+from apps.projects.models import Membership
+from apps.routes.models import Route
+
+WORKSPACES_MAX = 128
+
+
+def client_get_by_token(*, token: str) -> AgentClient | None:
+    """The client whose token this is (enabled or not; the caller decides), else None."""
+    if not token.startswith(CLIENT_TOKEN_PREFIX):
+        return None
+    client = AgentClient.objects.select_related("project").filter(client_token_hash=token_hash(token)).first()
+    if client is None or not token_matches(token, client.client_token_hash):
+        return None
+    return client
+
+
+def session_get_by_access_token(*, token: str) -> AgentSession | None:
+    """The session whose current access token this is (active or not; the caller decides)."""
+    if not token.startswith(ACCESS_TOKEN_PREFIX):
+        return None
+    session = (
+        AgentSession.objects.select_related("client", "client__project")
+        .filter(access_token_hash=token_hash(token))
+        .first()
+    )
+    if session is None or not token_matches(token, session.access_token_hash):
+        return None
+    return session
+
+
+def authorization_get_for_client(*, client: AgentClient, authorization_id: uuid.UUID) -> AgentAuthorization | None:
+    return (
+        AgentAuthorization.objects.select_related("client")
+        .filter(pk=authorization_id, client=client)
+        .first()
+    )
+
+
+def route_admits_audience(*, route: Route, audience: str | None) -> bool:
+    if route.audience_policy == Route.AudiencePolicy.ANY:
+        return True
+    return bool(audience) and audience in (route.allowed_audiences or [])
+
+
+def _granted_keys(session: AgentSession) -> set[str]:
+    return set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
+
+
+def session_route_list(*, session: AgentSession, require_runtime: bool = True) -> list[Route]:
+    """The routes this session may use now, ordered by key (at most 128). One query."""
+    keys = _granted_keys(session)
+    if not keys:
+        return []
+    admits = Q(audience_policy=Route.AudiencePolicy.ANY)
+    if session.audience:
+        admits |= Q(audience_policy=Route.AudiencePolicy.LISTED, allowed_audiences__contains=[session.audience])
+    routes = Route.objects.filter(admits, project_id=session.client.project_id, key__in=keys, enabled=True)
+    if require_runtime:
+        routes = routes.filter(agent_client_enabled=True)
+    return list(routes.order_by("key")[:WORKSPACES_MAX])
+
+
+def session_route_get(*, session: AgentSession, key: str, require_runtime: bool) -> Route:
+    """The route `key` as this session may use it, or the error the contract names.
+
+    400 `invalid_route` for a malformed key; 404 `route_unavailable` for any route outside the
+    session's grant, missing or disabled (never revealing which); 403 `audience_not_allowed`
+    when the route does not admit the principal; with `require_runtime`, 403
+    `agent_client_disabled` when local agents are switched off on the route. One query.
+    """
+    if not route_key_is_valid(key):
+        raise InvalidRoute()
+    if key not in _granted_keys(session):
+        raise RouteUnavailable()
+    route = Route.objects.filter(project_id=session.client.project_id, key=key, enabled=True).first()
+    if route is None:
+        raise RouteUnavailable()
+    if not route_admits_audience(route=route, audience=session.audience or None):
+        raise AudienceNotAllowed()
+    if require_runtime and not route.agent_client_enabled:
+        raise AgentClientDisabled()
+    return route
+
+
+def authorization_page_route_choices(*, authorization: AgentAuthorization, user) -> list[Route]:
+    """Routes a BailingHub user may grant on the authorization page: those requested, still in the
+    client's allowlist, enabled, admitting a principal without audience, in a project the user
+    belongs to."""
+    client = authorization.client
+    if not user.is_superuser and not Membership.objects.filter(project_id=client.project_id, user=user).exists():
+        return []
+    keys = set(authorization.requested_routes) & set(client.allowed_routes or [])
+    return list(
+        Route.objects.filter(
+            project_id=client.project_id, key__in=keys, enabled=True, audience_policy=Route.AudiencePolicy.ANY
+        ).order_by("key")
+    )

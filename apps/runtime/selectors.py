@@ -1,0 +1,87 @@
+"""What the workspace endpoints answer: composed from routes (profile), agent_auth (binding) and,
+later, knowledge and tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.agent_auth.models import AgentSession
+from apps.core.revisions import revision_of
+from apps.routes.models import Route
+from apps.routes.selectors import route_profile
+
+WORKSPACES_SCHEMA = "bailing.agent-workspaces.v1"
+PROFILE_SCHEMA = "bailing.agent-runtime-profile.v1"
+SYSTEM_INFO_SCHEMA = "bailing.agent-system-info.v1"
+
+
+def route_knowledge_source_count(*, route: Route) -> int:
+    """How many knowledge bases are bound to `route`.
+
+    The single place to wire the knowledge app's route↔KB bindings in (it is built in
+    parallel); until then no route has a knowledge source.
+    """
+    return 0
+
+
+def route_capability_summary(*, route: Route, session: AgentSession) -> dict[str, Any]:
+    """Bootstrap `capabilities`: counts over the tools this session may use on `route`.
+    No tools exist yet, so the authorized catalog is empty."""
+    authorized: list[dict[str, Any]] = []
+    return {
+        "revision": revision_of(authorized),
+        "authorized_total": len(authorized),
+        "active_limit": route.agent_client_active_tool_limit,
+        "readonly": 0,
+        "writes": 0,
+        "approval_required": 0,
+    }
+
+
+def workspace_entry(*, route: Route) -> dict[str, str]:
+    return {"route": route.key, "name": route.name, "description": route.description}
+
+
+def workspace_list(*, routes: list[Route]) -> dict[str, Any]:
+    return {"schema_version": WORKSPACES_SCHEMA, "workspaces": [workspace_entry(route=route) for route in routes]}
+
+
+def workspace_bootstrap(*, route: Route, session: AgentSession) -> dict[str, Any]:
+    """`bailing.agent-runtime-profile.v1`: never a credential, model, provider URL or secret."""
+    return {
+        "schema_version": PROFILE_SCHEMA,
+        "workspace": workspace_entry(route=route),
+        "profile": route_profile(route=route, knowledge_sources=route_knowledge_source_count(route=route)),
+        "capabilities": route_capability_summary(route=route, session=session),
+    }
+
+
+def workspace_system_info(*, route: Route, session: AgentSession) -> dict[str, Any]:
+    """`bailing.agent-system-info.v1`. Loads no tools; needs neither the runtime switch nor
+    direct tools, but says when either is off."""
+    system = None
+    if route.system_info_configured:
+        system = {
+            "name": route.system_info_name,
+            "summary": route.system_info_summary,
+            "domains": list(route.system_info_domains or []),
+            "boundaries": list(route.system_info_boundaries or []),
+        }
+    body: dict[str, Any] = {
+        "schema_version": SYSTEM_INFO_SCHEMA,
+        "binding": {
+            "client_app_id": session.client.app_id,
+            "session_id": str(session.pk),
+            "workspace": route.key,
+        },
+        "metadata_status": "configured" if system else "missing",
+        "revision": revision_of(system) if system else None,
+        "system": system,
+        "tool_status": "not_loaded",
+        "availability": "unknown",
+    }
+    if not route.agent_client_enabled:
+        body.update(availability="unavailable", unavailable_reason="agent_client_disabled")
+    elif not route.tools_direct_enabled:
+        body.update(availability="unavailable", unavailable_reason="agent_direct_disabled")
+    return body
