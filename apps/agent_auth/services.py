@@ -164,7 +164,7 @@ def _pending_for_decision(*, client: AgentClient, authorization_id: uuid.UUID) -
     if authorization is None:
         raise NotFound("No such authorization.")
     if authorization.status != AgentAuthorization.Status.PENDING:
-        raise AlreadyProcessed(authorization_id=str(authorization.pk), status=authorization.status)
+        raise AlreadyProcessed(authorization_id=str(authorization.pk))
     if authorization.is_expired(timezone.now()):
         raise AuthorizationExpired(authorization_id=str(authorization.pk))
     return authorization

@@ -1,0 +1,168 @@
+from datetime import UTC, timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.agent_auth.models import AgentSession
+from tests.agent_auth.factories import AgentClientFactory
+from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
+
+SESSION_URL = "/agent-auth/v1/session"
+REVOKE_URL = "/agent-auth/v1/revoke"
+
+
+def _iso(value):
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def issued(agent_client):
+    return session_for(agent_client)
+
+
+def test_session_describes_the_bearers_session(api_client, agent_client, issued):
+    response = api_client.get(SESSION_URL, **bearer(issued.access_token))
+    assert response.status_code == 200
+    session = AgentSession.objects.get()
+    assert response.json() == {
+        "session_id": str(session.pk),
+        "client_app_id": agent_client.app_id,
+        "device_label": "Ada's laptop",
+        "principal": PRINCIPAL,
+        "on_behalf_of": "ada@example.com",
+        "allowed_routes": ["store-assistant", "hr-helpdesk"],
+        "created_at": _iso(session.created_at),
+        "expires_at": _iso(session.access_expires_at),
+        "refresh_expires_at": _iso(session.refresh_expires_at),
+    }
+    assert response.json()["refresh_expires_at"] > response.json()["expires_at"]
+    assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"HTTP_AUTHORIZATION": "Bearer"},
+        {"HTTP_AUTHORIZATION": "Bearer bha_unknown"},
+        {"HTTP_AUTHORIZATION": "Bearer a b"},
+        {"HTTP_AUTHORIZATION": "Token bha_x"},
+    ],
+)
+def test_session_without_a_valid_bearer_is_401(api_client, issued, headers):
+    response = api_client.get(SESSION_URL, **headers)
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
+    assert response["WWW-Authenticate"] == "Bearer"
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_a_refresh_token_is_not_an_access_token(api_client, issued):
+    assert api_client.get(SESSION_URL, **bearer(issued.refresh_token)).status_code == 401
+
+
+def test_an_expired_access_token_is_401(api_client, issued):
+    AgentSession.objects.update(access_expires_at=timezone.now() - timedelta(seconds=1))
+    assert api_client.get(SESSION_URL, **bearer(issued.access_token)).status_code == 401
+
+
+def test_a_disabled_client_ends_its_sessions_at_once(api_client, agent_client, issued):
+    agent_client.enabled = False
+    agent_client.save()
+    response = api_client.get(SESSION_URL, **bearer(issued.access_token))
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
+
+
+def test_last_used_is_updated_at_most_once_a_minute(api_client, issued, django_assert_num_queries):
+    stale = timezone.now() - timedelta(minutes=5)
+    AgentSession.objects.update(last_used_at=stale)
+    api_client.get(SESSION_URL, **bearer(issued.access_token))
+    touched = AgentSession.objects.get().last_used_at
+    assert touched > stale
+    with django_assert_num_queries(1):  # the session lookup; no UPDATE within the minute
+        api_client.get(SESSION_URL, **bearer(issued.access_token))
+    assert AgentSession.objects.get().last_used_at == touched
+
+
+def test_revoke_with_the_bearer(api_client, issued):
+    response = api_client.post(REVOKE_URL, **bearer(issued.access_token))
+    assert response.status_code == 200
+    assert response.json() == {"revoked": True}
+    session = AgentSession.objects.get()
+    assert session.revoked_at is not None and session.revoked_by == "agent"
+    assert api_client.get(SESSION_URL, **bearer(issued.access_token)).status_code == 401
+
+
+def test_revoke_with_the_refresh_token(api_client, agent_client, issued):
+    body = {"client_app_id": agent_client.app_id, "refresh_token": issued.refresh_token}
+    response = api_client.post(REVOKE_URL, body, format="json")
+    assert response.status_code == 200
+    assert response.json() == {"revoked": True}
+    assert AgentSession.objects.get().revoked_by == "agent"
+    assert api_client.get(SESSION_URL, **bearer(issued.access_token)).status_code == 401
+
+
+def test_revoke_with_an_unknown_refresh_token_changes_nothing(api_client, agent_client, issued):
+    body = {"client_app_id": agent_client.app_id, "refresh_token": "bhr_" + "z" * 43}
+    response = api_client.post(REVOKE_URL, body, format="json")
+    assert response.status_code == 200
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_revoke_with_another_clients_refresh_token_changes_nothing(api_client, route, issued):
+    other = AgentClientFactory(project=route.project, allowed_routes=[route.key])
+    api_client.post(REVOKE_URL, {"client_app_id": other.app_id, "refresh_token": issued.refresh_token}, format="json")
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_revoke_with_an_unknown_client_is_invalid_client(api_client, issued):
+    response = api_client.post(REVOKE_URL, {"client_app_id": "nobody", "refresh_token": issued.refresh_token},
+                               format="json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client"
+    assert AgentSession.objects.get().revoked_at is None
+
+
+@pytest.mark.parametrize("body", [{}, {"client_app_id": "x"}, {"refresh_token": "bhr_x"}])
+def test_revoke_without_bearer_or_refresh_token_is_invalid_request(api_client, issued, body):
+    response = api_client.post(REVOKE_URL, body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request"
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_revoke_with_an_invalid_bearer_is_401(api_client, issued):
+    response = api_client.post(REVOKE_URL, **bearer("bha_nope"))
+    assert response.status_code == 401
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_the_client_revokes_one_of_its_sessions(api_client, agent_client, issued):
+    response = api_client.post(f"/agent-auth/v1/sessions/{issued.session.pk}/revoke", **bearer(agent_client.token))
+    assert response.status_code == 200
+    assert response.json() == {"revoked": True}
+    assert AgentSession.objects.get().revoked_by == "client"
+    assert api_client.get(SESSION_URL, **bearer(issued.access_token)).status_code == 401
+
+
+def test_revoking_twice_is_still_200_and_keeps_the_first_revocation(api_client, agent_client, issued):
+    url = f"/agent-auth/v1/sessions/{issued.session.pk}/revoke"
+    api_client.post(url, **bearer(agent_client.token))
+    first = AgentSession.objects.get().revoked_at
+    assert api_client.post(url, **bearer(agent_client.token)).status_code == 200
+    assert AgentSession.objects.get().revoked_at == first
+
+
+def test_a_client_cannot_revoke_another_clients_session(api_client, route, issued):
+    other = AgentClientFactory(project=route.project, allowed_routes=[route.key])
+    response = api_client.post(f"/agent-auth/v1/sessions/{issued.session.pk}/revoke", **bearer(other.token))
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_client_revoke_needs_the_client_token(api_client, issued):
+    response = api_client.post(f"/agent-auth/v1/sessions/{issued.session.pk}/revoke", **bearer(issued.access_token))
+    assert response.status_code == 401
+    assert AgentSession.objects.get().revoked_at is None
