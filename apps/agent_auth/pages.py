@@ -97,6 +97,8 @@ def authorization_page(request: HttpRequest) -> HttpResponse:
 
 class AgentAuthLoginView(LoginView):
     template_name = "agent_auth/login.html"
+    # Only when there is no safe `next` (LoginView drops off-site ones).
+    next_page = reverse_lazy("admin:index")
 
     def dispatch(self, request, *args, **kwargs):
         return _page_headers(super().dispatch(request, *args, **kwargs))
