@@ -191,3 +191,36 @@ LOGGING = {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
+
+# knowledge
+KNOWLEDGE_UPLOAD_MAX_BYTES = env.int("KNOWLEDGE_UPLOAD_MAX_BYTES", default=50 * 1024 * 1024)
+KNOWLEDGE_UPLOAD_MAX_FILES = env.int("KNOWLEDGE_UPLOAD_MAX_FILES", default=20)
+KNOWLEDGE_DEFAULT_CHUNK_STRATEGY = env.json(
+    "KNOWLEDGE_DEFAULT_CHUNK_STRATEGY",
+    default={"strategy": "auto", "min_chars": 256, "max_chars": 768, "overlap_chars": 96},
+)
+KNOWLEDGE_PARENT_MAX_CHARS = env.int("KNOWLEDGE_PARENT_MAX_CHARS", default=4000)
+# provider -> Embedder class (apps.knowledge.pipeline.embedders), chosen with import_string.
+KNOWLEDGE_EMBEDDERS = {
+    "local": "apps.knowledge.pipeline.embedders.local.E5Embedder",
+    "use": "apps.knowledge.pipeline.embedders.use.UseEmbedder",
+    "openai": "apps.knowledge.pipeline.embedders.openai.OpenAIEmbedder",
+    "hashing": "apps.knowledge.pipeline.embedders.hashing.HashingEmbedder",
+    **env.dict("KNOWLEDGE_EMBEDDERS", default={}),
+}
+KNOWLEDGE_EMBED_BATCH_SIZE = env.int("KNOWLEDGE_EMBED_BATCH_SIZE", default=16)
+KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=0)
+KNOWLEDGE_OPENAI_TIMEOUT_SECONDS = env.float("KNOWLEDGE_OPENAI_TIMEOUT_SECONDS", default=60.0)
+KNOWLEDGE_OPENAI_MAX_RETRIES = env.int("KNOWLEDGE_OPENAI_MAX_RETRIES", default=5)
+KNOWLEDGE_OPENAI_BACKOFF_SECONDS = env.float("KNOWLEDGE_OPENAI_BACKOFF_SECONDS", default=1.0)
+KNOWLEDGE_TASK_QUEUE = env.str("KNOWLEDGE_TASK_QUEUE", default="") or None
+KNOWLEDGE_TASK_SLICE_SECONDS = env.int("KNOWLEDGE_TASK_SLICE_SECONDS", default=600)
+KNOWLEDGE_HEARTBEAT_STALE_SECONDS = env.int("KNOWLEDGE_HEARTBEAT_STALE_SECONDS", default=300)
+KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
+KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = env.int("KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS", default=120)
+KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS = env.int("KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS", default=5000)
+KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS = env.int("KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS", default=60)
+CELERY_BEAT_SCHEDULE = {
+    **globals().get("CELERY_BEAT_SCHEDULE", {}),
+    "knowledge-watchdog": {"task": "knowledge.watchdog", "schedule": float(KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)},
+}

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
 
@@ -41,3 +42,30 @@ class Membership(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.user} · {self.project} ({self.role})"
+
+
+# knowledge: operator personal API tokens for the builder API (apps.projects.authentication)
+class OperatorToken(BaseModel):
+    """A personal API token of an operator, limited to scopes. Only its SHA-256 hash is stored;
+    the token itself is shown once, when it is created (apps.projects.tokens.operator_token_create)."""
+
+    class Scope(models.TextChoices):
+        KNOWLEDGE_CREATE = "knowledge:create", "knowledge:create"
+        KNOWLEDGE_INGEST = "knowledge:ingest", "knowledge:ingest"
+        KNOWLEDGE_DEBUG = "knowledge:debug", "knowledge:debug"
+        KNOWLEDGE_REBUILD = "knowledge:rebuild", "knowledge:rebuild"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="operator_tokens")
+    name = models.CharField(max_length=120)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=16, editable=False, help_text="The first characters, to recognise it.")
+    scopes = ArrayField(models.CharField(max_length=32, choices=Scope.choices), default=list, size=8)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["user__username", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

