@@ -1,0 +1,69 @@
+"""What a parser returns: sections (under their heading breadcrumb) of blocks, frozen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class UnsupportedFileType(Exception):
+    """The file's extension is not on the whitelist, or its content is not what the extension says."""
+
+
+class ConversionFailed(Exception):
+    """The file is of its declared type but cannot be turned into text; the message says why."""
+
+
+CHAPTER_SEPARATOR = " / "
+
+
+@dataclass(frozen=True)
+class Block:
+    """A paragraph, a code fence (kept whole), a table, or one record (JSON value group, CSV row)."""
+
+    text: str
+    kind: str = "paragraph"  # paragraph | code | table | record
+    page: int | None = None
+
+    @property
+    def atomic(self) -> bool:
+        """Atomic blocks are never split at sentences (only at lines, when too long)."""
+        return self.kind != "paragraph"
+
+
+@dataclass(frozen=True)
+class Section:
+    headings: tuple[str, ...]  # breadcrumb, outermost first; () before the first heading or without any
+    blocks: tuple[Block, ...]
+
+    @property
+    def chapter_path(self) -> str | None:
+        return CHAPTER_SEPARATOR.join(self.headings) if self.headings else None
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    file_type: str
+    sections: tuple[Section, ...]
+
+    @property
+    def has_headings(self) -> bool:
+        return any(section.headings for section in self.sections)
+
+    def plain_text(self) -> str:
+        """All text in reading order, each new heading as its own line (what `legacy` splits)."""
+        parts: list[str] = []
+        previous: tuple[str, ...] = ()
+        for section in self.sections:
+            if section.headings and section.headings != previous:
+                common = 0
+                while (common < min(len(previous), len(section.headings))
+                       and previous[common] == section.headings[common]):
+                    common += 1
+                parts.extend(section.headings[common:])
+            previous = section.headings
+            parts.extend(block.text for block in section.blocks)
+        return "\n\n".join(parts)
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(block.text.strip() for section in self.sections for block in section.blocks)

@@ -1,0 +1,55 @@
+"""JSON: every value with its key path (`order.items[0].sku: A-1`), one record per top-level entry."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section
+from apps.knowledge.pipeline.parsers.text import text_decode
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _leaves(value: Any, path: str) -> list[str]:
+    if isinstance(value, dict):
+        if not value:
+            return []
+        out: list[str] = []
+        for key, item in value.items():
+            out.extend(_leaves(item, f"{path}.{key}" if path else str(key)))
+        return out
+    if isinstance(value, list):
+        out = []
+        for index, item in enumerate(value):
+            out.extend(_leaves(item, f"{path}[{index}]"))
+        return out
+    return [f"{path}: {_scalar(value)}" if path else _scalar(value)]
+
+
+def _load(data: bytes) -> Any:
+    try:
+        return json.loads(text_decode(data))
+    except json.JSONDecodeError as exc:
+        raise ConversionFailed(f"The file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") \
+            from exc
+
+
+def parse(data: bytes) -> ParsedDocument:
+    value = _load(data)
+    if isinstance(value, dict):
+        groups = [_leaves(item, str(key)) for key, item in value.items()]
+    elif isinstance(value, list):
+        groups = [_leaves(item, f"[{index}]") for index, item in enumerate(value)]
+    else:
+        groups = [_leaves(value, "")]
+    blocks = tuple(Block(text="\n".join(lines), kind="record") for lines in groups if lines)
+    return ParsedDocument(file_type="json", sections=(Section(headings=(), blocks=blocks),) if blocks else ())
+
+
+def check(data: bytes) -> None:
+    _load(data)

@@ -1,0 +1,170 @@
+"""Markdown: ATX headings make sections; front matter, HTML comments, <script>/<style> blocks and
+`:::` container markers are dropped; code fences are kept whole (a `#` inside one is not a heading).
+"""
+
+from __future__ import annotations
+
+import re
+
+from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section
+from apps.knowledge.pipeline.parsers.text import text_decode
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CONTAINER = re.compile(r"^ {0,3}:::")
+_RAW_BLOCK_OPEN = re.compile(r"^\s*<(script|style)\b[^>]*>", re.IGNORECASE)
+_FRONT_MATTER = {"---": ("---", "..."), "+++": ("+++",)}
+
+_ANCHOR = re.compile(r"\s*\{#[^}]*\}\s*$")
+_CLOSING_HASHES = re.compile(r"(?:^|\s+)#+\s*$")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_TAG = re.compile(r"(?<!\\)</?[A-Za-z][^<>]*>")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_)(?=\S)(.+?)(?<=\S)\1")
+_ESCAPED_STAR = re.compile(r"\s*\\\*")
+_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!<>|~])")
+_SPACES = re.compile(r"\s+")
+
+
+def _clean_inline(text: str) -> str:
+    text = _ESCAPED_STAR.sub("", text)
+    text = _IMAGE.sub(r"\1", text)
+    text = _LINK.sub(r"\1", text)
+    text = _TAG.sub("", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    return _ESCAPE.sub(r"\1", text)
+
+
+def heading_clean(raw: str) -> str:
+    """A heading's plain title: no `{#anchor}`, closing hashes, markup, `\\*` markers or HTML tags;
+    inline code keeps its content (`<slot>` stays) and escapes are resolved (`PropType\\<T>`)."""
+    title = _CLOSING_HASHES.sub("", _ANCHOR.sub("", raw))
+    parts: list[str] = []
+    position = 0
+    for code in _CODE_SPAN.finditer(title):
+        parts.append(_clean_inline(title[position:code.start()]))
+        parts.append(code.group(2).strip())
+        position = code.end()
+    parts.append(_clean_inline(title[position:]))
+    return _SPACES.sub(" ", "".join(parts)).strip()
+
+
+def _drop_front_matter(lines: list[str]) -> list[str]:
+    if not lines:
+        return lines
+    closers = _FRONT_MATTER.get(lines[0].strip())
+    if not closers:
+        return lines
+    for index in range(1, min(len(lines), 500)):
+        if lines[index].strip() in closers:
+            return lines[index + 1 :]
+    return lines
+
+
+def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
+    """Remove <!-- … --> from one line; returns the rest and whether a comment stays open."""
+    out: list[str] = []
+    position = 0
+    while position < len(line):
+        if in_comment:
+            end = line.find("-->", position)
+            if end < 0:
+                return "".join(out), True
+            position = end + 3
+            in_comment = False
+        else:
+            start = line.find("<!--", position)
+            if start < 0:
+                out.append(line[position:])
+                break
+            out.append(line[position:start])
+            position = start + 4
+            in_comment = True
+    return "".join(out), in_comment
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.sections: list[Section] = []
+        self.stack: list[tuple[int, str]] = []
+        self.blocks: list[Block] = []
+        self.paragraph: list[str] = []
+
+    def flush_paragraph(self) -> None:
+        lines = [line.rstrip() for line in self.paragraph]
+        self.paragraph = []
+        text = "\n".join(lines).strip("\n")
+        if not text.strip():
+            return
+        is_table = all(line.lstrip().startswith("|") for line in lines if line.strip())
+        self.blocks.append(Block(text=text.strip(), kind="table" if is_table else "paragraph"))
+
+    def flush_section(self) -> None:
+        self.flush_paragraph()
+        if self.blocks:
+            headings = tuple(title for _, title in self.stack if title)
+            self.sections.append(Section(headings=headings, blocks=tuple(self.blocks)))
+        self.blocks = []
+
+    def heading(self, level: int, title: str) -> None:
+        self.flush_section()
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        self.stack.append((level, title))
+
+
+def parse_text(text: str) -> ParsedDocument:
+    lines = _drop_front_matter(text.split("\n"))
+    builder = _Builder()
+    fence: str | None = None
+    fence_lines: list[str] = []
+    raw_block: str | None = None
+    in_comment = False
+    for line in lines:
+        if fence is not None:
+            fence_lines.append(line)
+            stripped = line.strip()
+            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
+                builder.blocks.append(Block(text="\n".join(fence_lines), kind="code"))
+                fence, fence_lines = None, []
+            continue
+        if raw_block is not None:
+            if f"</{raw_block}" in line.lower():
+                raw_block = None
+            continue
+        line, in_comment = _strip_comments(line, in_comment)
+        if not line.strip():
+            builder.flush_paragraph()
+            continue
+        opened = _FENCE.match(line)
+        if opened:
+            builder.flush_paragraph()
+            fence, fence_lines = opened.group(1), [line]
+            continue
+        raw = _RAW_BLOCK_OPEN.match(line)
+        if raw:
+            builder.flush_paragraph()
+            if f"</{raw.group(1).lower()}" not in line.lower():
+                raw_block = raw.group(1).lower()
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            builder.heading(len(heading.group(1)), heading_clean(heading.group(2) or ""))
+            continue
+        if _CONTAINER.match(line):
+            builder.flush_paragraph()
+            continue
+        builder.paragraph.append(line)
+    if fence is not None:  # an unclosed fence runs to the end, as in CommonMark
+        builder.blocks.append(Block(text="\n".join(fence_lines), kind="code"))
+    builder.flush_section()
+    return ParsedDocument(file_type="markdown", sections=tuple(builder.sections))
+
+
+def parse(data: bytes) -> ParsedDocument:
+    return parse_text(text_decode(data))
+
+
+def check(data: bytes) -> None:
+    text_decode(data)

@@ -1,0 +1,172 @@
+import pytest
+
+from apps.knowledge.pipeline.parsers import (
+    ConversionFailed,
+    UnsupportedFileType,
+    document_check,
+    document_parse,
+    file_type_detect,
+)
+from apps.knowledge.pipeline.parsers.markdown import heading_clean, parse_text
+
+
+def _parse(fixture_bytes, name):
+    data = fixture_bytes(name)
+    return document_parse(file_type=file_type_detect(filename=name, data=data), data=data)
+
+
+def test_markdown_headings_make_sections_with_their_breadcrumbs(fixture_bytes):
+    parsed = _parse(fixture_bytes, "policy.zh.md")
+    assert [section.chapter_path for section in parsed.sections] == [
+        "售后政策",
+        "售后政策 / 退款",
+        "售后政策 / 退款 / 七天无理由",
+        "售后政策 / 退款 / 质量问题",
+        "售后政策 / 换货",
+    ]
+
+
+def test_markdown_drops_front_matter_and_html_comments(fixture_bytes):
+    parsed = _parse(fixture_bytes, "policy.zh.md")
+    text = parsed.plain_text()
+    assert "bookHidden" not in text
+    assert "INFO END" not in text
+    assert parsed.sections[0].blocks[0].text == "本政策适用于所有门店。"
+
+
+def test_markdown_keeps_a_code_fence_whole_and_its_hash_lines_are_not_headings(fixture_bytes):
+    parsed = _parse(fixture_bytes, "policy.zh.md")
+    exchange = parsed.sections[-1]
+    assert [block.kind for block in exchange.blocks] == ["paragraph", "code", "paragraph"]
+    assert exchange.blocks[1].text == "```bash\n# 这不是标题\nexchange --order 123\n```"
+
+
+def test_markdown_heading_levels_pop_back_to_the_parent():
+    parsed = parse_text("# A\n\na\n\n## B\n\nb\n\n### C\n\nc\n\n## D\n\nd\n\n# E\n\ne\n")
+    assert [section.headings for section in parsed.sections] == [
+        ("A",), ("A", "B"), ("A", "B", "C"), ("A", "D"), ("E",),
+    ]
+
+
+def test_markdown_multi_line_comment_and_containers_are_dropped():
+    parsed = parse_text("# T\n\n<!-- a\nmulti-line\ncomment -->\n:::tip 提示\n容器内容。\n:::\n")
+    assert [block.text for block in parsed.sections[0].blocks] == ["容器内容。"]
+
+
+def test_markdown_script_blocks_are_dropped():
+    parsed = parse_text("<script setup>\nimport X from './x.vue'\n</script>\n\n# 标题\n\n正文。\n")
+    assert [(s.chapter_path, [b.text for b in s.blocks]) for s in parsed.sections] == [("标题", ["正文。"])]
+
+
+@pytest.mark.parametrize(("raw", "clean"), [
+    ("声明响应式状态 \\* {#declaring-reactive-state}", "声明响应式状态"),
+    ("PropType\\<T> {#proptype-t}", "PropType<T>"),
+    ("`<component>` {#component}", "<component>"),
+    ('响应式 Props 解构 <sup class="vt-badge" data-text="3.5+" /> \\*\\* {#reactive-props-destructure}',
+     "响应式 Props 解构"),
+    ("**退款** [政策](https://example.com) ##", "退款 政策"),
+])
+def test_heading_titles_lose_anchors_markup_and_markers(raw, clean):
+    assert heading_clean(raw) == clean
+
+
+def test_text_without_headings_is_one_section_without_a_path(fixture_bytes):
+    parsed = _parse(fixture_bytes, "plain.txt")
+    assert len(parsed.sections) == 1
+    assert parsed.sections[0].chapter_path is None
+    assert [block.text for block in parsed.sections[0].blocks] == [
+        "这是一份没有标题的说明文档。它只有段落。",
+        "第二段介绍营业时间：每天九点开门，晚上九点关门。节假日照常营业。",
+    ]
+
+
+def test_gb18030_text_is_detected(fixture_bytes):
+    parsed = _parse(fixture_bytes, "gb18030.txt")
+    assert [block.text for block in parsed.sections[0].blocks] == [
+        "门店营业时间：每天九点到二十一点。", "会员可享受九五折优惠。",
+    ]
+
+
+def test_utf8_with_bom_loses_the_bom(fixture_bytes):
+    parsed = _parse(fixture_bytes, "utf8-bom.txt")
+    assert parsed.sections[0].blocks[0].text == "带 BOM 的 UTF-8 文本。"
+
+
+def test_utf16_with_bom_is_decoded(fixture_bytes):
+    parsed = _parse(fixture_bytes, "utf16.txt")
+    assert parsed.sections[0].blocks[0].text == "UTF-16 文本，带字节顺序标记。"
+
+
+def test_json_values_carry_their_key_paths(fixture_bytes):
+    parsed = _parse(fixture_bytes, "orders.json")
+    assert [block.text for block in parsed.sections[0].blocks] == [
+        "store.name: 百灵一号店\nstore.city: 杭州",
+        "policies[0].name: 退款\npolicies[0].days: 7\npolicies[1].name: 换货\npolicies[1].days: 30",
+        "open: true",
+    ]
+    assert {block.kind for block in parsed.sections[0].blocks} == {"record"}
+
+
+def test_invalid_json_fails_conversion(fixture_bytes):
+    with pytest.raises(ConversionFailed, match="not valid JSON"):
+        _parse(fixture_bytes, "broken.json")
+
+
+def test_csv_rows_become_records_with_header_names(fixture_bytes):
+    parsed = _parse(fixture_bytes, "products.csv")
+    assert [block.text for block in parsed.sections[0].blocks] == [
+        "sku: A-1; name: 保温杯; price: 59",
+        "sku: B-2; name: Travel mug",
+    ]
+
+
+def test_pdf_text_keeps_page_numbers(fixture_bytes):
+    parsed = _parse(fixture_bytes, "sample.pdf")
+    blocks = parsed.sections[0].blocks
+    assert [(block.page, block.text) for block in blocks] == [
+        (1, "Refund policy.\nRefunds are processed within seven days.\nKeep the receipt."),
+        (2, "Exchange policy.\nExchanges are free within thirty days."),
+    ]
+
+
+def test_corrupt_pdf_fails_conversion(fixture_bytes):
+    with pytest.raises(ConversionFailed, match="damaged"):
+        _parse(fixture_bytes, "corrupt.pdf")
+
+
+def test_encrypted_pdf_fails_conversion(fixture_bytes):
+    with pytest.raises(ConversionFailed, match="encrypted"):
+        document_check(file_type="pdf", data=fixture_bytes("encrypted.pdf"))
+
+
+@pytest.mark.parametrize("name", ["notes.docx", "image.png", "README", "data.xlsx"])
+def test_extensions_outside_the_whitelist_are_refused(name):
+    with pytest.raises(UnsupportedFileType):
+        file_type_detect(filename=name, data=b"hello")
+
+
+def test_a_pdf_named_txt_is_refused(fixture_bytes):
+    with pytest.raises(UnsupportedFileType, match="binary"):
+        file_type_detect(filename="notes.txt", data=fixture_bytes("sample.pdf"))
+
+
+def test_text_named_pdf_is_refused():
+    with pytest.raises(UnsupportedFileType, match="not a PDF"):
+        file_type_detect(filename="report.pdf", data="这不是 PDF".encode())
+
+
+def test_binary_content_named_txt_is_refused(fixture_bytes):
+    with pytest.raises(UnsupportedFileType):
+        file_type_detect(filename="binary.txt", data=fixture_bytes("binary.txt"))
+
+
+@pytest.mark.parametrize(("name", "file_type"), [
+    ("a.TXT", "txt"), ("a.md", "markdown"), ("a.markdown", "markdown"), ("a.json", "json"), ("a.csv", "csv"),
+])
+def test_whitelisted_extensions_map_to_types(name, file_type):
+    assert file_type_detect(filename=name, data=b"x") == file_type
+
+
+def test_undecodable_text_fails_conversion():
+    with pytest.raises(ConversionFailed, match="neither UTF-8 nor GB18030"):
+        document_check(file_type="txt", data=b"\x81\x30\xff\xfe\x80")
