@@ -1,0 +1,125 @@
+"""`openai`: any OpenAI-compatible `POST {base_url}/embeddings` endpoint.
+
+Options: `base_url` (required), `model` (defaults to the registered name), `api_key_env` (the
+environment variable holding the key; default KNOWLEDGE_OPENAI_API_KEY), `send_dimensions` (send
+`dimensions`, for models that can shorten their vectors), `batch_size`. HTTP 429 and 5xx and
+connection errors are retried with exponential backoff (Retry-After honoured); anything else fails
+at once with the endpoint's own message. The key is never logged nor put in an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+
+from django.conf import settings
+
+from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
+
+logger = logging.getLogger("bailinghub.knowledge")
+
+MAX_BACKOFF_SECONDS = 30.0
+
+
+class _Transient(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+def _retry_after(error: urllib.error.HTTPError) -> float | None:
+    value = error.headers.get("Retry-After") if error.headers else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        payload = json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
+        return body.decode("utf-8", "replace")[:200]
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error)[:200]
+    return str(error or payload)[:200]
+
+
+class OpenAIEmbedder(Embedder):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        base_url = str(self.options.get("base_url") or "").rstrip("/")
+        if not base_url.startswith(("http://", "https://")):
+            raise EmbeddingFailed(f"Embedding model {self.name} needs an http(s) base_url option.")
+        self.url = f"{base_url}/embeddings"
+        self.model = str(self.options.get("model") or self.name)
+        self.api_key_env = str(self.options.get("api_key_env") or "KNOWLEDGE_OPENAI_API_KEY")
+        self.timeout = float(self.options.get("timeout_seconds") or settings.KNOWLEDGE_OPENAI_TIMEOUT_SECONDS)
+        self.max_retries = int(self.options.get("max_retries", settings.KNOWLEDGE_OPENAI_MAX_RETRIES))
+        self.backoff = float(self.options.get("backoff_seconds", settings.KNOWLEDGE_OPENAI_BACKOFF_SECONDS))
+
+    def _post(self, texts: list[str]) -> list[list[float]]:
+        body: dict = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self.options.get("send_dimensions"):
+            body["dimensions"] = self.dimension
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env, "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(  # noqa: S310 -- http(s) only, checked in __init__
+            self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 -- operator's URL
+                payload = json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as error:
+            message = _error_message(error.read())
+            if error.code == 429 or error.code >= 500:
+                raise _Transient(f"HTTP {error.code}: {message}", _retry_after(error)) from error
+            raise EmbeddingFailed(
+                f"The embedding endpoint refused the request (HTTP {error.code}): {message}"
+            ) from error
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            raise _Transient(f"connection failed: {getattr(error, 'reason', error)}") from error
+        except ValueError as error:
+            raise EmbeddingFailed("The embedding endpoint answered with invalid JSON.") from error
+        try:
+            rows = sorted(payload["data"], key=lambda row: row["index"])
+            vectors = [[float(x) for x in row["embedding"]] for row in rows]
+        except (KeyError, TypeError, ValueError) as error:
+            raise EmbeddingFailed("The embedding endpoint's answer has no data[].embedding.") from error
+        return self._checked(vectors, len(texts))
+
+    def _with_retries(self, texts: list[str]) -> list[list[float]]:
+        attempt = 0
+        while True:
+            try:
+                return self._post(texts)
+            except _Transient as transient:
+                attempt += 1
+                if attempt > self.max_retries:
+                    raise EmbeddingFailed(
+                        f"The embedding endpoint kept failing after {attempt} attempts ({transient.reason}); "
+                        "check that it is up, then retry."
+                    ) from transient
+                delay = transient.retry_after
+                if delay is None:
+                    delay = self.backoff * (2 ** (attempt - 1))
+                delay = min(delay, MAX_BACKOFF_SECONDS)
+                logger.warning("Embedding endpoint %s: %s; retry %d in %.1fs", self.url, transient.reason,
+                               attempt, delay)
+                time.sleep(delay)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return self._with_retries(list(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._with_retries([text])[0]

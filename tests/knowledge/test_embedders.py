@@ -1,0 +1,143 @@
+import json
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from apps.knowledge.pipeline.embedders import EmbeddingFailed
+from apps.knowledge.pipeline.embedders.hashing import HashingEmbedder
+from apps.knowledge.pipeline.embedders.local import E5Embedder
+from apps.knowledge.pipeline.embedders.openai import OpenAIEmbedder
+from apps.knowledge.pipeline.embedders.use import UseEmbedder
+
+
+def _cosine(a, b):
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_hashing_is_deterministic_and_normalised():
+    embedder = HashingEmbedder(name="h", dimension=64)
+    first = embedder.embed_documents(["七天无理由退款"])[0]
+    assert first == embedder.embed_query("七天无理由退款")
+    assert math.isclose(sum(x * x for x in first), 1.0)
+
+
+def test_hashing_puts_texts_sharing_terms_closer():
+    embedder = HashingEmbedder(name="h", dimension=256)
+    query = embedder.embed_query("退款多久到账")
+    near, far = embedder.embed_documents(["退款三个工作日内到账", "门店营业时间每天九点"])
+    assert _cosine(query, near) > _cosine(query, far)
+
+
+def test_local_e5_embeds_passages_and_queries_in_384_dimensions():
+    embedder = E5Embedder(name="multilingual-e5-small", dimension=384)
+    refund, hours = embedder.embed_documents(["退款会在三个工作日内原路退回。", "门店每天九点开门。"])
+    query = embedder.embed_query("退款多久到账？")
+    assert len(refund) == len(hours) == len(query) == 384
+    assert _cosine(query, refund) > _cosine(query, hours)
+
+
+def test_use_embeds_in_512_dimensions():
+    embedder = UseEmbedder(name="use", dimension=512)
+    refund, hours = embedder.embed_documents(["退款会在三个工作日内原路退回。", "门店每天九点开门。"])
+    query = embedder.embed_query("退款多久到账？")
+    assert len(query) == 512
+    assert _cosine(query, refund) > _cosine(query, hours)
+
+
+class _Endpoint:
+    """A real OpenAI-compatible /embeddings server on 127.0.0.1 answering from a script."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.requests = []
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                endpoint.requests.append({"path": self.path, "body": body,
+                                          "authorization": self.headers.get("Authorization")})
+                status, headers = endpoint.answers.pop(0)
+                if status == 200:
+                    payload = {"data": [{"index": i, "embedding": [float(i + 1)] * 4}
+                                        for i in reversed(range(len(body["input"])))]}
+                else:
+                    payload = {"error": {"message": f"scripted {status}"}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _openai(url, **options):
+    return OpenAIEmbedder(name="text-embedding-3-small", dimension=4,
+                          options={"base_url": url, "backoff_seconds": 0, **options})
+
+
+def test_openai_returns_vectors_in_input_order_and_sends_the_key(monkeypatch):
+    monkeypatch.setenv("TEST_EMBEDDINGS_KEY", "sk-test-123")
+    with _Endpoint([(200, {})]) as endpoint:
+        vectors = _openai(endpoint.url, api_key_env="TEST_EMBEDDINGS_KEY").embed_documents(["a", "b"])
+    assert vectors == [[1.0] * 4, [2.0] * 4]
+    assert endpoint.requests[0]["path"] == "/v1/embeddings"
+    assert endpoint.requests[0]["body"]["model"] == "text-embedding-3-small"
+    assert endpoint.requests[0]["authorization"] == "Bearer sk-test-123"
+
+
+def test_openai_retries_429_and_5xx_then_succeeds():
+    with _Endpoint([(429, {"Retry-After": "0"}), (503, {}), (200, {})]) as endpoint:
+        vectors = _openai(endpoint.url).embed_documents(["a"])
+    assert vectors == [[1.0] * 4]
+    assert len(endpoint.requests) == 3
+
+
+def test_openai_gives_up_after_its_retries_with_a_clear_message():
+    with _Endpoint([(500, {})] * 3) as endpoint, pytest.raises(EmbeddingFailed) as caught:
+        _openai(endpoint.url, max_retries=2).embed_documents(["a"])
+    assert str(caught.value) == ("The embedding endpoint kept failing after 3 attempts (HTTP 500: scripted 500); "
+                                 "check that it is up, then retry.")
+    assert len(endpoint.requests) == 3
+
+
+def test_openai_fails_at_once_on_a_client_error_without_the_key(monkeypatch):
+    monkeypatch.setenv("TEST_EMBEDDINGS_KEY", "sk-secret-456")
+    with _Endpoint([(401, {})]) as endpoint, pytest.raises(EmbeddingFailed) as caught:
+        _openai(endpoint.url, api_key_env="TEST_EMBEDDINGS_KEY").embed_documents(["a"])
+    assert str(caught.value) == "The embedding endpoint refused the request (HTTP 401): scripted 401"
+    assert "sk-secret-456" not in str(caught.value)
+    assert len(endpoint.requests) == 1
+
+
+def test_openai_refuses_a_wrong_dimension():
+    with _Endpoint([(200, {})]) as endpoint, pytest.raises(EmbeddingFailed, match="expected 1 of 3"):
+        OpenAIEmbedder(name="m", dimension=3, options={"base_url": endpoint.url}).embed_documents(["a"])
+
+
+def test_openai_connection_refused_is_transient_then_fails():
+    embedder = _openai("http://127.0.0.1:9", max_retries=1)
+    with pytest.raises(EmbeddingFailed, match="kept failing after 2 attempts"):
+        embedder.embed_query("a")
