@@ -64,7 +64,7 @@ class AgentClient(BaseModel):
     )
 
     class Meta:
-        ordering = ["project__name", "app_id"]
+        ordering = ["app_id"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.app_id})"
@@ -173,7 +173,7 @@ class AgentRefreshToken(BaseModel):
     rotated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["session", "generation"]
+        ordering = ["generation"]
         constraints = [
             models.UniqueConstraint(fields=["session", "generation"], name="refresh_token_unique_generation"),
         ]
