@@ -1,0 +1,177 @@
+import json
+import re
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
+from apps.agent_auth.selectors import client_get_by_token
+from apps.projects.models import Membership
+from tests.agent_auth.factories import AgentClientFactory
+from tests.agent_auth.helpers import authorization_for, session_for
+from tests.projects.factories import MembershipFactory
+
+TOKEN_RE = re.compile(r"bhk_[A-Za-z0-9_-]{43}")
+
+
+def _admin(membership) -> Client:
+    client = Client()
+    client.force_login(membership.user)
+    return client
+
+
+@pytest.fixture
+def owner(route):
+    return MembershipFactory(project=route.project, role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def viewer(route):
+    return MembershipFactory(project=route.project, role=Membership.Role.VIEWER)
+
+
+def _client_form(route, **changes):
+    data = {"project": str(route.project.pk), "app_id": "store-desktop", "name": "Store desktop", "enabled": "on",
+            "allowed_routes": "store-assistant,hr-helpdesk",
+            "agent_authorize_url": "https://business.example.com/agent/authorize",
+            "authorization_rate_limit": "10"}
+    data.update(changes)
+    return data
+
+
+def test_creating_a_client_shows_its_token_once(route, other_route, owner):
+    admin = _admin(owner)
+    response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route))
+    assert response.status_code == 302
+    shown = TOKEN_RE.findall(admin.get(response["Location"]).content.decode())
+    assert len(shown) == 1
+    client = AgentClient.objects.get(app_id="store-desktop")
+    assert client_get_by_token(token=shown[0]) == client
+    assert TOKEN_RE.findall(admin.get(response["Location"]).content.decode()) == []
+
+
+def test_a_client_needs_existing_routes_and_a_safe_authorization_url(route, owner):
+    admin = _admin(owner)
+    for changes in ({"allowed_routes": "store-assistant,payroll"},
+                    {"agent_authorize_url": "http://business.example.com/authorize"}):
+        response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route, **changes))
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors
+    assert AgentClient.objects.count() == 0
+
+
+def test_rotating_shows_the_new_token_once_and_kills_the_old(agent_client, owner):
+    admin = _admin(owner)
+    response = admin.post("/admin/agent_auth/agentclient/", {
+        "action": "rotate_client_token", "_selected_action": [str(agent_client.pk)]})
+    assert response.status_code == 302
+    shown = TOKEN_RE.findall(admin.get(response["Location"]).content.decode())
+    assert len(shown) == 1 and shown[0] != agent_client.token
+    assert client_get_by_token(token=agent_client.token) is None
+    assert client_get_by_token(token=shown[0]) == agent_client
+    assert TOKEN_RE.findall(admin.get(response["Location"]).content.decode()) == []
+
+
+def test_a_viewer_cannot_rotate(agent_client, viewer):
+    admin = _admin(viewer)
+    admin.post("/admin/agent_auth/agentclient/", {
+        "action": "rotate_client_token", "_selected_action": [str(agent_client.pk)]})
+    assert client_get_by_token(token=agent_client.token) == agent_client
+
+
+def test_the_change_page_has_a_secret_free_connection_snippet(agent_client, owner):
+    html = _admin(owner).get(f"/admin/agent_auth/agentclient/{agent_client.pk}/change/").content.decode()
+    snippets = re.findall(r'<pre id="snippet-\d+"[^>]*>(.*?)</pre>', html, re.S)
+    decoded = [json.loads(snippet.replace("&quot;", '"')) for snippet in snippets]
+    assert decoded == [
+        {"hubUrl": "http://testserver", "clientAppId": agent_client.app_id, "workspace": "store-assistant"},
+        {"hubUrl": "http://testserver", "clientAppId": agent_client.app_id, "workspace": "hr-helpdesk"},
+    ]
+    assert "bhk_" not in html and agent_client.client_token_hash not in html
+
+
+def test_sessions_are_listed_with_their_details(agent_client, owner):
+    for _ in range(3):
+        session_for(agent_client)
+    admin = _admin(owner)
+    admin.get("/admin/agent_auth/agentsession/")
+    with CaptureQueriesContext(connection) as three:
+        response = admin.get("/admin/agent_auth/agentsession/")
+    session_for(agent_client)
+    with CaptureQueriesContext(connection) as four:
+        admin.get("/admin/agent_auth/agentsession/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    for text in ("Ada&#x27;s laptop", "u-1001", "ada@example.com", "store-assistant, hr-helpdesk"):
+        assert text in html
+    assert len(four) == len(three)
+
+
+def _revoke(admin, sessions, **extra):
+    return admin.post("/admin/agent_auth/agentsession/", {
+        "action": "revoke_sessions", "_selected_action": [str(s.pk) for s in sessions], **extra})
+
+
+def test_revoking_asks_for_a_reason_then_revokes(agent_client, owner):
+    issued = session_for(agent_client)
+    admin = _admin(owner)
+    ask = _revoke(admin, [issued.session])
+    assert ask.status_code == 200
+    assert "Reason" in ask.content.decode()
+    assert AgentSession.objects.get().revoked_at is None
+    done = _revoke(admin, [issued.session], apply="1", reason="laptop stolen")
+    assert done.status_code == 302
+    session = AgentSession.objects.get()
+    assert session.revoked_by == "operator"
+    assert session.revoked_reason == f"{owner.user.username}: laptop stolen"
+
+
+def test_revoking_without_a_reason_changes_nothing(agent_client, owner):
+    issued = session_for(agent_client)
+    response = _revoke(_admin(owner), [issued.session], apply="1", reason="")
+    assert response.status_code == 200
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_a_viewer_sees_sessions_but_cannot_revoke(agent_client, viewer):
+    issued = session_for(agent_client)
+    admin = _admin(viewer)
+    assert admin.get("/admin/agent_auth/agentsession/").status_code == 200
+    _revoke(admin, [issued.session], apply="1", reason="no")
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_sessions_cannot_be_edited_or_deleted_in_the_admin(agent_client, owner):
+    issued = session_for(agent_client)
+    admin = _admin(owner)
+    url = f"/admin/agent_auth/agentsession/{issued.session.pk}/change/"
+    assert admin.get(url).status_code == 200  # view only
+    assert admin.post(url, {"device_label": "renamed"}).status_code == 403
+    assert admin.post(f"/admin/agent_auth/agentsession/{issued.session.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert AgentSession.objects.get().device_label == "Ada's laptop"
+
+
+def test_another_projects_sessions_are_invisible(agent_client):
+    session_for(agent_client)
+    stranger = MembershipFactory(role=Membership.Role.OWNER)
+    response = _admin(stranger).get("/admin/agent_auth/agentsession/")
+    assert list(response.context["cl"].queryset) == []
+
+
+def test_authorizations_are_read_only(agent_client, owner):
+    authorization = authorization_for(agent_client)
+    admin = _admin(owner)
+    url = f"/admin/agent_auth/agentauthorization/{authorization.pk}/change/"
+    page = admin.get(url)
+    assert page.status_code == 200
+    assert "code_challenge" not in page.content.decode()
+    assert admin.post(url, {"status": "approved"}).status_code == 403
+    assert AgentAuthorization.objects.get().status == "pending"
+
+
+def test_a_client_of_another_project_cannot_be_opened(route):
+    other = AgentClientFactory()
+    owner = MembershipFactory(project=route.project)
+    assert _admin(owner).get(f"/admin/agent_auth/agentclient/{other.pk}/change/").status_code == 302
