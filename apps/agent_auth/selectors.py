@@ -33,7 +33,7 @@ def client_get_by_token(*, token: str) -> AgentClient | None:
     """The client whose token this is (enabled or not; the caller decides), else None."""
     if not token.startswith(CLIENT_TOKEN_PREFIX):
         return None
-    client = AgentClient.objects.select_related("project").filter(client_token_hash=token_hash(token)).first()
+    client = AgentClient.objects.filter(client_token_hash=token_hash(token)).first()
     if client is None or not token_matches(token, client.client_token_hash):
         return None
     return client
@@ -44,7 +44,7 @@ def session_get_by_access_token(*, token: str) -> AgentSession | None:
     if not token.startswith(ACCESS_TOKEN_PREFIX):
         return None
     session = (
-        AgentSession.objects.select_related("client", "client__project")
+        AgentSession.objects.select_related("client")
         .filter(access_token_hash=token_hash(token))
         .first()
     )

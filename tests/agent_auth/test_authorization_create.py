@@ -1,9 +1,12 @@
+from datetime import timedelta
+
 import pytest
 from django.test import override_settings
 
 from apps.agent_auth.models import AgentAuthorization
 from apps.core.redis import redis_client
 from tests.agent_auth.factories import AgentClientFactory, pkce_pair
+from tests.routes.factories import RouteFactory
 
 URL = "/agent-auth/v1/authorizations"
 
@@ -190,3 +193,22 @@ def test_a_trailing_slash_is_not_redirected(api_client, body):
     response = api_client.post(URL + "/", body, format="json")
     assert response.status_code == 404
     assert "Location" not in response
+
+
+def test_the_upper_limits_are_accepted(api_client, body, agent_client, route):
+    keys = [f"r{i:02d}" for i in range(64)]
+    for key in keys:
+        RouteFactory(project=route.project, key=key)
+    agent_client.allowed_routes = keys
+    agent_client.save()
+    body.update(requested_routes=keys, device_label="d" * 128,
+                redirect_uri="http://127.0.0.1:5000/" + "a" * (2048 - 22))
+    response = _post(api_client, body)
+    assert response.status_code == 201
+    assert AgentAuthorization.objects.get().requested_routes == keys
+
+
+def test_an_authorization_lives_600_seconds(api_client, body):
+    _post(api_client, body)
+    authorization = AgentAuthorization.objects.get()
+    assert timedelta(seconds=599) < authorization.expires_at - authorization.created_at <= timedelta(seconds=600)
