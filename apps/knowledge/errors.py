@@ -1,0 +1,114 @@
+"""The knowledge app's errors, with the contract's codes and statuses (knowledge-and-memory.zh.md,
+kb-chunking-hybrid-retrieval.zh.md)."""
+
+from __future__ import annotations
+
+from apps.core.errors import ApiError
+
+
+class KnowledgeBaseNotFound(ApiError):
+    code = "knowledge_base_not_found"
+    status = 404
+    message = "Knowledge base not found."
+
+
+class DocumentNotFound(ApiError):
+    code = "document_not_found"
+    status = 404
+    message = "Document not found."
+
+
+class ProjectNotFound(ApiError):
+    code = "project_not_found"
+    status = 404
+    message = "Project not found."
+
+
+class KnowledgeForbidden(ApiError):
+    code = "forbidden"
+    status = 403
+    message = "Your role in this project does not allow this change."
+
+
+class InsufficientScope(ApiError):
+    code = "insufficient_scope"
+    status = 403
+    message = "The token lacks the scope this operation needs."
+
+
+class FileRequired(ApiError):
+    code = "file_required"
+    status = 422
+    message = "At least one file is required."
+
+
+class TooManyFiles(ApiError):
+    code = "too_many_files"
+    status = 422
+    message = "Too many files in one upload."
+
+
+class UnsupportedFileType(ApiError):
+    code = "unsupported_file_type"
+    status = 415
+    message = "Unsupported file type."
+
+
+class FileTooLarge(ApiError):
+    code = "file_too_large"
+    status = 413
+    message = "File too large."
+
+
+class DocumentConversionFailed(ApiError):
+    code = "document_conversion_failed"
+    status = 422
+    message = "Document conversion failed."
+
+
+class InvalidDocumentState(ApiError):
+    code = "invalid_document_state"
+    status = 409
+    message = "Invalid document state."
+
+
+class DocumentVectorsRemovalFailed(ApiError):
+    code = "document_vectors_removal_failed"
+    status = 502
+    message = "Failed to remove document vectors."
+
+
+class KnowledgeBaseInvalid(ApiError):
+    code = "invalid_knowledge_base"
+    status = 422
+    message = "The knowledge base settings are invalid."
+
+
+class KnowledgeBaseNameTaken(ApiError):
+    code = "knowledge_base_name_taken"
+    status = 409
+    message = "A knowledge base with this name already exists in this project."
+
+
+class EmbeddingModelNotFound(ApiError):
+    code = "embedding_model_not_found"
+    status = 422
+    message = "embedding_model_id is not a registered embedding model."
+
+
+class EmbeddingDimensionMismatch(ApiError):
+    code = "embedding_dimension_mismatch"
+    status = 422
+    message = "embedding_dim does not match the embedding model's dimension."
+
+
+class EmbeddingModelFrozen(ApiError):
+    code = "embedding_model_frozen"
+    status = 422
+    message = "A knowledge base's embedding model and dimension cannot change; create a new knowledge base."
+
+
+class RebuildInProgress(ApiError):
+    code = "rebuild_in_progress"
+    status = 409
+    message = "A rebuild of this knowledge base is already running."

@@ -1,0 +1,498 @@
+"""The pipeline's services: ingest a document, build a generation (rebuild), watch for dead work.
+
+Tasks (apps.knowledge.tasks) only call these. Every run is safe to repeat:
+
+- A run *claims* its document (or generation) with a fresh `run_token` and keeps a heartbeat;
+  every write checks the token, so a run that lost its claim (document deleted, watchdog handed
+  the work to another worker) stops without writing.
+- A document's chunks in a generation are created once, under the document's row lock, with
+  deterministic ids and positions (unique per generation, document, kind, index): a repeated
+  stage finds them and goes on. Vectors go to the embedding cache batch by batch (the progress),
+  then onto the chunks — with their keyword tsvector — in the one transaction that completes the
+  document, so searches never see half a document.
+- Ingestion writes to every *live* generation (active, and building during a rebuild); the
+  rebuild adds completed documents to its generation and switches in one transaction that
+  waits for (locks out) documents being completed. Lock order: knowledge base, then document.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KnowledgeBase
+from apps.knowledge.pipeline import parsers
+from apps.knowledge.pipeline.chunkers import document_chunk
+from apps.knowledge.pipeline.embedders import Embedder, EmbeddingFailed, embedder_for
+from apps.knowledge.pipeline.index import (
+    cache_missing,
+    cache_store,
+    child_texts,
+    children_without_vectors,
+    chunks_create,
+    chunks_exist,
+    vectors_write,
+)
+from apps.knowledge.pipeline.strategy import strategy_from_snapshot
+from apps.knowledge.services import _send_document, _send_generation, chunks_delete
+
+logger = logging.getLogger("bailinghub.knowledge")
+
+LIVE = (IndexGeneration.Status.ACTIVE, IndexGeneration.Status.BUILDING)
+# Completing a document re-checks the generations it must be in; a rebuild starting meanwhile
+# sends it round again. More rounds than this means something is wrong.
+MAX_ROUNDS = 5
+
+
+class LeaseLost(Exception):
+    """The document or generation is gone, or another run holds it now."""
+
+
+class DocumentEmpty(Exception):
+    pass
+
+
+class PipelineError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _stale_before():
+    return timezone.now() - timedelta(seconds=settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS)
+
+
+def _deadline() -> float:
+    return time.monotonic() + settings.KNOWLEDGE_TASK_SLICE_SECONDS
+
+
+def _batches(items: list, size: int):
+    for start in range(0, len(items), max(1, size)):
+        yield items[start : start + size]
+
+
+def _parse(document: Document) -> parsers.ParsedDocument:
+    data = bytes(DocumentContent.objects.values_list("data", flat=True).get(document_id=document.pk))
+    return parsers.document_parse(file_type=document.file_type, data=data)
+
+
+def _live_generations(kb_id) -> list[IndexGeneration]:
+    return list(IndexGeneration.objects.filter(knowledge_base_id=kb_id, status__in=LIVE).order_by("number"))
+
+
+def _lock_kb_shared(kb_id) -> None:
+    """FOR SHARE on the KB row: a generation switch (FOR NO KEY UPDATE) waits for us, and we for it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM knowledge_knowledgebase WHERE id = %s FOR SHARE", [kb_id])
+
+
+def _embed_missing(*, texts: dict[str, str], model, embedder: Embedder, on_batch) -> None:
+    """Embed the texts whose vectors are not cached, batch by batch; `on_batch(done_count)`
+    after each (heartbeat and progress)."""
+    missing = sorted(cache_missing(model=model, hashes=texts.keys()))
+    done = len(texts) - len(missing)
+    on_batch(done)
+    for batch in _batches(missing, embedder.batch_size):
+        vectors = embedder.embed_documents([texts[digest] for digest in batch])
+        cache_store(model=model, vectors=dict(zip(batch, vectors, strict=True)))
+        done += len(batch)
+        on_batch(done)
+
+
+# Documents
+
+
+def _document_touch(document_id, token, **fields) -> None:
+    """Heartbeat (and other fields) for the run holding the document; LeaseLost otherwise."""
+    updated = Document.objects.filter(pk=document_id, run_token=token).update(
+        heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields
+    )
+    if not updated:
+        raise LeaseLost()
+
+
+def _document_claim(document_id, run_token: str | None) -> uuid.UUID | None:
+    with transaction.atomic():
+        document = Document.objects.select_for_update().filter(pk=document_id).first()
+        if document is None or document.status not in Document.IN_PROGRESS:
+            return None
+        now = timezone.now()
+        if run_token and document.run_token and str(document.run_token) == run_token:
+            document.heartbeat_at = now
+            document.save(update_fields=["heartbeat_at", "updated_at"])
+            return document.run_token  # this run continuing in a new task
+        if document.run_token and document.heartbeat_at and document.heartbeat_at > _stale_before():
+            return None  # another run holds it and is alive
+        if document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
+            _document_mark_failed(document, "ingest_attempts_exhausted",
+                                  f"The pipeline did not finish in {document.attempts} attempts; retry the document.")
+            return None
+        document.run_token = uuid.uuid4()
+        document.attempts += 1
+        document.heartbeat_at = now
+        if document.status == Document.Status.PENDING:
+            document.status = Document.Status.QUEUED
+            document.queued_at = now
+        document.save(update_fields=["run_token", "attempts", "heartbeat_at", "status", "queued_at", "updated_at"])
+        return document.run_token
+
+
+def _document_mark_failed(document: Document, code: str, message: str) -> None:
+    document.status = Document.Status.FAILED
+    document.error_code = code
+    document.error_message = message[:2000]
+    document.failed_at = timezone.now()
+    document.run_token = None
+    document.save(update_fields=["status", "error_code", "error_message", "failed_at", "run_token", "updated_at"])
+
+
+def _document_fail(document_id, token, code: str, message: str) -> None:
+    with transaction.atomic():
+        document = Document.objects.select_for_update().filter(pk=document_id, run_token=token).first()
+        if document is not None:
+            _document_mark_failed(document, code, message)
+
+
+def _document_chunks_ensure(document: Document, token, parsed: parsers.ParsedDocument | None,
+                            generations: list[IndexGeneration]) -> parsers.ParsedDocument | None:
+    """Create the document's chunks in each of `generations` that lacks them."""
+    needed = [generation for generation in generations if not chunks_exist(generation=generation, document=document)]
+    if not needed:
+        return parsed
+    parsed = parsed or _parse(document)
+    pieces = {g.pk: document_chunk(parsed=parsed, strategy=strategy_from_snapshot(g.chunk_strategy)) for g in needed}
+    if any(not chunked.children for chunked in pieces.values()):
+        raise DocumentEmpty()
+    with transaction.atomic():
+        locked = Document.objects.select_for_update().filter(pk=document.pk, run_token=token).first()
+        if locked is None:
+            raise LeaseLost()
+        for generation in needed:
+            if not chunks_exist(generation=generation, document=locked):
+                chunks_create(generation=generation, document=locked, chunked=pieces[generation.pk])
+    return parsed
+
+
+def _document_run(document_id, token) -> str:
+    document = Document.objects.select_related("knowledge_base__embedding_model").get(pk=document_id)
+    kb = document.knowledge_base
+    deadline = _deadline()
+    parsed = None
+    if document.status in (Document.Status.PENDING, Document.Status.QUEUED, Document.Status.PARSING,
+                           Document.Status.CHUNKING):
+        _document_touch(document_id, token, status=Document.Status.PARSING, parsing_started_at=timezone.now())
+        parsed = _parse(document)
+        if parsed.is_empty:
+            raise DocumentEmpty()
+        _document_touch(document_id, token, status=Document.Status.CHUNKING, chunking_started_at=timezone.now())
+        parsed = _document_chunks_ensure(document, token, parsed, _live_generations(kb.pk))
+        if kb.require_confirmation and document.confirmed_at is None:
+            _document_touch(document_id, token, status=Document.Status.AWAITING_CONFIRMATION,
+                            awaiting_confirmation_at=timezone.now(), run_token=None)
+            return "awaiting_confirmation"
+        _document_touch(document_id, token, status=Document.Status.EMBEDDING, embedding_started_at=timezone.now())
+    elif document.embedding_started_at is None:
+        _document_touch(document_id, token, embedding_started_at=timezone.now())
+
+    model = kb.embedding_model
+    embedder = embedder_for(model)
+    for _round in range(MAX_ROUNDS):
+        generations = _live_generations(kb.pk)
+        parsed = _document_chunks_ensure(document, token, parsed, generations)
+        generation_ids = [generation.pk for generation in generations]
+        texts = child_texts(document_id=document_id, generation_ids=generation_ids)
+
+        def progress(done: int, total: int = len(texts)) -> None:
+            _document_touch(document_id, token, progress_done=done, progress_total=total)
+            if time.monotonic() > deadline:
+                raise _SliceOver()
+
+        try:
+            _embed_missing(texts=texts, model=model, embedder=embedder, on_batch=progress)
+        except _SliceOver:
+            _send_document(document_id, run_token=token)
+            return "continued"
+        with transaction.atomic():
+            _lock_kb_shared(kb.pk)
+            locked = Document.objects.select_for_update().filter(pk=document_id, run_token=token).first()
+            if locked is None:
+                raise LeaseLost()
+            now_live = [generation.pk for generation in _live_generations(kb.pk)]
+            if set(now_live) != set(generation_ids):
+                continue  # a rebuild started or switched meanwhile: cover its generation too
+            vectors_write(document_id=document_id, generation_ids=now_live, model=model)
+            if children_without_vectors(document_id=document_id, generation_ids=now_live):
+                continue
+            now = timezone.now()
+            locked.status = Document.Status.COMPLETED
+            locked.completed_at = now
+            locked.heartbeat_at = now
+            locked.progress_done = locked.progress_total = len(texts)
+            locked.run_token = None
+            locked.error_code = locked.error_message = ""
+            locked.save(update_fields=["status", "completed_at", "heartbeat_at", "progress_done", "progress_total",
+                                       "run_token", "error_code", "error_message", "updated_at"])
+            return "completed"
+    raise PipelineError("ingest_error", "The index kept changing while this document was completed; retry it.")
+
+
+class _SliceOver(Exception):
+    """This task has run its time slice; a new task continues the same run."""
+
+
+def document_ingest(*, document_id, run_token: str | None = None) -> str:
+    """Run a document's pipeline from where it stands. Returns what happened: completed,
+    awaiting_confirmation, continued (in a new task), failed, skipped or lease_lost."""
+    token = _document_claim(document_id, run_token)
+    if token is None:
+        return "skipped"
+    try:
+        return _document_run(document_id, token)
+    except LeaseLost:
+        return "lease_lost"
+    except parsers.ConversionFailed as exc:
+        _document_fail(document_id, token, "document_conversion_failed", f"Document conversion failed: {exc}")
+    except DocumentEmpty:
+        _document_fail(document_id, token, "document_empty", "The document has no text to index.")
+    except EmbeddingFailed as exc:
+        _document_fail(document_id, token, "embedding_failed", str(exc))
+    except PipelineError as exc:
+        _document_fail(document_id, token, exc.code, exc.message)
+    except Exception:
+        # The task boundary: record the failure so the document is not stuck, keep the details in the log.
+        logger.exception("Ingesting document %s failed", document_id)
+        _document_fail(document_id, token, "ingest_error",
+                       "An unexpected error stopped the pipeline; retry the document, and report it if it recurs.")
+    return "failed"
+
+
+# Generations (rebuild)
+
+
+def _generation_touch(generation_id, token, **fields) -> None:
+    updated = IndexGeneration.objects.filter(
+        pk=generation_id, run_token=token, status=IndexGeneration.Status.BUILDING
+    ).update(heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields)
+    if not updated:
+        raise LeaseLost()
+
+
+def _generation_claim(generation_id, run_token: str | None) -> uuid.UUID | None:
+    with transaction.atomic():
+        generation = IndexGeneration.objects.select_for_update().filter(
+            pk=generation_id, status=IndexGeneration.Status.BUILDING
+        ).first()
+        if generation is None:
+            return None
+        if run_token and generation.run_token and str(generation.run_token) == run_token:
+            return generation.run_token
+        if generation.run_token and generation.heartbeat_at and generation.heartbeat_at > _stale_before():
+            return None
+        if generation.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
+            _generation_mark_failed(generation, "rebuild_attempts_exhausted",
+                                    f"The rebuild did not finish in {generation.attempts} attempts; start it again.")
+            return None
+        generation.run_token = uuid.uuid4()
+        generation.attempts += 1
+        generation.heartbeat_at = timezone.now()
+        generation.save(update_fields=["run_token", "attempts", "heartbeat_at", "updated_at"])
+        return generation.run_token
+
+
+def _generation_mark_failed(generation: IndexGeneration, code: str, message: str) -> None:
+    generation.status = IndexGeneration.Status.FAILED
+    generation.error_code = code
+    generation.error_message = message[:2000]
+    generation.failed_at = timezone.now()
+    generation.run_token = None
+    generation.save(update_fields=["status", "error_code", "error_message", "failed_at", "run_token", "updated_at"])
+    chunks_delete(generation_id=generation.pk)
+
+
+def _generation_fail(generation_id, token, code: str, message: str) -> None:
+    with transaction.atomic():
+        generation = IndexGeneration.objects.select_for_update().filter(
+            pk=generation_id, run_token=token, status=IndexGeneration.Status.BUILDING
+        ).first()
+        if generation is not None:
+            _generation_mark_failed(generation, code, message)
+
+
+def _generation_missing(generation: IndexGeneration) -> list:
+    """Completed documents of the KB not (fully) in this generation."""
+    in_generation = Chunk.objects.filter(generation=generation, document=OuterRef("pk"))
+    return list(
+        Document.objects.filter(knowledge_base_id=generation.knowledge_base_id, status=Document.Status.COMPLETED)
+        .filter(~Exists(in_generation) | Exists(in_generation.filter(kind=Chunk.Kind.CHILD, embedding__isnull=True)))
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)
+    )
+
+
+def _generation_document(generation: IndexGeneration, token, document_id, model, embedder: Embedder) -> None:
+    document = Document.objects.filter(pk=document_id).first()
+    if document is None:
+        return
+    if not chunks_exist(generation=generation, document=document):
+        chunked = document_chunk(parsed=_parse(document), strategy=strategy_from_snapshot(generation.chunk_strategy))
+        with transaction.atomic():
+            locked = Document.objects.select_for_update().filter(pk=document_id).first()
+            if locked is None:
+                return
+            if not chunks_exist(generation=generation, document=locked):
+                chunks_create(generation=generation, document=locked, chunked=chunked)
+    texts = child_texts(document_id=document_id, generation_ids=[generation.pk])
+    _embed_missing(texts=texts, model=model, embedder=embedder,
+                   on_batch=lambda _done: _generation_touch(generation.pk, token))
+    with transaction.atomic():
+        if Document.objects.select_for_update().filter(pk=document_id).exists():
+            vectors_write(document_id=document_id, generation_ids=[generation.pk], model=model)
+
+
+def _generation_switch(generation: IndexGeneration, token) -> bool:
+    """Make the generation active if every completed document is in it; False to go round again."""
+    with transaction.atomic():
+        KnowledgeBase.objects.select_for_update(no_key=True).filter(pk=generation.knowledge_base_id).first()
+        locked = IndexGeneration.objects.select_for_update().filter(
+            pk=generation.pk, run_token=token, status=IndexGeneration.Status.BUILDING
+        ).first()
+        if locked is None:
+            raise LeaseLost()
+        if _generation_missing(locked):
+            return False
+        now = timezone.now()
+        IndexGeneration.objects.filter(
+            knowledge_base_id=locked.knowledge_base_id, status=IndexGeneration.Status.ACTIVE
+        ).update(status=IndexGeneration.Status.RETIRED, retired_at=now, updated_at=now)
+        locked.status = IndexGeneration.Status.ACTIVE
+        locked.activated_at = now
+        locked.heartbeat_at = now
+        locked.run_token = None
+        locked.progress_done = locked.progress_total
+        locked.save(update_fields=["status", "activated_at", "heartbeat_at", "run_token", "progress_done",
+                                   "updated_at"])
+    return True
+
+
+def _generation_run(generation_id, token) -> str:
+    generation = IndexGeneration.objects.select_related("knowledge_base__embedding_model").get(pk=generation_id)
+    model = generation.knowledge_base.embedding_model
+    embedder = embedder_for(model)
+    deadline = _deadline()
+    total = 0
+    while True:
+        missing = _generation_missing(generation)
+        total = Document.objects.filter(knowledge_base_id=generation.knowledge_base_id,
+                                        status=Document.Status.COMPLETED).count()
+        _generation_touch(generation_id, token, progress_total=total, progress_done=max(0, total - len(missing)))
+        if not missing:
+            if _generation_switch(generation, token):
+                if settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS <= 0:
+                    generation_purge()
+                return "activated"
+            continue
+        for done, document_id in enumerate(missing, start=1):
+            _generation_document(generation, token, document_id, model, embedder)
+            _generation_touch(generation_id, token, progress_done=max(0, total - len(missing)) + done)
+            if time.monotonic() > deadline:
+                _send_generation(generation_id, run_token=token)
+                return "continued"
+
+
+def generation_build(*, generation_id, run_token: str | None = None) -> str:
+    """Fill a building generation from every completed document with its frozen strategy, then
+    switch it active in one transaction. A failure leaves the active generation untouched."""
+    token = _generation_claim(generation_id, run_token)
+    if token is None:
+        return "skipped"
+    try:
+        return _generation_run(generation_id, token)
+    except LeaseLost:
+        return "lease_lost"
+    except parsers.ConversionFailed as exc:
+        _generation_fail(generation_id, token, "document_conversion_failed", f"A document failed to convert: {exc}")
+    except EmbeddingFailed as exc:
+        _generation_fail(generation_id, token, "embedding_failed", str(exc))
+    except Exception:
+        logger.exception("Rebuilding generation %s failed", generation_id)
+        _generation_fail(generation_id, token, "rebuild_error",
+                         "An unexpected error stopped the rebuild; the active index is unchanged. Start it again.")
+    return "failed"
+
+
+def generation_purge(*, older_than_seconds: int | None = None) -> int:
+    """Delete retired generations (after the grace period) and the chunks of failed ones."""
+    grace = settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS if older_than_seconds is None else older_than_seconds
+    cutoff = timezone.now() - timedelta(seconds=max(0, grace))
+    purged = 0
+    for generation_id in IndexGeneration.objects.filter(
+        status=IndexGeneration.Status.RETIRED, retired_at__lte=cutoff
+    ).values_list("pk", flat=True):
+        with transaction.atomic():
+            chunks_delete(generation_id=generation_id)
+            IndexGeneration.objects.filter(pk=generation_id).delete()
+        purged += 1
+    return purged
+
+
+# Watchdog
+
+
+def knowledge_watchdog() -> dict[str, int]:
+    """Hand work whose heartbeat went stale (a killed worker, a lost message) to a new task, or
+    fail it after KNOWLEDGE_MAX_ATTEMPTS; purge retired generations."""
+    stale = _stale_before()
+    requeued = failed = 0
+    stale_documents = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, created_at__lt=stale)
+    for document_id in Document.objects.filter(stale_documents, status__in=Document.IN_PROGRESS).values_list(
+        "pk", flat=True
+    )[:1000]:
+        with transaction.atomic():
+            document = Document.objects.select_for_update(skip_locked=True).filter(
+                stale_documents, pk=document_id, status__in=Document.IN_PROGRESS
+            ).first()
+            if document is None:
+                continue
+            if document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
+                _document_mark_failed(document, "ingest_stalled",
+                                      f"The pipeline stopped responding {document.attempts} times; retry the document.")
+                failed += 1
+                continue
+            now = timezone.now()
+            document.run_token = None
+            document.heartbeat_at = now
+            if document.status == Document.Status.PENDING:
+                document.status = Document.Status.QUEUED
+                document.queued_at = now
+            document.save(update_fields=["run_token", "heartbeat_at", "status", "queued_at", "updated_at"])
+            _send_document(document.pk)
+            requeued += 1
+    stale_generations = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True)
+    for generation_id in IndexGeneration.objects.filter(
+        stale_generations, status=IndexGeneration.Status.BUILDING
+    ).values_list("pk", flat=True):
+        with transaction.atomic():
+            generation = IndexGeneration.objects.select_for_update(skip_locked=True).filter(
+                stale_generations, pk=generation_id, status=IndexGeneration.Status.BUILDING
+            ).first()
+            if generation is None:
+                continue
+            if generation.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
+                _generation_mark_failed(generation, "rebuild_stalled",
+                                        f"The rebuild stopped responding {generation.attempts} times; start it again.")
+                failed += 1
+                continue
+            generation.run_token = None
+            generation.heartbeat_at = timezone.now()
+            generation.save(update_fields=["run_token", "heartbeat_at", "updated_at"])
+            _send_generation(generation.pk)
+            requeued += 1
+    return {"requeued": requeued, "failed": failed, "purged": generation_purge()}

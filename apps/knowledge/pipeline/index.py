@@ -1,0 +1,138 @@
+"""Writing chunks, cached embeddings and vectors: the database side of the pipeline.
+
+Nothing here decides a document's state (apps.knowledge.ingest does); these functions are the
+idempotent building blocks it calls inside its transactions and locks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable
+
+from django.db import connection
+
+from apps.knowledge.models import Chunk, Document, EmbeddingCache, EmbeddingModel, IndexGeneration
+from apps.knowledge.pipeline.chunkers import ChildPiece, ChunkedDocument
+from apps.knowledge.pipeline.terms import keyword_terms
+
+_CHUNK_NAMESPACE = uuid.UUID("4f6b1c1e-7a51-4d55-9a3f-1f0e8f5d2c11")
+
+
+def chunk_id(*, generation_id, document_id, kind: str, index: int) -> uuid.UUID:
+    """Deterministic: the same chunk position always has the same id."""
+    return uuid.uuid5(_CHUNK_NAMESPACE, f"{generation_id}:{document_id}:{kind}:{index}")
+
+
+def embedding_text(*, text: str, chapter_path: str | None) -> str:
+    """What is embedded and keyword-indexed for a child: its breadcrumb, then its text. The
+    breadcrumb lets a question about a section find the section's passages."""
+    return f"{chapter_path}\n{text}" if chapter_path else text
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _child_metadata(child: ChildPiece) -> dict:
+    metadata: dict = {}
+    if child.start is not None:
+        metadata["parent_start"] = child.start
+        metadata["parent_end"] = child.end
+    if child.pages:
+        metadata["pages"] = list(child.pages)
+    return metadata
+
+
+def chunks_exist(*, generation: IndexGeneration, document: Document) -> bool:
+    return Chunk.objects.filter(generation=generation, document=document).exists()
+
+
+def chunks_create(*, generation: IndexGeneration, document: Document, chunked: ChunkedDocument) -> int:
+    """Insert a document's chunks in a generation (the caller holds the document's lock and has
+    checked there are none). Children have no vector yet. Returns the number of children."""
+    parents = [
+        Chunk(
+            id=chunk_id(generation_id=generation.pk, document_id=document.pk, kind=Chunk.Kind.PARENT,
+                        index=parent.index),
+            generation=generation, document=document, kind=Chunk.Kind.PARENT, index=parent.index,
+            text=parent.text, chapter_path=parent.chapter_path,
+            metadata={"pages": list(parent.pages)} if parent.pages else {},
+        )
+        for parent in chunked.parents
+    ]
+    children = []
+    for child in chunked.children:
+        parent_id = None
+        if child.parent_index is not None:
+            parent_id = parents[child.parent_index].id
+        children.append(Chunk(
+            id=chunk_id(generation_id=generation.pk, document_id=document.pk, kind=Chunk.Kind.CHILD,
+                        index=child.index),
+            generation=generation, document=document, kind=Chunk.Kind.CHILD, index=child.index,
+            parent_id=parent_id, text=child.text, chapter_path=child.chapter_path,
+            metadata=_child_metadata(child),
+            text_hash=text_hash(embedding_text(text=child.text, chapter_path=child.chapter_path)),
+        ))
+    Chunk.objects.bulk_create(parents, batch_size=500)
+    Chunk.objects.bulk_create(children, batch_size=500)
+    return len(children)
+
+
+def child_texts(*, document_id, generation_ids: Iterable) -> dict[str, str]:
+    """{text_hash: embedded text} of a document's children in these generations."""
+    rows = Chunk.objects.filter(
+        document_id=document_id, generation_id__in=list(generation_ids), kind=Chunk.Kind.CHILD
+    ).values_list("text_hash", "text", "chapter_path")
+    return {digest: embedding_text(text=text, chapter_path=path) for digest, text, path in rows}
+
+
+def cache_missing(*, model: EmbeddingModel, hashes: Iterable[str]) -> set[str]:
+    """Which of these text hashes have no cached vector for `model`."""
+    wanted = set(hashes)
+    present: set[str] = set()
+    pending = sorted(wanted)
+    for start in range(0, len(pending), 5000):
+        present.update(EmbeddingCache.objects.filter(
+            embedding_model=model, text_hash__in=pending[start : start + 5000]
+        ).values_list("text_hash", flat=True))
+    return wanted - present
+
+
+def cache_store(*, model: EmbeddingModel, vectors: dict[str, list[float]]) -> None:
+    EmbeddingCache.objects.bulk_create(
+        [EmbeddingCache(embedding_model=model, text_hash=digest, embedding=vector)
+         for digest, vector in vectors.items()],
+        ignore_conflicts=True,
+    )
+
+
+def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -> int:
+    """Copy cached vectors onto the document's children in these generations and write their
+    keyword tsvector, in one statement (so in the caller's transaction). Returns rows updated."""
+    rows = list(Chunk.objects.filter(
+        document_id=document_id, generation_id__in=generation_ids, kind=Chunk.Kind.CHILD
+    ).values_list("id", "text", "chapter_path"))
+    if not rows:
+        return 0
+    ids = [row[0] for row in rows]
+    terms = [" ".join(keyword_terms(embedding_text(text=text, chapter_path=path))) for _, text, path in rows]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE knowledge_chunk AS c
+               SET embedding = e.embedding,
+                   embedding_model_id = e.embedding_model_id,
+                   search_vector = to_tsvector('simple', v.terms)
+              FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms), knowledge_embeddingcache AS e
+             WHERE c.id = v.id AND e.embedding_model_id = %s AND e.text_hash = c.text_hash
+            """,
+            [ids, terms, model.pk],
+        )
+        return cursor.rowcount
+
+
+def children_without_vectors(*, document_id, generation_ids: list) -> int:
+    return Chunk.objects.filter(
+        document_id=document_id, generation_id__in=generation_ids, kind=Chunk.Kind.CHILD, embedding__isnull=True
+    ).count()

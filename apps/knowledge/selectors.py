@@ -1,0 +1,221 @@
+"""Reads of knowledge bases, documents, generations and chunks, scoped where an operator asks.
+
+For the retrieval side (search, agent knowledge): `route_knowledge_bases`, `generation_active_ids`
+and `chunk_queryset_searchable` give what is readable — children of the *active* generation of
+documents that are *completed*, resolved in one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+
+from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
+from apps.knowledge.models import (
+    Chunk,
+    Document,
+    EmbeddingModel,
+    IndexGeneration,
+    KnowledgeBase,
+    RouteKnowledgeBinding,
+)
+from apps.projects.selectors import project_list_editable, project_list_visible
+from apps.routes.models import Route
+
+# Operators
+
+
+def knowledge_base_list_visible(*, user, project_id=None) -> QuerySet[KnowledgeBase]:
+    queryset = KnowledgeBase.objects.filter(project__in=project_list_visible(user=user)).select_related(
+        "project", "embedding_model"
+    )
+    if project_id is not None:
+        queryset = queryset.filter(project_id=project_id)
+    return queryset.order_by("project__name", "name")
+
+
+def knowledge_base_get_visible(*, user, kb_id) -> KnowledgeBase:
+    kb = knowledge_base_list_visible(user=user).filter(pk=kb_id).first()
+    if kb is None:
+        raise KnowledgeBaseNotFound()
+    return kb
+
+
+def knowledge_base_get_editable(*, user, kb_id) -> KnowledgeBase:
+    """A KB the operator may change (owner or editor); 404 when they cannot see it at all."""
+    kb = knowledge_base_get_visible(user=user, kb_id=kb_id)
+    if not project_list_editable(user=user).filter(pk=kb.project_id).exists():
+        raise KnowledgeForbidden()
+    return kb
+
+
+def document_get_visible(*, user, document_id) -> Document:
+    document = (
+        Document.objects.filter(pk=document_id, knowledge_base__project__in=project_list_visible(user=user))
+        .select_related("knowledge_base")
+        .first()
+    )
+    if document is None:
+        raise DocumentNotFound()
+    return document
+
+
+def document_get_editable(*, user, document_id) -> Document:
+    document = document_get_visible(user=user, document_id=document_id)
+    if not project_list_editable(user=user).filter(pk=document.knowledge_base.project_id).exists():
+        raise KnowledgeForbidden()
+    return document
+
+
+def document_list(*, kb: KnowledgeBase, status: str | None = None) -> QuerySet[Document]:
+    queryset = Document.objects.filter(knowledge_base=kb)
+    if status:
+        queryset = queryset.filter(status=status)
+    return queryset.order_by("-created_at", "id")
+
+
+def embedding_model_list() -> QuerySet[EmbeddingModel]:
+    return EmbeddingModel.objects.order_by("name")
+
+
+# Generations
+
+
+def generation_active(*, kb: KnowledgeBase) -> IndexGeneration | None:
+    return IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.ACTIVE).first()
+
+
+def generation_building(*, kb: KnowledgeBase) -> IndexGeneration | None:
+    return IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.BUILDING).first()
+
+
+def generation_latest(*, kb: KnowledgeBase) -> IndexGeneration | None:
+    """The most recent generation (to show a rebuild's progress or failure)."""
+    return IndexGeneration.objects.filter(knowledge_base=kb).order_by("-number").first()
+
+
+def generation_active_ids(*, kbs: Iterable[KnowledgeBase]) -> list:
+    """Ids of the active generations of these KBs. Resolve them once per search and read both
+    channels (vector and keyword) against them: a retired generation lives on for
+    KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS, so a search spanning a switch stays whole."""
+    return list(
+        IndexGeneration.objects.filter(knowledge_base__in=list(kbs), status=IndexGeneration.Status.ACTIVE)
+        .values_list("pk", flat=True)
+    )
+
+
+# Chunks
+
+
+def chunk_queryset_searchable(*, kbs: Iterable[KnowledgeBase] | None = None, generation_ids=None) -> QuerySet[Chunk]:
+    """Children that searches may return: in the active generation of `kbs` (or in the given
+    `generation_ids`), of completed documents, with a vector. One statement resolves the active
+    generation, so a concurrent switch yields the old set or the new one, never a mix."""
+    queryset = Chunk.objects.filter(
+        kind=Chunk.Kind.CHILD, document__status=Document.Status.COMPLETED, embedding__isnull=False
+    )
+    if generation_ids is not None:
+        return queryset.filter(generation_id__in=list(generation_ids))
+    return queryset.filter(
+        generation__knowledge_base__in=list(kbs or []), generation__status=IndexGeneration.Status.ACTIVE
+    )
+
+
+def chunk_list_preview(*, document: Document) -> QuerySet[Chunk]:
+    """A document's child chunks for preview: from the active generation, or — for a document
+    not yet there — from the newest generation that has its chunks."""
+    generations = list(
+        IndexGeneration.objects.filter(chunks__document=document)
+        .exclude(status=IndexGeneration.Status.FAILED)
+        .distinct()
+        .order_by("-number")
+        .values_list("pk", "status")
+    )
+    if not generations:
+        return Chunk.objects.none()
+    chosen = next((pk for pk, status in generations if status == IndexGeneration.Status.ACTIVE), generations[0][0])
+    return Chunk.objects.filter(document=document, generation_id=chosen, kind=Chunk.Kind.CHILD).order_by("index")
+
+
+# Reports
+
+
+def _status_counts(queryset: QuerySet[Document]) -> dict[str, int]:
+    counts = {status: 0 for status in Document.Status.values}
+    for row in queryset.values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+def knowledge_base_report(*, kb: KnowledgeBase, failures_limit: int = 50) -> dict[str, Any]:
+    documents = Document.objects.filter(knowledge_base=kb)
+    counts = _status_counts(documents)
+    failures = [
+        {"document_id": str(row["id"]), "filename": row["filename"], "error_code": row["error_code"],
+         "error_message": row["error_message"], "attempts": row["attempts"], "failed_at": row["failed_at"]}
+        for row in documents.filter(status=Document.Status.FAILED)
+        .order_by("-failed_at", "id")
+        .values("id", "filename", "error_code", "error_message", "attempts", "failed_at")[:failures_limit]
+    ]
+    active = generation_active(kb=kb)
+    chunks = (
+        Chunk.objects.filter(generation=active).aggregate(
+            children=Count("id", filter=Q(kind=Chunk.Kind.CHILD)),
+            parents=Count("id", filter=Q(kind=Chunk.Kind.PARENT)),
+        )
+        if active else {"children": 0, "parents": 0}
+    )
+    return {
+        "knowledge_base_id": str(kb.pk),
+        "documents": {"total": sum(counts.values()), "by_status": counts},
+        "failures": failures,
+        "chunks": chunks,
+    }
+
+
+def document_report(*, document: Document) -> dict[str, Any]:
+    chunks = (
+        Chunk.objects.filter(document=document, generation__status=IndexGeneration.Status.ACTIVE).aggregate(
+            children=Count("id", filter=Q(kind=Chunk.Kind.CHILD)),
+            parents=Count("id", filter=Q(kind=Chunk.Kind.PARENT)),
+            embedded=Count("id", filter=Q(kind=Chunk.Kind.CHILD, embedding__isnull=False)),
+        )
+    )
+    return {
+        "document_id": str(document.pk),
+        "status": document.status,
+        "error_code": document.error_code or None,
+        "error_message": document.error_message or None,
+        "attempts": document.attempts,
+        "progress": {"embedded": document.progress_done, "total": document.progress_total,
+                     "percent": document.progress_percent},
+        "chunks": chunks,
+        "stages": {
+            "created_at": document.created_at,
+            "queued_at": document.queued_at,
+            "parsing_started_at": document.parsing_started_at,
+            "chunking_started_at": document.chunking_started_at,
+            "awaiting_confirmation_at": document.awaiting_confirmation_at,
+            "confirmed_at": document.confirmed_at,
+            "embedding_started_at": document.embedding_started_at,
+            "completed_at": document.completed_at,
+            "failed_at": document.failed_at,
+        },
+    }
+
+
+# Routes
+
+
+def route_knowledge_bases(*, route: Route) -> QuerySet[KnowledgeBase]:
+    """The knowledge bases bound to a route (same project), by name."""
+    return KnowledgeBase.objects.filter(
+        route_bindings__route=route, project_id=route.project_id
+    ).select_related("embedding_model").order_by("name", "id")
+
+
+def route_knowledge_source_count(*, route: Route) -> int:
+    """How many knowledge bases a route reads (routes.selectors.route_profile's knowledge_sources)."""
+    return RouteKnowledgeBinding.objects.filter(route=route, knowledge_base__project_id=route.project_id).count()

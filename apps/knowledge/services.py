@@ -1,0 +1,346 @@
+"""Writes an operator (builder API or admin) makes: embedding models, knowledge bases, documents,
+rebuilds, route bindings. The pipeline's own writes are in apps.knowledge.ingest."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.utils import timezone
+
+from apps.knowledge import errors
+from apps.knowledge.models import (
+    EMBEDDING_MAX_DIMENSION,
+    Document,
+    DocumentContent,
+    EmbeddingModel,
+    IndexGeneration,
+    KnowledgeBase,
+    RouteKnowledgeBinding,
+)
+from apps.knowledge.pipeline import parsers
+from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
+from apps.knowledge.pipeline.sql import hnsw_index_create_sql, hnsw_index_drop_sql
+from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
+from apps.projects.models import Project
+from apps.routes.models import Route
+
+logger = logging.getLogger("bailinghub.knowledge")
+
+
+# Embedding models
+
+
+@transaction.atomic
+def embedding_model_register(*, name: str, provider: str, dimension: int, options: dict | None = None
+                             ) -> EmbeddingModel:
+    """Register a model and create its partial HNSW index (pipeline.sql) in the same transaction."""
+    try:
+        native = embedder_class(provider).native_dimension
+    except EmbeddingFailed as exc:
+        raise errors.KnowledgeBaseInvalid(str(exc), code="unknown_embedding_provider") from exc
+    if not 1 <= dimension <= EMBEDDING_MAX_DIMENSION:
+        raise errors.EmbeddingDimensionMismatch(f"dimension must be between 1 and {EMBEDDING_MAX_DIMENSION}.")
+    if native is not None and dimension != native:
+        raise errors.EmbeddingDimensionMismatch(f"The {provider} provider embeds in {native} dimensions.")
+    model = EmbeddingModel.objects.create(name=name, provider=provider, dimension=dimension, options=options or {})
+    with connection.cursor() as cursor:
+        cursor.execute(hnsw_index_create_sql(model.pk, model.dimension))
+    return model
+
+
+@transaction.atomic
+def embedding_model_delete(*, model: EmbeddingModel) -> None:
+    """Delete an unused model and its index (a model with knowledge bases is protected)."""
+    model_id = model.pk
+    model.delete()
+    with connection.cursor() as cursor:
+        cursor.execute(hnsw_index_drop_sql(model_id))
+
+
+# Knowledge bases
+
+
+def _strategy(value: Any) -> dict:
+    try:
+        return strategy_parse(value, defaults=settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY,
+                              parent_max_chars=settings.KNOWLEDGE_PARENT_MAX_CHARS).public()
+    except StrategyInvalid as exc:
+        raise errors.KnowledgeBaseInvalid(str(exc), fields=exc.fields) from exc
+
+
+def generation_snapshot(chunk_strategy: dict) -> dict:
+    return strategy_parse(chunk_strategy, defaults=settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY,
+                          parent_max_chars=settings.KNOWLEDGE_PARENT_MAX_CHARS).snapshot()
+
+
+@transaction.atomic
+def knowledge_base_create(
+    *,
+    project: Project,
+    name: str,
+    embedding_model: EmbeddingModel,
+    embedding_dim: int,
+    description: str = "",
+    chunk_strategy: dict | None = None,
+    require_confirmation: bool = False,
+    user=None,
+) -> KnowledgeBase:
+    """Create a KB with its first (empty, active) index generation. The model and dimension are
+    frozen from here on; the dimension must be the model's."""
+    if embedding_dim != embedding_model.dimension:
+        raise errors.EmbeddingDimensionMismatch(
+            f"embedding_dim must be {embedding_model.dimension} for {embedding_model.name}; got {embedding_dim}."
+        )
+    strategy = _strategy(chunk_strategy)
+    if KnowledgeBase.objects.filter(project=project, name=name).exists():
+        raise errors.KnowledgeBaseNameTaken()
+    kb = KnowledgeBase.objects.create(
+        project=project, name=name, description=description, embedding_model=embedding_model,
+        embedding_dim=embedding_dim, chunk_strategy=strategy, require_confirmation=require_confirmation,
+        created_by=user,
+    )
+    now = timezone.now()
+    IndexGeneration.objects.create(knowledge_base=kb, number=1, status=IndexGeneration.Status.ACTIVE,
+                                   chunk_strategy=generation_snapshot(strategy), started_at=now, activated_at=now)
+    return kb
+
+
+@transaction.atomic
+def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase:
+    """Change name, description, chunk_strategy (used by the next rebuild) or require_confirmation.
+    The embedding model and dimension cannot change."""
+    kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    model_id = changes.pop("embedding_model_id", None)
+    if model_id is not None and str(model_id) != str(kb.embedding_model_id):
+        raise errors.EmbeddingModelFrozen()
+    dim = changes.pop("embedding_dim", None)
+    if dim is not None and dim != kb.embedding_dim:
+        raise errors.EmbeddingModelFrozen()
+    if "chunk_strategy" in changes:
+        changes["chunk_strategy"] = _strategy(changes["chunk_strategy"])
+    if "name" in changes and KnowledgeBase.objects.filter(project=kb.project, name=changes["name"]).exclude(
+        pk=kb.pk
+    ).exists():
+        raise errors.KnowledgeBaseNameTaken()
+    allowed = {"name", "description", "chunk_strategy", "require_confirmation"}
+    for field, value in changes.items():
+        if field not in allowed:
+            raise errors.KnowledgeBaseInvalid(f"{field} cannot be changed.", fields={field: ["Cannot be changed."]})
+        setattr(kb, field, value)
+    kb.save()
+    return kb
+
+
+# Documents
+
+
+def _enqueue_document(document_id, *, run_token=None) -> None:
+    """After commit: mark a pending document queued and hand it to a worker. If the broker is
+    down the document stays queued and the watchdog hands it over later."""
+    from apps.knowledge.tasks import document_ingest_task
+
+    def send() -> None:
+        Document.objects.filter(pk=document_id, status=Document.Status.PENDING).update(
+            status=Document.Status.QUEUED, queued_at=timezone.now(), heartbeat_at=timezone.now()
+        )
+        document_ingest_task.apply_async(args=[str(document_id)],
+                                         kwargs={"run_token": str(run_token) if run_token else None},
+                                         queue=settings.KNOWLEDGE_TASK_QUEUE)
+
+    transaction.on_commit(send, robust=True)
+
+
+def _read_upload(upload) -> bytes:
+    upload.seek(0)
+    return upload.read()
+
+
+def document_upload(*, kb: KnowledgeBase, files: list, user=None) -> list[Document]:
+    """Accept uploaded files into a KB, all or none. Each file is checked first: size, type
+    (extension and content agree) and the cheap part of conversion; then the documents are
+    created `pending` and queued for the pipeline after commit."""
+    if not files:
+        raise errors.FileRequired()
+    if len(files) > settings.KNOWLEDGE_UPLOAD_MAX_FILES:
+        raise errors.TooManyFiles(f"At most {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files per upload.")
+    accepted: list[tuple[str, str, bytes]] = []
+    limit = settings.KNOWLEDGE_UPLOAD_MAX_BYTES
+    for upload in files:
+        name = (upload.name or "").rsplit("/", 1)[-1][:255]
+        if upload.size > limit:
+            raise errors.FileTooLarge(f"File too large: {name} is {upload.size} bytes; the limit is {limit}.",
+                                      filename=name, max_bytes=limit)
+        data = _read_upload(upload)
+        try:
+            file_type = parsers.file_type_detect(filename=name, data=data)
+        except parsers.UnsupportedFileType as exc:
+            raise errors.UnsupportedFileType(f"Unsupported file type: {exc}", filename=name) from exc
+        try:
+            parsers.document_check(file_type=file_type, data=data)
+        except parsers.ConversionFailed as exc:
+            raise errors.DocumentConversionFailed(f"Document conversion failed: {name}: {exc}",
+                                                  filename=name) from exc
+        accepted.append((name, file_type, data))
+    documents = []
+    with transaction.atomic():
+        for name, file_type, data in accepted:
+            document = Document.objects.create(
+                knowledge_base=kb, filename=name, file_type=file_type, size=len(data),
+                content_hash=hashlib.sha256(data).hexdigest(), uploaded_by=user,
+            )
+            DocumentContent.objects.create(document=document, data=data)
+            _enqueue_document(document.pk)
+            documents.append(document)
+    return documents
+
+
+@transaction.atomic
+def document_confirm(*, document: Document) -> Document:
+    """Let an awaiting document go on to embedding."""
+    document = Document.objects.select_for_update().filter(pk=document.pk).first()
+    if document is None:
+        raise errors.DocumentNotFound()
+    if document.status != Document.Status.AWAITING_CONFIRMATION:
+        raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; only a document "
+                                          "awaiting confirmation can be confirmed.", status_value=document.status)
+    now = timezone.now()
+    document.status = Document.Status.EMBEDDING
+    document.confirmed_at = now
+    document.heartbeat_at = now
+    document.run_token = None
+    document.save(update_fields=["status", "confirmed_at", "heartbeat_at", "run_token", "updated_at"])
+    _send_document(document.pk)
+    return document
+
+
+@transaction.atomic
+def document_retry(*, document: Document) -> Document:
+    """Run a failed document's pipeline again from the start (its chunks and cached vectors
+    are reused where they are unchanged)."""
+    document = Document.objects.select_for_update().filter(pk=document.pk).first()
+    if document is None:
+        raise errors.DocumentNotFound()
+    if document.status != Document.Status.FAILED:
+        raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; only a failed "
+                                          "document can be retried.", status_value=document.status)
+    now = timezone.now()
+    document.status = Document.Status.QUEUED
+    document.error_code = ""
+    document.error_message = ""
+    document.attempts = 0
+    document.run_token = None
+    document.queued_at = now
+    document.heartbeat_at = now
+    document.failed_at = None
+    document.save(update_fields=["status", "error_code", "error_message", "attempts", "run_token", "queued_at",
+                                 "heartbeat_at", "failed_at", "updated_at"])
+    _send_document(document.pk)
+    return document
+
+
+def _send_document(document_id, *, run_token=None) -> None:
+    from apps.knowledge.tasks import document_ingest_task
+
+    transaction.on_commit(
+        lambda: document_ingest_task.apply_async(
+            args=[str(document_id)], kwargs={"run_token": str(run_token) if run_token else None},
+            queue=settings.KNOWLEDGE_TASK_QUEUE,
+        ),
+        robust=True,
+    )
+
+
+def document_delete(*, document: Document) -> None:
+    """Delete a document with its chunks and vectors in every generation, in one transaction.
+
+    The document row is locked first, so a worker indexing it either finished writing before
+    (and its vectors go too) or finds it gone and writes nothing. If the vectors cannot be
+    removed (a lock held too long, the database refusing), nothing is deleted: 502.
+    """
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = %s", [f"{int(settings.KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS)}ms"])
+            locked = Document.objects.select_for_update().filter(pk=document.pk).first()
+            if locked is None:
+                raise errors.DocumentNotFound()
+            chunks_delete(document_id=locked.pk)
+            locked.delete()
+    except DatabaseError as exc:
+        logger.warning("Removing the vectors of document %s failed: %s", document.pk, type(exc).__name__)
+        raise errors.DocumentVectorsRemovalFailed(
+            "Failed to remove document vectors: the index is busy or unavailable; the document was kept, "
+            "try again."
+        ) from exc
+
+
+def chunks_delete(*, document_id=None, generation_id=None) -> int:
+    """Delete chunks in one statement (parents and children together; Django's per-row cascade
+    would load them all). Foreign keys are checked at commit, when none is left dangling."""
+    column, value = ("document_id", document_id) if document_id is not None else ("generation_id", generation_id)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM knowledge_chunk WHERE {column} = %s", [value])  # noqa: S608 -- fixed names
+        return cursor.rowcount
+
+
+@transaction.atomic
+def knowledge_base_delete(*, kb: KnowledgeBase) -> None:
+    for generation_id in IndexGeneration.objects.filter(knowledge_base=kb).values_list("pk", flat=True):
+        chunks_delete(generation_id=generation_id)
+    kb.delete()
+
+
+# Rebuild
+
+
+def knowledge_base_rebuild(*, kb: KnowledgeBase) -> IndexGeneration:
+    """Start building a new generation with the KB's current strategy (in the background).
+    One rebuild per KB at a time."""
+    try:
+        with transaction.atomic():
+            kb = KnowledgeBase.objects.select_for_update(no_key=True).get(pk=kb.pk)
+            if IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.BUILDING).exists():
+                raise errors.RebuildInProgress()
+            number = (IndexGeneration.objects.filter(knowledge_base=kb).order_by("-number")
+                      .values_list("number", flat=True).first() or 0) + 1
+            now = timezone.now()
+            generation = IndexGeneration.objects.create(
+                knowledge_base=kb, number=number, status=IndexGeneration.Status.BUILDING,
+                chunk_strategy=generation_snapshot(kb.chunk_strategy), started_at=now, heartbeat_at=now,
+            )
+            _send_generation(generation.pk)
+            return generation
+    except IntegrityError as exc:  # a concurrent start won the partial unique constraint
+        raise errors.RebuildInProgress() from exc
+
+
+def _send_generation(generation_id, *, run_token=None) -> None:
+    from apps.knowledge.tasks import kb_rebuild_task
+
+    transaction.on_commit(
+        lambda: kb_rebuild_task.apply_async(
+            args=[str(generation_id)], kwargs={"run_token": str(run_token) if run_token else None},
+            queue=settings.KNOWLEDGE_TASK_QUEUE,
+        ),
+        robust=True,
+    )
+
+
+# Route bindings
+
+
+@transaction.atomic
+def route_knowledge_bind(*, route: Route, knowledge_base: KnowledgeBase) -> RouteKnowledgeBinding:
+    binding = RouteKnowledgeBinding(route=route, knowledge_base=knowledge_base)
+    binding.full_clean(validate_unique=False, validate_constraints=False)
+    binding, _ = RouteKnowledgeBinding.objects.get_or_create(route=route, knowledge_base=knowledge_base)
+    return binding
+
+
+@transaction.atomic
+def route_knowledge_unbind(*, route: Route, knowledge_base: KnowledgeBase) -> None:
+    RouteKnowledgeBinding.objects.filter(route=route, knowledge_base=knowledge_base).delete()
