@@ -133,6 +133,3 @@ class RefreshGrantSerializer(StrictSerializer):
 class RevokeSerializer(StrictSerializer):
     client_app_id = _text(64)
     refresh_token = StrictCharField(max_length=256, trim_whitespace=False)
-
-
-GRANT_SERIALIZERS = {"authorization_code": CodeGrantSerializer, "refresh_token": RefreshGrantSerializer}

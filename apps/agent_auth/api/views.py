@@ -9,10 +9,11 @@ from rest_framework.views import APIView
 
 from apps.agent_auth.api.presenters import authorization_context, session_payload, token_payload
 from apps.agent_auth.api.serializers import (
-    GRANT_SERIALIZERS,
     AuthorizationApproveSerializer,
     AuthorizationCreateSerializer,
     AuthorizationDenySerializer,
+    CodeGrantSerializer,
+    RefreshGrantSerializer,
     RevokeSerializer,
 )
 from apps.agent_auth.authentication import AgentBearerAuthentication, ClientTokenAuthentication
@@ -93,20 +94,22 @@ class AuthorizationDenyApi(ClientTokenApi):
 
 
 class TokenApi(PublicApi):
+    grants = {
+        "authorization_code": (CodeGrantSerializer, code_exchange),
+        "refresh_token": (RefreshGrantSerializer, session_refresh),
+    }
+
     def post(self, request):
         data = request.data
         if not isinstance(data, dict) or not isinstance(data.get("grant_type"), str):
             raise InvalidRequest("grant_type is required.")
-        serializer_class = GRANT_SERIALIZERS.get(data["grant_type"])
-        if serializer_class is None:
+        if data["grant_type"] not in self.grants:
             raise UnsupportedGrantType()
+        serializer_class, issue = self.grants[data["grant_type"]]
         serializer = serializer_class(data=data)
         serializer.is_valid(raise_exception=True)
-        fields = dict(serializer.validated_data)
-        fields.pop("grant_type")
-        issued = code_exchange(**fields) if serializer_class is GRANT_SERIALIZERS["authorization_code"] \
-            else session_refresh(**fields)
-        return Response(token_payload(issued))
+        fields = {key: value for key, value in serializer.validated_data.items() if key != "grant_type"}
+        return Response(token_payload(issue(**fields)))
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
