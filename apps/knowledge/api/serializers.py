@@ -1,0 +1,111 @@
+"""Builder API input validation and output shapes."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
+
+
+class KnowledgeBaseCreateIn(serializers.Serializer):
+    project_id = serializers.UUIDField()
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    embedding_model_id = serializers.UUIDField()
+    embedding_dim = serializers.IntegerField(min_value=1)
+    chunk_strategy = serializers.JSONField(required=False, default=None)
+    require_confirmation = serializers.BooleanField(required=False, default=False)
+
+
+class KnowledgeBaseUpdateIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    chunk_strategy = serializers.JSONField(required=False)
+    require_confirmation = serializers.BooleanField(required=False)
+    embedding_model_id = serializers.UUIDField(required=False)
+    embedding_dim = serializers.IntegerField(required=False)
+
+
+def generation_out(generation: IndexGeneration | None) -> dict | None:
+    if generation is None:
+        return None
+    return {
+        "id": str(generation.pk),
+        "number": generation.number,
+        "status": generation.status,
+        "chunk_strategy": {key: generation.chunk_strategy.get(key)
+                           for key in ("strategy", "min_chars", "max_chars", "overlap_chars")},
+        "progress": {"documents_done": generation.progress_done, "documents_total": generation.progress_total},
+        "error_code": generation.error_code or None,
+        "error_message": generation.error_message or None,
+        "started_at": generation.started_at,
+        "activated_at": generation.activated_at,
+        "failed_at": generation.failed_at,
+    }
+
+
+def knowledge_base_out(kb: KnowledgeBase) -> dict:
+    """Expects `kb.current_generations` (non-retired, newest first) prefetched by the view."""
+    generations = getattr(kb, "current_generations", None)
+    if generations is None:
+        generations = list(kb.generations.exclude(status=IndexGeneration.Status.RETIRED).order_by("-number"))
+    active = next((g for g in generations if g.status == IndexGeneration.Status.ACTIVE), None)
+    latest = generations[0] if generations else None
+    rebuild = latest if latest is not None and latest.status != IndexGeneration.Status.ACTIVE else None
+    return {
+        "id": str(kb.pk),
+        "project_id": str(kb.project_id),
+        "name": kb.name,
+        "description": kb.description,
+        "embedding_model_id": str(kb.embedding_model_id),
+        "embedding_model": {"name": kb.embedding_model.name, "provider": kb.embedding_model.provider},
+        "embedding_dim": kb.embedding_dim,
+        "chunk_strategy": kb.chunk_strategy,
+        "require_confirmation": kb.require_confirmation,
+        "index": {"active_generation": generation_out(active), "rebuild": generation_out(rebuild)},
+        "created_at": kb.created_at,
+        "updated_at": kb.updated_at,
+    }
+
+
+def document_out(document: Document) -> dict:
+    return {
+        "id": str(document.pk),
+        "knowledge_base_id": str(document.knowledge_base_id),
+        "filename": document.filename,
+        "file_type": document.file_type,
+        "size": document.size,
+        "content_hash": document.content_hash,
+        "status": document.status,
+        "error_code": document.error_code or None,
+        "error_message": document.error_message or None,
+        "attempts": document.attempts,
+        "progress": {"embedded": document.progress_done, "total": document.progress_total,
+                     "percent": document.progress_percent},
+        "created_at": document.created_at,
+        "queued_at": document.queued_at,
+        "parsing_started_at": document.parsing_started_at,
+        "chunking_started_at": document.chunking_started_at,
+        "awaiting_confirmation_at": document.awaiting_confirmation_at,
+        "confirmed_at": document.confirmed_at,
+        "embedding_started_at": document.embedding_started_at,
+        "completed_at": document.completed_at,
+        "failed_at": document.failed_at,
+    }
+
+
+def chunk_out(chunk: Chunk) -> dict:
+    return {
+        "chunk_id": str(chunk.pk),
+        "document_id": str(chunk.document_id),
+        "chunk_index": chunk.index,
+        "content": chunk.text,
+        "chapter_path": chunk.chapter_path,
+        "parent_id": str(chunk.parent_id) if chunk.parent_id else None,
+        "metadata": chunk.metadata,
+        "embedded": chunk.embedding_model_id is not None,
+    }
+
+
+def embedding_model_out(model: EmbeddingModel) -> dict:
+    return {"id": str(model.pk), "name": model.name, "provider": model.provider, "dimension": model.dimension}

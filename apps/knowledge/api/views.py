@@ -1,0 +1,247 @@
+"""Builder API views: one class per operation, each validating input, calling one service or
+selector and answering `{"data": ...}`. Scoping is in the selectors."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import Prefetch
+from django.utils.functional import classproperty
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.exceptions import flatten_field_errors, validation_message
+from apps.knowledge import selectors, services
+from apps.knowledge.api.permissions import HasKnowledgeScope
+from apps.knowledge.api.serializers import (
+    KnowledgeBaseCreateIn,
+    KnowledgeBaseUpdateIn,
+    chunk_out,
+    document_out,
+    embedding_model_out,
+    generation_out,
+    knowledge_base_out,
+)
+from apps.knowledge.errors import (
+    EmbeddingModelNotFound,
+    KnowledgeBaseInvalid,
+    KnowledgeForbidden,
+    ProjectNotFound,
+)
+from apps.knowledge.models import EmbeddingModel, IndexGeneration
+from apps.projects.authentication import OperatorTokenAuthentication
+from apps.projects.models import OperatorToken
+from apps.projects.selectors import project_list_editable, project_list_visible
+
+SCOPE_CREATE = OperatorToken.Scope.KNOWLEDGE_CREATE
+SCOPE_INGEST = OperatorToken.Scope.KNOWLEDGE_INGEST
+SCOPE_DEBUG = OperatorToken.Scope.KNOWLEDGE_DEBUG
+SCOPE_REBUILD = OperatorToken.Scope.KNOWLEDGE_REBUILD
+LIST_LIMIT_MAX = 500
+
+
+def _validated(serializer_class, data, *, partial: bool = False) -> dict:
+    serializer = serializer_class(data=data, partial=partial)
+    if not serializer.is_valid():
+        fields = flatten_field_errors(serializer.errors)
+        raise KnowledgeBaseInvalid(validation_message(fields), fields=fields)
+    return serializer.validated_data
+
+
+def _page(request) -> tuple[int, int]:
+    def number(name: str, default: int) -> int:
+        try:
+            return max(0, int(request.query_params.get(name, default)))
+        except ValueError:
+            return default
+
+    return number("offset", 0), min(LIST_LIMIT_MAX, max(1, number("limit", 100)))
+
+
+def _with_generations(queryset):
+    return queryset.prefetch_related(Prefetch(
+        "generations",
+        queryset=IndexGeneration.objects.exclude(status=IndexGeneration.Status.RETIRED).order_by("-number"),
+        to_attr="current_generations",
+    ))
+
+
+class BuilderApi(APIView):
+    authentication_classes = [OperatorTokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated, HasKnowledgeScope]
+    required_scope: str | None = None
+
+
+class EmbeddingModelListApi(BuilderApi):
+    def get(self, request):
+        return Response({"data": [embedding_model_out(model) for model in selectors.embedding_model_list()]})
+
+
+class KnowledgeBaseListApi(BuilderApi):
+    def get(self, request):
+        offset, limit = _page(request)
+        queryset = selectors.knowledge_base_list_visible(user=request.user,
+                                                        project_id=request.query_params.get("project_id") or None)
+        total = queryset.count()
+        kbs = _with_generations(queryset)[offset : offset + limit]
+        return Response({"data": [knowledge_base_out(kb) for kb in kbs],
+                         "meta": {"total": total, "offset": offset, "limit": limit}})
+
+
+class KnowledgeBaseCreateApi(BuilderApi):
+    required_scope = SCOPE_CREATE
+
+    def post(self, request):
+        data = _validated(KnowledgeBaseCreateIn, request.data)
+        project = project_list_visible(user=request.user).filter(pk=data["project_id"]).first()
+        if project is None:
+            raise ProjectNotFound()
+        if not project_list_editable(user=request.user).filter(pk=project.pk).exists():
+            raise KnowledgeForbidden()
+        model = EmbeddingModel.objects.filter(pk=data["embedding_model_id"]).first()
+        if model is None:
+            raise EmbeddingModelNotFound()
+        kb = services.knowledge_base_create(
+            project=project, name=data["name"], description=data["description"], embedding_model=model,
+            embedding_dim=data["embedding_dim"], chunk_strategy=data["chunk_strategy"],
+            require_confirmation=data["require_confirmation"], user=request.user,
+        )
+        return Response({"data": knowledge_base_out(kb)}, status=status.HTTP_201_CREATED)
+
+
+class KnowledgeBaseGetApi(BuilderApi):
+    def get(self, request, kb_id):
+        return Response({"data": knowledge_base_out(selectors.knowledge_base_get_visible(user=request.user,
+                                                                                        kb_id=kb_id))})
+
+
+class KnowledgeBaseUpdateApi(BuilderApi):
+    required_scope = SCOPE_CREATE
+
+    def patch(self, request, kb_id):
+        kb = selectors.knowledge_base_get_editable(user=request.user, kb_id=kb_id)
+        data = _validated(KnowledgeBaseUpdateIn, request.data, partial=True)
+        kb = services.knowledge_base_update(kb=kb, **data)
+        return Response({"data": knowledge_base_out(kb)})
+
+
+class KnowledgeBaseRebuildApi(BuilderApi):
+    required_scope = SCOPE_REBUILD
+
+    def post(self, request, kb_id):
+        kb = selectors.knowledge_base_get_editable(user=request.user, kb_id=kb_id)
+        generation = services.knowledge_base_rebuild(kb=kb)
+        return Response({"data": generation_out(generation)}, status=status.HTTP_202_ACCEPTED)
+
+
+class KnowledgeBaseRebuildGetApi(BuilderApi):
+    def get(self, request, kb_id):
+        kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
+        return Response({"data": generation_out(selectors.generation_latest(kb=kb))})
+
+
+class KnowledgeBaseReportApi(BuilderApi):
+    def get(self, request, kb_id):
+        kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
+        return Response({"data": selectors.knowledge_base_report(kb=kb)})
+
+
+class DocumentListApi(BuilderApi):
+    def get(self, request, kb_id):
+        kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
+        offset, limit = _page(request)
+        queryset = selectors.document_list(kb=kb, status=request.query_params.get("status") or None)
+        total = queryset.count()
+        return Response({"data": [document_out(d) for d in queryset[offset : offset + limit]],
+                         "meta": {"total": total, "offset": offset, "limit": limit}})
+
+
+class DocumentUploadApi(BuilderApi):
+    required_scope = SCOPE_INGEST
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+
+    @classproperty
+    def body_max_bytes(cls) -> int:
+        # The whole multipart body; each file is held to KNOWLEDGE_UPLOAD_MAX_BYTES by the service.
+        return settings.KNOWLEDGE_UPLOAD_MAX_BYTES * settings.KNOWLEDGE_UPLOAD_MAX_FILES + 1024 * 1024
+
+    @staticmethod
+    def body_too_large_payload(*, max_bytes: int, observed_bytes: int) -> dict:
+        return {"code": "file_too_large", "message": f"File too large: the upload exceeds {max_bytes} bytes.",
+                "max_bytes": max_bytes}
+
+    def post(self, request, kb_id):
+        kb = selectors.knowledge_base_get_editable(user=request.user, kb_id=kb_id)
+        files = request.FILES.getlist("files") + request.FILES.getlist("file")
+        documents = services.document_upload(kb=kb, files=files, user=request.user)
+        return Response({"data": [document_out(d) for d in documents]}, status=status.HTTP_201_CREATED)
+
+
+class DocumentGetApi(BuilderApi):
+    def get(self, request, document_id):
+        return Response({"data": document_out(selectors.document_get_visible(user=request.user,
+                                                                             document_id=document_id))})
+
+
+class DocumentDeleteApi(BuilderApi):
+    required_scope = SCOPE_INGEST
+
+    def delete(self, request, document_id):
+        services.document_delete(document=selectors.document_get_editable(user=request.user,
+                                                                          document_id=document_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DocumentChunkListApi(BuilderApi):
+    required_scope = SCOPE_DEBUG
+
+    def get(self, request, document_id):
+        document = selectors.document_get_visible(user=request.user, document_id=document_id)
+        offset, limit = _page(request)
+        queryset = selectors.chunk_list_preview(document=document).defer("embedding", "search_vector")
+        total = queryset.count()
+        return Response({"data": [chunk_out(c) for c in queryset[offset : offset + limit]],
+                         "meta": {"total": total, "offset": offset, "limit": limit}})
+
+
+class DocumentConfirmApi(BuilderApi):
+    required_scope = SCOPE_INGEST
+
+    def post(self, request, document_id):
+        document = selectors.document_get_editable(user=request.user, document_id=document_id)
+        return Response({"data": document_out(services.document_confirm(document=document))})
+
+
+class DocumentRetryApi(BuilderApi):
+    required_scope = SCOPE_INGEST
+
+    def post(self, request, document_id):
+        document = selectors.document_get_editable(user=request.user, document_id=document_id)
+        return Response({"data": document_out(services.document_retry(document=document))})
+
+
+class DocumentReportApi(BuilderApi):
+    def get(self, request, document_id):
+        document = selectors.document_get_visible(user=request.user, document_id=document_id)
+        return Response({"data": selectors.document_report(document=document)})
+
+
+def by_method(**views):
+    """One URL, one view class per HTTP method. Attributes the middleware reads (body limits)
+    come from the class handling the body (`cls`)."""
+    handlers = {method.upper(): view for method, view in views.items()}
+
+    @csrf_exempt
+    def dispatch(request, *args, **kwargs):
+        handler = handlers.get(request.method)
+        if handler is None:
+            handler = next(iter(handlers.values()))  # its APIView answers 405 with Allow
+        return handler(request, *args, **kwargs)
+
+    body_view = handlers.get("POST") or handlers.get("PATCH") or next(iter(handlers.values()))
+    dispatch.cls = body_view.cls
+    return dispatch
