@@ -32,7 +32,7 @@ MESSAGES = {
 def validate_route_key(value: str) -> None:
     if value in RESERVED_ROUTE_KEYS:
         raise ValidationError(MESSAGES["route_key_reserved"], code="route_key_reserved", params={"value": value})
-    if not ROUTE_KEY_RE.match(value or ""):
+    if not ROUTE_KEY_RE.fullmatch(value or ""):
         raise ValidationError(MESSAGES["route_key_format"], code="route_key_format")
 
 
@@ -41,7 +41,7 @@ def validate_tool_names(values: list[str] | None) -> None:
     for value in values or []:
         if "*" in value:
             raise ValidationError(MESSAGES["tool_wildcard"], code="tool_wildcard", params={"value": value})
-        if not TOOL_NAME_RE.match(value):
+        if not TOOL_NAME_RE.fullmatch(value):
             raise ValidationError(MESSAGES["tool_name"], code="tool_name", params={"value": value})
         if value in seen:
             raise ValidationError(MESSAGES["tool_duplicate"], code="tool_duplicate", params={"value": value})
@@ -82,5 +82,5 @@ AUDIENCE_RE = re.compile(r"^\S{1,64}$")
 
 def validate_audiences(values: list[str] | None) -> None:
     for value in values or []:
-        if not AUDIENCE_RE.match(value):
+        if not AUDIENCE_RE.fullmatch(value):
             raise ValidationError(MESSAGES["audience_format"], code="audience_format", params={"value": value})
