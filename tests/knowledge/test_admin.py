@@ -1,0 +1,148 @@
+import pytest
+from django.test import Client
+
+from apps.knowledge import ingest, services
+from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
+from apps.projects.models import Membership, OperatorToken
+from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
+from tests.knowledge.helpers import FIXTURES, upload
+from tests.projects.factories import MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner():
+    return MembershipFactory(role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def browser(owner) -> Client:
+    client = Client()
+    client.force_login(owner.user)
+    return client
+
+
+def _completed(kb, name="policy.zh.md"):
+    [document] = services.document_upload(kb=kb, files=[upload(name)])
+    ingest.document_ingest(document_id=document.pk)
+    document.refresh_from_db()
+    return document
+
+
+def test_the_kb_page_shows_documents_with_progress_and_failures_with_reasons(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    _completed(kb)
+    _completed(kb, "no-text.pdf")
+    response = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert '<progress value="5" max="5"' in page
+    assert "The PDF has no extractable text" in page
+    assert f"/admin/knowledge/document/{Document.objects.get(filename='no-text.pdf').pk}/retry/" in page
+    assert "Rebuild with the current strategy" in page
+
+
+def test_creating_a_kb_in_the_admin_goes_through_the_service(browser, owner):
+    model = EmbeddingModelFactory()
+    response = browser.post("/admin/knowledge/knowledgebase/add/", {
+        "project": str(owner.project_id), "name": "售后", "description": "",
+        "embedding_model": str(model.pk), "chunk_strategy": '{"strategy": "by_section"}',
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "knowledge_bindings-TOTAL_FORMS": "0", "knowledge_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    kb = KnowledgeBase.objects.get(name="售后")
+    assert (kb.embedding_dim, kb.chunk_strategy["strategy"]) == (32, "by_section")
+    assert IndexGeneration.objects.filter(knowledge_base=kb, status="active").count() == 1
+
+
+def test_an_invalid_strategy_is_refused_in_the_admin_form(browser, owner):
+    response = browser.post("/admin/knowledge/knowledgebase/add/", {
+        "project": str(owner.project_id), "name": "售后", "embedding_model": str(EmbeddingModelFactory().pk),
+        "chunk_strategy": '{"strategy": "semantic"}',
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "knowledge_bindings-TOTAL_FORMS": "0", "knowledge_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 200
+    assert "chunk_strategy.strategy: Must be one of" in response.content.decode()
+    assert KnowledgeBase.objects.count() == 0
+
+
+def test_uploading_on_the_kb_page_queues_documents(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    with open(FIXTURES / "policy.zh.md", "rb") as first, open(FIXTURES / "plain.txt", "rb") as second:
+        response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": [first, second]})
+    assert response.status_code == 302
+    assert sorted(Document.objects.filter(knowledge_base=kb).values_list("filename", "status")) == [
+        ("plain.txt", "pending"), ("policy.zh.md", "pending")]
+
+
+def test_an_upload_error_is_shown_and_nothing_is_created(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    with open(FIXTURES / "broken.json", "rb") as handle:
+        response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": [handle]}, follow=True)
+    assert "Document conversion failed: broken.json" in response.content.decode()
+    assert Document.objects.count() == 0
+
+
+def test_a_viewer_cannot_upload_or_rebuild(owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(viewer.user)
+    with open(FIXTURES / "plain.txt", "rb") as handle:
+        assert client.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": [handle]}).status_code == 403
+    assert client.post(f"/admin/knowledge/knowledgebase/{kb.pk}/rebuild/").status_code == 403
+    assert (Document.objects.count(), IndexGeneration.objects.count()) == (0, 1)
+
+
+def test_another_projects_kb_is_not_found(browser):
+    kb = KnowledgeBaseFactory()
+    assert browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/rebuild/").status_code == 404
+    assert IndexGeneration.objects.filter(knowledge_base=kb).count() == 1
+
+
+def test_rebuild_from_the_kb_page_starts_a_generation_and_shows_its_progress(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/rebuild/")
+    assert IndexGeneration.objects.filter(knowledge_base=kb, status="building").count() == 1
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert "Generation #2 is <strong>building</strong>" in page
+
+
+def test_the_document_page_previews_chunks_with_chapter_paths(browser, owner):
+    document = _completed(KnowledgeBaseFactory(project=owner.project))
+    page = browser.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode()
+    assert "售后政策 / 退款 / 七天无理由" in page
+    assert "自签收之日起七天内" in page
+
+
+def test_the_retry_action_requeues_failed_documents(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    failed = _completed(kb, "no-text.pdf")
+    done = _completed(kb, "plain.txt")
+    browser.post("/admin/knowledge/document/", {"action": "retry_documents",
+                                                "_selected_action": [str(failed.pk), str(done.pk)]})
+    assert dict(Document.objects.values_list("filename", "status")) == {"no-text.pdf": "queued",
+                                                                        "plain.txt": "completed"}
+
+
+def test_the_document_list_runs_a_fixed_number_of_queries(browser, owner, django_assert_max_num_queries):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    for _ in range(4):
+        _completed(kb, "plain.txt")
+    with django_assert_max_num_queries(12):
+        response = browser.get("/admin/knowledge/document/")
+    assert response.status_code == 200
+
+
+def test_a_new_operator_token_is_shown_once(browser, owner):
+    response = browser.post("/admin/projects/operatortoken/add/", {
+        "name": "ci", "scopes": ["knowledge:ingest", "knowledge:debug"]}, follow=True)
+    token = OperatorToken.objects.get(name="ci")
+    page = response.content.decode()
+    assert "copy it now, it will not be shown again" in page
+    assert (token.user_id, token.scopes) == (owner.user_id, ["knowledge:debug", "knowledge:ingest"])
+    listing = browser.get("/admin/projects/operatortoken/").content.decode()
+    assert "copy it now" not in listing
