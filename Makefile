@@ -34,3 +34,7 @@ services-down: install
 
 clean: services-down
 	rm -rf var
+
+# knowledge: ingestion benchmark (bench/ingest.py --help for corpora, embedders and subsets)
+bench-ingest: install
+	$(EMBEDDED) $(PY) bench/ingest.py $(BENCH_ARGS)

@@ -21,7 +21,7 @@ from apps.knowledge.models import (
     KnowledgeBase,
     RouteKnowledgeBinding,
 )
-from apps.knowledge.pipeline import parsers
+from apps.knowledge.pipeline import index, parsers
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.sql import hnsw_index_create_sql, hnsw_index_drop_sql
 from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
@@ -162,13 +162,14 @@ def _read_upload(upload) -> bytes:
 def document_upload(*, kb: KnowledgeBase, files: list, user=None) -> list[Document]:
     """Accept uploaded files into a KB, all or none. Each file is checked first: size, type
     (extension and content agree) and the cheap part of conversion; then the documents are
-    created `pending` and queued for the pipeline after commit."""
+    created `pending` and queued for the pipeline after commit. Files are read one at a time
+    (Django keeps large uploads on disk), so memory holds one file, not the whole upload."""
     if not files:
         raise errors.FileRequired()
     if len(files) > settings.KNOWLEDGE_UPLOAD_MAX_FILES:
         raise errors.TooManyFiles(f"At most {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files per upload.")
-    accepted: list[tuple[str, str, bytes]] = []
     limit = settings.KNOWLEDGE_UPLOAD_MAX_BYTES
+    checked: list[tuple[object, str, str]] = []
     for upload in files:
         name = (upload.name or "").rsplit("/", 1)[-1][:255]
         if upload.size > limit:
@@ -184,10 +185,12 @@ def document_upload(*, kb: KnowledgeBase, files: list, user=None) -> list[Docume
         except parsers.ConversionFailed as exc:
             raise errors.DocumentConversionFailed(f"Document conversion failed: {name}: {exc}",
                                                   filename=name) from exc
-        accepted.append((name, file_type, data))
+        checked.append((upload, name, file_type))
+        del data
     documents = []
     with transaction.atomic():
-        for name, file_type, data in accepted:
+        for upload, name, file_type in checked:
+            data = _read_upload(upload)
             document = Document.objects.create(
                 knowledge_base=kb, filename=name, file_type=file_type, size=len(data),
                 content_hash=hashlib.sha256(data).hexdigest(), uploaded_by=user,
@@ -279,12 +282,8 @@ def document_delete(*, document: Document) -> None:
 
 
 def chunks_delete(*, document_id=None, generation_id=None) -> int:
-    """Delete chunks in one statement (parents and children together; Django's per-row cascade
-    would load them all). Foreign keys are checked at commit, when none is left dangling."""
-    column, value = ("document_id", document_id) if document_id is not None else ("generation_id", generation_id)
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM knowledge_chunk WHERE {column} = %s", [value])  # noqa: S608 -- fixed names
-        return cursor.rowcount
+    """Delete chunks (and uncount their keyword terms); see pipeline.index.chunks_delete."""
+    return index.chunks_delete(document_id=document_id, generation_id=generation_id)
 
 
 @transaction.atomic
