@@ -7,6 +7,7 @@ from typing import Any
 
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
+from apps.knowledge import selectors as knowledge_selectors
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
 
@@ -16,12 +17,8 @@ SYSTEM_INFO_SCHEMA = "bailing.agent-system-info.v1"
 
 
 def route_knowledge_source_count(*, route: Route) -> int:
-    """How many knowledge bases are bound to `route`.
-
-    The single place to wire the knowledge app's route↔KB bindings in (it is built in
-    parallel); until then no route has a knowledge source.
-    """
-    return 0
+    """How many knowledge bases are bound to `route` (the knowledge app's route↔KB bindings)."""
+    return knowledge_selectors.route_knowledge_source_count(route=route)
 
 
 def route_capability_summary(*, route: Route, session: AgentSession) -> dict[str, Any]:

@@ -31,14 +31,14 @@ def authorization_for(client, *, routes=None, redirect_uri=REDIRECT_URI, ip="127
     return authorization
 
 
-def approved_code(client, *, routes=None, principal=None, granted=None):
+def approved_code(client, *, routes=None, principal=None, granted=None, on_behalf_of="ada@example.com"):
     """(authorization, code) after the business backend approved."""
     authorization = authorization_for(client, routes=routes)
     redirect = authorization_approve(
         client=client,
         authorization_id=authorization.pk,
         principal=dict(principal or PRINCIPAL),
-        on_behalf_of="ada@example.com",
+        on_behalf_of=on_behalf_of,
         allowed_routes=granted if granted is not None else list(authorization.requested_routes),
     )
     code = parse_qs(urlsplit(redirect).query)["code"][0]

@@ -135,8 +135,8 @@ def test_bootstrap_needs_the_runtime_switch(api_client, issued, route):
     _refused(_bootstrap(api_client, issued), 403, "agent_client_disabled")
 
 
-def test_bootstrap_takes_two_queries(api_client, issued, django_assert_num_queries):
-    with django_assert_num_queries(2):  # session (with client) + route
+def test_bootstrap_takes_three_queries(api_client, issued, django_assert_num_queries):
+    with django_assert_num_queries(3):  # session (with client) + route + knowledge bindings count
         _bootstrap(api_client, issued)
 
 

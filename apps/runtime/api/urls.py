@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.runtime.api import views
+from apps.runtime.api import memories, turns, views
 
 # No trailing slashes: agent hosts never follow redirects. `<str:route>` takes any segment so a
 # malformed key reaches the view and is answered 400 `invalid_route`, not a bare 404.
@@ -10,4 +10,17 @@ urlpatterns = [
          name="agent-api-workspace-system-info"),
     path("workspaces/<str:route>/bootstrap", views.WorkspaceBootstrapApi.as_view(),
          name="agent-api-workspace-bootstrap"),
+]
+
+# ledger: turns, completion, memory notes (issue 6)
+urlpatterns += [
+    path("workspaces/<str:route>/turns", turns.TurnOpenApi.as_view(), name="agent-api-turns"),
+    path("runs/<str:run_id>/complete", turns.RunCompleteApi.as_view(), name="agent-api-run-complete"),
+    path("workspaces/<str:route>/memories", memories.RouteMemoriesApi.as_view(), name="agent-api-memories"),
+    path("workspaces/<str:route>/memories/<str:memory_id>", memories.RouteMemoryApi.as_view(),
+         name="agent-api-memory"),
+    path("workspaces/<str:route>/project-memories", memories.ProjectMemoriesApi.as_view(),
+         name="agent-api-project-memories"),
+    path("workspaces/<str:route>/project-memories/<str:memory_id>", memories.ProjectMemoryApi.as_view(),
+         name="agent-api-project-memory"),
 ]

@@ -1,0 +1,97 @@
+"""Reads of the ledger and of memory notes, already scoped to the caller.
+
+Runs are found only through their own session; notes only through (route or project,
+`on_behalf_of`): one principal's notes are never reachable with another principal's session.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import Q, QuerySet
+
+from apps.agent_auth.models import AgentSession
+from apps.ledger.errors import MemoryNotFound, RunNotFound
+from apps.ledger.memory import SUMMARY_SCAN_MESSAGES, LedgerMessage
+from apps.ledger.models import Conversation, MemoryNote, Run
+from apps.projects.models import Project
+from apps.routes.models import Route
+
+ROUTE_NOTES_LIMIT_DEFAULT, ROUTE_NOTES_LIMIT_MAX = 20, 100
+PROJECT_NOTES_LIMIT_DEFAULT, PROJECT_NOTES_LIMIT_MAX = 12, 50
+
+
+def run_list_for_turn(*, conversation: Conversation, client_turn_id: str, user_message_id: str) -> list[Run]:
+    """Runs of `conversation` holding either key of a turn (at most two)."""
+    return list(
+        Run.objects.filter(Q(client_turn_id=client_turn_id) | Q(user_message_id=user_message_id),
+                           conversation=conversation)
+    )
+
+
+def run_get_for_session(*, session: AgentSession, run_id: str | uuid.UUID) -> Run:
+    """The run `run_id` when `session` opened it; 404 `run_not_found` otherwise (malformed ids too)."""
+    try:
+        pk = uuid.UUID(str(run_id))
+    except ValueError as exc:
+        raise RunNotFound() from exc
+    run = Run.objects.select_related("route", "conversation").filter(pk=pk, session=session).first()
+    if run is None:
+        raise RunNotFound()
+    return run
+
+
+def conversation_messages_for_memory(*, conversation: Conversation, recent_messages: int,
+                                     summary_enabled: bool) -> list[LedgerMessage]:
+    """The newest messages memory may use, newest first: the recent window, plus the messages a
+    summary draws from when summaries are on. One query, bounded."""
+    limit = recent_messages + (SUMMARY_SCAN_MESSAGES if summary_enabled else 0)
+    if limit <= 0:
+        return []
+    rows = (
+        conversation.messages.order_by("-sequence")
+        .exclude(content="")
+        .values_list("sequence", "role", "kind", "content")[:limit]
+    )
+    return [LedgerMessage(*row) for row in rows]
+
+
+def _route_notes(*, route: Route, on_behalf_of: str) -> QuerySet[MemoryNote]:
+    return MemoryNote.objects.filter(scope=MemoryNote.Scope.ROUTE, route=route, on_behalf_of=on_behalf_of)
+
+
+def _project_notes(*, project: Project, on_behalf_of: str) -> QuerySet[MemoryNote]:
+    return MemoryNote.objects.filter(scope=MemoryNote.Scope.PROJECT, project=project, on_behalf_of=on_behalf_of)
+
+
+def route_note_list(*, route: Route, on_behalf_of: str, limit: int = ROUTE_NOTES_LIMIT_DEFAULT) -> list[MemoryNote]:
+    """The principal's route notes, most recently updated first; `limit` clamped to 1–100."""
+    limit = max(1, min(ROUTE_NOTES_LIMIT_MAX, limit))
+    return list(_route_notes(route=route, on_behalf_of=on_behalf_of).order_by("-updated_at", "-id")[:limit])
+
+
+def project_note_list(*, project: Project, on_behalf_of: str,
+                      limit: int = PROJECT_NOTES_LIMIT_DEFAULT) -> list[MemoryNote]:
+    """The principal's project notes, newest first; `limit` clamped to 1–50."""
+    limit = max(1, min(PROJECT_NOTES_LIMIT_MAX, limit))
+    return list(_project_notes(project=project, on_behalf_of=on_behalf_of).order_by("-created_at", "-id")[:limit])
+
+
+def _one(queryset: QuerySet[MemoryNote], note_id) -> MemoryNote:
+    try:
+        pk = uuid.UUID(str(note_id))
+    except ValueError as exc:
+        raise MemoryNotFound() from exc
+    note = queryset.filter(pk=pk).first()
+    if note is None:
+        raise MemoryNotFound()
+    return note
+
+
+def route_note_get(*, route: Route, on_behalf_of: str, note_id) -> MemoryNote:
+    """One of the principal's route notes; 404 `memory_not_found` for any other id."""
+    return _one(_route_notes(route=route, on_behalf_of=on_behalf_of), note_id)
+
+
+def project_note_get(*, project: Project, on_behalf_of: str, note_id) -> MemoryNote:
+    return _one(_project_notes(project=project, on_behalf_of=on_behalf_of), note_id)

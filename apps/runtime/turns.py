@@ -1,0 +1,238 @@
+"""Turns of the Agent Client Runtime: open a turn (freeze a run and its context), answer it.
+
+`turn_open` is the one service behind `POST /workspaces/:route/turns`:
+
+1. the request hash (SHA-256 of the canonical request, `knowledge_delivery` included);
+2. the conversation row, created on first use and locked for the rest of the transaction;
+3. idempotency: a run already holding this turn's keys is replayed when the hash is the same,
+   and is 409 `turn_conflict` otherwise; the unique constraints on Run decide any race;
+4. memory, read *before* the user's message is appended: recent messages, the summary, the
+   principal's route and project notes;
+5. knowledge (inline), through the knowledge app's retrieval selector;
+6. the context, fitted into 64 KiB, frozen on the run with the revisions; the user's message
+   is appended and the run is `context_ready`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from apps.agent_auth.models import AgentSession
+from apps.core.revisions import revision_of
+from apps.ledger.errors import TurnConflict
+from apps.ledger.memory import AssembledMemory, MemorySettings, memory_assemble, token_count
+from apps.ledger.models import Conversation, MemoryNote, Run
+from apps.ledger.selectors import (
+    conversation_messages_for_memory,
+    project_note_list,
+    route_note_list,
+    run_list_for_turn,
+)
+from apps.ledger.services import conversation_lock, run_freeze, run_open
+from apps.routes.models import Route
+from apps.routes.selectors import route_governance, route_instructions, route_profile
+from apps.runtime.selectors import route_capability_summary, route_knowledge_source_count
+
+TURN_SCHEMA = "bailing.agent-turn-context.v1"
+COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"
+
+CONTEXT_MAX_BYTES = 64 * 1024
+KNOWLEDGE_MAX_BYTES = 16 * 1024
+# The principal's notes a turn carries, newest first, whole notes only, within these budgets.
+ROUTE_NOTES_IN_CONTEXT, ROUTE_NOTES_CONTEXT_CHARS = 20, 8000
+PROJECT_NOTES_IN_CONTEXT, PROJECT_NOTES_CONTEXT_CHARS = 12, 4000
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """A validated turn request; every field takes part in the request hash."""
+
+    client_conversation_id: str
+    client_turn_id: str
+    user_message_id: str
+    user_input: str
+    page_context: dict[str, Any] = field(default_factory=dict)
+    renderers: list[str] = field(default_factory=list)
+    knowledge_delivery: str = Run.KnowledgeDelivery.INLINE
+
+    @property
+    def hash(self) -> str:
+        return revision_of(asdict(self))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _bytes(value: Any) -> int:
+    return len(_compact(value).encode("utf-8"))
+
+
+def timestamp_iso(moment) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def turn_response(*, run: Run) -> dict[str, Any]:
+    """`bailing.agent-turn-context.v1`, from the frozen run: a replay answers the same bytes."""
+    return {
+        "schema_version": TURN_SCHEMA,
+        "run_id": str(run.pk),
+        "profile_revision": run.profile_revision,
+        "capability_revision": run.capability_revision,
+        "context": run.context,
+        "active_tools": run.active_tools,
+    }
+
+
+def completion_response(*, run: Run) -> dict[str, Any]:
+    return {"schema_version": COMPLETION_SCHEMA, "run_id": str(run.pk), "status": run.state}
+
+
+def _replayed(runs: list[Run], request_hash: str) -> Run:
+    if len(runs) == 1 and runs[0].request_hash == request_hash:
+        return runs[0]
+    raise TurnConflict()
+
+
+@transaction.atomic
+def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> Run:
+    """The run of this turn: a new one with a frozen context, or the one already frozen under
+    the same keys and request (replayed as it was). 409 `turn_conflict` when the keys are held
+    by a different request."""
+    started = time.monotonic()
+    request_hash = request.hash
+    conversation = conversation_lock(session=session, route=route,
+                                     client_conversation_id=request.client_conversation_id)
+    keys = {"conversation": conversation, "client_turn_id": request.client_turn_id,
+            "user_message_id": request.user_message_id}
+    existing = run_list_for_turn(**keys)
+    if existing:
+        return _replayed(existing, request_hash)
+    run = run_open(**keys, request_hash=request_hash, knowledge_delivery=request.knowledge_delivery)
+    if run is None:  # the database refused a second holder of a key: replay the one that won
+        return _replayed(run_list_for_turn(**keys), request_hash)
+
+    memory = _memory_read(route=route, conversation=conversation)
+    notes = route_note_list(route=route, on_behalf_of=session.on_behalf_of, limit=ROUTE_NOTES_IN_CONTEXT)
+    project_notes = project_note_list(project=route.project, on_behalf_of=session.on_behalf_of,
+                                      limit=PROJECT_NOTES_IN_CONTEXT)
+    knowledge_started = time.monotonic()
+    knowledge, knowledge_refs, knowledge_stats = _knowledge_inline(route=route, request=request)
+    knowledge_ms = round((time.monotonic() - knowledge_started) * 1000)
+
+    context = {
+        "instructions": route_instructions(route=route),
+        "page_context": request.page_context,
+        "renderers": request.renderers,
+        "memory": {
+            "summary": memory.summary,
+            "recent": memory.recent,
+            "notes": _notes_within(notes, ROUTE_NOTES_CONTEXT_CHARS),
+            "project_notes": _notes_within(project_notes, PROJECT_NOTES_CONTEXT_CHARS),
+        },
+        "memory_refs": [{"thread_id": str(conversation.pk), "summary_upto_id": memory.summary_upto_id,
+                         "prior_messages": memory.prior_messages}],
+        "knowledge": knowledge,
+        "knowledge_refs": knowledge_refs,
+        "governance": route_governance(route=route),
+    }
+    fit_stats = context_fit(context, max_bytes=CONTEXT_MAX_BYTES)
+    text = _compact(context)
+    return run_freeze(
+        run=run, conversation=conversation, user_input=request.user_input, context=context, active_tools=[],
+        profile_revision=route_profile(route=route, knowledge_sources=route_knowledge_source_count(route=route))[
+            "revision"],
+        capability_revision=route_capability_summary(route=route, session=session)["revision"],
+        context_bytes=len(text.encode("utf-8")), context_tokens=token_count(text),
+        stats={**memory.stats, **knowledge_stats, **fit_stats,
+               "notes": len(context["memory"]["notes"]), "project_notes": len(context["memory"]["project_notes"])},
+        prepare_ms=round((time.monotonic() - started) * 1000), knowledge_ms=knowledge_ms,
+    )
+
+
+def _memory_read(*, route: Route, conversation: Conversation) -> AssembledMemory:
+    settings = MemorySettings(
+        recent_messages=route.memory_recent_messages,
+        recent_budget_chars=route.memory_recent_budget_chars,
+        per_message_chars=route.memory_per_message_chars,
+        summary_enabled=route.memory_summary_enabled,
+        summary_max_chars=route.memory_summary_max_chars,
+    )
+    messages = conversation_messages_for_memory(conversation=conversation,
+                                                recent_messages=settings.recent_messages,
+                                                summary_enabled=settings.summary_enabled)
+    return memory_assemble(messages=messages, prior_messages=conversation.message_count, settings=settings)
+
+
+def _notes_within(notes: list[MemoryNote], budget_chars: int) -> list[dict[str, str]]:
+    """Whole notes, newest first, while their contents fit `budget_chars` together."""
+    out: list[dict[str, str]] = []
+    for note in notes:
+        if len(note.content) > budget_chars:
+            break
+        budget_chars -= len(note.content)
+        out.append({"id": str(note.pk), "content": note.content, "updated_at": timestamp_iso(note.updated_at)})
+    return out
+
+
+def _knowledge_inline(*, route: Route, request: TurnRequest) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """`context.knowledge` and `knowledge_refs` for an inline turn (none until retrieval is wired)."""
+    return [], [], {"knowledge_hits": 0}
+
+
+def context_fit(context: dict[str, Any], *, max_bytes: int) -> dict[str, int]:
+    """Shrinks `context` in place until its compact JSON is at most `max_bytes` bytes.
+
+    Left out first: the oldest recent messages, then the oldest notes (route, then project), the
+    summary, the lowest-ranked knowledge entries; only then are the instructions cut (and
+    `instructions_truncated: true` says so). Returns counts of what was left out.
+    """
+    stats = {"fit_recent_dropped": 0, "fit_notes_dropped": 0, "fit_knowledge_dropped": 0,
+             "fit_summary_dropped": 0, "fit_instructions_cut": 0}
+    overflow = _bytes(context) - max_bytes
+    while overflow > 0:
+        memory = context["memory"]
+        if memory["recent"]:
+            overflow -= _bytes(memory["recent"].pop(0)) + 1
+            stats["fit_recent_dropped"] += 1
+        elif memory["notes"] or memory["project_notes"]:
+            notes = memory["notes"] or memory["project_notes"]
+            overflow -= _bytes(notes.pop()) + 1
+            stats["fit_notes_dropped"] += 1
+        elif memory["summary"] is not None:
+            overflow -= _bytes(memory["summary"]) - 4
+            memory["summary"] = None
+            stats["fit_summary_dropped"] = 1
+        elif context["knowledge"]:
+            entry = context["knowledge"].pop()
+            context["knowledge_refs"] = [ref for ref in context["knowledge_refs"] if ref["ref"] != entry["ref"]]
+            overflow -= _bytes(entry) + 1
+            stats["fit_knowledge_dropped"] += 1
+        elif context["instructions"]:
+            _instructions_cut(context, overflow)
+            stats["fit_instructions_cut"] = 1
+            overflow = 0
+        else:  # nothing left to leave out; the request limits make this unreachable
+            break
+        if overflow <= 0:  # the estimate says it fits: measure exactly
+            overflow = _bytes(context) - max_bytes
+    return stats
+
+
+def _instructions_cut(context: dict[str, Any], overflow: int) -> None:
+    """Cuts the instructions by at least `overflow` bytes of their JSON form, at a character boundary."""
+    context["instructions_truncated"] = True
+    text = context["instructions"]
+    overflow += len('"instructions_truncated":true,')
+    while overflow > 0 and text:
+        # JSON escapes make a character cost 1–6 bytes; cut at least one character each round.
+        cut = max(1, overflow // 6)
+        removed = text[-cut:]
+        text = text[:-cut]
+        overflow -= len(_compact(removed).encode("utf-8")) - 2
+    context["instructions"] = text
