@@ -271,3 +271,20 @@ class RouteKnowledgeBinding(BaseModel):
 
         if self.route_id and self.knowledge_base_id and self.route.project_id != self.knowledge_base.project_id:
             raise ValidationError({"knowledge_base": "The knowledge base must belong to the route's project."})
+
+
+class KeywordTermStat(models.Model):
+    """Document frequency of each keyword term in a generation, for BM25 at query time.
+
+    Maintained in the same statements that write or delete chunks' search vectors
+    (pipeline.keyword_index). Two reserved terms carry the generation's totals: `#n` (child
+    chunks indexed) and `#len` (sum of their distinct-term counts).
+    """
+
+    pk = models.CompositePrimaryKey("generation_id", "term")
+    generation = models.ForeignKey(IndexGeneration, on_delete=models.CASCADE, related_name="+", db_constraint=True)
+    term = models.TextField()
+    df = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.term}: {self.df}"

@@ -21,6 +21,7 @@ from apps.knowledge.models import (
     KnowledgeBase,
     RouteKnowledgeBinding,
 )
+from apps.knowledge.pipeline import retrieve
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.routes.models import Route
 
@@ -219,3 +220,30 @@ def route_knowledge_bases(*, route: Route) -> QuerySet[KnowledgeBase]:
 def route_knowledge_source_count(*, route: Route) -> int:
     """How many knowledge bases a route reads (routes.selectors.route_profile's knowledge_sources)."""
     return RouteKnowledgeBinding.objects.filter(route=route, knowledge_base__project_id=route.project_id).count()
+
+
+# Search
+
+
+def knowledge_search(*, kbs: Iterable[KnowledgeBase], query: str,
+                     options: retrieve.SearchOptions | None = None) -> retrieve.SearchResult:
+    """The one retrieval entry point (builder search, admin playground, turns, agent knowledge,
+    benchmarks): hits over the active generations of `kbs`, which the caller has scoped."""
+    return retrieve.search(kbs=kbs, query=query, options=options)
+
+
+def route_knowledge_search(*, route: Route, query: str, top_k: int | None = None) -> list[retrieve.Hit]:
+    """Hybrid hits for a route with its own knowledge settings (top_k, max_docs, threshold).
+    Empty when the route's knowledge is off or it has no bound KBs."""
+    if not route.knowledge_enabled:
+        return []
+    kbs = list(route_knowledge_bases(route=route))
+    if not kbs:
+        return []
+    options = retrieve.SearchOptions(
+        top_k=top_k or route.knowledge_top_k,
+        mode="hybrid",
+        score_threshold=route.knowledge_score_threshold,
+        max_docs=route.knowledge_max_docs,
+    )
+    return retrieve.search(kbs=kbs, query=query, options=options).hits

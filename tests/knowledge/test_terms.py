@@ -1,8 +1,8 @@
 from apps.knowledge.pipeline.terms import keyword_terms
 
 
-def test_cjk_runs_become_bigrams():
-    assert keyword_terms("退款政策") == ["退款", "款政", "政策"]
+def test_cjk_runs_become_characters_and_bigrams():
+    assert keyword_terms("退款政策") == ["退", "款", "政", "策", "退款", "款政", "政策"]
 
 
 def test_a_single_cjk_character_stays_a_term():
@@ -14,11 +14,11 @@ def test_western_words_are_lower_cased_and_split_at_punctuation():
 
 
 def test_full_width_letters_and_digits_match_ascii():
-    assert keyword_terms("ＳＫＵ１２３ 七天") == ["sku123", "七天"]
+    assert keyword_terms("ＳＫＵ１２３ 七天") == ["sku123", "七", "天", "七天"]
 
 
 def test_mixed_text_keeps_order_and_repeats():
-    assert keyword_terms("退款 refund 退款") == ["退款", "refund", "退款"]
+    assert keyword_terms("退款 refund 退款") == ["退", "款", "退款", "refund", "退", "款", "退款"]
 
 
 def test_overlong_tokens_are_dropped():

@@ -107,29 +107,95 @@ def cache_store(*, model: EmbeddingModel, vectors: dict[str, list[float]]) -> No
     )
 
 
+# Keyword index. A child's search_vector holds its distinct keyword terms plus one lexeme naming
+# its generation ('#g' + hex id; '#' never occurs in a term), so a keyword query intersects a
+# term's posting list with its generations' inside the GIN index. Per-generation document
+# frequencies live in KeywordTermStat and change in the same statement as the vectors:
+# a chunk is counted when its search_vector goes from NULL to set, and uncounted when deleted.
+_STATS_FROM = """
+    counts AS (
+        SELECT generation_id, term, count(*)::bigint AS df
+          FROM {rows}, unnest(tsvector_to_array(search_vector)) AS term
+         WHERE left(term, 1) <> '#'
+         GROUP BY 1, 2
+        UNION ALL
+        SELECT generation_id, '#n', count(*)::bigint FROM {rows} GROUP BY 1
+        UNION ALL
+        SELECT generation_id, '#len', sum(length(search_vector) - 1)::bigint FROM {rows} GROUP BY 1
+    )"""
+
+
+def generation_lexeme(generation_id) -> str:
+    return "#g" + uuid.UUID(str(generation_id)).hex
+
+
 def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -> int:
     """Copy cached vectors onto the document's children in these generations and write their
-    keyword tsvector, in one statement (so in the caller's transaction). Returns rows updated."""
+    keyword tsvector and term statistics, in one statement (so in the caller's transaction).
+    Running it twice changes nothing the second time. Returns rows updated."""
     rows = list(Chunk.objects.filter(
         document_id=document_id, generation_id__in=generation_ids, kind=Chunk.Kind.CHILD
     ).values_list("id", "text", "chapter_path"))
     if not rows:
         return 0
     ids = [row[0] for row in rows]
-    terms = [" ".join(keyword_terms(embedding_text(text=text, chapter_path=path))) for _, text, path in rows]
+    terms = [" ".join(dict.fromkeys(keyword_terms(embedding_text(text=text, chapter_path=path))))
+             for _, text, path in rows]
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            UPDATE knowledge_chunk AS c
-               SET embedding = e.embedding,
-                   embedding_model_id = e.embedding_model_id,
-                   search_vector = to_tsvector('simple', v.terms)
-              FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms), knowledge_embeddingcache AS e
-             WHERE c.id = v.id AND e.embedding_model_id = %s AND e.text_hash = c.text_hash
-            """,
-            [ids, terms, model.pk],
+            f"""
+            WITH old AS (
+                -- The statement's snapshot: values before `upd` (callers hold the document's lock).
+                SELECT id, search_vector IS NOT NULL AS had FROM knowledge_chunk WHERE id = ANY(%s::uuid[])
+            ), upd AS (
+                UPDATE knowledge_chunk AS c
+                   SET embedding = e.embedding,
+                       embedding_model_id = e.embedding_model_id,
+                       search_vector = array_to_tsvector(
+                           string_to_array(v.terms, ' ') || ('#g' || replace(c.generation_id::text, '-', ''))
+                       )
+                  FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms), knowledge_embeddingcache AS e
+                 WHERE c.id = v.id AND e.embedding_model_id = %s AND e.text_hash = c.text_hash
+             RETURNING c.id, c.generation_id, c.search_vector
+            ), fresh AS (
+                SELECT u.generation_id, u.search_vector FROM upd u JOIN old o ON o.id = u.id WHERE NOT o.had
+            ), {_STATS_FROM.format(rows="fresh").strip()}, ins AS (
+                INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
+                SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
+                ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
+            )
+            SELECT count(*) FROM upd
+            """,  # noqa: S608 -- fixed SQL, values bound
+            [ids, ids, terms, model.pk],
         )
-        return cursor.rowcount
+        return cursor.fetchone()[0]
+
+
+def chunks_delete(*, document_id=None, generation_id=None) -> int:
+    """Delete chunks in one statement (parents and children together; Django's per-row cascade
+    would load them all) and uncount their keyword terms. Foreign keys are checked at commit."""
+    column, value = ("document_id", document_id) if document_id is not None else ("generation_id", generation_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH gone AS (
+                DELETE FROM knowledge_chunk WHERE {column} = %s RETURNING generation_id, search_vector
+            ), indexed AS (
+                SELECT generation_id, search_vector FROM gone WHERE search_vector IS NOT NULL
+            ), {_STATS_FROM.format(rows="indexed").strip()}, locked AS (
+                SELECT s.generation_id, s.term FROM knowledge_keywordtermstat s
+                  JOIN counts c ON c.generation_id = s.generation_id AND c.term = s.term
+                 ORDER BY 1, 2 FOR UPDATE OF s
+            ), upd AS (
+                UPDATE knowledge_keywordtermstat s SET df = s.df - c.df
+                  FROM counts c, (SELECT count(*) FROM locked) AS l
+                 WHERE s.generation_id = c.generation_id AND s.term = c.term
+            )
+            SELECT count(*) FROM gone
+            """,  # noqa: S608 -- fixed column names, values bound
+            [value],
+        )
+        return cursor.fetchone()[0]
 
 
 def children_without_vectors(*, document_id, generation_ids: list) -> int:

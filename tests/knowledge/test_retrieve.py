@@ -1,0 +1,242 @@
+"""The retrieval engine on small fixed corpora, through the real ingestion pipeline (in-process)."""
+
+import pytest
+from django.db import connection
+
+from apps.knowledge import ingest, selectors, services
+from apps.knowledge.models import Chunk, EmbeddingModel, KeywordTermStat
+from apps.knowledge.pipeline import index
+from apps.knowledge.pipeline.retrieve import SearchOptions, search, utf8_window
+from apps.knowledge.pipeline.terms import keyword_terms
+from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
+from tests.knowledge.helpers import upload
+
+pytestmark = pytest.mark.django_db
+
+
+def _ingest_texts(kb, files: dict[str, str]):
+    documents = services.document_upload(kb=kb, files=[upload(name, text.encode()) for name, text in files.items()])
+    for document in documents:
+        assert ingest.document_ingest(document_id=document.pk) == "completed"
+    return {d.filename: d for d in documents}
+
+
+@pytest.fixture(scope="module")
+def e5_model(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        model = EmbeddingModel.objects.filter(provider="local").first()
+        yield model or services.embedding_model_register(name="e5-test", provider="local", dimension=384)
+
+
+CORPUS = {
+    "sic.md": "# 材料\n\n碳化硅功率器件的耐压等级可以达到一千二百伏。",
+    "refund.md": "# Policy\n\nThe refund window is seven days after delivery. Items must be unused.",
+    "weather.md": "# Weather\n\nIt will rain heavily in the mountains this weekend.",
+    "cats.md": "# Pets\n\nCats sleep for most of the day and hunt at night.",
+}
+
+
+@pytest.fixture
+def semantic_kb(e5_model):
+    kb = KnowledgeBaseFactory(embedding_model=e5_model)
+    docs = _ingest_texts(kb, CORPUS)
+    return kb, docs
+
+
+def _doc_ids(result):
+    return [hit.document_id for hit in result.hits]
+
+
+def test_a_chinese_keyword_query_is_found_by_the_keyword_channel(semantic_kb):
+    kb, docs = semantic_kb
+    result = search(kbs=[kb], query="碳化硅", options=SearchOptions(mode="keyword", top_k=3, explain=True))
+    assert _doc_ids(result) == [docs["sic.md"].pk]
+    assert {"碳化", "化硅", "碳", "化", "硅"} <= set(result.hits[0].explain["matched_terms"])
+    assert result.hits[0].explain["keyword"]["rank"] == 1
+
+
+def test_a_paraphrase_is_found_only_by_the_vector_channel(semantic_kb):
+    kb, docs = semantic_kb
+    query = "How long do I have to return a purchase?"
+    keyword = search(kbs=[kb], query=query, options=SearchOptions(mode="keyword", top_k=3))
+    vector = search(kbs=[kb], query=query, options=SearchOptions(mode="vector", top_k=1))
+    assert docs["refund.md"].pk not in _doc_ids(keyword)
+    assert _doc_ids(vector) == [docs["refund.md"].pk]
+
+
+def test_hybrid_finds_both_kinds(semantic_kb):
+    kb, docs = semantic_kb
+    exact = search(kbs=[kb], query="碳化硅", options=SearchOptions(mode="hybrid", top_k=1))
+    paraphrase = search(kbs=[kb], query="How long do I have to return a purchase?",
+                        options=SearchOptions(mode="hybrid", top_k=1))
+    assert _doc_ids(exact) == [docs["sic.md"].pk]
+    assert _doc_ids(paraphrase) == [docs["refund.md"].pk]
+
+
+def test_hybrid_explains_each_channel(semantic_kb):
+    kb, _ = semantic_kb
+    result = search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=1, explain=True))
+    explain = result.hits[0].explain
+    assert explain["keyword"]["rank"] == 1 and explain["vector"]["rank"] == 1
+    assert explain["matched_terms"] == ["refund", "window"]
+    assert explain["fused_score"] == pytest.approx(1.0)
+
+
+def test_vector_threshold_applies_to_cosine_and_returns_fewer_rather_than_worse(semantic_kb):
+    kb, _ = semantic_kb
+    everything = search(kbs=[kb], query="refund window", options=SearchOptions(mode="vector", top_k=4))
+    cut = (everything.hits[0].score + everything.hits[1].score) / 2
+    limited = search(kbs=[kb], query="refund window",
+                     options=SearchOptions(mode="vector", top_k=4, score_threshold=cut))
+    assert len(everything.hits) == 4
+    assert [h.chunk_id for h in limited.hits] == [everything.hits[0].chunk_id]
+    assert all(h.score >= cut for h in limited.hits)
+
+
+def test_hybrid_threshold_applies_to_the_fused_score(semantic_kb):
+    kb, _ = semantic_kb
+    everything = search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=4))
+    limited = search(kbs=[kb], query="refund window",
+                     options=SearchOptions(mode="hybrid", top_k=4, score_threshold=0.99))
+    assert everything.hits[0].score == pytest.approx(1.0)
+    assert len(everything.hits) > 1
+    assert [h.chunk_id for h in limited.hits] == [everything.hits[0].chunk_id]
+
+
+def test_term_statistics_follow_indexing_and_deletion():
+    kb = KnowledgeBaseFactory()
+    docs = _ingest_texts(kb, {"a.md": "# 甲\n\n退款政策说明。", "b.md": "# 乙\n\n退款流程。"})
+    generation = selectors.generation_active(kb=kb)
+
+    def df(term):
+        row = KeywordTermStat.objects.filter(generation=generation, term=term).values_list("df", flat=True)
+        return row.first()
+
+    assert (df("退款"), df("政策"), df("#n")) == (2, 1, 2)
+    # Writing the same vectors again counts nothing twice.
+    index.vectors_write(document_id=docs["a.md"].pk, generation_ids=[generation.pk], model=kb.embedding_model)
+    assert (df("退款"), df("#n")) == (2, 2)
+    services.document_delete(document=docs["a.md"])
+    assert (df("退款"), df("政策"), df("#n")) == (1, 0, 1)
+
+
+def test_the_generation_lexeme_scopes_the_keyword_index():
+    kb = KnowledgeBaseFactory()
+    _ingest_texts(kb, {"a.md": "退款政策"})
+    generation = selectors.generation_active(kb=kb)
+    lexemes = Chunk.objects.filter(generation=generation, kind="child").values_list("search_vector", flat=True)
+    assert all(index.generation_lexeme(generation.pk) in value for value in lexemes)
+    assert set(keyword_terms("退款政策")) <= set(
+        next(iter(lexemes)).replace("'", "").split()
+    )
+
+
+def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
+    """pgvector 0.6's filtered HNSW returns too few rows for a small KB; the engine must not."""
+    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 0  # force the HNSW path even for this small test
+    model = EmbeddingModelFactory()
+    big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy={
+        "strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0})
+    small = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=big.chunk_strategy)
+    _ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
+    _ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
+
+    result = search(kbs=[small], query="退款 订单", options=SearchOptions(mode="vector", top_k=10, rollup=False))
+    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 10**9
+    exact = search(kbs=[small], query="退款 订单", options=SearchOptions(mode="vector", top_k=10, rollup=False))
+
+    assert len(result.hits) == 10
+    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in exact.hits]
+    assert {h.knowledge_base_id for h in result.hits} == {small.pk}
+
+
+def test_hnsw_alone_would_starve_the_small_kb(settings):
+    """The premise of the test above, checked on this server: the plain filtered index scan."""
+    model = EmbeddingModelFactory()
+    big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy={
+        "strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0})
+    small = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=big.chunk_strategy)
+    _ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
+    _ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
+    generation = selectors.generation_active(kb=small)
+    probe = "[" + ",".join(["0.1"] * model.dimension) + "]"
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.ef_search = 10")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT id FROM knowledge_chunk WHERE embedding_model_id = %s "  # noqa: S608
+            f"AND generation_id = %s ORDER BY embedding::vector({model.dimension}) <=> %s::vector({model.dimension}) "
+            f"LIMIT 10) t",
+            [model.pk, generation.pk, probe],
+        )
+        assert cursor.fetchone()[0] < 10
+
+
+def test_hits_of_one_parent_merge_into_one_result():
+    kb = KnowledgeBaseFactory(chunk_strategy={"strategy": "auto", "min_chars": 0, "max_chars": 32,
+                                              "overlap_chars": 0})
+    section = "退款第一条规定的内容在这里。退款第二条规定的内容在这里。退款第三条规定的内容在这里。"
+    _ingest_texts(kb, {"p.md": f"# 退款\n\n{section}\n\n# 其他\n\n天气晴朗。"})
+    result = search(kbs=[kb], query="退款", options=SearchOptions(mode="keyword", top_k=5, explain=True))
+    assert len(result.hits) == 1
+    hit = result.hits[0]
+    assert hit.chapter_path == "退款"
+    assert hit.content == section
+    assert hit.metadata["merged_chunks"] == len(hit.explain["merged_chunk_ids"]) > 1
+
+
+def test_a_long_section_is_cut_around_the_hit_within_the_budget():
+    filler = "无关内容。" * 400
+    kb = KnowledgeBaseFactory(chunk_strategy={"strategy": "auto", "min_chars": 0, "max_chars": 64,
+                                              "overlap_chars": 0})
+    _ingest_texts(kb, {"long.md": f"# 长章节\n\n{filler}碳化硅器件耐压很高。{filler}"})
+    result = search(kbs=[kb], query="碳化硅", options=SearchOptions(mode="keyword", top_k=1, budget_bytes=300))
+    content = result.hits[0].content
+    assert "碳化硅器件耐压很高。" in content
+    assert len(content.encode("utf-8")) <= 300
+    assert result.hits[0].metadata["truncated"] is True
+    lo, hi = result.hits[0].metadata["parent_window"]
+    assert 0 < lo < hi < result.hits[0].metadata["parent_chars"]  # cut on both sides, around the hit
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 4, 5, 7, 10, 11])
+def test_utf8_window_never_splits_a_character_and_keeps_the_hit(budget):
+    text = "前文€😀碳化硅后文"
+    start = text.index("碳")
+    lo, hi = utf8_window(text, start=start, end=start + 1, budget=budget)
+    piece = text[lo:hi]
+    assert len(piece.encode("utf-8")) <= budget
+    piece.encode("utf-8").decode("utf-8")
+    assert ("碳" in piece) == (budget >= 3)
+
+
+def test_utf8_window_grows_on_both_sides_of_the_hit():
+    text = "a" * 50 + "HIT" + "b" * 50
+    lo, hi = utf8_window(text, start=50, end=53, budget=13)
+    assert text[lo:hi] == "aaaaaHITbbbbb"
+
+
+def test_several_kbs_with_different_models_merge_by_rank():
+    small_model = EmbeddingModelFactory(dimension=32)
+    other_model = EmbeddingModelFactory(dimension=48)
+    kb_a = KnowledgeBaseFactory(embedding_model=small_model)
+    kb_b = KnowledgeBaseFactory(embedding_model=other_model)
+    docs_a = _ingest_texts(kb_a, {"a.md": "退款政策：七天无理由退款。", "a2.md": "天气预报。"})
+    docs_b = _ingest_texts(kb_b, {"b.md": "退款流程：联系客服办理退款。", "b2.md": "猫咪喜欢睡觉。"})
+    result = search(kbs=[kb_a, kb_b], query="退款", options=SearchOptions(mode="hybrid", top_k=2))
+    assert set(_doc_ids(result)) == {docs_a["a.md"].pk, docs_b["b.md"].pk}
+
+
+def test_route_search_uses_the_route_settings():
+    from apps.knowledge.models import RouteKnowledgeBinding
+    from tests.routes.factories import RouteFactory
+
+    kb = KnowledgeBaseFactory()
+    docs = _ingest_texts(kb, {"a.md": "# 甲\n\n退款政策。", "b.md": "# 乙\n\n退款流程。", "c.md": "# 丙\n\n天气。"})
+    route = RouteFactory(project=kb.project, knowledge_enabled=True, knowledge_top_k=5, knowledge_max_docs=1)
+    RouteKnowledgeBinding.objects.create(route=route, knowledge_base=kb)
+    hits = selectors.route_knowledge_search(route=route, query="退款")
+    assert len(hits) == 1
+    assert hits[0].document_id in {docs["a.md"].pk, docs["b.md"].pk}
+    route.knowledge_enabled = False
+    assert selectors.route_knowledge_search(route=route, query="退款") == []
