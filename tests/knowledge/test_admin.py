@@ -146,3 +146,31 @@ def test_a_new_operator_token_is_shown_once(browser, owner):
     assert (token.user_id, token.scopes) == (owner.user_id, ["knowledge:debug", "knowledge:ingest"])
     listing = browser.get("/admin/projects/operatortoken/").content.decode()
     assert "copy it now" not in listing
+
+
+def test_a_superuser_registers_an_embedding_model_with_its_index(admin_client):
+    from django.db import connection
+
+    response = admin_client.post("/admin/knowledge/embeddingmodel/add/", {
+        "name": "bge-m3-remote", "provider": "openai", "dimension": "1024",
+        "options": '{"base_url": "https://embeddings.example.com/v1"}'})
+    assert response.status_code == 302
+    from apps.knowledge.models import EmbeddingModel
+
+    model = EmbeddingModel.objects.get(name="bge-m3-remote")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [model.index_name])
+        [(definition,)] = cursor.fetchall()
+    assert "hnsw (((embedding)::vector(1024)) vector_cosine_ops)" in definition
+    assert f"WHERE (embedding_model_id = '{model.pk}'::uuid)" in definition
+
+
+def test_a_local_model_at_a_wrong_dimension_is_refused_in_the_admin(admin_client):
+    from apps.knowledge.models import EmbeddingModel
+
+    before = EmbeddingModel.objects.count()
+    response = admin_client.post("/admin/knowledge/embeddingmodel/add/", {
+        "name": "e5-768", "provider": "local", "dimension": "768", "options": "{}"})
+    assert response.status_code == 200
+    assert "The local provider embeds in 384 dimensions." in response.content.decode()
+    assert EmbeddingModel.objects.count() == before
