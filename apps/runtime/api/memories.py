@@ -82,8 +82,9 @@ class RouteMemoryApi(WorkspaceApi):
 
     def delete(self, request, route, memory_id):
         note = self._get(request, memory_id)
+        note_id = str(note.pk)  # Django clears pk on delete
         memory_note_delete(note=note)
-        return Response({"status": "deleted", "memory_id": str(note.pk)})
+        return Response({"status": "deleted", "memory_id": note_id})
 
 
 class ProjectMemoriesApi(WorkspaceApi):
@@ -116,5 +117,6 @@ class ProjectMemoryApi(WorkspaceApi):
 
     def delete(self, request, route, memory_id):
         note = self._get(request, memory_id)
+        note_id = str(note.pk)  # Django clears pk on delete
         memory_note_delete(note=note)
-        return Response({"status": "deleted", "memory_id": str(note.pk)})
+        return Response({"status": "deleted", "memory_id": note_id})
