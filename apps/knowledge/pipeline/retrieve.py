@@ -15,9 +15,10 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
   touching a few percent of the postings.
 
 Fusion (hybrid): both candidate lists are completed — keyword-only candidates get their cosine,
-vector-only candidates their BM25 — then combined convexly: dense weight × min-max-normalised
-cosine + (1 − dense weight) × BM25 / best BM25. Measured (see bench/README.md), this never lost to
-the better channel where RRF(k=60) did; RRF stays available as `fusion="rrf"`.
+vector-only candidates their BM25 — then combined convexly: w × min-max-normalised cosine +
+(1 − w) × BM25 / best BM25, with the dense weight w moved per query towards the channel whose best
+hit stands out more (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
+or above the better channel where RRF(k=60) lost to it; RRF stays available as `fusion="rrf"`.
 
 KBs with different embedding models are searched separately (each with its own query vector) and
 their rankings merged by rank, never by raw scores across models. Child hits then roll up to
@@ -83,6 +84,7 @@ class Candidate:
     keyword_score: float | None = None
     score: float = 0.0
     matched_terms: list[str] = field(default_factory=list)
+    dense_weight: float | None = None
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,29 @@ def _vector_scores(*, model: EmbeddingModel, ids: Sequence, query_vector: Sequen
 # Fusion
 
 
+def _margin(scores: list[float], reference_rank: int | None = None) -> float:
+    """How far the best score stands out: (s1 - s2) over s1, or over s1 - s_ref when a reference
+    rank is given. 1 for a single candidate, 0 for none."""
+    if not scores:
+        return 0.0
+    if len(scores) == 1:
+        return 1.0
+    ordered = sorted(scores, reverse=True)
+    base = ordered[0] if reference_rank is None else ordered[0] - ordered[min(reference_rank, len(ordered)) - 1]
+    return (ordered[0] - ordered[1]) / base if base > 0 else 0.0
+
+
+def adaptive_dense_weight(candidates: Iterable[Candidate], *, base: float, slope: float) -> float:
+    """Trust the channel whose best hit stands out more. Measured on the dev sets: a fixed dense
+    weight that suits short search queries (dureader, 0.8) loses on question-style queries that
+    share many terms with their passage (cmrc, which wants 0.5); moving the weight by the
+    difference of the channels' top-1 margins serves both (see bench/README.md)."""
+    items = list(candidates)
+    keyword = _margin([c.keyword_score for c in items if c.keyword_rank is not None])
+    dense = _margin([c.vector_score for c in items if c.vector_rank is not None], reference_rank=20)
+    return min(0.9, max(0.4, base - slope * (keyword - dense)))
+
+
 def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) -> list[Candidate]:
     """Give every candidate its fused score (0–1 for convex) and return them best first."""
     items = list(candidates.values())
@@ -319,11 +344,15 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) 
         low, high = (min(dense), max(dense)) if dense else (0.0, 0.0)
         best_keyword = max((c.keyword_score or 0.0) for c in items)
         for c in items:
-            d = 0.0 if c.vector_score is None or high <= low else (c.vector_score - low) / (high - low)
-            if dense and high <= low and c.vector_score is not None:
+            if c.vector_score is None:
+                d = 0.0
+            elif high > low:
+                d = (c.vector_score - low) / (high - low)
+            else:
                 d = 1.0
             k = (c.keyword_score or 0.0) / best_keyword if best_keyword > 0 else 0.0
             c.score = dense_weight * d + (1 - dense_weight) * k
+            c.dense_weight = dense_weight
     return sorted(items, key=lambda c: (-c.score, str(c.chunk_id)))
 
 
@@ -372,7 +401,10 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
                 candidates[cid].keyword_score, candidates[cid].matched_terms = score, terms
     dense_weight = options.dense_weight
     if dense_weight is None:
-        dense_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT", 0.7)
+        dense_weight = adaptive_dense_weight(
+            candidates.values(), base=_setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT", 0.8),
+            slope=_setting("KNOWLEDGE_HYBRID_MARGIN_SLOPE", 0.4),
+        )
     ranked = fuse(candidates, fusion=options.fusion, dense_weight=dense_weight)
     timings["fusion_ms"] = timings.get("fusion_ms", 0.0) + (time.perf_counter() - started) * 1000
     return ranked
@@ -486,6 +518,7 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
                 "keyword": {"rank": best.keyword_rank, "score": best.keyword_score},
                 "matched_terms": best.matched_terms,
                 "fused_score": best.score,
+                "dense_weight": best.dense_weight,
                 "merged_chunk_ids": [str(m[0].chunk_id) for m in members],
             }
         hits.append(Hit(
