@@ -29,6 +29,16 @@ def run_list_for_turn(*, conversation: Conversation, client_turn_id: str, user_m
     )
 
 
+def run_list_for_turn_key(*, session: AgentSession, route: Route, client_conversation_id: str, client_turn_id: str,
+                          user_message_id: str) -> list[Run]:
+    """The same lookup without the conversation row in hand (a replay's fast path; no lock)."""
+    return list(
+        Run.objects.filter(Q(client_turn_id=client_turn_id) | Q(user_message_id=user_message_id),
+                           conversation__session=session, conversation__route=route,
+                           conversation__client_conversation_id=client_conversation_id)
+    )
+
+
 def run_get_for_session(*, session: AgentSession, run_id: str | uuid.UUID) -> Run:
     """The run `run_id` when `session` opened it; 404 `run_not_found` otherwise (malformed ids too)."""
     try:

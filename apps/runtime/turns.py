@@ -3,12 +3,13 @@
 `turn_open` is the one service behind `POST /workspaces/:route/turns`:
 
 1. the request hash (SHA-256 of the canonical request, `knowledge_delivery` included);
-2. the conversation row, created on first use and locked for the rest of the transaction;
-3. idempotency: a run already holding this turn's keys is replayed when the hash is the same,
-   and is 409 `turn_conflict` otherwise; the unique constraints on Run decide any race;
-4. memory, read *before* the user's message is appended: recent messages, the summary, the
+2. a run already holding this turn's keys is replayed when the hash is the same, and is 409
+   `turn_conflict` otherwise (checked again under the lock; the unique constraints on Run
+   decide any race);
+3. knowledge (inline), through the knowledge app's retrieval selector — before any lock;
+4. the conversation row, created on first use and locked for the rest of the transaction;
+5. memory, read *before* the user's message is appended: recent messages, the summary, the
    principal's route and project notes;
-5. knowledge (inline), through the knowledge app's retrieval selector;
 6. the context, fitted into 64 KiB, frozen on the run with the revisions; the user's message
    is appended and the run is `context_ready`.
 """
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -24,6 +26,8 @@ from django.db import transaction
 
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
+from apps.knowledge.pipeline.embedders import EmbeddingFailed
+from apps.knowledge.selectors import route_knowledge_search
 from apps.ledger.errors import TurnConflict
 from apps.ledger.memory import AssembledMemory, MemorySettings, memory_assemble, token_count
 from apps.ledger.models import Conversation, MemoryNote, Run
@@ -32,17 +36,23 @@ from apps.ledger.selectors import (
     project_note_list,
     route_note_list,
     run_list_for_turn,
+    run_list_for_turn_key,
 )
 from apps.ledger.services import conversation_lock, run_freeze, run_open
 from apps.routes.models import Route
 from apps.routes.selectors import route_governance, route_instructions, route_profile
+from apps.runtime.errors import KnowledgeUnavailable
 from apps.runtime.selectors import route_capability_summary, route_knowledge_source_count
+
+logger = logging.getLogger("bailinghub.runtime")
 
 TURN_SCHEMA = "bailing.agent-turn-context.v1"
 COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"
 
 CONTEXT_MAX_BYTES = 64 * 1024
 KNOWLEDGE_MAX_BYTES = 16 * 1024
+KNOWLEDGE_ENTRY_MIN_BYTES = 512
+KNOWLEDGE_QUERY_MAX_CHARS = 2000
 # The principal's notes a turn carries, newest first, whole notes only, within these budgets.
 ROUTE_NOTES_IN_CONTEXT, ROUTE_NOTES_CONTEXT_CHARS = 20, 8000
 PROJECT_NOTES_IN_CONTEXT, PROJECT_NOTES_CONTEXT_CHARS = 12, 4000
@@ -99,13 +109,30 @@ def _replayed(runs: list[Run], request_hash: str) -> Run:
     raise TurnConflict()
 
 
-@transaction.atomic
 def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> Run:
     """The run of this turn: a new one with a frozen context, or the one already frozen under
     the same keys and request (replayed as it was). 409 `turn_conflict` when the keys are held
-    by a different request."""
+    by a different request; 503 `knowledge_unavailable` (nothing stored) when retrieval fails.
+
+    Knowledge depends on the request and the route only, so it is searched before the
+    conversation is locked: a slow embedding never holds the lock or a transaction open.
+    """
     started = time.monotonic()
     request_hash = request.hash
+    held = run_list_for_turn_key(session=session, route=route, client_conversation_id=request.client_conversation_id,
+                                 client_turn_id=request.client_turn_id, user_message_id=request.user_message_id)
+    if held:  # a retry: no search, no lock
+        return _replayed(held, request_hash)
+    knowledge_started = time.monotonic()
+    knowledge = _knowledge_inline(route=route, request=request)
+    knowledge_ms = round((time.monotonic() - knowledge_started) * 1000)
+    return _turn_freeze(session=session, route=route, request=request, request_hash=request_hash,
+                        knowledge=knowledge, knowledge_ms=knowledge_ms, started=started)
+
+
+@transaction.atomic
+def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, request_hash: str,
+                 knowledge: InlineKnowledge, knowledge_ms: int, started: float) -> Run:
     conversation = conversation_lock(session=session, route=route,
                                      client_conversation_id=request.client_conversation_id)
     keys = {"conversation": conversation, "client_turn_id": request.client_turn_id,
@@ -121,10 +148,6 @@ def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> R
     notes = route_note_list(route=route, on_behalf_of=session.on_behalf_of, limit=ROUTE_NOTES_IN_CONTEXT)
     project_notes = project_note_list(project=route.project, on_behalf_of=session.on_behalf_of,
                                       limit=PROJECT_NOTES_IN_CONTEXT)
-    knowledge_started = time.monotonic()
-    knowledge, knowledge_refs, knowledge_stats = _knowledge_inline(route=route, request=request)
-    knowledge_ms = round((time.monotonic() - knowledge_started) * 1000)
-
     context = {
         "instructions": route_instructions(route=route),
         "page_context": request.page_context,
@@ -137,8 +160,8 @@ def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> R
         },
         "memory_refs": [{"thread_id": str(conversation.pk), "summary_upto_id": memory.summary_upto_id,
                          "prior_messages": memory.prior_messages}],
-        "knowledge": knowledge,
-        "knowledge_refs": knowledge_refs,
+        "knowledge": knowledge.entries,
+        "knowledge_refs": knowledge.refs,
         "governance": route_governance(route=route),
     }
     fit_stats = context_fit(context, max_bytes=CONTEXT_MAX_BYTES)
@@ -149,7 +172,7 @@ def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> R
             "revision"],
         capability_revision=route_capability_summary(route=route, session=session)["revision"],
         context_bytes=len(text.encode("utf-8")), context_tokens=token_count(text),
-        stats={**memory.stats, **knowledge_stats, **fit_stats,
+        stats={**memory.stats, **knowledge.stats, **fit_stats,
                "notes": len(context["memory"]["notes"]), "project_notes": len(context["memory"]["project_notes"])},
         prepare_ms=round((time.monotonic() - started) * 1000), knowledge_ms=knowledge_ms,
     )
@@ -180,9 +203,66 @@ def _notes_within(notes: list[MemoryNote], budget_chars: int) -> list[dict[str, 
     return out
 
 
-def _knowledge_inline(*, route: Route, request: TurnRequest) -> tuple[list[dict], list[dict], dict[str, int]]:
-    """`context.knowledge` and `knowledge_refs` for an inline turn (none until retrieval is wired)."""
-    return [], [], {"knowledge_hits": 0}
+@dataclass
+class InlineKnowledge:
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    refs: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def knowledge_query(*, request: TurnRequest, route: Route) -> str:
+    """What a turn searches for: the user's input (its first KNOWLEDGE_QUERY_MAX_CHARS characters),
+    after the page title when the route boosts by page."""
+    query = request.user_input[:KNOWLEDGE_QUERY_MAX_CHARS]
+    title = request.page_context.get("title")
+    if route.knowledge_page_boost and isinstance(title, str) and title.strip():
+        query = f"{title.strip()[:200]}\n{query}"
+    return query
+
+
+def _knowledge_inline(*, route: Route, request: TurnRequest) -> InlineKnowledge:
+    """`context.knowledge` (`ref`, `title`, `content`) and `knowledge_refs` (`ref`, `doc_id`,
+    `title`, `score`) for an inline turn: the route's hits (its top_k, max_docs and threshold,
+    applied by the retrieval selector), best first, whole while they fit KNOWLEDGE_MAX_BYTES;
+    the first one that does not fit is cut when at least KNOWLEDGE_ENTRY_MIN_BYTES remain, and
+    the rest are left out. `ref` is the hit's ordinal in this turn: `knowledge:1`, `knowledge:2`…"""
+    if request.knowledge_delivery != Run.KnowledgeDelivery.INLINE:
+        return InlineKnowledge()
+    try:
+        hits = route_knowledge_search(route=route, query=knowledge_query(request=request, route=route))
+    except EmbeddingFailed as exc:
+        logger.warning("Knowledge search failed for route %s: %s", route.key, exc)
+        raise KnowledgeUnavailable() from exc
+    out = InlineKnowledge(stats={"knowledge_hits": len(hits), "knowledge_cut": 0})
+    remaining = KNOWLEDGE_MAX_BYTES
+    for hit in hits:
+        ref = f"knowledge:{len(out.entries) + 1}"
+        entry = {"ref": ref, "title": hit.title, "content": hit.content}
+        size = _bytes(entry) + 1
+        if size > remaining:
+            room = remaining - (size - _bytes(hit.content))
+            if room < KNOWLEDGE_ENTRY_MIN_BYTES:
+                break
+            entry["content"] = _json_prefix(hit.content, room)
+            out.stats["knowledge_cut"] += 1
+            size = _bytes(entry) + 1
+        remaining -= size
+        out.entries.append(entry)
+        out.refs.append({"ref": ref, "doc_id": str(hit.document_id), "title": hit.title, "score": hit.score})
+    out.stats["knowledge_included"] = len(out.entries)
+    return out
+
+
+def _json_prefix(text: str, max_bytes: int) -> str:
+    """The longest prefix of `text` whose JSON string form (quotes included) is at most `max_bytes`."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _bytes(text[:mid]) <= max_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
 
 
 def context_fit(context: dict[str, Any], *, max_bytes: int) -> dict[str, int]:
