@@ -3,6 +3,7 @@
 from django.urls import path
 
 from apps.knowledge.api import views as v
+from apps.knowledge.api.search import KnowledgeBaseSearchApi
 
 urlpatterns = [
     path("embedding-models", v.EmbeddingModelListApi.as_view(), name="knowledge-embedding-models"),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("knowledge-bases/<uuid:kb_id>/rebuild",
          v.by_method(get=v.KnowledgeBaseRebuildGetApi.as_view(), post=v.KnowledgeBaseRebuildApi.as_view()),
          name="knowledge-base-rebuild"),
+    path("knowledge-bases/<uuid:kb_id>/search", KnowledgeBaseSearchApi.as_view(), name="knowledge-base-search"),
     path("documents/<uuid:document_id>",
          v.by_method(get=v.DocumentGetApi.as_view(), delete=v.DocumentDeleteApi.as_view()), name="document"),
     path("documents/<uuid:document_id>/chunks", v.DocumentChunkListApi.as_view(), name="document-chunks"),

@@ -1,0 +1,76 @@
+"""Builder debug search: POST /api/v1/builder/knowledge-bases/{kb_id}/search."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from apps.core.errors import ApiError
+from apps.core.exceptions import flatten_field_errors, validation_message
+from apps.knowledge import selectors
+from apps.knowledge.api.views import SCOPE_DEBUG, BuilderApi
+from apps.knowledge.pipeline.retrieve import Hit, SearchOptions
+
+
+class SearchInvalid(ApiError):
+    code = "invalid_search"
+    status = 422
+    message = "The search request is invalid."
+
+
+class StrictSerializer(serializers.Serializer):
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class KnowledgeSearchIn(StrictSerializer):
+    query = serializers.CharField(max_length=2000, trim_whitespace=True)
+    top_k = serializers.IntegerField(min_value=1, max_value=50, default=4)
+    score_threshold = serializers.FloatField(min_value=-1.0, max_value=1.0, required=False, allow_null=True,
+                                             default=None)
+    hybrid = serializers.BooleanField(default=False)
+    explain = serializers.BooleanField(default=False)
+
+
+def hit_out(hit: Hit, *, explain: bool) -> dict:
+    out = {
+        "chunk_id": str(hit.chunk_id),
+        "document_id": str(hit.document_id),
+        "chunk_index": hit.chunk_index,
+        "content": hit.content,
+        "score": hit.score,
+        "chapter_path": hit.chapter_path,
+        "metadata": {**hit.metadata, "title": hit.title},
+    }
+    if explain:
+        out["explain"] = hit.explain
+    return out
+
+
+class KnowledgeBaseSearchApi(BuilderApi):
+    """Search one KB as an agent would: vector only by default, hybrid when asked; `explain` adds
+    each channel's rank and score and the matched keyword terms."""
+
+    required_scope = SCOPE_DEBUG
+
+    def post(self, request, kb_id):
+        kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
+        serializer = KnowledgeSearchIn(data=request.data)
+        if not serializer.is_valid():
+            fields = flatten_field_errors(serializer.errors)
+            raise SearchInvalid(validation_message(fields), fields=fields)
+        data = serializer.validated_data
+        options = SearchOptions(
+            top_k=data["top_k"], mode="hybrid" if data["hybrid"] else "vector",
+            score_threshold=data["score_threshold"], explain=data["explain"],
+        )
+        result = selectors.knowledge_search(kbs=[kb], query=data["query"], options=options)
+        return Response({"data": {
+            "hits": [hit_out(hit, explain=data["explain"]) for hit in result.hits],
+            "mode": options.mode,
+            "timings_ms": {name: round(value, 2) for name, value in result.timings_ms.items()},
+        }})
