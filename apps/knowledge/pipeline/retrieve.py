@@ -187,11 +187,13 @@ def keyword_scorer(*, generation_ids: Sequence, query: str) -> KeywordScorer | N
 def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[Any]:
     rare_fraction = _setting("KNOWLEDGE_KEYWORD_RARE_FRACTION", 0.03)
     posting_budget = _setting("KNOWLEDGE_KEYWORD_POSTING_BUDGET", 20_000)
+    max_terms = _setting("KNOWLEDGE_KEYWORD_PHASE1_TERMS", 8)
     chosen: list[str] = []
     spent = 0
     df = scorer.df
     for term in sorted(df, key=lambda t: (df[t], t)):
-        if chosen and (df[term] / scorer.n > rare_fraction or spent + df[term] > posting_budget):
+        if chosen and (df[term] / scorer.n > rare_fraction or spent + df[term] > posting_budget
+                       or len(chosen) >= max_terms):
             break
         chosen.append(term)
         spent += df[term]
