@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.runtime.api import memories, turns, views
+from apps.runtime.api import knowledge, memories, turns, views
 
 # No trailing slashes: agent hosts never follow redirects. `<str:route>` takes any segment so a
 # malformed key reaches the view and is answered 400 `invalid_route`, not a bare 404.
@@ -23,4 +23,14 @@ urlpatterns += [
          name="agent-api-project-memories"),
     path("workspaces/<str:route>/project-memories/<str:memory_id>", memories.ProjectMemoryApi.as_view(),
          name="agent-api-project-memory"),
+]
+
+# runtime: agent knowledge on demand, bailing.agent-knowledge.v1 (issue 7)
+urlpatterns += [
+    path("workspaces/<str:route>/knowledge/capabilities", knowledge.KnowledgeCapabilitiesApi.as_view(),
+         name="agent-api-knowledge-capabilities"),
+    path("workspaces/<str:route>/knowledge/search", knowledge.KnowledgeSearchApi.as_view(),
+         name="agent-api-knowledge-search"),
+    path("workspaces/<str:route>/knowledge/read", knowledge.KnowledgeReadApi.as_view(),
+         name="agent-api-knowledge-read"),
 ]

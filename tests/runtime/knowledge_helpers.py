@@ -1,0 +1,93 @@
+"""Requests and shortcuts of the agent knowledge tests: documents ingested in-process through the
+real pipeline (hashing embedder), and the three endpoints as an agent host calls them. The
+fixtures are in knowledge_fixtures (load it with `pytest_plugins`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.knowledge import ingest, services
+from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KeywordTermStat
+from apps.ledger.models import Conversation, MemoryNote, Message, Run
+from apps.runtime import knowledge
+from tests.agent_auth.helpers import bearer
+from tests.knowledge.helpers import upload
+from tests.ledger.helpers import post_json
+
+T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+REFUND = ("退款政策：自签收之日起七天内可以无理由退货，商品须保持完好，包装齐全。"
+          "超过七天的退货申请需要店长审批，并说明原因。退款会在三个工作日内原路退回。")
+DELIVERY = "配送说明：同城订单当天送达，外地订单三到五天送达，偏远地区可能延迟。"
+WARRANTY = "保修条款：电器类商品保修一年，人为损坏不在保修范围内，保修需出示发票。"
+
+
+def ingest_texts(kb, files: dict[str, str]) -> dict[str, Document]:
+    documents = services.document_upload(kb=kb, files=[upload(name, text.encode()) for name, text in files.items()])
+    for document in documents:
+        assert ingest.document_ingest(document_id=document.pk) == "completed"
+    return {document.filename: Document.objects.get(pk=document.pk) for document in documents}
+
+
+def document_body(document: Document) -> str:
+    """The readable body as the protocol defines it, straight from the rows."""
+    generation = IndexGeneration.objects.get(knowledge_base_id=document.knowledge_base_id, status="active")
+    parents = Chunk.objects.filter(document=document, generation=generation, kind="parent").order_by("index")
+    texts = list(parents.values_list("text", flat=True)) or list(
+        Chunk.objects.filter(document=document, generation=generation, kind="child").order_by("index")
+        .values_list("text", flat=True))
+    return "\n\n".join(texts)
+
+
+def capabilities_url(route_key: str) -> str:
+    return f"/agent-api/v1/workspaces/{route_key}/knowledge/capabilities"
+
+
+def search_url(route_key: str) -> str:
+    return f"/agent-api/v1/workspaces/{route_key}/knowledge/search"
+
+
+def read_url(route_key: str) -> str:
+    return f"/agent-api/v1/workspaces/{route_key}/knowledge/read"
+
+
+def get_capabilities(client, token: str, route_key: str, **extra):
+    return client.get(capabilities_url(route_key), **bearer(token), **extra)
+
+
+def search(client, token: str, route_key: str, query: str = "退款政策 七天", **fields: Any):
+    return post_json(client, search_url(route_key), {"query": query, **fields}, token)
+
+
+def read(client, token: str, route_key: str, ref: str, **fields: Any):
+    return post_json(client, read_url(route_key), {"ref": ref, **fields}, token)
+
+
+def first_ref(client, token: str, route_key: str, query: str = "退款政策 七天", **fields: Any) -> str:
+    response = search(client, token, route_key, query, **fields)
+    assert response.status_code == 200, response.content
+    return response.json()["hints"][0]["ref"]
+
+
+def read_chain(client, token: str, route_key: str, ref: str, **fields: Any) -> list[dict]:
+    """Every page of `ref`, following next_cursor; each response checked against its budget."""
+    pages, cursor = [], None
+    while True:
+        body = dict(fields)
+        if cursor is not None:
+            body["cursor"] = cursor
+        response = read(client, token, route_key, ref, **body)
+        assert response.status_code == 200, response.content
+        assert len(response.content) <= fields.get("max_bytes", knowledge.READ_DEFAULT_BYTES)
+        page = response.json()
+        pages.append(page)
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return pages
+
+
+def row_counts() -> dict[str, int]:
+    """Rows a knowledge request must never write."""
+    models = (Conversation, Message, Run, MemoryNote, Document, DocumentContent, Chunk, IndexGeneration,
+              KeywordTermStat)
+    return {model.__name__: model.objects.count() for model in models}
