@@ -54,10 +54,11 @@ class KnowledgeSearchSerializer(StrictSerializer):
 
 
 class KnowledgeReadSerializer(StrictSerializer):
-    ref = StrictCharField(max_length=TOKEN_MAX_CHARS, trim_whitespace=False)
+    # Any string is a reference to check: a malformed one is `knowledge_reference_invalid`.
+    ref = StrictCharField(max_length=TOKEN_MAX_CHARS, trim_whitespace=False, allow_blank=True)
     run_id = RunIdField(required=False, allow_null=True, default=None)
     cursor = StrictCharField(max_length=TOKEN_MAX_CHARS, trim_whitespace=False, required=False, allow_null=True,
-                             default=None)
+                             allow_blank=True, default=None)
     max_bytes = StrictIntegerField(min_value=knowledge.READ_MIN_BYTES, max_value=knowledge.READ_MAX_BYTES,
                                    required=False, default=knowledge.READ_DEFAULT_BYTES)
 

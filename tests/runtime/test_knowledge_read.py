@@ -1,0 +1,184 @@
+import pytest
+
+from apps.runtime import knowledge
+from apps.runtime.knowledge import knowledge_scope_get
+from tests.ledger.helpers import post_json
+from tests.runtime.knowledge_helpers import (
+    document_body,
+    first_ref,
+    ingest_texts,
+    read,
+    read_chain,
+    read_url,
+    row_counts,
+)
+
+pytest_plugins = ["tests.runtime.knowledge_fixtures"]
+
+# Sentences of three-byte characters ("。" included), ~30 characters each.
+SENTENCE = "退款政策规定七天之内可以无理由退货并且商品必须保持完好无损包装齐全。"
+
+
+def _long_markdown(chars: int) -> str:
+    """Sections of Chinese paragraphs, about `chars` characters in all."""
+    sections, size, n = [], 0, 0
+    while size < chars:
+        paragraph = SENTENCE * 20
+        sections.append(f"# 第{n}章\n\n{paragraph}\n\n{paragraph}")
+        size += 2 * len(paragraph)
+        n += 1
+    return "\n\n".join(sections)
+
+
+@pytest.fixture
+def long_document(kb):
+    return ingest_texts(kb, {"长文.md": _long_markdown(60_000)})["长文.md"]
+
+
+def test_a_short_document_is_one_page(api_client, ksession, kroute, docs):
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策 七天无理由退货")
+    response = read(api_client, ksession.access_token, kroute.key, ref)
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    body = document_body(docs["退款.md"])
+    page = response.json()
+    assert page == {
+        "schema_version": "bailing.agent-knowledge-read.v1",
+        "route": "policy-desk",
+        "knowledge_scope_revision": knowledge_scope_get(route=kroute).revision,
+        "ref": ref,
+        "revision": knowledge.document_revision(title="退款.md", body=body),
+        "title": "退款.md",
+        "content": body,
+        "trust": "reference_only",
+        "next_cursor": None,
+        "truncated": False,
+        "budget_exhausted": False,
+        "total_content_bytes": len(body.encode()),
+        "read_chain_max_bytes": 131072,
+    }
+
+
+def test_pages_follow_the_cursor_and_join_into_the_body(api_client, ksession, kroute, kb):
+    document = ingest_texts(kb, {"中篇.md": _long_markdown(12_000)})["中篇.md"]
+    body = document_body(document)
+    assert 16384 * 2 < len(body.encode()) < 131072
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
+    pages = read_chain(api_client, ksession.access_token, kroute.key, ref)
+    assert "".join(page["content"] for page in pages) == body
+    assert [page["truncated"] for page in pages] == [True] * (len(pages) - 1) + [False]
+    assert not any(page["budget_exhausted"] for page in pages)
+    assert all(page["total_content_bytes"] == len(body.encode()) for page in pages)
+
+
+@pytest.mark.parametrize("budgets", [(4096, 4097, 4098), (16383, 16384, 16385), (32766, 32767, 32768)])
+def test_a_page_fills_its_budget_without_splitting_a_character(api_client, ksession, kroute, long_document,
+                                                              budgets):
+    """Over three consecutive budgets the page is never larger than its budget, leaves no room
+    for one more (three-byte) character, and lands on the budget exactly once."""
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
+    sizes = []
+    for budget in budgets:
+        response = read(api_client, ksession.access_token, kroute.key, ref, max_bytes=budget)
+        assert response.status_code == 200
+        assert response.json()["next_cursor"] is not None
+        assert 0 <= budget - len(response.content) < 3
+        sizes.append(budget - len(response.content))
+    assert sorted(sizes) == [0, 1, 2]
+
+
+def test_the_default_page_is_16384_bytes(api_client, ksession, kroute, long_document):
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
+    response = read(api_client, ksession.access_token, kroute.key, ref)
+    assert 16384 - 3 < len(response.content) <= 16384
+
+
+def test_a_chain_stops_at_128_kib_of_body(api_client, ksession, kroute, long_document):
+    body = document_body(long_document).encode()
+    assert len(body) > 131072
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
+    pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
+    exposed = "".join(page["content"] for page in pages).encode()
+    assert body.startswith(exposed)
+    assert 131072 - 3 < len(exposed) <= 131072
+    last = pages[-1]
+    assert (last["truncated"], last["budget_exhausted"], last["next_cursor"]) == (True, True, None)
+    assert not any(page["budget_exhausted"] for page in pages[:-1])
+    assert last["total_content_bytes"] == len(body)
+
+
+def test_a_chain_of_single_byte_text_exposes_exactly_131072_bytes(api_client, ksession, kroute, kb):
+    paragraph = "Refund policy: returns within seven days. " * 40
+    text = "\n\n".join(f"# Part {n}\n\n{paragraph}" for n in range(100))
+    document = ingest_texts(kb, {"policy.md": text})["policy.md"]
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "refund policy returns")
+    pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
+    exposed = "".join(page["content"] for page in pages)
+    assert len(exposed.encode()) == 131072
+    assert document_body(document).startswith(exposed)
+    assert (pages[-1]["budget_exhausted"], pages[-1]["next_cursor"]) == (True, None)
+
+
+def test_a_document_of_exactly_131072_bytes_is_read_whole(api_client, ksession, kroute, kb):
+    """The chain budget is the body's size: the last page ends the document and nothing is cut."""
+    paragraph = "Refund policy: returns within seven days, unused and in the original box." * 20
+    count = 131072 // (len(paragraph) + 2)
+    tail = "x" * (131072 - count * (len(paragraph) + 2))
+    document = ingest_texts(kb, {"policy.txt": "\n\n".join([paragraph] * count + [tail])})["policy.txt"]
+    body = document_body(document)
+    assert len(body.encode()) == 131072
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "refund policy returns")
+    pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
+    assert "".join(page["content"] for page in pages) == body
+    assert (pages[-1]["truncated"], pages[-1]["budget_exhausted"], pages[-1]["next_cursor"]) == (False, False, None)
+
+
+def test_json_escapes_count_against_the_budget(api_client, ksession, kroute, kb):
+    quoted = '他说："退款政策\\七天"。\t' * 2000
+    document = ingest_texts(kb, {"引号.md": f"# 引号\n\n{quoted}"})["引号.md"]
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策 七天")
+    pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=4096)
+    assert "".join(page["content"] for page in pages) == document_body(document)
+    assert len(pages) > len(document_body(document).encode()) // 4096
+
+
+def test_line_separators_are_measured_as_sent(api_client, ksession, kroute, kb):
+    """DRF escapes U+2028/U+2029 (3 bytes in UTF-8) as six bytes; the budget counts the six."""
+    text = "退款政策\u2028七天\u2029" * 3000
+    ingest_texts(kb, {"分隔.md": f"# 分隔\n\n{text}"})
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策 七天")
+    response = read(api_client, ksession.access_token, kroute.key, ref, max_bytes=4096)
+    assert b"\\u2028" in response.content
+    assert len(response.content) <= 4096
+
+
+def test_an_indent_in_accept_does_not_change_the_page(api_client, ksession, kroute, long_document):
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
+    plain = read(api_client, ksession.access_token, kroute.key, ref)
+    indented = post_json(api_client, read_url(kroute.key), {"ref": ref}, ksession.access_token,
+                         HTTP_ACCEPT="application/json; indent=8")
+    assert indented.status_code == 200
+    assert len(indented.content) <= 16384
+    assert indented.json()["content"] == plain.json()["content"]
+
+
+@pytest.mark.parametrize("max_bytes", [4095, 32769, 0, -1, "16384", 16384.0, True, None])
+def test_a_budget_outside_4096_to_32768_is_400(api_client, ksession, kroute, docs, max_bytes):
+    ref = first_ref(api_client, ksession.access_token, kroute.key)
+    response = post_json(api_client, read_url(kroute.key), {"ref": ref, "max_bytes": max_bytes},
+                         ksession.access_token)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize("fields", [{}, {"ref": 7}, {"ref": "x", "doc_id": "y"}, {"ref": "x", "cursor": 3},
+                                    {"ref": "x", "run_id": "nope"}])
+def test_a_malformed_read_is_400(api_client, ksession, kroute, docs, fields):
+    response = post_json(api_client, read_url(kroute.key), fields, ksession.access_token)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+
+
+def test_reading_writes_nothing(api_client, ksession, kroute, long_document):
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
+    before = row_counts()
+    read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
+    assert row_counts() == before
