@@ -38,3 +38,7 @@ clean: services-down
 # knowledge: ingestion benchmark (bench/ingest.py --help for corpora, embedders and subsets)
 bench-ingest: install
 	$(EMBEDDED) $(PY) bench/ingest.py $(BENCH_ARGS)
+
+# ledger: turns benchmark against a running server (bench/turns.py --help)
+bench-turns: install
+	$(EMBEDDED) $(PY) bench/turns.py $(BENCH_ARGS)

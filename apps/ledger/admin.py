@@ -1,6 +1,7 @@
 """A read-only ledger for operators: conversations by route and principal, their messages and
 runs (states, revisions, timings), and memory notes per route. Nothing here writes: ledger rows
-change only in `apps.ledger.services`."""
+change only in `apps.ledger.services`. Route filters offer only the routes of rows the operator
+may see (RelatedOnlyFieldListFilter), never other projects' route names."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     project_lookup = "route__project"
     list_display = ["client_conversation_id", "route", "on_behalf_of", "principal_id", "message_count",
                     "last_message_at", "created_at"]
-    list_filter = ["route"]
+    list_filter = [("route", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["client_conversation_id", "on_behalf_of", "principal_id"]
     list_select_related = ["route", "route__project"]
     fields = readonly_fields = ["route", "session", "client_conversation_id", "on_behalf_of", "principal_id",
@@ -70,7 +71,7 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "route__project"
     list_display = ["id", "route", "conversation", "client_turn_id", "state", "knowledge_delivery", "context_bytes",
                     "prepare_ms", "knowledge_ms", "created_at", "completed_at"]
-    list_filter = ["state", "route", "knowledge_delivery"]
+    list_filter = ["state", ("route", admin.RelatedOnlyFieldListFilter), "knowledge_delivery"]
     search_fields = ["=id", "client_turn_id", "user_message_id", "conversation__client_conversation_id",
                      "conversation__on_behalf_of"]
     list_select_related = ["route", "route__project", "conversation"]
@@ -91,7 +92,7 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
 class MemoryNoteAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "project"
     list_display = ["scope", "route", "project", "on_behalf_of", "short_content", "updated_at"]
-    list_filter = ["scope", "route"]
+    list_filter = ["scope", ("route", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["on_behalf_of", "content"]
     list_select_related = ["route", "project"]
     fields = readonly_fields = ["scope", "project", "route", "on_behalf_of", "content", "created_by_session",

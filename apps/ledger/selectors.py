@@ -13,7 +13,7 @@ from django.db.models import Q, QuerySet
 from apps.agent_auth.models import AgentSession
 from apps.ledger.errors import MemoryNotFound, RunNotFound
 from apps.ledger.memory import SUMMARY_SCAN_MESSAGES, LedgerMessage
-from apps.ledger.models import Conversation, MemoryNote, Run
+from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.projects.models import Project
 from apps.routes.models import Route
 
@@ -49,6 +49,21 @@ def run_get_for_session(*, session: AgentSession, run_id: str | uuid.UUID) -> Ru
     if run is None:
         raise RunNotFound()
     return run
+
+
+def run_get_for_route(*, session: AgentSession, route: Route, run_id: str | uuid.UUID) -> Run:
+    """The run `run_id` when `session` opened it on `route`; 404 `run_not_found` otherwise."""
+    run = run_get_for_session(session=session, run_id=run_id)
+    if run.route_id != route.pk:
+        raise RunNotFound()
+    return run
+
+
+def run_user_input(*, run: Run) -> str:
+    """The user's input of a run's turn, exactly as sent (the run's user message)."""
+    return (
+        run.messages.filter(role=Message.Role.USER).values_list("content", flat=True).first() or ""
+    )
 
 
 def conversation_messages_for_memory(*, conversation: Conversation, recent_messages: int,

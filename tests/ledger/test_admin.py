@@ -105,3 +105,12 @@ def test_the_run_list_does_not_grow_queries_with_rows(api_client, issued, route,
         admin.get("/admin/ledger/run/")
     assert len(many) == len(one)
     assert Conversation.objects.count() == 6
+
+
+def test_the_route_filter_never_names_another_projects_routes(ledger, viewer):
+    from tests.routes.factories import RouteFactory
+
+    RouteFactory(key="secret-route", name="Another project's secret route")
+    page = _admin(viewer.user).get("/admin/ledger/conversation/").content.decode()
+    assert "门店助手" in page
+    assert "secret route" not in page

@@ -36,3 +36,19 @@ def test_conversation_lock_finds_the_existing_conversation(run, issued, route):
         conversation = conversation_lock(session=issued.session, route=route,
                                          client_conversation_id="local-conversation-1")
     assert conversation == run.conversation
+
+
+def test_a_runs_user_input_is_read_back_verbatim(run):
+    from apps.ledger.selectors import run_user_input
+
+    assert run_user_input(run=run) == "帮我查一下员工 Ada (1)"
+
+
+def test_a_run_is_found_only_on_its_own_route(run, issued, route):
+    from apps.ledger.errors import RunNotFound
+    from apps.ledger.selectors import run_get_for_route
+    from tests.routes.factories import RouteFactory
+
+    assert run_get_for_route(session=issued.session, route=route, run_id=run.pk) == run
+    with pytest.raises(RunNotFound):
+        run_get_for_route(session=issued.session, route=RouteFactory(project=route.project), run_id=run.pk)
