@@ -457,9 +457,8 @@ def _validate(*, hits: list[Hit], scope: KnowledgeScope, limit: int) -> list[_Fo
     return found
 
 
-def _hints_find(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
-                query: str, limit: int) -> tuple[str, list[dict[str, Any]]]:
-    """(status, hints best first) before any byte budget."""
+def _documents_find(*, route: Route, scope: KnowledgeScope, query: str, limit: int) -> tuple[str, list[_Found]]:
+    """(status, validated documents best first): retrieval, then validation against the database."""
     if not scope.configured:
         return "disabled", []
     query = clean_query(query)[:QUERY_MAX_CHARS]
@@ -469,10 +468,15 @@ def _hints_find(*, session: AgentSession, route: Route, run_id: uuid.UUID | None
     try:
         with transaction.atomic():
             _limit_waits()
-            found = _validate(hits=hits, scope=scope, limit=limit)
+            return status, _validate(hits=hits, scope=scope, limit=limit)
     except DatabaseError as exc:
         logger.warning("Agent knowledge hit validation failed: %s", type(exc).__name__)
         return "unavailable", []
+
+
+def _hints_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
+                 found: list[_Found]) -> list[dict[str, Any]]:
+    """One hint per document, with a reference bound to the caller, the route and `run_id`."""
     expires_at = REF_SIGNER.expiry(at=now())
     identity = identity_digest(session)
     hints = []
@@ -487,7 +491,7 @@ def _hints_find(*, session: AgentSession, route: Route, run_id: uuid.UUID | None
             "score": round(float(item.hit.score), 4),
             "expires_at": _iso(expires_at),
         })
-    return status, hints
+    return hints
 
 
 def _hints_fit(envelope: dict[str, Any], hints: list[dict[str, Any]], *, max_bytes: int) -> bool:
@@ -525,32 +529,51 @@ def knowledge_search_hints(*, session: AgentSession, route: Route, query: str, l
     within SEARCH_MAX_BYTES. A retrieval failure is `unavailable` (or `partial`), never an empty
     `ok`; the route's score threshold is applied and never lowered to fill."""
     scope = _scope_or_unavailable(route)
+    status, found = _documents_find(route=route, scope=scope, query=query, limit=limit)
+    hints = _hints_issue(session=session, route=route, run_id=run.pk if run else None, scope=scope, found=found)
     answer: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": route.key}
     if run is not None:
         answer["run_id"] = str(run.pk)
-    status, hints = _hints_find(session=session, route=route, run_id=run.pk if run else None, scope=scope,
-                                query=query, limit=limit)
     answer.update(knowledge_scope_revision=scope.revision, status=status, trust=TRUST, hints=[], truncated=False)
     answer["truncated"] = _hints_fit(answer, hints, max_bytes=SEARCH_MAX_BYTES)
     return answer
 
 
-def knowledge_delivery_for_turn(*, session: AgentSession, route: Route, run: Run, query: str) -> dict[str, Any]:
-    """`context.knowledge_delivery` of an `on_demand` turn: hints bound to the turn's run (issued
-    while it is being prepared, readable once it is `context_ready`), within SEARCH_MAX_BYTES."""
+@dataclass(frozen=True)
+class PreparedDelivery:
+    """The knowledge of an `on_demand` turn, searched before its run exists (and before the turn
+    takes any lock); `for_run` issues the hints, bound to the run."""
+
+    session: AgentSession
+    route: Route
+    scope: KnowledgeScope
+    status: str
+    found: list[_Found]
+
+    def for_run(self, *, run: Run) -> dict[str, Any]:
+        """`context.knowledge_delivery` (`bailing.agent-knowledge-delivery.v1`) within
+        SEARCH_MAX_BYTES. Its references are readable once the run is `context_ready`."""
+        delivery: dict[str, Any] = {
+            "schema_version": DELIVERY_SCHEMA,
+            "mode": "on_demand",
+            "protocol": PROTOCOL,
+            "knowledge_scope_revision": self.scope.revision,
+            "status": self.status,
+            "hints": [],
+        }
+        hints = _hints_issue(session=self.session, route=self.route, run_id=run.pk, scope=self.scope,
+                             found=self.found)
+        _hints_fit(delivery, hints, max_bytes=SEARCH_MAX_BYTES)
+        return delivery
+
+
+def knowledge_delivery_prepare(*, session: AgentSession, route: Route, query: str) -> PreparedDelivery:
+    """Search for an `on_demand` turn. A retrieval failure is status `unavailable` in the delivery
+    (the turn goes on: no body was promised); 503 `knowledge_unavailable` only when the scope
+    itself cannot be read."""
     scope = _scope_or_unavailable(route)
-    status, hints = _hints_find(session=session, route=route, run_id=run.pk, scope=scope, query=query,
-                                limit=SEARCH_MAX_RESULTS)
-    delivery: dict[str, Any] = {
-        "schema_version": DELIVERY_SCHEMA,
-        "mode": "on_demand",
-        "protocol": PROTOCOL,
-        "knowledge_scope_revision": scope.revision,
-        "status": status,
-        "hints": [],
-    }
-    _hints_fit(delivery, hints, max_bytes=SEARCH_MAX_BYTES)
-    return delivery
+    status, found = _documents_find(route=route, scope=scope, query=query, limit=SEARCH_MAX_RESULTS)
+    return PreparedDelivery(session=session, route=route, scope=scope, status=status, found=found)
 
 
 # Read

@@ -6,7 +6,8 @@
 2. a run already holding this turn's keys is replayed when the hash is the same, and is 409
    `turn_conflict` otherwise (checked again under the lock; the unique constraints on Run
    decide any race);
-3. knowledge (inline), through the knowledge app's retrieval selector — before any lock;
+3. knowledge — inline bodies through the knowledge app's retrieval selector, or `on_demand`
+   hints (apps.runtime.knowledge) — before any lock;
 4. the conversation row, created on first use and locked for the rest of the transaction;
 5. memory, read *before* the user's message is appended: recent messages, the summary, the
    principal's route and project notes;
@@ -42,6 +43,7 @@ from apps.ledger.services import conversation_lock, run_freeze, run_open
 from apps.routes.models import Route
 from apps.routes.selectors import route_governance, route_instructions, route_profile
 from apps.runtime.errors import KnowledgeUnavailable
+from apps.runtime.knowledge import PreparedDelivery, knowledge_delivery_prepare
 from apps.runtime.selectors import route_capability_summary, route_knowledge_source_count
 
 logger = logging.getLogger("bailinghub.runtime")
@@ -125,14 +127,19 @@ def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> R
         return _replayed(held, request_hash)
     knowledge_started = time.monotonic()
     knowledge = _knowledge_inline(route=route, request=request)
+    delivery = None
+    if request.knowledge_delivery == Run.KnowledgeDelivery.ON_DEMAND:  # hints only; bodies stay out
+        delivery = knowledge_delivery_prepare(session=session, route=route,
+                                              query=knowledge_query(request=request, route=route))
     knowledge_ms = round((time.monotonic() - knowledge_started) * 1000)
     return _turn_freeze(session=session, route=route, request=request, request_hash=request_hash,
-                        knowledge=knowledge, knowledge_ms=knowledge_ms, started=started)
+                        knowledge=knowledge, delivery=delivery, knowledge_ms=knowledge_ms, started=started)
 
 
 @transaction.atomic
 def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, request_hash: str,
-                 knowledge: InlineKnowledge, knowledge_ms: int, started: float) -> Run:
+                 knowledge: InlineKnowledge, delivery: PreparedDelivery | None, knowledge_ms: int,
+                 started: float) -> Run:
     conversation = conversation_lock(session=session, route=route,
                                      client_conversation_id=request.client_conversation_id)
     keys = {"conversation": conversation, "client_turn_id": request.client_turn_id,
@@ -164,6 +171,8 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
         "knowledge_refs": knowledge.refs,
         "governance": route_governance(route=route),
     }
+    if delivery is not None:
+        context["knowledge_delivery"] = delivery.for_run(run=run)
     fit_stats = context_fit(context, max_bytes=CONTEXT_MAX_BYTES)
     text = _compact(context)
     return run_freeze(

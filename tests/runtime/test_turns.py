@@ -173,12 +173,13 @@ def test_a_turn_while_the_previous_one_is_open_sees_its_user_message(api_client,
     assert [entry["content"] for entry in second["context"]["memory"]["recent"]] == ["帮我查一下员工 Ada (1)"]
 
 
-def test_knowledge_delivery_on_demand_is_not_supported_yet(api_client, issued, route):
+def test_knowledge_delivery_on_demand_keeps_bodies_out_and_says_so(api_client, issued, route):
+    # More in tests/runtime/test_knowledge_turns.py.
     response = open_turn(api_client, issued.access_token, route.key, knowledge_delivery="on_demand")
-    assert response.status_code == 400
-    assert response.json()["error"] == "unsupported_option"
-    assert response.json()["fields"] == {"knowledge_delivery": ["Not supported yet."]}
-    assert ledger_counts() == {"Conversation": 0, "Message": 0, "Run": 0, "MemoryNote": 0}
+    assert response.status_code == 200
+    context = response.json()["context"]
+    assert (context["knowledge"], context["knowledge_refs"]) == ([], [])
+    assert (context["knowledge_delivery"]["mode"], context["knowledge_delivery"]["status"]) == ("on_demand", "disabled")
 
 
 def test_a_turn_needs_the_agent_bearer(api_client, route):

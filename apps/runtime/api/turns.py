@@ -9,7 +9,6 @@ from apps.ledger.selectors import run_get_for_session
 from apps.ledger.services import run_complete
 from apps.runtime.api.base import AgentApi, WorkspaceApi
 from apps.runtime.api.serializers import CompletionSerializer, StrictJSONParser, TurnSerializer
-from apps.runtime.errors import UnsupportedOption
 from apps.runtime.turns import TurnRequest, completion_response, turn_open, turn_response
 
 TURN_BODY_MAX_BYTES = 512 * 1024
@@ -23,9 +22,6 @@ class TurnOpenApi(WorkspaceApi):
         serializer = TurnSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         turn = TurnRequest(**serializer.validated_data)
-        if turn.knowledge_delivery == "on_demand":
-            raise UnsupportedOption("knowledge_delivery 'on_demand' is not supported yet; omit it for inline "
-                                    "knowledge.", fields={"knowledge_delivery": ["Not supported yet."]})
         run = turn_open(session=request.auth, route=self.route, request=turn)
         return Response(turn_response(run=run))
 
