@@ -1,14 +1,17 @@
 """Operator screens for knowledge: KB pages with upload, documents and their progress, failures
 and retry, chunk preview, rebuild and its progress; embedding models; operator API tokens.
-Every write goes through apps.knowledge.services (or apps.projects.tokens)."""
+Every write goes through apps.knowledge.services (or apps.projects.tokens).
+A KB's search playground (read-only, GET) runs selectors.knowledge_search with explain."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -16,7 +19,9 @@ from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
+from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
+from apps.knowledge.playground import PlaygroundSearchForm, playground_hits, playground_timings
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.projects.models import OperatorToken
 from apps.projects.tokens import operator_token_create, operator_token_revoke
@@ -166,6 +171,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return [
             path("<path:object_id>/upload/", wrap(self.upload_view), name="knowledge_knowledgebase_upload"),
             path("<path:object_id>/rebuild/", wrap(self.rebuild_view), name="knowledge_knowledgebase_rebuild"),
+            path("<path:object_id>/search/", wrap(self.search_view), name="knowledge_knowledgebase_search"),
             *super().get_urls(),
         ]
 
@@ -208,6 +214,40 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 self.message_user(request, f"Rebuild #{generation.number} started with the current strategy; "
                                            "searches use the active index until it completes.", messages.SUCCESS)
         return self._back(kb)
+
+    def search_view(self, request, object_id):
+        """The search playground. Whoever may view the KB page may search (it changes nothing);
+        a GET with the form's parameters runs the search, so results can be linked."""
+        kb = self.get_object(request, unquote(object_id))
+        if kb is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_view_or_change_permission(request, kb):
+            raise PermissionDenied
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(["GET", "HEAD"])
+        form = PlaygroundSearchForm.from_params(request.GET)
+        result, failure = None, ""
+        if form.is_valid():
+            data = form.cleaned_data
+            options = SearchOptions(top_k=data["top_k"], mode=data["mode"],
+                                    score_threshold=data["score_threshold"], explain=True)
+            try:
+                result = selectors.knowledge_search(kbs=[kb], query=data["query"], options=options)
+            except EmbeddingFailed as exc:
+                failure = str(exc)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Search playground: {kb.name}",
+            "subtitle": None,
+            "opts": self.opts,
+            "original": kb,
+            "form": form,
+            "failure": failure,
+            "result": result,
+            "hits": playground_hits(hits=result.hits, query=form.cleaned_data["query"]) if result else [],
+            "timings": playground_timings(result.timings_ms) if result else [],
+        }
+        return TemplateResponse(request, "admin/knowledge/knowledgebase/search.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = dict(extra_context or {})

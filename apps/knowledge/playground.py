@@ -1,0 +1,136 @@
+"""The operator search playground on a KB's admin page: its form, and hits made ready to show.
+
+Content is escaped first and only then are the query's keyword terms wrapped in <mark>, so no
+document text ever reaches the page unescaped. Terms are matched the way pipeline.terms reads
+text (case-insensitively, full-width ASCII as its plain form, Western words whole), longest
+first so a CJK bigram wins over its characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from django import forms
+from django.http import QueryDict
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from apps.knowledge.pipeline.retrieve import Hit
+from apps.knowledge.pipeline.terms import is_cjk_term, keyword_terms
+
+QUERY_MAX_CHARS = 2000
+TOP_K_DEFAULT = 5
+TOP_K_MAX = 50
+MODE_DEFAULT = "hybrid"
+MODE_CHOICES = [("hybrid", "hybrid (vector + keyword)"), ("vector", "vector"), ("keyword", "keyword")]
+TIMING_NAMES = ["keyword_ms", "query_embedding_ms", "vector_ms", "fusion_ms", "total_ms"]
+CHAPTER_SEPARATOR = " / "
+
+
+class PlaygroundSearchForm(forms.Form):
+    query = forms.CharField(max_length=QUERY_MAX_CHARS,
+                            widget=forms.TextInput(attrs={"size": 70, "autofocus": True}))
+    mode = forms.ChoiceField(choices=MODE_CHOICES, required=False, initial=MODE_DEFAULT)
+    top_k = forms.IntegerField(label="Top k", min_value=1, max_value=TOP_K_MAX, required=False,
+                               initial=TOP_K_DEFAULT, widget=forms.NumberInput(attrs={"style": "width:5em"}))
+    score_threshold = forms.FloatField(min_value=-1.0, max_value=1.0, required=False,
+                                       widget=forms.NumberInput(attrs={"step": "any", "style": "width:6em"}),
+                                       help_text="Optional, −1 to 1: hits scoring below it are left out.")
+
+    @classmethod
+    def from_params(cls, params: QueryDict) -> PlaygroundSearchForm:
+        """A GET carrying any of the form's fields is a search: the form is bound to it, with the
+        defaults filled in so the page shows what ran. A bare GET gets the empty form."""
+        if not any(name in params for name in cls.base_fields):
+            return cls()
+        data = params.copy()
+        data.setdefault("mode", MODE_DEFAULT)
+        data.setdefault("top_k", str(TOP_K_DEFAULT))
+        return cls(data)
+
+    def clean_mode(self) -> str:
+        return self.cleaned_data.get("mode") or MODE_DEFAULT
+
+    def clean_top_k(self) -> int:
+        top_k = self.cleaned_data.get("top_k")
+        return TOP_K_DEFAULT if top_k is None else top_k
+
+
+_ENTITY = r"&(?:[a-z]+|#x?[0-9a-f]+);"
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+
+def _term_pattern(term: str) -> str:
+    if is_cjk_term(term):
+        return re.escape(term)
+    # keyword_terms reads text NFKC-normalised: a full-width letter or digit counts as its ASCII form.
+    return "".join(f"[{re.escape(ch)}{chr(ord(ch) + 0xFEE0)}]" if 0x21 <= ord(ch) <= 0x7E else re.escape(ch)
+                   for ch in term)
+
+
+def _is_word_char(text: str, index: int) -> bool:
+    if not 0 <= index < len(text):
+        return False
+    ch = text[index]
+    return bool(_WORD_CHAR.match(ch)) and not is_cjk_term(ch)
+
+
+def highlight(text: str, terms: Iterable[str]) -> SafeString:
+    """`text` escaped, with each occurrence of `terms` wrapped in <mark>. Matching runs over the
+    escaped text with HTML entities taken whole, so a term can never cut into an entity."""
+    escaped = str(escape(text))
+    ordered = sorted({t for t in terms if t}, key=lambda t: (-len(t), t))
+    if not ordered:
+        return mark_safe(escaped)  # noqa: S308 -- escaped above
+    pattern = re.compile(
+        rf"(?P<entity>{_ENTITY})|(?P<term>{'|'.join(_term_pattern(t) for t in ordered)})", re.IGNORECASE
+    )
+
+    def mark(match: re.Match) -> str:
+        found = match.group()
+        if match.lastgroup == "entity":
+            return found
+        start, end = match.span()
+        # A Western term matches whole words only, as keyword_terms splits them.
+        if not is_cjk_term(found) and (_is_word_char(escaped, start - 1) or _is_word_char(escaped, end)):
+            return found
+        return f"<mark>{found}</mark>"
+
+    return mark_safe(pattern.sub(mark, escaped))  # noqa: S308 -- only <mark> tags added to escaped text
+
+
+@dataclass(frozen=True)
+class PlaygroundHit:
+    rank: int
+    hit: Hit
+    content_html: SafeString
+    chapter_parts: list[str]
+    explain: dict
+    window: tuple[int, int, int] | None  # (start, end, parent length) when the content was cut
+
+
+def playground_hits(*, hits: Iterable[Hit], query: str) -> list[PlaygroundHit]:
+    """Hits ready for the page: ranked, content highlighted with the query's keyword terms (the
+    terms the keyword channel matches), chapter path split for a breadcrumb."""
+    terms = set(keyword_terms(query))
+    out = []
+    for rank, hit in enumerate(hits, start=1):
+        metadata = hit.metadata or {}
+        window = None
+        if metadata.get("truncated") and metadata.get("parent_window"):
+            start, end = metadata["parent_window"]
+            window = (start, end, metadata.get("parent_chars", end))
+        out.append(PlaygroundHit(
+            rank=rank, hit=hit, content_html=highlight(hit.content, terms),
+            chapter_parts=[p for p in (hit.chapter_path or "").split(CHAPTER_SEPARATOR) if p],
+            explain=hit.explain or {}, window=window,
+        ))
+    return out
+
+
+def playground_timings(timings_ms: Mapping[str, float]) -> list[tuple[str, float]]:
+    """(label, milliseconds) in pipeline order, then any others the engine reports."""
+    names = [n for n in TIMING_NAMES if n in timings_ms] + sorted(set(timings_ms) - set(TIMING_NAMES))
+    return [(name.removesuffix("_ms").replace("_", " "), round(timings_ms[name], 2)) for name in names]

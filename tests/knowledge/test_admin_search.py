@@ -1,0 +1,192 @@
+"""The search playground on a KB's admin page: GET runs knowledge_search with explain and shows
+hits with breadcrumbs, escaped and highlighted content, and each channel's ranks and scores."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from apps.knowledge import ingest, services
+from apps.knowledge.playground import highlight
+from apps.projects.models import Membership
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import upload
+from tests.projects.factories import MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+POLICY = (
+    "# 售后政策\n\n本政策适用于所有门店。\n\n"
+    "## 退款\n\n退款需要提供购物凭证。\n\n"
+    "### 七天无理由\n\n自签收之日起七天内，商品完好可申请无理由退款。\n\n"
+    "## 换货\n\n换货不收取费用。"
+)
+
+
+def _ingest_texts(kb, files: dict[str, str]):
+    documents = services.document_upload(kb=kb, files=[upload(name, text.encode()) for name, text in files.items()])
+    for document in documents:
+        assert ingest.document_ingest(document_id=document.pk) == "completed"
+    return {d.filename: d for d in documents}
+
+
+@pytest.fixture
+def viewer():
+    return MembershipFactory(role=Membership.Role.VIEWER)
+
+
+@pytest.fixture
+def browser(viewer) -> Client:
+    client = Client()
+    client.force_login(viewer.user)
+    return client
+
+
+@pytest.fixture
+def policy_kb(viewer):
+    kb = KnowledgeBaseFactory(project=viewer.project)
+    _ingest_texts(kb, {"policy.md": POLICY})
+    return kb
+
+
+def _url(kb) -> str:
+    return f"/admin/knowledge/knowledgebase/{kb.pk}/search/"
+
+
+def _hit_count(page: str) -> int:
+    return len(re.findall(r'class="module pg-hit"', page))
+
+
+def _search_queries(queries) -> list[str]:
+    return [q["sql"] for q in queries if "knowledge_chunk" in q["sql"] or "knowledge_keywordtermstat" in q["sql"]]
+
+
+def test_a_bare_get_shows_the_empty_form_with_defaults_and_runs_no_search(browser, policy_kb):
+    with CaptureQueriesContext(connection) as queries:
+        response = browser.get(_url(policy_kb))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert '<option value="hybrid" selected>' in page
+    assert 'name="top_k" value="5"' in page
+    assert 'id="pg-results"' not in page
+    assert _search_queries(queries) == []
+
+
+def test_a_viewer_sees_hits_with_their_chapter_path_and_marked_terms(browser, policy_kb):
+    response = browser.get(_url(policy_kb), {"query": "无理由退款", "top_k": "1"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert _hit_count(page) == 1
+    assert 'data-chapter-path="售后政策 / 退款 / 七天无理由"' in page
+    assert ('<span class="pg-crumb">售后政策</span><span class="pg-sep">›</span><span class="pg-crumb">退款</span>'
+            '<span class="pg-sep">›</span><span class="pg-crumb">七天无理由</span>') in page
+    assert "商品完好可申请<mark>无理</mark><mark>由退</mark><mark>款</mark>。" in page
+
+
+def test_a_search_shows_each_channels_explanation_and_the_timings(browser, policy_kb):
+    page = browser.get(_url(policy_kb), {"query": "无理由退款", "top_k": "1"}).content.decode()
+    explain = re.search(r'<table class="pg-explain">(.*?)</table>', page, re.S).group(1)
+    cells = [re.sub(r"\s+", " ", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", explain, re.S)]
+    assert cells[0:2] == ["vector (cosine)", "1"] and re.fullmatch(r"0\.\d{4}", cells[2])
+    assert cells[3:5] == ["keyword (BM25)", "1"] and re.fullmatch(r"\d+\.\d{4}", cells[5])
+    assert cells[6:9] == ["fused", "", "1.0000"]
+    assert cells[9] == "dense weight" and re.fullmatch(r"0\.\d\d", cells[11])
+    assert cells[12:14] == ["matched terms", "无, 无理, 款, 理, 理由, 由, 由退, 退, 退款"]
+    assert cells[14] == "merged chunks" and cells[15].startswith("1:")
+    assert "(hybrid, top 1)." in page
+    assert re.search(r"Timings:\s+keyword [\d.]+ ms · query embedding [\d.]+ ms · vector [\d.]+ ms · "
+                     r"fusion [\d.]+ ms · total [\d.]+ ms", page)
+
+
+def test_html_in_a_document_is_shown_escaped_with_marks_only_around_terms(browser, viewer):
+    kb = KnowledgeBaseFactory(project=viewer.project)
+    _ingest_texts(kb, {"page.txt": "Click <script>alert(1)</script> to get a refund & more."})
+    page = browser.get(_url(kb), {"query": "alert amp", "mode": "keyword"}).content.decode()
+    assert _hit_count(page) == 1
+    assert ('<div class="pg-content">Click &lt;script&gt;<mark>alert</mark>(1)&lt;/script&gt; '
+            "to get a refund &amp; more.</div>") in page
+    assert "<script>alert(1)</script>" not in page
+
+
+def test_highlighting_prefers_bigrams_to_their_characters():
+    assert highlight("可申请退款。", ["退", "款", "退款"]) == "可申请<mark>退款</mark>。"
+
+
+def test_highlighting_marks_whole_words_in_any_case_and_width_and_never_inside_an_entity():
+    text = "Refunds: REFUND & ＲＥＦＵＮＤ <b>refund</b> 退款refund"
+    assert highlight(text, ["refund", "amp", "lt", "b"]) == (
+        "Refunds: <mark>REFUND</mark> &amp; <mark>ＲＥＦＵＮＤ</mark> &lt;<mark>b</mark>&gt;<mark>refund</mark>"
+        "&lt;/<mark>b</mark>&gt; 退款<mark>refund</mark>"
+    )
+
+
+def test_an_invalid_top_k_shows_the_error_and_runs_no_search(browser, policy_kb):
+    with CaptureQueriesContext(connection) as queries:
+        response = browser.get(_url(policy_kb), {"query": "退款", "top_k": "51"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert ('<ul class="errorlist" id="id_top_k_error"><li>Ensure this value is less than or equal to 50.</li></ul>'
+            in page)
+    assert (_hit_count(page), 'id="pg-results"' in page) == (0, False)
+    assert _search_queries(queries) == []
+
+
+def test_a_missing_query_and_an_out_of_range_threshold_are_both_reported(browser, policy_kb):
+    page = browser.get(_url(policy_kb), {"query": "", "score_threshold": "1.5"}).content.decode()
+    assert '<ul class="errorlist" id="id_query_error"><li>This field is required.</li></ul>' in page
+    assert "Ensure this value is less than or equal to 1.0." in page
+    assert _hit_count(page) == 0
+
+
+def test_a_query_over_2000_characters_is_refused(browser, policy_kb):
+    page = browser.get(_url(policy_kb), {"query": "退" * 2001}).content.decode()
+    assert "Ensure this value has at most 2000 characters (it has 2001)." in page
+    assert _hit_count(page) == 0
+
+
+def test_a_score_threshold_leaves_out_lower_hits(browser, policy_kb):
+    everything = browser.get(_url(policy_kb), {"query": "无理由退款"}).content.decode()
+    strict = browser.get(_url(policy_kb), {"query": "无理由退款", "score_threshold": "0.3"}).content.decode()
+    assert (_hit_count(everything), _hit_count(strict)) == (4, 2)
+    assert "(hybrid, top 5, score ≥ 0.3)." in strict
+
+
+def test_a_non_member_is_refused_as_on_the_kb_page(policy_kb):
+    outsider = MembershipFactory(role=Membership.Role.OWNER)
+    client = Client()
+    client.force_login(outsider.user)
+    change_page = client.get(f"/admin/knowledge/knowledgebase/{policy_kb.pk}/change/")
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(_url(policy_kb), {"query": "退款"})
+    assert (response.status_code, response["Location"]) == (302, "/admin/")
+    assert (change_page.status_code, change_page["Location"]) == (302, "/admin/")
+    assert _search_queries(queries) == []
+
+
+def test_an_anonymous_visitor_is_sent_to_the_login_page(policy_kb):
+    response = Client().get(_url(policy_kb), {"query": "退款"})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/?next=")
+
+
+def test_the_playground_only_answers_get(browser, policy_kb):
+    assert browser.post(_url(policy_kb), {"query": "退款"}).status_code == 405
+
+
+def test_the_kb_page_links_to_the_playground_for_a_viewer(browser, policy_kb):
+    page = browser.get(f"/admin/knowledge/knowledgebase/{policy_kb.pk}/change/").content.decode()
+    assert f'<a href="{_url(policy_kb)}" id="kb-search-link">Search playground</a>' in page
+
+
+def test_the_page_runs_the_same_queries_for_one_hit_as_for_five(browser, viewer):
+    kb = KnowledgeBaseFactory(project=viewer.project)
+    _ingest_texts(kb, {f"policy-{n}.md": POLICY for n in range(2)})
+    browser.get(_url(kb), {"query": "退款", "top_k": "5"})  # warm caches (content types, embedder)
+    with CaptureQueriesContext(connection) as one:
+        first = browser.get(_url(kb), {"query": "退款", "top_k": "1"}).content.decode()
+    with CaptureQueriesContext(connection) as five:
+        second = browser.get(_url(kb), {"query": "退款", "top_k": "5"}).content.decode()
+    assert (_hit_count(first), _hit_count(second)) == (1, 5)
+    assert len(one.captured_queries) == len(five.captured_queries)
