@@ -22,6 +22,7 @@ measured over the exact bytes the views send (KnowledgeJSONRenderer).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import struct
@@ -173,10 +174,32 @@ def _iso(timestamp: int) -> str:
     return datetime.fromtimestamp(timestamp, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def _limit_waits() -> None:
+@contextlib.contextmanager
+def _bounded():
+    """Knowledge queries give up instead of hanging (LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS); their
+    DatabaseError is the caller's to turn into "unavailable".
+
+    Outside a transaction none is opened — retrieval embeds the query between its statements and
+    must not sit idle in one — so the limits are set on the session and reset afterwards. Inside
+    one (a caller's atomic block, a test) a savepoint keeps a failed statement from aborting it.
+    """
+    values = [f"{LOCK_TIMEOUT_MS}ms", f"{STATEMENT_TIMEOUT_MS}ms"]
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('lock_timeout', %s, true), "
+                               "set_config('statement_timeout', %s, true)", values)
+            yield
+        return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
-                       [f"{LOCK_TIMEOUT_MS}ms", f"{STATEMENT_TIMEOUT_MS}ms"])
+        cursor.execute("SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)",
+                       values)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+            cursor.execute("RESET statement_timeout")
 
 
 # Scope
@@ -228,8 +251,7 @@ def knowledge_scope_get(*, route: Route) -> KnowledgeScope:
 
 def _scope_or_unavailable(route: Route) -> KnowledgeScope:
     try:
-        with transaction.atomic():
-            _limit_waits()
+        with _bounded():
             return knowledge_scope_get(route=route)
     except DatabaseError as exc:
         logger.warning("Agent knowledge scope unavailable: %s", type(exc).__name__)
@@ -422,8 +444,7 @@ def _retrieve(*, route: Route, scope: KnowledgeScope, query: str, limit: int) ->
     ranked_lists, failed = [], 0
     for kbs in _model_groups(scope):
         try:
-            with transaction.atomic():
-                _limit_waits()
+            with _bounded():
                 ranked_lists.append(knowledge_search(kbs=kbs, query=query, options=options).hits)
         except (DatabaseError, EmbeddingFailed) as exc:
             logger.warning("Agent knowledge search failed over %d knowledge base(s): %s", len(kbs), type(exc).__name__)
@@ -466,8 +487,7 @@ def _documents_find(*, route: Route, scope: KnowledgeScope, query: str, limit: i
         return "ok", []
     status, hits = _retrieve(route=route, scope=scope, query=query, limit=limit)
     try:
-        with transaction.atomic():
-            _limit_waits()
+        with _bounded():
             return status, _validate(hits=hits, scope=scope, limit=limit)
     except DatabaseError as exc:
         logger.warning("Agent knowledge hit validation failed: %s", type(exc).__name__)
@@ -620,8 +640,7 @@ def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uui
     if run_id is not None:
         run_get_current(session=session, route=route, run_id=run_id)
     try:
-        with transaction.atomic():
-            _limit_waits()
+        with _bounded():
             scope = knowledge_scope_get(route=route)
             if scope.revision != claims.scope_revision:
                 raise KnowledgeScopeChanged()
