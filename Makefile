@@ -42,3 +42,7 @@ bench-ingest: install
 # ledger: turns benchmark against a running server (bench/turns.py --help)
 bench-turns: install
 	$(EMBEDDED) $(PY) bench/turns.py $(BENCH_ARGS)
+
+# runtime: agent knowledge benchmark, search and read latencies (bench/knowledge_agent.py --help)
+bench-knowledge-agent: install
+	$(EMBEDDED) $(PY) bench/knowledge_agent.py $(BENCH_ARGS)

@@ -1,0 +1,156 @@
+"""Agent knowledge benchmark: latency of `knowledge/search` and of `knowledge/read` pages.
+
+    python -m bailinghub.embedded exec -- .venv/bin/python bench/knowledge_agent.py \
+        [--scratch] [--kb-chunks 10000] [--embedder hashing|use] [--searches 200] [--pages 3] \
+        [--max-bytes 16384]
+
+Set-up is bench/turns.py's: a project `bench-turns` whose route `bench-kb` reads one KB, filled
+through the real pipeline (upload, parse, chunk, embed, index; 160-character chunks) from the
+Markdown corpora under `shared/bench/corpora` until it holds at least `--kb-chunks` child chunks,
+and a fresh agent session. Without `--scratch` this is the configured database, where a KB built
+by an earlier run (of either benchmark, with whichever embedder it named) is reused: the set-up
+line says which embedder built it. With `--scratch` everything is built in a fresh database that
+is dropped afterwards; with the default `hashing` embedder that takes a few minutes (its vectors
+are deterministic hashes, not a model's: the figures are then the protocol's and the index's
+cost, without a model's query embedding).
+
+Requests go through Django's full stack in this process (middleware, bearer authentication, route
+resolution, the views, the JSON renderer), one at a time, without a network hop. Per query (the
+corpora's own headings, seeded order): one search (limit 3), then the first hint's reference read
+page by page, at most `--pages` pages. Prints p50/p95/p99 in milliseconds of searches, first pages
+and follow-on pages, the retrieval engine alone on the same queries, the share of searches
+with hints, response sizes, and the error counts.
+Figures, never assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import django_setup, scratch_database
+
+
+def percentiles(values: list[float]) -> dict:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kb-chunks", type=int, default=10_000)
+    parser.add_argument("--embedder", choices=["hashing", "use"], default="hashing")
+    parser.add_argument("--searches", type=int, default=200)
+    parser.add_argument("--pages", type=int, default=3, help="pages read per reference, at most")
+    parser.add_argument("--max-bytes", type=int, default=16384)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--scratch", action="store_true", help="build everything in a fresh, dropped database")
+    args = parser.parse_args()
+    django_setup()
+    database = scratch_database(f"bench_knowledge_{os.getpid()}") if args.scratch else contextlib.nullcontext()
+    with database:
+        run(args)
+
+
+def run(args) -> None:
+    from django.test import Client
+    from turns import KB_NAME, KB_ROUTE, corpus_queries, setup
+
+    from apps.knowledge.models import Chunk, KnowledgeBase
+
+    info = setup(kb_chunks=args.kb_chunks, embedder=args.embedder, want_kb=True)
+    token = info.pop("token")
+    kb = KnowledgeBase.objects.get(name=KB_NAME, project__slug="bench-turns")
+    info["kb_parents"] = Chunk.objects.filter(generation__knowledge_base=kb, generation__status="active",
+                                              kind=Chunk.Kind.PARENT).count()
+    print(json.dumps({"setup": info}, ensure_ascii=False))
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    base = f"/agent-api/v1/workspaces/{KB_ROUTE}/knowledge"
+
+    def post(path: str, body: dict):
+        started = time.perf_counter()
+        response = client.post(base + path, json.dumps(body, ensure_ascii=False), content_type="application/json")
+        return response, (time.perf_counter() - started) * 1000
+
+    queries = corpus_queries(args.searches + args.warmup)
+    for query in queries[: args.warmup]:
+        post("/search", {"query": query})
+    searches, first_pages, next_pages, search_sizes, page_sizes = [], [], [], [], []
+    errors: dict[str, int] = {}
+    with_hints = answered = 0
+    status_counts: dict[str, int] = {}
+    for query in queries[args.warmup:]:
+        response, elapsed = post("/search", {"query": query, "limit": 3})
+        if response.status_code != 200:
+            code = response.json().get("error", str(response.status_code))
+            errors[code] = errors.get(code, 0) + 1
+            continue
+        searches.append(elapsed)
+        search_sizes.append(len(response.content))
+        found = response.json()
+        answered += 1
+        status_counts[found["status"]] = status_counts.get(found["status"], 0) + 1
+        if not found["hints"]:
+            continue
+        with_hints += 1
+        ref, cursor = found["hints"][0]["ref"], None
+        for page_number in range(args.pages):
+            body = {"ref": ref, "max_bytes": args.max_bytes}
+            if cursor:
+                body["cursor"] = cursor
+            response, elapsed = post("/read", body)
+            if response.status_code != 200:
+                code = response.json().get("error", str(response.status_code))
+                errors[code] = errors.get(code, 0) + 1
+                break
+            (first_pages if page_number == 0 else next_pages).append(elapsed)
+            page_sizes.append(len(response.content))
+            cursor = response.json()["next_cursor"]
+            if cursor is None:
+                break
+    # The retrieval engine alone, with the options the protocol searches with: the rest of a
+    # search's time is the protocol's (auth, scope, validation, signing, rendering).
+    from apps.knowledge.pipeline.retrieve import SearchOptions
+    from apps.knowledge.selectors import knowledge_search
+    from apps.routes.models import Route
+
+    route = Route.objects.get(key=KB_ROUTE, project__slug="bench-turns")
+    options = SearchOptions(top_k=max(3, route.knowledge_top_k), score_threshold=route.knowledge_score_threshold,
+                            max_docs=min(3, route.knowledge_max_docs), budget_bytes=512)
+    retrieval = []
+    for query in queries[args.warmup:]:
+        started = time.perf_counter()
+        knowledge_search(kbs=[kb], query=query, options=options)
+        retrieval.append((time.perf_counter() - started) * 1000)
+    print(json.dumps({
+        "search_ms": percentiles(searches),
+        "retrieval_only_ms": percentiles(retrieval),
+        "read_first_page_ms": percentiles(first_pages),
+        "read_next_page_ms": percentiles(next_pages),
+        "search_statuses": status_counts,
+        "searches_with_hints": round(with_hints / max(1, answered), 3),
+        "search_bytes_median": statistics.median(search_sizes) if search_sizes else None,
+        "search_bytes_max": max(search_sizes, default=None),
+        "page_bytes_median": statistics.median(page_sizes) if page_sizes else None,
+        "page_bytes_max": max(page_sizes, default=None),
+        "errors": errors,
+    }, ensure_ascii=False, indent=1))
+
+
+if __name__ == "__main__":
+    main()
