@@ -1,6 +1,8 @@
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.knowledge import services
 from apps.knowledge.models import Document
@@ -270,3 +272,13 @@ def test_search_needs_the_runtime_switch(api_client, ksession, kroute, docs):
     route_update(route=kroute, agent_client_enabled=False)
     response = search(api_client, ksession.access_token, kroute.key)
     assert (response.status_code, response.json()["error"]) == (403, "agent_client_disabled")
+
+
+def test_validating_more_hints_costs_no_more_queries(api_client, ksession, kroute, docs):
+    counts = []
+    for limit in (1, 3):
+        with CaptureQueriesContext(connection) as queries:
+            body = search(api_client, ksession.access_token, kroute.key, "退款政策 七天无理由退货", limit=limit).json()
+        assert len(body["hints"]) == limit
+        counts.append(len(queries.captured_queries))
+    assert counts[0] == counts[1]
