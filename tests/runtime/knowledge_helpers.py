@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
 from apps.knowledge import ingest, services
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KeywordTermStat
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.runtime import knowledge
 from tests.agent_auth.helpers import bearer
-from tests.knowledge.helpers import upload, wait_for_status
+from tests.knowledge.helpers import upload
 from tests.ledger.helpers import post_json
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -23,12 +25,14 @@ WARRANTY = "保修条款：电器类商品保修一年，人为损坏不在保�
 
 
 def ingest_texts(kb, files: dict[str, str]) -> dict[str, Document]:
-    documents = services.document_upload(kb=kb, files=[upload(name, text.encode()) for name, text in files.items()])
-    for document in documents:
-        if ingest.document_ingest(document_id=document.pk) != "completed":
-            # Committed uploads also go to the broker: a test worker running in this session may
-            # have taken the document first.
-            wait_for_status(document.pk, Document.Status.COMPLETED)
+    """Upload and ingest in-process. In one transaction, so that in a `transaction=True` test the
+    upload's task reaches the broker (and any test worker of this session) only once the
+    documents are completed: the worker then skips them instead of racing this process."""
+    with transaction.atomic():
+        documents = services.document_upload(kb=kb, files=[upload(name, text.encode())
+                                                           for name, text in files.items()])
+        for document in documents:
+            assert ingest.document_ingest(document_id=document.pk) == "completed"
     return {document.filename: Document.objects.get(pk=document.pk) for document in documents}
 
 
