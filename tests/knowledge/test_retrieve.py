@@ -240,3 +240,42 @@ def test_route_search_uses_the_route_settings():
     assert hits[0].document_id in {docs["a.md"].pk, docs["b.md"].pk}
     route.knowledge_enabled = False
     assert selectors.route_knowledge_search(route=route, query="退款") == []
+
+
+def _candidates(keyword: list[float], dense: list[float]):
+    from apps.knowledge.pipeline.retrieve import Candidate
+
+    out = []
+    for i in range(max(len(keyword), len(dense))):
+        c = Candidate(chunk_id=i)
+        if i < len(keyword):
+            c.keyword_rank, c.keyword_score = i + 1, keyword[i]
+        if i < len(dense):
+            c.vector_rank, c.vector_score = i + 1, dense[i]
+        out.append(c)
+    return out
+
+
+def test_query_units_count_cjk_characters_and_words():
+    from apps.knowledge.pipeline.retrieve import query_units
+
+    assert query_units("小米6防水等级") == 7
+    assert query_units("How long is the refund window") == 6
+
+
+def test_short_queries_lean_on_vectors_and_long_ones_on_keywords():
+    from apps.knowledge.pipeline.retrieve import adaptive_dense_weight
+
+    even = _candidates([2.0, 1.0], [0.9, 0.8, 0.7])  # equal margins: the length decides
+    assert adaptive_dense_weight(even, query="小米防水") == pytest.approx(0.85)
+    assert adaptive_dense_weight(even, query="请问小米手机六的防水等级到底是多少呢谢谢大家") == pytest.approx(0.4)
+
+
+def test_a_standout_keyword_hit_moves_the_weight_towards_keywords():
+    from apps.knowledge.pipeline.retrieve import adaptive_dense_weight
+
+    flat_dense = [0.9 - 0.01 * i for i in range(21)]  # top-1 margin 0.05 of the band
+    standout_keyword = _candidates([10.0, 1.0], flat_dense)
+    flat_keyword = _candidates([10.0, 9.9], flat_dense)
+    assert adaptive_dense_weight(standout_keyword, query="小米防水") < adaptive_dense_weight(
+        flat_keyword, query="小米防水")

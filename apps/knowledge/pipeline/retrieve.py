@@ -16,8 +16,8 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
 
 Fusion (hybrid): both candidate lists are completed — keyword-only candidates get their cosine,
 vector-only candidates their BM25 — then combined convexly: w × min-max-normalised cosine +
-(1 − w) × BM25 / best BM25, with the dense weight w moved per query towards the channel whose best
-hit stands out more (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
+(1 − w) × BM25 / best BM25, with the dense weight w set per query from its length and the
+channels' top-1 margins (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
 or above the better channel where RRF(k=60) lost to it; RRF stays available as `fusion="rrf"`.
 
 KBs with different embedding models are searched separately (each with its own query vector) and
@@ -322,15 +322,32 @@ def _margin(scores: list[float], reference_rank: int | None = None) -> float:
     return (ordered[0] - ordered[1]) / base if base > 0 else 0.0
 
 
-def adaptive_dense_weight(candidates: Iterable[Candidate], *, base: float, slope: float) -> float:
-    """Trust the channel whose best hit stands out more. Measured on the dev sets: a fixed dense
-    weight that suits short search queries (dureader, 0.8) loses on question-style queries that
-    share many terms with their passage (cmrc, which wants 0.5); moving the weight by the
-    difference of the channels' top-1 margins serves both (see bench/README.md)."""
+def query_units(query: str) -> int:
+    """Length of a query in CJK characters plus words (a Chinese character counts as a word)."""
+    return sum(1 for t in keyword_terms(query) if not is_cjk_term(t) or len(t) == 1)
+
+
+def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> float:
+    """The dense weight for one query.
+
+    Measured on the dev sets (bench/README.md): short search-style queries want the dense channel
+    (dureader: best near 0.8), long questions that share many terms with their passage want the
+    keyword channel (cmrc, drcd: best near 0.4), and no fixed weight serves both. So the weight
+    falls linearly from KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT at KNOWLEDGE_HYBRID_SHORT_UNITS query
+    units to ..._LONG at ..._LONG_UNITS, then moves towards the channel whose best hit stands out
+    more (the difference of the channels' top-1 margins, times KNOWLEDGE_HYBRID_MARGIN_SLOPE).
+    """
     items = list(candidates)
+    short_units = _setting("KNOWLEDGE_HYBRID_SHORT_UNITS", 6)
+    long_units = _setting("KNOWLEDGE_HYBRID_LONG_UNITS", 16)
+    short_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT", 0.85)
+    long_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_LONG", 0.4)
+    slope = _setting("KNOWLEDGE_HYBRID_MARGIN_SLOPE", 0.6)
+    progress = min(1.0, max(0.0, (query_units(query) - short_units) / max(1, long_units - short_units)))
+    base = short_weight - (short_weight - long_weight) * progress
     keyword = _margin([c.keyword_score for c in items if c.keyword_rank is not None])
     dense = _margin([c.vector_score for c in items if c.vector_rank is not None], reference_rank=20)
-    return min(0.9, max(0.4, base - slope * (keyword - dense)))
+    return min(0.9, max(0.3, base - slope * (keyword - dense)))
 
 
 def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) -> list[Candidate]:
@@ -403,10 +420,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
                 candidates[cid].keyword_score, candidates[cid].matched_terms = score, terms
     dense_weight = options.dense_weight
     if dense_weight is None:
-        dense_weight = adaptive_dense_weight(
-            candidates.values(), base=_setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT", 0.8),
-            slope=_setting("KNOWLEDGE_HYBRID_MARGIN_SLOPE", 0.4),
-        )
+        dense_weight = adaptive_dense_weight(candidates.values(), query=query)
     ranked = fuse(candidates, fusion=options.fusion, dense_weight=dense_weight)
     timings["fusion_ms"] = timings.get("fusion_ms", 0.0) + (time.perf_counter() - started) * 1000
     return ranked
