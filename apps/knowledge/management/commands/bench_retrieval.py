@@ -95,6 +95,8 @@ class Command(BaseCommand):
         parser.add_argument("--fusion", default="convex", choices=["convex", "rrf"])
         parser.add_argument("--dense-weight", type=float, default=None,
                             help="fixed dense weight (default: adaptive per query)")
+        parser.add_argument("--max-chars", type=int, default=None,
+                            help="the KB's auto chunk size (default: KNOWLEDGE_DEFAULT_CHUNK_STRATEGY)")
         parser.add_argument("--keep", action="store_true", help="keep the scratch KB afterwards")
 
     def handle(self, *args, **o):
@@ -110,9 +112,12 @@ class Command(BaseCommand):
         settings.KNOWLEDGE_TASK_QUEUE = discard_queue
         settings.KNOWLEDGE_UPLOAD_MAX_FILES = max(settings.KNOWLEDGE_UPLOAD_MAX_FILES, 1000)
         project, _ = Project.objects.get_or_create(slug="bench", defaults={"name": "Benchmarks"})
+        strategy = None
+        if o["max_chars"]:
+            strategy = {**settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY, "max_chars": o["max_chars"]}
         kb = services.knowledge_base_create(
             project=project, name=f"bench {folder.name} {o['embedder']} {uuid.uuid4().hex[:6]}",
-            embedding_model=model, embedding_dim=model.dimension,
+            embedding_model=model, embedding_dim=model.dimension, chunk_strategy=strategy,
         )
         try:
             ingest_s, ingest_info = self._ingest(kb, corpus)
