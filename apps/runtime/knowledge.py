@@ -50,6 +50,7 @@ from apps.ledger.errors import RunNotFound
 from apps.ledger.models import Run
 from apps.ledger.selectors import run_get_for_session
 from apps.routes.models import Route
+from apps.runtime.errors import KnowledgeUnavailable
 
 logger = logging.getLogger("bailinghub.runtime")
 
@@ -96,7 +97,9 @@ def now() -> float:
     return time.time()
 
 
-# Errors: fixed messages, never a body, an address, SQL or a credential.
+# Errors: fixed messages, never a body, an address, SQL or a credential. 503 `knowledge_unavailable`
+# is the turns' error class (with its Retry-After), with this message:
+UNAVAILABLE_MESSAGE = "Knowledge is unavailable right now; retry later."
 
 
 class KnowledgeReferenceInvalid(ApiError):
@@ -121,12 +124,6 @@ class KnowledgeChanged(ApiError):
     code = "knowledge_changed"
     status = 409
     message = "The document changed, was removed or is no longer ready; search again."
-
-
-class KnowledgeUnavailable(ApiError):
-    code = "knowledge_unavailable"
-    status = 503
-    message = "Knowledge is unavailable right now; retry later."
 
 
 class RunNotActive(ApiError):
@@ -255,7 +252,7 @@ def _scope_or_unavailable(route: Route) -> KnowledgeScope:
             return knowledge_scope_get(route=route)
     except DatabaseError as exc:
         logger.warning("Agent knowledge scope unavailable: %s", type(exc).__name__)
-        raise KnowledgeUnavailable() from exc
+        raise KnowledgeUnavailable(UNAVAILABLE_MESSAGE) from exc
 
 
 # Runs
@@ -623,7 +620,7 @@ def _page(answer: dict[str, Any], *, body: bytes, offset: int, exposed: int, max
     answer.update(content="", next_cursor=cursor, truncated=True, budget_exhausted=False)
     content = _excerpt(rest, max_bytes - json_bytes(answer))
     if not content:  # the envelope alone cannot exceed a quarter of the smallest budget
-        raise KnowledgeUnavailable()
+        raise KnowledgeUnavailable(UNAVAILABLE_MESSAGE)
     used = len(content.encode("utf-8"))
     answer.update(content=content, next_cursor=cursor_issue(ref=ref, offset=offset + used, exposed=exposed + used,
                                                              expires_at=expires_at))
@@ -648,7 +645,7 @@ def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uui
             pieces = _document_pieces(document_ids=[claims.document_id], scope=scope).get(claims.document_id)
     except DatabaseError as exc:
         logger.warning("Agent knowledge read unavailable: %s", type(exc).__name__)
-        raise KnowledgeUnavailable() from exc
+        raise KnowledgeUnavailable(UNAVAILABLE_MESSAGE) from exc
     if document is None or not pieces:
         raise KnowledgeChanged()
     body = BODY_SEPARATOR.join(text for _, text in pieces)

@@ -335,6 +335,7 @@ def test_a_read_while_the_index_is_locked_is_503(api_client, ksession, kroute, d
     with chunks_locked():
         response = read(api_client, ksession.access_token, kroute.key, ref)
     _refused(response, 503, "knowledge_unavailable")
+    assert response["Retry-After"] == "5"
     assert read(api_client, ksession.access_token, kroute.key, ref).status_code == 200
 
 
