@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
 EMBEDDED := $(PY) -m bailinghub.embedded exec --
 export DEBUG ?= true
-export OMP_NUM_THREADS ?= 2
+export OMP_NUM_THREADS ?= 1
 
 .PHONY: run test install lint bench-ingest services-up services-down clean
 

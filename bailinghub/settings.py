@@ -209,7 +209,10 @@ KNOWLEDGE_EMBEDDERS = {
     **env.dict("KNOWLEDGE_EMBEDDERS", default={}),
 }
 KNOWLEDGE_EMBED_BATCH_SIZE = env.int("KNOWLEDGE_EMBED_BATCH_SIZE", default=16)
-KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=0)
+# Threads per process for the local embedders. One: on a small machine the web process (query
+# embeddings) and the worker (documents) embed at once, and spinning OpenMP threads that
+# contend make a 15 ms query embedding take 200 ms or more (measured here, 2 cores).
+KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=1)
 KNOWLEDGE_OPENAI_TIMEOUT_SECONDS = env.float("KNOWLEDGE_OPENAI_TIMEOUT_SECONDS", default=60.0)
 KNOWLEDGE_OPENAI_MAX_RETRIES = env.int("KNOWLEDGE_OPENAI_MAX_RETRIES", default=5)
 KNOWLEDGE_OPENAI_BACKOFF_SECONDS = env.float("KNOWLEDGE_OPENAI_BACKOFF_SECONDS", default=1.0)
