@@ -157,7 +157,7 @@ def authorization_url(*, authorization: AgentAuthorization) -> str:
 
 def _pending_for_decision(*, client: AgentClient, authorization_id: uuid.UUID) -> AgentAuthorization:
     authorization = (
-        AgentAuthorization.objects.select_for_update()
+        AgentAuthorization.objects.select_for_update(of=("self",))
         .filter(pk=authorization_id, client=client)
         .first()
     )
@@ -287,7 +287,7 @@ def code_exchange(*, client_app_id: str, code: str, redirect_uri: str, code_veri
     replayed = False
     with transaction.atomic():
         authorization = (
-            AgentAuthorization.objects.select_for_update()
+            AgentAuthorization.objects.select_for_update(of=("self",))
             .filter(code_hash=token_hash(code), client=client)
             .first()
         )
@@ -295,7 +295,7 @@ def code_exchange(*, client_app_id: str, code: str, redirect_uri: str, code_veri
             raise InvalidGrant()
         now = timezone.now()
         if authorization.code_used_at is not None:
-            session = AgentSession.objects.select_for_update().filter(authorization=authorization).first()
+            session = AgentSession.objects.select_for_update(of=("self",)).filter(authorization=authorization).first()
             if session is not None:
                 _revoke(session, revoked_by=AgentSession.RevokedBy.SYSTEM, reason="authorization code reused", now=now)
             replayed = True
@@ -343,10 +343,13 @@ def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
     client = _enabled_client(client_app_id)
     reused = False
     with transaction.atomic():
-        current = AgentRefreshToken.objects.select_for_update().filter(token_hash=token_hash(refresh_token)).first()
+        current = (
+            AgentRefreshToken.objects.select_for_update(of=("self",))
+            .filter(token_hash=token_hash(refresh_token)).first()
+        )
         if current is None:
             raise InvalidGrant()
-        session = AgentSession.objects.select_for_update().get(pk=current.session_id)
+        session = AgentSession.objects.select_for_update(of=("self",)).get(pk=current.session_id)
         if session.client_id != client.pk:
             raise InvalidGrant()
         now = timezone.now()
@@ -375,7 +378,7 @@ def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
 @transaction.atomic
 def session_revoke(*, session: AgentSession, revoked_by: str, reason: str = "") -> AgentSession:
     """End a session now; its tokens stop working at once. Revoking twice changes nothing."""
-    locked = AgentSession.objects.select_for_update().get(pk=session.pk)
+    locked = AgentSession.objects.select_for_update(of=("self",)).get(pk=session.pk)
     _revoke(locked, revoked_by=revoked_by, reason=reason, now=timezone.now())
     session.revoked_at, session.revoked_by, session.revoked_reason = (
         locked.revoked_at, locked.revoked_by, locked.revoked_reason

@@ -121,7 +121,7 @@ def _document_touch(document_id, token, **fields) -> None:
 
 def _document_claim(document_id, run_token: str | None) -> uuid.UUID | None:
     with transaction.atomic():
-        document = Document.objects.select_for_update().filter(pk=document_id).first()
+        document = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
         if document is None or document.status not in Document.IN_PROGRESS:
             return None
         now = timezone.now()
@@ -156,7 +156,7 @@ def _document_mark_failed(document: Document, code: str, message: str) -> None:
 
 def _document_fail(document_id, token, code: str, message: str) -> None:
     with transaction.atomic():
-        document = Document.objects.select_for_update().filter(pk=document_id, run_token=token).first()
+        document = Document.objects.select_for_update(of=("self",)).filter(pk=document_id, run_token=token).first()
         if document is not None:
             _document_mark_failed(document, code, message)
 
@@ -172,7 +172,7 @@ def _document_chunks_ensure(document: Document, token, parsed: parsers.ParsedDoc
     if any(not chunked.children for chunked in pieces.values()):
         raise DocumentEmpty()
     with transaction.atomic():
-        locked = Document.objects.select_for_update().filter(pk=document.pk, run_token=token).first()
+        locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk, run_token=token).first()
         if locked is None:
             raise LeaseLost()
         for generation in needed:
@@ -222,7 +222,7 @@ def _document_run(document_id, token) -> str:
             return "continued"
         with transaction.atomic():
             _lock_kb_shared(kb.pk)
-            locked = Document.objects.select_for_update().filter(pk=document_id, run_token=token).first()
+            locked = Document.objects.select_for_update(of=("self",)).filter(pk=document_id, run_token=token).first()
             if locked is None:
                 raise LeaseLost()
             now_live = [generation.pk for generation in _live_generations(kb.pk)]
@@ -287,7 +287,7 @@ def _generation_touch(generation_id, token, **fields) -> None:
 
 def _generation_claim(generation_id, run_token: str | None) -> uuid.UUID | None:
     with transaction.atomic():
-        generation = IndexGeneration.objects.select_for_update().filter(
+        generation = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             pk=generation_id, status=IndexGeneration.Status.BUILDING
         ).first()
         if generation is None:
@@ -319,7 +319,7 @@ def _generation_mark_failed(generation: IndexGeneration, code: str, message: str
 
 def _generation_fail(generation_id, token, code: str, message: str) -> None:
     with transaction.atomic():
-        generation = IndexGeneration.objects.select_for_update().filter(
+        generation = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             pk=generation_id, run_token=token, status=IndexGeneration.Status.BUILDING
         ).first()
         if generation is not None:
@@ -344,7 +344,7 @@ def _generation_document(generation: IndexGeneration, token, document_id, model,
     if not chunks_exist(generation=generation, document=document):
         chunked = document_chunk(parsed=_parse(document), strategy=strategy_from_snapshot(generation.chunk_strategy))
         with transaction.atomic():
-            locked = Document.objects.select_for_update().filter(pk=document_id).first()
+            locked = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
             if locked is None:
                 return
             if not chunks_exist(generation=generation, document=locked):
@@ -353,15 +353,17 @@ def _generation_document(generation: IndexGeneration, token, document_id, model,
     _embed_missing(texts=texts, model=model, embedder=embedder,
                    on_batch=lambda _done: _generation_touch(generation.pk, token))
     with transaction.atomic():
-        if Document.objects.select_for_update().filter(pk=document_id).exists():
+        if Document.objects.select_for_update(of=("self",)).filter(pk=document_id).exists():
             vectors_write(document_id=document_id, generation_ids=[generation.pk], model=model)
 
 
 def _generation_switch(generation: IndexGeneration, token) -> bool:
     """Make the generation active if every completed document is in it; False to go round again."""
     with transaction.atomic():
-        KnowledgeBase.objects.select_for_update(no_key=True).filter(pk=generation.knowledge_base_id).first()
-        locked = IndexGeneration.objects.select_for_update().filter(
+        KnowledgeBase.objects.select_for_update(no_key=True, of=("self",)).filter(
+            pk=generation.knowledge_base_id
+        ).first()
+        locked = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             pk=generation.pk, run_token=token, status=IndexGeneration.Status.BUILDING
         ).first()
         if locked is None:
@@ -456,7 +458,7 @@ def knowledge_watchdog() -> dict[str, int]:
         "pk", flat=True
     )[:1000]:
         with transaction.atomic():
-            document = Document.objects.select_for_update(skip_locked=True).filter(
+            document = Document.objects.select_for_update(skip_locked=True, of=("self",)).filter(
                 stale_documents, pk=document_id, status__in=Document.IN_PROGRESS
             ).first()
             if document is None:
@@ -480,7 +482,7 @@ def knowledge_watchdog() -> dict[str, int]:
         stale_generations, status=IndexGeneration.Status.BUILDING
     ).values_list("pk", flat=True):
         with transaction.atomic():
-            generation = IndexGeneration.objects.select_for_update(skip_locked=True).filter(
+            generation = IndexGeneration.objects.select_for_update(skip_locked=True, of=("self",)).filter(
                 stale_generations, pk=generation_id, status=IndexGeneration.Status.BUILDING
             ).first()
             if generation is None:

@@ -113,7 +113,7 @@ def knowledge_base_create(
 def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase:
     """Change name, description, chunk_strategy (used by the next rebuild) or require_confirmation.
     The embedding model and dimension cannot change."""
-    kb = KnowledgeBase.objects.select_for_update().get(pk=kb.pk)
+    kb = KnowledgeBase.objects.select_for_update(of=("self",)).get(pk=kb.pk)
     model_id = changes.pop("embedding_model_id", None)
     if model_id is not None and str(model_id) != str(kb.embedding_model_id):
         raise errors.EmbeddingModelFrozen()
@@ -204,7 +204,7 @@ def document_upload(*, kb: KnowledgeBase, files: list, user=None) -> list[Docume
 @transaction.atomic
 def document_confirm(*, document: Document) -> Document:
     """Let an awaiting document go on to embedding."""
-    document = Document.objects.select_for_update().filter(pk=document.pk).first()
+    document = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
     if document is None:
         raise errors.DocumentNotFound()
     if document.status != Document.Status.AWAITING_CONFIRMATION:
@@ -224,7 +224,7 @@ def document_confirm(*, document: Document) -> Document:
 def document_retry(*, document: Document) -> Document:
     """Run a failed document's pipeline again from the start (its chunks and cached vectors
     are reused where they are unchanged)."""
-    document = Document.objects.select_for_update().filter(pk=document.pk).first()
+    document = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
     if document is None:
         raise errors.DocumentNotFound()
     if document.status != Document.Status.FAILED:
@@ -268,7 +268,7 @@ def document_delete(*, document: Document) -> None:
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL lock_timeout = %s", [f"{int(settings.KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS)}ms"])
-            locked = Document.objects.select_for_update().filter(pk=document.pk).first()
+            locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
             if locked is None:
                 raise errors.DocumentNotFound()
             chunks_delete(document_id=locked.pk)
@@ -301,7 +301,7 @@ def knowledge_base_rebuild(*, kb: KnowledgeBase) -> IndexGeneration:
     One rebuild per KB at a time."""
     try:
         with transaction.atomic():
-            kb = KnowledgeBase.objects.select_for_update(no_key=True).get(pk=kb.pk)
+            kb = KnowledgeBase.objects.select_for_update(no_key=True, of=("self",)).get(pk=kb.pk)
             if IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.BUILDING).exists():
                 raise errors.RebuildInProgress()
             number = (IndexGeneration.objects.filter(knowledge_base=kb).order_by("-number")

@@ -40,7 +40,7 @@ def conversation_lock(*, session: AgentSession, route: Route, client_conversatio
                       principal_id=session.principal_id, on_behalf_of=session.on_behalf_of)],
         ignore_conflicts=True,
     )
-    return Conversation.objects.select_for_update().get(
+    return Conversation.objects.select_for_update(of=("self",)).get(
         session=session, route=route, client_conversation_id=client_conversation_id
     )
 
@@ -114,8 +114,8 @@ def run_complete(*, run: Run, assistant_message_id: str, status: str, content: s
     """
     fingerprint = completion_fingerprint(assistant_message_id=assistant_message_id, status=status, content=content,
                                          model=model, runtime=runtime, usage=usage)
-    conversation = Conversation.objects.select_for_update().get(pk=run.conversation_id)
-    run = Run.objects.select_for_update().get(pk=run.pk)
+    conversation = Conversation.objects.select_for_update(of=("self",)).get(pk=run.conversation_id)
+    run = Run.objects.select_for_update(of=("self",)).get(pk=run.pk)
     if run.is_final:
         if run.completion_fingerprint == fingerprint:
             return run
