@@ -23,3 +23,16 @@ def test_mixed_text_keeps_order_and_repeats():
 
 def test_overlong_tokens_are_dropped():
     assert keyword_terms("a" * 65 + " ok") == ["ok"]
+
+
+def test_term_frequencies_count_as_the_tokeniser_does():
+    from collections import Counter
+
+    from apps.knowledge.pipeline.retrieve import term_frequencies
+
+    text = "退款政策：ＳＫＵ１２３退款，Refund refunds refund；七天无理由退款。"
+    terms = ["退款", "退", "sku123", "refund", "refunds", "七天", "运费", "ref"]
+    full = Counter(keyword_terms(text))
+    assert term_frequencies(text, terms) == Counter({t: full[t] for t in terms if full[t]})
+    assert term_frequencies(text, terms)["退款"] == 3
+    assert "ref" not in term_frequencies(text, terms)  # whole words only

@@ -42,7 +42,7 @@ from django.db import connection, transaction
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
-from apps.knowledge.pipeline.terms import is_cjk_term, keyword_terms, normalise
+from apps.knowledge.pipeline.terms import is_cjk_term, keyword_terms, normalise, word_terms
 
 K1 = 0.9
 B = 0.4
@@ -131,16 +131,17 @@ def _idf(df: int, n: int) -> float:
 
 
 def term_frequencies(text: str, terms: Iterable[str]) -> Counter:
-    """How often each of `terms` occurs in `text` as keyword_terms would count it."""
+    """How often each of `terms` occurs in `text` as keyword_terms would count it (CJK terms by
+    substring count, words by whole-word count). Hot: runs on every candidate of every search."""
     normal = normalise(text)
     counts: Counter = Counter()
-    words = None
+    words: Counter | None = None
     for term in terms:
         if is_cjk_term(term):
             n = normal.count(term)
         else:
             if words is None:
-                words = Counter(t for t in keyword_terms(normal) if not is_cjk_term(t))
+                words = Counter(word_terms(normal))
             n = words.get(term, 0)
         if n:
             counts[term] = n

@@ -34,7 +34,17 @@ def keyword_terms(text: str) -> list[str]:
 
 def normalise(text: str) -> str:
     """The form keyword_terms reads text in (NFKC, lower case): count terms in this."""
+    if unicodedata.is_normalized("NFKC", text):
+        return text.lower()
     return unicodedata.normalize("NFKC", text).lower()
+
+
+_WORD = re.compile(rf"[^\W_{_CJK}]+")
+
+
+def word_terms(normal: str) -> list[str]:
+    """The Western-word terms of already normalised text (keyword_terms without the CJK part)."""
+    return [word for word in _WORD.findall(normal) if len(word) <= MAX_WORD_CHARS]
 
 
 def is_cjk_term(term: str) -> bool:
