@@ -188,7 +188,7 @@ def keyword_scorer(*, generation_ids: Sequence, query: str) -> KeywordScorer | N
 def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[Any]:
     rare_fraction = _setting("KNOWLEDGE_KEYWORD_RARE_FRACTION", 0.03)
     posting_budget = _setting("KNOWLEDGE_KEYWORD_POSTING_BUDGET", 20_000)
-    max_terms = _setting("KNOWLEDGE_KEYWORD_PHASE1_TERMS", 8)
+    max_terms = _setting("KNOWLEDGE_KEYWORD_PHASE1_TERMS", 16)
     chosen: list[str] = []
     spent = 0
     df = scorer.df
