@@ -334,15 +334,16 @@ def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> flo
     Measured on the dev sets (bench/README.md): short search-style queries want the dense channel
     (dureader: best near 0.8), long questions that share many terms with their passage want the
     keyword channel (cmrc, drcd: best near 0.4), and no fixed weight serves both. So the weight
-    falls linearly from KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT at KNOWLEDGE_HYBRID_SHORT_UNITS query
-    units to ..._LONG at ..._LONG_UNITS, then moves towards the channel whose best hit stands out
-    more (the difference of the channels' top-1 margins, times KNOWLEDGE_HYBRID_MARGIN_SLOPE).
+    falls linearly from KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT (0.85) at KNOWLEDGE_HYBRID_SHORT_UNITS
+    (10) query units to ..._LONG (0.35) at ..._LONG_UNITS (16), then moves towards the channel
+    whose best hit stands out more (the difference of the channels' top-1 margins, times
+    KNOWLEDGE_HYBRID_MARGIN_SLOPE, 0.6).
     """
     items = list(candidates)
-    short_units = _setting("KNOWLEDGE_HYBRID_SHORT_UNITS", 6)
+    short_units = _setting("KNOWLEDGE_HYBRID_SHORT_UNITS", 10)
     long_units = _setting("KNOWLEDGE_HYBRID_LONG_UNITS", 16)
     short_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT", 0.85)
-    long_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_LONG", 0.4)
+    long_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_LONG", 0.35)
     slope = _setting("KNOWLEDGE_HYBRID_MARGIN_SLOPE", 0.6)
     progress = min(1.0, max(0.0, (query_units(query) - short_units) / max(1, long_units - short_units)))
     base = short_weight - (short_weight - long_weight) * progress
