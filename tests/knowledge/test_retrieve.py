@@ -134,6 +134,7 @@ def test_the_generation_lexeme_scopes_the_keyword_index():
 def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
     """pgvector 0.6's filtered HNSW returns too few rows for a small KB; the engine must not."""
     settings.KNOWLEDGE_VECTOR_EXACT_MAX = 0  # force the HNSW path even for this small test
+    settings.KNOWLEDGE_VECTOR_HNSW_MIN_FRACTION = 0
     model = EmbeddingModelFactory()
     big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy={
         "strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0})
