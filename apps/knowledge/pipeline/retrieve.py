@@ -271,8 +271,9 @@ def _vector_sql(dim: int, *, exact: bool) -> str:
 
 
 def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_vector: Sequence[float],
-                      limit: int, filtered_rows: int) -> list[tuple[Any, float]]:
-    """[(chunk id, cosine similarity)] best first, the true top `limit` of the filtered set."""
+                      limit: int, filtered_rows: int, need: int | None = None) -> list[tuple[Any, float]]:
+    """[(chunk id, cosine similarity)] best first: up to `limit` candidates, and never fewer than
+    `need` (the caller's top-k) while the filtered set has them."""
     dim = model.dimension
     vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
     params = [vector, model.pk, list(generation_ids), vector, limit]
@@ -287,14 +288,16 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             # So small a share of the index that HNSW would starve: scan the filtered rows.
             cursor.execute(_vector_sql(dim, exact=True), params)
             return cursor.fetchall()
-        ef_search = min(1000, max(40, math.ceil(limit * 1.5 * total / max(filtered_rows, 1))))
+        ef_search = min(1000, max(2 * limit, math.ceil(limit * 2 * total / max(filtered_rows, 1))))
         with transaction.atomic():
             cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
             # Having chosen the index, make the planner walk it rather than sort the filtered rows.
             cursor.execute("SET LOCAL enable_sort = off")
             cursor.execute(_vector_sql(dim, exact=False), params)
             rows = cursor.fetchall()
-        if len(rows) < min(limit, filtered_rows):
+        # The index may still return fewer rows than asked (dead tuples, the filter); only a
+        # shortfall below what the caller will show is worth an exact scan.
+        if len(rows) < min(need or limit, filtered_rows):
             cursor.execute(_vector_sql(dim, exact=True), params)
             rows = cursor.fetchall()
         return rows
@@ -403,7 +406,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         started = time.perf_counter()
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         vector = vector_candidates(model=model, generation_ids=generation_ids, query_vector=query_vector,
-                                   limit=limit, filtered_rows=filtered)
+                                   limit=limit, filtered_rows=filtered, need=options.top_k)
         for rank, (cid, score) in enumerate(vector, start=1):
             candidate = candidates.setdefault(cid, Candidate(chunk_id=cid))
             candidate.vector_rank, candidate.vector_score = rank, float(score)
