@@ -4,6 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from apps.projects.models import Membership
+from tests.projects.factories import MembershipFactory
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
@@ -13,3 +16,16 @@ def fixture_bytes():
         return (FIXTURES / name).read_bytes()
 
     return read
+
+
+@pytest.fixture
+def owner():
+    """An owner of a fresh project, for the builder API."""
+    return MembershipFactory(role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def client(api_client, owner):
+    """The DRF test client, logged in as `owner`."""
+    api_client.force_login(owner.user)
+    return api_client

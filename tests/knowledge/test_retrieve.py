@@ -131,16 +131,22 @@ def test_the_generation_lexeme_scopes_the_keyword_index():
     )
 
 
+def _small_kb_beside_a_big_one():
+    """12 chunks in one KB beside 1,500 of another KB with the same embedding model (same HNSW index)."""
+    model = EmbeddingModelFactory()
+    strategy = {"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0}
+    big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=strategy)
+    small = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=strategy)
+    _ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
+    _ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
+    return model, small
+
+
 def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
     """pgvector 0.6's filtered HNSW returns too few rows for a small KB; the engine must not."""
     settings.KNOWLEDGE_VECTOR_EXACT_MAX = 0  # force the HNSW path even for this small test
     settings.KNOWLEDGE_VECTOR_HNSW_MIN_FRACTION = 0
-    model = EmbeddingModelFactory()
-    big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy={
-        "strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0})
-    small = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=big.chunk_strategy)
-    _ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
-    _ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
+    _, small = _small_kb_beside_a_big_one()
 
     result = search(kbs=[small], query="退款 订单", options=SearchOptions(mode="vector", top_k=10, rollup=False))
     settings.KNOWLEDGE_VECTOR_EXACT_MAX = 10**9
@@ -153,12 +159,7 @@ def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
 
 def test_hnsw_alone_would_starve_the_small_kb(settings):
     """The premise of the test above, checked on this server: the plain filtered index scan."""
-    model = EmbeddingModelFactory()
-    big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy={
-        "strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0})
-    small = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=big.chunk_strategy)
-    _ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
-    _ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
+    model, small = _small_kb_beside_a_big_one()
     generation = selectors.generation_active(kb=small)
     probe = "[" + ",".join(["0.1"] * model.dimension) + "]"
     with connection.cursor() as cursor:

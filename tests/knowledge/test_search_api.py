@@ -2,23 +2,12 @@ import pytest
 
 from apps.knowledge import ingest, services
 from apps.knowledge.models import KeywordTermStat
-from apps.projects.models import Membership
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
 from tests.projects.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def client(api_client, owner):
-    api_client.force_login(owner.user)
-    return api_client
 
 
 @pytest.fixture

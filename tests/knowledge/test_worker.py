@@ -18,27 +18,15 @@ from django.db import connection, transaction
 from apps.core.tasks import ping
 from apps.knowledge import ingest, selectors, services
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
-from apps.projects.models import Membership
 from bailinghub.celery import app as celery_app
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, EmbeddingsEndpoint, upload, wait_for, wait_for_status
-from tests.projects.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BASE = "/api/v1/builder"
 ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def client(api_client, owner):
-    api_client.force_login(owner.user)
-    return api_client
 
 
 def _upload(client, kb, name):

@@ -125,6 +125,12 @@ _STATS_FROM = """
     )"""
 
 
+def stats_counts_sql(rows: str) -> str:
+    """The `counts` CTE (generation_id, term, df) over a CTE `rows` of (generation_id, search_vector),
+    for callers that add or remove indexed chunks in SQL of their own (bench_retrieval's distractors)."""
+    return _STATS_FROM.format(rows=rows).strip()
+
+
 def generation_lexeme(generation_id) -> str:
     return "#g" + uuid.UUID(str(generation_id)).hex
 
@@ -159,7 +165,7 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
              RETURNING c.id, c.generation_id, c.search_vector
             ), fresh AS (
                 SELECT u.generation_id, u.search_vector FROM upd u JOIN old o ON o.id = u.id WHERE NOT o.had
-            ), {_STATS_FROM.format(rows="fresh").strip()}, ins AS (
+            ), {stats_counts_sql("fresh")}, ins AS (
                 INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
                 SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
                 ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
@@ -182,7 +188,7 @@ def chunks_delete(*, document_id=None, generation_id=None) -> int:
                 DELETE FROM knowledge_chunk WHERE {column} = %s RETURNING generation_id, search_vector
             ), indexed AS (
                 SELECT generation_id, search_vector FROM gone WHERE search_vector IS NOT NULL
-            ), {_STATS_FROM.format(rows="indexed").strip()}, locked AS (
+            ), {stats_counts_sql("indexed")}, locked AS (
                 SELECT s.generation_id, s.term FROM knowledge_keywordtermstat s
                   JOIN counts c ON c.generation_id = s.generation_id AND c.term = s.term
                  ORDER BY 1, 2 FOR UPDATE OF s

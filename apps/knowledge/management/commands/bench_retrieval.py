@@ -253,7 +253,7 @@ class Command(BaseCommand):
                     WITH fresh AS (
                         SELECT generation_id, search_vector FROM knowledge_chunk
                          WHERE document_id = %s AND index >= %s AND index < %s AND kind = 'child'
-                    ), {index._STATS_FROM.format(rows="fresh").strip()}
+                    ), {index.stats_counts_sql("fresh")}
                     INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
                     SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
                     ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
