@@ -95,6 +95,8 @@ class Command(BaseCommand):
         parser.add_argument("--fusion", default="convex", choices=["convex", "rrf"])
         parser.add_argument("--dense-weight", type=float, default=None,
                             help="fixed dense weight (default: adaptive per query)")
+        parser.add_argument("--candidates", type=int, default=None,
+                            help="candidates per channel (default: KNOWLEDGE_SEARCH_CANDIDATES, 50)")
         parser.add_argument("--max-chars", type=int, default=None,
                             help="the KB's auto chunk size (default: KNOWLEDGE_DEFAULT_CHUNK_STRATEGY)")
         parser.add_argument("--keep", action="store_true", help="keep the scratch KB afterwards")
@@ -182,7 +184,7 @@ class Command(BaseCommand):
     def _run_mode(self, kb, mode, queries, qrels, doc_of, id_of_file, o) -> dict:
         scores, latencies, embed_ms = [], [], []
         options = SearchOptions(top_k=o["top_k"] * 3, mode=mode, fusion=o["fusion"],
-                                dense_weight=o["dense_weight"], rollup=False)
+                                dense_weight=o["dense_weight"], rollup=False, candidate_k=o["candidates"])
         kbs = [kb]
         for query in queries:
             result = selectors.knowledge_search(kbs=kbs, query=query["text"], options=options)
