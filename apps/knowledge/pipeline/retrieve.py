@@ -288,7 +288,8 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             # So small a share of the index that HNSW would starve: scan the filtered rows.
             cursor.execute(_vector_sql(dim, exact=True), params)
             return cursor.fetchall()
-        ef_search = min(1000, max(2 * limit, math.ceil(limit * 2 * total / max(filtered_rows, 1))))
+        # At least 200: the recall floor measured at 100k (ef 100 lost most true neighbours there).
+        ef_search = min(1000, max(200, 2 * limit, math.ceil(limit * 2 * total / max(filtered_rows, 1))))
         with transaction.atomic():
             cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
             # Having chosen the index, make the planner walk it rather than sort the filtered rows.
