@@ -107,7 +107,6 @@ class Hit:
 class SearchResult:
     hits: list[Hit]
     timings_ms: dict[str, float] = field(default_factory=dict)
-    searched_kbs: int = 0
 
 
 # Keyword channel
@@ -585,7 +584,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     hits = _rollup(merged, top_k=options.top_k, max_docs=options.max_docs, budget=budget,
                    explain=options.explain, rollup=options.rollup)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
-    return SearchResult(hits=hits, timings_ms=timings, searched_kbs=len(generations))
+    return SearchResult(hits=hits, timings_ms=timings)
 
 
 _QUERY_WS = re.compile(r"\s+")

@@ -229,8 +229,7 @@ class Command(BaseCommand):
         batch = 5000
         for start in range(0, count, batch):
             n = min(batch, count - start)
-            base = real[rng.randrange(len(real))] if len(real) == 1 else real[
-                np.array([rng.randrange(len(real)) for _ in range(n)])]
+            base = real[np.array([rng.randrange(len(real)) for _ in range(n)])]
             noise = np.random.default_rng(start).normal(0, 0.02, size=(n, model.dimension)).astype(np.float32)
             vectors = base + noise
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
