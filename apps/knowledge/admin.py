@@ -21,6 +21,7 @@ from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, Kno
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
+from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.knowledge.playground import PlaygroundSearchForm, playground_hits, playground_timings
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.projects.models import OperatorToken
@@ -80,7 +81,7 @@ class GenerationInline(admin.TabularInline):
     model = IndexGeneration
     extra = 0
     can_delete = False
-    fields = ["number", "status", "strategy", "progress", "error", "started_at", "activated_at"]
+    fields = ["number", "status", "strategy", "progress", "keyword_index", "error", "started_at", "activated_at"]
     readonly_fields = fields
     ordering = ["-number"]
 
@@ -95,6 +96,13 @@ class GenerationInline(admin.TabularInline):
     @admin.display(description="Documents")
     def progress(self, obj: IndexGeneration) -> str:
         return progress_bar(obj.progress_done, obj.progress_total, complete=obj.status == "active")
+
+    @admin.display(description="Keyword index")
+    def keyword_index(self, obj: IndexGeneration) -> str:
+        if obj.keyword_analyzer == KEYWORD_ANALYZER:
+            return "current"
+        return (f"written by analyzer {obj.keyword_analyzer} (now {KEYWORD_ANALYZER}): "
+                "run manage.py reindex_keywords")
 
     @admin.display(description="Error")
     def error(self, obj: IndexGeneration) -> str:

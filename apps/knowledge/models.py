@@ -25,6 +25,7 @@ from pgvector.django import VectorField
 
 from apps.core.models import BaseModel
 from apps.knowledge.pipeline.sql import hnsw_index_name
+from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.projects.models import Project
 from apps.routes.models import Route
 
@@ -112,6 +113,8 @@ class IndexGeneration(BaseModel):
     activated_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
+    # The keyword tokenisation its search vectors were written with (pipeline.terms.ANALYZER).
+    keyword_analyzer = models.PositiveSmallIntegerField(default=KEYWORD_ANALYZER)
 
     class Meta:
         ordering = ["knowledge_base", "-number"]

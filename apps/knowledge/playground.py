@@ -2,8 +2,8 @@
 
 Content is escaped first and only then are the query's keyword terms wrapped in <mark>, so no
 document text ever reaches the page unescaped. Terms are matched the way pipeline.terms reads
-text (case-insensitively, full-width ASCII as its plain form, Western words whole), longest
-first so a CJK bigram wins over its characters.
+text: case- and width-insensitively, Western words whole and by their stem, Traditional and
+Simplified Chinese alike.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.knowledge.pipeline.retrieve import Hit
-from apps.knowledge.pipeline.terms import is_cjk_term, keyword_terms
+from apps.knowledge.pipeline.terms import CJK_CHARS, keyword_terms, normalise
 
 QUERY_MAX_CHARS = 2000
 TOP_K_DEFAULT = 5
@@ -58,47 +58,50 @@ class PlaygroundSearchForm(forms.Form):
         return TOP_K_DEFAULT if top_k is None else top_k
 
 
-_ENTITY = r"&(?:[a-z]+|#x?[0-9a-f]+);"
-_WORD_CHAR = re.compile(r"[^\W_]")
+_TOKEN = re.compile(rf"(?P<entity>&(?:[a-z]+|#x?[0-9a-f]+);)|(?P<cjk>[{CJK_CHARS}]+)|(?P<word>[^\W_{CJK_CHARS}]+)",
+                    re.IGNORECASE)
 
 
-def _term_pattern(term: str) -> str:
-    if is_cjk_term(term):
-        return re.escape(term)
-    # keyword_terms reads text NFKC-normalised: a full-width letter or digit counts as its ASCII form.
-    return "".join(f"[{re.escape(ch)}{chr(ord(ch) + 0xFEE0)}]" if 0x21 <= ord(ch) <= 0x7E else re.escape(ch)
-                   for ch in term)
-
-
-def _is_word_char(text: str, index: int) -> bool:
-    if not 0 <= index < len(text):
-        return False
-    ch = text[index]
-    return bool(_WORD_CHAR.match(ch)) and not is_cjk_term(ch)
+def _marked_cjk(run: str, terms: set[str]) -> str:
+    """`run` with each stretch covered by a query character or bigram wrapped in one <mark>."""
+    folded = normalise(run)
+    if len(folded) != len(run):  # normalisation changed the length: no safe offsets
+        return run
+    covered = [False] * len(run)
+    for i, ch in enumerate(folded):
+        if ch in terms:
+            covered[i] = True
+        if folded[i : i + 2] in terms and i + 1 < len(run):
+            covered[i] = covered[i + 1] = True
+    out, i = [], 0
+    while i < len(run):
+        j = i
+        while j < len(run) and covered[j] == covered[i]:
+            j += 1
+        out.append(f"<mark>{run[i:j]}</mark>" if covered[i] else run[i:j])
+        i = j
+    return "".join(out)
 
 
 def highlight(text: str, terms: Iterable[str]) -> SafeString:
-    """`text` escaped, with each occurrence of `terms` wrapped in <mark>. Matching runs over the
-    escaped text with HTML entities taken whole, so a term can never cut into an entity."""
+    """`text` escaped, with what the keyword channel matched wrapped in <mark>: each word whose
+    term (stem, folded, any case or width) is a query term, and each run of CJK characters covered
+    by a query character or bigram (Traditional and Simplified alike). Tokens are read from the
+    escaped text with HTML entities taken whole, so a mark can never cut into an entity."""
     escaped = str(escape(text))
-    ordered = sorted({t for t in terms if t}, key=lambda t: (-len(t), t))
-    if not ordered:
+    wanted = {t for t in terms if t}
+    if not wanted:
         return mark_safe(escaped)  # noqa: S308 -- escaped above
-    pattern = re.compile(
-        rf"(?P<entity>{_ENTITY})|(?P<term>{'|'.join(_term_pattern(t) for t in ordered)})", re.IGNORECASE
-    )
 
     def mark(match: re.Match) -> str:
         found = match.group()
-        if match.lastgroup == "entity":
-            return found
-        start, end = match.span()
-        # A Western term matches whole words only, as keyword_terms splits them.
-        if not is_cjk_term(found) and (_is_word_char(escaped, start - 1) or _is_word_char(escaped, end)):
-            return found
-        return f"<mark>{found}</mark>"
+        if match.lastgroup == "cjk":
+            return _marked_cjk(found, wanted)
+        if match.lastgroup == "word" and any(t in wanted for t in keyword_terms(found)):
+            return f"<mark>{found}</mark>"
+        return found
 
-    return mark_safe(pattern.sub(mark, escaped))  # noqa: S308 -- only <mark> tags added to escaped text
+    return mark_safe(_TOKEN.sub(mark, escaped))  # noqa: S308 -- only <mark> tags added to escaped text
 
 
 @dataclass(frozen=True)

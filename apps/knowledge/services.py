@@ -25,6 +25,7 @@ from apps.knowledge.pipeline import index, parsers
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.sql import hnsw_index_create_sql, hnsw_index_drop_sql
 from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
+from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.projects.models import Project
 from apps.routes.models import Route
 
@@ -294,6 +295,25 @@ def knowledge_base_delete(*, kb: KnowledgeBase) -> None:
 
 
 # Rebuild
+
+
+def knowledge_base_reindex_keywords(*, kb: KnowledgeBase) -> int:
+    """Rewrite the keyword index of the KB's live generations written with an older analyzer
+    (pipeline.terms.ANALYZER), in place: no re-chunking, no re-embedding. Holds the KB row
+    exclusively (document ingestion waits), so searches see the old index until it commits.
+    Returns the chunks rewritten."""
+    done = 0
+    with transaction.atomic():
+        KnowledgeBase.objects.select_for_update(no_key=True, of=("self",)).get(pk=kb.pk)
+        stale = IndexGeneration.objects.select_for_update(of=("self",)).filter(
+            knowledge_base=kb,
+            status__in=(IndexGeneration.Status.ACTIVE, IndexGeneration.Status.BUILDING),
+        ).exclude(keyword_analyzer=KEYWORD_ANALYZER)
+        for generation in stale:
+            done += index.keywords_rewrite(generation_id=generation.pk)
+            generation.keyword_analyzer = KEYWORD_ANALYZER
+            generation.save(update_fields=["keyword_analyzer", "updated_at"])
+    return done
 
 
 def knowledge_base_rebuild(*, kb: KnowledgeBase) -> IndexGeneration:

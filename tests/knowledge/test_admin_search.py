@@ -82,7 +82,7 @@ def test_a_viewer_sees_hits_with_their_chapter_path_and_marked_terms(browser, po
     assert 'data-chapter-path="售后政策 / 退款 / 七天无理由"' in page
     assert ('<span class="pg-crumb">售后政策</span><span class="pg-sep">›</span><span class="pg-crumb">退款</span>'
             '<span class="pg-sep">›</span><span class="pg-crumb">七天无理由</span>') in page
-    assert "商品完好可申请<mark>无理</mark><mark>由退</mark><mark>款</mark>。" in page
+    assert "商品完好可申请<mark>无理由退款</mark>。" in page
 
 
 def test_a_search_shows_each_channels_explanation_and_the_timings(browser, policy_kb):
@@ -114,12 +114,17 @@ def test_highlighting_prefers_bigrams_to_their_characters():
     assert highlight("可申请退款。", ["退", "款", "退款"]) == "可申请<mark>退款</mark>。"
 
 
-def test_highlighting_marks_whole_words_in_any_case_and_width_and_never_inside_an_entity():
-    text = "Refunds: REFUND & ＲＥＦＵＮＤ <b>refund</b> 退款refund"
+def test_highlighting_marks_whole_words_by_stem_in_any_case_and_width_and_never_inside_an_entity():
+    text = "Refunds: REFUND & ＲＥＦＵＮＤ <b>refund</b> 退款refund refundable refunder2"
     assert highlight(text, ["refund", "amp", "lt", "b"]) == (
-        "Refunds: <mark>REFUND</mark> &amp; <mark>ＲＥＦＵＮＤ</mark> &lt;<mark>b</mark>&gt;<mark>refund</mark>"
-        "&lt;/<mark>b</mark>&gt; 退款<mark>refund</mark>"
+        "<mark>Refunds</mark>: <mark>REFUND</mark> &amp; <mark>ＲＥＦＵＮＤ</mark> "
+        "&lt;<mark>b</mark>&gt;<mark>refund</mark>"
+        "&lt;/<mark>b</mark>&gt; 退款<mark>refund</mark> <mark>refundable</mark> refunder2"
     )
+
+
+def test_highlighting_marks_traditional_text_for_a_simplified_query():
+    assert highlight("國家的退貨政策", ["国家", "退货", "国", "家"]) == "<mark>國家</mark>的<mark>退貨</mark>政策"
 
 
 def test_an_invalid_top_k_shows_the_error_and_runs_no_search(browser, policy_kb):

@@ -10,7 +10,7 @@ def test_a_single_cjk_character_stays_a_term():
 
 
 def test_western_words_are_lower_cased_and_split_at_punctuation():
-    assert keyword_terms("Vue.js uses defineModel() in v3_5") == ["vue", "js", "uses", "definemodel", "in", "v3", "5"]
+    assert keyword_terms("Vue.js uses defineModel() in v3_5") == ["vue", "js", "use", "definemodel", "in", "v3", "5"]
 
 
 def test_full_width_letters_and_digits_match_ascii():
@@ -36,3 +36,44 @@ def test_term_frequencies_count_as_the_tokeniser_does():
     assert term_frequencies(text, terms) == Counter({t: full[t] for t in terms if full[t]})
     assert term_frequencies(text, terms)["退款"] == 3
     assert "ref" not in term_frequencies(text, terms)  # whole words only
+
+
+def test_english_words_are_reduced_to_their_stem():
+    assert keyword_terms("Claims claimed CLAIMING claim") == ["claim"] * 4
+    assert keyword_terms("studies studying") == ["studi", "studi"]
+
+
+def test_only_words_of_ascii_letters_are_stemmed():
+    # Digits, mixed tokens and non-ASCII words are identifiers or other languages: kept whole.
+    assert keyword_terms("v3s 2020s café's ports") == ["v3s", "2020s", "café", "s", "port"]
+
+
+def test_traditional_chinese_is_folded_onto_simplified():
+    assert keyword_terms("國家發展") == keyword_terms("国家发展") == ["国", "家", "发", "展", "国家", "家发", "发展"]
+
+
+def test_characters_used_in_simplified_text_are_never_folded():
+    # 乾 (乾隆), 著 (著名), 麽 and 於 occur in Simplified text as they are.
+    assert keyword_terms("乾隆著名") == ["乾", "隆", "著", "名", "乾隆", "隆著", "著名"]
+    assert keyword_terms("什麽於是") == ["什", "麽", "於", "是", "什麽", "麽於", "於是"]
+    assert keyword_terms("什么") == ["什", "么", "什么"]
+
+
+def test_folding_keeps_every_offset():
+    from apps.knowledge.pipeline.han import fold, folding_table
+
+    text = "臺灣的國語與简体字混排：乾隆 著名 abc"
+    folded = fold(text)
+    assert len(folded) == len(text)
+    assert folded == "台湾的国语与简体字混排：乾隆 著名 abc"
+    assert all(len(target) == 1 for target in folding_table().values())
+    assert len(folding_table()) > 3000
+
+
+def test_term_frequencies_count_stems_and_folded_characters():
+    from collections import Counter
+
+    from apps.knowledge.pipeline.retrieve import term_frequencies
+
+    text = "Refunding refunds: 退貨與退货"
+    assert term_frequencies(text, ["refund", "退货", "货"]) == Counter({"refund": 2, "退货": 2, "货": 2})

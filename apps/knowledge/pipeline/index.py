@@ -135,6 +135,15 @@ def generation_lexeme(generation_id) -> str:
     return "#g" + uuid.UUID(str(generation_id)).hex
 
 
+def _search_terms(rows: Iterable[tuple[str, str | None]]) -> list[str]:
+    """Each (text, chapter_path)'s distinct keyword terms, space-joined (a term has no spaces)."""
+    return [" ".join(dict.fromkeys(keyword_terms(embedding_text(text=text, chapter_path=path))))
+            for text, path in rows]
+
+
+_SEARCH_VECTOR = "array_to_tsvector(string_to_array(v.terms, ' ') || ('#g' || replace(c.generation_id::text, '-', '')))"
+
+
 def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -> int:
     """Copy cached vectors onto the document's children in these generations and write their
     keyword tsvector and term statistics, in one statement (so in the caller's transaction).
@@ -145,8 +154,7 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
     if not rows:
         return 0
     ids = [row[0] for row in rows]
-    terms = [" ".join(dict.fromkeys(keyword_terms(embedding_text(text=text, chapter_path=path))))
-             for _, text, path in rows]
+    terms = _search_terms((text, path) for _, text, path in rows)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -157,9 +165,7 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
                 UPDATE knowledge_chunk AS c
                    SET embedding = e.embedding,
                        embedding_model_id = e.embedding_model_id,
-                       search_vector = array_to_tsvector(
-                           string_to_array(v.terms, ' ') || ('#g' || replace(c.generation_id::text, '-', ''))
-                       )
+                       search_vector = {_SEARCH_VECTOR}
                   FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms), knowledge_embeddingcache AS e
                  WHERE c.id = v.id AND e.embedding_model_id = %s AND e.text_hash = c.text_hash
              RETURNING c.id, c.generation_id, c.search_vector
@@ -175,6 +181,41 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
             [ids, ids, terms, model.pk],
         )
         return cursor.fetchone()[0]
+
+
+def keywords_rewrite(*, generation_id, batch: int = 2_000) -> int:
+    """Re-tokenise every indexed child of a generation with the current analyzer and recount its
+    term statistics. The caller holds the generation's lock and a transaction, so searches see the
+    old index until it commits. Returns the chunks rewritten."""
+    done = 0
+    chunks = (Chunk.objects.filter(generation_id=generation_id, kind=Chunk.Kind.CHILD, search_vector__isnull=False)
+              .order_by("id").values_list("id", "text", "chapter_path"))
+    last = None
+    with connection.cursor() as cursor:
+        while True:
+            page = list((chunks.filter(id__gt=last) if last else chunks)[:batch])
+            if not page:
+                break
+            last = page[-1][0]
+            cursor.execute(
+                f"UPDATE knowledge_chunk AS c SET search_vector = {_SEARCH_VECTOR} "  # noqa: S608 -- fixed SQL
+                "FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms) WHERE c.id = v.id",
+                [[row[0] for row in page], _search_terms((text, path) for _, text, path in page)],
+            )
+            done += len(page)
+        cursor.execute("DELETE FROM knowledge_keywordtermstat WHERE generation_id = %s", [generation_id])
+        cursor.execute(
+            f"""
+            WITH rows AS (
+                SELECT generation_id, search_vector FROM knowledge_chunk
+                 WHERE generation_id = %s AND search_vector IS NOT NULL
+            ), {stats_counts_sql("rows")}
+            INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
+            SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
+            """,  # noqa: S608 -- fixed SQL, values bound
+            [generation_id],
+        )
+    return done
 
 
 def chunks_delete(*, document_id=None, generation_id=None) -> int:

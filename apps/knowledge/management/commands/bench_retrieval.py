@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
@@ -100,6 +101,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-chars", type=int, default=None,
                             help="the KB's auto chunk size (default: KNOWLEDGE_DEFAULT_CHUNK_STRATEGY)")
         parser.add_argument("--keep", action="store_true", help="keep the scratch KB afterwards")
+        parser.add_argument("--kb", default=None, metavar="UUID",
+                            help="search a KB kept by an earlier --keep run of the same dataset instead of "
+                                 "loading one (implies --keep; --scale, --embedder and --max-chars are ignored)")
 
     def handle(self, *args, **o):
         folder = Path(o["dataset"]).expanduser().resolve()
@@ -107,6 +111,16 @@ class Command(BaseCommand):
             if not (folder / name).is_file():
                 raise CommandError(f"{folder} has no {name}")
         corpus, queries, qrels = load_dataset(folder, o["limit_queries"])
+        if o["kb"]:
+            try:
+                kb = KnowledgeBase.objects.select_related("embedding_model").get(pk=o["kb"])
+            except (KnowledgeBase.DoesNotExist, ValueError, ValidationError) as exc:
+                raise CommandError(f"no knowledge base {o['kb']}") from exc
+            self._measure(kb, folder, corpus, queries, qrels, o, ingest_s=0.0,
+                          ingest_info={"chunks": Chunk.objects.filter(generation__knowledge_base=kb,
+                                                                      generation__status="active",
+                                                                      kind=Chunk.Kind.CHILD).count()})
+            return
         model = self._model(o["embedder"])
         # Uploads queue pipeline tasks after commit; this run ingests in-process, so send them to
         # a queue nobody reads and drop it afterwards.
@@ -130,29 +144,34 @@ class Command(BaseCommand):
                 self._distractors(kb, model, o["scale"])
                 self.stdout.write(f"added {o['scale']} synthetic distractor chunks in "
                                   f"{time.perf_counter() - started:.1f} s")
-            doc_of = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"))
-            id_of_file = {_file_for(p).name: p["id"] for p in corpus}
-            modes = ["keyword", "vector", "hybrid"] if o["mode"] == "all" else [o["mode"]]
-            results = {}
-            for mode in modes:
-                results[mode] = self._run_mode(kb, mode, queries, qrels, doc_of, id_of_file, o)
-                r = results[mode]
-                self.stdout.write(
-                    f"{folder.name:>22} {mode:>7}  nDCG@10 {r['ndcg@10']:.4f}  Recall@10 {r['recall@10']:.4f}  "
-                    f"MRR@10 {r['mrr@10']:.4f}  p50 {r['p50_ms']:.1f} ms  p95 {r['p95_ms']:.1f} ms  "
-                    f"p99 {r['p99_ms']:.1f} ms  (query embedding p50 {r['query_embedding_p50_ms']:.1f} ms)"
-                )
-            report = {"dataset": folder.name, "embedder": o["embedder"], "ingest_s": round(ingest_s, 2),
-                      "chunks": ingest_info["chunks"], "scale": o["scale"], "queries": len(queries),
-                      "fusion": o["fusion"], "modes": results}
-            if o["json_path"]:
-                Path(o["json_path"]).write_text(json.dumps(report, indent=2, ensure_ascii=False))
+            self._measure(kb, folder, corpus, queries, qrels, o, ingest_s=ingest_s, ingest_info=ingest_info)
         finally:
-            if not o["keep"]:
+            if o["keep"]:
+                self.stdout.write(f"kept knowledge base {kb.pk} (search it again with --kb {kb.pk})")
+            else:
                 services.knowledge_base_delete(kb=kb)
             from apps.core.redis import redis_client
 
             redis_client().delete(discard_queue)
+
+    def _measure(self, kb, folder, corpus, queries, qrels, o, *, ingest_s: float, ingest_info: dict) -> None:
+        doc_of = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"))
+        id_of_file = {_file_for(p).name: p["id"] for p in corpus}
+        modes = ["keyword", "vector", "hybrid"] if o["mode"] == "all" else [o["mode"]]
+        results = {}
+        for mode in modes:
+            results[mode] = self._run_mode(kb, mode, queries, qrels, doc_of, id_of_file, o)
+            r = results[mode]
+            self.stdout.write(
+                f"{folder.name:>22} {mode:>7}  nDCG@10 {r['ndcg@10']:.4f}  Recall@10 {r['recall@10']:.4f}  "
+                f"MRR@10 {r['mrr@10']:.4f}  p50 {r['p50_ms']:.1f} ms  p95 {r['p95_ms']:.1f} ms  "
+                f"p99 {r['p99_ms']:.1f} ms  (query embedding p50 {r['query_embedding_p50_ms']:.1f} ms)"
+            )
+        report = {"dataset": folder.name, "embedder": kb.embedding_model.name, "ingest_s": round(ingest_s, 2),
+                  "chunks": ingest_info["chunks"], "scale": o["scale"], "queries": len(queries),
+                  "fusion": o["fusion"], "modes": results}
+        if o["json_path"]:
+            Path(o["json_path"]).write_text(json.dumps(report, indent=2, ensure_ascii=False))
 
     def _model(self, embedder: str) -> EmbeddingModel:
         if embedder in MODEL_NAMES:
