@@ -3,7 +3,7 @@ queries.jsonl, qrels.tsv).
 
     python -m bailinghub.embedded exec -- .venv/bin/python manage.py bench_retrieval \
         --dataset ../shared/bench/datasets/dureader-robust-a [--mode all] [--embedder local] \
-        [--top-k 10] [--limit-queries N] [--json FILE] [--scale N]
+        [--top-k 10] [--limit-queries N] [--json FILE] [--scale N [--corpora DIR]] [--keep | --kb UUID]
 
 Loads the corpus into a scratch KB through the real pipeline (upload service, then each
 document's ingestion — the service the Celery task runs — in this process; the embedding cache
@@ -14,10 +14,12 @@ latency p50/p95/p99 excluding the query embedding (reported separately), and ing
 `--scale N` adds N synthetic distractor chunks to the same KB: text made of sentences drawn from
 ../shared/bench/corpora, vectors that are perturbed copies of the corpus's real vectors (so
 latency and quality at scale are measured without embedding N texts). Say so with the figures.
+`--keep` keeps the loaded KB and `--kb UUID` searches it again (loading 1M chunks takes long).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -34,6 +36,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
+from django.test import override_settings
 
 from apps.knowledge import ingest, selectors, services
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, KnowledgeBase
@@ -42,7 +45,19 @@ from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.terms import keyword_terms
 from apps.projects.models import Project
 
+DEFAULT_CORPORA = Path(settings.BASE_DIR).parent / "shared" / "bench" / "corpora"
 MODEL_NAMES = {"local": "multilingual-e5-small", "use": "universal-sentence-encoder-multilingual"}
+
+
+DISTRACTOR_FILE = "synthetic-distractors.txt"
+
+
+def distractor_sentences(corpora: Path) -> list[str]:
+    sentences = []
+    for path in sorted(corpora.rglob("*.md")) if corpora.is_dir() else []:
+        sentences += [s.strip() for s in re.split(r"(?<=[。！？；.!?])\s*|\n+", path.read_text("utf-8"))
+                      if len(s.strip()) > 8]
+    return sentences
 
 
 def load_dataset(folder: Path, limit_queries: int | None):
@@ -77,6 +92,8 @@ def _file_for(passage: dict) -> SimpleUploadedFile:
     title = (passage.get("title") or "").strip().replace("\n", " ")
     text = passage["text"]
     name = re.sub(r"[^A-Za-z0-9._-]", "_", passage["id"])[:100]
+    if name != passage["id"]:  # ids that differ only in replaced characters must stay apart
+        name = f"{name[:80]}-{hashlib.sha256(passage['id'].encode()).hexdigest()[:12]}"
     if title:
         return SimpleUploadedFile(f"{name}.md", f"# {title}\n\n{text}\n".encode())
     return SimpleUploadedFile(f"{name}.txt", text.encode())
@@ -90,9 +107,12 @@ class Command(BaseCommand):
         parser.add_argument("--mode", default="all", choices=["keyword", "vector", "hybrid", "all"])
         parser.add_argument("--top-k", type=int, default=10)
         parser.add_argument("--embedder", default="local", help="local | use | hashing")
-        parser.add_argument("--limit-queries", type=int, default=None)
+        parser.add_argument("--limit-queries", type=int, default=None, help="evaluate the first N queries (N ≥ 1)")
         parser.add_argument("--json", dest="json_path", default=None)
-        parser.add_argument("--scale", type=int, default=0)
+        parser.add_argument("--scale", type=int, default=0, help="add N synthetic distractor chunks")
+        parser.add_argument("--corpora", default=str(DEFAULT_CORPORA), metavar="DIR",
+                            help="where --scale takes its sentences: *.md files under DIR "
+                                 "(default: ../shared/bench/corpora beside the checkout)")
         parser.add_argument("--fusion", default="convex", choices=["convex", "rrf"])
         parser.add_argument("--dense-weight", type=float, default=None,
                             help="fixed dense weight (default: adaptive per query)")
@@ -110,23 +130,32 @@ class Command(BaseCommand):
         for name in ("corpus.jsonl", "queries.jsonl", "qrels.tsv"):
             if not (folder / name).is_file():
                 raise CommandError(f"{folder} has no {name}")
+        if o["limit_queries"] is not None and o["limit_queries"] < 1:
+            raise CommandError("--limit-queries must be at least 1")
+        if o["scale"] < 0:
+            raise CommandError("--scale must not be negative")
         corpus, queries, qrels = load_dataset(folder, o["limit_queries"])
+        if not queries:
+            raise CommandError(f"no query in {folder / 'queries.jsonl'} has a relevant passage in qrels.tsv")
         if o["kb"]:
-            try:
-                kb = KnowledgeBase.objects.select_related("embedding_model").get(pk=o["kb"])
-            except (KnowledgeBase.DoesNotExist, ValueError, ValidationError) as exc:
-                raise CommandError(f"no knowledge base {o['kb']}") from exc
-            self._measure(kb, folder, corpus, queries, qrels, o, ingest_s=0.0,
-                          ingest_info={"chunks": Chunk.objects.filter(generation__knowledge_base=kb,
-                                                                      generation__status="active",
-                                                                      kind=Chunk.Kind.CHILD).count()})
-            return
+            return self._measure_kept(folder, corpus, queries, qrels, o)
+        sentences = distractor_sentences(Path(o["corpora"])) if o["scale"] else []
+        if o["scale"] and not sentences:
+            raise CommandError(f"--scale needs sentences: no *.md text under {o['corpora']}")
         model = self._model(o["embedder"])
         # Uploads queue pipeline tasks after commit; this run ingests in-process, so send them to
         # a queue nobody reads and drop it afterwards.
         discard_queue = f"bench-discard-{uuid.uuid4().hex[:8]}"
-        settings.KNOWLEDGE_TASK_QUEUE = discard_queue
-        settings.KNOWLEDGE_UPLOAD_MAX_FILES = max(settings.KNOWLEDGE_UPLOAD_MAX_FILES, 1000)
+        with override_settings(KNOWLEDGE_TASK_QUEUE=discard_queue,
+                               KNOWLEDGE_UPLOAD_MAX_FILES=max(settings.KNOWLEDGE_UPLOAD_MAX_FILES, 1000)):
+            try:
+                self._load_and_measure(folder, corpus, queries, qrels, model, sentences, o)
+            finally:
+                from apps.core.redis import redis_client
+
+                redis_client().delete(discard_queue)
+
+    def _load_and_measure(self, folder, corpus, queries, qrels, model, sentences, o) -> None:
         project, _ = Project.objects.get_or_create(slug="bench", defaults={"name": "Benchmarks"})
         strategy = None
         if o["max_chars"]:
@@ -141,7 +170,7 @@ class Command(BaseCommand):
                               f"({ingest_info['chunks']} chunks, {ingest_info['embedded']} embedded now)")
             if o["scale"]:
                 started = time.perf_counter()
-                self._distractors(kb, model, o["scale"])
+                self._distractors(kb, model, o["scale"], sentences)
                 self.stdout.write(f"added {o['scale']} synthetic distractor chunks in "
                                   f"{time.perf_counter() - started:.1f} s")
             self._measure(kb, folder, corpus, queries, qrels, o, ingest_s=ingest_s, ingest_info=ingest_info)
@@ -150,9 +179,19 @@ class Command(BaseCommand):
                 self.stdout.write(f"kept knowledge base {kb.pk} (search it again with --kb {kb.pk})")
             else:
                 services.knowledge_base_delete(kb=kb)
-            from apps.core.redis import redis_client
 
-            redis_client().delete(discard_queue)
+    def _measure_kept(self, folder, corpus, queries, qrels, o) -> None:
+        try:
+            kb = KnowledgeBase.objects.select_related("embedding_model").get(pk=o["kb"])
+        except (KnowledgeBase.DoesNotExist, ValueError, ValidationError) as exc:
+            raise CommandError(f"no knowledge base {o['kb']}") from exc
+        files = {_file_for(p).name for p in corpus}
+        if not Document.objects.filter(knowledge_base=kb, filename__in=files).exists():
+            raise CommandError(f"knowledge base {kb.pk} holds none of {folder.name}'s passages")
+        children = Chunk.objects.filter(generation__knowledge_base=kb, generation__status="active",
+                                        kind=Chunk.Kind.CHILD)
+        self._measure(kb, folder, corpus, queries, qrels, {**o, "scale": children.filter(
+            document__filename=DISTRACTOR_FILE).count()}, ingest_s=0.0, ingest_info={"chunks": children.count()})
 
     def _measure(self, kb, folder, corpus, queries, qrels, o, *, ingest_s: float, ingest_info: dict) -> None:
         doc_of = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"))
@@ -226,14 +265,9 @@ class Command(BaseCommand):
             "query_embedding_p50_ms": round(percentile(embed_ms, 50), 2),
         }
 
-    def _distractors(self, kb: KnowledgeBase, model: EmbeddingModel, count: int) -> None:
+    def _distractors(self, kb: KnowledgeBase, model: EmbeddingModel, count: int, sentences: list[str]) -> None:
         """N child chunks in one synthetic, completed document of the KB's active generation."""
         rng = random.Random(7)
-        corpora = Path(settings.BASE_DIR).parent / "shared" / "bench" / "corpora"
-        sentences = []
-        for path in sorted(corpora.rglob("*.md")):
-            sentences += [s.strip() for s in re.split(r"(?<=[。！？；.!?])\s*|\n+", path.read_text("utf-8"))
-                          if len(s.strip()) > 8]
         generation = selectors.generation_active(kb=kb)
         with connection.cursor() as cursor:
             cursor.execute(
@@ -241,7 +275,7 @@ class Command(BaseCommand):
                 "AND embedding IS NOT NULL", [generation.pk])
             real = np.array([json.loads(row[0]) for row in cursor.fetchall()], dtype=np.float32)
         document = Document.objects.create(
-            knowledge_base=kb, filename="synthetic-distractors.txt", file_type="txt", size=0,
+            knowledge_base=kb, filename=DISTRACTOR_FILE, file_type="txt", size=0,
             content_hash="0" * 64, status=Document.Status.COMPLETED,
         )
         lexeme = index.generation_lexeme(generation.pk)
