@@ -5,6 +5,11 @@ bench-mini: 8 invented passages (4 Chinese, 4 English) and 5 queries, each shari
 characters or words with its one relevant passage only (one query in Traditional Chinese, one
 needing English stems), so keyword search ranks every answer first: nDCG@10 = Recall@10 =
 MRR@10 = 1 for each query, hence 1.0 on average.
+
+bench-mini-han-ids: 2 invented passages with the ids "甲" and "乙" (no character of either id
+survives into an upload file name unchanged) and a query for each sharing characters with it
+only. `--scale` takes its sentences from a corpora folder the test writes (invented sentences),
+never from ../shared.
 """
 
 import json
@@ -17,24 +22,37 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
+from apps.knowledge.management.commands.bench_retrieval import DISTRACTOR_FILE
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KeywordTermStat, KnowledgeBase
 from apps.projects.models import Project
 
 pytestmark = pytest.mark.django_db
 
 MINI = Path(__file__).resolve().parent / "fixtures" / "bench-mini"
+HAN_IDS = Path(__file__).resolve().parent / "fixtures" / "bench-mini-han-ids"
 PASSAGES = 8
 QUERIES = 5
 METRIC_KEYS = {"ndcg@10", "recall@10", "mrr@10", "p50_ms", "p95_ms", "p99_ms"}
 PERFECT = {"ndcg@10": 1.0, "recall@10": 1.0, "mrr@10": 1.0}
+# Invented distractor sentences: each ends a sentence and is longer than 8 characters, so the
+# command takes each one whole.
+SENTENCES = (
+    "Lanterns drift down the canal every autumn evening.",
+    "The baker on Quill Lane shapes rye loaves like sleeping owls.",
+    "灯笼沿着运河缓缓漂向下游的石桥。",
+)
 
 
-@pytest.fixture(autouse=True)
-def _restore_settings(settings):
-    # The command assigns these two settings for the rest of the process; an override around
-    # each test puts them back afterwards.
-    settings.KNOWLEDGE_TASK_QUEUE = settings.KNOWLEDGE_TASK_QUEUE
-    settings.KNOWLEDGE_UPLOAD_MAX_FILES = settings.KNOWLEDGE_UPLOAD_MAX_FILES
+@pytest.fixture
+def corpora(tmp_path):
+    """A --corpora folder: one .md file of SENTENCES, and a .txt file the command must ignore."""
+    folder = tmp_path / "corpora"
+    (folder / "town").mkdir(parents=True)
+    (folder / "town" / "notes.md").write_text(f"{SENTENCES[0]} {SENTENCES[1]}\n\n{SENTENCES[2]}\n",
+                                              encoding="utf-8")
+    (folder / "ignored.txt").write_text("This sentence sits in a text file and is never drawn.\n",
+                                        encoding="utf-8")
+    return folder
 
 
 def _bench(tmp_path, *args, dataset=MINI, name="report.json"):
@@ -123,15 +141,104 @@ def test_a_dataset_without_qrels_is_refused_and_creates_nothing(tmp_path):
     assert _counts() == counts
 
 
-def test_scale_adds_distractor_chunks_counted_by_the_keyword_stats(tmp_path):
-    # The command draws distractor sentences from <BASE_DIR>/../shared/bench/corpora.
-    corpora = Path(django_settings.BASE_DIR).parent / "shared" / "bench" / "corpora"
-    assert any(corpora.rglob("*.md")), f"{corpora} holds no .md files for --scale"
-    report, stdout = _bench(tmp_path, "--mode", "keyword", "--scale", "50", "--keep")
+def test_scale_adds_distractor_chunks_made_of_the_corpora_sentences(tmp_path, corpora):
+    report, stdout = _bench(tmp_path, "--mode", "keyword", "--scale", "5", "--corpora", str(corpora), "--keep")
     kb = _kept_kb(stdout)
     generation = IndexGeneration.objects.get(knowledge_base=kb, status="active")
-    assert (report["chunks"], report["scale"]) == (PASSAGES, 50)
-    assert _active_children(kb) == PASSAGES + 50
-    assert Chunk.objects.filter(generation=generation, kind=Chunk.Kind.CHILD,
-                                document__filename="synthetic-distractors.txt").count() == 50
-    assert KeywordTermStat.objects.get(generation=generation, term="#n").df == PASSAGES + 50
+    assert (report["chunks"], report["scale"]) == (PASSAGES, 5)
+    assert _active_children(kb) == PASSAGES + 5
+    texts = list(Chunk.objects.filter(generation=generation, kind=Chunk.Kind.CHILD,
+                                      document__filename=DISTRACTOR_FILE).values_list("text", flat=True))
+    assert len(texts) == 5
+    made_of_sentences = re.compile("(?:" + "|".join(map(re.escape, SENTENCES)) + ")+")
+    for text in texts:
+        assert made_of_sentences.fullmatch(text), text
+        assert len(text) >= 300
+    assert KeywordTermStat.objects.get(generation=generation, term="#n").df == PASSAGES + 5
+
+
+@pytest.mark.parametrize("where", ["no-md", "missing"])
+def test_scale_without_md_sentences_under_corpora_is_refused_and_creates_nothing(tmp_path, where):
+    folder = tmp_path / where
+    if where == "no-md":
+        folder.mkdir()
+        (folder / "sentences.txt").write_text(f"{SENTENCES[0]} {SENTENCES[1]}\n", encoding="utf-8")
+    counts = _counts()
+    message = f"--scale needs sentences: no *.md text under {folder}"
+    with pytest.raises(CommandError, match=f"^{re.escape(message)}$"):
+        _bench(tmp_path, "--scale", "5", "--corpora", str(folder))
+    assert _counts() == counts
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_kb_after_scale_reports_the_distractor_chunks_it_holds(tmp_path, corpora):
+    _, stdout = _bench(tmp_path, "--mode", "keyword", "--scale", "5", "--corpora", str(corpora), "--keep",
+                       name="first.json")
+    kb = _kept_kb(stdout)
+    counts = _counts()
+    report, _ = _bench(tmp_path, "--mode", "keyword", "--kb", str(kb.pk), name="second.json")
+    assert (report["scale"], report["queries"], report["ingest_s"]) == (5, QUERIES, 0.0)
+    assert _counts() == counts
+
+
+def test_a_run_leaves_the_settings_it_overrides_as_they_were(tmp_path):
+    def overridden():  # the run sets a queue of its own and at least 1000 files per upload
+        return django_settings.KNOWLEDGE_TASK_QUEUE, django_settings.KNOWLEDGE_UPLOAD_MAX_FILES
+
+    before = overridden()
+    assert before[1] < 1000  # else a leaked upload limit would not show
+    _bench(tmp_path, "--mode", "keyword")
+    assert overridden() == before
+
+
+def test_ids_that_sanitise_alike_stay_apart_and_each_ranks_as_itself(tmp_path):
+    report, stdout = _bench(tmp_path, "--mode", "keyword", "--keep", dataset=HAN_IDS)
+    kb = _kept_kb(stdout)
+    filenames = set(kb.documents.values_list("filename", flat=True))
+    assert len(filenames) == 2
+    assert (report["dataset"], report["chunks"], report["queries"]) == ("bench-mini-han-ids", 2, 2)
+    assert {key: report["modes"]["keyword"][key] for key in PERFECT} == PERFECT
+
+
+def test_limit_queries_zero_is_refused_and_creates_nothing(tmp_path):
+    counts = _counts()
+    with pytest.raises(CommandError, match=r"^--limit-queries must be at least 1$"):
+        _bench(tmp_path, "--limit-queries", "0")
+    assert _counts() == counts
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_negative_scale_is_refused_and_creates_nothing(tmp_path, corpora):
+    counts = _counts()
+    with pytest.raises(CommandError, match=r"^--scale must not be negative$"):
+        _bench(tmp_path, "--scale", "-1", "--corpora", str(corpora))
+    assert _counts() == counts
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_a_dataset_with_no_relevant_qrels_is_refused_and_creates_nothing(tmp_path):
+    folder = tmp_path / "no-relevant"
+    folder.mkdir()
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        shutil.copy(MINI / name, folder / name)
+    # A header line, zero relevance, and a relevant pair for a query the dataset does not have.
+    (folder / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq-frog\tmini-zh-frog\t0\nq-ferry\tmini-en-ferry\t0\n"
+        "q-absent\tmini-en-quilt\t1\n", encoding="utf-8")
+    counts = _counts()
+    queries = folder.resolve() / "queries.jsonl"
+    with pytest.raises(CommandError,
+                       match=f"^no query in {re.escape(str(queries))} has a relevant passage in qrels.tsv$"):
+        _bench(tmp_path, dataset=folder)
+    assert _counts() == counts
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_kb_of_another_dataset_is_refused_and_changes_nothing(tmp_path):
+    _, stdout = _bench(tmp_path, "--mode", "keyword", "--keep", dataset=HAN_IDS, name="first.json")
+    kb = _kept_kb(stdout)
+    counts = _counts()
+    with pytest.raises(CommandError, match=rf"^knowledge base {kb.pk} holds none of bench-mini's passages$"):
+        _bench(tmp_path, "--mode", "keyword", "--kb", str(kb.pk), name="second.json")
+    assert _counts() == counts
+    assert not (tmp_path / "second.json").exists()
