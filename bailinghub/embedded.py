@@ -96,7 +96,36 @@ def postgres_start() -> tuple[str, bool]:
     with _locked():
         already = _postgres_pid() is not None
         server = pgserver.get_server(PG_DIR, cleanup_mode=None)
-        return _postgres_url_from_uri(server.get_uri()), not already
+        url = _postgres_url_from_uri(server.get_uri())
+        if not already:
+            _postgres_tune(url)
+        return url, not already
+
+
+# Server settings for the embedded PostgreSQL (initdb's defaults are for a tiny machine). Written
+# with ALTER SYSTEM, so shared_buffers takes effect from the server's next start.
+PG_SETTINGS = {
+    "shared_buffers": "1GB",
+    "effective_cache_size": "8GB",
+    "maintenance_work_mem": "512MB",
+    "random_page_cost": "1.1",
+}
+
+
+def _postgres_tune(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        current = dict(conn.execute(
+            "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%%postgresql.auto.conf'"
+        ).fetchall())
+        changed = False
+        for name, value in PG_SETTINGS.items():
+            if current.get(name) != value:
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")  # constants above
+                changed = True
+        if changed:
+            conn.execute("SELECT pg_reload_conf()")
 
 
 def postgres_stop() -> bool:

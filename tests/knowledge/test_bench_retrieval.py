@@ -177,7 +177,7 @@ def test_kb_after_scale_reports_the_distractor_chunks_it_holds(tmp_path, corpora
     kb = _kept_kb(stdout)
     counts = _counts()
     report, _ = _bench(tmp_path, "--mode", "keyword", "--kb", str(kb.pk), name="second.json")
-    assert (report["scale"], report["queries"], report["ingest_s"]) == (5, QUERIES, 0.0)
+    assert (report["scale"], report["chunks"], report["queries"], report["ingest_s"]) == (5, PASSAGES, QUERIES, 0.0)
     assert _counts() == counts
 
 

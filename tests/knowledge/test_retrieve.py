@@ -273,6 +273,24 @@ def test_short_queries_lean_on_vectors_and_long_ones_on_keywords():
     assert adaptive_dense_weight(even, query="请问小米手机六的防水等级到底是多少呢谢谢大家") == pytest.approx(0.35)
 
 
+def test_traditional_chinese_and_western_queries_have_their_own_base_weight_at_any_length():
+    from apps.knowledge.pipeline.retrieve import adaptive_dense_weight
+
+    even = _candidates([2.0, 1.0], [0.9, 0.8, 0.7])
+    # Traditional-only characters (發, 樣): e5-small's weak script leans on keywords, short or long.
+    assert adaptive_dense_weight(even, query="手機防水") == pytest.approx(0.35)
+    assert adaptive_dense_weight(even, query="請問小米手機六的防水等級到底是多少呢謝謝大家") == pytest.approx(0.35)
+    # No CJK at all: one weight for every length.
+    assert adaptive_dense_weight(even, query="refund window") == pytest.approx(0.6)
+    assert adaptive_dense_weight(
+        even, query="the refund window for unused items bought online is seven days after delivery"
+    ) == pytest.approx(0.6)
+    # Characters shared by both scripts (乾, 於) keep a Simplified query on the length schedule.
+    assert adaptive_dense_weight(even, query="乾隆於") == pytest.approx(0.85)
+    # Mixed Chinese and English follows the Chinese schedule.
+    assert adaptive_dense_weight(even, query="iPhone防水") == pytest.approx(0.85)
+
+
 def test_a_standout_keyword_hit_moves_the_weight_towards_keywords():
     from apps.knowledge.pipeline.retrieve import adaptive_dense_weight
 

@@ -45,3 +45,9 @@ def folding_table() -> dict[int, str]:
 def fold(text: str) -> str:
     """`text` with Traditional-only characters replaced by their Simplified forms (same length)."""
     return text.translate(folding_table())
+
+
+def is_traditional(text: str) -> bool:
+    """Whether `text` has a character only Traditional Chinese uses."""
+    table = folding_table()
+    return any(ord(ch) in table for ch in text)

@@ -42,8 +42,9 @@ from django.db import connection, transaction
 
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline.embedders import embedder_for
+from apps.knowledge.pipeline.han import is_traditional
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
-from apps.knowledge.pipeline.terms import is_cjk_term, keyword_terms, normalise, word_terms
+from apps.knowledge.pipeline.terms import has_cjk, is_cjk_term, keyword_terms, normalise, word_terms
 
 K1 = 0.9
 B = 0.4
@@ -338,24 +339,38 @@ def query_units(query: str) -> int:
 
 
 def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> float:
-    """The dense weight for one query.
+    """The dense weight for one query (measured on the dev sets with multilingual-e5-small; see
+    bench/README.md for the tables).
 
-    Measured on the dev sets (bench/README.md): short search-style queries want the dense channel
-    (dureader: best near 0.8), long questions that share many terms with their passage want the
-    keyword channel (cmrc, drcd: best near 0.4), and no fixed weight serves both. So the weight
-    falls linearly from KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT (0.85) at KNOWLEDGE_HYBRID_SHORT_UNITS
-    (10) query units to ..._LONG (0.35) at ..._LONG_UNITS (16), then moves towards the channel
-    whose best hit stands out more (the difference of the channels' top-1 margins, times
-    KNOWLEDGE_HYBRID_MARGIN_SLOPE, 0.6).
+    - Chinese in Simplified script: short search-style queries want the dense channel (dureader:
+      best near 0.85), long questions that share many terms with their passage want the keyword
+      channel (cmrc: best near 0.45), and no fixed weight serves both. So the base weight falls
+      linearly from KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT (0.85) at KNOWLEDGE_HYBRID_SHORT_UNITS (10)
+      query units to ..._LONG (0.35) at ..._LONG_UNITS (16).
+    - A query with Traditional-only characters: KNOWLEDGE_HYBRID_DENSE_WEIGHT_TRADITIONAL (0.35)
+      at any length. e5-small is weak on Traditional Chinese (dense 0.82 on drcd against 0.97 on
+      cmrc, the same task in Simplified), and at every length drcd is best near 0.35; folding the
+      text to Simplified before embedding made the dense channel worse (0.81), so the weight moves.
+    - A query without CJK characters (English and other Western languages):
+      KNOWLEDGE_HYBRID_DENSE_WEIGHT_WESTERN (0.6) at any length (scifact: best at 0.6, and the
+      length schedule, calibrated on Chinese characters, does not transfer).
+
+    Then the weight moves towards the channel whose best hit stands out more: minus
+    KNOWLEDGE_HYBRID_MARGIN_SLOPE (0.6) times the difference of the channels' top-1 margins.
     """
     items = list(candidates)
-    short_units = _setting("KNOWLEDGE_HYBRID_SHORT_UNITS", 10)
-    long_units = _setting("KNOWLEDGE_HYBRID_LONG_UNITS", 16)
-    short_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT", 0.85)
-    long_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_LONG", 0.35)
+    if is_traditional(query):
+        base = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_TRADITIONAL", 0.35)
+    elif not has_cjk(query):
+        base = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_WESTERN", 0.6)
+    else:
+        short_units = _setting("KNOWLEDGE_HYBRID_SHORT_UNITS", 10)
+        long_units = _setting("KNOWLEDGE_HYBRID_LONG_UNITS", 16)
+        short_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT", 0.85)
+        long_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_LONG", 0.35)
+        progress = min(1.0, max(0.0, (query_units(query) - short_units) / max(1, long_units - short_units)))
+        base = short_weight - (short_weight - long_weight) * progress
     slope = _setting("KNOWLEDGE_HYBRID_MARGIN_SLOPE", 0.6)
-    progress = min(1.0, max(0.0, (query_units(query) - short_units) / max(1, long_units - short_units)))
-    base = short_weight - (short_weight - long_weight) * progress
     keyword = _margin([c.keyword_score for c in items if c.keyword_rank is not None])
     dense = _margin([c.vector_score for c in items if c.vector_rank is not None], reference_rank=20)
     return min(0.9, max(0.3, base - slope * (keyword - dense)))

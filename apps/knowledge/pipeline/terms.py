@@ -82,3 +82,7 @@ def word_terms(normal: str) -> list[str]:
 
 def is_cjk_term(term: str) -> bool:
     return bool(_CJK_CHAR.match(term))
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK_CHAR.search(text))

@@ -190,8 +190,10 @@ class Command(BaseCommand):
             raise CommandError(f"knowledge base {kb.pk} holds none of {folder.name}'s passages")
         children = Chunk.objects.filter(generation__knowledge_base=kb, generation__status="active",
                                         kind=Chunk.Kind.CHILD)
-        self._measure(kb, folder, corpus, queries, qrels, {**o, "scale": children.filter(
-            document__filename=DISTRACTOR_FILE).count()}, ingest_s=0.0, ingest_info={"chunks": children.count()})
+        distractors = children.filter(document__filename=DISTRACTOR_FILE).count()
+        # "chunks" counts the dataset's own chunks, as a loading run reports them.
+        self._measure(kb, folder, corpus, queries, qrels, {**o, "scale": distractors}, ingest_s=0.0,
+                      ingest_info={"chunks": children.count() - distractors})
 
     def _measure(self, kb, folder, corpus, queries, qrels, o, *, ingest_s: float, ingest_info: dict) -> None:
         doc_of = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"))
