@@ -8,7 +8,8 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
   an exact scan costs about 5 µs a row here) or under 2 % of the model's index is searched
   exactly, and a larger one through HNSW with ef_search raised by the filter's selectivity,
   falling back to an exact scan if the index still returns too few rows.
-* keyword — BM25 (k1=0.9, b=0.4) over CJK unigrams+bigrams and words (pipeline.terms). Phase 1
+* keyword — BM25 (k1=0.9, b=0.4) over CJK unigrams+bigrams and stemmed words, Traditional
+  Chinese folded onto Simplified (pipeline.terms). Phase 1
   takes the query's rarest terms (df/N <= KEYWORD_RARE_FRACTION, within a posting budget) and
   reads their posting lists from the GIN index, each intersected with the generations' lexemes,
   summing idf; phase 2 scores the best KEYWORD_PHASE1_LIMIT of those exactly with every query
@@ -17,8 +18,9 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
 
 Fusion (hybrid): both candidate lists are completed — keyword-only candidates get their cosine,
 vector-only candidates their BM25 — then combined convexly: w × min-max-normalised cosine +
-(1 − w) × BM25 / best BM25, with the dense weight w set per query from its length and the
-channels' top-1 margins (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
+(1 − w) × BM25 / best BM25, with the dense weight w set per query from its script (Simplified
+or Traditional Chinese, or none), its length and the channels' top-1 margins
+(adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
 or above the better channel where RRF(k=60) lost to it; RRF stays available as `fusion="rrf"`.
 
 KBs with different embedding models are searched separately (each with its own query vector) and
