@@ -43,3 +43,43 @@ def test_embedded_servers_are_reused_not_started_twice(settings):
     assert settings.DATABASES["default"]["HOST"] == str(embedded.PG_DIR)
     assert url == f"postgres://postgres@/postgres?host={embedded.PG_DIR}"
     assert redis_url == settings.REDIS_URL
+
+
+@pytest.mark.django_db
+def test_every_connection_runs_without_parallel_plans_or_jit():
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('max_parallel_workers_per_gather'), current_setting('jit')")
+        assert cursor.fetchone() == ("0", "off")
+
+
+def test_session_options_can_be_replaced_from_the_environment():
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
+                               "print(settings.DATABASES['default']['OPTIONS']['options'])"],
+        cwd=ROOT, env={**os.environ, "DJANGO_SETTINGS_MODULE": "bailinghub.settings", "DEBUG": "true",
+                       "DATABASE_SESSION_OPTIONS": "-c work_mem=64MB"},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "-c work_mem=64MB"
+
+
+def test_a_fresh_embedded_postgres_is_tuned_and_keeps_its_settings_across_restarts(tmp_path):
+    """First start writes PG_SETTINGS (ALTER SYSTEM); shared_buffers needs a restart, so the second
+    start runs with all of them. A separate server under tmp_path: the suite's own is untouched."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env["BAILING_VAR_DIR"] = str(tmp_path)
+    show = ("import os, psycopg; c = psycopg.connect(os.environ['DATABASE_URL']); "
+            "print(','.join(c.execute(f'SHOW {n}').fetchone()[0] for n in "
+            "('shared_buffers', 'random_page_cost', 'maintenance_work_mem', 'effective_cache_size')))")
+    runs = []
+    for _ in range(2):
+        result = subprocess.run(
+            [sys.executable, "-m", "bailinghub.embedded", "exec", "--", sys.executable, "-c", show],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        runs.append(result.stdout.strip())
+    assert runs == ["128MB,1.1,512MB,8GB", "1GB,1.1,512MB,8GB"]
