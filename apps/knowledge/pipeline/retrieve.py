@@ -503,32 +503,40 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
             rollup: bool) -> list[Hit]:
     if not ranked:
         return []
-    ids = [c.chunk_id for c in ranked]
+    # Group on the light columns of every candidate, then read text and metadata only for the
+    # members of the groups that are shown.
+    placed = {
+        chunk_id: (parent_id, document_id)
+        for chunk_id, parent_id, document_id in Chunk.objects.filter(
+            id__in=[c.chunk_id for c in ranked], document__status=Document.Status.COMPLETED
+        ).values_list("id", "parent_id", "document_id")
+    }
+    chosen: dict[Any, list[Candidate]] = {}
+    documents: list[Any] = []
+    for candidate in ranked:
+        if candidate.chunk_id not in placed:
+            continue
+        parent_id, document_id = placed[candidate.chunk_id]
+        key = (parent_id or candidate.chunk_id) if rollup else candidate.chunk_id
+        if key not in chosen:
+            if len(chosen) >= top_k:
+                continue
+            if max_docs is not None and document_id not in documents and len(documents) >= max_docs:
+                continue
+            chosen[key] = []
+            if document_id not in documents:
+                documents.append(document_id)
+        chosen[key].append(candidate)
     children = {
         row["id"]: row
-        for row in Chunk.objects.filter(
-            id__in=ids, document__status=Document.Status.COMPLETED
-        ).values(
+        for row in Chunk.objects.filter(id__in=[c.chunk_id for members in chosen.values() for c in members]).values(
             "id", "document_id", "document__knowledge_base_id", "document__filename", "index", "text",
             "chapter_path", "metadata", "parent_id",
         )
     }
-    groups: dict[Any, list[tuple[Candidate, dict]]] = {}
-    documents: list[Any] = []
-    for candidate in ranked:
-        child = children.get(candidate.chunk_id)
-        if child is None:
-            continue
-        key = (child["parent_id"] or child["id"]) if rollup else child["id"]
-        if key not in groups:
-            if len(groups) >= top_k:
-                continue
-            if max_docs is not None and child["document_id"] not in documents and len(documents) >= max_docs:
-                continue
-            groups[key] = []
-            if child["document_id"] not in documents:
-                documents.append(child["document_id"])
-        groups[key].append((candidate, child))
+    # (A chunk deleted between the two reads drops out.)
+    groups = {key: pairs for key, members in chosen.items()
+              if (pairs := [(c, children[c.chunk_id]) for c in members if c.chunk_id in children])}
     parent_ids = [members[0][1]["parent_id"] for members in groups.values() if members[0][1]["parent_id"]]
     parents = dict(Chunk.objects.filter(id__in=parent_ids).values_list("id", "text")) if rollup else {}
     hits = []
