@@ -6,7 +6,8 @@ from django.db import connection
 from apps.knowledge import ingest, selectors, services
 from apps.knowledge.models import Chunk, EmbeddingModel, KeywordTermStat
 from apps.knowledge.pipeline import index
-from apps.knowledge.pipeline.retrieve import SearchOptions, search, utf8_window
+from apps.knowledge.pipeline.embedders import embedder_for
+from apps.knowledge.pipeline.retrieve import SearchOptions, search, utf8_window, vector_candidates
 from apps.knowledge.pipeline.terms import keyword_terms
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
@@ -155,6 +156,31 @@ def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
     assert len(result.hits) == 10
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in exact.hits]
     assert {h.knowledge_base_id for h in result.hits} == {small.pk}
+
+
+def test_a_starved_index_scan_of_a_scannable_kb_is_completed_to_the_candidate_limit(settings):
+    """Even when the caller shows fewer hits than the channel's candidate limit, a KB small enough
+    to scan exactly gets all its candidates (fusion ranks them), not what filtered HNSW left."""
+    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 0
+    settings.KNOWLEDGE_VECTOR_HNSW_MIN_FRACTION = 0
+    settings.KNOWLEDGE_VECTOR_EF_SEARCH_MIN = settings.KNOWLEDGE_VECTOR_EF_SEARCH_MAX = 24  # 2 × limit
+    model, small = _small_kb_beside_a_big_one()
+    generation = selectors.generation_active(kb=small)
+    vector = embedder_for(model).embed_query("大库段落 7 关于订单 7 的说明")  # the big KB's words
+
+    def candidates():
+        return vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=12,
+                                 filtered_rows=12, need=0)  # only the candidate limit asks
+
+    settings.KNOWLEDGE_VECTOR_EXACT_FALLBACK_MAX = 0
+    starved = candidates()
+    settings.KNOWLEDGE_VECTOR_EXACT_FALLBACK_MAX = 20_000
+    completed = candidates()
+    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 10**9
+    exact = candidates()
+    assert len(starved) < 12  # the premise, on this server
+    assert [row[0] for row in completed] == [row[0] for row in exact]
+    assert len(exact) == 12
 
 
 def test_hnsw_alone_would_starve_the_small_kb(settings):

@@ -291,16 +291,22 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             cursor.execute(_vector_sql(dim, exact=True), params)
             return cursor.fetchall()
         # At least 200: the recall floor measured at 100k (ef 100 lost most true neighbours there).
-        ef_search = min(1000, max(200, 2 * limit, math.ceil(limit * 2 * total / max(filtered_rows, 1))))
+        ef_search = min(_setting("KNOWLEDGE_VECTOR_EF_SEARCH_MAX", 1000),
+                        max(_setting("KNOWLEDGE_VECTOR_EF_SEARCH_MIN", 200), 2 * limit,
+                            math.ceil(limit * 2 * total / max(filtered_rows, 1))))
         with transaction.atomic():
             cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
             # Having chosen the index, make the planner walk it rather than sort the filtered rows.
             cursor.execute("SET LOCAL enable_sort = off")
             cursor.execute(_vector_sql(dim, exact=False), params)
             rows = cursor.fetchall()
-        # The index may still return fewer rows than asked (dead tuples, the filter); only a
-        # shortfall below what the caller will show is worth an exact scan.
-        if len(rows) < min(need or limit, filtered_rows):
+        # The index may still return fewer rows than asked (the filter, dead tuples). A shortfall
+        # below what the caller will show always gets an exact scan; one below the candidate
+        # limit too, while the filtered set is small enough to scan (20,000 rows, ~100 ms).
+        fallback_max = _setting("KNOWLEDGE_VECTOR_EXACT_FALLBACK_MAX", 20_000)
+        shown = limit if need is None else need
+        wanted = min(limit if filtered_rows <= fallback_max else shown, filtered_rows)
+        if len(rows) < wanted:
             cursor.execute(_vector_sql(dim, exact=True), params)
             rows = cursor.fetchall()
         return rows
