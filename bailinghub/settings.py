@@ -228,6 +228,9 @@ KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
 KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = env.int("KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS", default=120)
 KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS = env.int("KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS", default=5000)
 KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS = env.int("KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS", default=60)
+# Hybrid search outside a transaction runs its vector channel on a second connection, beside the
+# keyword channel (apps.knowledge.pipeline.parallel): one more connection per process.
+KNOWLEDGE_SEARCH_PARALLEL = env.bool("KNOWLEDGE_SEARCH_PARALLEL", default=True)
 CELERY_BEAT_SCHEDULE = {
     **globals().get("CELERY_BEAT_SCHEDULE", {}),
     "knowledge-watchdog": {"task": "knowledge.watchdog", "schedule": float(KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)},

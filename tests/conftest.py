@@ -32,3 +32,14 @@ def celery_worker_session(django_db_setup, django_db_blocker):
                                                    queues=[celery_app.conf.task_default_queue],
                                                    shutdown_timeout=30) as worker:
         yield worker
+
+
+@pytest.fixture(scope="session", autouse=True)
+def search_worker_closed_before_teardown(django_db_setup):
+    """Hybrid searches outside a transaction run their vector channel on a worker thread with its
+    own connection (apps.knowledge.pipeline.parallel); close it before the test database is
+    dropped, which an open connection would block."""
+    yield
+    from apps.knowledge.pipeline import parallel
+
+    parallel.shutdown()

@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import transaction
 
+from apps.knowledge import ingest, services
 from apps.knowledge.models import Document
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -85,3 +87,15 @@ class EmbeddingsEndpoint:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+def ingest_texts(kb, files: dict[str, str]) -> dict[str, Document]:
+    """Upload and ingest in-process. In one transaction, so that in a `transaction=True` test the
+    upload's task reaches the broker (and any test worker of this session) only once the
+    documents are completed: the worker then skips them instead of racing this process."""
+    with transaction.atomic():
+        documents = services.document_upload(kb=kb, files=[upload(name, text.encode())
+                                                           for name, text in files.items()])
+        for document in documents:
+            assert ingest.document_ingest(document_id=document.pk) == "completed"
+    return {document.filename: Document.objects.get(pk=document.pk) for document in documents}

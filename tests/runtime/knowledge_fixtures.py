@@ -11,9 +11,10 @@ from apps.runtime import knowledge
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
 from tests.projects.factories import ProjectFactory
 from tests.routes.factories import RouteFactory
-from tests.runtime.knowledge_helpers import DELIVERY, REFUND, T0, WARRANTY, ingest_texts
+from tests.runtime.knowledge_helpers import DELIVERY, REFUND, T0, WARRANTY
 
 
 @pytest.fixture

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
-
-from apps.knowledge import ingest, services
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KeywordTermStat
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.runtime import knowledge
 from tests.agent_auth.helpers import bearer
-from tests.knowledge.helpers import upload
+from tests.knowledge.helpers import ingest_texts as ingest_texts  # re-exported for the agent knowledge tests
 from tests.ledger.helpers import post_json
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -22,18 +19,6 @@ REFUND = ("退款政策：自签收之日起七天内可以无理由退货，商
           "超过七天的退货申请需要店长审批，并说明原因。退款会在三个工作日内原路退回。")
 DELIVERY = "配送说明：同城订单当天送达，外地订单三到五天送达，偏远地区可能延迟。"
 WARRANTY = "保修条款：电器类商品保修一年，人为损坏不在保修范围内，保修需出示发票。"
-
-
-def ingest_texts(kb, files: dict[str, str]) -> dict[str, Document]:
-    """Upload and ingest in-process. In one transaction, so that in a `transaction=True` test the
-    upload's task reaches the broker (and any test worker of this session) only once the
-    documents are completed: the worker then skips them instead of racing this process."""
-    with transaction.atomic():
-        documents = services.document_upload(kb=kb, files=[upload(name, text.encode())
-                                                           for name, text in files.items()])
-        for document in documents:
-            assert ingest.document_ingest(document_id=document.pk) == "completed"
-    return {document.filename: Document.objects.get(pk=document.pk) for document in documents}
 
 
 def document_body(document: Document) -> str:

@@ -23,6 +23,9 @@ or Traditional Chinese, or none), its length and the channels' top-1 margins
 (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
 or above the better channel where RRF(k=60) lost to it; RRF stays available as `fusion="rrf"`.
 
+In hybrid mode outside a transaction, the vector channel runs on a second connection while this
+thread runs the keyword channel (pipeline.parallel); inside one, they run one after the other.
+
 KBs with different embedding models are searched separately (each with its own query vector) and
 their rankings merged by rank, never by raw scores across models. Child hits then roll up to
 their parent sections: hits of one parent merge, and a result's content is the parent text cut to
@@ -43,6 +46,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
+from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.han import is_traditional
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
@@ -409,6 +413,12 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) 
     return sorted(items, key=lambda c: (-c.score, str(c.chunk_id)))
 
 
+def _timed(fn, **kwargs) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = fn(**kwargs)
+    return result, (time.perf_counter() - started) * 1000
+
+
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
                      timings: dict[str, float]) -> list[Candidate]:
     """One embedding-model group: channel candidates, completed and fused, best first."""
@@ -416,25 +426,35 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     limit = options.candidate_k or _setting("KNOWLEDGE_SEARCH_CANDIDATES", 50)
     candidates: dict[Any, Candidate] = {}
     scorer = None
-    started = time.perf_counter()
-    if options.mode in ("keyword", "hybrid"):
-        keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit)
-        for rank, (cid, score, terms) in enumerate(keyword, start=1):
-            candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms)
-    timings["keyword_ms"] = timings.get("keyword_ms", 0.0) + (time.perf_counter() - started) * 1000
     query_vector = None
+    vector: list[tuple[Any, float]] = []
+    beside = None
     if options.mode in ("vector", "hybrid"):
         started = time.perf_counter()
         query_vector = embedder_for(model).embed_query(query)
         timings["query_embedding_ms"] = timings.get("query_embedding_ms", 0.0) + (time.perf_counter() - started) * 1000
-        started = time.perf_counter()
+        if options.mode == "hybrid":
+            scorer = keyword_scorer(generation_ids=generation_ids, query=query)
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
-        vector = vector_candidates(model=model, generation_ids=generation_ids, query_vector=query_vector,
-                                   limit=limit, filtered_rows=filtered, need=options.top_k)
-        for rank, (cid, score) in enumerate(vector, start=1):
-            candidate = candidates.setdefault(cid, Candidate(chunk_id=cid))
-            candidate.vector_rank, candidate.vector_score = rank, float(score)
-        timings["vector_ms"] = timings.get("vector_ms", 0.0) + (time.perf_counter() - started) * 1000
+        channel_args = dict(model=model, generation_ids=generation_ids, query_vector=query_vector, limit=limit,
+                            filtered_rows=filtered, need=options.top_k)
+        # Hybrid: the vector channel runs on a second connection while this thread does keywords.
+        beside = parallel.run_beside(_timed, vector_candidates, **channel_args) if options.mode == "hybrid" else None
+        if beside is None and options.mode == "vector":
+            vector, vector_ms = _timed(vector_candidates, **channel_args)
+            timings["vector_ms"] = timings.get("vector_ms", 0.0) + vector_ms
+    if options.mode in ("keyword", "hybrid"):
+        started = time.perf_counter()
+        keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit, scorer=scorer)
+        for rank, (cid, score, terms) in enumerate(keyword, start=1):
+            candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms)
+        timings["keyword_ms"] = timings.get("keyword_ms", 0.0) + (time.perf_counter() - started) * 1000
+    if options.mode == "hybrid":
+        vector, vector_ms = beside.result() if beside is not None else _timed(vector_candidates, **channel_args)
+        timings["vector_ms"] = timings.get("vector_ms", 0.0) + vector_ms
+    for rank, (cid, score) in enumerate(vector, start=1):
+        candidate = candidates.setdefault(cid, Candidate(chunk_id=cid))
+        candidate.vector_rank, candidate.vector_score = rank, float(score)
     if options.mode == "vector":
         for c in candidates.values():
             c.score = c.vector_score or 0.0

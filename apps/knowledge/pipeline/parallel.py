@@ -1,0 +1,81 @@
+"""Running one search channel beside the other, on a second database connection.
+
+A hybrid search waits on two independent reads (the keyword channel: SQL and Python scoring; the
+vector channel: an HNSW or exact scan inside PostgreSQL). One worker thread per process runs the
+vector channel while the calling thread runs the keyword channel; the thread keeps its own Django
+connection open between searches (Django connections are per thread).
+
+Only when the caller is not inside a transaction: another connection cannot see the caller's
+uncommitted writes, so inside `atomic` (a turn's transaction, a test's) the channels run one after
+the other, exactly as before. The results are the same either way; only the wall time differs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+_lock = threading.Lock()
+# One job at a time: a search that finds the worker busy (concurrent requests in this process)
+# runs its channels itself rather than queue behind another search.
+_free = threading.Semaphore(1)
+_executor: ThreadPoolExecutor | None = None
+_executor_pid: int | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's executor (a fork — Celery prefork, gunicorn — gets its own)."""
+    global _executor, _executor_pid
+    with _lock:
+        if _executor is None or _executor_pid != os.getpid():
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bailinghub-search")
+            _executor_pid = os.getpid()
+        return _executor
+
+
+def _on_own_connection(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    try:
+        connection.close_if_unusable_or_obsolete()
+        return fn(*args, **kwargs)
+    except Exception:
+        connection.close()  # never leave a broken connection for the next search
+        raise
+    finally:
+        _free.release()
+
+
+def enabled() -> bool:
+    return bool(getattr(settings, "KNOWLEDGE_SEARCH_PARALLEL", True)) and not connection.in_atomic_block
+
+
+def run_beside(fn: Callable, *args: Any, **kwargs: Any) -> Future | None:
+    """Start `fn` on the worker thread and return its future, or None when the caller must run it
+    itself (inside a transaction, disabled, or the worker busy with another search)."""
+    if not enabled() or not _free.acquire(blocking=False):
+        return None
+    try:
+        return _pool().submit(_on_own_connection, fn, args, kwargs)
+    except BaseException:
+        _free.release()
+        raise
+
+
+def _close_own_connection() -> None:
+    connection.close()  # looked up on the worker thread: its own connection
+
+
+def shutdown() -> None:
+    """Close the worker's connection and stop the worker (tests call this before the test
+    database is dropped: an open connection would block DROP DATABASE)."""
+    global _executor
+    with _lock:
+        executor, _executor = _executor, None
+    if executor is not None and _executor_pid == os.getpid():
+        executor.submit(_close_own_connection).result()
+        executor.shutdown(wait=True)

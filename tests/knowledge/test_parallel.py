@@ -1,0 +1,79 @@
+"""The vector channel beside the keyword channel, on a second connection (outside transactions)."""
+
+import pytest
+from django.db import connection, transaction
+
+from apps.knowledge import services
+from apps.knowledge.models import KnowledgeBase
+from apps.knowledge.pipeline import parallel
+from apps.knowledge.pipeline.retrieve import SearchOptions, search
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TEXTS = {f"doc{i}.txt": f"退款政策第{i}条：商品签收后{i}天内可申请退款，refund window {i} days." for i in range(20)}
+
+
+@pytest.fixture
+def kb():
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, TEXTS)
+    yield kb
+    services.knowledge_base_delete(kb=KnowledgeBase.objects.get(pk=kb.pk))
+
+
+def _backend_pid():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_outside_a_transaction_the_worker_runs_on_its_own_connection():
+    assert parallel.enabled()
+    future = parallel.run_beside(_backend_pid)
+    assert future is not None
+    assert future.result(timeout=30) != _backend_pid()
+
+
+def test_inside_a_transaction_nothing_runs_beside():
+    with transaction.atomic():
+        assert not parallel.enabled()
+        assert parallel.run_beside(_backend_pid) is None
+
+
+def test_parallel_and_sequential_hybrid_searches_agree(kb, settings):
+    options = SearchOptions(mode="hybrid", top_k=10, explain=True)
+    settings.KNOWLEDGE_SEARCH_PARALLEL = True
+    beside = search(kbs=[kb], query="签收后7天内退款 refund", options=options)
+    settings.KNOWLEDGE_SEARCH_PARALLEL = False
+    sequential = search(kbs=[kb], query="签收后7天内退款 refund", options=options)
+    assert len(beside.hits) == 10
+    assert [(h.chunk_id, h.score, h.explain) for h in beside.hits] == [
+        (h.chunk_id, h.score, h.explain) for h in sequential.hits]
+    assert "vector_ms" in beside.timings_ms and "keyword_ms" in beside.timings_ms
+
+
+def test_an_error_in_the_worker_reaches_the_caller_and_the_next_search_still_works(kb):
+    def fail():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1/0")
+
+    with pytest.raises(Exception, match="division by zero"):
+        parallel.run_beside(fail).result(timeout=30)
+    result = search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3))
+    assert len(result.hits) == 3
+
+
+def test_a_busy_worker_is_not_queued_behind():
+    import threading
+
+    release = threading.Event()
+    first = parallel.run_beside(release.wait, 30)
+    try:
+        assert first is not None
+        assert parallel.run_beside(_backend_pid) is None  # busy: the caller runs its channel itself
+    finally:
+        release.set()
+    assert first.result(timeout=30) is True
+    assert parallel.run_beside(_backend_pid).result(timeout=30) != _backend_pid()
