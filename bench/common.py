@@ -40,3 +40,15 @@ def scratch_database(name: str):
 def peak_rss_mib() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentiles(values: list[float]) -> dict:
+    """{n, p50, p95, p99} of timings in ms, rounded to 0.1."""
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}

@@ -36,18 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import django_setup, scratch_database
-
-
-def percentiles(values: list[float]) -> dict:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
-
-    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
+from common import django_setup, percentiles, scratch_database
 
 
 def main() -> None:

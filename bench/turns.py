@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, django_setup
+from common import ROOT, django_setup, percentiles
 
 CORPORA = Path(os.environ.get("BENCH_CORPORA", ROOT.parent / "shared" / "bench" / "corpora"))
 CORPUS_DIRS = [CORPORA / "md-zh-laws-core", CORPORA / "md-zh-vuedocs"]
@@ -237,17 +237,6 @@ def drive(*, base: str, token: str, route: str, clients: int, turns: int, querie
         "failures": failures[:5],
         "failure_count": len(failures),
     }
-
-
-def percentiles(values: list[float]) -> dict:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
-
-    return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
 
 
 def main() -> None:
