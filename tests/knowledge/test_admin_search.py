@@ -8,11 +8,10 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from apps.knowledge import ingest, services
 from apps.knowledge.playground import highlight
 from apps.projects.models import Membership
 from tests.knowledge.factories import KnowledgeBaseFactory
-from tests.knowledge.helpers import upload
+from tests.knowledge.helpers import ingest_texts
 from tests.projects.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -23,13 +22,6 @@ POLICY = (
     "### 七天无理由\n\n自签收之日起七天内，商品完好可申请无理由退款。\n\n"
     "## 换货\n\n换货不收取费用。"
 )
-
-
-def _ingest_texts(kb, files: dict[str, str]):
-    documents = services.document_upload(kb=kb, files=[upload(name, text.encode()) for name, text in files.items()])
-    for document in documents:
-        assert ingest.document_ingest(document_id=document.pk) == "completed"
-    return {d.filename: d for d in documents}
 
 
 @pytest.fixture
@@ -47,7 +39,7 @@ def browser(viewer) -> Client:
 @pytest.fixture
 def policy_kb(viewer):
     kb = KnowledgeBaseFactory(project=viewer.project)
-    _ingest_texts(kb, {"policy.md": POLICY})
+    ingest_texts(kb, {"policy.md": POLICY})
     return kb
 
 
@@ -102,7 +94,7 @@ def test_a_search_shows_each_channels_explanation_and_the_timings(browser, polic
 
 def test_html_in_a_document_is_shown_escaped_with_marks_only_around_terms(browser, viewer):
     kb = KnowledgeBaseFactory(project=viewer.project)
-    _ingest_texts(kb, {"page.txt": "Click <script>alert(1)</script> to get a refund & more."})
+    ingest_texts(kb, {"page.txt": "Click <script>alert(1)</script> to get a refund & more."})
     page = browser.get(_url(kb), {"query": "alert amp", "mode": "keyword"}).content.decode()
     assert _hit_count(page) == 1
     assert ('<div class="pg-content">Click &lt;script&gt;<mark>alert</mark>(1)&lt;/script&gt; '
@@ -187,7 +179,7 @@ def test_the_kb_page_links_to_the_playground_for_a_viewer(browser, policy_kb):
 
 def test_the_page_runs_the_same_queries_for_one_hit_as_for_five(browser, viewer):
     kb = KnowledgeBaseFactory(project=viewer.project)
-    _ingest_texts(kb, {f"policy-{n}.md": POLICY for n in range(2)})
+    ingest_texts(kb, {f"policy-{n}.md": POLICY for n in range(2)})
     browser.get(_url(kb), {"query": "退款", "top_k": "5"})  # warm caches (content types, embedder)
     with CaptureQueriesContext(connection) as one:
         first = browser.get(_url(kb), {"query": "退款", "top_k": "1"}).content.decode()

@@ -3,23 +3,16 @@
 import pytest
 from django.db import connection
 
-from apps.knowledge import ingest, selectors, services
+from apps.knowledge import selectors, services
 from apps.knowledge.models import Chunk, EmbeddingModel, KeywordTermStat
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.retrieve import SearchOptions, search, utf8_window, vector_candidates
 from apps.knowledge.pipeline.terms import keyword_terms
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
-from tests.knowledge.helpers import upload
+from tests.knowledge.helpers import ingest_texts
 
 pytestmark = pytest.mark.django_db
-
-
-def _ingest_texts(kb, files: dict[str, str]):
-    documents = services.document_upload(kb=kb, files=[upload(name, text.encode()) for name, text in files.items()])
-    for document in documents:
-        assert ingest.document_ingest(document_id=document.pk) == "completed"
-    return {d.filename: d for d in documents}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +33,7 @@ CORPUS = {
 @pytest.fixture
 def semantic_kb(e5_model):
     kb = KnowledgeBaseFactory(embedding_model=e5_model)
-    docs = _ingest_texts(kb, CORPUS)
+    docs = ingest_texts(kb, CORPUS)
     return kb, docs
 
 
@@ -106,7 +99,7 @@ def test_hybrid_threshold_applies_to_the_fused_score(semantic_kb):
 
 def test_term_statistics_follow_indexing_and_deletion():
     kb = KnowledgeBaseFactory()
-    docs = _ingest_texts(kb, {"a.md": "# 甲\n\n退款政策说明。", "b.md": "# 乙\n\n退款流程。"})
+    docs = ingest_texts(kb, {"a.md": "# 甲\n\n退款政策说明。", "b.md": "# 乙\n\n退款流程。"})
     generation = selectors.generation_active(kb=kb)
 
     def df(term):
@@ -123,7 +116,7 @@ def test_term_statistics_follow_indexing_and_deletion():
 
 def test_the_generation_lexeme_scopes_the_keyword_index():
     kb = KnowledgeBaseFactory()
-    _ingest_texts(kb, {"a.md": "退款政策"})
+    ingest_texts(kb, {"a.md": "退款政策"})
     generation = selectors.generation_active(kb=kb)
     lexemes = Chunk.objects.filter(generation=generation, kind="child").values_list("search_vector", flat=True)
     assert all(index.generation_lexeme(generation.pk) in value for value in lexemes)
@@ -138,8 +131,8 @@ def _small_kb_beside_a_big_one():
     strategy = {"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0}
     big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=strategy)
     small = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=strategy)
-    _ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
-    _ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
+    ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
+    ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
     return model, small
 
 
@@ -204,7 +197,7 @@ def test_hits_of_one_parent_merge_into_one_result():
     kb = KnowledgeBaseFactory(chunk_strategy={"strategy": "auto", "min_chars": 0, "max_chars": 32,
                                               "overlap_chars": 0})
     section = "退款第一条规定的内容在这里。退款第二条规定的内容在这里。退款第三条规定的内容在这里。"
-    _ingest_texts(kb, {"p.md": f"# 退款\n\n{section}\n\n# 其他\n\n天气晴朗。"})
+    ingest_texts(kb, {"p.md": f"# 退款\n\n{section}\n\n# 其他\n\n天气晴朗。"})
     result = search(kbs=[kb], query="退款", options=SearchOptions(mode="keyword", top_k=5, explain=True))
     assert len(result.hits) == 1
     hit = result.hits[0]
@@ -217,7 +210,7 @@ def test_a_long_section_is_cut_around_the_hit_within_the_budget():
     filler = "无关内容。" * 400
     kb = KnowledgeBaseFactory(chunk_strategy={"strategy": "auto", "min_chars": 0, "max_chars": 64,
                                               "overlap_chars": 0})
-    _ingest_texts(kb, {"long.md": f"# 长章节\n\n{filler}碳化硅器件耐压很高。{filler}"})
+    ingest_texts(kb, {"long.md": f"# 长章节\n\n{filler}碳化硅器件耐压很高。{filler}"})
     result = search(kbs=[kb], query="碳化硅", options=SearchOptions(mode="keyword", top_k=1, budget_bytes=300))
     content = result.hits[0].content
     assert "碳化硅器件耐压很高。" in content
@@ -249,8 +242,8 @@ def test_several_kbs_with_different_models_merge_by_rank():
     other_model = EmbeddingModelFactory(dimension=48)
     kb_a = KnowledgeBaseFactory(embedding_model=small_model)
     kb_b = KnowledgeBaseFactory(embedding_model=other_model)
-    docs_a = _ingest_texts(kb_a, {"a.md": "退款政策：七天无理由退款。", "a2.md": "天气预报。"})
-    docs_b = _ingest_texts(kb_b, {"b.md": "退款流程：联系客服办理退款。", "b2.md": "猫咪喜欢睡觉。"})
+    docs_a = ingest_texts(kb_a, {"a.md": "退款政策：七天无理由退款。", "a2.md": "天气预报。"})
+    docs_b = ingest_texts(kb_b, {"b.md": "退款流程：联系客服办理退款。", "b2.md": "猫咪喜欢睡觉。"})
     result = search(kbs=[kb_a, kb_b], query="退款", options=SearchOptions(mode="hybrid", top_k=2))
     assert set(_doc_ids(result)) == {docs_a["a.md"].pk, docs_b["b.md"].pk}
 
@@ -260,7 +253,7 @@ def test_route_search_uses_the_route_settings():
     from tests.routes.factories import RouteFactory
 
     kb = KnowledgeBaseFactory()
-    docs = _ingest_texts(kb, {"a.md": "# 甲\n\n退款政策。", "b.md": "# 乙\n\n退款流程。", "c.md": "# 丙\n\n天气。"})
+    docs = ingest_texts(kb, {"a.md": "# 甲\n\n退款政策。", "b.md": "# 乙\n\n退款流程。", "c.md": "# 丙\n\n天气。"})
     route = RouteFactory(project=kb.project, knowledge_enabled=True, knowledge_top_k=5, knowledge_max_docs=1)
     RouteKnowledgeBinding.objects.create(route=route, knowledge_base=kb)
     hits = selectors.route_knowledge_search(route=route, query="退款")
