@@ -1,5 +1,5 @@
-"""manage.py bench_retrieval on a tiny dataset of its own (fixtures/bench-mini), with the
-in-process `hashing` embedder.
+"""manage.py bench_retrieval on tiny datasets of its own (written to a temporary folder by the
+tests), with the in-process `hashing` embedder.
 
 bench-mini: 8 invented passages (4 Chinese, 4 English) and 5 queries, each sharing rare
 characters or words with its one relevant passage only (one query in Traditional Chinese, one
@@ -15,6 +15,7 @@ never from ../shared.
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
 
@@ -28,8 +29,81 @@ from apps.projects.models import Project
 
 pytestmark = pytest.mark.django_db
 
-MINI = Path(__file__).resolve().parent / "fixtures" / "bench-mini"
-HAN_IDS = Path(__file__).resolve().parent / "fixtures" / "bench-mini-han-ids"
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset in the layout of ../shared/bench/datasets/*, invented for these tests and
+    written to a temporary folder (no benchmark data is kept in the repository)."""
+
+    name: str
+    corpus: tuple[dict, ...]
+    queries: tuple[dict, ...]
+    qrels: tuple[tuple[str, str, int], ...]
+
+    def write(self, parent: Path) -> Path:
+        folder = parent / self.name
+        folder.mkdir(parents=True, exist_ok=True)
+        for file, rows in (("corpus.jsonl", self.corpus), ("queries.jsonl", self.queries)):
+            (folder / file).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                                       encoding="utf-8")
+        (folder / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{r}\n" for q, d, r in self.qrels),
+                                          encoding="utf-8")
+        return folder
+
+
+MINI = Dataset(
+    name="bench-mini",
+    corpus=(
+        {"id": "mini-zh-frog", "title": "",
+         "text": "青蛙博物馆设在一座废弃的灯塔里，馆内收藏了三百多种蛙类标本，每逢周三免费开放。"},
+        {"id": "mini-zh-noodle", "title": "",
+         "text": "这家小面馆的招牌是酸笋牛腩粉，汤底用柚子皮熬煮六个小时，午市常常排起长队。"},
+        {"id": "mini-zh-books", "title": "社区图书角",
+         "text": "社区图书角每月举办一次旧书交换会，居民可以用两本旧书换一张借阅卡。"},
+        {"id": "mini-zh-stars", "title": "",
+         "text": "山顶观星台配有一台折射望远镜，晴朗的夜晚可以清楚看到土星光环。"},
+        {"id": "mini-en-ferry", "title": "",
+         "text": "The harbour ferry to Marrow Island leaves every forty minutes; "
+                 "bicycles ride free on weekday mornings."},
+        {"id": "mini-en-quilt", "title": "Quilting circle",
+         "text": "Our quilting circle meets in the old granary on Thursdays and lends sewing machines to beginners."},
+        {"id": "mini-en-plants", "title": "",
+         "text": "The glasshouse keeps a carnivorous pitcher plant collection, misted with rainwater twice a day."},
+        {"id": "mini-en-umbrella", "title": "",
+         "text": "Volunteers mend broken umbrellas at the Saturday repair café, using spare ribs from donated frames."},
+    ),
+    queries=(
+        {"id": "q-frog", "text": "青蛙标本在哪里展出"},
+        {"id": "q-noodle", "text": "酸笋牛腩粉的汤底是什么"},
+        {"id": "q-stars", "text": "觀星台的望遠鏡能看到土星嗎"},
+        {"id": "q-ferry", "text": "When does the ferry to Marrow Island leave?"},
+        {"id": "q-plants", "text": "pitcher plants misting in the glasshouse"},
+    ),
+    qrels=(
+        ("q-frog", "mini-zh-frog", 1),
+        ("q-noodle", "mini-zh-noodle", 1),
+        ("q-stars", "mini-zh-stars", 1),
+        ("q-ferry", "mini-en-ferry", 1),
+        ("q-plants", "mini-en-plants", 1),
+    ),
+)
+HAN_IDS = Dataset(
+    name="bench-mini-han-ids",
+    corpus=(
+        {"id": "甲", "title": "",
+         "text": "渡口的老钟楼每天正午敲响十二下，声音能传到对岸的茶园。"},
+        {"id": "乙", "title": "",
+         "text": "梯田边的稻草人戴着褪色的红头巾，替农户吓走麻雀。"},
+    ),
+    queries=(
+        {"id": "q-甲", "text": "钟楼正午敲几下"},
+        {"id": "q-乙", "text": "稻草人头巾"},
+    ),
+    qrels=(
+        ("q-甲", "甲", 1),
+        ("q-乙", "乙", 1),
+    ),
+)
 PASSAGES = 8
 QUERIES = 5
 METRIC_KEYS = {"ndcg@10", "recall@10", "mrr@10", "p50_ms", "p95_ms", "p99_ms"}
@@ -55,8 +129,10 @@ def corpora(tmp_path):
     return folder
 
 
-def _bench(tmp_path, *args, dataset=MINI, name="report.json"):
+def _bench(tmp_path, *args, dataset: Dataset | Path = MINI, name="report.json"):
     """Run the command with the hashing embedder; returns (JSON report, stdout)."""
+    if isinstance(dataset, Dataset):
+        dataset = dataset.write(tmp_path / "datasets")
     path = tmp_path / name
     out = StringIO()
     call_command("bench_retrieval", "--dataset", str(dataset), "--embedder", "hashing", "--json", str(path),
@@ -134,7 +210,7 @@ def test_a_dataset_without_qrels_is_refused_and_creates_nothing(tmp_path):
     folder = tmp_path / "no-qrels"
     folder.mkdir()
     for name in ("corpus.jsonl", "queries.jsonl"):
-        shutil.copy(MINI / name, folder / name)
+        shutil.copy(MINI.write(tmp_path / "datasets") / name, folder / name)
     counts = _counts()
     with pytest.raises(CommandError, match=f"^{re.escape(str(folder))} has no qrels.tsv$"):
         _bench(tmp_path, dataset=folder)
@@ -220,7 +296,7 @@ def test_a_dataset_with_no_relevant_qrels_is_refused_and_creates_nothing(tmp_pat
     folder = tmp_path / "no-relevant"
     folder.mkdir()
     for name in ("corpus.jsonl", "queries.jsonl"):
-        shutil.copy(MINI / name, folder / name)
+        shutil.copy(MINI.write(tmp_path / "datasets") / name, folder / name)
     # A header line, zero relevance, and a relevant pair for a query the dataset does not have.
     (folder / "qrels.tsv").write_text(
         "query-id\tcorpus-id\tscore\nq-frog\tmini-zh-frog\t0\nq-ferry\tmini-en-ferry\t0\n"
