@@ -45,9 +45,13 @@ def test_inside_a_transaction_nothing_runs_beside():
 def test_parallel_and_sequential_hybrid_searches_agree(kb, settings):
     options = SearchOptions(mode="hybrid", top_k=10, explain=True)
     settings.KNOWLEDGE_SEARCH_PARALLEL = True
+    parallel.shutdown()  # no worker yet: only a search that hands its vector channel over starts one
     beside = search(kbs=[kb], query="签收后7天内退款 refund", options=options)
+    assert parallel._executor is not None
+    parallel.shutdown()
     settings.KNOWLEDGE_SEARCH_PARALLEL = False
     sequential = search(kbs=[kb], query="签收后7天内退款 refund", options=options)
+    assert parallel._executor is None
     assert len(beside.hits) == 10
     assert [(h.chunk_id, h.score, h.explain) for h in beside.hits] == [
         (h.chunk_id, h.score, h.explain) for h in sequential.hits]

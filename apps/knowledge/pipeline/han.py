@@ -49,5 +49,4 @@ def fold(text: str) -> str:
 
 def is_traditional(text: str) -> bool:
     """Whether `text` has a character only Traditional Chinese uses."""
-    table = folding_table()
-    return any(ord(ch) in table for ch in text)
+    return fold(text) != text

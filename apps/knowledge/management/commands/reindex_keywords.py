@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.knowledge.models import IndexGeneration, KnowledgeBase
@@ -33,7 +34,7 @@ class Command(BaseCommand):
         if options["kb"]:
             try:
                 known = set(KnowledgeBase.objects.filter(pk__in=options["kb"]).values_list("pk", flat=True))
-            except Exception as exc:  # a malformed UUID
+            except (ValidationError, ValueError) as exc:  # a malformed UUID
                 raise CommandError(f"--kb takes knowledge base ids: {exc}") from exc
             unknown = sorted(set(options["kb"]) - {str(pk) for pk in known})
             if unknown:
