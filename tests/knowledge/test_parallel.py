@@ -81,3 +81,21 @@ def test_a_busy_worker_is_not_queued_behind():
         release.set()
     assert first.result(timeout=30) is True
     assert parallel.run_beside(_backend_pid).result(timeout=30) != _backend_pid()
+
+
+def test_the_worker_runs_under_the_callers_timeouts():
+    def limits():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('lock_timeout'), current_setting('statement_timeout')")
+            return cursor.fetchone()
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('lock_timeout', '1234ms', false), "
+                       "set_config('statement_timeout', '5s', false)")
+    try:
+        assert parallel.run_beside(limits).result(timeout=30) == ("1234ms", "5s")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+            cursor.execute("RESET statement_timeout")
+    assert parallel.run_beside(limits).result(timeout=30) == ("0", "0")

@@ -8,6 +8,7 @@ connection open between searches (Django connections are per thread).
 Only when the caller is not inside a transaction: another connection cannot see the caller's
 uncommitted writes, so inside `atomic` (a turn's transaction, a test's) the channels run one after
 the other, exactly as before. The results are the same either way; only the wall time differs.
+The worker runs under the caller's lock and statement timeouts.
 """
 
 from __future__ import annotations
@@ -39,9 +40,22 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-def _on_own_connection(fn: Callable, args: tuple, kwargs: dict) -> Any:
+# The caller's limits on waiting (apps.runtime.knowledge sets them around agent searches) hold
+# for the work done on its behalf too.
+_LIMITS = ("lock_timeout", "statement_timeout")
+
+
+def _caller_limits() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in _LIMITS))
+        return list(cursor.fetchone())
+
+
+def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str]) -> Any:
     try:
         connection.close_if_unusable_or_obsolete()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in _LIMITS), limits)
         return fn(*args, **kwargs)
     except Exception:
         connection.close()  # never leave a broken connection for the next search
@@ -60,7 +74,7 @@ def run_beside(fn: Callable, *args: Any, **kwargs: Any) -> Future | None:
     if not enabled() or not _free.acquire(blocking=False):
         return None
     try:
-        return _pool().submit(_on_own_connection, fn, args, kwargs)
+        return _pool().submit(_on_own_connection, fn, args, kwargs, _caller_limits())
     except BaseException:
         _free.release()
         raise
