@@ -7,7 +7,7 @@ EMBEDDED := $(PY) -m bailinghub.embedded exec --
 export DEBUG ?= true
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: run test install lint bench-ingest services-up services-down clean
+.PHONY: run test install browser lint bench-ingest services-up services-down clean
 
 install: $(STAMP)
 
@@ -19,7 +19,19 @@ $(STAMP): requirements.lock pyproject.toml
 run: install
 	$(EMBEDDED) $(PY) manage.py devserver
 
-test: install
+# Browser tests drive Debian's Chromium through Playwright (`playwright install` cannot download
+# browsers here): install the package when it is missing and we are root, else say what is needed.
+browser:
+	@command -v chromium >/dev/null 2>&1 || test -n "$$BAILING_CHROMIUM" || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "The browser tests need Debian's 'chromium' package (or BAILING_CHROMIUM=/path/to/chromium):"; \
+	    echo "  sudo apt-get install chromium"; exit 1; \
+	  fi; }
+
+test: install browser
 	$(VENV)/bin/ruff check .
 	$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
 
