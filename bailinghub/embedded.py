@@ -7,8 +7,15 @@ each server's own pid file tells whether it already runs.
     python -m bailinghub.embedded up            start both (if not running), print the URLs
     python -m bailinghub.embedded down          stop both
     python -m bailinghub.embedded exec -- CMD   start what is not running, run CMD with
-                                                DATABASE_URL/REDIS_URL set, then stop what
-                                                this invocation started (also on Ctrl-C)
+                                                DATABASE_URL/REDIS_URL set; when it ends (also
+                                                on Ctrl-C), stop the servers if it was their
+                                                last user
+
+The servers are shared by reference: every `exec` registers itself under ./var/users/ while its
+command runs, and only the last one to leave stops them — never while a `make run` or a test run
+started later still uses them. `up` pins them (they run until `down`). A pid file left behind by a
+killed server (SIGKILL, a reboot) is recognised — its pid is dead or belongs to another program —
+and removed before the server starts again.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ VAR_DIR = Path(os.environ.get("BAILING_VAR_DIR", BASE_DIR / "var")).resolve()
 PG_DIR = VAR_DIR / "pg"
 REDIS_DIR = VAR_DIR / "redis"
 LOCK_FILE = VAR_DIR / "embedded.lock"
+USERS_DIR = VAR_DIR / "users"
+PIN_FILE = VAR_DIR / "embedded.pinned"
 
 
 @contextlib.contextmanager
@@ -58,6 +67,17 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
+def _pid_runs(pid: int, program: str) -> bool:
+    """True if `pid` is alive and is `program` (a pid file may name a pid reused by another process)."""
+    if not _pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc to ask: trust the pid
+    return program.encode() in cmdline
+
+
 def _stop_pid(pid: int, sig: int, timeout: float = 30.0) -> None:
     try:
         os.kill(pid, sig)
@@ -77,7 +97,13 @@ def _stop_pid(pid: int, sig: int, timeout: float = 30.0) -> None:
 
 def _postgres_pid() -> int | None:
     pid = _read_pid(PG_DIR / "postmaster.pid")
-    return pid if pid and _pid_alive(pid) else None
+    return pid if pid and _pid_runs(pid, "postgres") else None
+
+
+def _postgres_clear_stale_pid() -> None:
+    pid_file = PG_DIR / "postmaster.pid"
+    if pid_file.exists() and _postgres_pid() is None:
+        pid_file.unlink(missing_ok=True)
 
 
 def _postgres_url_from_uri(uri: str) -> str:
@@ -95,6 +121,8 @@ def postgres_start() -> tuple[str, bool]:
 
     with _locked():
         already = _postgres_pid() is not None
+        if not already:
+            _postgres_clear_stale_pid()
         server = pgserver.get_server(PG_DIR, cleanup_mode=None)
         url = _postgres_url_from_uri(server.get_uri())
         if not already:
@@ -147,7 +175,7 @@ def _redis_socket() -> Path:
 
 def _redis_pid() -> int | None:
     pid = _read_pid(REDIS_DIR / "redis.pid")
-    return pid if pid and _pid_alive(pid) else None
+    return pid if pid and _pid_runs(pid, "redis-server") else None
 
 
 def redis_url() -> str:
@@ -173,6 +201,9 @@ def redis_start() -> tuple[str, bool]:
         if _redis_pid() is not None and _redis_socket().exists():
             return redis_url(), False
         REDIS_DIR.mkdir(parents=True, exist_ok=True)
+        if _redis_pid() is None:  # a killed server's pid file and socket would confuse the new one
+            (REDIS_DIR / "redis.pid").unlink(missing_ok=True)
+            _redis_socket().unlink(missing_ok=True)
         config = REDIS_DIR / "redis.conf"
         config.write_text(
             "\n".join(
@@ -209,36 +240,66 @@ def redis_stop() -> bool:
         return True
 
 
+def _user_register() -> Path:
+    USERS_DIR.mkdir(parents=True, exist_ok=True)
+    marker = USERS_DIR / str(os.getpid())
+    marker.touch()
+    return marker
+
+
+def _users_alive() -> list[int]:
+    """Pids of the `exec` invocations still running; markers of dead ones are removed."""
+    alive = []
+    for marker in USERS_DIR.glob("*") if USERS_DIR.exists() else ():
+        try:
+            pid = int(marker.name)
+        except ValueError:
+            continue
+        if _pid_alive(pid):
+            alive.append(pid)
+        else:
+            marker.unlink(missing_ok=True)
+    return alive
+
+
+def _release(marker: Path, *, stop_database: bool, stop_redis: bool) -> list[str]:
+    """Leave as a user; the last user of an unpinned server stops it. Returns what was stopped."""
+    with _locked():
+        marker.unlink(missing_ok=True)
+        if _users_alive() or PIN_FILE.exists():
+            return []
+    stopped = []
+    if stop_redis and redis_stop():
+        stopped.append("redis")
+    if stop_database and postgres_stop():
+        stopped.append("postgres")
+    return stopped
+
+
 def _exec(command: list[str]) -> int:
     env = dict(os.environ)
-    started: list[str] = []
-    if not env.get("DATABASE_URL"):
-        env["DATABASE_URL"], here = postgres_start()
-        if here:
-            started.append("postgres")
-    if not env.get("REDIS_URL"):
-        env["REDIS_URL"], here = redis_start()
-        if here:
-            started.append("redis")
-
-    # The child leads its own process group, so one Ctrl-C reaches it (and everything it spawned)
-    # exactly once, through us, and we stay alive to stop the servers afterwards.
-    child = subprocess.Popen(command, env=env, process_group=0)  # noqa: S603
-
-    def forward(signum, _frame):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signum)
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    marker = _user_register()
+    embedded_database = not env.get("DATABASE_URL")
+    embedded_redis = not env.get("REDIS_URL")
     try:
-        code = child.wait()
+        if embedded_database:
+            env["DATABASE_URL"] = postgres_start()[0]
+        if embedded_redis:
+            env["REDIS_URL"] = redis_start()[0]
+
+        # The child leads its own process group, so one Ctrl-C reaches it (and everything it spawned)
+        # exactly once, through us, and we stay alive to stop the servers afterwards.
+        child = subprocess.Popen(command, env=env, process_group=0)  # noqa: S603
+
+        def forward(signum, _frame):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signum)
+
+        signal.signal(signal.SIGINT, forward)
+        signal.signal(signal.SIGTERM, forward)
+        return child.wait()
     finally:
-        if "redis" in started:
-            redis_stop()
-        if "postgres" in started:
-            postgres_stop()
-    return code
+        _release(marker, stop_database=embedded_database, stop_redis=embedded_redis)
 
 
 def main(argv: list[str]) -> int:
@@ -247,10 +308,13 @@ def main(argv: list[str]) -> int:
         return 2
     action = argv[0]
     if action == "up":
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        PIN_FILE.touch()
         print("DATABASE_URL=" + postgres_start()[0])
         print("REDIS_URL=" + redis_start()[0])
         return 0
     if action == "down":
+        PIN_FILE.unlink(missing_ok=True)
         stopped = [name for name, stop in (("redis", redis_stop), ("postgres", postgres_stop)) if stop()]
         print("stopped: " + (", ".join(stopped) or "nothing was running"))
         return 0
