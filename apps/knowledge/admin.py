@@ -1,6 +1,6 @@
 """Operator screens for knowledge: KB pages with upload, documents and their progress, failures
-and retry, chunk preview, rebuild and its progress; embedding models; operator API tokens.
-Every write goes through apps.knowledge.services (or apps.projects.tokens).
+and retry, chunk preview, rebuild and its progress; embedding models.
+Every write goes through apps.knowledge.services.
 A KB's search playground (read-only, GET) runs selectors.knowledge_search with explain."""
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.knowledge.playground import PlaygroundSearchForm, playground_hits, playground_timings
 from apps.projects.admin import ProjectScopedAdminMixin
-from apps.projects.models import OperatorToken
-from apps.projects.tokens import operator_token_create, operator_token_revoke
 
 DOCUMENTS_ON_KB_PAGE = 200
 
@@ -420,63 +418,3 @@ class EmbeddingModelAdmin(admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         services.embedding_model_delete(model=obj)
-
-
-class OperatorTokenForm(forms.ModelForm):
-    scopes = forms.MultipleChoiceField(choices=OperatorToken.Scope.choices, widget=forms.CheckboxSelectMultiple)
-
-    class Meta:
-        model = OperatorToken
-        fields = ["name", "scopes", "expires_at"]
-
-
-@admin.register(OperatorToken)
-class OperatorTokenAdmin(admin.ModelAdmin):
-    """Operators manage their own builder API tokens; the token is shown once, at creation."""
-
-    form = OperatorTokenForm
-    list_display = ["name", "user", "prefix", "scope_list", "expires_at", "revoked_at", "last_used_at"]
-    actions = ["revoke_tokens"]
-
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request).select_related("user")
-        return queryset if request.user.is_superuser else queryset.filter(user=request.user)
-
-    def has_module_permission(self, request):
-        return request.user.is_active and request.user.is_staff
-
-    def has_view_permission(self, request, obj=None):
-        return self.has_module_permission(request) and (obj is None or obj.user_id == request.user.pk
-                                                         or request.user.is_superuser)
-
-    def has_add_permission(self, request):
-        return self.has_module_permission(request)
-
-    def has_change_permission(self, request, obj=None):
-        return obj is None and self.has_module_permission(request)  # tokens do not change; revoke them
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def get_readonly_fields(self, request, obj=None):
-        return ["name", "scopes", "expires_at", "prefix", "revoked_at", "last_used_at"] if obj else []
-
-    @admin.display(description="Scopes")
-    def scope_list(self, obj: OperatorToken) -> str:
-        return " ".join(obj.scopes)
-
-    def save_model(self, request, obj, form, change):
-        row, token = operator_token_create(user=request.user, name=form.cleaned_data["name"],
-                                           scopes=form.cleaned_data["scopes"],
-                                           expires_at=form.cleaned_data.get("expires_at"))
-        obj.pk, obj.user, obj.created_at, obj.updated_at = row.pk, row.user, row.created_at, row.updated_at
-        obj._state.adding = False
-        messages.warning(request, format_html(
-            "New builder API token “{}” — copy it now, it will not be shown again: <code>{}</code>", row.name, token))
-
-    @admin.action(description="Revoke the selected tokens")
-    def revoke_tokens(self, request, queryset):
-        for token in queryset:
-            operator_token_revoke(token=token)
-        self.message_user(request, "Revoked.", messages.SUCCESS)
-

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.utils.html import format_html
 
-from apps.projects.models import Membership, Project
+from apps.projects.models import Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
+from apps.projects.tokens import operator_token_create, operator_token_revoke
 
 
 class ProjectScopedAdminMixin:
@@ -96,3 +99,63 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return request.user.is_superuser or obj.memberships.filter(
             user=request.user, role=Membership.Role.OWNER
         ).exists()
+
+
+class OperatorTokenForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(choices=OperatorToken.Scope.choices, widget=forms.CheckboxSelectMultiple)
+
+    class Meta:
+        model = OperatorToken
+        fields = ["name", "scopes", "expires_at"]
+
+
+@admin.register(OperatorToken)
+class OperatorTokenAdmin(admin.ModelAdmin):
+    """Operators manage their own builder API tokens; the token is shown once, at creation."""
+
+    form = OperatorTokenForm
+    list_display = ["name", "user", "prefix", "scope_list", "expires_at", "revoked_at", "last_used_at"]
+    actions = ["revoke_tokens"]
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request).select_related("user")
+        return queryset if request.user.is_superuser else queryset.filter(user=request.user)
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request) and (obj is None or obj.user_id == request.user.pk
+                                                         or request.user.is_superuser)
+
+    def has_add_permission(self, request):
+        return self.has_module_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and self.has_module_permission(request)  # tokens do not change; revoke them
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["name", "scopes", "expires_at", "prefix", "revoked_at", "last_used_at"] if obj else []
+
+    @admin.display(description="Scopes")
+    def scope_list(self, obj: OperatorToken) -> str:
+        return " ".join(obj.scopes)
+
+    def save_model(self, request, obj, form, change):
+        row, token = operator_token_create(user=request.user, name=form.cleaned_data["name"],
+                                           scopes=form.cleaned_data["scopes"],
+                                           expires_at=form.cleaned_data.get("expires_at"))
+        obj.pk, obj.user, obj.created_at, obj.updated_at = row.pk, row.user, row.created_at, row.updated_at
+        obj._state.adding = False
+        messages.warning(request, format_html(
+            "New builder API token “{}” — copy it now, it will not be shown again: <code>{}</code>", row.name, token))
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke_tokens(self, request, queryset):
+        for token in queryset:
+            operator_token_revoke(token=token)
+        self.message_user(request, "Revoked.", messages.SUCCESS)
+
