@@ -34,6 +34,27 @@ def celery_worker_session(django_db_setup, django_db_blocker):
         yield worker
 
 
+@pytest.fixture(autouse=True)
+def background_tasks_finished(request):
+    """A test that runs the session's worker leaves no task running behind it: a task still writing
+    when the test's teardown truncates the tables deadlocks with it (or writes into the next test)."""
+    yield
+    if "celery_worker_session" not in request.fixturenames:
+        return
+    import time
+
+    from celery.worker import state
+
+    queue = celery_app.conf.task_default_queue
+    deadline = time.monotonic() + 120
+    with celery_app.connection_for_write() as connection:
+        client = connection.default_channel.client
+        while state.active_requests or state.reserved_requests or client.llen(queue):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"background tasks still running after the test: {len(state.active_requests)}")
+            time.sleep(0.05)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def search_worker_closed_before_teardown(django_db_setup):
     """Hybrid searches outside a transaction run their vector channel on a worker thread with its
