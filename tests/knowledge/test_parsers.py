@@ -1,4 +1,7 @@
+import io
+
 import pytest
+from pypdf import PdfReader
 
 from apps.knowledge.pipeline.parsers import (
     ConversionFailed,
@@ -8,6 +11,7 @@ from apps.knowledge.pipeline.parsers import (
     file_type_detect,
 )
 from apps.knowledge.pipeline.parsers.markdown import heading_clean, parse_text
+from tests.knowledge.pdfs import pdf_build
 
 
 def _parse(fixture_bytes, name):
@@ -170,3 +174,100 @@ def test_whitelisted_extensions_map_to_types(name, file_type):
 def test_undecodable_text_fails_conversion():
     with pytest.raises(ConversionFailed, match="neither UTF-8 nor GB18030"):
         document_check(file_type="txt", data=b"\x81\x30\xff\xfe\x80")
+
+
+def _pdf_sections(data: bytes) -> list[tuple[str | None, list[tuple[int, str]]]]:
+    parsed = document_parse(file_type="pdf", data=data)
+    return [(section.chapter_path, [(block.page, block.text) for block in section.blocks])
+            for section in parsed.sections]
+
+
+def test_pdf_text_is_nfkc_normalised_ligatures_and_kangxi_radicals():
+    data = pdf_build([[("⼈工智能的ﬁrst ofﬁce", 11), ("全角ＡＢＣ１２３", 11)]])
+    extracted = PdfReader(io.BytesIO(data)).pages[0].extract_text()
+    assert "\u2f08" in extracted and "\ufb01" in extracted  # what pypdf gives before normalising
+    assert _pdf_sections(data) == [(None, [(1, "人工智能的first office\n全角ABC123")])]
+
+
+def test_pdf_normalising_keeps_the_full_width_punctuation_cjk_sentences_end_with():
+    data = pdf_build([[("退款吗？可以！运费；自付，（七天）……", 11)]])
+    assert _pdf_sections(data) == [(None, [(1, "退款吗？可以！运费；自付，（七天）……")])]
+
+
+OUTLINED_PAGES = [
+    [("售后政策", 11), ("本政策适用于所有订单。", 11), ("退款", 11), ("七天内可退款。", 11)],
+    [("2.1 Exchange", 11), ("Exchanges are free.", 11), ("Shipping is paid by us.", 11)],
+]
+OUTLINE = [("售后政策", 0, 0), ("退款", 0, 1), ("Exchange", 1, 1)]
+
+
+def test_pdf_outline_entries_become_headings_at_their_title_lines():
+    assert _pdf_sections(pdf_build(OUTLINED_PAGES, outline=OUTLINE)) == [
+        ("售后政策", [(1, "本政策适用于所有订单。")]),
+        ("售后政策 / 退款", [(1, "七天内可退款。")]),
+        ("售后政策 / Exchange", [(2, "Exchanges are free.\nShipping is paid by us.")]),
+    ]
+
+
+def test_pdf_outline_entry_without_its_title_on_the_page_starts_at_the_page_top():
+    pages = [[("Intro text.", 11)], [("Body of the second chapter.", 11)]]
+    data = pdf_build(pages, outline=[("Preface", 0, 0), ("Second chapter", 1, 0)])
+    assert _pdf_sections(data) == [
+        ("Preface", [(1, "Intro text.")]),
+        ("Second chapter", [(2, "Body of the second chapter.")]),
+    ]
+
+
+def test_pdf_outline_wins_over_font_sizes():
+    pages = [[("Big title", 20), ("Body text here.", 11), ("Part one", 11), ("More body.", 11)]]
+    data = pdf_build(pages, outline=[("Part one", 0, 0)])
+    assert _pdf_sections(data) == [
+        (None, [(1, "Big title\nBody text here.")]),
+        ("Part one", [(1, "More body.")]),
+    ]
+
+
+FONT_SIZED_PAGES = [
+    [("第一章 总则", 20), ("本规定适用于全部门店的售后服务。", 11), ("1.1 退款", 15), ("七天内可无理由退款。", 11)],
+    [("1.2 换货", 15), ("质量问题可以换货。", 11), ("第二章 附则", 20), ("本规定自发布之日起施行。", 11)],
+]
+
+
+@pytest.mark.parametrize("matrix_size", [False, True])
+def test_pdf_lines_set_larger_than_the_body_become_headings_ranked_by_size(matrix_size):
+    assert _pdf_sections(pdf_build(FONT_SIZED_PAGES, matrix_size=matrix_size)) == [
+        ("第一章 总则", [(1, "本规定适用于全部门店的售后服务。")]),
+        ("第一章 总则 / 1.1 退款", [(1, "七天内可无理由退款。")]),
+        ("第一章 总则 / 1.2 换货", [(2, "质量问题可以换货。")]),
+        ("第二章 附则", [(2, "本规定自发布之日起施行。")]),
+    ]
+
+
+def test_pdf_title_broken_over_two_lines_is_one_heading():
+    pages = [[("Returns and", 18), ("exchanges", 18), ("Body of the policy.", 11), ("More of the body.", 11)]]
+    assert _pdf_sections(pdf_build(pages)) == [
+        ("Returns and exchanges", [(1, "Body of the policy.\nMore of the body.")]),
+    ]
+
+
+def test_pdf_paragraph_set_large_is_not_a_heading():
+    large = [(f"A large introduction, line {n}.", 14) for n in range(1, 6)]
+    pages = [[*large, ("Body line one.", 11), ("Body line two is a little longer than the rest.", 11),
+              ("Body line three.", 11), ("Body line four.", 11), ("Body line five.", 11),
+              ("Body line six, the last one of the body.", 11)]]
+    [(path, _blocks)] = _pdf_sections(pdf_build(pages))
+    assert path is None
+
+
+def test_pdf_table_of_contents_entries_are_not_headings():
+    pages = [[("Contents", 16), ("1 Refunds . . . . . . . . 2", 13), ("Body text of the document.", 11)]]
+    assert _pdf_sections(pdf_build(pages)) == [
+        ("Contents", [(1, "1 Refunds . . . . . . . . 2\nBody text of the document.")]),
+    ]
+
+
+def test_pdf_in_one_font_size_has_no_headings():
+    pages = [[("Refund policy.", 12), ("Refunds take seven days.", 12)], [("Exchanges are free.", 12)]]
+    assert _pdf_sections(pdf_build(pages)) == [
+        (None, [(1, "Refund policy.\nRefunds take seven days."), (2, "Exchanges are free.")]),
+    ]

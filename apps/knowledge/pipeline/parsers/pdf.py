@@ -1,14 +1,84 @@
-"""PDF: the text of each page, with its page number. Encrypted or unreadable files fail."""
+"""PDF: the text of each page, with its page number, NFKC-normalised, under recovered headings.
+
+Headings come from the outline (bookmarks) when the PDF has one: each entry is placed on its page
+at the line that carries its title (or at the top of the page when no line does), its level being
+its depth in the outline. Without an outline, lines set notably larger than the body text are
+headings, ranked by size (the largest is level 1). Encrypted or unreadable files fail.
+"""
 
 from __future__ import annotations
 
 import io
 import logging
+import math
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
 
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section
 from apps.knowledge.pipeline.parsers.text import paragraphs
+from apps.knowledge.pipeline.terms import CJK_CHARS
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+_READ_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError, RecursionError)
+
+# NFKC folds ligatures (ﬁ), Kangxi radicals and CJK compatibility ideographs (⼈ → 人) and
+# full-width letters and digits. It would also turn full-width CJK punctuation into ASCII, and
+# the chunker ends a sentence at ！？； only in their full-width forms (at .!? only before a
+# space), so those and the ideographic space and ellipsis are kept as written.
+_KEPT = "\u3000\u2026\uff01\uff08\uff09\uff0c\uff0e\uff1a\uff1b\uff1f\uff3b\uff3d\uff5b\uff5d\uff5e"
+_TO_NORMALISE = re.compile(f"[^{_KEPT}]+")
+_SPACES = re.compile(r"\s+")
+_CJK = re.compile(f"[{CJK_CHARS}]")
+# A table of contents' entries ("2 Scope . . . . . 7") are set like headings but are not.
+_DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}")
+_NUMBERING = re.compile(
+    r"(?:chapter|appendix|part|section|第)?[0-9a-z一二三四五六七八九十百零〇.\-:()、章节篇部条]{1,12}"
+)
+# A line set at least this much larger than the body is a heading candidate.
+HEADING_SIZE_RATIO = 1.15
+HEADING_MAX_CHARS = 120
+MAX_HEADING_LEVELS = 6
+MAX_TITLE_LINES = 3
+# When headings would hold more than this share of the text, sizes do not mark headings here.
+MAX_HEADING_SHARE = 0.5
+
+
+def text_normalise(text: str) -> str:
+    """NFKC, except the full-width punctuation that CJK sentences end with (see _KEPT)."""
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    return _TO_NORMALISE.sub(lambda match: unicodedata.normalize("NFKC", match.group()), text)
+
+
+def _key(text: str) -> str:
+    """How a title and a line are compared: no spaces, case-folded."""
+    return _SPACES.sub("", text).casefold()
+
+
+def _carries(line_key: str, title_key: str) -> bool:
+    """Whether a line is the title, allowing a section number before one of them ("2.1 Scope"
+    for the bookmark "Scope", "第三章总则" for "总则", or the other way round)."""
+    if not line_key or not title_key:
+        return False
+    if line_key == title_key:
+        return True
+    longer, shorter = (line_key, title_key) if len(line_key) > len(title_key) else (title_key, line_key)
+    return longer.endswith(shorter) and bool(_NUMBERING.fullmatch(longer[: len(longer) - len(shorter)]))
+
+
+@dataclass(frozen=True)
+class _Line:
+    text: str
+    size: float  # the size most of the line's characters are set in, in points; 0 when unknown
+
+
+@dataclass(frozen=True)
+class _Heading:
+    level: int
+    title: str
 
 
 def _reader(data: bytes):
@@ -19,7 +89,7 @@ def _reader(data: bytes):
         reader = PdfReader(io.BytesIO(data), strict=False)
         encrypted = reader.is_encrypted
         pages = None if encrypted else len(reader.pages)
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+    except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and cannot be read.") from exc
     if encrypted:
         raise ConversionFailed("The PDF is encrypted; upload a copy without a password.")
@@ -28,20 +98,202 @@ def _reader(data: bytes):
     return reader
 
 
+def _scale(matrix) -> float:
+    """The vertical scale of a text or transformation matrix [a b c d e f]."""
+    try:
+        return math.hypot(float(matrix[2]), float(matrix[3])) or 1.0
+    except (TypeError, ValueError, IndexError):
+        return 1.0
+
+
+def _page_lines(page) -> list[_Line]:
+    """The page's text lines (as pypdf extracts them), each with the size it is set in."""
+    sizes: dict[str, Counter] = {}
+    current: Counter = Counter()
+    pending: list[str] = []
+
+    def close_line() -> None:
+        nonlocal current
+        key = _key("".join(pending))
+        if key:
+            sizes.setdefault(key, Counter()).update(current)
+        pending.clear()
+        current = Counter()
+
+    def visit(text, cm, tm, _font, font_size) -> None:
+        if not text:
+            return
+        size = round(float(font_size or 0) * _scale(tm) * _scale(cm), 1)
+        pieces = text.split("\n")
+        for index, piece in enumerate(pieces):
+            if index:
+                close_line()
+            if piece.strip():
+                pending.append(piece)
+                current[size] += len(piece.strip())
+
+    text = page.extract_text(visitor_text=visit) or ""
+    close_line()
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    lines = []
+    for raw in text.split("\n"):
+        counted = sizes.get(_key(raw))
+        lines.append(_Line(text=text_normalise(raw), size=counted.most_common(1)[0][0] if counted else 0.0))
+    return lines
+
+
+def _outline(reader) -> list[tuple[int, int, str]]:
+    """(page index, level, title) of each outline entry that points at a page, in outline order."""
+    entries: list[tuple[int, int, str]] = []
+
+    def walk(items, level: int) -> None:
+        for item in items:
+            if isinstance(item, list):
+                if level < MAX_HEADING_LEVELS:
+                    walk(item, level + 1)
+                continue
+            try:
+                page = reader.get_destination_page_number(item)
+                title = item.title
+            except _READ_ERRORS:
+                continue
+            title = _SPACES.sub(" ", text_normalise(str(title or ""))).strip()
+            if page is not None and title:
+                entries.append((page, level, title))
+
+    try:
+        walk(reader.outline, 1)
+    except _READ_ERRORS:
+        return []
+    return entries
+
+
+def _outline_headings(pages: list[list[_Line]], entries) -> list[list[_Line | _Heading]]:
+    """Each page's lines with the outline's headings placed in them: at the first line (after the
+    previous heading on that page) that carries the title, which the heading then replaces."""
+    by_page: dict[int, list[tuple[int, str]]] = {}
+    for page, level, title in entries:
+        if 0 <= page < len(pages):
+            by_page.setdefault(page, []).append((level, title))
+    placed: list[list[_Line | _Heading]] = []
+    for number, lines in enumerate(pages):
+        items: list[_Line | _Heading] = list(lines)
+        cursor = 0
+        for level, title in by_page.get(number, []):
+            wanted = _key(title)
+            found = next((index for index in range(cursor, len(items))
+                          if isinstance(items[index], _Line) and _carries(_key(items[index].text), wanted)), None)
+            if found is None:
+                items.insert(cursor, _Heading(level, title))
+                cursor += 1
+            else:
+                items[found] = _Heading(level, title)
+                cursor = found + 1
+        placed.append(items)
+    return placed
+
+
+def _join_title(lines: list[str]) -> str:
+    """A title broken over lines, rejoined (no space between two CJK characters)."""
+    title = ""
+    for line in lines:
+        line = _SPACES.sub(" ", line).strip()
+        if title and not (_CJK.match(title[-1]) and _CJK.match(line[:1])):
+            title += " "
+        title += line
+    return title
+
+
+def _size_headings(pages: list[list[_Line]]) -> list[list[_Line | _Heading]]:
+    """Each page's lines, those set notably larger than the body made headings, levels by size.
+
+    Up to MAX_TITLE_LINES consecutive lines of one size make one heading (a title broken over
+    lines); a longer run is a paragraph set large, not a heading.
+    """
+    weights: Counter = Counter()
+    for lines in pages:
+        for line in lines:
+            if line.size:
+                weights[line.size] += len(line.text.strip())
+    if len(weights) < 2:
+        return [list(lines) for lines in pages]
+    body = weights.most_common(1)[0][0]
+
+    def is_candidate(line: _Line) -> bool:
+        text = line.text.strip()
+        return (line.size >= body * HEADING_SIZE_RATIO and 0 < len(text) <= HEADING_MAX_CHARS
+                and any(char.isalpha() for char in text) and not _DOT_LEADER.search(text))
+
+    runs: list[list[tuple[list[_Line], bool]]] = []
+    for lines in pages:
+        page_runs: list[tuple[list[_Line], bool]] = []
+        for line in lines:
+            candidate = is_candidate(line)
+            if (page_runs and candidate and page_runs[-1][1]
+                    and page_runs[-1][0][-1].size == line.size):
+                page_runs[-1][0].append(line)
+            else:
+                page_runs.append(([line], candidate))
+        runs.append([(run, candidate and len(run) <= MAX_TITLE_LINES) for run, candidate in page_runs])
+    heading_chars = sum(len(line.text.strip()) for page_runs in runs for run, heading in page_runs if heading
+                        for line in run)
+    if not heading_chars or heading_chars > sum(weights.values()) * MAX_HEADING_SHARE:
+        return [list(lines) for lines in pages]
+    ranks = sorted({run[0].size for page_runs in runs for run, heading in page_runs if heading}, reverse=True)
+    level = {size: min(rank, MAX_HEADING_LEVELS) for rank, size in enumerate(ranks, start=1)}
+    placed: list[list[_Line | _Heading]] = []
+    for page_runs in runs:
+        items: list[_Line | _Heading] = []
+        for run, heading in page_runs:
+            if heading:
+                items.append(_Heading(level[run[0].size], _join_title([line.text for line in run])))
+            else:
+                items.extend(run)
+        placed.append(items)
+    return placed
+
+
+def _sections(pages: list[list[_Line | _Heading]]) -> tuple[Section, ...]:
+    sections: list[Section] = []
+    stack: list[_Heading] = []
+    blocks: list[Block] = []
+
+    def flush_section() -> None:
+        if blocks:
+            sections.append(Section(headings=tuple(heading.title for heading in stack), blocks=tuple(blocks)))
+        blocks.clear()
+
+    for number, items in enumerate(pages, start=1):
+        lines: list[str] = []
+        for item in [*items, None]:
+            if isinstance(item, _Line):
+                lines.append(item.text)
+                continue
+            blocks.extend(Block(text=paragraph, page=number) for paragraph in paragraphs("\n".join(lines)))
+            lines = []
+            if item is not None:
+                flush_section()
+                while stack and stack[-1].level >= item.level:
+                    stack.pop()
+                stack.append(item)
+    flush_section()
+    return tuple(sections)
+
+
 def parse(data: bytes) -> ParsedDocument:
     from pypdf.errors import PyPdfError
 
     reader = _reader(data)
-    blocks: list[Block] = []
     try:
-        for number, page in enumerate(reader.pages, start=1):
-            text = (page.extract_text() or "").replace("\r\n", "\n").replace("\x00", "")
-            blocks.extend(Block(text=paragraph, page=number) for paragraph in paragraphs(text))
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+        pages = [_page_lines(page) for page in reader.pages]
+        entries = _outline(reader)
+    except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and its text cannot be extracted.") from exc
-    if not blocks:
+    placed = _outline_headings(pages, entries) if entries else _size_headings(pages)
+    sections = _sections(placed)
+    if not any(block.text.strip() for section in sections for block in section.blocks):
         raise ConversionFailed("The PDF has no extractable text (scanned pages need OCR first).")
-    return ParsedDocument(file_type="pdf", sections=(Section(headings=(), blocks=tuple(blocks)),))
+    return ParsedDocument(file_type="pdf", sections=sections)
 
 
 def check(data: bytes) -> None:
