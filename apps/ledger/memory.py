@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps.core.jsonbytes import compact_json
+
 EXECUTION_SUMMARY_SCHEMA = "bailing.authorization-execution-summary.v1"
 EXECUTION_SUMMARY_KIND = "authorization_execution_summary"
 INVOCATION_ID_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -145,10 +147,6 @@ def _invocation_projection(raw: Any) -> dict[str, str] | None:
     return entry
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def execution_summary_fit(summary: dict[str, Any], allowance: int) -> tuple[str, int]:
     """(content, omitted_invocations) of `summary` within `allowance` characters.
 
@@ -171,7 +169,7 @@ def execution_summary_fit(summary: dict[str, Any], allowance: int) -> tuple[str,
             "total_invocations": total,
             "omitted_invocations": total - len(kept),
         }
-        text = _compact(projected)
+        text = compact_json(projected)
         if len(text) <= allowance:
             return text, total - len(kept)
     note = f"Authorization execution summary omitted ({total} invocations) to fit the memory budget."

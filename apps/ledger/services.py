@@ -7,7 +7,6 @@ lock only keeps the common path free of IntegrityErrors and makes message number
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -15,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
+from apps.core.jsonbytes import compact_json
 from apps.core.revisions import revision_of
 from apps.ledger.errors import CompletionConflict
 from apps.ledger.memory import EXECUTION_SUMMARY_KIND, execution_summary_parse
@@ -23,10 +23,6 @@ from apps.projects.models import Project
 from apps.routes.models import Route
 
 logger = logging.getLogger("bailinghub.ledger")
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def conversation_lock(*, session: AgentSession, route: Route, client_conversation_id: str) -> Conversation:
@@ -79,8 +75,8 @@ def run_freeze(*, run: Run, conversation: Conversation, user_input: str, context
     `context_ready`. The memory in `context` must have been read before this call."""
     _message_append(conversation=conversation, run=run, role=Message.Role.USER,
                     client_message_id=run.user_message_id, content=user_input)
-    run.context_snapshot = _compact(context)
-    run.active_tools_snapshot = _compact(active_tools)
+    run.context_snapshot = compact_json(context)
+    run.active_tools_snapshot = compact_json(active_tools)
     run.profile_revision = profile_revision
     run.capability_revision = capability_revision
     run.context_bytes = context_bytes

@@ -1,14 +1,8 @@
-"""Errors of the runtime turn endpoints that are not the ledger's."""
+"""Errors of the runtime endpoints (turns, knowledge) that are not the ledger's."""
 
 from __future__ import annotations
 
 from apps.core.errors import ApiError
-
-
-class UnsupportedOption(ApiError):
-    code = "unsupported_option"
-    status = 400
-    message = "This option is not supported by this server."
 
 
 class KnowledgeUnavailable(ApiError):
@@ -19,3 +13,33 @@ class KnowledgeUnavailable(ApiError):
     def __init__(self, message: str | None = None, **kwargs):
         kwargs.setdefault("headers", {"Retry-After": "5"})
         super().__init__(message, **kwargs)
+
+
+class KnowledgeReferenceInvalid(ApiError):
+    code = "knowledge_reference_invalid"
+    status = 400
+    message = "This knowledge reference or cursor is not valid for this session, route and run; search again."
+
+
+class KnowledgeReferenceExpired(ApiError):
+    code = "knowledge_reference_expired"
+    status = 410
+    message = "This knowledge reference has expired; search again."
+
+
+class KnowledgeScopeChanged(ApiError):
+    code = "knowledge_scope_changed"
+    status = 409
+    message = "The route's knowledge configuration changed since this reference was issued; search again."
+
+
+class KnowledgeChanged(ApiError):
+    code = "knowledge_changed"
+    status = 409
+    message = "The document changed, was removed or is no longer ready; search again."
+
+
+class RunNotActive(ApiError):
+    code = "run_not_active"
+    status = 409
+    message = "This run is not ready for knowledge requests: it is still being prepared or has finished."

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.agent_auth.models import AgentSession
+from apps.core.jsonbytes import compact_json, iso_utc
 from apps.core.revisions import revision_of
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
 from apps.knowledge.selectors import route_knowledge_search
@@ -77,16 +77,8 @@ class TurnRequest:
         return revision_of(asdict(self))
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _bytes(value: Any) -> int:
-    return len(_compact(value).encode("utf-8"))
-
-
-def timestamp_iso(moment) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+    return len(compact_json(value).encode("utf-8"))
 
 
 def turn_response(*, run: Run) -> dict[str, Any]:
@@ -174,7 +166,7 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
     if delivery is not None:
         context["knowledge_delivery"] = delivery.for_run(run=run)
     fit_stats = context_fit(context, max_bytes=CONTEXT_MAX_BYTES)
-    text = _compact(context)
+    text = compact_json(context)
     return run_freeze(
         run=run, conversation=conversation, user_input=request.user_input, context=context, active_tools=[],
         profile_revision=route_profile(route=route, knowledge_sources=route_knowledge_source_count(route=route))[
@@ -208,7 +200,7 @@ def _notes_within(notes: list[MemoryNote], budget_chars: int) -> list[dict[str, 
         if len(note.content) > budget_chars:
             break
         budget_chars -= len(note.content)
-        out.append({"id": str(note.pk), "content": note.content, "updated_at": timestamp_iso(note.updated_at)})
+        out.append({"id": str(note.pk), "content": note.content, "updated_at": iso_utc(note.updated_at)})
     return out
 
 
@@ -323,5 +315,5 @@ def _instructions_cut(context: dict[str, Any], overflow: int) -> None:
         cut = max(1, overflow // 6)
         removed = text[-cut:]
         text = text[:-cut]
-        overflow -= len(_compact(removed).encode("utf-8")) - 2
+        overflow -= len(compact_json(removed).encode("utf-8")) - 2
     context["instructions"] = text

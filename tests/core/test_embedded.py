@@ -61,7 +61,7 @@ def test_the_first_user_leaving_does_not_stop_servers_a_later_user_still_uses(va
     # The second user starts while the first runs, and connects again after the first has left.
     second = _exec(var_dir, f"import os, time\nwhile os.path.exists('/proc/{first.pid}'): time.sleep(0.05)\n"
                             f"time.sleep(0.5)\n{CONNECT}")
-    first_out, first_err = first.communicate(timeout=120)
+    _, first_err = first.communicate(timeout=120)
     assert first.returncode == 0, first_err
     postmaster = _postmaster_pid(var_dir)
     assert _alive(postmaster)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apps.knowledge import services
-from apps.runtime import knowledge
+from apps.runtime.knowledge import references
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.knowledge.factories import KnowledgeBaseFactory
@@ -24,7 +24,7 @@ def clock(monkeypatch):
     class Clock:
         at = T0
 
-    monkeypatch.setattr(knowledge, "now", lambda: Clock.at)
+    monkeypatch.setattr(references, "now", lambda: Clock.at)
     return Clock
 
 

@@ -14,7 +14,9 @@ from apps.knowledge import ingest, services
 from apps.knowledge.models import Chunk, Document
 from apps.routes.services import route_update
 from apps.runtime import knowledge
-from apps.runtime.knowledge import RefClaims, ref_issue
+from apps.runtime.errors import KnowledgeReferenceInvalid
+from apps.runtime.knowledge import scope as knowledge_scope
+from apps.runtime.knowledge.references import RefClaims, ref_issue
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.ledger.helpers import complete_run, open_turn
@@ -104,7 +106,7 @@ def test_every_flipped_byte_of_a_ref_is_400(ksession, kroute, ref, clock):
         changed = bytearray(raw)
         changed[index] ^= 0x20
         forged = b64encode(bytes(changed)) + "." + mac
-        with pytest.raises(knowledge.KnowledgeReferenceInvalid):
+        with pytest.raises(KnowledgeReferenceInvalid):
             knowledge.knowledge_read(session=ksession.session, route=kroute, ref=forged)
 
 
@@ -331,7 +333,7 @@ def chunks_locked():
 @pytest.mark.django_db(transaction=True)
 def test_a_read_while_the_index_is_locked_is_503(api_client, ksession, kroute, docs, clock, monkeypatch):
     ref = first_ref(api_client, ksession.access_token, kroute.key, QUERY)
-    monkeypatch.setattr(knowledge, "LOCK_TIMEOUT_MS", 100)
+    monkeypatch.setattr(knowledge_scope, "LOCK_TIMEOUT_MS", 100)
     with chunks_locked():
         response = read(api_client, ksession.access_token, kroute.key, ref)
     _refused(response, 503, "knowledge_unavailable")
@@ -341,7 +343,7 @@ def test_a_read_while_the_index_is_locked_is_503(api_client, ksession, kroute, d
 
 @pytest.mark.django_db(transaction=True)
 def test_a_search_while_the_index_is_locked_is_unavailable(api_client, ksession, kroute, docs, monkeypatch):
-    monkeypatch.setattr(knowledge, "LOCK_TIMEOUT_MS", 100)
+    monkeypatch.setattr(knowledge_scope, "LOCK_TIMEOUT_MS", 100)
     with chunks_locked():
         response = search(api_client, ksession.access_token, kroute.key, QUERY)
     assert response.status_code == 200

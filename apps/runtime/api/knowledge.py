@@ -1,7 +1,7 @@
 """Agent knowledge endpoints (`bailing.agent-knowledge.v1`): capabilities, search, read.
 
 They need the route's runtime switch but not direct business tools. Responses are rendered by
-KnowledgeJSONRenderer, the renderer the byte budgets are measured with.
+CompactJSONRenderer, the renderer the byte budgets are measured with.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.agent_auth.api.serializers import StrictCharField, StrictSerializer
+from apps.core.jsonbytes import CompactJSONRenderer
 from apps.runtime import knowledge
 from apps.runtime.api.base import WorkspaceApi
 from apps.runtime.api.serializers import StrictJSONParser, allowed_characters
@@ -64,7 +65,7 @@ class KnowledgeReadSerializer(StrictSerializer):
 
 
 class KnowledgeApi(WorkspaceApi):
-    renderer_classes = [knowledge.KnowledgeJSONRenderer]
+    renderer_classes = [CompactJSONRenderer]
     parser_classes = [StrictJSONParser]
 
 

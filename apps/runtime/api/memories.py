@@ -6,6 +6,7 @@ from __future__ import annotations
 from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
+from apps.core.jsonbytes import iso_utc
 from apps.ledger.models import MemoryNote
 from apps.ledger.selectors import (
     PROJECT_NOTES_LIMIT_DEFAULT,
@@ -18,7 +19,6 @@ from apps.ledger.selectors import (
 from apps.ledger.services import memory_note_create, memory_note_delete, memory_note_update
 from apps.runtime.api.base import WorkspaceApi
 from apps.runtime.api.serializers import ProjectNoteSerializer, RouteNoteSerializer, StrictJSONParser
-from apps.runtime.turns import timestamp_iso
 
 MEMORIES_SCHEMA = "bailing.agent-memories.v1"
 
@@ -34,7 +34,7 @@ def _limit(request, default: int) -> int:
 
 
 def _note(note: MemoryNote) -> dict:
-    return {"id": str(note.pk), "content": note.content, "updated_at": timestamp_iso(note.updated_at)}
+    return {"id": str(note.pk), "content": note.content, "updated_at": iso_utc(note.updated_at)}
 
 
 def _listing(scope: str, notes: list[MemoryNote]) -> dict:

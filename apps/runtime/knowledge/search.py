@@ -1,0 +1,229 @@
+"""Knowledge search for agents: capabilities, search hints, and the `on_demand` delivery of a turn.
+
+Search returns at most three hints, one per document, each with a signed reference
+(apps.runtime.knowledge.references); a hit is shown only while its text is still exactly in the
+current text of its chunk, in a document that is still readable in the scope. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError
+
+from apps.agent_auth.models import AgentSession
+from apps.core.jsonbytes import iso_utc, json_bytes, json_text_prefix
+from apps.knowledge.models import Document, KnowledgeBase
+from apps.knowledge.pipeline.embedders import EmbeddingFailed
+from apps.knowledge.pipeline.retrieve import Hit, SearchOptions, clean_query
+from apps.knowledge.selectors import knowledge_search
+from apps.ledger.models import Run
+from apps.routes.models import Route
+from apps.runtime.knowledge import references
+from apps.runtime.knowledge.documents import BODY_SEPARATOR, document_pieces, document_revision, documents_ready
+from apps.runtime.knowledge.limits import (
+    CAPABILITIES_SCHEMA,
+    DELIVERY_MODES,
+    DELIVERY_SCHEMA,
+    LIMITS,
+    PROTOCOL,
+    QUERY_MAX_CHARS,
+    SEARCH_MAX_BYTES,
+    SEARCH_MAX_RESULTS,
+    SEARCH_SCHEMA,
+    SUMMARY_MAX_BYTES,
+    TRUST,
+)
+from apps.runtime.knowledge.references import REF_SIGNER
+from apps.runtime.knowledge.scope import KnowledgeScope, bounded, scope_or_unavailable
+
+logger = logging.getLogger("bailinghub.runtime")
+
+
+@dataclass(frozen=True)
+class _Found:
+    document: Document
+    hit: Hit
+    revision: str
+
+
+def _model_groups(scope: KnowledgeScope) -> list[list[KnowledgeBase]]:
+    groups: dict[str, list[KnowledgeBase]] = {}
+    for kb in scope.knowledge_bases:
+        groups.setdefault(str(kb.embedding_model_id), []).append(kb)
+    return [groups[key] for key in sorted(groups)]
+
+
+def _merge_by_rank(ranked_lists: list[list[Hit]]) -> list[Hit]:
+    """Rankings of separately searched embedding models, merged by rank (their scores are not
+    comparable), ties by score."""
+    entries = [(rank, -hit.score, group, hit) for group, hits in enumerate(ranked_lists)
+               for rank, hit in enumerate(hits)]
+    return [hit for *_, hit in sorted(entries, key=lambda entry: entry[:3])]
+
+
+def _retrieve(*, route: Route, scope: KnowledgeScope, query: str, limit: int) -> tuple[str, list[Hit]]:
+    """(status, hits best first). Each embedding model's KBs are searched on their own, so one
+    failing model (its embedder down) leaves the others: `partial`; all failing: `unavailable`."""
+    options = SearchOptions(
+        top_k=max(limit, route.knowledge_top_k), mode="hybrid", score_threshold=route.knowledge_score_threshold,
+        max_docs=min(limit, route.knowledge_max_docs), budget_bytes=SUMMARY_MAX_BYTES,
+    )
+    ranked_lists, failed = [], 0
+    for kbs in _model_groups(scope):
+        try:
+            with bounded():
+                ranked_lists.append(knowledge_search(kbs=kbs, query=query, options=options).hits)
+        except (DatabaseError, EmbeddingFailed) as exc:
+            logger.warning("Agent knowledge search failed over %d knowledge base(s): %s", len(kbs), type(exc).__name__)
+            failed += 1
+    status = "ok" if not failed else ("partial" if ranked_lists else "unavailable")
+    return status, _merge_by_rank(ranked_lists)
+
+
+def _validate(*, hits: list[Hit], scope: KnowledgeScope, limit: int) -> list[_Found]:
+    """The best hit of each of at most `limit` documents that are still readable in this scope,
+    whose hit text is still exactly in the current text of its chunk."""
+    order = list(dict.fromkeys(hit.document_id for hit in hits))
+    documents = documents_ready(document_ids=order, scope=scope)
+    pieces = document_pieces(document_ids=documents, scope=scope)
+    found: list[_Found] = []
+    seen = set()
+    for hit in hits:
+        document = documents.get(hit.document_id)
+        if document is None or document.pk in seen or not hit.content:
+            continue
+        texts = dict(pieces.get(document.pk, []))
+        source = texts.get(hit.parent_id or hit.chunk_id)
+        if source is None or hit.content not in source:
+            continue
+        seen.add(document.pk)
+        body = BODY_SEPARATOR.join(texts.values())
+        found.append(_Found(document=document, hit=hit,
+                            revision=document_revision(title=document.filename, body=body)))
+        if len(found) == limit:
+            break
+    return found
+
+
+def _documents_find(*, route: Route, scope: KnowledgeScope, query: str, limit: int) -> tuple[str, list[_Found]]:
+    """(status, validated documents best first): retrieval, then validation against the database."""
+    if not scope.configured:
+        return "disabled", []
+    query = clean_query(query)[:QUERY_MAX_CHARS]
+    if not query:
+        return "ok", []
+    status, hits = _retrieve(route=route, scope=scope, query=query, limit=limit)
+    try:
+        with bounded():
+            return status, _validate(hits=hits, scope=scope, limit=limit)
+    except DatabaseError as exc:
+        logger.warning("Agent knowledge hit validation failed: %s", type(exc).__name__)
+        return "unavailable", []
+
+
+def _hints_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
+                 found: list[_Found]) -> list[dict[str, Any]]:
+    """One hint per document, with a reference bound to the caller, the route and `run_id`."""
+    expires_at = REF_SIGNER.expiry(at=references.now())
+    identity = references.identity_digest(session)
+    hints = []
+    for item in found:
+        claims = references.RefClaims(session_id=session.pk, identity=identity, run_id=run_id,
+                                      document_id=item.document.pk, scope_revision=scope.revision,
+                                      document_revision=item.revision, route_key=route.key)
+        hints.append({
+            "ref": references.ref_issue(claims, expires_at=expires_at),
+            "title": item.document.filename,
+            "summary": json_text_prefix(item.hit.content, SUMMARY_MAX_BYTES),
+            "revision": item.revision,
+            "score": round(float(item.hit.score), 4),
+            "expires_at": iso_utc(expires_at),
+        })
+    return hints
+
+
+def _hints_fit(envelope: dict[str, Any], hints: list[dict[str, Any]], *, max_bytes: int) -> bool:
+    """Adds hints to `envelope["hints"]` in order while the whole stays within `max_bytes`;
+    whether any was left out. Fewer hints, never more bytes."""
+    for hint in hints:
+        envelope["hints"].append(hint)
+        if json_bytes(envelope) > max_bytes:
+            envelope["hints"].pop()
+            return True
+    return False
+
+
+def knowledge_capabilities(*, route: Route) -> dict[str, Any]:
+    """`bailing.agent-knowledge-capabilities.v1`. `enabled`: the route reads knowledge, has
+    sources, and the knowledge service answered (with an embedder configured for a source)."""
+    scope = scope_or_unavailable(route)
+    providers = settings.KNOWLEDGE_EMBEDDERS
+    enabled = scope.configured and any(kb.embedding_model.provider in providers for kb in scope.knowledge_bases)
+    return {
+        "schema_version": CAPABILITIES_SCHEMA,
+        "protocol": PROTOCOL,
+        "supported": True,
+        "route": route.key,
+        "enabled": enabled,
+        "knowledge_scope_revision": scope.revision,
+        "delivery_modes": list(DELIVERY_MODES),
+        "limits": dict(LIMITS),
+    }
+
+
+def knowledge_search_hints(*, session: AgentSession, route: Route, query: str, limit: int = SEARCH_MAX_RESULTS,
+                           run: Run | None = None) -> dict[str, Any]:
+    """`bailing.agent-knowledge-search.v1`: hints to at most `limit` documents, the whole answer
+    within SEARCH_MAX_BYTES. A retrieval failure is `unavailable` (or `partial`), never an empty
+    `ok`; the route's score threshold is applied and never lowered to fill."""
+    scope = scope_or_unavailable(route)
+    status, found = _documents_find(route=route, scope=scope, query=query, limit=limit)
+    hints = _hints_issue(session=session, route=route, run_id=run.pk if run else None, scope=scope, found=found)
+    answer: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": route.key}
+    if run is not None:
+        answer["run_id"] = str(run.pk)
+    answer.update(knowledge_scope_revision=scope.revision, status=status, trust=TRUST, hints=[], truncated=False)
+    answer["truncated"] = _hints_fit(answer, hints, max_bytes=SEARCH_MAX_BYTES)
+    return answer
+
+
+@dataclass(frozen=True)
+class PreparedDelivery:
+    """The knowledge of an `on_demand` turn, searched before its run exists (and before the turn
+    takes any lock); `for_run` issues the hints, bound to the run."""
+
+    session: AgentSession
+    route: Route
+    scope: KnowledgeScope
+    status: str
+    found: list[_Found]
+
+    def for_run(self, *, run: Run) -> dict[str, Any]:
+        """`context.knowledge_delivery` (`bailing.agent-knowledge-delivery.v1`) within
+        SEARCH_MAX_BYTES. Its references are readable once the run is `context_ready`."""
+        delivery: dict[str, Any] = {
+            "schema_version": DELIVERY_SCHEMA,
+            "mode": "on_demand",
+            "protocol": PROTOCOL,
+            "knowledge_scope_revision": self.scope.revision,
+            "status": self.status,
+            "hints": [],
+        }
+        hints = _hints_issue(session=self.session, route=self.route, run_id=run.pk, scope=self.scope,
+                             found=self.found)
+        _hints_fit(delivery, hints, max_bytes=SEARCH_MAX_BYTES)
+        return delivery
+
+
+def knowledge_delivery_prepare(*, session: AgentSession, route: Route, query: str) -> PreparedDelivery:
+    """Search for an `on_demand` turn. A retrieval failure is status `unavailable` in the delivery
+    (the turn goes on: no body was promised); 503 `knowledge_unavailable` only when the scope
+    itself cannot be read."""
+    scope = scope_or_unavailable(route)
+    status, found = _documents_find(route=route, scope=scope, query=query, limit=SEARCH_MAX_RESULTS)
+    return PreparedDelivery(session=session, route=route, scope=scope, status=status, found=found)
