@@ -137,12 +137,14 @@ MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 # per-view overrides); Django's own whole-body check would answer first with a bare 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_048_576)
-# Path prefixes whose responses are never cached and whose errors are JSON.
+# Path prefixes whose responses are never cached, and those whose errors are JSON: the
+# /agent-auth/ pages for people (authorize, login) answer their errors as HTML pages.
 BAILING_NO_STORE_PREFIXES = ("/agent-auth/", "/agent-api/")
-BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz", "/readyz")
+BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/v1/", "/agent-api/", "/api/", "/healthz", "/readyz")
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+CSRF_FAILURE_VIEW = "apps.agent_auth.pages.csrf_failure"  # HTML on the sign-in pages; Django's elsewhere
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)

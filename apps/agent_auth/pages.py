@@ -4,94 +4,148 @@ A client points `agent_authorize_url` at `/agent-auth/authorize`; a logged-in me
 client's project sees the client, the device and the requested routes, then approves (choosing
 routes) or denies. CSRF-protected, never framed, never cached, and after a decision it navigates
 only to the loopback URL BailingHub generated for the request — no URL is taken from the browser.
+
+These pages are for people: every refusal is an HTML page that says what happened and what to
+do, with the HTTP status of the error, and a refused decision changes nothing.
 """
 
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import reverse_lazy
+from django.urls import reverse, reverse_lazy
 from django.utils import timezone
+from django.views import csrf as django_csrf
 from django.views.decorators.clickjacking import xframe_options_deny
 from django.views.decorators.csrf import csrf_protect
-from django.views.decorators.http import require_http_methods
 
-from apps.agent_auth.errors import AlreadyProcessed, AuthorizationExpired, InvalidRequest
+from apps.agent_auth.errors import (
+    AccessDenied,
+    AlreadyProcessed,
+    AuthorizationExpired,
+    InvalidRequest,
+    NotFound,
+)
 from apps.agent_auth.models import AgentAuthorization
 from apps.agent_auth.selectors import authorization_page_route_choices
 from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user
+from apps.core.errors import ApiError
 from apps.projects.selectors import project_role
 
 LOGIN_URL = reverse_lazy("agent-auth-login")
+PAGE_PATHS = ("/agent-auth/authorize", "/agent-auth/login")
+
+NOT_FOUND_MESSAGE = ("This sign-in request does not exist. Check that you opened the whole link the agent "
+                     "gave you, or start again from the agent.")
+EXPIRED_MESSAGE = "This request has expired: nothing was granted. Start again from the agent."
+NOT_MEMBER_MESSAGE = ("You are signed in as {user}, who is not a member of the project this application "
+                      "belongs to, so you cannot decide this request. Nothing was changed.")
 
 
 def _page_headers(response: HttpResponse) -> HttpResponse:
     response["Cache-Control"] = "no-store"
     response["Pragma"] = "no-cache"
     response["Content-Security-Policy"] = "frame-ancestors 'none'"
-    # The page URL names the authorization; never pass it on to the next page.
-    response["Referrer-Policy"] = "no-referrer"
+    # `same-origin`: the page URL names the authorization, so no other site (the loopback callback
+    # included) gets it as a Referer — while the page's own form posts keep a real Origin, which
+    # Django's CSRF check needs (`no-referrer` made browsers send `Origin: null`).
+    response["Referrer-Policy"] = "same-origin"
     return response
 
 
-def _authorization_or_404(request: HttpRequest) -> AgentAuthorization:
+def _error_page(request: HttpRequest, *, status: int, title: str, message: str,
+                authorization: AgentAuthorization | None = None) -> HttpResponse:
+    login_url = ""
+    if authorization is not None:
+        login_url = f"{reverse('agent-auth-login')}?{urlencode({'next': request.get_full_path()})}"
+    context = {"title": title, "message": message, "login_url": login_url}
+    return _page_headers(render(request, "agent_auth/error.html", context, status=status))
+
+
+def _authorization(request: HttpRequest) -> AgentAuthorization | None:
     try:
         authorization_id = uuid.UUID(request.GET.get("authorization_id", ""))
-    except ValueError as exc:
-        raise Http404 from exc
-    authorization = (
+    except ValueError:
+        return None
+    return (
         AgentAuthorization.objects.select_related("client", "client__project")
         .filter(pk=authorization_id)
         .first()
     )
-    if authorization is None:
-        raise Http404
-    return authorization
 
 
-def _render(request: HttpRequest, authorization: AgentAuthorization, *, notice: str = "") -> HttpResponse:
+def _render(request: HttpRequest, authorization: AgentAuthorization, *, notice: str = "",
+            status: int = 200) -> HttpResponse:
     choices = authorization_page_route_choices(authorization=authorization, user=request.user)
     chosen = {route.key for route in choices}
     context = {
         "authorization": authorization,
         "client": authorization.client,
         "status": authorization.status_at(timezone.now()),
-        "is_member": project_role(user=request.user, project=authorization.client.project) is not None,
         "choices": choices,
         "unavailable": [key for key in authorization.requested_routes if key not in chosen],
         "notice": notice,
     }
-    return _page_headers(render(request, "agent_auth/authorize.html", context))
+    return _page_headers(render(request, "agent_auth/authorize.html", context, status=status))
+
+
+def _refusal(request: HttpRequest, authorization: AgentAuthorization, error: ApiError) -> HttpResponse:
+    """The page for a decision the services refused; the row is re-read so the page shows its state now."""
+    authorization.refresh_from_db()
+    if isinstance(error, AccessDenied):
+        return _error_page(request, status=403, title="You cannot decide this request",
+                           message=NOT_MEMBER_MESSAGE.format(user=request.user.get_username()),
+                           authorization=authorization)
+    if isinstance(error, NotFound):
+        return _error_page(request, status=404, title="Request not found", message=NOT_FOUND_MESSAGE)
+    if isinstance(error, AuthorizationExpired):
+        return _render(request, authorization, notice=EXPIRED_MESSAGE, status=410)
+    if isinstance(error, AlreadyProcessed):
+        return _render(request, authorization, status=409,
+                       notice=f"This request has already been {authorization.status}: your answer was not "
+                              "recorded. You can close this page.")
+    return _render(request, authorization, notice=f"{error.message} Nothing was changed.", status=error.status)
+
+
+def _decide(request: HttpRequest, authorization: AgentAuthorization) -> str:
+    decision = request.POST.get("decision")
+    if decision == "approve":
+        routes = request.POST.getlist("routes")
+        if not routes:
+            raise InvalidRequest("Choose at least one route to approve.")
+        return authorization_approve_by_user(authorization_id=authorization.pk, user=request.user,
+                                             allowed_routes=routes)
+    if decision == "deny":
+        return authorization_deny_by_user(authorization_id=authorization.pk, user=request.user)
+    raise InvalidRequest("Choose Approve or Deny.")
 
 
 @xframe_options_deny
-@require_http_methods(["GET", "POST"])
 @csrf_protect
 @login_required(login_url=LOGIN_URL)
 def authorization_page(request: HttpRequest) -> HttpResponse:
-    authorization = _authorization_or_404(request)
+    if request.method not in ("GET", "POST"):
+        response = _error_page(request, status=405, title="Not allowed",
+                               message="Open this page from the link the agent gave you.")
+        response["Allow"] = "GET, POST"
+        return response
+    authorization = _authorization(request)
+    if authorization is None:
+        return _error_page(request, status=404, title="Request not found", message=NOT_FOUND_MESSAGE)
+    if project_role(user=request.user, project=authorization.client.project) is None:
+        return _refusal(request, authorization, AccessDenied())
     if request.method == "GET":
-        return _render(request, authorization)
-    decision = request.POST.get("decision")
+        status = 410 if authorization.status_at(timezone.now()) == "expired" else 200
+        return _render(request, authorization, status=status)
     try:
-        if decision == "approve":
-            routes = request.POST.getlist("routes")
-            if not routes:
-                return _render(request, authorization, notice="Choose at least one route to approve.")
-            redirect_uri = authorization_approve_by_user(
-                authorization_id=authorization.pk, user=request.user, allowed_routes=routes
-            )
-        elif decision == "deny":
-            redirect_uri = authorization_deny_by_user(authorization_id=authorization.pk, user=request.user)
-        else:
-            raise InvalidRequest("decision must be approve or deny.")
-    except (AlreadyProcessed, AuthorizationExpired):
-        authorization.refresh_from_db()
-        return _render(request, authorization)
+        redirect_uri = _decide(request, authorization)
+    except ApiError as error:
+        return _refusal(request, authorization, error)
     return _page_headers(HttpResponseRedirect(redirect_uri))
 
 
@@ -105,3 +159,14 @@ class AgentAuthLoginView(LoginView):
 
 
 login_page = xframe_options_deny(AgentAuthLoginView.as_view())
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: on these pages the refusal is one of them; elsewhere Django's own page."""
+    if not request.path.startswith(PAGE_PATHS):
+        return django_csrf.csrf_failure(request, reason=reason)
+    return _error_page(
+        request, status=403, title="Your answer was not accepted",
+        message="The form was sent without this site's security check — it may have been open for too long, "
+                "or it came from another site. Nothing was changed. Open the link from the agent again.",
+    )

@@ -1,7 +1,7 @@
 """BailingHub's own authorization page, driven like a browser with a logged-in user."""
 
 from datetime import timedelta
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from django.test import Client
@@ -117,7 +117,9 @@ def test_the_page_shows_client_device_and_routes(browser, started, member, page_
     assert response["X-Frame-Options"] == "DENY"
     assert response["Cache-Control"] == "no-store"
     assert response["Content-Security-Policy"] == "frame-ancestors 'none'"
-    assert response["Referrer-Policy"] == "no-referrer"
+    assert response["Referrer-Policy"] == "same-origin"
+    assert '<meta name="referrer" content="same-origin">' in html
+    assert "no-referrer" not in html
 
 
 def test_approve_on_the_page_redirects_to_the_loopback_with_a_code(api_client, browser, started, member):
@@ -192,7 +194,9 @@ def test_a_route_chosen_outside_the_offer_is_refused(browser, started, member, r
     browser.get(path)
     response = _post(browser, path, {"decision": "approve", "routes": ["store-assistant", "payroll"]})
     assert response.status_code == 403
-    assert response.json()["error"] == "route_not_allowed"
+    assert response["Content-Type"].startswith("text/html")
+    assert "Choose routes among those offered. Nothing was changed." in response.content.decode()
+    assert 'name="decision"' in response.content.decode()  # the form is offered again
     assert _state() == ("pending", None, 0)
 
 
@@ -214,23 +218,34 @@ def test_approving_without_a_route_asks_again(browser, started, member):
     browser.force_login(member)
     browser.get(path)
     response = _post(browser, path, {"decision": "approve"})
-    assert response.status_code == 200
-    assert "Choose at least one route" in response.content.decode()
+    assert response.status_code == 400
+    assert "Choose at least one route to approve. Nothing was changed." in response.content.decode()
     assert _state() == ("pending", None, 0)
 
 
-def test_a_user_outside_the_project_cannot_decide(browser, started):
-    outsider = UserFactory(is_staff=False)
+def test_a_user_outside_the_project_sees_why_and_no_details(browser, started, page_client):
+    outsider = UserFactory(is_staff=False, username="outsider")
     path, _ = started
     browser.force_login(outsider)
     page = browser.get(path)
-    assert page.status_code == 200
-    assert 'name="decision"' not in page.content.decode()
+    html = page.content.decode()
+    assert page.status_code == 403
+    assert page["Content-Type"].startswith("text/html")
+    assert "signed in as outsider, who is not a member of the project" in html
+    assert 'name="decision"' not in html
+    assert "laptop" not in html and page_client.app_id not in html
+    assert f'href="/agent-auth/login?next={quote(path, safe="")}"' in html
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_a_user_outside_the_project_cannot_decide(browser, started, decision):
+    path, _ = started
+    browser.force_login(UserFactory(is_staff=False))
     browser.get("/agent-auth/login")  # a CSRF cookie, so the refusal is about membership
-    for decision in ("approve", "deny"):
-        response = _post(browser, path, {"decision": decision, "routes": ["store-assistant"]})
-        assert response.status_code == 403
-        assert response.json()["error"] == "access_denied"
+    response = _post(browser, path, {"decision": decision, "routes": ["store-assistant"]})
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    assert "not a member of the project" in response.content.decode()
     assert _state() == ("pending", None, 0)
 
 
@@ -240,8 +255,11 @@ def test_a_decided_request_shows_its_state_and_cannot_be_decided_again(browser, 
     browser.get(path)
     _post(browser, path, {"decision": "deny"})
     response = _post(browser, path, {"decision": "approve", "routes": ["store-assistant"]})
-    assert response.status_code == 200
-    assert "already been denied" in response.content.decode()
+    assert response.status_code == 409
+    assert response["Content-Type"].startswith("text/html")
+    html = response.content.decode()
+    assert "This request has already been denied: your answer was not recorded." in html
+    assert 'name="decision"' not in html
     assert _state() == ("denied", None, 0)
 
 
@@ -251,14 +269,112 @@ def test_an_expired_request_says_so(browser, started, member):
     browser.get(path)  # the page was opened in time, the button pressed too late
     AgentAuthorization.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     response = _post(browser, path, {"decision": "approve", "routes": ["store-assistant"]})
-    assert response.status_code == 200
-    assert "expired" in response.content.decode()
+    assert response.status_code == 410
+    assert response["Content-Type"].startswith("text/html")
+    html = response.content.decode()
+    assert "This request has expired: nothing was granted. Start again from the agent." in html
+    assert 'name="decision"' not in html
     assert _state() == ("pending", None, 0)
 
 
 @pytest.mark.parametrize(
     "query", ["", "?authorization_id=nope", "?authorization_id=00000000-0000-0000-0000-000000000000"]
 )
-def test_an_unknown_request_is_404(browser, member, query):
+def test_an_unknown_request_is_an_html_404(browser, member, query):
     browser.force_login(member)
-    assert browser.get("/agent-auth/authorize" + query).status_code == 404
+    response = browser.get("/agent-auth/authorize" + query)
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
+    assert "This sign-in request does not exist." in response.content.decode()
+    assert response["Cache-Control"] == "no-store"
+    assert response["X-Frame-Options"] == "DENY"
+
+
+def test_a_same_origin_post_with_the_browsers_origin_header_is_accepted(browser, started, member):
+    """What Chromium sends from the page itself: its own Origin (a no-referrer page sent "null")."""
+    path, _ = started
+    browser.force_login(member)
+    browser.get(path)
+    response = browser.post(path, {"decision": "deny", "csrfmiddlewaretoken": browser.cookies["csrftoken"].value},
+                            HTTP_ORIGIN="http://testserver", HTTP_REFERER=f"http://testserver{path}")
+    assert response.status_code == 302
+    assert response["Location"] == f"{REDIRECT_URI}?error=access_denied&state=page-state-1"
+    assert response["Referrer-Policy"] == "same-origin"
+    assert _state() == ("denied", None, 0)
+
+
+def test_a_post_with_a_null_origin_is_refused_as_an_html_page(browser, started, member):
+    path, _ = started
+    browser.force_login(member)
+    browser.get(path)
+    response = browser.post(path, {"decision": "approve", "routes": ["store-assistant"],
+                                   "csrfmiddlewaretoken": browser.cookies["csrftoken"].value},
+                            HTTP_ORIGIN="null")
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    assert "Your answer was not accepted" in response.content.decode()
+    assert "Nothing was changed." in response.content.decode()
+    assert response["X-Frame-Options"] == "DENY"
+    assert _state() == ("pending", None, 0)
+
+
+def test_an_expired_request_opened_late_is_a_410_page(browser, started, member):
+    path, _ = started
+    AgentAuthorization.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    browser.force_login(member)
+    response = browser.get(path)
+    assert response.status_code == 410
+    html = response.content.decode()
+    assert "This request has expired: nothing was granted." in html
+    assert 'name="decision"' not in html
+
+
+def test_a_request_another_member_approved_cannot_be_decided_again(browser, started, member, route):
+    path, _ = started
+    browser.force_login(member)
+    browser.get(path)  # both have the page open
+    first = MembershipFactory(project=route.project, role=Membership.Role.EDITOR).user
+    first_browser = Client(enforce_csrf_checks=True)
+    first_browser.force_login(first)
+    first_browser.get(path)
+    _post(first_browser, path, {"decision": "approve", "routes": ["store-assistant"]})
+    before = _state()
+    response = _post(browser, path, {"decision": "deny"})
+    assert response.status_code == 409
+    assert "This request has already been approved: your answer was not recorded." in response.content.decode()
+    assert _state() == before
+    assert AgentAuthorization.objects.get().decided_by == first
+
+
+def test_a_request_with_a_tampered_decision_changes_nothing(browser, started, member):
+    path, _ = started
+    browser.force_login(member)
+    browser.get(path)
+    response = _post(browser, path, {"decision": "approve-all", "routes": ["store-assistant"]})
+    assert response.status_code == 400
+    assert "Choose Approve or Deny. Nothing was changed." in response.content.decode()
+    assert _state() == ("pending", None, 0)
+
+
+def test_another_method_is_an_html_405(browser, started, member):
+    path, _ = started
+    browser.force_login(member)
+    response = browser.options(path)
+    assert response.status_code == 405
+    assert response["Allow"] == "GET, POST"
+    assert response["Content-Type"].startswith("text/html")
+    assert _state() == ("pending", None, 0)
+
+
+def test_a_login_form_without_its_csrf_token_is_refused_as_an_html_page(browser, started):
+    path, _ = started
+    response = browser.post("/agent-auth/login", {"username": "x", "password": "y", "next": path})
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    assert "Your answer was not accepted" in response.content.decode()
+
+
+def test_the_json_api_keeps_json_errors(api_client):
+    response = api_client.get("/agent-auth/v1/no-such-endpoint")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
