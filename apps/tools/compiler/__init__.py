@@ -1,0 +1,25 @@
+"""The OpenAPI + ACC compiler: a pure function from spec bytes to compiled tools and warnings."""
+
+from .compile import compile_spec
+from .types import (
+    ApprovalRule,
+    CompiledTool,
+    CompileResult,
+    CompileWarning,
+    ParameterLocation,
+    RateLimit,
+    SpecRefused,
+    UsageGuidance,
+)
+
+__all__ = [
+    "ApprovalRule",
+    "CompileResult",
+    "CompileWarning",
+    "CompiledTool",
+    "ParameterLocation",
+    "RateLimit",
+    "SpecRefused",
+    "UsageGuidance",
+    "compile_spec",
+]

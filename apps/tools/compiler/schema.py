@@ -1,0 +1,167 @@
+"""The input-schema projection: OpenAPI schema objects → the standard JSON-Schema keywords agents may
+see, with local references inlined, bounded in depth, node count and bytes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from .refs import Resolver
+from .text import clean_text
+
+MAX_DEPTH = 16
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_NODES = 4000
+MAX_DESCRIPTION_CHARS = 1000
+
+_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+_COUNT_KEYS = ("minLength", "maxLength", "minItems", "maxItems")
+_NUMBER_KEYS = ("minimum", "maximum")
+_EXCLUSIVE_KEYS = ("exclusiveMinimum", "exclusiveMaximum")
+_COMBINERS = ("oneOf", "anyOf", "allOf")
+
+
+@dataclass
+class Projection:
+    """Options and what happened during one projection."""
+
+    resolver: Resolver
+    max_depth: int = MAX_DEPTH
+    descriptions: bool = True
+    nodes: int = 0
+    depth_cut: bool = False
+    recursion_cut: bool = False
+    budget_cut: bool = False
+    pattern_dropped: bool = False
+    active: list[str] = field(default_factory=list)
+
+    def project(self, node: Any, depth: int = 1) -> dict[str, Any] | None:
+        """The projected schema; None for a ``false`` schema (nothing is valid)."""
+        if node is True or node is None:
+            return {}
+        if node is False:
+            return None
+        if not isinstance(node, dict):
+            return {}
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.budget_cut = True
+            return {}
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target, pointer = self.resolver.target(ref)
+            if pointer in self.active:
+                self.recursion_cut = True
+                return self._describe({}, node)
+            self.active.append(pointer)
+            try:
+                projected = self.project(target, depth)
+            finally:
+                self.active.pop()
+            if projected is None:
+                return None
+            return self._describe(dict(projected), node) if isinstance(node.get("description"), str) else projected
+        out: dict[str, Any] = {}
+        kind = node.get("type")
+        if isinstance(kind, str) and kind in _TYPES:
+            out["type"] = kind
+        elif isinstance(kind, list) and kind and all(isinstance(item, str) and item in _TYPES for item in kind):
+            out["type"] = list(dict.fromkeys(kind))
+        self._describe(out, node)
+        if depth >= self.max_depth:
+            # Deeper structure is dropped, the node's own type and description stay.
+            if any(key in node for key in ("properties", "items", "additionalProperties", *_COMBINERS)):
+                self.depth_cut = True
+            self._scalars(out, node)
+            return out
+        properties = node.get("properties")
+        if isinstance(properties, dict) and properties:
+            projected_properties = {}
+            for name, sub in properties.items():
+                projected = self.project(sub, depth + 1)
+                if projected is not None:
+                    projected_properties[str(name)] = projected
+            out["properties"] = projected_properties
+        required = node.get("required")
+        if isinstance(required, list):
+            names = [item for item in dict.fromkeys(required) if isinstance(item, str)]
+            if names:
+                out["required"] = names
+        items = node.get("items")
+        if isinstance(items, dict | bool):
+            projected = self.project(items, depth + 1)
+            out["items"] = projected if projected is not None else {"enum": []}
+        additional = node.get("additionalProperties")
+        if isinstance(additional, bool):
+            out["additionalProperties"] = additional
+        elif isinstance(additional, dict):
+            projected = self.project(additional, depth + 1)
+            out["additionalProperties"] = projected if projected is not None else False
+        for key in _COMBINERS:
+            options = node.get(key)
+            if isinstance(options, list) and options:
+                projected_options = [self.project(option, depth + 1) for option in options
+                                     if isinstance(option, dict | bool)]
+                projected_options = [option for option in projected_options if option is not None]
+                if projected_options:
+                    out[key] = projected_options
+        self._scalars(out, node)
+        return out
+
+    def _describe(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+        description = node.get("description")
+        if self.descriptions and isinstance(description, str):
+            text = clean_text(description)[:MAX_DESCRIPTION_CHARS]
+            if text:
+                out["description"] = text
+        return out
+
+    def _scalars(self, out: dict[str, Any], node: dict[str, Any]) -> None:
+        enum = node.get("enum")
+        if isinstance(enum, list) and enum:
+            out["enum"] = enum
+        if "const" in node:
+            out["const"] = node["const"]
+        if isinstance(node.get("nullable"), bool):
+            out["nullable"] = node["nullable"]
+        if isinstance(node.get("format"), str):
+            out["format"] = node["format"]
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            if _valid_pattern(pattern):
+                out["pattern"] = pattern
+            else:
+                self.pattern_dropped = True
+        for key in _COUNT_KEYS:
+            value = node.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                out[key] = value
+        for key in _NUMBER_KEYS:
+            value = node.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[key] = value
+        for key in _EXCLUSIVE_KEYS:
+            value = node.get(key)
+            if isinstance(value, int | float | bool):
+                out[key] = value
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_pattern(pattern: str) -> bool:
+    """Patterns in another regex dialect (Java's \\p{Print}, \\A ... \\z) would break the validator
+    of whoever checks arguments against the schema; only patterns Python can compile are kept."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            re.compile(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return False
+    return True
+
+
+def encoded_size(schema: dict[str, Any]) -> int:
+    return len(json.dumps(schema, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
