@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "apps.routes",
     "apps.agent_auth",
     "apps.knowledge",
+    "apps.tools",
     "apps.ledger",
     "apps.runtime",
 ]
@@ -237,3 +238,7 @@ CELERY_BEAT_SCHEDULE = {
     **globals().get("CELERY_BEAT_SCHEDULE", {}),
     "knowledge-watchdog": {"task": "knowledge.watchdog", "schedule": float(KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)},
 }
+
+# Tool providers' signing secrets are encrypted at rest with these Fernet keys, newest first; the
+# first encrypts, all decrypt (apps.tools.crypto). Required when DEBUG is off.
+TOOL_SECRET_KEYS = env.list("TOOL_SECRET_KEYS", default=[])

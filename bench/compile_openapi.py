@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         files = files[: args.limit]
 
     refused: collections.Counter[str] = collections.Counter()
+    refused_specs: list[tuple[str, str]] = []
     warnings: collections.Counter[str] = collections.Counter()
     crashes: list[tuple[str, str]] = []
     timings: list[tuple[float, str]] = []
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             result = compile_spec(data)
         except SpecRefused as exc:
             refused[exc.code] += 1
+            refused_specs.append((name, exc.message[:300]))
         except Exception as exc:
             crashes.append((name, f"{type(exc).__name__}: {exc}"[:300]))
             traceback.print_exc(limit=4)
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"time total {total:.1f} s; per spec ms {stats}")
     print("slowest:", ", ".join(f"{name} {ms:.0f} ms" for ms, name in sorted(timings, reverse=True)[:5]))
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
+    for name, reason in refused_specs:
+        print(f"refused {name}: {reason}")
     for name, error in crashes:
         print(f"CRASH {name}: {error}")
     return 1 if crashes else 0

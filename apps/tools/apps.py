@@ -1,7 +1,20 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class ToolsConfig(AppConfig):
     name = "apps.tools"
     label = "tools"
     verbose_name = "Tools"
+
+    def ready(self) -> None:
+        checks.register(check_secret_keys, checks.Tags.security, deploy=True)
+
+
+def check_secret_keys(app_configs, **kwargs):
+    from django.conf import settings
+
+    if settings.DEBUG or any(key.strip() for key in settings.TOOL_SECRET_KEYS):
+        return []
+    return [checks.Error("TOOL_SECRET_KEYS is not set: tool provider secrets cannot be encrypted.",
+                         hint="Set TOOL_SECRET_KEYS to one or more Fernet keys, newest first.", id="tools.E001")]

@@ -1,0 +1,31 @@
+"""The tools app's errors, each with a stable code and HTTP status."""
+
+from __future__ import annotations
+
+from apps.core.errors import ApiError
+
+
+class SpecRefusedError(ApiError):
+    """The spec as a whole cannot be compiled; ``reason`` is the compiler's refusal code."""
+
+    code = "spec_refused"
+    status = 400
+    message = "The spec was refused."
+
+
+class ProviderNameTaken(ApiError):
+    code = "provider_name_taken"
+    status = 409
+    message = "This project already has a tool provider with that name."
+
+
+class InvalidProvider(ApiError):
+    code = "invalid_request"
+    status = 400
+    message = "The tool provider is invalid."
+
+
+class ToolProviderNotFound(ApiError):
+    code = "tool_provider_not_found"
+    status = 404
+    message = "Tool provider not found."

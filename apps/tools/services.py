@@ -1,0 +1,217 @@
+"""Writes for tool providers and tools. A spec is compiled before anything is written: a refused
+spec changes nothing."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.projects.models import Project
+
+from .compiler import CompiledTool, CompileResult, SpecRefused, compile_spec
+from .crypto import secret_encrypt, secret_rotate
+from .errors import InvalidProvider, ProviderNameTaken, SpecRefusedError
+from .models import Tool, ToolProvider, provider_name_validator
+
+MAX_SECRET_CHARS = 512
+TOOL_FIELDS = ("method", "path", "description", "scope", "risk", "readonly", "approval_required", "has_acc",
+               "compiled", "position")
+
+
+@dataclass(frozen=True)
+class ToolDiff:
+    """What a (re)import changes, by tool name, in compile order."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"added": list(self.added), "removed": list(self.removed), "changed": list(self.changed),
+                "unchanged": list(self.unchanged)}
+
+
+@dataclass(frozen=True)
+class ProviderImport:
+    provider: ToolProvider
+    result: CompileResult
+    diff: ToolDiff = field(default_factory=ToolDiff)
+
+
+def spec_compile(*, spec: bytes) -> CompileResult:
+    """Compile a spec for a preview or an import; a refusal becomes the app's error."""
+    try:
+        return compile_spec(spec)
+    except SpecRefused as exc:
+        raise SpecRefusedError(exc.message, reason=exc.code, pointer=exc.pointer) from None
+
+
+def _check_name(name: str) -> None:
+    try:
+        provider_name_validator(name)
+    except ValidationError as exc:
+        raise InvalidProvider(f"name: {exc.messages[0]}", field="name") from None
+
+
+def _check_base_url(base_url: str) -> None:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidProvider("base_url: use an absolute http:// or https:// URL.", field="base_url")
+    if parts.username or parts.password:
+        raise InvalidProvider("base_url: credentials do not belong in the URL; use the signing secret.",
+                              field="base_url")
+    if parts.query or parts.fragment:
+        raise InvalidProvider("base_url: the base URL takes no query or fragment.", field="base_url")
+    if len(base_url) > 2000:
+        raise InvalidProvider("base_url: at most 2000 characters.", field="base_url")
+
+
+def _check_secret(secret: str) -> None:
+    if not secret or len(secret) > MAX_SECRET_CHARS or not secret.isprintable():
+        raise InvalidProvider(f"secret: 1–{MAX_SECRET_CHARS} printable characters.", field="secret")
+
+
+def _tool_fields(tool: CompiledTool, position: int) -> dict:
+    return {
+        "method": tool.method,
+        "path": tool.path,
+        "description": tool.description,
+        "scope": tool.scope,
+        "risk": tool.risk,
+        "readonly": tool.readonly,
+        "approval_required": tool.approval_required,
+        "has_acc": tool.has_acc,
+        "compiled": tool.as_dict(),
+        "position": position,
+    }
+
+
+def secret_generate() -> str:
+    return secrets.token_urlsafe(32)
+
+
+@transaction.atomic
+def provider_create(*, project: Project, name: str, base_url: str, secret: str, spec: bytes,
+                    spec_filename: str = "", enabled: bool = True) -> ProviderImport:
+    """Create a provider from a spec; every compiled operation becomes a Tool, enabled as its ACC says
+    (tools of a spec without ACC start disabled)."""
+    _check_name(name)
+    _check_base_url(base_url)
+    _check_secret(secret)
+    result = spec_compile(spec=spec)
+    if ToolProvider.objects.filter(project=project, name=name).exists():
+        raise ProviderNameTaken(field="name")
+    try:
+        with transaction.atomic():
+            provider = ToolProvider.objects.create(
+                project=project, name=name, base_url=base_url, secret_encrypted=secret_encrypt(secret),
+                enabled=enabled, spec=spec, spec_sha256=result.sha256, spec_filename=spec_filename[:255],
+                openapi_version=result.openapi_version, title=result.title[:500],
+                compile_report=result.report(), compiled_at=timezone.now(),
+            )
+    except IntegrityError:
+        raise ProviderNameTaken(field="name") from None
+    Tool.objects.bulk_create([
+        Tool(provider=provider, name=tool.name, enabled=tool.enabled, **_tool_fields(tool, position))
+        for position, tool in enumerate(result.tools)
+    ])
+    diff = ToolDiff(added=tuple(tool.name for tool in result.tools))
+    return ProviderImport(provider=provider, result=result, diff=diff)
+
+
+def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
+    """What importing ``result`` into ``provider`` would change (reads only)."""
+    existing = {name: compiled for name, compiled in provider.tools.values_list("name", "compiled")}
+    added, changed, unchanged = [], [], []
+    for tool in result.tools:
+        if tool.name not in existing:
+            added.append(tool.name)
+        elif existing[tool.name] != tool.as_dict():
+            changed.append(tool.name)
+        else:
+            unchanged.append(tool.name)
+    new_names = {tool.name for tool in result.tools}
+    removed = [name for name in existing if name not in new_names]
+    return ToolDiff(added=tuple(added), removed=tuple(removed), changed=tuple(changed), unchanged=tuple(unchanged))
+
+
+@transaction.atomic
+def provider_reimport(*, provider: ToolProvider, spec: bytes, spec_filename: str = "") -> ProviderImport:
+    """Replace a provider's spec. Tools keep their operator switch across re-imports, except that a
+    tool whose ACC now says ``enabled: false`` is switched off; new tools start as their ACC says;
+    tools no longer in the spec are deleted."""
+    result = spec_compile(spec=spec)
+    provider = ToolProvider.objects.select_for_update().get(pk=provider.pk)
+    diff = tool_diff(provider=provider, result=result)
+    current = {tool.name: tool for tool in provider.tools.all()}
+    provider.tools.filter(name__in=diff.removed).delete()
+    creates, updates = [], []
+    for position, compiled in enumerate(result.tools):
+        fields = _tool_fields(compiled, position)
+        row = current.get(compiled.name)
+        if row is None:
+            creates.append(Tool(provider=provider, name=compiled.name, enabled=compiled.enabled, **fields))
+            continue
+        for key, value in fields.items():
+            setattr(row, key, value)
+        if compiled.has_acc and not compiled.enabled:
+            row.enabled = False
+        updates.append(row)
+    Tool.objects.bulk_create(creates)
+    if updates:
+        Tool.objects.bulk_update(updates, [*TOOL_FIELDS, "enabled", "updated_at"])
+    provider.spec = spec
+    provider.spec_sha256 = result.sha256
+    provider.spec_filename = spec_filename[:255]
+    provider.openapi_version = result.openapi_version
+    provider.title = result.title[:500]
+    provider.compile_report = result.report()
+    provider.compiled_at = timezone.now()
+    provider.save(update_fields=["spec", "spec_sha256", "spec_filename", "openapi_version", "title",
+                                 "compile_report", "compiled_at", "updated_at"])
+    return ProviderImport(provider=provider, result=result, diff=diff)
+
+
+@transaction.atomic
+def provider_update(*, provider: ToolProvider, base_url: str | None = None, secret: str | None = None,
+                    enabled: bool | None = None) -> ToolProvider:
+    """Change a provider's address, signing secret or switch; ``None`` leaves a field as it is."""
+    fields = ["updated_at"]
+    if base_url is not None:
+        _check_base_url(base_url)
+        provider.base_url = base_url
+        fields.append("base_url")
+    if secret is not None:
+        _check_secret(secret)
+        provider.secret_encrypted = secret_encrypt(secret)
+        fields.append("secret_encrypted")
+    if enabled is not None:
+        provider.enabled = enabled
+        fields.append("enabled")
+    provider.save(update_fields=fields)
+    return provider
+
+
+def tool_set_enabled(*, tool: Tool, enabled: bool) -> Tool:
+    """Switch one tool on or off for every route that lists it."""
+    if tool.enabled != enabled:
+        tool.enabled = enabled
+        tool.save(update_fields=["enabled", "updated_at"])
+    return tool
+
+
+def provider_secrets_rotate() -> int:
+    """Re-encrypt every provider secret with the newest key (run before dropping an old key);
+    returns how many secrets were re-encrypted."""
+    count = 0
+    for provider in ToolProvider.objects.only("pk", "secret_encrypted").iterator():
+        token = secret_rotate(provider.secret_encrypted)
+        ToolProvider.objects.filter(pk=provider.pk).update(secret_encrypted=token)
+        count += 1
+    return count

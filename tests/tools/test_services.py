@@ -1,0 +1,188 @@
+"""Provider create / re-import / update and the tool switch, on the real database."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import yaml
+
+from apps.tools import services
+from apps.tools.crypto import secret_decrypt
+from apps.tools.errors import InvalidProvider, ProviderNameTaken, SpecRefusedError
+from apps.tools.models import Tool, ToolProvider
+from apps.tools.selectors import provider_list, provider_secret
+from tests.projects.factories import ProjectFactory
+
+from .factories import STORE_SPEC, ToolProviderFactory
+
+pytestmark = pytest.mark.django_db
+
+STORE_TOOLS = ["product_lookup", "order_status", "stock_adjust", "order_refund", "customer_note"]
+
+
+def store_spec_with(change) -> bytes:
+    document = yaml.safe_load(STORE_SPEC)
+    change(document)
+    return yaml.safe_dump(document, sort_keys=False).encode()
+
+
+def create(**overrides):
+    arguments = {"project": ProjectFactory(), "name": "store", "base_url": "https://store.example/api",
+                 "secret": "s3cret-value", "spec": STORE_SPEC, "spec_filename": "store.yaml"}
+    arguments.update(overrides)
+    return services.provider_create(**arguments)
+
+
+def test_create_stores_the_spec_as_uploaded_with_its_sha256():
+    provider = create().provider
+    provider.refresh_from_db()
+    assert bytes(provider.spec) == STORE_SPEC
+    assert provider.spec_sha256 == hashlib.sha256(STORE_SPEC).hexdigest()
+    assert (provider.openapi_version, provider.title, provider.spec_filename) == ("3.0.3", "Demo store", "store.yaml")
+
+
+def test_create_makes_one_tool_per_compiled_operation_in_order():
+    provider = create().provider
+    assert list(provider.tools.values_list("name", flat=True)) == STORE_TOOLS
+    refund = provider.tools.get(name="order_refund")
+    assert (refund.method, refund.path, refund.risk, refund.readonly, refund.approval_required, refund.enabled) == (
+        "POST", "/orders/{order_id}/refund", "high", False, True, True)
+    assert refund.compiled["input_schema"]["required"] == ["order_id", "amount"]
+
+
+def test_create_keeps_the_compile_report():
+    report = create().provider.compile_report
+    assert report["tools"] == STORE_TOOLS and report["acc_present"] is True
+    assert report["warning_counts"] == {} and report["operations_skipped"] == 0
+
+
+def test_secret_is_encrypted_at_rest():
+    provider = create(secret="s3cret-value").provider
+    provider.refresh_from_db()
+    assert "s3cret-value" not in provider.secret_encrypted
+    assert provider_secret(provider=provider) == "s3cret-value"
+
+
+def test_secret_is_nowhere_in_the_row_in_clear():
+    provider = create(secret="visible-if-leaked").provider
+    row = ToolProvider.objects.filter(pk=provider.pk).values().get()
+    assert not any("visible-if-leaked" in str(value) for value in row.values())
+
+
+def test_spec_without_acc_imports_every_tool_disabled():
+    spec = store_spec_with(lambda doc: [op.pop("x-agent-capability") for item in doc["paths"].values()
+                                        for op in item.values()])
+    outcome = create(spec=spec)
+    tools = list(outcome.provider.tools.values_list("name", "enabled", "readonly"))
+    assert tools == [("product_lookup", False, True), ("order_status", False, True), ("stock_adjust", False, False),
+                     ("order_refund", False, False), ("customer_note", False, False)]
+    assert outcome.provider.compile_report["acc_present"] is False
+
+
+def test_refused_spec_saves_nothing():
+    project = ProjectFactory()
+    with pytest.raises(SpecRefusedError) as caught:
+        create(project=project, spec=b'{"swagger": "2.0"}')
+    assert caught.value.extra["reason"] == "spec_not_openapi3" and caught.value.status == 400
+    assert not ToolProvider.objects.filter(project=project).exists() and not Tool.objects.exists()
+
+
+def test_duplicate_name_in_a_project_is_refused():
+    first = create().provider
+    with pytest.raises(ProviderNameTaken):
+        create(project=first.project, name=first.name)
+    assert ToolProvider.objects.filter(project=first.project).count() == 1
+
+
+def test_same_name_in_another_project_is_allowed():
+    first = create().provider
+    second = create(name=first.name).provider
+    assert second.project_id != first.project_id
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("base_url", "ftp://store.example"), ("base_url", "https://user:pw@store.example"),
+    ("base_url", "store.example/api"), ("base_url", "https://store.example/api?x=1"),
+    ("name", "Store Name"), ("name", "x"), ("secret", ""), ("secret", "line\nbreak"),
+])
+def test_invalid_provider_fields_are_refused_and_nothing_is_saved(field, value):
+    project = ProjectFactory()
+    with pytest.raises(InvalidProvider) as caught:
+        create(project=project, **{field: value})
+    assert caught.value.extra["field"] == field and caught.value.code == "invalid_request"
+    assert not ToolProvider.objects.filter(project=project).exists()
+
+
+def test_reimport_reports_added_removed_and_changed_tools():
+    provider = create().provider
+
+    def change(doc):
+        doc["paths"].pop("/customers/{customer_id}/notes")
+        doc["paths"]["/orders/{order_id}"]["get"]["summary"] = "Order status and history"
+        doc["paths"]["/ping"] = {"get": {"operationId": "ping", "x-agent-capability": {"version": 1, "scope": "ops"},
+                                         "responses": {"200": {"description": "ok"}}}}
+
+    diff = services.provider_reimport(provider=provider, spec=store_spec_with(change)).diff
+    assert diff.as_dict() == {"added": ["ping"], "removed": ["customer_note"], "changed": ["order_status"],
+                              "unchanged": ["product_lookup", "stock_adjust", "order_refund"]}
+    assert list(provider.tools.values_list("name", flat=True)) == [
+        "product_lookup", "order_status", "stock_adjust", "order_refund", "ping"]
+    assert provider.tools.get(name="order_status").description == "Order status and history"
+
+
+def test_reimport_keeps_the_operator_switch():
+    provider = create().provider
+    services.tool_set_enabled(tool=provider.tools.get(name="product_lookup"), enabled=False)
+    services.provider_reimport(provider=provider, spec=STORE_SPEC)
+    assert provider.tools.get(name="product_lookup").enabled is False
+
+
+def test_reimport_switches_off_a_tool_whose_acc_disables_it():
+    provider = create().provider
+    spec = store_spec_with(lambda doc: doc["paths"]["/orders/{order_id}"]["get"]["x-agent-capability"].update(
+        enabled=False))
+    services.provider_reimport(provider=provider, spec=spec)
+    assert provider.tools.get(name="order_status").enabled is False
+
+
+def test_reimport_replaces_spec_hash_and_report():
+    provider = create().provider
+    spec = store_spec_with(lambda doc: doc["info"].update(title="Store v2"))
+    services.provider_reimport(provider=provider, spec=spec, spec_filename="v2.yaml")
+    provider.refresh_from_db()
+    assert (bytes(provider.spec), provider.spec_sha256, provider.title, provider.spec_filename) == (
+        spec, hashlib.sha256(spec).hexdigest(), "Store v2", "v2.yaml")
+
+
+def test_refused_reimport_changes_nothing():
+    provider = create().provider
+    before = list(provider.tools.values_list("name", "compiled", "enabled"))
+    with pytest.raises(SpecRefusedError):
+        services.provider_reimport(provider=provider, spec=b"openapi: 3.0.0\npaths: {}\n")
+    provider.refresh_from_db()
+    assert bytes(provider.spec) == STORE_SPEC
+    assert list(provider.tools.values_list("name", "compiled", "enabled")) == before
+
+
+def test_tool_set_enabled_switches_one_tool():
+    provider = create().provider
+    tool = services.tool_set_enabled(tool=provider.tools.get(name="stock_adjust"), enabled=False)
+    assert Tool.objects.get(pk=tool.pk).enabled is False
+    assert provider.tools.filter(enabled=True).count() == 4
+
+
+def test_provider_update_replaces_the_secret_encrypted():
+    provider = create().provider
+    services.provider_update(provider=provider, secret="new-secret", base_url="https://other.example")
+    provider.refresh_from_db()
+    assert secret_decrypt(provider.secret_encrypted) == "new-secret" and provider.base_url == "https://other.example"
+
+
+def test_provider_list_counts_tools_in_one_query(django_assert_num_queries):
+    project = ProjectFactory()
+    ToolProviderFactory(project=project)
+    ToolProviderFactory(project=project)
+    with django_assert_num_queries(1):
+        rows = [(p.name, p.tool_count, p.enabled_tool_count) for p in provider_list(projects=[project])]
+    assert [count for _, count, _ in rows] == [5, 5] and [enabled for _, _, enabled in rows] == [5, 5]
