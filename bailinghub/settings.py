@@ -47,7 +47,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "apps.runtime.admin_site.ConsoleAdminConfig",  # django.contrib.admin with the console dashboard
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -69,7 +69,9 @@ MIDDLEWARE = [
     "apps.core.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "apps.core.middleware.NoStoreMiddleware",
+    "apps.core.unavailable.ServiceUnavailableMiddleware",
     "apps.core.middleware.ApiExceptionMiddleware",
+    "apps.core.middleware.ContentCharsetMiddleware",
     # Before anything that reads request.POST (CSRF), so no body is buffered past its limit.
     "apps.core.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -141,7 +143,9 @@ BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_0
 # Path prefixes whose responses are never cached, and those whose errors are JSON: the
 # /agent-auth/ pages for people (authorize, login) answer their errors as HTML pages.
 BAILING_NO_STORE_PREFIXES = ("/agent-auth/", "/agent-api/")
-BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/v1/", "/agent-api/", "/api/", "/healthz", "/readyz")
+BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz", "/readyz")
+# ...except the browser pages of agent auth, whose errors are HTML pages for a person.
+BAILING_HTML_ERROR_PREFIXES = ("/agent-auth/authorize", "/agent-auth/login")
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
@@ -153,7 +157,7 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIN
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["apps.core.parsers.StrictJSONParser"],
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "apps.core.exceptions.api_exception_handler",
@@ -173,6 +177,16 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=330
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+# Sends a large document's ingestion and every rebuild to their own queue, so that small uploads
+# never wait behind them (apps.knowledge.tasks.task_route).
+CELERY_TASK_ROUTES = ["apps.knowledge.tasks.task_route"]
+# The beat scheduler's state lives with the rest of the local state (BAILING_VAR_DIR).
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# `make run`'s workers (0: automatic): the default queue's worker runs one process per core (at
+# least two), the large-document queue's worker half as many (at least one).
+DEVSERVER_WORKER_CONCURRENCY = env.int("CELERY_CONCURRENCY", default=0)
+DEVSERVER_LARGE_WORKER_CONCURRENCY = env.int("CELERY_LARGE_CONCURRENCY", default=0)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
@@ -183,7 +197,8 @@ LOGGING = {
         "redact": {"()": "apps.core.logging.RedactSecretsFilter"},
     },
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)-7s [%(request_id)s] %(name)s: %(message)s"},
+        "plain": {"()": "apps.core.logging.RedactingFormatter",
+                  "format": "%(asctime)s %(levelname)-7s [%(request_id)s] %(name)s: %(message)s"},
     },
     "handlers": {
         "console": {
@@ -197,6 +212,9 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pgserver": {"level": "WARNING"},
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # Replaces Django's own console and mail handlers (DEFAULT_LOGGING), which write around
+        # this configuration's redaction: one set of handlers for every logger.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
 
@@ -225,6 +243,10 @@ KNOWLEDGE_OPENAI_TIMEOUT_SECONDS = env.float("KNOWLEDGE_OPENAI_TIMEOUT_SECONDS",
 KNOWLEDGE_OPENAI_MAX_RETRIES = env.int("KNOWLEDGE_OPENAI_MAX_RETRIES", default=5)
 KNOWLEDGE_OPENAI_BACKOFF_SECONDS = env.float("KNOWLEDGE_OPENAI_BACKOFF_SECONDS", default=1.0)
 KNOWLEDGE_TASK_QUEUE = env.str("KNOWLEDGE_TASK_QUEUE", default="") or None
+# Documents from this size up, and rebuilds, are ingested on KNOWLEDGE_LARGE_TASK_QUEUE (unless
+# KNOWLEDGE_TASK_QUEUE pins every ingestion task to one queue).
+KNOWLEDGE_LARGE_DOCUMENT_BYTES = env.int("KNOWLEDGE_LARGE_DOCUMENT_BYTES", default=256 * 1024)
+KNOWLEDGE_LARGE_TASK_QUEUE = env.str("KNOWLEDGE_LARGE_TASK_QUEUE", default="knowledge.large")
 KNOWLEDGE_TASK_SLICE_SECONDS = env.int("KNOWLEDGE_TASK_SLICE_SECONDS", default=600)
 KNOWLEDGE_HEARTBEAT_STALE_SECONDS = env.int("KNOWLEDGE_HEARTBEAT_STALE_SECONDS", default=300)
 KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)

@@ -77,6 +77,10 @@ class AgentAuthUnavailable(ApiError):
     status = 503
     message = "Agent authorization is temporarily unavailable; retry later."
 
+    def __init__(self, message: str | None = None, **kwargs):
+        kwargs.setdefault("headers", {"Retry-After": "5"})
+        super().__init__(message, **kwargs)
+
 
 class InvalidRoute(ApiError):
     code = "invalid_route"

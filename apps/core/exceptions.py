@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from apps.core import unavailable
 from apps.core.errors import ApiError
+from apps.core.unavailable import mark
 
 logger = logging.getLogger("bailinghub.errors")
 
@@ -65,50 +69,107 @@ def error_response(status: int, message: str | None = None, code: str | None = N
                         json_dumps_params={"ensure_ascii": False})
 
 
-def flatten_field_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
-    """DRF's nested error detail as {"field.sub": ["message", ...]}."""
+FIELD_ERRORS_SHOWN = 10
+_NAME_MAX = 128
+_MESSAGE_MAX = 500
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _shown(text: str, limit: int) -> str:
+    """Text as it may appear in an error: cut, and never a lone surrogate (which no UTF-8 encoder takes)."""
+    text = _LONE_SURROGATE.sub("\ufffd", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _field_error_items(detail: Any, prefix: str = ""):
+    """(name, [message, ...]) for every leaf of DRF's nested error detail, lazily."""
     if isinstance(detail, dict):
-        out: dict[str, list[str]] = {}
         for key, value in detail.items():
             name = f"{prefix}.{key}" if prefix else str(key)
             if key == "non_field_errors" and prefix:
                 name = prefix
-            out.update(flatten_field_errors(value, name))
-        return out
-    if isinstance(detail, list):
+            yield from _field_error_items(value, name)
+    elif isinstance(detail, list):
         if all(not isinstance(item, dict | list) for item in detail):
-            return {prefix or "non_field_errors": [str(item) for item in detail]}
-        out = {}
-        for index, item in enumerate(detail):
-            out.update(flatten_field_errors(item, f"{prefix}[{index}]" if prefix else f"[{index}]"))
-        return out
-    return {prefix or "non_field_errors": [str(detail)]}
+            yield prefix or "non_field_errors", [str(item) for item in detail]
+        else:
+            for index, item in enumerate(detail):
+                yield from _field_error_items(item, f"{prefix}[{index}]" if prefix else f"[{index}]")
+    else:
+        yield prefix or "non_field_errors", [str(detail)]
+
+
+def field_errors(detail: Any, *, shown: int = FIELD_ERRORS_SHOWN) -> tuple[dict[str, list[str]], int]:
+    """The first `shown` field errors ({"field.sub": ["message"]}, names and messages cut) and
+    how many there are in all: a small body never buys a large error."""
+    fields: dict[str, list[str]] = {}
+    total = 0
+    for name, messages in _field_error_items(detail):
+        total += 1
+        if len(fields) < shown:
+            fields[_shown(name, _NAME_MAX)] = [_shown(message, _MESSAGE_MAX) for message in messages[:3]]
+    return fields, total
+
+
+def flatten_field_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as {"field.sub": ["message", ...]}, the first few only."""
+    return field_errors({prefix: detail} if prefix else detail)[0]
+
+
+def validation_extra(detail: Any) -> dict[str, Any]:
+    """`fields` (the first few) and, when some were left out, `field_errors_total`."""
+    fields, total = field_errors(detail)
+    return {"fields": fields, **({"field_errors_total": total} if total > len(fields) else {})}
 
 
 def validation_message(fields: dict[str, list[str]]) -> str:
+    if not fields:
+        return "The request is invalid."
     name, messages = next(iter(fields.items()))
     return f"{name}: {messages[0]}" if name != "non_field_errors" else messages[0]
+
+
+def _bounded(payload: dict[str, Any]) -> dict[str, Any]:
+    """An ApiError's payload with its `fields` bounded (services pass whole error dicts) and its
+    message safe to encode."""
+    payload = dict(payload)
+    if isinstance(payload.get("message"), str):
+        payload["message"] = _shown(payload["message"], 2 * _MESSAGE_MAX)
+    fields = payload.get("fields")
+    if isinstance(fields, dict) and "field_errors_total" not in payload:
+        payload.update(validation_extra(fields))
+    return payload
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response:
     """DRF exception handler: renders ApiError, DRF and Django exceptions in the one error shape."""
     headers: dict[str, str] = {}
     if isinstance(exc, ApiError):
-        return Response(exc.as_dict(), status=exc.status, headers=exc.headers)
+        return Response(_bounded(exc.as_dict()), status=exc.status, headers=exc.headers)
     if isinstance(exc, drf.ValidationError):
-        fields = flatten_field_errors(exc.detail)
-        payload = error_payload(400, validation_message(fields), "invalid_request", fields=fields)
-        return Response(payload, status=400)
-    if isinstance(exc, DjangoValidationError):
-        fields = flatten_field_errors(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
-        return Response(error_payload(400, validation_message(fields), "invalid_request", fields=fields),
+        extra = validation_extra(exc.detail)
+        return Response(error_payload(400, validation_message(extra["fields"]), "invalid_request", **extra),
                         status=400)
+    if isinstance(exc, DjangoValidationError):
+        extra = validation_extra(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+        return Response(error_payload(400, validation_message(extra["fields"]), "invalid_request", **extra),
+                        status=400)
+    if isinstance(exc, SuspiciousOperation):
+        # Too many fields or files in a form, a malformed multipart: the client's fault, never a 500.
+        return Response(error_payload(400, _shown(str(exc), _MESSAGE_MAX) or None, "invalid_request"), status=400)
     if isinstance(exc, Http404):
         return Response(error_payload(404), status=404)
     if isinstance(exc, DjangoPermissionDenied):
         return Response(error_payload(403), status=403)
     if isinstance(exc, drf.ParseError):
-        return Response(error_payload(400, "The request body is not valid JSON.", "invalid_json"), status=400)
+        # Our parsers name what could not be parsed (`invalid_json`, `invalid_multipart`) and say why;
+        # DRF's own (`parse_error`) are JSON ones here.
+        code = exc.get_codes()
+        if not isinstance(code, str) or code == "parse_error":
+            return Response(error_payload(400, "The request body is not valid JSON.", "invalid_json"), status=400)
+        return Response(error_payload(400, _shown(str(exc.detail), _MESSAGE_MAX), code), status=400)
+    if isinstance(exc, drf.UnsupportedMediaType):
+        return Response(error_payload(415, _shown(str(exc.detail), _MESSAGE_MAX)), status=415)
     if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
         auth_header = getattr(exc, "auth_header", None)
         if auth_header:
@@ -122,5 +183,8 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, drf.APIException):
         return Response(error_payload(exc.status_code), status=exc.status_code)
     request = context.get("request")
+    if mark(getattr(request, "_request", request), exc):
+        return Response(error_payload(503, unavailable.MESSAGE, "service_unavailable"), status=503,
+                        headers={"Retry-After": str(unavailable.RETRY_AFTER_SECONDS)})
     logger.exception("Unhandled error in %s", getattr(request, "path", "?"))
     return Response(error_payload(500), status=500)

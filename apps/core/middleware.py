@@ -10,19 +10,28 @@ import uuid
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.template.defaultfilters import filesizeformat
 
 from apps.core.errors import ApiError
-from apps.core.exceptions import error_response
-from apps.core.logging import request_id_var
+from apps.core.exceptions import STATUS_MESSAGES, error_response
+from apps.core.logging import TOKEN_PATTERN, request_id_var
+from apps.core.unavailable import mark
 
 logger = logging.getLogger("bailinghub.errors")
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{8,128}")
 _READ_CHUNK = 64 * 1024
 
 
 def is_json_path(path: str) -> bool:
-    return path.startswith(settings.BAILING_JSON_ERROR_PREFIXES)
+    return path.startswith(settings.BAILING_JSON_ERROR_PREFIXES) and not path.startswith(
+        getattr(settings, "BAILING_HTML_ERROR_PREFIXES", ()))
+
+
+def request_id_is_valid(value: str) -> bool:
+    """8–128 characters of [A-Za-z0-9._-], and not shaped like one of our credentials (an id is
+    echoed and written to every log line)."""
+    return bool(_REQUEST_ID.fullmatch(value)) and not TOKEN_PATTERN.search(value)
 
 
 class RequestIdMiddleware:
@@ -33,7 +42,7 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         incoming = request.headers.get("X-Request-ID", "")
-        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id = incoming if request_id_is_valid(incoming) else uuid.uuid4().hex
         request.request_id = request_id
         token = request_id_var.set(request_id)
         try:
@@ -61,18 +70,71 @@ def view_body_limit(view_func) -> int:
     """A view's body limit: `body_max_bytes` on the function or its DRF/Django view class."""
     for holder in (view_func, getattr(view_func, "cls", None), getattr(view_func, "view_class", None)):
         limit = getattr(holder, "body_max_bytes", None)
+        if callable(limit):  # computed per request, so it follows the settings in force
+            limit = limit()
         if limit:
             return int(limit)
     return settings.BAILING_JSON_BODY_MAX_BYTES
 
 
-def too_large_response(view_func, *, max_bytes: int, observed_bytes: int) -> HttpResponse:
-    """413 in the view's own shape when it declares one (tool invocations), else request_too_large."""
+def error_page(request: HttpRequest, status: int, message: str | None = None, code: str | None = None,
+               **extra) -> HttpResponse:
+    """The error in the caller's shape: JSON under the API prefixes, otherwise an HTML page in
+    the console's look with a way back to where the person came from."""
+    if is_json_path(request.path):
+        return error_response(status, message, code, **extra)
+    from django.contrib import admin
+    from django.template.loader import render_to_string
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    referer = request.headers.get("Referer", "")
+    back = referer if referer and url_has_allowed_host_and_scheme(
+        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()) else ""
+    admin_path = request.path.startswith(_admin_index_path())
+    context = {
+        "title": STATUS_TITLES.get(status, "Error"),
+        "status": status,
+        "message": message or STATUS_MESSAGES.get(status, "Error."),
+        "back_url": back or (_admin_index_path() if admin_path else "/"),
+        "site_header": admin.site.site_header,
+        "site_title": admin.site.site_title,
+        "site_url": None,
+        "has_permission": False,
+        "is_nav_sidebar_enabled": False,
+        **extra,
+    }
+    # Rendered before the session and auth middlewares have run: the page shows no user.
+    html = render_to_string("bailinghub/error.html", context, request=request)
+    return HttpResponse(html, status=status, content_type="text/html; charset=utf-8")
+
+
+def _admin_index_path() -> str:
+    from django.urls import NoReverseMatch, reverse
+
+    try:
+        return reverse("admin:index")
+    except NoReverseMatch:
+        return "/admin/"
+
+
+STATUS_TITLES = {400: "Bad request", 413: "Upload too large"}
+
+
+def too_large_response(request: HttpRequest, view_func, *, max_bytes: int, observed_bytes: int) -> HttpResponse:
+    """413 in the view's own shape when it declares one (tool invocations), else request_too_large;
+    an HTML page outside the API prefixes."""
     for holder in (view_func, getattr(view_func, "cls", None), getattr(view_func, "view_class", None)):
         builder = getattr(holder, "body_too_large_payload", None)
         if builder:
             payload = builder(max_bytes=max_bytes, observed_bytes=observed_bytes)
-            return error_response(413, **payload)
+            if is_json_path(request.path):
+                return error_response(413, **payload)
+            return error_page(request, 413, payload.get("message"))
+    if not is_json_path(request.path):
+        declared = int(request.META.get("CONTENT_LENGTH") or 0) or observed_bytes
+        return error_page(request, 413, f"The request is {filesizeformat(declared)}; this page accepts at most "
+                                        f"{filesizeformat(max_bytes)}. Nothing was saved.",
+                          max_bytes=max_bytes, observed_bytes=declared)
     return error_response(
         413,
         f"The request body exceeds {max_bytes} bytes.",
@@ -103,10 +165,10 @@ class BodySizeLimitMiddleware:
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
-            return error_response(400, "Content-Length is not a number.")
+            return error_page(request, 400, "Content-Length is not a number.")
         if request.content_type == "multipart/form-data":
             if declared > limit:
-                return too_large_response(view_func, max_bytes=limit, observed_bytes=0)
+                return too_large_response(request, view_func, max_bytes=limit, observed_bytes=0)
             return None
         if declared <= 0:
             return None
@@ -119,7 +181,7 @@ class BodySizeLimitMiddleware:
             chunks.append(chunk)
             observed += len(chunk)
         if observed > limit:
-            return too_large_response(view_func, max_bytes=limit, observed_bytes=observed)
+            return too_large_response(request, view_func, max_bytes=limit, observed_bytes=observed)
         body = b"".join(chunks)
         # Hand the bytes back to Django as if nothing had been read.
         request._body = body
@@ -160,5 +222,41 @@ class ApiExceptionMiddleware:
             return error_response(404)
         if isinstance(exception, PermissionDenied):
             return error_response(403)
+        if mark(request, exception):
+            return None  # ServiceUnavailableMiddleware answers 503
         logger.exception("Unhandled error in %s", request.path)
         return error_response(500)
+
+
+class ContentCharsetMiddleware:
+    """A body in a charset the API does not read is 415 before anything decodes it.
+
+    Django takes any codec Python knows as the request encoding, text or not (`rot13`, `zlib`,
+    `hex`), and DRF's parsers would decode with it. Under the JSON prefixes only UTF-8 is accepted;
+    elsewhere (forms in the console) a codec that is not a text encoding is refused.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from apps.core.parsers import UnsupportedCharset, charset_is_utf8, content_charset
+
+        content_type = request.META.get("CONTENT_TYPE", "")
+        charset = content_charset(content_type)
+        if charset is None or charset_is_utf8(content_type):
+            return self.get_response(request)
+        if is_json_path(request.path):
+            return error_response(UnsupportedCharset.status, UnsupportedCharset.message, UnsupportedCharset.code)
+        if not _is_text_encoding(charset):
+            return error_page(request, 415, f"The charset {charset[:40]!r} is not a text encoding.")
+        return self.get_response(request)
+
+
+def _is_text_encoding(charset: str) -> bool:
+    import codecs
+
+    try:
+        return bool(getattr(codecs.lookup(charset), "_is_text_encoding", True))
+    except LookupError:
+        return True  # Django ignores an unknown charset and reads UTF-8

@@ -1,0 +1,99 @@
+"""PostgreSQL or Redis down: 503 with Retry-After instead of a 500, and recovery by itself.
+
+Whatever raised it — a view, a DRF view, a middleware, the session save — an error that says a
+backing service cannot be reached marks the request (`mark`), and one middleware turns the
+resulting 5xx into a 503 in the caller's shape. Nothing is cached across requests: Django drops a
+connection that failed (CONN_HEALTH_CHECKS), so the first request after the server is back
+reconnects and succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.signals import got_request_exception
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
+from django.http import HttpRequest, HttpResponse
+
+logger = logging.getLogger("bailinghub.errors")
+
+RETRY_AFTER_SECONDS = 5
+MESSAGE = "The service is temporarily unavailable; retry shortly."
+
+
+def _unavailable_classes() -> tuple[type[BaseException], ...]:
+    from kombu.exceptions import OperationalError as BrokerOperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return (DatabaseOperationalError, DatabaseInterfaceError, RedisConnectionError, RedisTimeoutError,
+            BrokerOperationalError)
+
+
+def is_unavailable(exc: BaseException | None) -> bool:
+    """True if `exc` (or an exception it was raised from) says PostgreSQL, Redis or the broker
+    cannot be reached or gave up (connection refused or lost, a timeout)."""
+    classes = _unavailable_classes()
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, classes):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def mark(request: HttpRequest | None, exc: BaseException) -> bool:
+    """Record on the request that it failed because a backing service is down; whether it did."""
+    if request is None or not is_unavailable(exc):
+        return False
+    if not getattr(request, "_backing_service_unavailable", False):
+        logger.warning("Backing service unavailable during %s %s: %s", request.method, request.path,
+                       type(exc).__name__)
+    request._backing_service_unavailable = True
+    return True
+
+
+def unavailable_response(request: HttpRequest) -> HttpResponse:
+    from apps.core.exceptions import error_response
+    from apps.core.middleware import is_json_path
+
+    if is_json_path(request.path):
+        response = error_response(503, MESSAGE, "service_unavailable")
+    else:
+        response = HttpResponse(
+            "<!doctype html><title>Temporarily unavailable</title><h1>Temporarily unavailable</h1>"
+            f"<p>{MESSAGE} This page reloads by itself.</p>"
+            f'<meta http-equiv="refresh" content="{RETRY_AFTER_SECONDS}">',
+            status=503, content_type="text/html; charset=utf-8",
+        )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+def _on_request_exception(sender, request=None, **kwargs) -> None:
+    import sys
+
+    mark(request, sys.exc_info()[1])
+
+
+got_request_exception.connect(_on_request_exception, dispatch_uid="bailinghub.core.unavailable")
+
+
+class ServiceUnavailableMiddleware:
+    """Turns a 5xx of a request marked by `mark` into 503 + Retry-After. It never touches the
+    database or Redis itself, so it answers while they are down."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            response = self.get_response(request)
+        except Exception as exc:  # an exception that escaped every other handler
+            if not mark(request, exc):
+                raise
+            return unavailable_response(request)
+        if response.status_code >= 500 and getattr(request, "_backing_service_unavailable", False):
+            return unavailable_response(request)
+        return response
