@@ -4,15 +4,22 @@ authorizations change only through services (revoke action), never through a for
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit, urlunsplit
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
 from apps.projects.admin import ProjectScopedAdminMixin
+from apps.routes.models import Route
 
 
 def connection_snippets(*, client: AgentClient, hub_url: str) -> list[str]:
@@ -27,10 +34,54 @@ def _token_message(request, client: AgentClient, token: str, verb: str) -> None:
     messages.warning(
         request,
         format_html(
-            "{} client token for {} — copy it now, it will not be shown again: <code>{}</code>",
+            "{} client token for {} — copy it now, it will not be shown again: <code id=\"client-token\">{}</code> "
+            "<button type=\"button\" class=\"button\" onclick=\"navigator.clipboard.writeText("
+            "document.getElementById('client-token').textContent)\">Copy</button>",
             verb, client.app_id, token,
         ),
     )
+
+
+def own_authorize_url(request) -> str:
+    """This hub's authorization page as agents must be sent to it. Plain http is accepted only on
+    an IP-literal loopback (see validate_agent_authorize_url), so a local `localhost` becomes 127.0.0.1."""
+    url = request.build_absolute_uri(reverse("agent-auth-authorize"))
+    parts = urlsplit(url)
+    if parts.scheme == "http" and parts.hostname == "localhost":
+        url = urlunsplit(parts._replace(netloc=parts.netloc.replace("localhost", "127.0.0.1", 1)))
+    return url
+
+
+class AuthorizeUrlWidget(forms.TextInput):
+    """The URL field with a one-click choice of BailingHub's own authorization page."""
+
+    def __init__(self, *, own_url: str, attrs=None):
+        super().__init__(attrs={"class": "vTextField", "style": "width: 34em", **(attrs or {})})
+        self.own_url = own_url
+
+    def render(self, name, value, attrs=None, renderer=None):
+        field = super().render(name, value, attrs, renderer)
+        field_id = (attrs or {}).get("id", f"id_{name}")
+        return format_html(
+            '<div>{} <button type="button" class="button" id="use-own-authorize-page" data-url="{}" '
+            "onclick=\"document.getElementById('{}').value = this.dataset.url\">Use this hub's page</button>"
+            '<div class="help" style="margin-left:0">This hub\'s own page, for projects whose users sign in to '
+            "BailingHub itself: <code>{}</code></div></div>",
+            field, self.own_url, field_id, self.own_url,
+        )
+
+
+def _route_choices(request) -> list[tuple[str, str]]:
+    routes = Route.objects.select_related("project").order_by("project__name", "key")
+    if not request.user.is_superuser:
+        routes = routes.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
+    routes = list(routes)
+    several_projects = len({route.project_id for route in routes}) > 1
+    labels: dict[str, list[str]] = {}
+    for route in routes:
+        label = f"{route.name} ({route.key})" + (f" · {route.project.name}" if several_projects else "")
+        labels.setdefault(route.key, []).append(label)
+    return [(key, " / ".join(names)) for key, names in labels.items()]
 
 
 @admin.register(AgentClient)
@@ -49,10 +100,38 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def routes(self, obj: AgentClient) -> str:
         return ", ".join(obj.allowed_routes or [])
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "allowed_routes":
+            return forms.MultipleChoiceField(
+                label="Allowed routes", choices=_route_choices(request), required=False,
+                widget=forms.CheckboxSelectMultiple,
+                help_text="The routes of the client's project that its agents may ask for.",
+            )
+        if db_field.name == "agent_authorize_url":
+            kwargs["widget"] = AuthorizeUrlWidget(own_url=own_authorize_url(request))
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def get_changeform_initial_data(self, request):
+        initial = super().get_changeform_initial_data(request)
+        editable = self.editable_project_ids(request)
+        if "project" not in initial and len(editable) == 1:
+            initial["project"] = next(iter(editable))
+        return initial
+
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         if not change:
             _token_message(request, obj, agent_client_token_rotate(client=obj), "New")
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # The new client's own page: its one-time token, its connection snippet, its rotate button.
+        response = super().response_add(request, obj, post_url_continue)
+        if "_addanother" in request.POST or IS_POPUP_VAR in request.POST:
+            return response
+        return HttpResponseRedirect(self._change_url(obj))
+
+    def _change_url(self, obj: AgentClient) -> str:
+        return reverse(f"{self.admin_site.name}:agent_auth_agentclient_change", args=[obj.pk])
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = dict(extra_context or {})
@@ -61,7 +140,24 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             extra_context["connection_snippets"] = connection_snippets(
                 client=client, hub_url=request.build_absolute_uri("/").rstrip("/")
             )
+            extra_context["can_rotate"] = self.has_change_permission(request, client)
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_urls(self):
+        rotate = path("<path:object_id>/rotate-token/", self.admin_site.admin_view(self.rotate_token_view),
+                      name="agent_auth_agentclient_rotate_token")
+        return [rotate, *super().get_urls()]
+
+    def rotate_token_view(self, request, object_id):
+        client = self.get_object(request, object_id)
+        if client is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if request.method != "POST":
+            return HttpResponseRedirect(self._change_url(client))
+        if not self.has_change_permission(request, client):
+            raise PermissionDenied
+        _token_message(request, client, agent_client_token_rotate(client=client), "Rotated")
+        return HttpResponseRedirect(self._change_url(client))
 
     @admin.action(description="Rotate the client token (the old one stops working at once)",
                   permissions=["change"])
@@ -73,15 +169,35 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
 
 class RevokeReasonForm(forms.Form):
-    reason = forms.CharField(max_length=400, widget=forms.TextInput(attrs={"size": 60}))
+    reason = forms.CharField(
+        max_length=400, widget=forms.TextInput(attrs={"size": 60, "class": "vTextField"}),
+        error_messages={"required": "Give a reason: it is kept with the session for the audit trail."},
+    )
+
+
+class SessionStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "Active"), ("revoked", "Revoked"), ("expired", "Expired")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True, refresh_expires_at__gt=now)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "expired":
+            return queryset.filter(revoked_at__isnull=True, refresh_expires_at__lte=now)
+        return queryset
 
 
 @admin.register(AgentSession)
 class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "client__project"
-    list_display = ["device_label", "principal_id", "on_behalf_of", "routes", "client", "last_used_at",
-                    "refresh_expires_at", "revoked"]
-    list_filter = [("revoked_at", admin.EmptyFieldListFilter), "client"]
+    list_display = ["device_label", "on_behalf_of", "app", "routes", "last_used_at", "state"]
+    list_filter = [SessionStateFilter, "client"]
     search_fields = ["device_label", "principal_id", "on_behalf_of", "client__app_id"]
     list_select_related = ["client", "client__project"]
     actions = ["revoke_sessions"]
@@ -95,9 +211,15 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def routes(self, obj: AgentSession) -> str:
         return ", ".join(obj.allowed_routes or [])
 
-    @admin.display(description="Revoked", boolean=True)
-    def revoked(self, obj: AgentSession) -> bool:
-        return obj.revoked_at is not None
+    @admin.display(description="State")
+    def state(self, obj: AgentSession) -> str:
+        if obj.revoked_at is not None:
+            return f"Revoked ({obj.get_revoked_by_display()}): {obj.revoked_reason}"
+        return "Expired" if obj.refresh_expires_at <= timezone.now() else "Active"
+
+    @admin.display(description="Client", ordering="client__app_id")
+    def app(self, obj: AgentSession) -> str:
+        return obj.client.app_id
 
     def has_add_permission(self, request):
         return False

@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.selectors import client_get_by_token
+from apps.agent_auth.services import session_revoke
 from apps.projects.models import Membership
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import authorization_for, session_for
@@ -34,27 +35,29 @@ def viewer(route):
 
 def _client_form(route, **changes):
     data = {"project": str(route.project.pk), "app_id": "store-desktop", "name": "Store desktop", "enabled": "on",
-            "allowed_routes": "store-assistant,hr-helpdesk",
+            "allowed_routes": ["store-assistant", "hr-helpdesk"],
             "agent_authorize_url": "https://business.example.com/agent/authorize",
             "authorization_rate_limit": "10"}
     data.update(changes)
     return data
 
 
-def test_creating_a_client_shows_its_token_once(route, other_route, owner):
+def test_creating_a_client_shows_its_token_once_on_its_page(route, other_route, owner):
     admin = _admin(owner)
     response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route))
     assert response.status_code == 302
+    client = AgentClient.objects.get(app_id="store-desktop")
+    assert response["Location"] == f"/admin/agent_auth/agentclient/{client.pk}/change/"
+    assert client.allowed_routes == ["store-assistant", "hr-helpdesk"]
     shown = TOKEN_RE.findall(admin.get(response["Location"]).content.decode())
     assert len(shown) == 1
-    client = AgentClient.objects.get(app_id="store-desktop")
     assert client_get_by_token(token=shown[0]) == client
     assert TOKEN_RE.findall(admin.get(response["Location"]).content.decode()) == []
 
 
 def test_a_client_needs_existing_routes_and_a_safe_authorization_url(route, owner):
     admin = _admin(owner)
-    for changes in ({"allowed_routes": "store-assistant,payroll"},
+    for changes in ({"allowed_routes": ["store-assistant", "payroll"]},
                     {"agent_authorize_url": "http://business.example.com/authorize"}):
         response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route, **changes))
         assert response.status_code == 200
@@ -104,7 +107,7 @@ def test_sessions_are_listed_with_their_details(agent_client, owner):
         admin.get("/admin/agent_auth/agentsession/")
     assert response.status_code == 200
     html = response.content.decode()
-    for text in ("Ada&#x27;s laptop", "u-1001", "ada@example.com", "store-assistant, hr-helpdesk"):
+    for text in ("Ada&#x27;s laptop", "ada@example.com", ">Active<", "store-assistant, hr-helpdesk"):
         assert text in html
     assert len(four) == len(three)
 
@@ -132,6 +135,7 @@ def test_revoking_without_a_reason_changes_nothing(agent_client, owner):
     issued = session_for(agent_client)
     response = _revoke(_admin(owner), [issued.session], apply="1", reason="")
     assert response.status_code == 200
+    assert "Give a reason: it is kept with the session for the audit trail." in response.content.decode()
     assert AgentSession.objects.get().revoked_at is None
 
 
@@ -175,3 +179,90 @@ def test_a_client_of_another_project_cannot_be_opened(route):
     other = AgentClientFactory()
     owner = MembershipFactory(project=route.project)
     assert _admin(owner).get(f"/admin/agent_auth/agentclient/{other.pk}/change/").status_code == 302
+
+
+def test_the_form_offers_this_hubs_authorization_page_in_one_click(route, owner):
+    html = _admin(owner).get("/admin/agent_auth/agentclient/add/", HTTP_HOST="127.0.0.1:8000").content.decode()
+    assert 'id="use-own-authorize-page" data-url="http://127.0.0.1:8000/agent-auth/authorize"' in html
+
+
+def test_a_localhost_hub_offers_its_page_on_the_loopback_address(route, owner):
+    html = _admin(owner).get("/admin/agent_auth/agentclient/add/", HTTP_HOST="localhost:8000").content.decode()
+    assert 'data-url="http://127.0.0.1:8000/agent-auth/authorize"' in html
+
+
+def test_a_client_on_this_hubs_page_is_created(route, owner):
+    response = _admin(owner).post("/admin/agent_auth/agentclient/add/", _client_form(
+        route, allowed_routes=["store-assistant"], agent_authorize_url="https://hub.example.com/agent-auth/authorize"))
+    assert response.status_code == 302
+    assert AgentClient.objects.get().agent_authorize_url == "https://hub.example.com/agent-auth/authorize"
+
+
+def test_the_route_choices_are_the_operators_projects_routes(route, other_route, owner):
+    from tests.routes.factories import RouteFactory
+
+    RouteFactory(key="elsewhere")
+    response = _admin(owner).get("/admin/agent_auth/agentclient/add/")
+    field = response.context["adminform"].form.fields["allowed_routes"]
+    assert [key for key, _ in field.choices] == ["hr-helpdesk", "store-assistant"]
+    assert response.context["adminform"].form.initial["project"] == route.project.pk
+
+
+def test_an_operator_without_model_permissions_can_register_a_client(route, other_route, owner):
+    assert not owner.user.is_superuser and not owner.user.user_permissions.exists()
+    admin = _admin(owner)
+    assert admin.get("/admin/agent_auth/agentclient/add/").status_code == 200
+    assert admin.post("/admin/agent_auth/agentclient/add/", _client_form(route)).status_code == 302
+    assert AgentClient.objects.count() == 1
+
+
+def test_the_rotate_button_shows_the_new_token_once_and_kills_the_old(agent_client, owner):
+    admin = _admin(owner)
+    page = admin.get(f"/admin/agent_auth/agentclient/{agent_client.pk}/change/").content.decode()
+    assert 'id="rotate-token"' in page
+    response = admin.post(f"/admin/agent_auth/agentclient/{agent_client.pk}/rotate-token/")
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/agent_auth/agentclient/{agent_client.pk}/change/"
+    shown = TOKEN_RE.findall(admin.get(response["Location"]).content.decode())
+    assert len(shown) == 1 and shown[0] != agent_client.token
+    assert client_get_by_token(token=agent_client.token) is None
+    assert client_get_by_token(token=shown[0]) == agent_client
+
+
+def test_opening_the_rotate_address_does_not_rotate(agent_client, owner):
+    response = _admin(owner).get(f"/admin/agent_auth/agentclient/{agent_client.pk}/rotate-token/")
+    assert response.status_code == 302
+    assert client_get_by_token(token=agent_client.token) == agent_client
+
+
+def test_a_viewer_has_no_rotate_button_and_cannot_post_one(agent_client, viewer):
+    admin = _admin(viewer)
+    page = admin.get(f"/admin/agent_auth/agentclient/{agent_client.pk}/change/")
+    assert page.status_code == 200
+    assert 'id="rotate-token"' not in page.content.decode()
+    response = admin.post(f"/admin/agent_auth/agentclient/{agent_client.pk}/rotate-token/")
+    assert response.status_code == 403
+    assert client_get_by_token(token=agent_client.token) == agent_client
+
+
+def test_another_projects_client_cannot_be_rotated(route):
+    other = AgentClientFactory()
+    owner = MembershipFactory(project=route.project)
+    response = _admin(owner).post(f"/admin/agent_auth/agentclient/{other.pk}/rotate-token/")
+    assert response.status_code == 302  # "does not exist" for what the operator may not see
+    assert client_get_by_token(token=other.token) == other
+
+
+def test_the_console_names_the_app_agent_sign_in(owner):
+    html = _admin(owner).get("/admin/agent_auth/").content.decode()
+    assert "Agent sign-in" in html
+    assert "AGENT_AUTH" not in html and "Agent_Auth" not in html
+
+
+def test_sessions_filter_by_state(agent_client, owner):
+    active, revoked = session_for(agent_client).session, session_for(agent_client).session
+    session_revoke(session=revoked, revoked_by=AgentSession.RevokedBy.OPERATOR, reason="gone")
+    admin = _admin(owner)
+    for state, expected in (("active", [active]), ("revoked", [revoked]), ("expired", [])):
+        response = admin.get("/admin/agent_auth/agentsession/", {"state": state})
+        assert list(response.context["cl"].queryset) == expected
