@@ -6,21 +6,24 @@ A KB's search playground (read-only, GET) runs selectors.knowledge_search with e
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
+from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.retrieve import SearchOptions
-from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
+from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.knowledge.playground import PlaygroundSearchForm, playground_hits, playground_timings
 from apps.projects.admin import ProjectScopedAdminMixin
@@ -50,41 +53,133 @@ class MultipleFileField(forms.FileField):
         return [super().clean(data, initial)] if data else []
 
 
+UPLOAD_EXTENSIONS = (".txt", ".md", ".markdown", ".json", ".csv", ".pdf")
+
+
 class UploadForm(forms.Form):
-    files = MultipleFileField(required=False, help_text="txt, md/markdown, json, csv or pdf; several at once.")
+    # Empty files pass the form so the service can name them next to the other refusals.
+    files = MultipleFileField(required=False, allow_empty_file=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["files"].widget.attrs["accept"] = ",".join(UPLOAD_EXTENSIONS)
+        self.fields["files"].help_text = (
+            f"txt, md, json, csv or pdf — up to {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files at once, "
+            f"{filesizeformat(settings.KNOWLEDGE_UPLOAD_MAX_BYTES)} each. Files that cannot be accepted are "
+            "named with the reason; the others are uploaded."
+        )
+
+
+STRATEGY_CHOICES = [
+    ("auto", "auto — sections by heading, then sentences (recommended)"),
+    ("by_section", "by_section — one chunk per heading section"),
+    ("by_paragraph", "by_paragraph — one chunk per paragraph"),
+    ("fixed", "fixed — windows of a fixed size inside each section"),
+    ("legacy", "legacy — the old whole-document split"),
+]
+STRATEGY_HELP = mark_safe(
+    "<ul class='bh-strategy-help'>"
+    "<li><b>auto</b>: Markdown headings make sections; inside a section, sentences (Chinese 。！？； and "
+    "Western .!?) are merged up to the maximum, with the overlap repeated at the start of the next chunk. "
+    "Never across a heading; code blocks and tables stay whole. Best for most documents.</li>"
+    "<li><b>by_section</b>: one chunk per section; a section longer than the maximum is cut at paragraph "
+    "boundaries. No overlap. For short, well-titled articles such as FAQs.</li>"
+    "<li><b>by_paragraph</b>: one chunk per paragraph (or table, code block, record); paragraphs shorter than "
+    "the minimum join the next ones. For documents without headings.</li>"
+    "<li><b>fixed</b>: windows of the maximum size, overlapping, inside each section, ignoring sentences.</li>"
+    "<li><b>legacy</b>: the old split — fixed windows over the whole text, no sections and no chapter "
+    "paths. Kept so knowledge bases created before strategies search as before.</li>"
+    "</ul>A new strategy applies at the next rebuild; the active index keeps serving searches until then."
+)
+STRATEGY_FIELDS = ("strategy", "min_chars", "max_chars", "overlap_chars")
 
 
 class KnowledgeBaseForm(forms.ModelForm):
-    chunk_strategy = forms.JSONField(
-        required=False,
-        help_text='{"strategy": "auto", "min_chars": 256, "max_chars": 768, "overlap_chars": 96} — strategy is '
-                  "auto, by_section, by_paragraph, fixed or legacy. Applies at the next rebuild.",
-    )
+    """The chunk strategy as four fields; together they build the same validated object the
+    builder API takes (`strategy_parse`), and its errors land next to the field they are about."""
+
+    strategy = forms.ChoiceField(label="Chunk strategy", choices=STRATEGY_CHOICES, help_text=STRATEGY_HELP)
+    min_chars = forms.IntegerField(
+        label="Minimum characters", min_value=0,
+        help_text="A last piece shorter than this joins the one before (by_paragraph: short paragraphs join).")
+    max_chars = forms.IntegerField(
+        label="Maximum characters", min_value=MAX_CHARS_RANGE[0], max_value=MAX_CHARS_RANGE[1],
+        help_text=f"The largest chunk, {MAX_CHARS_RANGE[0]}–{MAX_CHARS_RANGE[1]} characters. Smaller chunks give "
+                  "sharper hits; larger ones more context per hit.")
+    overlap_chars = forms.IntegerField(
+        label="Overlap characters", min_value=0,
+        help_text="Text repeated at the start of the next chunk so a sentence cut between two chunks is found "
+                  "in either; at most half the maximum. Ignored by by_section.")
 
     class Meta:
         model = KnowledgeBase
-        fields = ["project", "name", "description", "embedding_model", "chunk_strategy", "require_confirmation"]
+        fields = ["project", "name", "description", "embedding_model", "require_confirmation"]
 
-    def clean_chunk_strategy(self):
-        from django.conf import settings
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        current = self.instance.chunk_strategy if self.instance.pk else settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY
+        for name in STRATEGY_FIELDS:
+            self.fields[name].initial = (current or {}).get(name, settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY[name])
 
+    def clean(self):
+        data = super().clean()
+        if any(name in self.errors for name in STRATEGY_FIELDS):
+            return data
         try:
-            return strategy_parse(self.cleaned_data.get("chunk_strategy"),
-                                  defaults=settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY).public()
+            strategy = strategy_parse({name: data[name] for name in STRATEGY_FIELDS},
+                                      defaults=settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY)
         except StrategyInvalid as exc:
-            raise forms.ValidationError(str(exc)) from exc
+            for key, field_messages in exc.fields.items():
+                field = key.removeprefix("chunk_strategy.")
+                self.add_error(field if field in STRATEGY_FIELDS else None, field_messages)
+            return data
+        data["chunk_strategy"] = strategy.public()
+        return data
 
 
-class GenerationInline(admin.TabularInline):
+class ProjectScopedInlineMixin:
+    """An inline on a project-scoped page follows the page's project roles, not model
+    permissions: members see it, owners and editors change it (`read_only` inlines never)."""
+
+    read_only = False
+
+    def _visible(self, request, obj) -> bool:
+        if request.user.is_superuser:
+            return True
+        if obj is None:
+            return bool(ProjectScopedAdminMixin.visible_project_ids(request))
+        return obj.project_id in ProjectScopedAdminMixin.visible_project_ids(request)
+
+    def _editable(self, request, obj) -> bool:
+        if self.read_only:
+            return False
+        if request.user.is_superuser:
+            return True
+        if obj is None:
+            return bool(ProjectScopedAdminMixin.editable_project_ids(request))
+        return obj.project_id in ProjectScopedAdminMixin.editable_project_ids(request)
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff and self._visible(request, obj)
+
+    def has_add_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff and self._editable(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff and self._editable(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff and self._editable(request, obj)
+
+
+class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
     model = IndexGeneration
     extra = 0
     can_delete = False
+    read_only = True  # generations change only through rebuilds
     fields = ["number", "status", "strategy", "progress", "keyword_index", "error", "started_at", "activated_at"]
     readonly_fields = fields
     ordering = ["-number"]
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="Strategy")
     def strategy(self, obj: IndexGeneration) -> str:
@@ -107,7 +202,7 @@ class GenerationInline(admin.TabularInline):
         return f"{obj.error_code}: {obj.error_message}" if obj.error_code else ""
 
 
-class RouteBindingInline(admin.TabularInline):
+class RouteBindingInline(ProjectScopedInlineMixin, admin.TabularInline):
     model = RouteKnowledgeBinding
     extra = 0
     verbose_name = "route reading this knowledge base"
@@ -136,9 +231,13 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return ["project", "embedding_model", "embedding_dim"] if obj else []
 
-    def get_fields(self, request, obj=None):
-        fields = ["project", "name", "description", "embedding_model", "chunk_strategy", "require_confirmation"]
-        return [*fields[:4], "embedding_dim", *fields[4:]] if obj else fields
+    def get_fieldsets(self, request, obj=None):
+        head = ["project", "name", "description", "embedding_model", *(["embedding_dim"] if obj else [])]
+        return [
+            (None, {"fields": head}),
+            ("Chunking", {"fields": [*STRATEGY_FIELDS, "require_confirmation"],
+                          "description": "How documents are cut into the pieces that searches return."}),
+        ]
 
     @admin.display(description="Strategy")
     def strategy(self, obj: KnowledgeBase) -> str:
@@ -175,7 +274,9 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def get_urls(self):
         wrap = self.admin_site.admin_view
         return [
-            path("<path:object_id>/upload/", wrap(self.upload_view), name="knowledge_knowledgebase_upload"),
+            path("<path:object_id>/upload/", upload_view_limits(wrap(self.upload_view)),
+                 name="knowledge_knowledgebase_upload"),
+            path("<path:object_id>/status/", wrap(self.status_view), name="knowledge_knowledgebase_status"),
             path("<path:object_id>/rebuild/", wrap(self.rebuild_view), name="knowledge_knowledgebase_rebuild"),
             path("<path:object_id>/search/", wrap(self.search_view), name="knowledge_knowledgebase_search"),
             *super().get_urls(),
@@ -193,21 +294,43 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return HttpResponseRedirect(reverse("admin:knowledge_knowledgebase_change", args=[kb.pk]))
 
     def upload_view(self, request, object_id):
+        """A batch upload: the good files are accepted, each refused one is named with its reason."""
         kb = self._editable(request, object_id)
         if request.method != "POST":
             return self._back(kb)
         form = UploadForm(request.POST, request.FILES)
         if not form.is_valid():
-            self.message_user(request, "The upload could not be read.", messages.ERROR)
+            self.message_user(request, "The upload could not be read; choose the files again.", messages.ERROR)
             return self._back(kb)
         try:
-            documents = services.document_upload(kb=kb, files=form.cleaned_data["files"], user=request.user)
+            batch = services.document_upload_batch(kb=kb, files=form.cleaned_data["files"], user=request.user)
         except ApiError as exc:
             self.message_user(request, exc.message, messages.ERROR)
-        else:
-            self.message_user(request, f"Uploaded {len(documents)} document(s); they are queued for indexing.",
-                              messages.SUCCESS)
+            return self._back(kb)
+        if batch.documents:
+            names = ", ".join(d.filename for d in batch.documents)
+            self.message_user(request, f"Uploaded {len(batch.documents)} document(s): {names}. They are queued for "
+                                       "indexing; their progress shows below.", messages.SUCCESS)
+        for refusal in batch.refused:
+            self.message_user(request, f"Not uploaded: {refusal.filename} — {refusal.message}", messages.ERROR)
         return self._back(kb)
+
+    def status_view(self, request, object_id):
+        """Ingestion progress of the KB page's documents and latest generation, as JSON for the
+        page's polling; whoever may view the KB may read it."""
+        kb = self.get_object(request, unquote(object_id))
+        if kb is None:
+            raise Http404
+        if not self.has_view_or_change_permission(request, kb):
+            raise PermissionDenied
+        status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
+        can_change = self.has_change_permission(request, kb)
+        for row in status["documents"]:
+            row["retry_url"] = (reverse("admin:knowledge_document_retry", args=[row["id"]])
+                                if can_change and row["status"] == Document.Status.FAILED else None)
+            row["confirm_url"] = (reverse("admin:knowledge_document_confirm", args=[row["id"]])
+                                  if can_change and row["status"] == Document.Status.AWAITING_CONFIRMATION else None)
+        return JsonResponse(status, json_dumps_params={"ensure_ascii": False})  # admin_view adds no-store
 
     def rebuild_view(self, request, object_id):
         kb = self._editable(request, object_id)
@@ -257,19 +380,26 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = dict(extra_context or {})
-        kb = self.get_object(request, object_id)
+        kb = self.get_object(request, unquote(object_id))
         if kb is not None:
-            documents = list(selectors.document_list(kb=kb)[:DOCUMENTS_ON_KB_PAGE])
+            can_change = self.has_change_permission(request, kb)
+            status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
             extra_context.update({
                 "upload_form": UploadForm(),
-                "documents": [(d, progress_bar(d.progress_done, d.progress_total, complete=d.status == "completed"))
-                              for d in documents],
+                "ingest": status,
+                "status_url": reverse("admin:knowledge_knowledgebase_status", args=[kb.pk]),
                 "document_total": kb.document_total,
-                "report": selectors.knowledge_base_report(kb=kb, failures_limit=20),
-                "latest_generation": selectors.generation_latest(kb=kb),
-                "can_change": self.has_change_permission(request, kb),
+                "report": selectors.knowledge_base_report(kb=kb, failures_limit=0),
+                "can_change": can_change,
             })
         return super().change_view(request, object_id, form_url, extra_context)
+
+
+def upload_view_limits(view):
+    """An upload's body is held to a full batch at the per-file limit (as in the builder API),
+    not to the JSON body limit; the service then holds each file to its own limit."""
+    view.body_max_bytes = services.upload_body_max_bytes
+    return view
 
 
 @admin.register(Document)
@@ -343,12 +473,18 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             raise Http404
         if not self.has_change_permission(request, document):
             raise PermissionDenied
+        wants_json = request.headers.get("Accept", "").startswith("application/json")
         if request.method == "POST":
             try:
-                service(document=document)
-                self.message_user(request, done_message, messages.SUCCESS)
+                document = service(document=document)
             except ApiError as exc:
+                if wants_json:  # the KB page's script shows it beside the document
+                    return JsonResponse({"error": exc.code, "message": exc.message}, status=exc.status)
                 self.message_user(request, exc.message, messages.ERROR)
+            else:
+                if wants_json:
+                    return JsonResponse({"id": str(document.pk), "status": document.status, "message": done_message})
+                self.message_user(request, done_message, messages.SUCCESS)
         target = request.POST.get("next") or reverse("admin:knowledge_document_change", args=[document.pk])
         return HttpResponseRedirect(target if target.startswith("/admin/") else "/admin/")
 
@@ -366,7 +502,8 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 selectors.chunk_list_preview(document=document).defer("embedding", "search_vector")[:500]
             )
             extra_context["can_change"] = self.has_change_permission(request, document)
-        extra_context["show_save"] = False
+        # Every field is read-only: nothing to save here (retry, confirm and delete have their own buttons).
+        extra_context.update(show_save=False, show_save_and_continue=False, show_save_and_add_another=False)
         return super().change_view(request, object_id, form_url, extra_context)
 
 

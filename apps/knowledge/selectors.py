@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
 from apps.knowledge.models import (
@@ -204,6 +205,133 @@ def document_report(*, document: Document) -> dict[str, Any]:
             "completed_at": document.completed_at,
             "failed_at": document.failed_at,
         },
+    }
+
+
+# Ingestion progress (the KB page polls it)
+
+# How far along each stage is, out of 100: parsing and chunking are quick next to embedding,
+# which fills the rest of the bar chunk by chunk.
+STAGE_PERCENT = {
+    Document.Status.PENDING: 0,
+    Document.Status.QUEUED: 0,
+    Document.Status.PARSING: 10,
+    Document.Status.CHUNKING: 25,
+    Document.Status.AWAITING_CONFIRMATION: 40,
+    Document.Status.EMBEDDING: 40,
+    Document.Status.COMPLETED: 100,
+    Document.Status.FAILED: 0,
+}
+# A document in one of these needs nobody but a person (or nothing at all) to move on.
+SETTLED_STATUSES = (Document.Status.COMPLETED, Document.Status.FAILED, Document.Status.AWAITING_CONFIRMATION)
+WORKING_STATUSES = (Document.Status.PARSING, Document.Status.CHUNKING, Document.Status.EMBEDDING)
+
+
+def document_queue_positions(*, document_ids: Iterable) -> dict:
+    """Each queued document's place in the ingestion queue (1 = next), among every queued
+    document of every KB — the workers are shared — by queue time, then id. One statement."""
+    ids = list(document_ids)
+    if not ids:
+        return {}
+    ahead = (
+        Document.objects.filter(status=Document.Status.QUEUED)
+        .filter(Q(queued_at__lt=OuterRef("queued_at")) | Q(queued_at=OuterRef("queued_at"), pk__lt=OuterRef("pk")))
+        .order_by()
+        .values("status")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    rows = (
+        Document.objects.filter(pk__in=ids, status=Document.Status.QUEUED)
+        .annotate(ahead=Coalesce(Subquery(ahead[:1]), 0))
+        .values_list("pk", "ahead")
+    )
+    return {pk: ahead + 1 for pk, ahead in rows}
+
+
+def document_progress_percent(*, document: Document) -> int:
+    """Stage progress: where the document is in parse → chunk → embed, embedding by chunks."""
+    if document.status == Document.Status.EMBEDDING and document.progress_total:
+        share = min(document.progress_done, document.progress_total) / document.progress_total
+        return STAGE_PERCENT[Document.Status.EMBEDDING] + int(share * (100 - STAGE_PERCENT[Document.Status.EMBEDDING]))
+    return STAGE_PERCENT.get(document.status, 0)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _document_stage(document: Document, *, position: int | None, working: int) -> str:
+    status = document.status
+    if status == Document.Status.QUEUED:
+        if position is None:
+            return "queued"
+        busy = f"; {working} document{'s' if working != 1 else ''} ingesting now" if working else ""
+        return f"queued — {_ordinal(position)} in line{busy}"
+    if status == Document.Status.PENDING:
+        return "waiting to be queued"
+    if status == Document.Status.EMBEDDING:
+        return f"embedding {document.progress_done}/{document.progress_total} chunks"
+    if status == Document.Status.AWAITING_CONFIRMATION:
+        return f"{document.progress_total} chunks ready; waiting for confirmation"
+    if status == Document.Status.COMPLETED:
+        return f"{document.progress_total} chunks embedded"
+    if status == Document.Status.FAILED:
+        return f"failed after {document.attempts} attempt{'s' if document.attempts != 1 else ''}"
+    return status
+
+
+def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict[str, Any]:
+    """What the KB page shows of ingestion, for its first render and for its polling: each of the
+    newest `limit` documents with status, stage progress and why it waits; the latest index
+    generation with its progress; `settled` once nothing moves without a person. Four queries."""
+    documents = list(
+        document_list(kb=kb).only(
+            "id", "filename", "file_type", "status", "error_code", "error_message", "attempts", "progress_done",
+            "progress_total", "queued_at", "created_at",
+        )[:limit]
+    )
+    positions = document_queue_positions(
+        document_ids=[d.pk for d in documents if d.status == Document.Status.QUEUED]
+    )
+    working = Document.objects.filter(status__in=WORKING_STATUSES).count() if positions else 0
+    generation = generation_latest(kb=kb)
+    rows = [
+        {
+            "id": str(d.pk),
+            "filename": d.filename,
+            "file_type": d.file_type,
+            "status": d.status,
+            "status_label": d.get_status_display(),
+            "percent": document_progress_percent(document=d),
+            "stage": _document_stage(d, position=positions.get(d.pk), working=working),
+            "queue_position": positions.get(d.pk),
+            "error_code": d.error_code or None,
+            "error_message": d.error_message or None,
+            "created_at": d.created_at,
+        }
+        for d in documents
+    ]
+    building = generation is not None and generation.status == IndexGeneration.Status.BUILDING
+    return {
+        "knowledge_base_id": str(kb.pk),
+        "documents": rows,
+        "generation": None if generation is None else {
+            "number": generation.number,
+            "status": generation.status,
+            "status_label": generation.get_status_display(),
+            "strategy": "{strategy} {min_chars}–{max_chars} characters, overlap {overlap_chars}".format_map(
+                {name: generation.chunk_strategy.get(name, "?") for name in
+                 ("strategy", "min_chars", "max_chars", "overlap_chars")}),
+            "done": generation.progress_done,
+            "total": generation.progress_total,
+            "percent": 100 if generation.status == IndexGeneration.Status.ACTIVE else (
+                generation.progress_done * 100 // generation.progress_total if generation.progress_total else 0),
+            "error_code": generation.error_code or None,
+            "error_message": generation.error_message or None,
+        },
+        "settled": not building and all(d.status in SETTLED_STATUSES for d in documents),
     }
 
 

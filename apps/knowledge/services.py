@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from apps.core.errors import ApiError
 from apps.knowledge import errors
 from apps.knowledge.models import (
     EMBEDDING_MAX_DIMENSION,
@@ -160,34 +162,58 @@ def _read_upload(upload) -> bytes:
     return upload.read()
 
 
-def document_upload(*, kb: KnowledgeBase, files: list, user=None) -> list[Document]:
-    """Accept uploaded files into a KB, all or none. Each file is checked first: size, type
-    (extension and content agree) and the cheap part of conversion; then the documents are
-    created `pending` and queued for the pipeline after commit. Files are read one at a time
-    (Django keeps large uploads on disk), so memory holds one file, not the whole upload."""
+def upload_body_max_bytes() -> int:
+    """The largest multipart body an upload may send: a full batch of files at the per-file
+    limit plus room for the form's other fields. Each file is then held to its own limit."""
+    return settings.KNOWLEDGE_UPLOAD_MAX_BYTES * settings.KNOWLEDGE_UPLOAD_MAX_FILES + 1024 * 1024
+
+
+@dataclass(frozen=True)
+class UploadRefusal:
+    filename: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class UploadBatch:
+    documents: list[Document]
+    refused: list[UploadRefusal]
+
+
+def _upload_name(upload) -> str:
+    return (upload.name or "").rsplit("/", 1)[-1][:255]
+
+
+def _upload_check(upload) -> tuple[str, str]:
+    """(filename, file_type) of an acceptable file: size, type (extension and content agree) and
+    the cheap part of conversion; raises the file's error otherwise."""
+    name = _upload_name(upload)
+    limit = settings.KNOWLEDGE_UPLOAD_MAX_BYTES
+    if upload.size > limit:
+        raise errors.FileTooLarge(f"File too large: {name} is {upload.size} bytes; the limit is {limit}.",
+                                  filename=name, max_bytes=limit)
+    data = _read_upload(upload)
+    try:
+        file_type = parsers.file_type_detect(filename=name, data=data)
+    except parsers.UnsupportedFileType as exc:
+        raise errors.UnsupportedFileType(f"Unsupported file type: {exc}", filename=name) from exc
+    try:
+        parsers.document_check(file_type=file_type, data=data)
+    except parsers.ConversionFailed as exc:
+        raise errors.DocumentConversionFailed(f"Document conversion failed: {name}: {exc}",
+                                              filename=name) from exc
+    return name, file_type
+
+
+def _upload_count_check(files: list) -> None:
     if not files:
         raise errors.FileRequired()
     if len(files) > settings.KNOWLEDGE_UPLOAD_MAX_FILES:
         raise errors.TooManyFiles(f"At most {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files per upload.")
-    limit = settings.KNOWLEDGE_UPLOAD_MAX_BYTES
-    checked: list[tuple[object, str, str]] = []
-    for upload in files:
-        name = (upload.name or "").rsplit("/", 1)[-1][:255]
-        if upload.size > limit:
-            raise errors.FileTooLarge(f"File too large: {name} is {upload.size} bytes; the limit is {limit}.",
-                                      filename=name, max_bytes=limit)
-        data = _read_upload(upload)
-        try:
-            file_type = parsers.file_type_detect(filename=name, data=data)
-        except parsers.UnsupportedFileType as exc:
-            raise errors.UnsupportedFileType(f"Unsupported file type: {exc}", filename=name) from exc
-        try:
-            parsers.document_check(file_type=file_type, data=data)
-        except parsers.ConversionFailed as exc:
-            raise errors.DocumentConversionFailed(f"Document conversion failed: {name}: {exc}",
-                                                  filename=name) from exc
-        checked.append((upload, name, file_type))
-        del data
+
+
+def _documents_create(*, kb: KnowledgeBase, checked: list[tuple[object, str, str]], user) -> list[Document]:
     documents = []
     with transaction.atomic():
         for upload, name, file_type in checked:
@@ -200,6 +226,37 @@ def document_upload(*, kb: KnowledgeBase, files: list, user=None) -> list[Docume
             _enqueue_document(document.pk)
             documents.append(document)
     return documents
+
+
+def document_upload(*, kb: KnowledgeBase, files: list, user=None) -> list[Document]:
+    """Accept uploaded files into a KB, all or none. Each file is checked first: size, type
+    (extension and content agree) and the cheap part of conversion; then the documents are
+    created `pending` and queued for the pipeline after commit. Files are read one at a time
+    (Django keeps large uploads on disk), so memory holds one file, not the whole upload."""
+    _upload_count_check(files)
+    checked = [(upload, *_upload_check(upload)) for upload in files]
+    return _documents_create(kb=kb, checked=checked, user=user)
+
+
+def document_upload_batch(*, kb: KnowledgeBase, files: list, user=None) -> UploadBatch:
+    """Accept the good files of a batch and name each refused one with its reason (empty, too
+    large, unsupported type, cannot be converted); a refused file changes nothing for the others.
+    Too many files, or none, refuses the whole batch."""
+    _upload_count_check(files)
+    checked: list[tuple[object, str, str]] = []
+    refused: list[UploadRefusal] = []
+    for upload in files:
+        name = _upload_name(upload)
+        if not upload.size:
+            # An empty file would only fail later in the pipeline; at upload it is plainly a mistake.
+            refused.append(UploadRefusal(name, "document_empty", f"{name} is empty (0 bytes)."))
+            continue
+        try:
+            checked.append((upload, *_upload_check(upload)))
+        except ApiError as exc:
+            refused.append(UploadRefusal(name, exc.code, exc.message))
+    documents = _documents_create(kb=kb, checked=checked, user=user) if checked else []
+    return UploadBatch(documents=documents, refused=refused)
 
 
 @transaction.atomic

@@ -37,7 +37,7 @@ def test_the_kb_page_shows_documents_with_progress_and_failures_with_reasons(bro
     response = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
     page = response.content.decode()
     assert response.status_code == 200
-    assert '<progress value="5" max="5"' in page
+    assert '<progress class="bh-progress" max="100" value="100"' in page
     assert "The PDF has no extractable text" in page
     assert f"/admin/knowledge/document/{Document.objects.get(filename='no-text.pdf').pk}/retry/" in page
     assert "Rebuild with the current strategy" in page
@@ -47,26 +47,63 @@ def test_creating_a_kb_in_the_admin_goes_through_the_service(browser, owner):
     model = EmbeddingModelFactory()
     response = browser.post("/admin/knowledge/knowledgebase/add/", {
         "project": str(owner.project_id), "name": "售后", "description": "",
-        "embedding_model": str(model.pk), "chunk_strategy": '{"strategy": "by_section"}',
+        "embedding_model": str(model.pk), "strategy": "by_section", "min_chars": "100", "max_chars": "600",
+        "overlap_chars": "0",
         "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
-        "knowledge_bindings-TOTAL_FORMS": "0", "knowledge_bindings-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
     })
     assert response.status_code == 302, response.content.decode()[:2000]
     kb = KnowledgeBase.objects.get(name="售后")
-    assert (kb.embedding_dim, kb.chunk_strategy["strategy"]) == (32, "by_section")
+    assert (kb.embedding_dim, kb.chunk_strategy) == (32, {"strategy": "by_section", "min_chars": 100,
+                                                          "max_chars": 600, "overlap_chars": 0})
     assert IndexGeneration.objects.filter(knowledge_base=kb, status="active").count() == 1
 
 
-def test_an_invalid_strategy_is_refused_in_the_admin_form(browser, owner):
+def test_an_invalid_overlap_is_shown_next_to_its_field_and_nothing_is_created(browser, owner):
     response = browser.post("/admin/knowledge/knowledgebase/add/", {
         "project": str(owner.project_id), "name": "售后", "embedding_model": str(EmbeddingModelFactory().pk),
-        "chunk_strategy": '{"strategy": "semantic"}',
+        "strategy": "auto", "min_chars": "0", "max_chars": "400", "overlap_chars": "300",
         "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
-        "knowledge_bindings-TOTAL_FORMS": "0", "knowledge_bindings-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
     })
     assert response.status_code == 200
-    assert "chunk_strategy.strategy: Must be one of" in response.content.decode()
+    assert response.context["adminform"].form.errors == {"overlap_chars": ["Must be between 0 and half of max_chars."]}
+    assert "field-overlap_chars" in response.content.decode()
     assert KnowledgeBase.objects.count() == 0
+
+
+def test_an_unknown_strategy_is_refused_next_to_the_select(browser, owner):
+    response = browser.post("/admin/knowledge/knowledgebase/add/", {
+        "project": str(owner.project_id), "name": "售后", "embedding_model": str(EmbeddingModelFactory().pk),
+        "strategy": "semantic", "min_chars": "0", "max_chars": "400", "overlap_chars": "0",
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 200
+    assert list(response.context["adminform"].form.errors) == ["strategy"]
+    assert KnowledgeBase.objects.count() == 0
+
+
+def test_the_kb_form_explains_each_strategy_and_starts_from_the_defaults(browser, owner):
+    page = browser.get("/admin/knowledge/knowledgebase/add/").content.decode()
+    assert 'name="chunk_strategy"' not in page
+    for name in ("auto", "by_section", "by_paragraph", "fixed", "legacy"):
+        assert f"<li><b>{name}</b>:" in page
+    assert '<option value="auto" selected>' in page
+    assert 'name="max_chars" value="768"' in page
+
+
+def test_changing_the_strategy_on_the_kb_page_goes_through_the_service(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
+        "name": kb.name, "description": "", "strategy": "fixed", "min_chars": "0", "max_chars": "300",
+        "overlap_chars": "30",
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "1",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 302, response.content.decode()[:3000]
+    kb.refresh_from_db()
+    assert kb.chunk_strategy == {"strategy": "fixed", "min_chars": 0, "max_chars": 300, "overlap_chars": 30}
 
 
 def test_uploading_on_the_kb_page_queues_documents(browser, owner):
@@ -108,7 +145,8 @@ def test_rebuild_from_the_kb_page_starts_a_generation_and_shows_its_progress(bro
     browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/rebuild/")
     assert IndexGeneration.objects.filter(knowledge_base=kb, status="building").count() == 1
     page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
-    assert "Generation #2 is <strong>building</strong>" in page
+    assert '#<span data-field="number">2</span>' in page
+    assert '<span class="bh-doc-badge bh-gen-building" data-field="status">Building</span>' in page
 
 
 def test_the_document_page_previews_chunks_with_chapter_paths(browser, owner):

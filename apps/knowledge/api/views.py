@@ -3,7 +3,6 @@ selector and answering `{"data": ...}`. Scoping is in the selectors."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db.models import Prefetch
 from django.utils.functional import classproperty
 from django.views.decorators.csrf import csrf_exempt
@@ -167,7 +166,7 @@ class DocumentUploadApi(BuilderApi):
     @classproperty
     def body_max_bytes(cls) -> int:
         # The whole multipart body; each file is held to KNOWLEDGE_UPLOAD_MAX_BYTES by the service.
-        return settings.KNOWLEDGE_UPLOAD_MAX_BYTES * settings.KNOWLEDGE_UPLOAD_MAX_FILES + 1024 * 1024
+        return services.upload_body_max_bytes()
 
     @staticmethod
     def body_too_large_payload(*, max_bytes: int, observed_bytes: int) -> dict:

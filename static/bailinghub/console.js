@@ -1,0 +1,173 @@
+/* The operator console's live parts. A knowledge base page ([data-bh-ingest]) polls its status
+   endpoint every two seconds and updates each document's status, stage progress, place in the
+   queue and failure reason, and the latest index generation's progress, until nothing moves
+   without a person. Retry and Confirm post through the admin's own views with the CSRF token. */
+(function () {
+  "use strict";
+
+  var POLL_MS = 2000;
+
+  function csrfToken(root) {
+    var input = root.querySelector("input[name=csrfmiddlewaretoken]") ||
+      document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function field(container, name) {
+    return container.querySelector('[data-field="' + name + '"]');
+  }
+
+  function actionForm(root, url, label) {
+    var form = document.createElement("form");
+    form.method = "post";
+    form.action = url;
+    form.className = "kb-inline-form";
+    form.setAttribute("data-bh-action", "");
+    var token = document.createElement("input");
+    token.type = "hidden";
+    token.name = "csrfmiddlewaretoken";
+    token.value = csrfToken(root);
+    var next = document.createElement("input");
+    next.type = "hidden";
+    next.name = "next";
+    next.value = window.location.pathname;
+    var submit = document.createElement("input");
+    submit.type = "submit";
+    submit.className = "button";
+    submit.value = label;
+    form.append(token, next, submit);
+    return form;
+  }
+
+  function renderDocument(root, row, doc) {
+    var changed = row.getAttribute("data-status") !== doc.status;
+    row.setAttribute("data-status", doc.status);
+    var badge = field(row, "status");
+    badge.className = "bh-doc-badge bh-doc-" + doc.status;
+    badge.textContent = doc.status_label;
+    field(row, "progress").value = doc.percent;
+    field(row, "percent").textContent = doc.percent + "%";
+    field(row, "stage").textContent = doc.stage;
+    var error = field(row, "error");
+    error.textContent = "";
+    if (doc.error_code) {
+      var code = document.createElement("strong");
+      code.textContent = doc.error_code;
+      error.append(code, ": " + (doc.error_message || ""));
+    }
+    if (changed) {
+      var actions = field(row, "actions");
+      actions.textContent = "";
+      if (doc.retry_url) actions.append(actionForm(root, doc.retry_url, "Retry"));
+      if (doc.confirm_url) actions.append(actionForm(root, doc.confirm_url, "Confirm"));
+    }
+  }
+
+  function renderGeneration(root, generation) {
+    var box = root.querySelector("[data-bh-generation]");
+    if (!box || !generation) return;
+    field(box, "number").textContent = generation.number;
+    var badge = field(box, "status");
+    badge.className = "bh-doc-badge bh-gen-" + generation.status;
+    badge.textContent = generation.status_label;
+    field(box, "progress").value = generation.percent;
+    field(box, "text").textContent = generation.done + "/" + generation.total + " documents" +
+      (generation.status === "building"
+        ? " — searches keep using the active generation until this one is complete" : "");
+    field(box, "error").textContent = generation.error_code
+      ? generation.error_code + ": " + (generation.error_message || "") + " The active generation is unchanged." : "";
+  }
+
+  function renderSummary(root, documents) {
+    var summary = root.querySelector("[data-bh-summary]");
+    if (!summary) return;
+    var counts = {};
+    documents.forEach(function (doc) { counts[doc.status_label] = (counts[doc.status_label] || 0) + 1; });
+    summary.textContent = Object.keys(counts).map(function (label) {
+      return counts[label] + " " + label.toLowerCase();
+    }).join(" · ");
+  }
+
+  function setLive(root, text) {
+    var live = root.querySelector("[data-bh-live]");
+    if (live) live.textContent = text;
+  }
+
+  function start(root) {
+    var url = root.getAttribute("data-status-url");
+    var timer = null;
+
+    function apply(data) {
+      data.documents.forEach(function (doc) {
+        var row = root.querySelector('tr[data-document-id="' + doc.id + '"]');
+        if (row) renderDocument(root, row, doc);
+      });
+      renderGeneration(root, data.generation);
+      renderSummary(root, data.documents);
+    }
+
+    function tick() {
+      timer = null;
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin", cache: "no-store" })
+        .then(function (response) {
+          if (!response.ok) throw new Error("status " + response.status);
+          return response.json();
+        })
+        .then(function (data) {
+          apply(data);
+          root.setAttribute("data-settled", data.settled ? "true" : "false");
+          if (data.settled) {
+            setLive(root, "Up to date: every document is completed, failed or waiting for confirmation.");
+          } else {
+            setLive(root, "Updating live…");
+            timer = setTimeout(tick, POLL_MS);
+          }
+        })
+        .catch(function () {
+          setLive(root, "Could not refresh the status; trying again…");
+          timer = setTimeout(tick, POLL_MS * 2);
+        });
+    }
+
+    root.bhRefresh = function () {
+      if (timer) clearTimeout(timer);
+      tick();
+    };
+    if (root.getAttribute("data-settled") !== "true") timer = setTimeout(tick, POLL_MS);
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest ? event.target.closest("form[data-bh-action]") : null;
+    var root = form ? form.closest("[data-bh-ingest]") : null;
+    if (!form || !root || !window.fetch) return;
+    event.preventDefault();
+    var row = form.closest("tr");
+    form.querySelectorAll("input[type=submit]").forEach(function (button) { button.disabled = true; });
+    fetch(form.action, {
+      method: "POST", body: new FormData(form), credentials: "same-origin",
+      headers: { Accept: "application/json", "X-CSRFToken": csrfToken(root) },
+    })
+      .then(function (response) {
+        return response.json().then(function (body) { return { ok: response.ok, body: body }; });
+      })
+      .then(function (result) {
+        if (!result.ok) {
+          if (row) field(row, "error").textContent = result.body.message || "The action was refused.";
+          form.querySelectorAll("input[type=submit]").forEach(function (button) { button.disabled = false; });
+          return;
+        }
+        if (row) field(row, "actions").textContent = "";
+        root.bhRefresh();
+      })
+      .catch(function () {
+        form.querySelectorAll("input[type=submit]").forEach(function (button) { button.disabled = false; });
+      });
+  });
+
+  function init() {
+    document.querySelectorAll("[data-bh-ingest]").forEach(start);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

@@ -1,0 +1,308 @@
+"""The KB page's uploads and live ingestion status, through the test client: batch uploads that
+name each refused file, the body limits of admin uploads, HTML error pages outside the API, and
+the JSON status endpoint the page polls."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.messages import get_messages
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.utils import timezone
+
+from apps.knowledge import ingest, services
+from apps.knowledge.models import Document, DocumentContent
+from apps.projects.models import Membership
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import FIXTURES, upload
+from tests.projects.factories import MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner():
+    return MembershipFactory(role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def browser(owner) -> Client:
+    client = Client()
+    client.force_login(owner.user)
+    return client
+
+
+@pytest.fixture
+def kb(owner):
+    return KnowledgeBaseFactory(project=owner.project)
+
+
+def _ingested(kb, name):
+    [document] = services.document_upload(kb=kb, files=[upload(name)])
+    ingest.document_ingest(document_id=document.pk)
+    document.refresh_from_db()
+    return document
+
+
+def _queued(kb, name, *, at):
+    [document] = services.document_upload(kb=kb, files=[upload(name)])
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.QUEUED, queued_at=at)
+    return document
+
+
+def _files(*items: tuple[str, bytes]) -> list[SimpleUploadedFile]:
+    return [SimpleUploadedFile(name, data) for name, data in items]
+
+
+def _fixture(name: str) -> tuple[str, bytes]:
+    return name, (FIXTURES / name).read_bytes()
+
+
+def _messages(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+# Batch uploads
+
+
+def test_a_batch_keeps_its_good_files_and_names_each_bad_one_with_its_reason(browser, kb):
+    files = _files(_fixture("plain.txt"), _fixture("policy.zh.md"), ("setup.exe", b"MZ\x90\x00binary"),
+                   ("empty.txt", b""), _fixture("broken.json"))
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files})
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    assert sorted(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == [
+        "plain.txt", "policy.zh.md"]
+    notes = _messages(response)
+    assert notes[0].startswith("Uploaded 2 document(s): plain.txt, policy.zh.md.")
+    assert len(notes) == 4
+    assert notes[1:3] == [
+        "Not uploaded: setup.exe — Unsupported file type: .exe is not supported; upload one of: csv, json, "
+        "markdown, md, pdf, text, txt.",
+        "Not uploaded: empty.txt — empty.txt is empty (0 bytes).",
+    ]
+    assert notes[3].startswith("Not uploaded: broken.json — Document conversion failed: broken.json: ")
+
+
+def test_the_refusals_are_shown_on_the_kb_page_after_the_upload(browser, kb):
+    files = _files(_fixture("plain.txt"), ("notes.docx", b"PK\x03\x04"))
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files}, follow=True)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Not uploaded: notes.docx — Unsupported file type: .docx is not supported" in page
+    assert "Uploaded 1 document(s): plain.txt." in page
+
+
+def test_a_file_over_the_json_body_limit_is_accepted_by_the_admin_upload(browser, kb, settings):
+    settings.BAILING_JSON_BODY_MAX_BYTES = 1_048_576
+    data = ("退款政策。" * 140_000).encode()  # about 2 MiB of text: over the JSON limit, under the file limit
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/",
+                            {"files": _files(("big.txt", data))})
+    assert response.status_code == 302
+    document = Document.objects.get(knowledge_base=kb)
+    assert (document.filename, document.size) == ("big.txt", len(data))
+    assert len(DocumentContent.objects.get(document=document).data) == len(data)
+
+
+def test_a_file_over_the_per_file_limit_is_named_and_the_others_are_stored(browser, kb, settings):
+    settings.KNOWLEDGE_UPLOAD_MAX_BYTES = 2000
+    files = _files(("large.txt", b"a sentence. " * 200), _fixture("plain.txt"))
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files})
+    assert response.status_code == 302
+    assert list(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == ["plain.txt"]
+    assert _messages(response)[1] == ("Not uploaded: large.txt — File too large: large.txt is 2400 bytes; "
+                                      "the limit is 2000.")
+
+
+def test_too_many_files_refuse_the_whole_batch(browser, kb, settings):
+    settings.KNOWLEDGE_UPLOAD_MAX_FILES = 2
+    files = _files(*[(f"{n}.txt", b"text.") for n in range(3)])
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files})
+    assert response.status_code == 302
+    assert _messages(response) == ["At most 2 files per upload."]
+    assert Document.objects.count() == 0
+
+
+def test_an_upload_without_files_says_so(browser, kb):
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {})
+    assert response.status_code == 302
+    assert _messages(response) == ["At least one file is required."]
+    assert Document.objects.count() == 0
+
+
+def test_an_oversize_upload_is_an_html_page_with_a_way_back_and_stores_nothing(browser, kb, settings):
+    settings.KNOWLEDGE_UPLOAD_MAX_BYTES = 1000
+    settings.KNOWLEDGE_UPLOAD_MAX_FILES = 2
+    back = f"http://testserver/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    files = _files(("huge.txt", b"x. " * 400_000))  # 1.2 MB: over two files of 1000 bytes plus 1 MiB
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files},
+                            HTTP_REFERER=back)
+    page = response.content.decode()
+    assert response.status_code == 413
+    assert response["Content-Type"] == "text/html; charset=utf-8"
+    assert "<title>Upload too large | " in page
+    assert "this page accepts at most 1.0\xa0MB. Nothing was saved." in page
+    assert f'<a class="button" id="bh-error-back" href="{back}">Go back</a>' in page
+    assert "bailinghub/console.css" in page
+    assert Document.objects.count() == 0
+
+
+def test_an_oversize_page_links_to_the_console_when_the_referer_is_another_site(browser, kb, settings):
+    settings.KNOWLEDGE_UPLOAD_MAX_BYTES = 1000
+    settings.KNOWLEDGE_UPLOAD_MAX_FILES = 1
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/",
+                            {"files": _files(("huge.txt", b"x. " * 400_000))},
+                            HTTP_REFERER="https://evil.example/phish")
+    assert response.status_code == 413
+    assert '<a class="button" id="bh-error-back" href="/admin/">Go back</a>' in response.content.decode()
+
+
+def test_an_oversize_admin_form_post_is_html_too(browser, settings):
+    settings.BAILING_JSON_BODY_MAX_BYTES = 1000
+    response = browser.post("/admin/knowledge/knowledgebase/add/", {"name": "x" * 2000})
+    assert response.status_code == 413
+    assert response["Content-Type"].startswith("text/html")
+    assert "this page accepts at most 1000\xa0bytes" in response.content.decode()
+
+
+def test_an_oversize_api_request_keeps_its_json_error(api_client, settings):
+    settings.BAILING_JSON_BODY_MAX_BYTES = 1000
+    response = api_client.post("/api/v1/builder/knowledge-bases", {"name": "x" * 2000}, format="json")
+    assert response.status_code == 413
+    assert response.json()["error"] == "request_too_large"
+
+
+# The status endpoint
+
+
+def test_the_status_endpoint_reports_each_document_with_its_stage_and_reason(browser, kb):
+    completed = _ingested(kb, "policy.zh.md")
+    failed = _ingested(kb, "no-text.pdf")
+    response = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/")
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    body = response.json()
+    rows = {row["filename"]: row for row in body["documents"]}
+    assert {k: rows["policy.zh.md"][k] for k in ("id", "status", "status_label", "percent", "stage", "retry_url")} == {
+        "id": str(completed.pk), "status": "completed", "status_label": "Completed", "percent": 100,
+        "stage": "5 chunks embedded", "retry_url": None}
+    assert {k: rows["no-text.pdf"][k] for k in ("status", "percent", "error_code", "retry_url")} == {
+        "status": "failed", "percent": 0, "error_code": failed.error_code,
+        "retry_url": f"/admin/knowledge/document/{failed.pk}/retry/"}
+    assert rows["no-text.pdf"]["error_message"] == ("Document conversion failed: The PDF has no extractable text "
+                                                    "(scanned pages need OCR first).")
+    assert body["settled"] is True
+    assert {k: body["generation"][k] for k in ("number", "status", "percent")} == {
+        "number": 1, "status": "active", "percent": 100}
+
+
+def test_queued_documents_show_their_place_in_the_shared_queue(browser, kb):
+    now = timezone.now()
+    elsewhere = KnowledgeBaseFactory()
+    _queued(elsewhere, "plain.txt", at=now - dt.timedelta(seconds=30))
+    _queued(kb, "plain.txt", at=now - dt.timedelta(seconds=20))
+    mine = _queued(kb, "policy.zh.md", at=now - dt.timedelta(seconds=10))
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    row = next(r for r in body["documents"] if r["id"] == str(mine.pk))
+    assert (row["queue_position"], row["stage"], row["percent"]) == (3, "queued — 3rd in line", 0)
+    assert body["settled"] is False
+
+
+def test_a_document_being_embedded_shows_its_stage_progress(browser, kb):
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, progress_done=3,
+                                                   progress_total=4)
+    [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
+    assert (row["status"], row["percent"], row["stage"]) == ("embedding", 85, "embedding 3/4 chunks")
+
+
+def test_a_rebuild_shows_its_generation_progress(browser, kb):
+    _ingested(kb, "policy.zh.md")
+    generation = services.knowledge_base_rebuild(kb=kb)
+    type(generation).objects.filter(pk=generation.pk).update(progress_done=1, progress_total=4)
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    assert {k: body["generation"][k] for k in ("number", "status", "done", "total", "percent")} == {
+        "number": 2, "status": "building", "done": 1, "total": 4, "percent": 25}
+    assert body["settled"] is False
+
+
+def test_a_viewer_reads_the_status_without_retry_links(owner, kb):
+    failed = _ingested(kb, "no-text.pdf")
+    viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(viewer.user)
+    [row] = client.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
+    assert (row["id"], row["status"], row["retry_url"]) == (str(failed.pk), "failed", None)
+
+
+def test_another_projects_kb_status_is_not_found(browser):
+    other = KnowledgeBaseFactory()
+    _ingested(other, "plain.txt")
+    response = browser.get(f"/admin/knowledge/knowledgebase/{other.pk}/status/")
+    assert response.status_code == 404
+    assert b"plain.txt" not in response.content
+
+
+def test_the_status_endpoint_needs_a_login(kb):
+    response = Client().get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+
+
+def test_the_status_endpoint_runs_a_fixed_number_of_queries(browser, kb, django_assert_num_queries):
+    now = timezone.now()
+    for n in range(6):
+        _queued(kb, "plain.txt", at=now - dt.timedelta(seconds=n))
+    _ingested(kb, "plain.txt")
+    # session, user, visible projects, the KB and its project, editable projects; then documents,
+    # queue places, documents being worked on and the latest generation
+    with django_assert_num_queries(10):
+        response = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/")
+    assert len(response.json()["documents"]) == 7
+
+
+def test_retry_from_the_page_script_answers_json_and_requeues(browser, kb):
+    failed = _ingested(kb, "no-text.pdf")
+    response = browser.post(f"/admin/knowledge/document/{failed.pk}/retry/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    assert response.json() == {"id": str(failed.pk), "status": "queued", "message": "Queued for another attempt."}
+    failed.refresh_from_db()
+    assert (failed.status, failed.error_code) == ("queued", "")
+
+
+def test_retry_of_a_completed_document_is_refused_as_json_and_changes_nothing(browser, kb):
+    completed = _ingested(kb, "plain.txt")
+    response = browser.post(f"/admin/knowledge/document/{completed.pk}/retry/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 409
+    assert response.json()["error"] == "invalid_document_state"
+    completed.refresh_from_db()
+    assert completed.status == "completed"
+
+
+# The KB and document pages
+
+
+def test_the_kb_page_shows_completed_as_a_solid_badge(browser, kb):
+    _ingested(kb, "plain.txt")
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert '<span class="bh-doc-badge bh-doc-completed" data-field="status">Completed</span>' in page
+    assert 'data-settled="true"' in page
+    assert f'data-status-url="/admin/knowledge/knowledgebase/{kb.pk}/status/"' in page
+
+
+def test_a_project_operator_sees_the_kbs_index_generations(browser, kb):
+    services.knowledge_base_rebuild(kb=kb)
+    response = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    formsets = {f.formset.prefix: f for f in response.context["inline_admin_formsets"]}
+    assert [g.number for g in formsets["generations"].formset.queryset] == [2, 1]
+    assert 'id="generations-group"' in response.content.decode()
+
+
+def test_a_document_page_is_read_only_without_save_buttons(browser, kb):
+    document = _ingested(kb, "plain.txt")
+    page = browser.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode()
+    assert 'name="_continue"' not in page
+    assert 'name="_save"' not in page
+    assert 'name="_addanother"' not in page
