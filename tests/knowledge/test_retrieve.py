@@ -138,12 +138,12 @@ def _small_kb_beside_a_big_one():
 
 def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
     """pgvector 0.6's filtered HNSW returns too few rows for a small KB; the engine must not."""
-    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 0  # force the HNSW path even for this small test
-    settings.KNOWLEDGE_VECTOR_HNSW_MIN_FRACTION = 0
+    # Force the HNSW path even for this small test.
+    settings.KNOWLEDGE_RETRIEVAL = {"vector_exact_max": 0, "vector_hnsw_min_fraction": 0}
     _, small = _small_kb_beside_a_big_one()
 
     result = search(kbs=[small], query="退款 订单", options=SearchOptions(mode="vector", top_k=10, rollup=False))
-    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 10**9
+    settings.KNOWLEDGE_RETRIEVAL = {"vector_exact_max": 10**9}
     exact = search(kbs=[small], query="退款 订单", options=SearchOptions(mode="vector", top_k=10, rollup=False))
 
     assert len(result.hits) == 10
@@ -154,9 +154,8 @@ def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
 def test_a_starved_index_scan_of_a_scannable_kb_is_completed_to_the_candidate_limit(settings):
     """Even when the caller shows fewer hits than the channel's candidate limit, a KB small enough
     to scan exactly gets all its candidates (fusion ranks them), not what filtered HNSW left."""
-    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 0
-    settings.KNOWLEDGE_VECTOR_HNSW_MIN_FRACTION = 0
-    settings.KNOWLEDGE_VECTOR_EF_SEARCH_MIN = settings.KNOWLEDGE_VECTOR_EF_SEARCH_MAX = 24  # 2 × limit
+    hnsw = {"vector_exact_max": 0, "vector_hnsw_min_fraction": 0,
+            "vector_ef_search_min": 24, "vector_ef_search_max": 24}  # ef = 2 × limit
     model, small = _small_kb_beside_a_big_one()
     generation = selectors.generation_active(kb=small)
     vector = embedder_for(model).embed_query("大库段落 7 关于订单 7 的说明")  # the big KB's words
@@ -165,11 +164,11 @@ def test_a_starved_index_scan_of_a_scannable_kb_is_completed_to_the_candidate_li
         return vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=12,
                                  filtered_rows=12, need=0)  # only the candidate limit asks
 
-    settings.KNOWLEDGE_VECTOR_EXACT_FALLBACK_MAX = 0
+    settings.KNOWLEDGE_RETRIEVAL = {**hnsw, "vector_exact_fallback_max": 0}
     starved = candidates()
-    settings.KNOWLEDGE_VECTOR_EXACT_FALLBACK_MAX = 20_000
+    settings.KNOWLEDGE_RETRIEVAL = {**hnsw, "vector_exact_fallback_max": 20_000}
     completed = candidates()
-    settings.KNOWLEDGE_VECTOR_EXACT_MAX = 10**9
+    settings.KNOWLEDGE_RETRIEVAL = {**hnsw, "vector_exact_max": 10**9}
     exact = candidates()
     assert len(starved) < 12  # the premise, on this server
     assert [row[0] for row in completed] == [row[0] for row in exact]

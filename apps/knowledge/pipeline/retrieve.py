@@ -1,7 +1,8 @@
 """Retrieval: the one search engine behind every caller (builder search, admin playground, turns,
 agent knowledge search, benchmarks).
 
-Channels, each with its own candidate limit, over the child chunks of the KBs' active generations:
+Channels, each with its own candidate limit, over the child chunks of the KBs' active generations
+(never a chunk an operator disabled: every channel and the roll-up skip them):
 
 * vector — pgvector cosine. A KB filter on pgvector 0.6's HNSW can starve (the index returns its
   ef_search nearest rows *before* the filter), so a filtered set of at most EXACT_MAX rows (2,000;
@@ -10,7 +11,8 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
   falling back to an exact scan if the index still returns too few rows.
 * keyword — BM25 (k1=0.9, b=0.4) over CJK unigrams+bigrams and stemmed words, Traditional
   Chinese folded onto Simplified (pipeline.terms). Phase 1
-  takes the query's rarest terms (df/N <= KEYWORD_RARE_FRACTION, within a posting budget) and
+  takes every query term when all their postings fit the posting budget (small KBs), else the
+  query's rarest terms (df/N <= KEYWORD_RARE_FRACTION, within the posting budget) and
   reads their posting lists from the GIN index, each intersected with the generations' lexemes,
   summing idf; phase 2 scores the best KEYWORD_PHASE1_LIMIT of those exactly with every query
   term. Measured on dureader-robust-a, this equals exhaustive BM25 (0.825 vs 0.824 nDCG@10) while
@@ -42,7 +44,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
@@ -50,6 +51,7 @@ from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.han import is_traditional
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
+from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 from apps.knowledge.pipeline.terms import has_cjk, is_cjk_term, keyword_terms, normalise, word_terms
 
 K1 = 0.9
@@ -57,10 +59,6 @@ B = 0.4
 RRF_K = 60
 MODES = ("vector", "keyword", "hybrid")
 FUSIONS = ("convex", "rrf")
-
-
-def _setting(name: str, default):
-    return getattr(settings, name, default)
 
 
 @dataclass(frozen=True)
@@ -193,23 +191,31 @@ def keyword_scorer(*, generation_ids: Sequence, query: str) -> KeywordScorer | N
 
 
 def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[Any]:
-    rare_fraction = _setting("KNOWLEDGE_KEYWORD_RARE_FRACTION", 0.03)
-    posting_budget = _setting("KNOWLEDGE_KEYWORD_POSTING_BUDGET", 20_000)
-    max_terms = _setting("KNOWLEDGE_KEYWORD_PHASE1_TERMS", 16)
+    knobs = retrieval_settings()
+    rare_fraction, posting_budget = knobs.keyword_rare_fraction, knobs.keyword_posting_budget
+    max_terms = knobs.keyword_phase1_terms
     chosen: list[str] = []
     spent = 0
     df = scorer.df
-    for term in sorted(df, key=lambda t: (df[t], t)):
-        if chosen and (df[term] / scorer.n > rare_fraction or spent + df[term] > posting_budget
-                       or len(chosen) >= max_terms):
-            break
-        chosen.append(term)
-        spent += df[term]
+    ordered = sorted(df, key=lambda t: (df[t], t))
+    if sum(df.values()) <= posting_budget:
+        # Every posting fits the budget (a small KB, or rare terms only): read them all, so the
+        # channel ranks every chunk with a query term. The rare-term cut below would keep only
+        # the rarest term of a small KB, where each term is in a large share of the chunks.
+        chosen = ordered
+    else:
+        for term in ordered:
+            if chosen and (df[term] / scorer.n > rare_fraction or spent + df[term] > posting_budget
+                           or len(chosen) >= max_terms):
+                break
+            chosen.append(term)
+            spent += df[term]
     if not chosen:
         return []
     generations = " | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in generation_ids)
     branches = " UNION ALL ".join(
-        "SELECT id, %s::float8 AS w FROM knowledge_chunk WHERE search_vector @@ %s::tsquery" for _ in chosen
+        "SELECT id, %s::float8 AS w FROM knowledge_chunk WHERE search_vector @@ %s::tsquery AND NOT disabled"
+        for _ in chosen
     )
     params: list[Any] = []
     for term in chosen:
@@ -226,7 +232,7 @@ def _chunk_rows(ids: Sequence) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, text, chapter_path, greatest(length(search_vector) - 1, 0) "
-            "FROM knowledge_chunk WHERE id = ANY(%s::uuid[])",
+            "FROM knowledge_chunk WHERE id = ANY(%s::uuid[]) AND NOT disabled",
             [list(ids)],
         )
         return cursor.fetchall()
@@ -241,7 +247,7 @@ def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int,
     scorer = scorer or keyword_scorer(generation_ids=generation_ids, query=query)
     if scorer is None or not scorer.idf:
         return [], scorer
-    phase1_limit = max(limit, _setting("KNOWLEDGE_KEYWORD_PHASE1_LIMIT", 100))
+    phase1_limit = max(limit, retrieval_settings().keyword_phase1_limit)
     ids = _keyword_phase1(generation_ids, scorer, phase1_limit)
     scored = scorer.score_rows(_chunk_rows(ids))
     ranked = sorted(scored.items(), key=lambda item: (-item[1][0], str(item[0])))
@@ -272,7 +278,7 @@ def _vector_sql(dim: int, *, exact: bool) -> str:
     return (
         f"SELECT id, 1 - {distance} FROM knowledge_chunk "  # noqa: S608 -- an int dimension
         f"WHERE embedding_model_id = %s AND generation_id = ANY(%s::uuid[]) AND kind = 'child' "
-        f"AND embedding IS NOT NULL ORDER BY {order} LIMIT %s"
+        f"AND embedding IS NOT NULL AND NOT disabled ORDER BY {order} LIMIT %s"
     )
 
 
@@ -283,8 +289,8 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
     dim = model.dimension
     vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
     params = [vector, model.pk, list(generation_ids), vector, limit]
-    exact_max = _setting("KNOWLEDGE_VECTOR_EXACT_MAX", 2_000)
-    min_fraction = _setting("KNOWLEDGE_VECTOR_HNSW_MIN_FRACTION", 0.02)
+    knobs = retrieval_settings()
+    exact_max, min_fraction = knobs.vector_exact_max, knobs.vector_hnsw_min_fraction
     with connection.cursor() as cursor:
         if filtered_rows <= exact_max:
             cursor.execute(_vector_sql(dim, exact=True), params)
@@ -295,8 +301,8 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             cursor.execute(_vector_sql(dim, exact=True), params)
             return cursor.fetchall()
         # At least 200: the recall floor measured at 100k (ef 100 lost most true neighbours there).
-        ef_search = min(_setting("KNOWLEDGE_VECTOR_EF_SEARCH_MAX", 1000),
-                        max(_setting("KNOWLEDGE_VECTOR_EF_SEARCH_MIN", 200), 2 * limit,
+        ef_search = min(knobs.vector_ef_search_max,
+                        max(knobs.vector_ef_search_min, 2 * limit,
                             math.ceil(limit * 2 * total / max(filtered_rows, 1))))
         with transaction.atomic():
             cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
@@ -307,7 +313,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
         # The index may still return fewer rows than asked (the filter, dead tuples). A shortfall
         # below what the caller will show always gets an exact scan; one below the candidate
         # limit too, while the filtered set is small enough to scan (20,000 rows, ~100 ms).
-        fallback_max = _setting("KNOWLEDGE_VECTOR_EXACT_FALLBACK_MAX", 20_000)
+        fallback_max = knobs.vector_exact_fallback_max
         shown = limit if need is None else need
         wanted = min(limit if filtered_rows <= fallback_max else shown, filtered_rows)
         if len(rows) < wanted:
@@ -324,7 +330,7 @@ def _vector_scores(*, model: EmbeddingModel, ids: Sequence, query_vector: Sequen
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, 1 - (embedding::vector({dim}) <=> %s::vector({dim})) FROM knowledge_chunk "  # noqa: S608 -- an int dimension
-            f"WHERE id = ANY(%s::uuid[]) AND embedding IS NOT NULL",
+            f"WHERE id = ANY(%s::uuid[]) AND embedding IS NOT NULL AND NOT disabled",
             [vector, list(ids)],
         )
         return dict(cursor.fetchall())
@@ -352,37 +358,36 @@ def query_units(query: str) -> int:
 
 def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> float:
     """The dense weight for one query (measured on the dev sets with multilingual-e5-small; see
-    bench/README.md for the tables).
+    bench/README.md for the tables). The names below are keys of KNOWLEDGE_RETRIEVAL.
 
     - Chinese in Simplified script: short search-style queries want the dense channel (dureader:
       best near 0.85), long questions that share many terms with their passage want the keyword
       channel (cmrc: best near 0.45), and no fixed weight serves both. So the base weight falls
-      linearly from KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT (0.85) at KNOWLEDGE_HYBRID_SHORT_UNITS (10)
-      query units to ..._LONG (0.35) at ..._LONG_UNITS (16).
-    - A query with Traditional-only characters: KNOWLEDGE_HYBRID_DENSE_WEIGHT_TRADITIONAL (0.35)
+      linearly from hybrid_dense_weight_short (0.85) at hybrid_short_units (10) query units to
+      hybrid_dense_weight_long (0.35) at hybrid_long_units (16).
+    - A query with Traditional-only characters: hybrid_dense_weight_traditional (0.35)
       at any length. e5-small is weak on Traditional Chinese (dense 0.82 on drcd against 0.97 on
       cmrc, the same task in Simplified), and at every length drcd is best near 0.35; folding the
       text to Simplified before embedding made the dense channel worse (0.81), so the weight moves.
     - A query without CJK characters (English and other Western languages):
-      KNOWLEDGE_HYBRID_DENSE_WEIGHT_WESTERN (0.6) at any length (scifact: best at 0.6, and the
+      hybrid_dense_weight_western (0.6) at any length (scifact: best at 0.6, and the
       length schedule, calibrated on Chinese characters, does not transfer).
 
     Then the weight moves towards the channel whose best hit stands out more: minus
-    KNOWLEDGE_HYBRID_MARGIN_SLOPE (0.6) times the difference of the channels' top-1 margins.
+    hybrid_margin_slope (0.6) times the difference of the channels' top-1 margins.
     """
     items = list(candidates)
+    knobs = retrieval_settings()
     if is_traditional(query):
-        base = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_TRADITIONAL", 0.35)
+        base = knobs.hybrid_dense_weight_traditional
     elif not has_cjk(query):
-        base = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_WESTERN", 0.6)
+        base = knobs.hybrid_dense_weight_western
     else:
-        short_units = _setting("KNOWLEDGE_HYBRID_SHORT_UNITS", 10)
-        long_units = _setting("KNOWLEDGE_HYBRID_LONG_UNITS", 16)
-        short_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_SHORT", 0.85)
-        long_weight = _setting("KNOWLEDGE_HYBRID_DENSE_WEIGHT_LONG", 0.35)
+        short_units, long_units = knobs.hybrid_short_units, knobs.hybrid_long_units
+        short_weight, long_weight = knobs.hybrid_dense_weight_short, knobs.hybrid_dense_weight_long
         progress = min(1.0, max(0.0, (query_units(query) - short_units) / max(1, long_units - short_units)))
         base = short_weight - (short_weight - long_weight) * progress
-    slope = _setting("KNOWLEDGE_HYBRID_MARGIN_SLOPE", 0.6)
+    slope = knobs.hybrid_margin_slope
     keyword = _margin([c.keyword_score for c in items if c.keyword_rank is not None])
     dense = _margin([c.vector_score for c in items if c.vector_rank is not None], reference_rank=20)
     return min(0.9, max(0.3, base - slope * (keyword - dense)))
@@ -423,7 +428,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
                      timings: dict[str, float]) -> list[Candidate]:
     """One embedding-model group: channel candidates, completed and fused, best first."""
     # 50 per channel: on dureader, cmrc and drcd nDCG@10 within 0.0002 of 100, and half the fill-in work.
-    limit = options.candidate_k or _setting("KNOWLEDGE_SEARCH_CANDIDATES", 50)
+    limit = options.candidate_k or retrieval_settings().search_candidates
     candidates: dict[Any, Candidate] = {}
     scorer = None
     query_vector = None
@@ -534,7 +539,7 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
     placed = {
         chunk_id: (parent_id, document_id)
         for chunk_id, parent_id, document_id in Chunk.objects.filter(
-            id__in=[c.chunk_id for c in ranked], document__status=Document.Status.COMPLETED
+            id__in=[c.chunk_id for c in ranked], document__status=Document.Status.COMPLETED, disabled=False
         ).values_list("id", "parent_id", "document_id")
     }
     chosen: dict[Any, list[Candidate]] = {}
@@ -631,7 +636,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
             ranked = [c for c in ranked if c.score >= options.score_threshold]
         groups.append(ranked)
     merged = _merge_by_rank(groups) if groups else []
-    budget = options.budget_bytes or _setting("KNOWLEDGE_RESULT_BUDGET_BYTES", 16 * 1024)
+    budget = options.budget_bytes or retrieval_settings().result_budget_bytes
     hits = _rollup(merged, top_k=options.top_k, max_docs=options.max_docs, budget=budget,
                    explain=options.explain, rollup=options.rollup)
     timings["total_ms"] = (time.perf_counter() - started) * 1000

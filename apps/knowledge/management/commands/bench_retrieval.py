@@ -118,7 +118,7 @@ class Command(BaseCommand):
         parser.add_argument("--dense-weight", type=float, default=None,
                             help="fixed dense weight (default: adaptive per query)")
         parser.add_argument("--candidates", type=int, default=None,
-                            help="candidates per channel (default: KNOWLEDGE_SEARCH_CANDIDATES, 50)")
+                            help="candidates per channel (default: KNOWLEDGE_RETRIEVAL search_candidates, 50)")
         parser.add_argument("--max-chars", type=int, default=None,
                             help="the KB's auto chunk size (default: KNOWLEDGE_DEFAULT_CHUNK_STRATEGY)")
         parser.add_argument("--keep", action="store_true", help="keep the scratch KB afterwards")

@@ -1,0 +1,57 @@
+"""KNOWLEDGE_RETRIEVAL: declared keys with defaults, checked at start-up, read by retrieval."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from apps.knowledge.pipeline.retrieval_settings import RetrievalSettings, retrieval_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_are_the_measured_values():
+    knobs = RetrievalSettings()
+    assert (knobs.search_candidates, knobs.vector_ef_search_min, knobs.hybrid_dense_weight_western) == (50, 200, 0.6)
+    assert len(fields(knobs)) == 18
+
+
+def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
+    settings.KNOWLEDGE_RETRIEVAL = {"search_candidates": 80}
+    assert retrieval_settings().search_candidates == 80
+    assert retrieval_settings().keyword_phase1_limit == 100
+    settings.KNOWLEDGE_RETRIEVAL = {}
+    assert retrieval_settings().search_candidates == 50
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"search_candidate": 80}, "unknown keys: search_candidate"),
+    ({"search_candidates": "80"}, "'search_candidates'] must be int"),
+    ({"search_candidates": 2.5}, "'search_candidates'] must be int"),
+    ({"search_candidates": True}, "'search_candidates'] must be int"),
+    ({"search_candidates": 0}, "'search_candidates'] must be ≥ 1"),
+    ({"search_candidates": 10**6}, "must be ≤ 1000"),
+    ({"hybrid_dense_weight_short": 1.5}, "within 0–1"),
+    ({"hybrid_margin_slope": float("nan")}, "must be ≥ 0"),
+    ({"vector_ef_search_min": 300, "vector_ef_search_max": 100}, "vector_ef_search_max must be ≥"),
+    ({"hybrid_short_units": 20, "hybrid_long_units": 20}, "hybrid_long_units must be >"),
+    ([1, 2], "must be a JSON object"),
+])
+def test_a_bad_value_is_refused_with_its_name(values, message):
+    with pytest.raises(ImproperlyConfigured) as refused:
+        RetrievalSettings.from_mapping(values)
+    assert message in str(refused.value)
+
+
+def test_a_bad_environment_value_stops_the_boot_naming_the_key():
+    env = {**os.environ, "DEBUG": "true", "KNOWLEDGE_RETRIEVAL": '{"search_candidates": -3}'}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0
+    assert "KNOWLEDGE_RETRIEVAL['search_candidates'] must be ≥ 0" in result.stderr
