@@ -256,6 +256,9 @@ KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS = env.int("KNOWLEDGE_WATCHDOG_INTERVAL_SECON
 # Hybrid search outside a transaction runs its vector channel on a second connection, beside the
 # keyword channel (apps.knowledge.pipeline.parallel): one more connection per process.
 KNOWLEDGE_SEARCH_PARALLEL = env.bool("KNOWLEDGE_SEARCH_PARALLEL", default=True)
+# Retrieval tuning: keys and defaults are declared and documented in
+# apps.knowledge.pipeline.retrieval_settings (checked at start-up). JSON, e.g. {"search_candidates": 80}.
+KNOWLEDGE_RETRIEVAL = env.json("KNOWLEDGE_RETRIEVAL", default={})
 CELERY_BEAT_SCHEDULE = {
     **globals().get("CELERY_BEAT_SCHEDULE", {}),
     "knowledge-watchdog": {"task": "knowledge.watchdog", "schedule": float(KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)},
