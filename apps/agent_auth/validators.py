@@ -10,7 +10,6 @@ from django.core.exceptions import ValidationError
 from apps.routes.validators import RESERVED_ROUTE_KEYS, ROUTE_KEY_RE
 
 APP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{2,63}$")
-LOOPBACK_HOSTS = ("127.0.0.1", "::1")
 REDIRECT_URI_MAX_CHARS = 2048
 
 

@@ -39,28 +39,10 @@ class Unauthorized(ApiError):
     message = "Authentication is required."
 
 
-class Forbidden(ApiError):
-    code = "forbidden"
-    status = 403
-    message = "You do not have permission to do this."
-
-
 class NotFound(ApiError):
     code = "not_found"
     status = 404
     message = "Not found."
-
-
-class Conflict(ApiError):
-    code = "conflict"
-    status = 409
-    message = "The request conflicts with the current state."
-
-
-class RequestTooLarge(ApiError):
-    code = "request_too_large"
-    status = 413
-    message = "The request body is too large."
 
 
 class RateLimited(ApiError):

@@ -89,10 +89,6 @@ def generation_active(*, kb: KnowledgeBase) -> IndexGeneration | None:
     return IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.ACTIVE).first()
 
 
-def generation_building(*, kb: KnowledgeBase) -> IndexGeneration | None:
-    return IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.BUILDING).first()
-
-
 def generation_latest(*, kb: KnowledgeBase) -> IndexGeneration | None:
     """The most recent generation (to show a rebuild's progress or failure)."""
     return IndexGeneration.objects.filter(knowledge_base=kb).order_by("-number").first()
@@ -262,30 +258,46 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _generation_text(generation: IndexGeneration) -> str:
+    if generation.status == IndexGeneration.Status.BUILDING:
+        return (f"{generation.progress_done}/{generation.progress_total} documents — searches keep using the "
+                "active generation until this one is complete")
+    if generation.status == IndexGeneration.Status.ACTIVE:
+        return "serving searches"
+    if generation.status == IndexGeneration.Status.FAILED:
+        return "the active generation is unchanged"
+    return "retired"
+
+
 def _document_stage(document: Document, *, position: int | None, working: int) -> str:
     status = document.status
     if status == Document.Status.QUEUED:
         if position is None:
             return "queued"
-        busy = f"; {working} document{'s' if working != 1 else ''} ingesting now" if working else ""
+        busy = f"; {_count(working, 'document')} ingesting now" if working else ""
         return f"queued — {_ordinal(position)} in line{busy}"
     if status == Document.Status.PENDING:
         return "waiting to be queued"
     if status == Document.Status.EMBEDDING:
         return f"embedding {document.progress_done}/{document.progress_total} chunks"
     if status == Document.Status.AWAITING_CONFIRMATION:
-        return f"{document.progress_total} chunks ready; waiting for confirmation"
+        return f"{_count(document.progress_total, 'chunk')} ready; waiting for confirmation"
     if status == Document.Status.COMPLETED:
-        return f"{document.progress_total} chunks embedded"
+        return f"{_count(document.progress_total, 'chunk')} embedded"
     if status == Document.Status.FAILED:
-        return f"failed after {document.attempts} attempt{'s' if document.attempts != 1 else ''}"
+        return f"failed after {_count(document.attempts, 'attempt')}"
     return status
 
 
 def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict[str, Any]:
     """What the KB page shows of ingestion, for its first render and for its polling: each of the
     newest `limit` documents with status, stage progress and why it waits; the latest index
-    generation with its progress; `settled` once nothing moves without a person. Four queries."""
+    generation with its progress; `settled` once nothing moves without a person, and then the
+    active generation's chunk count. At most six queries, whatever the number of documents."""
     documents = list(
         document_list(kb=kb).only(
             "id", "filename", "file_type", "status", "error_code", "error_message", "attempts", "progress_done",
@@ -314,6 +326,11 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
         for d in documents
     ]
     building = generation is not None and generation.status == IndexGeneration.Status.BUILDING
+    settled = not building and all(d.status in SETTLED_STATUSES for d in documents)
+    active = None
+    if settled:
+        active = generation if generation and generation.status == IndexGeneration.Status.ACTIVE else (
+            generation_active(kb=kb))
     return {
         "knowledge_base_id": str(kb.pk),
         "documents": rows,
@@ -324,6 +341,7 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
             "strategy": "{strategy} {min_chars}–{max_chars} characters, overlap {overlap_chars}".format_map(
                 {name: generation.chunk_strategy.get(name, "?") for name in
                  ("strategy", "min_chars", "max_chars", "overlap_chars")}),
+            "text": _generation_text(generation),
             "done": generation.progress_done,
             "total": generation.progress_total,
             "percent": 100 if generation.status == IndexGeneration.Status.ACTIVE else (
@@ -331,7 +349,10 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
             "error_code": generation.error_code or None,
             "error_message": generation.error_message or None,
         },
-        "settled": not building and all(d.status in SETTLED_STATUSES for d in documents),
+        # Counted once nothing moves any more (polling stops there), not on every poll.
+        "active_chunks": None if active is None else Chunk.objects.filter(
+            generation=active, kind=Chunk.Kind.CHILD).count(),
+        "settled": settled,
     }
 
 
@@ -375,3 +396,67 @@ def route_knowledge_search(*, route: Route, query: str, top_k: int | None = None
         max_docs=route.knowledge_max_docs,
     )
     return retrieve.search(kbs=kbs, query=query, options=options).hits
+
+
+# Chunk management (operators)
+
+
+def chunk_get_for_document(*, document: Document, chunk_id) -> Chunk:
+    """A child chunk of this document (the caller has scoped the document), or ChunkNotFound."""
+    from apps.knowledge.errors import ChunkNotFound
+
+    chunk = (Chunk.objects.filter(pk=chunk_id, document=document, kind=Chunk.Kind.CHILD)
+             .select_related("generation", "parent", "override", "document__knowledge_base").defer("embedding")
+             .first())
+    if chunk is None:
+        raise ChunkNotFound()
+    return chunk
+
+
+def chunk_list_managed(*, document: Document) -> QuerySet[Chunk]:
+    """The document's child chunks an operator manages (chunk_list_preview's generation), with
+    their sections and overrides, in order: three queries whatever the count."""
+    return (chunk_list_preview(document=document).select_related("parent", "override__updated_by", "generation")
+            .defer("embedding", "search_vector", "parent__embedding", "parent__search_vector"))
+
+
+def chunk_override_orphans(*, document: Document):
+    """Overrides that the generation built last could not place: their chunk is not there."""
+    from apps.knowledge.models import ChunkOverride
+
+    return (ChunkOverride.objects.filter(document=document, orphaned_at__isnull=False)
+            .select_related("updated_by").order_by("chunk_index"))
+
+
+def chunk_edit_list(*, document: Document, limit: int = 100):
+    """The document's chunk history, newest first (who, when, what)."""
+    from apps.knowledge.models import ChunkEdit
+
+    return ChunkEdit.objects.filter(document=document).select_related("user", "override").order_by(
+        "-created_at", "-id")[:limit]
+
+
+# Search playground
+
+
+def playground_recent_queries(*, user, kb: KnowledgeBase):
+    """The operator's own recent playground searches on this KB, newest first."""
+    from apps.knowledge.models import PlaygroundQuery
+
+    return PlaygroundQuery.objects.filter(user=user, knowledge_base=kb).order_by("-ran_at", "-id")[
+        :PlaygroundQuery.KEEP]
+
+
+def generation_active_state(*, kb: KnowledgeBase) -> str:
+    """`missing` (no active generation), `empty` (no completed document in it yet) or `ready`.
+    A generation becomes active only with every completed document in it, so completed
+    documents are what it holds."""
+    from django.db.models import Exists, OuterRef
+
+    completed = Document.objects.filter(knowledge_base_id=OuterRef("knowledge_base_id"),
+                                        status=Document.Status.COMPLETED)
+    row = (IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.ACTIVE)
+           .annotate(indexed=Exists(completed)).values_list("indexed", flat=True).first())
+    if row is None:
+        return "missing"
+    return "ready" if row else "empty"

@@ -37,10 +37,11 @@ def test_global_limit_applies_without_a_view_override(client, settings):
     assert too_big.json()["max_bytes"] == 2048
 
 
-def test_default_global_limit_is_one_mebibyte(settings):
-    from bailinghub import settings as project_settings
-
-    assert project_settings.BAILING_JSON_BODY_MAX_BYTES == 1_048_576
+def test_the_default_global_limit_is_one_mebibyte(client):
+    ok = client.post("/agent-api/test/echo", _json_body(1_048_576), content_type="application/json")
+    too_big = client.post("/agent-api/test/echo", _json_body(1_048_577), content_type="application/json")
+    assert ok.status_code == 200
+    assert (too_big.status_code, too_big.json()["max_bytes"]) == (413, 1_048_576)
 
 
 def test_streamed_oversized_body_is_refused_before_it_is_all_sent(live_server):

@@ -1,5 +1,8 @@
 import re
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from apps.knowledge import services
 from apps.routes.services import route_update
 from apps.runtime.knowledge import knowledge_scope_get
@@ -98,6 +101,12 @@ def test_an_indent_in_accept_does_not_change_the_bytes(api_client, ksession, kro
 
 
 def test_capabilities_write_nothing(api_client, ksession, kroute, kb):
+    get_capabilities(api_client, ksession.access_token, kroute.key)  # warm the session
     before = row_counts()
-    get_capabilities(api_client, ksession.access_token, kroute.key)
+    with CaptureQueriesContext(connection) as queries:
+        response = get_capabilities(api_client, ksession.access_token, kroute.key)
+    assert response.json()["enabled"] is True
+    writes = [q["sql"] for q in queries.captured_queries
+              if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))]
+    assert writes == []
     assert row_counts() == before

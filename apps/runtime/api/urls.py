@@ -12,7 +12,7 @@ urlpatterns = [
          name="agent-api-workspace-bootstrap"),
 ]
 
-# ledger: turns, completion, memory notes (issue 6)
+# ledger: turns, completion, memory notes
 urlpatterns += [
     path("workspaces/<str:route>/turns", turns.TurnOpenApi.as_view(), name="agent-api-turns"),
     path("runs/<str:run_id>/complete", turns.RunCompleteApi.as_view(), name="agent-api-run-complete"),
@@ -25,7 +25,7 @@ urlpatterns += [
          name="agent-api-project-memory"),
 ]
 
-# runtime: agent knowledge on demand, bailing.agent-knowledge.v1 (issue 7)
+# runtime: agent knowledge on demand, bailing.agent-knowledge.v1
 urlpatterns += [
     path("workspaces/<str:route>/knowledge/capabilities", knowledge.KnowledgeCapabilitiesApi.as_view(),
          name="agent-api-knowledge-capabilities"),

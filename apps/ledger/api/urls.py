@@ -1,1 +1,0 @@
-urlpatterns: list = []
