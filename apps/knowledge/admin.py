@@ -20,12 +20,13 @@ from django.utils.safestring import mark_safe
 
 from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
+from apps.knowledge.admin_chunks import chunk_urls
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
-from apps.knowledge.playground import PlaygroundSearchForm, playground_hits, playground_timings
+from apps.knowledge.playground import PlaygroundSearchForm, playground_extra, playground_hits, playground_timings
 from apps.projects.admin import ProjectScopedAdminMixin
 
 DOCUMENTS_ON_KB_PAGE = 200
@@ -375,6 +376,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "result": result,
             "hits": playground_hits(hits=result.hits, query=form.cleaned_data["query"]) if result else [],
             "timings": playground_timings(result.timings_ms) if result else [],
+            **playground_extra(request=request, kb=kb, form=form, result=result),
         }
         return TemplateResponse(request, "admin/knowledge/knowledgebase/search.html", context)
 
@@ -464,6 +466,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return [
             path("<path:object_id>/retry/", wrap(self.retry_view), name="knowledge_document_retry"),
             path("<path:object_id>/confirm/", wrap(self.confirm_view), name="knowledge_document_confirm"),
+            *chunk_urls(self),
             *super().get_urls(),
         ]
 

@@ -112,3 +112,21 @@ class RebuildInProgress(ApiError):
     code = "rebuild_in_progress"
     status = 409
     message = "A rebuild of this knowledge base is already running."
+
+
+class ChunkNotFound(ApiError):
+    code = "chunk_not_found"
+    status = 404
+    message = "Chunk not found."
+
+
+class ChunkNotEditable(ApiError):
+    code = "chunk_not_editable"
+    status = 409
+    message = "Only a child chunk of a live index generation can be changed."
+
+
+class ChunkTextInvalid(ApiError):
+    code = "chunk_text_invalid"
+    status = 422
+    message = "The chunk text is invalid."

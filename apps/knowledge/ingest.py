@@ -7,9 +7,11 @@ Tasks (apps.knowledge.tasks) only call these. Every run is safe to repeat:
   the work to another worker) stops without writing.
 - A document's chunks in a generation are created once, under the document's row lock, with
   deterministic ids and positions (unique per generation, document, kind, index): a repeated
-  stage finds them and goes on. Vectors go to the embedding cache batch by batch (the progress),
-  then onto the chunks — with their keyword tsvector — in the one transaction that completes the
-  document, so searches never see half a document.
+  stage finds them and goes on. Operators' chunk overrides are re-applied in that same
+  transaction (apps.knowledge.chunk_overrides), before anything is embedded. Vectors go to the
+  embedding cache batch by batch (the progress), then onto the chunks — with their keyword
+  tsvector — in the one transaction that completes the document, so searches never see half a
+  document.
 - Ingestion writes to every *live* generation (active, and building during a rebuild); the
   rebuild adds completed documents to its generation and switches in one transaction that
   waits for (locks out) documents being completed. Lock order: knowledge base, then document.
@@ -27,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from apps.knowledge.chunk_overrides import override_apply
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import parsers
 from apps.knowledge.pipeline.chunkers import document_chunk
@@ -178,6 +181,7 @@ def _document_chunks_ensure(document: Document, token, parsed: parsers.ParsedDoc
         for generation in needed:
             if not chunks_exist(generation=generation, document=locked):
                 chunks_create(generation=generation, document=locked, chunked=pieces[generation.pk])
+                override_apply(generation=generation, document=locked)
     return parsed
 
 
@@ -349,6 +353,7 @@ def _generation_document(generation: IndexGeneration, token, document_id, model,
                 return
             if not chunks_exist(generation=generation, document=locked):
                 chunks_create(generation=generation, document=locked, chunked=chunked)
+                override_apply(generation=generation, document=locked)
     texts = child_texts(document_id=document_id, generation_ids=[generation.pk])
     _embed_missing(texts=texts, model=model, embedder=embedder,
                    on_batch=lambda _done: _generation_touch(generation.pk, token))

@@ -223,6 +223,10 @@ class Chunk(models.Model):
                                         related_name="+")
     embedding = VectorField(null=True, blank=True)
     search_vector = SearchVectorField(null=True, blank=True)
+    # An operator's standing change (ChunkOverride): a disabled child is never searched or read.
+    disabled = models.BooleanField(default=False, db_default=False)
+    override = models.ForeignKey("ChunkOverride", on_delete=models.SET_NULL, null=True, blank=True,
+                                 related_name="chunks")
 
     class Meta:
         constraints = [
@@ -291,3 +295,102 @@ class KeywordTermStat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.term}: {self.df}"
+
+
+class ChunkOverride(BaseModel):
+    """An operator's standing change to one child chunk of a document: disabled, and/or its text
+    replaced. It is keyed by what the chunker produced, not by a chunk row, so that every
+    generation built from the same document revision gets it again (chunk_overrides.override_apply):
+    the document, its revision (`content_hash` of the uploaded bytes), the SHA-256 of the chunk as
+    chunked (`text_hash` of breadcrumb + text) and its position then, which only tells identical
+    chunks apart. A generation with no such chunk (another strategy cut the text differently)
+    leaves it orphaned: reported on the document's page, never applied to another chunk."""
+
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="chunk_overrides")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunk_overrides")
+    document_revision = models.CharField(max_length=64)
+    chunk_key = models.CharField(max_length=64, help_text="text_hash of the chunk as the chunker produced it.")
+    chunk_index = models.PositiveIntegerField()
+    original_text = models.TextField()
+    disabled = models.BooleanField(default=False)
+    # null: the chunker's text stands.
+    text = models.TextField(null=True, blank=True)  # noqa: DJ001
+    orphaned_at = models.DateTimeField(null=True, blank=True)
+    orphaned_generation = models.PositiveIntegerField(null=True, blank=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["document", "chunk_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "document_revision", "chunk_key", "chunk_index"],
+                                    name="chunk_override_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"override of chunk {self.chunk_index} of {self.document_id}"
+
+    @property
+    def effective(self) -> bool:
+        return self.disabled or self.text is not None
+
+
+class ChunkEdit(models.Model):
+    """One recorded change to a chunk (append-only: a database trigger refuses updates)."""
+
+    class Action(models.TextChoices):
+        DISABLED = "disabled", "Disabled"
+        ENABLED = "enabled", "Enabled"
+        EDITED = "edited", "Text edited"
+        REAPPLIED = "reapplied", "Re-applied to a new index generation"
+        ORPHANED = "orphaned", "Orphaned: the chunk is not in a new index generation"
+
+    id = models.BigAutoField(primary_key=True)
+    override = models.ForeignKey(ChunkOverride, on_delete=models.CASCADE, related_name="edits")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunk_edits")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    # The row changed then (chunks are replaced by rebuilds, so not a foreign key).
+    chunk_id = models.UUIDField(null=True, blank=True)
+    generation_number = models.PositiveIntegerField(null=True, blank=True)
+    text_before = models.TextField(blank=True)
+    text_after = models.TextField(blank=True)
+    # null for the pipeline's own entries (re-applied, orphaned).
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                             related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["document", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.chunk_id} by {self.user_id}"
+
+
+class PlaygroundQuery(models.Model):
+    """An operator's recent test query on a KB's search playground (the last KEEP per user and KB)."""
+
+    KEEP = 10
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="+")
+    # SHA-256 of the parameters: the same search run again moves up instead of repeating.
+    params_hash = models.CharField(max_length=64)
+    query = models.TextField()
+    mode = models.CharField(max_length=16)
+    top_k = models.PositiveIntegerField()
+    score_threshold = models.FloatField(null=True, blank=True)
+    hit_count = models.PositiveIntegerField(default=0)
+    ran_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-ran_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "knowledge_base", "params_hash"],
+                                    name="playground_query_unique_params"),
+        ]
+        indexes = [models.Index(fields=["user", "knowledge_base", "-ran_at"])]
+
+    def __str__(self) -> str:
+        return self.query[:60]

@@ -4,6 +4,10 @@ Content is escaped first and only then are the query's keyword terms wrapped in 
 document text ever reaches the page unescaped. Terms are matched the way pipeline.terms reads
 text: case- and width-insensitively, Western words whole and by their stem, Traditional and
 Simplified Chinese alike.
+
+Each hit also gets a sentence on why it ranks there (explain_sentence), and the page lists the
+operator's recent searches on the KB (PlaygroundQuery, recorded by playground_extra) with a link
+that runs each again.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django import forms
+from django.conf import settings
 from django.http import QueryDict
 from django.utils.html import escape
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
-from apps.knowledge.pipeline.retrieve import Hit
+from apps.knowledge import selectors, services
+from apps.knowledge.pipeline.retrieve import Hit, SearchResult
 from apps.knowledge.pipeline.terms import CJK_CHARS, keyword_terms, normalise
 
 QUERY_MAX_CHARS = 2000
@@ -112,9 +119,44 @@ class PlaygroundHit:
     chapter_parts: list[str]
     explain: dict
     window: tuple[int, int, int] | None  # (start, end, parent length) when the content was cut
+    why: str = ""
 
 
-def playground_hits(*, hits: Iterable[Hit], query: str) -> list[PlaygroundHit]:
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def explain_sentence(explain: Mapping, *, candidate_limit: int) -> str:
+    """One plain sentence on why a hit ranks where it does: its rank and score in each channel
+    that ran, the keyword terms it matched, and how the channels were fused."""
+    if not explain:
+        return ""
+    parts = []
+    vector, keyword = explain.get("vector") or {}, explain.get("keyword") or {}
+    if vector.get("rank") is not None:
+        parts.append(f"{_ordinal(vector['rank'])} by meaning (cosine {vector['score']:.3f})")
+    elif vector.get("score") is not None:
+        parts.append(f"beyond the vector channel's top {candidate_limit} (cosine {vector['score']:.3f})")
+    terms = explain.get("matched_terms") or []
+    if keyword.get("rank") is not None:
+        parts.append(f"{_ordinal(keyword['rank'])} by keywords (BM25 {keyword['score']:.2f}, "
+                     f"matching {', '.join(terms)})")
+    elif keyword.get("score"):
+        parts.append(f"beyond the keyword channel's top {candidate_limit} (BM25 {keyword['score']:.2f})")
+    elif keyword.get("score") is not None:
+        parts.append("no query term in its text")
+    if not parts:
+        return ""
+    sentence = "Ranked " + " and ".join(parts)
+    if explain.get("dense_weight") is not None:
+        weight = explain["dense_weight"]
+        sentence += (f"; fused {explain.get('fused_score', 0):.3f} = {weight:.2f} × meaning + "
+                     f"{1 - weight:.2f} × keywords, each scaled to the best candidate")
+    return sentence + "."
+
+
+def playground_hits(*, hits: Iterable[Hit], query: str, candidate_limit: int | None = None) -> list[PlaygroundHit]:
     """Hits ready for the page: ranked, content highlighted with the query's keyword terms (the
     terms the keyword channel matches), chapter path split for a breadcrumb."""
     terms = set(keyword_terms(query))
@@ -129,6 +171,7 @@ def playground_hits(*, hits: Iterable[Hit], query: str) -> list[PlaygroundHit]:
             rank=rank, hit=hit, content_html=highlight(hit.content, terms),
             chapter_parts=[p for p in (hit.chapter_path or "").split(CHAPTER_SEPARATOR) if p],
             explain=hit.explain or {}, window=window,
+            why=explain_sentence(hit.explain or {}, candidate_limit=candidate_limit or _candidate_limit()),
         ))
     return out
 
@@ -137,3 +180,37 @@ def playground_timings(timings_ms: Mapping[str, float]) -> list[tuple[str, float
     """(label, milliseconds) in pipeline order, then any others the engine reports."""
     names = [n for n in TIMING_NAMES if n in timings_ms] + sorted(set(timings_ms) - set(TIMING_NAMES))
     return [(name.removesuffix("_ms").replace("_", " "), round(timings_ms[name], 2)) for name in names]
+
+
+def _candidate_limit() -> int:
+    return getattr(settings, "KNOWLEDGE_SEARCH_CANDIDATES", 50)
+
+
+def playground_params(*, query: str, mode: str, top_k: int, score_threshold: float | None) -> str:
+    """The page's query string for these search parameters (a link that runs the search)."""
+    params = {"query": query, "mode": mode, "top_k": top_k}
+    if score_threshold is not None:
+        params["score_threshold"] = score_threshold
+    return urlencode(params)
+
+
+def playground_extra(*, request, kb, form: PlaygroundSearchForm, result: SearchResult | None) -> dict:
+    """What the page shows beside the hits: whether the KB has an index to search (`missing`: no
+    active generation; `empty`: nothing indexed in it yet; `ready`), the channels' candidate
+    limit (a hit's rank in a channel is blank beyond it), and the operator's recent searches on
+    this KB — the one that just ran recorded first, each with a link that runs it again."""
+    if result is not None:
+        data = form.cleaned_data
+        services.playground_query_record(user=request.user, kb=kb, query=data["query"], mode=data["mode"],
+                                         top_k=data["top_k"], score_threshold=data["score_threshold"],
+                                         hit_count=len(result.hits))
+    recent = [
+        (entry, playground_params(query=entry.query, mode=entry.mode, top_k=entry.top_k,
+                                  score_threshold=entry.score_threshold))
+        for entry in selectors.playground_recent_queries(user=request.user, kb=kb)
+    ]
+    return {
+        "index_state": selectors.generation_active_state(kb=kb),
+        "candidate_limit": _candidate_limit(),
+        "recent_queries": recent,
+    }

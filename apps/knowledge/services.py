@@ -420,3 +420,52 @@ def route_knowledge_bind(*, route: Route, knowledge_base: KnowledgeBase) -> Rout
 @transaction.atomic
 def route_knowledge_unbind(*, route: Route, knowledge_base: KnowledgeBase) -> None:
     RouteKnowledgeBinding.objects.filter(route=route, knowledge_base=knowledge_base).delete()
+
+
+# Chunks (operators' overrides; see apps.knowledge.chunk_overrides)
+
+
+def chunk_disable(*, chunk, user):
+    """Take a child chunk out of every search and read at once (no rebuild); recorded."""
+    from apps.knowledge.chunk_overrides import chunk_change
+
+    return chunk_change(chunk=chunk, user=user, disabled=True)
+
+
+def chunk_enable(*, chunk, user):
+    """Put a disabled child chunk back; recorded."""
+    from apps.knowledge.chunk_overrides import chunk_change
+
+    return chunk_change(chunk=chunk, user=user, disabled=False)
+
+
+def chunk_text_edit(*, chunk, text: str, user):
+    """Replace a child chunk's text: only it is re-embedded and re-indexed, its section follows;
+    recorded. The original text given back removes the edit."""
+    from apps.knowledge.chunk_overrides import chunk_change
+
+    return chunk_change(chunk=chunk, user=user, text=text)
+
+
+# Search playground
+
+
+def playground_query_record(*, user, kb: KnowledgeBase, query: str, mode: str, top_k: int,
+                            score_threshold: float | None, hit_count: int) -> None:
+    """Remember an operator's playground search (the same search again moves to the top); keep
+    the last PlaygroundQuery.KEEP per operator and KB. Two statements whatever the history."""
+    from apps.core.revisions import revision_of
+    from apps.knowledge.models import PlaygroundQuery
+
+    params_hash = revision_of({"query": query, "mode": mode, "top_k": top_k, "score_threshold": score_threshold})
+    with transaction.atomic():
+        PlaygroundQuery.objects.bulk_create(
+            [PlaygroundQuery(user=user, knowledge_base=kb, params_hash=params_hash, query=query, mode=mode,
+                             top_k=top_k, score_threshold=score_threshold, hit_count=hit_count,
+                             ran_at=timezone.now())],
+            update_conflicts=True, unique_fields=["user", "knowledge_base", "params_hash"],
+            update_fields=["ran_at", "hit_count"],
+        )
+        keep = PlaygroundQuery.objects.filter(user=user, knowledge_base=kb).order_by("-ran_at", "-id").values("id")
+        PlaygroundQuery.objects.filter(user=user, knowledge_base=kb).exclude(
+            id__in=keep[:PlaygroundQuery.KEEP]).delete()

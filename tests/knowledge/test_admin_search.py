@@ -187,3 +187,119 @@ def test_the_page_runs_the_same_queries_for_one_hit_as_for_five(browser, viewer)
         second = browser.get(_url(kb), {"query": "退款", "top_k": "5"}).content.decode()
     assert (_hit_count(first), _hit_count(second)) == (1, 5)
     assert len(one.captured_queries) == len(five.captured_queries)
+
+
+# The index's state, channel ranks and explanations, recent searches
+
+
+def test_a_kb_with_an_active_index_does_not_say_it_has_none(browser, policy_kb):
+    page = browser.get(_url(policy_kb), {"query": "退款"}).content.decode()
+    assert _hit_count(page) > 0
+    assert "no active index" not in page and 'id="pg-empty-index"' not in page
+
+
+def test_a_kb_without_an_active_generation_says_so(browser, policy_kb):
+    from apps.knowledge.models import IndexGeneration
+
+    IndexGeneration.objects.filter(knowledge_base=policy_kb).update(status="retired")
+    page = browser.get(_url(policy_kb), {"query": "退款"}).content.decode()
+    assert '<p class="errornote" id="pg-no-index">This knowledge base has no active index yet.</p>' in page
+    assert _hit_count(page) == 0
+
+
+def test_a_kb_whose_index_holds_no_document_yet_says_it_is_empty(browser, viewer):
+    kb = KnowledgeBaseFactory(project=viewer.project)
+    page = browser.get(_url(kb)).content.decode()
+    assert "The active index is empty: no document has finished indexing yet." in page
+    assert 'id="pg-no-index"' not in page
+
+
+def _explain_cells(page: str, rank: int) -> list[str]:
+    hit = re.search(rf'<div class="module pg-hit" id="hit-{rank}">(.*?)</table>', page, re.S).group(1)
+    return [re.sub(r"\s+", " ", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", hit, re.S)]
+
+
+def test_keyword_search_ranks_every_chunk_with_a_query_term_on_a_small_kb(browser, policy_kb):
+    page = browser.get(_url(policy_kb), {"query": "退款 换货 费用", "mode": "keyword"}).content.decode()
+    assert _hit_count(page) == 4
+    assert [_explain_cells(page, rank)[4] for rank in range(1, 5)] == ["1", "2", "3", "4"]
+
+
+def test_a_hybrid_hit_shows_its_keyword_rank_not_a_dash(browser, policy_kb):
+    page = browser.get(_url(policy_kb), {"query": "门店政策"}).content.decode()
+    ranks = sorted(_explain_cells(page, rank)[4] for rank in range(1, 5))
+    assert ranks == ["1", "2", "3", "4"]
+
+
+def test_each_hit_explains_itself_in_a_sentence(browser, policy_kb):
+    page = browser.get(_url(policy_kb), {"query": "无理由退款", "top_k": "1"}).content.decode()
+    why = re.search(r'<p class="pg-why">(.*?)</p>', page, re.S).group(1)
+    assert re.fullmatch(r"Ranked 1st by meaning \(cosine 0\.\d{3}\) and 1st by keywords \(BM25 \d+\.\d\d, "
+                        r"matching 无, 无理, 款, 理, 理由, 由, 由退, 退, 退款\); fused 1\.000 = 0\.\d\d × meaning \+ "
+                        r"0\.\d\d × keywords, each scaled to the best candidate\.", why)
+
+
+def _recent(page: str) -> list[tuple[str, str]]:
+    rows = re.findall(r'<td class="pg-recent-query">(.*?)</td>.*?<a class="button pg-rerun" href="([^"]*)"', page,
+                      re.S)
+    return [(query, href.replace("&amp;", "&")) for query, href in rows]
+
+
+def test_the_operators_searches_are_listed_newest_first_with_a_link_to_run_again(browser, policy_kb):
+    browser.get(_url(policy_kb), {"query": "退款", "mode": "keyword", "top_k": "3"})
+    page = browser.get(_url(policy_kb), {"query": "换货", "score_threshold": "0.2"}).content.decode()
+    assert _recent(page) == [
+        ("换货", "?query=%E6%8D%A2%E8%B4%A7&mode=hybrid&top_k=5&score_threshold=0.2"),
+        ("退款", "?query=%E9%80%80%E6%AC%BE&mode=keyword&top_k=3"),
+    ]
+
+
+def test_running_a_recent_search_again_runs_it_with_its_parameters(browser, policy_kb):
+    browser.get(_url(policy_kb), {"query": "退款", "mode": "keyword", "top_k": "1"})
+    browser.get(_url(policy_kb), {"query": "换货"})
+    link = dict(_recent(browser.get(_url(policy_kb)).content.decode()))["退款"]
+    page = browser.get(_url(policy_kb) + link).content.decode()
+    assert "(keyword, top 1)." in page and _hit_count(page) == 1
+    assert [query for query, _ in _recent(page)] == ["退款", "换货"]
+
+
+def test_the_same_search_again_moves_up_instead_of_repeating(browser, policy_kb):
+    from apps.knowledge.models import PlaygroundQuery
+
+    for query in ["退款", "换货", "退款"]:
+        browser.get(_url(policy_kb), {"query": query})
+    assert list(PlaygroundQuery.objects.values_list("query", flat=True)) == ["退款", "换货"]
+
+
+def test_only_the_last_ten_searches_are_kept(browser, policy_kb):
+    from apps.knowledge.models import PlaygroundQuery
+
+    for n in range(12):
+        browser.get(_url(policy_kb), {"query": f"退款 {n}", "mode": "keyword"})
+    assert list(PlaygroundQuery.objects.values_list("query", flat=True)) == [f"退款 {n}" for n in range(11, 1, -1)]
+
+
+def test_another_operator_does_not_see_my_searches(browser, viewer, policy_kb):
+    browser.get(_url(policy_kb), {"query": "退款"})
+    colleague = MembershipFactory(project=viewer.project, role=Membership.Role.OWNER)
+    client = Client()
+    client.force_login(colleague.user)
+    assert _recent(client.get(_url(policy_kb)).content.decode()) == []
+
+
+def test_an_invalid_search_is_not_recorded(browser, policy_kb):
+    from apps.knowledge.models import PlaygroundQuery
+
+    browser.get(_url(policy_kb), {"query": "退款", "top_k": "99"})
+    assert PlaygroundQuery.objects.count() == 0
+
+
+def test_a_disabled_chunk_leaves_the_playground(browser, viewer, policy_kb):
+    from apps.knowledge import services
+    from apps.knowledge.models import Chunk
+
+    chunk = Chunk.objects.get(document__knowledge_base=policy_kb, kind="child", text__contains="无理由退款")
+    services.chunk_disable(chunk=chunk, user=viewer.user)
+    page = browser.get(_url(policy_kb), {"query": "无理由退款", "mode": "keyword"}).content.decode()
+    assert "商品完好可申请" not in page
+    assert str(chunk.pk) not in page

@@ -21,7 +21,8 @@ def document_revision(*, title: str, body: str) -> str:
 
 def document_pieces(*, document_ids: Iterable, scope: KnowledgeScope) -> dict[Any, list[tuple[Any, str]]]:
     """{document id: [(chunk id, text)]} in reading order: the parents of each document in its KB's
-    active generation, or its children when it has no parents."""
+    active generation, or its children when it has no parents. A parent's text leaves out what
+    only disabled children held (apps.knowledge.chunk_overrides); a disabled child is never read."""
     ids = list(document_ids)
     pieces: dict[Any, list[tuple[Any, str]]] = {}
     rows = (Chunk.objects.filter(document_id__in=ids, generation_id__in=scope.generation_ids, kind=Chunk.Kind.PARENT)
@@ -31,7 +32,7 @@ def document_pieces(*, document_ids: Iterable, scope: KnowledgeScope) -> dict[An
     without_parents = [pk for pk in ids if pk not in pieces]
     if without_parents:
         rows = (Chunk.objects.filter(document_id__in=without_parents, generation_id__in=scope.generation_ids,
-                                     kind=Chunk.Kind.CHILD)
+                                     kind=Chunk.Kind.CHILD, disabled=False)
                 .order_by("document_id", "index").values_list("document_id", "id", "text"))
         for document_id, chunk_id, text in rows:
             pieces.setdefault(document_id, []).append((chunk_id, text))
