@@ -71,18 +71,19 @@
     badge.className = "bh-doc-badge bh-gen-" + generation.status;
     badge.textContent = generation.status_label;
     field(box, "progress").value = generation.percent;
-    field(box, "text").textContent = generation.done + "/" + generation.total + " documents" +
-      (generation.status === "building"
-        ? " — searches keep using the active generation until this one is complete" : "");
+    field(box, "text").textContent = generation.text;
     field(box, "error").textContent = generation.error_code
-      ? generation.error_code + ": " + (generation.error_message || "") + " The active generation is unchanged." : "";
+      ? generation.error_code + ": " + (generation.error_message || "") : "";
   }
 
-  function renderSummary(root, documents) {
+  function renderSummary(root) {
     var summary = root.querySelector("[data-bh-summary]");
     if (!summary) return;
     var counts = {};
-    documents.forEach(function (doc) { counts[doc.status_label] = (counts[doc.status_label] || 0) + 1; });
+    root.querySelectorAll("tr[data-document-id] [data-field=status]").forEach(function (badge) {
+      var label = badge.textContent;
+      counts[label] = (counts[label] || 0) + 1;
+    });
     summary.textContent = Object.keys(counts).map(function (label) {
       return counts[label] + " " + label.toLowerCase();
     }).join(" · ");
@@ -103,7 +104,9 @@
         if (row) renderDocument(root, row, doc);
       });
       renderGeneration(root, data.generation);
-      renderSummary(root, data.documents);
+      renderSummary(root);
+      var chunks = root.querySelector("[data-bh-chunks]");
+      if (chunks && data.active_chunks !== null) chunks.textContent = data.active_chunks;
     }
 
     function tick() {
@@ -133,6 +136,7 @@
       if (timer) clearTimeout(timer);
       tick();
     };
+    renderSummary(root);
     if (root.getAttribute("data-settled") !== "true") timer = setTimeout(tick, POLL_MS);
   }
 
@@ -156,7 +160,11 @@
           form.querySelectorAll("input[type=submit]").forEach(function (button) { button.disabled = false; });
           return;
         }
-        if (row) field(row, "actions").textContent = "";
+        if (row) {
+          field(row, "actions").textContent = "";
+          // Whatever the next status is (even "failed" again), draw its row and buttons anew.
+          row.setAttribute("data-status", "");
+        }
         root.bhRefresh();
       })
       .catch(function () {

@@ -193,9 +193,9 @@ def test_the_status_endpoint_reports_each_document_with_its_stage_and_reason(bro
         "retry_url": f"/admin/knowledge/document/{failed.pk}/retry/"}
     assert rows["no-text.pdf"]["error_message"] == ("Document conversion failed: The PDF has no extractable text "
                                                     "(scanned pages need OCR first).")
-    assert body["settled"] is True
-    assert {k: body["generation"][k] for k in ("number", "status", "percent")} == {
-        "number": 1, "status": "active", "percent": 100}
+    assert (body["settled"], body["active_chunks"]) == (True, 5)
+    assert {k: body["generation"][k] for k in ("number", "status", "percent", "text")} == {
+        "number": 1, "status": "active", "percent": 100, "text": "serving searches"}
 
 
 def test_queued_documents_show_their_place_in_the_shared_queue(browser, kb):
@@ -207,7 +207,7 @@ def test_queued_documents_show_their_place_in_the_shared_queue(browser, kb):
     body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
     row = next(r for r in body["documents"] if r["id"] == str(mine.pk))
     assert (row["queue_position"], row["stage"], row["percent"]) == (3, "queued — 3rd in line", 0)
-    assert body["settled"] is False
+    assert (body["settled"], body["active_chunks"]) == (False, None)
 
 
 def test_a_document_being_embedded_shows_its_stage_progress(browser, kb):
@@ -216,6 +216,15 @@ def test_a_document_being_embedded_shows_its_stage_progress(browser, kb):
                                                    progress_total=4)
     [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
     assert (row["status"], row["percent"], row["stage"]) == ("embedding", 85, "embedding 3/4 chunks")
+
+
+def test_a_queued_document_also_says_how_many_documents_are_being_worked_on(browser, kb):
+    [working] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=working.pk).update(status=Document.Status.PARSING)
+    waiting = _queued(kb, "policy.zh.md", at=timezone.now())
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    row = next(r for r in body["documents"] if r["id"] == str(waiting.pk))
+    assert row["stage"] == "queued — 1st in line; 1 document ingesting now"
 
 
 def test_a_rebuild_shows_its_generation_progress(browser, kb):
