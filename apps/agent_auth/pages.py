@@ -79,6 +79,11 @@ def _authorization(request: HttpRequest) -> AgentAuthorization | None:
     )
 
 
+def _status_label(authorization: AgentAuthorization) -> str:
+    # An exchanged request is an approved one whose code the agent has already used.
+    return "approved" if authorization.status == AgentAuthorization.Status.EXCHANGED else authorization.status
+
+
 def _render(request: HttpRequest, authorization: AgentAuthorization, *, notice: str = "",
             status: int = 200) -> HttpResponse:
     choices = authorization_page_route_choices(authorization=authorization, user=request.user)
@@ -87,6 +92,7 @@ def _render(request: HttpRequest, authorization: AgentAuthorization, *, notice: 
         "authorization": authorization,
         "client": authorization.client,
         "status": authorization.status_at(timezone.now()),
+        "status_label": _status_label(authorization),
         "choices": choices,
         "unavailable": [key for key in authorization.requested_routes if key not in chosen],
         "notice": notice,
@@ -107,7 +113,7 @@ def _refusal(request: HttpRequest, authorization: AgentAuthorization, error: Api
         return _render(request, authorization, notice=EXPIRED_MESSAGE, status=410)
     if isinstance(error, AlreadyProcessed):
         return _render(request, authorization, status=409,
-                       notice=f"This request has already been {authorization.status}: your answer was not "
+                       notice=f"This request has already been {_status_label(authorization)}: your answer was not "
                               "recorded. You can close this page.")
     return _render(request, authorization, notice=f"{error.message} Nothing was changed.", status=error.status)
 

@@ -378,3 +378,18 @@ def test_the_json_api_keeps_json_errors(api_client):
     response = api_client.get("/agent-auth/v1/no-such-endpoint")
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+def test_a_request_whose_code_was_used_reads_as_approved(api_client, browser, started, member):
+    path, verifier = started
+    browser.force_login(member)
+    browser.get(path)
+    location = urlsplit(_post(browser, path, {"decision": "approve", "routes": ["store-assistant"]})["Location"])
+    api_client.post("/agent-auth/v1/token", {
+        "grant_type": "authorization_code", "client_app_id": AgentAuthorization.objects.get().client.app_id,
+        "code": parse_qs(location.query)["code"][0], "redirect_uri": REDIRECT_URI, "code_verifier": verifier,
+    }, format="json")
+    response = browser.get(path)
+    assert response.status_code == 200
+    assert "This request has already been approved. You can close this page." in response.content.decode()
+    assert AgentAuthorization.objects.get().status == "exchanged"

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import threading
 import urllib.request
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.utils import timezone
 
 from apps.agent_auth.models import AgentAuthorization, AgentSession
 from tests.agent_auth.factories import AgentClientFactory, pkce_pair
@@ -155,4 +157,38 @@ def test_the_operator_denies_and_the_agent_gets_access_denied(page, operator, hu
     assert callback.arrived.wait(10)
     assert callback.received == [{"error": ["access_denied"], "state": ["sdk-state-42"]}]
     assert AgentAuthorization.objects.get().status == "denied"
+    assert AgentSession.objects.count() == 0
+
+
+def test_a_page_left_open_in_another_tab_explains_it_was_already_decided(page, operator, hub, desktop_client,
+                                                                         callback):
+    authorization_url, _ = _start_authorization(hub, desktop_client, callback)
+    _sign_in_on_the_authorization_page(page, authorization_url, operator)
+    second_tab = page.context.new_page()
+    second_tab.goto(authorization_url)
+    page.click("button[value=deny]")
+    assert callback.arrived.wait(10)
+
+    second_tab.click("button[value=approve]")
+    notice = second_tab.locator(".errornote")
+    assert notice.inner_text() == ("This request has already been denied: your answer was not recorded. "
+                                   "You can close this page.")
+    assert second_tab.locator("button[value=approve]").count() == 0
+    second_tab.screenshot(path=str(SHOTS / "agent_authorize_already_decided.png"), full_page=True)
+    assert callback.received == [{"error": ["access_denied"], "state": ["sdk-state-42"]}]
+    assert AgentAuthorization.objects.get().status == "denied"
+
+
+def test_a_page_approved_too_late_explains_it_expired_and_grants_nothing(page, operator, hub, desktop_client,
+                                                                         callback):
+    authorization_url, _ = _start_authorization(hub, desktop_client, callback)
+    _sign_in_on_the_authorization_page(page, authorization_url, operator)
+    AgentAuthorization.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    page.click("button[value=approve]")
+    assert page.locator(".errornote").inner_text() == (
+        "This request has expired: nothing was granted. Start again from the agent.")
+    page.screenshot(path=str(SHOTS / "agent_authorize_expired.png"), full_page=True)
+    assert callback.received == []
+    assert AgentAuthorization.objects.get().status == "pending"
     assert AgentSession.objects.count() == 0
