@@ -77,6 +77,16 @@ def _check_secret(secret: str) -> None:
         raise InvalidProvider(f"secret: 1–{MAX_SECRET_CHARS} printable characters.", field="secret")
 
 
+def provider_fields_check(*, name: str | None = None, base_url: str | None = None, secret: str | None = None) -> None:
+    """Raise InvalidProvider (with the field) for the first invalid value given; for forms."""
+    if name is not None:
+        _check_name(name)
+    if base_url is not None:
+        _check_base_url(base_url)
+    if secret is not None:
+        _check_secret(secret)
+
+
 def _tool_fields(tool: CompiledTool, position: int) -> dict:
     return {
         "method": tool.method,
@@ -199,10 +209,11 @@ def provider_update(*, provider: ToolProvider, base_url: str | None = None, secr
 
 
 def tool_set_enabled(*, tool: Tool, enabled: bool) -> Tool:
-    """Switch one tool on or off for every route that lists it."""
-    if tool.enabled != enabled:
-        tool.enabled = enabled
-        tool.save(update_fields=["enabled", "updated_at"])
+    """Switch one tool on or off for every route that lists it. Writes the row whatever the instance
+    holds (a bound form may have set the attribute already)."""
+    tool.enabled = enabled
+    tool.updated_at = timezone.now()
+    Tool.objects.filter(pk=tool.pk).update(enabled=enabled, updated_at=tool.updated_at)
     return tool
 
 

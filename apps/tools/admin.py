@@ -1,0 +1,307 @@
+"""Operator screens for tool providers and tools. Writes go through apps.tools.services; the signing
+secret is write-only (never shown, never sent back to the browser)."""
+
+from __future__ import annotations
+
+import functools
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q
+from django.utils.html import format_html, format_html_join
+
+from apps.core.errors import ApiError
+from apps.projects.admin import ProjectScopedAdminMixin
+
+from . import services
+from .compiler.loader import MAX_SPEC_BYTES
+from .errors import InvalidProvider, SpecRefusedError
+from .models import Tool, ToolProvider
+
+# A spec at its limit, as a file and pasted, plus the rest of the form.
+ADMIN_BODY_MAX_BYTES = 2 * MAX_SPEC_BYTES + 64 * 1024
+PREVIEW_BUTTON = "_preview"
+
+
+class ToolProviderForm(forms.ModelForm):
+    base_url = forms.URLField(max_length=2000, assume_scheme="https",
+                              help_text="Where the business system serves the spec's paths, e.g. "
+                                        "https://shop.example/api.")
+    signing_secret = forms.CharField(
+        required=False, strip=False, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="HMAC key the hub signs calls to this provider with. Stored encrypted; never shown again. "
+                  "Leave blank to keep the current one (or, for a new provider, to generate one).")
+    spec_file = forms.FileField(required=False, label="Spec file",
+                                help_text="An OpenAPI 3.0 or 3.1 document, JSON or YAML, at most 20 MiB.")
+    spec_text = forms.CharField(required=False, label="…or paste the spec", strip=False,
+                                widget=forms.Textarea(attrs={"rows": 12, "cols": 100, "spellcheck": "false"}))
+
+    class Meta:
+        model = ToolProvider
+        fields = ["project", "name", "base_url", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.compile_result = None
+        self.diff = None
+        self.spec_bytes: bytes | None = None
+        self.spec_filename = ""
+        if not self.instance._state.adding:
+            self.fields["spec_file"].help_text += " Uploading a spec re-imports it: the diff is shown before saving."
+
+    def _spec(self) -> tuple[bytes | None, str]:
+        upload = self.cleaned_data.get("spec_file")
+        text = self.cleaned_data.get("spec_text") or ""
+        if upload and text.strip():
+            self.add_error("spec_text", "Upload a file or paste a spec, not both.")
+            return None, ""
+        if upload:
+            if upload.size > MAX_SPEC_BYTES:
+                self.add_error("spec_file", f"The spec is {upload.size} bytes; the limit is {MAX_SPEC_BYTES} bytes.")
+                return None, ""
+            return upload.read(), upload.name
+        if text.strip():
+            return text.encode("utf-8"), ""
+        return None, ""
+
+    def clean(self):
+        cleaned = super().clean()
+        spec, filename = self._spec()
+        if spec is None and self.instance._state.adding and not self.errors.get("spec_text") \
+                and not self.errors.get("spec_file"):
+            self.add_error("spec_file", "Upload a spec file or paste one below.")
+        try:
+            if cleaned.get("base_url"):
+                services.provider_fields_check(base_url=cleaned["base_url"])
+            if cleaned.get("signing_secret"):
+                services.provider_fields_check(secret=cleaned["signing_secret"])
+        except InvalidProvider as exc:
+            self.add_error({"secret": "signing_secret"}.get(exc.extra.get("field"), exc.extra.get("field")),
+                           exc.message.split(": ", 1)[-1])
+        if spec is not None:
+            field = "spec_file" if filename else "spec_text"
+            try:
+                self.compile_result = services.spec_compile(spec=spec)
+            except SpecRefusedError as exc:
+                self.add_error(field, f"Refused ({exc.extra['reason']}): {exc.message}")
+            else:
+                self.spec_bytes, self.spec_filename = spec, filename
+                if not self.instance._state.adding:
+                    self.diff = services.tool_diff(provider=self.instance, result=self.compile_result)
+        if PREVIEW_BUTTON in self.data and not self.errors:
+            raise forms.ValidationError(
+                "Preview only: nothing is saved yet. Review the compile report below, then press Save"
+                + (" (choose the file again)." if self.cleaned_data.get("spec_file") else "."),
+                code="preview")
+        return cleaned
+
+
+class ToolInline(admin.TabularInline):
+    model = Tool
+    fields = ["name", "method", "path", "risk", "readonly", "approval_required", "has_acc", "enabled"]
+    readonly_fields = ["name", "method", "path", "risk", "readonly", "approval_required", "has_acc"]
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    # Operators hold project roles, not model permissions: the provider's project decides. Without a
+    # provider (the inline's queryset check), the rows are already limited to the shown provider.
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_superuser or (
+            obj.project_id in ProjectScopedAdminMixin.visible_project_ids(request) if obj is not None
+            else bool(ProjectScopedAdminMixin.visible_project_ids(request)))
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser or (
+            obj.project_id in ProjectScopedAdminMixin.editable_project_ids(request) if obj is not None
+            else bool(ProjectScopedAdminMixin.editable_project_ids(request)))
+
+
+@admin.register(ToolProvider)
+class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    form = ToolProviderForm
+    list_display = ["name", "project", "base_url", "enabled", "tool_total", "enabled_total", "warning_total",
+                    "openapi_version", "compiled_at"]
+    list_filter = ["project", "enabled"]
+    search_fields = ["name", "title", "base_url"]
+    list_select_related = ["project"]
+    inlines = [ToolInline]
+
+    def get_urls(self):
+        urls = super().get_urls()
+        # The add and change pages take a whole spec, far above the JSON body limit.
+        for pattern in urls:
+            if getattr(pattern, "name", "") in (f"{self.opts.app_label}_{self.opts.model_name}_add",
+                                                f"{self.opts.app_label}_{self.opts.model_name}_change"):
+                pattern.callback = _with_body_limit(pattern.callback)
+        return urls
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            tools_n=Count("tools"), enabled_n=Count("tools", filter=Q(tools__enabled=True)))
+
+    def get_readonly_fields(self, request, obj=None):
+        report = ["spec_sha256", "spec_filename", "openapi_version", "title", "compiled_at", "report"]
+        return ["project", "name", *report] if obj else []
+
+    def get_fieldsets(self, request, obj=None):
+        head = ["project", "name", "base_url", "signing_secret", "enabled"]
+        spec = ("Spec", {"fields": ["spec_file", "spec_text"]})
+        if obj is None:
+            return [(None, {"fields": head}), spec]
+        return [(None, {"fields": head}),
+                ("Current spec", {"fields": ["title", "openapi_version", "spec_filename", "spec_sha256",
+                                             "compiled_at", "report"]}),
+                ("Re-import", {"fields": ["spec_file", "spec_text"], "classes": ["collapse"]})]
+
+    @admin.display(description="Tools", ordering="tools_n")
+    def tool_total(self, obj):
+        return obj.tools_n
+
+    @admin.display(description="Enabled", ordering="enabled_n")
+    def enabled_total(self, obj):
+        return obj.enabled_n
+
+    @admin.display(description="Warnings")
+    def warning_total(self, obj):
+        return sum((obj.compile_report.get("warning_counts") or {}).values())
+
+    @admin.display(description="Compile report")
+    def report(self, obj):
+        return render_report(obj.compile_report)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        form = context["adminform"].form
+        context["compile_preview"] = render_report(form.compile_result.report()) if form.compile_result else ""
+        context["compile_diff"] = form.diff.as_dict() if form.diff else None
+        context["preview_button"] = PREVIEW_BUTTON
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+    def save_form(self, request, form, change):
+        return form.instance
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        try:
+            if change:
+                provider = services.provider_update(provider=obj, base_url=data["base_url"],
+                                                    secret=data.get("signing_secret") or None,
+                                                    enabled=data["enabled"])
+                if form.spec_bytes is not None:
+                    outcome = services.provider_reimport(provider=provider, spec=form.spec_bytes,
+                                                         spec_filename=form.spec_filename)
+                    diff = outcome.diff
+                    messages.info(request, f"Re-imported: {len(diff.added)} added, {len(diff.removed)} removed, "
+                                           f"{len(diff.changed)} changed.")
+                return
+            secret = data.get("signing_secret") or services.secret_generate()
+            outcome = services.provider_create(project=data["project"], name=data["name"],
+                                               base_url=data["base_url"], secret=secret, spec=form.spec_bytes,
+                                               spec_filename=form.spec_filename, enabled=data["enabled"])
+        except ApiError as exc:  # a race the form could not see (a name taken meanwhile)
+            messages.error(request, exc.message)
+            raise
+        provider = outcome.provider
+        for attribute in ("pk", "secret_encrypted", "spec", "spec_sha256", "spec_filename", "openapi_version",
+                          "title", "compile_report", "compiled_at", "created_at", "updated_at"):
+            setattr(obj, attribute, getattr(provider, attribute))
+        obj._state.adding = False
+        if not data.get("signing_secret"):
+            messages.warning(request, format_html(
+                "A signing secret was generated; configure it on the business side now, it is not shown again: "
+                "<code>{}</code>", secret))
+        if not outcome.result.acc_present:
+            messages.warning(request, "The spec declares no x-agent-capability: every tool is disabled until you "
+                                      "enable it; read-only was inferred from GET/HEAD.")
+
+    def save_related(self, request, form, formsets, change):
+        # The provider has no many-to-many fields; only the tool switches below are saved.
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+
+    def save_formset(self, request, form, formset, change):
+        """Only the tool switches are editable inline; each goes through the service."""
+        # The admin's change message reads these lists from the formset.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        for tool_form in formset.forms:
+            if tool_form.has_changed() and "enabled" in tool_form.changed_data:
+                tool = services.tool_set_enabled(tool=tool_form.instance, enabled=tool_form.cleaned_data["enabled"])
+                formset.changed_objects.append((tool, ["enabled"]))
+
+
+def _with_body_limit(view):
+    @functools.wraps(view)
+    def wrapped(*args, **kwargs):
+        return view(*args, **kwargs)
+
+    wrapped.body_max_bytes = ADMIN_BODY_MAX_BYTES
+    return wrapped
+
+
+def render_report(report: dict) -> str:
+    if not report:
+        return "—"
+    counts = report.get("warning_counts") or {}
+    summary = format_html(
+        "<p>OpenAPI {} · {} tools · {} operations skipped · {} warnings{}</p>",
+        report.get("openapi_version", "?"), len(report.get("tools", [])), report.get("operations_skipped", 0),
+        sum(counts.values()),
+        "" if report.get("acc_present") else " · no x-agent-capability: tools start disabled, read-only "
+                                             "inferred from GET/HEAD",
+    )
+    warnings = report.get("warnings") or []
+    if not warnings:
+        return summary
+    rows = format_html_join(
+        "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        ((w.get("code", ""), w.get("operation") or "—", w.get("message", ""), w.get("fallback", ""))
+         for w in warnings[:500]),
+    )
+    more = format_html("<p>… and {} more.</p>", len(warnings) - 500) if len(warnings) > 500 else ""
+    return format_html(
+        '{}<table class="compile-report"><thead><tr><th>Warning</th><th>Operation</th><th>What</th>'
+        "<th>Fallback</th></tr></thead><tbody>{}</tbody></table>{}", summary, rows, more)
+
+
+@admin.register(Tool)
+class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    project_lookup = "provider__project"
+    list_display = ["name", "provider", "method", "path", "risk", "readonly", "approval_required", "has_acc",
+                    "enabled"]
+    list_filter = ["enabled", "risk", "readonly", "approval_required", "has_acc", "provider"]
+    search_fields = ["name", "description", "scope", "path"]
+    list_select_related = ["provider", "provider__project"]
+    actions = ["enable_tools", "disable_tools"]
+    fields = ["provider", "name", "method", "path", "description", "scope", "risk", "readonly",
+              "approval_required", "has_acc", "enabled", "compiled"]
+    readonly_fields = [field for field in fields if field != "enabled"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        services.tool_set_enabled(tool=obj, enabled=form.cleaned_data["enabled"])
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def _switch(self, request, queryset, enabled: bool) -> None:
+        count = 0
+        for tool in queryset:
+            services.tool_set_enabled(tool=tool, enabled=enabled)
+            count += 1
+        self.message_user(request, f"{count} tools {'enabled' if enabled else 'disabled'}.", messages.SUCCESS)
+
+    @admin.action(description="Enable selected tools")
+    def enable_tools(self, request, queryset):
+        self._switch(request, queryset, True)
+
+    @admin.action(description="Disable selected tools")
+    def disable_tools(self, request, queryset):
+        self._switch(request, queryset, False)

@@ -1,0 +1,163 @@
+"""The operator console for tool providers: add by upload or paste with a compile report, preview
+before saving, re-import with a diff, switch tools; the secret is never shown."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from apps.projects.models import Membership
+from apps.tools.crypto import secret_decrypt
+from apps.tools.models import Tool, ToolProvider
+from tests.projects.factories import MembershipFactory, ProjectFactory
+
+from .factories import FIXTURES, STORE_SPEC, ToolProviderFactory
+
+pytestmark = pytest.mark.django_db
+
+INLINE = {"tools-TOTAL_FORMS": "0", "tools-INITIAL_FORMS": "0"}
+
+
+@pytest.fixture
+def owner():
+    return MembershipFactory(role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def browser(owner) -> Client:
+    client = Client()
+    client.force_login(owner.user)
+    return client
+
+
+def add_form(owner, **fields):
+    data = {"project": str(owner.project_id), "name": "store", "base_url": "http://127.0.0.1:9/store",
+            "signing_secret": "admin-secret-1", "enabled": "on", "spec_text": "", **INLINE}
+    data.update(fields)
+    return data
+
+
+def test_adding_a_provider_by_upload_compiles_it(browser, owner):
+    upload = SimpleUploadedFile("store.yaml", STORE_SPEC, content_type="application/yaml")
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_file=upload))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    provider = ToolProvider.objects.get(project=owner.project, name="store")
+    assert bytes(provider.spec) == STORE_SPEC and provider.spec_filename == "store.yaml"
+    assert provider.tools.count() == 5 and secret_decrypt(provider.secret_encrypted) == "admin-secret-1"
+
+
+def test_adding_a_provider_by_paste_compiles_it(browser, owner):
+    text = (FIXTURES / "no_acc.json").read_text()
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=text), follow=True)
+    provider = ToolProvider.objects.get(project=owner.project, name="store")
+    assert [(t.name, t.enabled) for t in provider.tools.all()] == [
+        ("listItems", False), ("createItem", False), ("patchItem", False)]
+    assert "every tool is disabled until you enable it" in response.content.decode()
+
+
+def test_a_refused_spec_is_shown_next_to_the_field_and_nothing_is_saved(browser, owner):
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text="swagger: '2.0'\n"))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Refused (spec_not_openapi3): Swagger 2.0 is not OpenAPI 3.0 or 3.1." in page
+    assert 'class="errorlist' in page
+    assert not ToolProvider.objects.exists()
+
+
+def test_a_missing_spec_is_an_error_on_the_field(browser, owner):
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner))
+    assert "Upload a spec file or paste one below." in response.content.decode()
+    assert not ToolProvider.objects.exists()
+
+
+def test_preview_shows_the_compile_report_and_saves_nothing(browser, owner):
+    text = (FIXTURES / "acc_invalid.yaml").read_text()
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=text, _preview="1"))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Preview only: nothing is saved yet." in page
+    assert "Compile report (preview)" in page
+    assert "<code>acc_risk_level_invalid</code></td><td>everything_wrong</td>" in page
+    assert "risk high" in page
+    assert not ToolProvider.objects.exists()
+
+
+def test_a_base_url_with_credentials_is_refused_on_its_field(browser, owner):
+    data = add_form(owner, base_url="https://u:p@store.example", spec_text=STORE_SPEC.decode())
+    page = browser.post("/admin/tools/toolprovider/add/", data).content.decode()
+    assert "credentials do not belong in the URL" in page and not ToolProvider.objects.exists()
+
+
+def test_the_secret_is_never_sent_back_to_the_browser(browser, owner):
+    provider = ToolProviderFactory(project=owner.project, secret="never-in-html")
+    page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode()
+    assert "never-in-html" not in page and provider.secret_encrypted not in page
+    assert 'name="signing_secret"' in page
+
+
+def test_the_change_page_shows_the_compile_report(browser, owner):
+    provider = ToolProviderFactory(project=owner.project, spec=(FIXTURES / "refs.yaml").read_bytes())
+    page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode()
+    assert "<code>input_schema_recursion_cut</code></td><td>tree_create</td>" in page
+
+
+def test_reimport_preview_shows_the_diff(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    data = {"base_url": provider.base_url, "enabled": "on", "spec_text": (FIXTURES / "refs.yaml").read_text(),
+            "_preview": "1", **tool_rows(provider)}
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data)
+    page = response.content.decode()
+    assert "2 added, 5 removed, 0 changed, 0 unchanged" in page
+    assert provider.tools.count() == 5
+
+
+def tool_rows(provider, switch: dict[str, bool] | None = None) -> dict[str, str]:
+    tools = list(provider.tools.all())
+    data = {"tools-TOTAL_FORMS": str(len(tools)), "tools-INITIAL_FORMS": str(len(tools))}
+    for index, tool in enumerate(tools):
+        data[f"tools-{index}-id"] = str(tool.pk)
+        data[f"tools-{index}-provider"] = str(provider.pk)
+        if (switch or {}).get(tool.name, tool.enabled):
+            data[f"tools-{index}-enabled"] = "on"
+    return data
+
+
+def test_reimport_through_the_change_page_applies_the_spec(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    data = {"base_url": provider.base_url, "enabled": "on", "spec_text": (FIXTURES / "refs.yaml").read_text(),
+            **tool_rows(provider)}
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert list(provider.tools.values_list("name", flat=True)) == ["tree_create", "search"]
+
+
+def test_switching_a_tool_off_inline(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    data = {"base_url": provider.base_url, "enabled": "on", **tool_rows(provider, {"order_refund": False})}
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert list(provider.tools.filter(enabled=False).values_list("name", flat=True)) == ["order_refund"]
+
+
+def test_tool_actions_enable_and_disable(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    ids = [str(pk) for pk in provider.tools.values_list("pk", flat=True)[:2]]
+    response = browser.post("/admin/tools/tool/", {"action": "disable_tools", "_selected_action": ids})
+    assert response.status_code == 302
+    assert Tool.objects.filter(pk__in=ids, enabled=False).count() == 2
+
+
+def test_operators_do_not_see_other_projects_providers(browser, owner):
+    other = ToolProviderFactory(project=ProjectFactory())
+    mine = ToolProviderFactory(project=owner.project)
+    page = browser.get("/admin/tools/toolprovider/").content.decode()
+    assert mine.name in page and other.name not in page
+    assert browser.get(f"/admin/tools/toolprovider/{other.pk}/change/").status_code == 302
+
+
+def test_provider_list_query_count_does_not_grow_with_rows(browser, owner, django_assert_max_num_queries):
+    for _ in range(3):
+        ToolProviderFactory(project=owner.project)
+    with django_assert_max_num_queries(12):
+        assert browser.get("/admin/tools/toolprovider/").status_code == 200
