@@ -3,9 +3,7 @@ from django.urls import include, path
 
 from apps.core import views as core_views
 
-admin.site.site_header = "BailingHub"
-admin.site.site_title = "BailingHub admin"
-admin.site.index_title = "Operations"
+# admin.site is the console (apps.runtime.admin_site.ConsoleAdminSite): header, dashboard, no "View site".
 
 # Agent-facing paths never end in a slash, so APPEND_SLASH can never redirect an agent host.
 urlpatterns = [

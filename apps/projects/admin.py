@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.utils.html import format_html
 
 from apps.projects.models import Membership, OperatorToken, Project
@@ -69,11 +70,70 @@ class ProjectScopedAdminMixin:
             kwargs["queryset"] = project_list_editable(user=request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def get_list_filter(self, request):
+        """A filter on a relation offers only the related rows of rows this operator may see:
+        a plain `"project"` or `"client"` filter would list every project's names."""
+        scoped = []
+        for item in super().get_list_filter(request):
+            if isinstance(item, str) and "__" not in item:
+                field = self.model._meta.get_field(item)
+                if field.is_relation:
+                    item = (item, admin.RelatedOnlyFieldListFilter)
+            scoped.append(item)
+        return scoped
+
+
+class MembershipForm(forms.ModelForm):
+    # A username, not a list of every account: an owner names the colleague to add.
+    user = forms.ModelChoiceField(
+        queryset=get_user_model().objects.filter(is_active=True), to_field_name="username",
+        widget=forms.TextInput(attrs={"placeholder": "username"}),
+        error_messages={"invalid_choice": "No active user has this username."},
+    )
+
+    class Meta:
+        model = Membership
+        fields = ["user", "role"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.initial["user"] = self.instance.user.username
+
 
 class MembershipInline(admin.TabularInline):
+    """Owners manage who works on their project; editors and viewers see the members."""
+
     model = Membership
+    form = MembershipForm
     extra = 0
-    autocomplete_fields = ["user"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("user")
+
+    def has_view_permission(self, request, obj=None):
+        return obj is None or request.user.is_superuser or obj.pk in ProjectScopedAdminMixin.visible_project_ids(
+            request)
+
+    def has_add_permission(self, request, obj=None):
+        return obj is not None and project_is_owned(request=request, project=obj)
+
+    def has_change_permission(self, request, obj=None):
+        return obj is not None and project_is_owned(request=request, project=obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return obj is not None and project_is_owned(request=request, project=obj)
+
+
+def project_is_owned(*, request, project: Project) -> bool:
+    if request.user.is_superuser:
+        return True
+    if not hasattr(request, "_bh_owned_projects"):
+        request._bh_owned_projects = set(
+            Membership.objects.filter(user=request.user, role=Membership.Role.OWNER).values_list("project_id",
+                                                                                              flat=True)
+        )
+    return project.pk in request._bh_owned_projects
 
 
 @admin.register(Project)
@@ -96,9 +156,10 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         if obj is None:
             return super().has_change_permission(request)
-        return request.user.is_superuser or obj.memberships.filter(
-            user=request.user, role=Membership.Role.OWNER
-        ).exists()
+        return project_is_owned(request=request, project=obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser  # deleting a project deletes all its routes, knowledge and ledger
 
 
 class OperatorTokenForm(forms.ModelForm):

@@ -1,3 +1,7 @@
+"""The route's operator screen. Its knowledge bindings and the dry-run of a turn need the knowledge
+and runtime apps, which routes may not import: `RouteAdmin` is registered by apps.runtime.admin
+as a subclass that adds them (RouteConsoleAdmin)."""
+
 from __future__ import annotations
 
 from django import forms
@@ -18,7 +22,6 @@ class RouteAdminForm(forms.ModelForm):
         return self.cleaned_data.get("unattended_write_tools") or None
 
 
-@admin.register(Route)
 class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = RouteAdminForm
     list_display = ["key", "name", "project", "enabled", "agent_client_enabled", "tools_direct_enabled",
@@ -45,7 +48,8 @@ class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         ("Knowledge", {"fields": [
             "knowledge_enabled", "knowledge_mode", "knowledge_top_k", "knowledge_max_docs",
             "knowledge_page_boost", "knowledge_score_threshold",
-        ]}),
+        ], "description": "How a turn searches the knowledge bases bound below (“Knowledge bases this route "
+                          "reads”); try it in the dry-run panel at the bottom of the page."}),
         ("Memory", {"fields": [
             "memory_recent_messages", "memory_recent_budget_chars", "memory_per_message_chars",
             "memory_summary_enabled", "memory_summary_max_chars",

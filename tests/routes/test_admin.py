@@ -44,12 +44,19 @@ def test_operator_sees_only_routes_of_their_projects():
     assert list(response.context["cl"].queryset) == [mine]
 
 
-def test_operator_cannot_open_a_route_of_another_project():
+def test_operator_cannot_open_or_change_a_route_of_another_project():
     membership = MembershipFactory()
-    other = RouteFactory()
-    response = _client_for(membership.user).get(f"/admin/routes/route/{other.pk}/change/")
-    assert response.status_code == 302  # the admin's "does not exist" redirect to the index
-    assert Route.objects.get(pk=other.pk).name == other.name
+    other = RouteFactory(name="Theirs")
+    client = _client_for(membership.user)
+
+    opened = client.get(f"/admin/routes/route/{other.pk}/change/", follow=True)
+    posted = client.post(f"/admin/routes/route/{other.pk}/change/", _form_data(other.project, key=other.key,
+                                                                               name="Taken over"))
+
+    assert opened.redirect_chain[0] == ("/admin/", 302)  # the admin's "does not exist" answer
+    assert "Theirs" not in opened.content.decode()
+    assert posted.status_code == 302
+    assert Route.objects.get(pk=other.pk).name == "Theirs"
 
 
 def test_viewer_can_read_but_not_change_a_route():
@@ -126,3 +133,251 @@ def test_route_list_query_count_does_not_grow_with_rows():
         response = client.get("/admin/routes/route/")
     assert response.context["cl"].result_count == 13
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+# Knowledge bindings and the dry-run on the route page (registered by apps.runtime.admin).
+
+def _route_form(route, bindings, *, initial=0, **overrides):
+    """The route page's POST: its settings as they are, plus the binding rows."""
+    data = _form_data(route.project, key=route.key, name=route.name, knowledge_enabled="on", **overrides)
+    data.update({
+        "knowledge_bindings-TOTAL_FORMS": str(len(bindings)), "knowledge_bindings-INITIAL_FORMS": str(initial),
+        "knowledge_bindings-MIN_NUM_FORMS": "0", "knowledge_bindings-MAX_NUM_FORMS": "1000",
+    })
+    for n, row in enumerate(bindings):
+        for field, value in row.items():
+            data[f"knowledge_bindings-{n}-{field}"] = value
+        data[f"knowledge_bindings-{n}-route"] = str(route.pk)
+    return data
+
+
+@pytest.fixture
+def owner_route():
+    membership = MembershipFactory(role=Membership.Role.OWNER)
+    return membership, RouteFactory(project=membership.project, key="store-assistant", name="门店助手")
+
+
+@pytest.fixture
+def model():
+    from tests.knowledge.factories import EmbeddingModelFactory
+
+    return EmbeddingModelFactory(name="hashing-32")
+
+
+def _kb(project, model, name):
+    from tests.knowledge.factories import KnowledgeBaseFactory
+
+    return KnowledgeBaseFactory(project=project, embedding_model=model, name=name)
+
+
+def _bound(route) -> list[str]:
+    from apps.knowledge.models import RouteKnowledgeBinding
+
+    return sorted(RouteKnowledgeBinding.objects.filter(route=route).values_list("knowledge_base__name", flat=True))
+
+
+def test_an_owner_binds_several_knowledge_bases_on_the_route_page(owner_route, model):
+    membership, route = owner_route
+    policies, faq = _kb(route.project, model, "售后政策"), _kb(route.project, model, "常见问题")
+    response = _client_for(membership.user).post(
+        f"/admin/routes/route/{route.pk}/change/",
+        _route_form(route, [{"knowledge_base": str(policies.pk)}, {"knowledge_base": str(faq.pk)}]),
+    )
+    assert response.status_code == 302
+    assert _bound(route) == ["售后政策", "常见问题"]
+    route.refresh_from_db()
+    assert route.knowledge_enabled is True
+
+
+def test_an_owner_unbinds_a_knowledge_base(owner_route, model):
+    from apps.knowledge.models import RouteKnowledgeBinding
+    from apps.knowledge.services import route_knowledge_bind
+
+    membership, route = owner_route
+    kb = _kb(route.project, model, "售后政策")
+    binding = route_knowledge_bind(route=route, knowledge_base=kb)
+    response = _client_for(membership.user).post(
+        f"/admin/routes/route/{route.pk}/change/",
+        _route_form(route, [{"id": str(binding.pk), "knowledge_base": str(kb.pk), "DELETE": "on"}], initial=1),
+    )
+    assert response.status_code == 302
+    assert not RouteKnowledgeBinding.objects.filter(route=route).exists()
+
+
+def test_a_knowledge_base_of_another_project_cannot_be_bound(owner_route, model):
+    membership, route = owner_route
+    foreign = _kb(ProjectFactory(), model, "别人的知识库")
+    response = _client_for(membership.user).post(
+        f"/admin/routes/route/{route.pk}/change/", _route_form(route, [{"knowledge_base": str(foreign.pk)}]),
+    )
+    assert response.status_code == 200
+    [inline] = response.context["inline_admin_formsets"]
+    assert inline.formset.errors[0]["knowledge_base"] == [
+        "Select a valid choice. That choice is not one of the available choices."]
+    assert "errorlist" in response.content.decode()
+    assert _bound(route) == []
+
+
+def test_the_same_knowledge_base_twice_is_refused(owner_route, model):
+    membership, route = owner_route
+    kb = _kb(route.project, model, "售后政策")
+    response = _client_for(membership.user).post(
+        f"/admin/routes/route/{route.pk}/change/",
+        _route_form(route, [{"knowledge_base": str(kb.pk)}, {"knowledge_base": str(kb.pk)}]),
+    )
+    assert response.status_code == 200
+    assert "Please correct the duplicate data" in response.content.decode()
+    assert _bound(route) == []
+
+
+def test_a_viewer_cannot_bind_a_knowledge_base(model):
+    membership = MembershipFactory(role=Membership.Role.VIEWER)
+    route = RouteFactory(project=membership.project)
+    kb = _kb(route.project, model, "售后政策")
+    response = _client_for(membership.user).post(
+        f"/admin/routes/route/{route.pk}/change/", _route_form(route, [{"knowledge_base": str(kb.pk)}]),
+    )
+    assert response.status_code == 403
+    assert _bound(route) == []
+
+
+def test_the_binding_rows_show_the_embedding_model_and_ready_state(owner_route, model):
+    from apps.knowledge.services import route_knowledge_bind
+
+    membership, route = owner_route
+    ready, building = _kb(route.project, model, "售后政策"), _kb(route.project, model, "新知识库")
+    building.generations.update(status="building")
+    for kb in (ready, building):
+        route_knowledge_bind(route=route, knowledge_base=kb)
+    page = _client_for(membership.user).get(f"/admin/routes/route/{route.pk}/change/").content.decode()
+    assert "hashing-32 (32 dims)" in page
+    assert "ready (generation #1)" in page
+    assert "building its first index" in page
+
+
+def test_the_route_page_offers_only_its_projects_knowledge_bases(owner_route, model):
+    membership, route = owner_route
+    _kb(route.project, model, "售后政策")
+    _kb(ProjectFactory(), model, "别人的知识库")
+    response = _client_for(membership.user).get(f"/admin/routes/route/{route.pk}/change/")
+    [inline] = response.context["inline_admin_formsets"]
+    field = inline.formset.form.base_fields["knowledge_base"]
+    assert [kb.name for kb in field.queryset] == ["售后政策"]
+    assert "别人的知识库" not in response.content.decode()
+
+
+def test_a_new_route_binds_knowledge_after_it_is_saved(owner_route):
+    membership, _ = owner_route
+    response = _client_for(membership.user).get("/admin/routes/route/add/")
+    assert response.context["inline_admin_formsets"] == []
+
+
+def test_the_route_page_query_count_does_not_grow_with_bindings(owner_route, model):
+    from apps.knowledge.services import route_knowledge_bind
+
+    membership, route = owner_route
+    client = _client_for(membership.user)
+    route_knowledge_bind(route=route, knowledge_base=_kb(route.project, model, "kb-0"))
+    client.get(f"/admin/routes/route/{route.pk}/change/")
+    with CaptureQueriesContext(connection) as one:
+        client.get(f"/admin/routes/route/{route.pk}/change/")
+    expected = len(one.captured_queries)
+    for n in range(1, 5):
+        route_knowledge_bind(route=route, knowledge_base=_kb(route.project, model, f"kb-{n}"))
+    with CaptureQueriesContext(connection) as five:
+        client.get(f"/admin/routes/route/{route.pk}/change/")
+    assert len(five.captured_queries) == expected
+
+
+REFUND = "# 售后政策\n\n## 退款\n\n自签收之日起七天内可以无理由退货，商品须保持完好。退款三个工作日内原路退回。"
+DELIVERY = "# 配送\n\n同城订单当天送达，外地订单三到五天送达。"
+
+
+@pytest.fixture
+def bound_route(owner_route, model):
+    from apps.knowledge.services import route_knowledge_bind
+    from apps.routes.services import route_update
+    from tests.knowledge.helpers import ingest_texts
+
+    membership, route = owner_route
+    route = route_update(route=route, knowledge_enabled=True)
+    policies, delivery = _kb(route.project, model, "售后政策"), _kb(route.project, model, "配送")
+    ingest_texts(policies, {"refund.md": REFUND})
+    ingest_texts(delivery, {"delivery.md": DELIVERY})
+    for kb in (policies, delivery):
+        route_knowledge_bind(route=route, knowledge_base=kb)
+    return membership, route
+
+
+def _dry_run(membership, route, **params):
+    return _client_for(membership.user).get(f"/admin/routes/route/{route.pk}/change/", params)
+
+
+def test_the_dry_run_counts_the_bound_sources(bound_route):
+    response = _dry_run(*bound_route)
+    assert response.context["dry_run_sources"] == 2
+    assert response.context["dry_run"] is None
+    assert "a turn searches <strong data-sources>2</strong> bound sources" in response.content.decode()
+
+
+def test_the_dry_run_shows_exactly_the_knowledge_a_turn_carries(bound_route):
+    from rest_framework.test import APIClient
+
+    from tests.agent_auth.factories import AgentClientFactory
+    from tests.agent_auth.helpers import session_for
+    from tests.ledger.helpers import open_turn
+
+    membership, route = bound_route
+    response = _dry_run(membership, route, dry_run="退款要几天？")
+    entries = [(e.ref, e.title, e.content) for e in response.context["dry_run"].entries]
+    issued = session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key]))
+    turn = open_turn(APIClient(), issued.access_token, route.key, user_input="退款要几天？").json()
+    assert entries == [(k["ref"], k["title"], k["content"]) for k in turn["context"]["knowledge"]]
+    assert entries[0][1] == "refund.md"
+    assert "七天内可以无理由退货" in response.content.decode()
+
+
+def test_the_dry_run_writes_nothing_to_the_ledger(bound_route):
+    from tests.ledger.helpers import ledger_counts
+
+    before = ledger_counts()
+    response = _dry_run(*bound_route, dry_run="退款要几天？")
+    assert len(response.context["dry_run"].entries) >= 1
+    assert ledger_counts() == before == {"Conversation": 0, "Message": 0, "Run": 0, "MemoryNote": 0}
+
+
+def test_an_empty_dry_run_question_is_an_error_next_to_the_field(bound_route):
+    response = _dry_run(*bound_route, dry_run="   ")
+    assert response.context["dry_run"] is None
+    assert response.context["dry_run_form"].errors["dry_run"] == [
+        "Type a question to see the knowledge a turn would carry."]
+    assert '<div class="form-row errors">' in response.content.decode()
+
+
+def test_a_too_long_dry_run_question_is_refused(bound_route):
+    response = _dry_run(*bound_route, dry_run="退" * 2001)
+    assert response.context["dry_run"] is None
+    assert response.context["dry_run_form"].errors["dry_run"] == [
+        "Ensure this value has at most 2000 characters (it has 2001)."]
+
+
+def test_a_dry_run_with_knowledge_off_carries_nothing_and_says_why(bound_route):
+    from apps.routes.services import route_update
+
+    membership, route = bound_route
+    route_update(route=route, knowledge_enabled=False)
+    response = _dry_run(membership, route, dry_run="退款要几天？")
+    assert response.context["dry_run"].entries == []
+    assert "No knowledge: knowledge is off for this route." in response.content.decode()
+
+
+def test_an_operator_of_another_project_cannot_dry_run_a_route(bound_route):
+    from tests.ledger.helpers import ledger_counts
+
+    _, route = bound_route
+    stranger = MembershipFactory()
+    before = ledger_counts()
+    response = _dry_run(stranger, route, dry_run="退款要几天？")
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/"
+    assert ledger_counts() == before

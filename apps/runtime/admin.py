@@ -1,0 +1,210 @@
+"""The route page of the console, with what routes alone cannot show: the knowledge bases the
+route reads (bound through apps.knowledge.services) and a dry-run of a turn's knowledge.
+
+Registered here because it needs routes, knowledge and the runtime's own turn code, and imports
+only point down the app list. The dry-run calls the very function a turn uses to compute its
+inline knowledge (apps.runtime.turns._knowledge_inline): the operator sees what an agent would
+get, and nothing is written — no conversation, run or message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django import forms
+from django.contrib import admin
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
+
+from apps.knowledge import selectors as knowledge_selectors
+from apps.knowledge import services as knowledge_services
+from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
+from apps.ledger.models import Run
+from apps.projects.admin import ProjectScopedAdminMixin
+from apps.routes.admin import RouteAdmin
+from apps.routes.models import Route
+from apps.runtime.errors import KnowledgeUnavailable
+from apps.runtime.turns import KNOWLEDGE_QUERY_MAX_CHARS, TurnRequest, _knowledge_inline
+
+DRY_RUN_PARAM = "dry_run"
+
+
+class BindingInline(admin.TabularInline):
+    """One row per knowledge base the route reads; the choices are the route's project's KBs."""
+
+    model = RouteKnowledgeBinding
+    extra = 1
+    fields = ["knowledge_base", "embedding_model", "index_state", "documents"]
+    readonly_fields = ["embedding_model", "index_state", "documents"]
+    verbose_name = "knowledge base this route reads"
+    verbose_name_plural = "knowledge bases this route reads"
+
+    def get_queryset(self, request):
+        active = IndexGeneration.objects.filter(knowledge_base=OuterRef("knowledge_base"),
+                                                status=IndexGeneration.Status.ACTIVE)
+        return super().get_queryset(request).select_related("route", "knowledge_base__embedding_model").annotate(
+            active_generation=Subquery(active.values("number")[:1]),
+            building=Exists(IndexGeneration.objects.filter(knowledge_base=OuterRef("knowledge_base"),
+                                                           status=IndexGeneration.Status.BUILDING)),
+            documents_total=Count("knowledge_base__documents"),
+            documents_completed=Count("knowledge_base__documents",
+                                      filter=Q(knowledge_base__documents__status=Document.Status.COMPLETED)),
+        )
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        kbs = KnowledgeBase.objects.filter(project_id=obj.project_id if obj else None).select_related(
+            "embedding_model").order_by("name")
+        # Every row's select offers the same choices: read them once, not once per row.
+        choices = [("", "---------"), *((kb.pk, f"{kb.name} · {kb.embedding_model.name}") for kb in kbs)]
+
+        class BindingForm(formset.form):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.fields["knowledge_base"].choices = choices
+
+        field = BindingForm.base_fields["knowledge_base"]
+        field.queryset = kbs
+        field.help_text = "Knowledge bases of this route's project."
+        formset.form = BindingForm
+        return formset
+
+    # The parent route's permissions decide (project membership), not Django model permissions.
+    def has_view_permission(self, request, obj=None):
+        if obj is None:  # asked by get_queryset, which the parent route already scopes
+            return request.user.is_staff
+        return request.user.is_superuser or obj.project_id in ProjectScopedAdminMixin.visible_project_ids(request)
+
+    def has_add_permission(self, request, obj=None):
+        return obj is not None and (request.user.is_superuser
+                                    or obj.project_id in ProjectScopedAdminMixin.editable_project_ids(request))
+
+    has_change_permission = has_delete_permission = has_add_permission
+
+    @admin.display(description="Embedding model")
+    def embedding_model(self, binding: RouteKnowledgeBinding) -> str:
+        if binding.pk is None:
+            return "—"
+        model = binding.knowledge_base.embedding_model
+        return f"{model.name} ({model.dimension} dims)"
+
+    @admin.display(description="Index")
+    def index_state(self, binding: RouteKnowledgeBinding) -> str:
+        if binding.pk is None:
+            return "—"
+        if binding.active_generation is not None:
+            state = f"ready (generation #{binding.active_generation})"
+            return state + ", rebuilding" if binding.building else state
+        return "building its first index" if binding.building else "not ready: no active index"
+
+    @admin.display(description="Documents")
+    def documents(self, binding: RouteKnowledgeBinding) -> str:
+        if binding.pk is None:
+            return "—"
+        return f"{binding.documents_completed} of {binding.documents_total} completed"
+
+
+class DryRunForm(forms.Form):
+    dry_run = forms.CharField(
+        label="Question", max_length=KNOWLEDGE_QUERY_MAX_CHARS, strip=True,
+        widget=forms.TextInput(attrs={"size": 70, "placeholder": "What a user would ask, e.g. 退货需要小票吗？"}),
+        error_messages={"required": "Type a question to see the knowledge a turn would carry."},
+    )
+    page_title = forms.CharField(
+        label="Page title", max_length=200, required=False, strip=True,
+        help_text="Optional: the page the user is on; used when the route boosts by page.",
+    )
+
+
+@dataclass
+class DryRunEntry:
+    ref: str
+    title: str
+    content: str
+    score: float | None
+    document_id: str | None
+
+
+@dataclass
+class DryRun:
+    question: str
+    entries: list[DryRunEntry]
+    stats: dict
+    bytes: int
+    failure: str = ""
+
+
+def route_dry_run(*, route: Route, question: str, page_title: str = "") -> DryRun:
+    """The inline knowledge of a turn asking `question` on `route`, computed as a turn computes it.
+    Writes nothing."""
+    request = TurnRequest(client_conversation_id="console-dry-run", client_turn_id="console-dry-run",
+                          user_message_id="console-dry-run", user_input=question,
+                          page_context={"title": page_title} if page_title else {},
+                          knowledge_delivery=Run.KnowledgeDelivery.INLINE)
+    try:
+        knowledge = _knowledge_inline(route=route, request=request)
+    except KnowledgeUnavailable:
+        return DryRun(question=question, entries=[], stats={}, bytes=0,
+                      failure="Knowledge search is unavailable right now (the embedding model did not answer); "
+                              "an agent's turn would be refused with knowledge_unavailable.")
+    refs = {ref["ref"]: ref for ref in knowledge.refs}
+    entries = [
+        DryRunEntry(ref=entry["ref"], title=entry["title"], content=entry["content"],
+                    score=refs.get(entry["ref"], {}).get("score"), document_id=refs.get(entry["ref"], {}).get("doc_id"))
+        for entry in knowledge.entries
+    ]
+    return DryRun(question=question, entries=entries, stats=knowledge.stats,
+                  bytes=sum(len(e.content.encode("utf-8")) for e in entries))
+
+
+class RouteConsoleAdmin(RouteAdmin):
+    change_form_template = "admin/routes/route/change_form.html"
+    inlines = [BindingInline]
+
+    def get_inlines(self, request, obj):
+        # A new route has no project's knowledge bases to offer yet: bind them once it is saved.
+        return self.inlines if obj is not None else []
+
+    def save_formset(self, request, form, formset, change):
+        """Bindings change through the knowledge services, one row at a time."""
+        if formset.model is not RouteKnowledgeBinding:
+            return super().save_formset(request, form, formset, change)
+        route = form.instance
+        # What ModelAdmin's change message reads after a formset's save().
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        for inline_form in formset.forms:
+            data = getattr(inline_form, "cleaned_data", {})
+            delete = bool(data.get("DELETE"))
+            if not (inline_form.has_changed() or delete):
+                continue
+            previous_pk = inline_form.initial.get("knowledge_base") if inline_form.instance.pk else None
+            chosen = data.get("knowledge_base")
+            if previous_pk is not None and (delete or chosen.pk != previous_pk):
+                knowledge_services.route_knowledge_unbind(route=route,
+                                                          knowledge_base=KnowledgeBase.objects.get(pk=previous_pk))
+                if delete:
+                    formset.deleted_objects.append(inline_form.instance)
+            if chosen is not None and not delete:
+                binding = knowledge_services.route_knowledge_bind(route=route, knowledge_base=chosen)
+                if previous_pk is None:
+                    formset.new_objects.append(binding)
+                else:
+                    formset.changed_objects.append((binding, ["knowledge_base"]))
+        return None
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = dict(extra_context or {})
+        route = self.get_object(request, object_id)
+        if route is not None and request.method in ("GET", "HEAD"):
+            bound = list(knowledge_selectors.route_knowledge_bases(route=route))
+            dry_run_form = DryRunForm(request.GET if DRY_RUN_PARAM in request.GET else None)
+            extra_context.update({
+                "dry_run_form": dry_run_form,
+                "dry_run_sources": len(bound),
+                "dry_run": (route_dry_run(route=route, question=dry_run_form.cleaned_data["dry_run"],
+                                          page_title=dry_run_form.cleaned_data["page_title"])
+                            if dry_run_form.is_valid() else None),
+            })
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+admin.site.register(Route, RouteConsoleAdmin)

@@ -1,0 +1,149 @@
+"""What the console's landing page shows for each project an operator may see: its routes, its
+knowledge bases with document counts by status, its agent sessions and its recent runs.
+
+It reads every app (routes, agent_auth, knowledge, ledger), which only runtime may import. The
+number of queries is fixed — one per kind of row, whatever the number of projects or rows — and
+each list is capped, so a busy project never makes the page slow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Exists, F, OuterRef, Q, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from apps.agent_auth.models import AgentSession
+from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
+from apps.ledger.models import Run
+from apps.projects.models import Project
+from apps.projects.selectors import project_list_visible
+from apps.routes.models import Route
+
+ROUTES_PER_PROJECT = 20
+KBS_PER_PROJECT = 20
+RUNS_PER_PROJECT = 8
+PROJECTS_SHOWN = 50
+# Document statuses the page names one by one; the in-between pipeline states count as "in progress".
+IN_PROGRESS = (Document.Status.PENDING, Document.Status.QUEUED, Document.Status.PARSING,
+               Document.Status.CHUNKING, Document.Status.EMBEDDING)
+
+
+@dataclass
+class KnowledgeBaseSummary:
+    kb: KnowledgeBase
+    ready: bool
+    total: int
+    completed: int
+    in_progress: int
+    awaiting_confirmation: int
+    failed: int
+
+
+@dataclass
+class ProjectDashboard:
+    project: Project
+    role: str
+    routes: list[Route] = field(default_factory=list)
+    route_total: int = 0
+    knowledge_bases: list[KnowledgeBaseSummary] = field(default_factory=list)
+    kb_total: int = 0
+    sessions_active: int = 0
+    sessions_total: int = 0
+    runs_last_day: int = 0
+    recent_runs: list[Run] = field(default_factory=list)
+
+
+def _ranked(queryset, *, partition: str, order: list, limit: int):
+    """The first `limit` rows of each `partition`, in one query (a window function)."""
+    return queryset.annotate(
+        _rank=Window(RowNumber(), partition_by=[F(partition)], order_by=order),
+    ).filter(_rank__lte=limit)
+
+
+def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDashboard]:
+    """One summary per project `user` may see (superusers: every project, the first
+    PROJECTS_SHOWN by name), in the order of the project list."""
+    now = now or timezone.now()
+    projects = list(
+        project_list_visible(user=user)
+        .annotate(
+            route_total=Count("routes", distinct=True),
+            kb_total=Count("knowledge_bases", distinct=True),
+        )
+        .order_by("name")[:PROJECTS_SHOWN]
+    )
+    if not projects:
+        return []
+    roles = {} if user.is_superuser else dict(
+        user.memberships.filter(project__in=projects).values_list("project_id", "role")
+    )
+    boards = {
+        p.pk: ProjectDashboard(project=p, role=roles.get(p.pk, "superuser"), route_total=p.route_total,
+                               kb_total=p.kb_total)
+        for p in projects
+    }
+    ids = list(boards)
+
+    routes = _ranked(
+        Route.objects.filter(project_id__in=ids).annotate(
+            knowledge_sources=Count("knowledge_bindings", filter=Q(knowledge_bindings__knowledge_base__project_id=F(
+                "project_id")))),
+        partition="project_id", order=[F("key").asc()], limit=ROUTES_PER_PROJECT,
+    ).order_by("key")
+    for route in routes:
+        boards[route.project_id].routes.append(route)
+
+    status_counts = {
+        name: Count("documents", filter=Q(documents__status__in=statuses))
+        for name, statuses in (
+            ("completed", [Document.Status.COMPLETED]),
+            ("in_progress", list(IN_PROGRESS)),
+            ("awaiting_confirmation", [Document.Status.AWAITING_CONFIRMATION]),
+            ("failed", [Document.Status.FAILED]),
+        )
+    }
+    kbs = _ranked(
+        KnowledgeBase.objects.filter(project_id__in=ids).select_related("embedding_model").annotate(
+            document_total=Count("documents"), **status_counts,
+            ready=Exists(IndexGeneration.objects.filter(knowledge_base=OuterRef("pk"),
+                                                        status=IndexGeneration.Status.ACTIVE)),
+        ),
+        partition="project_id", order=[F("name").asc()], limit=KBS_PER_PROJECT,
+    ).order_by("name")
+    for kb in kbs:
+        boards[kb.project_id].knowledge_bases.append(KnowledgeBaseSummary(
+            kb=kb, ready=kb.ready, total=kb.document_total, completed=kb.completed, in_progress=kb.in_progress,
+            awaiting_confirmation=kb.awaiting_confirmation, failed=kb.failed,
+        ))
+
+    sessions = (
+        AgentSession.objects.filter(client__project_id__in=ids)
+        .values("client__project_id")
+        .annotate(total=Count("id"), active=Count("id", filter=Q(revoked_at__isnull=True,
+                                                                 refresh_expires_at__gt=now)))
+    )
+    for row in sessions:
+        board = boards[row["client__project_id"]]
+        board.sessions_total, board.sessions_active = row["total"], row["active"]
+
+    day_counts = (
+        Run.objects.filter(route__project_id__in=ids, created_at__gte=now - timedelta(days=1))
+        .values("route__project_id").annotate(n=Count("id"))
+    )
+    for row in day_counts:
+        boards[row["route__project_id"]].runs_last_day = row["n"]
+
+    runs = _ranked(
+        Run.objects.filter(route__project_id__in=ids).select_related("route", "conversation")
+        .only("id", "state", "created_at", "completed_at", "context_bytes", "route__key", "route__name",
+              "route__project_id", "conversation__on_behalf_of"),
+        partition="route__project_id", order=[F("created_at").desc(), F("id").desc()], limit=RUNS_PER_PROJECT,
+    ).order_by("-created_at", "-id")
+    for run in runs:
+        boards[run.route.project_id].recent_runs.append(run)
+
+    return [boards[p.pk] for p in projects]
+

@@ -1,0 +1,141 @@
+"""The console's landing page: one panel per project the operator may see, with its routes, its
+knowledge bases and their documents by status, its agent sessions and its recent runs."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from apps.agent_auth.services import session_revoke
+from apps.knowledge.models import Document
+from apps.projects.models import Membership
+from tests.agent_auth.helpers import session_for
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.ledger.helpers import open_turn
+from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.projects.helpers import admin_client, project_world
+from tests.routes.factories import RouteFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def worlds(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield project_world("alpha"), project_world("bravo")
+        transaction.set_rollback(True)
+
+
+@pytest.fixture
+def a(worlds):
+    return worlds[0]
+
+
+@pytest.fixture
+def b(worlds):
+    return worlds[1]
+
+
+def _board(response, slug):
+    return next(board for board in response.context["dashboard"] if board.project.slug == slug)
+
+
+def test_the_landing_page_is_the_dashboard_of_the_operators_projects(a, b):
+    response = admin_client(a.user).get("/admin/")
+    assert response.status_code == 200
+    assert [board.project.slug for board in response.context["dashboard"]] == ["alpha"]
+    page = response.content.decode()
+    assert 'id="project-alpha"' in page
+    assert "Project bravo" not in page and "Route of bravo" not in page and "KB of bravo" not in page
+
+
+def test_a_project_panel_lists_its_routes_with_their_knowledge_sources(a, b):
+    board = _board(admin_client(a.user).get("/admin/"), "alpha")
+    assert [(route.key, route.knowledge_enabled, route.knowledge_sources) for route in board.routes] == [
+        ("alpha-route", True, 1)]
+    assert board.route_total == 1
+
+
+def test_a_project_panel_counts_documents_by_status(a, b):
+    refund = a.documents["alpha-refund.md"]
+    Document.objects.filter(pk=refund.pk).update(status=Document.Status.FAILED)
+    board = _board(admin_client(a.user).get("/admin/"), "alpha")
+    [summary] = board.knowledge_bases
+    assert (summary.kb.name, summary.ready, summary.total, summary.completed, summary.in_progress,
+            summary.awaiting_confirmation, summary.failed) == ("KB of alpha", True, 2, 1, 0, 0, 1)
+
+
+def test_a_knowledge_base_without_an_active_index_is_not_ready(a, b):
+    a.kb.generations.update(status="building")
+    [summary] = _board(admin_client(a.user).get("/admin/"), "alpha").knowledge_bases
+    assert summary.ready is False
+    assert "no active index" in admin_client(a.user).get("/admin/").content.decode()
+
+
+def test_a_project_panel_counts_active_agent_sessions(a, b):
+    session_for(a.agent_client)
+    session_revoke(session=a.session, revoked_by="operator", reason="lost laptop")
+    board = _board(admin_client(a.user).get("/admin/"), "alpha")
+    assert (board.sessions_active, board.sessions_total) == (1, 2)
+
+
+def test_a_project_panel_shows_its_recent_runs_newest_first(a, b):
+    from rest_framework.test import APIClient
+
+    second = open_turn(APIClient(), a.access_token, a.route.key, 2, user_input="第二个问题").json()["run_id"]
+    board = _board(admin_client(a.user).get("/admin/"), "alpha")
+    assert [str(run.pk) for run in board.recent_runs] == [second, str(a.run.pk)]
+    assert board.runs_last_day == 2
+    assert f"/admin/ledger/run/{second}/change/" in admin_client(a.user).get("/admin/").content.decode()
+
+
+def test_a_superuser_sees_every_project(a, b):
+    root = UserFactory(is_superuser=True)
+    response = admin_client(root).get("/admin/")
+    assert [board.project.slug for board in response.context["dashboard"]] == ["alpha", "bravo"]
+    assert {board.role for board in response.context["dashboard"]} == {"superuser"}
+
+
+def test_the_operators_role_is_shown_per_project(a, b):
+    MembershipFactory(project=b.project, user=a.user, role=Membership.Role.VIEWER)
+    response = admin_client(a.user).get("/admin/")
+    assert [(board.project.slug, board.role) for board in response.context["dashboard"]] == [
+        ("alpha", "owner"), ("bravo", "viewer")]
+
+
+def test_an_operator_without_projects_is_told_so():
+    loner = UserFactory(is_staff=True)
+    page = admin_client(loner).get("/admin/").content.decode()
+    assert "You are not a member of any project yet." in page
+
+
+def test_no_page_offers_a_view_site_link(a, b):
+    for path in ("/admin/", "/admin/routes/route/", f"/admin/routes/route/{a.route.pk}/change/"):
+        page = admin_client(a.user).get(path).content.decode()
+        assert "View site" not in page
+
+
+def test_the_dashboard_query_count_does_not_grow_with_rows(a, b, django_assert_num_queries):
+    client = admin_client(a.user)
+    MembershipFactory(project=b.project, user=a.user, role=Membership.Role.EDITOR)
+    client.get("/admin/")  # warm per-process caches (content types)
+    with CaptureQueriesContext(connection) as baseline:
+        client.get("/admin/")
+    expected = len(baseline.captured_queries)  # read now: the log is shared and bounded
+    # More of everything: projects, routes, knowledge bases, sessions and runs.
+    third = ProjectFactory(name="Project charlie", slug="charlie")
+    MembershipFactory(project=third, user=a.user)
+    RouteFactory.create_batch(4, project=a.project)
+    RouteFactory.create_batch(3, project=third)
+    for n in range(3):
+        KnowledgeBaseFactory(project=a.project, embedding_model=a.kb.embedding_model, name=f"more {n}")
+    session_for(a.agent_client)
+    from rest_framework.test import APIClient
+
+    for n in range(2, 6):
+        open_turn(APIClient(), a.access_token, a.route.key, n, client_conversation_id=f"c-{n}")
+    with django_assert_num_queries(expected):
+        response = client.get("/admin/")
+    assert len(response.context["dashboard"]) == 3
+    assert len(_board(response, "alpha").recent_runs) == 5
