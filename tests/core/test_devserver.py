@@ -1,0 +1,67 @@
+"""`make run`'s child processes, as the devserver command builds them."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings as django_settings
+
+from apps.core.management.commands.devserver import child_commands, child_environment
+from bailinghub.celery import app as celery_app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def _queues(command: list[str]) -> set[str]:
+    return set(_option(command, "--queues").split(","))
+
+
+def test_the_beat_schedule_lives_under_the_configured_var_dir(tmp_path):
+    var_dir = tmp_path / "state"
+    script = ("import django, json; django.setup(); "
+              "from apps.core.management.commands.devserver import child_commands; "
+              "print(json.dumps(child_commands(addr='127.0.0.1:8000')))")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "BAILING_VAR_DIR": str(var_dir),
+                                 "DJANGO_SETTINGS_MODULE": "bailinghub.settings"})
+    assert result.returncode == 0, result.stderr
+    worker = json.loads(result.stdout.strip().splitlines()[-1])["worker"]
+    assert ("--beat" in worker, _option(worker, "--schedule")) == (True, str(var_dir / "celerybeat-schedule"))
+
+
+def test_the_default_worker_runs_several_prefork_processes_on_the_default_queue_only(settings):
+    settings.DEVSERVER_WORKER_CONCURRENCY = 0
+    worker = child_commands(addr="127.0.0.1:8000")["worker"]
+    assert _queues(worker) == {celery_app.conf.task_default_queue}
+    assert int(_option(worker, "--concurrency")) == max(2, os.cpu_count() or 1)
+    assert _option(worker, "--pool") == "prefork"
+
+
+def test_the_workers_consume_the_default_and_the_large_document_queues(settings):
+    settings.DEVSERVER_LARGE_WORKER_CONCURRENCY = 0
+    commands = child_commands(addr="127.0.0.1:8000")
+    large = commands["worker-large"]
+    assert _queues(large) == {django_settings.KNOWLEDGE_LARGE_TASK_QUEUE, celery_app.conf.task_default_queue}
+    assert int(_option(large, "--concurrency")) == max(1, (os.cpu_count() or 1) // 2)
+    assert _option(commands["worker"], "--hostname") != _option(large, "--hostname")
+    assert "--beat" not in large
+
+
+def test_worker_concurrency_comes_from_the_settings(settings):
+    settings.DEVSERVER_WORKER_CONCURRENCY = 5
+    settings.DEVSERVER_LARGE_WORKER_CONCURRENCY = 3
+    commands = child_commands(addr="127.0.0.1:8000")
+    assert [_option(commands[name], "--concurrency") for name in ("worker", "worker-large")] == ["5", "3"]
+
+
+def test_children_embed_with_one_openmp_thread_unless_the_caller_chose(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert child_environment()["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert child_environment()["OMP_NUM_THREADS"] == "4"
