@@ -233,31 +233,69 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def has_revoke_permission(self, request) -> bool:
         return request.user.is_staff and (request.user.is_superuser or bool(self.editable_project_ids(request)))
 
+    change_form_template = "agent_auth/admin/agentsession_change_form.html"
+
+    def _revoke_page(self, request, sessions, form, *, action: str = "") -> TemplateResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Revoke agent sessions",
+            "opts": self.model._meta,
+            "sessions": sessions,
+            "form": form,
+            "action": action,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "agent_auth/admin/session_revoke.html", context)
+
+    def _revoke(self, request, sessions, reason: str) -> int:
+        revoked = 0
+        for session in sessions:
+            if session.revoked_at is None:
+                session_revoke(session=session, revoked_by=AgentSession.RevokedBy.OPERATOR,
+                               reason=f"{request.user.get_username()}: {reason}")
+                revoked += 1
+        self.message_user(request, f"Revoked {revoked} session(s).", messages.SUCCESS)
+        return revoked
+
     @admin.action(description="Revoke the selected sessions…", permissions=["revoke"])
     def revoke_sessions(self, request, queryset):
         if not request.user.is_superuser:
             queryset = queryset.filter(client__project__in=self.editable_project_ids(request))
         form = RevokeReasonForm(request.POST if "apply" in request.POST else None)
         if form.is_valid():
-            reason = form.cleaned_data["reason"]
-            revoked = 0
-            for session in queryset:
-                if session.revoked_at is None:
-                    session_revoke(session=session, revoked_by=AgentSession.RevokedBy.OPERATOR,
-                                   reason=f"{request.user.get_username()}: {reason}")
-                    revoked += 1
-            self.message_user(request, f"Revoked {revoked} session(s).", messages.SUCCESS)
+            self._revoke(request, queryset, form.cleaned_data["reason"])
             return None
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Revoke agent sessions",
-            "opts": self.model._meta,
-            "sessions": queryset,
-            "form": form,
-            "action": "revoke_sessions",
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-        }
-        return TemplateResponse(request, "agent_auth/admin/session_revoke.html", context)
+        return self._revoke_page(request, queryset, form, action="revoke_sessions")
+
+    def _may_revoke(self, request, session: AgentSession) -> bool:
+        return session.revoked_at is None and (
+            request.user.is_superuser or session.client.project_id in self.editable_project_ids(request)
+        )
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        session = self.get_object(request, object_id)
+        extra_context = {**(extra_context or {}),
+                         "can_revoke": session is not None and self._may_revoke(request, session)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_urls(self):
+        revoke = path("<path:object_id>/revoke/", self.admin_site.admin_view(self.revoke_view),
+                      name="agent_auth_agentsession_revoke")
+        return [revoke, *super().get_urls()]
+
+    def revoke_view(self, request, object_id):
+        """One session's revoke page, opened from the session's own page."""
+        session = self.get_object(request, object_id)
+        if session is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self._may_revoke(request, session):
+            raise PermissionDenied
+        form = RevokeReasonForm(request.POST if request.method == "POST" else None)
+        if form.is_valid():
+            self._revoke(request, [session], form.cleaned_data["reason"])
+            return HttpResponseRedirect(reverse(f"{self.admin_site.name}:agent_auth_agentsession_change",
+                                                args=[session.pk]))
+        return self._revoke_page(request, [session], form)
 
 
 @admin.register(AgentAuthorization)

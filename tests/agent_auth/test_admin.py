@@ -266,3 +266,50 @@ def test_sessions_filter_by_state(agent_client, owner):
     for state, expected in (("active", [active]), ("revoked", [revoked]), ("expired", [])):
         response = admin.get("/admin/agent_auth/agentsession/", {"state": state})
         assert list(response.context["cl"].queryset) == expected
+
+
+def _session_url(session, suffix=""):
+    return f"/admin/agent_auth/agentsession/{session.pk}/{suffix}"
+
+
+def test_a_session_is_revoked_from_its_own_page_with_a_reason(agent_client, owner):
+    session = session_for(agent_client).session
+    admin = _admin(owner)
+    assert f'href="{_session_url(session, "revoke/")}"' in admin.get(_session_url(session, "change/")).content.decode()
+    assert 'id="id_reason"' in admin.get(_session_url(session, "revoke/")).content.decode()
+    response = admin.post(_session_url(session, "revoke/"), {"reason": "left the company"})
+    assert response.status_code == 302
+    assert response["Location"] == _session_url(session, "change/")
+    session.refresh_from_db()
+    assert (session.revoked_by, session.revoked_reason) == ("operator", f"{owner.user.username}: left the company")
+    assert "revoke/" not in admin.get(_session_url(session, "change/")).content.decode()
+
+
+def test_a_session_page_revoke_without_a_reason_changes_nothing(agent_client, owner):
+    session = session_for(agent_client).session
+    response = _admin(owner).post(_session_url(session, "revoke/"), {"reason": ""})
+    assert response.status_code == 200
+    assert "Give a reason: it is kept with the session for the audit trail." in response.content.decode()
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_a_viewer_cannot_revoke_from_the_session_page(agent_client, viewer):
+    session = session_for(agent_client).session
+    admin = _admin(viewer)
+    assert "revoke/" not in admin.get(_session_url(session, "change/")).content.decode()
+    assert admin.post(_session_url(session, "revoke/"), {"reason": "no"}).status_code == 403
+    assert AgentSession.objects.get().revoked_at is None
+
+
+def test_a_revoked_session_cannot_be_revoked_again(agent_client, owner):
+    session = session_for(agent_client).session
+    session_revoke(session=session, revoked_by=AgentSession.RevokedBy.AGENT, reason="signed out")
+    assert _admin(owner).post(_session_url(session, "revoke/"), {"reason": "again"}).status_code == 403
+    assert (AgentSession.objects.get().revoked_by, AgentSession.objects.get().revoked_reason) == ("agent", "signed out")
+
+
+def test_another_projects_session_cannot_be_revoked(agent_client):
+    session = session_for(agent_client).session
+    stranger = MembershipFactory(role=Membership.Role.OWNER)
+    assert _admin(stranger).post(_session_url(session, "revoke/"), {"reason": "x"}).status_code == 302
+    assert AgentSession.objects.get().revoked_at is None

@@ -70,3 +70,16 @@ def test_revoking_without_a_reason_asks_for_one_and_changes_nothing(logged_in_pa
     assert error.inner_text() == "Give a reason: it is kept with the session for the audit trail."
     assert AgentSession.objects.get().revoked_at is None
     assert _workspaces(live_server, issued.access_token)[0] == 200
+
+
+def test_an_operator_revokes_a_session_from_its_own_page(logged_in_page, live_server, issued):
+    page = logged_in_page
+    page.goto(f"/admin/agent_auth/agentsession/{issued.session.pk}/change/")
+    page.click("#revoke-session")
+    page.fill("#id_reason", "device lost")
+    page.click("input[type=submit][value=Revoke]")
+    page.wait_for_url(f"**/admin/agent_auth/agentsession/{issued.session.pk}/change/")
+    assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session(s)."
+    assert page.locator(".field-revoked_reason .readonly").inner_text() == "operator: device lost"
+    assert page.locator("#revoke-session").count() == 0
+    assert _workspaces(live_server, issued.access_token)[0] == 401
