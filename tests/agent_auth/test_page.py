@@ -393,3 +393,9 @@ def test_a_request_whose_code_was_used_reads_as_approved(api_client, browser, st
     assert response.status_code == 200
     assert "This request has already been approved. You can close this page." in response.content.decode()
     assert AgentAuthorization.objects.get().status == "exchanged"
+
+
+def test_a_csrf_refusal_elsewhere_is_not_the_sign_in_page(browser):
+    response = browser.post("/admin/login/", {"username": "x", "password": "y"})
+    assert response.status_code == 403
+    assert "Your answer was not accepted" not in response.content.decode()

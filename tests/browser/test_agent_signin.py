@@ -21,6 +21,7 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentAuthorization, AgentSession
 from tests.agent_auth.factories import AgentClientFactory, pkce_pair
 from tests.browser.conftest import OPERATOR_PASSWORD
+from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.routes.factories import RouteFactory
 
 SHOTS = Path("/tmp/shots")
@@ -112,6 +113,8 @@ def _start_authorization(hub: str, client, callback) -> tuple[str, str]:
 def _sign_in_on_the_authorization_page(page, authorization_url: str, operator) -> None:
     page.goto(authorization_url)
     assert urlsplit(page.url).path == "/agent-auth/login"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "agent_auth_login.png"), full_page=True)
     page.fill("input[name=username]", operator.username)
     page.fill("input[name=password]", OPERATOR_PASSWORD)
     page.click("button[type=submit]")
@@ -192,3 +195,18 @@ def test_a_page_approved_too_late_explains_it_expired_and_grants_nothing(page, o
     assert callback.received == []
     assert AgentAuthorization.objects.get().status == "pending"
     assert AgentSession.objects.count() == 0
+
+
+def test_a_user_outside_the_clients_project_is_told_so_and_decides_nothing(page, hub, desktop_client, callback):
+    outsider = UserFactory(username="outsider", is_staff=False, password=OPERATOR_PASSWORD)
+    MembershipFactory(user=outsider, project=ProjectFactory(name="Other shop"))
+    authorization_url, _ = _start_authorization(hub, desktop_client, callback)
+    _sign_in_on_the_authorization_page(page, authorization_url, outsider)
+
+    assert page.locator("h1").inner_text() == "You cannot decide this request"
+    assert "signed in as outsider, who is not a member of the project" in page.locator(".errornote").inner_text()
+    assert page.locator("button[name=decision]").count() == 0
+    assert "Store desktop" not in page.content()
+    page.screenshot(path=str(SHOTS / "agent_authorize_not_a_member.png"), full_page=True)
+    assert callback.received == []
+    assert AgentAuthorization.objects.get().status == "pending"
