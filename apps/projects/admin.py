@@ -97,7 +97,7 @@ class MembershipForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.instance.pk is not None:
+        if self.instance.user_id is not None:
             self.initial["user"] = self.instance.user.username
 
 

@@ -16,6 +16,12 @@ def project_create(*, name: str, slug: str, description: str = "", owner=None) -
     return project
 
 
+@transaction.atomic
 def membership_set(*, project: Project, user, role: str) -> Membership:
-    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    """Give `user` this role in `project`; writes nothing when they already have it."""
+    membership, created = Membership.objects.select_for_update().get_or_create(
+        project=project, user=user, defaults={"role": role})
+    if not created and membership.role != role:
+        membership.role = role
+        membership.save(update_fields=["role", "updated_at"])
     return membership

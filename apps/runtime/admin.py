@@ -82,14 +82,14 @@ class BindingInline(admin.TabularInline):
 
     @admin.display(description="Embedding model")
     def embedding_model(self, binding: RouteKnowledgeBinding) -> str:
-        if binding.pk is None:
+        if binding._state.adding:  # the empty row for a new binding
             return "—"
         model = binding.knowledge_base.embedding_model
         return f"{model.name} ({model.dimension} dims)"
 
     @admin.display(description="Index")
     def index_state(self, binding: RouteKnowledgeBinding) -> str:
-        if binding.pk is None:
+        if binding._state.adding:  # the empty row for a new binding
             return "—"
         if binding.active_generation is not None:
             state = f"ready (generation #{binding.active_generation})"
@@ -98,7 +98,7 @@ class BindingInline(admin.TabularInline):
 
     @admin.display(description="Documents")
     def documents(self, binding: RouteKnowledgeBinding) -> str:
-        if binding.pk is None:
+        if binding._state.adding:  # the empty row for a new binding
             return "—"
         return f"{binding.documents_completed} of {binding.documents_total} completed"
 
@@ -176,7 +176,7 @@ class RouteConsoleAdmin(RouteAdmin):
             delete = bool(data.get("DELETE"))
             if not (inline_form.has_changed() or delete):
                 continue
-            previous_pk = inline_form.initial.get("knowledge_base") if inline_form.instance.pk else None
+            previous_pk = None if inline_form.instance._state.adding else inline_form.initial.get("knowledge_base")
             chosen = data.get("knowledge_base")
             if previous_pk is not None and (delete or chosen.pk != previous_pk):
                 knowledge_services.route_knowledge_unbind(route=route,

@@ -1,7 +1,10 @@
 """Demo data an operator can log into: one project, two routes, one operator account.
 
-Idempotent: running it again changes nothing that exists. The operator's password comes from
-BAILING_DEMO_PASSWORD, or is generated and printed once (the first time only).
+The operator is staff, never a superuser, and an owner of the project: project membership, not
+Django model permissions, is what lets them do every console task for it. Idempotent: running it
+again creates nothing twice and keeps the operator's password; it only puts the operator's
+access back as described if it was changed. The password comes from BAILING_DEMO_PASSWORD, or
+is generated and printed once (the first time only).
 """
 
 from __future__ import annotations
@@ -81,6 +84,9 @@ class Command(BaseCommand):
                 password = os.environ.get("BAILING_DEMO_PASSWORD") or secrets.token_urlsafe(12)
                 user = User.objects.create_user(username=username, password=password, is_staff=True,
                                                 email=f"{username}@example.com")
+            elif not user.is_staff or user.is_superuser or not user.is_active:
+                user.is_staff, user.is_superuser, user.is_active = True, False, True
+                user.save(update_fields=["is_staff", "is_superuser", "is_active"])
             membership_set(project=project, user=user, role=Membership.Role.OWNER)
         if password and not os.environ.get("BAILING_DEMO_PASSWORD"):
             self.stdout.write(self.style.WARNING(

@@ -1,0 +1,126 @@
+"""Project screens: owners manage their project's members by username; operator API tokens are
+each operator's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.projects.models import Membership, OperatorToken
+from apps.projects.tokens import operator_token_create
+from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.projects.helpers import admin_client
+
+pytestmark = pytest.mark.django_db
+
+
+def _project_form(project, members, *, initial):
+    data = {"name": project.name, "slug": project.slug, "description": project.description,
+            "memberships-TOTAL_FORMS": str(len(members)), "memberships-INITIAL_FORMS": str(initial),
+            "memberships-MIN_NUM_FORMS": "0", "memberships-MAX_NUM_FORMS": "1000"}
+    for n, row in enumerate(members):
+        for field, value in row.items():
+            data[f"memberships-{n}-{field}"] = value
+        data[f"memberships-{n}-project"] = str(project.pk)
+    return data
+
+
+def _rows(membership):
+    return [{"id": str(membership.pk), "user": membership.user.username, "role": membership.role}]
+
+
+@pytest.fixture
+def owner():
+    return MembershipFactory(role=Membership.Role.OWNER, user=UserFactory(username="olivia"))
+
+
+def test_an_owner_adds_a_member_by_username(owner):
+    UserFactory(username="ada")
+    project = owner.project
+    response = admin_client(owner.user).post(
+        f"/admin/projects/project/{project.pk}/change/",
+        _project_form(project, [*_rows(owner), {"user": "ada", "role": "editor"}], initial=1),
+    )
+    assert response.status_code == 302
+    assert sorted(project.memberships.values_list("user__username", "role")) == [
+        ("ada", "editor"), ("olivia", "owner")]
+
+
+def test_an_unknown_username_is_an_error_next_to_the_field(owner):
+    project = owner.project
+    response = admin_client(owner.user).post(
+        f"/admin/projects/project/{project.pk}/change/",
+        _project_form(project, [*_rows(owner), {"user": "nobody", "role": "editor"}], initial=1),
+    )
+    assert response.status_code == 200
+    [inline] = response.context["inline_admin_formsets"]
+    assert inline.formset.errors[1]["user"] == ["No active user has this username."]
+    assert list(project.memberships.values_list("user__username", flat=True)) == ["olivia"]
+
+
+def test_the_member_rows_show_usernames(owner):
+    page = admin_client(owner.user).get(f"/admin/projects/project/{owner.project.pk}/change/").content.decode()
+    assert 'value="olivia"' in page
+
+
+def test_an_editor_sees_the_members_but_cannot_change_them(owner):
+    editor = MembershipFactory(project=owner.project, role=Membership.Role.EDITOR, user=UserFactory(username="ed"))
+    project = owner.project
+    client = admin_client(editor.user)
+    page = client.get(f"/admin/projects/project/{project.pk}/change/")
+    assert page.status_code == 200
+    assert page.context["has_change_permission"] is False
+    response = client.post(f"/admin/projects/project/{project.pk}/change/",
+                           _project_form(project, [*_rows(owner), {"user": "ed", "role": "owner"}], initial=1))
+    assert response.status_code == 403
+    assert project.memberships.get(user=editor.user).role == "editor"
+
+
+def test_an_owner_cannot_delete_the_project(owner):
+    response = admin_client(owner.user).post(f"/admin/projects/project/{owner.project.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 403
+    assert owner.project.__class__.objects.filter(pk=owner.project.pk).exists()
+
+
+def test_an_owner_cannot_create_projects(owner):
+    assert admin_client(owner.user).get("/admin/projects/project/add/").status_code == 403
+
+
+def test_an_operator_lists_only_their_own_tokens(owner):
+    mine, _ = operator_token_create(user=owner.user, name="mine", scopes=["knowledge:debug"])
+    colleague = MembershipFactory(project=owner.project).user
+    operator_token_create(user=colleague, name="theirs", scopes=["knowledge:debug"])
+    response = admin_client(owner.user).get("/admin/projects/operatortoken/")
+    assert list(response.context["cl"].queryset) == [mine]
+    assert "theirs" not in response.content.decode()
+
+
+def test_another_operators_token_page_is_hidden(owner):
+    colleague = MembershipFactory(project=owner.project).user
+    theirs, _ = operator_token_create(user=colleague, name="theirs", scopes=["knowledge:debug"])
+    response = admin_client(owner.user).get(f"/admin/projects/operatortoken/{theirs.pk}/change/")
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/"
+
+
+def test_the_revoke_action_never_reaches_another_operators_token(owner):
+    colleague = MembershipFactory(project=owner.project).user
+    theirs, _ = operator_token_create(user=colleague, name="theirs", scopes=["knowledge:debug"])
+    response = admin_client(owner.user).post("/admin/projects/operatortoken/", {
+        "action": "revoke_tokens", "_selected_action": [str(theirs.pk)]})
+    assert response.status_code in (200, 302)
+    theirs.refresh_from_db()
+    assert theirs.revoked_at is None
+
+
+def test_an_operator_revokes_their_own_token(owner):
+    mine, _ = operator_token_create(user=owner.user, name="mine", scopes=["knowledge:debug"])
+    response = admin_client(owner.user).post("/admin/projects/operatortoken/", {
+        "action": "revoke_tokens", "_selected_action": [str(mine.pk)]})
+    assert response.status_code == 302
+    assert OperatorToken.objects.get(pk=mine.pk).revoked_at is not None
+
+
+def test_a_project_page_of_a_non_member_is_hidden(owner):
+    other = ProjectFactory()
+    response = admin_client(owner.user).get(f"/admin/projects/project/{other.pk}/change/")
+    assert response.status_code == 302

@@ -1,0 +1,81 @@
+"""`manage.py seed_demo`: the demo operator is a staff owner of Bailing Retail, never a superuser,
+and can reach every console screen of the project."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from apps.projects.models import Membership, Project
+from apps.routes.models import Route
+from tests.projects.factories import UserFactory
+from tests.projects.helpers import admin_client, row_counts
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "demo-pass-123"
+
+
+@pytest.fixture
+def seeded(monkeypatch):
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    call_command("seed_demo")
+    return get_user_model().objects.get(username="operator")
+
+
+def test_the_demo_operator_is_a_staff_owner_and_not_a_superuser(seeded):
+    membership = Membership.objects.get(user=seeded)
+    assert (seeded.is_staff, seeded.is_superuser, seeded.is_active) == (True, False, True)
+    assert (membership.project.slug, membership.project.name, membership.role) == (
+        "bailing-retail", "Bailing Retail", "owner")
+    assert seeded.check_password(PASSWORD)
+    assert sorted(Route.objects.values_list("key", flat=True)) == ["hr-helpdesk", "store-assistant"]
+
+
+def test_seeding_twice_changes_nothing(seeded):
+    before = row_counts()
+    stamps = (list(Route.objects.order_by("key").values_list("updated_at", flat=True)),
+              Membership.objects.get(user=seeded).updated_at, seeded.password)
+    call_command("seed_demo")
+    seeded.refresh_from_db()
+    assert row_counts() == before
+    assert (list(Route.objects.order_by("key").values_list("updated_at", flat=True)),
+            Membership.objects.get(user=seeded).updated_at, seeded.password) == stamps
+
+
+def test_an_existing_operator_account_becomes_a_staff_owner_without_superuser_rights(monkeypatch):
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    existing = UserFactory(username="operator", is_staff=False, is_superuser=True, password="kept-password-1")
+    call_command("seed_demo")
+    existing.refresh_from_db()
+    assert (existing.is_staff, existing.is_superuser) == (True, False)
+    assert existing.check_password("kept-password-1")
+    assert Membership.objects.get(user=existing).role == "owner"
+
+
+@pytest.mark.parametrize("path", [
+    "/admin/", "/admin/projects/project/", "/admin/projects/operatortoken/", "/admin/projects/operatortoken/add/",
+    "/admin/routes/route/", "/admin/routes/route/add/", "/admin/knowledge/knowledgebase/",
+    "/admin/knowledge/knowledgebase/add/", "/admin/knowledge/document/", "/admin/knowledge/embeddingmodel/",
+    "/admin/agent_auth/agentclient/", "/admin/agent_auth/agentclient/add/", "/admin/agent_auth/agentsession/",
+    "/admin/agent_auth/agentauthorization/", "/admin/ledger/conversation/", "/admin/ledger/run/",
+    "/admin/ledger/memorynote/",
+])
+def test_the_demo_operator_reaches_every_console_screen(seeded, path):
+    assert admin_client(seeded).get(path).status_code == 200
+
+
+def test_the_demo_operator_may_change_the_project_and_its_routes(seeded):
+    client = admin_client(seeded)
+    project = Project.objects.get(slug="bailing-retail")
+    route = Route.objects.get(key="store-assistant")
+    assert client.get(f"/admin/projects/project/{project.pk}/change/").context["has_change_permission"] is True
+    assert client.get(f"/admin/routes/route/{route.pk}/change/").context["has_change_permission"] is True
+
+
+def test_the_demo_operators_dashboard_shows_bailing_retail(seeded):
+    response = admin_client(seeded).get("/admin/")
+    assert [(board.project.name, board.role) for board in response.context["dashboard"]] == [
+        ("Bailing Retail", "owner")]
+    assert [route.key for route in response.context["dashboard"][0].routes] == ["hr-helpdesk", "store-assistant"]
