@@ -1,4 +1,10 @@
-"""Request ids in every log line, and a last line of defence against credentials in logs."""
+"""Request ids in every log line, and no credential in any of them.
+
+Redaction happens twice: when a record is made (`install_record_redaction`, from CoreConfig.ready),
+so every handler and every capture of the record (pytest's included) sees the redacted message
+and traceback; and again in `RedactingFormatter`, the formatter of every handler in LOGGING, for
+whatever reaches a handler by another road.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,13 @@ import re
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
-# Token shapes we issue (bha_/bhr_/bhc_/bhk_/bhp_ + base64url) and bearer headers.
+# Every credential the project issues is `bh` + a short kind + `_` + base64url: bha_ (access),
+# bhr_ (refresh), bhc_ (authorization code), bhk_ (agent client), bhop_ (operator token).
+TOKEN_PATTERN = re.compile(r"bh[a-z]{1,4}_[A-Za-z0-9_-]{16,}")
+REDACTED = "[redacted]"
+
 _SECRET_PATTERNS = [
-    re.compile(r"\bbh[a-z]_[A-Za-z0-9_-]{16,}"),
+    TOKEN_PATTERN,
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"),
     re.compile(r"(?i)((?:code|refresh_token|access_token|client_token|password|secret)[\"']?\s*[=:]\s*[\"']?)"
                r"[^\s&\"',}]{6,}"),
@@ -19,8 +29,40 @@ _SECRET_PATTERNS = [
 
 def redact(text: str) -> str:
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[redacted]", text)
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
     return text
+
+
+def redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    """The record's message, traceback and stack with every credential replaced, in place."""
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string is for logging to report, at emit time
+        return record
+    cleaned = redact(message)
+    if cleaned != message:
+        record.msg, record.args = cleaned, None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = redact(_TRACEBACKS.formatException(record.exc_info))
+    if record.stack_info:
+        record.stack_info = redact(record.stack_info)
+    return record
+
+
+_TRACEBACKS = logging.Formatter()
+
+
+def install_record_redaction() -> None:
+    """Redact every log record as it is made, whichever logger or library makes it."""
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "redacts", False):
+        return
+
+    def factory(*args, **kwargs) -> logging.LogRecord:
+        return redact_record(previous(*args, **kwargs))
+
+    factory.redacts = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
 
 
 class RequestIdFilter(logging.Filter):
@@ -31,8 +73,12 @@ class RequestIdFilter(logging.Filter):
 
 class RedactSecretsFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, ()
+        redact_record(record)
         return True
+
+
+class RedactingFormatter(logging.Formatter):
+    """The formatter of every handler: the whole line, traceback included, is redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))

@@ -1,5 +1,7 @@
 """Views that raise each kind of error, mounted under the JSON prefixes for the error-model tests."""
 
+import logging
+
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.urls import include, path
@@ -60,6 +62,21 @@ class ConflictApi(APIView):
         raise ApiError("Already processed.", code="already_processed", status=409, authorization_id="a1")
 
 
+class LogRequestApi(APIView):
+    """Logs everything a careless view might (headers, query, body, path), then fails with the body
+    in the exception: the log output must still carry no credential."""
+
+    authentication_classes = []
+    permission_classes = []
+
+    def post(self, request, secret):
+        log = logging.getLogger("bailinghub.test")
+        log.warning("headers %s", dict(request.headers))
+        log.warning("query %s body %s path %s", request.GET.urlencode(), request.body.decode(), request.path)
+        log.warning("data %r", request.data)
+        raise RuntimeError(f"failed for {request.data} at {request.get_full_path()}")
+
+
 def plain_broken(request):
     raise RuntimeError("plain view failure")
 
@@ -82,6 +99,7 @@ api = [
     path("plain-broken", plain_broken),
     path("plain-missing", plain_missing),
     path("plain-ok", plain_ok),
+    path("log-request/<str:secret>", LogRequestApi.as_view()),
 ]
 
 urlpatterns = [

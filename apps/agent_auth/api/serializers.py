@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from rest_framework import serializers
 
 from apps.agent_auth.validators import loopback_redirect_uri_problem, route_key_is_valid
+from apps.core.fields import BoundedListField
 
 CODE_CHALLENGE_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 CODE_VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
@@ -47,7 +48,7 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-class RouteKeyListField(serializers.ListField):
+class RouteKeyListField(BoundedListField):
     def __init__(self, **kwargs):
         super().__init__(child=StrictCharField(trim_whitespace=False), min_length=1, max_length=64, **kwargs)
 
@@ -87,7 +88,7 @@ class AuthorizationCreateSerializer(StrictSerializer):
 class PrincipalSerializer(StrictSerializer):
     id = _text(128)
     tenant = _text(128, required=False, allow_null=True)
-    roles = serializers.ListField(child=_text(64), max_length=64, required=False)
+    roles = BoundedListField(child=_text(64), max_length=64, required=False)
     audience = _text(64, required=False, allow_null=True)
     channel = _text(128, required=False, allow_null=True)
 

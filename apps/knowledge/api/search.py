@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.core.errors import ApiError
-from apps.core.exceptions import flatten_field_errors, validation_message
+from apps.core.exceptions import validation_extra, validation_message
+from apps.core.fields import (
+    ExactFieldsSerializer,
+    JSONBooleanField,
+    JSONIntegerField,
+    JSONNumberField,
+    JSONStringField,
+)
 from apps.knowledge import selectors
 from apps.knowledge.api.views import SCOPE_DEBUG, BuilderApi
 from apps.knowledge.pipeline.retrieve import Hit, SearchOptions
@@ -18,22 +24,12 @@ class SearchInvalid(ApiError):
     message = "The search request is invalid."
 
 
-class StrictSerializer(serializers.Serializer):
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
-
-
-class KnowledgeSearchIn(StrictSerializer):
-    query = serializers.CharField(max_length=2000, trim_whitespace=True)
-    top_k = serializers.IntegerField(min_value=1, max_value=50, default=4)
-    score_threshold = serializers.FloatField(min_value=-1.0, max_value=1.0, required=False, allow_null=True,
-                                             default=None)
-    hybrid = serializers.BooleanField(default=False)
-    explain = serializers.BooleanField(default=False)
+class KnowledgeSearchIn(ExactFieldsSerializer):
+    query = JSONStringField(max_length=2000, trim_whitespace=True)
+    top_k = JSONIntegerField(min_value=1, max_value=50, default=4)
+    score_threshold = JSONNumberField(min_value=-1.0, max_value=1.0, required=False, allow_null=True, default=None)
+    hybrid = JSONBooleanField(default=False)
+    explain = JSONBooleanField(default=False)
 
 
 def hit_out(hit: Hit, *, explain: bool) -> dict:
@@ -61,8 +57,8 @@ class KnowledgeBaseSearchApi(BuilderApi):
         kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
         serializer = KnowledgeSearchIn(data=request.data)
         if not serializer.is_valid():
-            fields = flatten_field_errors(serializer.errors)
-            raise SearchInvalid(validation_message(fields), fields=fields)
+            extra = validation_extra(serializer.errors)
+            raise SearchInvalid(validation_message(extra["fields"]), **extra)
         data = serializer.validated_data
         options = SearchOptions(
             top_k=data["top_k"], mode="hybrid" if data["hybrid"] else "vector",

@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
-from rest_framework import serializers
-
+from apps.core.fields import (
+    ExactFieldsSerializer,
+    JSONBooleanField,
+    JSONIntegerField,
+    JSONObjectField,
+    JSONStringField,
+    JSONUUIDField,
+)
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 
-
-class KnowledgeBaseCreateIn(serializers.Serializer):
-    project_id = serializers.UUIDField()
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
-    embedding_model_id = serializers.UUIDField()
-    embedding_dim = serializers.IntegerField(min_value=1)
-    chunk_strategy = serializers.JSONField(required=False, default=None)
-    require_confirmation = serializers.BooleanField(required=False, default=False)
+# pgvector indexes (HNSW) take at most 2,000 dimensions; a stored vector at most 16,000.
+EMBEDDING_DIM_MAX = 16_000
 
 
-class KnowledgeBaseUpdateIn(serializers.Serializer):
-    name = serializers.CharField(max_length=200, required=False)
-    description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
-    chunk_strategy = serializers.JSONField(required=False)
-    require_confirmation = serializers.BooleanField(required=False)
-    embedding_model_id = serializers.UUIDField(required=False)
-    embedding_dim = serializers.IntegerField(required=False)
+class KnowledgeBaseCreateIn(ExactFieldsSerializer):
+    project_id = JSONUUIDField()
+    name = JSONStringField(max_length=200)
+    description = JSONStringField(max_length=2000, required=False, allow_blank=True, default="")
+    embedding_model_id = JSONUUIDField()
+    embedding_dim = JSONIntegerField(min_value=1, max_value=EMBEDDING_DIM_MAX)
+    chunk_strategy = JSONObjectField(required=False, default=None, allow_null=True)
+    require_confirmation = JSONBooleanField(required=False, default=False)
+
+
+class KnowledgeBaseUpdateIn(ExactFieldsSerializer):
+    name = JSONStringField(max_length=200, required=False)
+    description = JSONStringField(max_length=2000, required=False, allow_blank=True)
+    chunk_strategy = JSONObjectField(required=False)
+    require_confirmation = JSONBooleanField(required=False)
+    embedding_model_id = JSONUUIDField(required=False)
+    embedding_dim = JSONIntegerField(required=False, min_value=1, max_value=EMBEDDING_DIM_MAX)
 
 
 def generation_out(generation: IndexGeneration | None) -> dict | None:

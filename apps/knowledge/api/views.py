@@ -3,17 +3,21 @@ selector and answering `{"data": ...}`. Scoping is in the selectors."""
 
 from __future__ import annotations
 
+import re
+import uuid
+
 from django.db.models import Prefetch
 from django.utils.functional import classproperty
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.exceptions import flatten_field_errors, validation_message
+from apps.core.errors import InvalidRequest
+from apps.core.exceptions import validation_extra, validation_message
+from apps.core.parsers import StrictJSONParser, StrictMultiPartParser
 from apps.knowledge import selectors, services
 from apps.knowledge.api.permissions import HasKnowledgeScope
 from apps.knowledge.api.serializers import (
@@ -31,7 +35,7 @@ from apps.knowledge.errors import (
     KnowledgeForbidden,
     ProjectNotFound,
 )
-from apps.knowledge.models import EmbeddingModel, IndexGeneration
+from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration
 from apps.projects.authentication import OperatorTokenAuthentication
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_editable, project_list_visible
@@ -41,24 +45,53 @@ SCOPE_INGEST = OperatorToken.Scope.KNOWLEDGE_INGEST
 SCOPE_DEBUG = OperatorToken.Scope.KNOWLEDGE_DEBUG
 SCOPE_REBUILD = OperatorToken.Scope.KNOWLEDGE_REBUILD
 LIST_LIMIT_MAX = 500
+OFFSET_MAX = 10**9
+_DIGITS = re.compile(r"[0-9]{1,10}")
 
 
 def _validated(serializer_class, data, *, partial: bool = False) -> dict:
     serializer = serializer_class(data=data, partial=partial)
     if not serializer.is_valid():
-        fields = flatten_field_errors(serializer.errors)
-        raise KnowledgeBaseInvalid(validation_message(fields), fields=fields)
+        extra = validation_extra(serializer.errors)
+        raise KnowledgeBaseInvalid(validation_message(extra["fields"]), **extra)
     return serializer.validated_data
 
 
-def _page(request) -> tuple[int, int]:
-    def number(name: str, default: int) -> int:
-        try:
-            return max(0, int(request.query_params.get(name, default)))
-        except ValueError:
-            return default
+def _query_error(name: str, message: str) -> InvalidRequest:
+    return InvalidRequest(f"{name}: {message}", fields={name: [message]})
 
-    return number("offset", 0), min(LIST_LIMIT_MAX, max(1, number("limit", 100)))
+
+def _page(request) -> tuple[int, int]:
+    """offset (0–OFFSET_MAX) and limit (1–LIST_LIMIT_MAX), plain decimal digits; anything else is 400."""
+
+    def number(name: str, default: int, low: int, high: int) -> int:
+        raw = request.query_params.get(name)
+        if raw is None:
+            return default
+        if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+            raise _query_error(name, f"An integer from {low} to {high} is required.")
+        return int(raw)
+
+    return number("offset", 0, 0, OFFSET_MAX), number("limit", 100, 1, LIST_LIMIT_MAX)
+
+
+def _document_status(request) -> str | None:
+    raw = request.query_params.get("status")
+    if not raw:
+        return None
+    if raw not in Document.Status.values:
+        raise _query_error("status", "One of " + ", ".join(Document.Status.values) + " is required.")
+    return raw
+
+
+def _project_id(request) -> str | None:
+    raw = request.query_params.get("project_id")
+    if not raw:
+        return None
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise _query_error("project_id", "A project UUID is required.") from None
 
 
 def _with_generations(queryset):
@@ -83,8 +116,7 @@ class EmbeddingModelListApi(BuilderApi):
 class KnowledgeBaseListApi(BuilderApi):
     def get(self, request):
         offset, limit = _page(request)
-        queryset = selectors.knowledge_base_list_visible(user=request.user,
-                                                        project_id=request.query_params.get("project_id") or None)
+        queryset = selectors.knowledge_base_list_visible(user=request.user, project_id=_project_id(request))
         total = queryset.count()
         kbs = _with_generations(queryset)[offset : offset + limit]
         return Response({"data": [knowledge_base_out(kb) for kb in kbs],
@@ -153,7 +185,7 @@ class DocumentListApi(BuilderApi):
     def get(self, request, kb_id):
         kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
         offset, limit = _page(request)
-        queryset = selectors.document_list(kb=kb, status=request.query_params.get("status") or None)
+        queryset = selectors.document_list(kb=kb, status=_document_status(request))
         total = queryset.count()
         return Response({"data": [document_out(d) for d in queryset[offset : offset + limit]],
                          "meta": {"total": total, "offset": offset, "limit": limit}})
@@ -161,7 +193,7 @@ class DocumentListApi(BuilderApi):
 
 class DocumentUploadApi(BuilderApi):
     required_scope = SCOPE_INGEST
-    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    parser_classes = [StrictMultiPartParser, StrictJSONParser]
 
     @classproperty
     def body_max_bytes(cls) -> int:

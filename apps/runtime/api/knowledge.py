@@ -15,7 +15,7 @@ from apps.agent_auth.api.serializers import StrictCharField, StrictSerializer
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.runtime import knowledge
 from apps.runtime.api.base import WorkspaceApi
-from apps.runtime.api.serializers import StrictJSONParser, allowed_characters
+from apps.runtime.api.serializers import allowed_characters
 
 # A query of 2000 characters, each escaped as a surrogate pair (12 bytes), plus the envelope.
 SEARCH_BODY_MAX_BYTES = 32 * 1024
@@ -66,7 +66,6 @@ class KnowledgeReadSerializer(StrictSerializer):
 
 class KnowledgeApi(WorkspaceApi):
     renderer_classes = [CompactJSONRenderer]
-    parser_classes = [StrictJSONParser]
 
 
 class KnowledgeCapabilitiesApi(KnowledgeApi):

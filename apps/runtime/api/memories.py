@@ -18,7 +18,7 @@ from apps.ledger.selectors import (
 )
 from apps.ledger.services import memory_note_create, memory_note_delete, memory_note_update
 from apps.runtime.api.base import WorkspaceApi
-from apps.runtime.api.serializers import ProjectNoteSerializer, RouteNoteSerializer, StrictJSONParser
+from apps.runtime.api.serializers import ProjectNoteSerializer, RouteNoteSerializer
 
 MEMORIES_SCHEMA = "bailing.agent-memories.v1"
 
@@ -54,7 +54,6 @@ def _content(serializer_class, request) -> str:
 class RouteMemoriesApi(WorkspaceApi):
     """GET lists (limit 1–100, default 20, most recently updated first); POST saves."""
 
-    parser_classes = [StrictJSONParser]
 
     def get(self, request, route):
         notes = route_note_list(route=self.route, on_behalf_of=request.auth.on_behalf_of,
@@ -70,7 +69,6 @@ class RouteMemoriesApi(WorkspaceApi):
 class RouteMemoryApi(WorkspaceApi):
     """PATCH updates, DELETE deletes one of the principal's route notes; any other id is 404."""
 
-    parser_classes = [StrictJSONParser]
 
     def _get(self, request, memory_id) -> MemoryNote:
         return route_note_get(route=self.route, on_behalf_of=request.auth.on_behalf_of, note_id=memory_id)
@@ -90,7 +88,6 @@ class RouteMemoryApi(WorkspaceApi):
 class ProjectMemoriesApi(WorkspaceApi):
     """GET lists (limit 1–50, default 12, newest first); POST saves (at most 2000 characters)."""
 
-    parser_classes = [StrictJSONParser]
 
     def get(self, request, route):
         notes = project_note_list(project=self.route.project, on_behalf_of=request.auth.on_behalf_of,
@@ -104,7 +101,6 @@ class ProjectMemoriesApi(WorkspaceApi):
 
 
 class ProjectMemoryApi(WorkspaceApi):
-    parser_classes = [StrictJSONParser]
 
     def _get(self, request, memory_id) -> MemoryNote:
         return project_note_get(project=self.route.project, on_behalf_of=request.auth.on_behalf_of,

@@ -7,15 +7,13 @@ character (DEL included) or a lone surrogate is refused.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from rest_framework import serializers
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
 
 from apps.agent_auth.api.serializers import StrictCharField, StrictSerializer
+from apps.core.fields import BoundedListField
 from apps.core.revisions import canonical_json
 
 USER_INPUT_MAX_CHARS = 64_000
@@ -31,31 +29,6 @@ ROUTE_NOTE_MAX_CHARS = 8000
 PROJECT_NOTE_MAX_CHARS = 2000
 
 _DISALLOWED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-class StrictJSONParser(JSONParser):
-    """JSON where a repeated key or absurd nesting is a 400, not a silent pick or a 500."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        encoding = (parser_context or {}).get("encoding", "utf-8")
-        try:
-            text = stream.read().decode(encoding)
-            return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
-        except (ValueError, RecursionError) as exc:
-            raise ParseError(f"JSON parse error - {str(exc)[:200]}") from exc
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key[:64]!r}")
-        out[key] = value
-    return out
 
 
 def text_problem(value: str) -> str | None:
@@ -129,7 +102,7 @@ def _json_problem(value: Any, path: str, depth: int) -> str | None:
     return None
 
 
-class RenderersField(serializers.ListField):
+class RenderersField(BoundedListField):
     def __init__(self, **kwargs):
         super().__init__(child=StrictCharField(trim_whitespace=False), max_length=RENDERERS_MAX, **kwargs)
 

@@ -8,7 +8,7 @@ from apps.agent_auth.selectors import session_route_get
 from apps.ledger.selectors import run_get_for_session
 from apps.ledger.services import run_complete
 from apps.runtime.api.base import AgentApi, WorkspaceApi
-from apps.runtime.api.serializers import CompletionSerializer, StrictJSONParser, TurnSerializer
+from apps.runtime.api.serializers import CompletionSerializer, TurnSerializer
 from apps.runtime.turns import TurnRequest, completion_response, turn_open, turn_response
 
 TURN_BODY_MAX_BYTES = 512 * 1024
@@ -16,7 +16,6 @@ TURN_BODY_MAX_BYTES = 512 * 1024
 
 class TurnOpenApi(WorkspaceApi):
     body_max_bytes = TURN_BODY_MAX_BYTES
-    parser_classes = [StrictJSONParser]
 
     def post(self, request, route):
         serializer = TurnSerializer(data=request.data)
@@ -28,7 +27,6 @@ class TurnOpenApi(WorkspaceApi):
 
 class RunCompleteApi(AgentApi):
     body_max_bytes = TURN_BODY_MAX_BYTES
-    parser_classes = [StrictJSONParser]
 
     def post(self, request, run_id):
         run = run_get_for_session(session=request.auth, run_id=run_id)

@@ -1,0 +1,117 @@
+"""Serializer fields that take JSON values as they are: no coercion between types, bounded work.
+
+DRF's fields are lenient by design (`12345` is a valid CharField, `"32"` and `32.0` valid
+IntegerFields, `"yes"` a BooleanField); an API whose inputs are JSON wants the JSON type the
+contract names, and a clear error naming the field otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from rest_framework import serializers
+
+_UNSAFE_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def safe_text(value: str) -> None:
+    """Text may hold tab, line feed and carriage return; no other control character, no lone
+    surrogate (PostgreSQL and every UTF-8 encoder refuse them)."""
+    match = _UNSAFE_TEXT.search(value)
+    if match:
+        raise serializers.ValidationError(f"Control character or lone surrogate U+{ord(match.group()):04X} "
+                                          "is not allowed.")
+
+
+class JSONStringField(serializers.CharField):
+    """A JSON string only, with safe text."""
+
+    default_error_messages = {"invalid": "A JSON string is required."}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("validators", [])
+        kwargs["validators"] = [*kwargs["validators"], safe_text]
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class JSONUUIDField(serializers.UUIDField):
+    """A UUID written as a JSON string (DRF would also take an integer as a UUID's 128 bits)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid", value=str(data)[:64])
+        return super().to_internal_value(data)
+
+
+class JSONIntegerField(serializers.IntegerField):
+    """A JSON integer only: no strings, booleans or floats."""
+
+    default_error_messages = {"invalid": "A JSON integer is required."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class JSONNumberField(serializers.FloatField):
+    """A finite JSON number (integer or fraction), never a string or boolean."""
+
+    default_error_messages = {"invalid": "A finite JSON number is required."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class JSONBooleanField(serializers.BooleanField):
+    """`true` or `false` only."""
+
+    default_error_messages = {"invalid": "A JSON boolean (true or false) is required."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (already parsed strictly by apps.core.parsers)."""
+
+    default_error_messages = {"invalid": "A JSON object is required."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class BoundedListField(serializers.ListField):
+    """A list whose length is checked before its items: 100,000 bad items cost one error, not
+    100,000 item validations and an error naming each."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, list) and self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
+        return super().to_internal_value(data)
+
+
+class ExactFieldsSerializer(serializers.Serializer):
+    """A JSON object with exactly these fields: every unknown one is named (the error handler
+    shows the first few and counts them all)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        unknown = [name for name in data if name not in self.fields]
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)

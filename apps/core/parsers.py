@@ -1,0 +1,162 @@
+"""The one JSON parser of every API endpoint, and the multipart parser that says what went wrong.
+
+JSON bodies are strict UTF-8 (RFC 8259 §8.1) and I-JSON-like (RFC 7493): no repeated key, no
+NaN/Infinity (nor a number that only fits as infinity), integers of at most 20 digits within
+64 bits, object keys without lone surrogates, and at most `JSON_MAX_DEPTH` levels of nesting.
+Anything else is a 400 `invalid_json` that says what and where; a charset other than UTF-8 is
+415 before a byte is decoded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from django.http.multipartparser import MultiPartParserError
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser, MultiPartParser
+
+from apps.core.errors import ApiError
+
+JSON_MAX_DEPTH = 64
+INT_MAX_DIGITS = 20
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
+
+_UTF8 = {"utf-8", "utf8"}
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\s;\"]*)", re.IGNORECASE)
+
+
+class UnsupportedCharset(ApiError):
+    code = "unsupported_media_type"
+    status = 415
+    message = "Only UTF-8 is accepted: send Content-Type: application/json (charset utf-8 or none)."
+
+
+class InvalidJSON(ParseError):
+    default_code = "invalid_json"
+
+    def __init__(self, message: str, *, path: str | None = None):
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message, code="invalid_json")
+
+
+def content_charset(content_type: str) -> str | None:
+    """The charset parameter of a Content-Type header, lower-cased, or None when there is none."""
+    match = _CHARSET.search(content_type or "")
+    return match.group(1).strip().lower() if match else None
+
+
+def charset_is_utf8(content_type: str) -> bool:
+    charset = content_charset(content_type)
+    return charset is None or charset in _UTF8
+
+
+class _Refused(ValueError):
+    """Raised inside the json hooks: the decoder's own ValueError subclasses are caught alike."""
+
+
+def _refuse_constant(name: str):
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > INT_MAX_DIGITS:
+        raise _Refused(f"an integer of {len(text.lstrip('-'))} digits is too long (at most {INT_MAX_DIGITS})")
+    value = int(text)
+    if not INT_MIN <= value <= INT_MAX:
+        raise _Refused("an integer outside the 64-bit range")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"duplicate key {key[:64]!r}")
+        out[key] = value
+    return out
+
+
+class _NonFinite(float):
+    """1e999 parses to infinity; marked so the walk can name where it stood."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(value)
+
+
+def _path(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    shown = _LONE_SURROGATE.sub("\ufffd", key[:64])
+    return f"{parent}.{shown}" if parent else shown
+
+
+def json_problem(value: Any, *, max_depth: int = JSON_MAX_DEPTH) -> tuple[str, str] | None:
+    """(path, problem) of the first value a strict parse refuses, walking without recursion."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                return path or "$", f"nested deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                for key in item:
+                    if _LONE_SURROGATE.search(key):
+                        return _path(path, key), "an object key with a lone surrogate"
+                children = [(child, _path(path, key), depth + 1) for key, child in item.items()]
+            else:
+                children = [(child, _path(path, index), depth + 1) for index, child in enumerate(item)]
+            stack.extend(reversed(children))
+        elif isinstance(item, _NonFinite):
+            return path or "$", "a number too large to represent"
+    return None
+
+
+def strict_json_loads(data: bytes | str) -> Any:
+    """Parse bytes (which must be UTF-8) or text as strict JSON; InvalidJSON says why."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    except UnicodeDecodeError as exc:
+        raise InvalidJSON(f"The body is not valid UTF-8 (byte {exc.start}).") from exc
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int,
+                           parse_float=_finite_float, object_pairs_hook=_unique_keys)
+    except RecursionError as exc:
+        raise InvalidJSON(f"The body is nested deeper than {JSON_MAX_DEPTH} levels.") from exc
+    except ValueError as exc:
+        raise InvalidJSON(f"The body is not valid JSON: {str(exc)[:200]}.") from exc
+    problem = json_problem(value)
+    if problem:
+        path, message = problem
+        raise InvalidJSON(f"{message}.", path=path)
+    return value
+
+
+class StrictJSONParser(JSONParser):
+    """The DRF default parser (REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"])."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        if not charset_is_utf8(media_type or ""):
+            raise UnsupportedCharset()
+        return strict_json_loads(stream.read() if stream is not None else b"")
+
+
+class StrictMultiPartParser(MultiPartParser):
+    """A multipart body that cannot be parsed is 400 `invalid_multipart`, not `invalid_json`."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        if not charset_is_utf8(media_type or ""):
+            raise UnsupportedCharset()
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except ParseError as exc:
+            raise ParseError(f"The multipart body cannot be parsed: {str(exc.detail)[:200]}",
+                             code="invalid_multipart") from exc
+        except MultiPartParserError as exc:
+            raise ParseError(f"The multipart body cannot be parsed: {str(exc)[:200]}",
+                             code="invalid_multipart") from exc

@@ -1,0 +1,120 @@
+"""Hostile JSON bodies on every JSON endpoint family (agent auth, agent API, builder API).
+
+Each test sends one kind of hostile body to every endpoint and compares the whole table of
+answers, so a single endpoint that answers differently (or 500) shows up by name.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.core.hostile import ENDPOINT_NAMES, row_counts, send
+
+pytestmark = pytest.mark.django_db
+
+DEEP = 1000
+
+
+def _answers(world, body, **kwargs) -> dict[str, tuple[int, str | None]]:
+    out = {}
+    for name in ENDPOINT_NAMES:
+        response = send(world, name, body, **kwargs)
+        is_json = response.get("Content-Type", "").startswith("application/json")
+        out[name] = (response.status_code, response.json().get("error") if is_json else None)
+    return out
+
+
+def _all(status: int, code: str) -> dict[str, tuple[int, str]]:
+    return {name: (status, code) for name in ENDPOINT_NAMES}
+
+
+@pytest.mark.parametrize("body", [
+    "[" * DEEP + "]" * DEEP,
+    '{"a":' * DEEP + "1" + "}" * DEEP,
+    '{"query": ' + "[" * DEEP + "]" * DEEP + "}",
+], ids=["arrays", "objects", "under_a_field"])
+def test_a_thousand_levels_of_nesting_is_400_invalid_json_everywhere(world, body):
+    before = row_counts()
+    assert _answers(world, body) == _all(400, "invalid_json")
+    assert row_counts() == before
+
+
+def test_nesting_deeper_than_the_limit_but_within_the_stack_is_400(world):
+    body = '{"content": ' + "[" * 80 + "]" * 80 + "}"
+    before = row_counts()
+    assert _answers(world, body) == _all(400, "invalid_json")
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("charset", ["rot13", "zlib", "base64", "hex", "latin-1", "utf-16", "bz2", "uu", "nonsense"])
+def test_a_charset_other_than_utf8_is_415(world, charset):
+    before = row_counts()
+    answers = _answers(world, b'{"content": "x"}', content_type=f"application/json; charset={charset}")
+    assert answers == _all(415, "unsupported_media_type")
+    assert row_counts() == before
+
+
+def test_an_explicit_utf8_charset_is_accepted(world):
+    response = send(world, "memory_create", '{"content": "记住：带字符集。"}',
+                    content_type="application/json; charset=UTF-8")
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("body", [
+    '{"content": NaN}', '{"content": Infinity}', '{"content": -Infinity}',
+    '{"content": 1e999}', '{"content": -1e999}',
+], ids=["nan", "infinity", "minus_infinity", "overflow", "minus_overflow"])
+def test_non_finite_numbers_are_400_invalid_json(world, body):
+    before = row_counts()
+    assert _answers(world, body) == _all(400, "invalid_json")
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("digits", [21, 4400, 12_000])
+def test_integers_longer_than_twenty_digits_are_400_invalid_json(world, digits):
+    before = row_counts()
+    assert _answers(world, '{"content": ' + "9" * digits + "}") == _all(400, "invalid_json")
+    assert row_counts() == before
+
+
+def test_an_integer_beyond_64_bits_is_400_invalid_json(world):
+    assert _answers(world, f'{{"content": {2**64}}}') == _all(400, "invalid_json")
+
+
+def test_a_duplicate_key_is_400_invalid_json(world):
+    before = row_counts()
+    assert _answers(world, '{"content": "a", "content": "b"}') == _all(400, "invalid_json")
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("body", ['{"\\ud800": 1}', '{"chunk_strategy": {"\\udfff": 1}}'], ids=["top", "nested"])
+def test_a_lone_surrogate_key_is_400_invalid_json(world, body):
+    before = row_counts()
+    assert _answers(world, body) == _all(400, "invalid_json")
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("body", [b'{"content": "\xff"}', b'\xef\xbb\xbf{"content": "x"}', b'{"content": "\xc3"}'],
+                         ids=["invalid_byte", "bom", "truncated_sequence"])
+def test_bytes_that_are_not_utf8_json_are_400_invalid_json(world, body):
+    before = row_counts()
+    assert _answers(world, body) == _all(400, "invalid_json")
+    assert row_counts() == before
+
+
+def test_the_invalid_json_message_says_what_and_where(world):
+    response = send(world, "kb_update", '{"chunk_strategy": {"max_chars": 1e999}}')
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "invalid_json"
+    assert "chunk_strategy.max_chars" in body["message"]
+
+
+def test_a_body_nested_within_the_limit_still_works(world):
+    context = {"a": {"b": {"c": {"d": [1, 2, {"e": "f"}]}}}}
+    response = send(world, "turn_open", json.dumps({
+        "client_conversation_id": "c-deep", "client_turn_id": "t-deep", "user_message_id": "m-deep",
+        "user_input": "你好", "page_context": context}))
+    assert response.status_code == 200

@@ -1,0 +1,93 @@
+"""Hostile query strings on list endpoints: paging and filters are checked, never passed to SQL raw."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps.knowledge import services
+from tests.core.hostile import bearer
+from tests.knowledge.helpers import upload
+
+pytestmark = pytest.mark.django_db
+
+BAD_NUMBERS = [str(10**30), "-1", "abc", "1.5", "1e3", " 5", "0x10", "٣", "9" * 5000]
+
+
+def _get(world, url: str):
+    client = APIClient()
+    client.raise_request_exception = False
+    return client.get(url, **bearer(world.operator_token))
+
+
+def _document(world):
+    return services.document_upload(kb=world.kb, files=[upload("policy.zh.md")])[0]
+
+
+def _lists(world) -> dict[str, str]:
+    document = _document(world)
+    return {
+        "knowledge_bases": "/api/v1/builder/knowledge-bases",
+        "documents": f"/api/v1/builder/knowledge-bases/{world.kb.pk}/documents",
+        "chunks": f"/api/v1/builder/documents/{document.pk}/chunks",
+    }
+
+
+@pytest.mark.parametrize("param", ["offset", "limit"])
+@pytest.mark.parametrize("value", BAD_NUMBERS)
+def test_a_bad_paging_number_is_400_naming_the_parameter(world, param, value):
+    answers = {}
+    for name, url in _lists(world).items():
+        response = _get(world, url + f"?{param}={value}")
+        answers[name] = (response.status_code, response.json()["error"], list(response.json().get("fields", {})))
+    assert answers == {name: (400, "invalid_request", [param]) for name in ("knowledge_bases", "documents", "chunks")}
+
+
+def test_a_limit_over_the_maximum_is_400(world):
+    response = _get(world, "/api/v1/builder/knowledge-bases?limit=501")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+
+
+def test_paging_within_bounds_answers_the_window(world):
+    response = _get(world, "/api/v1/builder/knowledge-bases?offset=0&limit=500")
+    assert response.status_code == 200
+    assert response.json()["meta"] == {"total": 1, "offset": 0, "limit": 500}
+
+
+@pytest.mark.parametrize("value", ["%00", "bogus", "completed%00", "x" * 300])
+def test_an_unknown_document_status_filter_is_400(world, value):
+    response = _get(world, f"/api/v1/builder/knowledge-bases/{world.kb.pk}/documents?status={value}")
+    assert (response.status_code, response.json()["error"], list(response.json()["fields"])) == (
+        400, "invalid_request", ["status"])
+
+
+def test_a_known_document_status_filter_still_filters(world):
+    _document(world)
+    response = _get(world, f"/api/v1/builder/knowledge-bases/{world.kb.pk}/documents?status=failed")
+    assert response.status_code == 200
+    assert response.json()["meta"]["total"] == 0
+
+
+@pytest.mark.parametrize("value", ["not-a-uuid", "%00", "1" * 100])
+def test_a_malformed_project_filter_is_400(world, value):
+    response = _get(world, f"/api/v1/builder/knowledge-bases?project_id={value}")
+    assert (response.status_code, response.json()["error"], list(response.json()["fields"])) == (
+        400, "invalid_request", ["project_id"])
+
+
+@pytest.mark.parametrize("path", ["memories", "project-memories"])
+@pytest.mark.parametrize("value", [str(10**30), "-" + str(10**30)])
+def test_a_huge_memory_limit_is_clamped_as_the_contract_says(world, path, value):
+    client = APIClient()
+    response = client.get(f"/agent-api/v1/workspaces/{world.route_key}/{path}?limit={value}",
+                          **bearer(world.access_token))
+    assert response.status_code == 200
+    assert len(response.json()["memories"]) == 1
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "9" * 5000, "%00"])
+def test_a_memory_limit_that_is_not_an_integer_is_400(world, value):
+    client = APIClient()
+    response = client.get(f"/agent-api/v1/workspaces/{world.route_key}/memories?limit={value}",
+                          **bearer(world.access_token))
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")

@@ -1,0 +1,60 @@
+"""Errors from the URL router and the method check on the agent prefixes are JSON with `error`."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.core.hostile import bearer
+
+pytestmark = pytest.mark.django_db
+
+
+def _json_error(response) -> tuple[int, str, str]:
+    return response.status_code, response["Content-Type"], response.json()["error"]
+
+
+@pytest.mark.parametrize("path", [
+    "/agent-auth/v1/nothing", "/agent-auth/v2/token", "/agent-auth/v1/authorizations/not-a-uuid",
+    "/agent-auth/v1/authorizations/not-a-uuid/approve", "/agent-auth/v1/token/", "/agent-api/v1/nothing",
+    "/agent-api/v1/workspaces/", "/agent-api/v1/runs//complete", "/agent-api/v9", "/agent-api/",
+    "/agent-auth/", "/api/v1/builder/nothing", "/api/v1/builder/documents/not-a-uuid",
+])
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+def test_an_unknown_path_is_404_json(db, path, method):
+    response = APIClient().generic(method, path)
+    assert _json_error(response) == (404, "application/json", "not_found")
+
+
+@pytest.mark.parametrize("method,path,allowed", [
+    ("GET", "/agent-auth/v1/token", "POST"),
+    ("PUT", "/agent-auth/v1/authorizations", "POST"),
+    ("DELETE", "/agent-auth/v1/revoke", "POST"),
+    ("PATCH", "/agent-auth/v1/token", "POST"),
+])
+def test_a_wrong_method_on_agent_auth_is_405_json_with_allow(db, method, path, allowed):
+    response = APIClient().generic(method, path)
+    assert _json_error(response) == (405, "application/json", "method_not_allowed")
+    assert allowed in response["Allow"]
+
+
+@pytest.mark.parametrize("method,suffix", [
+    ("POST", ""), ("DELETE", "/bootstrap"), ("PUT", "/turns"), ("GET", "/knowledge/search"), ("PUT", "/memories"),
+])
+def test_a_wrong_method_on_agent_api_is_405_json(world, method, suffix):
+    url = f"/agent-api/v1/workspaces{'/' + world.route_key if suffix else ''}{suffix}"
+    response = APIClient().generic(method, url, **bearer(world.access_token))
+    assert _json_error(response) == (405, "application/json", "method_not_allowed")
+
+
+def test_a_wrong_method_without_credentials_is_still_json(db):
+    response = APIClient().generic("PUT", "/agent-api/v1/workspaces/store-assistant/turns")
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] in {"unauthorized", "method_not_allowed"}
+
+
+@pytest.mark.parametrize("method", ["HEAD", "OPTIONS", "TRACE"])
+def test_unusual_methods_on_the_agent_prefixes_never_answer_html(db, method):
+    response = APIClient().generic(method, "/agent-auth/v1/token")
+    assert response.status_code < 500
+    assert not response.get("Content-Type", "").startswith("text/html")

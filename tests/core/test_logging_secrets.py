@@ -1,0 +1,130 @@
+"""No credential the project issues reaches a log line, whatever handler writes it; request ids
+are checked before they are echoed or logged."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+import pytest
+from django.utils.log import AdminEmailHandler, RequireDebugTrue
+from rest_framework.test import APIClient
+
+from apps.core.logging import TOKEN_PATTERN, redact
+from apps.core.tokens import token_generate
+from tests import log_scanner
+
+pytestmark = [pytest.mark.urls("tests.core.urls")]
+
+PREFIXES = ["bha_", "bhr_", "bhc_", "bhk_", "bhop_"]
+ANY_TOKEN = re.compile(r"bh[a-z]{1,4}_[A-Za-z0-9_-]{16,}")
+
+
+def _tokens() -> dict[str, str]:
+    return {prefix: token_generate(prefix) for prefix in PREFIXES}
+
+
+@pytest.fixture
+def console():
+    """What the project's console handler writes, as text."""
+    handler = next(h for h in logging.getLogger().handlers if getattr(h, "name", "") == "console")
+    stream = io.StringIO()
+    previous = handler.setStream(stream)
+    try:
+        yield stream
+    finally:
+        handler.setStream(previous)
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_every_token_shape_is_redacted(prefix):
+    token = token_generate(prefix)
+    assert redact(f"path /runs/{token}/complete and ?t={token}&x=1 and '{token}'") == (
+        "path /runs/[redacted]/complete and ?t=[redacted]&x=1 and '[redacted]'")
+
+
+def test_the_token_pattern_matches_every_issued_shape():
+    assert all(TOKEN_PATTERN.search(token) for token in _tokens().values())
+
+
+def test_the_django_logger_writes_through_the_project_handlers_only():
+    handlers = logging.getLogger("django").handlers
+    assert "console" in {h.name for h in handlers}
+    assert not [h for h in handlers if isinstance(h, AdminEmailHandler)
+                or any(isinstance(f, RequireDebugTrue) for f in h.filters)]
+
+
+def test_a_not_found_path_with_a_token_is_redacted_in_the_console(console, caplog):
+    tokens = _tokens()
+    client = APIClient()
+    for token in tokens.values():
+        client.post(f"/agent-api/v1/runs/{token}/complete", {}, format="json")
+        client.get(f"/agent-api/v1/nothing/{token}")
+    output = console.getvalue()
+    assert "[redacted]" in output
+    assert not ANY_TOKEN.search(output)
+    assert not any(ANY_TOKEN.search(record.getMessage()) for record in caplog.records)
+
+
+def test_tokens_in_headers_paths_bodies_and_query_strings_never_reach_a_log(console, caplog):
+    client = APIClient()
+    client.raise_request_exception = False
+    for token in _tokens().values():
+        client.post(f"/agent-api/test/log-request/{token}?code={token}&plain={token}",
+                    {"refresh_token": token, "note": f"copy {token}"}, format="json",
+                    HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_CLIENT_TOKEN=token)
+    output = console.getvalue()
+    records = "\n".join(record.getMessage() + (record.exc_text or "") for record in caplog.records)
+    assert "Unhandled error" in output  # the traceback was written, redacted
+    assert not ANY_TOKEN.search(output)
+    assert not ANY_TOKEN.search(records)
+
+
+def test_a_traceback_carrying_a_token_is_redacted(console, caplog):
+    token = token_generate("bhop_")
+    try:
+        raise RuntimeError(f"failed with {token}")
+    except RuntimeError:
+        logging.getLogger("bailinghub.test").exception("boom")
+    assert "failed with [redacted]" in console.getvalue()
+    assert token not in console.getvalue()
+    assert token not in caplog.text
+
+
+def test_the_runserver_request_line_is_redacted(console):
+    token = token_generate("bhc_")
+    logging.getLogger("django.server").info('"%s" %s %s', f"GET /cb?code={token} HTTP/1.1", "302", "0")
+    assert token not in console.getvalue()
+    assert "code=[redacted]" in console.getvalue()
+
+
+@pytest.mark.parametrize("value", [
+    "a" * 129, "bad id", "id\nX-Injected: 1", "ünïcode-id", "bha_" + "A" * 43, "bhop_" + "x" * 43, "",
+])
+def test_a_request_id_that_is_too_long_odd_or_token_shaped_is_replaced(client, value):
+    response = client.get("/healthz", HTTP_X_REQUEST_ID=value)
+    assert response["X-Request-ID"] != value
+    assert re.fullmatch(r"[0-9a-f]{32}", response["X-Request-ID"])
+
+
+@pytest.mark.parametrize("value", ["a" * 128, "req-1234.abc_DEF", "01J9Z3K8Q4X5"])
+def test_a_well_formed_request_id_is_echoed(client, value):
+    assert client.get("/healthz", HTTP_X_REQUEST_ID=value)["X-Request-ID"] == value
+
+
+def test_the_request_id_in_log_lines_is_the_validated_one(console):
+    token = token_generate("bha_")
+    APIClient().get("/agent-api/nothing-here", HTTP_X_REQUEST_ID=token)
+    assert token not in console.getvalue()
+
+
+def test_the_suite_log_scanner_catches_a_token_that_escaped_redaction():
+    record = logging.LogRecord("leaky", logging.WARNING, __file__, 1, "leak " + "bhop_" + "Z" * 43, None, None)
+    before = len(log_scanner._findings)
+    log_scanner._RecordScanner().emit(record)
+    caught = log_scanner._findings[before:]
+    del log_scanner._findings[before:]  # the leak was made on purpose: the session must not fail for it
+    assert len(caught) == 1
+    assert "record of leaky" in caught[0]
+    assert "Z" * 43 not in caught[0]
