@@ -412,7 +412,16 @@ def upload_view_limits(view):
     """An upload's body is held to a full batch at the per-file limit (as in the builder API),
     not to the JSON body limit; the service then holds each file to its own limit."""
     view.body_max_bytes = services.upload_body_max_bytes
+    view.body_too_large_payload = upload_too_large_payload
     return view
+
+
+def upload_too_large_payload(*, max_bytes: int, observed_bytes: int) -> dict:
+    files = settings.KNOWLEDGE_UPLOAD_MAX_FILES
+    return {"message": f"The upload is over {filesizeformat(max_bytes)}: one upload takes at most "
+                       f"{files} file{'' if files == 1 else 's'} of up to "
+                       f"{filesizeformat(settings.KNOWLEDGE_UPLOAD_MAX_BYTES)} each. Nothing was saved; "
+                       "upload fewer or smaller files."}
 
 
 @admin.register(Document)

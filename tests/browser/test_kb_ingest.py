@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from apps.knowledge import services
 from apps.knowledge.models import Document, KnowledgeBase
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
-from tests.knowledge.helpers import FIXTURES, wait_for
+from tests.knowledge.helpers import FIXTURES, upload, wait_for
 
 SHOTS = Path("/tmp/shots")
 INGEST_TIMEOUT_MS = 90_000
@@ -147,3 +148,40 @@ def test_a_failed_document_shows_its_reason_and_retries_in_place(logged_in_page,
 @pytest.fixture(autouse=True)
 def _shots_dir():
     SHOTS.mkdir(parents=True, exist_ok=True)
+
+
+def test_an_oversize_upload_shows_a_console_page_with_a_way_back(logged_in_page, project, settings):
+    settings.KNOWLEDGE_UPLOAD_MAX_BYTES = 1000
+    settings.KNOWLEDGE_UPLOAD_MAX_FILES = 1
+    kb = KnowledgeBaseFactory(project=project, name="Small")
+    page = logged_in_page
+    kb_url = f"/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    page.goto(kb_url)
+    page.set_input_files("input[name=files]", files=[_file("huge.txt", b"A sentence. " * 200_000, "text/plain")])
+    with page.expect_navigation():
+        page.click("#kb-upload-submit")
+    assert page.title().startswith("Upload too large")
+    assert page.locator(".errornote").inner_text() == (
+        "The upload is over 1.0\xa0MB: one upload takes at most 1 file of up to 1000\xa0bytes each. "
+        "Nothing was saved; upload fewer or smaller files.")
+    page.screenshot(path=str(SHOTS / "kb_upload_too_large.png"), full_page=True)
+    page.click("#bh-error-back")
+    page.wait_for_url(f"**{kb_url}")
+    assert page.locator("#kb-documents-table").inner_text().count("No documents yet.") == 1
+    assert Document.objects.count() == 0
+
+
+def test_the_documents_table_scrolls_inside_its_box_on_a_narrow_window(logged_in_page, project):
+    kb = KnowledgeBaseFactory(project=project, name="Narrow")
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(
+        status="failed", error_code="document_conversion_failed",
+        error_message="Document conversion failed: " + "a long reason without any break " * 12)
+    page = logged_in_page
+    page.set_viewport_size({"width": 700, "height": 900})
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    box = page.locator("#kb-documents .bh-scroll")
+    assert box.evaluate("e => getComputedStyle(e).overflowX") == "auto"
+    assert box.evaluate("e => e.scrollWidth > e.clientWidth") is True
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
+    page.screenshot(path=str(SHOTS / "kb_narrow.png"), full_page=False)

@@ -143,7 +143,8 @@ def test_an_oversize_upload_is_an_html_page_with_a_way_back_and_stores_nothing(b
     assert response.status_code == 413
     assert response["Content-Type"] == "text/html; charset=utf-8"
     assert "<title>Upload too large | " in page
-    assert "this page accepts at most 1.0\xa0MB. Nothing was saved." in page
+    assert ("The upload is over 1.0\xa0MB: one upload takes at most 2 files of up to 1000\xa0bytes each. "
+            "Nothing was saved; upload fewer or smaller files.") in page
     assert f'<a class="button" id="bh-error-back" href="{back}">Go back</a>' in page
     assert "bailinghub/console.css" in page
     assert Document.objects.count() == 0
