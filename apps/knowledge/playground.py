@@ -17,13 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django import forms
-from django.conf import settings
 from django.http import QueryDict
 from django.utils.html import escape
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.knowledge import selectors, services
+from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 from apps.knowledge.pipeline.retrieve import Hit, SearchResult
 from apps.knowledge.pipeline.terms import CJK_CHARS, keyword_terms, normalise
 
@@ -183,7 +183,7 @@ def playground_timings(timings_ms: Mapping[str, float]) -> list[tuple[str, float
 
 
 def _candidate_limit() -> int:
-    return getattr(settings, "KNOWLEDGE_SEARCH_CANDIDATES", 50)
+    return retrieval_settings().search_candidates
 
 
 def playground_params(*, query: str, mode: str, top_k: int, score_threshold: float | None) -> str:

@@ -303,3 +303,13 @@ def test_a_disabled_chunk_leaves_the_playground(browser, viewer, policy_kb):
     page = browser.get(_url(policy_kb), {"query": "无理由退款", "mode": "keyword"}).content.decode()
     assert "商品完好可申请" not in page
     assert str(chunk.pk) not in page
+
+
+def test_a_hit_beyond_a_channels_candidates_is_explained_as_such():
+    from apps.knowledge.playground import explain_sentence
+
+    explain = {"vector": {"rank": None, "score": 0.5}, "keyword": {"rank": 1, "score": 2.0}, "matched_terms": ["a"],
+               "fused_score": 0.4, "dense_weight": 0.6}
+    assert explain_sentence(explain, candidate_limit=50) == (
+        "Ranked beyond the vector channel's top 50 (cosine 0.500) and 1st by keywords (BM25 2.00, matching a); "
+        "fused 0.400 = 0.60 × meaning + 0.40 × keywords, each scaled to the best candidate.")

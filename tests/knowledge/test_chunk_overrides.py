@@ -274,3 +274,23 @@ def test_section_visible_keeps_everything_when_nothing_is_disabled():
 
 def test_section_splice_moves_later_spans_and_clips_overlapping_ones():
     assert section_splice([(0, 6), (4, 10), (11, 15)], at=4, text_len=6, new_len=2) == [(0, 4), (4, 6), (7, 11)]
+
+
+def test_section_visible_leaves_no_separator_at_either_end():
+    source = "s1. s2. s3."
+    first = section_visible(source, [Span(0, 3, True), Span(4, 7, False), Span(8, 11, False)])
+    last = section_visible(source, [Span(0, 3, False), Span(4, 7, False), Span(8, 11, True)])
+    assert (first[0], last[0]) == ("s2. s3.", "s1. s2.")
+
+
+def test_deleting_an_operator_keeps_their_changes_without_a_name(kb, user):
+    services.chunk_disable(chunk=_children(kb)["Damaged parcels"], user=user)
+    user.delete()
+    assert list(ChunkEdit.objects.values_list("action", "user_id")) == [("disabled", None)]
+
+
+def test_deleting_a_document_deletes_its_overrides_and_history(kb, user):
+    damaged = _children(kb)["Damaged parcels"]
+    services.chunk_text_edit(chunk=damaged, text=EDITED, user=user)
+    services.document_delete(document=damaged.document)
+    assert (Chunk.objects.count(), ChunkOverride.objects.count(), ChunkEdit.objects.count()) == (0, 0, 0)

@@ -1,0 +1,82 @@
+"""A document's chunks in Chromium: read them, disable one and see it vanish from a playground
+search, enable it again, and edit another's text with the change recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from apps.knowledge.models import Chunk, ChunkEdit
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
+from tests.knowledge.test_chunk_overrides import DAMAGED, EDITED, HANDBOOK
+
+SHOTS = Path("/tmp/shots")
+
+
+def _handbook(project):
+    kb = KnowledgeBaseFactory(project=project, name="Handbook")
+    document = ingest_texts(kb, {"handbook.md": HANDBOOK})["handbook.md"]
+    return kb, document
+
+
+def _playground_titles(page, kb, query: str) -> list[str]:
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/search/")
+    page.fill("input[name=query]", query)
+    page.select_option("select[name=mode]", "keyword")
+    page.click("#pg-form input[type=submit]")
+    page.wait_for_selector("#pg-results")
+    return [text for text in page.locator(".pg-hit .pg-content").all_inner_texts()]
+
+
+def test_an_operator_disables_a_chunk_and_it_vanishes_from_the_playground(logged_in_page, project):
+    page = logged_in_page
+    kb, document = _handbook(project)
+    damaged = Chunk.objects.get(document=document, kind="child", text=DAMAGED)
+    assert any("photographs" in text for text in _playground_titles(page, kb, "photographs"))
+
+    page.goto(f"/admin/knowledge/document/{document.pk}/change/")
+    page.click("#document-chunks-link")
+    row = page.locator(f"#chunk-{damaged.pk}")
+    assert row.locator(".ck-chapter").inner_text() == "Handbook / Refunds"
+    assert row.locator(".ck-text").inner_text() == DAMAGED
+    row.locator("details.ck-section summary").click()
+    assert "Customers may return unopened parcels" in row.locator(".ck-section-text").inner_text()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "chunks-page.png"), full_page=True)
+
+    row.locator("input.ck-disable").click()
+    page.wait_for_selector(f"#chunk-{damaged.pk}.ck-disabled")
+    assert "is disabled" in page.locator(".messagelist").inner_text()
+    assert page.locator(f"#chunk-{damaged.pk} .ck-badge.ck-off").inner_text() == "disabled"
+    page.screenshot(path=str(SHOTS / "chunks-disabled.png"), full_page=True)
+
+    assert _playground_titles(page, kb, "photographs") == []
+    page.screenshot(path=str(SHOTS / "playground-after-disable.png"), full_page=True)
+
+    page.goto(f"/admin/knowledge/document/{document.pk}/chunks/")
+    page.locator(f"#chunk-{damaged.pk} input.ck-enable").click()
+    page.wait_for_selector(f"#chunk-{damaged.pk}:not(.ck-disabled)")
+    assert any("photographs" in text for text in _playground_titles(page, kb, "photographs"))
+
+
+def test_an_operator_edits_a_chunks_text_and_sees_the_change_recorded(logged_in_page, project, operator):
+    page = logged_in_page
+    kb, document = _handbook(project)
+    damaged = Chunk.objects.get(document=document, kind="child", text=DAMAGED)
+    page.goto(f"/admin/knowledge/document/{document.pk}/chunks/")
+    page.locator(f"#chunk-{damaged.pk} a.ck-edit").click()
+
+    page.fill("textarea[name=text]", "   ")
+    page.click("#ck-edit-form input[type=submit]")
+    assert page.locator("#ck-edit-form .errorlist").inner_text() == "This field is required."
+    assert Chunk.objects.get(pk=damaged.pk).text == DAMAGED
+
+    page.fill("textarea[name=text]", EDITED)
+    page.click("#ck-edit-form input[type=submit]")
+    page.wait_for_selector(f"#chunk-{damaged.pk} .ck-badge.ck-edited")
+    assert page.locator(f"#chunk-{damaged.pk} .ck-text").inner_text() == EDITED
+    history = page.locator("#ck-history tr.ck-edit-row").first.inner_text()
+    assert "operator" in history and "Text edited" in history
+    page.screenshot(path=str(SHOTS / "chunks-edited.png"), full_page=True)
+    assert ChunkEdit.objects.get().user == operator
+    assert any(EDITED in text for text in _playground_titles(page, kb, "pictures emailed"))
