@@ -75,7 +75,7 @@ def test_an_operator_registers_a_client_sees_its_token_once_and_rotates_it(logge
     assert _client_token_status(live_server, client, second) == 200
 
 
-def test_a_client_with_a_route_of_nowhere_is_refused_next_to_the_field(logged_in_page, routes):
+def test_a_plain_http_authorization_page_is_refused_next_to_the_field(logged_in_page, routes):
     page = logged_in_page
     page.goto("/admin/agent_auth/agentclient/add/")
     page.fill("input[name=app_id]", "store-desktop")
