@@ -255,6 +255,19 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def strategy(self, obj: KnowledgeBase) -> str:
         return obj.chunk_strategy.get("strategy", "")
 
+    # What a member without change rights reads in place of the strategy fields.
+    @admin.display(description="Minimum characters")
+    def min_chars(self, obj: KnowledgeBase):
+        return obj.chunk_strategy.get("min_chars")
+
+    @admin.display(description="Maximum characters")
+    def max_chars(self, obj: KnowledgeBase):
+        return obj.chunk_strategy.get("max_chars")
+
+    @admin.display(description="Overlap characters")
+    def overlap_chars(self, obj: KnowledgeBase):
+        return obj.chunk_strategy.get("overlap_chars")
+
     @admin.display(description="Documents", ordering="document_total")
     def document_count(self, obj: KnowledgeBase) -> int:
         return obj.document_total
@@ -427,13 +440,13 @@ def upload_too_large_payload(*, max_bytes: int, observed_bytes: int) -> dict:
 @admin.register(Document)
 class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "knowledge_base__project"
-    list_display = ["filename", "knowledge_base", "file_type", "status", "progress", "error_code", "attempts",
+    list_display = ["filename", "knowledge_base", "file_type", "status_badge", "progress", "error_code", "attempts",
                     "updated_at"]
     list_filter = ["status", "file_type", "knowledge_base"]
     search_fields = ["filename", "error_message"]
     list_select_related = ["knowledge_base"]
     actions = ["retry_documents", "confirm_documents"]
-    fields = ["knowledge_base", "filename", "file_type", "size", "content_hash", "status", "error_code",
+    fields = ["knowledge_base", "filename", "file_type", "size", "content_hash", "status_badge", "error_code",
               "error_message", "attempts", "progress", "queued_at", "parsing_started_at", "chunking_started_at",
               "awaiting_confirmation_at", "confirmed_at", "embedding_started_at", "completed_at", "failed_at",
               "heartbeat_at"]
@@ -444,6 +457,10 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # uploads happen on the knowledge base page
+
+    @admin.display(description="Status", ordering="status")
+    def status_badge(self, obj: Document) -> str:
+        return format_html('<span class="bh-doc-badge bh-doc-{}">{}</span>', obj.status, obj.get_status_display())
 
     @admin.display(description="Progress")
     def progress(self, obj: Document) -> str:

@@ -316,3 +316,20 @@ def test_a_document_page_is_read_only_without_save_buttons(browser, kb):
     assert 'name="_continue"' not in page
     assert 'name="_save"' not in page
     assert 'name="_addanother"' not in page
+
+
+def test_a_viewer_reads_the_strategy_on_the_kb_page(owner, kb):
+    viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(viewer.user)
+    response = client.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert '<div class="readonly">200</div>' in page  # max_chars of the factory's strategy
+    assert 'id="kb-upload"' not in page
+
+
+def test_the_document_list_shows_statuses_as_badges(browser, kb):
+    _ingested(kb, "plain.txt")
+    page = browser.get("/admin/knowledge/document/").content.decode()
+    assert '<span class="bh-doc-badge bh-doc-completed">Completed</span>' in page
