@@ -127,7 +127,7 @@ class ToolInline(admin.TabularInline):
 class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = ToolProviderForm
     list_display = ["name", "project", "base_url", "enabled", "tool_total", "enabled_total", "warning_total",
-                    "openapi_version", "compiled_at"]
+                    "openapi", "compiled_at"]
     list_filter = ["project", "enabled"]
     search_fields = ["name", "title", "base_url"]
     list_select_related = ["project"]
@@ -146,8 +146,12 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return super().get_queryset(request).annotate(
             tools_n=Count("tools"), enabled_n=Count("tools", filter=Q(tools__enabled=True)))
 
+    def get_inlines(self, request, obj):
+        # A new provider has no tools until its spec is saved.
+        return self.inlines if obj is not None else []
+
     def get_readonly_fields(self, request, obj=None):
-        report = ["spec_sha256", "spec_filename", "openapi_version", "title", "compiled_at", "report"]
+        report = ["spec_sha256", "spec_filename", "openapi", "title", "compiled_at", "report"]
         return ["project", "name", *report] if obj else []
 
     def get_fieldsets(self, request, obj=None):
@@ -156,7 +160,7 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if obj is None:
             return [(None, {"fields": head}), spec]
         return [(None, {"fields": head}),
-                ("Current spec", {"fields": ["title", "openapi_version", "spec_filename", "spec_sha256",
+                ("Current spec", {"fields": ["title", "openapi", "spec_filename", "spec_sha256",
                                              "compiled_at", "report"]}),
                 ("Re-import", {"fields": ["spec_file", "spec_text"], "classes": ["collapse"]})]
 
@@ -172,6 +176,23 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def warning_total(self, obj):
         return sum((obj.compile_report.get("warning_counts") or {}).values())
 
+    @admin.display(description="OpenAPI version")
+    def openapi(self, obj):
+        return obj.openapi_version
+
+    def delete_model(self, request, obj):
+        services.provider_delete(provider=obj)
+
+    def get_deleted_objects(self, objs, request):
+        # Tools cannot be deleted one by one (they come from the spec) but go with their provider.
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        perms_needed.discard(Tool._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
+
+    def delete_queryset(self, request, queryset):
+        for provider in queryset:
+            services.provider_delete(provider=provider)
+
     @admin.display(description="Compile report")
     def report(self, obj):
         return render_report(obj.compile_report)
@@ -181,6 +202,10 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         context["compile_preview"] = render_report(form.compile_result.report()) if form.compile_result else ""
         context["compile_diff"] = form.diff.as_dict() if form.diff else None
         context["preview_button"] = PREVIEW_BUTTON
+        if _only_preview(form):
+            # A preview is not a mistake: show it as a notice, not as "Please correct the error below".
+            context["errors"] = None
+            context["preview_notice"] = form.non_field_errors()[0]
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def save_form(self, request, form, change):
@@ -233,6 +258,12 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             if tool_form.has_changed() and "enabled" in tool_form.changed_data:
                 tool = services.tool_set_enabled(tool=tool_form.instance, enabled=tool_form.cleaned_data["enabled"])
                 formset.changed_objects.append((tool, ["enabled"]))
+
+
+def _only_preview(form) -> bool:
+    if not form.is_bound or set(form.errors) != {"__all__"}:
+        return False
+    return all(error.code == "preview" for error in form.errors.as_data()["__all__"])
 
 
 def _with_body_limit(view):

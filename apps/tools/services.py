@@ -208,6 +208,12 @@ def provider_update(*, provider: ToolProvider, base_url: str | None = None, secr
     return provider
 
 
+@transaction.atomic
+def provider_delete(*, provider: ToolProvider) -> None:
+    """Remove a provider and its tools."""
+    provider.delete()
+
+
 def tool_set_enabled(*, tool: Tool, enabled: bool) -> Tool:
     """Switch one tool on or off for every route that lists it. Writes the row whatever the instance
     holds (a bound form may have set the attribute already)."""

@@ -76,7 +76,8 @@ def test_preview_shows_the_compile_report_and_saves_nothing(browser, owner):
     response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=text, _preview="1"))
     page = response.content.decode()
     assert response.status_code == 200
-    assert "Preview only: nothing is saved yet." in page
+    assert '<li class="info" id="preview-notice">Preview only: nothing is saved yet.' in page
+    assert "Please correct the error" not in page
     assert "Compile report (preview)" in page
     assert "<code>acc_risk_level_invalid</code></td><td>everything_wrong</td>" in page
     assert "risk high" in page
@@ -161,3 +162,18 @@ def test_provider_list_query_count_does_not_grow_with_rows(browser, owner, djang
         ToolProviderFactory(project=owner.project)
     with django_assert_max_num_queries(12):
         assert browser.get("/admin/tools/toolprovider/").status_code == 200
+
+
+def test_deleting_a_provider_removes_its_tools(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not ToolProvider.objects.filter(pk=provider.pk).exists() and not Tool.objects.exists()
+
+
+def test_a_viewer_cannot_add_providers(owner):
+    viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(viewer.user)
+    response = client.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=STORE_SPEC.decode()))
+    assert response.status_code == 403 and not ToolProvider.objects.exists()

@@ -1,0 +1,71 @@
+"""Tool providers in Chromium: an operator uploads a spec, previews its compile report (nothing is
+saved), saves it, sees the tools it compiled into and switches one off; a refused spec is explained
+next to the field."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+
+from apps.tools.models import ToolProvider
+
+SHOTS = Path("/tmp/shots")
+FIXTURES = Path(__file__).resolve().parents[1] / "tools" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def tool_secret_keys(settings):
+    settings.TOOL_SECRET_KEYS = [Fernet.generate_key().decode()]
+
+
+def fill_provider(page, project) -> None:
+    page.goto("/admin/tools/toolprovider/add/")
+    page.select_option("select[name=project]", str(project.pk))
+    page.fill("input[name=name]", "store")
+    page.fill("input[name=base_url]", "http://127.0.0.1:9/store")
+    page.fill("input[name=signing_secret]", "browser-secret-1")
+
+
+def test_an_operator_previews_saves_and_switches_tools(logged_in_page, project):
+    page = logged_in_page
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    fill_provider(page, project)
+    page.set_input_files("input[name=spec_file]", str(FIXTURES / "store.yaml"))
+    page.click("input[name=_preview]")
+    page.wait_for_selector("#compile-preview")
+    assert "Preview only: nothing is saved yet." in page.inner_text("#preview-notice")
+    assert page.locator(".errornote").count() == 0
+    assert "OpenAPI 3.0.3 · 5 tools · 0 operations skipped · 0 warnings" in page.inner_text("#compile-preview")
+    page.screenshot(path=str(SHOTS / "tools_provider_preview.png"), full_page=True)
+    assert not ToolProvider.objects.exists()
+
+    page.fill("input[name=signing_secret]", "browser-secret-1")
+    page.set_input_files("input[name=spec_file]", str(FIXTURES / "store.yaml"))
+    page.click("input[name=_save]")
+    page.wait_for_url(re.compile(r".*/admin/tools/toolprovider/$"))
+    provider = ToolProvider.objects.get(name="store")
+    page.goto(f"/admin/tools/toolprovider/{provider.pk}/change/")
+    rows = page.locator("#tools-group tbody tr.form-row")
+    assert rows.count() == 5
+    assert "browser-secret-1" not in page.content()
+    page.screenshot(path=str(SHOTS / "tools_provider_change.png"), full_page=True)
+
+    refund_row = page.locator("#tools-group tbody tr.form-row", has_text="order_refund")
+    refund_row.locator("input[type=checkbox][name$=-enabled]").uncheck()
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist")
+    assert list(provider.tools.filter(enabled=False).values_list("name", flat=True)) == ["order_refund"]
+
+
+def test_a_refused_spec_is_explained_next_to_the_field(logged_in_page, project):
+    page = logged_in_page
+    fill_provider(page, project)
+    page.fill("textarea[name=spec_text]", "swagger: '2.0'\ninfo: {title: old}\n")
+    page.click("input[name=_save]")
+    error = page.locator(".field-spec_text .errorlist")
+    assert error.inner_text() == "Refused (spec_not_openapi3): Swagger 2.0 is not OpenAPI 3.0 or 3.1."
+    page.screenshot(path=str(SHOTS / "tools_provider_refused.png"), full_page=True)
+    assert not ToolProvider.objects.exists()
