@@ -136,3 +136,17 @@ def test_recursive_schema_is_not_a_loop():
     result = compile_spec(data)
     assert result.tools[0].input_schema["properties"]["child"] == {}
     assert "input_schema_recursion_cut" in [warning.code for warning in result.warnings]
+
+
+def test_yaml_dates_become_text_like_json_would_have_them():
+    data = b"""openapi: 3.0.3
+info: {title: T, version: 2024-01-31}
+paths:
+  /a:
+    get:
+      operationId: a
+      summary: A
+      responses: {"200": {description: ok}}
+"""
+    result = compile_spec(data)
+    assert result.api_version == "2024-01-31" and [tool.name for tool in result.tools] == ["a"]
