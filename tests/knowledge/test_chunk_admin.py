@@ -70,7 +70,10 @@ def test_the_chunks_page_shows_each_chunks_chapter_path_text_and_section(console
     assert response.status_code == 200
     assert '<td class="ck-chapter">Handbook / Refunds</td>' in row
     assert f'<div class="ck-text">{DAMAGED}</div>' in row
-    assert re.search(r'<div class="ck-section-text">Customers may return .*? claims desk\.</div>', row, re.S)
+    assert '<div class="ck-section-same">Section 0, as above</div>' in row
+    first = re.search(r'<tr id="chunk-[^"]*" class="ck-row" data-chunk-id="[^"]*"\s+data-index="0">.*?</tr>', page,
+                      re.S).group(0)
+    assert re.search(r'<div class="ck-section-text">Customers may return .*? claims desk\.</div>', first, re.S)
     assert len(re.findall(r'<tr id="chunk-', page)) == 3
     assert "Index generation #1 (active) · 3 chunks · 0 disabled · 0 edited." in re.sub(r"\s+", " ", page)
 

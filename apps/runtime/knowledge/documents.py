@@ -22,11 +22,12 @@ def document_revision(*, title: str, body: str) -> str:
 def document_pieces(*, document_ids: Iterable, scope: KnowledgeScope) -> dict[Any, list[tuple[Any, str]]]:
     """{document id: [(chunk id, text)]} in reading order: the parents of each document in its KB's
     active generation, or its children when it has no parents. A parent's text leaves out what
-    only disabled children held (apps.knowledge.chunk_overrides); a disabled child is never read."""
+    only disabled children held (apps.knowledge.chunk_overrides), so a section whose children are
+    all disabled is empty and skipped; a disabled child is never read."""
     ids = list(document_ids)
     pieces: dict[Any, list[tuple[Any, str]]] = {}
     rows = (Chunk.objects.filter(document_id__in=ids, generation_id__in=scope.generation_ids, kind=Chunk.Kind.PARENT)
-            .order_by("document_id", "index").values_list("document_id", "id", "text"))
+            .exclude(text="").order_by("document_id", "index").values_list("document_id", "id", "text"))
     for document_id, chunk_id, text in rows:
         pieces.setdefault(document_id, []).append((chunk_id, text))
     without_parents = [pk for pk in ids if pk not in pieces]
