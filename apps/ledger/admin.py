@@ -1,15 +1,17 @@
-"""A read-only ledger for operators: conversations by route and principal, their messages and
-runs (states, revisions, timings), and memory notes per route. Nothing here writes: ledger rows
-change only in `apps.ledger.services`. Route filters offer only the routes of rows the operator
-may see (RelatedOnlyFieldListFilter), never other projects' route names."""
+"""A read-only ledger for operators: conversations, messages and runs (states, revisions, timings,
+the frozen context), and memory notes per route, each filterable by route and by date. Nothing
+here writes: ledger rows change only in `apps.ledger.services`. Route filters offer only the
+routes of rows the operator may see (RelatedOnlyFieldListFilter), never other projects' route names."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.projects.admin import ProjectScopedAdminMixin
@@ -58,7 +60,8 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     project_lookup = "route__project"
     list_display = ["client_conversation_id", "route", "on_behalf_of", "principal_id", "message_count",
                     "last_message_at", "created_at"]
-    list_filter = [("route", admin.RelatedOnlyFieldListFilter)]
+    list_filter = [("route", admin.RelatedOnlyFieldListFilter), ("created_at", admin.DateFieldListFilter)]
+    date_hierarchy = "created_at"
     search_fields = ["client_conversation_id", "on_behalf_of", "principal_id"]
     list_select_related = ["route", "route__project"]
     fields = readonly_fields = ["route", "session", "client_conversation_id", "on_behalf_of", "principal_id",
@@ -71,21 +74,92 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "route__project"
     list_display = ["id", "route", "conversation", "client_turn_id", "state", "knowledge_delivery", "context_bytes",
                     "prepare_ms", "knowledge_ms", "created_at", "completed_at"]
-    list_filter = ["state", ("route", admin.RelatedOnlyFieldListFilter), "knowledge_delivery"]
+    list_filter = ["state", ("route", admin.RelatedOnlyFieldListFilter), ("created_at", admin.DateFieldListFilter),
+                   "knowledge_delivery"]
+    date_hierarchy = "created_at"
     search_fields = ["=id", "client_turn_id", "user_message_id", "conversation__client_conversation_id",
                      "conversation__on_behalf_of"]
     list_select_related = ["route", "route__project", "conversation"]
     fields = readonly_fields = [
         "id", "route", "conversation", "session", "client_turn_id", "user_message_id", "state", "request_hash",
         "knowledge_delivery", "profile_revision", "capability_revision", "context_bytes", "context_tokens",
-        "context_stats", "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
-        "model", "runtime", "usage", "completion_fingerprint", "completed_at", "context_pretty",
+        "stats_pretty", "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
+        "model", "runtime", "usage_pretty", "completion_fingerprint", "completed_at", "context_pretty",
     ]
 
     @admin.display(description="Frozen context")
-    def context_pretty(self, obj: Run) -> str:
-        return format_html("<pre style='white-space: pre-wrap'>{}</pre>",
-                           json.dumps(obj.context, ensure_ascii=False, indent=2))
+    def context_pretty(self, obj: Run) -> SafeString:
+        return format_html(
+            '<div class="bh-context">{}</div><details class="bh-raw"><summary>The context as JSON</summary>'
+            '<pre class="bh-pre">{}</pre></details>',
+            readable(obj.context), pretty_json(obj.context),
+        )
+
+    @admin.display(description="Context stats")
+    def stats_pretty(self, obj: Run) -> SafeString:
+        return format_html('<pre class="bh-pre">{}</pre>', pretty_json(obj.context_stats))
+
+    @admin.display(description="Usage")
+    def usage_pretty(self, obj: Run) -> SafeString:
+        return format_html('<pre class="bh-pre">{}</pre>', pretty_json(obj.usage)) if obj.usage else "—"
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+    project_lookup = "conversation__route__project"
+    list_display = ["created_at", "route", "conversation_link", "sequence", "role", "kind", "short_content"]
+    list_filter = [("conversation__route", admin.RelatedOnlyFieldListFilter), "role",
+                   ("created_at", admin.DateFieldListFilter)]
+    date_hierarchy = "created_at"
+    search_fields = ["content", "client_message_id", "conversation__client_conversation_id",
+                     "conversation__on_behalf_of"]
+    list_select_related = ["conversation", "conversation__route"]
+    fields = readonly_fields = ["conversation", "run", "sequence", "role", "kind", "client_message_id",
+                                "content_text", "created_at"]
+
+    @admin.display(description="Route", ordering="conversation__route__key")
+    def route(self, obj: Message) -> str:
+        return str(obj.conversation.route)
+
+    @admin.display(description="Conversation")
+    def conversation_link(self, obj: Message) -> str:
+        return format_html('<a href="{}">{}</a>', reverse("admin:ledger_conversation_change",
+                                                          args=[obj.conversation_id]),
+                           obj.conversation.client_conversation_id)
+
+    @admin.display(description="Content")
+    def short_content(self, obj: Message) -> str:
+        return obj.content if len(obj.content) <= 100 else obj.content[:99] + "…"
+
+    @admin.display(description="Content")
+    def content_text(self, obj: Message) -> SafeString:
+        return format_html('<pre class="bh-pre">{}</pre>', obj.content)
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False)
+
+
+def readable(value: Any) -> SafeString:
+    """The frozen context as nested, labelled blocks: text keeps its real line breaks (JSON would
+    show them as `\\n`), short scalars stay on one line."""
+    if isinstance(value, dict):
+        if not value:
+            return mark_safe('<span class="bh-muted">{}</span>')
+        return format_html('<dl class="bh-tree">{}</dl>', format_html_join(
+            "", "<dt>{}</dt><dd>{}</dd>", ((key, readable(item)) for key, item in value.items())))
+    if isinstance(value, list):
+        if not value:
+            return mark_safe('<span class="bh-muted">[]</span>')
+        return format_html('<ol class="bh-tree-list" start="0">{}</ol>', format_html_join(
+            "", "<li>{}</li>", ((readable(item),) for item in value)))
+    if isinstance(value, str):
+        if "\n" in value or len(value) > 120:
+            return format_html('<pre class="bh-pre">{}</pre>', value)
+        if not value:
+            return mark_safe('<span class="bh-muted">""</span>')
+        return format_html('<span class="bh-str">{}</span>', value)
+    return format_html("<code>{}</code>", json.dumps(value))
 
 
 @admin.register(MemoryNote)

@@ -114,3 +114,130 @@ def test_the_route_filter_never_names_another_projects_routes(ledger, viewer):
     page = _admin(viewer.user).get("/admin/ledger/conversation/").content.decode()
     assert "门店助手" in page
     assert "secret route" not in page
+
+
+# Filters by route and by date; messages; the frozen context as readable text.
+
+@pytest.fixture
+def two_routes(api_client, route, viewer):
+    """Turns on two routes of one project; the second route's run and messages are a year old."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.ledger.models import Message
+    from tests.agent_auth.factories import AgentClientFactory
+    from tests.agent_auth.helpers import session_for
+    from tests.routes.factories import RouteFactory
+
+    other = RouteFactory(project=route.project, key="hr-helpdesk", name="HR Helpdesk")
+    for r in (route, other):
+        issued = session_for(AgentClientFactory(project=route.project, allowed_routes=[r.key]))
+        open_turn(api_client, issued.access_token, r.key, user_input=f"问题 {r.key}")
+    old = timezone.now() - timedelta(days=365)
+    Run.objects.filter(route=other).update(created_at=old)
+    Conversation.objects.filter(route=other).update(created_at=old)
+    Message.objects.filter(conversation__route=other).update(created_at=old)
+    return route, other
+
+
+@pytest.mark.parametrize("model, route_param", [
+    ("run", "route__id__exact"), ("conversation", "route__id__exact"),
+    ("message", "conversation__route__id__exact"),
+])
+def test_ledger_lists_filter_by_route(two_routes, viewer, model, route_param):
+    _, other = two_routes
+    response = _admin(viewer.user).get(f"/admin/ledger/{model}/", {route_param: str(other.pk)})
+    assert response.status_code == 200
+    rows = list(response.context["cl"].queryset)
+    assert len(rows) == 1
+    assert (rows[0].conversation.route if model == "message" else rows[0].route) == other
+
+
+@pytest.mark.parametrize("model", ["run", "conversation", "message"])
+def test_ledger_lists_filter_by_date_range(two_routes, viewer, model):
+    from datetime import datetime, time, timedelta
+
+    from django.utils import timezone
+
+    route, _ = two_routes
+    today = timezone.make_aware(datetime.combine(timezone.localdate(), time()))
+    # The parameters of the date filter's "Past 7 days" choice.
+    response = _admin(viewer.user).get(f"/admin/ledger/{model}/", {
+        "created_at__gte": str(today - timedelta(days=7)), "created_at__lt": str(today + timedelta(days=1))})
+    rows = list(response.context["cl"].queryset)
+    assert len(rows) == 1
+    assert (rows[0].conversation.route if model == "message" else rows[0].route) == route
+
+
+def test_the_run_list_drills_down_by_date(two_routes, viewer):
+    from django.utils import timezone
+
+    route, _ = two_routes
+    today = timezone.localdate()
+    response = _admin(viewer.user).get("/admin/ledger/run/", {
+        "created_at__year": today.year, "created_at__month": today.month, "created_at__day": today.day})
+    assert [run.route for run in response.context["cl"].queryset] == [route]
+    assert '<nav class="toplinks">' in response.content.decode()  # the date hierarchy bar
+
+
+def test_the_message_list_shows_route_conversation_and_content(ledger, viewer):
+    response = _admin(viewer.user).get("/admin/ledger/message/")
+    assert response.status_code == 200
+    assert [(m.sequence, m.role) for m in response.context["cl"].queryset.order_by("sequence")] == [
+        (1, "user"), (2, "assistant")]
+    page = response.content.decode()
+    assert "答复：Ada 在三号店。" in page
+    assert "门店助手" in page
+
+
+def test_an_operator_of_another_project_sees_no_messages(ledger):
+    stranger = MembershipFactory(role=Membership.Role.OWNER)
+    response = _admin(stranger.user).get("/admin/ledger/message/")
+    assert list(response.context["cl"].queryset) == []
+
+
+def test_even_an_owner_cannot_change_or_delete_a_message(ledger, owner):
+    from apps.ledger.models import Message
+
+    message = Message.objects.order_by("sequence").first()
+    before = ledger_counts()
+    admin = _admin(owner.user)
+    assert admin.post(f"/admin/ledger/message/{message.pk}/change/", {"content": "x"}).status_code == 403
+    assert admin.post(f"/admin/ledger/message/{message.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert ledger_counts() == before
+    assert Message.objects.get(pk=message.pk).content == message.content
+
+
+def test_the_message_list_does_not_grow_queries_with_rows(api_client, issued, route, viewer):
+    open_turn(api_client, issued.access_token, route.key, 1)
+    admin = _admin(viewer.user)
+    admin.get("/admin/ledger/message/")
+    with CaptureQueriesContext(connection) as one:
+        admin.get("/admin/ledger/message/")
+    expected = len(one.captured_queries)
+    for n in range(2, 7):
+        open_turn(api_client, issued.access_token, route.key, n, client_conversation_id=f"c-{n}")
+    with CaptureQueriesContext(connection) as many:
+        admin.get("/admin/ledger/message/")
+    assert len(many.captured_queries) == expected
+
+
+def test_the_run_page_shows_the_frozen_context_with_real_line_breaks(api_client, issued, route, viewer):
+    from apps.routes.services import route_update
+
+    route_update(route=route, system_prompt="第一行：你是门店助手。\n第二行：回答要简洁。")
+    run_id = open_turn(api_client, issued.access_token, route.key, user_input="多行\n问题").json()["run_id"]
+    page = _admin(viewer.user).get(f"/admin/ledger/run/{run_id}/change/").content.decode()
+    context_block = page.split('<div class="bh-context">', 1)[1].split("</details>", 1)[0]
+    readable_part = context_block.split('<details class="bh-raw">', 1)[0]
+    assert "第一行：你是门店助手。\n第二行：回答要简洁。" in readable_part
+    assert "\\n" not in readable_part
+    assert "<dt>instructions</dt>" in readable_part
+
+
+def test_the_run_page_keeps_the_raw_json_one_click_away(ledger, viewer):
+    page = _admin(viewer.user).get(f"/admin/ledger/run/{ledger.pk}/change/").content.decode()
+    raw = page.split('<details class="bh-raw">', 1)[1].split("</details>", 1)[0]
+    assert "The context as JSON" in raw
+    assert "&quot;memory_refs&quot;: [" in raw
