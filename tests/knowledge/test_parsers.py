@@ -271,3 +271,9 @@ def test_pdf_in_one_font_size_has_no_headings():
     assert _pdf_sections(pdf_build(pages)) == [
         (None, [(1, "Refund policy.\nRefunds take seven days."), (2, "Exchanges are free.")]),
     ]
+
+
+def test_pdf_outline_pointing_nowhere_falls_back_to_font_sizes():
+    pages = [[("Title", 20), ("Body text here.", 11), ("More body text.", 11)]]
+    data = pdf_build(pages, outline=[("Elsewhere", 0, 0)]).replace(b"/Dest [10 0 R", b"/Dest [98 0 R")
+    assert _pdf_sections(data) == [("Title", [(1, "Body text here.\nMore body text.")])]

@@ -143,7 +143,10 @@ def _page_lines(page) -> list[_Line]:
 
 
 def _outline(reader) -> list[tuple[int, int, str]]:
-    """(page index, level, title) of each outline entry that points at a page, in outline order."""
+    """(page index, level, title) of each outline entry that points at a page, in outline order.
+    A damaged outline is no outline: the text is still there, and font sizes may still tell."""
+    from pypdf.errors import PyPdfError
+
     entries: list[tuple[int, int, str]] = []
 
     def walk(items, level: int) -> None:
@@ -155,7 +158,7 @@ def _outline(reader) -> list[tuple[int, int, str]]:
             try:
                 page = reader.get_destination_page_number(item)
                 title = item.title
-            except _READ_ERRORS:
+            except (PyPdfError, *_READ_ERRORS):
                 continue
             title = _SPACES.sub(" ", text_normalise(str(title or ""))).strip()
             if page is not None and title:
@@ -163,7 +166,7 @@ def _outline(reader) -> list[tuple[int, int, str]]:
 
     try:
         walk(reader.outline, 1)
-    except _READ_ERRORS:
+    except (PyPdfError, *_READ_ERRORS):
         return []
     return entries
 
