@@ -1,0 +1,92 @@
+"""The strict JSON parser on its own: what it refuses, what it keeps, and what it says."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.core.parsers import JSON_MAX_DEPTH, InvalidJSON, content_charset, strict_json_loads
+
+
+def _refusal(text: str) -> str:
+    with pytest.raises(InvalidJSON) as caught:
+        strict_json_loads(text.encode("utf-8", "surrogatepass"))
+    return str(caught.value.detail)
+
+
+def test_nesting_at_the_limit_is_accepted():
+    assert strict_json_loads("[" * JSON_MAX_DEPTH + "]" * JSON_MAX_DEPTH) is not None
+
+
+def test_nesting_one_past_the_limit_is_refused():
+    assert "nested deeper than 64 levels" in _refusal("[" * (JSON_MAX_DEPTH + 1) + "]" * (JSON_MAX_DEPTH + 1))
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    text = '{"a": "' + "[{" * 500 + '\\"' + "[" * 100 + '"}'
+    assert strict_json_loads(text) == {"a": "[{" * 500 + '"' + "[" * 100}
+
+
+def test_many_shallow_containers_are_fine():
+    assert len(strict_json_loads("[" + ",".join(["[{}]"] * 10_000) + "]")) == 10_000
+
+
+@pytest.mark.parametrize("text,path", [
+    ('{"a": {"b": [1, 1e999]}}', "a.b[1]"), ('[-1e400]', "[0]"), ('{"x": 1E+309}', "x"),
+])
+def test_a_number_that_overflows_to_infinity_is_refused_with_its_path(text, path):
+    message = _refusal(text)
+    assert message.startswith(f"{path}: ")
+    assert "too large" in message
+
+
+def test_a_lone_surrogate_key_is_refused_with_its_path():
+    assert _refusal('{"a": {"\\udc00x": 1}}').startswith("a.\ufffdx")
+
+
+def test_a_surrogate_pair_is_a_character_not_a_lone_surrogate():
+    assert strict_json_loads('{"\\ud83d\\ude00": "\\ud83d\\ude00"}') == {"😀": "😀"}
+
+
+def test_a_lone_surrogate_in_a_value_is_left_to_the_field_rules():
+    assert strict_json_loads('{"a": "\\ud800"}') == {"a": "\ud800"}
+
+
+@pytest.mark.parametrize("number", [2**64 - 1, -(2**63), 10**19])
+def test_integers_within_64_bits_are_kept(number):
+    assert strict_json_loads(f"[{number}]") == [number]
+
+
+@pytest.mark.parametrize("number", ["18446744073709551616", "-9223372036854775809", "1" + "0" * 25])
+def test_integers_beyond_64_bits_are_refused(number):
+    assert "integer" in _refusal(f"[{number}]")
+
+
+def test_long_digit_strings_are_text_not_numbers():
+    assert strict_json_loads('["' + "9" * 5000 + '"]') == ["9" * 5000]
+
+
+def test_a_duplicate_key_is_named():
+    assert "duplicate key 'b'" in _refusal('{"a": 1, "b": 2, "b": 3}')
+
+
+def test_a_duplicate_key_in_a_nested_object_is_refused():
+    assert "duplicate key" in _refusal('{"a": [{"k": 1, "k": 1}]}')
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}'])
+def test_nan_and_infinity_literals_are_refused(text):
+    assert "is not a JSON number" in _refusal(text)
+
+
+def test_bytes_that_are_not_utf8_are_refused_with_the_offset():
+    with pytest.raises(InvalidJSON) as caught:
+        strict_json_loads(b'{"a": "\xff"}')
+    assert "not valid UTF-8 (byte 7)" in str(caught.value.detail)
+
+
+@pytest.mark.parametrize("header,charset", [
+    ("application/json", None), ("application/json; charset=UTF-8", "utf-8"),
+    ('application/json;charset="rot13"', "rot13"), ("application/json; foo=bar; Charset=Latin-1", "latin-1"),
+])
+def test_the_charset_parameter_is_read(header, charset):
+    assert content_charset(header) == charset
