@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from apps.knowledge import services
-from apps.knowledge.models import Document, KnowledgeBase
+from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
-from tests.knowledge.helpers import FIXTURES, upload, wait_for
+from tests.knowledge.helpers import FIXTURES, upload, wait_for, wait_for_status
 
 SHOTS = Path("/tmp/shots")
 INGEST_TIMEOUT_MS = 90_000
@@ -185,3 +185,23 @@ def test_the_documents_table_scrolls_inside_its_box_on_a_narrow_window(logged_in
     assert box.evaluate("e => e.scrollWidth > e.clientWidth") is True
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
     page.screenshot(path=str(SHOTS / "kb_narrow.png"), full_page=False)
+
+
+def test_a_rebuild_shows_its_generation_until_it_serves_searches(logged_in_page, project, celery_worker_session):
+    kb = KnowledgeBaseFactory(project=project, name="Rebuilt")
+    documents = services.document_upload(kb=kb, files=[upload("policy.zh.md"), upload("plain.txt")])
+    for document in documents:
+        wait_for_status(document.pk, "completed")
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    with page.expect_navigation():
+        page.click("input[value='Rebuild with the current strategy']")
+    generation = page.locator("[data-bh-generation]")
+    assert generation.locator("[data-field=number]").inner_text() == "2"
+    page.evaluate("window.__sameLoad = true")
+    generation.locator(".bh-gen-active").wait_for(timeout=INGEST_TIMEOUT_MS)
+    assert generation.locator("[data-field=text]").inner_text() == "serving searches"
+    assert generation.locator("progress").get_attribute("value") == "100"
+    assert page.evaluate("window.__sameLoad") is True
+    assert IndexGeneration.objects.get(knowledge_base=kb, number=2).status == "active"
+    page.screenshot(path=str(SHOTS / "kb_rebuilt.png"), full_page=False)
