@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -223,26 +224,53 @@ SETTLED_STATUSES = (Document.Status.COMPLETED, Document.Status.FAILED, Document.
 WORKING_STATUSES = (Document.Status.PARSING, Document.Status.CHUNKING, Document.Status.EMBEDDING)
 
 
-def document_queue_positions(*, document_ids: Iterable) -> dict:
-    """Each queued document's place in the ingestion queue (1 = next), among every queued
-    document of every KB — the workers are shared — by queue time, then id. One statement."""
-    ids = list(document_ids)
-    if not ids:
-        return {}
-    ahead = (
-        Document.objects.filter(status=Document.Status.QUEUED)
-        .filter(Q(queued_at__lt=OuterRef("queued_at")) | Q(queued_at=OuterRef("queued_at"), pk__lt=OuterRef("pk")))
-        .order_by()
-        .values("status")
-        .annotate(n=Count("id"))
-        .values("n")
-    )
-    rows = (
-        Document.objects.filter(pk__in=ids, status=Document.Status.QUEUED)
-        .annotate(ahead=Coalesce(Subquery(ahead[:1]), 0))
-        .values_list("pk", "ahead")
-    )
-    return {pk: ahead + 1 for pk, ahead in rows}
+def document_queue_lane(*, size: int) -> str:
+    """The queue a document waits in, as `tasks.task_route` sends it: "large" from
+    KNOWLEDGE_LARGE_DOCUMENT_BYTES up (beside rebuilds), else "default"; one lane when
+    KNOWLEDGE_TASK_QUEUE pins every ingestion task to one queue."""
+    if not settings.KNOWLEDGE_TASK_QUEUE and size >= settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES:
+        return "large"
+    return "default"
+
+
+def _lane_filter(lane: str) -> Q:
+    if settings.KNOWLEDGE_TASK_QUEUE:
+        return Q()
+    limit = settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES
+    return Q(size__gte=limit) if lane == "large" else Q(size__lt=limit)
+
+
+def document_queue_positions(*, documents: Iterable[Document]) -> dict:
+    """Each queued document's place in its ingestion queue (1 = next), among the queued
+    documents of every KB in the same lane — the workers are shared — by queue time, then id.
+    One statement per lane."""
+    lanes: dict[str, list] = {}
+    for document in documents:
+        if document.status == Document.Status.QUEUED:
+            lanes.setdefault(document_queue_lane(size=document.size), []).append(document.pk)
+    positions = {}
+    for lane, ids in lanes.items():
+        ahead = (
+            Document.objects.filter(_lane_filter(lane), status=Document.Status.QUEUED)
+            .filter(Q(queued_at__lt=OuterRef("queued_at")) | Q(queued_at=OuterRef("queued_at"), pk__lt=OuterRef("pk")))
+            .order_by()
+            .values("status")
+            .annotate(n=Count("id"))
+            .values("n")
+        )
+        rows = (
+            Document.objects.filter(pk__in=ids, status=Document.Status.QUEUED)
+            .annotate(ahead=Coalesce(Subquery(ahead[:1]), 0))
+            .values_list("pk", "ahead")
+        )
+        positions.update({pk: ahead + 1 for pk, ahead in rows})
+    return positions
+
+
+def document_working_counts(*, lanes: Iterable[str]) -> dict[str, int]:
+    """How many documents the workers of each lane are parsing, chunking or embedding now."""
+    return {lane: Document.objects.filter(_lane_filter(lane), status__in=WORKING_STATUSES).count()
+            for lane in set(lanes)}
 
 
 def document_progress_percent(*, document: Document) -> int:
@@ -273,13 +301,15 @@ def _generation_text(generation: IndexGeneration) -> str:
     return "retired"
 
 
-def _document_stage(document: Document, *, position: int | None, working: int) -> str:
+def _document_stage(document: Document, *, position: int | None, working: dict[str, int]) -> str:
     status = document.status
     if status == Document.Status.QUEUED:
         if position is None:
             return "queued"
-        busy = f"; {_count(working, 'document')} ingesting now" if working else ""
-        return f"queued — {_ordinal(position)} in line{busy}"
+        lane = document_queue_lane(size=document.size)
+        busy = working.get(lane, 0)
+        line = "in line for large documents" if lane == "large" else "in line"
+        return f"queued — {_ordinal(position)} {line}" + (f"; {_count(busy, 'document')} ingesting now" if busy else "")
     if status == Document.Status.PENDING:
         return "waiting to be queued"
     if status == Document.Status.EMBEDDING:
@@ -297,17 +327,16 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     """What the KB page shows of ingestion, for its first render and for its polling: each of the
     newest `limit` documents with status, stage progress and why it waits; the latest index
     generation with its progress; `settled` once nothing moves without a person, and then the
-    active generation's chunk count. At most six queries, whatever the number of documents."""
+    active generation's chunk count. At most eight queries, whatever the number of documents."""
     documents = list(
         document_list(kb=kb).only(
-            "id", "filename", "file_type", "status", "error_code", "error_message", "attempts", "progress_done",
-            "progress_total", "queued_at", "created_at",
+            "id", "filename", "file_type", "size", "status", "error_code", "error_message", "attempts",
+            "progress_done", "progress_total", "queued_at", "created_at",
         )[:limit]
     )
-    positions = document_queue_positions(
-        document_ids=[d.pk for d in documents if d.status == Document.Status.QUEUED]
-    )
-    working = Document.objects.filter(status__in=WORKING_STATUSES).count() if positions else 0
+    positions = document_queue_positions(documents=documents)
+    working = document_working_counts(
+        lanes=[document_queue_lane(size=d.size) for d in documents if d.pk in positions])
     generation = generation_latest(kb=kb)
     rows = [
         {

@@ -219,6 +219,21 @@ def test_a_document_being_embedded_shows_its_stage_progress(browser, kb):
     assert (row["status"], row["percent"], row["stage"]) == ("embedding", 85, "embedding 3/4 chunks")
 
 
+def test_large_and_small_documents_wait_in_their_own_lines(browser, kb, settings):
+    settings.KNOWLEDGE_TASK_QUEUE = None
+    settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES = 1000
+    now = timezone.now()
+    big = "A long line of text. " * 100
+    large_first = _queued(kb, "plain.txt", at=now - dt.timedelta(seconds=30))
+    Document.objects.filter(pk=large_first.pk).update(size=len(big))
+    [large] = services.document_upload(kb=kb, files=[upload("big.txt", big.encode())])
+    Document.objects.filter(pk=large.pk).update(status=Document.Status.QUEUED, queued_at=now - dt.timedelta(seconds=20))
+    small = _queued(kb, "policy.zh.md", at=now - dt.timedelta(seconds=10))
+    rows = {r["id"]: r for r in browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]}
+    assert rows[str(large.pk)]["stage"] == "queued — 2nd in line for large documents"
+    assert rows[str(small.pk)]["stage"] == "queued — 1st in line"
+
+
 def test_a_queued_document_also_says_how_many_documents_are_being_worked_on(browser, kb):
     [working] = services.document_upload(kb=kb, files=[upload("plain.txt")])
     Document.objects.filter(pk=working.pk).update(status=Document.Status.PARSING)
