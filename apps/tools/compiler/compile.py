@@ -301,7 +301,9 @@ class _Compiler:
 
     def _fit_inputs(self, path_item, operation, warn, pointer):
         """The input schema within its depth and byte limits: descriptions go first, then depth."""
-        for max_depth, descriptions in _ATTEMPTS:
+        index = 0
+        while True:
+            max_depth, descriptions = _ATTEMPTS[index]
             pending: list[tuple] = []
             projection = Projection(self.resolver, max_depth=max_depth, descriptions=descriptions)
             properties, required, locations, content_type = self._inputs(
@@ -310,8 +312,11 @@ class _Compiler:
             if required:
                 schema["required"] = list(dict.fromkeys(required))
             size = encoded_size(schema)
-            if size <= MAX_SCHEMA_BYTES:
+            if size <= MAX_SCHEMA_BYTES or index == len(_ATTEMPTS) - 1:
                 break
+            # Without descriptions and still far over the limit, the gentler depth cuts cannot get
+            # there: go straight to the last one.
+            index = len(_ATTEMPTS) - 1 if not descriptions and size > 8 * MAX_SCHEMA_BYTES else index + 1
         for args in pending:
             warn(*args)
         if size > MAX_SCHEMA_BYTES:

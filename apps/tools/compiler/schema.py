@@ -23,6 +23,7 @@ _COUNT_KEYS = ("minLength", "maxLength", "minItems", "maxItems")
 _NUMBER_KEYS = ("minimum", "maximum")
 _EXCLUSIVE_KEYS = ("exclusiveMinimum", "exclusiveMaximum")
 _COMBINERS = ("oneOf", "anyOf", "allOf")
+_SCALAR_KEYS = ("enum", "const", "nullable", "format", "pattern", *_COUNT_KEYS, *_NUMBER_KEYS, *_EXCLUSIVE_KEYS)
 
 
 @dataclass
@@ -121,32 +122,36 @@ class Projection:
         return out
 
     def _scalars(self, out: dict[str, Any], node: dict[str, Any]) -> None:
-        enum = node.get("enum")
-        if isinstance(enum, list) and enum:
-            out["enum"] = enum
-        if "const" in node:
-            out["const"] = node["const"]
-        if isinstance(node.get("nullable"), bool):
-            out["nullable"] = node["nullable"]
-        if isinstance(node.get("format"), str):
-            out["format"] = node["format"]
-        pattern = node.get("pattern")
-        if isinstance(pattern, str):
-            if _valid_pattern(pattern):
-                out["pattern"] = pattern
-            else:
-                self.pattern_dropped = True
-        for key in _COUNT_KEYS:
-            value = node.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        # Most schema nodes carry one or two of these keywords: visit only those present, in a fixed
+        # order so the output's key order never depends on the process.
+        for key in _SCALAR_KEYS:
+            if key not in node:
+                continue
+            value = node[key]
+            if key == "enum":
+                if isinstance(value, list) and value:
+                    out[key] = value
+            elif key == "const":
                 out[key] = value
-        for key in _NUMBER_KEYS:
-            value = node.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                out[key] = value
-        for key in _EXCLUSIVE_KEYS:
-            value = node.get(key)
-            if isinstance(value, int | float | bool):
+            elif key == "nullable":
+                if isinstance(value, bool):
+                    out[key] = value
+            elif key == "format":
+                if isinstance(value, str):
+                    out[key] = value
+            elif key == "pattern":
+                if isinstance(value, str):
+                    if _valid_pattern(value):
+                        out[key] = value
+                    else:
+                        self.pattern_dropped = True
+            elif key in _COUNT_KEYS:
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    out[key] = value
+            elif key in _NUMBER_KEYS:
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    out[key] = value
+            elif isinstance(value, int | float | bool):
                 out[key] = value
 
 
