@@ -6,6 +6,7 @@ from django.db.models import Count, Q, QuerySet
 
 from apps.projects.models import Project
 
+from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
 from .crypto import secret_decrypt
 from .errors import ToolProviderNotFound
 from .models import Tool, ToolProvider
@@ -32,3 +33,38 @@ def tool_list(*, provider: ToolProvider) -> QuerySet[Tool]:
 def provider_secret(*, provider: ToolProvider) -> str:
     """The clear signing secret, for the code that signs outbound calls; never for display."""
     return secret_decrypt(provider.secret_encrypted)
+
+
+def tool_definition(*, tool: Tool, force_approval: bool = False) -> dict:
+    """The agent-facing tool definition (whitelisted projection of the compiled tool): name,
+    description, scope, risk, approval_required, readonly, idempotent, input_schema, and the
+    guidance flags. ``force_approval`` is the route's ``force_approval_tools`` decision."""
+    compiled = tool.compiled
+    definition = {
+        "name": compiled["name"],
+        "description": compiled["description"],
+        "scope": compiled["scope"],
+        "risk": compiled["risk"],
+        "approval_required": bool(compiled["approval_required"] or force_approval),
+        "readonly": compiled["readonly"],
+        "idempotent": compiled["idempotent"],
+        "input_schema": compiled["input_schema"],
+    }
+    if compiled.get("usage_guidance_available"):
+        definition["usage_guidance_available"] = True
+    if compiled.get("description_truncated"):
+        definition["description_truncated"] = True
+    return definition
+
+
+def tool_usage_guidance(*, tool: Tool) -> dict:
+    """The detail endpoint's ``usage_guidance`` block."""
+    guidance = tool.compiled["usage_guidance"]
+    return {
+        "text": guidance["text"],
+        "truncated": guidance["truncated"],
+        "source_chars": guidance["source_chars"],
+        "max_chars": MAX_GUIDANCE_CHARS,
+        "source_bytes": guidance["source_bytes"],
+        "max_bytes": MAX_GUIDANCE_BYTES,
+    }
