@@ -50,9 +50,14 @@ class World:
         return self.owner.user
 
 
-def project_world(slug: str, *, role: str = Membership.Role.OWNER, user=None) -> World:
-    project = ProjectFactory(name=f"Project {slug}", slug=slug)
-    owner = MembershipFactory(project=project, role=role, **({"user": user} if user else {}))
+def project_world(slug: str, *, role: str = Membership.Role.OWNER, user=None, project: Project | None = None
+                  ) -> World:
+    """A new project named after `slug` — or `project`, with `user`'s existing membership."""
+    if project is None:
+        project = ProjectFactory(name=f"Project {slug}", slug=slug)
+    owner = Membership.objects.filter(project=project, user=user).first() if user else None
+    if owner is None:
+        owner = MembershipFactory(project=project, role=role, **({"user": user} if user else {}))
     route = RouteFactory(project=project, key=f"{slug}-route", name=f"Route of {slug}")
     route = route_update(route=route, knowledge_enabled=True)
     # One embedding model for every world: registering one creates an index, which PostgreSQL refuses

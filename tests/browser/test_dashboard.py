@@ -1,0 +1,64 @@
+"""Journey 1 in Chromium: the operator logs in and lands on a dashboard of their project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.projects.helpers import project_world
+
+SHOTS = Path("/tmp/shots")
+
+
+@pytest.fixture
+def world(project, operator):
+    return project_world("retail", project=project, user=operator)
+
+
+@pytest.fixture
+def stranger_world(transactional_db):
+    return project_world("bravo")
+
+
+def _dashboard(page):
+    page.goto("/admin/")  # the login may have landed before the rows existed
+    return page
+
+
+def test_the_landing_page_is_a_dashboard_of_the_operators_project(logged_in_page, world, stranger_world):
+    page = _dashboard(logged_in_page)
+    panel = page.locator("#project-bailing-retail")
+    assert panel.locator("h2").inner_text() == "Bailing Retail"
+    assert panel.locator("[data-stat=routes]").inner_text() == "1"
+    assert panel.locator("[data-stat=knowledge_bases]").inner_text() == "1"
+    assert panel.locator("[data-stat=sessions_active]").inner_text() == "1"
+    assert panel.locator("[data-stat=runs_last_day]").inner_text() == "1"
+    kb_row = panel.locator("[data-panel=knowledge_bases] tr[data-kb='KB of retail']")
+    assert kb_row.locator("[data-status=completed]").inner_text() == "✓ 2"
+    assert "ready" in kb_row.inner_text()
+    assert panel.locator("[data-panel=recent_runs] tbody tr").count() == 1
+    assert page.locator("#project-bravo").count() == 0
+    assert "Project bravo" not in page.content()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "dashboard.png"), full_page=True)
+
+
+def test_the_console_offers_no_view_site_link(logged_in_page, world):
+    page = _dashboard(logged_in_page)
+    assert page.get_by_role("link", name="View site").count() == 0
+    assert page.locator("#user-tools").inner_text().upper().count("VIEW SITE") == 0
+
+
+def test_a_dashboard_route_opens_the_route_page(logged_in_page, world):
+    page = _dashboard(logged_in_page)
+    page.locator("[data-panel=routes] a", has_text="Route of retail").click()
+    page.wait_for_url(f"**/admin/routes/route/{world.route.pk}/change/")
+    assert page.locator("#id_key").input_value() == "retail-route"
+
+
+def test_a_dashboard_run_opens_the_run_page(logged_in_page, world):
+    page = _dashboard(logged_in_page)
+    page.locator(f"[data-panel=recent_runs] tr[data-run='{world.run.pk}'] a").click()
+    page.wait_for_url(f"**/admin/ledger/run/{world.run.pk}/change/")
+    assert page.locator(".bh-context dt", has_text="instructions").count() == 1
