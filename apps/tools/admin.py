@@ -4,6 +4,7 @@ secret is write-only (never shown, never sent back to the browser)."""
 from __future__ import annotations
 
 import functools
+import json
 
 from django import forms
 from django.contrib import admin, messages
@@ -310,8 +311,13 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ["provider", "provider__project"]
     actions = ["enable_tools", "disable_tools"]
     fields = ["provider", "name", "method", "path", "description", "scope", "risk", "readonly",
-              "approval_required", "has_acc", "enabled", "compiled"]
+              "approval_required", "has_acc", "enabled", "compiled_json"]
     readonly_fields = [field for field in fields if field != "enabled"]
+
+    @admin.display(description="Compiled")
+    def compiled_json(self, obj):
+        return format_html('<pre class="compiled-tool">{}</pre>',
+                           json.dumps(obj.compiled, indent=2, ensure_ascii=False, sort_keys=True))
 
     def has_add_permission(self, request):
         return False
