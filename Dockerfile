@@ -19,6 +19,5 @@ RUN mkdir -p /app/var/media /app/var/static && chown -R bailing:bailing /app/var
        python manage.py collectstatic --noinput
 USER bailing
 EXPOSE 8000
-# No --preload: the embedding model must load in each worker process, after the fork.
-CMD ["gunicorn", "bailinghub.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", \
-     "--timeout", "60", "--access-logfile", "-"]
+# Workers and threads sized from the cores (WEB_CONCURRENCY / WEB_THREADS override): bailinghub/gunicorn.py.
+CMD ["gunicorn", "-c", "python:bailinghub.gunicorn", "--bind", "0.0.0.0:8000", "bailinghub.wsgi:application"]

