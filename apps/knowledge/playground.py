@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from django import forms
 from django.http import QueryDict
+from django.utils import timezone
 from django.utils.html import escape
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
@@ -204,9 +205,11 @@ def playground_extra(*, request, kb, form: PlaygroundSearchForm, result: SearchR
         services.playground_query_record(user=request.user, kb=kb, query=data["query"], mode=data["mode"],
                                          top_k=data["top_k"], score_threshold=data["score_threshold"],
                                          hit_count=len(result.hits))
+    now = timezone.now()
     recent = [
         (entry, playground_params(query=entry.query, mode=entry.mode, top_k=entry.top_k,
-                                  score_threshold=entry.score_threshold))
+                                  score_threshold=entry.score_threshold),
+         (now - entry.ran_at).total_seconds() < 60)
         for entry in selectors.playground_recent_queries(user=request.user, kb=kb)
     ]
     return {

@@ -261,6 +261,7 @@ def test_running_a_recent_search_again_runs_it_with_its_parameters(browser, poli
     page = browser.get(_url(policy_kb) + link).content.decode()
     assert "(keyword, top 1)." in page and _hit_count(page) == 1
     assert [query for query, _ in _recent(page)] == ["退款", "换货"]
+    assert "<td>just now</td>" in page
 
 
 def test_the_same_search_again_moves_up_instead_of_repeating(browser, policy_kb):
