@@ -73,7 +73,7 @@ def corpus_queries(count: int, seed: int = 7) -> list[str]:
     return ordered[:count]
 
 
-def setup(*, kb_chunks: int, embedder: str, want_kb: bool) -> dict:
+def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "127.0.0.1") -> dict:
     """Project, routes, KB (filled once) and a fresh session; returns the access token."""
     from django.conf import settings
     from django.core.files.uploadedfile import SimpleUploadedFile
@@ -148,7 +148,7 @@ def setup(*, kb_chunks: int, embedder: str, want_kb: bool) -> dict:
     authorization = authorization_create(
         client_app_id=client.app_id, redirect_uri="http://127.0.0.1:9/callback", state="bench-state-1234",
         requested_routes=[PLAIN_ROUTE, KB_ROUTE], device_label="bench", code_challenge=challenge,
-        requester_ip="127.0.0.1",
+        requester_ip=requester_ip,
     )
     redirect = authorization_approve(client=client, authorization_id=authorization.pk,
                                      principal={"id": "bench-user", "roles": []},
