@@ -16,5 +16,6 @@ urlpatterns = [
     path("api/v1/builder/", include("apps.knowledge.api.urls")),
 ]
 
+handler403 = "apps.core.views.permission_denied"
 handler404 = "apps.core.views.not_found"
 handler500 = "apps.core.views.server_error"

@@ -117,7 +117,8 @@ def _admin_index_path() -> str:
         return "/admin/"
 
 
-STATUS_TITLES = {400: "Bad request", 413: "Upload too large"}
+STATUS_TITLES = {400: "Bad request", 403: "Not allowed", 404: "Not found", 413: "Upload too large",
+                 415: "Unsupported content"}
 
 
 def too_large_response(request: HttpRequest, view_func, *, max_bytes: int, observed_bytes: int) -> HttpResponse:

@@ -5,7 +5,7 @@ from django.views.decorators.http import require_GET
 
 from apps.core.exceptions import error_response
 from apps.core.health import readiness
-from apps.core.middleware import is_json_path
+from apps.core.middleware import error_page, is_json_path
 
 
 @never_cache
@@ -24,10 +24,26 @@ def readyz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ready", "checks": checks})
 
 
+def _console_path(path: str) -> bool:
+    return path.startswith("/admin/")
+
+
 def not_found(request: HttpRequest, exception=None):
     if is_json_path(request.path):
         return error_response(404)
+    if _console_path(request.path):
+        return error_page(request, 404, "This page does not exist, or it belongs to a project you are not a "
+                                        "member of.")
     return defaults.page_not_found(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception=None):
+    if is_json_path(request.path):
+        return error_response(403)
+    if _console_path(request.path):
+        return error_page(request, 403, "Your role in this project does not allow this. An owner of the project "
+                                        "can give you the editor role.")
+    return defaults.permission_denied(request, exception)
 
 
 def server_error(request: HttpRequest):

@@ -348,3 +348,24 @@ def test_the_document_list_shows_statuses_as_badges(browser, kb):
     _ingested(kb, "plain.txt")
     page = browser.get("/admin/knowledge/document/").content.decode()
     assert '<span class="bh-doc-badge bh-doc-completed">Completed</span>' in page
+
+
+def test_a_missing_console_page_is_a_console_404_with_a_way_back(browser, settings):
+    settings.DEBUG = False
+    other = KnowledgeBaseFactory()
+    response = browser.get(f"/admin/knowledge/knowledgebase/{other.pk}/status/")
+    page = response.content.decode()
+    assert (response.status_code, response["Content-Type"]) == (404, "text/html; charset=utf-8")
+    assert "<title>Not found | " in page
+    assert "belongs to a project you are not a member of" in page
+    assert '<a class="button" id="bh-error-back" href="/admin/">Go back</a>' in page
+
+
+def test_a_viewer_refused_an_upload_gets_a_console_403(owner, kb):
+    viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(viewer.user)
+    response = client.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": _files(_fixture("plain.txt"))})
+    assert (response.status_code, response["Content-Type"]) == (403, "text/html; charset=utf-8")
+    assert "Your role in this project does not allow this." in response.content.decode()
+    assert Document.objects.count() == 0
