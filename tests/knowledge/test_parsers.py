@@ -116,6 +116,18 @@ def test_invalid_json_fails_conversion(fixture_bytes):
         _parse(fixture_bytes, "broken.json")
 
 
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"[" * 950 + b"]" * 950, "nested deeper than 64 levels"),
+    (b'{"id": ' + b"7" * 4300 + b"}", "4300 digits is too long"),
+    (b'{"price": NaN}', "NaN is not a JSON number"),
+    (b'{"sku": "A-1", "sku": "A-2"}', "duplicate key 'sku'"),
+])
+def test_json_outside_the_strict_limits_fails_conversion_with_the_reason(data, reason):
+    with pytest.raises(ConversionFailed, match=reason) as failed:
+        document_parse(file_type="json", data=data)
+    assert str(failed.value).startswith("The file is not valid JSON: ")
+
+
 def test_csv_rows_become_records_with_header_names(fixture_bytes):
     parsed = _parse(fixture_bytes, "products.csv")
     assert [block.text for block in parsed.sections[0].blocks] == [
@@ -277,3 +289,54 @@ def test_pdf_outline_pointing_nowhere_falls_back_to_font_sizes():
     pages = [[("Title", 20), ("Body text here.", 11), ("More body text.", 11)]]
     data = pdf_build(pages, outline=[("Elsewhere", 0, 0)]).replace(b"/Dest [10 0 R", b"/Dest [98 0 R")
     assert _pdf_sections(data) == [("Title", [(1, "Body text here.\nMore body text.")])]
+
+
+def _markdown_parse_seconds(text: str) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        parse_text(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+MARKDOWN_SIZE = 200_000
+_ADVERSARIAL_HEADINGS = {
+    "open brackets": "[",
+    "link openers": "[](",
+    "closers and openers": "](",
+    "image openers": "![](",
+    "anchor openers": "{#",
+    "unclosed emphasis": "_a ",
+    "unclosed strong": "**a ",
+    "spaces before an escaped star": " ",
+    "code span openers": "``a",
+    "hashes": " #a",
+}
+
+
+def _normal_markdown() -> str:
+    section = ("## 退款政策 **七天** [说明](https://example.com/refund) `code` {#refund}\n\n"
+               + "正文内容，" * 40 + "\n\n")
+    return "# 售后\n\n" + section * (MARKDOWN_SIZE // len(section.encode()) + 1)
+
+
+@pytest.mark.parametrize("unit", _ADVERSARIAL_HEADINGS.values(), ids=_ADVERSARIAL_HEADINGS.keys())
+def test_a_200_kb_adversarial_heading_line_parses_in_time_linear_in_its_size(unit):
+    adversarial = "# x" + unit * (MARKDOWN_SIZE // len(unit)) + "y\n\n正文。\n"
+    assert _markdown_parse_seconds(adversarial) <= 20 * _markdown_parse_seconds(_normal_markdown())
+
+
+@pytest.mark.parametrize("unit", _ADVERSARIAL_HEADINGS.values(), ids=_ADVERSARIAL_HEADINGS.keys())
+def test_200_kb_of_adversarial_headings_parse_in_time_linear_in_their_size(unit):
+    heading = "# x" + unit * (990 // len(unit)) + "y\n\n正文。\n\n"
+    adversarial = heading * (MARKDOWN_SIZE // len(heading) + 1)
+    assert _markdown_parse_seconds(adversarial) <= 20 * _markdown_parse_seconds(_normal_markdown())
+
+
+def test_a_markdown_line_too_long_for_a_heading_stays_as_text():
+    line = "# " + "很长的一行" * 250
+    parsed = parse_text(f"{line}\n\n正文。\n")
+    assert [(s.chapter_path, [b.text for b in s.blocks]) for s in parsed.sections] == [(None, [line, "正文。"])]

@@ -1,12 +1,22 @@
-"""JSON: every value with its key path (`order.items[0].sku: A-1`), one record per top-level entry."""
+"""JSON: every value with its key path (`order.items[0].sku: A-1`), one record per top-level entry.
+
+A document is read with the API's strict JSON limits (apps.core.parsers): bounded nesting and
+integer size, no NaN/Infinity, no repeated keys. Beyond them Python's decoder recurses or converts
+without bound, so such a file fails conversion with the reason instead of crashing the pipeline.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from apps.core.parsers import InvalidJSON, strict_json_loads
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section
 from apps.knowledge.pipeline.parsers.text import text_decode
+
+# The strict parser words its reasons for a request body.
+_BODY_PREFIX = re.compile(r"^The body (?:is not valid JSON: |is )")
 
 
 def _scalar(value: Any) -> str:
@@ -33,10 +43,10 @@ def _leaves(value: Any, path: str) -> list[str]:
 
 def _load(data: bytes) -> Any:
     try:
-        return json.loads(text_decode(data))
-    except json.JSONDecodeError as exc:
-        raise ConversionFailed(f"The file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") \
-            from exc
+        return strict_json_loads(text_decode(data))
+    except InvalidJSON as exc:
+        reason = _BODY_PREFIX.sub("", str(exc.detail))
+        raise ConversionFailed(f"The file is not valid JSON: {reason}") from exc
 
 
 def parse(data: bytes) -> ParsedDocument:

@@ -9,22 +9,49 @@ import re
 from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section
 from apps.knowledge.pipeline.parsers.text import text_decode
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+# Every pattern here runs on whatever a file puts in a heading line, so none may backtrack over
+# the line for each position it starts at: a pattern starts only at a delimiter and scans no
+# further than the next one (or a possessive run), and trailing anchors and hashes are stripped
+# in plain Python. A 200 KB line of `[[[[` or `](](` costs time linear in its length.
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CONTAINER = re.compile(r"^ {0,3}:::")
 _RAW_BLOCK_OPEN = re.compile(r"^\s*<(script|style)\b[^>]*>", re.IGNORECASE)
 _FRONT_MATTER = {"---": ("---", "..."), "+++": ("+++",)}
 
-_ANCHOR = re.compile(r"\s*\{#[^}]*\}\s*$")
-_CLOSING_HASHES = re.compile(r"(?:^|\s+)#+\s*$")
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_TAG = re.compile(r"(?<!\\)</?[A-Za-z][^<>]*>")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_)(?=\S)(.+?)(?<=\S)\1")
-_ESCAPED_STAR = re.compile(r"\s*\\\*")
+# \x00 separates the text between code spans (decoded text holds none): no pattern crosses it.
+_IMAGE = re.compile(r"!\[([^\[\]\x00]*)\]\([^()\x00]*\)")
+_LINK = re.compile(r"\[([^\[\]\x00]*)\]\([^()\x00]*\)")
+_TAG = re.compile(r"(?<!\\)</?[A-Za-z][^<>\x00]*>")
+_CODE_SPAN = re.compile(r"(?<!`)(`++)([^`]+)\1")
+_EMPHASIS = (
+    re.compile(r"(\*\*|\*)([^\s*\x00](?:[^*\x00]*[^\s*\x00])?)\1"),
+    re.compile(r"(__|_)([^\s_\x00](?:[^_\x00]*[^\s_\x00])?)\1"),
+)
+_ESCAPED_STAR = re.compile(r"(?<!\s)\s*\\\*")
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!<>|~])")
 _SPACES = re.compile(r"\s+")
+# A longer "heading" is a paragraph that starts with a hash: its text stays, as text.
+HEADING_MAX_CHARS = 1000
+
+
+def _strip_anchor(title: str) -> str:
+    """Without a trailing `{#anchor}` (the braces holding no `}`)."""
+    stripped = title.rstrip()
+    if not stripped.endswith("}"):
+        return title
+    body = stripped[:-1]
+    start = body.find("{#", body.rfind("}") + 1)
+    return body[:start].rstrip() if start >= 0 else title
+
+
+def _strip_closing_hashes(title: str) -> str:
+    """Without ATX closing hashes: a run of `#` at the end, alone or after white space."""
+    stripped = title.rstrip()
+    before = stripped.rstrip("#")
+    if before == stripped or (before and not before[-1].isspace()):
+        return title
+    return before.rstrip()
 
 
 def _clean_inline(text: str) -> str:
@@ -32,21 +59,22 @@ def _clean_inline(text: str) -> str:
     text = _IMAGE.sub(r"\1", text)
     text = _LINK.sub(r"\1", text)
     text = _TAG.sub("", text)
-    text = _EMPHASIS.sub(r"\2", text)
+    for emphasis in _EMPHASIS:
+        text = emphasis.sub(r"\2", text)
     return _ESCAPE.sub(r"\1", text)
 
 
 def heading_clean(raw: str) -> str:
     """A heading's plain title: no `{#anchor}`, closing hashes, markup, `\\*` markers or HTML tags;
     inline code keeps its content (`<slot>` stays) and escapes are resolved (`PropType\\<T>`)."""
-    title = _CLOSING_HASHES.sub("", _ANCHOR.sub("", raw))
-    parts: list[str] = []
-    position = 0
-    for code in _CODE_SPAN.finditer(title):
-        parts.append(_clean_inline(title[position:code.start()]))
-        parts.append(code.group(2).strip())
-        position = code.end()
-    parts.append(_clean_inline(title[position:]))
+    title = _strip_closing_hashes(_strip_anchor(raw))
+    # [text, ticks, code, text, ticks, code, …, text]: the texts are cleaned in one pass.
+    pieces = _CODE_SPAN.split(title)
+    texts = _clean_inline("\x00".join(pieces[0::3])).split("\x00")
+    codes = [code.strip() for code in pieces[2::3]]
+    parts = [texts[0]]
+    for code, text in zip(codes, texts[1:], strict=True):
+        parts.extend((code, text))
     return _SPACES.sub(" ", "".join(parts)).strip()
 
 
@@ -148,9 +176,9 @@ def parse_text(text: str) -> ParsedDocument:
             if f"</{raw.group(1).lower()}" not in line.lower():
                 raw_block = raw.group(1).lower()
             continue
-        heading = _HEADING.match(line)
+        heading = _HEADING.match(line) if len(line) <= HEADING_MAX_CHARS else None
         if heading:
-            builder.heading(len(heading.group(1)), heading_clean(heading.group(2) or ""))
+            builder.heading(len(heading.group(1)), heading_clean((heading.group(2) or "").rstrip(" \t")))
             continue
         if _CONTAINER.match(line):
             builder.flush_paragraph()
