@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = percentiles([ms for ms, _ in timings])
     print(f"time total {total:.1f} s wall, {total_cpu:.1f} s CPU; per spec ms wall {stats}, "
           f"CPU {percentiles(cpu_timings)}")
-    print("slowest:", ", ".join(f"{name} {ms:.0f} ms" for ms, name in sorted(timings, reverse=True)[:5]))
+    by_cpu = sorted(zip(cpu_timings, (name for _, name in timings), strict=True), reverse=True)[:5]
+    print("slowest (CPU):", ", ".join(f"{name} {ms:.0f} ms" for ms, name in by_cpu))
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
     for name, reason in refused_specs:
         print(f"refused {name}: {reason}")
