@@ -230,3 +230,25 @@ def test_notes_need_the_runtime_switch(api_client, issued, route, notes_url):
 
 def test_notes_need_the_agent_bearer(api_client, notes_url):
     assert api_client.get(notes_url).status_code == 401
+
+
+def test_a_listing_of_large_notes_stays_under_one_mebibyte_and_says_what_it_left_out(api_client, issued, route):
+    url = ROUTE_NOTES.format(route.key)
+    for index in range(100):  # 100 notes of 8000 four-byte characters: 3.2 MB of content
+        assert _save(api_client, issued.access_token, url, f"{index:03d}" + "😀" * 7997).status_code == 200
+
+    response = api_client.get(url, {"limit": 100}, **bearer(issued.access_token))
+
+    body = response.json()
+    assert response.status_code == 200
+    assert len(response.content) <= 1024 * 1024
+    assert (body["truncated"], len(body["memories"]) + body["omitted"]) == (True, 100)
+    assert body["memories"][0]["content"].startswith("099")  # the newest first, whole
+    assert len(body["memories"][0]["content"]) == 8000
+
+
+def test_a_listing_that_fits_carries_no_truncation_fields(api_client, issued, route):
+    url = ROUTE_NOTES.format(route.key)
+    _save(api_client, issued.access_token, url, "短笔记")
+    body = api_client.get(url, **bearer(issued.access_token)).json()
+    assert "truncated" not in body and "omitted" not in body

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
-from apps.core.jsonbytes import iso_utc
+from apps.core.jsonbytes import iso_utc, json_bytes
 from apps.ledger.models import MemoryNote
 from apps.ledger.selectors import (
     PROJECT_NOTES_LIMIT_DEFAULT,
@@ -37,8 +37,24 @@ def _note(note: MemoryNote) -> dict:
     return {"id": str(note.pk), "content": note.content, "updated_at": iso_utc(note.updated_at)}
 
 
-def _listing(scope: str, notes: list[MemoryNote]) -> dict:
-    return {"schema_version": MEMORIES_SCHEMA, "scope": scope, "memories": [_note(note) for note in notes]}
+# Agent hosts refuse answers over 1 MiB; a listing stays well under it whatever the notes hold.
+LISTING_MAX_BYTES = 1024 * 1024 - 16 * 1024
+
+
+def _listing(scope: str, notes: list[MemoryNote], *, max_bytes: int = LISTING_MAX_BYTES) -> dict:
+    """The newest notes that fit `max_bytes` of JSON, whole notes only; when some are left out,
+    `truncated` is true and `omitted` counts them (ask again with a smaller `limit`)."""
+    listing: dict = {"schema_version": MEMORIES_SCHEMA, "scope": scope, "memories": []}
+    used = json_bytes({**listing, "truncated": True, "omitted": len(notes)})
+    for index, note in enumerate(notes):
+        entry = _note(note)
+        size = json_bytes(entry) + 1  # and its comma
+        if used + size > max_bytes:
+            listing.update(truncated=True, omitted=len(notes) - index)
+            break
+        listing["memories"].append(entry)
+        used += size
+    return listing
 
 
 def _saved(status: str, note: MemoryNote) -> dict:
