@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "apps.tools",
     "apps.ledger",
     "apps.runtime",
+    "apps.demo_business",  # its URLs are mounted only when DEMO_BUSINESS_ENABLED
 ]
 
 MIDDLEWARE = [
@@ -148,7 +149,7 @@ BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_0
 # Path prefixes whose responses are never cached, and those whose errors are JSON: the
 # /agent-auth/ pages for people (authorize, login) answer their errors as HTML pages.
 BAILING_NO_STORE_PREFIXES = ("/agent-auth/", "/agent-api/")
-BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz", "/readyz")
+BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz", "/readyz", "/demo-business/")
 # ...except the browser pages of agent auth, whose errors are HTML pages for a person.
 BAILING_HTML_ERROR_PREFIXES = ("/agent-auth/authorize", "/agent-auth/login")
 
@@ -272,3 +273,14 @@ CELERY_BEAT_SCHEDULE = {
 # Tool providers' signing secrets are encrypted at rest with these Fernet keys, newest first; the
 # first encrypts, all decrypt (apps.tools.crypto). Required when DEBUG is off.
 TOOL_SECRET_KEYS = env.list("TOOL_SECRET_KEYS", default=[])
+
+# The demo business system (apps.demo_business) under /demo-business/: a small shop that verifies
+# the hub's signed calls like any business backend. On by default only in development; when on
+# outside development it needs its own signing secret (the provider secret it is registered with).
+DEMO_BUSINESS_ENABLED = env.bool("DEMO_BUSINESS_ENABLED", default=DEBUG)
+DEMO_BUSINESS_SIGNING_SECRET = env.str("DEMO_BUSINESS_SIGNING_SECRET", default="") or (
+    "bailinghub-demo-business-development-signing-key" if DEBUG else "")
+if DEMO_BUSINESS_ENABLED and not DEMO_BUSINESS_SIGNING_SECRET:
+    raise ImproperlyConfigured(
+        "DEMO_BUSINESS_SIGNING_SECRET is required when DEMO_BUSINESS_ENABLED is on and DEBUG is off "
+        "(or set DEMO_BUSINESS_ENABLED=false).")

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
@@ -15,6 +16,11 @@ urlpatterns = [
     path("agent-api/v1/", include("apps.runtime.api.urls")),
     path("api/v1/builder/", include("apps.knowledge.api.urls")),
 ]
+
+# The demo business system is a separate backend that happens to share the process; it is not
+# mounted at all unless enabled (on by default only in development).
+if settings.DEMO_BUSINESS_ENABLED:
+    urlpatterns.append(path("demo-business/", include("apps.demo_business.urls")))
 
 handler403 = "apps.core.views.permission_denied"
 handler404 = "apps.core.views.not_found"

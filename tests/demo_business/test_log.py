@@ -1,0 +1,70 @@
+"""The request log, over HTTP as a hub test would read it, and under concurrent re-sends."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from apps.demo_business.models import RequestLogEntry, StockAdjustment, StockLevel
+
+from .conftest import ShopClient
+
+ADJUST = "/demo-business/stock-adjustments"
+RECEIVE = {"sku": "SKU-1005", "direction": "increase", "quantity": 7, "reason": "Goods received"}
+
+
+@pytest.mark.django_db
+def test_the_log_lists_each_request_and_its_outcome(shop, client):
+    shop.get("/demo-business/orders/SO-240001")
+    shop.post(ADJUST, RECEIVE, key="adj-9", job_id="job-9")
+    shop.post(ADJUST, RECEIVE, key="adj-9", job_id="job-9")
+    shop.get("/demo-business/orders/SO-240001", secret="wrong")
+    entries = client.get("/demo-business/_log").json()["entries"]
+    assert [(entry["operation"], entry["status"], entry["outcome"], entry["error"]) for entry in entries] == [
+        ("get_order_status", 200, "read", ""),
+        ("adjust_stock", 200, "applied", ""),
+        ("adjust_stock", 200, "replayed", ""),
+        ("get_order_status", 401, "rejected", "invalid_signature"),
+    ]
+    assert (entries[1]["job_id"], entries[1]["idempotency_key"], entries[1]["path"]) == ("job-9", "adj-9", ADJUST)
+
+
+@pytest.mark.django_db
+def test_the_log_filters_by_operation_and_position(shop, client):
+    shop.get("/demo-business/orders/SO-240001")
+    shop.post(ADJUST, RECEIVE, key="adj-1")
+    shop.post(ADJUST, RECEIVE, key="adj-2")
+    entries = client.get("/demo-business/_log?operation=adjust_stock").json()["entries"]
+    later = client.get(f"/demo-business/_log?operation=adjust_stock&after={entries[0]['id']}").json()["entries"]
+    assert [entry["idempotency_key"] for entry in entries] == ["adj-1", "adj-2"]
+    assert [entry["idempotency_key"] for entry in later] == ["adj-2"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_resends_of_one_write_take_effect_once(mounted):
+    answers: list[tuple[int, dict]] = []
+    barrier = threading.Barrier(8)
+
+    def send():
+        try:
+            shop = ShopClient(Client())
+            barrier.wait()
+            response = shop.post(ADJUST, RECEIVE, key="adj-concurrent")
+            answers.append((response.status_code, response.json()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 8
+    assert {status for status, _ in answers} == {200}
+    assert len({body["adjustment_id"] for _, body in answers}) == 1
+    assert StockAdjustment.objects.count() == 1
+    assert StockLevel.objects.get(sku="SKU-1005").on_hand == 82
+    assert sorted(RequestLogEntry.objects.values_list("outcome", flat=True)) == ["applied"] + ["replayed"] * 7
