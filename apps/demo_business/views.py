@@ -145,7 +145,14 @@ def openapi(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def log(request: HttpRequest) -> JsonResponse:
-    """The request log for tests and the curious: ``?operation=`` and ``?after=<id>`` narrow it."""
+    """The request log, signed like every call (it names the people agents acted for):
+    ``?operation=`` and ``?after=<id>`` narrow it. Not itself logged."""
+    try:
+        verify_request(secret=settings.DEMO_BUSINESS_SIGNING_SECRET, method=request.method,
+                       path_with_query=signed_target(request), body=request.body, headers=request.headers,
+                       now=time.time())
+    except InvalidSignature:
+        return _json(SignatureRejected.status, SignatureRejected().as_dict())
     after = request.GET.get("after", "0")
     entries = selectors.request_log(operation=request.GET.get("operation", ""),
                                     after_id=int(after) if after.isdigit() else 0)

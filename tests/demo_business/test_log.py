@@ -17,12 +17,12 @@ RECEIVE = {"sku": "SKU-1005", "direction": "increase", "quantity": 7, "reason": 
 
 
 @pytest.mark.django_db
-def test_the_log_lists_each_request_and_its_outcome(shop, client):
+def test_the_log_lists_each_request_and_its_outcome(shop):
     shop.get("/demo-business/orders/SO-240001")
     shop.post(ADJUST, RECEIVE, key="adj-9", job_id="job-9")
     shop.post(ADJUST, RECEIVE, key="adj-9", job_id="job-9")
     shop.get("/demo-business/orders/SO-240001", secret="wrong")
-    entries = client.get("/demo-business/_log").json()["entries"]
+    entries = shop.get("/demo-business/_log").json()["entries"]
     assert [(entry["operation"], entry["status"], entry["outcome"], entry["error"]) for entry in entries] == [
         ("get_order_status", 200, "read", ""),
         ("adjust_stock", 200, "applied", ""),
@@ -33,14 +33,22 @@ def test_the_log_lists_each_request_and_its_outcome(shop, client):
 
 
 @pytest.mark.django_db
-def test_the_log_filters_by_operation_and_position(shop, client):
+def test_the_log_filters_by_operation_and_position(shop):
     shop.get("/demo-business/orders/SO-240001")
     shop.post(ADJUST, RECEIVE, key="adj-1")
     shop.post(ADJUST, RECEIVE, key="adj-2")
-    entries = client.get("/demo-business/_log?operation=adjust_stock").json()["entries"]
-    later = client.get(f"/demo-business/_log?operation=adjust_stock&after={entries[0]['id']}").json()["entries"]
+    entries = shop.get("/demo-business/_log?operation=adjust_stock").json()["entries"]
+    later = shop.get(f"/demo-business/_log?operation=adjust_stock&after={entries[0]['id']}").json()["entries"]
     assert [entry["idempotency_key"] for entry in entries] == ["adj-1", "adj-2"]
     assert [entry["idempotency_key"] for entry in later] == ["adj-2"]
+
+
+@pytest.mark.django_db
+def test_the_log_is_not_served_unsigned(shop, client):
+    shop.get("/demo-business/orders/SO-240001", on_behalf_of="王芳")
+    response = client.get("/demo-business/_log")
+    assert (response.status_code, response.json()["error"]) == (401, "invalid_signature")
+    assert RequestLogEntry.objects.count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
