@@ -132,7 +132,9 @@ class KnowledgeBaseForm(forms.ModelForm):
         except StrategyInvalid as exc:
             for key, field_messages in exc.fields.items():
                 field = key.removeprefix("chunk_strategy.")
-                self.add_error(field if field in STRATEGY_FIELDS else None, field_messages)
+                # The builder API's messages name fields by key; here they have labels.
+                readable = [m.replace("max_chars", "the maximum characters") for m in field_messages]
+                self.add_error(field if field in STRATEGY_FIELDS else None, readable)
             return data
         data["chunk_strategy"] = strategy.public()
         return data

@@ -83,8 +83,10 @@ def test_an_operator_creates_a_kb_uploads_a_batch_and_watches_it_complete(logged
     page.fill("input[name=overlap_chars]", "200")
     page.click("input[name=_continue]")
     # An overlap over half the maximum is refused next to its field; nothing is created.
-    assert "Must be between 0 and half of max_chars." in page.locator(".field-overlap_chars .errorlist").inner_text()
+    error = page.locator(".field-overlap_chars .errorlist").inner_text()
+    assert error == "Must be between 0 and half of the maximum characters."
     assert KnowledgeBase.objects.count() == 0
+    page.locator(".field-overlap_chars").screenshot(path=str(SHOTS / "kb_form_overlap_error.png"))
     page.fill("input[name=overlap_chars]", "30")
     page.click("input[name=_continue]")
     page.wait_for_url(re.compile(r"/admin/knowledge/knowledgebase/[0-9a-f-]+/change/$"))

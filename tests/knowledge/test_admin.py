@@ -67,7 +67,8 @@ def test_an_invalid_overlap_is_shown_next_to_its_field_and_nothing_is_created(br
         "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
     })
     assert response.status_code == 200
-    assert response.context["adminform"].form.errors == {"overlap_chars": ["Must be between 0 and half of max_chars."]}
+    assert response.context["adminform"].form.errors == {
+        "overlap_chars": ["Must be between 0 and half of the maximum characters."]}
     assert "field-overlap_chars" in response.content.decode()
     assert KnowledgeBase.objects.count() == 0
 
