@@ -318,3 +318,75 @@ def test_kb_of_another_dataset_is_refused_and_changes_nothing(tmp_path):
         _bench(tmp_path, "--mode", "keyword", "--kb", str(kb.pk), name="second.json")
     assert _counts() == counts
     assert not (tmp_path / "second.json").exists()
+
+
+def test_split_reports_each_fold_on_its_own_queries(tmp_path):
+    from apps.knowledge.management.commands.bench_retrieval import fold_of
+
+    report, stdout = _bench(tmp_path, "--mode", "keyword", "--split")
+    folds = report["modes"]["keyword"]
+    expected = {fold: sum(1 for q in MINI.queries if fold_of(q["id"]) == fold) for fold in "AB"}
+    assert {fold: folds[fold]["queries"] for fold in "AB"} == expected
+    assert expected["A"] and expected["B"]  # the mini set's ids fall in both folds
+    assert {key: folds["A"][key] for key in PERFECT} == PERFECT
+    assert "keyword A" in stdout and "keyword B" in stdout
+
+
+def test_folds_follow_the_query_id_not_the_file_order():
+    from apps.knowledge.management.commands.bench_retrieval import fold_of
+
+    ids = [f"q{i}" for i in range(200)]
+    assert [fold_of(i) for i in ids] == [fold_of(i) for i in ids]
+    assert 70 < sum(fold_of(i) == "A" for i in ids) < 130
+
+
+def test_grid_chooses_on_one_fold_and_reports_on_the_other(tmp_path):
+    report, stdout = _bench(tmp_path, "--mode", "keyword", "--split", "--grid",
+                            "dense_weight=0.0,adaptive;search_candidates=5,50")
+    assert [entry["parameters"] for entry in report["grid"]] == [
+        {"dense_weight": 0.0, "search_candidates": 5}, {"dense_weight": 0.0, "search_candidates": 50},
+        {"dense_weight": None, "search_candidates": 5}, {"dense_weight": None, "search_candidates": 50}]
+    # A dense weight of 0 is pure keyword ranking: perfect on this set, on both folds.
+    assert report["grid"][0]["folds"]["A"]["ndcg@10"] == report["grid"][0]["folds"]["B"]["ndcg@10"] == 1.0
+    assert re.search(r"chosen on A: .* -> held-out B: nDCG@10 1\.0000", stdout)
+    assert re.search(r"chosen on B: .* -> held-out A: nDCG@10 1\.0000", stdout)
+
+
+@pytest.mark.parametrize(("grid", "message"), [
+    ("no_such_key=1", "unknown key"),
+    ("search_candidates=", "unknown key or no values"),
+    ("search_candidates=many", "needs numbers"),
+    ("fusion=mean", "convex or rrf"),
+    ("search_candidates=0", "must be ≥ 1"),
+])
+def test_a_bad_grid_is_refused_before_anything_is_loaded(tmp_path, grid, message):
+    counts = _counts()
+    with pytest.raises(CommandError, match=message):
+        _bench(tmp_path, "--grid", grid)
+    assert _counts() == counts
+
+
+def test_a_document_a_worker_claimed_first_is_awaited_not_skipped(tmp_path, monkeypatch):
+    """Another process (a worker on the same database) ingests the document: the bench waits for
+    its outcome instead of stopping with `skipped`."""
+    from apps.knowledge import ingest
+
+    real = ingest.document_ingest
+
+    def worker_got_there_first(*, document_id, run_token=None):
+        real(document_id=document_id)  # the "worker" finishes it
+        return "skipped"  # what the bench's own call sees
+
+    monkeypatch.setattr(ingest, "document_ingest", worker_got_there_first)
+    report, _ = _bench(tmp_path, "--mode", "keyword")
+    assert {key: report["modes"]["keyword"][key] for key in PERFECT} == PERFECT
+
+
+def test_a_database_without_migrations_says_what_to_run(tmp_path, monkeypatch):
+    from django.db.migrations.executor import MigrationExecutor
+
+    monkeypatch.setattr(MigrationExecutor, "migration_plan", lambda self, targets: [("knowledge", "9999")])
+    counts = _counts()
+    with pytest.raises(CommandError, match=r"1 unapplied migration\(s\): run `python manage.py migrate` first"):
+        _bench(tmp_path)
+    assert _counts() == counts

@@ -16,11 +16,18 @@ latency p50/p95/p99 excluding the query embedding (reported separately), and ing
 vectors plus noise (so latency and quality at scale are measured without embedding N texts).
 Say so with the figures.
 `--keep` keeps the loaded KB and `--kb UUID` searches it again (loading 1M chunks takes long).
+
+An honest protocol: `--split` divides the queries in two folds by a hash of the query id and prints
+every figure per fold. `--grid "key=v1,v2;key2=v3,v4"` (keys of KNOWLEDGE_RETRIEVAL, or
+`dense_weight` — a number or `adaptive` — and `fusion`) evaluates every combination in hybrid mode
+and, with `--split`, chooses the best on one fold and reports it on the other, both ways: a figure
+scored on the queries it was tuned on is not a result.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import random
@@ -29,14 +36,15 @@ import statistics
 import time
 import uuid
 from collections import defaultdict
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from apps.knowledge import ingest, selectors, services
@@ -84,6 +92,100 @@ def metrics(ranked: list[str], relevant: set[str], k: int = 10) -> tuple[float, 
     return (dcg / ideal if ideal else 0.0), recall, mrr
 
 
+def fold_of(query_id: str) -> str:
+    """The fold of a query: "A" or "B" by the parity of the SHA-256 of its id (stable across runs
+    and machines, independent of the file's order)."""
+    return "AB"[hashlib.sha256(query_id.encode("utf-8")).digest()[-1] % 2]
+
+
+def summarise(runs: dict[str, tuple], queries: list[dict]) -> dict:
+    rows = [runs[q["id"]] for q in queries]
+    if not rows:
+        raise CommandError("a fold has no query: use more queries (--limit-queries) or no --split")
+    latencies, embed_ms = [r[1] for r in rows], [r[2] for r in rows]
+    return {
+        "queries": len(rows),
+        "ndcg@10": round(statistics.fmean(r[0][0] for r in rows), 4),
+        "recall@10": round(statistics.fmean(r[0][1] for r in rows), 4),
+        "mrr@10": round(statistics.fmean(r[0][2] for r in rows), 4),
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p95_ms": round(percentile(latencies, 95), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
+        "query_embedding_p50_ms": round(percentile(embed_ms, 50), 2),
+    }
+
+
+def parse_grid(text: str) -> dict[str, list]:
+    """`"key=v1,v2;key2=v3"` → {key: [values]}; numbers parsed, `adaptive` (dense_weight) is None."""
+    from apps.knowledge.pipeline.retrieval_settings import RetrievalSettings
+
+    known = {f.name for f in fields(RetrievalSettings)} | {"dense_weight", "fusion"}
+    grid: dict[str, list] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        key, _, values = part.partition("=")
+        key = key.strip()
+        if key not in known or not values.strip():
+            raise CommandError(f"--grid: unknown key or no values in {part!r}; keys: {', '.join(sorted(known))}")
+        parsed = []
+        for value in (v.strip() for v in values.split(",")):
+            if key == "fusion":
+                if value not in {"convex", "rrf"}:
+                    raise CommandError(f"--grid: fusion is convex or rrf, not {value!r}")
+                parsed.append(value)
+            elif key == "dense_weight" and value == "adaptive":
+                parsed.append(None)
+            else:
+                try:
+                    number = float(value)
+                except ValueError:
+                    raise CommandError(f"--grid: {key} needs numbers, not {value!r}") from None
+                parsed.append(int(number) if number.is_integer() and key != "dense_weight" else number)
+        grid[key] = parsed
+    if not grid:
+        raise CommandError("--grid needs at least one key=values")
+    try:
+        for combination in grid_combinations(grid):
+            RetrievalSettings.from_mapping({k: v for k, v in combination.items()
+                                            if k not in {"dense_weight", "fusion"}})
+    except ImproperlyConfigured as exc:
+        raise CommandError(f"--grid: {exc}") from None
+    return grid
+
+
+def grid_combinations(grid: dict[str, list]) -> list[dict]:
+    keys = sorted(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def _require_migrated() -> None:
+    from django.db.migrations.executor import MigrationExecutor
+
+    try:
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        raise CommandError(f"The database cannot be read ({type(exc).__name__}); is it running?") from None
+    if pending:
+        raise CommandError(f"The database has {len(pending)} unapplied migration(s): run "
+                           "`python manage.py migrate` first (with the embedded servers: "
+                           "`python -m bailinghub.embedded exec -- .venv/bin/python manage.py migrate`).")
+
+
+def _await_outcome(document_id, timeout: float = 3600.0) -> str:
+    """The final status of a document another process is ingesting (completed, failed: …)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        document = Document.objects.filter(pk=document_id).values("status", "error_code").first()
+        if document is None:
+            return "deleted"
+        if document["status"] == Document.Status.COMPLETED:
+            return "completed"
+        if document["status"] == Document.Status.FAILED:
+            return f"failed: {document['error_code']}"
+        time.sleep(0.2)
+    return "still running after an hour"
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -121,6 +223,11 @@ class Command(BaseCommand):
                             help="candidates per channel (default: KNOWLEDGE_RETRIEVAL search_candidates, 50)")
         parser.add_argument("--max-chars", type=int, default=None,
                             help="the KB's auto chunk size (default: KNOWLEDGE_DEFAULT_CHUNK_STRATEGY)")
+        parser.add_argument("--split", action="store_true",
+                            help="two folds by a hash of the query id; figures per fold")
+        parser.add_argument("--grid", default=None, metavar='"key=v1,v2;key=v3"',
+                            help="hybrid parameter grid (KNOWLEDGE_RETRIEVAL keys, dense_weight, fusion); "
+                                 "with --split, chosen on one fold and reported on the other")
         parser.add_argument("--keep", action="store_true", help="keep the scratch KB afterwards")
         parser.add_argument("--kb", default=None, metavar="UUID",
                             help="search a KB kept by an earlier --keep run of the same dataset instead of "
@@ -135,6 +242,8 @@ class Command(BaseCommand):
             raise CommandError("--limit-queries must be at least 1")
         if o["scale"] < 0:
             raise CommandError("--scale must not be negative")
+        _require_migrated()
+        o["grid"] = parse_grid(o["grid"]) if o["grid"] else None
         corpus, queries, qrels = load_dataset(folder, o["limit_queries"])
         if not queries:
             raise CommandError(f"no query in {folder / 'queries.jsonl'} has a relevant passage in qrels.tsv")
@@ -200,18 +309,29 @@ class Command(BaseCommand):
         doc_of = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"))
         id_of_file = {_file_for(p).name: p["id"] for p in corpus}
         modes = ["keyword", "vector", "hybrid"] if o["mode"] == "all" else [o["mode"]]
-        results = {}
+        folds = {"all": queries}
+        if o["split"]:
+            folds = {"A": [q for q in queries if fold_of(q["id"]) == "A"],
+                     "B": [q for q in queries if fold_of(q["id"]) == "B"]}
+        results: dict = {}
         for mode in modes:
-            results[mode] = self._run_mode(kb, mode, queries, qrels, doc_of, id_of_file, o)
-            r = results[mode]
-            self.stdout.write(
-                f"{folder.name:>22} {mode:>7}  nDCG@10 {r['ndcg@10']:.4f}  Recall@10 {r['recall@10']:.4f}  "
-                f"MRR@10 {r['mrr@10']:.4f}  p50 {r['p50_ms']:.1f} ms  p95 {r['p95_ms']:.1f} ms  "
-                f"p99 {r['p99_ms']:.1f} ms  (query embedding p50 {r['query_embedding_p50_ms']:.1f} ms)"
-            )
+            runs = self._run_mode(kb, mode, queries, qrels, doc_of, id_of_file, o)
+            results[mode] = {}
+            for fold, members in folds.items():
+                r = results[mode][fold] = summarise(runs, members)
+                label = mode if fold == "all" else f"{mode} {fold}"
+                self.stdout.write(
+                    f"{folder.name:>22} {label:>9}  nDCG@10 {r['ndcg@10']:.4f}  Recall@10 {r['recall@10']:.4f}  "
+                    f"MRR@10 {r['mrr@10']:.4f}  p50 {r['p50_ms']:.1f} ms  p95 {r['p95_ms']:.1f} ms  "
+                    f"p99 {r['p99_ms']:.1f} ms  (query embedding p50 {r['query_embedding_p50_ms']:.1f} ms)"
+                )
+            if not o["split"]:
+                results[mode] = results[mode]["all"]
         report = {"dataset": folder.name, "embedder": kb.embedding_model.name, "ingest_s": round(ingest_s, 2),
                   "chunks": ingest_info["chunks"], "scale": o["scale"], "queries": len(queries),
-                  "fusion": o["fusion"], "modes": results}
+                  "fusion": o["fusion"], "split": o["split"], "modes": results}
+        if o["grid"]:
+            report["grid"] = self._grid(kb, folder, queries, qrels, doc_of, id_of_file, o, folds)
         if o["json_path"]:
             Path(o["json_path"]).write_text(json.dumps(report, indent=2, ensure_ascii=False))
 
@@ -234,6 +354,9 @@ class Command(BaseCommand):
             for document in documents:
                 outcome = ingest.document_ingest(document_id=document.pk)
                 if outcome != "completed":
+                    # A worker on the same database may have claimed it first: wait for its outcome.
+                    outcome = _await_outcome(document.pk)
+                if outcome != "completed":
                     raise CommandError(f"{document.filename}: {outcome}")
             self.stdout.write(f"  {min(start + 500, len(corpus))}/{len(corpus)} passages "
                               f"({time.perf_counter() - started:.0f} s)")
@@ -242,31 +365,47 @@ class Command(BaseCommand):
         embedded = EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).count() - cached_before
         return seconds, {"chunks": chunks, "embedded": embedded}
 
-    def _run_mode(self, kb, mode, queries, qrels, doc_of, id_of_file, o) -> dict:
-        scores, latencies, embed_ms = [], [], []
+    def _grid(self, kb, folder, queries, qrels, doc_of, id_of_file, o, folds) -> list[dict]:
+        """Every combination of the grid in hybrid mode; with two folds, the best on each fold
+        reported on the other."""
+        evaluated = []
+        for combination in grid_combinations(o["grid"]):
+            knobs = {k: v for k, v in combination.items() if k not in {"dense_weight", "fusion"}}
+            run_o = {**o, "dense_weight": combination.get("dense_weight", o["dense_weight"]),
+                     "fusion": combination.get("fusion", o["fusion"])}
+            with override_settings(KNOWLEDGE_RETRIEVAL={**settings.KNOWLEDGE_RETRIEVAL, **knobs}):
+                runs = self._run_mode(kb, "hybrid", queries, qrels, doc_of, id_of_file, run_o)
+            scores = {fold: summarise(runs, members) for fold, members in folds.items()}
+            evaluated.append({"parameters": combination, "folds": scores})
+            self.stdout.write(f"{folder.name:>22}  grid {json.dumps(combination, ensure_ascii=False)}  " + "  ".join(
+                f"{fold} nDCG@10 {r['ndcg@10']:.4f}" for fold, r in scores.items()))
+        if set(folds) == {"A", "B"}:
+            for tuned, held_out in (("A", "B"), ("B", "A")):
+                best = max(evaluated, key=lambda e: e["folds"][tuned]["ndcg@10"])
+                r = best["folds"][held_out]
+                self.stdout.write(
+                    f"{folder.name:>22}  chosen on {tuned}: {json.dumps(best['parameters'], ensure_ascii=False)} "
+                    f"-> held-out {held_out}: nDCG@10 {r['ndcg@10']:.4f}  Recall@10 {r['recall@10']:.4f}  "
+                    f"MRR@10 {r['mrr@10']:.4f}")
+        return evaluated
+
+    def _run_mode(self, kb, mode, queries, qrels, doc_of, id_of_file, o) -> dict[str, tuple]:
+        """{query id: ((nDCG, recall, MRR), search ms without the query embedding, embedding ms)}."""
+        runs: dict[str, tuple] = {}
         options = SearchOptions(top_k=o["top_k"] * 3, mode=mode, fusion=o["fusion"],
                                 dense_weight=o["dense_weight"], rollup=False, candidate_k=o["candidates"])
         kbs = [kb]
         for query in queries:
             result = selectors.knowledge_search(kbs=kbs, query=query["text"], options=options)
             embedding = result.timings_ms.get("query_embedding_ms", 0.0)
-            latencies.append(result.timings_ms["total_ms"] - embedding)
-            embed_ms.append(embedding)
             ranked: list[str] = []
             for hit in result.hits:
                 passage = id_of_file.get(doc_of.get(hit.document_id))
                 if passage and passage not in ranked:
                     ranked.append(passage)
-            scores.append(metrics(ranked, qrels[query["id"]], o["top_k"]))
-        return {
-            "ndcg@10": round(statistics.fmean(s[0] for s in scores), 4),
-            "recall@10": round(statistics.fmean(s[1] for s in scores), 4),
-            "mrr@10": round(statistics.fmean(s[2] for s in scores), 4),
-            "p50_ms": round(percentile(latencies, 50), 2),
-            "p95_ms": round(percentile(latencies, 95), 2),
-            "p99_ms": round(percentile(latencies, 99), 2),
-            "query_embedding_p50_ms": round(percentile(embed_ms, 50), 2),
-        }
+            runs[query["id"]] = (metrics(ranked, qrels[query["id"]], o["top_k"]),
+                                 result.timings_ms["total_ms"] - embedding, embedding)
+        return runs
 
     def _distractors(self, kb: KnowledgeBase, model: EmbeddingModel, count: int, sentences: list[str]) -> None:
         """N child chunks in one synthetic, completed document of the KB's active generation."""
