@@ -89,3 +89,12 @@ def test_the_shop_uses_the_configured_secret(shop, settings):
     settings.DEMO_BUSINESS_SIGNING_SECRET = "rotated-" + TEST_SECRET
     response = shop.get("/demo-business/orders/SO-240001")
     assert response.status_code == 401
+
+
+@pytest.mark.django_db
+def test_the_raw_request_target_is_what_is_verified_when_the_server_gives_it(shop, client):
+    # gunicorn passes the request line's target as RAW_URI; it is verified as sent, with an
+    # encoding Django's own re-encoding of the path would not reproduce.
+    raw = "/demo-business/orders/SO%2D240001"
+    response = client.get(raw, headers=shop.headers("GET", raw, b""), RAW_URI=raw)
+    assert (response.status_code, response.json()["order_id"]) == (200, "SO-240001")

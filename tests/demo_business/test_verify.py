@@ -119,3 +119,8 @@ def test_the_helper_imports_only_the_standard_library():
                 if isinstance(node, ast.ImportFrom) and node.level == 0}
     assert modules - {"__future__"} <= set(sys.stdlib_module_names)
     assert modules >= {"hmac", "hashlib"}
+
+
+def test_a_known_vector_for_implementations_to_mirror():
+    assert signed() == {"X-Bailing-Signature": "v1=690840eca16d429063bb79b5b4088426605572d1dc31211a41c9db6156c9f914",
+                        "X-Bailing-Timestamp": "1795000000"}
