@@ -72,8 +72,9 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "route__project"
-    list_display = ["id", "route", "conversation", "client_turn_id", "state", "knowledge_delivery", "context_bytes",
-                    "prepare_ms", "knowledge_ms", "created_at", "completed_at"]
+    # Few columns, so the list fits beside the filters; the run page has everything else.
+    list_display = ["created_at", "route", "conversation", "state", "knowledge_delivery", "context_bytes",
+                    "prepare_ms"]
     list_filter = ["state", ("route", admin.RelatedOnlyFieldListFilter), ("created_at", admin.DateFieldListFilter),
                    "knowledge_delivery"]
     date_hierarchy = "created_at"
