@@ -29,3 +29,29 @@ class ToolProviderNotFound(ApiError):
     code = "tool_provider_not_found"
     status = 404
     message = "Tool provider not found."
+
+
+class RouteToolsInvalid(ApiError):
+    """A route's tool sources or tool policy were refused; ``field`` names the setting."""
+
+    code = "invalid_request"
+    status = 400
+    message = "The route's tool settings are invalid."
+
+
+class AgentDirectDisabled(ApiError):
+    code = "agent_direct_disabled"
+    status = 403
+    message = "Direct business tools are switched off on this route."
+
+
+class ToolNotFound(ApiError):
+    code = "tool_not_found"
+    status = 404
+    message = "No tool of that name is authorized for this session on this route."
+
+
+class CapabilityChanged(ApiError):
+    code = "capability_changed"
+    status = 409
+    message = "The route's capabilities changed since this revision; discover the tools again."

@@ -1,3 +1,4 @@
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -64,3 +65,21 @@ class Tool(BaseModel):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RouteToolSource(BaseModel):
+    """One provider a route draws tools from, with the exact operationIds it allows. The route's
+    tool policy (permission, ``tools.agent_direct``) lives on Route and is set with the source list
+    through ``apps.tools.route_tools.route_tools_set``, which checks the two together."""
+
+    route = models.ForeignKey("routes.Route", on_delete=models.CASCADE, related_name="tool_sources")
+    provider = models.ForeignKey(ToolProvider, on_delete=models.CASCADE, related_name="route_sources")
+    allowed_tools = ArrayField(models.CharField(max_length=64), default=list, blank=True, size=256)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["route", "provider"], name="route_tool_source_unique_provider")]
+        ordering = ["route", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.provider} → {self.route}"
