@@ -280,6 +280,8 @@ TOOL_SECRET_KEYS = env.list("TOOL_SECRET_KEYS", default=[])
 DEMO_BUSINESS_ENABLED = env.bool("DEMO_BUSINESS_ENABLED", default=DEBUG)
 DEMO_BUSINESS_SIGNING_SECRET = env.str("DEMO_BUSINESS_SIGNING_SECRET", default="") or (
     "bailinghub-demo-business-development-signing-key" if DEBUG else "")
+# Each signed call waits this long before it runs (tests of concurrency and timeouts); 0 in use.
+DEMO_BUSINESS_RESPONSE_DELAY_MS = env.int("DEMO_BUSINESS_RESPONSE_DELAY_MS", default=0)
 if DEMO_BUSINESS_ENABLED and not DEMO_BUSINESS_SIGNING_SECRET:
     raise ImproperlyConfigured(
         "DEMO_BUSINESS_SIGNING_SECRET is required when DEMO_BUSINESS_ENABLED is on and DEBUG is off "

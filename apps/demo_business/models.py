@@ -111,6 +111,9 @@ class RequestLogEntry(models.Model):
     job_id = models.CharField(max_length=255, blank=True)
     tool_scope = models.CharField(max_length=255, blank=True)
     on_behalf_of = models.CharField(max_length=255, blank=True)
+    # When the request arrived and when its answer was ready: the request was in flight in between,
+    # which is what a concurrency test counts.
+    received_at = models.DateTimeField(null=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -134,5 +137,6 @@ class RequestLogEntry(models.Model):
             "job_id": self.job_id,
             "tool_scope": self.tool_scope,
             "on_behalf_of": self.on_behalf_of,
+            "received_at": self.received_at.isoformat() if self.received_at else None,
             "created_at": self.created_at.isoformat(),
         }

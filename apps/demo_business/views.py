@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
@@ -60,6 +61,7 @@ def operation(name: str, *, method: str, write: bool, run: Callable[[Call], dict
 
     @csrf_exempt
     def view(request: HttpRequest, **kwargs: str) -> HttpResponse:
+        received_at = timezone.now()
         body = request.body
         headers = bailing_headers(request.headers)
         signature_valid = False
@@ -74,6 +76,9 @@ def operation(name: str, *, method: str, write: bool, run: Callable[[Call], dict
             except InvalidSignature as exc:
                 raise SignatureRejected(detail=exc.reason) from None
             signature_valid = True
+            if settings.DEMO_BUSINESS_RESPONSE_DELAY_MS:
+                # A slow backend on purpose, outside any transaction: lets tests see calls in flight.
+                time.sleep(settings.DEMO_BUSINESS_RESPONSE_DELAY_MS / 1000)
             call = Call(kwargs=kwargs, params=request.GET.dict(), body=body, on_behalf_of=headers.on_behalf_of)
             if write:
                 key = _idempotency_key(headers.idempotency_key)
@@ -94,7 +99,7 @@ def operation(name: str, *, method: str, write: bool, run: Callable[[Call], dict
             operation=name, method=request.method, path=request.get_full_path(), status_code=response.status_code,
             outcome=outcome, error=error, detail=detail, signature_valid=signature_valid,
             idempotency_key=headers.idempotency_key, job_id=headers.job_id, tool_scope=headers.tool_scope,
-            on_behalf_of=headers.on_behalf_of)
+            on_behalf_of=headers.on_behalf_of, received_at=received_at)
         return response
 
     view.__name__ = name

@@ -76,3 +76,44 @@ def test_concurrent_resends_of_one_write_take_effect_once(mounted):
     assert StockAdjustment.objects.count() == 1
     assert StockLevel.objects.get(sku="SKU-1005").on_hand == 82
     assert sorted(RequestLogEntry.objects.values_list("outcome", flat=True)) == ["applied"] + ["replayed"] * 7
+
+
+def most_in_flight(entries: list[RequestLogEntry]) -> int:
+    events = sorted([(entry.received_at, 1) for entry in entries] + [(entry.created_at, -1) for entry in entries])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_log_shows_how_many_calls_were_in_flight_at_once(mounted, settings):
+    settings.DEMO_BUSINESS_RESPONSE_DELAY_MS = 300
+    barrier = threading.Barrier(3)
+
+    def send(number: int):
+        try:
+            shop = ShopClient(Client())
+            barrier.wait()
+            shop.post("/demo-business/customers/C-1002/notes", {"note": f"call {number}"}, key=f"note-{number}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(number,)) for number in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    entries = list(RequestLogEntry.objects.all())
+    assert [entry.outcome for entry in entries] == ["applied"] * 3
+    assert most_in_flight(entries) == 3
+
+
+@pytest.mark.django_db
+def test_one_call_at_a_time_is_never_more_than_one_in_flight(shop):
+    shop.post("/demo-business/customers/C-1002/notes", {"note": "first"}, key="n-1")
+    shop.post("/demo-business/customers/C-1002/notes", {"note": "second"}, key="n-2")
+    entries = list(RequestLogEntry.objects.all())
+    assert all(entry.received_at <= entry.created_at for entry in entries)
+    assert most_in_flight(entries) == 1
