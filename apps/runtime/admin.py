@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge import services as knowledge_services
@@ -159,6 +159,16 @@ def route_dry_run(*, route: Route, question: str, page_title: str = "") -> DryRu
 class RouteConsoleAdmin(RouteAdmin):
     change_form_template = "admin/routes/route/change_form.html"
     inlines = [BindingInline]
+    list_display = [*RouteAdmin.list_display[:-1], "knowledge_sources", RouteAdmin.list_display[-1]]
+
+    def get_queryset(self, request):
+        same_project = Q(knowledge_bindings__knowledge_base__project_id=F("project_id"))
+        return super().get_queryset(request).annotate(knowledge_source_total=Count("knowledge_bindings",
+                                                                                   filter=same_project))
+
+    @admin.display(description="Knowledge sources", ordering="knowledge_source_total")
+    def knowledge_sources(self, route: Route) -> int:
+        return route.knowledge_source_total
 
     def get_inlines(self, request, obj):
         # A new route has no project's knowledge bases to offer yet: bind them once it is saved.

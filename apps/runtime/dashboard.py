@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, F, OuterRef, Q, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Window
+from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
@@ -63,16 +63,19 @@ def _ranked(queryset, *, partition: str, order: list, limit: int):
     ).filter(_rank__lte=limit)
 
 
+def _count_per_project(model) -> Coalesce:
+    """Rows of `model` in the outer project, as a subquery (two joined counts would multiply)."""
+    rows = model.objects.filter(project=OuterRef("pk")).order_by().values("project").annotate(n=Count("pk"))
+    return Coalesce(Subquery(rows.values("n")[:1]), 0)
+
+
 def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDashboard]:
     """One summary per project `user` may see (superusers: every project, the first
     PROJECTS_SHOWN by name), in the order of the project list."""
     now = now or timezone.now()
     projects = list(
         project_list_visible(user=user)
-        .annotate(
-            route_total=Count("routes", distinct=True),
-            kb_total=Count("knowledge_bases", distinct=True),
-        )
+        .annotate(route_total=_count_per_project(Route), kb_total=_count_per_project(KnowledgeBase))
         .order_by("name")[:PROJECTS_SHOWN]
     )
     if not projects:

@@ -381,3 +381,12 @@ def test_an_operator_of_another_project_cannot_dry_run_a_route(bound_route):
     assert response.status_code == 302
     assert response["Location"] == "/admin/"
     assert ledger_counts() == before
+
+
+def test_the_route_list_counts_each_routes_knowledge_sources(bound_route):
+    membership, route = bound_route
+    RouteFactory(project=route.project, key="no-knowledge")
+    response = _client_for(membership.user).get("/admin/routes/route/")
+    assert sorted((r.key, r.knowledge_source_total) for r in response.context["cl"].result_list) == [
+        ("no-knowledge", 0), ("store-assistant", 2)]
+    assert '<td class="field-knowledge_sources">2</td>' in response.content.decode()
