@@ -88,6 +88,16 @@ def _current_sources(route: Route) -> list[SourceSpec]:
             for source in RouteToolSource.objects.filter(route=route).select_related("provider").order_by("position")]
 
 
+def _policy_check(*, route: Route, allowed: dict[str, Tool]) -> None:
+    for field in ("write_tools", "force_approval_tools", "unattended_write_tools"):
+        _write_tools_check(field, getattr(route, field), allowed)
+    try:
+        route.full_clean()
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise RouteToolsInvalid(f"{field}: {messages[0]}", field=field) from None
+
+
 @transaction.atomic
 def route_tools_set(*, route: Route, sources: Sequence[SourceSpec] = UNSET, **policy: Any) -> Route:
     """Set a route's tool sources and/or tool policy, checked as a whole; a refusal writes nothing.
@@ -101,18 +111,22 @@ def route_tools_set(*, route: Route, sources: Sequence[SourceSpec] = UNSET, **po
     unknown = sorted(set(policy) - set(POLICY_FIELDS))
     if unknown:
         raise TypeError(f"route_tools_set() got unexpected policy fields: {', '.join(unknown)}")
-    route = Route.objects.select_for_update().get(pk=route.pk)
+    # One writer of a route's tools at a time; the policy not being changed is checked as stored.
+    locked = Route.objects.select_for_update().get(pk=route.pk)
+    for field in POLICY_FIELDS:
+        if field not in policy:
+            setattr(route, field, getattr(locked, field))
     new_sources = _current_sources(route) if sources is UNSET else list(sources)
     allowed = _sources_check(route=route, sources=new_sources)
+    previous = {field: getattr(route, field) for field in policy}
     for field, value in policy.items():
         setattr(route, field, value)
-    for field in ("write_tools", "force_approval_tools", "unattended_write_tools"):
-        _write_tools_check(field, getattr(route, field), allowed)
     try:
-        route.full_clean()
-    except ValidationError as exc:
-        field, messages = next(iter(exc.message_dict.items()))
-        raise RouteToolsInvalid(f"{field}: {messages[0]}", field=field) from None
+        _policy_check(route=route, allowed=allowed)
+    except RouteToolsInvalid:
+        for field, value in previous.items():  # the caller's instance stays as the database has it
+            setattr(route, field, value)
+        raise
     if policy:
         route.save(update_fields=[*policy, "updated_at"])
     if sources is not UNSET:

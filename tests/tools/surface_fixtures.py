@@ -6,8 +6,7 @@ import pytest
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.tools.conftest import TEST_SECRET_KEY
 from tests.tools.factories import STORE_SPEC, ToolProviderFactory
-
-STORE_TOOLS = ["product_lookup", "order_status", "stock_adjust", "order_refund", "customer_note"]
+from tests.tools.surface_helpers import STORE_TOOLS
 
 
 @pytest.fixture
@@ -26,8 +25,3 @@ def tool_route(route, store_provider):
     return route_tools_set(route=route, sources=[SourceSpec(provider=store_provider, allowed_tools=STORE_TOOLS)],
                            write_tools=["stock_adjust", "order_refund"], tools_direct_enabled=True)
 
-
-def store_spec_with(old: str, new: str) -> bytes:
-    text = STORE_SPEC.decode()
-    assert old in text
-    return text.replace(old, new, 1).encode()

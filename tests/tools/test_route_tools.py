@@ -6,7 +6,7 @@ from apps.tools.models import RouteToolSource
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.routes.factories import RouteFactory
 from tests.tools.factories import ToolProviderFactory
-from tests.tools.surface_fixtures import STORE_TOOLS
+from tests.tools.surface_helpers import STORE_TOOLS
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
 

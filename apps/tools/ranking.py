@@ -1,0 +1,84 @@
+"""The deterministic lexical order of capability search (ACC contract): pure, no database.
+
+Tiers, each deciding only between tools the tiers before it left tied:
+
+1. the tool's name equals the query;
+2. the name contains the query;
+3. the query appears inside name + scope + description;
+4. each query word found in the name (weight 3), the scope (2), the description (1);
+5. shared character bigrams between the query and name + scope + description, so a Chinese
+   query, which has no spaces to split words on, still ranks;
+6. the name, ascending.
+
+Nothing is filtered: a tool that scores zero everywhere still takes its place by name.
+Matching ignores case, and treats ``_``, ``-``, ``.`` and ``/`` in names and scopes as spaces,
+so ``order status`` finds ``order_status``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+QUERY_MAX_CHARS = 2000
+_SEPARATORS = re.compile(r"[\s_\-./:]+")
+_WORD = re.compile(r"\w+")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_WORD_WEIGHTS = (3, 2, 1)  # name, scope, description
+
+
+@dataclass(frozen=True)
+class RankText:
+    """What one tool offers to the lexical order."""
+
+    name: str
+    scope: str
+    description: str
+
+
+def query_clean(text: str) -> str:
+    """The query as searched: control characters removed (tab and newline become spaces), lone
+    surrogates dropped, outer whitespace trimmed, at most QUERY_MAX_CHARS characters."""
+    text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    text = _CONTROL.sub("", text)
+    text = "".join(ch for ch in text if not 0xD800 <= ord(ch) <= 0xDFFF)
+    return text.strip()[:QUERY_MAX_CHARS]
+
+
+def _norm(text: str) -> str:
+    return _SEPARATORS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def _bigrams(text: str) -> set[str]:
+    compact = "".join(_WORD.findall(text))
+    return {compact[i:i + 2] for i in range(len(compact) - 1)}
+
+
+def _key(query: str, words: list[str], query_bigrams: set[str], tool: RankText) -> tuple:
+    name, scope, description = _norm(tool.name), _norm(tool.scope), _norm(tool.description)
+    everything = f"{name} {scope} {description}"
+    word_score = 0
+    for word in words:
+        for weight, field in zip(_WORD_WEIGHTS, (name, scope, description), strict=True):
+            if word in field:
+                word_score += weight
+    shared = len(query_bigrams & _bigrams(everything)) if query_bigrams else 0
+    return (
+        -(bool(query) and name == query),
+        -(bool(query) and query in name),
+        -(bool(query) and query in everything),
+        -word_score,
+        -shared,
+        tool.name,
+    )
+
+
+def lexical_order(query: str, tools: Sequence[RankText]) -> list[int]:
+    """Indexes of ``tools`` in the contract's lexical order for ``query`` (all of them)."""
+    normalized = _norm(query)
+    words = list(dict.fromkeys(_WORD.findall(normalized)))
+    query_bigrams = _bigrams(normalized)
+    keys = [_key(normalized, words, query_bigrams, tool) for tool in tools]
+    return sorted(range(len(tools)), key=keys.__getitem__)

@@ -1,0 +1,214 @@
+"""The one place that decides which tools a caller may see and call on a route: its surface.
+
+Every agent endpoint that shows or uses tools (bootstrap, turns, capability search, tool detail,
+the legacy catalog, later invocations) reads ``route_surface``. The authorized surface (ACC
+contract) is: the route's tool sources (provider + exact allow list) ∩ enabled providers ∩
+enabled tools ∩ tools whose subject the principal satisfies; read-only tools always, a write tool
+only when the route's permission is ``full`` and the tool is listed in ``write_tools``. Nothing at
+all while ``tools.agent_direct`` is off. When knowledge is bound to the route, the built-in
+``kb_search`` and ``kb_read`` join it.
+
+``capability_revision`` is SHA-256 over a canonical JSON of: the route key, permission, audience,
+the ``agent_direct`` config, per source the provider name, enabled flag, SHA-256 of its base URL
+and of its spec, the allow list and every allowed tool's compiled execution-relevant fields and
+switch — and the public projection agents are shown (definitions, guidance). The runtime contract
+says the revision covers the compiled public projection and its bounded guidance, so rewording a
+description or guidance changes it; the provider secret, route name, prompt, ``max_tool_calls``
+and ``active_tool_limit`` do not take part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.agent_auth.models import AgentSession
+from apps.core.revisions import revision_of
+from apps.knowledge.selectors import route_knowledge_source_count
+from apps.routes.models import Route
+
+from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
+from .knowledge_tools import KNOWLEDGE_TOOLS
+from .models import RouteToolSource, Tool
+from .ranking import RankText, lexical_order
+from .selectors import tool_definition, tool_usage_guidance
+
+# The compiled fields the revision covers for every allowed tool (§2), beside the public projection.
+REVISION_TOOL_FIELDS = ("name", "method", "path", "scope", "risk", "approval_required", "approval_declared",
+                        "approval_rules", "approval_prompt", "subject_required", "readonly", "idempotent",
+                        "input_schema", "parameter_locations")
+LEXICAL = "lexical"
+# The JSON-Schema keywords an input schema shown to agents may hold (ACC contract); the compiler
+# projects every schema onto them.
+INPUT_SCHEMA_KEYWORDS = frozenset({
+    "type", "properties", "required", "items", "description", "enum", "const", "oneOf", "anyOf", "allOf",
+    "nullable", "format", "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "minItems", "maxItems", "additionalProperties",
+})
+
+
+@dataclass(frozen=True)
+class SurfaceTool:
+    """One tool a caller may see: its agent-facing definition, its guidance, and (for a business
+    tool) the row it was compiled into; built-in tools have ``tool=None``."""
+
+    name: str
+    definition: dict[str, Any]
+    usage_guidance: dict[str, Any]
+    tool: Tool | None = None
+    provider_name: str = ""
+
+    @property
+    def rank_text(self) -> RankText:
+        return RankText(name=self.name, scope=self.definition["scope"], description=self.definition["description"])
+
+
+@dataclass(frozen=True)
+class Surface:
+    route: Route
+    tools: tuple[SurfaceTool, ...]
+    revision: str
+    ranking: str = LEXICAL
+    _by_name: dict[str, SurfaceTool] = field(default_factory=dict, repr=False, compare=False)
+
+    def get(self, name: str) -> SurfaceTool | None:
+        return self._by_name.get(name)
+
+    def ranked(self, query: str, *, limit: int) -> list[SurfaceTool]:
+        """The best ``limit`` tools for ``query``, in the search order (lexical while no tool index
+        exists: the contract's fallback is the whole order then)."""
+        order = lexical_order(query, [tool.rank_text for tool in self.tools])
+        return [self.tools[index] for index in order[:limit]]
+
+    def summary(self) -> dict[str, Any]:
+        """Bootstrap ``capabilities`` (without ``active_limit``, which is the route's)."""
+        readonly = sum(1 for tool in self.tools if tool.definition["readonly"])
+        return {
+            "revision": self.revision,
+            "authorized_total": len(self.tools),
+            "readonly": readonly,
+            "writes": len(self.tools) - readonly,
+            "approval_required": sum(1 for tool in self.tools if tool.definition["approval_required"]),
+        }
+
+
+def route_approval_forced(*, route: Route, name: str, readonly: bool) -> bool:
+    """The route's own approval rule: listed in ``force_approval_tools``, or — legacy config — a
+    write tool not listed in ``unattended_write_tools``."""
+    if name in (route.force_approval_tools or []):
+        return True
+    return route.unattended_write_tools is not None and not readonly and name not in route.unattended_write_tools
+
+
+def _principal_satisfies(*, compiled: dict[str, Any], session: AgentSession | None) -> bool:
+    # A principal carries roles, not scopes, so the scope needs no grant of its own; a tool that
+    # acts on a subject needs the session to act on behalf of someone.
+    if compiled.get("subject_required"):
+        return session is None or bool(session.on_behalf_of)
+    return True
+
+
+def _authorized(*, route: Route, tool: Tool, session: AgentSession | None) -> bool:
+    if not tool.enabled or not _principal_satisfies(compiled=tool.compiled, session=session):
+        return False
+    if tool.compiled["readonly"]:
+        return True
+    return route.permission == Route.Permission.FULL and tool.name in (route.write_tools or [])
+
+
+def _sha256(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
+
+
+def _sources(route: Route) -> list[RouteToolSource]:
+    return list(RouteToolSource.objects.filter(route=route).select_related("provider").order_by("position"))
+
+
+def _tools_by_source(sources: Sequence[RouteToolSource]) -> dict[Any, dict[str, Tool]]:
+    wanted = {source.provider_id: set(source.allowed_tools) for source in sources}
+    out: dict[Any, dict[str, Tool]] = {provider_id: {} for provider_id in wanted}
+    if not wanted:
+        return out
+    for tool in Tool.objects.filter(provider_id__in=wanted).order_by("position"):
+        if tool.name in wanted[tool.provider_id]:
+            out[tool.provider_id][tool.name] = tool
+    return out
+
+
+def route_surface(*, route: Route, session: AgentSession | None) -> Surface:
+    """The authorized surface of ``route`` for ``session`` (``None``: an operator's view, as a
+    principal acting on someone's behalf would see it), with its capability revision. Three
+    queries, whatever the number of tools."""
+    surface: list[SurfaceTool] = []
+    sources_projection: list[dict[str, Any]] = []
+    if route.tools_direct_enabled:
+        sources = _sources(route)
+        tools = _tools_by_source(sources)
+        for source in sources:
+            provider = source.provider
+            allowed = tools[source.provider_id]
+            sources_projection.append({
+                "provider": provider.name,
+                "enabled": provider.enabled,
+                "base_url_sha256": _sha256(provider.base_url),
+                "spec_sha256": provider.spec_sha256,
+                "allow": list(source.allowed_tools),
+                "tools": [{**{key: tool.compiled.get(key) for key in REVISION_TOOL_FIELDS}, "enabled": tool.enabled}
+                          for name in source.allowed_tools if (tool := allowed.get(name))],
+            })
+            if not provider.enabled:
+                continue
+            for name in source.allowed_tools:
+                tool = allowed.get(name)
+                if tool is None or not _authorized(route=route, tool=tool, session=session):
+                    continue
+                forced = route_approval_forced(route=route, name=name, readonly=tool.compiled["readonly"])
+                surface.append(SurfaceTool(name=name, definition=tool_definition(tool=tool, force_approval=forced),
+                                           usage_guidance=tool_usage_guidance(tool=tool), tool=tool,
+                                           provider_name=provider.name))
+        if route_knowledge_source_count(route=route) > 0:
+            surface.extend(_knowledge_tools())
+    unique = _unique(surface)
+    projection = {
+        "route": route.key,
+        "permission": route.permission,
+        "audience": {"policy": route.audience_policy, "allowed": sorted(route.allowed_audiences or [])},
+        "agent_direct": {
+            "enabled": route.tools_direct_enabled,
+            "write_tools": sorted(route.write_tools or []),
+            "force_approval_tools": sorted(route.force_approval_tools or []),
+            "unattended_write_tools": (None if route.unattended_write_tools is None
+                                       else sorted(route.unattended_write_tools)),
+        },
+        "sources": sources_projection,
+        "surface": [{"definition": tool.definition, "usage_guidance": tool.usage_guidance["text"]} for tool in unique],
+    }
+    return Surface(route=route, tools=tuple(unique), revision=revision_of(projection),
+                   _by_name={tool.name: tool for tool in unique})
+
+
+def _unique(tools: list[SurfaceTool]) -> list[SurfaceTool]:
+    # route_tools_set refuses one name from two sources; a name compiled later by a re-import
+    # could still collide, and then the earlier source keeps it.
+    seen: set[str] = set()
+    out = []
+    for tool in tools:
+        if tool.name not in seen:
+            seen.add(tool.name)
+            out.append(tool)
+    return out
+
+
+def _knowledge_tools() -> list[SurfaceTool]:
+    out = []
+    for definition, guidance in KNOWLEDGE_TOOLS:
+        text_bytes = len(guidance.encode("utf-8"))
+        out.append(SurfaceTool(
+            name=definition["name"], definition=dict(definition),
+            usage_guidance={"text": guidance, "truncated": False, "source_chars": len(guidance),
+                            "max_chars": MAX_GUIDANCE_CHARS, "source_bytes": text_bytes,
+                            "max_bytes": MAX_GUIDANCE_BYTES},
+        ))
+    return out
