@@ -61,11 +61,14 @@ def _loggers_with_own_handlers() -> list[logging.Logger]:
     return [logging.getLogger(), *named]
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session) -> None:
-    scanner = _RecordScanner(level=logging.NOTSET)
+_scanner = _RecordScanner(level=logging.NOTSET)
+
+
+def _install() -> None:
+    """Attach the scanner (again, if logging was configured since: dictConfig replaces handlers)."""
     for logger in _loggers_with_own_handlers():
-        logger.addHandler(scanner)
+        if _scanner not in logger.handlers:
+            logger.addHandler(_scanner)
         for handler in logger.handlers:
             if type(handler) is logging.StreamHandler and not isinstance(handler.stream, _StreamScanner):
                 handler.setStream(_StreamScanner(handler.stream, handler.name or repr(handler)))
@@ -74,6 +77,7 @@ def pytest_sessionstart(session) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     global _current_test
+    _install()
     _current_test = item.nodeid
     yield
     _current_test = "(between tests)"
