@@ -128,3 +128,20 @@ def test_the_suite_log_scanner_catches_a_token_that_escaped_redaction():
     assert len(caught) == 1
     assert "record of leaky" in caught[0]
     assert "Z" * 43 not in caught[0]
+
+
+def test_a_library_logger_with_its_own_handler_is_redacted_too():
+    """Handlers configured outside LOGGING (gunicorn's access log, a library's own) get records
+    that were redacted when they were made."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access = logging.getLogger("gunicorn.access.test")
+    access.addHandler(handler)
+    access.propagate = False
+    token = token_generate("bhk_")
+    try:
+        access.warning('%s "%s %s" %s', "127.0.0.1", "POST", f"/agent-auth/v1/x/{token}", 401)
+    finally:
+        access.removeHandler(handler)
+    assert stream.getvalue() == '127.0.0.1 "POST /agent-auth/v1/x/[redacted]" 401\n'
