@@ -58,3 +58,14 @@ def test_unusual_methods_on_the_agent_prefixes_never_answer_html(db, method):
     response = APIClient().generic(method, "/agent-auth/v1/token")
     assert response.status_code < 500
     assert not response.get("Content-Type", "").startswith("text/html")
+
+
+@pytest.mark.urls("tests.core.urls")
+@pytest.mark.parametrize("prefix", ["/agent-auth/test", "/agent-api/test"])
+@pytest.mark.parametrize("view", ["broken", "plain-broken"])
+def test_an_unhandled_error_on_either_agent_prefix_is_a_json_500(db, prefix, view):
+    client = APIClient()
+    client.raise_request_exception = False
+    response = client.get(f"{prefix}/{view}")
+    assert _json_error(response) == (500, "application/json", "internal_error")
+    assert response.json() == {"error": "internal_error", "message": "Internal server error."}

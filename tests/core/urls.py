@@ -104,5 +104,6 @@ api = [
 
 urlpatterns = [
     path("agent-api/test/", include(api)),
+    path("agent-auth/test/", include(api)),
     path("", include("bailinghub.urls")),
 ]
