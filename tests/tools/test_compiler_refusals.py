@@ -57,6 +57,11 @@ def test_yaml_alias_bomb_is_refused():
     assert error.code == "spec_too_large" and "aliases" in error.message
 
 
+def test_recursive_yaml_is_refused():
+    error = refusal(b"openapi: 3.0.0\na: &x {b: *x}\n")
+    assert error.code == "spec_not_parseable" and "recursive" in error.message
+
+
 def test_top_level_list_is_refused():
     assert refusal(b"[1, 2]").code == "spec_not_openapi"
 

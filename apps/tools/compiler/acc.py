@@ -81,7 +81,7 @@ def compile_acc(raw: Any, *, name: str, method: str, arguments: frozenset[str], 
              "the operation is compiled as if it had no ACC: disabled, read-only only for GET/HEAD")
         return inferred(name=name, method=method)
     gov = Governance(has_acc=True, enabled=True, scope=name, risk="")
-    for key in sorted(set(raw) - KNOWN_FIELDS):
+    for key in sorted(str(key) for key in raw if key not in KNOWN_FIELDS):
         if not str(key).startswith("x-"):
             warn("acc_unknown_field", f"x-agent-capability has an unknown field {str(key)[:64]!r}.", "ignored")
 

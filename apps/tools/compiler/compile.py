@@ -161,7 +161,9 @@ class _Compiler:
                  "characters.", f"cut to {MAX_DESCRIPTION_CHARS} characters; the whole text stays in the usage "
                  "guidance")
         guidance = self._guidance(summary, long_description, gov, warn)
-        tags = tuple(clean_text(tag)[:120] for tag in operation.get("tags") or () if isinstance(tag, str))
+        raw_tags = operation.get("tags")
+        tags = tuple(clean_text(tag)[:120] for tag in raw_tags if isinstance(tag, str)) \
+            if isinstance(raw_tags, list) else ()
         return CompiledTool(
             name=name,
             method=method,
@@ -171,7 +173,7 @@ class _Compiler:
             description_truncated=truncated,
             usage_guidance=guidance,
             usage_guidance_available=bool(guidance.text) and guidance.text != description,
-            tags=tags if isinstance(operation.get("tags"), list) else (),
+            tags=tags,
             has_acc=gov.has_acc,
             enabled=gov.enabled,
             scope=gov.scope,

@@ -77,21 +77,30 @@ def parse(data: bytes) -> dict[str, Any]:
 
 def _expanded_size(document: Any) -> int:
     """Node count once every YAML alias is expanded, computed without expanding (memoised by
-    identity), so an alias bomb is refused before anything walks it."""
+    identity), so an alias bomb is refused before anything walks it. An alias inside its own anchor
+    (a recursive document, which JSON cannot represent) is refused here too."""
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
     stack: list[tuple[Any, bool]] = [(document, False)]
     while stack:
         node, done = stack.pop()
-        if not isinstance(node, dict | list) or id(node) in sizes:
+        if id(node) in sizes:
             continue
-        children = list(node.values()) if isinstance(node, dict) else node
+        children = [child for child in (node.values() if isinstance(node, dict) else node)
+                    if isinstance(child, dict | list)]
         if done:
-            sizes[id(node)] = 1 + sum(sizes.get(id(child), 1) for child in children)
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children) + (len(node) - len(children))
             if sizes[id(node)] > MAX_EXPANDED_NODES:
                 return sizes[id(node)]
             continue
+        open_nodes.add(id(node))
         stack.append((node, True))
-        stack.extend((child, False) for child in children if isinstance(child, dict | list))
+        for child in children:
+            if id(child) in open_nodes:
+                raise SpecRefused("spec_not_parseable", "The YAML contains itself through an alias (a recursive "
+                                  "document), which has no JSON form.")
+            stack.append((child, False))
     return sizes.get(id(document), 1)
 
 

@@ -89,7 +89,7 @@ class Projection:
             out["properties"] = projected_properties
         required = node.get("required")
         if isinstance(required, list):
-            names = [item for item in dict.fromkeys(required) if isinstance(item, str)]
+            names = list(dict.fromkeys(item for item in required if isinstance(item, str)))
             if names:
                 out["required"] = names
         items = node.get("items")
