@@ -137,10 +137,11 @@ def _tools_by_source(sources: Sequence[RouteToolSource]) -> dict[Any, dict[str, 
     return out
 
 
-def route_surface(*, route: Route, session: AgentSession | None) -> Surface:
+def route_surface(*, route: Route, session: AgentSession | None, knowledge_sources: int | None = None) -> Surface:
     """The authorized surface of ``route`` for ``session`` (``None``: an operator's view, as a
     principal acting on someone's behalf would see it), with its capability revision. Three
-    queries, whatever the number of tools."""
+    queries whatever the number of tools; two when the caller has counted the route's knowledge
+    bases already (``knowledge_sources``)."""
     surface: list[SurfaceTool] = []
     sources_projection: list[dict[str, Any]] = []
     if route.tools_direct_enabled:
@@ -168,7 +169,9 @@ def route_surface(*, route: Route, session: AgentSession | None) -> Surface:
                 surface.append(SurfaceTool(name=name, definition=tool_definition(tool=tool, force_approval=forced),
                                            usage_guidance=tool_usage_guidance(tool=tool), tool=tool,
                                            provider_name=provider.name))
-        if route_knowledge_source_count(route=route) > 0:
+        if knowledge_sources is None:
+            knowledge_sources = route_knowledge_source_count(route=route)
+        if knowledge_sources > 0:
             surface.extend(_knowledge_tools())
     unique = _unique(surface)
     projection = {

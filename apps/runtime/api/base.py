@@ -15,10 +15,19 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.agent_auth.authentication import AgentBearerAuthentication
+from apps.agent_auth.errors import (
+    AgentClientDisabled,
+    AudienceNotAllowed,
+    InvalidRoute,
+    RouteNotAllowed,
+    RouteUnavailable,
+)
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import session_route_get
+from apps.agent_auth.selectors import route_admits_audience, session_route_get
+from apps.agent_auth.validators import route_key_is_valid
 from apps.core.revisions import revision_of
 from apps.routes.models import Route
+from apps.tools.errors import AgentDirectDisabled
 
 
 class AgentApi(APIView):
@@ -41,6 +50,46 @@ class WorkspaceApi(AgentApi):
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # authentication first: 401 before any route error
         self.route = session_route_get(session=request.auth, key=kwargs["route"], require_runtime=self.require_runtime)
+
+
+def tool_route_get(*, session: AgentSession, key: Any, require_runtime: bool) -> Route:
+    """The route `key` for a tool endpoint, checked in the tool contract's order: 400
+    `invalid_route` (malformed or missing), 403 `route_not_allowed` (outside the client's or the
+    session's `allowed_routes`), 404 `route_unavailable` (missing or disabled), 403
+    `agent_client_disabled` (with `require_runtime`), 403 `agent_direct_disabled`, 403
+    `audience_not_allowed`. One query."""
+    if not isinstance(key, str) or not route_key_is_valid(key):
+        raise InvalidRoute()
+    if key not in set(session.client.allowed_routes or []) & set(session.allowed_routes or []):
+        raise RouteNotAllowed("This route is not within the client's and the session's allowed routes.")
+    route = Route.objects.filter(project_id=session.client.project_id, key=key, enabled=True).first()
+    if route is None:
+        raise RouteUnavailable()
+    if require_runtime and not route.agent_client_enabled:
+        raise AgentClientDisabled()
+    if not route.tools_direct_enabled:
+        raise AgentDirectDisabled()
+    if not route_admits_audience(route=route, audience=session.audience or None):
+        raise AudienceNotAllowed()
+    return route
+
+
+class ToolRouteApi(AgentApi):
+    """A tool endpoint: `self.route` is checked by `tool_route_get`, from the `route` URL segment
+    or, for the `/tools` paths, the `route` query parameter. The legacy catalog sets
+    `require_runtime = False`: the route's agent-client switch does not close it."""
+
+    require_runtime = True
+    route: Route
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if "route" in kwargs:
+            key = kwargs["route"]
+        else:  # a missing or repeated `route` parameter names no route: invalid_route
+            values = request.query_params.getlist("route")
+            key = values[0] if len(values) == 1 else None
+        self.route = tool_route_get(session=request.auth, key=key, require_runtime=self.require_runtime)
 
 
 def _etag_matches(header: str, etag: str) -> bool:

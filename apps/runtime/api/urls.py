@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.runtime.api import knowledge, memories, turns, views
+from apps.runtime.api import knowledge, memories, tools, turns, views
 
 # No trailing slashes: agent hosts never follow redirects. `<str:route>` takes any segment so a
 # malformed key reaches the view and is answered 400 `invalid_route`, not a bare 404.
@@ -33,4 +33,12 @@ urlpatterns += [
          name="agent-api-knowledge-search"),
     path("workspaces/<str:route>/knowledge/read", knowledge.KnowledgeReadApi.as_view(),
          name="agent-api-knowledge-read"),
+]
+
+# tools: discovery (capability search, detail, legacy catalog)
+urlpatterns += [
+    path("workspaces/<str:route>/capabilities/search", tools.CapabilitySearchApi.as_view(),
+         name="agent-api-capability-search"),
+    path("tools", tools.ToolCatalogApi.as_view(), name="agent-api-tool-catalog"),
+    path("tools/<str:name>", tools.ToolDetailApi.as_view(), name="agent-api-tool-detail"),
 ]

@@ -1,0 +1,77 @@
+"""What the agent tool endpoints answer, from a route's surface: capability search, tool detail,
+the legacy catalog, and the active tools of a turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import CapabilityChanged, ToolNotFound
+from .surface import Surface
+
+SEARCH_SCHEMA = "bailing.agent-capability-search.v1"
+DETAIL_SCHEMA = "bailing.agent-tool-detail.v1"
+CATALOG_SCHEMA = "bailing.agent-tool-catalog.v1"
+SEARCH_DEFAULT_LIMIT = 8
+SEARCH_MAX_LIMIT = 12
+
+
+def capability_search(*, surface: Surface, query: str, limit: int) -> dict[str, Any]:
+    """`bailing.agent-capability-search.v1`: the best `limit` tools of the authorized surface for
+    `query`, zero scores included, with the `discovery` block. The order is the contract's lexical
+    one: no tool index exists, and then the whole search is lexical (``discovery.ranking``)."""
+    tools = surface.ranked(query, limit=limit)
+    total = len(surface.tools)
+    return {
+        "schema_version": SEARCH_SCHEMA,
+        "route": surface.route.key,
+        "capability_revision": surface.revision,
+        "query": query,
+        "tools": [tool.definition for tool in tools],
+        "discovery": {
+            "mode": "ranked_candidates",
+            "scope": "current_authorization",
+            "returned_count": len(tools),
+            "authorized_total": total,
+            "matched_total": None,
+            "matched_total_exact": False,
+            "limit": limit,
+            "truncated": total > len(tools),
+            "has_more": total > len(tools),
+            "truncation_scope": "authorized_catalog",
+            "pagination": "unsupported",
+            "ranking": surface.ranking,
+        },
+    }
+
+
+def active_tools(*, surface: Surface, query: str, limit: int) -> list[dict[str, Any]]:
+    """A turn's `active_tools`: the best `limit` definitions for the user's input, by the search order."""
+    return [tool.definition for tool in surface.ranked(query, limit=limit)]
+
+
+def tool_detail(*, surface: Surface, name: str, capability_revision: str) -> dict[str, Any]:
+    """`bailing.agent-tool-detail.v1`: one tool's definition and usage guidance. 409
+    `capability_changed` when `capability_revision` is not the surface's; 404 `tool_not_found`
+    when the tool is not on it. Reads only."""
+    if capability_revision != surface.revision:
+        raise CapabilityChanged(capability_revision=surface.revision)
+    tool = surface.get(name)
+    if tool is None:
+        raise ToolNotFound()
+    return {
+        "schema_version": DETAIL_SCHEMA,
+        "route": surface.route.key,
+        "capability_revision": surface.revision,
+        "tool": tool.definition,
+        "usage_guidance": tool.usage_guidance,
+    }
+
+
+def tool_catalog(*, surface: Surface) -> dict[str, Any]:
+    """The legacy `bailing.agent-tool-catalog.v1`: every tool of the surface, in source order."""
+    return {
+        "schema_version": CATALOG_SCHEMA,
+        "route": surface.route.key,
+        "capability_revision": surface.revision,
+        "tools": [tool.definition for tool in surface.tools],
+    }
