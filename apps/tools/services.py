@@ -16,7 +16,7 @@ from apps.projects.models import Project
 from .compiler import CompiledTool, CompileResult, SpecRefused, compile_spec
 from .crypto import secret_encrypt, secret_rotate
 from .errors import InvalidProvider, ProviderNameTaken, SpecRefusedError
-from .models import Tool, ToolProvider, provider_name_validator
+from .models import RouteToolSource, Tool, ToolProvider, provider_name_validator
 
 MAX_SECRET_CHARS = 512
 TOOL_FIELDS = ("method", "path", "description", "scope", "risk", "readonly", "approval_required", "has_acc",
@@ -31,10 +31,15 @@ class ToolDiff:
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
+    # Routes drawing on the provider: their capability_revision covers the spec's SHA-256, so any new
+    # spec changes it; and, per route, the allowed tools the new spec no longer has.
+    routes: tuple[str, ...] = ()
+    routes_losing: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, list[str]]:
+    def as_dict(self) -> dict:
         return {"added": list(self.added), "removed": list(self.removed), "changed": list(self.changed),
-                "unchanged": list(self.unchanged)}
+                "unchanged": list(self.unchanged), "routes": list(self.routes),
+                "routes_losing": {route: list(names) for route, names in self.routes_losing.items()}}
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,17 @@ def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
             unchanged.append(tool.name)
     new_names = {tool.name for tool in result.tools}
     removed = [name for name in existing if name not in new_names]
-    return ToolDiff(added=tuple(added), removed=tuple(removed), changed=tuple(changed), unchanged=tuple(unchanged))
+    routes: list[str] = []
+    losing: dict[str, tuple[str, ...]] = {}
+    if result.sha256 != provider.spec_sha256:
+        for key, allowed in (RouteToolSource.objects.filter(provider=provider).order_by("route__key")
+                             .values_list("route__key", "allowed_tools")):
+            routes.append(key)
+            lost = tuple(name for name in allowed if name not in new_names)
+            if lost:
+                losing[key] = lost
+    return ToolDiff(added=tuple(added), removed=tuple(removed), changed=tuple(changed), unchanged=tuple(unchanged),
+                    routes=tuple(routes), routes_losing=losing)
 
 
 @transaction.atomic

@@ -184,3 +184,17 @@ def test_the_tool_page_shows_its_compiled_definition_and_only_the_switch_is_edit
     page = browser.get(f"/admin/tools/tool/{tool.pk}/change/").content.decode()
     assert '<pre class="compiled-tool">' in page and "&quot;op&quot;: &quot;&gt;&quot;" in page
     assert 'name="enabled"' in page and 'name="scope"' not in page
+
+
+def test_reimport_preview_warns_of_routes_losing_allowed_tools(browser, owner):
+    from apps.tools.route_tools import SourceSpec, route_tools_set
+    from tests.routes.factories import RouteFactory
+
+    provider = ToolProviderFactory(project=owner.project)
+    route_tools_set(route=RouteFactory(project=owner.project, key="shop-desk"),
+                    sources=[SourceSpec(provider=provider, allowed_tools=["order_status"])])
+    data = {"base_url": provider.base_url, "enabled": "on", "spec_text": (FIXTURES / "refs.yaml").read_text(),
+            "_preview": "1", **tool_rows(provider)}
+    page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data).content.decode()
+    assert "Routes whose capability revision changes: shop-desk" in page
+    assert "Route shop-desk allows tools this spec no longer has: order_status" in page

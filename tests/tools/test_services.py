@@ -125,7 +125,8 @@ def test_reimport_reports_added_removed_and_changed_tools():
 
     diff = services.provider_reimport(provider=provider, spec=store_spec_with(change)).diff
     assert diff.as_dict() == {"added": ["ping"], "removed": ["customer_note"], "changed": ["order_status"],
-                              "unchanged": ["product_lookup", "stock_adjust", "order_refund"]}
+                              "unchanged": ["product_lookup", "stock_adjust", "order_refund"],
+                              "routes": [], "routes_losing": {}}
     assert list(provider.tools.values_list("name", flat=True)) == [
         "product_lookup", "order_status", "stock_adjust", "order_refund", "ping"]
     assert provider.tools.get(name="order_status").description == "Order status and history"
@@ -186,3 +187,27 @@ def test_provider_list_counts_tools_in_one_query(django_assert_num_queries):
     with django_assert_num_queries(1):
         rows = [(p.name, p.tool_count, p.enabled_tool_count) for p in provider_list(projects=[project])]
     assert [count for _, count, _ in rows] == [5, 5] and [enabled for _, _, enabled in rows] == [5, 5]
+
+
+def test_reimport_diff_names_the_routes_whose_revision_changes_and_the_tools_they_lose():
+    from apps.tools.route_tools import SourceSpec, route_tools_set
+    from tests.routes.factories import RouteFactory
+
+    provider = create().provider
+    route = RouteFactory(project=provider.project, key="shop-desk")
+    route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=["order_status",
+                                                                                       "customer_note"])])
+    spec = store_spec_with(lambda doc: doc["paths"].pop("/customers/{customer_id}/notes"))
+    diff = services.tool_diff(provider=provider, result=services.spec_compile(spec=spec))
+    assert diff.routes == ("shop-desk",) and diff.routes_losing == {"shop-desk": ("customer_note",)}
+
+
+def test_reimport_of_the_same_spec_changes_no_route_revision():
+    from apps.tools.route_tools import SourceSpec, route_tools_set
+    from tests.routes.factories import RouteFactory
+
+    provider = create().provider
+    route_tools_set(route=RouteFactory(project=provider.project),
+                    sources=[SourceSpec(provider=provider, allowed_tools=["order_status"])])
+    diff = services.tool_diff(provider=provider, result=services.spec_compile(spec=STORE_SPEC))
+    assert (diff.routes, diff.routes_losing, diff.changed) == ((), {}, ())
