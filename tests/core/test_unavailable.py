@@ -59,7 +59,7 @@ def stack(tmp_path_factory):
     deadline = time.monotonic() + 60
     while True:
         try:
-            urllib.request.urlopen(base + "/healthz", timeout=2)  # noqa: S310
+            urllib.request.urlopen(base + "/healthz", timeout=2)
             break
         except OSError:
             assert server.poll() is None, "gunicorn exited"
@@ -87,7 +87,7 @@ REQUESTS = {
 def _call(base: str, name: str) -> tuple[int, dict[str, str], bytes]:
     method, path, headers, body = REQUESTS[name]
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)  # noqa: S310
+    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):
