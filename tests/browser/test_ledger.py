@@ -20,6 +20,12 @@ from tests.routes.factories import RouteFactory
 SHOTS = Path("/tmp/shots")
 
 
+def _follow(page, target) -> None:
+    """Click a link or submit button and wait until the next page has loaded."""
+    with page.expect_navigation():
+        target.click()
+
+
 @pytest.fixture
 def runs(project):
     """A turn on each of two routes; the HR one is ten days old."""
@@ -47,7 +53,7 @@ def test_the_run_list_filters_by_route(logged_in_page, runs):
     page = logged_in_page
     page.goto("/admin/ledger/run/")
     assert len(_result_rows(page)) == 2
-    page.locator("#changelist-filter a", has_text="HR Helpdesk").click()
+    _follow(page, page.locator("#changelist-filter a", has_text="HR Helpdesk"))
     rows = _result_rows(page)
     assert len(rows) == 1
     assert "HR Helpdesk" in rows[0]
@@ -56,7 +62,7 @@ def test_the_run_list_filters_by_route(logged_in_page, runs):
 def test_the_run_list_filters_by_date(logged_in_page, runs):
     page = logged_in_page
     page.goto("/admin/ledger/run/")
-    page.locator("#changelist-filter a", has_text="Past 7 days").click()
+    _follow(page, page.locator("#changelist-filter a", has_text="Past 7 days"))
     rows = _result_rows(page)
     assert len(rows) == 1
     assert "Store assistant" in rows[0]
@@ -68,8 +74,8 @@ def test_the_message_list_filters_by_route_and_date(logged_in_page, runs):
     page = logged_in_page
     page.goto("/admin/ledger/message/")
     assert len(_result_rows(page)) == 4
-    page.locator("#changelist-filter a", has_text="Store assistant").click()
-    page.locator("#changelist-filter a", has_text="Today").click()
+    _follow(page, page.locator("#changelist-filter a", has_text="Store assistant"))
+    _follow(page, page.locator("#changelist-filter a", has_text="Today"))
     rows = _result_rows(page)
     assert len(rows) == 2
     assert any("How many days for a refund?" in row for row in rows)
@@ -80,8 +86,8 @@ def test_a_conversation_shows_its_messages_and_runs(logged_in_page, runs):
     page = logged_in_page
     run = runs["store-assistant"]
     page.goto("/admin/ledger/conversation/")
-    page.locator("#changelist-filter a", has_text="Store assistant").click()
-    page.locator("#result_list tbody tr th a").first.click()
+    _follow(page, page.locator("#changelist-filter a", has_text="Store assistant"))
+    _follow(page, page.locator("#result_list tbody tr th a").first)
     text = page.locator("#content-main").inner_text()
     assert "How many days for a refund?" in text
     assert "Answer to: How many days for a refund?" in text

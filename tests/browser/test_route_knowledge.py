@@ -15,6 +15,12 @@ from tests.knowledge.helpers import ingest_texts
 from tests.routes.factories import RouteFactory
 
 SHOTS = Path("/tmp/shots")
+
+
+def _follow(page, target) -> None:
+    """Click a link or submit button and wait until the next page has loaded."""
+    with page.expect_navigation():
+        target.click()
 REFUND = "# 售后政策\n\n## 退款\n\n自签收之日起七天内可以无理由退货，商品须保持完好。退款三个工作日内原路退回。"
 DELIVERY = "# 配送说明\n\n同城订单当天送达，外地订单三到五天送达。"
 
@@ -62,7 +68,7 @@ def test_an_operator_binds_two_knowledge_bases_and_turns_knowledge_on(logged_in_
     _bind(page, ["售后政策", "配送"])
     page.check("#id_knowledge_enabled")
     page.fill("#id_knowledge_top_k", "3")
-    page.click("input[name=_continue]")
+    _follow(page, page.locator("input[name=_continue]"))
 
     assert "was changed successfully" in page.locator(".messagelist .success").inner_text()
     assert sorted(RouteKnowledgeBinding.objects.filter(route=route).values_list("knowledge_base__name", flat=True)
@@ -89,7 +95,7 @@ def test_a_dry_run_shows_the_bound_sources_and_a_sample_turns_knowledge(logged_i
     panel = page.locator("#dry-run")
     assert panel.locator("[data-sources]").inner_text() == "2"
     page.fill("#id_dry_run", "退款要几天？")
-    panel.locator("input[type=submit]").click()
+    _follow(page, panel.locator("input[type=submit]"))
 
     result = page.locator("[data-dry-run-result]")
     assert result.locator("article.bh-entry").first.locator("strong").inner_text() == "refund.md"
@@ -104,7 +110,7 @@ def test_a_dry_run_shows_the_bound_sources_and_a_sample_turns_knowledge(logged_i
 
 def test_an_empty_dry_run_question_is_explained_next_to_the_field(logged_in_page, route, kbs):
     page = _open(logged_in_page, route)
-    page.locator("#dry-run input[type=submit]").click()
+    _follow(page, page.locator("#dry-run input[type=submit]"))
     assert page.locator("#dry-run .errorlist").inner_text() == (
         "Type a question to see the knowledge a turn would carry.")
     assert page.locator("[data-dry-run-result]").count() == 0
@@ -119,7 +125,7 @@ def test_unbinding_a_knowledge_base_from_the_route_page(logged_in_page, route, k
     delivery = kbs[1]
     row = page.locator(f"#knowledge_bindings-group tr.has_original:has(option[selected][value='{delivery.pk}'])")
     row.locator("input[type=checkbox][name$=DELETE]").check()
-    page.click("input[name=_continue]")
+    _follow(page, page.locator("input[name=_continue]"))
     assert "was changed successfully" in page.locator(".messagelist .success").inner_text()
     assert list(RouteKnowledgeBinding.objects.filter(route=route).values_list("knowledge_base__name", flat=True)) == [
         "售后政策"]
