@@ -227,6 +227,11 @@ LOGGING = {
 # knowledge
 KNOWLEDGE_UPLOAD_MAX_BYTES = env.int("KNOWLEDGE_UPLOAD_MAX_BYTES", default=50 * 1024 * 1024)
 KNOWLEDGE_UPLOAD_MAX_FILES = env.int("KNOWLEDGE_UPLOAD_MAX_FILES", default=20)
+# Expansion bombs: a document's text is capped at RATIO x its size and at MAX_TEXT_CHARS, its
+# chunks at MAX_CHUNKS; conversion stops as soon as a cap is passed.
+KNOWLEDGE_MAX_TEXT_RATIO = env.int("KNOWLEDGE_MAX_TEXT_RATIO", default=20)
+KNOWLEDGE_MAX_TEXT_CHARS = env.int("KNOWLEDGE_MAX_TEXT_CHARS", default=20_000_000)
+KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=20_000)
 KNOWLEDGE_DEFAULT_CHUNK_STRATEGY = env.json(
     "KNOWLEDGE_DEFAULT_CHUNK_STRATEGY",
     default={"strategy": "auto", "min_chars": 256, "max_chars": 768, "overlap_chars": 96},

@@ -2,9 +2,14 @@
 
 Tasks (apps.knowledge.tasks) only call these. Every run is safe to repeat:
 
-- A run *claims* its document (or generation) with a fresh `run_token` and keeps a heartbeat;
-  every write checks the token, so a run that lost its claim (document deleted, watchdog handed
-  the work to another worker) stops without writing.
+- A run *claims* its document (or generation) with a lease (apps.knowledge.leases): a fresh
+  `run_token` and a heartbeat; every write checks the token, so a run that lost its claim
+  (document deleted, watchdog handed the work to another worker) stops without writing. A task
+  that finds another run's live lease (a redelivered message while the dead run's heartbeat is
+  still fresh) sends itself again for when that lease runs out, rather than dropping the work.
+- Nothing stays running past its lease, whatever died: the watchdog (on beat, and once when each
+  worker starts) hands stale work, and documents whose message never reached or left the broker,
+  to a new task.
 - A document's chunks in a generation are created once, under the document's row lock, with
   deterministic ids and positions (unique per generation, document, kind, index): a repeated
   stage finds them and goes on. Operators' chunk overrides are re-applied in that same
@@ -21,15 +26,24 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from apps.knowledge import dispatch
 from apps.knowledge.chunk_overrides import override_apply
+from apps.knowledge.leases import (
+    Claim,
+    LeaseLost,
+    lease_claim,
+    lease_heartbeat,
+    lease_live,
+    lease_release,
+    lease_stale_before,
+)
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import parsers
 from apps.knowledge.pipeline.chunkers import document_chunk
@@ -44,7 +58,7 @@ from apps.knowledge.pipeline.index import (
     vectors_write,
 )
 from apps.knowledge.pipeline.strategy import strategy_from_snapshot
-from apps.knowledge.services import _send_document, _send_generation, chunks_delete
+from apps.knowledge.services import chunks_delete
 
 logger = logging.getLogger("bailinghub.knowledge")
 
@@ -52,10 +66,6 @@ LIVE = (IndexGeneration.Status.ACTIVE, IndexGeneration.Status.BUILDING)
 # Completing a document re-checks the generations it must be in; a rebuild starting meanwhile
 # sends it round again. More rounds than this means something is wrong.
 MAX_ROUNDS = 5
-
-
-class LeaseLost(Exception):
-    """The document or generation is gone, or another run holds it now."""
 
 
 class DocumentEmpty(Exception):
@@ -69,8 +79,10 @@ class PipelineError(Exception):
         self.message = message
 
 
-def _stale_before():
-    return timezone.now() - timedelta(seconds=settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS)
+def _retry_countdown(busy_until: datetime) -> float:
+    """Seconds until another run's lease runs out (and a moment more), at most one lease."""
+    remaining = (busy_until - timezone.now()).total_seconds()
+    return min(max(remaining, 0.0), float(settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS)) + 1.0
 
 
 def _deadline() -> float:
@@ -82,9 +94,44 @@ def _batches(items: list, size: int):
         yield items[start : start + size]
 
 
-def _parse(document: Document) -> parsers.ParsedDocument:
+class TooLargeAfterConversion(PipelineError):
+    def __init__(self, message: str):
+        super().__init__("document_too_large_after_conversion", f"Document too large after conversion: {message}")
+
+
+def text_cap(size: int) -> int:
+    """The most text a document of `size` bytes may convert to."""
+    return min(settings.KNOWLEDGE_MAX_TEXT_RATIO * size, settings.KNOWLEDGE_MAX_TEXT_CHARS)
+
+
+def _heartbeat_seconds() -> float:
+    return max(0.2, min(10.0, settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS / 4))
+
+
+def _parse(document: Document, *, heartbeat=None) -> parsers.ParsedDocument:
+    """Convert within the document's text cap (TooLargeAfterConversion as soon as it is spent),
+    calling `heartbeat` now and then while a long conversion runs."""
     data = bytes(DocumentContent.objects.values_list("data", flat=True).get(document_id=document.pk))
-    return parsers.document_parse(file_type=document.file_type, data=data)
+    budget = parsers.TextBudget(max_chars=text_cap(len(data)), on_progress=heartbeat,
+                                progress_seconds=_heartbeat_seconds())
+    try:
+        return parsers.document_parse(file_type=document.file_type, data=data, budget=budget)
+    except parsers.DocumentTooLarge as exc:
+        raise TooLargeAfterConversion(
+            f"its text exceeds {exc.max_chars:,} characters, the cap for a file of {len(data):,} bytes "
+            f"(KNOWLEDGE_MAX_TEXT_RATIO = {settings.KNOWLEDGE_MAX_TEXT_RATIO} times its size, at most "
+            f"KNOWLEDGE_MAX_TEXT_CHARS = {settings.KNOWLEDGE_MAX_TEXT_CHARS:,}). Split the document."
+        ) from exc
+
+
+def _chunk(parsed: parsers.ParsedDocument, generation: IndexGeneration):
+    chunked = document_chunk(parsed=parsed, strategy=strategy_from_snapshot(generation.chunk_strategy))
+    if len(chunked.children) > settings.KNOWLEDGE_MAX_CHUNKS:
+        raise TooLargeAfterConversion(
+            f"it makes {len(chunked.children):,} chunks; the cap is KNOWLEDGE_MAX_CHUNKS = "
+            f"{settings.KNOWLEDGE_MAX_CHUNKS:,} per document. Split the document or use larger chunks."
+        )
+    return chunked
 
 
 def _live_generations(kb_id) -> list[IndexGeneration]:
@@ -115,37 +162,23 @@ def _embed_missing(*, texts: dict[str, str], model, embedder: Embedder, on_batch
 
 def _document_touch(document_id, token, **fields) -> None:
     """Heartbeat (and other fields) for the run holding the document; LeaseLost otherwise."""
-    updated = Document.objects.filter(pk=document_id, run_token=token).update(
-        heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields
-    )
-    if not updated:
-        raise LeaseLost()
+    lease_heartbeat(Document.objects, pk=document_id, token=token, **fields)
 
 
-def _document_claim(document_id, run_token: str | None) -> uuid.UUID | None:
+def _document_claim(document_id, run_token: str | None) -> Claim:
     with transaction.atomic():
         document = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
         if document is None or document.status not in Document.IN_PROGRESS:
-            return None
-        now = timezone.now()
-        if run_token and document.run_token and str(document.run_token) == run_token:
-            document.heartbeat_at = now
-            document.save(update_fields=["heartbeat_at", "updated_at"])
-            return document.run_token  # this run continuing in a new task
-        if document.run_token and document.heartbeat_at and document.heartbeat_at > _stale_before():
-            return None  # another run holds it and is alive
-        if document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
+            return Claim()
+        held = run_token and document.run_token and str(document.run_token) == run_token
+        if not held and document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS and not lease_live(document):
             _document_mark_failed(document, "ingest_attempts_exhausted",
                                   f"The pipeline did not finish in {document.attempts} attempts; retry the document.")
-            return None
-        document.run_token = uuid.uuid4()
-        document.attempts += 1
-        document.heartbeat_at = now
+            return Claim()
         if document.status == Document.Status.PENDING:
             document.status = Document.Status.QUEUED
-            document.queued_at = now
-        document.save(update_fields=["run_token", "attempts", "heartbeat_at", "status", "queued_at", "updated_at"])
-        return document.run_token
+            document.queued_at = timezone.now()
+        return lease_claim(document, run_token=run_token, update_fields=("status", "queued_at"))
 
 
 def _document_mark_failed(document: Document, code: str, message: str) -> None:
@@ -170,8 +203,8 @@ def _document_chunks_ensure(document: Document, token, parsed: parsers.ParsedDoc
     needed = [generation for generation in generations if not chunks_exist(generation=generation, document=document)]
     if not needed:
         return parsed
-    parsed = parsed or _parse(document)
-    pieces = {g.pk: document_chunk(parsed=parsed, strategy=strategy_from_snapshot(g.chunk_strategy)) for g in needed}
+    parsed = parsed or _parse(document, heartbeat=lambda: _document_touch(document.pk, token))
+    pieces = {generation.pk: _chunk(parsed, generation) for generation in needed}
     if any(not chunked.children for chunked in pieces.values()):
         raise DocumentEmpty()
     with transaction.atomic():
@@ -193,7 +226,7 @@ def _document_run(document_id, token) -> str:
     if document.status in (Document.Status.PENDING, Document.Status.QUEUED, Document.Status.PARSING,
                            Document.Status.CHUNKING):
         _document_touch(document_id, token, status=Document.Status.PARSING, parsing_started_at=timezone.now())
-        parsed = _parse(document)
+        parsed = _parse(document, heartbeat=lambda: _document_touch(document_id, token))
         if parsed.is_empty:
             raise DocumentEmpty()
         _document_touch(document_id, token, status=Document.Status.CHUNKING, chunking_started_at=timezone.now())
@@ -222,7 +255,7 @@ def _document_run(document_id, token) -> str:
         try:
             _embed_missing(texts=texts, model=model, embedder=embedder, on_batch=progress)
         except _SliceOver:
-            _send_document(document_id, run_token=token)
+            dispatch.document_send(document_id, run_token=token)
             return "continued"
         with transaction.atomic():
             _lock_kb_shared(kb.pk)
@@ -254,8 +287,13 @@ class _SliceOver(Exception):
 
 def document_ingest(*, document_id, run_token: str | None = None) -> str:
     """Run a document's pipeline from where it stands. Returns what happened: completed,
-    awaiting_confirmation, continued (in a new task), failed, skipped or lease_lost."""
-    token = _document_claim(document_id, run_token)
+    awaiting_confirmation, continued (in a new task), failed, skipped, lease_lost, or rescheduled
+    (another run's lease is live: this task comes back when it runs out)."""
+    claim = _document_claim(document_id, run_token)
+    if claim.busy_until is not None:
+        dispatch.document_send(document_id, countdown=_retry_countdown(claim.busy_until))
+        return "rescheduled"
+    token = claim.token
     if token is None:
         return "skipped"
     try:
@@ -282,33 +320,23 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
 
 
 def _generation_touch(generation_id, token, **fields) -> None:
-    updated = IndexGeneration.objects.filter(
-        pk=generation_id, run_token=token, status=IndexGeneration.Status.BUILDING
-    ).update(heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields)
-    if not updated:
-        raise LeaseLost()
+    lease_heartbeat(IndexGeneration.objects.filter(status=IndexGeneration.Status.BUILDING), pk=generation_id,
+                    token=token, **fields)
 
 
-def _generation_claim(generation_id, run_token: str | None) -> uuid.UUID | None:
+def _generation_claim(generation_id, run_token: str | None) -> Claim:
     with transaction.atomic():
         generation = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             pk=generation_id, status=IndexGeneration.Status.BUILDING
         ).first()
         if generation is None:
-            return None
-        if run_token and generation.run_token and str(generation.run_token) == run_token:
-            return generation.run_token
-        if generation.run_token and generation.heartbeat_at and generation.heartbeat_at > _stale_before():
-            return None
-        if generation.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
+            return Claim()
+        held = run_token and generation.run_token and str(generation.run_token) == run_token
+        if not held and generation.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS and not lease_live(generation):
             _generation_mark_failed(generation, "rebuild_attempts_exhausted",
                                     f"The rebuild did not finish in {generation.attempts} attempts; start it again.")
-            return None
-        generation.run_token = uuid.uuid4()
-        generation.attempts += 1
-        generation.heartbeat_at = timezone.now()
-        generation.save(update_fields=["run_token", "attempts", "heartbeat_at", "updated_at"])
-        return generation.run_token
+            return Claim()
+        return lease_claim(generation, run_token=run_token)
 
 
 def _generation_mark_failed(generation: IndexGeneration, code: str, message: str) -> None:
@@ -346,7 +374,7 @@ def _generation_document(generation: IndexGeneration, token, document_id, model,
     if document is None:
         return
     if not chunks_exist(generation=generation, document=document):
-        chunked = document_chunk(parsed=_parse(document), strategy=strategy_from_snapshot(generation.chunk_strategy))
+        chunked = _chunk(_parse(document, heartbeat=lambda: _generation_touch(generation.pk, token)), generation)
         with transaction.atomic():
             locked = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
             if locked is None:
@@ -410,14 +438,18 @@ def _generation_run(generation_id, token) -> str:
             _generation_document(generation, token, document_id, model, embedder)
             _generation_touch(generation_id, token, progress_done=max(0, total - len(missing)) + done)
             if time.monotonic() > deadline:
-                _send_generation(generation_id, run_token=token)
+                dispatch.generation_send(generation_id, run_token=token)
                 return "continued"
 
 
 def generation_build(*, generation_id, run_token: str | None = None) -> str:
     """Fill a building generation from every completed document with its frozen strategy, then
     switch it active in one transaction. A failure leaves the active generation untouched."""
-    token = _generation_claim(generation_id, run_token)
+    claim = _generation_claim(generation_id, run_token)
+    if claim.busy_until is not None:
+        dispatch.generation_send(generation_id, countdown=_retry_countdown(claim.busy_until))
+        return "rescheduled"
+    token = claim.token
     if token is None:
         return "skipped"
     try:
@@ -426,6 +458,8 @@ def generation_build(*, generation_id, run_token: str | None = None) -> str:
         return "lease_lost"
     except parsers.ConversionFailed as exc:
         _generation_fail(generation_id, token, "document_conversion_failed", f"A document failed to convert: {exc}")
+    except PipelineError as exc:
+        _generation_fail(generation_id, token, exc.code, exc.message)
     except EmbeddingFailed as exc:
         _generation_fail(generation_id, token, "embedding_failed", str(exc))
     except Exception:
@@ -456,7 +490,7 @@ def generation_purge(*, older_than_seconds: int | None = None) -> int:
 def knowledge_watchdog() -> dict[str, int]:
     """Hand work whose heartbeat went stale (a killed worker, a lost message) to a new task, or
     fail it after KNOWLEDGE_MAX_ATTEMPTS; purge retired generations."""
-    stale = _stale_before()
+    stale = lease_stale_before()
     requeued = failed = 0
     stale_documents = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, created_at__lt=stale)
     for document_id in Document.objects.filter(stale_documents, status__in=Document.IN_PROGRESS).values_list(
@@ -473,14 +507,12 @@ def knowledge_watchdog() -> dict[str, int]:
                                       f"The pipeline stopped responding {document.attempts} times; retry the document.")
                 failed += 1
                 continue
-            now = timezone.now()
-            document.run_token = None
-            document.heartbeat_at = now
+            lease_release(document)
             if document.status == Document.Status.PENDING:
                 document.status = Document.Status.QUEUED
-                document.queued_at = now
+                document.queued_at = document.heartbeat_at
             document.save(update_fields=["run_token", "heartbeat_at", "status", "queued_at", "updated_at"])
-            _send_document(document.pk)
+            dispatch.document_send(document.pk)
             requeued += 1
     stale_generations = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True)
     for generation_id in IndexGeneration.objects.filter(
@@ -497,9 +529,8 @@ def knowledge_watchdog() -> dict[str, int]:
                                         f"The rebuild stopped responding {generation.attempts} times; start it again.")
                 failed += 1
                 continue
-            generation.run_token = None
-            generation.heartbeat_at = timezone.now()
+            lease_release(generation)
             generation.save(update_fields=["run_token", "heartbeat_at", "updated_at"])
-            _send_generation(generation.pk)
+            dispatch.generation_send(generation.pk)
             requeued += 1
     return {"requeued": requeued, "failed": failed, "purged": generation_purge()}

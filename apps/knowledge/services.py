@@ -13,7 +13,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.core.errors import ApiError
-from apps.knowledge import errors
+from apps.knowledge import dispatch, errors
 from apps.knowledge.models import (
     EMBEDDING_MAX_DIMENSION,
     Document,
@@ -141,22 +141,6 @@ def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase
 # Documents
 
 
-def _enqueue_document(document_id, *, run_token=None) -> None:
-    """After commit: mark a pending document queued and hand it to a worker. If the broker is
-    down the document stays queued and the watchdog hands it over later."""
-    from apps.knowledge.tasks import document_ingest_task
-
-    def send() -> None:
-        Document.objects.filter(pk=document_id, status=Document.Status.PENDING).update(
-            status=Document.Status.QUEUED, queued_at=timezone.now(), heartbeat_at=timezone.now()
-        )
-        document_ingest_task.apply_async(args=[str(document_id)],
-                                         kwargs={"run_token": str(run_token) if run_token else None},
-                                         queue=settings.KNOWLEDGE_TASK_QUEUE)
-
-    transaction.on_commit(send, robust=True)
-
-
 def _read_upload(upload) -> bytes:
     upload.seek(0)
     return upload.read()
@@ -223,7 +207,7 @@ def _documents_create(*, kb: KnowledgeBase, checked: list[tuple[object, str, str
                 content_hash=hashlib.sha256(data).hexdigest(), uploaded_by=user,
             )
             DocumentContent.objects.create(document=document, data=data)
-            _enqueue_document(document.pk)
+            dispatch.document_enqueue(document.pk)
             documents.append(document)
     return documents
 
@@ -274,7 +258,7 @@ def document_confirm(*, document: Document) -> Document:
     document.heartbeat_at = now
     document.run_token = None
     document.save(update_fields=["status", "confirmed_at", "heartbeat_at", "run_token", "updated_at"])
-    _send_document(document.pk)
+    dispatch.document_send(document.pk)
     return document
 
 
@@ -299,20 +283,8 @@ def document_retry(*, document: Document) -> Document:
     document.failed_at = None
     document.save(update_fields=["status", "error_code", "error_message", "attempts", "run_token", "queued_at",
                                  "heartbeat_at", "failed_at", "updated_at"])
-    _send_document(document.pk)
+    dispatch.document_send(document.pk)
     return document
-
-
-def _send_document(document_id, *, run_token=None) -> None:
-    from apps.knowledge.tasks import document_ingest_task
-
-    transaction.on_commit(
-        lambda: document_ingest_task.apply_async(
-            args=[str(document_id)], kwargs={"run_token": str(run_token) if run_token else None},
-            queue=settings.KNOWLEDGE_TASK_QUEUE,
-        ),
-        robust=True,
-    )
 
 
 def document_delete(*, document: Document) -> None:
@@ -388,22 +360,10 @@ def knowledge_base_rebuild(*, kb: KnowledgeBase) -> IndexGeneration:
                 knowledge_base=kb, number=number, status=IndexGeneration.Status.BUILDING,
                 chunk_strategy=generation_snapshot(kb.chunk_strategy), started_at=now, heartbeat_at=now,
             )
-            _send_generation(generation.pk)
+            dispatch.generation_send(generation.pk)
             return generation
     except IntegrityError as exc:  # a concurrent start won the partial unique constraint
         raise errors.RebuildInProgress() from exc
-
-
-def _send_generation(generation_id, *, run_token=None) -> None:
-    from apps.knowledge.tasks import kb_rebuild_task
-
-    transaction.on_commit(
-        lambda: kb_rebuild_task.apply_async(
-            args=[str(generation_id)], kwargs={"run_token": str(run_token) if run_token else None},
-            queue=settings.KNOWLEDGE_TASK_QUEUE,
-        ),
-        robust=True,
-    )
 
 
 # Route bindings

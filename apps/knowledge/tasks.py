@@ -6,13 +6,20 @@ which its own worker consumes: a small upload never waits behind them for a free
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
+from django.db import DatabaseError
 
 from apps.knowledge import ingest
+from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD, WATCHDOG
 
-DOCUMENT_INGEST = "knowledge.document_ingest"
-KB_REBUILD = "knowledge.kb_rebuild"
+__all__ = ["DOCUMENT_INGEST", "KB_REBUILD", "document_ingest_task", "document_queue", "kb_rebuild_task",
+           "task_route", "watchdog_task"]
+
+logger = logging.getLogger("bailinghub.knowledge")
 
 
 @shared_task(name=DOCUMENT_INGEST, ignore_result=True)
@@ -25,9 +32,21 @@ def kb_rebuild_task(generation_id: str, run_token: str | None = None) -> str:
     return ingest.generation_build(generation_id=generation_id, run_token=run_token)
 
 
-@shared_task(name="knowledge.watchdog", ignore_result=True)
+@shared_task(name=WATCHDOG, ignore_result=True)
 def watchdog_task() -> dict:
     return ingest.knowledge_watchdog()
+
+
+@worker_ready.connect(dispatch_uid="knowledge.watchdog_on_worker_start")
+def watchdog_on_worker_start(**_kwargs) -> None:
+    """A worker starting runs the watchdog once: with beat dead (or not started yet), work that a
+    dead worker held, or whose message a broker restart lost, is handed over all the same."""
+    try:
+        outcome = ingest.knowledge_watchdog()
+    except DatabaseError:
+        logger.warning("The knowledge watchdog could not run at worker start; beat will run it.", exc_info=True)
+        return
+    logger.info("Knowledge watchdog at worker start: %s", outcome)
 
 
 def document_queue(*, size: int) -> str | None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
+import json
+import zlib
 
 import pytest
 
-from apps.knowledge import ingest
-from apps.knowledge.models import Document, DocumentContent
+from apps.knowledge import ingest, services
+from apps.knowledge.models import Chunk, Document, DocumentContent
+from apps.knowledge.pipeline.parsers import DocumentTooLarge, TextBudget, document_parse
 from tests.knowledge.factories import KnowledgeBaseFactory
 
 pytestmark = pytest.mark.django_db
@@ -37,3 +41,116 @@ def test_a_json_document_with_a_4300_digit_integer_fails_conversion_with_the_rea
     document.refresh_from_db()
     assert (document.status, document.error_code) == ("failed", "document_conversion_failed")
     assert "an integer of 4300 digits is too long" in document.error_message
+
+
+def _pdf(*, content: bytes, pages: int) -> bytes:
+    """A PDF whose `pages` pages all draw the one FlateDecode content stream `content`."""
+    stream = zlib.compress(content, 9)
+    page_numbers = [5 + index for index in range(pages)]
+    objects = {
+        1: b"<< /Type /Catalog /Pages 2 0 R >>",
+        2: b"<< /Type /Pages /Count %d /Kids [%s] >>" % (pages, b" ".join(b"%d 0 R" % n for n in page_numbers)),
+        3: b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        4: b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream),
+    }
+    for number in page_numbers:
+        objects[number] = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                           b"/Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>")
+    out = io.BytesIO()
+    out.write(b"%PDF-1.7\n")
+    offsets = {}
+    for number in sorted(objects):
+        offsets[number] = out.tell()
+        out.write(b"%d 0 obj\n%s\nendobj\n" % (number, objects[number]))
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % offsets[number] for number in sorted(objects)))
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+def _text_ops(repeats: int) -> bytes:
+    return b"BT /F1 12 Tf 72 720 Td " + b"(bailing expansion text ) Tj " * repeats + b"ET"
+
+
+# About 20 KB each: one stream inflating to 9 MB, or 150 pages drawing one 150 KB stream.
+INFLATING_PDF = {"content": _text_ops(300_000), "pages": 1}
+SHARED_STREAM_PDF = {"content": _text_ops(5_000), "pages": 150}
+
+
+@pytest.mark.parametrize("shape", [INFLATING_PDF, SHARED_STREAM_PDF], ids=["inflating stream", "shared stream"])
+def test_a_pdf_expansion_bomb_fails_too_large_naming_the_cap_without_chunks(shape):
+    data = _pdf(**shape)
+    assert len(data) < 40_000
+    document = _stored(KnowledgeBaseFactory(), "bomb.pdf", "pdf", data)
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code) == ("failed", "document_too_large_after_conversion")
+    cap = 20 * len(data)
+    assert document.error_message == (
+        f"Document too large after conversion: its text exceeds {cap:,} characters, the cap for a file of "
+        f"{len(data):,} bytes (KNOWLEDGE_MAX_TEXT_RATIO = 20 times its size, at most KNOWLEDGE_MAX_TEXT_CHARS = "
+        "20,000,000). Split the document."
+    )
+    assert Chunk.objects.filter(document_id=document.pk).count() == 0
+
+
+def test_an_inflating_pdf_stream_is_refused_before_its_text_is_extracted():
+    budget = TextBudget(max_chars=20 * 30_000)
+    with pytest.raises(DocumentTooLarge):
+        document_parse(file_type="pdf", data=_pdf(**INFLATING_PDF), budget=budget)
+    assert budget.used == 0
+
+
+def test_a_pdf_of_pages_sharing_a_stream_stops_at_the_page_that_spends_its_budget():
+    budget = TextBudget(max_chars=400_000)
+    with pytest.raises(DocumentTooLarge):
+        document_parse(file_type="pdf", data=_pdf(**SHARED_STREAM_PDF), budget=budget)
+    # Each page draws 150,005 bytes of content giving 115,000 characters: the third page's
+    # content is over what is left of the budget, so two pages of 150 were extracted.
+    assert budget.used == 2 * 5_000 * 23
+
+
+def test_pdf_extraction_reports_progress_while_it_runs():
+    calls = []
+    budget = TextBudget(max_chars=10**9, on_progress=lambda: calls.append(1), progress_seconds=0)
+    document_parse(file_type="pdf", data=_pdf(content=_text_ops(3), pages=4), budget=budget)
+    # Once per run of text (one a page here) and once at the end of each page.
+    assert len(calls) == 4 + 4
+
+
+def test_a_json_document_whose_key_paths_multiply_its_text_fails_too_large():
+    keys = ["k" * 60] * 10
+    value: object = [0] * 2000
+    for key in reversed(keys):
+        value = {key: value}
+    data = json.dumps(value).encode()
+    document = _stored(KnowledgeBaseFactory(), "paths.json", "json", data)
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert document.error_code == "document_too_large_after_conversion"
+    assert f"its text exceeds {20 * len(data):,} characters" in document.error_message
+
+
+def test_a_document_over_the_chunk_cap_fails_too_large_naming_the_cap(settings):
+    settings.KNOWLEDGE_MAX_CHUNKS = 10
+    kb = KnowledgeBaseFactory(chunk_strategy={"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200,
+                                              "overlap_chars": 0})
+    data = "\n\n".join(f"第{i}段：退款规定。" for i in range(30)).encode()
+    document = _stored(kb, "many.txt", "txt", data)
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.error_code, document.error_message) == (
+        "document_too_large_after_conversion",
+        "Document too large after conversion: it makes 30 chunks; the cap is KNOWLEDGE_MAX_CHUNKS = 10 per "
+        "document. Split the document or use larger chunks.",
+    )
+    assert Chunk.objects.filter(document_id=document.pk).count() == 0
+
+
+def test_a_document_that_failed_too_large_is_deleted_with_everything_it_had():
+    document = _stored(KnowledgeBaseFactory(), "bomb.pdf", "pdf", _pdf(**INFLATING_PDF))
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    services.document_delete(document=document)
+    assert not Document.objects.filter(pk=document.pk).exists()
+    assert not DocumentContent.objects.filter(document_id=document.pk).exists()

@@ -100,8 +100,10 @@ def test_a_live_run_is_not_taken_over_by_a_second_task():
     [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
     Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, run_token="0" * 32,
                                                    heartbeat_at=timezone.now())
-    assert _ingest(document) == "skipped"
+    assert _ingest(document) == "rescheduled"
     assert Chunk.objects.count() == 0
+    document.refresh_from_db()
+    assert (document.status, document.run_token.hex, document.attempts) == ("embedding", "0" * 32, 0)
 
 
 def test_require_confirmation_stops_after_chunking_with_a_preview():

@@ -13,14 +13,17 @@ import posixpath
 from apps.knowledge.pipeline.parsers.base import (
     Block,
     ConversionFailed,
+    DocumentTooLarge,
     ParsedDocument,
     Section,
+    TextBudget,
     UnsupportedFileType,
+    unlimited,
 )
 from apps.knowledge.pipeline.parsers.text import has_bom
 
-__all__ = ["Block", "ConversionFailed", "ParsedDocument", "Section", "UnsupportedFileType",
-           "document_check", "document_parse", "file_type_detect"]
+__all__ = ["Block", "ConversionFailed", "DocumentTooLarge", "ParsedDocument", "Section", "TextBudget",
+           "UnsupportedFileType", "document_check", "document_parse", "file_type_detect"]
 
 EXTENSIONS = {
     ".txt": "txt",
@@ -69,9 +72,10 @@ def _module(file_type: str):
     return importlib.import_module(PARSERS[file_type])
 
 
-def document_parse(*, file_type: str, data: bytes) -> ParsedDocument:
-    """Bytes to structure. Raises ConversionFailed with a message an operator can act on."""
-    return _module(file_type).parse(data)
+def document_parse(*, file_type: str, data: bytes, budget: TextBudget | None = None) -> ParsedDocument:
+    """Bytes to structure. Raises ConversionFailed with a message an operator can act on, and
+    DocumentTooLarge as soon as the text would exceed `budget` (unbounded without one)."""
+    return _module(file_type).parse(data, budget or unlimited())
 
 
 def document_check(*, file_type: str, data: bytes) -> None:

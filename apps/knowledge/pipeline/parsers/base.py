@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 
 class UnsupportedFileType(Exception):
@@ -11,6 +13,47 @@ class UnsupportedFileType(Exception):
 
 class ConversionFailed(Exception):
     """The file is of its declared type but cannot be turned into text; the message says why."""
+
+
+class DocumentTooLarge(Exception):
+    """Converting the file would give more text than its budget allows (an expansion bomb, or
+    a file that is mostly repetition); raised as soon as the budget is spent, not at the end."""
+
+    def __init__(self, max_chars: int):
+        super().__init__(f"Its text exceeds {max_chars:,} characters.")
+        self.max_chars = max_chars
+
+
+@dataclass
+class TextBudget:
+    """How much text one conversion may produce. Parsers `spend` as they extract, so a file that
+    expands without bound stops early; `on_progress` (the pipeline's heartbeat) is called at most
+    every `progress_seconds` while a long conversion runs."""
+
+    max_chars: int
+    on_progress: Callable[[], None] | None = None
+    progress_seconds: float = 5.0
+    used: int = 0
+    exceeded: bool = False
+    _last_progress: float = field(default_factory=time.monotonic)
+
+    def spend(self, chars: int) -> None:
+        self.used += chars
+        if self.used > self.max_chars:
+            self.exceeded = True
+            raise DocumentTooLarge(self.max_chars)
+        self.tick()
+
+    def tick(self) -> None:
+        if self.exceeded:
+            raise DocumentTooLarge(self.max_chars)
+        if self.on_progress is not None and time.monotonic() - self._last_progress >= self.progress_seconds:
+            self._last_progress = time.monotonic()
+            self.on_progress()
+
+
+def unlimited() -> TextBudget:
+    return TextBudget(max_chars=2**62)
 
 
 CHAPTER_SEPARATOR = " / "

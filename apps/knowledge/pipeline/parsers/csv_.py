@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section
+from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
 from apps.knowledge.pipeline.parsers.text import text_decode
 
 _DELIMITERS = ",\t;|"
@@ -25,7 +25,7 @@ def _rows(data: bytes) -> list[list[str]]:
         raise ConversionFailed(f"The file is not valid CSV: {exc}.") from exc
 
 
-def parse(data: bytes) -> ParsedDocument:
+def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     rows = _rows(data)
     if not rows:
         return ParsedDocument(file_type="csv", sections=())
@@ -40,7 +40,10 @@ def parse(data: bytes) -> ParsedDocument:
             name = header[index] if index < len(header) and header[index] else f"column_{index + 1}"
             fields.append(f"{name}: {value}")
         if fields:
-            blocks.append(Block(text="; ".join(fields), kind="record"))
+            # Each value repeats its column's name: long names over many rows multiply the text.
+            record = "; ".join(fields)
+            budget.spend(len(record))
+            blocks.append(Block(text=record, kind="record"))
     return ParsedDocument(file_type="csv", sections=(Section(headings=(), blocks=tuple(blocks)),) if blocks else ())
 
 

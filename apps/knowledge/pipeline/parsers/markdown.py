@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section
+from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section, TextBudget
 from apps.knowledge.pipeline.parsers.text import text_decode
 
 # Every pattern here runs on whatever a file puts in a heading line, so none may backtrack over
@@ -190,8 +190,10 @@ def parse_text(text: str) -> ParsedDocument:
     return ParsedDocument(file_type="markdown", sections=tuple(builder.sections))
 
 
-def parse(data: bytes) -> ParsedDocument:
-    return parse_text(text_decode(data))
+def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
+    text = text_decode(data)
+    budget.spend(len(text))  # no more text than the file holds: counted once
+    return parse_text(text)
 
 
 def check(data: bytes) -> None:

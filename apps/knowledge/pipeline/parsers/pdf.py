@@ -16,7 +16,14 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section
+from apps.knowledge.pipeline.parsers.base import (
+    Block,
+    ConversionFailed,
+    DocumentTooLarge,
+    ParsedDocument,
+    Section,
+    TextBudget,
+)
 from apps.knowledge.pipeline.parsers.text import paragraphs
 from apps.knowledge.pipeline.terms import CJK_CHARS
 
@@ -44,6 +51,11 @@ MAX_HEADING_LEVELS = 6
 MAX_TITLE_LINES = 3
 # When headings would hold more than this share of the text, sizes do not mark headings here.
 MAX_HEADING_SHARE = 0.5
+# Content-stream bytes the pages may be drawn from, per character of the text budget. Text takes
+# at least a byte of operators per character, and pypdf interprets content at a few hundred KB a
+# second: a tiny stream that inflates to megabytes (or one stream shared by thousands of pages)
+# is refused before pypdf parses it, and the work stays proportional to the file's size.
+CONTENT_BYTES_PER_CHAR = 1
 
 
 def text_normalise(text: str) -> str:
@@ -106,8 +118,19 @@ def _scale(matrix) -> float:
         return 1.0
 
 
-def _page_lines(page) -> list[_Line]:
-    """The page's text lines (as pypdf extracts them), each with the size it is set in."""
+def _content_bytes(page) -> int:
+    """The decompressed size of the page's content stream(s) (pypdf caches the decoding)."""
+    from pypdf.generic import ArrayObject, StreamObject
+
+    contents = page.get("/Contents")
+    contents = contents.get_object() if contents is not None else None
+    streams = [item.get_object() for item in contents] if isinstance(contents, ArrayObject) else [contents]
+    return sum(len(stream.get_data()) for stream in streams if isinstance(stream, StreamObject))
+
+
+def _page_lines(page, budget: TextBudget) -> list[_Line]:
+    """The page's text lines (as pypdf extracts them), each with the size it is set in; the text
+    is spent from `budget` as pypdf reports it, so a page that expands without end stops early."""
     sizes: dict[str, Counter] = {}
     current: Counter = Counter()
     pending: list[str] = []
@@ -123,6 +146,9 @@ def _page_lines(page) -> list[_Line]:
     def visit(text, cm, tm, _font, font_size) -> None:
         if not text:
             return
+        # pypdf swallows exceptions inside form XObjects: the budget stays exceeded and
+        # raises again on every later call, and after the page.
+        budget.spend(len(text))
         size = round(float(font_size or 0) * _scale(tm) * _scale(cm), 1)
         pieces = text.split("\n")
         for index, piece in enumerate(pieces):
@@ -133,6 +159,7 @@ def _page_lines(page) -> list[_Line]:
                 current[size] += len(piece.strip())
 
     text = page.extract_text(visitor_text=visit) or ""
+    budget.tick()
     close_line()
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     lines = []
@@ -283,13 +310,29 @@ def _sections(pages: list[list[_Line | _Heading]]) -> tuple[Section, ...]:
     return tuple(sections)
 
 
-def parse(data: bytes) -> ParsedDocument:
+def _pages(reader, budget: TextBudget) -> list[list[_Line]]:
+    content_budget = budget.max_chars * CONTENT_BYTES_PER_CHAR
+    pages = []
+    for page in reader.pages:
+        content_budget -= _content_bytes(page)
+        if content_budget < 0:
+            budget.exceeded = True
+            raise DocumentTooLarge(budget.max_chars)
+        pages.append(_page_lines(page, budget))
+    return pages
+
+
+def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     from pypdf.errors import PyPdfError
 
     reader = _reader(data)
+    from pypdf.errors import LimitReachedError
+
     try:
-        pages = [_page_lines(page) for page in reader.pages]
+        pages = _pages(reader, budget)
         entries = _outline(reader)
+    except LimitReachedError as exc:  # a stream inflating past pypdf's own ceiling
+        raise DocumentTooLarge(budget.max_chars) from exc
     except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and its text cannot be extracted.") from exc
     placed = _outline_headings(pages, entries) if entries else _size_headings(pages)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section
+from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
 
 _BOMS = (
     (b"\xef\xbb\xbf", "utf-8"),
@@ -51,8 +51,9 @@ def paragraphs(text: str) -> list[str]:
     return [part.strip() for part in _BLANK_LINES.split(text) if part.strip()]
 
 
-def parse(data: bytes) -> ParsedDocument:
+def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     text = text_decode(data)
+    budget.spend(len(text))  # no more text than the file holds: counted once
     blocks = tuple(Block(text=paragraph) for paragraph in paragraphs(text))
     return ParsedDocument(file_type="txt", sections=(Section(headings=(), blocks=blocks),) if blocks else ())
 

@@ -1,0 +1,158 @@
+"""Fault injection: whatever died (a run mid-stage, beat, the web process before it enqueued,
+Redis losing a queued message), a document or rebuild never stays running past its lease. Real
+Redis and PostgreSQL; real `celery worker` processes where a worker's start matters."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.knowledge import services
+from apps.knowledge.models import Document, IndexGeneration
+from bailinghub.celery import app as celery_app
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts, upload, wait_for, wait_for_status
+from tests.knowledge.test_worker import _database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _worker(queue: str, *, stale_seconds: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DEBUG": "true",
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": django_settings.REDIS_URL,
+        "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL,
+        "CELERY_RESULT_BACKEND": django_settings.CELERY_RESULT_BACKEND,
+        "KNOWLEDGE_TASK_QUEUE": queue,
+        "KNOWLEDGE_HEARTBEAT_STALE_SECONDS": str(stale_seconds),
+        "OMP_NUM_THREADS": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--pool", "solo", "--queues", queue,
+         "--without-mingle", "--without-gossip", "--without-heartbeat", "--loglevel", "WARNING"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+def _stop(worker: subprocess.Popen) -> None:
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(30)
+    except subprocess.TimeoutExpired:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+
+
+def _stale(document_id, seconds: int) -> bool:
+    document = Document.objects.get(pk=document_id)
+    moment = document.heartbeat_at or document.created_at
+    return moment < timezone.now() - timedelta(seconds=seconds)
+
+
+def test_a_task_redelivered_while_a_dead_runs_heartbeat_is_fresh_completes_after_its_lease(
+        settings, celery_worker_session):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 2
+    kb = KnowledgeBaseFactory()
+    with transaction.atomic():
+        [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+        # A run that died mid-parse a moment ago: its heartbeat is fresh. The upload's message,
+        # sent at commit, plays the message redelivered to the next worker. No beat runs.
+        Document.objects.filter(pk=document.pk).update(status=Document.Status.PARSING, run_token=uuid.uuid4(),
+                                                       attempts=1, heartbeat_at=timezone.now())
+    finished = wait_for_status(document.pk, "completed", "failed", timeout=60)
+    assert (finished.status, finished.attempts, finished.run_token) == ("completed", 2, None)
+
+
+def test_a_rebuild_redelivered_while_a_dead_runs_heartbeat_is_fresh_activates_after_its_lease(
+        settings, celery_worker_session):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 2
+    settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = 0
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"policy.md": "# 退款\n\n七天无理由退款。\n"})
+    with transaction.atomic():
+        generation = services.knowledge_base_rebuild(kb=kb)
+        IndexGeneration.objects.filter(pk=generation.pk).update(run_token=uuid.uuid4(), attempts=1,
+                                                                heartbeat_at=timezone.now())
+    wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk).exclude(status="building").first(),
+             timeout=60, message="the rebuild to finish")
+    generation.refresh_from_db()
+    assert (generation.status, generation.attempts) == ("active", 2)
+
+
+def test_a_document_whose_queued_message_redis_lost_is_completed_when_a_worker_starts(settings):
+    queue = f"{celery_app.conf.task_default_queue}-lost"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 1
+    [document] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("plain.txt")])
+    with celery_app.connection_for_write() as broker:
+        client = broker.default_channel.client
+        assert client.llen(queue) == 1
+        client.delete(queue)  # what a Redis restart without persistence does to the queue
+    assert Document.objects.get(pk=document.pk).status == "queued"
+    wait_for(lambda: _stale(document.pk, 1), timeout=10, message="the queued document's lease to run out")
+
+    worker = _worker(queue, stale_seconds=1)
+    try:
+        finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
+    finally:
+        _stop(worker)
+    assert (finished.status, finished.attempts) == ("completed", 1)
+
+
+def test_a_document_committed_by_a_web_process_that_died_before_enqueueing_is_completed(
+        settings, celery_worker_session):
+    from apps.knowledge import ingest
+
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 1
+    with transaction.atomic():
+        [document] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("plain.txt")])
+        connection.run_on_commit.clear()  # the process dies right after COMMIT: nothing is sent
+    assert Document.objects.get(pk=document.pk).status == "pending"
+    wait_for(lambda: _stale(document.pk, 1), timeout=10, message="the pending document's lease to run out")
+
+    assert ingest.knowledge_watchdog()["requeued"] == 1  # what beat runs every minute
+    finished = wait_for_status(document.pk, "completed", "failed", timeout=60)
+    assert (finished.status, finished.attempts) == ("completed", 1)
+
+
+def test_a_document_deleted_while_its_pdf_is_parsed_stops_the_parse_at_its_next_heartbeat(settings):
+    from apps.knowledge import ingest
+    from tests.knowledge.test_ingest_limits import _pdf, _stored, _text_ops
+
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 1
+    settings.KNOWLEDGE_MAX_TEXT_RATIO = 10_000
+    document = _stored(KnowledgeBaseFactory(), "long.pdf", "pdf", _pdf(content=_text_ops(2_000), pages=200))
+    outcome = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = ingest.document_ingest(document_id=document.pk)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        wait_for(lambda: Document.objects.filter(pk=document.pk, status="parsing").exists(), timeout=30,
+                 message="the parse to start")
+        services.document_delete(document=document)
+    finally:
+        worker.join(120)
+    assert outcome == {"result": "lease_lost"}
+    assert not Document.objects.filter(pk=document.pk).exists()
