@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import transaction
+from django.test import override_settings
 
 from apps.knowledge import services as knowledge_services
 from apps.ledger.models import Run
@@ -15,6 +16,8 @@ from tests.knowledge.helpers import upload
 from tests.projects.factories import MembershipFactory, ProjectFactory
 from tests.projects.helpers import admin_client, project_world, row_counts
 from tests.routes.factories import RouteFactory
+from tests.tools.conftest import TEST_SECRET_KEY
+from tests.tools.factories import ToolProviderFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +34,13 @@ CHANGELISTS = {
     "ledger/memorynote": lambda w: w.note,
     "projects/project": lambda w: w.project,
     "projects/operatortoken": lambda w: w.token,
+    "tools/toolprovider": lambda w: w.provider,
+    "tools/tool": lambda w: w.provider.tools.order_by("name").first(),
+}
+# Changelists where a world has several rows.
+ALL_ROWS = {
+    "knowledge/document": lambda w: set(w.documents.values()),
+    "tools/tool": lambda w: set(w.provider.tools.all()),
 }
 
 
@@ -38,8 +48,12 @@ CHANGELISTS = {
 def worlds(django_db_setup, django_db_blocker):
     """Both projects are built once for this module (building one ingests documents and opens a
     turn); each test still runs in its own savepoint, and the whole is rolled back at the end."""
-    with django_db_blocker.unblock(), transaction.atomic():
-        yield project_world("alpha"), project_world("bravo")
+    # Tool providers' secrets are encrypted with a configured key (the tools tests' own).
+    with override_settings(TOOL_SECRET_KEYS=[TEST_SECRET_KEY]), django_db_blocker.unblock(), transaction.atomic():
+        worlds = project_world("alpha"), project_world("bravo")
+        for world in worlds:
+            world.provider = ToolProviderFactory(project=world.project, name=f"{world.project.slug}-store")
+        yield worlds
         transaction.set_rollback(True)
 
 
@@ -57,7 +71,7 @@ def b(worlds):
 def test_a_changelist_lists_only_the_operators_project(a, b, changelist):
     response = admin_client(a.user).get(f"/admin/{changelist}/")
     assert response.status_code == 200
-    expected = set(a.documents.values()) if changelist == "knowledge/document" else {CHANGELISTS[changelist](a)}
+    expected = ALL_ROWS[changelist](a) if changelist in ALL_ROWS else {CHANGELISTS[changelist](a)}
     assert set(response.context["cl"].queryset) == expected
 
 
@@ -65,7 +79,7 @@ def test_a_changelist_lists_only_the_operators_project(a, b, changelist):
 def test_a_changelist_never_names_another_projects_rows(a, b, changelist):
     page = admin_client(a.user).get(f"/admin/{changelist}/").content.decode()
     for name in ("Project bravo", "bravo-route", "KB of bravo", "bravo-app", "bravo-refund.md", "bravo token",
-                 "clerk@bravo.example.com"):
+                 "clerk@bravo.example.com", "bravo-store"):
         assert name not in page
 
 
