@@ -1,5 +1,5 @@
-"""What the workspace endpoints answer: composed from routes (profile), agent_auth (binding) and,
-later, knowledge and tools."""
+"""What the workspace endpoints answer: composed from routes (profile), agent_auth (binding),
+knowledge and tools (the route's surface)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from apps.core.revisions import revision_of
 from apps.knowledge import selectors as knowledge_selectors
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
+from apps.tools.surface import route_surface
 
 WORKSPACES_SCHEMA = "bailing.agent-workspaces.v1"
 PROFILE_SCHEMA = "bailing.agent-runtime-profile.v1"
@@ -21,17 +22,18 @@ def route_knowledge_source_count(*, route: Route) -> int:
     return knowledge_selectors.route_knowledge_source_count(route=route)
 
 
-def route_capability_summary(*, route: Route, session: AgentSession) -> dict[str, Any]:
-    """Bootstrap `capabilities`: counts over the tools this session may use on `route`.
-    No tools exist yet, so the authorized catalog is empty."""
-    authorized: list[dict[str, Any]] = []
+def route_capability_summary(*, route: Route, session: AgentSession,
+                             knowledge_sources: int | None = None) -> dict[str, Any]:
+    """Bootstrap `capabilities`: the revision and counts of the tools this session may use on
+    `route` (its authorized surface; empty while direct tools are off)."""
+    summary = route_surface(route=route, session=session, knowledge_sources=knowledge_sources).summary()
     return {
-        "revision": revision_of(authorized),
-        "authorized_total": len(authorized),
+        "revision": summary["revision"],
+        "authorized_total": summary["authorized_total"],
         "active_limit": route.agent_client_active_tool_limit,
-        "readonly": 0,
-        "writes": 0,
-        "approval_required": 0,
+        "readonly": summary["readonly"],
+        "writes": summary["writes"],
+        "approval_required": summary["approval_required"],
     }
 
 
@@ -45,11 +47,12 @@ def workspace_list(*, routes: list[Route]) -> dict[str, Any]:
 
 def workspace_bootstrap(*, route: Route, session: AgentSession) -> dict[str, Any]:
     """`bailing.agent-runtime-profile.v1`: never a credential, model, provider URL or secret."""
+    knowledge_sources = route_knowledge_source_count(route=route)
     return {
         "schema_version": PROFILE_SCHEMA,
         "workspace": workspace_entry(route=route),
-        "profile": route_profile(route=route, knowledge_sources=route_knowledge_source_count(route=route)),
-        "capabilities": route_capability_summary(route=route, session=session),
+        "profile": route_profile(route=route, knowledge_sources=knowledge_sources),
+        "capabilities": route_capability_summary(route=route, session=session, knowledge_sources=knowledge_sources),
     }
 
 

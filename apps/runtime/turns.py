@@ -44,7 +44,10 @@ from apps.routes.models import Route
 from apps.routes.selectors import route_governance, route_instructions, route_profile
 from apps.runtime.errors import KnowledgeUnavailable
 from apps.runtime.knowledge import PreparedDelivery, knowledge_delivery_prepare
-from apps.runtime.selectors import route_capability_summary, route_knowledge_source_count
+from apps.runtime.selectors import route_knowledge_source_count
+from apps.tools.catalog import active_tools
+from apps.tools.ranking import query_clean
+from apps.tools.surface import route_surface
 
 logger = logging.getLogger("bailinghub.runtime")
 
@@ -167,11 +170,14 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
         context["knowledge_delivery"] = delivery.for_run(run=run)
     fit_stats = context_fit(context, max_bytes=CONTEXT_MAX_BYTES)
     text = compact_json(context)
+    knowledge_sources = route_knowledge_source_count(route=route)
+    surface = route_surface(route=route, session=session, knowledge_sources=knowledge_sources)
     return run_freeze(
-        run=run, conversation=conversation, user_input=request.user_input, context=context, active_tools=[],
-        profile_revision=route_profile(route=route, knowledge_sources=route_knowledge_source_count(route=route))[
-            "revision"],
-        capability_revision=route_capability_summary(route=route, session=session)["revision"],
+        run=run, conversation=conversation, user_input=request.user_input, context=context,
+        active_tools=active_tools(surface=surface, query=query_clean(request.user_input),
+                                  limit=route.agent_client_active_tool_limit),
+        profile_revision=route_profile(route=route, knowledge_sources=knowledge_sources)["revision"],
+        capability_revision=surface.revision,
         context_bytes=len(text.encode("utf-8")), context_tokens=token_count(text),
         stats={**memory.stats, **knowledge.stats, **fit_stats,
                "notes": len(context["memory"]["notes"]), "project_notes": len(context["memory"]["project_notes"])},

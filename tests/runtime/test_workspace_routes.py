@@ -5,6 +5,7 @@ import pytest
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
 from apps.routes.services import route_update
+from apps.tools.surface import route_surface
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
 from tests.routes.factories import RouteFactory
 
@@ -98,7 +99,8 @@ def test_bootstrap_is_the_runtime_profile(api_client, issued, route):
         "knowledge_trust": "reference_only", "tool_results_trust": "untrusted_data",
         "hidden_reasoning_sync": False, "max_tool_calls": 5, "permission": "full",
     }
-    assert body["capabilities"] == {"revision": revision_of([]), "authorized_total": 0, "active_limit": 8,
+    assert body["capabilities"] == {"revision": route_surface(route=route, session=issued.session).revision,
+                                    "authorized_total": 0, "active_limit": 8,
                                     "readonly": 0, "writes": 0, "approval_required": 0}
     assert response["ETag"] == f'"{revision_of(body)}"'
 
@@ -136,7 +138,8 @@ def test_bootstrap_needs_the_runtime_switch(api_client, issued, route):
 
 
 def test_bootstrap_takes_three_queries(api_client, issued, django_assert_num_queries):
-    with django_assert_num_queries(3):  # session (with client) + route + knowledge bindings count
+    # session (with client) + route + knowledge bindings count + tool sources (+ their tools, when any)
+    with django_assert_num_queries(4):
         _bootstrap(api_client, issued)
 
 
