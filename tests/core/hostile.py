@@ -62,7 +62,7 @@ def row_counts() -> dict[str, int]:
 
 
 def make_world() -> World:
-    route = RouteFactory(key="store-assistant", name="门店助手")
+    route = RouteFactory(key="store-assistant", name="门店助手", tools_direct_enabled=True)
     agent_client = AgentClientFactory(project=route.project, allowed_routes=[route.key])
     issued = session_for(agent_client, principal=PRINCIPAL)
     pending = authorization_for(agent_client)
@@ -95,6 +95,7 @@ def make_world() -> World:
         Endpoint("project_memory_update", "PATCH", f"{ws}/project-memories/{project_note_id}", agent),
         Endpoint("knowledge_search", "POST", f"{ws}/knowledge/search", agent),
         Endpoint("knowledge_read", "POST", f"{ws}/knowledge/read", agent),
+        Endpoint("capability_search", "POST", f"{ws}/capabilities/search", agent),
         Endpoint("kb_create", "POST", "/api/v1/builder/knowledge-bases", operator),
         Endpoint("kb_update", "PATCH", f"/api/v1/builder/knowledge-bases/{kb.pk}", operator),
         Endpoint("kb_search", "POST", f"/api/v1/builder/knowledge-bases/{kb.pk}/search", operator),
@@ -107,7 +108,7 @@ def make_world() -> World:
 ENDPOINT_NAMES = [
     "authorization_create", "token", "revoke", "authorization_approve", "authorization_deny", "turn_open",
     "run_complete", "memory_create", "memory_update", "project_memory_create", "project_memory_update",
-    "knowledge_search", "knowledge_read", "kb_create", "kb_update", "kb_search", "document_upload",
+    "knowledge_search", "knowledge_read", "capability_search", "kb_create", "kb_update", "kb_search", "document_upload",
 ]
 
 
