@@ -287,6 +287,8 @@ DEMO_BUSINESS_SIGNING_SECRET = env.str("DEMO_BUSINESS_SIGNING_SECRET", default="
     "bailinghub-demo-business-development-signing-key" if DEBUG else "")
 # Each signed call waits this long before it runs (tests of concurrency and timeouts); 0 in use.
 DEMO_BUSINESS_RESPONSE_DELAY_MS = env.int("DEMO_BUSINESS_RESPONSE_DELAY_MS", default=0)
+# Where the hub reaches the demo shop (seed_demo registers it there): `make run`'s own address.
+DEMO_BUSINESS_BASE_URL = env.str("DEMO_BUSINESS_BASE_URL", default="http://127.0.0.1:8000/demo-business")
 if DEMO_BUSINESS_ENABLED and not DEMO_BUSINESS_SIGNING_SECRET:
     raise ImproperlyConfigured(
         "DEMO_BUSINESS_SIGNING_SECRET is required when DEMO_BUSINESS_ENABLED is on and DEBUG is off "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from rest_framework.test import APIClient
 
@@ -18,6 +19,16 @@ pytest_plugins = ["tests.log_scanner"]
 # one Redis without taking each other's tasks.
 celery_app.conf.task_default_queue = f"tests-{uuid.uuid4().hex[:12]}"
 settings.KNOWLEDGE_LARGE_TASK_QUEUE = f"{celery_app.conf.task_default_queue}-large"
+
+
+# Tests run with DEBUG off (Django's test runner), where tool providers' secrets need a configured
+# key; one key per test session.
+TOOL_SECRET_KEY = Fernet.generate_key().decode()
+
+
+@pytest.fixture(autouse=True)
+def tool_secret_keys(settings):
+    settings.TOOL_SECRET_KEYS = [TOOL_SECRET_KEY]
 
 
 @pytest.fixture

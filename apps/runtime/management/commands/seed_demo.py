@@ -11,15 +11,23 @@ from __future__ import annotations
 
 import os
 import secrets
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from apps.knowledge.models import EmbeddingModel, KnowledgeBase
+from apps.knowledge.services import document_upload, knowledge_base_create, route_knowledge_bind
 from apps.projects.models import Membership, Project
 from apps.projects.services import membership_set
 from apps.routes.models import Route
 from apps.routes.services import route_create
+from apps.tools.models import ToolProvider
+from apps.tools.route_tools import SourceSpec, route_tools_set
+from apps.tools.services import provider_create
 
 DEMO_ROUTES = [
     {
@@ -88,6 +96,9 @@ class Command(BaseCommand):
                 user.is_staff, user.is_superuser, user.is_active = True, False, True
                 user.save(update_fields=["is_staff", "is_superuser", "is_active"])
             membership_set(project=project, user=user, role=Membership.Role.OWNER)
+            assistant = Route.objects.get(project=project, key="store-assistant")
+            kb_note = _demo_knowledge(project=project, route=assistant)
+            tools_note = _demo_tools(project=project, route=assistant)
         if password and not os.environ.get("BAILING_DEMO_PASSWORD"):
             self.stdout.write(self.style.WARNING(
                 f"Demo operator created. Log in at /admin/ as '{username}' with password: {password}\n"
@@ -97,3 +108,46 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo operator '{username}' created with BAILING_DEMO_PASSWORD.")
         else:
             self.stdout.write(f"Demo data present; operator '{username}' exists.")
+        for note in (kb_note, tools_note):
+            if note:
+                self.stdout.write(note)
+
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+DEMO_KB = "门店知识库"
+DEMO_DOCUMENTS = ("after-sales-policy.md", "stock-handbook.md")
+DEMO_PROVIDER = "demo-shop"
+DEMO_WRITE_TOOLS = ["adjust_stock", "issue_refund", "add_customer_note"]
+
+
+def _demo_knowledge(*, project: Project, route: Route) -> str | None:
+    """A KB of two short documents (the offline e5 model), bound to the store assistant; its
+    documents are queued for the worker on commit."""
+    if KnowledgeBase.objects.filter(project=project, name=DEMO_KB).exists():
+        return None
+    model = EmbeddingModel.objects.get(name="multilingual-e5-small")
+    kb = knowledge_base_create(project=project, name=DEMO_KB, embedding_model=model,
+                               embedding_dim=model.dimension,
+                               description="售后政策与库存手册（演示数据）。")
+    document_upload(kb=kb, files=[SimpleUploadedFile(name, (DEMO_DIR / name).read_bytes())
+                                  for name in DEMO_DOCUMENTS])
+    route_knowledge_bind(route=route, knowledge_base=kb)
+    return f"Demo knowledge base '{DEMO_KB}' created; the worker ingests its documents."
+
+
+def _demo_tools(*, project: Project, route: Route) -> str | None:
+    """The demo shop (apps.demo_business, served by this process under /demo-business/) as a tool
+    provider of the store assistant: two readonly tools and three writes, all allowed."""
+    if not settings.DEMO_BUSINESS_ENABLED or ToolProvider.objects.filter(project=project,
+                                                                         name=DEMO_PROVIDER).exists():
+        return None
+    from apps.demo_business.spec import demo_spec_bytes
+
+    provider = provider_create(project=project, name=DEMO_PROVIDER, base_url=settings.DEMO_BUSINESS_BASE_URL,
+                               secret=settings.DEMO_BUSINESS_SIGNING_SECRET, spec=demo_spec_bytes(),
+                               spec_filename="openapi.json").provider
+    names = sorted(provider.tools.values_list("name", flat=True))
+    route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=names)],
+                    tools_direct_enabled=True, write_tools=DEMO_WRITE_TOOLS)
+    return (f"Demo shop registered as tool provider '{DEMO_PROVIDER}' ({settings.DEMO_BUSINESS_BASE_URL}) "
+            f"for route '{route.key}': {', '.join(names)}.")

@@ -79,3 +79,39 @@ def test_the_demo_operators_dashboard_shows_bailing_retail(seeded):
     assert [(board.project.name, board.role) for board in response.context["dashboard"]] == [
         ("Bailing Retail", "owner")]
     assert [route.key for route in response.context["dashboard"][0].routes] == ["hr-helpdesk", "store-assistant"]
+
+
+def test_the_store_assistant_reads_a_demo_knowledge_base_of_two_documents(seeded):
+    from apps.knowledge.models import RouteKnowledgeBinding
+
+    binding = RouteKnowledgeBinding.objects.select_related("knowledge_base__embedding_model").get(
+        route__key="store-assistant")
+    kb = binding.knowledge_base
+    assert (kb.name, kb.embedding_model.name) == ("门店知识库", "multilingual-e5-small")
+    assert sorted(kb.documents.values_list("filename", flat=True)) == ["after-sales-policy.md", "stock-handbook.md"]
+    assert not RouteKnowledgeBinding.objects.filter(route__key="hr-helpdesk").exists()
+
+
+def test_the_demo_shop_is_a_tool_provider_of_the_store_assistant_with_writes_allowed(seeded):
+    from apps.tools.models import RouteToolSource, ToolProvider
+
+    provider = ToolProvider.objects.get(name="demo-shop")
+    source = RouteToolSource.objects.get(route__key="store-assistant")
+    route = Route.objects.get(key="store-assistant")
+    tools = dict(provider.tools.values_list("name", "readonly"))
+    assert tools == {"lookup_product": True, "get_order_status": True, "adjust_stock": False,
+                     "issue_refund": False, "add_customer_note": False}
+    assert (source.provider_id, sorted(source.allowed_tools)) == (provider.pk, sorted(tools))
+    assert (route.tools_direct_enabled, sorted(route.write_tools)) == (
+        True, ["add_customer_note", "adjust_stock", "issue_refund"])
+    assert not provider.tools.filter(enabled=False).exists()
+
+
+def test_without_the_demo_business_system_no_provider_is_registered(monkeypatch, settings):
+    from apps.tools.models import ToolProvider
+
+    settings.DEMO_BUSINESS_ENABLED = False
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    call_command("seed_demo")
+    assert not ToolProvider.objects.exists()
+    assert Route.objects.filter(key="store-assistant").exists()
