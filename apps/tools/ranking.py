@@ -56,29 +56,50 @@ def _bigrams(text: str) -> set[str]:
     return {compact[i:i + 2] for i in range(len(compact) - 1)}
 
 
-def _key(query: str, words: list[str], query_bigrams: set[str], tool: RankText) -> tuple:
-    name, scope, description = _norm(tool.name), _norm(tool.scope), _norm(tool.description)
-    everything = f"{name} {scope} {description}"
+@dataclass(frozen=True)
+class Prepared:
+    """A tool's text, normalized once: what every query is matched against."""
+
+    raw_name: str
+    name: str
+    scope: str
+    description: str
+    everything: str
+    bigrams: frozenset[str]
+
+
+def prepare(tools: Sequence[RankText]) -> tuple[Prepared, ...]:
+    out = []
+    for tool in tools:
+        name, scope, description = _norm(tool.name), _norm(tool.scope), _norm(tool.description)
+        everything = f"{name} {scope} {description}"
+        out.append(Prepared(tool.name, name, scope, description, everything, frozenset(_bigrams(everything))))
+    return tuple(out)
+
+
+def _key(query: str, words: list[str], query_bigrams: set[str], tool: Prepared) -> tuple:
     word_score = 0
     for word in words:
-        for weight, field in zip(_WORD_WEIGHTS, (name, scope, description), strict=True):
+        for weight, field in zip(_WORD_WEIGHTS, (tool.name, tool.scope, tool.description), strict=True):
             if word in field:
                 word_score += weight
-    shared = len(query_bigrams & _bigrams(everything)) if query_bigrams else 0
+    shared = len(query_bigrams & tool.bigrams) if query_bigrams else 0
     return (
-        -(bool(query) and name == query),
-        -(bool(query) and query in name),
-        -(bool(query) and query in everything),
+        -(bool(query) and tool.name == query),
+        -(bool(query) and query in tool.name),
+        -(bool(query) and query in tool.everything),
         -word_score,
         -shared,
-        tool.name,
+        tool.raw_name,
     )
 
 
-def lexical_order(query: str, tools: Sequence[RankText]) -> list[int]:
-    """Indexes of ``tools`` in the contract's lexical order for ``query`` (all of them)."""
+def lexical_order(query: str, tools: Sequence[RankText] | tuple[Prepared, ...]) -> list[int]:
+    """Indexes of ``tools`` (as given, or already ``prepare``d) in the contract's lexical order for
+    ``query`` — all of them."""
+    prepared = tools if tools and isinstance(tools[0], Prepared) else prepare(tools)
     normalized = _norm(query)
     words = list(dict.fromkeys(_WORD.findall(normalized)))
     query_bigrams = _bigrams(normalized)
-    keys = [_key(normalized, words, query_bigrams, tool) for tool in tools]
-    return sorted(range(len(tools)), key=keys.__getitem__)
+    keys = [_key(normalized, words, query_bigrams, tool) for tool in prepared]
+    return sorted(range(len(prepared)), key=keys.__getitem__)

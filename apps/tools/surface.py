@@ -20,6 +20,7 @@ and ``active_tool_limit`` do not take part.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,13 +33,15 @@ from apps.routes.models import Route
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
 from .knowledge_tools import KNOWLEDGE_TOOLS
 from .models import RouteToolSource, Tool
-from .ranking import RankText, lexical_order
+from .ranking import Prepared, RankText, lexical_order, prepare
 from .selectors import tool_definition, tool_usage_guidance
 
 # The compiled fields the revision covers for every allowed tool (§2), beside the public projection.
 REVISION_TOOL_FIELDS = ("name", "method", "path", "scope", "risk", "approval_required", "approval_declared",
                         "approval_rules", "approval_prompt", "subject_required", "readonly", "idempotent",
                         "input_schema", "parameter_locations")
+# ... and what the public projection adds to them (the guidance as its text).
+REVISION_PROJECTION_FIELDS = ("description", "description_truncated", "usage_guidance_available")
 LEXICAL = "lexical"
 # The JSON-Schema keywords an input schema shown to agents may hold (ACC contract); the compiler
 # projects every schema onto them.
@@ -57,7 +60,7 @@ class SurfaceTool:
     name: str
     definition: dict[str, Any]
     usage_guidance: dict[str, Any]
-    tool: Tool | None = None
+    tool: ToolRow | None = None
     provider_name: str = ""
 
     @property
@@ -79,7 +82,7 @@ class Surface:
     def ranked(self, query: str, *, limit: int) -> list[SurfaceTool]:
         """The best ``limit`` tools for ``query``, in the search order (lexical while no tool index
         exists: the contract's fallback is the whole order then)."""
-        order = lexical_order(query, [tool.rank_text for tool in self.tools])
+        order = lexical_order(query, _prepared(self))
         return [self.tools[index] for index in order[:limit]]
 
     def summary(self) -> dict[str, Any]:
@@ -92,6 +95,22 @@ class Surface:
             "writes": len(self.tools) - readonly,
             "approval_required": sum(1 for tool in self.tools if tool.definition["approval_required"]),
         }
+
+
+_PREPARED: OrderedDict[str, tuple[Prepared, ...]] = OrderedDict()
+_PREPARED_MAX = 64
+
+
+def _prepared(surface: Surface) -> tuple[Prepared, ...]:
+    # The revision covers every definition, so the normalized texts of one revision never change:
+    # kept per process for the last few surfaces, so a search does not normalize 1,000 tools again.
+    prepared = _PREPARED.get(surface.revision)
+    if prepared is None or len(prepared) != len(surface.tools):
+        prepared = prepare([tool.rank_text for tool in surface.tools])
+        _PREPARED[surface.revision] = prepared
+        while len(_PREPARED) > _PREPARED_MAX:
+            _PREPARED.popitem(last=False)
+    return prepared
 
 
 def route_approval_forced(*, route: Route, name: str, readonly: bool) -> bool:
@@ -110,12 +129,20 @@ def _principal_satisfies(*, compiled: dict[str, Any], session: AgentSession | No
     return True
 
 
-def _authorized(*, route: Route, tool: Tool, session: AgentSession | None) -> bool:
+def _authorized(*, route: Route, tool: ToolRow, session: AgentSession | None) -> bool:
     if not tool.enabled or not _principal_satisfies(compiled=tool.compiled, session=session):
         return False
     if tool.compiled["readonly"]:
         return True
     return route.permission == Route.Permission.FULL and tool.name in (route.write_tools or [])
+
+
+def _tool_projection(tool: ToolRow) -> dict[str, Any]:
+    compiled = tool.compiled
+    projection = {key: compiled.get(key) for key in (*REVISION_TOOL_FIELDS, *REVISION_PROJECTION_FIELDS)}
+    projection["usage_guidance"] = (compiled.get("usage_guidance") or {}).get("text")
+    projection["enabled"] = tool.enabled
+    return projection
 
 
 def _sha256(text: str | bytes) -> str:
@@ -126,14 +153,29 @@ def _sources(route: Route) -> list[RouteToolSource]:
     return list(RouteToolSource.objects.filter(route=route).select_related("provider").order_by("position"))
 
 
-def _tools_by_source(sources: Sequence[RouteToolSource]) -> dict[Any, dict[str, Tool]]:
-    wanted = {source.provider_id: set(source.allowed_tools) for source in sources}
-    out: dict[Any, dict[str, Tool]] = {provider_id: {} for provider_id in wanted}
+@dataclass(frozen=True)
+class ToolRow:
+    """The columns of a Tool the surface reads (the definition selectors read only ``compiled``);
+    fetched as values, since building a model instance per tool costs more than the whole query."""
+
+    id: Any
+    provider_id: Any
+    name: str
+    enabled: bool
+    compiled: dict[str, Any]
+
+
+def _tools_by_source(sources: Sequence[RouteToolSource]) -> dict[Any, dict[str, ToolRow]]:
+    # Filtered by provider in the database and by allow list here: an IN list of a thousand names
+    # costs the database more than the rows it would leave out.
+    wanted = {source.provider_id: set(source.allowed_tools) for source in sources if source.allowed_tools}
+    out: dict[Any, dict[str, ToolRow]] = {source.provider_id: {} for source in sources}
     if not wanted:
         return out
-    for tool in Tool.objects.filter(provider_id__in=wanted).order_by("position"):
-        if tool.name in wanted[tool.provider_id]:
-            out[tool.provider_id][tool.name] = tool
+    rows = Tool.objects.filter(provider_id__in=wanted).values_list("id", "provider_id", "name", "enabled", "compiled")
+    for row in rows:
+        if row[2] in wanted[row[1]]:
+            out[row[1]][row[2]] = ToolRow(*row)
     return out
 
 
@@ -156,8 +198,7 @@ def route_surface(*, route: Route, session: AgentSession | None, knowledge_sourc
                 "base_url_sha256": _sha256(provider.base_url),
                 "spec_sha256": provider.spec_sha256,
                 "allow": list(source.allowed_tools),
-                "tools": [{**{key: tool.compiled.get(key) for key in REVISION_TOOL_FIELDS}, "enabled": tool.enabled}
-                          for name in source.allowed_tools if (tool := allowed.get(name))],
+                "tools": [_tool_projection(tool) for name in source.allowed_tools if (tool := allowed.get(name))],
             })
             if not provider.enabled:
                 continue
@@ -186,7 +227,11 @@ def route_surface(*, route: Route, session: AgentSession | None, knowledge_sourc
                                        else sorted(route.unattended_write_tools)),
         },
         "sources": sources_projection,
-        "surface": [{"definition": tool.definition, "usage_guidance": tool.usage_guidance["text"]} for tool in unique],
+        # Business tools are covered above field by field; here, which of them this caller sees
+        # and the route's approval decision. Built-in tools are covered whole.
+        "surface": [[tool.name, tool.definition["approval_required"]] if tool.tool is not None
+                    else {"definition": tool.definition, "usage_guidance": tool.usage_guidance["text"]}
+                    for tool in unique],
     }
     return Surface(route=route, tools=tuple(unique), revision=revision_of(projection),
                    _by_name={tool.name: tool for tool in unique})
