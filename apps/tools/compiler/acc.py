@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .text import clean_text, cut_chars
 from .types import APPROVAL_OPERATORS, RATE_LIMIT_WINDOWS, RISK_LEVELS, SIDE_EFFECTS, ApprovalRule, RateLimit
@@ -54,7 +54,7 @@ class Governance:
         return self.risk == "high" or self.approval_declared or bool(self.approval_rules)
 
 
-def _is_bool(value: Any) -> bool:
+def _is_bool(value: Any) -> TypeGuard[bool]:
     return isinstance(value, bool)
 
 

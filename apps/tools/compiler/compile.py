@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 from . import acc as acc_module
 from . import loader
@@ -39,6 +40,10 @@ def compile_spec(data: bytes) -> CompileResult:
     resolver = Resolver(document)
     resolver.check_all()
     return _Compiler(document, resolver, version, sha256).run()
+
+
+class _OperationWarn(Protocol):
+    def __call__(self, code: str, message: str, fallback: str = ..., where: str = ...) -> None: ...
 
 
 class _Compiler:
@@ -82,10 +87,12 @@ class _Compiler:
                 code="warnings_truncated", operation=None,
                 message=f"{self.warnings_dropped} more warnings were not recorded.",
                 fallback=f"only the first {MAX_WARNINGS} warnings are kept"))
-        info = self.document.get("info") if isinstance(self.document.get("info"), dict) else {}
+        raw_info = self.document.get("info")
+        info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+        title = info.get("title")
         return CompileResult(
             openapi_version=self.version,
-            title=clean_text(info.get("title")) if isinstance(info.get("title"), str) else "",
+            title=clean_text(title) if isinstance(title, str) else "",
             api_version=str(info.get("version", ""))[:64],
             sha256=self.sha256,
             tools=tuple(self.tools),
@@ -95,7 +102,7 @@ class _Compiler:
             acc_present=self.acc_present,
         )
 
-    def _operations(self):
+    def _operations(self) -> Iterator[tuple[str, str, dict[str, Any], dict[str, Any], str]]:
         paths = self.document.get("paths")
         if not isinstance(paths, dict):
             return
@@ -200,7 +207,9 @@ class _Compiler:
             deprecated=operation.get("deprecated") is True,
         )
 
-    def _inputs(self, path_item, operation, projection, warn, pointer):
+    def _inputs(self, path_item: dict[str, Any], operation: dict[str, Any], projection: Projection,
+                warn: _OperationWarn, pointer: str
+                ) -> tuple[dict[str, Any], list[str], list[ParameterLocation], str]:
         """Merge path-level and operation-level parameters (the operation's win) and the JSON body."""
         merged: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
         for source, base in ((path_item, pointer.rsplit("/", 1)[0]), (operation, pointer)):
@@ -276,11 +285,13 @@ class _Compiler:
         return properties, required, locations, content_type
 
     @staticmethod
-    def _merge_body(schema, body_required, properties, required, locations, description) -> None:
+    def _merge_body(schema: dict[str, Any], body_required: bool, properties: dict[str, Any], required: list[str],
+                    locations: list[ParameterLocation], description: Any) -> None:
         """An object body with plain properties is flattened into the input (each property keeps a
         body location); any other body, or one whose property names collide with a parameter, is
         passed whole under ``body``."""
-        body_properties = schema.get("properties")
+        # Untrusted JSON: checked below before it is used as an object.
+        body_properties: Any = schema.get("properties")
         flat = (schema.get("type") in (None, "object") and isinstance(body_properties, dict) and body_properties
                 and not any(key in schema for key in ("oneOf", "anyOf", "allOf"))
                 and not set(body_properties) & set(properties))
@@ -301,12 +312,13 @@ class _Compiler:
             required.append(argument)
         locations.append(ParameterLocation(argument=argument, location="body", name=""))
 
-    def _fit_inputs(self, path_item, operation, warn, pointer):
+    def _fit_inputs(self, path_item: dict[str, Any], operation: dict[str, Any], warn: _OperationWarn, pointer: str
+                    ) -> tuple[dict[str, Any], list[ParameterLocation], str] | None:
         """The input schema within its depth and byte limits: descriptions go first, then depth."""
         index = 0
         while True:
             max_depth, descriptions = _ATTEMPTS[index]
-            pending: list[tuple] = []
+            pending: list[tuple[Any, ...]] = []
             projection = Projection(self.resolver, max_depth=max_depth, descriptions=descriptions)
             properties, required, locations, content_type = self._inputs(
                 path_item, operation, projection, lambda *args, sink=pending: sink.append(args), pointer)
@@ -342,7 +354,8 @@ class _Compiler:
                  "the nodes past the limit accept any value")
         return schema, locations, content_type
 
-    def _guidance(self, summary: str, description: str, gov, warn) -> UsageGuidance:
+    def _guidance(self, summary: str, description: str, gov: acc_module.Governance,
+                  warn: _OperationWarn) -> UsageGuidance:
         parts = [part for part in (summary, description) if part]
         if gov.when_to_use:
             parts.append(f"When to use: {gov.when_to_use}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import jsonschema_rs
 import yaml
@@ -23,15 +23,16 @@ MAX_EXPANDED_NODES = 5_000_000
 
 _VERSION = re.compile(r"^3\.(0|1)\.\d+(-.+)?$")
 
+_YamlLoader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]
 try:
     _YamlLoader = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML without libyaml
     _YamlLoader = yaml.SafeLoader
 
-_validators: dict[str, Any] = {}
+_validators: dict[str, jsonschema_rs.Validator] = {}
 
 
-def _validator(minor: str):
+def _validator(minor: str) -> jsonschema_rs.Validator:
     if minor not in _validators:
         # Formats are annotations here: `pattern` is "format: regex", and the regex dialects real specs
         # use (Java's \p{Print}, \A) are not the validator's; the projection vets patterns instead.
@@ -40,7 +41,7 @@ def _validator(minor: str):
     return _validators[minor]
 
 
-def _reject_constant(value: str):
+def _reject_constant(value: str) -> NoReturn:
     raise ValueError(f"{value} is not JSON")
 
 
@@ -71,7 +72,7 @@ def parse(data: bytes) -> dict[str, Any]:
         if _expanded_size(document) > MAX_EXPANDED_NODES:
             raise SpecRefused("spec_too_large",
                               f"The spec's YAML aliases expand to more than {MAX_EXPANDED_NODES} nodes.")
-        document = _as_json(document)
+        return _as_json(document)
     return document
 
 
@@ -143,7 +144,7 @@ def _as_json(document: dict[str, Any]) -> dict[str, Any]:
     """YAML can carry what JSON cannot (dates, non-string keys, NaN): a JSON round trip gives the
     document a JSON spec would have, or refuses it."""
     try:
-        return json.loads(json.dumps(document, default=_default, allow_nan=False))
+        return cast(dict[str, Any], json.loads(json.dumps(document, default=_default, allow_nan=False)))
     except (TypeError, ValueError, RecursionError) as exc:
         raise SpecRefused("spec_not_parseable", f"The spec holds a value JSON cannot represent: {exc}"[:500]) from None
 
