@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import TextField
+from django.db.models.functions import MD5, Cast
+
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
 from apps.knowledge.selectors import route_knowledge_source_count
@@ -137,11 +140,9 @@ def _authorized(*, route: Route, tool: ToolRow, session: AgentSession | None) ->
     return route.permission == Route.Permission.FULL and tool.name in (route.write_tools or [])
 
 
-def _tool_projection(tool: ToolRow) -> dict[str, Any]:
-    compiled = tool.compiled
+def _tool_projection(compiled: dict[str, Any]) -> dict[str, Any]:
     projection = {key: compiled.get(key) for key in (*REVISION_TOOL_FIELDS, *REVISION_PROJECTION_FIELDS)}
     projection["usage_guidance"] = (compiled.get("usage_guidance") or {}).get("text")
-    projection["enabled"] = tool.enabled
     return projection
 
 
@@ -155,35 +156,71 @@ def _sources(route: Route) -> list[RouteToolSource]:
 
 @dataclass(frozen=True)
 class ToolRow:
-    """The columns of a Tool the surface reads (the definition selectors read only ``compiled``);
-    fetched as values, since building a model instance per tool costs more than the whole query."""
+    """The columns of a Tool the surface reads (the definition selectors read only ``compiled``),
+    and ``digest``, the SHA-256 of its revision projection without the switch."""
 
     id: Any
     provider_id: Any
     name: str
     enabled: bool
     compiled: dict[str, Any]
+    digest: str
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    compiled: dict[str, Any]
+    digest: str
+
+
+# Compiled tools by (id, MD5 of the stored JSON): content-addressed, so an entry is never stale —
+# a re-compiled tool has another MD5 and is read again. It spares each request decoding and
+# hashing every compiled tool of a large surface.
+_COMPILED: OrderedDict[tuple[Any, str], _Compiled] = OrderedDict()
+_COMPILED_MAX = 20_000
+
+
+def _compiled_get(keys: list[tuple[Any, str]]) -> dict[tuple[Any, str], _Compiled]:
+    found = {key: entry for key in keys if (entry := _COMPILED.get(key)) is not None}
+    missing = [key for key in keys if key not in found]
+    if missing:
+        wanted = dict(missing)
+        rows = (Tool.objects.filter(pk__in=wanted).annotate(compiled_md5=MD5(Cast("compiled", TextField())))
+                .values_list("id", "compiled_md5", "compiled"))
+        for pk, md5, compiled in rows:
+            entry = _Compiled(compiled=compiled, digest=revision_of(_tool_projection(compiled)))
+            found[(pk, wanted[pk])] = entry  # a re-compile in between: this request reads the newer one
+            _COMPILED[(pk, md5)] = entry  # cached under the version actually read
+        while len(_COMPILED) > _COMPILED_MAX:
+            _COMPILED.popitem(last=False)
+    return found
 
 
 def _tools_by_source(sources: Sequence[RouteToolSource]) -> dict[Any, dict[str, ToolRow]]:
     # Filtered by provider in the database and by allow list here: an IN list of a thousand names
-    # costs the database more than the rows it would leave out.
+    # costs the database more than the rows it would leave out. The compiled JSON itself is read
+    # only for tools this process has not seen in that exact version.
     wanted = {source.provider_id: set(source.allowed_tools) for source in sources if source.allowed_tools}
     out: dict[Any, dict[str, ToolRow]] = {source.provider_id: {} for source in sources}
     if not wanted:
         return out
-    rows = Tool.objects.filter(provider_id__in=wanted).values_list("id", "provider_id", "name", "enabled", "compiled")
-    for row in rows:
-        if row[2] in wanted[row[1]]:
-            out[row[1]][row[2]] = ToolRow(*row)
+    rows = [row for row in Tool.objects.filter(provider_id__in=wanted)
+            .annotate(compiled_md5=MD5(Cast("compiled", TextField())))
+            .values_list("id", "provider_id", "name", "enabled", "compiled_md5")
+            if row[2] in wanted[row[1]]]
+    compiled = _compiled_get([(row[0], row[4]) for row in rows])
+    for pk, provider_id, name, enabled, md5 in rows:
+        entry = compiled[(pk, md5)]
+        out[provider_id][name] = ToolRow(pk, provider_id, name, enabled, entry.compiled, entry.digest)
     return out
 
 
 def route_surface(*, route: Route, session: AgentSession | None, knowledge_sources: int | None = None) -> Surface:
     """The authorized surface of ``route`` for ``session`` (``None``: an operator's view, as a
     principal acting on someone's behalf would see it), with its capability revision. Three
-    queries whatever the number of tools; two when the caller has counted the route's knowledge
-    bases already (``knowledge_sources``)."""
+    queries whatever the number of tools (one more when this process has not read some tool's
+    compiled version yet); one less when the caller has counted the route's knowledge bases
+    already (``knowledge_sources``)."""
     surface: list[SurfaceTool] = []
     sources_projection: list[dict[str, Any]] = []
     if route.tools_direct_enabled:
@@ -198,7 +235,7 @@ def route_surface(*, route: Route, session: AgentSession | None, knowledge_sourc
                 "base_url_sha256": _sha256(provider.base_url),
                 "spec_sha256": provider.spec_sha256,
                 "allow": list(source.allowed_tools),
-                "tools": [_tool_projection(tool) for name in source.allowed_tools if (tool := allowed.get(name))],
+                "tools": [[tool.digest, tool.enabled] for name in source.allowed_tools if (tool := allowed.get(name))],
             })
             if not provider.enabled:
                 continue

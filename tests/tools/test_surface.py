@@ -127,9 +127,23 @@ def test_knowledge_tools_join_when_knowledge_is_bound(tool_route):
             for t in surface.tools[-2:]} == {(True, "low", False)}
 
 
-def test_the_surface_takes_three_queries(tool_route, django_assert_num_queries):
+def test_the_surface_takes_four_queries_when_its_tools_are_new_to_the_process(tool_route, store_provider,
+                                                                             django_assert_num_queries):
+    provider_reimport(provider=store_provider, spec=store_spec_with('version: "2.1"', 'version: "2.5"'))
+    with django_assert_num_queries(4):
+        route_surface(route=tool_route, session=None)
+
+
+def test_the_surface_takes_three_queries_once_its_tools_were_read(tool_route, django_assert_num_queries):
+    route_surface(route=tool_route, session=None)
     with django_assert_num_queries(3):
         route_surface(route=tool_route, session=None)
+
+
+def test_a_recompiled_tool_is_read_again(tool_route, store_provider):
+    route_surface(route=tool_route, session=None)
+    provider_reimport(provider=store_provider, spec=store_spec_with("summary: Order status", "summary: Order state"))
+    assert _definition(tool_route, "order_status")["description"] == "Order state"
 
 
 def test_the_summary_counts_the_surface(tool_route):
