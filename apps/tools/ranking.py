@@ -5,7 +5,8 @@ Tiers, each deciding only between tools the tiers before it left tied:
 1. the tool's name equals the query;
 2. the name contains the query;
 3. the query appears inside name + scope + description;
-4. each query word found in the name (weight 3), the scope (2), the description (1);
+4. each query word (English stop words left out) found in the name (weight 3), the scope (2),
+   the description (1);
 5. shared character bigrams between the query and name + scope + description, so a Chinese
    query, which has no spaces to split words on, still ranks;
 6. the name, ascending.
@@ -27,6 +28,13 @@ _SEPARATORS = re.compile(r"[\s_\-./:]+")
 _WORD = re.compile(r"\w+")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _WORD_WEIGHTS = (3, 2, 1)  # name, scope, description
+# Words that say nothing about which tool is meant; they would only add the same noise to most tools.
+STOP_WORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "could", "do", "for", "from", "get", "give", "has",
+    "have", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "please", "show", "tell", "that",
+    "the", "their", "them", "there", "these", "this", "to", "us", "we", "what", "when", "where", "which", "who",
+    "will", "with", "would", "you", "your",
+})
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,7 @@ def lexical_order(query: str, tools: Sequence[RankText] | tuple[Prepared, ...]) 
     ``query`` — all of them."""
     prepared = tools if tools and isinstance(tools[0], Prepared) else prepare(tools)
     normalized = _norm(query)
-    words = list(dict.fromkeys(_WORD.findall(normalized)))
+    words = [word for word in dict.fromkeys(_WORD.findall(normalized)) if word not in STOP_WORDS]
     query_bigrams = _bigrams(normalized)
     keys = [_key(normalized, words, query_bigrams, tool) for tool in prepared]
     return sorted(range(len(prepared)), key=keys.__getitem__)

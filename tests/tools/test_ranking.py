@@ -57,3 +57,9 @@ def test_query_clean_removes_control_characters_and_trims():
 
 def test_query_clean_drops_lone_surrogates():
     assert query_clean("a\ud800b") == "ab"
+
+
+def test_stop_words_do_not_rank():
+    # Were "the" a word, a_tool would tie on words and win on shared bigrams.
+    tools = [_tool("a_tool", description="the efor theo"), _tool("b_tool", description="fork")]
+    assert _names("the fork", tools) == ["b_tool", "a_tool"]
