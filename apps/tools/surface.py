@@ -5,8 +5,8 @@ the legacy catalog, later invocations) reads ``route_surface``. The authorized s
 contract) is: the route's tool sources (provider + exact allow list) ∩ enabled providers ∩
 enabled tools ∩ tools whose subject the principal satisfies; read-only tools always, a write tool
 only when the route's permission is ``full`` and the tool is listed in ``write_tools``. Nothing at
-all while ``tools.agent_direct`` is off. When knowledge is bound to the route, the built-in
-``kb_search`` and ``kb_read`` join it.
+all while ``tools.agent_direct`` is off. When the route reads knowledge (knowledge on, knowledge
+bases bound), the built-in ``kb_search`` and ``kb_read`` join it.
 
 ``capability_revision`` is SHA-256 over a canonical JSON of: the route key, permission, audience,
 the ``agent_direct`` config, per source the provider name, enabled flag, SHA-256 of its base URL
@@ -217,10 +217,10 @@ def _tools_by_source(sources: Sequence[RouteToolSource]) -> dict[Any, dict[str, 
 
 def route_surface(*, route: Route, session: AgentSession | None, knowledge_sources: int | None = None) -> Surface:
     """The authorized surface of ``route`` for ``session`` (``None``: an operator's view, as a
-    principal acting on someone's behalf would see it), with its capability revision. Three
+    principal acting on someone's behalf would see it), with its capability revision. Two
     queries whatever the number of tools (one more when this process has not read some tool's
-    compiled version yet); one less when the caller has counted the route's knowledge bases
-    already (``knowledge_sources``)."""
+    compiled version yet), and one to count the route's knowledge bases when its knowledge is on
+    and the caller has not counted them (``knowledge_sources``)."""
     surface: list[SurfaceTool] = []
     sources_projection: list[dict[str, Any]] = []
     if route.tools_direct_enabled:
@@ -247,9 +247,9 @@ def route_surface(*, route: Route, session: AgentSession | None, knowledge_sourc
                 surface.append(SurfaceTool(name=name, definition=tool_definition(tool=tool, force_approval=forced),
                                            usage_guidance=tool_usage_guidance(tool=tool), tool=tool,
                                            provider_name=provider.name))
-        if knowledge_sources is None:
+        if route.knowledge_enabled and knowledge_sources is None:
             knowledge_sources = route_knowledge_source_count(route=route)
-        if knowledge_sources > 0:
+        if route.knowledge_enabled and knowledge_sources:
             surface.extend(_knowledge_tools())
     unique = _unique(surface)
     projection = {

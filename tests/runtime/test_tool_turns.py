@@ -68,6 +68,7 @@ def test_a_turn_carries_the_best_tools_for_its_input(api_client, issued, tool_ro
 
 
 def test_active_tools_are_unique_and_at_most_the_limit(api_client, issued, tool_route):
+    route_update(route=tool_route, knowledge_enabled=True)
     route_knowledge_bind(route=tool_route, knowledge_base=KnowledgeBaseFactory(project=tool_route.project))
     body = open_turn(api_client, issued.access_token, "store-assistant", user_input="anything").json()
     names = _names(body["active_tools"])

@@ -120,6 +120,7 @@ def test_input_schemas_keep_only_the_whitelisted_keywords(tool_route):
 
 
 def test_knowledge_tools_join_when_knowledge_is_bound(tool_route):
+    route_update(route=tool_route, knowledge_enabled=True)
     route_knowledge_bind(route=tool_route, knowledge_base=KnowledgeBaseFactory(project=tool_route.project))
     surface = route_surface(route=tool_route, session=None)
     assert [tool.name for tool in surface.tools][-2:] == ["kb_search", "kb_read"]
@@ -127,16 +128,21 @@ def test_knowledge_tools_join_when_knowledge_is_bound(tool_route):
             for t in surface.tools[-2:]} == {(True, "low", False)}
 
 
-def test_the_surface_takes_four_queries_when_its_tools_are_new_to_the_process(tool_route, store_provider,
-                                                                             django_assert_num_queries):
+def test_knowledge_tools_need_the_routes_knowledge_on(tool_route):
+    route_knowledge_bind(route=tool_route, knowledge_base=KnowledgeBaseFactory(project=tool_route.project))
+    assert "kb_search" not in _names(tool_route)
+
+
+def test_the_surface_takes_three_queries_when_its_tools_are_new_to_the_process(tool_route, store_provider,
+                                                                              django_assert_num_queries):
     provider_reimport(provider=store_provider, spec=store_spec_with('version: "2.1"', 'version: "2.5"'))
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(3):
         route_surface(route=tool_route, session=None)
 
 
-def test_the_surface_takes_three_queries_once_its_tools_were_read(tool_route, django_assert_num_queries):
+def test_the_surface_takes_two_queries_once_its_tools_were_read(tool_route, django_assert_num_queries):
     route_surface(route=tool_route, session=None)
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(2):
         route_surface(route=tool_route, session=None)
 
 
