@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.core.jsonbytes import compact_json
+
 from .errors import CapabilityChanged, ToolNotFound
 from .surface import Surface
 
@@ -13,6 +15,7 @@ DETAIL_SCHEMA = "bailing.agent-tool-detail.v1"
 CATALOG_SCHEMA = "bailing.agent-tool-catalog.v1"
 SEARCH_DEFAULT_LIMIT = 8
 SEARCH_MAX_LIMIT = 12
+CATALOG_MAX_BYTES = 1024 * 1024 - 4096  # under the hosts' 1 MiB, with room for the renderer's margin
 
 
 def capability_search(*, surface: Surface, query: str, limit: int) -> dict[str, Any]:
@@ -68,10 +71,21 @@ def tool_detail(*, surface: Surface, name: str, capability_revision: str) -> dic
 
 
 def tool_catalog(*, surface: Surface) -> dict[str, Any]:
-    """The legacy `bailing.agent-tool-catalog.v1`: every tool of the surface, in source order."""
-    return {
+    """The legacy `bailing.agent-tool-catalog.v1`: the tools of the surface, in source order. Hosts
+    refuse answers over 1 MiB, so a surface too large for that ends at the last whole definition
+    that fits, with `truncated: true` (absent otherwise); capability search reaches every tool."""
+    body: dict[str, Any] = {
         "schema_version": CATALOG_SCHEMA,
         "route": surface.route.key,
         "capability_revision": surface.revision,
-        "tools": [tool.definition for tool in surface.tools],
+        "tools": [],
     }
+    remaining = CATALOG_MAX_BYTES - len(compact_json(body).encode("utf-8")) - len(',"truncated":true')
+    for tool in surface.tools:
+        size = len(compact_json(tool.definition).encode("utf-8")) + 1
+        if size > remaining:
+            body["truncated"] = True
+            break
+        remaining -= size
+        body["tools"].append(tool.definition)
+    return body

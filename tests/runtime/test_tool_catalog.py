@@ -1,4 +1,8 @@
+import json
+
 from apps.routes.services import route_update
+from apps.tools.route_tools import SourceSpec, route_tools_set
+from apps.tools.services import provider_create
 from apps.tools.surface import route_surface
 from tests.runtime.tool_api_helpers import catalog, refused, stored_rows
 
@@ -36,3 +40,32 @@ def test_a_repeated_route_parameter_is_invalid_route(api_client, issued, tool_ro
     response = api_client.get("/agent-api/v1/tools?route=store-assistant&route=hr-helpdesk",
                               HTTP_AUTHORIZATION=f"Bearer {issued.access_token}")
     refused(response, 400, "invalid_route")
+
+
+def _large_spec(operations: int, properties: int) -> bytes:
+    schema = {"type": "object", "properties": {f"field_{i}": {"type": "string", "description": "字" * 900}
+                                               for i in range(properties)}}
+    paths = {f"/things/{n}": {"post": {
+        "operationId": f"thing_{n:03d}", "summary": f"Thing {n}",
+        "requestBody": {"content": {"application/json": {"schema": schema}}},
+        "x-agent-capability": {"version": 1, "scope": "things.read", "execution": {"readonly": True}},
+        "responses": {"200": {"description": "ok"}}}} for n in range(operations)}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "large", "version": "1"}, "paths": paths}).encode()
+
+
+def test_a_catalog_over_1_mib_ends_at_the_last_whole_tool_that_fits(api_client, issued, route, tool_keys):
+    provider = provider_create(project=route.project, name="large", base_url="http://127.0.0.1:9/large",
+                               secret="large-secret", spec=_large_spec(operations=30, properties=20)).provider
+    names = [f"thing_{n:03d}" for n in range(30)]
+    route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=names)])
+    response = catalog(api_client, issued.access_token, route="store-assistant")
+    body = response.json()
+    assert response.status_code == 200
+    assert len(response.content) <= 1024 * 1024
+    assert body["truncated"] is True
+    assert 0 < len(body["tools"]) < 30
+    assert [tool["name"] for tool in body["tools"]] == names[:len(body["tools"])]
+
+
+def test_a_catalog_that_fits_says_nothing_about_truncation(api_client, issued, tool_route):
+    assert "truncated" not in catalog(api_client, issued.access_token, route="store-assistant").json()

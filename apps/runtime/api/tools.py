@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from apps.agent_auth.api.serializers import StrictCharField, StrictSerializer
 from apps.core.errors import InvalidRequest
+from apps.core.jsonbytes import CompactJSONRenderer
 from apps.ledger.selectors import run_get_for_route, run_user_input
 from apps.routes.validators import TOOL_NAME_RE
 from apps.runtime.api.base import ToolRouteApi
@@ -48,7 +49,12 @@ class CapabilitySearchSerializer(StrictSerializer):
         return attrs
 
 
-class CapabilitySearchApi(ToolRouteApi):
+class ToolApi(ToolRouteApi):
+    # The renderer the byte budgets are measured with.
+    renderer_classes = [CompactJSONRenderer]
+
+
+class CapabilitySearchApi(ToolApi):
     body_max_bytes = SEARCH_BODY_MAX_BYTES
 
     def post(self, request, route):
@@ -78,7 +84,7 @@ def _query_params(request, allowed: set[str]) -> dict[str, str]:
     return {key: params[key] for key in params}
 
 
-class ToolDetailApi(ToolRouteApi):
+class ToolDetailApi(ToolApi):
     def get(self, request, name):
         params = _query_params(request, {"route", "capability_revision"})
         revision = params.get("capability_revision", "")
@@ -91,7 +97,7 @@ class ToolDetailApi(ToolRouteApi):
         return Response(catalog.tool_detail(surface=surface, name=name, capability_revision=revision))
 
 
-class ToolCatalogApi(ToolRouteApi):
+class ToolCatalogApi(ToolApi):
     require_runtime = False
 
     def get(self, request):
