@@ -1,8 +1,11 @@
+import json
+
 import pytest
 
 from apps.agent_auth.models import AgentSession
 from apps.knowledge.services import route_knowledge_bind
 from apps.routes.services import route_update
+from apps.routes.validators import TOOL_NAME_RE
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from apps.tools.services import provider_reimport, provider_update, tool_set_enabled
 from apps.tools.surface import INPUT_SCHEMA_KEYWORDS, route_surface
@@ -230,3 +233,17 @@ def test_the_revision_ignores_what_it_does_not_cover(tool_route, store_provider,
 def test_the_revision_is_64_hex(tool_route):
     revision = _revision(tool_route)
     assert len(revision) == 64 and revision == revision.lower() and int(revision, 16) >= 0
+
+
+def test_every_definition_keeps_the_wire_rules(tool_route):
+    route_update(route=tool_route, knowledge_enabled=True)
+    route_knowledge_bind(route=tool_route, knowledge_base=KnowledgeBaseFactory(project=tool_route.project))
+    for tool in route_surface(route=tool_route, session=None).tools:
+        definition = tool.definition
+        assert TOOL_NAME_RE.fullmatch(definition["name"])
+        assert 1 <= len(definition["description"]) <= 1200 and len(definition["scope"]) <= 256
+        assert definition["risk"] in ("low", "medium", "high")
+        assert all(isinstance(definition[key], bool) for key in ("approval_required", "readonly", "idempotent"))
+        assert definition["input_schema"]["type"] == "object"
+        assert len(json.dumps(definition["input_schema"]).encode()) <= 64 * 1024
+        assert "usage_guidance" not in definition
