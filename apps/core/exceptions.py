@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -56,7 +57,7 @@ STATUS_MESSAGES = {
 }
 
 
-def error_payload(status: int, message: str | None = None, code: str | None = None, **extra: Any) -> dict:
+def error_payload(status: int, message: str | None = None, code: str | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "error": code or STATUS_CODES.get(status, "error"),
         "message": message or STATUS_MESSAGES.get(status, "Error."),
@@ -81,7 +82,7 @@ def _shown(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _field_error_items(detail: Any, prefix: str = ""):
+def _field_error_items(detail: Any, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
     """(name, [message, ...]) for every leaf of DRF's nested error detail, lazily."""
     if isinstance(detail, dict):
         for key, value in detail.items():
@@ -141,7 +142,7 @@ def _bounded(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def api_exception_handler(exc: Exception, context: dict) -> Response:
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF exception handler: renders ApiError, DRF and Django exceptions in the one error shape."""
     headers: dict[str, str] = {}
     if isinstance(exc, ApiError):
@@ -177,8 +178,10 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
         return Response(error_payload(exc.status_code, str(exc.detail) if exc.status_code == 403 else None),
                         status=exc.status_code, headers=headers)
     if isinstance(exc, drf.Throttled):
-        if exc.wait is not None:
-            headers["Retry-After"] = str(int(exc.wait) + 1)
+        # Set by DRF's Throttled.__init__; its stubs do not declare the attribute.
+        wait: float | None = getattr(exc, "wait", None)
+        if wait is not None:
+            headers["Retry-After"] = str(int(wait) + 1)
         return Response(error_payload(429), status=429, headers=headers)
     if isinstance(exc, drf.APIException):
         return Response(error_payload(exc.status_code), status=exc.status_code)

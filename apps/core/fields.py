@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from typing import Any, cast
+from uuid import UUID
 
 from rest_framework import serializers
 
@@ -30,12 +32,12 @@ class JSONStringField(serializers.CharField):
 
     default_error_messages = {"invalid": "A JSON string is required."}
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("validators", [])
         kwargs["validators"] = [*kwargs["validators"], safe_text]
         super().__init__(**kwargs)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -44,7 +46,7 @@ class JSONStringField(serializers.CharField):
 class JSONUUIDField(serializers.UUIDField):
     """A UUID written as a JSON string (DRF would also take an integer as a UUID's 128 bits)."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> UUID:
         if not isinstance(data, str):
             self.fail("invalid", value=str(data)[:64])
         return super().to_internal_value(data)
@@ -55,7 +57,7 @@ class JSONIntegerField(serializers.IntegerField):
 
     default_error_messages = {"invalid": "A JSON integer is required."}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -66,7 +68,7 @@ class JSONNumberField(serializers.FloatField):
 
     default_error_messages = {"invalid": "A finite JSON number is required."}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -77,7 +79,7 @@ class JSONBooleanField(serializers.BooleanField):
 
     default_error_messages = {"invalid": "A JSON boolean (true or false) is required."}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> bool:
         if not isinstance(data, bool):
             self.fail("invalid")
         return data
@@ -88,30 +90,32 @@ class JSONObjectField(serializers.JSONField):
 
     default_error_messages = {"invalid": "A JSON object is required."}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, Mapping):
             self.fail("invalid")
-        return super().to_internal_value(data)
+        # DRF's JSONField takes any JSON value; its stubs name only objects and lists.
+        return cast(dict[str, Any], super().to_internal_value(cast(dict[str, Any], data)))
 
 
 class BoundedListField(serializers.ListField):
     """A list whose length is checked before its items: 100,000 bad items cost one error, not
     100,000 item validations and an error naming each."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[Any]:
         if isinstance(data, list) and self.max_length is not None and len(data) > self.max_length:
             self.fail("max_length", max_length=self.max_length)
         return super().to_internal_value(data)
 
 
-class ExactFieldsSerializer(serializers.Serializer):
+class ExactFieldsSerializer(serializers.Serializer[Any]):
     """A JSON object with exactly these fields: every unknown one is named (the error handler
     shows the first few and counts them all)."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, Mapping):
             raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
         unknown = [name for name in data if name not in self.fields]
         if unknown:
             raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
+        validated: dict[str, Any] = super().to_internal_value(data)
+        return validated

@@ -8,6 +8,7 @@ compact separators, UTF-8, non-ASCII not escaped.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ class CompactJSONRenderer(JSONRenderer):
     """DRF's JSON renderer (compact, UTF-8, U+2028/U+2029 escaped), ignoring an `indent` asked for
     in the Accept header, so the bytes sent are the bytes measured."""
 
-    def get_indent(self, accepted_media_type, renderer_context):
+    def get_indent(self, accepted_media_type: str, renderer_context: Mapping[str, Any]) -> None:
         return None
 
 

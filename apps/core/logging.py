@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
+from typing import Any
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -58,7 +59,7 @@ def install_record_redaction() -> None:
     if getattr(previous, "redacts", False):
         return
 
-    def factory(*args, **kwargs) -> logging.LogRecord:
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         return redact_record(previous(*args, **kwargs))
 
     factory.redacts = True  # type: ignore[attr-defined]

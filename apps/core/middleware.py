@@ -6,6 +6,8 @@ import io
 import logging
 import re
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -22,6 +24,9 @@ logger = logging.getLogger("bailinghub.errors")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{8,128}")
 _READ_CHUNK = 64 * 1024
 
+GetResponse = Callable[[HttpRequest], HttpResponse]
+ViewFunc = Callable[..., Any]
+
 
 def is_json_path(path: str) -> bool:
     return path.startswith(settings.BAILING_JSON_ERROR_PREFIXES) and not path.startswith(
@@ -37,13 +42,14 @@ def request_id_is_valid(value: str) -> bool:
 class RequestIdMiddleware:
     """Takes a well-formed X-Request-ID or makes one; it is in every log line and echoed back."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         incoming = request.headers.get("X-Request-ID", "")
         request_id = incoming if request_id_is_valid(incoming) else uuid.uuid4().hex
-        request.request_id = request_id
+        # An ad-hoc attribute, as Django does for request.user; the stubs do not declare it.
+        request.request_id = request_id  # type: ignore[attr-defined]
         token = request_id_var.set(request_id)
         try:
             response = self.get_response(request)
@@ -56,7 +62,7 @@ class RequestIdMiddleware:
 class NoStoreMiddleware:
     """Every response under the agent prefixes is Cache-Control: no-store, errors included."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
@@ -66,7 +72,7 @@ class NoStoreMiddleware:
         return response
 
 
-def view_body_limit(view_func) -> int:
+def view_body_limit(view_func: ViewFunc) -> int:
     """A view's body limit: `body_max_bytes` on the function or its DRF/Django view class."""
     for holder in (view_func, getattr(view_func, "cls", None), getattr(view_func, "view_class", None)):
         limit = getattr(holder, "body_max_bytes", None)
@@ -74,11 +80,11 @@ def view_body_limit(view_func) -> int:
             limit = limit()
         if limit:
             return int(limit)
-    return settings.BAILING_JSON_BODY_MAX_BYTES
+    return int(settings.BAILING_JSON_BODY_MAX_BYTES)
 
 
 def error_page(request: HttpRequest, status: int, message: str | None = None, code: str | None = None,
-               **extra) -> HttpResponse:
+               **extra: Any) -> HttpResponse:
     """The error in the caller's shape: JSON under the API prefixes, otherwise an HTML page in
     the console's look with a way back to where the person came from."""
     if is_json_path(request.path):
@@ -121,7 +127,8 @@ STATUS_TITLES = {400: "Bad request", 403: "Not allowed", 404: "Not found", 413: 
                  415: "Unsupported content"}
 
 
-def too_large_response(request: HttpRequest, view_func, *, max_bytes: int, observed_bytes: int) -> HttpResponse:
+def too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: int,
+                       observed_bytes: int) -> HttpResponse:
     """413 in the view's own shape when it declares one (tool invocations), else request_too_large;
     an HTML page outside the API prefixes."""
     for holder in (view_func, getattr(view_func, "cls", None), getattr(view_func, "view_class", None)):
@@ -153,13 +160,14 @@ class BodySizeLimitMiddleware:
     buffered here: only their declared length is checked, Django streams the files to disk.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request)
 
-    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+    def process_view(self, request: HttpRequest, view_func: ViewFunc, view_args: tuple[Any, ...],
+                     view_kwargs: dict[str, Any]) -> HttpResponse | None:
         if request.method in ("GET", "HEAD", "OPTIONS"):
             return None
         limit = view_body_limit(view_func)
@@ -187,14 +195,14 @@ class BodySizeLimitMiddleware:
         # Hand the bytes back to Django as if nothing had been read.
         request._body = body
         request._stream = io.BytesIO(body)
-        request._read_started = False
+        request._read_started = False  # type: ignore[attr-defined]  # private HttpRequest state the stubs omit
         return None
 
 
 class ApiExceptionMiddleware:
     """Under the JSON prefixes, errors raised outside DRF and non-JSON error pages become JSON."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
@@ -211,7 +219,7 @@ class ApiExceptionMiddleware:
             return replacement
         return response
 
-    def process_exception(self, request: HttpRequest, exception: Exception):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_json_path(request.path):
             return None
         if isinstance(exception, ApiError):
@@ -237,7 +245,7 @@ class ContentCharsetMiddleware:
     elsewhere (forms in the console) a codec that is not a text encoding is refused.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from itertools import accumulate
-from typing import Any
+from typing import IO, Any, NoReturn
 
 from django.http.multipartparser import MultiPartParserError
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import DataAndFiles, JSONParser, MultiPartParser
 
 from apps.core.errors import ApiError
 
@@ -65,7 +66,7 @@ class _Refused(ValueError):
     """Raised inside the json hooks: the decoder's own ValueError subclasses are caught alike."""
 
 
-def _refuse_constant(name: str):
+def _refuse_constant(name: str) -> NoReturn:
     raise _Refused(f"{name} is not a JSON number")
 
 
@@ -93,7 +94,7 @@ class _NonFinite(float):
     """1e999 parses to infinity; marked so the walk can name where it stood."""
 
 
-def _float_parser(flagged: list[bool]):
+def _float_parser(flagged: list[bool]) -> Callable[[str], float]:
     def parse_float(text: str) -> float:
         value = float(text)
         if math.isfinite(value):
@@ -175,7 +176,8 @@ def strict_json_loads(data: bytes | str) -> Any:
 class StrictJSONParser(JSONParser):
     """The DRF default parser (REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"])."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(self, stream: IO[Any] | None, media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:  # any JSON value, not only an object
         if not charset_is_utf8(media_type or ""):
             raise UnsupportedCharset()
         return strict_json_loads(stream.read() if stream is not None else b"")
@@ -184,7 +186,8 @@ class StrictJSONParser(JSONParser):
 class StrictMultiPartParser(MultiPartParser):
     """A multipart body that cannot be parsed is 400 `invalid_multipart`, not `invalid_json`."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(self, stream: IO[Any], media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> DataAndFiles[Any, Any]:
         if not charset_is_utf8(media_type or ""):
             raise UnsupportedCharset()
         try:

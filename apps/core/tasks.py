@@ -2,6 +2,6 @@ from celery import shared_task
 
 
 @shared_task(name="core.ping")
-def ping(value: str) -> dict:
+def ping(value: str) -> dict[str, str]:
     """Round-trip check for the broker and a worker: echoes what it was given."""
     return {"pong": value}

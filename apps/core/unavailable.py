@@ -10,6 +10,8 @@ reconnects and succeeds.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from django.core.signals import got_request_exception
 from django.db import InterfaceError as DatabaseInterfaceError
@@ -50,7 +52,8 @@ def mark(request: HttpRequest | None, exc: BaseException) -> bool:
     if not getattr(request, "_backing_service_unavailable", False):
         logger.warning("Backing service unavailable during %s %s: %s", request.method, request.path,
                        type(exc).__name__)
-    request._backing_service_unavailable = True
+    # An ad-hoc attribute on this request only (read back with getattr); the stubs do not declare it.
+    request._backing_service_unavailable = True  # type: ignore[attr-defined]
     return True
 
 
@@ -58,6 +61,7 @@ def unavailable_response(request: HttpRequest) -> HttpResponse:
     from apps.core.exceptions import error_response
     from apps.core.middleware import is_json_path
 
+    response: HttpResponse
     if is_json_path(request.path):
         response = error_response(503, MESSAGE, "service_unavailable")
     else:
@@ -71,10 +75,12 @@ def unavailable_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _on_request_exception(sender, request=None, **kwargs) -> None:
+def _on_request_exception(sender: object, request: HttpRequest | None = None, **kwargs: Any) -> None:
     import sys
 
-    mark(request, sys.exc_info()[1])
+    exc = sys.exc_info()[1]
+    if exc is not None:
+        mark(request, exc)
 
 
 got_request_exception.connect(_on_request_exception, dispatch_uid="bailinghub.core.unavailable")
@@ -84,7 +90,7 @@ class ServiceUnavailableMiddleware:
     """Turns a 5xx of a request marked by `mark` into 503 + Retry-After. It never touches the
     database or Redis itself, so it answers while they are down."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:

@@ -1,4 +1,4 @@
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -28,7 +28,7 @@ def _console_path(path: str) -> bool:
     return path.startswith("/admin/")
 
 
-def not_found(request: HttpRequest, exception=None):
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if is_json_path(request.path):
         return error_response(404)
     if _console_path(request.path):
@@ -37,7 +37,7 @@ def not_found(request: HttpRequest, exception=None):
     return defaults.page_not_found(request, exception)
 
 
-def permission_denied(request: HttpRequest, exception=None):
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_json_path(request.path):
         return error_response(403)
     if _console_path(request.path):
@@ -46,7 +46,7 @@ def permission_denied(request: HttpRequest, exception=None):
     return defaults.permission_denied(request, exception)
 
 
-def server_error(request: HttpRequest):
+def server_error(request: HttpRequest) -> HttpResponse:
     if is_json_path(request.path):
         return error_response(500)
     return defaults.server_error(request)

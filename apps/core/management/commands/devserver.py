@@ -16,13 +16,15 @@ import subprocess
 import sys
 import threading
 import time
+from types import FrameType
+from typing import IO, Any, TextIO
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 
-def _pump(name: str, stream, out) -> None:
+def _pump(name: str, stream: IO[bytes], out: TextIO) -> None:
     for line in iter(stream.readline, b""):
         out.write(f"[{name}] {line.decode('utf-8', 'replace')}")
         out.flush()
@@ -68,19 +70,19 @@ def child_environment() -> dict[str, str]:
 class Command(BaseCommand):
     help = "Run the web server and the Celery workers for development (used by `make run`)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--addr", default="127.0.0.1:8000")
         parser.add_argument("--no-seed", action="store_true")
 
-    def handle(self, *args, addr: str, no_seed: bool, **options):
+    def handle(self, *args: Any, addr: str, no_seed: bool, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=1)
         if not no_seed:
             call_command("seed_demo")
         env = child_environment()
         commands = child_commands(addr=addr)
         os.makedirs(os.path.dirname(settings.CELERY_BEAT_SCHEDULE_FILENAME), exist_ok=True)
-        children: dict[str, subprocess.Popen] = {}
-        pumps = []
+        children: dict[str, subprocess.Popen[bytes]] = {}
+        pumps: list[threading.Thread] = []
         for name, command in commands.items():
             child = subprocess.Popen(  # noqa: S603
                 command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -93,7 +95,7 @@ class Command(BaseCommand):
 
         stopping = threading.Event()
 
-        def stop(signum, _frame):
+        def stop(signum: int, _frame: FrameType | None) -> None:
             stopping.set()
 
         signal.signal(signal.SIGINT, stop)
