@@ -31,6 +31,13 @@ def tool_secret_keys(settings):
     settings.TOOL_SECRET_KEYS = [TOOL_SECRET_KEY]
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Operators log in in many tests; the production hasher's million rounds cost about a second
+    each on two cores. Tests check who may do what, not the hasher."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()
