@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "rest_framework",
+    "drf_spectacular",
     "apps.core",
     "apps.projects",
     "apps.routes",
@@ -167,7 +168,24 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "apps.core.exceptions.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+# The OpenAPI 3.1 description of the agent and builder APIs, served at /api/schema/ (apps.core.openapi).
+SPECTACULAR_SETTINGS = {
+    "TITLE": "BailingHub API",
+    "DESCRIPTION": "Agent Auth v1 (/agent-auth/v1/), Agent Client Runtime v1 (/agent-api/v1/) and the builder "
+                   "API (/api/v1/builder/). Every error is {\"error\": code, \"message\": ...}; each operation "
+                   "lists the codes it can answer.",
+    "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",
+    "DEFAULT_GENERATOR_CLASS": "apps.core.openapi.Generator",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.core.openapi.add_errors"],
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or embedded.celery_url(REDIS_URL)

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
 
 from apps.core import views as core_views
 
@@ -15,6 +16,7 @@ urlpatterns = [
     path("agent-auth/v1/", include("apps.agent_auth.api.urls")),
     path("agent-api/v1/", include("apps.runtime.api.urls")),
     path("api/v1/builder/", include("apps.knowledge.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),  # ?format=yaml for YAML
 ]
 
 # The demo business system is a separate backend that happens to share the process; it is not

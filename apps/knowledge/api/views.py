@@ -275,4 +275,5 @@ def by_method(**views):
 
     body_view = handlers.get("POST") or handlers.get("PATCH") or next(iter(handlers.values()))
     dispatch.cls = body_view.cls
+    dispatch.views = handlers  # the OpenAPI schema describes each method by its own view
     return dispatch

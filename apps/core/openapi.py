@@ -1,0 +1,470 @@
+"""The OpenAPI 3.1 description of the agent and builder APIs (drf-spectacular), served at
+/api/schema/ (JSON, or YAML with ?format=yaml).
+
+The views stay plain APIViews: what they take and answer is declared here, per view class, with
+spectacular's view extensions. Every operation lists the errors it can answer, each status with
+the enum of its `error` codes, built from the error classes themselves; the shared `Error`
+component is the one error shape apps.core.exceptions renders.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerFieldExtension,
+    OpenApiViewExtension,
+)
+from drf_spectacular.generators import EndpointEnumerator, SchemaGenerator
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_view,
+)
+
+from apps.agent_auth import errors as auth_errors
+from apps.agent_auth.api import serializers as auth_in
+from apps.core.errors import ApiError
+from apps.knowledge import errors as kb_errors
+from apps.ledger import errors as ledger_errors
+from apps.runtime import errors as runtime_errors
+from apps.runtime.api import knowledge as knowledge_views
+from apps.runtime.api import tools as tool_views
+from apps.runtime.api.serializers import (
+    CompletionSerializer,
+    ProjectNoteSerializer,
+    RouteNoteSerializer,
+    TurnSerializer,
+)
+from apps.tools import errors as tool_errors
+
+PUBLISHED_PREFIXES = ("/agent-auth/v1/", "/agent-api/v1/", "/api/v1/builder/")
+# Old names kept working for existing clients; new clients learn one name per operation.
+LEGACY_ALIASES = {"/api/v1/builder/documents/{document_id}/retry"}
+
+Code = tuple[int, str]
+
+
+def _code(error: type[ApiError] | Code) -> Code:
+    return error if isinstance(error, tuple) else (error.status, error.code)
+
+
+# Errors any operation can answer, by what it does.
+EVERY = [(503, "service_unavailable")]
+WITH_BODY = [(400, "invalid_json"), (400, "invalid_request"), (413, "request_too_large"),
+             (415, "unsupported_media_type")]
+AGENT = [(401, "unauthorized")]
+CLIENT = [(401, "unauthorized")]
+WORKSPACE = [*AGENT, auth_errors.InvalidRoute, auth_errors.RouteNotAllowed, auth_errors.RouteUnavailable,
+             auth_errors.AgentClientDisabled, auth_errors.AudienceNotAllowed]
+TOOL_ROUTE = [*WORKSPACE, tool_errors.AgentDirectDisabled]
+BUILDER = [(401, "unauthorized"), kb_errors.InsufficientScope]
+BUILDER_PAGE = [(400, "invalid_request")]
+KB_VISIBLE = [kb_errors.KnowledgeBaseNotFound]
+KB_EDITABLE = [kb_errors.KnowledgeBaseNotFound, kb_errors.KnowledgeForbidden]
+DOC_VISIBLE = [kb_errors.DocumentNotFound]
+DOC_EDITABLE = [kb_errors.DocumentNotFound, kb_errors.KnowledgeForbidden]
+KB_SETTINGS = [kb_errors.KnowledgeBaseInvalid, kb_errors.KnowledgeBaseNameTaken, kb_errors.EmbeddingModelNotFound,
+               kb_errors.EmbeddingDimensionMismatch, kb_errors.EmbeddingModelFrozen]
+
+# What each view answers besides success: view class path -> errors.
+ERRORS: dict[str, list] = {
+    "apps.agent_auth.api.views.AuthorizationCreateApi": [
+        *WITH_BODY, auth_errors.InvalidClient, auth_errors.RouteNotAllowed, auth_errors.RateLimited,
+        auth_errors.AgentAuthUnavailable],
+    "apps.agent_auth.api.views.AuthorizationDetailApi": [*CLIENT, auth_errors.NotFound],
+    "apps.agent_auth.api.views.AuthorizationApproveApi": [
+        *CLIENT, *WITH_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.RouteNotAllowed,
+        auth_errors.AlreadyProcessed, auth_errors.AuthorizationExpired],
+    "apps.agent_auth.api.views.AuthorizationDenyApi": [
+        *CLIENT, *WITH_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.AlreadyProcessed,
+        auth_errors.AuthorizationExpired],
+    "apps.agent_auth.api.views.TokenApi": [
+        *WITH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType,
+        auth_errors.AgentAuthUnavailable],
+    "apps.agent_auth.api.views.SessionDetailApi": [*AGENT],
+    "apps.agent_auth.api.views.RevokeApi": [*AGENT, *WITH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant],
+    "apps.agent_auth.api.views.ClientSessionRevokeApi": [*CLIENT, auth_errors.NotFound],
+    "apps.runtime.api.views.WorkspaceListApi": [*AGENT],
+    "apps.runtime.api.views.WorkspaceSystemInfoApi": [*WORKSPACE],
+    "apps.runtime.api.views.WorkspaceBootstrapApi": [*WORKSPACE],
+    "apps.runtime.api.turns.TurnOpenApi": [*WORKSPACE, *WITH_BODY, ledger_errors.TurnConflict,
+                                           runtime_errors.KnowledgeUnavailable],
+    "apps.runtime.api.turns.RunCompleteApi": [*WORKSPACE, *WITH_BODY, ledger_errors.RunNotFound,
+                                              ledger_errors.CompletionConflict],
+    "apps.runtime.api.memories.RouteMemoriesApi": [*WORKSPACE, *WITH_BODY],
+    "apps.runtime.api.memories.RouteMemoryApi": [*WORKSPACE, *WITH_BODY, ledger_errors.MemoryNotFound],
+    "apps.runtime.api.memories.ProjectMemoriesApi": [*WORKSPACE, *WITH_BODY],
+    "apps.runtime.api.memories.ProjectMemoryApi": [*WORKSPACE, *WITH_BODY, ledger_errors.MemoryNotFound],
+    "apps.runtime.api.knowledge.KnowledgeCapabilitiesApi": [*WORKSPACE],
+    "apps.runtime.api.knowledge.KnowledgeSearchApi": [
+        *WORKSPACE, *WITH_BODY, ledger_errors.RunNotFound, runtime_errors.RunNotActive,
+        runtime_errors.KnowledgeUnavailable],
+    "apps.runtime.api.knowledge.KnowledgeReadApi": [
+        *WORKSPACE, *WITH_BODY, runtime_errors.KnowledgeReferenceInvalid, runtime_errors.KnowledgeReferenceExpired,
+        runtime_errors.KnowledgeScopeChanged, runtime_errors.KnowledgeChanged, ledger_errors.RunNotFound,
+        runtime_errors.RunNotActive, runtime_errors.KnowledgeUnavailable],
+    "apps.runtime.api.tools.CapabilitySearchApi": [*TOOL_ROUTE, *WITH_BODY, ledger_errors.RunNotFound],
+    "apps.runtime.api.tools.ToolCatalogApi": [*TOOL_ROUTE, (400, "invalid_request")],
+    "apps.runtime.api.tools.ToolDetailApi": [*TOOL_ROUTE, (400, "invalid_request"), tool_errors.ToolNotFound,
+                                             tool_errors.CapabilityChanged],
+    "apps.knowledge.api.views.EmbeddingModelListApi": [*BUILDER],
+    "apps.knowledge.api.views.KnowledgeBaseListApi": [*BUILDER, *BUILDER_PAGE],
+    "apps.knowledge.api.views.KnowledgeBaseCreateApi": [
+        *BUILDER, *WITH_BODY, kb_errors.ProjectNotFound, kb_errors.KnowledgeForbidden, *KB_SETTINGS],
+    "apps.knowledge.api.views.KnowledgeBaseGetApi": [*BUILDER, *KB_VISIBLE],
+    "apps.knowledge.api.views.KnowledgeBaseUpdateApi": [*BUILDER, *WITH_BODY, *KB_EDITABLE, *KB_SETTINGS],
+    "apps.knowledge.api.views.KnowledgeBaseRebuildApi": [*BUILDER, *KB_EDITABLE, kb_errors.RebuildInProgress],
+    "apps.knowledge.api.views.KnowledgeBaseRebuildGetApi": [*BUILDER, *KB_VISIBLE],
+    "apps.knowledge.api.views.KnowledgeBaseReportApi": [*BUILDER, *KB_VISIBLE],
+    "apps.knowledge.api.views.DocumentListApi": [*BUILDER, *KB_VISIBLE, *BUILDER_PAGE],
+    "apps.knowledge.api.views.DocumentUploadApi": [
+        *BUILDER, *KB_EDITABLE, (400, "invalid_multipart"), (400, "invalid_json"), (400, "invalid_request"),
+        (415, "unsupported_media_type"), kb_errors.FileRequired, kb_errors.TooManyFiles,
+        kb_errors.UnsupportedFileType, kb_errors.FileTooLarge, kb_errors.DocumentConversionFailed],
+    "apps.knowledge.api.views.DocumentGetApi": [*BUILDER, *DOC_VISIBLE],
+    "apps.knowledge.api.views.DocumentDeleteApi": [*BUILDER, *DOC_EDITABLE, kb_errors.DocumentVectorsRemovalFailed],
+    "apps.knowledge.api.views.DocumentChunkListApi": [*BUILDER, *DOC_VISIBLE, *BUILDER_PAGE],
+    "apps.knowledge.api.views.DocumentConfirmApi": [*BUILDER, *DOC_EDITABLE, kb_errors.InvalidDocumentState],
+    "apps.knowledge.api.views.DocumentRetryApi": [*BUILDER, *DOC_EDITABLE, kb_errors.InvalidDocumentState],
+    "apps.knowledge.api.views.DocumentReportApi": [*BUILDER, *DOC_VISIBLE],
+    "apps.knowledge.api.search.KnowledgeBaseSearchApi": [
+        *BUILDER, *WITH_BODY, *KB_VISIBLE, (422, "invalid_search"), runtime_errors.KnowledgeUnavailable],
+}
+
+
+BODY_ONLY = {"invalid_json", "invalid_multipart", "request_too_large", "unsupported_media_type"}
+
+
+def error_codes(view_path: str, *, has_body: bool = True) -> dict[int, list[str]]:
+    """{status: [code, ...]} a view can answer, the shared ones included; without a request body,
+    none of the body's errors."""
+    by_status: dict[int, set[str]] = defaultdict(set)
+    for error in [*ERRORS.get(view_path, []), *EVERY]:
+        status, code = _code(error)
+        if has_body or code not in BODY_ONLY:
+            by_status[status].add(code)
+    return {status: sorted(codes) for status, codes in sorted(by_status.items())}
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+def _object(properties: dict[str, Any] | None = None, *, required: list[str] | None = None,
+            extra: bool = True) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties or {}}
+    if required:
+        schema["required"] = required
+    if not extra:
+        schema["additionalProperties"] = False
+    return schema
+
+
+STRING = {"type": "string"}
+NULLABLE_STRING = {"type": ["string", "null"]}
+INTEGER = {"type": "integer"}
+BOOLEAN = {"type": "boolean"}
+ANY_OBJECT = {"type": "object"}
+UUID = {"type": "string", "format": "uuid"}
+TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
+
+
+def data_of(schema: dict[str, Any]) -> dict[str, Any]:
+    return _object({"data": schema}, required=["data"])
+
+
+def page_of(schema: dict[str, Any]) -> dict[str, Any]:
+    meta = _object({"total": INTEGER, "offset": INTEGER, "limit": INTEGER}, required=["total", "offset", "limit"])
+    return _object({"data": {"type": "array", "items": schema}, "meta": meta}, required=["data", "meta"])
+
+
+GENERATION = {"type": ["object", "null"], "properties": {
+    "id": UUID, "number": INTEGER, "status": STRING, "chunk_strategy": ANY_OBJECT, "progress": ANY_OBJECT,
+    "error_code": NULLABLE_STRING, "error_message": NULLABLE_STRING, "started_at": TIMESTAMP,
+    "activated_at": TIMESTAMP, "failed_at": TIMESTAMP}}
+KNOWLEDGE_BASE = _object({
+    "id": UUID, "project_id": UUID, "name": STRING, "description": STRING, "embedding_model_id": UUID,
+    "embedding_model": ANY_OBJECT, "embedding_dim": INTEGER, "chunk_strategy": ANY_OBJECT,
+    "require_confirmation": BOOLEAN, "index": ANY_OBJECT, "created_at": TIMESTAMP, "updated_at": TIMESTAMP,
+}, required=["id", "project_id", "name", "embedding_model_id", "embedding_dim", "index"])
+DOCUMENT = _object({
+    "id": UUID, "knowledge_base_id": UUID, "filename": STRING, "file_type": STRING, "size": INTEGER,
+    "content_hash": STRING, "status": STRING, "error_code": NULLABLE_STRING, "error_message": NULLABLE_STRING,
+    "attempts": INTEGER, "progress": ANY_OBJECT, "created_at": TIMESTAMP,
+}, required=["id", "knowledge_base_id", "filename", "status"])
+CHUNK = _object({
+    "chunk_id": UUID, "document_id": UUID, "chunk_index": INTEGER, "content": STRING,
+    "chapter_path": {"type": ["string", "null"]}, "parent_id": {"type": ["string", "null"]},
+    "metadata": ANY_OBJECT, "embedded": BOOLEAN,
+}, required=["chunk_id", "document_id", "chunk_index", "content"])
+EMBEDDING_MODEL = _object({"id": UUID, "name": STRING, "provider": STRING, "dimension": INTEGER},
+                          required=["id", "name", "provider", "dimension"])
+SEARCH_RESULT = data_of(_object({"hits": {"type": "array", "items": ANY_OBJECT}, "mode": STRING,
+                                 "timings_ms": ANY_OBJECT}, required=["hits", "mode"]))
+REDIRECT = _object({"redirect_uri": STRING}, required=["redirect_uri"])
+REVOKED = _object({"revoked": {"const": True}}, required=["revoked"])
+TOKENS = _object({"access_token": STRING, "refresh_token": STRING, "token_type": STRING,
+                  "expires_in": INTEGER}, required=["access_token", "refresh_token", "token_type", "expires_in"])
+MEMORY_SAVED = _object({"status": STRING, "memory_id": STRING, "content": STRING},
+                       required=["status", "memory_id"])
+MEMORY_LIST = _object({"schema_version": STRING, "scope": STRING, "memories": {"type": "array", "items": ANY_OBJECT},
+                       "truncated": BOOLEAN, "omitted": INTEGER}, required=["schema_version", "scope", "memories"])
+
+NOTE_LIMIT = OpenApiParameter("limit", int, description="How many notes, newest first.")
+PAGE = [OpenApiParameter("offset", int, description="0–1,000,000,000; default 0."),
+        OpenApiParameter("limit", int, description="1–500; default 100.")]
+ROUTE_QUERY = OpenApiParameter("route", str, required=True, description="The route (workspace) key.")
+
+MULTIPART_FILES = {"multipart/form-data": _object({
+    "files": {"type": "array", "items": {"type": "string", "contentEncoding": "binary"}},
+    "file": {"type": "string", "contentEncoding": "binary"},
+})}
+
+# View class path -> {method: extend_schema keyword arguments}.
+OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
+    "apps.agent_auth.api.views.AuthorizationCreateApi": {"post": {
+        "request": auth_in.AuthorizationCreateSerializer,
+        "responses": {201: _object({"authorization_id": UUID, "authorization_url": STRING, "expires_in": INTEGER},
+                                   required=["authorization_id", "authorization_url", "expires_in"])}}},
+    "apps.agent_auth.api.views.AuthorizationDetailApi": {"get": {"responses": {200: ANY_OBJECT}}},
+    "apps.agent_auth.api.views.AuthorizationApproveApi": {"post": {
+        "request": auth_in.AuthorizationApproveSerializer, "responses": {200: REDIRECT}}},
+    "apps.agent_auth.api.views.AuthorizationDenyApi": {"post": {
+        "request": auth_in.AuthorizationDenySerializer, "responses": {200: REDIRECT}}},
+    "apps.agent_auth.api.views.TokenApi": {"post": {
+        "request": PolymorphicProxySerializer(
+            component_name="TokenRequest", resource_type_field_name="grant_type",
+            serializers={"authorization_code": auth_in.CodeGrantSerializer,
+                         "refresh_token": auth_in.RefreshGrantSerializer}),
+        "responses": {200: TOKENS}}},
+    "apps.agent_auth.api.views.SessionDetailApi": {"get": {"responses": {200: ANY_OBJECT}}},
+    "apps.agent_auth.api.views.RevokeApi": {"post": {
+        "request": auth_in.RevokeSerializer, "responses": {200: REVOKED},
+        "description": "With the access token as bearer, or without an Authorization header and the "
+                       "refresh token in the body."}},
+    "apps.agent_auth.api.views.ClientSessionRevokeApi": {"post": {"request": None, "responses": {200: REVOKED}}},
+    "apps.runtime.api.views.WorkspaceListApi": {"get": {"responses": {200: ANY_OBJECT, 304: None}}},
+    "apps.runtime.api.views.WorkspaceSystemInfoApi": {"get": {"responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.views.WorkspaceBootstrapApi": {"get": {"responses": {200: ANY_OBJECT, 304: None}}},
+    "apps.runtime.api.turns.TurnOpenApi": {"post": {"request": TurnSerializer, "responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.turns.RunCompleteApi": {"post": {"request": CompletionSerializer,
+                                                       "responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.memories.RouteMemoriesApi": {
+        "get": {"parameters": [NOTE_LIMIT], "responses": {200: MEMORY_LIST}},
+        "post": {"request": RouteNoteSerializer, "responses": {200: MEMORY_SAVED}}},
+    "apps.runtime.api.memories.RouteMemoryApi": {
+        "patch": {"request": RouteNoteSerializer, "responses": {200: MEMORY_SAVED}},
+        "delete": {"responses": {200: MEMORY_SAVED}}},
+    "apps.runtime.api.memories.ProjectMemoriesApi": {
+        "get": {"parameters": [NOTE_LIMIT], "responses": {200: MEMORY_LIST}},
+        "post": {"request": ProjectNoteSerializer, "responses": {200: MEMORY_SAVED}}},
+    "apps.runtime.api.memories.ProjectMemoryApi": {
+        "patch": {"request": ProjectNoteSerializer, "responses": {200: MEMORY_SAVED}},
+        "delete": {"responses": {200: MEMORY_SAVED}}},
+    "apps.runtime.api.knowledge.KnowledgeCapabilitiesApi": {"get": {"responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.knowledge.KnowledgeSearchApi": {"post": {
+        "request": knowledge_views.KnowledgeSearchSerializer, "responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.knowledge.KnowledgeReadApi": {"post": {
+        "request": knowledge_views.KnowledgeReadSerializer, "responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.tools.CapabilitySearchApi": {"post": {
+        "request": tool_views.CapabilitySearchSerializer, "responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.tools.ToolCatalogApi": {"get": {"parameters": [ROUTE_QUERY], "responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.tools.ToolDetailApi": {"get": {
+        "parameters": [ROUTE_QUERY, OpenApiParameter("capability_revision", str, required=True,
+                                                     pattern="^[0-9a-f]{64}$")],
+        "responses": {200: ANY_OBJECT}}},
+    "apps.knowledge.api.views.EmbeddingModelListApi": {"get": {
+        "responses": {200: data_of({"type": "array", "items": EMBEDDING_MODEL})}}},
+    "apps.knowledge.api.views.KnowledgeBaseListApi": {"get": {
+        "parameters": [*PAGE, OpenApiParameter("project_id", str)], "responses": {200: page_of(KNOWLEDGE_BASE)}}},
+    "apps.knowledge.api.views.KnowledgeBaseCreateApi": {"post": {
+        "request": "apps.knowledge.api.serializers.KnowledgeBaseCreateIn",
+        "responses": {201: data_of(KNOWLEDGE_BASE)}}},
+    "apps.knowledge.api.views.KnowledgeBaseGetApi": {"get": {"responses": {200: data_of(KNOWLEDGE_BASE)}}},
+    "apps.knowledge.api.views.KnowledgeBaseUpdateApi": {"patch": {
+        "request": "apps.knowledge.api.serializers.KnowledgeBaseUpdateIn",
+        "responses": {200: data_of(KNOWLEDGE_BASE)}}},
+    "apps.knowledge.api.views.KnowledgeBaseRebuildApi": {"post": {"request": None,
+                                                                  "responses": {202: data_of(GENERATION)}}},
+    "apps.knowledge.api.views.KnowledgeBaseRebuildGetApi": {"get": {"responses": {200: data_of(GENERATION)}}},
+    "apps.knowledge.api.views.KnowledgeBaseReportApi": {"get": {"responses": {200: data_of(ANY_OBJECT)}}},
+    "apps.knowledge.api.views.DocumentListApi": {"get": {
+        "parameters": [*PAGE, OpenApiParameter("status", str)], "responses": {200: page_of(DOCUMENT)}}},
+    "apps.knowledge.api.views.DocumentUploadApi": {"post": {
+        "request": MULTIPART_FILES, "responses": {201: data_of({"type": "array", "items": DOCUMENT})}}},
+    "apps.knowledge.api.views.DocumentGetApi": {"get": {"responses": {200: data_of(DOCUMENT)}}},
+    "apps.knowledge.api.views.DocumentDeleteApi": {"delete": {"responses": {204: None}}},
+    "apps.knowledge.api.views.DocumentChunkListApi": {"get": {"parameters": PAGE, "responses": {200: page_of(CHUNK)}}},
+    "apps.knowledge.api.views.DocumentConfirmApi": {"post": {"request": None, "responses": {200: data_of(DOCUMENT)}}},
+    "apps.knowledge.api.views.DocumentRetryApi": {"post": {"request": None, "responses": {200: data_of(DOCUMENT)}}},
+    "apps.knowledge.api.views.DocumentReportApi": {"get": {"responses": {200: data_of(ANY_OBJECT)}}},
+    "apps.knowledge.api.search.KnowledgeBaseSearchApi": {"post": {
+        "request": "apps.knowledge.api.search.KnowledgeSearchIn", "responses": {200: SEARCH_RESULT}}},
+}
+
+
+def _import(path: str):
+    from django.utils.module_loading import import_string
+
+    return import_string(path)
+
+
+def _response(schema: Any) -> Any:
+    return schema if schema is None or not isinstance(schema, dict) else OpenApiResponse(response=schema)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in name).lstrip("_")
+
+
+def _view_extension(view_path: str, methods: dict[str, dict[str, Any]]) -> type[OpenApiViewExtension]:
+    def view_replacement(self):
+        described = {}
+        name = _snake(self.target.__name__.removesuffix("Api"))
+        for method, options in methods.items():
+            options = dict(options)
+            options.setdefault("operation_id", name if len(methods) == 1 else f"{name}_{method}")
+            if isinstance(options.get("request"), str):
+                options["request"] = _import(options["request"])
+            options["responses"] = {status: _response(schema) for status, schema in options["responses"].items()}
+            described[method] = extend_schema(**options)
+        return extend_schema_view(**described)(type(self.target.__name__, (self.target,), {
+            "__module__": self.target.__module__, "__doc__": self.target.__doc__}))
+
+    name = "Describe" + view_path.rsplit(".", 1)[1]
+    return type(name, (OpenApiViewExtension,), {"target_class": view_path, "view_replacement": view_replacement})
+
+
+VIEW_EXTENSIONS = [_view_extension(path, methods) for path, methods in OPERATIONS.items()]
+
+
+# --- authentication ----------------------------------------------------------------------------
+
+class AgentBearerScheme(OpenApiAuthenticationExtension):
+    target_class = "apps.agent_auth.authentication.AgentBearerAuthentication"
+    name = "agentBearer"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An agent session's access token (bha_…)."}
+
+
+class ClientTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "apps.agent_auth.authentication.ClientTokenAuthentication"
+    name = "clientToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A business backend's client token (bhc_…)."}
+
+
+class OperatorTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "apps.projects.authentication.OperatorTokenAuthentication"
+    name = "operatorToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "An operator's personal API token (bhop_…), limited to its scopes."}
+
+
+class PageContextFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "apps.runtime.api.serializers.PageContextField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {"type": "object", "description": "At most 16 KiB of canonical JSON."}
+
+
+class UsageFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "apps.runtime.api.serializers.UsageField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        from apps.runtime.api.serializers import USAGE_KEYS, USAGE_MAX
+
+        counter = {"type": "integer", "minimum": 0, "maximum": USAGE_MAX}
+        return {"type": ["object", "null"], "properties": {key: counter for key in sorted(USAGE_KEYS)},
+                "additionalProperties": False}
+
+
+# --- generation --------------------------------------------------------------------------------
+
+class Enumerator(EndpointEnumerator):
+    """Knows the builder API's one-URL-several-views dispatchers (`by_method`)."""
+
+    def get_allowed_methods(self, callback):
+        views = getattr(callback, "views", None)
+        if views is None:
+            return super().get_allowed_methods(callback)
+        return [method for method in views if method not in ("OPTIONS", "HEAD")]
+
+    def should_include_endpoint(self, path, callback):
+        if not path.startswith(PUBLISHED_PREFIXES) or path in LEGACY_ALIASES:
+            return False
+        if getattr(callback, "views", None) is not None:
+            return True
+        return super().should_include_endpoint(path, callback)
+
+
+class Generator(SchemaGenerator):
+    endpoint_inspector_cls = Enumerator
+
+    def _initialise_endpoints(self):
+        super()._initialise_endpoints()
+        self.endpoints = [
+            (path, path_regex, method, callback.views[method] if getattr(callback, "views", None) else callback)
+            for path, path_regex, method, callback in self.endpoints
+        ]
+
+
+def _view_path(view) -> str:
+    cls = type(view)
+    for klass in cls.__mro__:
+        path = f"{klass.__module__}.{klass.__qualname__}"
+        if path in ERRORS:
+            return path
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+ERROR_COMPONENT = "Error"
+
+
+def error_schema(codes: list[str]) -> dict[str, Any]:
+    return {"allOf": [{"$ref": f"#/components/schemas/{ERROR_COMPONENT}"},
+                      {"type": "object", "properties": {"error": {"enum": codes}}}]}
+
+
+def add_errors(result, generator, request, public):
+    """Every operation lists its error answers; `Error.error` is the enum of every code."""
+    every_code: set[str] = set()
+    views = {(path, method.lower()): view for path, _regex, method, view in _described(generator)}
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            view = views.get((path, method))
+            if view is None:
+                continue
+            has_path = any(p.get("in") == "path" for p in operation.get("parameters", []))
+            codes_by_status = error_codes(_view_path(view), has_body="requestBody" in operation)
+            if has_path:  # a segment its URL pattern does not match is the router's 404
+                codes_by_status[404] = sorted({*codes_by_status.get(404, []), "not_found"})
+            for status, codes in sorted(codes_by_status.items()):
+                every_code.update(codes)
+                operation.setdefault("responses", {})[str(status)] = {
+                    "description": ", ".join(codes),
+                    "content": {"application/json": {"schema": error_schema(codes)}},
+                }
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas[ERROR_COMPONENT] = {
+        "type": "object",
+        "description": "Every error: a stable code, a human message, and extra fields some codes carry "
+                       "(`fields` with the first field errors, `field_errors_total`, `retry_after`, …).",
+        "properties": {"error": {"type": "string", "enum": sorted(every_code)}, "message": STRING,
+                       "fields": {"type": "object", "additionalProperties": {"type": "array", "items": STRING}}},
+        "required": ["error", "message"],
+    }
+    return result
+
+
+def _described(generator):
+    for path, path_regex, method, callback in generator.endpoints:
+        view = generator.create_view(callback, method)
+        yield generator.coerce_path(path, method, view), path_regex, method, view

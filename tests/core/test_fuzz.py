@@ -1,0 +1,131 @@
+"""Schema-driven fuzzing (schemathesis) of the agent and builder APIs against a live server: every
+operation of /api/schema/, with real credentials (an agent session, a business backend's client
+token, an operator token) and real path parameters half the time, in positive and negative modes.
+
+Bounded: MAX_EXAMPLES cases per operation and mode, and a time budget for the whole run. The
+checks: no 5xx, and every answer conforms to the schema (documented status, content type, body,
+and for errors the operation's enum of codes)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from apps.agent_auth.models import AgentSession
+from apps.projects.models import Membership, OperatorToken
+from apps.projects.tokens import operator_token_create
+from tests.agent_auth.factories import AgentClientFactory
+from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.projects.factories import MembershipFactory
+from tests.routes.factories import RouteFactory
+
+MAX_EXAMPLES = 10
+TIME_BUDGET_SECONDS = 90
+# Operations that end the credentials every other operation uses get their own, spent ones.
+SPENDS_SESSION = {"revoke"}
+
+
+@pytest.fixture
+def world(transactional_db):
+    owner = MembershipFactory(role=Membership.Role.OWNER)
+    project = owner.project
+    route = RouteFactory(project=project, key="store-assistant", tools_direct_enabled=True)
+    client = AgentClientFactory(project=project, allowed_routes=[route.key])
+    kb = KnowledgeBaseFactory(project=project)
+    scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith("knowledge:")]
+    _row, operator_token = operator_token_create(user=owner.user, name="fuzz", scopes=scopes)
+    return {
+        "route": route, "client": client, "kb": kb, "operator_token": operator_token,
+        "agent": session_for(client, principal=PRINCIPAL), "spare": session_for(client, principal=PRINCIPAL),
+    }
+
+
+def _credentials(operation, world) -> dict[str, str]:
+    path = operation.path
+    if path.startswith("/api/v1/builder/"):
+        return {"Authorization": f"Bearer {world['operator_token']}"}
+    security = {name for requirement in operation.definition.raw.get("security", []) for name in requirement}
+    if "clientToken" in security:
+        return {"Authorization": f"Bearer {world['client'].token}"}
+    if "agentBearer" in security:
+        tokens = world["spare"] if operation.definition.raw.get("operationId") in SPENDS_SESSION else world["agent"]
+        return {"Authorization": f"Bearer {tokens.access_token}"}
+    return {}
+
+
+def _known_path_parameters(operation, world) -> dict[str, str]:
+    known = {"route": world["route"].key, "kb_id": str(world["kb"].pk), "document_id": str(uuid.uuid4()),
+             "authorization_id": str(uuid.uuid4()), "session_id": str(uuid.uuid4()),
+             "run_id": str(uuid.uuid4()), "memory_id": str(uuid.uuid4()), "name": "no_such_tool"}
+    names = {p["name"] for p in operation.definition.raw.get("parameters", []) if p.get("in") == "path"}
+    return {name: known[name] for name in names if name in known}
+
+
+def test_fuzzing_finds_no_server_error_and_no_schema_violation(world, live_server):
+    raw = requests.get(f"{live_server.url}/api/schema/", params={"format": "json"}, timeout=30).json()
+    schema = schemathesis.openapi.from_dict(raw)
+    checks = [status_code_conformance, content_type_conformance, response_schema_conformance]
+    http = requests.Session()
+    failures: list[str] = []
+    statuses: dict[int, int] = {}
+    per_operation: dict[str, dict[int, int]] = {}
+    cases = 0
+    started = time.monotonic()
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 40
+
+    def fuzz(operation, mode, headers, strategy):
+        @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None, derandomize=True,
+                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(case=strategy)
+        def run(case):
+            nonlocal cases
+            cases += 1
+            response = case.call(base_url=live_server.url, session=http, headers=headers, timeout=30)
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+            seen = per_operation.setdefault(operation.label, {})
+            seen[response.status_code] = seen.get(response.status_code, 0) + 1
+            where = f"{case.method} {case.formatted_path} [{mode.value}] → {response.status_code}"
+            if response.status_code >= 500:
+                failures.append(f"{where}: {response.text[:300]}")
+                return
+            try:
+                case.validate_response(response, checks=checks)
+            except (Exception, BaseExceptionGroup) as exc:  # every violation is collected, not only the first
+                failures.append(f"{where}: {str(exc)[:600]}")
+
+        run()
+
+    # Every operation once per mode before the next mode: the time budget never starves an operation.
+    runs = [(mode, operation) for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+            for operation in operations]
+    for mode, operation in runs:
+        if time.monotonic() - started > TIME_BUDGET_SECONDS:
+            break
+        # Positive cases reach the real route and knowledge base; negative ones make up path parameters.
+        known = _known_path_parameters(operation, world) if mode == GenerationMode.POSITIVE else None
+        fuzz(operation, mode, _credentials(operation, world),
+             operation.as_strategy(generation_mode=mode, path_parameters=known or None))
+    http.close()
+
+    elapsed = time.monotonic() - started
+    for label, seen in sorted(per_operation.items()):
+        print(f"  {label}: {sorted(seen.items())}")
+    print(f"fuzz: {len(operations)} operations, {cases} cases in {elapsed:.1f}s, statuses {sorted(statuses.items())}")
+    assert not failures, "\n".join(sorted(set(failures))[:40])
+    assert len(per_operation) == len(operations)
+    assert cases >= len(operations) * MAX_EXAMPLES
+    # The spare session was spent by the revoke operation; the main one served every other call.
+    assert AgentSession.objects.filter(pk=world["agent"].session.pk, revoked_at__isnull=True).exists()

@@ -1,0 +1,79 @@
+"""The published OpenAPI 3.1 schema: generated without a warning, valid, served at /api/schema/,
+covering the agent and builder APIs only, and naming each operation's error codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from django.core.management import call_command
+
+from apps.core.openapi import ERRORS, error_codes
+
+
+@pytest.fixture(scope="module")
+def schema(django_db_blocker):
+    with django_db_blocker.unblock():
+        from django.test import Client
+
+        response = Client().get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return json.loads(response.content)
+
+
+def test_schema_generation_validates_without_warnings(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    assert yaml.safe_load(out.read_text())["openapi"] == "3.1.0"
+
+
+def test_schema_is_served_as_yaml_too(client):
+    response = client.get("/api/schema/", {"format": "yaml"})
+    assert response.status_code == 200
+    assert yaml.safe_load(response.content)["info"]["title"] == "BailingHub API"
+
+
+def test_schema_covers_the_agent_and_builder_apis_only(schema):
+    prefixes = {path.split("/")[1] + "/" + path.split("/")[2] for path in schema["paths"]}
+    assert prefixes == {"agent-auth/v1", "agent-api/v1", "api/v1"}
+    assert all(not path.startswith(("/admin", "/demo-business", "/agent-auth/authorize")) for path in schema["paths"])
+    operations = [op for item in schema["paths"].values() for op in item.values()]
+    assert len(operations) == 44
+    assert len({op["operationId"] for op in operations}) == len(operations)
+
+
+def test_every_described_view_is_in_the_schema(schema):
+    described = {op["operationId"] for item in schema["paths"].values() for op in item.values()}
+    assert {"token", "turn_open", "knowledge_read", "tool_detail", "document_upload", "knowledge_base_search",
+            "route_memories_get", "route_memories_post"} <= described
+
+
+def test_each_operation_lists_its_error_codes_under_their_status(schema):
+    read = schema["paths"]["/agent-api/v1/workspaces/{route}/knowledge/read"]["post"]["responses"]
+    codes_410 = read["410"]["content"]["application/json"]["schema"]["allOf"][1]["properties"]["error"]["enum"]
+    assert codes_410 == ["knowledge_reference_expired"]
+    codes_409 = read["409"]["content"]["application/json"]["schema"]["allOf"][1]["properties"]["error"]["enum"]
+    assert codes_409 == ["knowledge_changed", "knowledge_scope_changed", "run_not_active"]
+    assert read["401"]["content"]["application/json"]["schema"]["allOf"][0] == {"$ref": "#/components/schemas/Error"}
+
+
+def test_a_body_less_operation_lists_no_body_errors(schema):
+    responses = schema["paths"]["/agent-api/v1/workspaces"]["get"]["responses"]
+    assert set(responses) == {"200", "304", "401", "503"}
+
+
+def test_the_error_component_enumerates_every_code(schema):
+    error = schema["components"]["schemas"]["Error"]
+    assert error["required"] == ["error", "message"]
+    every = {code for view in ERRORS for codes in error_codes(view).values() for code in codes} | {"not_found"}
+    assert set(error["properties"]["error"]["enum"]) == every
+    assert {"invalid_grant", "turn_conflict", "document_not_found", "capability_changed",
+            "unsupported_media_type"} <= every
+
+
+def test_operations_carry_their_security_scheme(schema):
+    schemes = schema["components"]["securitySchemes"]
+    assert {"agentBearer", "clientToken", "operatorToken"} <= set(schemes)
+    assert schema["paths"]["/agent-auth/v1/token"]["post"].get("security") in (None, [], [{}])
+    assert {"operatorToken": []} in schema["paths"]["/api/v1/builder/knowledge-bases"]["get"]["security"]
