@@ -12,6 +12,7 @@ from typing import ClassVar
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
 
 from apps.agent_auth.models import AgentClient, AgentSession
 from apps.agent_auth.selectors import client_get_by_token, session_get_by_access_token
@@ -53,7 +54,7 @@ class ClientCaller:
     is_anonymous: ClassVar[bool] = False
 
 
-def _bearer(request) -> str | None:
+def _bearer(request: Request) -> str | None:
     """The bearer credential, None when no Authorization header; 401 when it is malformed."""
     header = get_authorization_header(request)
     if not header:
@@ -71,7 +72,7 @@ class AgentBearerAuthentication(BaseAuthentication):
     """`Authorization: Bearer bha_...`. `request.auth` is the AgentSession (client loaded),
     `request.user` its AgentPrincipal. Revoked or expired sessions and disabled clients fail."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[AgentPrincipal, AgentSession] | None:
         token = _bearer(request)
         if token is None:
             return None
@@ -88,14 +89,14 @@ class AgentBearerAuthentication(BaseAuthentication):
         session_touch(session=session)
         return AgentPrincipal.of(session), session
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return "Bearer"
 
 
 class ClientTokenAuthentication(BaseAuthentication):
     """`Authorization: Bearer bhk_...` from a business backend. `request.auth` is the AgentClient."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[ClientCaller, AgentClient] | None:
         token = _bearer(request)
         if token is None:
             return None
@@ -104,5 +105,5 @@ class ClientTokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed()
         return ClientCaller(client), client
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return "Bearer"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from apps.core.errors import ApiError, InvalidRequest, RateLimited, Unauthorized
 
 __all__ = [
@@ -77,7 +79,7 @@ class AgentAuthUnavailable(ApiError):
     status = 503
     message = "Agent authorization is temporarily unavailable; retry later."
 
-    def __init__(self, message: str | None = None, **kwargs):
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("headers", {"Retry-After": "5"})
         super().__init__(message, **kwargs)
 

@@ -6,7 +6,7 @@ digest only. Sessions and authorizations change only in `apps.agent_auth.service
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -32,7 +32,7 @@ REFRESH_TOKEN_PREFIX = "bhr_"  # noqa: S105
 ROUTE_LIST_MAX = 128
 
 
-def _route_list(help_text: str, *, size: int = ROUTE_LIST_MAX) -> ArrayField:
+def _route_list(help_text: str, *, size: int = ROUTE_LIST_MAX) -> ArrayField[list[str], list[str]]:
     return ArrayField(
         models.CharField(max_length=64), default=list, blank=True, size=size,
         validators=[validate_route_keys], help_text=help_text,
@@ -118,10 +118,10 @@ class AgentAuthorization(BaseModel):
     def __str__(self) -> str:
         return f"{self.client.app_id} · {self.device_label} ({self.status})"
 
-    def is_expired(self, now) -> bool:
+    def is_expired(self, now: datetime) -> bool:
         return self.status == self.Status.PENDING and now >= self.expires_at
 
-    def status_at(self, now) -> str:
+    def status_at(self, now: datetime) -> str:
         return "expired" if self.is_expired(now) else self.status
 
 
@@ -159,7 +159,7 @@ class AgentSession(BaseModel):
     def __str__(self) -> str:
         return f"{self.device_label} · {self.principal_id}"
 
-    def is_active(self, now) -> bool:
+    def is_active(self, now: datetime) -> bool:
         return self.revoked_at is None and now < self.refresh_expires_at
 
 

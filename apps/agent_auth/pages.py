@@ -12,11 +12,14 @@ do, with the HTTP status of the error, and a refused decision changes nothing.
 from __future__ import annotations
 
 import uuid
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -37,6 +40,14 @@ from apps.agent_auth.services import authorization_approve_by_user, authorizatio
 from apps.core.errors import ApiError
 from apps.projects.selectors import project_role
 
+_Response = TypeVar("_Response", bound=HttpResponseBase)
+
+
+class AuthenticatedHttpRequest(HttpRequest):
+    """A request behind login_required: its user is a signed-in account, never AnonymousUser."""
+
+    user: User
+
 LOGIN_URL = reverse_lazy("agent-auth-login")
 PAGE_PATHS = ("/agent-auth/authorize", "/agent-auth/login")
 
@@ -47,7 +58,7 @@ NOT_MEMBER_MESSAGE = ("You are signed in as {user}, who is not a member of the p
                       "belongs to, so you cannot decide this request. Nothing was changed.")
 
 
-def _page_headers(response: HttpResponse) -> HttpResponse:
+def _page_headers(response: _Response) -> _Response:
     response["Cache-Control"] = "no-store"
     response["Pragma"] = "no-cache"
     response["Content-Security-Policy"] = "frame-ancestors 'none'"
@@ -84,7 +95,7 @@ def _status_label(authorization: AgentAuthorization) -> str:
     return "approved" if authorization.status == AgentAuthorization.Status.EXCHANGED else authorization.status
 
 
-def _render(request: HttpRequest, authorization: AgentAuthorization, *, notice: str = "",
+def _render(request: AuthenticatedHttpRequest, authorization: AgentAuthorization, *, notice: str = "",
             status: int = 200) -> HttpResponse:
     choices = authorization_page_route_choices(authorization=authorization, user=request.user)
     chosen = {route.key for route in choices}
@@ -100,7 +111,7 @@ def _render(request: HttpRequest, authorization: AgentAuthorization, *, notice: 
     return _page_headers(render(request, "agent_auth/authorize.html", context, status=status))
 
 
-def _refusal(request: HttpRequest, authorization: AgentAuthorization, error: ApiError) -> HttpResponse:
+def _refusal(request: AuthenticatedHttpRequest, authorization: AgentAuthorization, error: ApiError) -> HttpResponse:
     """The page for a decision the services refused; the row is re-read so the page shows its state now."""
     authorization.refresh_from_db()
     if isinstance(error, AccessDenied):
@@ -118,7 +129,7 @@ def _refusal(request: HttpRequest, authorization: AgentAuthorization, error: Api
     return _render(request, authorization, notice=f"{error.message} Nothing was changed.", status=error.status)
 
 
-def _decide(request: HttpRequest, authorization: AgentAuthorization) -> str:
+def _decide(request: AuthenticatedHttpRequest, authorization: AgentAuthorization) -> str:
     decision = request.POST.get("decision")
     if decision == "approve":
         routes = request.POST.getlist("routes")
@@ -134,7 +145,7 @@ def _decide(request: HttpRequest, authorization: AgentAuthorization) -> str:
 @xframe_options_deny
 @csrf_protect
 @login_required(login_url=LOGIN_URL)
-def authorization_page(request: HttpRequest) -> HttpResponse:
+def authorization_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     if request.method not in ("GET", "POST"):
         response = _error_page(request, status=405, title="Not allowed",
                                message="Open this page from the link the agent gave you.")
@@ -157,10 +168,10 @@ def authorization_page(request: HttpRequest) -> HttpResponse:
 
 class AgentAuthLoginView(LoginView):
     template_name = "agent_auth/login.html"
-    # Only when there is no safe `next` (LoginView drops off-site ones).
-    next_page = reverse_lazy("admin:index")
+    # Only when there is no safe `next` (LoginView drops off-site ones); a URL name, resolved then.
+    next_page = "admin:index"
 
-    def dispatch(self, request, *args, **kwargs):
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         return _page_headers(super().dispatch(request, *args, **kwargs))
 
 

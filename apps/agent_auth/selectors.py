@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.auth.models import User
 from django.db.models import Q
 
 from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, InvalidRoute, RouteUnavailable
@@ -34,7 +35,7 @@ def client_get_by_token(*, token: str) -> AgentClient | None:
     if not token.startswith(CLIENT_TOKEN_PREFIX):
         return None
     client = AgentClient.objects.filter(client_token_hash=token_hash(token)).first()
-    if client is None or not token_matches(token, client.client_token_hash):
+    if client is None or client.client_token_hash is None or not token_matches(token, client.client_token_hash):
         return None
     return client
 
@@ -107,7 +108,7 @@ def session_route_get(*, session: AgentSession, key: str, require_runtime: bool)
     return route
 
 
-def authorization_page_route_choices(*, authorization: AgentAuthorization, user) -> list[Route]:
+def authorization_page_route_choices(*, authorization: AgentAuthorization, user: User) -> list[Route]:
     """Routes a BailingHub user may grant on the authorization page: those requested, still in the
     client's allowlist, enabled, admitting a principal without audience, in a project the user
     belongs to."""

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -178,7 +179,7 @@ def authorization_approve(
     principal: dict[str, Any],
     on_behalf_of: str,
     allowed_routes: list[str],
-    decided_by=None,
+    decided_by: User | None = None,
 ) -> str:
     """Approve a pending request for `principal`; returns the loopback URL with ?code=&state=.
 
@@ -207,7 +208,7 @@ def authorization_approve(
 
 
 @transaction.atomic
-def authorization_deny(*, client: AgentClient, authorization_id: uuid.UUID, decided_by=None) -> str:
+def authorization_deny(*, client: AgentClient, authorization_id: uuid.UUID, decided_by: User | None = None) -> str:
     """Deny a pending request; returns the loopback URL with ?error=access_denied&state=."""
     authorization = _pending_for_decision(client=client, authorization_id=authorization_id)
     authorization.status = AgentAuthorization.Status.DENIED
@@ -225,7 +226,7 @@ def _page_client(*, authorization_id: uuid.UUID) -> AgentClient:
     return client
 
 
-def authorization_approve_by_user(*, authorization_id: uuid.UUID, user, allowed_routes: list[str]) -> str:
+def authorization_approve_by_user(*, authorization_id: uuid.UUID, user: User, allowed_routes: list[str]) -> str:
     """Approve on BailingHub's own page: the principal is the logged-in BailingHub account, and
     only routes it may grant (see `authorization_page_route_choices`) are accepted."""
     client = _page_client(authorization_id=authorization_id)
@@ -244,7 +245,7 @@ def authorization_approve_by_user(*, authorization_id: uuid.UUID, user, allowed_
         )
 
 
-def authorization_deny_by_user(*, authorization_id: uuid.UUID, user) -> str:
+def authorization_deny_by_user(*, authorization_id: uuid.UUID, user: User) -> str:
     client = _page_client(authorization_id=authorization_id)
     if project_role(user=user, project=client.project) is None:
         raise AccessDenied("You are not a member of this client's project.")
@@ -295,12 +296,12 @@ def code_exchange(*, client_app_id: str, code: str, redirect_uri: str, code_veri
             raise InvalidGrant()
         now = timezone.now()
         if authorization.code_used_at is not None:
-            session = AgentSession.objects.select_for_update(of=("self",)).filter(authorization=authorization).first()
-            if session is not None:
-                _revoke(session, revoked_by=AgentSession.RevokedBy.SYSTEM, reason="authorization code reused", now=now)
+            reused = AgentSession.objects.select_for_update(of=("self",)).filter(authorization=authorization).first()
+            if reused is not None:
+                _revoke(reused, revoked_by=AgentSession.RevokedBy.SYSTEM, reason="authorization code reused", now=now)
             replayed = True
         else:
-            if now >= authorization.code_expires_at:
+            if authorization.code_expires_at is None or now >= authorization.code_expires_at:
                 raise InvalidGrant("The code has expired.")
             if not secrets_equal(authorization.redirect_uri, redirect_uri):
                 raise InvalidGrant("redirect_uri does not match the authorization request.")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from django.core.exceptions import ValidationError
 
@@ -13,7 +13,7 @@ APP_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{2,63}$")
 REDIRECT_URI_MAX_CHARS = 2048
 
 
-def _split(url: str):
+def _split(url: str) -> tuple[SplitResult, int | None] | tuple[None, None]:
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError for a non-numeric or out-of-range port
@@ -22,12 +22,12 @@ def _split(url: str):
     return parts, port
 
 
-def _has_explicit_port(parts, port) -> bool:
+def _has_explicit_port(parts: SplitResult, port: int | None) -> bool:
     # urlsplit gives port None for "http://127.0.0.1/" and for "http://127.0.0.1:/".
     return port is not None and 1 <= port <= 65535
 
 
-def _is_loopback_netloc(parts) -> bool:
+def _is_loopback_netloc(parts: SplitResult) -> bool:
     # hostname strips the brackets of "[::1]"; the netloc must still carry them.
     host = parts.hostname
     if host == "::1":

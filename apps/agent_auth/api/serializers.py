@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from rest_framework import serializers
 
@@ -23,36 +24,37 @@ def no_control_characters(value: str) -> None:
 class StrictCharField(serializers.CharField):
     """A JSON string only: numbers and booleans are not coerced to text."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
 
 
-def _text(max_length: int, *, min_length: int | None = None, **kwargs) -> serializers.CharField:
+def _text(max_length: int, *, min_length: int | None = None, **kwargs: Any) -> serializers.CharField:
     return StrictCharField(
         max_length=max_length, min_length=min_length, trim_whitespace=False,
         validators=[no_control_characters], **kwargs,
     )
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer[Any]):
     """A JSON object with exactly these fields: an unknown field is 400 `invalid_request`."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, Mapping):
             raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
             raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
+        validated: dict[str, Any] = super().to_internal_value(data)
+        return validated
 
 
 class RouteKeyListField(BoundedListField):
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(child=StrictCharField(trim_whitespace=False), min_length=1, max_length=64, **kwargs)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[Any]:
         keys = super().to_internal_value(data)
         bad = [key for key in keys if not route_key_is_valid(key)]
         if bad:
@@ -103,7 +105,7 @@ class AuthorizationApproveSerializer(StrictSerializer):
     on_behalf_of = _text(191)
     allowed_routes = RouteKeyListField()
 
-    def validate_principal(self, value: dict) -> dict:
+    def validate_principal(self, value: dict[str, Any]) -> dict[str, Any]:
         value.setdefault("roles", [])
         return {key: item for key, item in value.items() if item is not None}
 

@@ -3,8 +3,15 @@ authorization and 200 with a JSON body for everything else."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
+
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from apps.agent_auth.api.presenters import authorization_context, session_payload, token_payload
@@ -18,9 +25,10 @@ from apps.agent_auth.api.serializers import (
 )
 from apps.agent_auth.authentication import AgentBearerAuthentication, ClientTokenAuthentication
 from apps.agent_auth.errors import InvalidRequest, NotFound, UnsupportedGrantType
-from apps.agent_auth.models import AUTHORIZATION_TTL, AgentSession
+from apps.agent_auth.models import AUTHORIZATION_TTL, AgentClient, AgentSession
 from apps.agent_auth.selectors import authorization_get_for_client
 from apps.agent_auth.services import (
+    IssuedTokens,
     authorization_approve,
     authorization_create,
     authorization_deny,
@@ -33,10 +41,19 @@ from apps.agent_auth.services import (
 )
 
 
+# DRF types `request.auth` as a Token; our authentication classes put these there.
+def _auth_client(request: Request) -> AgentClient:
+    return cast(AgentClient, request.auth)
+
+
+def _auth_session(request: Request) -> AgentSession:
+    return cast(AgentSession, request.auth)
+
+
 class PublicApi(APIView):
     """Called by a local agent before it holds a token."""
 
-    authentication_classes: list = []
+    authentication_classes: list[type[BaseAuthentication]] = []
     permission_classes = [AllowAny]
 
 
@@ -55,7 +72,7 @@ class AgentBearerApi(APIView):
 
 
 class AuthorizationCreateApi(PublicApi):
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         serializer = AuthorizationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         authorization = authorization_create(**serializer.validated_data, requester_ip=request.META.get("REMOTE_ADDR"))
@@ -70,36 +87,36 @@ class AuthorizationCreateApi(PublicApi):
 
 
 class AuthorizationDetailApi(ClientTokenApi):
-    def get(self, request, authorization_id):
-        authorization = authorization_get_for_client(client=request.auth, authorization_id=authorization_id)
+    def get(self, request: Request, authorization_id: uuid.UUID) -> Response:
+        authorization = authorization_get_for_client(client=_auth_client(request), authorization_id=authorization_id)
         if authorization is None:
             raise NotFound("No such authorization.")
         return Response(authorization_context(authorization))
 
 
 class AuthorizationApproveApi(ClientTokenApi):
-    def post(self, request, authorization_id):
+    def post(self, request: Request, authorization_id: uuid.UUID) -> Response:
         serializer = AuthorizationApproveSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        redirect_uri = authorization_approve(client=request.auth, authorization_id=authorization_id,
+        redirect_uri = authorization_approve(client=_auth_client(request), authorization_id=authorization_id,
                                              **serializer.validated_data)
         return Response({"redirect_uri": redirect_uri})
 
 
 class AuthorizationDenyApi(ClientTokenApi):
-    def post(self, request, authorization_id):
+    def post(self, request: Request, authorization_id: uuid.UUID) -> Response:
         AuthorizationDenySerializer(data=request.data).is_valid(raise_exception=True)
-        redirect_uri = authorization_deny(client=request.auth, authorization_id=authorization_id)
+        redirect_uri = authorization_deny(client=_auth_client(request), authorization_id=authorization_id)
         return Response({"redirect_uri": redirect_uri})
 
 
 class TokenApi(PublicApi):
-    grants = {
+    grants: ClassVar[dict[str, tuple[type[Serializer[Any]], Callable[..., IssuedTokens]]]] = {
         "authorization_code": (CodeGrantSerializer, code_exchange),
         "refresh_token": (RefreshGrantSerializer, session_refresh),
     }
 
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = request.data
         if not isinstance(data, dict) or not isinstance(data.get("grant_type"), str):
             raise InvalidRequest("grant_type is required.")
@@ -111,15 +128,15 @@ class TokenApi(PublicApi):
         fields = {key: value for key, value in serializer.validated_data.items() if key != "grant_type"}
         return Response(token_payload(issue(**fields)))
 
-    def finalize_response(self, request, response, *args, **kwargs):
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
         response = super().finalize_response(request, response, *args, **kwargs)
         response["Pragma"] = "no-cache"
         return response
 
 
 class SessionDetailApi(AgentBearerApi):
-    def get(self, request):
-        return Response(session_payload(request.auth))
+    def get(self, request: Request) -> Response:
+        return Response(session_payload(_auth_session(request)))
 
 
 class RevokeApi(APIView):
@@ -128,9 +145,10 @@ class RevokeApi(APIView):
     authentication_classes = [AgentBearerAuthentication]
     permission_classes = [AllowAny]
 
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         if request.auth is not None:
-            session_revoke(session=request.auth, revoked_by=AgentSession.RevokedBy.AGENT, reason="revoked by the agent")
+            session_revoke(session=_auth_session(request), revoked_by=AgentSession.RevokedBy.AGENT,
+                           reason="revoked by the agent")
         else:
             serializer = RevokeSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
@@ -139,6 +157,6 @@ class RevokeApi(APIView):
 
 
 class ClientSessionRevokeApi(ClientTokenApi):
-    def post(self, request, session_id):
-        session_revoke_for_client(client=request.auth, session_id=session_id)
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        session_revoke_for_client(client=_auth_client(request), session_id=session_id)
         return Response({"revoked": True})
