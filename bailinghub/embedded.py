@@ -144,7 +144,7 @@ def _postgres_tune(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        current = dict(conn.execute(
+        current: dict[str, str] = dict(conn.execute(
             "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%%postgresql.auto.conf'"
         ).fetchall())
         changed = False

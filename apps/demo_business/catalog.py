@@ -94,8 +94,18 @@ def product(sku: str) -> Product | None:
     return _PRODUCTS_BY_SKU.get(sku.strip().upper())
 
 
+def known_product(sku: str) -> Product:
+    """A SKU the catalogue itself holds (an order line, a checked SKU): KeyError otherwise."""
+    return _PRODUCTS_BY_SKU[sku.strip().upper()]
+
+
 def customer(customer_id: str) -> Customer | None:
     return _CUSTOMERS_BY_ID.get(customer_id.strip().upper())
+
+
+def known_customer(customer_id: str) -> Customer:
+    """A customer the catalogue itself names (an order's): KeyError otherwise."""
+    return _CUSTOMERS_BY_ID[customer_id.strip().upper()]
 
 
 def order(order_id: str) -> Order | None:

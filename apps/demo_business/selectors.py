@@ -19,7 +19,7 @@ def money(value: Decimal) -> str:
 
 def stock_on_hand(*, skus: list[str]) -> dict[str, int]:
     stored = dict(StockLevel.objects.filter(sku__in=skus).values_list("sku", "on_hand"))
-    return {sku: stored.get(sku, catalog.product(sku).initial_stock) for sku in skus}
+    return {sku: stored.get(sku, catalog.known_product(sku).initial_stock) for sku in skus}
 
 
 def stock_status(on_hand: int) -> str:
@@ -59,7 +59,7 @@ def order_status(*, order_id: str) -> dict[str, Any]:
     order = catalog.order(order_id)
     if order is None:
         raise OrderNotFound(f"No order has the id {order_id[:64]!r}.")
-    customer = catalog.customer(order.customer_id)
+    customer = catalog.known_customer(order.customer_id)
     refunded = order_refunded(order_id=order.order_id)
     refunds = Refund.objects.filter(order_id=order.order_id)
     shipment = None
@@ -72,8 +72,8 @@ def order_status(*, order_id: str) -> dict[str, Any]:
         "placed_at": order.placed_at,
         "customer": {"customer_id": customer.customer_id, "name": customer.name},
         "lines": [
-            {"sku": line.sku, "name_zh": catalog.product(line.sku).name_zh,
-             "name_en": catalog.product(line.sku).name_en, "quantity": line.quantity,
+            {"sku": line.sku, "name_zh": catalog.known_product(line.sku).name_zh,
+             "name_en": catalog.known_product(line.sku).name_en, "quantity": line.quantity,
              "unit_price": money(line.unit_price)}
             for line in order.lines
         ],

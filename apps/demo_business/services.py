@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 
 from . import catalog
 from .errors import (
@@ -125,6 +125,8 @@ def customer_note_add(*, customer_id: str, note: str, author: str) -> dict[str, 
 
 def request_log_append(**fields: Any) -> RequestLogEntry:
     for name in ("path", "error", "detail", "idempotency_key", "job_id", "tool_scope", "on_behalf_of"):
-        limit = RequestLogEntry._meta.get_field(name).max_length
+        field = RequestLogEntry._meta.get_field(name)
+        assert isinstance(field, models.CharField | models.TextField)  # these are text columns
+        limit = field.max_length
         fields[name] = str(fields.get(name, ""))[:limit]
     return RequestLogEntry.objects.create(**fields)

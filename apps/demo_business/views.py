@@ -153,7 +153,7 @@ def log(request: HttpRequest) -> JsonResponse:
     """The request log, signed like every call (it names the people agents acted for):
     ``?operation=`` and ``?after=<id>`` narrow it. Not itself logged."""
     try:
-        verify_request(secret=settings.DEMO_BUSINESS_SIGNING_SECRET, method=request.method,
+        verify_request(secret=settings.DEMO_BUSINESS_SIGNING_SECRET, method=request.method or "GET",
                        path_with_query=signed_target(request), body=request.body, headers=request.headers,
                        now=time.time())
     except InvalidSignature:

@@ -5,6 +5,8 @@ A KB's search playground (read-only, GET) runs selectors.knowledge_search with e
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -28,6 +30,13 @@ from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, s
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.knowledge.playground import PlaygroundSearchForm, playground_extra, playground_hits, playground_timings
 from apps.projects.admin import ProjectScopedAdminMixin
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _DocumentTotal(TypedDict):
+    document_total: int
 
 DOCUMENTS_ON_KB_PAGE = 200
 
@@ -59,7 +68,8 @@ UPLOAD_EXTENSIONS = (".txt", ".md", ".markdown", ".json", ".csv", ".pdf")
 
 class UploadForm(forms.Form):
     # Empty files pass the form so the service can name them next to the other refusals.
-    files = MultipleFileField(required=False, allow_empty_file=True)
+    # A declared field: the form's metaclass moves it to base_fields, so it never shadows BaseForm.files.
+    files = MultipleFileField(required=False, allow_empty_file=True)  # type: ignore[assignment]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -180,8 +190,8 @@ class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
     extra = 0
     can_delete = False
     read_only = True  # generations change only through rebuilds
-    fields = ["number", "status", "strategy", "progress", "keyword_index", "error", "started_at", "activated_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("number", "status", "strategy", "progress", "keyword_index", "error", "started_at",
+                                "activated_at")
     ordering = ["-number"]
 
     @admin.display(description="Strategy")
@@ -271,7 +281,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return obj.chunk_strategy.get("overlap_chars")
 
     @admin.display(description="Documents", ordering="document_total")
-    def document_count(self, obj: KnowledgeBase) -> int:
+    def document_count(self, obj: WithAnnotations[KnowledgeBase, _DocumentTotal]) -> int:
         return obj.document_total
 
     def save_model(self, request, obj, form, change):
@@ -448,11 +458,10 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["filename", "error_message"]
     list_select_related = ["knowledge_base"]
     actions = ["retry_documents", "confirm_documents"]
-    fields = ["knowledge_base", "filename", "file_type", "size", "content_hash", "status_badge", "error_code",
-              "error_message", "attempts", "progress", "queued_at", "parsing_started_at", "chunking_started_at",
-              "awaiting_confirmation_at", "confirmed_at", "embedding_started_at", "completed_at", "failed_at",
-              "heartbeat_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("knowledge_base", "filename", "file_type", "size", "content_hash", "status_badge",
+                                "error_code", "error_message", "attempts", "progress", "queued_at",
+                                "parsing_started_at", "chunking_started_at", "awaiting_confirmation_at", "confirmed_at",
+                                "embedding_started_at", "completed_at", "failed_at", "heartbeat_at")
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("error_message")

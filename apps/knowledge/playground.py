@@ -189,9 +189,9 @@ def _candidate_limit() -> int:
 
 def playground_params(*, query: str, mode: str, top_k: int, score_threshold: float | None) -> str:
     """The page's query string for these search parameters (a link that runs the search)."""
-    params = {"query": query, "mode": mode, "top_k": top_k}
+    params: dict[str, str | int] = {"query": query, "mode": mode, "top_k": top_k}
     if score_threshold is not None:
-        params["score_threshold"] = score_threshold
+        params["score_threshold"] = str(score_threshold)  # what urlencode would write
     return urlencode(params)
 
 

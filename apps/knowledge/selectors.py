@@ -209,7 +209,7 @@ def document_report(*, document: Document) -> dict[str, Any]:
 
 # How far along each stage is, out of 100: parsing and chunking are quick next to embedding,
 # which fills the rest of the bar chunk by chunk.
-STAGE_PERCENT = {
+STAGE_PERCENT: dict[str, int] = {
     Document.Status.PENDING: 0,
     Document.Status.QUEUED: 0,
     Document.Status.PARSING: 10,

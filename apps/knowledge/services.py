@@ -246,9 +246,10 @@ def document_upload_batch(*, kb: KnowledgeBase, files: list, user=None) -> Uploa
 @transaction.atomic
 def document_confirm(*, document: Document) -> Document:
     """Let an awaiting document go on to embedding."""
-    document = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
-    if document is None:
+    locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
+    if locked is None:
         raise errors.DocumentNotFound()
+    document = locked
     if document.status != Document.Status.AWAITING_CONFIRMATION:
         raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; only a document "
                                           "awaiting confirmation can be confirmed.", status_value=document.status)
@@ -266,9 +267,10 @@ def document_confirm(*, document: Document) -> Document:
 def document_retry(*, document: Document) -> Document:
     """Run a failed document's pipeline again from the start (its chunks and cached vectors
     are reused where they are unchanged)."""
-    document = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
-    if document is None:
+    locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
+    if locked is None:
         raise errors.DocumentNotFound()
+    document = locked
     if document.status != Document.Status.FAILED:
         raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; only a failed "
                                           "document can be retried.", status_value=document.status)

@@ -40,14 +40,14 @@ class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 class MessageInline(ReadOnlyInline):
     model = Message
-    fields = readonly_fields = ["sequence", "role", "kind", "client_message_id", "content", "created_at"]
+    fields = readonly_fields = ("sequence", "role", "kind", "client_message_id", "content", "created_at")
     ordering = ["sequence"]
 
 
 class RunInline(ReadOnlyInline):
     model = Run
-    fields = readonly_fields = ["run_link", "client_turn_id", "state", "profile_revision", "capability_revision",
-                                "prepare_ms", "created_at", "completed_at"]
+    fields = readonly_fields = ("run_link", "client_turn_id", "state", "profile_revision", "capability_revision",
+                                "prepare_ms", "created_at", "completed_at")
     ordering = ["created_at"]
 
     @admin.display(description="Run")
@@ -64,8 +64,8 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     date_hierarchy = "created_at"
     search_fields = ["client_conversation_id", "on_behalf_of", "principal_id"]
     list_select_related = ["route", "route__project"]
-    fields = readonly_fields = ["route", "session", "client_conversation_id", "on_behalf_of", "principal_id",
-                                "message_count", "last_message_at", "created_at"]
+    fields = readonly_fields = ("route", "session", "client_conversation_id", "on_behalf_of", "principal_id",
+                                "message_count", "last_message_at", "created_at")
     inlines = [MessageInline, RunInline]
 
 
@@ -81,12 +81,12 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["=id", "client_turn_id", "user_message_id", "conversation__client_conversation_id",
                      "conversation__on_behalf_of"]
     list_select_related = ["route", "route__project", "conversation"]
-    fields = readonly_fields = [
+    fields = readonly_fields = (
         "id", "route", "conversation", "session", "client_turn_id", "user_message_id", "state", "request_hash",
         "knowledge_delivery", "profile_revision", "capability_revision", "context_bytes", "context_tokens",
         "stats_pretty", "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
         "model", "runtime", "usage_pretty", "completion_fingerprint", "completed_at", "context_pretty",
-    ]
+    )
 
     @admin.display(description="Frozen context")
     def context_pretty(self, obj: Run) -> SafeString:
@@ -101,7 +101,7 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
         return format_html('<pre class="bh-pre">{}</pre>', pretty_json(obj.context_stats))
 
     @admin.display(description="Usage")
-    def usage_pretty(self, obj: Run) -> SafeString:
+    def usage_pretty(self, obj: Run) -> str:
         return format_html('<pre class="bh-pre">{}</pre>', pretty_json(obj.usage)) if obj.usage else "—"
 
 
@@ -115,8 +115,8 @@ class MessageAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin
     search_fields = ["content", "client_message_id", "conversation__client_conversation_id",
                      "conversation__on_behalf_of"]
     list_select_related = ["conversation", "conversation__route"]
-    fields = readonly_fields = ["conversation", "run", "sequence", "role", "kind", "client_message_id",
-                                "content_text", "created_at"]
+    fields = readonly_fields = ("conversation", "run", "sequence", "role", "kind", "client_message_id",
+                                "content_text", "created_at")
 
     @admin.display(description="Route", ordering="conversation__route__key")
     def route(self, obj: Message) -> str:
@@ -170,8 +170,8 @@ class MemoryNoteAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
     list_filter = ["scope", ("route", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["on_behalf_of", "content"]
     list_select_related = ["route", "project"]
-    fields = readonly_fields = ["scope", "project", "route", "on_behalf_of", "content", "created_by_session",
-                                "created_at", "updated_at"]
+    fields = readonly_fields = ("scope", "project", "route", "on_behalf_of", "content", "created_by_session",
+                                "created_at", "updated_at")
 
     @admin.display(description="Content")
     def short_content(self, obj: MemoryNote) -> str:

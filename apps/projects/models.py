@@ -1,9 +1,16 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
 
 from apps.core.models import BaseModel
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 slug_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9-]{1,63}$",
@@ -17,7 +24,8 @@ class Project(BaseModel):
     name = models.CharField(max_length=200)
     slug = models.CharField(max_length=64, unique=True, validators=[slug_validator])
     description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
 
     class Meta:
         ordering = ["name"]

@@ -10,6 +10,7 @@ get, and nothing is written — no conversation, run or message.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
 from django.contrib import admin
@@ -24,6 +25,20 @@ from apps.routes.admin import RouteAdmin
 from apps.routes.models import Route
 from apps.runtime.errors import KnowledgeUnavailable
 from apps.runtime.turns import KNOWLEDGE_QUERY_MAX_CHARS, TurnRequest, _knowledge_inline
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _BindingState(TypedDict):
+    active_generation: int | None
+    building: bool
+    documents_total: int
+    documents_completed: int
+
+
+class _RouteSources(TypedDict):
+    knowledge_source_total: int
 
 DRY_RUN_PARAM = "dry_run"
 
@@ -88,7 +103,7 @@ class BindingInline(admin.TabularInline):
         return f"{model.name} ({model.dimension} dims)"
 
     @admin.display(description="Index")
-    def index_state(self, binding: RouteKnowledgeBinding) -> str:
+    def index_state(self, binding: WithAnnotations[RouteKnowledgeBinding, _BindingState]) -> str:
         if binding._state.adding:  # the empty row for a new binding
             return "—"
         if binding.active_generation is not None:
@@ -97,7 +112,7 @@ class BindingInline(admin.TabularInline):
         return "building its first index" if binding.building else "not ready: no active index"
 
     @admin.display(description="Documents")
-    def documents(self, binding: RouteKnowledgeBinding) -> str:
+    def documents(self, binding: WithAnnotations[RouteKnowledgeBinding, _BindingState]) -> str:
         if binding._state.adding:  # the empty row for a new binding
             return "—"
         return f"{binding.documents_completed} of {binding.documents_total} completed"
@@ -167,7 +182,7 @@ class RouteConsoleAdmin(RouteAdmin):
                                                                                    filter=same_project))
 
     @admin.display(description="Knowledge sources", ordering="knowledge_source_total")
-    def knowledge_sources(self, route: Route) -> int:
+    def knowledge_sources(self, route: WithAnnotations[Route, _RouteSources]) -> int:
         return route.knowledge_source_total
 
     def get_inlines(self, request, obj):

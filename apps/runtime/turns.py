@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import transaction
 
@@ -131,14 +131,20 @@ def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> R
                         knowledge=knowledge, delivery=delivery, knowledge_ms=knowledge_ms, started=started)
 
 
+class _TurnKeys(TypedDict):
+    conversation: Conversation
+    client_turn_id: str
+    user_message_id: str
+
+
 @transaction.atomic
 def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, request_hash: str,
                  knowledge: InlineKnowledge, delivery: PreparedDelivery | None, knowledge_ms: int,
                  started: float) -> Run:
     conversation = conversation_lock(session=session, route=route,
                                      client_conversation_id=request.client_conversation_id)
-    keys = {"conversation": conversation, "client_turn_id": request.client_turn_id,
-            "user_message_id": request.user_message_id}
+    keys = _TurnKeys(conversation=conversation, client_turn_id=request.client_turn_id,
+                     user_message_id=request.user_message_id)
     existing = run_list_for_turn(**keys)
     if existing:
         return _replayed(existing, request_hash)
@@ -150,7 +156,7 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
     notes = route_note_list(route=route, on_behalf_of=session.on_behalf_of, limit=ROUTE_NOTES_IN_CONTEXT)
     project_notes = project_note_list(project=route.project, on_behalf_of=session.on_behalf_of,
                                       limit=PROJECT_NOTES_IN_CONTEXT)
-    context = {
+    context: dict[str, Any] = {
         "instructions": route_instructions(route=route),
         "page_context": request.page_context,
         "renderers": request.renderers,

@@ -288,7 +288,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
     `need` (the caller's top-k) while the filtered set has them."""
     dim = model.dimension
     vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
-    params = [vector, model.pk, list(generation_ids), vector, limit]
+    params: list[Any] = [vector, model.pk, list(generation_ids), vector, limit]
     knobs = retrieval_settings()
     exact_max, min_fraction = knobs.vector_exact_max, knobs.vector_hnsw_min_fraction
     with connection.cursor() as cursor:
@@ -388,8 +388,9 @@ def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> flo
         progress = min(1.0, max(0.0, (query_units(query) - short_units) / max(1, long_units - short_units)))
         base = short_weight - (short_weight - long_weight) * progress
     slope = knobs.hybrid_margin_slope
-    keyword = _margin([c.keyword_score for c in items if c.keyword_rank is not None])
-    dense = _margin([c.vector_score for c in items if c.vector_rank is not None], reference_rank=20)
+    keyword = _margin([c.keyword_score for c in items if c.keyword_rank is not None and c.keyword_score is not None])
+    dense = _margin([c.vector_score for c in items if c.vector_rank is not None and c.vector_score is not None],
+                    reference_rank=20)
     return min(0.9, max(0.3, base - slope * (keyword - dense)))
 
 
@@ -431,7 +432,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     limit = options.candidate_k or retrieval_settings().search_candidates
     candidates: dict[Any, Candidate] = {}
     scorer = None
-    query_vector = None
+    query_vector: list[float] = []  # embedded only for the vector and hybrid modes, which alone read it
     vector: list[tuple[Any, float]] = []
     beside = None
     if options.mode in ("vector", "hybrid"):
@@ -578,10 +579,12 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
         if parent_text is not None:
             spans = [(m[1]["metadata"] or {}).get("parent_start") for m in members]
             ends = [(m[1]["metadata"] or {}).get("parent_end") for m in members]
-            if None in spans or None in ends:
+            known_spans = [span for span in spans if span is not None]
+            known_ends = [span_end for span_end in ends if span_end is not None]
+            if len(known_spans) < len(spans) or len(known_ends) < len(ends):
                 start, end = 0, len(child["text"])
             else:
-                start, end = min(spans), max(ends)
+                start, end = min(known_spans), max(known_ends)
                 best_start = (child["metadata"] or {})["parent_start"]
                 best_end = (child["metadata"] or {})["parent_end"]
                 if len(parent_text[start:end].encode("utf-8")) > budget:

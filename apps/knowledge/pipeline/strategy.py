@@ -69,7 +69,7 @@ def strategy_parse(value: Any, *, defaults: dict[str, Any], parent_max_chars: in
         errors["chunk_strategy.overlap_chars"] = ["Must be between 0 and half of max_chars."]
     if errors:
         raise StrategyInvalid(errors)
-    return ChunkStrategy(strategy=strategy, parent_max_chars=parent_max_chars, **numbers)
+    return ChunkStrategy(strategy=str(strategy), parent_max_chars=parent_max_chars, **numbers)
 
 
 def strategy_from_snapshot(snapshot: dict[str, Any]) -> ChunkStrategy:

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import OuterRef, Subquery
@@ -22,6 +23,13 @@ from apps.ledger.selectors import run_get_for_session
 from apps.routes.models import Route
 from apps.runtime.errors import KnowledgeUnavailable, RunNotActive
 from apps.runtime.knowledge.limits import UNAVAILABLE_MESSAGE
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _ActiveGeneration(TypedDict):
+    active_generation_id: uuid.UUID | None
 
 logger = logging.getLogger("bailinghub.runtime")
 
@@ -62,7 +70,7 @@ class KnowledgeScope:
     """What a route's agents may read now; `knowledge_bases` carry `active_generation_id`."""
 
     enabled: bool
-    knowledge_bases: tuple[KnowledgeBase, ...]
+    knowledge_bases: tuple[WithAnnotations[KnowledgeBase, _ActiveGeneration], ...]
     revision: str
 
     @property
@@ -95,7 +103,7 @@ def knowledge_scope_get(*, route: Route) -> KnowledgeScope:
             ({"id": str(kb.pk), "embedding_model_id": str(kb.embedding_model_id), "embedding_dim": kb.embedding_dim,
               "active_generation_id": str(kb.active_generation_id) if kb.active_generation_id else None}
              for kb in kbs),
-            key=lambda item: item["id"],
+            key=lambda item: str(item["id"]),
         ),
     }
     return KnowledgeScope(enabled=route.knowledge_enabled, knowledge_bases=kbs, revision=revision_of(configuration))

@@ -126,7 +126,7 @@ def parse_grid(text: str) -> dict[str, list]:
         key = key.strip()
         if key not in known or not values.strip():
             raise CommandError(f"--grid: unknown key or no values in {part!r}; keys: {', '.join(sorted(known))}")
-        parsed = []
+        parsed: list[str | float | None] = []
         for value in (v.strip() for v in values.split(",")):
             if key == "fusion":
                 if value not in {"convex", "rrf"}:
@@ -411,6 +411,8 @@ class Command(BaseCommand):
         """N child chunks in one synthetic, completed document of the KB's active generation."""
         rng = random.Random(7)
         generation = selectors.generation_active(kb=kb)
+        if generation is None:
+            raise CommandError(f"{kb.name} has no active index to add distractors to.")
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT embedding::text FROM knowledge_chunk WHERE generation_id = %s AND kind = 'child' "

@@ -211,8 +211,8 @@ def _outline_headings(pages: list[list[_Line]], entries) -> list[list[_Line | _H
         cursor = 0
         for level, title in by_page.get(number, []):
             wanted = _key(title)
-            found = next((index for index in range(cursor, len(items))
-                          if isinstance(items[index], _Line) and _carries(_key(items[index].text), wanted)), None)
+            found = next((index for index, item in enumerate(items) if index >= cursor
+                          and isinstance(item, _Line) and _carries(_key(item.text), wanted)), None)
             if found is None:
                 items.insert(cursor, _Heading(level, title))
                 cursor += 1
