@@ -7,11 +7,12 @@ which its own worker consumes: a small upload never waits behind them for a free
 from __future__ import annotations
 
 import logging
+import threading
 
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 
 from apps.knowledge import ingest
 from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD, WATCHDOG
@@ -37,16 +38,45 @@ def watchdog_task() -> dict:
     return ingest.knowledge_watchdog()
 
 
-@worker_ready.connect(dispatch_uid="knowledge.watchdog_on_worker_start")
-def watchdog_on_worker_start(**_kwargs) -> None:
-    """A worker starting runs the watchdog once: with beat dead (or not started yet), work that a
-    dead worker held, or whose message a broker restart lost, is handed over all the same."""
+def _watchdog_run(when: str) -> None:
     try:
         outcome = ingest.knowledge_watchdog()
     except DatabaseError:
-        logger.warning("The knowledge watchdog could not run at worker start; beat will run it.", exc_info=True)
+        logger.warning("The knowledge watchdog could not run %s; it will try again.", when, exc_info=True)
         return
-    logger.info("Knowledge watchdog at worker start: %s", outcome)
+    finally:
+        connection.close()  # this thread's own connection; never held between runs
+    if outcome.get("requeued") or outcome.get("failed"):
+        logger.info("Knowledge watchdog %s: %s", when, outcome)
+
+
+class WatchdogTimer(threading.Thread):
+    """Runs the watchdog every KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS inside a worker's main process,
+    so stale work is handed over while any worker lives — with beat dead too. The watchdog only
+    reads and writes rows (it never embeds), so the pool's parent may run it."""
+
+    def __init__(self, interval: float):
+        super().__init__(name="knowledge-watchdog", daemon=True)
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            _watchdog_run("on its timer")
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+@worker_ready.connect(dispatch_uid="knowledge.watchdog_on_worker_start")
+def watchdog_on_worker_start(**_kwargs) -> WatchdogTimer:
+    """A worker starting runs the watchdog once — with beat dead (or not started yet), work that a
+    dead worker held, or whose message a broker restart lost, is handed over all the same — and
+    then on its own timer for as long as it runs."""
+    _watchdog_run("at worker start")
+    timer = WatchdogTimer(settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)
+    timer.start()
+    return timer
 
 
 def document_queue(*, size: int) -> str | None:

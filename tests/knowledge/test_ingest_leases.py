@@ -30,7 +30,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _worker(queue: str, *, stale_seconds: int) -> subprocess.Popen:
+def _worker(queue: str, *, stale_seconds: int, watchdog_seconds: int = 60) -> subprocess.Popen:
     env = {
         **os.environ,
         "DEBUG": "true",
@@ -40,6 +40,7 @@ def _worker(queue: str, *, stale_seconds: int) -> subprocess.Popen:
         "CELERY_RESULT_BACKEND": django_settings.CELERY_RESULT_BACKEND,
         "KNOWLEDGE_TASK_QUEUE": queue,
         "KNOWLEDGE_HEARTBEAT_STALE_SECONDS": str(stale_seconds),
+        "KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS": str(watchdog_seconds),
         "OMP_NUM_THREADS": "1",
     }
     return subprocess.Popen(
@@ -110,6 +111,26 @@ def test_a_document_whose_queued_message_redis_lost_is_completed_when_a_worker_s
     worker = _worker(queue, stale_seconds=1)
     try:
         finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
+    finally:
+        _stop(worker)
+    assert (finished.status, finished.attempts) == ("completed", 1)
+
+
+def test_a_running_worker_hands_over_work_whose_message_was_lost_with_beat_dead(settings):
+    """No beat, and the worker already past its start: its own watchdog timer re-queues a document
+    whose message never reached the broker (or was lost there)."""
+    queue = f"{celery_app.conf.task_default_queue}-timer"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 1
+    kb = KnowledgeBaseFactory()
+    worker = _worker(queue, stale_seconds=1, watchdog_seconds=1)
+    try:
+        [first] = services.document_upload(kb=kb, files=[upload("first.txt", b"first document text")])
+        assert wait_for_status(first.pk, "completed", "failed", timeout=120).status == "completed"  # it runs
+        with transaction.atomic():
+            [lost] = services.document_upload(kb=kb, files=[upload("second.txt", b"second document text")])
+            connection.run_on_commit.clear()  # its message never reaches the broker
+        finished = wait_for_status(lost.pk, "completed", "failed", timeout=120)
     finally:
         _stop(worker)
     assert (finished.status, finished.attempts) == ("completed", 1)
