@@ -172,7 +172,7 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
-# The OpenAPI 3.1 description of the agent and builder APIs, served at /api/schema/ (apps.core.openapi).
+# The OpenAPI 3.1 description of the agent and builder APIs, served at /api/schema/ (bailinghub.openapi).
 SPECTACULAR_SETTINGS = {
     "TITLE": "BailingHub API",
     "DESCRIPTION": "Agent Auth v1 (/agent-auth/v1/), Agent Client Runtime v1 (/agent-api/v1/) and the builder "
@@ -180,8 +180,8 @@ SPECTACULAR_SETTINGS = {
                    "lists the codes it can answer.",
     "VERSION": "1.0.0",
     "OAS_VERSION": "3.1.0",
-    "DEFAULT_GENERATOR_CLASS": "apps.core.openapi.Generator",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.core.openapi.add_errors"],
+    "DEFAULT_GENERATOR_CLASS": "bailinghub.openapi.Generator",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "bailinghub.openapi.add_errors"],
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],

@@ -8,12 +8,14 @@ and for errors the operation's enum of codes)."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
 import pytest
 import requests
 import schemathesis
+from django.core.files.uploadedfile import SimpleUploadedFile
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import (
@@ -23,6 +25,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from apps.agent_auth.models import AgentSession
+from apps.knowledge.services import document_upload
+from apps.ledger.services import memory_note_create
 from apps.projects.models import Membership, OperatorToken
 from apps.projects.tokens import operator_token_create
 from tests.agent_auth.factories import AgentClientFactory
@@ -31,8 +35,9 @@ from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.projects.factories import MembershipFactory
 from tests.routes.factories import RouteFactory
 
-MAX_EXAMPLES = 10
-TIME_BUDGET_SECONDS = 90
+# A deeper run: FUZZ_MAX_EXAMPLES=100 FUZZ_TIME_BUDGET=1800 pytest tests/core/test_fuzz.py
+MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "10"))
+TIME_BUDGET_SECONDS = int(os.environ.get("FUZZ_TIME_BUDGET", "90"))
 # Operations that end the credentials every other operation uses get their own, spent ones.
 SPENDS_SESSION = {"revoke"}
 
@@ -46,10 +51,25 @@ def world(transactional_db):
     kb = KnowledgeBaseFactory(project=project)
     scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith("knowledge:")]
     _row, operator_token = operator_token_create(user=owner.user, name="fuzz", scopes=scopes)
+    agent = session_for(client, principal=PRINCIPAL)
+    [document] = document_upload(kb=kb, files=[SimpleUploadedFile("退货政策.md", "# 退货\n\n七天无理由。".encode())],
+                                 user=owner.user)
+    note = memory_note_create(session=agent.session, project=project, route=route, content="喜欢简短的回答。")
     return {
-        "route": route, "client": client, "kb": kb, "operator_token": operator_token,
-        "agent": session_for(client, principal=PRINCIPAL), "spare": session_for(client, principal=PRINCIPAL),
+        "route": route, "client": client, "kb": kb, "operator_token": operator_token, "document": document,
+        "note": note, "agent": agent, "spare": session_for(client, principal=PRINCIPAL),
     }
+
+
+def _open_turn(base_url: str, world) -> str:
+    """A real run, so that completion and run-bound knowledge calls reach past the run lookup."""
+    response = requests.post(
+        f"{base_url}/agent-api/v1/workspaces/{world['route'].key}/turns", timeout=30,
+        headers={"Authorization": f"Bearer {world['agent'].access_token}"},
+        json={"client_conversation_id": "fuzz-conversation", "client_turn_id": "fuzz-turn-1",
+              "user_message_id": "fuzz-message-1", "user_input": "退货政策是什么?"})
+    assert response.status_code == 200, response.text
+    return response.json()["run_id"]
 
 
 def _credentials(operation, world) -> dict[str, str]:
@@ -66,14 +86,19 @@ def _credentials(operation, world) -> dict[str, str]:
 
 
 def _known_path_parameters(operation, world) -> dict[str, str]:
-    known = {"route": world["route"].key, "kb_id": str(world["kb"].pk), "document_id": str(uuid.uuid4()),
+    # Deleting the document or the note would leave every later operation a 404: those get strangers.
+    keep = operation.method.upper() == "DELETE"
+    known = {"route": world["route"].key, "kb_id": str(world["kb"].pk),
+             "document_id": str(uuid.uuid4() if keep else world["document"].pk),
+             "memory_id": str(uuid.uuid4() if keep else world["note"].pk),
              "authorization_id": str(uuid.uuid4()), "session_id": str(uuid.uuid4()),
-             "run_id": str(uuid.uuid4()), "memory_id": str(uuid.uuid4()), "name": "no_such_tool"}
+             "run_id": world.get("run_id", str(uuid.uuid4())), "name": "no_such_tool"}
     names = {p["name"] for p in operation.definition.raw.get("parameters", []) if p.get("in") == "path"}
     return {name: known[name] for name in names if name in known}
 
 
 def test_fuzzing_finds_no_server_error_and_no_schema_violation(world, live_server):
+    world["run_id"] = _open_turn(live_server.url, world)
     raw = requests.get(f"{live_server.url}/api/schema/", params={"format": "json"}, timeout=30).json()
     schema = schemathesis.openapi.from_dict(raw)
     checks = [status_code_conformance, content_type_conformance, response_schema_conformance]

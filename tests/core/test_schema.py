@@ -9,7 +9,7 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from apps.core.openapi import ERRORS, error_codes
+from bailinghub.openapi import ERRORS, error_codes
 
 
 @pytest.fixture(scope="module")

@@ -181,6 +181,13 @@ def page_of(schema: dict[str, Any]) -> dict[str, Any]:
     return _object({"data": {"type": "array", "items": schema}, "meta": meta}, required=["data", "meta"])
 
 
+def versioned(version: str, properties: dict[str, Any] | None = None, required: list[str] | None = None
+              ) -> dict[str, Any]:
+    """An agent-facing body: `schema_version` names its contract."""
+    return _object({"schema_version": {"const": version}, **(properties or {})},
+                   required=["schema_version", *(required or [])])
+
+
 GENERATION = {"type": ["object", "null"], "properties": {
     "id": UUID, "number": INTEGER, "status": STRING, "chunk_strategy": ANY_OBJECT, "progress": ANY_OBJECT,
     "error_code": NULLABLE_STRING, "error_message": NULLABLE_STRING, "started_at": TIMESTAMP,
@@ -206,12 +213,27 @@ SEARCH_RESULT = data_of(_object({"hits": {"type": "array", "items": ANY_OBJECT},
                                  "timings_ms": ANY_OBJECT}, required=["hits", "mode"]))
 REDIRECT = _object({"redirect_uri": STRING}, required=["redirect_uri"])
 REVOKED = _object({"revoked": {"const": True}}, required=["revoked"])
-TOKENS = _object({"access_token": STRING, "refresh_token": STRING, "token_type": STRING,
-                  "expires_in": INTEGER}, required=["access_token", "refresh_token", "token_type", "expires_in"])
+TOKENS = _object({"token_type": {"const": "Bearer"}, "access_token": STRING, "expires_in": INTEGER,
+                  "refresh_token": STRING, "refresh_expires_in": INTEGER, "session_id": UUID,
+                  "client_app_id": STRING},
+                 required=["token_type", "access_token", "expires_in", "refresh_token", "refresh_expires_in",
+                           "session_id", "client_app_id"])
 MEMORY_SAVED = _object({"status": STRING, "memory_id": STRING, "content": STRING},
                        required=["status", "memory_id"])
-MEMORY_LIST = _object({"schema_version": STRING, "scope": STRING, "memories": {"type": "array", "items": ANY_OBJECT},
-                       "truncated": BOOLEAN, "omitted": INTEGER}, required=["schema_version", "scope", "memories"])
+MEMORY_LIST = versioned("bailing.agent-memories.v1", {
+    "scope": STRING, "memories": {"type": "array", "items": ANY_OBJECT}, "truncated": BOOLEAN, "omitted": INTEGER,
+}, ["scope", "memories"])
+
+SESSION = _object({
+    "session_id": UUID, "client_app_id": STRING, "device_label": STRING, "principal": ANY_OBJECT,
+    "on_behalf_of": STRING, "allowed_routes": {"type": "array", "items": STRING}, "created_at": TIMESTAMP,
+    "expires_at": TIMESTAMP, "refresh_expires_at": TIMESTAMP,
+}, required=["session_id", "client_app_id", "principal", "on_behalf_of", "allowed_routes"])
+AUTHORIZATION = _object({
+    "authorization_id": UUID, "client": ANY_OBJECT, "device": ANY_OBJECT,
+    "requested_routes": {"type": "array", "items": STRING}, "status": STRING, "expires_at": TIMESTAMP,
+}, required=["authorization_id", "client", "requested_routes", "status"])
+
 
 NOTE_LIMIT = OpenApiParameter("limit", int, description="How many notes, newest first.")
 PAGE = [OpenApiParameter("offset", int, description="0–1,000,000,000; default 0."),
@@ -229,7 +251,7 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
         "request": auth_in.AuthorizationCreateSerializer,
         "responses": {201: _object({"authorization_id": UUID, "authorization_url": STRING, "expires_in": INTEGER},
                                    required=["authorization_id", "authorization_url", "expires_in"])}}},
-    "apps.agent_auth.api.views.AuthorizationDetailApi": {"get": {"responses": {200: ANY_OBJECT}}},
+    "apps.agent_auth.api.views.AuthorizationDetailApi": {"get": {"responses": {200: AUTHORIZATION}}},
     "apps.agent_auth.api.views.AuthorizationApproveApi": {"post": {
         "request": auth_in.AuthorizationApproveSerializer, "responses": {200: REDIRECT}}},
     "apps.agent_auth.api.views.AuthorizationDenyApi": {"post": {
@@ -240,18 +262,25 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
             serializers={"authorization_code": auth_in.CodeGrantSerializer,
                          "refresh_token": auth_in.RefreshGrantSerializer}),
         "responses": {200: TOKENS}}},
-    "apps.agent_auth.api.views.SessionDetailApi": {"get": {"responses": {200: ANY_OBJECT}}},
+    "apps.agent_auth.api.views.SessionDetailApi": {"get": {"responses": {200: SESSION}}},
     "apps.agent_auth.api.views.RevokeApi": {"post": {
         "request": auth_in.RevokeSerializer, "responses": {200: REVOKED},
         "description": "With the access token as bearer, or without an Authorization header and the "
                        "refresh token in the body."}},
     "apps.agent_auth.api.views.ClientSessionRevokeApi": {"post": {"request": None, "responses": {200: REVOKED}}},
-    "apps.runtime.api.views.WorkspaceListApi": {"get": {"responses": {200: ANY_OBJECT, 304: None}}},
-    "apps.runtime.api.views.WorkspaceSystemInfoApi": {"get": {"responses": {200: ANY_OBJECT}}},
-    "apps.runtime.api.views.WorkspaceBootstrapApi": {"get": {"responses": {200: ANY_OBJECT, 304: None}}},
-    "apps.runtime.api.turns.TurnOpenApi": {"post": {"request": TurnSerializer, "responses": {200: ANY_OBJECT}}},
-    "apps.runtime.api.turns.RunCompleteApi": {"post": {"request": CompletionSerializer,
-                                                       "responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.views.WorkspaceListApi": {"get": {"responses": {
+        200: versioned("bailing.agent-workspaces.v1", {"workspaces": {"type": "array", "items": ANY_OBJECT}},
+                       ["workspaces"]), 304: None}}},
+    "apps.runtime.api.views.WorkspaceSystemInfoApi": {"get": {"responses": {
+        200: versioned("bailing.agent-system-info.v1", {"binding": ANY_OBJECT}, ["binding"])}}},
+    "apps.runtime.api.views.WorkspaceBootstrapApi": {"get": {"responses": {
+        200: versioned("bailing.agent-runtime-profile.v1", {"workspace": ANY_OBJECT, "profile": ANY_OBJECT,
+                                                            "capabilities": ANY_OBJECT},
+                       ["workspace", "profile", "capabilities"]), 304: None}}},
+    "apps.runtime.api.turns.TurnOpenApi": {"post": {"request": TurnSerializer, "responses": {
+        200: versioned("bailing.agent-turn-context.v1", {"run_id": UUID, "context": ANY_OBJECT}, ["run_id"])}}},
+    "apps.runtime.api.turns.RunCompleteApi": {"post": {"request": CompletionSerializer, "responses": {
+        200: versioned("bailing.agent-run-completion.v1", {"run_id": UUID, "status": STRING}, ["run_id", "status"])}}},
     "apps.runtime.api.memories.RouteMemoriesApi": {
         "get": {"parameters": [NOTE_LIMIT], "responses": {200: MEMORY_LIST}},
         "post": {"request": RouteNoteSerializer, "responses": {200: MEMORY_SAVED}}},
@@ -264,18 +293,23 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.runtime.api.memories.ProjectMemoryApi": {
         "patch": {"request": ProjectNoteSerializer, "responses": {200: MEMORY_SAVED}},
         "delete": {"responses": {200: MEMORY_SAVED}}},
-    "apps.runtime.api.knowledge.KnowledgeCapabilitiesApi": {"get": {"responses": {200: ANY_OBJECT}}},
+    "apps.runtime.api.knowledge.KnowledgeCapabilitiesApi": {"get": {"responses": {
+        200: versioned("bailing.agent-knowledge-capabilities.v1")}}},
     "apps.runtime.api.knowledge.KnowledgeSearchApi": {"post": {
-        "request": knowledge_views.KnowledgeSearchSerializer, "responses": {200: ANY_OBJECT}}},
+        "request": knowledge_views.KnowledgeSearchSerializer,
+        "responses": {200: versioned("bailing.agent-knowledge-search.v1", {"route": STRING}, ["route"])}}},
     "apps.runtime.api.knowledge.KnowledgeReadApi": {"post": {
-        "request": knowledge_views.KnowledgeReadSerializer, "responses": {200: ANY_OBJECT}}},
+        "request": knowledge_views.KnowledgeReadSerializer,
+        "responses": {200: versioned("bailing.agent-knowledge-read.v1", {"route": STRING}, ["route"])}}},
     "apps.runtime.api.tools.CapabilitySearchApi": {"post": {
-        "request": tool_views.CapabilitySearchSerializer, "responses": {200: ANY_OBJECT}}},
-    "apps.runtime.api.tools.ToolCatalogApi": {"get": {"parameters": [ROUTE_QUERY], "responses": {200: ANY_OBJECT}}},
+        "request": tool_views.CapabilitySearchSerializer,
+        "responses": {200: versioned("bailing.agent-capability-search.v1")}}},
+    "apps.runtime.api.tools.ToolCatalogApi": {"get": {
+        "parameters": [ROUTE_QUERY], "responses": {200: versioned("bailing.agent-tool-catalog.v1")}}},
     "apps.runtime.api.tools.ToolDetailApi": {"get": {
         "parameters": [ROUTE_QUERY, OpenApiParameter("capability_revision", str, required=True,
                                                      pattern="^[0-9a-f]{64}$")],
-        "responses": {200: ANY_OBJECT}}},
+        "responses": {200: versioned("bailing.agent-tool-detail.v1")}}},
     "apps.knowledge.api.views.EmbeddingModelListApi": {"get": {
         "responses": {200: data_of({"type": "array", "items": EMBEDDING_MODEL})}}},
     "apps.knowledge.api.views.KnowledgeBaseListApi": {"get": {
