@@ -4,17 +4,24 @@ authorizations change only through services (revoke action), never through a for
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.options import IS_POPUP_VAR
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponseRedirect
+from django.db import models
+from django.db.models import QuerySet
+from django.forms.renderers import BaseRenderer
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
@@ -30,7 +37,7 @@ def connection_snippets(*, client: AgentClient, hub_url: str) -> list[str]:
     ]
 
 
-def _token_message(request, client: AgentClient, token: str, verb: str) -> None:
+def _token_message(request: HttpRequest, client: AgentClient, token: str, verb: str) -> None:
     messages.warning(
         request,
         format_html(
@@ -42,7 +49,7 @@ def _token_message(request, client: AgentClient, token: str, verb: str) -> None:
     )
 
 
-def own_authorize_url(request) -> str:
+def own_authorize_url(request: HttpRequest) -> str:
     """This hub's authorization page as agents must be sent to it. Plain http is accepted only on
     an IP-literal loopback (see validate_agent_authorize_url), so a local `localhost` becomes 127.0.0.1."""
     url = request.build_absolute_uri(reverse("agent-auth-authorize"))
@@ -55,11 +62,12 @@ def own_authorize_url(request) -> str:
 class AuthorizeUrlWidget(forms.TextInput):
     """The URL field with a one-click choice of BailingHub's own authorization page."""
 
-    def __init__(self, *, own_url: str, attrs=None):
+    def __init__(self, *, own_url: str, attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs={"class": "vTextField", "style": "width: 34em", **(attrs or {})})
         self.own_url = own_url
 
-    def render(self, name, value, attrs=None, renderer=None):
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None,
+               renderer: BaseRenderer | None = None) -> SafeString:
         field = super().render(name, value, attrs, renderer)
         field_id = (attrs or {}).get("id", f"id_{name}")
         return format_html(
@@ -71,11 +79,19 @@ class AuthorizeUrlWidget(forms.TextInput):
         )
 
 
-def _route_choices(request) -> list[tuple[str, str]]:
-    routes = Route.objects.select_related("project").order_by("project__name", "key")
+def _missing_object_redirect(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    """Django's own answer to a missing object (a message and the admin index); the method is
+    private, so the stubs do not declare it."""
+    response: HttpResponse = model_admin._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]
+        request, model_admin.opts, object_id)
+    return response
+
+
+def _route_choices(request: HttpRequest) -> list[tuple[str, str]]:
+    queryset = Route.objects.select_related("project").order_by("project__name", "key")
     if not request.user.is_superuser:
-        routes = routes.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
-    routes = list(routes)
+        queryset = queryset.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
+    routes = list(queryset)
     several_projects = len({route.project_id for route in routes}) > 1
     labels: dict[str, list[str]] = {}
     for route in routes:
@@ -100,7 +116,8 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def routes(self, obj: AgentClient) -> str:
         return ", ".join(obj.allowed_routes or [])
 
-    def formfield_for_dbfield(self, db_field, request, **kwargs):
+    def formfield_for_dbfield(self, db_field: models.Field[Any, Any], request: HttpRequest,
+                              **kwargs: Any) -> forms.Field | None:
         if db_field.name == "allowed_routes":
             return forms.MultipleChoiceField(
                 label="Allowed routes", choices=_route_choices(request), required=False,
@@ -111,19 +128,20 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             kwargs["widget"] = AuthorizeUrlWidget(own_url=own_authorize_url(request))
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
-    def get_changeform_initial_data(self, request):
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         initial = super().get_changeform_initial_data(request)
         editable = self.editable_project_ids(request)
         if "project" not in initial and len(editable) == 1:
             initial["project"] = next(iter(editable))
         return initial
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: AgentClient, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if not change:
             _token_message(request, obj, agent_client_token_rotate(client=obj), "New")
 
-    def response_add(self, request, obj, post_url_continue=None):
+    def response_add(self, request: HttpRequest, obj: AgentClient,
+                     post_url_continue: str | None = None) -> HttpResponse:
         # The new client's own page: its one-time token, its connection snippet, its rotate button.
         response = super().response_add(request, obj, post_url_continue)
         if "_addanother" in request.POST or IS_POPUP_VAR in request.POST:
@@ -133,7 +151,8 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def _change_url(self, obj: AgentClient) -> str:
         return reverse(f"{self.admin_site.name}:agent_auth_agentclient_change", args=[obj.pk])
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra_context = dict(extra_context or {})
         client = self.get_object(request, object_id)
         if client is not None:
@@ -143,15 +162,15 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             extra_context["can_rotate"] = self.has_change_permission(request, client)
         return super().change_view(request, object_id, form_url, extra_context)
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         rotate = path("<path:object_id>/rotate-token/", self.admin_site.admin_view(self.rotate_token_view),
                       name="agent_auth_agentclient_rotate_token")
         return [rotate, *super().get_urls()]
 
-    def rotate_token_view(self, request, object_id):
+    def rotate_token_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         client = self.get_object(request, object_id)
         if client is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return _missing_object_redirect(self, request, object_id)
         if request.method != "POST":
             return HttpResponseRedirect(self._change_url(client))
         if not self.has_change_permission(request, client):
@@ -161,7 +180,7 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Rotate the client token (the old one stops working at once)",
                   permissions=["change"])
-    def rotate_client_token(self, request, queryset):
+    def rotate_client_token(self, request: HttpRequest, queryset: QuerySet[AgentClient]) -> None:
         editable = self.editable_project_ids(request)
         for client in queryset:
             if request.user.is_superuser or client.project_id in editable:
@@ -179,10 +198,10 @@ class SessionStateFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "state"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         return [("active", "Active"), ("revoked", "Revoked"), ("expired", "Expired")]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         now = timezone.now()
         if self.value() == "active":
             return queryset.filter(revoked_at__isnull=True, refresh_expires_at__gt=now)
@@ -201,11 +220,11 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["device_label", "principal_id", "on_behalf_of", "client__app_id"]
     list_select_related = ["client", "client__project"]
     actions = ["revoke_sessions"]
-    readonly_fields = fields = [
+    readonly_fields = fields = (
         "client", "device_label", "principal", "principal_id", "audience", "on_behalf_of", "allowed_routes",
         "created_at", "last_used_at", "access_expires_at", "refresh_expires_at", "revoked_at", "revoked_by",
         "revoked_reason", "authorization",
-    ]
+    )
 
     @admin.display(description="Routes")
     def routes(self, obj: AgentSession) -> str:
@@ -221,21 +240,22 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def app(self, obj: AgentSession) -> str:
         return obj.client.app_id
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_revoke_permission(self, request) -> bool:
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
         return request.user.is_staff and (request.user.is_superuser or bool(self.editable_project_ids(request)))
 
     change_form_template = "agent_auth/admin/agentsession_change_form.html"
 
-    def _revoke_page(self, request, sessions, form, *, action: str = "") -> TemplateResponse:
+    def _revoke_page(self, request: HttpRequest, sessions: Iterable[AgentSession], form: RevokeReasonForm, *,
+                     action: str = "") -> TemplateResponse:
         context = {
             **self.admin_site.each_context(request),
             "title": "Revoke agent sessions",
@@ -243,11 +263,11 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "sessions": sessions,
             "form": form,
             "action": action,
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(request, "agent_auth/admin/session_revoke.html", context)
 
-    def _revoke(self, request, sessions, reason: str) -> int:
+    def _revoke(self, request: HttpRequest, sessions: Iterable[AgentSession], reason: str) -> int:
         revoked = 0
         for session in sessions:
             if session.revoked_at is None:
@@ -258,7 +278,7 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return revoked
 
     @admin.action(description="Revoke the selected sessions…", permissions=["revoke"])
-    def revoke_sessions(self, request, queryset):
+    def revoke_sessions(self, request: HttpRequest, queryset: QuerySet[AgentSession]) -> TemplateResponse | None:
         if not request.user.is_superuser:
             queryset = queryset.filter(client__project__in=self.editable_project_ids(request))
         form = RevokeReasonForm(request.POST if "apply" in request.POST else None)
@@ -267,27 +287,28 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             return None
         return self._revoke_page(request, queryset, form, action="revoke_sessions")
 
-    def _may_revoke(self, request, session: AgentSession) -> bool:
+    def _may_revoke(self, request: HttpRequest, session: AgentSession) -> bool:
         return session.revoked_at is None and (
             request.user.is_superuser or session.client.project_id in self.editable_project_ids(request)
         )
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
         session = self.get_object(request, object_id)
         extra_context = {**(extra_context or {}),
                          "can_revoke": session is not None and self._may_revoke(request, session)}
         return super().change_view(request, object_id, form_url, extra_context)
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         revoke = path("<path:object_id>/revoke/", self.admin_site.admin_view(self.revoke_view),
                       name="agent_auth_agentsession_revoke")
         return [revoke, *super().get_urls()]
 
-    def revoke_view(self, request, object_id):
+    def revoke_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """One session's revoke page, opened from the session's own page."""
         session = self.get_object(request, object_id)
         if session is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return _missing_object_redirect(self, request, object_id)
         if not self._may_revoke(request, session):
             raise PermissionDenied
         form = RevokeReasonForm(request.POST if request.method == "POST" else None)
@@ -305,21 +326,21 @@ class AgentAuthorizationAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_filter = ["status", "client"]
     search_fields = ["device_label", "client__app_id", "on_behalf_of"]
     list_select_related = ["client", "client__project"]
-    readonly_fields = fields = [
+    readonly_fields = fields = (
         "client", "status", "device_label", "requested_routes", "redirect_uri", "requester_ip", "expires_at",
         "decided_at", "decided_by", "principal", "on_behalf_of", "allowed_routes", "code_expires_at",
         "code_used_at", "created_at",
-    ]
+    )
 
     @admin.display(description="Requested routes")
     def requested(self, obj: AgentAuthorization) -> str:
         return ", ".join(obj.requested_routes or [])
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -1,16 +1,26 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html
 
 from apps.projects.models import Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.tokens import operator_token_create, operator_token_revoke
 
+if TYPE_CHECKING:
+    # Mixed into ModelAdmin subclasses: typed as one so its super() calls are checked.
+    _ModelAdminBase = admin.ModelAdmin
+else:
+    _ModelAdminBase = object
 
-class ProjectScopedAdminMixin:
+
+class ProjectScopedAdminMixin(_ModelAdminBase):
     """Operators see rows of the projects they belong to and change those where they are
     owner or editor; superusers see everything. Model permissions are not needed on top."""
 
@@ -38,31 +48,31 @@ class ProjectScopedAdminMixin:
             )
         return request._bh_editable_projects
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
         return queryset.filter(**{f"{self.project_lookup}__in": self.visible_project_ids(request)})
 
-    def has_module_permission(self, request):
+    def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and request.user.is_staff and (
             request.user.is_superuser or bool(self.visible_project_ids(request))
         )
 
-    def has_view_permission(self, request, obj=None):
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is None:
             return self.has_module_permission(request)
         return self._project_of(obj).pk in self.visible_project_ids(request)
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_staff and bool(self.editable_project_ids(request))
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is None:
             return request.user.is_staff and bool(self.editable_project_ids(request))
         return self._project_of(obj).pk in self.editable_project_ids(request)
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_change_permission(request, obj)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):

@@ -5,23 +5,38 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, Q
+from django.contrib.admin.options import InlineModelAdmin
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from apps.core.errors import ApiError
 from apps.projects.admin import ProjectScopedAdminMixin
 
 from . import services
 from .compiler.loader import MAX_SPEC_BYTES
+from .compiler.types import CompileResult
 from .errors import InvalidProvider, SpecRefusedError
 from .models import Tool, ToolProvider
 
 # A spec at its limit, as a file and pasted, plus the rest of the form.
 ADMIN_BODY_MAX_BYTES = 2 * MAX_SPEC_BYTES + 64 * 1024
 PREVIEW_BUTTON = "_preview"
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _ToolCounts(TypedDict):
+    tools_n: int
+    enabled_n: int
 
 
 class ToolProviderForm(forms.ModelForm):
@@ -41,10 +56,10 @@ class ToolProviderForm(forms.ModelForm):
         model = ToolProvider
         fields = ["project", "name", "base_url", "enabled"]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.compile_result = None
-        self.diff = None
+        self.compile_result: CompileResult | None = None
+        self.diff: services.ToolDiff | None = None
         self.spec_bytes: bytes | None = None
         self.spec_filename = ""
         if not self.instance._state.adding:
@@ -65,8 +80,9 @@ class ToolProviderForm(forms.ModelForm):
             return text.encode("utf-8"), ""
         return None, ""
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()  # ModelForm's returns self.cleaned_data (its stubs allow None)
+        cleaned = self.cleaned_data
         spec, filename = self._spec()
         if spec is None and self.instance._state.adding and not self.errors.get("spec_text") \
                 and not self.errors.get("spec_file"):
@@ -77,8 +93,8 @@ class ToolProviderForm(forms.ModelForm):
             if cleaned.get("signing_secret"):
                 services.provider_fields_check(secret=cleaned["signing_secret"])
         except InvalidProvider as exc:
-            self.add_error({"secret": "signing_secret"}.get(exc.extra.get("field"), exc.extra.get("field")),
-                           exc.message.split(": ", 1)[-1])
+            field_name = str(exc.extra.get("field"))
+            self.add_error({"secret": "signing_secret"}.get(field_name, field_name), exc.message.split(": ", 1)[-1])
         if spec is not None:
             field = "spec_file" if filename else "spec_text"
             try:
@@ -105,20 +121,20 @@ class ToolInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: ToolProvider | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: ToolProvider | None = None) -> bool:
         return False
 
     # Operators hold project roles, not model permissions: the provider's project decides. Without a
     # provider (the inline's queryset check), the rows are already limited to the shown provider.
-    def has_view_permission(self, request, obj=None):
+    def has_view_permission(self, request: HttpRequest, obj: ToolProvider | None = None) -> bool:
         return request.user.is_superuser or (
             obj.project_id in ProjectScopedAdminMixin.visible_project_ids(request) if obj is not None
             else bool(ProjectScopedAdminMixin.visible_project_ids(request)))
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: ToolProvider | None = None) -> bool:
         return request.user.is_superuser or (
             obj.project_id in ProjectScopedAdminMixin.editable_project_ids(request) if obj is not None
             else bool(ProjectScopedAdminMixin.editable_project_ids(request)))
@@ -134,7 +150,7 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ["project"]
     inlines = [ToolInline]
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         urls = super().get_urls()
         # The add and change pages take a whole spec, far above the JSON body limit.
         for pattern in urls:
@@ -143,19 +159,20 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 pattern.callback = _with_body_limit(pattern.callback)
         return urls
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolProvider]:
+        queryset: QuerySet[ToolProvider] = super().get_queryset(request).annotate(
             tools_n=Count("tools"), enabled_n=Count("tools", filter=Q(tools__enabled=True)))
+        return queryset
 
-    def get_inlines(self, request, obj):
+    def get_inlines(self, request: HttpRequest, obj: ToolProvider | None) -> list[type[InlineModelAdmin]]:
         # A new provider has no tools until its spec is saved.
-        return self.inlines if obj is not None else []
+        return list(self.inlines) if obj is not None else []
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: ToolProvider | None = None) -> list[str]:
         report = ["spec_sha256", "spec_filename", "openapi", "title", "compiled_at", "report"]
         return ["project", "name", *report] if obj else []
 
-    def get_fieldsets(self, request, obj=None):
+    def get_fieldsets(self, request: HttpRequest, obj: ToolProvider | None = None) -> Any:
         head = ["project", "name", "base_url", "signing_secret", "enabled"]
         spec = ("Spec", {"fields": ["spec_file", "spec_text"]})
         if obj is None:
@@ -166,39 +183,41 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 ("Re-import", {"fields": ["spec_file", "spec_text"], "classes": ["collapse"]})]
 
     @admin.display(description="Tools", ordering="tools_n")
-    def tool_total(self, obj):
+    def tool_total(self, obj: WithAnnotations[ToolProvider, _ToolCounts]) -> int:
         return obj.tools_n
 
     @admin.display(description="Enabled", ordering="enabled_n")
-    def enabled_total(self, obj):
+    def enabled_total(self, obj: WithAnnotations[ToolProvider, _ToolCounts]) -> int:
         return obj.enabled_n
 
     @admin.display(description="Warnings")
-    def warning_total(self, obj):
+    def warning_total(self, obj: ToolProvider) -> int:
         return sum((obj.compile_report.get("warning_counts") or {}).values())
 
     @admin.display(description="OpenAPI version")
-    def openapi(self, obj):
+    def openapi(self, obj: ToolProvider) -> str:
         return obj.openapi_version
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: ToolProvider) -> None:
         services.provider_delete(provider=obj)
 
-    def get_deleted_objects(self, objs, request):
+    def get_deleted_objects(self, objs: Sequence[ToolProvider] | QuerySet[ToolProvider], request: HttpRequest
+                            ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
         # Tools cannot be deleted one by one (they come from the spec) but go with their provider.
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        perms_needed.discard(Tool._meta.verbose_name)
+        perms_needed.discard(str(Tool._meta.verbose_name))
         return deleted, counts, perms_needed, protected
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ToolProvider]) -> None:
         for provider in queryset:
             services.provider_delete(provider=provider)
 
     @admin.display(description="Compile report")
-    def report(self, obj):
+    def report(self, obj: ToolProvider) -> str:
         return render_report(obj.compile_report)
 
-    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], add: bool = False,
+                           change: bool = False, form_url: str = "", obj: ToolProvider | None = None) -> HttpResponse:
         form = context["adminform"].form
         context["compile_preview"] = render_report(form.compile_result.report()) if form.compile_result else ""
         context["compile_diff"] = form.diff.as_dict() if form.diff else None
@@ -209,10 +228,11 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             context["preview_notice"] = form.non_field_errors()[0]
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
-    def save_form(self, request, form, change):
-        return form.instance
+    def save_form(self, request: HttpRequest, form: ToolProviderForm, change: bool) -> ToolProvider:
+        instance: ToolProvider = form.instance
+        return instance
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: ToolProvider, form: ToolProviderForm, change: bool) -> None:
         data = form.cleaned_data
         try:
             if change:
@@ -226,6 +246,8 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                     messages.info(request, f"Re-imported: {len(diff.added)} added, {len(diff.removed)} removed, "
                                            f"{len(diff.changed)} changed.")
                 return
+            if form.spec_bytes is None:  # the form refuses a new provider without a spec
+                raise ValueError("A new tool provider needs a spec.")
             secret = data.get("signing_secret") or services.secret_generate()
             outcome = services.provider_create(project=data["project"], name=data["name"],
                                                base_url=data["base_url"], secret=secret, spec=form.spec_bytes,
@@ -246,12 +268,13 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             messages.warning(request, "The spec declares no x-agent-capability: every tool is disabled until you "
                                       "enable it; read-only was inferred from GET/HEAD.")
 
-    def save_related(self, request, form, formsets, change):
+    def save_related(self, request: HttpRequest, form: ToolProviderForm, formsets: Iterable[Any],
+                     change: bool) -> None:
         # The provider has no many-to-many fields; only the tool switches below are saved.
         for formset in formsets:
             self.save_formset(request, form, formset, change=change)
 
-    def save_formset(self, request, form, formset, change):
+    def save_formset(self, request: HttpRequest, form: ToolProviderForm, formset: Any, change: bool) -> None:
         """Only the tool switches are editable inline; each goes through the service."""
         # The admin's change message reads these lists from the formset.
         formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
@@ -261,22 +284,23 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 formset.changed_objects.append((tool, ["enabled"]))
 
 
-def _only_preview(form) -> bool:
+def _only_preview(form: forms.BaseForm) -> bool:
     if not form.is_bound or set(form.errors) != {"__all__"}:
         return False
     return all(error.code == "preview" for error in form.errors.as_data()["__all__"])
 
 
-def _with_body_limit(view):
+def _with_body_limit(view: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(view)
-    def wrapped(*args, **kwargs):
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         return view(*args, **kwargs)
 
-    wrapped.body_max_bytes = ADMIN_BODY_MAX_BYTES
+    # Read by the body-limit middleware (apps.core.middleware.view_body_limit).
+    wrapped.body_max_bytes = ADMIN_BODY_MAX_BYTES  # type: ignore[attr-defined]
     return wrapped
 
 
-def render_report(report: dict) -> str:
+def render_report(report: dict[str, Any]) -> str:
     if not report:
         return "—"
     counts = report.get("warning_counts") or {}
@@ -312,23 +336,23 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     actions = ["enable_tools", "disable_tools"]
     fields = ["provider", "name", "method", "path", "description", "scope", "risk", "readonly",
               "approval_required", "has_acc", "enabled", "compiled_json"]
-    readonly_fields = [field for field in fields if field != "enabled"]
+    readonly_fields = [field for field in fields if isinstance(field, str) and field != "enabled"]
 
     @admin.display(description="Compiled")
-    def compiled_json(self, obj):
+    def compiled_json(self, obj: Tool) -> SafeString:
         return format_html('<pre class="compiled-tool">{}</pre>',
                            json.dumps(obj.compiled, indent=2, ensure_ascii=False, sort_keys=True))
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Tool, form: Any, change: bool) -> None:
         services.tool_set_enabled(tool=obj, enabled=form.cleaned_data["enabled"])
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Tool | None = None) -> bool:
         return False
 
-    def _switch(self, request, queryset, enabled: bool) -> None:
+    def _switch(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool) -> None:
         count = 0
         for tool in queryset:
             services.tool_set_enabled(tool=tool, enabled=enabled)
@@ -336,9 +360,9 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         self.message_user(request, f"{count} tools {'enabled' if enabled else 'disabled'}.", messages.SUCCESS)
 
     @admin.action(description="Enable selected tools")
-    def enable_tools(self, request, queryset):
+    def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         self._switch(request, queryset, True)
 
     @admin.action(description="Disable selected tools")
-    def disable_tools(self, request, queryset):
+    def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         self._switch(request, queryset, False)

@@ -1,3 +1,8 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 from django.apps import AppConfig
 from django.core import checks
 
@@ -11,7 +16,7 @@ class ToolsConfig(AppConfig):
         checks.register(check_secret_keys, checks.Tags.security, deploy=True)
 
 
-def check_secret_keys(app_configs, **kwargs):
+def check_secret_keys(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[checks.CheckMessage]:
     from django.conf import settings
 
     if settings.DEBUG or any(key.strip() for key in settings.TOOL_SECRET_KEYS):

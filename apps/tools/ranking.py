@@ -22,6 +22,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 QUERY_MAX_CHARS = 2000
 _SEPARATORS = re.compile(r"[\s_\-./:]+")
@@ -85,7 +86,7 @@ def prepare(tools: Sequence[RankText]) -> tuple[Prepared, ...]:
     return tuple(out)
 
 
-def _key(query: str, words: list[str], query_bigrams: set[str], tool: Prepared) -> tuple:
+def _key(query: str, words: list[str], query_bigrams: set[str], tool: Prepared) -> tuple[int, int, int, int, int, str]:
     word_score = 0
     for word in words:
         for weight, field in zip(_WORD_WEIGHTS, (tool.name, tool.scope, tool.description), strict=True):
@@ -102,10 +103,16 @@ def _key(query: str, words: list[str], query_bigrams: set[str], tool: Prepared) 
     )
 
 
+def _prepared(tools: Sequence[RankText] | tuple[Prepared, ...]) -> tuple[Prepared, ...]:
+    if tools and isinstance(tools[0], Prepared):
+        return cast(tuple[Prepared, ...], tools)  # all or none are prepared: the callers pass one kind
+    return prepare(cast(Sequence[RankText], tools))
+
+
 def lexical_order(query: str, tools: Sequence[RankText] | tuple[Prepared, ...]) -> list[int]:
     """Indexes of ``tools`` (as given, or already ``prepare``d) in the contract's lexical order for
     ``query`` — all of them."""
-    prepared = tools if tools and isinstance(tools[0], Prepared) else prepare(tools)
+    prepared = _prepared(tools)
     normalized = _norm(query)
     words = [word for word in dict.fromkeys(_WORD.findall(normalized)) if word not in STOP_WORDS]
     query_bigrams = _bigrams(normalized)

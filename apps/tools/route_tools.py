@@ -45,7 +45,7 @@ def _sources_check(*, route: Route, sources: Sequence[SourceSpec]) -> dict[str, 
     """The compiled tools the sources allow, by name; refuses anything that is not exact."""
     if len(sources) > MAX_SOURCES:
         raise RouteToolsInvalid(f"sources: at most {MAX_SOURCES} tool sources.", field="sources")
-    seen_providers: set = set()
+    seen_providers: set[Any] = set()
     allowed: dict[str, Tool] = {}
     for source in sources:
         provider = source.provider

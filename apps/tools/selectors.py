@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from typing import Any, Protocol
+
 from django.db.models import Count, Q, QuerySet
 
 from apps.projects.models import Project
@@ -19,7 +22,7 @@ def provider_list(*, projects: QuerySet[Project] | list[Project]) -> QuerySet[To
             .order_by("project__name", "name"))
 
 
-def provider_get(*, projects: QuerySet[Project] | list[Project], provider_id) -> ToolProvider:
+def provider_get(*, projects: QuerySet[Project] | list[Project], provider_id: uuid.UUID | str) -> ToolProvider:
     provider = ToolProvider.objects.filter(project__in=projects, pk=provider_id).select_related("project").first()
     if provider is None:
         raise ToolProviderNotFound()
@@ -35,7 +38,14 @@ def provider_secret(*, provider: ToolProvider) -> str:
     return secret_decrypt(provider.secret_encrypted)
 
 
-def tool_definition(*, tool: Tool, force_approval: bool = False) -> dict:
+class CompiledRow(Protocol):
+    """What the definition selectors read: a Tool, or the surface's lighter row of one."""
+
+    @property
+    def compiled(self) -> dict[str, Any]: ...
+
+
+def tool_definition(*, tool: CompiledRow, force_approval: bool = False) -> dict[str, Any]:
     """The agent-facing tool definition (whitelisted projection of the compiled tool): name,
     description, scope, risk, approval_required, readonly, idempotent, input_schema, and the
     guidance flags. ``force_approval`` is the route's ``force_approval_tools`` decision."""
@@ -57,7 +67,7 @@ def tool_definition(*, tool: Tool, force_approval: bool = False) -> dict:
     return definition
 
 
-def tool_usage_guidance(*, tool: Tool) -> dict:
+def tool_usage_guidance(*, tool: CompiledRow) -> dict[str, Any]:
     """The detail endpoint's ``usage_guidance`` block."""
     guidance = tool.compiled["usage_guidance"]
     return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
@@ -36,7 +37,7 @@ class ToolDiff:
     routes: tuple[str, ...] = ()
     routes_losing: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"added": list(self.added), "removed": list(self.removed), "changed": list(self.changed),
                 "unchanged": list(self.unchanged), "routes": list(self.routes),
                 "routes_losing": {route: list(names) for route, names in self.routes_losing.items()}}
@@ -92,7 +93,7 @@ def provider_fields_check(*, name: str | None = None, base_url: str | None = Non
         _check_secret(secret)
 
 
-def _tool_fields(tool: CompiledTool, position: int) -> dict:
+def _tool_fields(tool: CompiledTool, position: int) -> dict[str, Any]:
     return {
         "method": tool.method,
         "path": tool.path,

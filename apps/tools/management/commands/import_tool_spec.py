@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from apps.core.errors import ApiError
@@ -24,14 +25,14 @@ from apps.tools.models import ToolProvider
 class Command(BaseCommand):
     help = "Import (or re-import) an OpenAPI 3.0/3.1 spec as a project's tool provider."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", type=Path)
         parser.add_argument("--project", required=True, help="project slug")
         parser.add_argument("--name", required=True, help="provider name")
         parser.add_argument("--base-url", help="the business system's base URL (required for a new provider)")
         parser.add_argument("--secret-env", help="name of the environment variable holding the signing secret")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         path: Path = options["file"]
         try:
             spec = path.read_bytes()

@@ -4,6 +4,8 @@ Rotation: put a new key first in TOOL_SECRET_KEYS (keep the old ones after it), 
 then remove the old keys.
 """
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.tools import services
@@ -13,7 +15,7 @@ from apps.tools.crypto import SecretUnreadable
 class Command(BaseCommand):
     help = "Re-encrypt tool provider secrets with the first TOOL_SECRET_KEYS key."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             count = services.provider_secrets_rotate()
         except SecretUnreadable as exc:
