@@ -317,3 +317,16 @@ def test_a_standout_keyword_hit_moves_the_weight_towards_keywords():
     flat_keyword = _candidates([10.0, 9.9], flat_dense)
     assert adaptive_dense_weight(standout_keyword, query="小米防水") < adaptive_dense_weight(
         flat_keyword, query="小米防水")
+
+
+def test_a_mid_size_kb_reads_only_rare_postings_in_keyword_phase_one():
+    """Every posting is read only for a small KB; a KB where the query's terms have thousands of
+    postings keeps the rare-term cut (reading the common ones made a query 100+ ms)."""
+    from apps.knowledge.pipeline import retrieve
+
+    scorer = retrieve.KeywordScorer(terms=["的", "刑法"], df={"的": 5000, "刑法": 12},
+                                    idf={"的": 0.01, "刑法": 5.0}, avg_length=100.0, n=6000)
+    small = retrieve.KeywordScorer(terms=["的", "刑法"], df={"的": 40, "刑法": 3},
+                                   idf={"的": 0.1, "刑法": 2.0}, avg_length=100.0, n=50)
+    assert retrieve._phase1_terms(scorer) == ["刑法"]
+    assert retrieve._phase1_terms(small) == ["刑法", "的"]

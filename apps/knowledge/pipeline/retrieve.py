@@ -190,26 +190,35 @@ def keyword_scorer(*, generation_ids: Sequence, query: str) -> KeywordScorer | N
     return KeywordScorer(terms=terms, df=df, idf={t: _idf(d, n) for t, d in df.items()}, avg_length=total / n, n=n)
 
 
-def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[Any]:
+SMALL_POSTINGS = 2_000
+
+
+def _phase1_terms(scorer: KeywordScorer) -> list[str]:
+    """The query terms whose postings phase 1 reads, rarest first."""
     knobs = retrieval_settings()
     rare_fraction, posting_budget = knobs.keyword_rare_fraction, knobs.keyword_posting_budget
     max_terms = knobs.keyword_phase1_terms
-    chosen: list[str] = []
-    spent = 0
     df = scorer.df
     ordered = sorted(df, key=lambda t: (df[t], t))
-    if sum(df.values()) <= posting_budget:
-        # Every posting fits the budget (a small KB, or rare terms only): read them all, so the
-        # channel ranks every chunk with a query term. The rare-term cut below would keep only
-        # the rarest term of a small KB, where each term is in a large share of the chunks.
-        chosen = ordered
-    else:
-        for term in ordered:
-            if chosen and (df[term] / scorer.n > rare_fraction or spent + df[term] > posting_budget
-                           or len(chosen) >= max_terms):
-                break
-            chosen.append(term)
-            spent += df[term]
+    if sum(df.values()) <= SMALL_POSTINGS:
+        # A small KB: read every posting, so the channel ranks every chunk with a query term. The
+        # rare-term cut below would keep only the rarest term there, where each term is in a
+        # large share of the chunks. Not up to the whole budget: common terms (的, the) of a
+        # mid-size KB made this one query 100+ ms.
+        return ordered
+    chosen: list[str] = []
+    spent = 0
+    for term in ordered:
+        if chosen and (df[term] / scorer.n > rare_fraction or spent + df[term] > posting_budget
+                       or len(chosen) >= max_terms):
+            break
+        chosen.append(term)
+        spent += df[term]
+    return chosen
+
+
+def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[Any]:
+    chosen = _phase1_terms(scorer)
     if not chosen:
         return []
     generations = " | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in generation_ids)
