@@ -33,10 +33,13 @@ browser:
 
 test: install browser
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
 
+# mypy reads its settings (plugins, files, the strict apps) from pyproject.toml.
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 services-up: install
 	$(PY) -m bailinghub.embedded up

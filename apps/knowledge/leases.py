@@ -67,7 +67,7 @@ def lease_claim(row, *, run_token: str | None, update_fields: tuple[str, ...] = 
     return Claim(token=row.run_token)
 
 
-def lease_heartbeat(queryset: models.QuerySet, *, pk, token, **fields) -> None:
+def lease_heartbeat(queryset: models.QuerySet | models.Manager, *, pk, token, **fields) -> None:
     """Prove the run holding row `pk` of `queryset` is alive (and write `fields` with it);
     LeaseLost when the row is gone or is not this run's any more."""
     now = timezone.now()

@@ -8,7 +8,7 @@ that must work with the route's agent-client switch off (system info).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
@@ -38,7 +38,8 @@ class AgentApi(APIView):
 
     @property
     def session(self) -> AgentSession:
-        return self.request.auth
+        # AgentBearerAuthentication puts the session there; DRF types `request.auth` as a Token.
+        return cast(AgentSession, self.request.auth)
 
 
 class WorkspaceApi(AgentApi):
