@@ -84,8 +84,7 @@ ERRORS: dict[str, list] = {
         *CLIENT, *WITH_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.AlreadyProcessed,
         auth_errors.AuthorizationExpired],
     "apps.agent_auth.api.views.TokenApi": [
-        *WITH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType,
-        auth_errors.AgentAuthUnavailable],
+        *WITH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType],
     "apps.agent_auth.api.views.SessionDetailApi": [*AGENT],
     "apps.agent_auth.api.views.RevokeApi": [*AGENT, *WITH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant],
     "apps.agent_auth.api.views.ClientSessionRevokeApi": [*CLIENT, auth_errors.NotFound],
