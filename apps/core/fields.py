@@ -43,6 +43,15 @@ class JSONStringField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string only: numbers and booleans are not coerced to text (no text rule added)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return cast(str, super().to_internal_value(data))
+
+
 class JSONUUIDField(serializers.UUIDField):
     """A UUID written as a JSON string (DRF would also take an integer as a UUID's 128 bits)."""
 

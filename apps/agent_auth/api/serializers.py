@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import serializers
 
 from apps.agent_auth.validators import loopback_redirect_uri_problem, route_key_is_valid
-from apps.core.fields import BoundedListField
+from apps.core.fields import BoundedListField, ExactFieldsSerializer, StrictCharField
 
 CODE_CHALLENGE_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 CODE_VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
@@ -21,33 +20,11 @@ def no_control_characters(value: str) -> None:
         raise serializers.ValidationError("Control characters are not allowed.")
 
 
-class StrictCharField(serializers.CharField):
-    """A JSON string only: numbers and booleans are not coerced to text."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
 def _text(max_length: int, *, min_length: int | None = None, **kwargs: Any) -> serializers.CharField:
     return StrictCharField(
         max_length=max_length, min_length=min_length, trim_whitespace=False,
         validators=[no_control_characters], **kwargs,
     )
-
-
-class StrictSerializer(serializers.Serializer[Any]):
-    """A JSON object with exactly these fields: an unknown field is 400 `invalid_request`."""
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if not isinstance(data, Mapping):
-            raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
-        unknown = sorted(set(data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        validated: dict[str, Any] = super().to_internal_value(data)
-        return validated
 
 
 class RouteKeyListField(BoundedListField):
@@ -66,7 +43,7 @@ class RouteKeyListField(BoundedListField):
         return keys
 
 
-class AuthorizationCreateSerializer(StrictSerializer):
+class AuthorizationCreateSerializer(ExactFieldsSerializer):
     client_app_id = _text(64)
     redirect_uri = StrictCharField(max_length=2048, trim_whitespace=False)
     state = _text(512, min_length=8)
@@ -87,7 +64,7 @@ class AuthorizationCreateSerializer(StrictSerializer):
         return value
 
 
-class PrincipalSerializer(StrictSerializer):
+class PrincipalSerializer(ExactFieldsSerializer):
     id = _text(128)
     tenant = _text(128, required=False, allow_null=True)
     roles = BoundedListField(child=_text(64), max_length=64, required=False)
@@ -100,7 +77,7 @@ class PrincipalSerializer(StrictSerializer):
         return value
 
 
-class AuthorizationApproveSerializer(StrictSerializer):
+class AuthorizationApproveSerializer(ExactFieldsSerializer):
     principal = PrincipalSerializer()
     on_behalf_of = _text(191)
     allowed_routes = RouteKeyListField()
@@ -110,11 +87,11 @@ class AuthorizationApproveSerializer(StrictSerializer):
         return {key: item for key, item in value.items() if item is not None}
 
 
-class AuthorizationDenySerializer(StrictSerializer):
+class AuthorizationDenySerializer(ExactFieldsSerializer):
     pass
 
 
-class CodeGrantSerializer(StrictSerializer):
+class CodeGrantSerializer(ExactFieldsSerializer):
     grant_type = serializers.ChoiceField(choices=["authorization_code"])
     client_app_id = _text(64)
     code = StrictCharField(max_length=256, trim_whitespace=False)
@@ -127,12 +104,12 @@ class CodeGrantSerializer(StrictSerializer):
         return value
 
 
-class RefreshGrantSerializer(StrictSerializer):
+class RefreshGrantSerializer(ExactFieldsSerializer):
     grant_type = serializers.ChoiceField(choices=["refresh_token"])
     client_app_id = _text(64)
     refresh_token = StrictCharField(max_length=256, trim_whitespace=False)
 
 
-class RevokeSerializer(StrictSerializer):
+class RevokeSerializer(ExactFieldsSerializer):
     client_app_id = _text(64)
     refresh_token = StrictCharField(max_length=256, trim_whitespace=False)

@@ -11,7 +11,7 @@ import uuid
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.agent_auth.api.serializers import StrictCharField, StrictSerializer
+from apps.core.fields import ExactFieldsSerializer, StrictCharField
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.runtime import knowledge
 from apps.runtime.api.base import WorkspaceApi
@@ -41,7 +41,7 @@ class RunIdField(StrictCharField):
             raise serializers.ValidationError("run_id must be a UUID.") from None
 
 
-class KnowledgeSearchSerializer(StrictSerializer):
+class KnowledgeSearchSerializer(ExactFieldsSerializer):
     query = StrictCharField(max_length=knowledge.QUERY_MAX_CHARS, trim_whitespace=False,
                             validators=[allowed_characters])
     limit = StrictIntegerField(min_value=1, max_value=knowledge.SEARCH_MAX_RESULTS, required=False,
@@ -54,7 +54,7 @@ class KnowledgeSearchSerializer(StrictSerializer):
         return value
 
 
-class KnowledgeReadSerializer(StrictSerializer):
+class KnowledgeReadSerializer(ExactFieldsSerializer):
     # Any string is a reference to check: a malformed one is `knowledge_reference_invalid`.
     ref = StrictCharField(max_length=TOKEN_MAX_CHARS, trim_whitespace=False, allow_blank=True)
     run_id = RunIdField(required=False, allow_null=True, default=None)

@@ -12,8 +12,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from apps.agent_auth.api.serializers import StrictCharField, StrictSerializer
-from apps.core.fields import BoundedListField
+from apps.core.fields import BoundedListField, ExactFieldsSerializer, StrictCharField
 from apps.core.revisions import canonical_json
 
 USER_INPUT_MAX_CHARS = 64_000
@@ -118,7 +117,7 @@ class RenderersField(BoundedListField):
         return names
 
 
-class TurnSerializer(StrictSerializer):
+class TurnSerializer(ExactFieldsSerializer):
     client_conversation_id = _id()
     client_turn_id = _id()
     user_message_id = _id()
@@ -150,7 +149,7 @@ class UsageField(serializers.Field):
         return value
 
 
-class CompletionSerializer(StrictSerializer):
+class CompletionSerializer(ExactFieldsSerializer):
     """No field for hidden reasoning: sending one is an unknown field, 400, and nothing is stored."""
 
     assistant_message_id = _id()
@@ -165,7 +164,7 @@ def _note_content(max_length: int) -> StrictCharField:
     return _text(max_length, allow_blank=True)
 
 
-class _NoteSerializer(StrictSerializer):
+class _NoteSerializer(ExactFieldsSerializer):
     def validate_content(self, value: str) -> str:
         if not value.strip():
             raise serializers.ValidationError("A memory note needs some content.")

@@ -11,8 +11,8 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
-from apps.agent_auth.api.serializers import StrictCharField, StrictSerializer
 from apps.core.errors import InvalidRequest
+from apps.core.fields import ExactFieldsSerializer, StrictCharField
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.ledger.selectors import run_get_for_route, run_user_input
 from apps.routes.validators import TOOL_NAME_RE
@@ -35,7 +35,7 @@ class QueryField(StrictCharField):
         self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
 
-class CapabilitySearchSerializer(StrictSerializer):
+class CapabilitySearchSerializer(ExactFieldsSerializer):
     query = QueryField(max_length=QUERY_MAX_CHARS, trim_whitespace=False, allow_blank=True, required=False,
                        allow_null=True, default=None)
     run_id = RunIdField(required=False, allow_null=True, default=None)
