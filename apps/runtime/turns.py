@@ -25,7 +25,7 @@ from typing import Any, TypedDict
 from django.db import transaction
 
 from apps.agent_auth.models import AgentSession
-from apps.core.jsonbytes import compact_json, iso_utc
+from apps.core.jsonbytes import compact_json, iso_utc, json_text_prefix
 from apps.core.revisions import revision_of
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
 from apps.knowledge.selectors import route_knowledge_search
@@ -256,7 +256,7 @@ def _knowledge_inline(*, route: Route, request: TurnRequest) -> InlineKnowledge:
             room = remaining - (size - _bytes(hit.content))
             if room < KNOWLEDGE_ENTRY_MIN_BYTES:
                 break
-            entry["content"] = _json_prefix(hit.content, room)
+            entry["content"] = json_text_prefix(hit.content, room - 2)  # room counts the quotes
             out.stats["knowledge_cut"] += 1
             size = _bytes(entry) + 1
         remaining -= size
@@ -264,18 +264,6 @@ def _knowledge_inline(*, route: Route, request: TurnRequest) -> InlineKnowledge:
         out.refs.append({"ref": ref, "doc_id": str(hit.document_id), "title": hit.title, "score": hit.score})
     out.stats["knowledge_included"] = len(out.entries)
     return out
-
-
-def _json_prefix(text: str, max_bytes: int) -> str:
-    """The longest prefix of `text` whose JSON string form (quotes included) is at most `max_bytes`."""
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _bytes(text[:mid]) <= max_bytes:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo]
 
 
 def context_fit(context: dict[str, Any], *, max_bytes: int) -> dict[str, int]:
