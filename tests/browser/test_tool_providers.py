@@ -7,18 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-from cryptography.fernet import Fernet
-
 from apps.tools.models import ToolProvider
 
 SHOTS = Path("/tmp/shots")
 FIXTURES = Path(__file__).resolve().parents[1] / "tools" / "fixtures"
-
-
-@pytest.fixture(autouse=True)
-def tool_secret_keys(settings):
-    settings.TOOL_SECRET_KEYS = [Fernet.generate_key().decode()]
 
 
 def fill_provider(page, project) -> None:

@@ -1,10 +1,5 @@
-import pytest
-from cryptography.fernet import Fernet
+# The suite's tool secret key (tests/conftest.py sets it for every test), for rows built outside a
+# test's own settings, such as module-scoped worlds.
+from tests.conftest import TOOL_SECRET_KEY as TEST_SECRET_KEY
 
-TEST_SECRET_KEY = Fernet.generate_key().decode()
-
-
-@pytest.fixture(autouse=True)
-def tool_secret_keys(settings):
-    """Tests run with DEBUG off, where provider secrets need a configured key."""
-    settings.TOOL_SECRET_KEYS = [TEST_SECRET_KEY]
+__all__ = ["TEST_SECRET_KEY"]
