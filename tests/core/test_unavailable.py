@@ -37,38 +37,42 @@ def stack(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "TEST_DATABASE_NAME"}}
     env.update(BAILING_VAR_DIR=str(tmp_path_factory.mktemp("unavailable-var")), DEBUG="false",
                SECRET_KEY="unavailable-test-" + "k" * 40, DJANGO_SETTINGS_MODULE="bailinghub.settings")
-    up = subprocess.run([sys.executable, "-m", "bailinghub.embedded", "up"], cwd=ROOT, env=env, check=True,
-                        capture_output=True, text=True, timeout=120)
-    env.update(line.split("=", 1) for line in up.stdout.split())
-    migrate = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
-    assert migrate.returncode == 0, migrate.stderr[-2000:]
-    client = ("from apps.agent_auth.services import agent_client_create; from apps.projects.models import Project; "
-              "agent_client_create(project=Project.objects.get(slug='bailing-retail'), app_id='unavailable-test', "
-              "name='Unavailable test', allowed_routes=['store-assistant'], "
-              "agent_authorize_url='http://127.0.0.1:9/authorize')")
-    for command in (["seed_demo"], ["shell", "-c", client]):
-        done = subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "bailinghub.wsgi", "--bind", f"127.0.0.1:{port}",
-                               "--workers", "1", "--threads", "2", "--timeout", "60"],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(base + "/healthz", timeout=2)
-            break
-        except OSError:
-            assert server.poll() is None, "gunicorn exited"
-            assert time.monotonic() < deadline, "gunicorn did not answer"
-            time.sleep(0.2)
-    yield base, env
-    server.terminate()
-    server.wait(30)
-    subprocess.run([sys.executable, "-m", "bailinghub.embedded", "down"], cwd=ROOT, env=env, timeout=120)
+    server = None
+    try:
+        up = subprocess.run([sys.executable, "-m", "bailinghub.embedded", "up"], cwd=ROOT, env=env, check=True,
+                            capture_output=True, text=True, timeout=120)
+        env.update(line.split("=", 1) for line in up.stdout.split())
+        migrate = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=300)
+        assert migrate.returncode == 0, migrate.stderr[-2000:]
+        client = ("from apps.agent_auth.services import agent_client_create; from apps.projects.models import Project; "
+                  "agent_client_create(project=Project.objects.get(slug='bailing-retail'), app_id='unavailable-test', "
+                  "name='Unavailable test', allowed_routes=['store-assistant'], "
+                  "agent_authorize_url='http://127.0.0.1:9/authorize')")
+        for command in (["seed_demo"], ["shell", "-c", client]):
+            done = subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env=env, capture_output=True,
+                                  text=True, timeout=120)
+            assert done.returncode == 0, done.stderr[-2000:]
+        port = _free_port()
+        server = subprocess.Popen([sys.executable, "-m", "gunicorn", "bailinghub.wsgi", "--bind", f"127.0.0.1:{port}",
+                                   "--workers", "1", "--threads", "2", "--timeout", "60"],
+                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None, "gunicorn exited"
+                assert time.monotonic() < deadline, "gunicorn did not answer"
+                time.sleep(0.2)
+        yield base, env
+    finally:  # also when the set-up failed: no embedded server outlives the test
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+        subprocess.run([sys.executable, "-m", "bailinghub.embedded", "down"], cwd=ROOT, env=env, timeout=120)
 
 
 REQUESTS = {
