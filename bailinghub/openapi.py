@@ -31,6 +31,7 @@ from apps.agent_auth.api import serializers as auth_in
 from apps.core.errors import ApiError
 from apps.knowledge import errors as kb_errors
 from apps.ledger import errors as ledger_errors
+from apps.projects.builder import InsufficientScope
 from apps.runtime import errors as runtime_errors
 from apps.runtime.api import knowledge as knowledge_views
 from apps.runtime.api import tools as tool_views
@@ -62,7 +63,7 @@ CLIENT = [(401, "unauthorized")]
 WORKSPACE = [*AGENT, auth_errors.InvalidRoute, auth_errors.RouteNotAllowed, auth_errors.RouteUnavailable,
              auth_errors.AgentClientDisabled, auth_errors.AudienceNotAllowed]
 TOOL_ROUTE = [*WORKSPACE, tool_errors.AgentDirectDisabled]
-BUILDER = [(401, "unauthorized"), kb_errors.InsufficientScope]
+BUILDER = [(401, "unauthorized"), InsufficientScope]
 BUILDER_PAGE = [(400, "invalid_request")]
 KB_VISIBLE = [kb_errors.KnowledgeBaseNotFound]
 KB_EDITABLE = [kb_errors.KnowledgeBaseNotFound, kb_errors.KnowledgeForbidden]

@@ -30,12 +30,6 @@ class KnowledgeForbidden(ApiError):
     message = "Your role in this project does not allow this change."
 
 
-class InsufficientScope(ApiError):
-    code = "insufficient_scope"
-    status = 403
-    message = "The token lacks the scope this operation needs."
-
-
 class FileRequired(ApiError):
     code = "file_required"
     status = 422

@@ -1,6 +1,6 @@
 """DRF authentication by operator personal API token: `Authorization: Bearer bhop_…`.
 
-The token's scopes are on `request.auth.scopes`; views check them (apps.knowledge.api.permissions).
+The token's scopes are on `request.auth.scopes`; views check them (apps.projects.builder).
 Session-authenticated operators have `request.auth` None and every scope their project role allows.
 """
 

@@ -62,12 +62,17 @@ class OperatorToken(BaseModel):
         KNOWLEDGE_INGEST = "knowledge:ingest", "knowledge:ingest"
         KNOWLEDGE_DEBUG = "knowledge:debug", "knowledge:debug"
         KNOWLEDGE_REBUILD = "knowledge:rebuild", "knowledge:rebuild"
+        KNOWLEDGE_QUERY = "knowledge:query", "knowledge:query"
+        TOOLS_WRITE = "tools:write", "tools:write"
+        ROUTES_WRITE = "routes:write", "routes:write"
+        APPROVALS_DECIDE = "approvals:decide", "approvals:decide"
+        TASKS_WRITE = "tasks:write", "tasks:write"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="operator_tokens")
     name = models.CharField(max_length=120)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     prefix = models.CharField(max_length=16, editable=False, help_text="The first characters, to recognise it.")
-    scopes = ArrayField(models.CharField(max_length=32, choices=Scope.choices), default=list, size=8)
+    scopes = ArrayField(models.CharField(max_length=32, choices=Scope.choices), default=list, size=16)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -14,8 +14,9 @@ from apps.core.fields import (
     JSONStringField,
 )
 from apps.knowledge import selectors
-from apps.knowledge.api.views import SCOPE_DEBUG, BuilderApi
+from apps.knowledge.api.views import SCOPE_DEBUG
 from apps.knowledge.pipeline.retrieve import Hit, SearchOptions
+from apps.projects.builder import BuilderApi
 
 
 class SearchInvalid(ApiError):

@@ -10,16 +10,12 @@ from django.db.models import Prefetch
 from django.utils.functional import classproperty
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import status
-from rest_framework.authentication import SessionAuthentication
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from apps.core.errors import InvalidRequest
 from apps.core.exceptions import validation_extra, validation_message
 from apps.core.parsers import StrictJSONParser, StrictMultiPartParser
 from apps.knowledge import selectors, services
-from apps.knowledge.api.permissions import HasKnowledgeScope
 from apps.knowledge.api.serializers import (
     KnowledgeBaseCreateIn,
     KnowledgeBaseUpdateIn,
@@ -36,7 +32,7 @@ from apps.knowledge.errors import (
     ProjectNotFound,
 )
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration
-from apps.projects.authentication import OperatorTokenAuthentication
+from apps.projects.builder import BuilderApi
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_editable, project_list_visible
 
@@ -100,12 +96,6 @@ def _with_generations(queryset):
         queryset=IndexGeneration.objects.exclude(status=IndexGeneration.Status.RETIRED).order_by("-number"),
         to_attr="current_generations",
     ))
-
-
-class BuilderApi(APIView):
-    authentication_classes = [OperatorTokenAuthentication, SessionAuthentication]
-    permission_classes = [IsAuthenticated, HasKnowledgeScope]
-    required_scope: str | None = None
 
 
 class EmbeddingModelListApi(BuilderApi):

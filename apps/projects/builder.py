@@ -1,0 +1,46 @@
+"""The builder API's shared access rule, for every app that serves part of it: operators sign in by
+session (every scope their project role allows) or with a personal API token limited to its scopes.
+
+A view names the scope a write needs (``required_scope``); a view without one is a read and needs any
+scope of its family (``scope_family``, e.g. ``"knowledge"``)."""
+
+from __future__ import annotations
+
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.views import APIView
+
+from apps.core.errors import ApiError
+from apps.projects.authentication import OperatorTokenAuthentication
+from apps.projects.models import OperatorToken
+
+
+class InsufficientScope(ApiError):
+    code = "insufficient_scope"
+    status = 403
+    message = "The token lacks the scope this operation needs."
+
+
+class HasTokenScope(BasePermission):
+    def has_permission(self, request, view) -> bool:
+        token = request.auth
+        if not isinstance(token, OperatorToken):
+            return True
+        required = getattr(view, "required_scope", None)
+        if required is None:
+            family = getattr(view, "scope_family", "knowledge")
+            if not any(scope.startswith(f"{family}:") for scope in token.scopes):
+                raise InsufficientScope(f"The token has no {family} scope.")
+            return True
+        if required not in token.scopes:
+            raise InsufficientScope(f"The token lacks the {required} scope.", required_scope=required)
+        return True
+
+
+class BuilderApi(APIView):
+    """Base of every builder API view: operator token or session, then the scope rule above."""
+
+    authentication_classes = [OperatorTokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated, HasTokenScope]
+    required_scope: str | None = None
+    scope_family = "knowledge"
