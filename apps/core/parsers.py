@@ -44,10 +44,16 @@ class UnsupportedCharset(ApiError):
 
 
 class InvalidJSON(ParseError):
+    """`path` and `problem` are set when the text is JSON but one value in it is refused (a number
+    too large to represent, an object key with a lone surrogate): an API may then answer as it
+    answers an invalid field (the builder API's 422) rather than as unparseable text."""
+
     default_code = "invalid_json"
 
-    def __init__(self, message: str, *, path: str | None = None):
+    def __init__(self, message: str, *, path: str | None = None, value_refused: bool = False):
         self.path = path
+        self.problem = message
+        self.value_refused = value_refused
         super().__init__(f"{path}: {message}" if path else message, code="invalid_json")
 
 
@@ -169,7 +175,7 @@ def strict_json_loads(data: bytes | str) -> Any:
         problem = json_problem(value)
         if problem:
             path, message = problem
-            raise InvalidJSON(f"{message}.", path=path)
+            raise InvalidJSON(f"{message}.", path=path, value_refused=not message.startswith("nested"))
     return value
 
 

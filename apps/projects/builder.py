@@ -11,6 +11,7 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.views import APIView
 
 from apps.core.errors import ApiError
+from apps.core.parsers import InvalidJSON
 from apps.projects.authentication import OperatorTokenAuthentication
 from apps.projects.models import OperatorToken
 
@@ -37,10 +38,27 @@ class HasTokenScope(BasePermission):
         return True
 
 
+class InvalidFields(ApiError):
+    code = "invalid_request"
+    status = 422
+    message = "Some fields are invalid."
+
+
 class BuilderApi(APIView):
-    """Base of every builder API view: operator token or session, then the scope rule above."""
+    """Base of every builder API view: operator token or session, then the scope rule above.
+
+    A body that is JSON but holds a value no field can take (``1e999``, a key with a lone
+    surrogate) is answered like any invalid field — 422 with the view's ``invalid_error`` naming it —
+    not as unparseable text (400 ``invalid_json``)."""
 
     authentication_classes = [OperatorTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated, HasTokenScope]
     required_scope: str | None = None
     scope_family = "knowledge"
+    invalid_error: type[ApiError] = InvalidFields
+
+    def handle_exception(self, exc):
+        if isinstance(exc, InvalidJSON) and exc.value_refused and exc.path:
+            problem = exc.problem.rstrip(".").capitalize() + "."
+            exc = self.invalid_error(f"{exc.path}: {problem}", fields={exc.path: [problem]})
+        return super().handle_exception(exc)

@@ -34,6 +34,16 @@ def _all(status: int, code: str) -> dict[str, tuple[int, str]]:
     return {name: (status, FAMILY_CODES.get((name, code), code)) for name in ENDPOINT_NAMES}
 
 
+# JSON text whose one value no field can take: the builder API answers as for any invalid field
+# (422 with the endpoint's own code, naming it); the agent families say the body is not their JSON.
+BUILDER_INVALID_FIELD = {"kb_create": "invalid_knowledge_base", "kb_update": "invalid_knowledge_base",
+                         "kb_search": "invalid_search", "document_upload": "invalid_request"}
+
+
+def _value_refused() -> dict[str, tuple[int, str]]:
+    return {**_all(400, "invalid_json"), **{name: (422, code) for name, code in BUILDER_INVALID_FIELD.items()}}
+
+
 @pytest.mark.parametrize("body", [
     "[" * DEEP + "]" * DEEP,
     '{"a":' * DEEP + "1" + "}" * DEEP,
@@ -70,9 +80,10 @@ def test_an_explicit_utf8_charset_is_accepted(world):
     '{"content": NaN}', '{"content": Infinity}', '{"content": -Infinity}',
     '{"content": 1e999}', '{"content": -1e999}',
 ], ids=["nan", "infinity", "minus_infinity", "overflow", "minus_overflow"])
-def test_non_finite_numbers_are_400_invalid_json(world, body):
+def test_non_finite_numbers_are_400_invalid_json_or_a_422_invalid_builder_field(world, body):
     before = row_counts()
-    assert _answers(world, body) == _all(400, "invalid_json")
+    expected = _all(400, "invalid_json") if "Infinity" in body or "NaN" in body else _value_refused()
+    assert _answers(world, body) == expected
     assert row_counts() == before
 
 
@@ -94,9 +105,9 @@ def test_a_duplicate_key_is_400_invalid_json(world):
 
 
 @pytest.mark.parametrize("body", ['{"\\ud800": 1}', '{"chunk_strategy": {"\\udfff": 1}}'], ids=["top", "nested"])
-def test_a_lone_surrogate_key_is_400_invalid_json(world, body):
+def test_a_lone_surrogate_key_is_400_invalid_json_or_a_422_invalid_builder_field(world, body):
     before = row_counts()
-    assert _answers(world, body) == _all(400, "invalid_json")
+    assert _answers(world, body) == _value_refused()
     assert row_counts() == before
 
 
@@ -109,11 +120,21 @@ def test_bytes_that_are_not_utf8_json_are_400_invalid_json(world, body):
 
 
 def test_the_invalid_json_message_says_what_and_where(world):
-    response = send(world, "kb_update", '{"chunk_strategy": {"max_chars": 1e999}}')
+    response = send(world, "memory_create", '{"content": {"max_chars": 1e999}}')
     assert response.status_code == 400
     body = response.json()
     assert body["error"] == "invalid_json"
-    assert "chunk_strategy.max_chars" in body["message"]
+    assert "content.max_chars" in body["message"]
+
+
+def test_a_builder_patch_with_1e999_is_422_naming_the_field(world):
+    before = row_counts()
+    response = send(world, "kb_update", '{"chunk_strategy": {"max_chars": 1e999}}')
+    body = response.json()
+    assert (response.status_code, body["error"]) == (422, "invalid_knowledge_base")
+    assert body["fields"] == {"chunk_strategy.max_chars": ["A number too large to represent."]}
+    assert body["message"] == "chunk_strategy.max_chars: A number too large to represent."
+    assert row_counts() == before
 
 
 def test_a_body_nested_within_the_limit_still_works(world):

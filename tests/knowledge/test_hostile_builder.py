@@ -79,10 +79,18 @@ def test_a_hostile_chunk_strategy_is_422_not_500(world, strategy):
     assert _snapshot(world.kb) == before
 
 
-def test_a_lone_surrogate_key_in_the_chunk_strategy_is_400(world):
+def test_a_lone_surrogate_key_in_the_chunk_strategy_is_422_naming_it(world):
     before = _snapshot(world.kb)
     response = _patch(world, '{"chunk_strategy": {"\\ud800": 1}}')
-    assert (response.status_code, response.json()["error"]) == (400, "invalid_json")
+    body = _refused(response, 422, "invalid_knowledge_base", "chunk_strategy.\ufffd")
+    assert "lone surrogate" in body["message"]
+    assert _snapshot(world.kb) == before
+
+
+def test_a_number_too_large_to_represent_is_422_naming_the_field_and_nothing_is_stored(world):
+    before = _snapshot(world.kb)
+    response = _patch(world, '{"name": "x", "chunk_strategy": {"strategy": "auto", "max_chars": -1e999}}')
+    _refused(response, 422, "invalid_knowledge_base", "chunk_strategy.max_chars")
     assert _snapshot(world.kb) == before
 
 

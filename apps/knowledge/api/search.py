@@ -53,6 +53,7 @@ class KnowledgeBaseSearchApi(BuilderApi):
     each channel's rank and score and the matched keyword terms."""
 
     required_scope = SCOPE_DEBUG
+    invalid_error = SearchInvalid
 
     def post(self, request, kb_id):
         kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)

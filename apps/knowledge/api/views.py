@@ -115,6 +115,7 @@ class KnowledgeBaseListApi(BuilderApi):
 
 class KnowledgeBaseCreateApi(BuilderApi):
     required_scope = SCOPE_CREATE
+    invalid_error = KnowledgeBaseInvalid
 
     def post(self, request):
         data = _validated(KnowledgeBaseCreateIn, request.data)
@@ -142,6 +143,7 @@ class KnowledgeBaseGetApi(BuilderApi):
 
 class KnowledgeBaseUpdateApi(BuilderApi):
     required_scope = SCOPE_CREATE
+    invalid_error = KnowledgeBaseInvalid
 
     def patch(self, request, kb_id):
         kb = selectors.knowledge_base_get_editable(user=request.user, kb_id=kb_id)
