@@ -26,6 +26,8 @@ class Project(BaseModel):
     description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
     members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    tool_execution_paused = models.BooleanField(
+        default=False, help_text="While on, agents' tool calls of this project dispatch nothing (receipts still work).")
 
     class Meta:
         ordering = ["name"]
