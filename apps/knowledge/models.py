@@ -64,6 +64,11 @@ class EmbeddingModel(BaseModel):
         return hnsw_index_name(self.pk)
 
 
+class Fusion(models.TextChoices):
+    CONVEX = "convex", "Adaptive convex (per-query dense weight)"
+    RRF = "rrf", "Reciprocal rank fusion (k=60)"
+
+
 class KnowledgeBase(BaseModel):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="knowledge_bases")
     name = models.CharField(max_length=200)
@@ -78,6 +83,18 @@ class KnowledgeBase(BaseModel):
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
+    # How hybrid searches of this KB fuse their channels (pipeline.retrieve.FUSIONS).
+    fusion = models.CharField(max_length=16, choices=Fusion.choices, default=Fusion.CONVEX,
+                              db_default=Fusion.CONVEX)
+    # An optional reranker (pipeline.rerank): on when both the base URL and the model are set. The
+    # key is never stored: `rerank_api_key_env` names the environment variable that holds it.
+    rerank_base_url = models.CharField(max_length=500, blank=True, default="", db_default="")
+    rerank_model = models.CharField(max_length=200, blank=True, default="", db_default="")
+    rerank_api_key_env = models.CharField(max_length=100, blank=True, default="", db_default="")
+    rerank_candidates = models.PositiveIntegerField(default=20, db_default=20,
+                                                    validators=[MinValueValidator(1), MaxValueValidator(100)])
+    rerank_timeout_ms = models.PositiveIntegerField(default=3000, db_default=3000,
+                                                    validators=[MinValueValidator(100), MaxValueValidator(10_000)])
 
     class Meta:
         ordering = ["project__name", "name"]
@@ -174,6 +191,10 @@ class Document(BaseModel):
     failed_at = models.DateTimeField(null=True, blank=True)
     uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                     related_name="+")
+    # An external source: the worker fetches this http(s) URL (pipeline.fetch) before parsing,
+    # when `fetched_at` is empty (registered, or a re-fetch asked for).
+    source_url = models.CharField(max_length=2000, blank=True, default="", db_default="")
+    fetched_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["knowledge_base", "-created_at"]
@@ -394,3 +415,32 @@ class PlaygroundQuery(models.Model):
 
     def __str__(self) -> str:
         return self.query[:60]
+
+
+class CostRecord(models.Model):
+    """One metered call to a paid outside service made for a search (a rerank), append-only.
+    Written beside the search, never blocking it (pipeline.rerank)."""
+
+    class CallKind(models.TextChoices):
+        RERANK = "rerank", "Rerank"
+
+    id = models.BigAutoField(primary_key=True)
+    call_kind = models.CharField(max_length=16, choices=CallKind.choices)
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.SET_NULL, null=True, blank=True,
+                                       related_name="+")
+    route = models.ForeignKey(Route, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    model = models.CharField(max_length=200, blank=True)
+    # Documents scored for a rerank; `usage` keeps what the provider reported, if anything.
+    units = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(default=dict, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    ok = models.BooleanField(default=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["knowledge_base", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.call_kind} {self.units} ({self.model})"

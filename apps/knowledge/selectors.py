@@ -423,6 +423,7 @@ def route_knowledge_search(*, route: Route, query: str, top_k: int | None = None
         mode="hybrid",
         score_threshold=route.knowledge_score_threshold,
         max_docs=route.knowledge_max_docs,
+        route_id=route.pk,
     )
     return retrieve.search(kbs=kbs, query=query, options=options).hits
 

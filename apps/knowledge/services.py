@@ -19,12 +19,14 @@ from apps.knowledge.models import (
     Document,
     DocumentContent,
     EmbeddingModel,
+    Fusion,
     IndexGeneration,
     KnowledgeBase,
     RouteKnowledgeBinding,
 )
 from apps.knowledge.pipeline import index, parsers
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
+from apps.knowledge.pipeline.rerank import RerankConfigInvalid, reranker_validate
 from apps.knowledge.pipeline.sql import hnsw_index_create_sql, hnsw_index_drop_sql
 from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
@@ -80,6 +82,23 @@ def generation_snapshot(chunk_strategy: dict) -> dict:
                           parent_max_chars=settings.KNOWLEDGE_PARENT_MAX_CHARS).snapshot()
 
 
+RERANK_FIELDS = ("rerank_base_url", "rerank_model", "rerank_api_key_env", "rerank_candidates", "rerank_timeout_ms")
+
+
+def _fusion(value: Any) -> None:
+    if value not in Fusion.values:
+        raise errors.KnowledgeBaseInvalid(f"fusion: one of {', '.join(Fusion.values)} is required.",
+                                          fields={"fusion": [f"One of {', '.join(Fusion.values)} is required."]})
+
+
+def _reranker(value: Any) -> dict:
+    """KnowledgeBase field values for a reranker setting (null turns it off)."""
+    try:
+        return reranker_validate(value)
+    except RerankConfigInvalid as exc:
+        raise errors.KnowledgeBaseInvalid(f"reranker: {exc}", fields=exc.fields) from exc
+
+
 @transaction.atomic
 def knowledge_base_create(
     *,
@@ -90,6 +109,8 @@ def knowledge_base_create(
     description: str = "",
     chunk_strategy: dict | None = None,
     require_confirmation: bool = False,
+    fusion: str = "convex",
+    reranker: dict | None = None,
     user=None,
 ) -> KnowledgeBase:
     """Create a KB with its first (empty, active) index generation. The model and dimension are
@@ -99,12 +120,14 @@ def knowledge_base_create(
             f"embedding_dim must be {embedding_model.dimension} for {embedding_model.name}; got {embedding_dim}."
         )
     strategy = _strategy(chunk_strategy)
+    rerank_fields = _reranker(reranker)
+    _fusion(fusion)
     if KnowledgeBase.objects.filter(project=project, name=name).exists():
         raise errors.KnowledgeBaseNameTaken()
     kb = KnowledgeBase.objects.create(
         project=project, name=name, description=description, embedding_model=embedding_model,
         embedding_dim=embedding_dim, chunk_strategy=strategy, require_confirmation=require_confirmation,
-        created_by=user,
+        fusion=fusion, created_by=user, **rerank_fields,
     )
     now = timezone.now()
     IndexGeneration.objects.create(knowledge_base=kb, number=1, status=IndexGeneration.Status.ACTIVE,
@@ -125,11 +148,15 @@ def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase
         raise errors.EmbeddingModelFrozen()
     if "chunk_strategy" in changes:
         changes["chunk_strategy"] = _strategy(changes["chunk_strategy"])
+    if "fusion" in changes:
+        _fusion(changes["fusion"])
+    if "reranker" in changes:
+        changes.update(_reranker(changes.pop("reranker")))
     if "name" in changes and KnowledgeBase.objects.filter(project=kb.project, name=changes["name"]).exclude(
         pk=kb.pk
     ).exists():
         raise errors.KnowledgeBaseNameTaken()
-    allowed = {"name", "description", "chunk_strategy", "require_confirmation"}
+    allowed = {"name", "description", "chunk_strategy", "require_confirmation", "fusion", *RERANK_FIELDS}
     for field, value in changes.items():
         if field not in allowed:
             raise errors.KnowledgeBaseInvalid(f"{field} cannot be changed.", fields={field: ["Cannot be changed."]})

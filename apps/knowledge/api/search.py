@@ -14,6 +14,7 @@ from apps.core.fields import (
     JSONStringField,
 )
 from apps.knowledge import selectors
+from apps.knowledge.api.serializers import fusion_valid
 from apps.knowledge.api.views import SCOPE_DEBUG
 from apps.knowledge.pipeline.retrieve import Hit, SearchOptions
 from apps.projects.builder import BuilderApi
@@ -31,6 +32,8 @@ class KnowledgeSearchIn(ExactFieldsSerializer):
     score_threshold = JSONNumberField(min_value=-1.0, max_value=1.0, required=False, allow_null=True, default=None)
     hybrid = JSONBooleanField(default=False)
     explain = JSONBooleanField(default=False)
+    # null: the KB's own fusion (KnowledgeBase.fusion); applies to hybrid searches.
+    fusion = JSONStringField(required=False, allow_null=True, default=None, validators=[fusion_valid])
 
 
 def hit_out(hit: Hit, *, explain: bool) -> dict:
@@ -64,11 +67,13 @@ class KnowledgeBaseSearchApi(BuilderApi):
         data = serializer.validated_data
         options = SearchOptions(
             top_k=data["top_k"], mode="hybrid" if data["hybrid"] else "vector",
-            score_threshold=data["score_threshold"], explain=data["explain"],
+            score_threshold=data["score_threshold"], explain=data["explain"], fusion=data["fusion"],
         )
         result = selectors.knowledge_search(kbs=[kb], query=data["query"], options=options)
         return Response({"data": {
             "hits": [hit_out(hit, explain=data["explain"]) for hit in result.hits],
             "mode": options.mode,
+            "fusion": (result.fusions[0] if len(result.fusions) == 1 else None) if options.mode == "hybrid" else None,
+            "trace": result.trace,
             "timings_ms": {name: round(value, 2) for name, value in result.timings_ms.items()},
         }})

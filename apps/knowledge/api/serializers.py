@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rest_framework import serializers
+
 from apps.core.fields import (
     ExactFieldsSerializer,
     JSONBooleanField,
@@ -10,10 +12,16 @@ from apps.core.fields import (
     JSONStringField,
     JSONUUIDField,
 )
-from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
+from apps.knowledge.models import Chunk, Document, EmbeddingModel, Fusion, IndexGeneration, KnowledgeBase
+from apps.knowledge.pipeline.rerank import RerankConfig
 
 # pgvector indexes (HNSW) take at most 2,000 dimensions; a stored vector at most 16,000.
 EMBEDDING_DIM_MAX = 16_000
+
+
+def fusion_valid(value: str) -> None:
+    if value not in Fusion.values:
+        raise serializers.ValidationError(f"One of {', '.join(Fusion.values)} is required.")
 
 
 class KnowledgeBaseCreateIn(ExactFieldsSerializer):
@@ -24,6 +32,8 @@ class KnowledgeBaseCreateIn(ExactFieldsSerializer):
     embedding_dim = JSONIntegerField(min_value=1, max_value=EMBEDDING_DIM_MAX)
     chunk_strategy = JSONObjectField(required=False, default=None, allow_null=True)
     require_confirmation = JSONBooleanField(required=False, default=False)
+    fusion = JSONStringField(required=False, default=Fusion.CONVEX, validators=[fusion_valid])
+    reranker = JSONObjectField(required=False, default=None, allow_null=True)
 
 
 class KnowledgeBaseUpdateIn(ExactFieldsSerializer):
@@ -33,6 +43,8 @@ class KnowledgeBaseUpdateIn(ExactFieldsSerializer):
     require_confirmation = JSONBooleanField(required=False)
     embedding_model_id = JSONUUIDField(required=False)
     embedding_dim = JSONIntegerField(required=False, min_value=1, max_value=EMBEDDING_DIM_MAX)
+    fusion = JSONStringField(required=False, validators=[fusion_valid])
+    reranker = JSONObjectField(required=False, allow_null=True)
 
 
 def generation_out(generation: IndexGeneration | None) -> dict | None:
@@ -71,6 +83,8 @@ def knowledge_base_out(kb: KnowledgeBase) -> dict:
         "embedding_dim": kb.embedding_dim,
         "chunk_strategy": kb.chunk_strategy,
         "require_confirmation": kb.require_confirmation,
+        "fusion": kb.fusion,
+        "reranker": config.public if (config := RerankConfig.of(kb)) else None,
         "index": {"active_generation": generation_out(active), "rebuild": generation_out(rebuild)},
         "created_at": kb.created_at,
         "updated_at": kb.updated_at,
@@ -83,6 +97,8 @@ def document_out(document: Document) -> dict:
         "knowledge_base_id": str(document.knowledge_base_id),
         "filename": document.filename,
         "file_type": document.file_type,
+        "source_url": document.source_url or None,
+        "fetched_at": document.fetched_at,
         "size": document.size,
         "content_hash": document.content_hash,
         "status": document.status,

@@ -23,7 +23,12 @@ vector-only candidates their BM25 — then combined convexly: w × min-max-norma
 (1 − w) × BM25 / best BM25, with the dense weight w set per query from its script (Simplified
 or Traditional Chinese, or none), its length and the channels' top-1 margins
 (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
-or above the better channel where RRF(k=60) lost to it; RRF stays available as `fusion="rrf"`.
+or above the better channel where RRF(k=60) lost to it. A KB (KnowledgeBase.fusion) or one search
+(SearchOptions.fusion) may choose `rrf` instead: each candidate scores the sum, over the channels
+that ranked it, of 1 / (60 + its rank there).
+
+A KB with a reranker (pipeline.rerank) has its fused candidates reordered by it; a failing
+reranker leaves the fused order, and the result's trace says so.
 
 In hybrid mode outside a transaction, the vector channel runs on a second connection while this
 thread runs the keyword channel (pipeline.parallel); inside one, they run one after the other.
@@ -51,6 +56,7 @@ from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.han import is_traditional
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
+from apps.knowledge.pipeline.rerank import RerankConfig, rerank
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 from apps.knowledge.pipeline.terms import has_cjk, is_cjk_term, keyword_terms, normalise, word_terms
 
@@ -67,17 +73,22 @@ class SearchOptions:
     mode: str = "hybrid"
     score_threshold: float | None = None
     explain: bool = False
-    fusion: str = "convex"
+    # None: each KB's own setting (KnowledgeBase.fusion); a value overrides it for this search.
+    fusion: str | None = None
     dense_weight: float | None = None
     candidate_k: int | None = None
     budget_bytes: int | None = None
     max_docs: int | None = None
     rollup: bool = True
+    # The KBs' rerankers run unless a caller (a benchmark of fusion alone) turns them off.
+    rerank: bool = True
+    # Whom the search is for, written on the cost records of paid calls it makes.
+    route_id: Any = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
-        if self.fusion not in FUSIONS:
+        if self.fusion is not None and self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}")
 
 
@@ -91,6 +102,8 @@ class Candidate:
     score: float = 0.0
     matched_terms: list[str] = field(default_factory=list)
     dense_weight: float | None = None
+    fusion: str | None = None
+    rerank_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,10 @@ class Hit:
 class SearchResult:
     hits: list[Hit]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # Steps worth telling a caller about (a rerank, and whether it fell back to the fused order).
+    trace: list[dict] = field(default_factory=list)
+    # The fusion each searched group used (hybrid mode), sorted.
+    fusions: list[str] = field(default_factory=list)
 
 
 # Keyword channel
@@ -404,13 +421,15 @@ def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> flo
 
 
 def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) -> list[Candidate]:
-    """Give every candidate its fused score (0–1 for convex) and return them best first."""
+    """Give every candidate its fused score (0–1 for convex; for rrf, the sum over the channels
+    that ranked it of 1 / (60 + its 1-based rank there)) and return them best first, ties by id."""
     items = list(candidates.values())
     if not items:
         return []
     if fusion == "rrf":
         for c in items:
             c.score = sum(1.0 / (RRF_K + rank) for rank in (c.vector_rank, c.keyword_rank) if rank is not None)
+            c.fusion = fusion
     else:
         dense = [c.vector_score for c in items if c.vector_score is not None]
         low, high = (min(dense), max(dense)) if dense else (0.0, 0.0)
@@ -425,6 +444,7 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) 
             k = (c.keyword_score or 0.0) / best_keyword if best_keyword > 0 else 0.0
             c.score = dense_weight * d + (1 - dense_weight) * k
             c.dense_weight = dense_weight
+            c.fusion = fusion
     return sorted(items, key=lambda c: (-c.score, str(c.chunk_id)))
 
 
@@ -435,7 +455,7 @@ def _timed(fn, **kwargs) -> tuple[Any, float]:
 
 
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
-                     timings: dict[str, float]) -> list[Candidate]:
+                     timings: dict[str, float], fusion: str = "convex") -> list[Candidate]:
     """One embedding-model group: channel candidates, completed and fused, best first."""
     # 50 per channel: on dureader, cmrc and drcd nDCG@10 within 0.0002 of 100, and half the fill-in work.
     limit = options.candidate_k or retrieval_settings().search_candidates
@@ -480,7 +500,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
             c.score = (c.keyword_score or 0.0) / best if best else 0.0
         return sorted(candidates.values(), key=lambda c: (-c.score, str(c.chunk_id)))
     started = time.perf_counter()
-    if options.fusion == "convex":
+    if fusion == "convex":
         missing_vector = [cid for cid, c in candidates.items() if c.vector_score is None]
         for cid, score in _vector_scores(model=model, ids=missing_vector, query_vector=query_vector).items():
             candidates[cid].vector_score = float(score)
@@ -491,7 +511,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     dense_weight = options.dense_weight
     if dense_weight is None:
         dense_weight = adaptive_dense_weight(candidates.values(), query=query)
-    ranked = fuse(candidates, fusion=options.fusion, dense_weight=dense_weight)
+    ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight)
     timings["fusion_ms"] = timings.get("fusion_ms", 0.0) + (time.perf_counter() - started) * 1000
     return ranked
 
@@ -614,7 +634,9 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
                 "keyword": {"rank": best.keyword_rank, "score": best.keyword_score},
                 "matched_terms": best.matched_terms,
                 "fused_score": best.score,
+                "fusion": best.fusion,
                 "dense_weight": best.dense_weight,
+                "rerank_score": best.rerank_score,
                 "merged_chunk_ids": [str(m[0].chunk_id) for m in members],
             }
         hits.append(Hit(
@@ -634,25 +656,40 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     kb_list = list(kbs)
     generations = list(
         IndexGeneration.objects.filter(knowledge_base__in=kb_list, status=IndexGeneration.Status.ACTIVE)
-        .values_list("pk", "knowledge_base__embedding_model_id")
+        .select_related("knowledge_base")
     )
-    by_model: dict[Any, list] = defaultdict(list)
-    for generation_id, model_id in generations:
-        by_model[model_id].append(generation_id)
-    models = {m.pk: m for m in EmbeddingModel.objects.filter(pk__in=list(by_model))}
+    # KBs are searched together when they share a model and a fusion and have no reranker of their
+    # own; a KB with a reranker is a group of its own, so its reranker sees only its candidates.
+    groups_of: dict[tuple, list] = defaultdict(list)
+    rerankers: dict[Any, RerankConfig] = {}
+    for generation in generations:
+        kb = generation.knowledge_base
+        config = RerankConfig.of(kb) if options.rerank else None
+        fusion = options.fusion or kb.fusion
+        key = (str(kb.embedding_model_id), fusion if options.mode == "hybrid" else "", str(kb.pk) if config else "")
+        if config is not None:
+            rerankers[key] = config
+        groups_of[key].append(generation.pk)
+    models = {str(m.pk): m for m in EmbeddingModel.objects.filter(pk__in={key[0] for key in groups_of})}
     groups = []
-    for model_id, generation_ids in sorted(by_model.items(), key=lambda item: str(item[0])):
-        ranked = _rank_candidates(model=models[model_id], generation_ids=sorted(generation_ids, key=str),
-                                  query=query, options=options, timings=timings)
+    trace: list[dict] = []
+    for key, generation_ids in sorted(groups_of.items()):
+        ranked = _rank_candidates(model=models[key[0]], generation_ids=sorted(generation_ids, key=str),
+                                  query=query, options=options, timings=timings, fusion=key[1] or "convex")
         if options.score_threshold is not None:
             ranked = [c for c in ranked if c.score >= options.score_threshold]
+        if key in rerankers:
+            ranked, step = rerank(ranked, query=query, config=rerankers[key], route_id=options.route_id)
+            timings["rerank_ms"] = timings.get("rerank_ms", 0.0) + step["latency_ms"]
+            trace.append(step)
         groups.append(ranked)
     merged = _merge_by_rank(groups) if groups else []
     budget = options.budget_bytes or retrieval_settings().result_budget_bytes
     hits = _rollup(merged, top_k=options.top_k, max_docs=options.max_docs, budget=budget,
                    explain=options.explain, rollup=options.rollup)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
-    return SearchResult(hits=hits, timings_ms=timings)
+    fusions = sorted({key[1] for key in groups_of if key[1]})
+    return SearchResult(hits=hits, timings_ms=timings, trace=trace, fusions=fusions)
 
 
 _QUERY_WS = re.compile(r"\s+")

@@ -1,0 +1,182 @@
+"""The optional reranker over a KB's fused candidates, against a real HTTP rerank API."""
+
+import json
+
+import pytest
+
+from apps.knowledge import selectors, services
+from apps.knowledge.models import Chunk, CostRecord, KnowledgeBase
+from apps.knowledge.pipeline.retrieve import SearchOptions, search
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
+from tests.knowledge.rerankers import RerankEndpoint
+from tests.routes.factories import RouteFactory
+
+pytestmark = pytest.mark.django_db
+
+CORPUS = {
+    "refund.md": "# 退款\n\n退款在七天内处理，质量问题可以退款。",
+    "shipping.md": "# 配送\n\n配送需要三天，偏远地区五天。",
+    "invoice.md": "# 发票\n\n发票在退款完成后作废，重新开具需要七天。",
+    "warranty.md": "# 保修\n\n保修期一年，质量问题免费维修。",
+}
+QUERY = "质量问题退款要几天"
+OPTIONS = dict(mode="hybrid", top_k=10, rollup=False)
+
+
+@pytest.fixture
+def kb():
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, CORPUS)
+    return kb
+
+
+def _configure(kb, url, **extra):
+    return services.knowledge_base_update(kb=kb, reranker={"base_url": url, "model": "bge-reranker-v2-m3",
+                                                           "candidates": 20, "timeout_ms": 2000, **extra})
+
+
+def _fused(kb) -> list:
+    return [hit.chunk_id for hit in search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS,
+                                                                                       rerank=False)).hits]
+
+
+def test_the_reranker_reorders_the_fused_candidates(kb):
+    with RerankEndpoint() as endpoint:
+        kb = _configure(kb, endpoint.url)
+        fused = _fused(kb)
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert [hit.chunk_id for hit in result.hits] == list(reversed(fused))
+    assert result.trace[0]["status"] == "ok" and result.trace[0]["fallback"] is None
+
+
+def test_the_rerank_request_has_the_common_shape(kb):
+    with RerankEndpoint() as endpoint:
+        kb = _configure(kb, endpoint.url)
+        fused = _fused(kb)
+        search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    [request] = endpoint.requests
+    assert request["path"] == "/v1/rerank"
+    assert set(request) == {"path", "model", "query", "documents", "top_n"}
+    assert request["model"] == "bge-reranker-v2-m3" and request["query"] == QUERY
+    assert request["top_n"] == len(fused) == len(request["documents"])
+    chunks = {c.pk: c for c in Chunk.objects.filter(pk__in=fused)}
+    assert request["documents"] == [f"{chunks[cid].chapter_path}\n{chunks[cid].text}" for cid in fused]
+
+
+def test_each_rerank_call_writes_a_cost_record_with_the_route(kb):
+    route = RouteFactory(project=kb.project, knowledge_enabled=True)
+    services.route_knowledge_bind(route=route, knowledge_base=kb)
+    with RerankEndpoint() as endpoint:
+        _configure(kb, endpoint.url)
+        selectors.route_knowledge_search(route=route, query=QUERY)
+    [record] = CostRecord.objects.all()
+    assert (record.call_kind, record.knowledge_base_id, record.route_id) == ("rerank", kb.pk, route.pk)
+    assert record.units == len(endpoint.requests[0]["documents"])
+    assert record.usage == {"total_tokens": 7 * record.units}
+    assert record.ok is True and record.error_code == "" and record.model == "bge-reranker-v2-m3"
+    assert record.latency_ms >= 0
+
+
+def test_the_key_is_sent_from_the_named_environment_variable(kb, monkeypatch):
+    monkeypatch.setenv("TEST_RERANK_KEY", "rk-secret-123")
+    with RerankEndpoint() as endpoint:
+        kb = _configure(kb, endpoint.url, api_key_env="TEST_RERANK_KEY")
+        search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert endpoint.headers[0]["Authorization"] == "Bearer rk-secret-123"
+
+
+def test_a_failing_reranker_falls_back_to_the_fused_order_and_says_so(kb):
+    with RerankEndpoint(status=500) as endpoint:
+        kb = _configure(kb, endpoint.url)
+        fused = _fused(kb)
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert [hit.chunk_id for hit in result.hits] == fused
+    step = result.trace[0]
+    assert (step["step"], step["status"], step["error_code"], step["fallback"]) == (
+        "rerank", "failed", "rerank_http_error", "fused_order")
+    assert CostRecord.objects.get().error_code == "rerank_http_error"
+
+
+def test_a_slow_reranker_times_out_and_falls_back(kb):
+    with RerankEndpoint(delay=1.0) as endpoint:
+        kb = _configure(kb, endpoint.url, timeout_ms=200)
+        fused = _fused(kb)
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert [hit.chunk_id for hit in result.hits] == fused
+    assert result.trace[0]["error_code"] == "rerank_timeout"
+    assert result.trace[0]["latency_ms"] < 900
+
+
+def test_a_malformed_answer_falls_back(kb):
+    body = json.dumps({"results": [{"index": 99, "relevance_score": 1.0}]}).encode()
+    with RerankEndpoint(body=body) as endpoint:
+        kb = _configure(kb, endpoint.url)
+        fused = _fused(kb)
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert [hit.chunk_id for hit in result.hits] == fused
+    assert result.trace[0]["error_code"] == "rerank_bad_response"
+
+
+def test_a_missing_key_falls_back_without_calling(kb, monkeypatch):
+    monkeypatch.delenv("TEST_RERANK_ABSENT", raising=False)
+    with RerankEndpoint() as endpoint:
+        kb = _configure(kb, endpoint.url, api_key_env="TEST_RERANK_ABSENT")
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert endpoint.requests == []
+    assert result.trace[0]["error_code"] == "rerank_key_missing"
+    assert "TEST_RERANK_ABSENT" in result.trace[0]["message"]
+
+
+def test_the_debug_search_shows_the_fallback(client, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    ingest_texts(kb, CORPUS)
+    with RerankEndpoint(status=503) as endpoint:
+        _configure(kb, endpoint.url)
+        response = client.post(f"/api/v1/builder/knowledge-bases/{kb.pk}/search",
+                               {"query": QUERY, "hybrid": True}, format="json")
+    assert response.status_code == 200
+    [step] = response.json()["data"]["trace"]
+    assert (step["status"], step["fallback"], step["error_code"]) == ("failed", "fused_order", "rerank_http_error")
+    assert response.json()["data"]["hits"]
+
+
+def test_the_builder_api_configures_a_reranker_and_never_shows_a_key(client, owner, monkeypatch):
+    monkeypatch.setenv("TEST_RERANK_KEY", "rk-secret-123")
+    kb = KnowledgeBaseFactory(project=owner.project)
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {
+        "base_url": "https://rerank.example.com/v1/", "model": "m", "api_key_env": "TEST_RERANK_KEY"}},
+        format="json")
+    assert response.status_code == 200
+    assert response.json()["data"]["reranker"] == {"base_url": "https://rerank.example.com/v1", "model": "m",
+                                                   "api_key_env": "TEST_RERANK_KEY", "candidates": 20,
+                                                   "timeout_ms": 3000}
+    assert "rk-secret-123" not in response.content.decode()
+
+
+def test_a_null_reranker_turns_it_off(client, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    _configure(kb, "https://rerank.example.com/v1")
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": None}, format="json")
+    assert response.json()["data"]["reranker"] is None
+    assert KnowledgeBase.objects.get(pk=kb.pk).rerank_base_url == ""
+
+
+@pytest.mark.parametrize(("reranker", "field"), [
+    ({"base_url": "ftp://rerank.example.com", "model": "m"}, "reranker.base_url"),
+    ({"base_url": "https://user:pw@rerank.example.com", "model": "m"}, "reranker.base_url"),
+    ({"base_url": "https://rerank.example.com", "model": ""}, "reranker.model"),
+    ({"base_url": "https://rerank.example.com", "model": "m", "api_key_env": "sk-live-abc"}, "reranker.api_key_env"),
+    ({"base_url": "https://rerank.example.com", "model": "m", "timeout_ms": 60000}, "reranker.timeout_ms"),
+    ({"base_url": "https://rerank.example.com", "model": "m", "candidates": 0}, "reranker.candidates"),
+    ({"base_url": "https://rerank.example.com", "model": "m", "api_key": "sk"}, "reranker.api_key"),
+    ("https://rerank.example.com", "reranker"),
+])
+def test_a_bad_reranker_config_is_422_and_changes_nothing(client, owner, reranker, field):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": reranker}, format="json")
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_knowledge_base"
+    assert field in response.json()["fields"]
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
