@@ -71,6 +71,9 @@ DOC_VISIBLE = [kb_errors.DocumentNotFound]
 DOC_EDITABLE = [kb_errors.DocumentNotFound, kb_errors.KnowledgeForbidden]
 KB_SETTINGS = [kb_errors.KnowledgeBaseInvalid, kb_errors.KnowledgeBaseNameTaken, kb_errors.EmbeddingModelNotFound,
                kb_errors.EmbeddingDimensionMismatch, kb_errors.EmbeddingModelFrozen]
+SPEC_REFUSED = [tool_errors.BuilderSpecRefused, (413, "spec_refused")]
+PROVIDER_EDITABLE = [tool_errors.ToolProviderNotFound, tool_errors.ToolsForbidden]
+ROUTE_VISIBLE = [tool_errors.RouteNotFound, (400, "invalid_request")]  # 400: a key in several projects
 
 # What each view answers besides success: view class path -> errors.
 ERRORS: dict[str, list] = {
@@ -134,6 +137,18 @@ ERRORS: dict[str, list] = {
     "apps.knowledge.api.views.DocumentReportApi": [*BUILDER, *DOC_VISIBLE],
     "apps.knowledge.api.search.KnowledgeBaseSearchApi": [
         *BUILDER, *WITH_BODY, *KB_VISIBLE, (422, "invalid_search"), runtime_errors.KnowledgeUnavailable],
+    "apps.tools.api.views.ToolProviderListApi": [*BUILDER, *BUILDER_PAGE],
+    "apps.tools.api.views.ToolProviderCreateApi": [
+        *BUILDER, *WITH_BODY, kb_errors.ProjectNotFound, tool_errors.ToolsForbidden, tool_errors.InvalidToolProvider,
+        tool_errors.ProviderNameTaken, *SPEC_REFUSED],
+    "apps.tools.api.views.ToolProviderGetApi": [*BUILDER, tool_errors.ToolProviderNotFound],
+    "apps.tools.api.views.ToolProviderDeleteApi": [*BUILDER, *PROVIDER_EDITABLE],
+    "apps.tools.api.views.ToolProviderSpecApi": [
+        *BUILDER, *WITH_BODY, *PROVIDER_EDITABLE, tool_errors.InvalidToolProvider, *SPEC_REFUSED],
+    "apps.tools.api.views.RouteConfigGetApi": [*BUILDER, *ROUTE_VISIBLE],
+    "apps.tools.api.views.RouteConfigUpdateApi": [
+        *BUILDER, *WITH_BODY, *ROUTE_VISIBLE, tool_errors.ToolsForbidden, tool_errors.InvalidRouteSettings],
+    "apps.tools.api.views.RouteDryRunApi": [*BUILDER, *ROUTE_VISIBLE],
 }
 
 
@@ -211,6 +226,49 @@ EMBEDDING_MODEL = _object({"id": UUID, "name": STRING, "provider": STRING, "dime
                           required=["id", "name", "provider", "dimension"])
 SEARCH_RESULT = data_of(_object({"hits": {"type": "array", "items": ANY_OBJECT}, "mode": STRING,
                                  "timings_ms": ANY_OBJECT}, required=["hits", "mode"]))
+TOOL = _object({"name": STRING, "method": STRING, "path": STRING, "scope": STRING, "risk": STRING,
+                "readonly": BOOLEAN, "approval_required": BOOLEAN, "has_acc": BOOLEAN, "enabled": BOOLEAN},
+               required=["name", "method", "path", "readonly", "enabled"])
+TOOL_PROVIDER = _object({
+    "id": UUID, "project_id": UUID, "name": STRING, "base_url": STRING, "enabled": BOOLEAN, "title": STRING,
+    "openapi_version": STRING, "spec_sha256": STRING, "spec_filename": STRING, "warning_count": INTEGER,
+    "tool_count": INTEGER, "enabled_tool_count": INTEGER, "compiled_at": TIMESTAMP, "created_at": TIMESTAMP,
+    "updated_at": TIMESTAMP,
+}, required=["id", "project_id", "name", "base_url", "enabled", "spec_sha256", "tool_count"])
+TOOL_PROVIDER_DETAIL = {"allOf": [TOOL_PROVIDER, _object({
+    "tools": {"type": "array", "items": TOOL}, "compile_report": ANY_OBJECT,
+    "signing_secret": {"type": "string", "description": "Only when the hub generated the secret; shown once."},
+}, required=["tools", "compile_report"])]}
+NAMES = {"type": "array", "items": STRING}
+ROUTE_CONFIG = _object({
+    "route_key": STRING, "project_id": UUID, "name": STRING, "enabled": BOOLEAN,
+    "tools": _object({
+        "sources": {"type": "array", "items": _object({"provider_id": UUID, "provider": STRING,
+                                                       "allowed_tools": NAMES})},
+        "permission": {"enum": ["full", "read_only"]},
+        "agent_direct": _object({"enabled": BOOLEAN, "write_tools": NAMES, "force_approval_tools": NAMES,
+                                 "unattended_write_tools": {"type": ["array", "null"], "items": STRING},
+                                 "max_tool_calls": INTEGER}),
+    }, required=["sources", "permission", "agent_direct"]),
+    "bindings": _object({"knowledge_base_ids": {"type": "array", "items": UUID}}, required=["knowledge_base_ids"]),
+    "updated_at": TIMESTAMP,
+}, required=["route_key", "project_id", "tools", "bindings"])
+REVISION_CHANGE = _object({"route_key": STRING, "before": STRING, "after": STRING},
+                          required=["route_key", "before", "after"])
+SPEC_REPLACED = _object({
+    "provider": TOOL_PROVIDER_DETAIL,
+    "diff": _object({"added": NAMES, "removed": NAMES, "changed": NAMES,
+                     "routes_losing_tools": {"type": "object", "additionalProperties": NAMES}},
+                    required=["added", "removed", "changed", "routes_losing_tools"]),
+    "capability_revisions_changed": {"type": "array", "items": REVISION_CHANGE},
+}, required=["provider", "diff", "capability_revisions_changed"])
+ROUTE_DRY_RUN = _object({
+    "route_key": STRING, "kb_count": INTEGER, "knowledge_enabled": BOOLEAN, "agent_direct_enabled": BOOLEAN,
+    "capabilities": _object({"revision": STRING, "authorized_total": INTEGER, "active_limit": INTEGER,
+                             "readonly": INTEGER, "writes": INTEGER, "approval_required": INTEGER},
+                            required=["revision", "authorized_total", "active_limit", "readonly", "writes",
+                                      "approval_required"]),
+}, required=["route_key", "kb_count", "capabilities"])
 REDIRECT = _object({"redirect_uri": STRING}, required=["redirect_uri"])
 REVOKED = _object({"revoked": {"const": True}}, required=["revoked"])
 TOKENS = _object({"token_type": {"const": "Bearer"}, "access_token": STRING, "expires_in": INTEGER,
@@ -239,6 +297,8 @@ NOTE_LIMIT = OpenApiParameter("limit", int, description="How many notes, newest 
 PAGE = [OpenApiParameter("offset", int, description="0–1,000,000,000; default 0."),
         OpenApiParameter("limit", int, description="1–500; default 100.")]
 ROUTE_QUERY = OpenApiParameter("route", str, required=True, description="The route (workspace) key.")
+ROUTE_PROJECT = OpenApiParameter("project_id", str, description="Which project's route, when several of "
+                                                               "the caller's projects have one with this key.")
 
 MULTIPART_FILES = {"multipart/form-data": _object({
     "files": {"type": "array", "items": {"type": "string", "contentEncoding": "binary"}},
@@ -337,6 +397,23 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.knowledge.api.views.DocumentReportApi": {"get": {"responses": {200: data_of(ANY_OBJECT)}}},
     "apps.knowledge.api.search.KnowledgeBaseSearchApi": {"post": {
         "request": "apps.knowledge.api.search.KnowledgeSearchIn", "responses": {200: SEARCH_RESULT}}},
+    "apps.tools.api.views.ToolProviderListApi": {"get": {
+        "parameters": [*PAGE, OpenApiParameter("project_id", str)], "responses": {200: page_of(TOOL_PROVIDER)}}},
+    "apps.tools.api.views.ToolProviderCreateApi": {"post": {
+        "request": "apps.tools.api.serializers.ToolProviderCreateIn",
+        "responses": {201: data_of(TOOL_PROVIDER_DETAIL)}}},
+    "apps.tools.api.views.ToolProviderGetApi": {"get": {"responses": {200: data_of(TOOL_PROVIDER_DETAIL)}}},
+    "apps.tools.api.views.ToolProviderDeleteApi": {"delete": {"responses": {204: None}}},
+    "apps.tools.api.views.ToolProviderSpecApi": {"put": {
+        "request": "apps.tools.api.serializers.ToolProviderSpecIn", "responses": {200: data_of(SPEC_REPLACED)},
+        "description": "Re-import the spec: the tool diff, and the routes whose capability revision changed."}},
+    "apps.tools.api.views.RouteConfigGetApi": {"get": {
+        "parameters": [ROUTE_PROJECT], "responses": {200: data_of(ROUTE_CONFIG)}}},
+    "apps.tools.api.views.RouteConfigUpdateApi": {"patch": {
+        "parameters": [ROUTE_PROJECT], "request": "apps.tools.api.serializers.RouteUpdateIn",
+        "responses": {200: data_of(ROUTE_CONFIG)}}},
+    "apps.tools.api.views.RouteDryRunApi": {"get": {
+        "parameters": [ROUTE_PROJECT], "responses": {200: data_of(ROUTE_DRY_RUN)}}},
 }
 
 
@@ -407,6 +484,15 @@ class PageContextFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "object", "description": "At most 16 KiB of canonical JSON."}
+
+
+class SpecFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "apps.tools.api.serializers.SpecField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {"oneOf": [{"type": "string", "description": "The OpenAPI 3.0/3.1 document's text, JSON or YAML."},
+                          {"type": "object", "description": "The OpenAPI 3.0/3.1 document itself."}],
+                "description": "At most 20 MiB; a refused spec is spec_refused with its reason."}
 
 
 class UsageFieldSchema(OpenApiSerializerFieldExtension):

@@ -30,8 +30,9 @@ class HasTokenScope(BasePermission):
         required = getattr(view, "required_scope", None)
         if required is None:
             family = getattr(view, "scope_family", "knowledge")
-            if not any(scope.startswith(f"{family}:") for scope in token.scopes):
-                raise InsufficientScope(f"The token has no {family} scope.")
+            families = (family,) if isinstance(family, str) else tuple(family)
+            if not any(scope.startswith(f"{name}:") for name in families for scope in token.scopes):
+                raise InsufficientScope(f"The token has no {' or '.join(families)} scope.")
             return True
         if required not in token.scopes:
             raise InsufficientScope(f"The token lacks the {required} scope.", required_scope=required)
@@ -54,7 +55,7 @@ class BuilderApi(APIView):
     authentication_classes = [OperatorTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated, HasTokenScope]
     required_scope: str | None = None
-    scope_family = "knowledge"
+    scope_family: str | tuple[str, ...] = "knowledge"  # a read needs a scope of one of these families
     invalid_error: type[ApiError] = InvalidFields
 
     def handle_exception(self, exc):

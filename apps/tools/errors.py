@@ -55,3 +55,39 @@ class CapabilityChanged(ApiError):
     code = "capability_changed"
     status = 409
     message = "The route's capabilities changed since this revision; discover the tools again."
+
+
+class InvalidToolProvider(ApiError):
+    """The builder API's answer to an invalid provider field; ``fields`` names it."""
+
+    code = "invalid_tool_provider"
+    status = 422
+    message = "The tool provider is invalid."
+
+
+class InvalidRouteSettings(ApiError):
+    """The builder API's answer to an invalid route tools or bindings field; ``fields`` names it."""
+
+    code = "invalid_route_settings"
+    status = 422
+    message = "The route's settings are invalid."
+
+
+class BuilderSpecRefused(ApiError):
+    """The builder API's answer to a spec the compiler refuses; ``reason`` is the refusal code."""
+
+    code = "spec_refused"
+    status = 422
+    message = "The spec was refused."
+
+
+class RouteNotFound(ApiError):
+    code = "route_not_found"
+    status = 404
+    message = "Route not found."
+
+
+class ToolsForbidden(ApiError):
+    code = "forbidden"
+    status = 403
+    message = "Your role in this project does not allow this change."

@@ -98,6 +98,16 @@ def _policy_check(*, route: Route, allowed: dict[str, Tool]) -> None:
         raise RouteToolsInvalid(f"{field}: {messages[0]}", field=field) from None
 
 
+def route_tools_check(*, route: Route, sources: Sequence[SourceSpec]) -> None:
+    """The checks of ``route_tools_set`` for a form that has already set the tool policy on an
+    unsaved ``route`` (and runs the model's own validation itself): the sources, and every
+    ``write_tools`` / ``force_approval_tools`` / ``unattended_write_tools`` name against them.
+    Reads only; raises RouteToolsInvalid with ``field``."""
+    allowed = _sources_check(route=route, sources=sources)
+    for field in ("write_tools", "force_approval_tools", "unattended_write_tools"):
+        _write_tools_check(field, getattr(route, field), allowed)
+
+
 @transaction.atomic
 def route_tools_set(*, route: Route, sources: Sequence[SourceSpec] = UNSET, **policy: Any) -> Route:
     """Set a route's tool sources and/or tool policy, checked as a whole; a refusal writes nothing.

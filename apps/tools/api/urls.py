@@ -1,9 +1,16 @@
 """The tools and routes part of the builder API, mounted at /api/v1/builder/."""
 
+from collections.abc import Callable
+from typing import Any
+
 from django.urls import path
 
-from apps.knowledge.api.views import by_method
+from apps.knowledge.api import views as knowledge_views
+from apps.tools.api import approvals
 from apps.tools.api import views as v
+
+# One URL, one view class per method: the knowledge builder API's dispatcher (untyped there).
+by_method: Callable[..., Any] = knowledge_views.by_method
 
 urlpatterns = [
     path("tool-providers", by_method(get=v.ToolProviderListApi.as_view(), post=v.ToolProviderCreateApi.as_view()),
@@ -16,4 +23,6 @@ urlpatterns = [
          by_method(get=v.RouteConfigGetApi.as_view(), patch=v.RouteConfigUpdateApi.as_view()),
          name="builder-route"),
     path("routes/<str:route_key>/dry-run", v.RouteDryRunApi.as_view(), name="builder-route-dry-run"),
+    path("approvals/<str:approval_id>/decision", approvals.ApprovalDecisionApi.as_view(),
+         name="builder-approval-decision"),
 ]
