@@ -296,6 +296,11 @@ CELERY_BEAT_SCHEDULE = {
 # Tool providers' signing secrets are encrypted at rest with these Fernet keys, newest first; the
 # first encrypts, all decrypt (apps.tools.crypto). Required when DEBUG is off.
 TOOL_SECRET_KEYS = env.list("TOOL_SECRET_KEYS", default=[])
+# The embedder of capability search's tool index (apps.tools.semantic): a provider of
+# KNOWLEDGE_EMBEDDERS, its model name and dimension. Changing it makes every index stale (searches
+# stay lexical) until each provider's index is rebuilt (manage.py tools_index_rebuild).
+TOOL_EMBEDDER = env.json("TOOL_EMBEDDER", default={"provider": "local", "name": "multilingual-e5-small",
+                                                   "dimension": 384})
 
 # The demo business system (apps.demo_business) under /demo-business/: a small shop that verifies
 # the hub's signed calls like any business backend. On by default only in development; when on

@@ -20,9 +20,10 @@ CATALOG_MAX_BYTES = 1024 * 1024 - 4096  # under the hosts' 1 MiB, with room for 
 
 def capability_search(*, surface: Surface, query: str, limit: int) -> dict[str, Any]:
     """`bailing.agent-capability-search.v1`: the best `limit` tools of the authorized surface for
-    `query`, zero scores included, with the `discovery` block. The order is the contract's lexical
-    one: no tool index exists, and then the whole search is lexical (``discovery.ranking``)."""
-    tools = surface.ranked(query, limit=limit)
+    `query`, zero scores included, with the `discovery` block. ``discovery.ranking`` says which
+    order answered: ``semantic`` (fused with lexical) or, while any source's index is missing or
+    stale, ``lexical`` for the whole search."""
+    tools, ranking = surface.search(query, limit=limit)
     total = len(surface.tools)
     return {
         "schema_version": SEARCH_SCHEMA,
@@ -42,7 +43,7 @@ def capability_search(*, surface: Surface, query: str, limit: int) -> dict[str, 
             "has_more": total > len(tools),
             "truncation_scope": "authorized_catalog",
             "pagination": "unsupported",
-            "ranking": surface.ranking,
+            "ranking": ranking,
         },
     }
 

@@ -109,12 +109,20 @@ def _prepared(tools: Sequence[RankText] | tuple[Prepared, ...]) -> tuple[Prepare
     return prepare(cast(Sequence[RankText], tools))
 
 
-def lexical_order(query: str, tools: Sequence[RankText] | tuple[Prepared, ...]) -> list[int]:
+def lexical_ranking(query: str, tools: Sequence[RankText] | tuple[Prepared, ...]) -> tuple[list[int], int]:
     """Indexes of ``tools`` (as given, or already ``prepare``d) in the contract's lexical order for
-    ``query`` — all of them."""
+    ``query`` — all of them — and how many of the first share a word or more with it (tiers 1–4);
+    the rest are ordered by shared bigrams alone, which an English query has with nearly every tool."""
     prepared = _prepared(tools)
     normalized = _norm(query)
     words = [word for word in dict.fromkeys(_WORD.findall(normalized)) if word not in STOP_WORDS]
     query_bigrams = _bigrams(normalized)
     keys = [_key(normalized, words, query_bigrams, tool) for tool in prepared]
-    return sorted(range(len(prepared)), key=keys.__getitem__)
+    order = sorted(range(len(prepared)), key=keys.__getitem__)
+    matched = sum(1 for key in keys if any(key[:4]))
+    return order, matched
+
+
+def lexical_order(query: str, tools: Sequence[RankText] | tuple[Prepared, ...]) -> list[int]:
+    """Indexes of ``tools`` in the contract's lexical order for ``query`` — all of them."""
+    return lexical_ranking(query, tools)[0]

@@ -18,6 +18,7 @@ from .compiler import CompiledTool, CompileResult, SpecRefused, compile_spec
 from .crypto import secret_encrypt, secret_rotate
 from .errors import InvalidProvider, ProviderNameTaken, SpecRefusedError
 from .models import RouteToolSource, Tool, ToolProvider, provider_name_validator
+from .semantic import index_send
 
 MAX_SECRET_CHARS = 512
 TOOL_FIELDS = ("method", "path", "description", "scope", "risk", "readonly", "approval_required", "has_acc",
@@ -138,6 +139,7 @@ def provider_create(*, project: Project, name: str, base_url: str, secret: str, 
         for position, tool in enumerate(result.tools)
     ])
     diff = ToolDiff(added=tuple(tool.name for tool in result.tools))
+    index_send(provider.pk)
     return ProviderImport(provider=provider, result=result, diff=diff)
 
 
@@ -201,6 +203,7 @@ def provider_reimport(*, provider: ToolProvider, spec: bytes, spec_filename: str
     provider.compiled_at = timezone.now()
     provider.save(update_fields=["spec", "spec_sha256", "spec_filename", "openapi_version", "title",
                                  "compile_report", "compiled_at", "updated_at"])
+    index_send(provider.pk)
     return ProviderImport(provider=provider, result=result, diff=diff)
 
 

@@ -36,7 +36,7 @@ from apps.routes.models import Route
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
 from .knowledge_tools import KNOWLEDGE_TOOLS
 from .models import RouteToolSource, Tool
-from .ranking import Prepared, RankText, lexical_order, prepare
+from .ranking import Prepared, RankText, lexical_ranking, prepare
 from .selectors import tool_definition, tool_usage_guidance
 
 # The compiled fields the revision covers for every allowed tool (§2), beside the public projection.
@@ -76,17 +76,28 @@ class Surface:
     route: Route
     tools: tuple[SurfaceTool, ...]
     revision: str
-    ranking: str = LEXICAL
     _by_name: dict[str, SurfaceTool] = field(default_factory=dict, repr=False, compare=False)
 
     def get(self, name: str) -> SurfaceTool | None:
         return self._by_name.get(name)
 
+    def search(self, query: str, *, limit: int) -> tuple[list[SurfaceTool], str]:
+        """The best ``limit`` tools for ``query`` and the ranking that ordered them: semantic fused
+        with lexical when every business tool has a fresh index row (apps.tools.semantic), else
+        the contract's lexical order for the whole search."""
+        from . import semantic
+
+        order, matched = lexical_ranking(query, _prepared(self))
+        scores = semantic.similarities(self, query)
+        if scores is None:
+            return [self.tools[index] for index in order[:limit]], LEXICAL
+        fused = semantic.fused_order(names=[tool.name for tool in self.tools], lexical=order,
+                                     lexical_matched=matched, semantic=scores)
+        return [self.tools[index] for index in fused[:limit]], semantic.SEMANTIC
+
     def ranked(self, query: str, *, limit: int) -> list[SurfaceTool]:
-        """The best ``limit`` tools for ``query``, in the search order (lexical while no tool index
-        exists: the contract's fallback is the whole order then)."""
-        order = lexical_order(query, _prepared(self))
-        return [self.tools[index] for index in order[:limit]]
+        """The best ``limit`` tools for ``query``, in the search order."""
+        return self.search(query, limit=limit)[0]
 
     def summary(self) -> dict[str, Any]:
         """Bootstrap ``capabilities`` (without ``active_limit``, which is the route's)."""
