@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "apps.knowledge",
     "apps.tools",
     "apps.ledger",
+    "apps.answers",
     "apps.runtime",
     "apps.demo_business",  # its URLs are mounted only when DEMO_BUSINESS_ENABLED
 ]
@@ -271,6 +272,16 @@ KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=1)
 KNOWLEDGE_OPENAI_TIMEOUT_SECONDS = env.float("KNOWLEDGE_OPENAI_TIMEOUT_SECONDS", default=60.0)
 KNOWLEDGE_OPENAI_MAX_RETRIES = env.int("KNOWLEDGE_OPENAI_MAX_RETRIES", default=5)
 KNOWLEDGE_OPENAI_BACKOFF_SECONDS = env.float("KNOWLEDGE_OPENAI_BACKOFF_SECONDS", default=1.0)
+# RAG answers (apps.answers): the generator for every route — `extractive` (offline) or
+# `openai_compatible` (chat completions at RAG_LLM_BASE_URL) — and per-route overrides keyed
+# "<project slug>/<route key>", e.g. {"shop/support": {"name": "openai_compatible", "model": "m"}}.
+RAG_GENERATOR = env.str("RAG_GENERATOR", default="extractive")
+RAG_LLM_BASE_URL = env.str("RAG_LLM_BASE_URL", default="")
+RAG_LLM_API_KEY = env.str("RAG_LLM_API_KEY", default="")
+RAG_LLM_MODEL = env.str("RAG_LLM_MODEL", default="")
+RAG_LLM_TIMEOUT_SECONDS = env.float("RAG_LLM_TIMEOUT_SECONDS", default=20.0)
+RAG_LLM_MAX_RETRIES = env.int("RAG_LLM_MAX_RETRIES", default=1)
+RAG_ROUTE_GENERATORS = env.json("RAG_ROUTE_GENERATORS", default={})
 KNOWLEDGE_TASK_QUEUE = env.str("KNOWLEDGE_TASK_QUEUE", default="") or None
 # Documents from this size up, and rebuilds, are ingested on KNOWLEDGE_LARGE_TASK_QUEUE (unless
 # KNOWLEDGE_TASK_QUEUE pins every ingestion task to one queue).

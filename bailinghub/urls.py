@@ -16,6 +16,7 @@ urlpatterns = [
     path("agent-auth/v1/", include("apps.agent_auth.api.urls")),
     path("agent-api/v1/", include("apps.runtime.api.urls")),
     path("api/v1/builder/", include("apps.knowledge.api.urls")),
+    path("api/v1/routes/", include("apps.answers.api.urls")),  # answers: RAG query, records, feedback, report
     path("api/v1/builder/", include("apps.tools.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),  # ?format=yaml for YAML
 ]

@@ -3,7 +3,9 @@
 A Conversation is one local conversation of one agent session on one route; its Messages are
 the visible text of both sides, numbered in order; a Run is one frozen turn (request hash,
 context snapshot, revisions) and, later, its completion. MemoryNotes belong to one principal
-(`on_behalf_of`) on one route or one project and are never shown to another principal.
+(`on_behalf_of`) on one route or one project and are never shown to another principal. A
+RagQuery is one question an operator asked a route's knowledge, with its answer, evidence and the
+feedback it got.
 
 Rows here change only in `apps.ledger.services`.
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import Q
 
@@ -189,3 +193,44 @@ class MemoryNote(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.scope} note of {self.on_behalf_of}"
+
+
+RAG_QUESTION_MAX_CHARS = 2000
+RAG_CONVERSATION_ID_MAX_CHARS = 255
+RAG_NOTE_MAX_CHARS = 2000
+
+
+class RagQuery(BaseModel):
+    """One question answered from a route's knowledge: what was asked, what was answered from
+    which evidence, how sure and how fast, and what the operator said about it afterwards."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="rag_queries")
+    route = models.ForeignKey(Route, on_delete=models.CASCADE, related_name="rag_queries")
+    asked_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                 related_name="+")
+    conversation_id = models.CharField(max_length=RAG_CONVERSATION_ID_MAX_CHARS, blank=True)
+    question = models.TextField(validators=[MaxLengthValidator(RAG_QUESTION_MAX_CHARS)])
+    answer = models.TextField(blank=True)
+    evidence = models.JSONField(default=list, blank=True)
+    confidence = models.FloatField(default=0.0)
+    grounded = models.BooleanField(default=False)
+    useful = models.BooleanField(default=False)
+    missing_points = models.JSONField(default=list, blank=True)
+    error_code = models.CharField(max_length=40, blank=True, db_index=True)
+    error_message = models.CharField(max_length=500, blank=True)
+    interaction_mode = models.CharField(max_length=32, default="knowledge")
+    generator = models.CharField(max_length=64, blank=True)
+    trace = models.JSONField(default=list, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    helpful = models.BooleanField(null=True, blank=True)
+    feedback_note = models.TextField(blank=True, validators=[MaxLengthValidator(RAG_NOTE_MAX_CHARS)])
+    feedback_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["route", "-created_at"], name="ledger_ragquery_route_idx")]
+        verbose_name = "RAG query"
+        verbose_name_plural = "RAG queries"
+
+    def __str__(self) -> str:
+        return self.question[:80]

@@ -1,0 +1,115 @@
+"""The RAG answers API under /api/v1/routes/{route_key}/rag/: ask, list, feedback, report.
+
+Operators by session or operator token; asking and feedback need `knowledge:query`, the reads
+any knowledge scope. Routes are found only in the operator's projects (selectors)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from rest_framework.response import Response
+
+from apps.answers import selectors, services
+from apps.answers.api.serializers import RagFeedbackIn, RagQueryIn, rag_query_out
+from apps.answers.errors import RagFeedbackInvalid, RagQueryInvalid, RagQueryNotFound
+from apps.core.errors import InvalidRequest
+from apps.core.exceptions import validation_extra, validation_message
+from apps.ledger.rag import rag_query_feedback
+from apps.projects.builder import BuilderApi
+from apps.projects.models import OperatorToken
+
+SCOPE_QUERY = OperatorToken.Scope.KNOWLEDGE_QUERY
+LIST_LIMIT_MAX = 200
+OFFSET_MAX = 10**9
+_DIGITS = re.compile(r"[0-9]{1,10}")
+FEEDBACK_FILTERS = ("helpful", "unhelpful", "none", "any")
+
+
+def _query_error(name: str, message: str) -> InvalidRequest:
+    return InvalidRequest(f"{name}: {message}", fields={name: [message]})
+
+
+def _number(request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+        raise _query_error(name, f"An integer from {low} to {high} is required.")
+    return int(raw)
+
+
+def _route(request, route_key: str):
+    raw = request.query_params.get("project_id")
+    project_id = None
+    if raw:
+        try:
+            project_id = str(uuid.UUID(raw))
+        except ValueError:
+            raise _query_error("project_id", "A project UUID is required.") from None
+    return selectors.route_get_for_operator(user=request.user, route_key=route_key, project_id=project_id)
+
+
+def _validated(serializer_class, data, error_class) -> dict:
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        extra = validation_extra(serializer.errors)
+        raise error_class(validation_message(extra["fields"]), **extra)
+    return serializer.validated_data
+
+
+class RagQueryApi(BuilderApi):
+    """Answer a question from the route's knowledge with cited evidence; always recorded when the
+    database allows (`query_id` is null when the record could not be written)."""
+
+    required_scope = SCOPE_QUERY
+    invalid_error = RagQueryInvalid
+
+    def post(self, request, route_key):
+        route = _route(request, route_key)
+        data = _validated(RagQueryIn, request.data, RagQueryInvalid)
+        answer = services.rag_query_answer(route=route, question=data["question"],
+                                           conversation_id=data["conversation_id"] or "", user=request.user)
+        return Response(answer.to_public())
+
+
+class RagQueryListApi(BuilderApi):
+    def get(self, request, route_key):
+        route = _route(request, route_key)
+        offset = _number(request, "offset", 0, 0, OFFSET_MAX)
+        limit = _number(request, "limit", 50, 1, LIST_LIMIT_MAX)
+        feedback = request.query_params.get("feedback") or None
+        if feedback is not None and feedback not in FEEDBACK_FILTERS:
+            raise _query_error("feedback", "One of " + ", ".join(FEEDBACK_FILTERS) + " is required.")
+        grounded_raw = request.query_params.get("grounded") or None
+        if grounded_raw is not None and grounded_raw not in ("true", "false"):
+            raise _query_error("grounded", "true or false is required.")
+        grounded = None if grounded_raw is None else grounded_raw == "true"
+        queryset = selectors.rag_query_list(route=route, feedback=feedback, grounded=grounded)
+        total = queryset.count()
+        rows = queryset[offset:offset + limit]
+        return Response({"data": [rag_query_out(row) for row in rows],
+                         "meta": {"total": total, "offset": offset, "limit": limit}})
+
+
+class RagFeedbackApi(BuilderApi):
+    required_scope = SCOPE_QUERY
+    invalid_error = RagFeedbackInvalid
+
+    def post(self, request, route_key, query_id):
+        route = _route(request, route_key)
+        try:
+            query_uuid = uuid.UUID(str(query_id))
+        except ValueError:
+            raise RagQueryNotFound() from None
+        query = selectors.rag_query_get(route=route, query_id=query_uuid)
+        data = _validated(RagFeedbackIn, request.data, RagFeedbackInvalid)
+        query = rag_query_feedback(query=query, helpful=data["helpful"], note=data["note"] or "")
+        return Response({"data": rag_query_out(query)})
+
+
+class RagReportApi(BuilderApi):
+    def get(self, request, route_key):
+        route = _route(request, route_key)
+        days = _number(request, "days", selectors.REPORT_DAYS_DEFAULT, 1, selectors.REPORT_DAYS_MAX)
+        return Response({"data": selectors.rag_report(route=route, days=days)})

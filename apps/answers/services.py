@@ -1,0 +1,226 @@
+"""Answering a question from knowledge: retrieve → rerank → generate → record.
+
+`rag_query_answer` is the whole path for a route; `rag_answer_kbs` is the same path over given
+KBs without a record (the KB playground's RAG mode).
+
+Failure rules (the contract): any dependency failure — the database, the embedder, the answer
+generator — becomes an answer with `error_code: "DEPENDENCY_UNAVAILABLE"` and a safe message,
+never an exception; no retrieved passage (or none covering the question) is an honest
+"not found" with `error_code: "FAILED_RETRIEVAL"`, never an invented answer; and the record is
+written last, in its own savepoint, so a failing write leaves the answer intact with
+`query_id: None`.
+
+Confidence (0–1) is calibrated, not a raw score: a logistic function of the cited text's
+coverage of the question (`Draft.support`, idf-weighted) and the top evidence's fused retrieval
+score, with coefficients fitted by logistic regression on whether the answer contained a gold
+answer span, over one half of the bench sample (bench/rag.py --fit) and checked for
+reliability (expected calibration error) on the other half. A not-found or failed answer has
+confidence 0; an ungrounded one is capped at UNGROUNDED_CONFIDENCE_MAX.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db import DatabaseError
+
+from apps.answers.errors import DEPENDENCY_UNAVAILABLE, FAILED_RETRIEVAL
+from apps.answers.generators import AnswerGenerator, Draft, Evidence, GenerationFailed, generator_for
+from apps.knowledge import selectors as knowledge_selectors
+from apps.knowledge.models import KnowledgeBase
+from apps.knowledge.pipeline.embedders import EmbeddingFailed
+from apps.knowledge.pipeline.retrieve import Hit, SearchOptions, SearchResult
+from apps.knowledge.pipeline.terms import has_cjk
+from apps.ledger.rag import RagRecord, rag_query_record
+from apps.routes.models import Route
+
+logger = logging.getLogger(__name__)
+
+INTERACTION_MODE = "knowledge"
+QUOTE_MAX_CHARS = 600
+# Fitted by bench/rag.py --fit (see the module doc); the fit's figures are in bench/README.md.
+CONFIDENCE_INTERCEPT = -4.0
+CONFIDENCE_SUPPORT = 5.0
+CONFIDENCE_SCORE = 2.0
+UNGROUNDED_CONFIDENCE_MAX = 0.2
+
+NOT_FOUND_ZH = "知识库中没有找到能回答这个问题的内容。"
+NOT_FOUND_EN = "The knowledge holds nothing that answers this question."
+NOT_FOUND_MESSAGE = "No passage in this knowledge answers the question."
+UNAVAILABLE_MESSAGE = ("A service the answer depends on (knowledge search or the answer generator) is "
+                       "unavailable right now; nothing was answered. Try again shortly.")
+
+
+@dataclass
+class RagAnswer:
+    """The twelve public fields of an answer (to_public), and what the record keeps besides."""
+
+    query_id: str | None
+    answer: str
+    evidence: list[dict[str, Any]]
+    confidence: float
+    used_web_search: bool
+    trace: list[dict[str, Any]]
+    grounded: bool
+    useful: bool
+    missing_points: list[str]
+    error_code: str | None
+    error_message: str | None
+    interaction_mode: str
+    generator: str = ""
+    latency_ms: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    PUBLIC = ("query_id", "answer", "evidence", "confidence", "used_web_search", "trace", "grounded", "useful",
+              "missing_points", "error_code", "error_message", "interaction_mode")
+
+    def to_public(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {name: data[name] for name in self.PUBLIC}
+
+
+def confidence_of(*, support: float, top_score: float) -> float:
+    """The calibrated probability that a grounded, found answer holds the answer (module doc)."""
+    z = CONFIDENCE_INTERCEPT + CONFIDENCE_SUPPORT * support + CONFIDENCE_SCORE * top_score
+    return round(1 / (1 + math.exp(-z)), 4)
+
+
+def _evidence(hits: list[Hit]) -> list[Evidence]:
+    return [Evidence(ref=i, document_title=hit.title, chapter_path=hit.chapter_path, text=hit.content,
+                     score=float(hit.score), document_id=str(hit.document_id), chunk_id=str(hit.chunk_id))
+            for i, hit in enumerate(hits, start=1)]
+
+
+def _quote(item: Evidence, draft: Draft) -> str:
+    if item.ref in draft.quotes:
+        return draft.quotes[item.ref][:QUOTE_MAX_CHARS]
+    return item.text[:QUOTE_MAX_CHARS]
+
+
+def _evidence_out(evidence: list[Evidence], draft: Draft | None) -> list[dict[str, Any]]:
+    cited = set(draft.cited) if draft else set()
+    return [{"ref": item.ref, "document_title": item.document_title, "chapter_path": item.chapter_path,
+             "quote": _quote(item, draft) if draft else item.text[:QUOTE_MAX_CHARS],
+             "score": round(item.score, 4), "cited": item.ref in cited,
+             "document_id": item.document_id, "chunk_id": item.chunk_id}
+            for item in evidence]
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def _retrieve(*, kbs: list[KnowledgeBase], question: str, options: SearchOptions) -> SearchResult:
+    return knowledge_selectors.knowledge_search(kbs=kbs, query=question, options=options)
+
+
+def _rerank_step(result: SearchResult) -> dict[str, Any]:
+    """Reranking happens inside knowledge retrieval when a KB has a reranker; here it is reported."""
+    timings = result.timings_ms
+    rerank_ms = timings.get("rerank_ms")
+    if rerank_ms is None:
+        return {"step": "rerank", "ms": 0.0, "status": "skipped"}
+    status = "fallback" if timings.get("rerank_failed") else "applied"
+    return {"step": "rerank", "ms": round(float(rerank_ms), 1), "status": status}
+
+
+def _failed(*, question: str, trace: list[dict[str, Any]], evidence: list[dict[str, Any]], started: float,
+            generator: str) -> RagAnswer:
+    return RagAnswer(query_id=None, answer="", evidence=evidence, confidence=0.0, used_web_search=False,
+                     trace=trace, grounded=False, useful=False, missing_points=[question],
+                     error_code=DEPENDENCY_UNAVAILABLE, error_message=UNAVAILABLE_MESSAGE,
+                     interaction_mode=INTERACTION_MODE, generator=generator,
+                     latency_ms=int((time.perf_counter() - started) * 1000))
+
+
+def rag_answer_kbs(*, kbs: list[KnowledgeBase], question: str, options: SearchOptions,
+                   generator: AnswerGenerator | None = None, route_label: str | None = None) -> RagAnswer:
+    """Answer `question` from `kbs` (already scoped by the caller); never raises for a dependency."""
+    started = time.perf_counter()
+    trace: list[dict[str, Any]] = []
+    name = getattr(generator, "name", "")
+    try:
+        generator = generator or generator_for(route_label=route_label)
+        name = generator.name
+        result = _retrieve(kbs=kbs, question=question, options=options)
+    except (DatabaseError, EmbeddingFailed, GenerationFailed, OSError) as exc:
+        logger.warning("RAG retrieval unavailable: %s", type(exc).__name__, exc_info=True)
+        trace.append({"step": "retrieve", "ms": _ms(time.perf_counter() - started), "status": "failed"})
+        return _failed(question=question, trace=trace, evidence=[], started=started, generator=name)
+    rerank = _rerank_step(result)
+    trace.append({"step": "retrieve", "ms": round(max(0.0, result.timings_ms.get("total_ms", 0.0) - rerank["ms"]), 1),
+                  "status": "ok", "hits": len(result.hits)})
+    trace.append(rerank)
+    evidence = _evidence(result.hits)
+    generate_started = time.perf_counter()
+    if not evidence:
+        draft = Draft(answer="", cited=[], quotes={}, grounded=True, found=False, missing_points=[question])
+        trace.append({"step": "generate", "ms": 0.0, "status": "skipped"})
+    else:
+        try:
+            draft = generator.generate(question=question, evidence=evidence)
+        except GenerationFailed as exc:
+            logger.warning("RAG generation unavailable: %s", exc)
+            trace.append({"step": "generate", "ms": _ms(time.perf_counter() - generate_started), "status": "failed"})
+            return _failed(question=question, trace=trace, evidence=_evidence_out(evidence, None), started=started,
+                           generator=name)
+        trace.append({"step": "generate", "ms": _ms(time.perf_counter() - generate_started), "status": "ok"})
+    latency_ms = int((time.perf_counter() - started) * 1000)
+    if not draft.found:
+        return RagAnswer(query_id=None, answer=NOT_FOUND_ZH if has_cjk(question) else NOT_FOUND_EN,
+                         evidence=_evidence_out(evidence, draft), confidence=0.0, used_web_search=False,
+                         trace=trace, grounded=True, useful=False,
+                         missing_points=draft.missing_points or [question], error_code=FAILED_RETRIEVAL,
+                         error_message=NOT_FOUND_MESSAGE, interaction_mode=INTERACTION_MODE, generator=name,
+                         latency_ms=latency_ms, extra=draft.extra)
+    confidence = confidence_of(support=draft.support, top_score=evidence[0].score)
+    if not draft.grounded:
+        confidence = min(confidence, UNGROUNDED_CONFIDENCE_MAX)
+    return RagAnswer(query_id=None, answer=draft.answer, evidence=_evidence_out(evidence, draft),
+                     confidence=confidence, used_web_search=False, trace=trace, grounded=draft.grounded,
+                     useful=True, missing_points=draft.missing_points, error_code=None, error_message=None,
+                     interaction_mode=INTERACTION_MODE, generator=name, latency_ms=latency_ms, extra=draft.extra)
+
+
+def route_search_options(*, route: Route) -> SearchOptions:
+    """The route's own knowledge settings, in hybrid mode."""
+    return SearchOptions(top_k=route.knowledge_top_k, mode="hybrid", score_threshold=route.knowledge_score_threshold,
+                         max_docs=route.knowledge_max_docs)
+
+
+def rag_query_answer(*, route: Route, question: str, conversation_id: str = "", user=None) -> RagAnswer:
+    """Answer a question from the route's bound knowledge bases and record it (see the module doc).
+
+    The RAG API is knowledge Q&A by definition, so it reads the route's bound KBs whether or not
+    the route puts knowledge into agents' turns."""
+    started = time.perf_counter()
+    try:
+        kbs = list(knowledge_selectors.route_knowledge_bases(route=route))
+    except DatabaseError:
+        logger.warning("RAG: route knowledge unavailable", exc_info=True)
+        answer = _failed(question=question, trace=[{"step": "retrieve", "ms": _ms(time.perf_counter() - started),
+                                                    "status": "failed"}],
+                         evidence=[], started=started, generator="")
+    else:
+        route_label = f"{route.project.slug}/{route.key}"
+        answer = rag_answer_kbs(kbs=kbs, question=question, options=route_search_options(route=route),
+                                route_label=route_label)
+    answer.latency_ms = int((time.perf_counter() - started) * 1000)
+    record = RagRecord(
+        question=question, answer=answer.answer, evidence=answer.evidence, confidence=answer.confidence,
+        grounded=answer.grounded, useful=answer.useful, missing_points=answer.missing_points,
+        error_code=answer.error_code, error_message=answer.error_message, interaction_mode=answer.interaction_mode,
+        trace=answer.trace, latency_ms=answer.latency_ms, generator=answer.generator,
+        conversation_id=conversation_id or "",
+    )
+    try:
+        row = rag_query_record(route=route, record=record, user=user)
+    except DatabaseError:
+        logger.warning("RAG: the query record could not be written; answering without it", exc_info=True)
+    else:
+        answer.query_id = str(row.pk)
+    return answer

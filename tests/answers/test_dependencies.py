@@ -1,0 +1,31 @@
+import pytest
+
+from apps.knowledge import ingest, services
+from apps.knowledge.models import EmbeddingModel
+from apps.ledger.models import RagQuery
+from tests.answers.conftest import rag_url
+from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
+from tests.knowledge.helpers import EmbeddingsEndpoint, upload
+from tests.routes.factories import RouteFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_embedder_failure_is_dependency_unavailable(client, owner):
+    with EmbeddingsEndpoint(dimension=32) as endpoint:
+        model = EmbeddingModelFactory(provider=EmbeddingModel.Provider.OPENAI, dimension=32,
+                                      options={"base_url": endpoint.url, "max_retries": 0})
+        kb = KnowledgeBaseFactory(project=owner.project, embedding_model=model)
+        [document] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
+        assert ingest.document_ingest(document_id=document.pk) == "completed"
+        route = RouteFactory(project=owner.project, key="remote-embeddings")
+        route.knowledge_bindings.create(knowledge_base=kb)
+        endpoint.statuses = [500] * 5
+        response = client.post(rag_url(route.key), {"question": "一个从未嵌入过的问题：退款多久？"}, format="json")
+    body = response.json()
+    assert response.status_code == 200
+    assert body["error_code"] == "DEPENDENCY_UNAVAILABLE"
+    assert body["answer"] == ""
+    assert endpoint.url not in body["error_message"] and "127.0.0.1" not in body["error_message"]
+    assert body["trace"] == [{"step": "retrieve", "ms": body["trace"][0]["ms"], "status": "failed"}]
+    assert RagQuery.objects.get(pk=body["query_id"]).error_code == "DEPENDENCY_UNAVAILABLE"

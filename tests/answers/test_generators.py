@@ -1,0 +1,162 @@
+import pytest
+
+from apps.answers.generators.base import Evidence, GenerationFailed
+from apps.answers.generators.extractive import ExtractiveGenerator
+from apps.answers.generators.openai_compatible import OpenAICompatibleGenerator
+from apps.ledger.models import RagQuery
+from tests.answers.conftest import rag_url
+from tests.answers.helpers import ChatServer, Reply, reply_json
+
+EVIDENCE = [
+    Evidence(ref=1, document_title="policy.md", chapter_path="退款 / 质量问题",
+             text="质量问题的商品可以在三十天内退款。运费由门店承担。", score=0.9),
+    Evidence(ref=2, document_title="policy.md", chapter_path="换货", text="换货不收取费用。", score=0.5),
+]
+
+
+def _generator(server: ChatServer, **options) -> OpenAICompatibleGenerator:
+    return OpenAICompatibleGenerator(base_url=server.url, model="tiny-chat", api_key="sk-test",
+                                     **{"timeout_seconds": 2.0, "max_retries": 0, **options})
+
+
+def test_extractive_quotes_one_short_sentence():
+    draft = ExtractiveGenerator().generate(question="运费谁承担？", evidence=EVIDENCE)
+    assert draft.answer == "运费由门店承担。[1]"
+    assert (draft.cited, draft.grounded, draft.found) == ([1], True, True)
+
+
+def test_extractive_refuses_when_nothing_covers_the_question():
+    draft = ExtractiveGenerator().generate(question="木星有几颗卫星？", evidence=EVIDENCE)
+    assert (draft.found, draft.answer, draft.cited) == (False, "", [])
+
+
+def test_extractive_cuts_a_long_sentence_to_its_best_clauses():
+    filler = "，".join(f"第{i}条说明了无关的流程细节和很多背景内容" for i in range(12))
+    long_text = filler + "，退款在三个工作日内原路退回。"
+    draft = ExtractiveGenerator().generate(question="退款多久原路退回？", evidence=[
+        Evidence(ref=1, document_title="a.md", chapter_path=None, text=long_text, score=0.8)])
+    assert "三个工作日内原路退回" in draft.answer
+    assert len(draft.answer) <= 130
+
+
+def test_openai_compatible_cited_answer_is_grounded():
+    with ChatServer([reply_json("质量问题的商品可以在三十天内退款。[1]", [1])]) as server:
+        draft = _generator(server).generate(question="质量问题多久可以退款？", evidence=EVIDENCE)
+    assert (draft.answer, draft.cited, draft.grounded, draft.missing_points) == (
+        "质量问题的商品可以在三十天内退款。[1]", [1], True, [])
+    assert draft.quotes == {1: "质量问题的商品可以在三十天内退款。"}
+
+
+def test_openai_compatible_sends_numbered_evidence_and_the_key():
+    with ChatServer([reply_json("换货不收取费用。[2]", [2])]) as server:
+        _generator(server).generate(question="换货收费吗？", evidence=EVIDENCE)
+    [request] = server.requests
+    assert request["path"] == "/v1/chat/completions"
+    assert request["authorization"] == "Bearer sk-test"
+    assert request["body"]["model"] == "tiny-chat"
+    prompt = request["body"]["messages"][1]["content"]
+    assert "[1] (policy.md / 退款 / 质量问题) 质量问题的商品可以在三十天内退款。" in prompt
+    assert "[2] (policy.md / 换货) 换货不收取费用。" in prompt
+    assert prompt.endswith("Question: 换货收费吗？")
+
+
+def test_citation_outside_the_evidence_is_ungrounded():
+    with ChatServer([reply_json("质量问题的商品可以在三十天内退款。[7]", [7])]) as server:
+        draft = _generator(server).generate(question="质量问题多久可以退款？", evidence=EVIDENCE)
+    assert draft.grounded is False
+    assert "Citation [7] names no evidence." in draft.missing_points
+    assert draft.cited == []
+
+
+def test_sentence_without_support_is_ungrounded():
+    reply = reply_json("质量问题的商品可以在三十天内退款。[1] 会员还能获得双倍积分奖励。[1]", [1])
+    with ChatServer([reply]) as server:
+        draft = _generator(server).generate(question="质量问题多久可以退款？", evidence=EVIDENCE)
+    assert draft.grounded is False
+    assert draft.missing_points == ["Not supported by the evidence: 会员还能获得双倍积分奖励。"]
+
+
+def test_transient_failure_is_retried_within_the_bound():
+    with ChatServer([Reply(status=503), reply_json("换货不收取费用。[2]", [2])]) as server:
+        draft = _generator(server, max_retries=1).generate(question="换货收费吗？", evidence=EVIDENCE)
+    assert draft.answer == "换货不收取费用。[2]"
+    assert len(server.requests) == 2
+
+
+def test_retries_stop_at_the_bound():
+    server = ChatServer([Reply(status=503), Reply(status=503), Reply(status=503)])
+    with server, pytest.raises(GenerationFailed):
+        _generator(server, max_retries=1).generate(question="换货收费吗？", evidence=EVIDENCE)
+    assert len(server.requests) == 2
+
+
+def test_reply_that_is_not_json_fails():
+    with ChatServer([Reply(content="Sure! Refunds take 30 days.")]) as server, pytest.raises(GenerationFailed):
+        _generator(server).generate(question="退款？", evidence=EVIDENCE)
+
+
+@pytest.fixture
+def llm_settings(settings):
+    def configure(server: ChatServer, **extra):
+        settings.RAG_GENERATOR = "openai_compatible"
+        settings.RAG_LLM_BASE_URL = server.url
+        settings.RAG_LLM_MODEL = "tiny-chat"
+        settings.RAG_LLM_API_KEY = "sk-secret-key"
+        settings.RAG_LLM_TIMEOUT_SECONDS = extra.get("timeout", 2.0)
+        settings.RAG_LLM_MAX_RETRIES = extra.get("retries", 0)
+
+    return configure
+
+
+@pytest.mark.django_db
+def test_api_bad_citation_answers_ungrounded_with_missing_points(client, route, llm_settings):
+    with ChatServer([reply_json("质量问题的商品可以在三十天内退款。[9]", [9])]) as server:
+        llm_settings(server)
+        body = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json").json()
+    assert (body["grounded"], body["useful"], body["error_code"]) == (False, True, None)
+    assert body["missing_points"] == ["Citation [9] names no evidence."]
+    assert body["confidence"] <= 0.2
+    assert RagQuery.objects.get(pk=body["query_id"]).grounded is False
+
+
+@pytest.mark.django_db
+def test_api_generator_timeout_is_dependency_unavailable(client, route, llm_settings):
+    with ChatServer([Reply(delay=1.5, content="{}")]) as server:
+        llm_settings(server, timeout=0.3)
+        response = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json")
+    body = response.json()
+    assert response.status_code == 200
+    assert body["error_code"] == "DEPENDENCY_UNAVAILABLE"
+    assert (body["answer"], body["useful"], body["grounded"], body["confidence"]) == ("", False, False, 0.0)
+    assert "127.0.0.1" not in body["error_message"] and "sk-secret-key" not in body["error_message"]
+    assert body["trace"][-1] == {"step": "generate", "ms": body["trace"][-1]["ms"], "status": "failed"}
+    assert RagQuery.objects.get(pk=body["query_id"]).error_code == "DEPENDENCY_UNAVAILABLE"
+
+
+@pytest.mark.django_db
+def test_api_unreachable_generator_is_dependency_unavailable(client, route, settings):
+    settings.RAG_GENERATOR = "openai_compatible"
+    settings.RAG_LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.RAG_LLM_MODEL = "tiny-chat"
+    settings.RAG_LLM_MAX_RETRIES = 0
+    body = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json").json()
+    assert body["error_code"] == "DEPENDENCY_UNAVAILABLE"
+    assert "127.0.0.1" not in body["error_message"]
+
+
+@pytest.mark.django_db
+def test_api_misconfigured_generator_is_dependency_unavailable(client, route, settings):
+    settings.RAG_GENERATOR = "openai_compatible"
+    settings.RAG_LLM_BASE_URL = ""
+    body = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json").json()
+    assert body["error_code"] == "DEPENDENCY_UNAVAILABLE"
+
+
+@pytest.mark.django_db
+def test_api_route_override_picks_the_generator(client, route, settings):
+    with ChatServer([reply_json("换货不收取费用。[1]", [1])]) as server:
+        settings.RAG_ROUTE_GENERATORS = {f"{route.project.slug}/{route.key}": {
+            "name": "openai_compatible", "base_url": server.url, "model": "route-model"}}
+        body = client.post(rag_url(route.key), {"question": "换货收费吗？"}, format="json").json()
+    assert body["answer"] == "换货不收取费用。[1]"
+    assert server.requests[0]["body"]["model"] == "route-model"
