@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml clients/mcp/pyproject.toml | sha256sum | cut -c1-12)
 EMBEDDED := $(PY) -m bailinghub.embedded exec --
 export DEBUG ?= true
 export OMP_NUM_THREADS ?= 1
@@ -11,9 +11,10 @@ export OMP_NUM_THREADS ?= 1
 
 install: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml clients/mcp/pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e clients/mcp
 	rm -f $(VENV)/.installed-* && touch $@
 
 run: install

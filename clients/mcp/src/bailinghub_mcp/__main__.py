@@ -1,0 +1,3 @@
+from bailinghub_mcp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""The MCP side: a low-level `mcp` Server whose tools are the bridge's, over stdio (the default,
+one MCP session per process) or Streamable HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from bailinghub_mcp import __version__, wire
+from bailinghub_mcp.auth import HubSession, SessionExpired
+from bailinghub_mcp.bridge import BUILTIN_TOOLS, Bridge, BridgeError, Outcome, hub_failure
+
+log = logging.getLogger("bailinghub_mcp")
+
+ALL_DEFINITION_KEYS = ("risk", "approval_required", "readonly", "idempotent", "scope")
+
+
+def _mcp_tool(name: str, description: str, schema: dict[str, Any], *, read_only: bool,
+              idempotent: bool | None = None) -> types.Tool:
+    return types.Tool(name=name, description=description, input_schema=schema,
+                      annotations=types.ToolAnnotations(read_only_hint=read_only, destructive_hint=not read_only,
+                                                        idempotent_hint=idempotent, open_world_hint=not read_only))
+
+
+def builtin_tools() -> list[types.Tool]:
+    return [_mcp_tool(name, spec["description"], spec["input_schema"], read_only=spec["read_only"])
+            for name, spec in BUILTIN_TOOLS.items()]
+
+
+def governed_tool(definition: dict[str, Any]) -> types.Tool:
+    """A workspace tool as an MCP tool: its own input schema; its governance in the description."""
+    facts = ", ".join(f"{key}: {definition.get(key)}" for key in ALL_DEFINITION_KEYS if key in definition)
+    description = f"{definition.get('description') or ''}\n[BailingHub governed tool; {facts}]".strip()
+    return _mcp_tool(definition["name"], description, definition["input_schema"],
+                     read_only=bool(definition.get("readonly")), idempotent=bool(definition.get("idempotent")))
+
+
+def _result(outcome: Outcome) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
+                                structured_content=outcome.data or None, is_error=outcome.is_error)
+
+
+def build_server(bridge: Bridge) -> Server[Bridge]:
+    @asynccontextmanager
+    async def lifespan(_: Server[Bridge]) -> AsyncIterator[Bridge]:
+        try:
+            yield bridge
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await anyio.to_thread.run_sync(bridge.complete)
+                except Exception as exc:  # shutting down: say it, do not mask the exit
+                    log.warning("could not complete the session's run: %s", exc)
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        tools = builtin_tools()
+        try:
+            governed = await anyio.to_thread.run_sync(bridge.governed_tools)
+        except (wire.HubError, wire.WireError, SessionExpired) as exc:
+            log.warning("workspace tools unavailable: %s", exc)
+            governed = []
+        tools.extend(governed_tool(definition) for definition in governed)
+        bridge.tools_changed = False
+        return types.ListToolsResult(tools=tools)
+
+    handlers = {
+        "knowledge_search": bridge.knowledge_search,
+        "knowledge_read": bridge.knowledge_read,
+        "capability_search": bridge.capability_search,
+        "resume_invocation": bridge.resume,
+        "inspect_invocation": bridge.inspect,
+    }
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments = dict(params.arguments or {})
+        handler = handlers.get(params.name)
+        try:
+            if handler is not None:
+                outcome = await anyio.to_thread.run_sync(handler, arguments)
+            else:
+                outcome = await anyio.to_thread.run_sync(bridge.invoke, params.name, arguments)
+        except (wire.HubError, wire.WireError, SessionExpired, BridgeError) as exc:
+            outcome = hub_failure(exc)
+        if bridge.tools_changed:
+            try:
+                await ctx.session.send_tool_list_changed()
+            except Exception as exc:  # a host that cannot hear it re-lists on its own
+                log.debug("tool list change not notified: %s", exc)
+        return _result(outcome)
+
+    return Server("bailinghub-mcp", version=__version__, title="BailingHub",
+                  instructions=bridge.instructions(), lifespan=lifespan,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def serve_stdio(bridge: Bridge) -> None:
+    server = build_server(bridge)
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+def serve_http(bridge: Bridge, *, port: int) -> None:
+    """Streamable HTTP on 127.0.0.1 only (DNS-rebinding protection on): the tokens behind it are
+    the user's, so the port is never offered to the network. One run for the whole process."""
+    import uvicorn
+
+    server = build_server(bridge)
+    app = server.streamable_http_app(host="127.0.0.1")  # its lifespan enters the server's: the run completes
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def open_bridge(session: HubSession) -> Bridge:
+    """The bridge, with the workspace's profile read once for the server's instructions (a hub
+    that cannot be reached now is tried again on the first tool list)."""
+    bridge = Bridge(session)
+    try:
+        bridge.refresh_profile()
+    except (wire.HubError, wire.WireError) as exc:
+        log.warning("workspace profile not read at start: %s", exc)
+    return bridge
+
+
+__all__ = ["BridgeError", "build_server", "open_bridge", "serve_http", "serve_stdio"]

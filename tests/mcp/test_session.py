@@ -1,0 +1,95 @@
+"""An MCP session end to end: the SDK's stdio client launches `bailinghub-mcp serve`, signed in
+by the scripted login, against the live hub."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from apps.ledger.models import Message, Run
+from tests.knowledge.helpers import wait_for
+from tests.mcp.mcp_client import mcp_session, text_of
+from tests.runtime.knowledge_helpers import REFUND
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BUILTINS = {"knowledge_search", "knowledge_read", "capability_search", "resume_invocation", "inspect_invocation"}
+DEMO_TOOLS = {"lookup_product", "get_order_status", "adjust_stock", "issue_refund", "add_customer_note"}
+
+
+def test_the_tool_list_is_the_bridge_tools_and_the_workspace_tools_with_their_schemas(signed_in):
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            return (await client.list_tools()).tools
+
+    tools = {tool.name: tool for tool in anyio.run(scenario)}
+
+    assert set(tools) == BUILTINS | DEMO_TOOLS
+    lookup, refund = tools["lookup_product"], tools["issue_refund"]
+    assert lookup.input_schema["type"] == "object" and "query" in lookup.input_schema["properties"]
+    assert set(refund.input_schema["required"]) >= {"order_id", "amount"}
+    assert (lookup.annotations.read_only_hint, refund.annotations.read_only_hint) == (True, False)
+    assert "approval_required: True" in refund.description and "risk: high" in refund.description
+
+
+def test_knowledge_search_gives_hints_and_knowledge_read_gives_the_text_behind_a_ref(signed_in):
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            found = await client.call_tool("knowledge_search", {"query": "退款政策 七天", "limit": 2})
+            ref = found.structured_content["hints"][0]["ref"]
+            page = await client.call_tool("knowledge_read", {"ref": ref})
+            return found, page
+
+    found, page = anyio.run(scenario)
+
+    assert found.is_error is False
+    assert found.structured_content["schema_version"] == "bailing.agent-knowledge-search.v1"
+    assert found.structured_content["status"] == "ok"
+    assert found.structured_content["hints"][0]["title"] == "退款.md"
+    assert "knowledge_read" in text_of(found)
+    assert page.is_error is False
+    assert page.structured_content["schema_version"] == "bailing.agent-knowledge-read.v1"
+    assert REFUND[:20] in page.structured_content["content"] and REFUND[:20] in text_of(page)
+    assert page.structured_content["trust"] == "reference_only"
+
+
+def test_a_bad_ref_is_shown_to_the_model_as_the_hubs_error(signed_in):
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            return await client.call_tool("knowledge_read", {"ref": "not-a-ref"})
+
+    result = anyio.run(scenario)
+
+    assert result.is_error is True
+    assert result.structured_content == {"error": "knowledge_reference_invalid", "status": 400,
+                                         "message": result.structured_content["message"]}
+
+
+def test_capability_search_returns_matching_workspace_tools(signed_in):
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            return await client.call_tool("capability_search", {"query": "refund an order to the customer"})
+
+    result = anyio.run(scenario)
+
+    names = [tool["name"] for tool in result.structured_content["tools"]]
+    assert result.is_error is False
+    assert "issue_refund" in names and set(names) <= DEMO_TOOLS
+    assert "callable as tools of this server" in text_of(result)
+
+
+def test_one_mcp_session_is_one_run_completed_when_the_session_ends(signed_in):
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            await client.list_tools()
+            await client.call_tool("capability_search", {"query": "stock"})
+            await client.list_tools()
+
+    anyio.run(scenario)
+
+    run = wait_for(lambda: Run.objects.filter(state=Run.State.COMPLETED).first(), timeout=20,
+                   message="the session's run to complete")
+    assert Run.objects.count() == 1
+    assert run.route.key == "store-assistant" and run.knowledge_delivery == "on_demand"
+    reply = Message.objects.filter(conversation=run.conversation).order_by("-id").first()
+    assert reply.content == "MCP session ended."
