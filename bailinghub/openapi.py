@@ -28,6 +28,7 @@ from drf_spectacular.utils import (
 
 from apps.agent_auth import errors as auth_errors
 from apps.agent_auth.api import serializers as auth_in
+from apps.answers import errors as answer_errors
 from apps.core.errors import ApiError
 from apps.knowledge import errors as kb_errors
 from apps.ledger import errors as ledger_errors
@@ -43,7 +44,7 @@ from apps.runtime.api.serializers import (
 )
 from apps.tools import errors as tool_errors
 
-PUBLISHED_PREFIXES = ("/agent-auth/v1/", "/agent-api/v1/", "/api/v1/builder/")
+PUBLISHED_PREFIXES = ("/agent-auth/v1/", "/agent-api/v1/", "/api/v1/builder/", "/api/v1/routes/")
 # Old names kept working for existing clients; new clients learn one name per operation.
 LEGACY_ALIASES = {"/api/v1/builder/documents/{document_id}/retry"}
 
@@ -69,6 +70,7 @@ KB_VISIBLE = [kb_errors.KnowledgeBaseNotFound]
 KB_EDITABLE = [kb_errors.KnowledgeBaseNotFound, kb_errors.KnowledgeForbidden]
 DOC_VISIBLE = [kb_errors.DocumentNotFound]
 DOC_EDITABLE = [kb_errors.DocumentNotFound, kb_errors.KnowledgeForbidden]
+RAG_ROUTE = [answer_errors.RouteNotFound, answer_errors.RouteAmbiguous]
 KB_SETTINGS = [kb_errors.KnowledgeBaseInvalid, kb_errors.KnowledgeBaseNameTaken, kb_errors.EmbeddingModelNotFound,
                kb_errors.EmbeddingDimensionMismatch, kb_errors.EmbeddingModelFrozen]
 SPEC_REFUSED = [tool_errors.BuilderSpecRefused, (413, "spec_refused")]
@@ -137,6 +139,11 @@ ERRORS: dict[str, list] = {
     "apps.knowledge.api.views.DocumentReportApi": [*BUILDER, *DOC_VISIBLE],
     "apps.knowledge.api.search.KnowledgeBaseSearchApi": [
         *BUILDER, *WITH_BODY, *KB_VISIBLE, (422, "invalid_search"), runtime_errors.KnowledgeUnavailable],
+    "apps.answers.api.views.RagQueryApi": [*BUILDER, *WITH_BODY, *RAG_ROUTE, answer_errors.RagQueryInvalid],
+    "apps.answers.api.views.RagQueryListApi": [*BUILDER, *BUILDER_PAGE, *RAG_ROUTE],
+    "apps.answers.api.views.RagFeedbackApi": [*BUILDER, *WITH_BODY, *RAG_ROUTE, answer_errors.RagQueryNotFound,
+                                              answer_errors.RagFeedbackInvalid],
+    "apps.answers.api.views.RagReportApi": [*BUILDER, *BUILDER_PAGE, *RAG_ROUTE],
     "apps.tools.api.views.ToolProviderListApi": [*BUILDER, *BUILDER_PAGE],
     "apps.tools.api.views.ToolProviderCreateApi": [
         *BUILDER, *WITH_BODY, kb_errors.ProjectNotFound, tool_errors.ToolsForbidden, tool_errors.InvalidToolProvider,
@@ -182,6 +189,7 @@ STRING = {"type": "string"}
 NULLABLE_STRING = {"type": ["string", "null"]}
 INTEGER = {"type": "integer"}
 BOOLEAN = {"type": "boolean"}
+NUMBER = {"type": "number"}
 ANY_OBJECT = {"type": "object"}
 UUID = {"type": "string", "format": "uuid"}
 TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
@@ -305,6 +313,46 @@ MULTIPART_FILES = {"multipart/form-data": _object({
     "file": {"type": "string", "contentEncoding": "binary"},
 })}
 
+RAG_EVIDENCE = _object({"ref": INTEGER, "document_title": STRING, "chapter_path": NULLABLE_STRING, "quote": STRING,
+                        "score": NUMBER, "cited": BOOLEAN, "document_id": STRING, "chunk_id": STRING},
+                       required=["ref", "document_title", "chapter_path", "quote", "score"])
+RAG_TRACE_STEP = _object({"step": {"enum": ["retrieve", "rerank", "generate"]}, "ms": NUMBER, "status": STRING},
+                         required=["step", "ms"])
+RAG_ANSWER_FIELDS = {
+    "query_id": {"type": ["string", "null"], "format": "uuid",
+                 "description": "null when the record could not be written; the answer still stands."},
+    "answer": STRING,
+    "evidence": {"type": "array", "items": RAG_EVIDENCE},
+    "confidence": {"type": "number", "minimum": 0, "maximum": 1,
+                   "description": "Calibrated probability that the answer holds the answer (logistic fit)."},
+    "used_web_search": {"const": False},
+    "trace": {"type": "array", "items": RAG_TRACE_STEP},
+    "grounded": BOOLEAN,
+    "useful": BOOLEAN,
+    "missing_points": {"type": "array", "items": STRING},
+    "error_code": {"type": ["string", "null"], "enum": ["DEPENDENCY_UNAVAILABLE", "FAILED_RETRIEVAL", None],
+                   "description": "DEPENDENCY_UNAVAILABLE: the database, embedder or answer generator failed "
+                                  "(safe message, recorded); FAILED_RETRIEVAL: the knowledge holds no answer."},
+    "error_message": NULLABLE_STRING,
+    "interaction_mode": STRING,
+}
+RAG_ANSWER = _object(RAG_ANSWER_FIELDS, required=list(RAG_ANSWER_FIELDS))
+RAG_RECORD = _object({**RAG_ANSWER_FIELDS, "created_at": STRING, "question": STRING,
+                      "conversation_id": NULLABLE_STRING, "generator": STRING, "latency_ms": INTEGER,
+                      "feedback": {"type": ["object", "null"]}},
+                     required=["query_id", "created_at", "question", "answer", "grounded", "useful", "feedback"])
+RAG_RATES = {"volume": INTEGER, "feedback_count": INTEGER, "helpful_rate": {"type": ["number", "null"]},
+             "ungrounded_rate": {"type": ["number", "null"]}, "no_answer_rate": {"type": ["number", "null"]},
+             "dependency_unavailable": INTEGER, "latency_ms": ANY_OBJECT}
+RAG_REPORT = data_of(_object({
+    **RAG_RATES, "route": STRING, "days": INTEGER, "from": STRING, "to": STRING,
+    "top_unanswered": {"type": "array", "items": _object({"question": STRING, "count": INTEGER})},
+    "per_day": {"type": "array", "items": _object({"date": STRING, **RAG_RATES})}},
+    required=["volume", "helpful_rate", "ungrounded_rate", "no_answer_rate", "latency_ms", "top_unanswered",
+              "per_day"]))
+RAG_PROJECT = OpenApiParameter("project_id", str, description="The project, when the route key is in several of "
+                                                              "yours.")
+
 # View class path -> {method: extend_schema keyword arguments}.
 OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.agent_auth.api.views.AuthorizationCreateApi": {"post": {
@@ -397,6 +445,22 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.knowledge.api.views.DocumentReportApi": {"get": {"responses": {200: data_of(ANY_OBJECT)}}},
     "apps.knowledge.api.search.KnowledgeBaseSearchApi": {"post": {
         "request": "apps.knowledge.api.search.KnowledgeSearchIn", "responses": {200: SEARCH_RESULT}}},
+    "apps.answers.api.views.RagQueryApi": {"post": {
+        "request": "apps.answers.api.serializers.RagQueryIn", "parameters": [RAG_PROJECT],
+        "responses": {200: RAG_ANSWER},
+        "description": "Answer a question from the route's knowledge with cited evidence. A dependency failure "
+                       "is an answer with error_code DEPENDENCY_UNAVAILABLE, never a 5xx."}},
+    "apps.answers.api.views.RagQueryListApi": {"get": {
+        "parameters": [*PAGE, RAG_PROJECT,
+                       OpenApiParameter("feedback", str, enum=["helpful", "unhelpful", "none", "any"]),
+                       OpenApiParameter("grounded", str, enum=["true", "false"])],
+        "responses": {200: page_of(RAG_RECORD)}}},
+    "apps.answers.api.views.RagFeedbackApi": {"post": {
+        "request": "apps.answers.api.serializers.RagFeedbackIn", "parameters": [RAG_PROJECT],
+        "responses": {200: data_of(RAG_RECORD)}}},
+    "apps.answers.api.views.RagReportApi": {"get": {
+        "parameters": [RAG_PROJECT, OpenApiParameter("days", int, description="1–365; default 30.")],
+        "responses": {200: RAG_REPORT}}},
     "apps.tools.api.views.ToolProviderListApi": {"get": {
         "parameters": [*PAGE, OpenApiParameter("project_id", str)], "responses": {200: page_of(TOOL_PROVIDER)}}},
     "apps.tools.api.views.ToolProviderCreateApi": {"post": {

@@ -20,7 +20,7 @@ from apps.projects.builder import BuilderApi
 from apps.projects.models import OperatorToken
 
 SCOPE_QUERY = OperatorToken.Scope.KNOWLEDGE_QUERY
-LIST_LIMIT_MAX = 200
+LIST_LIMIT_MAX = 500
 OFFSET_MAX = 10**9
 _DIGITS = re.compile(r"[0-9]{1,10}")
 FEEDBACK_FILTERS = ("helpful", "unhelpful", "none", "any")
@@ -77,7 +77,7 @@ class RagQueryListApi(BuilderApi):
     def get(self, request, route_key):
         route = _route(request, route_key)
         offset = _number(request, "offset", 0, 0, OFFSET_MAX)
-        limit = _number(request, "limit", 50, 1, LIST_LIMIT_MAX)
+        limit = _number(request, "limit", 100, 1, LIST_LIMIT_MAX)
         feedback = request.query_params.get("feedback") or None
         if feedback is not None and feedback not in FEEDBACK_FILTERS:
             raise _query_error("feedback", "One of " + ", ".join(FEEDBACK_FILTERS) + " is required.")
