@@ -43,7 +43,7 @@ from apps.ledger.services import conversation_lock, run_freeze, run_open
 from apps.routes.models import Route
 from apps.routes.selectors import route_governance, route_instructions, route_profile
 from apps.runtime.errors import KnowledgeUnavailable
-from apps.runtime.knowledge import PreparedDelivery, knowledge_delivery_prepare
+from apps.runtime.knowledge import PreparedDelivery, chapter_path_out, knowledge_delivery_prepare
 from apps.runtime.selectors import route_knowledge_source_count
 from apps.tools.catalog import active_tools
 from apps.tools.ranking import query_clean
@@ -234,8 +234,8 @@ def knowledge_query(*, request: TurnRequest, route: Route) -> str:
 
 
 def _knowledge_inline(*, route: Route, request: TurnRequest) -> InlineKnowledge:
-    """`context.knowledge` (`ref`, `title`, `content`) and `knowledge_refs` (`ref`, `doc_id`,
-    `title`, `score`) for an inline turn: the route's hits (its top_k, max_docs and threshold,
+    """`context.knowledge` (`ref`, `title`, `chapter_path`, `content`) and `knowledge_refs` (`ref`,
+    `doc_id`, `title`, `chapter_path`, `score`) for an inline turn: the route's hits (its top_k, max_docs and threshold,
     applied by the retrieval selector), best first, whole while they fit KNOWLEDGE_MAX_BYTES;
     the first one that does not fit is cut when at least KNOWLEDGE_ENTRY_MIN_BYTES remain, and
     the rest are left out. `ref` is the hit's ordinal in this turn: `knowledge:1`, `knowledge:2`…"""
@@ -250,7 +250,8 @@ def _knowledge_inline(*, route: Route, request: TurnRequest) -> InlineKnowledge:
     remaining = KNOWLEDGE_MAX_BYTES
     for hit in hits:
         ref = f"knowledge:{len(out.entries) + 1}"
-        entry = {"ref": ref, "title": hit.title, "content": hit.content}
+        entry = {"ref": ref, "title": hit.title, "chapter_path": chapter_path_out(hit.chapter_path),
+                 "content": hit.content}
         size = _bytes(entry) + 1
         if size > remaining:
             room = remaining - (size - _bytes(hit.content))
@@ -261,7 +262,8 @@ def _knowledge_inline(*, route: Route, request: TurnRequest) -> InlineKnowledge:
             size = _bytes(entry) + 1
         remaining -= size
         out.entries.append(entry)
-        out.refs.append({"ref": ref, "doc_id": str(hit.document_id), "title": hit.title, "score": hit.score})
+        out.refs.append({"ref": ref, "doc_id": str(hit.document_id), "title": hit.title,
+                         "chapter_path": entry["chapter_path"], "score": hit.score})
     out.stats["knowledge_included"] = len(out.entries)
     return out
 

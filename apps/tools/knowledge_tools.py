@@ -30,6 +30,35 @@ _SEARCH_DEFINITION: dict[str, Any] = {
         "required": ["query"],
         "additionalProperties": False,
     },
+    # What the tool answers (apps.runtime.knowledge.tool.kb_search_run), within 16 KiB.
+    "output_schema": {
+        "type": "object",
+        "properties": {
+            "schema_version": {"const": "bailing.kb-search.v1"},
+            "status": {"enum": ["ok", "disabled", "partial", "unavailable"]},
+            "trust": {"const": "reference_only"},
+            "hits": {
+                "type": "array",
+                "maxItems": 12,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "ref": {"type": "string", "description": "Pass to kb_read to read the document on."},
+                        "title": {"type": "string", "description": "The document's title."},
+                        "chapter_path": {"type": ["string", "null"],
+                                         "description": "The section's breadcrumb, e.g. \"售后政策 / 退款\"; null "
+                                                        "when the text has no heading above it."},
+                        "content": {"type": "string"},
+                        "score": {"type": "number"},
+                        "truncated": {"type": "boolean"},
+                    },
+                    "required": ["ref", "title", "chapter_path", "content", "score"],
+                },
+            },
+            "truncated": {"type": "boolean"},
+        },
+        "required": ["status", "hits"],
+    },
     "usage_guidance_available": True,
 }
 _SEARCH_GUIDANCE = (

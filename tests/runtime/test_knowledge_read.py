@@ -49,6 +49,7 @@ def test_a_short_document_is_one_page(api_client, ksession, kroute, docs):
         "ref": ref,
         "revision": knowledge.document_revision(title="退款.md", body=body),
         "title": "退款.md",
+        "chapter_path": "退款",
         "content": body,
         "trust": "reference_only",
         "next_cursor": None,

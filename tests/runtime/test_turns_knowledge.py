@@ -62,9 +62,10 @@ def test_refs_are_in_turn_order_and_match_the_entries(api_client, issued, route,
     assert [entry["ref"] for entry in context["knowledge"]] == [
         f"knowledge:{n}" for n in range(1, len(context["knowledge"]) + 1)]
     assert [ref["ref"] for ref in context["knowledge_refs"]] == [entry["ref"] for entry in context["knowledge"]]
-    assert [set(ref) for ref in context["knowledge_refs"]] == [{"ref", "doc_id", "title", "score"}] * len(
-        context["knowledge_refs"])
-    assert [set(entry) for entry in context["knowledge"]] == [{"ref", "title", "content"}] * len(context["knowledge"])
+    assert [set(ref) for ref in context["knowledge_refs"]] == [
+        {"ref", "doc_id", "title", "chapter_path", "score"}] * len(context["knowledge_refs"])
+    assert [set(entry) for entry in context["knowledge"]] == [
+        {"ref", "title", "chapter_path", "content"}] * len(context["knowledge"])
 
 
 def test_the_route_max_docs_bounds_the_documents(api_client, issued, route, documents):

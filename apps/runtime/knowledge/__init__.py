@@ -22,6 +22,7 @@ from apps.runtime.knowledge.read import knowledge_read
 from apps.runtime.knowledge.scope import KnowledgeScope, knowledge_scope_get, run_get_current
 from apps.runtime.knowledge.search import (
     PreparedDelivery,
+    chapter_path_out,
     knowledge_capabilities,
     knowledge_delivery_prepare,
     knowledge_search_hints,
@@ -35,6 +36,7 @@ __all__ = [
     "SEARCH_MAX_RESULTS",
     "KnowledgeScope",
     "PreparedDelivery",
+    "chapter_path_out",
     "document_revision",
     "knowledge_capabilities",
     "knowledge_delivery_prepare",

@@ -29,6 +29,17 @@ LIMITS = {
 # A hint's summary: an excerpt of the hit, at most this many bytes of JSON string. Three hints
 # with ordinary titles fit the 4096-byte search budget.
 SUMMARY_MAX_BYTES = 512
+# A section's breadcrumb ("售后政策 / 退款 / 七天无理由") in a hint, a read page or a kb_search hit:
+# at most this many bytes of JSON string (a longer one is cut), so that it never crowds out the
+# text it names. It counts inside each answer's byte budget.
+CHAPTER_PATH_MAX_BYTES = 256
+# The built-in kb_search tool: passages (not one per document), within the tool-result budget.
+KB_SEARCH_DEFAULT_RESULTS = 5
+KB_SEARCH_MAX_RESULTS = 12
+KB_SEARCH_MAX_BYTES = 16384
+KB_SEARCH_SCHEMA = "bailing.kb-search.v1"
+# A passage cut to fit is kept only with at least this much text left.
+KB_SEARCH_ENTRY_MIN_BYTES = 256
 BODY_SEPARATOR = "\n\n"
 # Knowledge reads give up rather than hang: a locked index or a runaway query is "unavailable".
 

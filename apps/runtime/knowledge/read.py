@@ -17,8 +17,15 @@ from apps.core.jsonbytes import json_bytes, json_text_prefix, utf8_char_floor
 from apps.routes.models import Route
 from apps.runtime.errors import KnowledgeChanged, KnowledgeReferenceInvalid, KnowledgeScopeChanged, KnowledgeUnavailable
 from apps.runtime.knowledge import references
-from apps.runtime.knowledge.documents import BODY_SEPARATOR, document_pieces, document_revision, documents_ready
+from apps.runtime.knowledge.documents import (
+    BODY_SEPARATOR,
+    chapter_path_at,
+    document_revision,
+    document_sections,
+    documents_ready,
+)
 from apps.runtime.knowledge.limits import (
+    CHAPTER_PATH_MAX_BYTES,
     READ_CHAIN_MAX_BYTES,
     READ_DEFAULT_BYTES,
     READ_SCHEMA,
@@ -70,20 +77,23 @@ def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uui
             if scope.revision != claims.scope_revision:
                 raise KnowledgeScopeChanged()
             document = documents_ready(document_ids=[claims.document_id], scope=scope).get(claims.document_id)
-            pieces = document_pieces(document_ids=[claims.document_id], scope=scope).get(claims.document_id)
+            pieces = document_sections(document_ids=[claims.document_id], scope=scope).get(claims.document_id)
     except DatabaseError as exc:
         logger.warning("Agent knowledge read unavailable: %s", type(exc).__name__)
         raise KnowledgeUnavailable(UNAVAILABLE_MESSAGE) from exc
     if document is None or not pieces:
         raise KnowledgeChanged()
-    body = BODY_SEPARATOR.join(text for _, text in pieces)
+    body = BODY_SEPARATOR.join(text for _, text, _ in pieces)
     revision = document_revision(title=document.filename, body=body)
     if revision != claims.document_revision:
         raise KnowledgeChanged()
     answer: dict[str, Any] = {"schema_version": READ_SCHEMA, "route": route.key}
     if run_id is not None:
         answer["run_id"] = str(run_id)
+    path = chapter_path_at(pieces, offset)
+    # The section this page begins in, so that a citation can name it.
     answer.update(knowledge_scope_revision=scope.revision, ref=ref, revision=revision, title=document.filename,
+                  chapter_path=None if path is None else json_text_prefix(path, CHAPTER_PATH_MAX_BYTES),
                   content="", trust=TRUST, next_cursor=None, truncated=False, budget_exhausted=False)
     encoded = body.encode("utf-8")
     answer.update(total_content_bytes=len(encoded), read_chain_max_bytes=READ_CHAIN_MAX_BYTES)

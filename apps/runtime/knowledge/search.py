@@ -27,6 +27,7 @@ from apps.runtime.knowledge import references
 from apps.runtime.knowledge.documents import BODY_SEPARATOR, document_pieces, document_revision, documents_ready
 from apps.runtime.knowledge.limits import (
     CAPABILITIES_SCHEMA,
+    CHAPTER_PATH_MAX_BYTES,
     DELIVERY_MODES,
     DELIVERY_SCHEMA,
     LIMITS,
@@ -45,10 +46,16 @@ logger = logging.getLogger("bailinghub.runtime")
 
 
 @dataclass(frozen=True)
-class _Found:
+class Found:
     document: Document
     hit: Hit
     revision: str
+
+
+def chapter_path_out(path: str | None) -> str | None:
+    """A hit's chapter path as agents get it: null when its section has none, else at most
+    CHAPTER_PATH_MAX_BYTES of JSON string."""
+    return None if path is None else json_text_prefix(path, CHAPTER_PATH_MAX_BYTES)
 
 
 def _model_groups(scope: KnowledgeScope) -> list[list[KnowledgeBase]]:
@@ -66,12 +73,14 @@ def _merge_by_rank(ranked_lists: list[list[Hit]]) -> list[Hit]:
     return [hit for *_, hit in sorted(entries, key=lambda entry: entry[:3])]
 
 
-def _retrieve(*, route: Route, scope: KnowledgeScope, query: str, limit: int) -> tuple[str, list[Hit]]:
+def retrieve_hits(*, route: Route, scope: KnowledgeScope, query: str, limit: int,
+                  budget_bytes: int = SUMMARY_MAX_BYTES, max_docs: int | None = None) -> tuple[str, list[Hit]]:
     """(status, hits best first). Each embedding model's KBs are searched on their own, so one
     failing model (its embedder down) leaves the others: `partial`; all failing: `unavailable`."""
     options = SearchOptions(
         top_k=max(limit, route.knowledge_top_k), mode="hybrid", score_threshold=route.knowledge_score_threshold,
-        max_docs=min(limit, route.knowledge_max_docs), budget_bytes=SUMMARY_MAX_BYTES,
+        max_docs=min(limit if max_docs is None else max_docs, route.knowledge_max_docs), budget_bytes=budget_bytes,
+        route_id=route.pk,
     )
     ranked_lists, failed = [], 0
     for kbs in _model_groups(scope):
@@ -85,17 +94,19 @@ def _retrieve(*, route: Route, scope: KnowledgeScope, query: str, limit: int) ->
     return status, _merge_by_rank(ranked_lists)
 
 
-def _validate(*, hits: list[Hit], scope: KnowledgeScope, limit: int) -> list[_Found]:
-    """The best hit of each of at most `limit` documents that are still readable in this scope,
-    whose hit text is still exactly in the current text of its chunk."""
+def validate_hits(*, hits: list[Hit], scope: KnowledgeScope, limit: int, one_per_document: bool = True
+                  ) -> list[Found]:
+    """The best hit of each of at most `limit` documents (or, not one per document, the best
+    `limit` hits) that are still readable in this scope, whose hit text is still exactly in the
+    current text of its chunk."""
     order = list(dict.fromkeys(hit.document_id for hit in hits))
     documents = documents_ready(document_ids=order, scope=scope)
     pieces = document_pieces(document_ids=documents, scope=scope)
-    found: list[_Found] = []
+    found: list[Found] = []
     seen = set()
     for hit in hits:
         document = documents.get(hit.document_id)
-        if document is None or document.pk in seen or not hit.content:
+        if document is None or (one_per_document and document.pk in seen) or not hit.content:
             continue
         texts = dict(pieces.get(document.pk, []))
         source = texts.get(hit.parent_id or hit.chunk_id)
@@ -103,42 +114,54 @@ def _validate(*, hits: list[Hit], scope: KnowledgeScope, limit: int) -> list[_Fo
             continue
         seen.add(document.pk)
         body = BODY_SEPARATOR.join(texts.values())
-        found.append(_Found(document=document, hit=hit,
-                            revision=document_revision(title=document.filename, body=body)))
+        found.append(Found(document=document, hit=hit,
+                           revision=document_revision(title=document.filename, body=body)))
         if len(found) == limit:
             break
     return found
 
 
-def _documents_find(*, route: Route, scope: KnowledgeScope, query: str, limit: int) -> tuple[str, list[_Found]]:
+def _documents_find(*, route: Route, scope: KnowledgeScope, query: str, limit: int) -> tuple[str, list[Found]]:
     """(status, validated documents best first): retrieval, then validation against the database."""
     if not scope.configured:
         return "disabled", []
     query = clean_query(query)[:QUERY_MAX_CHARS]
     if not query:
         return "ok", []
-    status, hits = _retrieve(route=route, scope=scope, query=query, limit=limit)
+    status, hits = retrieve_hits(route=route, scope=scope, query=query, limit=limit)
     try:
         with bounded():
-            return status, _validate(hits=hits, scope=scope, limit=limit)
+            return status, validate_hits(hits=hits, scope=scope, limit=limit)
     except DatabaseError as exc:
         logger.warning("Agent knowledge hit validation failed: %s", type(exc).__name__)
         return "unavailable", []
 
 
-def _hints_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
-                 found: list[_Found]) -> list[dict[str, Any]]:
-    """One hint per document, with a reference bound to the caller, the route and `run_id`."""
+def refs_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
+               found: list[Found]) -> tuple[list[str], int]:
+    """A reference to each found hit's document, bound to the caller, the route and `run_id`;
+    and their expiry."""
     expires_at = REF_SIGNER.expiry(at=references.now())
     identity = references.identity_digest(session)
-    hints = []
+    refs = []
     for item in found:
         claims = references.RefClaims(session_id=session.pk, identity=identity, run_id=run_id,
                                       document_id=item.document.pk, scope_revision=scope.revision,
                                       document_revision=item.revision, route_key=route.key)
+        refs.append(references.ref_issue(claims, expires_at=expires_at))
+    return refs, expires_at
+
+
+def _hints_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
+                 found: list[Found]) -> list[dict[str, Any]]:
+    """One hint per document, with a reference bound to the caller, the route and `run_id`."""
+    refs, expires_at = refs_issue(session=session, route=route, run_id=run_id, scope=scope, found=found)
+    hints = []
+    for item, ref in zip(found, refs, strict=True):
         hints.append({
-            "ref": references.ref_issue(claims, expires_at=expires_at),
+            "ref": ref,
             "title": item.document.filename,
+            "chapter_path": chapter_path_out(item.hit.chapter_path),
             "summary": json_text_prefix(item.hit.content, SUMMARY_MAX_BYTES),
             "revision": item.revision,
             "score": round(float(item.hit.score), 4),
@@ -201,7 +224,7 @@ class PreparedDelivery:
     route: Route
     scope: KnowledgeScope
     status: str
-    found: list[_Found]
+    found: list[Found]
 
     def for_run(self, *, run: Run) -> dict[str, Any]:
         """`context.knowledge_delivery` (`bailing.agent-knowledge-delivery.v1`) within
