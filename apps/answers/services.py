@@ -168,7 +168,8 @@ def rag_answer_kbs(*, kbs: list[KnowledgeBase], question: str, options: SearchOp
             trace.append({"step": "generate", "ms": _ms(time.perf_counter() - generate_started), "status": "failed"})
             return _failed(question=question, trace=trace, evidence=_evidence_out(evidence, None), started=started,
                            generator=name)
-        trace.append({"step": "generate", "ms": _ms(time.perf_counter() - generate_started), "status": "ok"})
+        trace.append({"step": "generate", "ms": _ms(time.perf_counter() - generate_started), "status": "ok",
+                      "support": round(draft.support, 4)})
     latency_ms = int((time.perf_counter() - started) * 1000)
     if not draft.found:
         return RagAnswer(query_id=None, answer=NOT_FOUND_ZH if has_cjk(question) else NOT_FOUND_EN,
