@@ -43,6 +43,7 @@ from apps.runtime.api.serializers import (
     TurnSerializer,
 )
 from apps.tools import errors as tool_errors
+from apps.tools import invocation_errors
 
 PUBLISHED_PREFIXES = ("/agent-auth/v1/", "/agent-api/v1/", "/api/v1/builder/", "/api/v1/routes/")
 # Old names kept working for existing clients; new clients learn one name per operation.
@@ -115,6 +116,17 @@ ERRORS: dict[str, list] = {
         runtime_errors.RunNotActive, runtime_errors.KnowledgeUnavailable],
     "apps.runtime.api.tools.CapabilitySearchApi": [*TOOL_ROUTE, *WITH_BODY, ledger_errors.RunNotFound],
     "apps.runtime.api.tools.ToolCatalogApi": [*TOOL_ROUTE, (400, "invalid_request")],
+    "apps.runtime.api.invocations.ToolInvocationApi": [
+        *TOOL_ROUTE, (400, "invalid_request"), (415, "unsupported_media_type"), invocation_errors.ArgumentsTooLarge,
+        ledger_errors.RunNotFound, invocation_errors.RunNotActive, tool_errors.ToolNotFound,
+        tool_errors.CapabilityChanged, invocation_errors.InvocationConflict, invocation_errors.ExecutionPaused],
+    "apps.runtime.api.invocations.ToolInvocationResumeApi": [
+        *TOOL_ROUTE, (400, "invalid_request"), (413, "request_too_large"), (415, "unsupported_media_type"),
+        invocation_errors.InvocationNotFound, tool_errors.ToolNotFound, tool_errors.CapabilityChanged,
+        invocation_errors.ExecutionPaused],
+    "apps.runtime.api.invocations.ToolInvocationReceiptApi": [
+        *TOOL_ROUTE, (400, "invalid_request"), invocation_errors.InvocationNotFound, tool_errors.ToolNotFound],
+    "apps.runtime.api.invocations.ToolInvocationInspectionApi": [*AGENT, (400, "invalid_request")],
     "apps.runtime.api.tools.ToolDetailApi": [*TOOL_ROUTE, (400, "invalid_request"), tool_errors.ToolNotFound,
                                              tool_errors.CapabilityChanged],
     "apps.knowledge.api.views.EmbeddingModelListApi": [*BUILDER],
@@ -156,6 +168,9 @@ ERRORS: dict[str, list] = {
     "apps.tools.api.views.RouteConfigUpdateApi": [
         *BUILDER, *WITH_BODY, *ROUTE_VISIBLE, tool_errors.ToolsForbidden, tool_errors.InvalidRouteSettings],
     "apps.tools.api.views.RouteDryRunApi": [*BUILDER, *ROUTE_VISIBLE],
+    "apps.tools.api.approvals.ApprovalDecisionApi": [
+        *BUILDER, *WITH_BODY, (422, "invalid_request"), invocation_errors.ApprovalNotFound,
+        invocation_errors.ApprovalAlreadyDecided, invocation_errors.ApprovalExpired],
 }
 
 
@@ -210,6 +225,14 @@ def versioned(version: str, properties: dict[str, Any] | None = None, required: 
     return _object({"schema_version": {"const": version}, **(properties or {})},
                    required=["schema_version", *(required or [])])
 
+
+TOOL_INVOCATION_RESULT = versioned("bailing.agent-tool-invocation.v1", {
+    "invocation_id": STRING, "route": STRING, "tool": STRING,
+    "state": {"enum": ["executed", "business_rejected", "awaiting_approval", "denied", "rejected_before_dispatch",
+                       "reconciliation_required", "in_progress"]},
+    "ok": BOOLEAN, "auto_retry_allowed": BOOLEAN, "text": {"type": "string", "maxLength": 8192},
+    "business_status": INTEGER, "approval_id": STRING, "retry_after_ms": INTEGER, "rate_limit": ANY_OBJECT},
+    ["invocation_id", "route", "tool", "state", "ok", "auto_retry_allowed", "text"])
 
 GENERATION = {"type": ["object", "null"], "properties": {
     "id": UUID, "number": INTEGER, "status": STRING, "chunk_strategy": ANY_OBJECT, "progress": ANY_OBJECT,
@@ -414,6 +437,26 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
         "responses": {200: versioned("bailing.agent-capability-search.v1")}}},
     "apps.runtime.api.tools.ToolCatalogApi": {"get": {
         "parameters": [ROUTE_QUERY], "responses": {200: versioned("bailing.agent-tool-catalog.v1")}}},
+    "apps.runtime.api.invocations.ToolInvocationApi": {"post": {
+        "request": "apps.runtime.api.invocations.InvocationSerializer",
+        "responses": {200: TOOL_INVOCATION_RESULT}}},
+    "apps.runtime.api.invocations.ToolInvocationResumeApi": {"post": {
+        "request": "apps.runtime.api.invocations.ResumeSerializer", "responses": {200: TOOL_INVOCATION_RESULT}}},
+    "apps.runtime.api.invocations.ToolInvocationReceiptApi": {"get": {"responses": {
+        200: versioned("bailing.agent-invocation-receipt.v1", {
+            "read_only": {"const": True}, "business_operation_performed": {"const": False},
+            "invocation_id": STRING, "agent_run_id": UUID, "route": STRING, "tool": STRING, "observed_at": STRING,
+            "result": {"type": ["object", "null"]}, "result_source": {"enum": ["job", "journal", "none"]},
+            "dispatch_state": {"enum": ["not_dispatched", "attempted", "unknown"]}, "approval": ANY_OBJECT,
+            "journal_state": {"enum": ["absent", "dispatching", "response_recorded", "completed", "uncertain",
+                                       "evidence_degraded", "unknown"]}},
+            ["read_only", "business_operation_performed", "invocation_id", "agent_run_id", "route", "tool",
+             "observed_at", "result", "result_source", "dispatch_state", "approval", "journal_state"])}}},
+    "apps.runtime.api.invocations.ToolInvocationInspectionApi": {"get": {"responses": {
+        200: versioned("bailing.agent-invocation-inspection-capabilities.v1",
+                       {"receipt_schema": STRING, "read_only": {"const": True}}, ["receipt_schema", "read_only"])}}},
+    "apps.tools.api.approvals.ApprovalDecisionApi": {"post": {
+        "request": "apps.tools.api.approvals.DecisionIn", "responses": {200: data_of(ANY_OBJECT)}}},
     "apps.runtime.api.tools.ToolDetailApi": {"get": {
         "parameters": [ROUTE_QUERY, OpenApiParameter("capability_revision", str, required=True,
                                                      pattern="^[0-9a-f]{64}$")],

@@ -307,6 +307,21 @@ CELERY_BEAT_SCHEDULE = {
 # Tool providers' signing secrets are encrypted at rest with these Fernet keys, newest first; the
 # first encrypts, all decrypt (apps.tools.crypto). Required when DEBUG is off.
 TOOL_SECRET_KEYS = env.list("TOOL_SECRET_KEYS", default=[])
+
+# Governed tool invocations (apps.tools.invocations). A web request waits this long for a dispatched
+# call to settle, then answers in_progress (agent hosts time out after 15 s).
+TOOL_INVOCATION_WAIT_SECONDS = env.float("TOOL_INVOCATION_WAIT_SECONDS", default=8.0)
+# A pending approval expires after this long, and then reads as denied.
+TOOL_APPROVAL_TTL_SECONDS = env.int("TOOL_APPROVAL_TTL_SECONDS", default=24 * 3600)
+# Past a tool's timeout_ms plus this grace, a dispatch with no recorded answer is uncertain.
+TOOL_DISPATCH_GRACE_SECONDS = env.int("TOOL_DISPATCH_GRACE_SECONDS", default=10)
+# A call queued but not yet claimed this long ago is handed to the dispatcher again (lost message).
+TOOL_DISPATCH_REQUEUE_SECONDS = env.int("TOOL_DISPATCH_REQUEUE_SECONDS", default=30)
+# At most this much of a business answer is read; the rest is never downloaded.
+TOOL_RESPONSE_MAX_BYTES = env.int("TOOL_RESPONSE_MAX_BYTES", default=256 * 1024)
+# The dispatcher's queue (empty: the default queue) and its hard time limit (timeout_ms is at most 600 s).
+TOOL_DISPATCH_QUEUE = env.str("TOOL_DISPATCH_QUEUE", default="") or None
+TOOL_DISPATCH_TASK_TIME_LIMIT = env.int("TOOL_DISPATCH_TASK_TIME_LIMIT", default=630)
 # The embedder of capability search's tool index (apps.tools.semantic): a provider of
 # KNOWLEDGE_EMBEDDERS, its model name and dimension. Changing it makes every index stale (searches
 # stay lexical) until each provider's index is rebuilt (manage.py tools_index_rebuild).

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.runtime.api import knowledge, memories, tools, turns, views
+from apps.runtime.api import invocations, knowledge, memories, tools, turns, views
 
 # No trailing slashes: agent hosts never follow redirects. `<str:route>` takes any segment so a
 # malformed key reaches the view and is answered 400 `invalid_route`, not a bare 404.
@@ -41,4 +41,15 @@ urlpatterns += [
          name="agent-api-capability-search"),
     path("tools", tools.ToolCatalogApi.as_view(), name="agent-api-tool-catalog"),
     path("tools/<str:name>", tools.ToolDetailApi.as_view(), name="agent-api-tool-detail"),
+]
+
+# tools: governed invocations
+urlpatterns += [
+    path("tool-invocations", invocations.ToolInvocationApi.as_view(), name="agent-api-tool-invocations"),
+    path("tool-invocations/inspection-capabilities", invocations.ToolInvocationInspectionApi.as_view(),
+         name="agent-api-tool-invocation-inspection"),
+    path("tool-invocations/<str:invocation_id>/resume", invocations.ToolInvocationResumeApi.as_view(),
+         name="agent-api-tool-invocation-resume"),
+    path("tool-invocations/<str:invocation_id>/receipt", invocations.ToolInvocationReceiptApi.as_view(),
+         name="agent-api-tool-invocation-receipt"),
 ]

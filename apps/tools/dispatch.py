@@ -1,0 +1,193 @@
+"""Outbound business calls: build the signed HTTP request of one tool call, and send it.
+
+``request_build`` is pure: it places every argument where the compiled tool says (path segments
+percent-encoded, query, headers, JSON body) and signs the request the way
+``apps.demo_business.verify`` documents for business backends::
+
+    v1\\n{timestamp}\\n{METHOD}\\n{path?query}\\n{sha256(body) hex}
+    X-Bailing-Signature: v1=<hex HMAC-SHA256(provider secret, canonical string)>
+
+``request_send`` is the one function that talks HTTP to a business system; only the dispatcher
+task reaches it (through ``apps.tools.invocations.invocation_dispatch``). It follows no redirect,
+verifies TLS, keeps to the tool's ``timeout_ms`` for the whole exchange and reads at most
+``max_bytes`` of the answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+SIGNATURE_VERSION = "v1"
+USER_AGENT = "BailingHub-Dispatcher/1"
+_HEADER_SAFE = frozenset(chr(code) for code in range(0x20, 0x7F))
+
+
+class ArgumentUnplaceable(Exception):
+    """An argument cannot be put on the wire where the tool says (a header that is not text)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True)
+class OutboundRequest:
+    method: str
+    url: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one send: ``response`` (a trusted status), ``not_sent`` (proven never to
+    have left: the connection was never made) or ``uncertain`` (sent, or maybe sent, and no answer)."""
+
+    kind: str
+    status: int | None = None
+    body: bytes = b""
+    truncated: bool = False
+    reason: str = ""
+    elapsed_ms: int = 0
+    content_type: str = ""
+
+
+def canonical_string(*, timestamp: int, method: str, target: str, body: bytes) -> str:
+    return "\n".join((SIGNATURE_VERSION, str(timestamp), method.upper(), target, hashlib.sha256(body).hexdigest()))
+
+
+def signature(*, secret: str, timestamp: int, method: str, target: str, body: bytes) -> str:
+    canonical = canonical_string(timestamp=timestamp, method=method, target=target, body=body)
+    return f"{SIGNATURE_VERSION}=" + hmac.new(secret.encode("utf-8"), canonical.encode("utf-8"),
+                                              hashlib.sha256).hexdigest()
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, int | float | str):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _header_value(value: str) -> str:
+    # Header values travel as ASCII; anything else (a name in Chinese) is percent-encoded, never dropped.
+    return value if all(char in _HEADER_SAFE for char in value) else quote(value, safe=" !#$&'()*+,/:;=?@[]~")
+
+
+def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[str, Any], secret: str,
+                  job_id: str, idempotency_key: str, on_behalf_of: str, timestamp: int) -> OutboundRequest:
+    path = str(compiled["path"])
+    query: list[tuple[str, str]] = []
+    headers: dict[str, str] = {}
+    body_fields: dict[str, Any] = {}
+    whole_body: Any = None
+    has_body = False
+    for location in compiled.get("parameter_locations") or []:
+        argument, where, name = location["argument"], location["in"], location["name"]
+        if argument not in arguments:
+            continue
+        value = arguments[argument]
+        if where == "path":
+            path = path.replace("{" + name + "}", quote(_scalar_text(value), safe=""))
+        elif where == "query":
+            items = value if isinstance(value, list) else [value]
+            query.extend((name, _scalar_text(item)) for item in items)
+        elif where == "header":
+            text = _scalar_text(value)
+            if "\r" in text or "\n" in text or "\x00" in text:
+                raise ArgumentUnplaceable(argument, "a header value cannot hold line breaks or NUL.")
+            headers[name] = _header_value(text)
+        elif where == "body":
+            has_body = True
+            if name:
+                body_fields[name] = value
+            else:
+                whole_body = value
+    body = b""
+    if has_body or compiled.get("content_type"):
+        payload = whole_body if whole_body is not None else body_fields
+        if has_body or compiled.get("method", "GET") not in ("GET", "HEAD", "DELETE"):
+            body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+    query_text = "&".join(f"{quote(key, safe='')}={quote(value, safe='')}" for key, value in query)
+    url = httpx.URL(base_url.rstrip("/") + path + (f"?{query_text}" if query_text else ""))
+    target = url.raw_path.decode("ascii")
+    method = str(compiled.get("method", "GET")).upper()
+    headers.update({
+        "User-Agent": USER_AGENT,
+        "X-Bailing-Timestamp": str(timestamp),
+        "X-Bailing-Signature": signature(secret=secret, timestamp=timestamp, method=method, target=target, body=body),
+        "X-Bailing-Tool-Scope": _header_value(str(compiled.get("scope", ""))),
+        "X-Bailing-Job-Id": job_id,
+        "X-Bailing-On-Behalf-Of": _header_value(on_behalf_of),
+        "X-Bailing-Idempotency-Key": idempotency_key,
+    })
+    return OutboundRequest(method=method, url=str(url), target=target, headers=headers, body=body)
+
+
+_local = threading.local()
+
+
+def _client() -> httpx.Client:
+    # One pooled client per thread: connections to a business system are reused across calls.
+    client = getattr(_local, "client", None)
+    if client is None:
+        client = httpx.Client(follow_redirects=False, verify=True, trust_env=False)
+        _local.client = client
+    return client
+
+
+def request_send(request: OutboundRequest, *, timeout_ms: int, max_bytes: int) -> Outcome:
+    """Send once; never retried here. A connection that was never made is ``not_sent``; a timeout,
+    reset or garbage after the request may have left is ``uncertain``. A status line received is a
+    trusted answer, even if its body is cut at ``max_bytes`` or stops before the deadline."""
+    started = time.monotonic()
+    deadline = started + timeout_ms / 1000
+    timeout = httpx.Timeout(timeout_ms / 1000)
+
+    def elapsed() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    try:
+        with _client().stream(request.method, request.url, headers=request.headers, content=request.body,
+                              timeout=timeout) as response:
+            chunks: list[bytes] = []
+            size = 0
+            truncated = False
+            reason = ""
+            try:
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > max_bytes:
+                        truncated, reason = True, "response_too_large"
+                        break
+                    if time.monotonic() > deadline:
+                        truncated, reason = True, "response_incomplete"
+                        break
+            except (httpx.TimeoutException, httpx.TransportError):
+                truncated, reason = True, "response_incomplete"
+            body = b"".join(chunks)[:max_bytes]
+            return Outcome(kind="response", status=response.status_code, body=body, truncated=truncated,
+                           reason=reason, elapsed_ms=elapsed(),
+                           content_type=response.headers.get("content-type", ""))
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol) as exc:
+        return Outcome(kind="not_sent", reason=type(exc).__name__, elapsed_ms=elapsed())
+    except httpx.TimeoutException as exc:
+        return Outcome(kind="uncertain", reason=f"timeout ({type(exc).__name__})", elapsed_ms=elapsed())
+    except httpx.TransportError as exc:
+        return Outcome(kind="uncertain", reason=f"connection lost ({type(exc).__name__})", elapsed_ms=elapsed())

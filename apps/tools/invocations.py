@@ -1,0 +1,843 @@
+"""Governed tool invocations: the one state machine of a tool call.
+
+::
+
+    invoke ─► checks ─► key ─┬─► replay a stable result
+                             ├─► awaiting_approval (frozen arguments, Approval) ─► decide ─► resume
+                             ├─► rejected_before_dispatch (schema, rate limit, nothing sent)
+                             └─► in_progress ─► [task] journal dispatching ─► HTTP ─► response_recorded
+                                                  ─► completed: executed | business_rejected
+                                                  └► uncertain: reconciliation_required
+
+Every transition is an update of the Invocation row (locked) and, when it concerns the dispatch, a
+journal entry, in one transaction. A state is never inferred from a missing row: ``journal_state``
+``absent`` is what proves a call was never sent, and only such a call may be dispatched — once,
+by ``invocation_dispatch`` (the Celery task's body), which commits ``dispatching`` before the
+request leaves. Approvals gate transitions; deciding one sends nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import jsonschema_rs
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+from apps.agent_auth.models import AgentSession
+from apps.core.errors import ApiError
+from apps.core.jsonbytes import compact_json
+from apps.core.revisions import revision_of
+from apps.projects.models import Project
+from apps.routes.models import Route
+
+from . import dispatch
+from .crypto import SecretUnreadable, secret_decrypt, secret_encrypt
+from .errors import CapabilityChanged, ToolNotFound
+from .invocation_errors import (
+    ApprovalAlreadyDecided,
+    ApprovalExpired,
+    ApprovalNotFound,
+    ExecutionPaused,
+    InvocationConflict,
+    InvocationNotFound,
+    RunNotActive,
+)
+from .models import Approval, Invocation, InvocationJournalEntry, Tool, ToolProvider
+from .ratelimit import rate_limit_take
+from .selectors import provider_secret
+from .surface import SurfaceTool, route_surface
+
+if TYPE_CHECKING:  # the ledger sits above tools: its Run is only named here, never imported at run time
+    from apps.ledger.models import Run
+
+logger = logging.getLogger("bailinghub.tools")
+
+SCHEMA_VERSION = "bailing.agent-tool-invocation.v1"
+RECEIPT_SCHEMA = "bailing.agent-invocation-receipt.v1"
+INSPECTION_SCHEMA = "bailing.agent-invocation-inspection-capabilities.v1"
+KEY_DOMAIN = "bailinghub.tool-invocation.v1"
+DISPATCH_TASK = "tools.invocation_dispatch"
+TEXT_MAX_CHARS = 8192
+
+State = Invocation.State
+Journal = Invocation.JournalState
+UNSTABLE_STATES = (State.IN_PROGRESS, State.AWAITING_APPROVAL)
+# The compiled fields that decide what is sent and whether it may be: the execution fingerprint.
+EXECUTION_FIELDS = ("name", "method", "path", "scope", "risk", "approval_required", "approval_declared",
+                    "approval_rules", "subject_required", "readonly", "idempotent", "timeout_ms", "rate_limit",
+                    "input_schema", "parameter_locations", "content_type")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+NOT_SENT_TEXT = "Nothing was sent to the business system."
+NO_NEW_WRITE = ("Do not submit a new write and do not repeat it with another tool: a person must check the business "
+                "system first. Resume this same invocation_id to read its recorded state.")
+
+
+@dataclass(frozen=True)
+class InvokeCall:
+    """One validated ``POST /tool-invocations`` body."""
+
+    invocation_id: str
+    capability_revision: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BuiltinCall:
+    """A built-in (knowledge) tool call, run in-process by the runner the runtime passes in."""
+
+    session: AgentSession
+    route: Route
+    run: Run
+    tool: str
+    arguments: dict[str, Any]
+
+
+BuiltinRunner = Callable[[BuiltinCall], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one surface tool is for the engine: its compiled execution fields (or the built-in's
+    definition), its provider, and its execution fingerprint."""
+
+    name: str
+    compiled: dict[str, Any]
+    provider: ToolProvider | None
+    fingerprint: str
+    forced_approval: bool
+
+    @property
+    def builtin(self) -> bool:
+        return self.provider is None
+
+
+def invocation_key(*, session_id: Any, invocation_id: str) -> str:
+    """SHA-256 over a domain tag, the session id and the agent's ``invocation_id``."""
+    return hashlib.sha256(f"{KEY_DOMAIN}\x00{session_id}\x00{invocation_id}".encode()).hexdigest()
+
+
+def arguments_bytes(arguments: Any) -> int:
+    """The arguments' size as the contract measures it: compact JSON, UTF-8, non-ASCII not escaped."""
+    return len(compact_json(arguments).encode("utf-8"))
+
+
+def _strip_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _strip_descriptions(value) for key, value in node.items() if key != "description"}
+    if isinstance(node, list):
+        return [_strip_descriptions(item) for item in node]
+    return node
+
+
+def execution_fingerprint(*, route_key: str, provider: ToolProvider | None, compiled: dict[str, Any]) -> str:
+    """SHA-256 over the route, the provider's name and base URL hash, and the tool's execution
+    fields — not the secret (it rotates) and not descriptions or guidance (rewording must not
+    block resuming an approved call)."""
+    fields = {key: _strip_descriptions(compiled.get(key)) for key in EXECUTION_FIELDS}
+    return revision_of({
+        "route": route_key,
+        "provider": provider.name if provider else None,
+        "base_url_sha256": hashlib.sha256(provider.base_url.encode()).hexdigest() if provider else None,
+        "tool": fields,
+    })
+
+
+def _target(*, route: Route, tool: SurfaceTool) -> Target:
+    if tool.tool is None:
+        compiled = dict(tool.definition)
+        return Target(name=tool.name, compiled=compiled, provider=None, forced_approval=False,
+                      fingerprint=execution_fingerprint(route_key=route.key, provider=None, compiled=compiled))
+    provider = ToolProvider.objects.get(pk=tool.tool.provider_id)
+    compiled = tool.tool.compiled
+    forced = bool(tool.definition["approval_required"]) and not compiled.get("approval_required")
+    return Target(name=tool.name, compiled=compiled, provider=provider, forced_approval=forced,
+                  fingerprint=execution_fingerprint(route_key=route.key, provider=provider, compiled=compiled))
+
+
+def _current_target(*, inv: Invocation, session: AgentSession) -> Target:
+    """The invocation's tool as the caller may use it now: still on its surface (else 404
+    ``tool_not_found``) and executing as it did when the call was made (else 409
+    ``capability_changed``)."""
+    tool = route_surface(route=inv.route, session=session).get(inv.tool_name)
+    if tool is None:
+        raise ToolNotFound()
+    target = _target(route=inv.route, tool=tool)
+    if target.fingerprint != inv.execution_fingerprint:
+        raise CapabilityChanged("The tool's execution changed since this call was made; nothing was sent. "
+                                "Discover the tools again and make a new call.")
+    return target
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _argument(arguments: dict[str, Any], param: str) -> tuple[bool, Any]:
+    node: Any = arguments
+    for part in param.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _rule_matches(rule: dict[str, Any], arguments: dict[str, Any]) -> bool:
+    """One ``approval.when`` rule. A value the rule cannot compare needs approval (fails closed)."""
+    found, actual = _argument(arguments, str(rule.get("param", "")))
+    op, expected = rule.get("op"), rule.get("value")
+    if op == "exists":
+        return found if expected in (None, True) else not found
+    if not found:
+        return False
+    if op in (">", ">=", "<", "<="):
+        if not (_number(actual) and _number(expected)):
+            return True
+        return bool({">": actual > expected, ">=": actual >= expected, "<": actual < expected,
+                     "<=": actual <= expected}[op])
+    if op == "==":
+        return bool(actual == expected)
+    if op == "!=":
+        return bool(actual != expected)
+    if op == "in":
+        return actual in expected if isinstance(expected, list) else True
+    if op == "contains":
+        if (isinstance(actual, str) and isinstance(expected, str)) or isinstance(actual, list):
+            return expected in actual
+        return True
+    return True
+
+
+def approval_reasons(*, target: Target, arguments: dict[str, Any]) -> list[str]:
+    """Why this call needs approval (empty: it does not): ACC ``risk.level`` high,
+    ``approval.required``, a matching ``approval.when`` rule, or the route's own rule."""
+    if target.builtin:
+        return []
+    compiled = target.compiled
+    reasons = []
+    if compiled.get("risk") == "high":
+        reasons.append("risk_high")
+    if compiled.get("approval_declared"):
+        reasons.append("approval_required")
+    for rule in compiled.get("approval_rules") or []:
+        if _rule_matches(rule, arguments):
+            reasons.append(f"approval_when: {rule.get('param')} {rule.get('op')} {json.dumps(rule.get('value'))}")
+    if target.forced_approval:
+        reasons.append("route_forced")
+    return reasons
+
+
+def _validation_schema(node: Any) -> Any:
+    """An agent input schema (OpenAPI flavoured: ``nullable``, boolean exclusive bounds) as the JSON
+    Schema 2020-12 that validates the same values."""
+    if isinstance(node, list):
+        return [_validation_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _validation_schema(value) for key, value in node.items() if key != "nullable"}
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(out.get(exclusive), bool) and out.pop(exclusive) and bound in out:
+            out[exclusive] = out.pop(bound)
+    if node.get("nullable") is True:
+        kind = out.get("type")
+        if isinstance(kind, str):
+            out["type"] = [kind, "null"]
+        elif isinstance(kind, list) and "null" not in kind:
+            out["type"] = [*kind, "null"]
+        if isinstance(out.get("enum"), list) and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+    return out
+
+
+def schema_problem(*, schema: dict[str, Any], arguments: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, message) of the first way ``arguments`` break the tool's input schema, or None."""
+    try:
+        validator = jsonschema_rs.validator_for(_validation_schema(schema), validate_formats=False)
+    except (ValueError, jsonschema_rs.ValidationError):
+        return "arguments", "the tool's input schema cannot be checked"
+    for error in validator.iter_errors(arguments):
+        path = [str(part) for part in error.instance_path]
+        field = ".".join(path)
+        if not field and type(error.kind).__name__ == "Required":
+            field = str(getattr(error.kind, "property", ""))
+        if not field and type(error.kind).__name__ == "AdditionalProperties":
+            unexpected = getattr(error.kind, "unexpected", None) or []
+            field = str(unexpected[0]) if unexpected else ""
+        return field or "arguments", str(error.message)[:300]
+    return None
+
+
+def _clean_text(text: str) -> str:
+    text = _CONTROL.sub("\ufffd", text)
+    return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
+
+
+def _answer(inv: Invocation, *, state: str, text: str, business_status: int | None = None,
+            auto_retry_allowed: bool = False, **extra: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "invocation_id": inv.invocation_id,
+        "route": inv.route.key,
+        "tool": inv.tool_name,
+        "state": state,
+        "ok": state == State.EXECUTED,
+        "auto_retry_allowed": auto_retry_allowed,
+        "text": _clean_text(text),
+    }
+    if business_status is not None:
+        answer["business_status"] = business_status
+    answer.update({key: value for key, value in extra.items() if value is not None})
+    return answer
+
+
+def result_is_stable(result: Any) -> bool:
+    """Replayed as-is: any state but ``in_progress`` and ``awaiting_approval``, and no automatic retry."""
+    return (isinstance(result, dict) and result.get("state") not in UNSTABLE_STATES
+            and result.get("auto_retry_allowed") is False)
+
+
+def _freeze(arguments: dict[str, Any]) -> str:
+    return secret_encrypt(compact_json(arguments))
+
+
+def _thaw(inv: Invocation) -> dict[str, Any] | None:
+    if not inv.frozen_arguments:
+        return None
+    try:
+        value = json.loads(secret_decrypt(inv.frozen_arguments))
+    except (SecretUnreadable, ValueError):
+        return None
+    if not isinstance(value, dict) or revision_of(value) != inv.arguments_sha256:
+        return None
+    return value
+
+
+def _save(inv: Invocation, *, journal: str | None = None, detail: dict[str, Any] | None = None,
+          **fields: Any) -> None:
+    """One transition: the row's new fields and, for a dispatch step, its journal entry (the
+    caller holds the row lock inside a transaction). A stable result drops the frozen arguments."""
+    for name, value in fields.items():
+        setattr(inv, name, value)
+    if journal is not None:
+        inv.journal_state = journal
+    if result_is_stable(inv.result):
+        inv.frozen_arguments = ""
+        inv.settled_at = inv.settled_at or timezone.now()
+    inv.save()
+    if journal is not None:
+        InvocationJournalEntry.objects.create(invocation=inv, state=journal, detail=detail or {})
+
+
+def _settle(inv: Invocation, answer: dict[str, Any], *, journal: str | None = None,
+            detail: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    _save(inv, journal=journal, detail=detail, state=answer["state"], result=answer,
+          business_status=answer.get("business_status"), **fields)
+    return answer
+
+
+def _locked(pk: Any) -> Invocation:
+    return Invocation.objects.select_for_update(of=("self",)).select_related("route").get(pk=pk)
+
+
+def _paused(project_id: Any) -> bool:
+    return bool(Project.objects.filter(pk=project_id).values_list("tool_execution_paused", flat=True).first())
+
+
+def execution_pause_check(*, route: Route) -> None:
+    """503 ``execution_paused`` while the route's project has tool execution paused."""
+    if _paused(route.project_id):
+        raise ExecutionPaused()
+
+
+def _send_after_commit(inv: Invocation) -> None:
+    pk = str(inv.pk)
+
+    def send() -> None:
+        from bailinghub.celery import app
+
+        app.send_task(DISPATCH_TASK, args=[pk], queue=settings.TOOL_DISPATCH_QUEUE)
+
+    transaction.on_commit(send, robust=True)
+
+
+def _queue(inv: Invocation, target: Target) -> dict[str, Any]:
+    """A call proven not sent, ready to go: take from the tool's rate limit, then hand it to the
+    dispatcher after commit; or refuse it for now (``auto_retry_allowed``, re-evaluated later)."""
+    rate = target.compiled.get("rate_limit")
+    if rate and inv.provider_id is not None:
+        decision = rate_limit_take(key=f"{inv.provider_id}:{inv.tool_name}", count=int(rate["count"]),
+                                   window=str(rate["window"]))
+        if not decision.allowed:
+            return _settle(inv, _answer(
+                inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
+                text=f"The tool's rate limit ({rate['count']} per {rate['window']}) is reached. {NOT_SENT_TEXT} "
+                     "Resume or repeat this same invocation after retry_after_ms.",
+                retry_after_ms=decision.retry_after_ms, rate_limit=dict(rate)))
+    answer = _answer(inv, state=State.IN_PROGRESS,
+                     text="The call is being executed. Resume this same invocation_id to read its result; do not "
+                          "submit it again.")
+    _save(inv, state=State.IN_PROGRESS, result=answer)
+    _send_after_commit(inv)
+    return answer
+
+
+def _awaiting_text(approval: Approval) -> str:
+    prompt = f" ({approval.prompt})" if approval.prompt else ""
+    return (f"This call needs an approver's decision{prompt}. {NOT_SENT_TEXT} Once it is approved, resume it with "
+            f"POST /agent-api/v1/tool-invocations/{{invocation_id}}/resume; do not submit it again.")
+
+
+def _denied(inv: Invocation, *, expired: bool) -> dict[str, Any]:
+    why = "expired before anyone decided" if expired else "was denied"
+    return _settle(inv, _answer(inv, state=State.DENIED, text=f"The approval for this call {why}. {NOT_SENT_TEXT}"))
+
+
+def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_active: bool,
+                      call: InvokeCall, builtin: BuiltinRunner) -> dict[str, Any]:
+    """``POST /tool-invocations`` after the budgets and the route and run checks: the answer of
+    the call keyed by (session, ``invocation_id``) — a new one, or the existing one replayed or
+    re-evaluated."""
+    execution_pause_check(route=route)
+    key = invocation_key(session_id=session.pk, invocation_id=call.invocation_id)
+    arguments_sha256 = revision_of(call.arguments)
+    existing = Invocation.objects.select_related("route").filter(idempotency_key=key).first()
+    if existing is not None:
+        return _existing(existing, session=session, route=route, run=run, call=call,
+                         arguments_sha256=arguments_sha256)
+    if not run_active:
+        raise RunNotActive()
+    surface = route_surface(route=route, session=session)
+    if call.capability_revision != surface.revision:
+        raise CapabilityChanged()
+    tool = surface.get(call.tool)
+    if tool is None:
+        raise ToolNotFound()
+    target = _target(route=route, tool=tool)
+    inv = Invocation(
+        idempotency_key=key, invocation_id=call.invocation_id, project_id=route.project_id, session=session,
+        route=route, run=run, tool_name=call.tool, provider=target.provider,
+        provider_name=target.provider.name if target.provider else "", principal_id=session.principal_id,
+        on_behalf_of=session.on_behalf_of, arguments_sha256=arguments_sha256,
+        arguments_bytes=arguments_bytes(call.arguments), capability_revision=call.capability_revision,
+        execution_fingerprint=target.fingerprint, readonly=bool(target.compiled.get("readonly")),
+        risk=str(target.compiled.get("risk", "low")), state=State.IN_PROGRESS,
+    )
+    problem = schema_problem(schema=target.compiled.get("input_schema") or {}, arguments=call.arguments)
+    if problem is not None:
+        field, message = problem
+        answer = _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                         text=f"The arguments do not fit the tool's input schema: {field}: {message}. {NOT_SENT_TEXT}")
+        return _create(inv, answer, session=session, route=route, run=run, call=call)
+    if target.builtin:
+        # Read-only and in-process: run before the row exists; two identical calls racing both read,
+        # and one answer is kept.
+        started = time.monotonic()
+        try:
+            output = builtin(BuiltinCall(session=session, route=route, run=run, tool=call.tool,
+                                         arguments=call.arguments))
+        except ApiError as exc:
+            if exc.status >= 500:  # the knowledge service is down for now: nothing is kept, retry the same call
+                return _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
+                               text=f"{exc.message} Retry this same invocation.", retry_after_ms=5000)
+            inv.journal_state = Journal.COMPLETED
+            answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=exc.status,
+                             text=compact_json(exc.as_dict()))
+            return _create(inv, answer, session=session, route=route, run=run, call=call,
+                           journal={"outcome": "in_process", "error": exc.code})
+        inv.duration_ms = int((time.monotonic() - started) * 1000)
+        inv.journal_state = Journal.COMPLETED
+        answer = _answer(inv, state=State.EXECUTED, text=compact_json(output))
+        return _create(inv, answer, session=session, route=route, run=run, call=call,
+                       journal={"outcome": "in_process"})
+    reasons = approval_reasons(target=target, arguments=call.arguments)
+    inv.frozen_arguments = _freeze(call.arguments)
+    if reasons:
+        return _create(inv, None, session=session, route=route, run=run, call=call, reasons=reasons, target=target)
+    return _create(inv, None, session=session, route=route, run=run, call=call, target=target, dispatch=True)
+
+
+def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSession, route: Route,
+            run: Run, call: InvokeCall, journal: dict[str, Any] | None = None,
+            reasons: list[str] | None = None, target: Target | None = None, dispatch: bool = False
+            ) -> dict[str, Any]:
+    """Insert the new invocation in its first state. A racing identical call that inserted first
+    wins: this one then answers as a replay of it."""
+    try:
+        with transaction.atomic():
+            if answer is not None:
+                inv.state, inv.result, inv.business_status = answer["state"], answer, None
+                if result_is_stable(answer):
+                    inv.settled_at = timezone.now()
+            inv.save(force_insert=True)
+            if journal is not None:
+                InvocationJournalEntry.objects.create(invocation=inv, state=Journal.COMPLETED, detail=journal)
+            if reasons is not None and target is not None:
+                approval = Approval.objects.create(
+                    invocation=inv, project_id=inv.project_id, tool_name=inv.tool_name,
+                    arguments_sha256=inv.arguments_sha256, risk=inv.risk,
+                    prompt=str(target.compiled.get("approval_prompt") or "")[:200], reasons=reasons,
+                    expires_at=timezone.now() + timedelta(seconds=settings.TOOL_APPROVAL_TTL_SECONDS))
+                answer = _settle(inv, _answer(inv, state=State.AWAITING_APPROVAL, text=_awaiting_text(approval),
+                                              approval_id=str(approval.pk)))
+            elif dispatch and target is not None:
+                answer = _queue(inv, target)
+    except IntegrityError:
+        existing = Invocation.objects.select_related("route").filter(idempotency_key=inv.idempotency_key).first()
+        if existing is None:
+            raise
+        return _existing(existing, session=session, route=route, run=run, call=call,
+                         arguments_sha256=inv.arguments_sha256)
+    assert answer is not None
+    if answer["state"] == State.IN_PROGRESS:
+        return invocation_wait(inv=inv)
+    return answer
+
+
+def _existing(inv: Invocation, *, session: AgentSession, route: Route, run: Run, call: InvokeCall,
+              arguments_sha256: str) -> dict[str, Any]:
+    if (inv.route_id != route.pk or inv.tool_name != call.tool or inv.arguments_sha256 != arguments_sha256
+            or inv.capability_revision != call.capability_revision or inv.run_id != run.pk):
+        raise InvocationConflict()
+    return invocation_advance(inv=inv, session=session)
+
+
+def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = True) -> dict[str, Any]:
+    """The answer for an existing call (a repeated invoke, or resume). A stable result is replayed
+    as stored; an unstable one is re-evaluated under the row lock: a pending approval stays
+    pending (or expires into ``denied``); an approved call is consumed and dispatched once; a call
+    whose dispatch started with no answer past its deadline becomes ``reconciliation_required``;
+    a call proven not sent and refused only for now (rate limit, pause) is tried again."""
+    if result_is_stable(inv.result):
+        return dict(inv.result or {})
+    target = _current_target(inv=inv, session=session)
+    with transaction.atomic():
+        inv = _locked(inv.pk)
+        answer = _reevaluate(inv, target)
+    if wait and answer.get("state") == State.IN_PROGRESS:
+        return invocation_wait(inv=inv)
+    return answer
+
+
+def _reevaluate(inv: Invocation, target: Target) -> dict[str, Any]:
+    now = timezone.now()
+    result: dict[str, Any] = dict(inv.result or {})
+    if result_is_stable(result):
+        return result
+    if inv.state == State.AWAITING_APPROVAL:
+        approval = Approval.objects.select_for_update().get(invocation=inv)
+        if approval.status == Approval.Status.PENDING and approval.expires_at <= now:
+            approval.status = Approval.Status.EXPIRED
+            approval.save(update_fields=["status", "updated_at"])
+        if approval.status == Approval.Status.PENDING:
+            return result
+        if approval.status != Approval.Status.APPROVED or approval.used_at is not None:
+            return _denied(inv, expired=approval.status == Approval.Status.EXPIRED)
+        if _thaw(inv) is None:
+            return _frozen_lost(inv)
+        approval.used_at = now
+        approval.save(update_fields=["used_at", "updated_at"])
+        return _queue(inv, target)
+    if inv.state == State.REJECTED_BEFORE_DISPATCH and inv.journal_state == Journal.ABSENT:
+        if _thaw(inv) is None:
+            return _frozen_lost(inv)
+        return _queue(inv, target)
+    if inv.state == State.IN_PROGRESS:
+        if inv.journal_state == Journal.DISPATCHING and inv.dispatch_deadline and inv.dispatch_deadline <= now:
+            return _uncertain(inv, reason="no answer was recorded before the dispatch deadline")
+        if inv.journal_state == Journal.ABSENT:
+            if _thaw(inv) is None:
+                return _frozen_lost(inv)
+            if inv.updated_at <= now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS):
+                # Its message may have been lost with a broker restart; the dispatcher claims it once.
+                _save(inv)
+                _send_after_commit(inv)
+    return result
+
+
+def _frozen_lost(inv: Invocation) -> dict[str, Any]:
+    return _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                                text=f"The exact arguments of this call are no longer available. {NOT_SENT_TEXT} "
+                                     "Make a new call if it is still needed."))
+
+
+def _uncertain(inv: Invocation, *, reason: str, detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    answer = _answer(inv, state=State.RECONCILIATION_REQUIRED,
+                     text=f"The call may have reached the business system, but no trusted answer was recorded "
+                          f"({reason}). It is not known whether it took effect. {NO_NEW_WRITE}")
+    return _settle(inv, answer, journal=Journal.UNCERTAIN, detail={"reason": reason, **(detail or {})})
+
+
+def invocation_wait(*, inv: Invocation, seconds: float | None = None) -> dict[str, Any]:
+    """Wait (bounded, TOOL_INVOCATION_WAIT_SECONDS) for a dispatched call to settle; its stored
+    answer then, or ``in_progress`` as it stands."""
+    deadline = time.monotonic() + (settings.TOOL_INVOCATION_WAIT_SECONDS if seconds is None else seconds)
+    pause = 0.02
+    while True:
+        row = Invocation.objects.filter(pk=inv.pk).values_list("state", "result").first()
+        if row is None:
+            raise InvocationNotFound()
+        state, result = row
+        if state != State.IN_PROGRESS or time.monotonic() >= deadline:
+            return dict(result or {})
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, 0.25)
+
+
+def invocation_get_for_session(*, session: AgentSession, invocation_id: str) -> Invocation:
+    """This session's call ``invocation_id``; 404 ``invocation_not_found`` otherwise."""
+    if not isinstance(invocation_id, str) or not re.fullmatch(r"[0-9a-f]{64}", invocation_id):
+        raise InvocationNotFound()
+    key = invocation_key(session_id=session.pk, invocation_id=invocation_id)
+    inv = Invocation.objects.select_related("route", "approval").filter(idempotency_key=key).first()
+    if inv is None:
+        raise InvocationNotFound()
+    return inv
+
+
+def invocation_tool_check(*, session: AgentSession, inv: Invocation) -> None:
+    """404 ``tool_not_found`` unless the call's tool is still on the caller's surface of its route."""
+    if route_surface(route=inv.route, session=session).get(inv.tool_name) is None:
+        raise ToolNotFound()
+
+
+def invocation_resume(*, session: AgentSession, inv: Invocation) -> dict[str, Any]:
+    """``POST .../resume``: the stored result, or an approved call executed once (the route was
+    re-checked by the caller; the tool is re-checked here)."""
+    execution_pause_check(route=inv.route)
+    return invocation_advance(inv=inv, session=session)
+
+
+def invocation_dispatch(*, invocation_pk: str) -> str:
+    """The dispatcher task's body: claim a call proven not sent (journal ``dispatching``,
+    committed), send it once, record the answer. Run twice, or after a worker died mid-send, it
+    never sends again: a claimed call without an answer becomes ``uncertain``."""
+    with transaction.atomic():
+        inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider").filter(
+            pk=invocation_pk).first()
+        if inv is None or inv.state != State.IN_PROGRESS:
+            return "settled"
+        if inv.journal_state == Journal.DISPATCHING:
+            _uncertain(inv, reason="the dispatcher stopped while the call was being sent")
+            return "uncertain"
+        if inv.journal_state != Journal.ABSENT:
+            return "settled"
+        prepared = _prepare(inv)
+        if isinstance(prepared, str):
+            return prepared
+        request, timeout_ms = prepared
+        now = timezone.now()
+        _save(inv, journal=Journal.DISPATCHING, detail={"method": request.method, "target": request.target[:500]},
+              dispatched_at=now,
+              dispatch_deadline=now + timedelta(milliseconds=timeout_ms, seconds=settings.TOOL_DISPATCH_GRACE_SECONDS))
+    outcome = dispatch.request_send(request, timeout_ms=timeout_ms, max_bytes=settings.TOOL_RESPONSE_MAX_BYTES)
+    with transaction.atomic():
+        inv = _locked(invocation_pk)
+        if inv.journal_state != Journal.DISPATCHING:
+            logger.warning("Invocation %s: an answer arrived after it was marked %s; kept in the log only.",
+                           inv.pk, inv.journal_state)
+            return "late"
+        return _record(inv, outcome)
+
+
+def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
+    """The signed request of a claimed call, or why it is not sent (its state is then settled)."""
+    if _paused(inv.project_id):
+        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
+                             text=f"Tool execution is paused for this project. {NOT_SENT_TEXT} Resume this same "
+                                  "invocation later."))
+        return "paused"
+    arguments = _thaw(inv)
+    if arguments is None:
+        _frozen_lost(inv)
+        return "frozen_lost"
+    provider = inv.provider
+    tool = Tool.objects.filter(provider=provider, name=inv.tool_name).first() if provider else None
+    if (provider is None or tool is None or not provider.enabled or not tool.enabled
+            or execution_fingerprint(route_key=inv.route.key, provider=provider, compiled=tool.compiled)
+            != inv.execution_fingerprint):
+        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                             text=f"The tool changed or was switched off since this call was made. {NOT_SENT_TEXT}"))
+        return "tool_changed"
+    try:
+        request = dispatch.request_build(
+            base_url=provider.base_url, compiled=tool.compiled, arguments=arguments,
+            secret=provider_secret(provider=provider), job_id=str(inv.pk), idempotency_key=inv.idempotency_key,
+            on_behalf_of=inv.on_behalf_of, timestamp=int(time.time()))
+    except dispatch.ArgumentUnplaceable as exc:
+        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                             text=f"The arguments cannot be sent: {exc.field}: {exc.message} {NOT_SENT_TEXT}"))
+        return "unplaceable"
+    except SecretUnreadable:
+        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                             text=f"The provider's signing secret cannot be read by this hub. {NOT_SENT_TEXT}"))
+        return "secret_unreadable"
+    return request, int(tool.compiled.get("timeout_ms") or 30000)
+
+
+def _response_text(outcome: dispatch.Outcome) -> str:
+    text = outcome.body.decode("utf-8", errors="replace")
+    if outcome.truncated:
+        text = text[: TEXT_MAX_CHARS - 120] + f"… [the answer was cut: {outcome.reason}]"
+    return text
+
+
+def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
+    now = timezone.now()
+    timing: dict[str, Any] = {"responded_at": now, "duration_ms": outcome.elapsed_ms}
+    if outcome.kind == "not_sent":
+        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                             text=f"The business system could not be reached ({outcome.reason}). {NOT_SENT_TEXT}"),
+                journal=Journal.COMPLETED, detail={"outcome": "not_sent", "reason": outcome.reason}, **timing)
+        return "not_sent"
+    if outcome.kind != "response" or outcome.status is None:
+        _uncertain(inv, reason=outcome.reason or "no answer", detail={"elapsed_ms": outcome.elapsed_ms})
+        return "uncertain"
+    status = outcome.status
+    _save(inv, journal=Journal.RESPONSE_RECORDED,
+          detail={"status": status, "bytes": len(outcome.body), "truncated": outcome.truncated,
+                  "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms})
+    text = _response_text(outcome)
+    if 200 <= status < 300:
+        answer = _answer(inv, state=State.EXECUTED, text=text, business_status=status)
+    elif status >= 500 and not inv.readonly:
+        answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
+                         text=f"The business system failed (HTTP {status}) and may or may not have applied the "
+                              f"change. {NO_NEW_WRITE}\n\n{text}")
+    elif 300 <= status < 400:
+        answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status,
+                         text=f"The business system answered with a redirect (HTTP {status}), which is not followed.")
+    else:
+        answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
+    _settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]}, **timing)
+    return str(answer["state"])
+
+
+def approval_status(approval: Approval | None, *, now: datetime | None = None) -> str:
+    """none | pending | approved | denied — an expired approval reads as denied."""
+    if approval is None:
+        return "none"
+    if approval.status == Approval.Status.PENDING:
+        return "denied" if approval.expires_at <= (now or timezone.now()) else "pending"
+    return "approved" if approval.status == Approval.Status.APPROVED else "denied"
+
+
+def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project] | models.QuerySet[Project],
+                    decision_id: str, decision: str, comment: str = "", approver: Any = None) -> Approval:
+    """Decide a pending approval once. ``decision_id`` is the idempotency key: the same decision
+    again replays; any other decision on a decided approval is 409 ``approval_already_decided``;
+    an expired one is 409 ``approval_expired`` (and reads as denied). Denying settles the call as
+    ``denied``; approving sends nothing — the agent's resume executes the frozen arguments once."""
+    expired = False
+    with transaction.atomic():
+        approval = (Approval.objects.select_for_update().filter(pk=approval_id, project__in=projects).first()
+                    if _is_uuid(approval_id) else None)
+        if approval is None:
+            raise ApprovalNotFound()
+        if approval.status in (Approval.Status.APPROVED, Approval.Status.DENIED):
+            if (approval.decision_id == decision_id and approval.status == decision
+                    and approval.comment == comment):
+                return approval
+            raise ApprovalAlreadyDecided(current_decision=approval.status)
+        inv = _locked(approval.invocation_id)
+        now = timezone.now()
+        if approval.status == Approval.Status.EXPIRED or approval.expires_at <= now:
+            approval.status = Approval.Status.EXPIRED
+            approval.save(update_fields=["status", "updated_at"])
+            if inv.state == State.AWAITING_APPROVAL:
+                _denied(inv, expired=True)
+            expired = True
+        else:
+            approval.status = decision
+            approval.decision_id = decision_id
+            approval.comment = comment
+            approval.approver = approver if getattr(approver, "pk", None) else None
+            approval.approver_label = str(getattr(approver, "username", "") or "")[:191]
+            approval.decided_at = now
+            approval.save()
+            if decision == Approval.Status.DENIED and inv.state == State.AWAITING_APPROVAL:
+                _denied(inv, expired=False)
+    if expired:
+        raise ApprovalExpired()
+    return approval
+
+
+def _is_uuid(value: Any) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def approval_answer(approval: Approval) -> dict[str, Any]:
+    """The builder API's view of a decided approval."""
+    return {
+        "approval_id": str(approval.pk),
+        "status": approval_status(approval),
+        "decision_id": approval.decision_id or None,
+        "comment": approval.comment,
+        "approver": approval.approver_label or None,
+        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
+        "expires_at": approval.expires_at.isoformat(),
+        "tool": approval.tool_name,
+    }
+
+
+_DISPATCH_STATES: dict[str, str] = {Journal.ABSENT: "not_dispatched", Journal.RESPONSE_RECORDED: "attempted",
+                    Journal.COMPLETED: "attempted", Journal.DISPATCHING: "unknown", Journal.UNCERTAIN: "unknown"}
+_RESULT_KEYS = frozenset({"schema_version", "invocation_id", "route", "tool", "state", "ok", "auto_retry_allowed",
+                          "text", "business_status", "approval_id", "retry_after_ms", "rate_limit"})
+
+
+def _result_valid(inv: Invocation, result: Any) -> bool:
+    return (isinstance(result, dict) and set(result) <= _RESULT_KEYS and result.get("state") in State.values
+            and result.get("invocation_id") == inv.invocation_id and isinstance(result.get("ok"), bool)
+            and isinstance(result.get("text"), str) and result.get("ok") == (result.get("state") == State.EXECUTED))
+
+
+def invocation_receipt(*, inv: Invocation) -> dict[str, Any]:
+    """``bailing.agent-invocation-receipt.v1``: what the hub recorded of one call. Read-only: it
+    changes nothing, dispatches nothing and consumes no approval. A stored result that does not
+    hold together is ``null``, never a made-up success; a journal whose last entry disagrees with
+    the call's state is ``evidence_degraded``."""
+    # A missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError.
+    approval: Approval | None = getattr(inv, "approval", None)
+    last = InvocationJournalEntry.objects.filter(invocation=inv).order_by("-created_at").values_list(
+        "state", flat=True).first()
+    journal_state: str = inv.journal_state
+    if (last or Journal.ABSENT) != inv.journal_state:
+        journal_state = "evidence_degraded"
+    elif journal_state not in Journal.values:
+        journal_state = "unknown"
+    result = inv.result if _result_valid(inv, inv.result) else None
+    return {
+        "schema_version": RECEIPT_SCHEMA,
+        "read_only": True,
+        "business_operation_performed": False,
+        "invocation_id": inv.invocation_id,
+        "agent_run_id": str(inv.run_id),
+        "route": inv.route.key,
+        "tool": inv.tool_name,
+        "observed_at": timezone.now().isoformat(),
+        "result": result,
+        "result_source": "job" if result is not None else "none",
+        "dispatch_state": _DISPATCH_STATES.get(inv.journal_state, "unknown"),
+        "approval": {"status": approval_status(approval), "approval_id": str(approval.pk) if approval else None},
+        "journal_state": journal_state,
+    }
+
+
+def inspection_capabilities() -> dict[str, Any]:
+    return {"schema_version": INSPECTION_SCHEMA, "receipt_schema": RECEIPT_SCHEMA, "read_only": True}

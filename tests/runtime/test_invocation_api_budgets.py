@@ -1,0 +1,59 @@
+"""The invocation endpoint's budgets come before anything else: the raw body is streamed and cut
+past 2 MiB, the arguments' compact UTF-8 JSON past 1 MiB; both 413 in the contract's shape, with
+nothing stored and nothing sent."""
+
+import json
+
+from tests.tools.invocation_helpers import stored
+
+pytest_plugins = ["tests.tools.invocation_fixtures"]
+
+MiB = 1024 * 1024
+
+
+def _too_large(response, scope: str) -> dict:
+    assert response.status_code == 413, response.content
+    body = response.json()
+    assert (body["error"], body["origin"], body["dispatch"], body["limit_scope"]) == (
+        "arguments_too_large", "core", "not_dispatched", scope)
+    assert response["Cache-Control"] == "no-store"
+    return body
+
+
+def test_arguments_over_one_mib_are_refused_with_their_exact_size(shop):
+    text = "库" * ((MiB // 3) + 1)  # three UTF-8 bytes each, not escaped
+    response = shop.invoke("note_add", {"text": text})
+    body = _too_large(response, "arguments")
+    assert body["max_bytes"] == MiB
+    assert body["actual_bytes"] == len(json.dumps({"text": text}, ensure_ascii=False,
+                                                  separators=(",", ":")).encode())
+    assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
+    assert shop.server.received == []
+
+
+def test_arguments_of_exactly_one_mib_pass_the_budget(shop):
+    filler = "a" * (MiB - len('{"text":""}'))
+    response = shop.invoke("note_add", {"text": filler}, capability_revision="0" * 64)
+    assert response.status_code == 409  # past the budget: the next check (a stale revision) answers
+    assert response.json()["error"] == "capability_changed"
+
+
+def test_a_body_over_two_mib_is_cut_while_streaming(shop):
+    body = json.dumps(shop.body("note_add", {"text": "a" * (2 * MiB)}))
+    response = shop.post(body)
+    result = _too_large(response, "request_body")
+    assert result["max_bytes"] == 2 * MiB
+    assert 2 * MiB < result["observed_bytes"] < len(body)
+    assert "actual_bytes" not in result
+    assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
+    assert shop.server.received == []
+
+
+def test_the_arguments_budget_comes_before_authentication(shop):
+    response = shop.post(shop.body("note_add", {"text": "é" * (MiB // 2 + 1)}), token="bha_not-a-token")
+    _too_large(response, "arguments")
+
+
+def test_the_turn_body_limit_does_not_apply_here(shop):
+    response = shop.invoke("note_add", {"text": "a" * (600 * 1024)}, capability_revision="0" * 64)
+    assert response.json()["error"] == "capability_changed"

@@ -1,0 +1,113 @@
+"""Signed dispatch through the Celery worker to a real business server: what is sent, and the state
+each kind of answer gives."""
+
+import hashlib
+
+from apps.demo_business.verify import bailing_headers
+from apps.tools.invocations import invocation_key
+from apps.tools.models import Invocation, InvocationJournalEntry
+from tests.tools.invocation_helpers import new_id
+
+pytest_plugins = ["tests.tools.invocation_fixtures"]
+
+
+def _journal(invocation_id: str) -> list[str]:
+    return list(InvocationJournalEntry.objects.filter(invocation__invocation_id=invocation_id)
+                .order_by("created_at").values_list("state", flat=True))
+
+
+def test_a_read_is_sent_signed_with_its_arguments_in_place(shop, dispatching):
+    shop.server.respond("/api/items", body='{"name":"茶"}'.encode())
+    invocation_id = new_id()
+    response = shop.invoke("item_read", {"item_id": "a b/c", "q": "绿 茶", "X-Shop-Locale": "zh-CN"},
+                           invocation_id=invocation_id)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body == {"schema_version": "bailing.agent-tool-invocation.v1", "invocation_id": invocation_id,
+                    "route": "shop-assistant", "tool": "item_read", "state": "executed", "ok": True,
+                    "auto_retry_allowed": False, "text": '{"name":"茶"}', "business_status": 200}
+    [received] = shop.server.received
+    assert received.signature_valid
+    assert (received.method, received.target) == ("GET", "/api/items/a%20b%2Fc?q=%E7%BB%BF%20%E8%8C%B6")
+    assert received.headers["X-Shop-Locale"] == "zh-CN"
+    headers = bailing_headers(received.headers)
+    inv = Invocation.objects.get(invocation_id=invocation_id)
+    assert (headers.tool_scope, headers.job_id, headers.on_behalf_of) == ("items.read", str(inv.pk), "ada@example.com")
+    assert headers.idempotency_key == invocation_key(session_id=shop.session.pk, invocation_id=invocation_id)
+    assert _journal(invocation_id) == ["dispatching", "response_recorded", "completed"]
+    assert inv.frozen_arguments == ""
+
+
+def test_a_write_sends_its_json_body(shop, dispatching):
+    response = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 5, "note": None})
+    assert response.json()["state"] == "executed"
+    [received] = shop.server.received
+    assert received.headers["Content-Type"] == "application/json"
+    assert received.json() == {"sku": "TEA-1", "quantity": 5, "note": None}
+    assert received.headers["X-Bailing-Timestamp"].isdigit()
+    assert received.headers["X-Bailing-Signature"].startswith("v1=")
+    assert hashlib.sha256(received.body).hexdigest()  # the signature covered exactly these bytes
+
+
+def test_a_business_4xx_is_business_rejected(shop, dispatching):
+    shop.server.respond("/api/stock", status=422, body=b'{"error":"unknown_sku"}')
+    body = shop.invoke("stock_write", {"sku": "NOPE", "quantity": 1}).json()
+    assert (body["state"], body["ok"], body["business_status"], body["auto_retry_allowed"]) == (
+        "business_rejected", False, 422, False)
+    assert body["text"] == '{"error":"unknown_sku"}'
+
+
+def test_a_business_5xx_on_a_write_needs_reconciliation(shop, dispatching):
+    shop.server.respond("/api/stock", status=503, body=b"down")
+    body = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 1}).json()
+    assert (body["state"], body["business_status"], body["auto_retry_allowed"]) == (
+        "reconciliation_required", 503, False)
+    assert "Do not submit a new write" in body["text"]
+
+
+def test_a_business_5xx_on_a_read_is_business_rejected(shop, dispatching):
+    shop.server.respond("/api/items", status=500, body=b"oops")
+    body = shop.invoke("item_read", {"item_id": "1"}).json()
+    assert (body["state"], body["business_status"]) == ("business_rejected", 500)
+
+
+def test_garbage_instead_of_http_is_reconciliation_required(shop, dispatching):
+    shop.server.respond("/api/stock", garbage=True)
+    invocation_id = new_id()
+    body = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 1}, invocation_id=invocation_id).json()
+    assert (body["state"], body["auto_retry_allowed"]) == ("reconciliation_required", False)
+    assert _journal(invocation_id) == ["dispatching", "uncertain"]
+
+
+def test_a_50_mib_answer_is_read_only_up_to_the_cap(shop, dispatching, settings):
+    shop.server.respond("/api/items", huge_bytes=50 * 1024 * 1024)
+    invocation_id = new_id()
+    body = shop.invoke("item_read", {"item_id": "1"}, invocation_id=invocation_id).json()
+    assert (body["state"], body["business_status"]) == ("executed", 200)
+    assert len(body["text"]) <= 8192
+    assert body["text"].endswith("[the answer was cut: response_too_large]")
+    entry = InvocationJournalEntry.objects.get(invocation__invocation_id=invocation_id, state="response_recorded")
+    assert entry.detail["bytes"] == settings.TOOL_RESPONSE_MAX_BYTES
+
+
+def test_a_backend_hanging_past_the_timeout_needs_reconciliation_and_is_never_sent_again(shop, dispatching):
+    shop.server.respond("/api/notes", delay=5)
+    invocation_id = new_id()
+    body = shop.invoke("note_add", {"text": "hello"}, invocation_id=invocation_id).json()
+    assert (body["state"], body["auto_retry_allowed"]) == ("reconciliation_required", False)
+    assert "Do not submit a new write" in body["text"]
+    again = shop.resume(invocation_id).json()
+    assert again == body
+    assert shop.invoke("note_add", {"text": "hello"}, invocation_id=invocation_id).json() == body
+    assert len(shop.server.requests_to("/api/notes")) == 1
+
+
+def test_an_unreachable_backend_is_not_dispatched(shop, dispatching):
+    from tests.tools.business_server import free_port_refusing
+
+    shop.provider.base_url = free_port_refusing()
+    shop.provider.save(update_fields=["base_url"])
+    body = shop.invoke("item_read", {"item_id": "1"}).json()
+    assert (body["state"], body["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
+    assert "could not be reached" in body["text"]
+    assert _journal(body["invocation_id"]) == ["dispatching", "completed"]
