@@ -1,0 +1,170 @@
+"""Calls that need approval: frozen (encrypted) until an approver decides once; resume executes the
+frozen arguments once; an approval is never used twice; expired reads as denied. Decisions by the
+builder API (scope approvals:decide, project-scoped, idempotent by decision_id)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apps.projects.tokens import operator_token_create
+from apps.tools.invocations import approval_decide
+from apps.tools.models import Approval, Invocation
+from tests.projects.factories import MembershipFactory
+from tests.tools.invocation_helpers import new_id, stored
+
+pytest_plugins = ["tests.tools.invocation_fixtures"]
+
+
+def _decision_client(project, *, scopes=("approvals:decide",)) -> APIClient:
+    owner = MembershipFactory(project=project)
+    _, token = operator_token_create(user=owner.user, name="approver", scopes=list(scopes))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def _decide(client, approval_id, **body):
+    payload = {"decision_id": "d-1", "decision": "approved", **body}
+    return client.post(f"/api/v1/builder/approvals/{approval_id}/decision", payload, format="json")
+
+
+def test_a_high_risk_call_waits_for_approval_with_its_arguments_frozen(shop):
+    invocation_id = new_id()
+    body = shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 12.5}, invocation_id=invocation_id).json()
+    approval = Approval.objects.get()
+    assert (body["state"], body["ok"], body["auto_retry_allowed"], body["approval_id"]) == (
+        "awaiting_approval", False, False, str(approval.pk))
+    assert "Refund money to a customer" in body["text"]
+    inv = Invocation.objects.get(invocation_id=invocation_id)
+    assert inv.frozen_arguments and "SO-1" not in inv.frozen_arguments  # encrypted at rest
+    assert (approval.status, approval.reasons) == ("pending", ["risk_high"])
+    assert shop.server.received == []
+
+
+def test_a_matching_approval_rule_needs_approval_and_a_small_change_does_not(shop, dispatching):
+    big = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 500}).json()
+    small = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 5}).json()
+    assert (big["state"], small["state"]) == ("awaiting_approval", "executed")
+    assert Approval.objects.get().reasons == ['approval_when: quantity > 100']
+
+
+def test_approved_then_resumed_executes_the_frozen_arguments_once(shop, dispatching):
+    invocation_id = new_id()
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 12.5}, invocation_id=invocation_id)
+    approval = Approval.objects.get()
+    response = _decide(_decision_client(shop.route.project), approval.pk, comment="ok by phone")
+    assert response.status_code == 200, response.content
+    assert response.json()["data"]["status"] == "approved"
+    assert shop.server.received == []  # deciding sends nothing
+    first = shop.resume(invocation_id).json()
+    assert (first["state"], first["business_status"]) == ("executed", 200)
+    again = shop.resume(invocation_id).json()
+    replay = shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 12.5}, invocation_id=invocation_id).json()
+    assert again == first == replay
+    [received] = shop.server.received
+    assert received.json() == {"order_id": "SO-1", "amount": 12.5}
+    approval.refresh_from_db()
+    assert approval.used_at is not None
+    assert Invocation.objects.get(invocation_id=invocation_id).frozen_arguments == ""
+
+
+def test_resume_before_a_decision_still_awaits(shop):
+    invocation_id = new_id()
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1}, invocation_id=invocation_id)
+    body = shop.resume(invocation_id).json()
+    assert body["state"] == "awaiting_approval"
+    assert shop.server.received == []
+
+
+def test_denied_is_final_and_nothing_is_sent(shop):
+    invocation_id = new_id()
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1}, invocation_id=invocation_id)
+    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
+                    decision="denied", comment="no")
+    body = shop.resume(invocation_id).json()
+    assert (body["state"], body["ok"], body["auto_retry_allowed"]) == ("denied", False, False)
+    assert Invocation.objects.get(invocation_id=invocation_id).frozen_arguments == ""
+    assert shop.server.received == []
+
+
+def test_an_expired_approval_reads_as_denied(shop):
+    invocation_id = new_id()
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1}, invocation_id=invocation_id)
+    Approval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert shop.resume(invocation_id).json()["state"] == "denied"
+    assert shop.receipt(invocation_id).json()["approval"]["status"] == "denied"
+    assert shop.server.received == []
+
+
+def test_deciding_an_expired_approval_is_refused(shop):
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    approval = Approval.objects.get()
+    Approval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    response = _decide(_decision_client(shop.route.project), approval.pk)
+    assert (response.status_code, response.json()["error"]) == (409, "approval_expired")
+    assert Invocation.objects.get().state == "denied"
+
+
+def test_the_approval_expiry_is_a_setting(shop, settings):
+    settings.TOOL_APPROVAL_TTL_SECONDS = 60
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    approval = Approval.objects.get()
+    assert timedelta(seconds=55) < approval.expires_at - approval.created_at <= timedelta(seconds=60)
+
+
+def test_the_same_decision_replays_and_another_is_a_conflict(shop):
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    approval = Approval.objects.get()
+    client = _decision_client(shop.route.project)
+    first = _decide(client, approval.pk, comment="fine")
+    replay = _decide(client, approval.pk, comment="fine")
+    other = _decide(client, approval.pk, decision="denied", decision_id="d-2")
+    assert first.json() == replay.json()
+    assert (other.status_code, other.json()["error"]) == (409, "approval_already_decided")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decision_id, approval.comment) == ("approved", "d-1", "fine")
+
+
+def test_an_operator_of_another_project_gets_404(shop):
+    from tests.projects.factories import ProjectFactory
+
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    approval = Approval.objects.get()
+    response = _decide(_decision_client(ProjectFactory()), approval.pk)
+    assert (response.status_code, response.json()["error"]) == (404, "approval_not_found")
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+def test_deciding_needs_the_approvals_scope(shop):
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    response = _decide(_decision_client(shop.route.project, scopes=("tools:write",)), Approval.objects.get().pk)
+    assert (response.status_code, response.json()["error"]) == (403, "insufficient_scope")
+    assert Approval.objects.get().status == "pending"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"decision_id": "d-1", "decision": "maybe"}, "decision"),
+    ({"decision_id": "", "decision": "approved"}, "decision_id"),
+    ({"decision_id": "d-1", "decision": "approved", "extra": 1}, "extra"),
+    ({"decision": "approved"}, "decision_id"),
+])
+def test_a_bad_decision_body_is_refused_naming_the_field(shop, body, field):
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    response = _decision_client(shop.route.project).post(
+        f"/api/v1/builder/approvals/{Approval.objects.get().pk}/decision", body, format="json")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert field in response.json()["fields"]
+    assert Approval.objects.get().status == "pending"
+
+
+def test_a_route_forced_approval_applies(shop):
+    from apps.tools.route_tools import route_tools_set
+
+    route_tools_set(route=shop.route, force_approval_tools=["note_add"])
+    body = shop.invoke("note_add", {"text": "hi"}).json()
+    assert body["state"] == "awaiting_approval"
+    assert Approval.objects.get().reasons == ["route_forced"]
+    assert stored()["approvals"] == 1
