@@ -40,7 +40,9 @@ logger = logging.getLogger("bailinghub.tools")
 
 INDEX_REBUILD = "tools.index_rebuild"
 SEMANTIC = "semantic"
-INDEX_TEXT_MAX_CHARS = 2000  # e5 reads 512 tokens; the words that matter come first
+# The words that matter come first; a local model's cost grows with the text faster than what it
+# learns from parameter prose (about 100 tokens keep a 2,000-tool rebuild in minutes on 2 cores).
+INDEX_TEXT_MAX_CHARS = 400
 MAX_PARAMETERS = 12
 # Reciprocal-rank fusion: weight of the lexical list and the rank offset. Chosen on the tuning half
 # of bench/capability_quality.py's query set (its held-out half reports the figures).
@@ -86,7 +88,7 @@ def index_text(compiled: dict[str, Any]) -> str:
     parameters = []
     for key in list(properties)[:MAX_PARAMETERS]:
         schema = properties[key] if isinstance(properties[key], dict) else {}
-        about = _clean(schema.get("description"))[:160]
+        about = _clean(schema.get("description"))[:48]
         parameters.append(f"{name_words(key)} ({about})" if about else name_words(key))
     if parameters:
         parts.append(f"Parameters: {'; '.join(parameters)}.")
@@ -169,11 +171,11 @@ def index_rebuild(*, provider_id: Any) -> dict[str, int]:
 _QUERY_CACHE: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
 _QUERY_CACHE_MAX = 2048
 _query_lock = threading.Lock()
-# Expected index hashes of a surface, by revision: the revision covers the spec's SHA-256 of every
-# source and every tool's projection, so one revision always has the same index texts.
-_EXPECTED: OrderedDict[str, dict[Any, str]] = OrderedDict()
+# Expected index hashes of a surface, by revision and tool ids: the revision covers the spec's
+# SHA-256 of every source and every tool's projection, so one revision has the same index texts.
+_EXPECTED: OrderedDict[tuple[str, tuple[Any, ...]], dict[Any, str]] = OrderedDict()
 _EXPECTED_MAX = 64
-_FRESH: OrderedDict[tuple[str, str], bool] = OrderedDict()
+_FRESH: OrderedDict[tuple[str, tuple[str, tuple[Any, ...]]], bool] = OrderedDict()
 # Built-in tools are not rows: their vectors are computed in-process from their fixed text.
 _BUILTIN: dict[tuple[str, str], list[float]] = {}
 
@@ -193,12 +195,19 @@ def _query_vector(label: str, query: str) -> list[float]:
     return vector
 
 
+def _surface_key(surface: Surface) -> tuple[str, tuple[Any, ...]]:
+    # The revision does not cover row ids: a provider deleted and imported again from the same
+    # spec has the same revision and other tools.
+    return surface.revision, tuple(tool.tool.id for tool in surface.tools if tool.tool is not None)
+
+
 def _expected(surface: Surface) -> dict[Any, str]:
-    expected = _EXPECTED.get(surface.revision)
+    key = _surface_key(surface)
+    expected = _EXPECTED.get(key)
     if expected is None:
         expected = {tool.tool.id: text_sha256(index_text(tool.tool.compiled))
                     for tool in surface.tools if tool.tool is not None}
-        _EXPECTED[surface.revision] = expected
+        _EXPECTED[key] = expected
         while len(_EXPECTED) > _EXPECTED_MAX:
             _EXPECTED.popitem(last=False)
     return expected
@@ -223,7 +232,7 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
 def _index_fresh(surface: Surface, label: str, expected: dict[Any, str]) -> bool:
     # Fresh stays fresh for one revision: its texts are fixed, and rows only change by a rebuild
     # writing the same hash. So once seen fresh, a revision is not checked again in this process.
-    key = (label, surface.revision)
+    key = (label, _surface_key(surface))
     if key in _FRESH:
         return True
     found = set(ToolEmbedding.objects.filter(model=label, tool_id__in=list(expected))

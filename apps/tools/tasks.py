@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from apps.tools import invocations
+from apps.tools import invocations, semantic
 
 
 # Acknowledged late and rejected when its worker is lost, so a message is never dropped; run twice,
@@ -15,3 +15,8 @@ from apps.tools import invocations
              time_limit=settings.TOOL_DISPATCH_TASK_TIME_LIMIT + 30)
 def invocation_dispatch_task(invocation_pk: str) -> str:
     return invocations.invocation_dispatch(invocation_pk=invocation_pk)
+
+
+@shared_task(name=semantic.INDEX_REBUILD, ignore_result=True)
+def tool_index_rebuild_task(provider_id: str) -> dict[str, int]:
+    return semantic.index_rebuild(provider_id=provider_id)
