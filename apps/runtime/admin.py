@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, Subquery
 
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge import services as knowledge_services
@@ -24,7 +24,11 @@ from apps.projects.admin import ProjectScopedAdminMixin
 from apps.routes.admin import RouteAdmin
 from apps.routes.models import Route
 from apps.runtime.errors import KnowledgeUnavailable
+from apps.runtime.route_tools_form import RouteToolsForm, source_field_name, tools_form_for
 from apps.runtime.turns import KNOWLEDGE_QUERY_MAX_CHARS, TurnRequest, _knowledge_inline
+from apps.tools.builder import route_dry_run as route_capabilities_dry_run
+from apps.tools.models import Tool, ToolProvider
+from apps.tools.route_tools import POLICY_FIELDS, UNSET, route_tools_set
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -41,6 +45,7 @@ class _RouteSources(TypedDict):
     knowledge_source_total: int
 
 DRY_RUN_PARAM = "dry_run"
+TOOLS_FIELDSET = "Tools (agent direct)"
 
 
 class BindingInline(admin.TabularInline):
@@ -171,10 +176,58 @@ def route_dry_run(*, route: Route, question: str, page_title: str = "") -> DryRu
                   bytes=sum(len(e.content.encode("utf-8")) for e in entries))
 
 
+def _project_providers(route: Route | None) -> list[ToolProvider]:
+    """The route's project's providers, each with its compiled tools (two queries)."""
+    if route is None:
+        return []
+    return list(ToolProvider.objects.filter(project_id=route.project_id).order_by("name").prefetch_related(
+        Prefetch("tools", queryset=Tool.objects.order_by("position"), to_attr="compiled_tools")))
+
+
 class RouteConsoleAdmin(RouteAdmin):
     change_form_template = "admin/routes/route/change_form.html"
+    form = RouteToolsForm
     inlines = [BindingInline]
     list_display = [*RouteAdmin.list_display[:-1], "knowledge_sources", RouteAdmin.list_display[-1]]
+
+    def _providers(self, request, obj) -> list[ToolProvider]:
+        # get_fieldsets and get_form both need them, for the same route, in one request.
+        cache = request.__dict__.setdefault("_route_tool_providers", {})
+        key = obj.pk if obj is not None else None
+        if key not in cache:
+            cache[key] = _project_providers(obj)
+        return cache[key]
+
+    def get_fieldsets(self, request, obj=None):
+        sources = [source_field_name(provider) for provider in self._providers(request, obj)]
+        fieldsets = []
+        for name, options in super().get_fieldsets(request, obj):
+            if name == TOOLS_FIELDSET:
+                options = {**options, "fields": [
+                    "tools_direct_enabled", "permission", *sources, "write_tools", "force_approval_tools",
+                    "unattended_write_tools", "max_tool_calls"],
+                    "description": ("Tool sources: tick the tools of each provider this route allows (its "
+                                    "compiled operations). Write tools and forced approvals are picked from the "
+                                    "sources' write tools." if obj is not None else
+                                    "Save the route first: its tool sources are picked from its project's "
+                                    "providers.")}
+            fieldsets.append((name, options))
+        return fieldsets
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        kwargs["form"] = tools_form_for(self._providers(request, obj))
+        return super().get_form(request, obj, change, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        """The route's own fields are saved as usual; its tools (sources and policy) only through
+        route_tools_set, which checks them as a whole."""
+        policy = {name: getattr(obj, name) for name in POLICY_FIELDS}
+        stored = (Route.objects.filter(pk=obj.pk).values(*POLICY_FIELDS).get() if change
+                  else {name: Route._meta.get_field(name).get_default() for name in POLICY_FIELDS})
+        for name, value in stored.items():
+            setattr(obj, name, value)
+        super().save_model(request, obj, form, change)
+        route_tools_set(route=obj, sources=form.tool_sources() if change else UNSET, **policy)
 
     def get_queryset(self, request):
         same_project = Q(knowledge_bindings__knowledge_base__project_id=F("project_id"))
@@ -225,6 +278,7 @@ class RouteConsoleAdmin(RouteAdmin):
             extra_context.update({
                 "dry_run_form": dry_run_form,
                 "dry_run_sources": len(bound),
+                "dry_run_capabilities": route_capabilities_dry_run(route=route),
                 "dry_run": (route_dry_run(route=route, question=dry_run_form.cleaned_data["dry_run"],
                                           page_title=dry_run_form.cleaned_data["page_title"])
                             if dry_run_form.is_valid() else None),

@@ -23,8 +23,7 @@ def _form_data(project, **overrides):
         "enabled": "on", "audience_policy": "any", "allowed_audiences": "", "system_prompt": "",
         "agent_client_instructions": "", "agent_client_active_tool_limit": "8",
         "system_info_name": "", "system_info_summary": "", "system_info_domains": "",
-        "system_info_boundaries": "", "write_tools": "", "force_approval_tools": "",
-        "unattended_write_tools": "", "max_tool_calls": "5", "permission": "full",
+        "system_info_boundaries": "", "max_tool_calls": "5", "permission": "full",
         "knowledge_mode": "chunk", "knowledge_top_k": "5", "knowledge_max_docs": "4",
         "knowledge_score_threshold": "", "memory_recent_messages": "12", "memory_recent_budget_chars": "8000",
         "memory_per_message_chars": "2000", "memory_summary_max_chars": "1200",
@@ -75,13 +74,21 @@ def test_viewer_can_read_but_not_change_a_route():
 
 def test_editor_creates_a_route_through_the_admin():
     membership = MembershipFactory(role=Membership.Role.EDITOR)
-    response = _client_for(membership.user).post(
-        "/admin/routes/route/add/", _form_data(membership.project, write_tools="order_update,stock_adjust")
-    )
+    response = _client_for(membership.user).post("/admin/routes/route/add/", _form_data(membership.project))
     assert response.status_code == 302
     route = Route.objects.get(key="new-route")
-    assert route.write_tools == ["order_update", "stock_adjust"]
+    assert (route.write_tools, route.force_approval_tools) == ([], [])
     assert route.unattended_write_tools is None
+
+
+def test_a_new_route_takes_no_write_tool_before_it_has_tool_sources():
+    membership = MembershipFactory(role=Membership.Role.EDITOR)
+    response = _client_for(membership.user).post(
+        "/admin/routes/route/add/", _form_data(membership.project, write_tools=["order_update"]))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["write_tools"] == [
+        "Select a valid choice. order_update is not one of the available choices."]
+    assert Route.objects.count() == 0
 
 
 def test_admin_form_shows_the_validation_message_and_writes_nothing():
@@ -92,7 +99,7 @@ def test_admin_form_shows_the_validation_message_and_writes_nothing():
     assert response.status_code == 200
     form = response.context["adminform"].form
     assert form.errors["key"] == ["'auto' is reserved and cannot be a route key."]
-    assert "Wildcards are not allowed: list exact operationIds (found '*')." in form.errors["write_tools"]
+    assert form.errors["write_tools"] == ["Select a valid choice. * is not one of the available choices."]
     assert Route.objects.count() == 0
 
 

@@ -1,0 +1,113 @@
+"""The route page's tools, picked rather than typed: each provider of the route's project offers its
+compiled tools as checkboxes (the allow list of that source), and the write tools, forced approvals
+and legacy unattended write tools are picked from the project's compiled write tools. The form
+runs the checks of apps.tools.route_tools (``route_tools_check``) so a refusal is shown next to its
+field; the admin then saves the tools through ``route_tools_set`` (RouteConsoleAdmin.save_model)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from django import forms
+
+from apps.routes.admin import RouteAdminForm
+from apps.tools.errors import RouteToolsInvalid
+from apps.tools.models import RouteToolSource, Tool, ToolProvider
+from apps.tools.route_tools import SourceSpec, route_tools_check
+
+SOURCE_PREFIX = "tools_from_"
+PICKS = {"class": "bh-tool-picks"}
+
+
+def source_field_name(provider: ToolProvider) -> str:
+    return f"{SOURCE_PREFIX}{provider.pk.hex}"
+
+
+def compiled_tools(provider: ToolProvider) -> list[Tool]:
+    """The provider's tools as RouteConsoleAdmin prefetched them (``compiled_tools``), in compile order."""
+    return list(getattr(provider, "compiled_tools", []))
+
+
+def _tool_label(tool: Tool) -> str:
+    kind = "read-only" if tool.readonly else "write"
+    return f"{tool.name} — {tool.method} {tool.path} · {kind}" + ("" if tool.enabled else " · switched off")
+
+
+class RouteToolsForm(RouteAdminForm):
+    write_tools = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS), label="Write tools",
+        help_text="Write tools agents may call. Only compiled write tools allowed by a source above count.")
+    force_approval_tools = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS), label="Force approval tools",
+        help_text="Write tools that always need an approver's decision on this route, beyond the ACC rules.")
+    unattended_write_tools = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS), label="Unattended write tools (legacy)",
+        help_text="Legacy: when any is picked, every other write tool needs approval. Cannot be combined with "
+                  "force approval tools.")
+
+    # Set by tools_form_for(): the project's providers (tools prefetched as `compiled_tools`).
+    providers: list[ToolProvider] = []
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        writes = [(tool.name, f"{tool.name} · {provider.name}") for provider in self.providers
+                  for tool in compiled_tools(provider) if not tool.readonly]
+        for name in ("write_tools", "force_approval_tools", "unattended_write_tools"):
+            cast(forms.ChoiceField, self.fields[name]).choices = writes
+        if self.instance.pk is not None:
+            allowed = {source.provider_id: source.allowed_tools
+                       for source in RouteToolSource.objects.filter(route=self.instance)}
+            for provider in self.providers:
+                self.fields[source_field_name(provider)].initial = allowed.get(provider.pk, [])
+
+    def clean_unattended_write_tools(self):
+        # Nothing picked means the legacy setting is not configured (None), not "no unattended tool".
+        return self.cleaned_data.get("unattended_write_tools") or None
+
+    def tool_sources(self) -> list[SourceSpec]:
+        """The sources picked: every provider with at least one tool allowed, in the page's order."""
+        sources = []
+        for provider in self.providers:
+            names = self.cleaned_data.get(source_field_name(provider)) or []
+            if names:
+                sources.append(SourceSpec(provider=provider, allowed_tools=list(names)))
+        return sources
+
+    # After ModelForm's own _post_clean, which puts the picks on the instance and runs the model's
+    # validation: the tool checks read the route as it would be saved.
+    def _post_clean(self) -> None:
+        super()._post_clean()  # type: ignore[misc]
+        if self.errors or self.instance.project_id is None:
+            return
+        seen: dict[str, str] = {}
+        for provider in self.providers:
+            for name in self.cleaned_data.get(source_field_name(provider)) or []:
+                if name in seen:
+                    self.add_error(source_field_name(provider),
+                                   f"{name} is already allowed from {seen[name]}; a route's tool names must be "
+                                   "unique.")
+                    return
+                seen[name] = provider.name
+        try:
+            route_tools_check(route=self.instance, sources=self.tool_sources())
+        except RouteToolsInvalid as exc:
+            target: str | None = str(exc.extra.get("field", ""))
+            message = exc.message.split(": ", 1)[-1]
+            if target not in self.fields:  # a source's problem: shown at the first provider's picks
+                target = source_field_name(self.providers[0]) if self.providers else None
+            self.add_error(target, message)
+
+
+def tools_form_for(providers: list[ToolProvider]) -> type[RouteToolsForm]:
+    """The route form with one allow-list field per provider of the route's project."""
+    attrs: dict = {"providers": providers}
+    for provider in providers:
+        tools = compiled_tools(provider)
+        count = len(tools)
+        attrs[source_field_name(provider)] = forms.MultipleChoiceField(
+            required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS),
+            label=f"Tools from {provider.name}",
+            choices=[(tool.name, _tool_label(tool)) for tool in tools],
+            help_text=f"The allow list of this source: {count} compiled tool{'s' if count != 1 else ''}"
+                      + ("" if provider.enabled else "; the provider is switched off") + ".")
+    return type("RouteToolsForm", (RouteToolsForm,), attrs)

@@ -1,0 +1,171 @@
+"""The route page's tools: sources and allow lists picked from the project's compiled tools, write
+tools and forced approvals picked from those sources, every pick checked by apps.tools.route_tools
+and saved through route_tools_set; refusals shown next to their field with nothing changed."""
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from apps.projects.models import Membership
+from apps.routes.models import Route
+from apps.runtime.route_tools_form import source_field_name
+from apps.tools.builder import route_dry_run
+from apps.tools.models import RouteToolSource
+from apps.tools.route_tools import SourceSpec, route_tools_set
+from tests.projects.factories import MembershipFactory
+from tests.routes.factories import RouteFactory
+from tests.tools.factories import ToolProviderFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner():
+    return MembershipFactory(role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def client(owner):
+    client = Client()
+    client.force_login(owner.user)
+    return client
+
+
+@pytest.fixture
+def route(owner):
+    return RouteFactory(project=owner.project, key="store-assistant", tools_direct_enabled=True)
+
+
+@pytest.fixture
+def store(owner):
+    return ToolProviderFactory(project=owner.project, name="store")
+
+
+def _form(route, **overrides):
+    """The route page's POST as a browser sends it: the route's settings, no tool picked."""
+    data = {
+        "project": str(route.project_id), "key": route.key, "name": route.name, "description": "",
+        "enabled": "on", "audience_policy": "any", "allowed_audiences": "", "system_prompt": "",
+        "agent_client_enabled": "on", "agent_client_instructions": "", "agent_client_active_tool_limit": "8",
+        "system_info_name": "", "system_info_summary": "", "system_info_domains": "", "system_info_boundaries": "",
+        "tools_direct_enabled": "on", "max_tool_calls": "5", "permission": "full",
+        "knowledge_mode": "chunk", "knowledge_top_k": "5", "knowledge_max_docs": "4", "knowledge_score_threshold": "",
+        "memory_recent_messages": "12", "memory_recent_budget_chars": "8000", "memory_per_message_chars": "2000",
+        "memory_summary_max_chars": "1200",
+        "knowledge_bindings-TOTAL_FORMS": "0", "knowledge_bindings-INITIAL_FORMS": "0",
+        "knowledge_bindings-MIN_NUM_FORMS": "0", "knowledge_bindings-MAX_NUM_FORMS": "1000",
+    }
+    data.update(overrides)
+    return data
+
+
+def _post(client, route, **overrides):
+    return client.post(f"/admin/routes/route/{route.pk}/change/", _form(route, **overrides))
+
+
+def _state(route):
+    row = Route.objects.get(pk=route.pk)
+    return (row.write_tools, row.force_approval_tools, row.unattended_write_tools, row.permission,
+            sorted(RouteToolSource.objects.filter(route=route).values_list("provider__name", "allowed_tools")))
+
+
+def test_the_page_offers_each_providers_compiled_tools_as_picks(client, route, store):
+    form = client.get(f"/admin/routes/route/{route.pk}/change/").context["adminform"].form
+    assert [name for name, _ in form.fields[source_field_name(store)].choices] == [
+        "product_lookup", "order_status", "stock_adjust", "order_refund", "customer_note"]
+    assert [name for name, _ in form.fields["write_tools"].choices] == ["stock_adjust", "order_refund", "customer_note"]
+
+
+def test_the_page_shows_what_is_allowed_now(client, route, store):
+    route_tools_set(route=route, sources=[SourceSpec(provider=store, allowed_tools=["order_status"])])
+    form = client.get(f"/admin/routes/route/{route.pk}/change/").context["adminform"].form
+    assert form[source_field_name(store)].value() == ["order_status"]
+
+
+def test_saving_picks_sets_sources_and_policy(client, route, store):
+    response = _post(client, route, **{source_field_name(store): ["product_lookup", "stock_adjust"],
+                                       "write_tools": ["stock_adjust"], "force_approval_tools": ["stock_adjust"]})
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert _state(route) == (["stock_adjust"], ["stock_adjust"], None, "full",
+                             [("store", ["product_lookup", "stock_adjust"])])
+
+
+def test_saving_picks_changes_the_dry_run(client, route, store):
+    _post(client, route, **{source_field_name(store): ["product_lookup", "stock_adjust"],
+                            "write_tools": ["stock_adjust"], "force_approval_tools": ["stock_adjust"]})
+    route.refresh_from_db()
+    capabilities = route_dry_run(route=route)["capabilities"]
+    assert (capabilities["authorized_total"], capabilities["writes"], capabilities["approval_required"]) == (2, 1, 1)
+    page = client.get(f"/admin/routes/route/{route.pk}/change/").content.decode()
+    assert f'<code data-revision title="{capabilities["revision"]}">' in page
+
+
+def test_a_write_tool_no_source_allows_is_refused_next_to_the_field(client, route, store):
+    before = _state(route)
+    response = _post(client, route, **{source_field_name(store): ["product_lookup"], "write_tools": ["stock_adjust"]})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["write_tools"] == [
+        "'stock_adjust' is not a tool of this route's sources."]
+    assert _state(route) == before
+
+
+def test_a_read_only_tool_is_no_write_tool_choice(client, route, store):
+    before = _state(route)
+    response = _post(client, route, **{source_field_name(store): ["product_lookup"],
+                                       "force_approval_tools": ["product_lookup"]})
+    assert response.context["adminform"].form.errors["force_approval_tools"] == [
+        "Select a valid choice. product_lookup is not one of the available choices."]
+    assert _state(route) == before
+
+
+def test_typed_text_is_no_write_tool(client, route, store):
+    before = _state(route)
+    response = _post(client, route, write_tools="order_update,stock_adjust")
+    assert "write_tools" in response.context["adminform"].form.errors
+    assert _state(route) == before
+
+
+def test_one_tool_name_from_two_providers_is_refused_at_the_second(client, route, store, owner):
+    twin = ToolProviderFactory(project=owner.project, name="twin")
+    before = _state(route)
+    response = _post(client, route, **{source_field_name(store): ["product_lookup"],
+                                       source_field_name(twin): ["product_lookup"]})
+    assert response.context["adminform"].form.errors[source_field_name(twin)] == [
+        "product_lookup is already allowed from store; a route's tool names must be unique."]
+    assert _state(route) == before
+
+
+def test_forced_approval_and_legacy_unattended_cannot_combine(client, route, store):
+    before = _state(route)
+    response = _post(client, route, **{source_field_name(store): ["stock_adjust", "order_refund"],
+                                       "write_tools": ["stock_adjust", "order_refund"],
+                                       "force_approval_tools": ["stock_adjust"],
+                                       "unattended_write_tools": ["order_refund"]})
+    assert "cannot be combined" in response.context["adminform"].form.errors["unattended_write_tools"][0]
+    assert _state(route) == before
+
+
+def test_unticking_every_tool_removes_the_source(client, route, store):
+    route_tools_set(route=route, sources=[SourceSpec(provider=store, allowed_tools=["order_status"])])
+    _post(client, route)
+    assert RouteToolSource.objects.filter(route=route).count() == 0
+
+
+def test_another_projects_providers_are_not_offered(client, route, store):
+    foreign = ToolProviderFactory(name="foreign")
+    form = client.get(f"/admin/routes/route/{route.pk}/change/").context["adminform"].form
+    assert source_field_name(foreign) not in form.fields
+
+
+def test_the_page_reads_the_tools_in_a_fixed_number_of_queries(client, route, owner):
+    ToolProviderFactory(project=owner.project, name="first")
+    client.get(f"/admin/routes/route/{route.pk}/change/")  # warm caches (content types, compiled tools)
+    with CaptureQueriesContext(connection) as one:
+        client.get(f"/admin/routes/route/{route.pk}/change/")
+    ToolProviderFactory(project=owner.project, name="second")
+    ToolProviderFactory(project=owner.project, name="third")
+    client.get(f"/admin/routes/route/{route.pk}/change/")
+    with CaptureQueriesContext(connection) as three:
+        client.get(f"/admin/routes/route/{route.pk}/change/")
+    assert len(three.captured_queries) == len(one.captured_queries)
