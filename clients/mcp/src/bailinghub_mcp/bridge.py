@@ -271,10 +271,8 @@ class Bridge:
                 detail = self.session.call(
                     "GET", f"/agent-api/v1/tools/{quote(name)}?route={self.route}&capability_revision={self.revision}",
                     schema=TOOL_DETAIL_SCHEMA).body or {}
-            except wire.HubError as exc:
-                if exc.code in ("tool_not_found", "capability_changed"):
-                    continue
-                raise
+            except wire.HubError:  # gone, or not readable now: dropped until a search finds it again
+                continue
             self._load(detail.get("tool"))
 
     def _adopt_revision(self, body: dict[str, Any]) -> None:
@@ -316,9 +314,12 @@ class Bridge:
                                        schema=INVOCATION_SCHEMA).body or {}
         except wire.HubError as exc:
             if exc.code == "capability_changed":
-                with self.lock:
-                    self.refresh_profile()
-                    self._reload_tools()
+                try:
+                    with self.lock:
+                        self.refresh_profile()
+                        self._reload_tools()
+                except (wire.HubError, wire.WireError, SessionExpired) as reload_error:
+                    log.warning("tools not reloaded after a capability change: %s", reload_error)
                 return Outcome("The workspace's tools changed since they were loaded; nothing was sent. The tool "
                                "list has been refreshed: check the tool's current description and arguments, then "
                                "decide whether to call it again.", {"error": "capability_changed"}, is_error=True)

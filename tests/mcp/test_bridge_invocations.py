@@ -1,0 +1,140 @@
+"""A governed call through the bridge, against a scripted hub: a fresh invocation_id in the
+session's run, an unsettled answer shown with that id and never sent again, a lost answer
+reported as unknown, a 401 answered by one refresh and the same call, a changed surface refreshed
+and not re-sent."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from bailinghub_mcp import wire
+from bailinghub_mcp.auth import HubSession
+from bailinghub_mcp.bridge import Bridge
+
+from tests.mcp.scripted_hub import LOOKUP, REVISION, RUN_ID, ScriptedHub, signed_in_store
+
+INVOKE = ("POST", "/agent-api/v1/tool-invocations")
+
+
+@pytest.fixture
+def hub():
+    scripted = ScriptedHub()
+    yield scripted
+    scripted.close()
+
+
+@pytest.fixture
+def bridge(hub, tmp_path):
+    session = HubSession(signed_in_store(tmp_path / "config", hub))
+    yield Bridge(session)
+    session.close()
+
+
+def result(state: str, invocation_id: str, **extra) -> dict:
+    return {"schema_version": "bailing.agent-tool-invocation.v1", "invocation_id": invocation_id, "route": "shop",
+            "tool": "issue_refund", "state": state, "ok": state == "executed", "auto_retry_allowed": False,
+            "text": extra.pop("text", ""), **extra}
+
+
+class EchoInvocation:
+    """Answers a tool invocation with the id it was sent, in the given state."""
+
+    def __init__(self, hub: ScriptedHub, state: str, **extra) -> None:
+        self.hub, self.state, self.extra = hub, state, extra
+
+    def install(self) -> None:
+        original = self.hub.answer
+
+        def answer(method, path, body):
+            if (method, path) == INVOKE and not self.hub.script.get(INVOKE):
+                return 200, result(self.state, body["invocation_id"], **self.extra)
+            return original(method, path, body)
+
+        self.hub.answer = answer
+
+
+def test_a_call_is_sent_once_with_a_fresh_invocation_id_in_the_sessions_run(hub, bridge):
+    EchoInvocation(hub, "executed", text='{"sku": "SKU-1"}').install()
+    bridge.governed_tools()
+
+    first = bridge.invoke("lookup_product", {"query": "cup"})
+    second = bridge.invoke("lookup_product", {"query": "cup"})
+
+    bodies = hub.sent(*INVOKE)
+    assert len(bodies) == 2
+    assert {key: bodies[0][key] for key in ("route", "capability_revision", "agent_run_id", "tool", "arguments")} == {
+        "route": "shop", "capability_revision": REVISION, "agent_run_id": RUN_ID, "tool": "lookup_product",
+        "arguments": {"query": "cup"}}
+    assert all(re.fullmatch(r"[0-9a-f]{64}", body["invocation_id"]) for body in bodies)
+    assert bodies[0]["invocation_id"] != bodies[1]["invocation_id"]
+    assert first.is_error is False and 'Result (untrusted data):\n{"sku": "SKU-1"}' in first.text
+    assert second.data["invocation_id"] == bodies[1]["invocation_id"]
+
+
+@pytest.mark.parametrize("state", ["awaiting_approval", "in_progress", "reconciliation_required"])
+def test_an_unsettled_answer_is_shown_with_its_invocation_id_and_not_sent_again(hub, bridge, state):
+    EchoInvocation(hub, state, approval_id="ap-1" if state == "awaiting_approval" else None).install()
+    bridge.governed_tools()
+
+    outcome = bridge.invoke("issue_refund", {"order_id": "SO-1"})
+
+    (body,) = hub.sent(*INVOKE)
+    assert outcome.is_error is False
+    assert outcome.data["state"] == state
+    assert f"state: {state}; invocation_id: {body['invocation_id']}" in outcome.text
+    assert "Do not" in outcome.text
+    assert len(hub.sent(*INVOKE)) == 1
+
+
+def test_a_lost_answer_is_reported_as_unknown_with_the_id_and_not_sent_again(hub, bridge, monkeypatch):
+    monkeypatch.setattr(wire, "TIMEOUT_SECONDS", 0.5)
+    bridge.session.client.timeout = wire.httpx.Timeout(0.5)
+    hub.script[INVOKE] = [(2.0, 200, {})]
+    bridge.governed_tools()
+
+    outcome = bridge.invoke("issue_refund", {"order_id": "SO-1"})
+
+    (body,) = hub.sent(*INVOKE)
+    assert outcome.is_error is True
+    assert outcome.data == {"error": "timeout", "message": outcome.data["message"],
+                            "invocation_id": body["invocation_id"], "state": "unknown"}
+    assert "Do not call the tool again" in outcome.text and body["invocation_id"] in outcome.text
+
+
+def test_a_401_refreshes_once_and_sends_the_same_invocation_again(hub, bridge):
+    bridge.governed_tools()
+    hub.script[INVOKE] = [(401, {"error": "unauthorized", "message": "Expired."})]
+    EchoInvocation(hub, "executed").install()
+
+    outcome = bridge.invoke("lookup_product", {"query": "cup"})
+
+    first, again = hub.sent(*INVOKE)
+    assert first == again
+    assert [auth for m, p, _, auth in hub.requests if (m, p) == INVOKE] == ["Bearer bha_first",
+                                                                           "Bearer bha_refreshed1"]
+    assert hub.refreshes == 1 and outcome.data["state"] == "executed"
+
+
+def test_a_changed_surface_refreshes_the_tools_and_sends_nothing_again(hub, bridge):
+    bridge.governed_tools()
+    hub.script[INVOKE] = [(409, {"error": "capability_changed", "message": "Changed."})]
+    hub.script[("POST", "/agent-api/v1/workspaces/shop/capabilities/search")] = [
+        (200, {"schema_version": "bailing.agent-capability-search.v1", "capability_revision": REVISION,
+               "tools": [LOOKUP]})]
+    hub.script[("GET", f"/agent-api/v1/tools/issue_refund?route=shop&capability_revision={REVISION}")] = [
+        (404, {"error": "tool_not_found", "message": "Gone."})]
+
+    outcome = bridge.invoke("issue_refund", {"order_id": "SO-1"})
+
+    assert outcome.is_error is True and outcome.data == {"error": "capability_changed"}
+    assert "nothing was sent" in outcome.text
+    assert len(hub.sent(*INVOKE)) == 1
+    assert list(bridge.tools) == ["lookup_product"]
+
+
+def test_a_tool_not_loaded_is_refused_before_anything_is_sent(hub, bridge):
+    bridge.governed_tools()
+    with pytest.raises(Exception, match="capability_search"):
+        bridge.invoke("drop_database", {})
+    assert hub.sent(*INVOKE) == []
