@@ -643,7 +643,11 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
               dispatch_deadline=now + timedelta(milliseconds=timeout_ms, seconds=settings.TOOL_DISPATCH_GRACE_SECONDS))
     outcome = dispatch.request_send(request, timeout_ms=timeout_ms, max_bytes=settings.TOOL_RESPONSE_MAX_BYTES)
     with transaction.atomic():
-        inv = _locked(invocation_pk)
+        found = Invocation.objects.select_for_update(of=("self",)).select_related("route").filter(
+            pk=invocation_pk).first()
+        if found is None:
+            return "deleted"
+        inv = found
         if inv.journal_state != Journal.DISPATCHING:
             logger.warning("Invocation %s: an answer arrived after it was marked %s; kept in the log only.",
                            inv.pk, inv.journal_state)

@@ -40,7 +40,7 @@ class Shop:
     def revision(self) -> str:
         return route_surface(route=self.route, session=self.session).revision
 
-    def body(self, tool: str, arguments: Any, *, invocation_id: str | None = None, **overrides: Any) -> dict:
+    def body(self, tool: str, arguments: Any, /, *, invocation_id: str | None = None, **overrides: Any) -> dict:
         body = {"invocation_id": invocation_id or new_id(), "route": ROUTE, "capability_revision": self.revision,
                 "agent_run_id": self.run_id, "tool": tool, "arguments": arguments}
         body.update(overrides)
@@ -50,7 +50,7 @@ class Shop:
         data = body if isinstance(body, bytes | str) else json.dumps(body, ensure_ascii=False)
         return self.client.generic("POST", URL, data, content_type="application/json", **bearer(token or self.token))
 
-    def invoke(self, tool: str, arguments: Any, **kwargs: Any):
+    def invoke(self, tool: str, arguments: Any, /, **kwargs: Any):
         return self.post(self.body(tool, arguments, **kwargs))
 
     def resume(self, invocation_id: str, body: Any = "{}"):

@@ -1,0 +1,135 @@
+"""The invocation endpoint's checks, in the contract's order: body, route, run, revision, tool, input
+schema — each refused with its status and code, nothing stored and nothing sent."""
+
+import pytest
+
+from apps.ledger.models import Run
+from apps.projects.models import Project
+from apps.routes.models import Route
+from apps.tools.models import Invocation
+from apps.tools.route_tools import route_tools_set
+from tests.tools.invocation_helpers import new_id, stored
+
+pytest_plugins = ["tests.tools.invocation_fixtures"]
+
+NOTHING = {"invocations": 0, "approvals": 0, "journal": 0}
+
+
+def _refused(shop, response, status: int, error: str) -> dict:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert body["error"] == error
+    assert response["Cache-Control"] == "no-store"
+    assert stored() == NOTHING
+    assert shop.server.received == []
+    return body
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[]", b'"x"'])
+def test_a_malformed_body_is_invalid_request(shop, body):
+    _refused(shop, shop.post(body), 400, "invalid_route" if body != b"{not json" else "invalid_request")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("invocation_id", "ABC"), ("invocation_id", "g" * 64), ("capability_revision", "x"), ("agent_run_id", "nope"),
+    ("tool", "1bad"), ("arguments", []), ("arguments", "{}"), ("extra", 1),
+])
+def test_each_field_is_checked(shop, field, value):
+    body = _refused(shop, shop.post(shop.body("item_read", {"item_id": "1"}, **{field: value})), 400,
+                    "invalid_request")
+    assert field in body["fields"]
+
+
+@pytest.mark.parametrize("missing", ["invocation_id", "capability_revision", "agent_run_id", "tool", "arguments"])
+def test_each_field_is_required(shop, missing):
+    body = _refused(shop, shop.post(shop.body("item_read", {"item_id": "1"}, **{missing: ...})), 400,
+                    "invalid_request")
+    assert missing in body["fields"]
+
+
+def test_a_malformed_route_is_invalid_route(shop):
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}, route="Bad Route"), 400, "invalid_route")
+
+
+def test_a_route_outside_the_session_is_not_allowed(shop):
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}, route="other-route"), 403, "route_not_allowed")
+
+
+def test_a_disabled_route_is_unavailable(shop):
+    Route.objects.filter(pk=shop.route.pk).update(enabled=False)
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 404, "route_unavailable")
+
+
+def test_direct_tools_off_is_refused(shop):
+    Route.objects.filter(pk=shop.route.pk).update(tools_direct_enabled=False)
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 403, "agent_direct_disabled")
+
+
+def test_a_principal_outside_the_audience_is_refused(shop):
+    Route.objects.filter(pk=shop.route.pk).update(audience_policy="listed", allowed_audiences=["hr"])
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 403, "audience_not_allowed")
+
+
+def test_an_unknown_run_is_run_not_found(shop):
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}, agent_run_id="00000000-0000-4000-8000-000000000000"),
+             404, "run_not_found")
+
+
+def test_a_finished_run_is_not_active(shop):
+    Run.objects.filter(pk=shop.run_id).update(state=Run.State.COMPLETED)
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 409, "run_not_active")
+
+
+def test_a_stale_revision_is_capability_changed(shop):
+    _refused(shop, shop.invoke("item_read", {"item_id": "1"}, capability_revision="0" * 64), 409,
+             "capability_changed")
+
+
+def test_an_unknown_tool_is_tool_not_found(shop):
+    _refused(shop, shop.invoke("nope", {}), 404, "tool_not_found")
+
+
+def test_a_tool_not_opened_to_agents_is_tool_not_found(shop):
+    route_tools_set(route=shop.route, write_tools=["stock_write"])
+    _refused(shop, shop.invoke("note_add", {"text": "x"}), 404, "tool_not_found")
+
+
+def test_arguments_breaking_the_schema_are_rejected_naming_the_field(shop):
+    response = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": "many"})
+    body = response.json()
+    assert (response.status_code, body["state"], body["ok"], body["auto_retry_allowed"]) == (
+        200, "rejected_before_dispatch", False, False)
+    assert body["text"].startswith("The arguments do not fit the tool's input schema: quantity:")
+    assert "Nothing was sent" in body["text"]
+    assert shop.server.received == []
+    assert Invocation.objects.get().frozen_arguments == ""
+
+
+def test_a_missing_required_argument_is_named(shop):
+    body = shop.invoke("stock_write", {"sku": "TEA-1"}).json()
+    assert "input schema: quantity:" in body["text"]
+
+
+def test_an_unexpected_argument_is_named_when_the_schema_closes_it(shop):
+    body = shop.invoke("refund_issue", {"order_id": "1", "amount": 0}).json()
+    assert body["state"] == "rejected_before_dispatch"
+    assert "amount:" in body["text"]  # exclusiveMinimum: true with minimum 0
+
+
+def test_execution_paused_is_503_and_stores_nothing(shop):
+    Project.objects.filter(pk=shop.route.project_id).update(tool_execution_paused=True)
+    body = _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 503, "execution_paused")
+    assert "Receipts still work" in body["message"]
+
+
+def test_an_unauthenticated_call_is_401(shop):
+    _refused(shop, shop.post(shop.body("item_read", {"item_id": "1"}), token="bha_nope"), 401, "unauthorized")
+
+
+def test_the_invocation_id_of_another_call_is_a_conflict(shop, dispatching):
+    invocation_id = new_id()
+    shop.invoke("item_read", {"item_id": "1"}, invocation_id=invocation_id)
+    for change in ({"tool": "note_add", "arguments": {"text": "x"}}, {"arguments": {"item_id": "2"}}):
+        response = shop.post(shop.body("item_read", {"item_id": "1"}, invocation_id=invocation_id, **change))
+        assert (response.status_code, response.json()["error"]) == (409, "invocation_conflict")
+    assert len(shop.server.received) == 1
