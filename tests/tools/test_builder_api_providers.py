@@ -4,6 +4,8 @@ scopes, and every refusal changing nothing."""
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.projects.models import Membership
 from apps.tools import services
@@ -286,3 +288,20 @@ def test_reimport_of_another_projects_provider_is_404(client):
     before = snapshot()
     error(_reimport(client, provider, STORE_TEXT), 404, "tool_provider_not_found")
     assert snapshot() == before
+
+
+def test_a_value_json_cannot_hold_is_422_naming_the_field(client, owner):
+    before = snapshot()
+    response = client.post(f"{BASE}/tool-providers", data=b'{"spec": 1e999}', content_type="application/json")
+    assert "spec" in error(response, 422, "invalid_tool_provider")["fields"]
+    assert snapshot() == before
+
+
+def test_the_list_reads_in_a_fixed_number_of_queries(client, owner):
+    ToolProviderFactory(project=owner.project)
+    with CaptureQueriesContext(connection) as one:
+        client.get(f"{BASE}/tool-providers")
+    ToolProviderFactory.create_batch(3, project=owner.project)
+    with CaptureQueriesContext(connection) as four:
+        assert client.get(f"{BASE}/tool-providers").json()["meta"]["total"] == 4
+    assert len(four.captured_queries) == len(one.captured_queries)
