@@ -1,0 +1,84 @@
+"""Governed tools through an MCP session against the live hub and the demo shop, dispatched by a
+real Celery worker: a read runs; a write that needs approval waits, is approved through the
+builder API, and resume_invocation returns its result — executed once, never re-sent."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from apps.demo_business.models import Refund, RequestLogEntry
+from apps.projects.tokens import operator_token_create
+from apps.tools.models import Approval, Invocation
+from tests.mcp.conftest import http_json
+from tests.mcp.mcp_client import mcp_session, text_of
+from tests.projects.factories import MembershipFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REFUND = {"order_id": "SO-240002", "amount": 45.5, "reason": "Bottle arrived dented"}
+
+
+async def settled(client, result, *, attempts: int = 5):
+    """What a careful model does with `in_progress`: ask again for the same invocation, by its id."""
+    for _ in range(attempts):
+        if result.structured_content.get("state") != "in_progress":
+            return result
+        result = await client.call_tool("resume_invocation",
+                                        {"invocation_id": result.structured_content["invocation_id"]})
+    return result
+
+
+def test_a_readonly_tool_runs_and_its_result_reaches_the_model(signed_in, celery_worker_session):
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            await client.list_tools()
+            return await settled(client, await client.call_tool("lookup_product", {"query": "保温杯"}))
+
+    result = anyio.run(scenario)
+
+    assert result.is_error is False
+    assert result.structured_content["state"] == "executed" and result.structured_content["ok"] is True
+    assert "SKU-1003" in result.structured_content["text"] and "SKU-1003" in text_of(result)
+    inv = Invocation.objects.get()
+    assert (inv.tool_name, inv.invocation_id) == ("lookup_product", result.structured_content["invocation_id"])
+
+
+def test_a_write_waits_for_approval_and_resume_returns_its_result_once_approved(signed_in, workspace, hub_url,
+                                                                               celery_worker_session):
+    owner = MembershipFactory(project=workspace.project)
+    _, operator_token = operator_token_create(user=owner.user, name="approver", scopes=["approvals:decide"])
+
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            await client.list_tools()
+            waiting = await client.call_tool("issue_refund", REFUND)
+            approval_id = waiting.structured_content["approval_id"]
+            before_decision = await anyio.to_thread.run_sync(Refund.objects.count)
+            status, decided = await anyio.to_thread.run_sync(lambda: http_json(
+                "POST", f"{hub_url}/api/v1/builder/approvals/{approval_id}/decision",
+                {"decision_id": "mcp-test-1", "decision": "approved", "comment": "ok"}, token=operator_token))
+            invocation_id = waiting.structured_content["invocation_id"]
+            resumed = await settled(client, await client.call_tool("resume_invocation",
+                                                                   {"invocation_id": invocation_id}))
+            receipt = await client.call_tool("inspect_invocation", {"invocation_id": invocation_id})
+            return waiting, before_decision, (status, decided), resumed, receipt
+
+    waiting, before_decision, (status, decided), resumed, receipt = anyio.run(scenario)
+
+    invocation_id = waiting.structured_content["invocation_id"]
+    assert waiting.is_error is False and waiting.structured_content["state"] == "awaiting_approval"
+    assert f"state: awaiting_approval; invocation_id: {invocation_id}" in text_of(waiting)
+    assert "resume_invocation" in text_of(waiting)
+    assert before_decision == 0
+    assert status == 200, decided
+    assert resumed.structured_content["state"] == "executed" and resumed.structured_content["ok"] is True
+    assert resumed.structured_content["invocation_id"] == invocation_id
+    assert receipt.structured_content["approval"]["status"] == "approved"
+    assert receipt.structured_content["read_only"] is True
+    assert Approval.objects.get().status == "approved"
+    assert Invocation.objects.count() == 1
+    refund = Refund.objects.get()
+    assert (refund.order_id, float(refund.amount)) == ("SO-240002", 45.5)
+    assert list(RequestLogEntry.objects.filter(path__endswith="/refunds")
+                .values_list("outcome", flat=True)) == ["applied"]
