@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.projects.admin import ProjectScopedAdminMixin
+from apps.tools.admin_approvals import InvocationInline
 
 
 class ReadOnlyAdminMixin:
@@ -87,6 +88,8 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
         "stats_pretty", "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
         "model", "runtime", "usage_pretty", "completion_fingerprint", "completed_at", "context_pretty",
     )
+    # The run's tool calls: state, business status, journal, approval and timings of each.
+    inlines = [InvocationInline]
 
     @admin.display(description="Frozen context")
     def context_pretty(self, obj: Run) -> SafeString:

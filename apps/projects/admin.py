@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html
 
 from apps.projects.models import Membership, OperatorToken, Project
@@ -153,9 +154,23 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]
+    # The pause is switched on its own confirmation page (through its service), not by a checkbox
+    # saved along with the name.
+    exclude = ["tool_execution_paused"]
+    readonly_fields = ["tool_execution"]
 
     def _project_of(self, obj):
         return obj
+
+    @admin.display(description="Tool execution")
+    def tool_execution(self, obj):
+        if obj is None or obj.pk is None:
+            return "running (pause it from the approval queue once the project exists)"
+        state = format_html('<span class="bh-badge bh-bad">paused</span>') if obj.tool_execution_paused else \
+            format_html('<span class="bh-badge bh-ok">running</span>')
+        return format_html('{} <a class="button" href="{}">{}</a>', state,
+                           reverse("admin:tools_approval_execution", args=[obj.pk]),
+                           "Resume…" if obj.tool_execution_paused else "Pause…")
 
     def get_queryset(self, request):
         return project_list_visible(user=request.user)

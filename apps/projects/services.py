@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 
 from apps.projects.models import Membership, Project
+
+logger = logging.getLogger("bailinghub.projects")
 
 
 @transaction.atomic
@@ -25,3 +29,18 @@ def membership_set(*, project: Project, user, role: str) -> Membership:
         membership.role = role
         membership.save(update_fields=["role", "updated_at"])
     return membership
+
+
+@transaction.atomic
+def project_tool_execution_set(*, project: Project, paused: bool, actor=None) -> Project:
+    """Pause or resume the dispatch of agents' tool calls in `project` (the operator's emergency
+    switch; the invocation engine reads the flag on every invoke and resume). Setting the value it
+    already has writes nothing."""
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    if locked.tool_execution_paused != paused:
+        locked.tool_execution_paused = paused
+        locked.save(update_fields=["tool_execution_paused", "updated_at"])
+        logger.warning("project %s: tool execution %s by %s", locked.slug, "paused" if paused else "resumed",
+                       getattr(actor, "username", None) or "system")
+    project.tool_execution_paused = locked.tool_execution_paused
+    return locked

@@ -1,5 +1,6 @@
 """What the console's landing page shows for each project an operator may see: its routes, its
-knowledge bases with document counts by status, its agent sessions and its recent runs.
+knowledge bases with document counts by status, its agent sessions, its pending tool approvals and
+its recent runs.
 
 It reads every app (routes, agent_auth, knowledge, ledger), which only runtime may import. The
 number of queries is fixed — one per kind of row, whatever the number of projects or rows — and
@@ -21,6 +22,7 @@ from apps.ledger.models import Run
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_visible
 from apps.routes.models import Route
+from apps.tools.models import Approval
 
 ROUTES_PER_PROJECT = 20
 KBS_PER_PROJECT = 20
@@ -54,6 +56,7 @@ class ProjectDashboard:
     sessions_total: int = 0
     runs_last_day: int = 0
     recent_runs: list[Run] = field(default_factory=list)
+    approvals_pending: int = 0
 
 
 def _ranked(queryset, *, partition: str, order: list, limit: int):
@@ -138,6 +141,13 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     )
     for row in day_counts:
         boards[row["route__project_id"]].runs_last_day = row["n"]
+
+    pending = (
+        Approval.objects.filter(project_id__in=ids, status=Approval.Status.PENDING, expires_at__gt=now)
+        .values("project_id").annotate(n=Count("id"))
+    )
+    for row in pending:
+        boards[row["project_id"]].approvals_pending = row["n"]
 
     runs = _ranked(
         Run.objects.filter(route__project_id__in=ids).select_related("route", "conversation")

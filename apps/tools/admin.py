@@ -366,3 +366,7 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.action(description="Disable selected tools")
     def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         self._switch(request, queryset, False)
+
+
+# The approval queue, the execution pause and the invocation ledger register themselves on import.
+from . import admin_approvals  # noqa: E402,F401

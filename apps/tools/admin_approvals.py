@@ -1,0 +1,597 @@
+"""Operator screens for governed tool calls: the approval queue, the per-project execution pause and
+a read-only invocation ledger.
+
+Nothing here decides or changes a governed row itself: a decision goes through
+``apps.tools.invocations.approval_decide`` (the one decision service, which the builder API calls
+too) and the pause switch through ``apps.projects.services.project_tool_execution_set``. Lists never
+load the frozen arguments (they can be 1 MiB, encrypted): only an approval's own page decrypts them,
+shows a bounded preview, and serves the whole snapshot on demand from a separate URL.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import BooleanField, Case, IntegerField, Q, QuerySet, Value, When
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince, timeuntil
+
+from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.selectors import project_list_editable, project_list_visible
+from apps.projects.services import project_tool_execution_set
+
+from . import invocations
+from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
+from .models import Approval, Invocation, InvocationJournalEntry
+
+# What an approval's page shows of the frozen arguments before the operator asks for all of them.
+ARGUMENTS_PREVIEW_CHARS = 4096
+PAUSE_PANEL_PROJECTS = 50
+_DECISION_ID_PREFIX = "console:"
+
+Status = Approval.Status
+
+
+def approval_reading(approval: Approval, *, now: datetime | None = None) -> str:
+    """pending | approved | denied | expired — what an operator reads: an approval past its expiry
+    that nobody decided is ``expired`` (which the agent reads as denied)."""
+    now = now or timezone.now()
+    if approval.status == Status.EXPIRED or (approval.status == Status.PENDING and approval.expires_at <= now):
+        return "expired"
+    return str(approval.status)
+
+
+_READING_LABELS = {"pending": "pending", "approved": "approved", "denied": "denied",
+                   "expired": "expired · reads as denied"}
+_READING_CLASSES = {"pending": "bh-warn", "approved": "bh-ok", "denied": "bh-bad", "expired": "bh-off"}
+_RISK_CLASSES = {"low": "bh-ok", "medium": "bh-warn", "high": "bh-bad"}
+
+
+def reading_badge(reading: str) -> SafeString:
+    return format_html('<span class="bh-badge {}" data-status="{}">{}</span>', _READING_CLASSES.get(reading, ""),
+                       reading, _READING_LABELS.get(reading, reading))
+
+
+def risk_badge(risk: str) -> SafeString:
+    return format_html('<span class="bh-badge {}" data-risk="{}">{}</span>', _RISK_CLASSES.get(risk, ""), risk, risk)
+
+
+class FrozenArguments:
+    """The frozen arguments of one invocation, as the approval page shows them: pretty JSON, a
+    bounded preview, or why there is nothing to show."""
+
+    def __init__(self, invocation: Invocation) -> None:
+        self.total_bytes = invocation.arguments_bytes
+        self.sha256 = invocation.arguments_sha256
+        self.absent_reason = ""
+        self.text = ""
+        if not invocation.frozen_arguments:
+            self.absent_reason = ("No longer kept: the call has a stable result, and its frozen arguments are deleted "
+                                  "then." if invocation.result is not None else "Nothing was frozen for this call.")
+            return
+        # The engine owns the crypto and the integrity check (the decrypted JSON must hash to the
+        # invocation's arguments_sha256).
+        value = invocations._thaw(invocation)
+        if value is None:
+            self.absent_reason = ("The frozen arguments cannot be read (their encryption key is gone or they do not "
+                                  "match their hash): approving would execute nothing.")
+            return
+        self.text = json.dumps(value, ensure_ascii=False, indent=2)
+
+    @property
+    def available(self) -> bool:
+        return not self.absent_reason
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.text) > ARGUMENTS_PREVIEW_CHARS
+
+    @property
+    def preview(self) -> str:
+        if not self.truncated:
+            return self.text
+        cut = self.text[:ARGUMENTS_PREVIEW_CHARS]
+        # End on a whole line when one is near, so the preview does not stop mid-value.
+        line_end = cut.rfind("\n")
+        return cut[:line_end] if line_end > ARGUMENTS_PREVIEW_CHARS // 2 else cut
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[(Status.APPROVED.value, "Approve"), (Status.DENIED.value, "Deny")],
+                                 error_messages={"required": "Press Approve or Deny.",
+                                                 "invalid_choice": "Press Approve or Deny."})
+    comment = forms.CharField(
+        required=False, max_length=2000, strip=True,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": 2000}),
+        help_text="Kept with the decision and shown to other operators (at most 2,000 characters).")
+    # A fresh key per rendered form: sending the same form twice replays, it never decides twice.
+    decision_id = forms.RegexField(regex=r"^[A-Za-z0-9._:-]{1,128}$", widget=forms.HiddenInput,
+                                   error_messages={"required": "Reload the page and decide again.",
+                                                   "invalid": "Reload the page and decide again."})
+
+    @classmethod
+    def fresh(cls) -> DecisionForm:
+        return cls(initial={"decision_id": f"{_DECISION_ID_PREFIX}{uuid.uuid4()}"})
+
+
+class PauseForm(forms.Form):
+    paused = forms.TypedChoiceField(choices=[("1", "pause"), ("0", "resume")], coerce=lambda value: value == "1",
+                                    error_messages={"required": "Choose to pause or to resume."})
+
+
+class ApprovalStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("pending", "Pending"), ("approved", "Approved"), ("denied", "Denied"),
+                ("expired", "Expired (reads as denied)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        now = timezone.now()
+        value = self.value()
+        if value == "pending":
+            return queryset.filter(status=Status.PENDING, expires_at__gt=now)
+        if value == "expired":
+            return queryset.filter(Q(status=Status.EXPIRED) | Q(status=Status.PENDING, expires_at__lte=now))
+        if value in (Status.APPROVED, Status.DENIED):
+            return queryset.filter(status=value)
+        return queryset
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    """The approval queue: pending first, then newest. Operators of a project see its approvals;
+    owners and editors decide them."""
+
+    list_display = ["tool", "risk_level", "prompt_text", "asked_by", "route", "run_link", "age", "expiry",
+                    "status_badge"]
+    list_display_links = ["tool"]
+    list_filter = [ApprovalStatusFilter, ("invocation__route", admin.RelatedOnlyFieldListFilter), "risk", "project"]
+    search_fields = ["tool_name", "prompt", "invocation__on_behalf_of", "invocation__principal_id"]
+    list_select_related = ["project", "invocation", "invocation__route"]
+    change_list_template = "admin/tools/approval/change_list.html"
+    list_per_page = 50
+
+    def get_ordering(self, request: HttpRequest) -> list[Any]:
+        """Pending (and not yet expired) first, then the newest."""
+        queue_rank = Case(When(status=Status.PENDING, expires_at__gt=timezone.now(), then=Value(0)),
+                          default=Value(1), output_field=IntegerField())
+        return [queue_rank.asc(), "-created_at"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        changelist = super().get_changelist(request, **kwargs)
+
+        class ArgumentsNotLoaded(changelist):  # type: ignore[valid-type,misc]
+            """The list reads everything it shows but never the frozen arguments or the result."""
+
+            def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Approval]:
+                queryset: QuerySet[Approval] = super().get_queryset(request, exclude_parameters)
+                return queryset.defer("invocation__frozen_arguments", "invocation__result")
+
+        return ArgumentsNotLoaded
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_decide_permission(self, request: HttpRequest, approval: Approval) -> bool:
+        return approval.project_id in self.editable_project_ids(request)
+
+    @admin.display(description="Tool", ordering="tool_name")
+    def tool(self, obj: Approval) -> str:
+        return obj.tool_name
+
+    @admin.display(description="Risk", ordering="risk")
+    def risk_level(self, obj: Approval) -> SafeString:
+        return risk_badge(obj.risk)
+
+    @admin.display(description="Approval prompt")
+    def prompt_text(self, obj: Approval) -> str:
+        return obj.prompt or "—"
+
+    @admin.display(description="Asked by")
+    def asked_by(self, obj: Approval) -> SafeString:
+        inv = obj.invocation
+        return format_html('{}<br><span class="bh-muted">principal {}</span>', inv.on_behalf_of or "—",
+                           inv.principal_id or "—")
+
+    @admin.display(description="Route", ordering="invocation__route__key")
+    def route(self, obj: Approval) -> str:
+        return obj.invocation.route.key
+
+    @admin.display(description="Run")
+    def run_link(self, obj: Approval) -> SafeString:
+        run_id = obj.invocation.run_id
+        return format_html('<a href="{}" title="{}">{}…</a>', reverse("admin:ledger_run_change", args=[run_id]),
+                           run_id, str(run_id)[:8])
+
+    @admin.display(description="Asked", ordering="created_at")
+    def age(self, obj: Approval) -> SafeString:
+        return format_html('<span title="{}">{} ago</span>', obj.created_at.isoformat(timespec="seconds"),
+                           timesince(obj.created_at))
+
+    @admin.display(description="Expires", ordering="expires_at")
+    def expiry(self, obj: Approval) -> SafeString:
+        if obj.status != Status.PENDING:
+            return format_html('<span class="bh-muted">{}</span>', "—")
+        now = timezone.now()
+        if obj.expires_at <= now:
+            return format_html('<span title="{}">expired {} ago</span>', obj.expires_at.isoformat(timespec="seconds"),
+                               timesince(obj.expires_at, now))
+        return format_html('<span title="{}">in {}</span>', obj.expires_at.isoformat(timespec="seconds"),
+                           timeuntil(obj.expires_at, now))
+
+    @admin.display(description="Status", ordering="status")
+    def status_badge(self, obj: Approval) -> SafeString:
+        return reading_badge(approval_reading(obj))
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/decide/", wrap(self.decide_view), name="tools_approval_decide"),
+            path("<path:object_id>/arguments/", wrap(self.arguments_view), name="tools_approval_arguments"),
+            path("execution/<uuid:project_id>/", wrap(self.execution_view), name="tools_approval_execution"),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        visible = list(project_list_visible(user=request.user).order_by("name")[:PAUSE_PANEL_PROJECTS])
+        editable = self.editable_project_ids(request)
+        extra_context = {
+            **(extra_context or {}),
+            "execution_projects": [{"project": project, "can_switch": project.pk in editable} for project in visible],
+            "paused_projects": [project for project in visible if project.tool_execution_paused],
+        }
+        return super().changelist_view(request, extra_context)
+
+    def _approval(self, request: HttpRequest, object_id: str, *, arguments: bool = False) -> Approval:
+        """The approval if this operator may see it; another project's approval is a 404, as an
+        unknown one (no hint that it exists)."""
+        queryset: QuerySet[Approval] = self.get_queryset(request).select_related(
+            "project", "invocation", "invocation__route", "invocation__session", "invocation__session__client")
+        if not arguments:
+            queryset = queryset.defer("invocation__frozen_arguments")
+        try:
+            return queryset.get(pk=uuid.UUID(str(object_id)))
+        except (ValueError, Approval.DoesNotExist):
+            raise Http404("No such approval.") from None
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        approval = self._approval(request, object_id, arguments=True)
+        return self._detail_page(request, approval, form=DecisionForm.fresh())
+
+    def _detail_page(self, request: HttpRequest, approval: Approval, *, form: DecisionForm,
+                     status: int = 200) -> TemplateResponse:
+        inv = approval.invocation
+        reading = approval_reading(approval)
+        journal = list(InvocationJournalEntry.objects.filter(invocation=inv).order_by("created_at"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Approval: {approval.tool_name}",
+            "subtitle": None,
+            "opts": self.opts,
+            "approval": approval,
+            "invocation": inv,
+            "reading": reading,
+            "reading_badge": reading_badge(reading),
+            "risk_badge": risk_badge(approval.risk),
+            "arguments": FrozenArguments(inv),
+            "preview_chars": ARGUMENTS_PREVIEW_CHARS,
+            "journal": [{"entry": entry, "detail": json.dumps(entry.detail, ensure_ascii=False, sort_keys=True)
+                         if entry.detail else ""} for entry in journal],
+            "result_text": (inv.result or {}).get("text", "") if isinstance(inv.result, dict) else "",
+            "can_decide": reading == "pending" and self.has_decide_permission(request, approval),
+            "may_decide_role": self.has_decide_permission(request, approval),
+            "form": form,
+            "paused": approval.project.tool_execution_paused,
+        }
+        return TemplateResponse(request, "admin/tools/approval/detail.html", context, status=status)
+
+    def _detail_url(self, approval: Approval) -> str:
+        return reverse("admin:tools_approval_change", args=[approval.pk])
+
+    def decide_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        approval = self._approval(request, object_id)
+        if request.method != "POST":
+            return HttpResponseRedirect(self._detail_url(approval))
+        if not self.has_decide_permission(request, approval):
+            raise PermissionDenied
+        form = DecisionForm(request.POST)
+        if not form.is_valid():
+            return self._detail_page(request, approval, form=form)
+        data = form.cleaned_data
+        replay = approval.decision_id == data["decision_id"]
+        try:
+            decided = invocations.approval_decide(
+                approval_id=approval.pk, projects=project_list_editable(user=request.user),
+                decision_id=data["decision_id"], decision=data["decision"], comment=data["comment"],
+                approver=request.user)
+        except ApprovalNotFound:
+            raise Http404("No such approval.") from None
+        except ApprovalAlreadyDecided:
+            approval.refresh_from_db()
+            messages.error(request, format_html(
+                "This approval was already {} by {} at {}; a decision is final, yours was not recorded.",
+                approval.status, approval.approver_label or "another approver",
+                approval.decided_at.isoformat(timespec="seconds") if approval.decided_at else "?"))
+        except ApprovalExpired:
+            messages.warning(request, "This approval expired before it was decided: it reads as denied, and the "
+                                      "call will not run. Nothing was recorded.")
+        else:
+            if replay:
+                messages.info(request, "This decision was already recorded.")
+            elif decided.status == Status.APPROVED:
+                messages.success(request, "Approved. The agent's resume executes exactly the frozen arguments, once.")
+            else:
+                messages.success(request, "Denied. The call will not run; the agent reads it as denied.")
+        return HttpResponseRedirect(self._detail_url(approval))
+
+    def arguments_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The whole frozen snapshot as pretty JSON text, loaded only when the operator expands it."""
+        approval = self._approval(request, object_id, arguments=True)
+        frozen = FrozenArguments(approval.invocation)
+        if not frozen.available:
+            return HttpResponse(frozen.absent_reason, status=410, content_type="text/plain; charset=utf-8")
+        response = HttpResponse(frozen.text, content_type="text/plain; charset=utf-8")
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Content-Disposition"] = "inline"
+        return response
+
+    def execution_view(self, request: HttpRequest, project_id: uuid.UUID) -> HttpResponse:
+        """The execution pause switch of one project, behind a confirmation page."""
+        project = project_list_visible(user=request.user).filter(pk=project_id).first()
+        if project is None:
+            raise Http404("No such project.")
+        if project.pk not in self.editable_project_ids(request):
+            raise PermissionDenied
+        form = PauseForm(request.POST if request.method == "POST" else None)
+        if form.is_valid():
+            paused = bool(form.cleaned_data["paused"])
+            project_tool_execution_set(project=project, paused=paused, actor=request.user)
+            if paused:
+                messages.warning(request, f"Tool execution is paused for {project.name}: agents' calls and resumes "
+                                          "dispatch nothing (503 execution_paused) until you resume it.")
+            else:
+                messages.success(request, f"Tool execution resumed for {project.name}.")
+            return HttpResponseRedirect(reverse("admin:tools_approval_changelist"))
+        pending = Approval.objects.filter(project=project, status=Status.PENDING,
+                                          expires_at__gt=timezone.now()).count()
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Tool execution — {project.name}",
+            "opts": self.opts,
+            "project": project,
+            "form": form,
+            "pending": pending,
+        }
+        return TemplateResponse(request, "admin/tools/approval/execution.html", context)
+
+
+class InvocationStateFilter(admin.SimpleListFilter):
+    title = "approval"
+    parameter_name = "approval"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("none", "No approval needed"), ("needed", "Approval needed")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "none":
+            return queryset.filter(approval__isnull=True)
+        if self.value() == "needed":
+            return queryset.filter(approval__isnull=False)
+        return queryset
+
+
+def journal_summary(entries: list[InvocationJournalEntry]) -> SafeString:
+    if not entries:
+        return format_html('<span class="bh-muted">{}</span>', "absent: never dispatched")
+    return format_html('<ol class="bh-journal">{}</ol>', format_html_join(
+        "", '<li data-journal="{}"><code>{}</code> <span class="bh-muted">{}</span></li>',
+        ((entry.state, entry.state, entry.created_at.isoformat(timespec="milliseconds")) for entry in entries)))
+
+
+def approval_summary(inv: Invocation) -> SafeString:
+    approval: Approval | None = getattr(inv, "approval", None)
+    if approval is None:
+        return format_html('<span class="bh-muted">{}</span>', "not needed")
+    reading = approval_reading(approval)
+    who = ""
+    if approval.decided_at is not None:
+        who = format_html(" by {} at {}", approval.approver_label or "—",
+                          approval.decided_at.isoformat(timespec="seconds"))
+    return format_html('<a href="{}">{}</a>{}', reverse("admin:tools_approval_change", args=[approval.pk]),
+                       reading_badge(reading), who)
+
+
+def timings(inv: Invocation) -> SafeString:
+    rows = [("asked", inv.created_at), ("dispatched", inv.dispatched_at), ("responded", inv.responded_at),
+            ("settled", inv.settled_at)]
+    parts = format_html_join(" · ", "{} {}", ((label, value.strftime("%H:%M:%S.%f")[:-3])
+                                              for label, value in rows if value is not None))
+    if inv.duration_ms is not None:
+        return format_html("{} · <strong>{} ms</strong>", parts, inv.duration_ms)
+    return parts
+
+
+class InvocationInline(admin.TabularInline):
+    """A run's tool calls, under the run in the ledger (the run page is already project-scoped)."""
+
+    model = Invocation
+    fk_name = "run"
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = readonly_fields = ("tool_name", "state_badge", "business_status", "journal", "approval_state",
+                                "call_timings")
+    ordering = ["created_at"]
+
+    class Media:
+        css = {"all": ["tools/approvals.css"]}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Invocation]:
+        queryset: QuerySet[Invocation] = super().get_queryset(request)
+        return (queryset.select_related("approval").prefetch_related("journal")
+                .defer("frozen_arguments", "result"))
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True
+
+    @admin.display(description="State")
+    def state_badge(self, obj: Invocation) -> SafeString:
+        return invocation_state_badge(obj)
+
+    @admin.display(description="Journal")
+    def journal(self, obj: Invocation) -> SafeString:
+        return journal_summary(list(obj.journal.all()))
+
+    @admin.display(description="Approval")
+    def approval_state(self, obj: Invocation) -> SafeString:
+        return approval_summary(obj)
+
+    @admin.display(description="Timings")
+    def call_timings(self, obj: Invocation) -> SafeString:
+        return timings(obj)
+
+
+_STATE_CLASSES = {"executed": "bh-ok", "business_rejected": "bh-bad", "denied": "bh-bad",
+                  "rejected_before_dispatch": "bh-off", "reconciliation_required": "bh-bad",
+                  "in_progress": "bh-warn", "awaiting_approval": "bh-warn"}
+
+
+def invocation_state_badge(inv: Invocation) -> SafeString:
+    return format_html('<span class="bh-badge {}" data-state="{}">{}</span>', _STATE_CLASSES.get(inv.state, ""),
+                       inv.state, inv.get_state_display())
+
+
+@admin.register(Invocation)
+class InvocationAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    """Every governed tool call, read-only. Writes happen only in apps.tools.invocations."""
+
+    list_display = ["created_at", "tool_name", "route", "state_badge", "business_status", "journal_state",
+                    "approval_state", "duration_ms", "run_link"]
+    list_filter = ["state", "tool_name", ("route", admin.RelatedOnlyFieldListFilter), "journal_state",
+                   InvocationStateFilter, ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["=invocation_id", "tool_name", "on_behalf_of", "principal_id"]
+    list_select_related = ["route", "approval"]
+    date_hierarchy = "created_at"
+    fields = readonly_fields = (
+        "invocation_id", "tool_name", "provider_name", "route", "run_link", "state_badge", "business_status",
+        "journal_state", "approval_state", "principal_id", "on_behalf_of", "device", "readonly", "risk",
+        "arguments_size", "arguments_sha256", "capability_revision", "execution_fingerprint", "call_timings",
+        "result_pretty", "journal_entries",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Invocation]:
+        queryset: QuerySet[Invocation] = super().get_queryset(request)
+        kept = Case(When(frozen_arguments="", then=Value(False)), default=Value(True), output_field=BooleanField())
+        return queryset.defer("frozen_arguments").annotate(arguments_kept=kept)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        changelist = super().get_changelist(request, **kwargs)
+
+        class ResultNotLoaded(changelist):  # type: ignore[valid-type,misc]
+            def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Invocation]:
+                queryset: QuerySet[Invocation] = super().get_queryset(request, exclude_parameters)
+                return queryset.defer("result")
+
+        return ResultNotLoaded
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Invocation | None:
+        obj: Invocation | None = (self.get_queryset(request).select_related("route", "session", "session__client")
+                                  .filter(pk=object_id).first()) if _is_uuid(object_id) else None
+        return obj
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # Another project's call is a 404, as an unknown one.
+        if self.get_object(request, object_id) is None:
+            raise Http404("No such invocation.")
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="State", ordering="state")
+    def state_badge(self, obj: Invocation) -> SafeString:
+        return invocation_state_badge(obj)
+
+    @admin.display(description="Approval")
+    def approval_state(self, obj: Invocation) -> SafeString:
+        return approval_summary(obj)
+
+    @admin.display(description="Run")
+    def run_link(self, obj: Invocation) -> SafeString:
+        return format_html('<a href="{}" title="{}">{}…</a>', reverse("admin:ledger_run_change", args=[obj.run_id]),
+                           obj.run_id, str(obj.run_id)[:8])
+
+    @admin.display(description="Agent")
+    def device(self, obj: Invocation) -> str:
+        return f"{obj.session.device_label} · {obj.session.client.app_id}"
+
+    @admin.display(description="Arguments")
+    def arguments_size(self, obj: Invocation) -> str:
+        kept = "kept encrypted until the result is stable" if getattr(obj, "arguments_kept", False) else "not kept"
+        return f"{obj.arguments_bytes} bytes ({kept})"
+
+    @admin.display(description="Timings")
+    def call_timings(self, obj: Invocation) -> SafeString:
+        return timings(obj)
+
+    @admin.display(description="Result")
+    def result_pretty(self, obj: Invocation) -> SafeString:
+        if obj.result is None:
+            return format_html('<span class="bh-muted">{}</span>', "—")
+        return format_html('<pre class="bh-pre">{}</pre>', json.dumps(obj.result, ensure_ascii=False, indent=2))
+
+    @admin.display(description="Journal")
+    def journal_entries(self, obj: Invocation) -> SafeString:
+        entries = list(InvocationJournalEntry.objects.filter(invocation=obj).order_by("created_at"))
+        if not entries:
+            return journal_summary([])
+        return format_html('<table class="bh-journal-table"><tbody>{}</tbody></table>', format_html_join(
+            "", "<tr><td><code>{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
+            ((entry.state, entry.created_at.isoformat(timespec="milliseconds"),
+              json.dumps(entry.detail, ensure_ascii=False, sort_keys=True) if entry.detail else "")
+             for entry in entries)))
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+

@@ -1,0 +1,41 @@
+"""A pending approval reached the real way: an agent session opens a turn on a route drawing the
+store tools and calls a high-risk write through ``POST /agent-api/v1/tool-invocations``."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from apps.tools.models import Approval
+from tests.ledger.helpers import open_turn, post_json
+
+INVOKE_URL = "/agent-api/v1/tool-invocations"
+
+
+def invocation_id(n: int) -> str:
+    return hashlib.sha256(f"approval-test-{n}".encode()).hexdigest()
+
+
+def invoke(client, token: str, *, route_key: str, n: int, tool: str = "order_refund",
+           arguments: dict[str, Any] | None = None):
+    turn = open_turn(client, token, route_key, n, client_conversation_id=f"approvals-{n}")
+    assert turn.status_code in (200, 201), turn.content
+    body = turn.json()
+    return post_json(client, INVOKE_URL, {
+        "invocation_id": invocation_id(n),
+        "route": route_key,
+        "capability_revision": body["capability_revision"],
+        "agent_run_id": body["run_id"],
+        "tool": tool,
+        "arguments": arguments if arguments is not None else {"order_id": 1000 + n, "amount": 12.5,
+                                                              "reason": "破损退款"},
+    }, token)
+
+
+def pending_approval(client, token: str, *, route_key: str = "store-assistant", n: int = 1,
+                     tool: str = "order_refund", arguments: dict[str, Any] | None = None) -> Approval:
+    response = invoke(client, token, route_key=route_key, n=n, tool=tool, arguments=arguments)
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    assert answer["state"] == "awaiting_approval", answer
+    return Approval.objects.select_related("invocation").get(pk=answer["approval_id"])

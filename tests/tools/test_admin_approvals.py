@@ -1,0 +1,347 @@
+"""The approval queue, the execution pause switch and the invocation ledger in the operator console.
+
+Approvals are reached the real way (an agent's call through the invocation endpoint); decisions go
+through the one decision service, apps.tools.invocations.approval_decide."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from apps.projects.models import Membership, Project
+from apps.tools import invocations
+from apps.tools.models import Approval, Invocation
+from tests.agent_auth.factories import AgentClientFactory
+from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.routes.factories import RouteFactory
+from tests.tools.approval_helpers import pending_approval
+
+pytest_plugins = ["tests.tools.surface_fixtures"]
+
+QUEUE = "/admin/tools/approval/"
+
+
+@pytest.fixture
+def route(db):
+    return RouteFactory(key="store-assistant", name="门店助手", tools_direct_enabled=True)
+
+
+@pytest.fixture
+def issued(route):
+    return session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key]), principal=PRINCIPAL)
+
+
+@pytest.fixture
+def approval(api_client, issued, tool_route):
+    return pending_approval(api_client, issued.access_token)
+
+
+def _operator(project: Project, role: str, username: str) -> Client:
+    user = UserFactory(username=username, is_staff=True, is_superuser=False)
+    MembershipFactory(project=project, user=user, role=role)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def owner(route) -> Client:
+    return _operator(route.project, Membership.Role.OWNER, "owner")
+
+
+@pytest.fixture
+def viewer(route) -> Client:
+    return _operator(route.project, Membership.Role.VIEWER, "viewer")
+
+
+@pytest.fixture
+def outsider(db) -> Client:
+    return _operator(ProjectFactory(name="Other", slug="other"), Membership.Role.OWNER, "outsider")
+
+
+def _detail(approval: Approval) -> str:
+    return f"{QUEUE}{approval.pk}/change/"
+
+
+def _decide(client: Client, approval: Approval, decision: str, *, comment: str = "", decision_id: str = "console:1"):
+    return client.post(f"{QUEUE}{approval.pk}/decide/", {"decision": decision, "comment": comment,
+                                                        "decision_id": decision_id})
+
+
+def _state(approval: Approval) -> tuple[str, str, str]:
+    approval.refresh_from_db()
+    approval.invocation.refresh_from_db()
+    return approval.status, approval.comment, approval.invocation.state
+
+
+def test_the_queue_lists_the_projects_approvals_with_tool_risk_prompt_and_asker(owner, approval, issued):
+    response = owner.get(QUEUE)
+    assert response.status_code == 200
+    assert [row.pk for row in response.context["cl"].result_list] == [approval.pk]
+    page = response.content.decode()
+    assert "order_refund" in page
+    assert 'data-risk="high"' in page
+    assert "ada@example.com" in page
+    assert 'data-status="pending"' in page
+    assert issued.access_token not in page and issued.refresh_token not in page
+
+
+def test_pending_approvals_come_first_then_the_newest(api_client, issued, tool_route, owner):
+    first = pending_approval(api_client, issued.access_token, n=1)
+    second = pending_approval(api_client, issued.access_token, n=2)
+    third = pending_approval(api_client, issued.access_token, n=3)
+    invocations.approval_decide(approval_id=third.pk, projects=Project.objects.all(), decision_id="d-3",
+                                decision="denied")
+    response = owner.get(QUEUE)
+    assert [row.pk for row in response.context["cl"].result_list] == [second.pk, first.pk, third.pk]
+
+
+def test_an_operator_of_another_project_sees_an_empty_queue(outsider, approval):
+    response = outsider.get(QUEUE)
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
+
+
+def test_an_operator_of_another_project_gets_404_on_the_approval_page(outsider, approval):
+    assert outsider.get(_detail(approval)).status_code == 404
+    assert outsider.get(f"{QUEUE}{approval.pk}/arguments/").status_code == 404
+
+
+def test_an_operator_of_another_project_cannot_decide(outsider, approval):
+    response = _decide(outsider, approval, "approved")
+    assert response.status_code == 404
+    assert _state(approval) == ("pending", "", "awaiting_approval")
+
+
+def test_the_approval_page_shows_prompt_reasons_arguments_and_the_buttons(owner, approval):
+    response = owner.get(_detail(approval))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "risk_high" in page
+    assert "&quot;order_id&quot;: 1001" in page
+    assert 'id="approve-button"' in page and 'id="deny-button"' in page
+    assert "csrfmiddlewaretoken" in page
+
+
+def test_a_viewer_reads_the_approval_without_buttons(viewer, approval):
+    page = viewer.get(_detail(approval)).content.decode()
+    assert 'id="approve-button"' not in page
+    assert 'id="decision-not-allowed"' in page
+
+
+def test_a_viewer_cannot_decide(viewer, approval):
+    response = _decide(viewer, approval, "approved")
+    assert response.status_code == 403
+    assert _state(approval) == ("pending", "", "awaiting_approval")
+
+
+def test_approving_calls_the_decision_service_once(owner, approval, monkeypatch):
+    calls = []
+    real = invocations.approval_decide
+
+    def spy(**kwargs):
+        calls.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(invocations, "approval_decide", spy)
+    response = _decide(owner, approval, "approved", comment="金额核对无误")
+    assert response.status_code == 302
+    assert [(c["decision"], c["comment"], c["approver"].username) for c in calls] == [
+        ("approved", "金额核对无误", "owner")]
+    assert _state(approval) == ("approved", "金额核对无误", "awaiting_approval")
+    assert approval.approver_label == "owner"
+
+
+def test_a_decided_approval_shows_who_when_and_the_comment_and_no_buttons(owner, approval):
+    _decide(owner, approval, "approved", comment="ok to refund")
+    page = owner.get(_detail(approval)).content.decode()
+    assert 'id="decision-approver">owner<' in page
+    assert "ok to refund" in page
+    assert 'id="approve-button"' not in page
+
+
+def test_denying_settles_the_call_as_denied(owner, approval):
+    _decide(owner, approval, "denied", comment="不符合退款政策")
+    assert _state(approval) == ("denied", "不符合退款政策", "denied")
+
+
+def test_a_second_decision_is_refused_with_a_message_not_an_error(owner, approval):
+    _decide(owner, approval, "approved", decision_id="console:first")
+    response = _decide(owner, approval, "denied", decision_id="console:second")
+    assert response.status_code == 302
+    page = owner.get(response["Location"]).content.decode()
+    assert "already approved by owner" in page
+    assert _state(approval) == ("approved", "", "awaiting_approval")
+
+
+def test_the_same_form_sent_twice_replays_the_decision(owner, approval):
+    _decide(owner, approval, "approved", comment="once", decision_id="console:same")
+    response = _decide(owner, approval, "approved", comment="once", decision_id="console:same")
+    page = owner.get(response["Location"]).content.decode()
+    assert "This decision was already recorded." in page
+    assert _state(approval) == ("approved", "once", "awaiting_approval")
+
+
+def test_a_comment_over_2000_characters_is_refused_next_to_the_field(owner, approval):
+    response = _decide(owner, approval, "approved", comment="x" * 2001)
+    assert response.status_code == 200
+    assert "at most 2000 characters" in response.content.decode()
+    assert _state(approval) == ("pending", "", "awaiting_approval")
+
+
+def test_a_decision_without_approve_or_deny_is_refused(owner, approval):
+    response = _decide(owner, approval, "maybe")
+    assert response.status_code == 200
+    assert "Press Approve or Deny." in response.content.decode()
+    assert _state(approval) == ("pending", "", "awaiting_approval")
+
+
+def test_an_expired_approval_reads_as_denied_without_buttons(owner, approval):
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    page = owner.get(_detail(approval)).content.decode()
+    assert "reads as <strong>denied</strong>" in page
+    assert 'id="approve-button"' not in page
+    assert 'data-status="expired"' in owner.get(QUEUE).content.decode()
+
+
+def test_deciding_an_expired_approval_says_so_and_records_nothing(owner, approval):
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    response = _decide(owner, approval, "approved", comment="too late")
+    page = owner.get(response["Location"]).content.decode()
+    assert "expired before it was decided" in page
+    assert _state(approval) == ("expired", "", "denied")
+
+
+def test_large_arguments_show_a_bounded_preview_and_load_whole_on_demand(api_client, issued, tool_route, owner):
+    note = "库存盘点说明。" * 6000  # about 126 KB of UTF-8
+    big = pending_approval(api_client, issued.access_token, tool="stock_adjust",
+                           arguments={"sku": "SKU-1", "quantity": 500, "note": note})
+    page = owner.get(_detail(big)).content.decode()
+    assert 'id="arguments-expand"' in page
+    assert "Large stock adjustment" in page
+    assert note not in page
+    assert len(page) < 40_000
+    whole = owner.get(f"{QUEUE}{big.pk}/arguments/")
+    assert whole.status_code == 200
+    assert whole["Content-Type"] == "text/plain; charset=utf-8"
+    assert note in whole.content.decode()
+
+
+def test_the_queue_never_reads_the_frozen_arguments(api_client, issued, tool_route, owner):
+    for n in range(1, 4):
+        pending_approval(api_client, issued.access_token, n=n)
+    owner.get(QUEUE)
+    with CaptureQueriesContext(connection) as queries:
+        assert owner.get(QUEUE).status_code == 200
+    assert not [q["sql"] for q in queries.captured_queries if "frozen_arguments" in q["sql"]]
+
+
+def test_the_queue_query_count_does_not_grow_with_rows(api_client, issued, tool_route, owner):
+    pending_approval(api_client, issued.access_token, n=1)
+    owner.get(QUEUE)
+    with CaptureQueriesContext(connection) as baseline:
+        owner.get(QUEUE)
+    expected = len(baseline.captured_queries)
+    for n in range(2, 6):
+        pending_approval(api_client, issued.access_token, n=n)
+    with CaptureQueriesContext(connection) as more:
+        response = owner.get(QUEUE)
+    assert len(response.context["cl"].result_list) == 5
+    assert len(more.captured_queries) == expected
+
+
+def test_the_queue_filters_by_status(owner, approval, api_client, issued):
+    other = pending_approval(api_client, issued.access_token, n=2)
+    _decide(owner, other, "denied")
+    pending = owner.get(QUEUE, {"status": "pending"}).context["cl"].result_list
+    denied = owner.get(QUEUE, {"status": "denied"}).context["cl"].result_list
+    assert ([row.pk for row in pending], [row.pk for row in denied]) == ([approval.pk], [other.pk])
+
+
+def test_the_pause_switch_asks_for_confirmation_first(owner, route):
+    response = owner.get(f"{QUEUE}execution/{route.project.pk}/")
+    assert response.status_code == 200
+    assert 'id="execution-confirm"' in response.content.decode()
+    route.project.refresh_from_db()
+    assert route.project.tool_execution_paused is False
+
+
+def test_pausing_sets_the_flag_and_the_queue_shows_a_banner(owner, route):
+    response = owner.post(f"{QUEUE}execution/{route.project.pk}/", {"paused": "1"})
+    assert response.status_code == 302
+    route.project.refresh_from_db()
+    assert route.project.tool_execution_paused is True
+    assert f'data-paused-project="{route.project.slug}"' in owner.get(QUEUE).content.decode()
+
+
+def test_resuming_clears_the_flag(owner, route):
+    owner.post(f"{QUEUE}execution/{route.project.pk}/", {"paused": "1"})
+    owner.post(f"{QUEUE}execution/{route.project.pk}/", {"paused": "0"})
+    route.project.refresh_from_db()
+    assert route.project.tool_execution_paused is False
+    assert "data-paused-project" not in owner.get(QUEUE).content.decode()
+
+
+def test_a_viewer_cannot_pause(viewer, route):
+    assert viewer.post(f"{QUEUE}execution/{route.project.pk}/", {"paused": "1"}).status_code == 403
+    route.project.refresh_from_db()
+    assert route.project.tool_execution_paused is False
+
+
+def test_an_operator_of_another_project_cannot_pause_it(outsider, route):
+    assert outsider.post(f"{QUEUE}execution/{route.project.pk}/", {"paused": "1"}).status_code == 404
+    route.project.refresh_from_db()
+    assert route.project.tool_execution_paused is False
+
+
+def test_a_pause_without_a_choice_is_refused_on_the_page(owner, route):
+    response = owner.post(f"{QUEUE}execution/{route.project.pk}/", {"paused": "maybe"})
+    assert response.status_code == 200
+    assert "errornote" in response.content.decode()
+    route.project.refresh_from_db()
+    assert route.project.tool_execution_paused is False
+
+
+def test_the_run_page_lists_its_invocations_with_state_and_approval(owner, approval):
+    _decide(owner, approval, "denied", comment="no")
+    page = owner.get(f"/admin/ledger/run/{approval.invocation.run_id}/change/").content.decode()
+    assert "order_refund" in page
+    assert 'data-state="denied"' in page
+    assert "by owner at" in page
+    assert "absent: never dispatched" in page
+
+
+def test_the_invocation_list_is_scoped_and_filterable(owner, outsider, approval):
+    assert [row.pk for row in owner.get("/admin/tools/invocation/").context["cl"].result_list] == [
+        approval.invocation_id]
+    assert list(outsider.get("/admin/tools/invocation/").context["cl"].result_list) == []
+    assert list(owner.get("/admin/tools/invocation/", {"state__exact": "executed"}).context["cl"].result_list) == []
+    assert outsider.get(f"/admin/tools/invocation/{approval.invocation_id}/change/").status_code == 404
+
+
+def test_the_invocation_page_never_shows_the_frozen_arguments(owner, approval):
+    page = owner.get(f"/admin/tools/invocation/{approval.invocation_id}/change/").content.decode()
+    assert "kept encrypted until the result is stable" in page
+    assert approval.invocation.frozen_arguments[:40] not in page
+    assert "破损退款" not in page
+
+
+def test_the_dashboard_counts_pending_approvals(owner, approval, api_client, issued):
+    pending_approval(api_client, issued.access_token, n=2)
+    response = owner.get("/admin/")
+    assert [board.approvals_pending for board in response.context["dashboard"]] == [2]
+    assert 'data-stat="approvals_pending">2<' in response.content.decode()
+
+
+def test_invocation_rows_are_not_changed_by_reading_the_console(owner, approval):
+    before = Invocation.objects.values("state", "updated_at").get(pk=approval.invocation_id)
+    owner.get(_detail(approval))
+    owner.get(f"{QUEUE}{approval.pk}/arguments/")
+    owner.get(f"/admin/tools/invocation/{approval.invocation_id}/change/")
+    assert Invocation.objects.values("state", "updated_at").get(pk=approval.invocation_id) == before
