@@ -138,3 +138,30 @@ def test_a_tool_not_loaded_is_refused_before_anything_is_sent(hub, bridge):
     with pytest.raises(Exception, match="capability_search"):
         bridge.invoke("drop_database", {})
     assert hub.sent(*INVOKE) == []
+
+
+def test_a_new_capability_revision_reloads_the_tool_list(hub, bridge):
+    assert [tool["name"] for tool in bridge.governed_tools()] == ["lookup_product", "issue_refund"]
+    changed = "b" * 64
+    original = hub.answer
+
+    def answer(method, path, body):
+        status, payload = original(method, path, body)
+        if path.endswith("/bootstrap"):
+            payload = {**payload, "capabilities": {"revision": changed}}
+        return status, payload
+
+    hub.answer = answer
+    hub.script[("POST", "/agent-api/v1/workspaces/shop/capabilities/search")] = [
+        (200, {"schema_version": "bailing.agent-capability-search.v1", "capability_revision": changed,
+               "tools": [{**LOOKUP, "description": "Find a product by name or SKU."}]})]
+    hub.script[("GET", f"/agent-api/v1/tools/issue_refund?route=shop&capability_revision={changed}")] = [
+        (404, {"error": "tool_not_found", "message": "Gone."})]
+
+    tools = bridge.governed_tools()
+
+    assert [(tool["name"], tool["description"]) for tool in tools] == [("lookup_product",
+                                                                        "Find a product by name or SKU.")]
+    assert bridge.revision == changed
+    (search,) = hub.sent("POST", "/agent-api/v1/workspaces/shop/capabilities/search")
+    assert search == {"run_id": RUN_ID}
