@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, TypedDict
 from django import forms
 from django.contrib import admin
 from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, Subquery
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge import services as knowledge_services
@@ -27,7 +29,7 @@ from apps.runtime.errors import KnowledgeUnavailable
 from apps.runtime.route_tools_form import RouteToolsForm, source_field_name, tools_form_for
 from apps.runtime.turns import KNOWLEDGE_QUERY_MAX_CHARS, TurnRequest, _knowledge_inline
 from apps.tools.builder import route_dry_run as route_capabilities_dry_run
-from apps.tools.models import Tool, ToolProvider
+from apps.tools.models import RouteToolSource, Tool, ToolProvider
 from apps.tools.route_tools import POLICY_FIELDS, UNSET, route_tools_set
 
 if TYPE_CHECKING:
@@ -198,8 +200,18 @@ class RouteConsoleAdmin(RouteAdmin):
             cache[key] = _project_providers(obj)
         return cache[key]
 
+    @admin.display(description="Tool sources")
+    def tool_sources(self, route: Route):
+        """For those who may only view the route: each source with its allow list."""
+        sources = RouteToolSource.objects.filter(route=route).select_related("provider").order_by("position")
+        return format_html_join(mark_safe("<br>"), "<strong>{}</strong>: {}", (
+            (source.provider.name, ", ".join(source.allowed_tools) or "—") for source in sources)) or "—"
+
     def get_fieldsets(self, request, obj=None):
-        sources = [source_field_name(provider) for provider in self._providers(request, obj)]
+        if obj is not None and not self.has_change_permission(request, obj):
+            sources = ["tool_sources"]
+        else:
+            sources = [source_field_name(provider) for provider in self._providers(request, obj)]
         fieldsets = []
         for name, options in super().get_fieldsets(request, obj):
             if name == TOOLS_FIELDSET:

@@ -169,3 +169,17 @@ def test_the_page_reads_the_tools_in_a_fixed_number_of_queries(client, route, ow
     with CaptureQueriesContext(connection) as three:
         client.get(f"/admin/routes/route/{route.pk}/change/")
     assert len(three.captured_queries) == len(one.captured_queries)
+
+
+def test_a_viewer_reads_the_tools_without_changing_them(route, store):
+    viewer = MembershipFactory(project=route.project, role=Membership.Role.VIEWER)
+    route_tools_set(route=route, sources=[SourceSpec(provider=store, allowed_tools=["order_status"])])
+    client = Client()
+    client.force_login(viewer.user)
+    page = client.get(f"/admin/routes/route/{route.pk}/change/")
+    assert page.status_code == 200
+    assert "<strong>store</strong>: order_status" in page.content.decode()
+    before = _state(route)
+    response = _post(client, route, **{source_field_name(store): ["product_lookup"]})
+    assert response.status_code == 403
+    assert _state(route) == before
