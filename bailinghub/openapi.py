@@ -142,13 +142,16 @@ ERRORS: dict[str, list] = {
     "apps.knowledge.api.views.DocumentUploadApi": [
         *BUILDER, *KB_EDITABLE, (400, "invalid_multipart"), (400, "invalid_json"), (400, "invalid_request"),
         (415, "unsupported_media_type"), kb_errors.FileRequired, kb_errors.TooManyFiles,
-        kb_errors.UnsupportedFileType, kb_errors.FileTooLarge, kb_errors.DocumentConversionFailed],
+        kb_errors.UnsupportedFileType, kb_errors.FileTooLarge, kb_errors.DocumentConversionFailed,
+        kb_errors.UrlInvalid, kb_errors.UrlAddressRefused, kb_errors.UrlUnresolvable],
     "apps.knowledge.api.views.DocumentGetApi": [*BUILDER, *DOC_VISIBLE],
     "apps.knowledge.api.views.DocumentDeleteApi": [*BUILDER, *DOC_EDITABLE, kb_errors.DocumentVectorsRemovalFailed],
     "apps.knowledge.api.views.DocumentChunkListApi": [*BUILDER, *DOC_VISIBLE, *BUILDER_PAGE],
     "apps.knowledge.api.views.DocumentConfirmApi": [*BUILDER, *DOC_EDITABLE, kb_errors.InvalidDocumentState],
     "apps.knowledge.api.views.DocumentRetryApi": [*BUILDER, *DOC_EDITABLE, kb_errors.InvalidDocumentState],
     "apps.knowledge.api.views.DocumentReportApi": [*BUILDER, *DOC_VISIBLE],
+    "apps.knowledge.api.views.DocumentRefetchApi": [*BUILDER, *DOC_EDITABLE, kb_errors.NotUrlSource,
+                                                    kb_errors.InvalidDocumentState],
     "apps.knowledge.api.search.KnowledgeBaseSearchApi": [
         *BUILDER, *WITH_BODY, *KB_VISIBLE, (422, "invalid_search"), runtime_errors.KnowledgeUnavailable],
     "apps.answers.api.views.RagQueryApi": [*BUILDER, *WITH_BODY, *RAG_ROUTE, answer_errors.RagQueryInvalid],
@@ -479,13 +482,17 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.knowledge.api.views.DocumentListApi": {"get": {
         "parameters": [*PAGE, OpenApiParameter("status", str)], "responses": {200: page_of(DOCUMENT)}}},
     "apps.knowledge.api.views.DocumentUploadApi": {"post": {
-        "request": MULTIPART_FILES, "responses": {201: data_of({"type": "array", "items": DOCUMENT})}}},
+        "request": MULTIPART_FILES, "responses": {201: data_of({"type": "array", "items": DOCUMENT})},
+        "description": "Upload files (multipart), or register an external source with a JSON body "
+                       "{\"url\": \"https://...\"} that the worker fetches."}},
     "apps.knowledge.api.views.DocumentGetApi": {"get": {"responses": {200: data_of(DOCUMENT)}}},
     "apps.knowledge.api.views.DocumentDeleteApi": {"delete": {"responses": {204: None}}},
     "apps.knowledge.api.views.DocumentChunkListApi": {"get": {"parameters": PAGE, "responses": {200: page_of(CHUNK)}}},
     "apps.knowledge.api.views.DocumentConfirmApi": {"post": {"request": None, "responses": {200: data_of(DOCUMENT)}}},
     "apps.knowledge.api.views.DocumentRetryApi": {"post": {"request": None, "responses": {200: data_of(DOCUMENT)}}},
     "apps.knowledge.api.views.DocumentReportApi": {"get": {"responses": {200: data_of(ANY_OBJECT)}}},
+    "apps.knowledge.api.views.DocumentRefetchApi": {"post": {"request": None,
+                                                             "responses": {202: data_of(DOCUMENT)}}},
     "apps.knowledge.api.search.KnowledgeBaseSearchApi": {"post": {
         "request": "apps.knowledge.api.search.KnowledgeSearchIn", "responses": {200: SEARCH_RESULT}}},
     "apps.answers.api.views.RagQueryApi": {"post": {

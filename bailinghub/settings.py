@@ -292,6 +292,12 @@ KNOWLEDGE_HEARTBEAT_STALE_SECONDS = env.int("KNOWLEDGE_HEARTBEAT_STALE_SECONDS",
 KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
 KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = env.int("KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS", default=120)
 KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS = env.int("KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS", default=5000)
+# External sources (documents registered by URL): the worker's fetch is capped in time and size;
+# hosts resolving to private, loopback or link-local addresses are refused unless one of these
+# CIDRs (e.g. "10.1.0.0/16" for an intranet wiki) permits them.
+KNOWLEDGE_URL_TIMEOUT_SECONDS = env.float("KNOWLEDGE_URL_TIMEOUT_SECONDS", default=20.0)
+KNOWLEDGE_URL_MAX_BYTES = env.int("KNOWLEDGE_URL_MAX_BYTES", default=20 * 1024 * 1024)
+KNOWLEDGE_URL_ALLOWED_NETWORKS = env.list("KNOWLEDGE_URL_ALLOWED_NETWORKS", default=[])
 KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS = env.int("KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS", default=60)
 # Hybrid search outside a transaction runs its vector channel on a second connection, beside the
 # keyword channel (apps.knowledge.pipeline.parallel): one more connection per process.

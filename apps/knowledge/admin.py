@@ -23,8 +23,16 @@ from django.utils.safestring import mark_safe
 from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
 from apps.knowledge.admin_chunks import chunk_urls
-from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
+from apps.knowledge.models import (
+    Document,
+    EmbeddingModel,
+    Fusion,
+    IndexGeneration,
+    KnowledgeBase,
+    RouteKnowledgeBinding,
+)
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
+from apps.knowledge.pipeline.rerank import RerankConfigInvalid, reranker_validate
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
@@ -103,6 +111,15 @@ STRATEGY_HELP = mark_safe(
     "</ul>A new strategy applies at the next rebuild; the active index keeps serving searches until then."
 )
 STRATEGY_FIELDS = ("strategy", "min_chars", "max_chars", "overlap_chars")
+RERANK_FORM_FIELDS = ("rerank_base_url", "rerank_model", "rerank_api_key_env", "rerank_candidates",
+                      "rerank_timeout_ms")
+
+
+class UrlSourceForm(forms.Form):
+    url = forms.CharField(label="URL", max_length=2000, widget=forms.URLInput(attrs={"size": 60,
+                                                                                   "placeholder": "https://"}),
+                          help_text="An http(s) page the worker fetches (text, Markdown, JSON, CSV or PDF). "
+                                    "Private and loopback addresses are refused.")
 
 
 class KnowledgeBaseForm(forms.ModelForm):
@@ -124,13 +141,30 @@ class KnowledgeBaseForm(forms.ModelForm):
 
     class Meta:
         model = KnowledgeBase
-        fields = ["project", "name", "description", "embedding_model", "require_confirmation"]
+        fields = ["project", "name", "description", "embedding_model", "require_confirmation", "fusion",
+                  *RERANK_FORM_FIELDS]
+        labels = {"rerank_base_url": "Reranker base URL", "rerank_model": "Reranker model",
+                  "rerank_api_key_env": "Reranker key variable", "rerank_candidates": "Candidates reranked",
+                  "rerank_timeout_ms": "Reranker timeout (ms)"}
+        help_texts = {
+            "fusion": "How hybrid searches combine the vector and keyword rankings. Adaptive convex (the default) "
+                      "weighs normalised scores per query; RRF (k=60) sums 1 / (60 + rank) over the channels.",
+            "rerank_base_url": "Optional. An HTTP rerank API: the hub posts {model, query, documents, top_n} to "
+                               "{base URL}/rerank. Leave empty for no reranker.",
+            "rerank_api_key_env": "The name of the environment variable that holds the key (never the key "
+                                  "itself), e.g. RERANK_API_KEY. Empty: no key is sent.",
+            "rerank_timeout_ms": "A reranker slower than this is skipped: the search keeps the fused order.",
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         current = self.instance.chunk_strategy if self.instance.pk else settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY
         for name in STRATEGY_FIELDS:
             self.fields[name].initial = (current or {}).get(name, settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY[name])
+        # A form that leaves the retrieval fields out (they came later) keeps their defaults.
+        for name in ("fusion", "rerank_candidates", "rerank_timeout_ms"):
+            if name in self.fields:
+                self.fields[name].required = False
 
     def clean(self):
         data = super().clean()
@@ -147,7 +181,31 @@ class KnowledgeBaseForm(forms.ModelForm):
                 self.add_error(field if field in STRATEGY_FIELDS else None, readable)
             return data
         data["chunk_strategy"] = strategy.public()
+        self._reranker_clean(data)
         return data
+
+    def _reranker_clean(self, data) -> None:
+        """The reranker fields as one setting (pipeline.rerank.reranker_validate): all empty is off."""
+        data["fusion"] = data.get("fusion") or Fusion.CONVEX
+        data.setdefault("reranker", None)
+        for name, default in (("rerank_candidates", 20), ("rerank_timeout_ms", 3000)):
+            if data.get(name) is None:
+                data[name] = default
+        if any(name in self.errors for name in RERANK_FORM_FIELDS):
+            return
+        if not data.get("rerank_base_url") and not data.get("rerank_model"):
+            data["reranker"] = None
+            return
+        value = {"base_url": data.get("rerank_base_url") or "", "model": data.get("rerank_model") or "",
+                 "api_key_env": data.get("rerank_api_key_env") or "", "candidates": data.get("rerank_candidates"),
+                 "timeout_ms": data.get("rerank_timeout_ms")}
+        try:
+            reranker_validate(value)
+        except RerankConfigInvalid as exc:
+            for key, field_messages in exc.fields.items():
+                self.add_error("rerank_" + key.removeprefix("reranker."), field_messages)
+            return
+        data["reranker"] = value
 
 
 class ProjectScopedInlineMixin:
@@ -261,6 +319,9 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             (None, {"fields": head}),
             ("Chunking", {"fields": [*STRATEGY_FIELDS, "require_confirmation"],
                           "description": "How documents are cut into the pieces that searches return."}),
+            ("Retrieval", {"fields": ["fusion", *RERANK_FORM_FIELDS],
+                           "description": "How hybrid searches rank, and an optional reranker over the fused "
+                                          "candidates (each call is metered as a cost record)."}),
         ]
 
     @admin.display(description="Strategy")
@@ -289,13 +350,14 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if change:
             services.knowledge_base_update(kb=obj, name=data["name"], description=data["description"],
                                            chunk_strategy=data["chunk_strategy"],
-                                           require_confirmation=data["require_confirmation"])
+                                           require_confirmation=data["require_confirmation"],
+                                           fusion=data["fusion"], reranker=data["reranker"])
             return
         kb = services.knowledge_base_create(
             project=data["project"], name=data["name"], description=data["description"],
             embedding_model=data["embedding_model"], embedding_dim=data["embedding_model"].dimension,
             chunk_strategy=data["chunk_strategy"], require_confirmation=data["require_confirmation"],
-            user=request.user,
+            fusion=data["fusion"], reranker=data["reranker"], user=request.user,
         )
         obj.pk, obj.embedding_dim = kb.pk, kb.embedding_dim
         obj.created_at, obj.updated_at = kb.created_at, kb.updated_at
@@ -316,6 +378,8 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             path("<path:object_id>/status/", wrap(self.status_view), name="knowledge_knowledgebase_status"),
             path("<path:object_id>/rebuild/", wrap(self.rebuild_view), name="knowledge_knowledgebase_rebuild"),
             path("<path:object_id>/search/", wrap(self.search_view), name="knowledge_knowledgebase_search"),
+            path("<path:object_id>/register-url/", wrap(self.register_url_view),
+                 name="knowledge_knowledgebase_register_url"),
             *super().get_urls(),
         ]
 
@@ -351,6 +415,25 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         for refusal in batch.refused:
             self.message_user(request, f"Not uploaded: {refusal.filename} — {refusal.message}", messages.ERROR)
         return self._back(kb)
+
+    def register_url_view(self, request, object_id):
+        """Register an external source by URL; a refused URL is shown next to the field."""
+        kb = self._editable(request, object_id)
+        if request.method != "POST":
+            return self._back(kb)
+        form = UrlSourceForm(request.POST)
+        if form.is_valid():
+            try:
+                document = services.document_register_url(kb=kb, url=form.cleaned_data["url"], user=request.user)
+            except ApiError as exc:
+                form.add_error("url", exc.message)
+            else:
+                self.message_user(request, f"Registered {document.source_url}: it is queued to be fetched and "
+                                           "indexed; its progress shows below.", messages.SUCCESS)
+                return self._back(kb)
+        # The page again, with the form's error beside the field (a GET, so the KB form is not processed).
+        request.method = "GET"
+        return self.change_view(request, object_id, extra_context={"url_form": form})
 
     def status_view(self, request, object_id):
         """Ingestion progress of the KB page's documents and latest generation, as JSON for the
@@ -424,6 +507,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
             extra_context.update({
                 "upload_form": UploadForm(),
+                "url_form": extra_context.get("url_form") or UrlSourceForm(),
                 "ingest": status,
                 "status_url": reverse("admin:knowledge_knowledgebase_status", args=[kb.pk]),
                 "document_total": kb.document_total,
@@ -452,13 +536,14 @@ def upload_too_large_payload(*, max_bytes: int, observed_bytes: int) -> dict:
 @admin.register(Document)
 class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "knowledge_base__project"
-    list_display = ["filename", "knowledge_base", "file_type", "status_badge", "progress", "error_code", "attempts",
-                    "updated_at"]
+    list_display = ["filename", "knowledge_base", "source", "file_type", "status_badge", "progress", "error_code",
+                    "attempts", "updated_at"]
     list_filter = ["status", "file_type", "knowledge_base"]
     search_fields = ["filename", "error_message"]
     list_select_related = ["knowledge_base"]
-    actions = ["retry_documents", "confirm_documents"]
-    fields = readonly_fields = ("knowledge_base", "filename", "file_type", "size", "content_hash", "status_badge",
+    actions = ["retry_documents", "confirm_documents", "refetch_documents"]
+    fields = readonly_fields = ("knowledge_base", "filename", "source_url", "fetched_at", "file_type", "size",
+                                "content_hash", "status_badge",
                                 "error_code", "error_message", "attempts", "progress", "queued_at",
                                 "parsing_started_at", "chunking_started_at", "awaiting_confirmation_at", "confirmed_at",
                                 "embedding_started_at", "completed_at", "failed_at", "heartbeat_at")
@@ -472,6 +557,14 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Status", ordering="status")
     def status_badge(self, obj: Document) -> str:
         return format_html('<span class="bh-doc-badge bh-doc-{}">{}</span>', obj.status, obj.get_status_display())
+
+    @admin.display(description="Source", ordering="source_url")
+    def source(self, obj: Document) -> str:
+        if not obj.source_url:
+            return "upload"
+        shown = obj.source_url if len(obj.source_url) <= 60 else obj.source_url[:57] + "…"
+        return format_html('<a href="{}" rel="noopener noreferrer" target="_blank" title="{}">{}</a>',
+                           obj.source_url, obj.source_url, shown)
 
     @admin.display(description="Progress")
     def progress(self, obj: Document) -> str:
@@ -502,6 +595,10 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def confirm_documents(self, request, queryset):
         self._each(request, queryset, services.document_confirm, "Confirmed")
 
+    @admin.action(description="Fetch the selected URL documents again", permissions=["change"])
+    def refetch_documents(self, request, queryset):
+        self._each(request, queryset, services.document_refetch, "Queued to fetch again")
+
     def delete_model(self, request, obj):
         services.document_delete(document=obj)
 
@@ -514,6 +611,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return [
             path("<path:object_id>/retry/", wrap(self.retry_view), name="knowledge_document_retry"),
             path("<path:object_id>/confirm/", wrap(self.confirm_view), name="knowledge_document_confirm"),
+            path("<path:object_id>/refetch/", wrap(self.refetch_view), name="knowledge_document_refetch"),
             *chunk_urls(self),
             *super().get_urls(),
         ]
@@ -544,6 +642,10 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def confirm_view(self, request, object_id):
         return self._act(request, object_id, services.document_confirm, "Confirmed; embedding starts shortly.")
+
+    def refetch_view(self, request, object_id):
+        return self._act(request, object_id, services.document_refetch,
+                         "Queued: the URL is fetched again and re-indexed if it changed.")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = dict(extra_context or {})

@@ -108,6 +108,30 @@ class RebuildInProgress(ApiError):
     message = "A rebuild of this knowledge base is already running."
 
 
+class UrlInvalid(ApiError):
+    code = "url_invalid"
+    status = 422
+    message = "The URL is invalid."
+
+
+class UrlAddressRefused(ApiError):
+    code = "url_address_refused"
+    status = 422
+    message = "The URL's host resolves to a private, loopback or link-local address, which is refused."
+
+
+class UrlUnresolvable(ApiError):
+    code = "url_unresolvable"
+    status = 422
+    message = "The URL's host does not resolve."
+
+
+class NotUrlSource(ApiError):
+    code = "not_url_source"
+    status = 409
+    message = "Only a document registered by URL can be fetched again."
+
+
 class ChunkNotFound(ApiError):
     code = "chunk_not_found"
     status = 404

@@ -24,6 +24,7 @@ Tasks (apps.knowledge.tasks) only call these. Every run is safe to repeat:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from datetime import datetime, timedelta
@@ -45,7 +46,7 @@ from apps.knowledge.leases import (
     lease_stale_before,
 )
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KnowledgeBase
-from apps.knowledge.pipeline import parsers
+from apps.knowledge.pipeline import fetch, parsers
 from apps.knowledge.pipeline.chunkers import document_chunk
 from apps.knowledge.pipeline.embedders import Embedder, EmbeddingFailed, embedder_for
 from apps.knowledge.pipeline.index import (
@@ -190,6 +191,11 @@ def _document_mark_failed(document: Document, code: str, message: str) -> None:
     document.save(update_fields=["status", "error_code", "error_message", "failed_at", "run_token", "updated_at"])
 
 
+def _url_shown(document_id) -> str:
+    url = Document.objects.filter(pk=document_id).values_list("source_url", flat=True).first() or "the URL"
+    return url[:300]
+
+
 def _document_fail(document_id, token, code: str, message: str) -> None:
     with transaction.atomic():
         document = Document.objects.select_for_update(of=("self",)).filter(pk=document_id, run_token=token).first()
@@ -218,11 +224,40 @@ def _document_chunks_ensure(document: Document, token, parsed: parsers.ParsedDoc
     return parsed
 
 
+def _document_fetch(document: Document, token) -> Document:
+    """Fetch an external source's content (pipeline.fetch) and keep it as the document's bytes;
+    content that changed since the last fetch replaces the document's chunks."""
+    _document_touch(document.pk, token)
+    fetched = fetch.url_fetch(document.source_url)
+    data = fetched.data
+    extension = {"markdown": "md"}.get(fetched.file_type, fetched.file_type)
+    try:  # the content must be what its type says, as an upload's must (a "text/plain" binary is refused)
+        parsers.file_type_detect(filename=f"source.{extension}", data=data)
+    except parsers.UnsupportedFileType as exc:
+        raise fetch.FetchRefused("url_content_type_refused",
+                                 f"The URL's content is not {fetched.content_type}.") from exc
+    parsers.document_check(file_type=fetched.file_type, data=data)
+    digest = hashlib.sha256(data).hexdigest()
+    with transaction.atomic():
+        locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk, run_token=token).first()
+        if locked is None:
+            raise LeaseLost()
+        if locked.content_hash and locked.content_hash != digest:
+            chunks_delete(document_id=locked.pk)
+        DocumentContent.objects.update_or_create(document=locked, defaults={"data": data})
+        locked.size, locked.content_hash, locked.file_type = len(data), digest, fetched.file_type
+        locked.fetched_at = locked.heartbeat_at = timezone.now()
+        locked.save(update_fields=["size", "content_hash", "file_type", "fetched_at", "heartbeat_at", "updated_at"])
+    return Document.objects.select_related("knowledge_base__embedding_model").get(pk=document.pk)
+
+
 def _document_run(document_id, token) -> str:
     document = Document.objects.select_related("knowledge_base__embedding_model").get(pk=document_id)
     kb = document.knowledge_base
     deadline = _deadline()
     parsed = None
+    if document.source_url and document.fetched_at is None:
+        document = _document_fetch(document, token)
     if document.status in (Document.Status.PENDING, Document.Status.QUEUED, Document.Status.PARSING,
                            Document.Status.CHUNKING):
         _document_touch(document_id, token, status=Document.Status.PARSING, parsing_started_at=timezone.now())
@@ -302,6 +337,8 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
         return "lease_lost"
     except parsers.ConversionFailed as exc:
         _document_fail(document_id, token, "document_conversion_failed", f"Document conversion failed: {exc}")
+    except fetch.FetchRefused as exc:
+        _document_fail(document_id, token, exc.code, f"Fetching {_url_shown(document_id)} failed: {exc.message}")
     except DocumentEmpty:
         _document_fail(document_id, token, "document_empty", "The document has no text to index.")
     except EmbeddingFailed as exc:

@@ -24,7 +24,7 @@ from apps.knowledge.models import (
     KnowledgeBase,
     RouteKnowledgeBinding,
 )
-from apps.knowledge.pipeline import index, parsers
+from apps.knowledge.pipeline import fetch, index, parsers
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.rerank import RerankConfigInvalid, reranker_validate
 from apps.knowledge.pipeline.sql import hnsw_index_create_sql, hnsw_index_drop_sql
@@ -268,6 +268,56 @@ def document_upload_batch(*, kb: KnowledgeBase, files: list, user=None) -> Uploa
             refused.append(UploadRefusal(name, exc.code, exc.message))
     documents = _documents_create(kb=kb, checked=checked, user=user) if checked else []
     return UploadBatch(documents=documents, refused=refused)
+
+
+_URL_ERRORS = {"url_invalid": errors.UrlInvalid, "url_address_refused": errors.UrlAddressRefused,
+               "url_unresolvable": errors.UrlUnresolvable}
+
+
+def document_register_url(*, kb: KnowledgeBase, url: str, user=None) -> Document:
+    """Register an external source: a document the worker fetches from `url` (pipeline.fetch)
+    before parsing. The URL is checked now (scheme, no credentials, and every address its host
+    resolves to) and again at each fetch."""
+    try:
+        fetch.url_check(url)
+    except fetch.FetchRefused as exc:
+        raise _URL_ERRORS.get(exc.code, errors.UrlInvalid)(exc.message, fields={"url": [exc.message]}) from exc
+    with transaction.atomic():
+        document = Document.objects.create(
+            knowledge_base=kb, filename=fetch.filename_for(url), file_type=fetch.file_type_guess(url), size=0,
+            content_hash="", source_url=url, uploaded_by=user,
+        )
+        dispatch.document_enqueue(document.pk)
+    return document
+
+
+@transaction.atomic
+def document_refetch(*, document: Document) -> Document:
+    """Fetch a URL document again and re-index it if its content changed. Until it completes again
+    the document is out of searches, as any document being (re)ingested is."""
+    locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
+    if locked is None:
+        raise errors.DocumentNotFound()
+    document = locked
+    if not document.source_url:
+        raise errors.NotUrlSource()
+    if document.status in Document.IN_PROGRESS:
+        raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; the document is being "
+                                          "ingested, fetch it again once it is done.", status_value=document.status)
+    now = timezone.now()
+    document.status = Document.Status.QUEUED
+    document.fetched_at = None
+    document.error_code = ""
+    document.error_message = ""
+    document.attempts = 0
+    document.run_token = None
+    document.queued_at = now
+    document.heartbeat_at = now
+    document.failed_at = None
+    document.save(update_fields=["status", "fetched_at", "error_code", "error_message", "attempts", "run_token",
+                                 "queued_at", "heartbeat_at", "failed_at", "updated_at"])
+    dispatch.document_send(document.pk)
+    return document
 
 
 @transaction.atomic

@@ -180,3 +180,45 @@ def test_a_bad_reranker_config_is_422_and_changes_nothing(client, owner, reranke
     assert response.json()["error"] == "invalid_knowledge_base"
     assert field in response.json()["fields"]
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
+def test_the_admin_form_shows_a_bad_reranker_setting_beside_its_field(owner):
+    from django.test import Client
+
+    kb = KnowledgeBaseFactory(project=owner.project)
+    browser = Client()
+    browser.force_login(owner.user)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
+        "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
+        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "https://rerank.example.com/v1",
+        "rerank_model": "m", "rerank_api_key_env": "sk-live-abc", "rerank_candidates": "20",
+        "rerank_timeout_ms": "3000",
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+    })
+    page = response.content.decode()
+    assert response.status_code == 200
+    field = page.split("field-rerank_api_key_env", 1)[1].split("</div>\n", 2)[0]
+    assert "errorlist" in field and "environment variable" in field
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
+def test_the_admin_form_sets_fusion_and_a_reranker(owner):
+    from django.test import Client
+
+    kb = KnowledgeBaseFactory(project=owner.project)
+    browser = Client()
+    browser.force_login(owner.user)
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
+        "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
+        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "https://rerank.example.com/v1",
+        "rerank_model": "m", "rerank_api_key_env": "RERANK_KEY", "rerank_candidates": "30",
+        "rerank_timeout_ms": "2500",
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 302, response.content.decode()[:3000]
+    kb.refresh_from_db()
+    assert (kb.fusion, kb.rerank_base_url, kb.rerank_model, kb.rerank_api_key_env, kb.rerank_candidates,
+            kb.rerank_timeout_ms) == ("rrf", "https://rerank.example.com/v1", "m", "RERANK_KEY", 30, 2500)

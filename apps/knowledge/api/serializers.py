@@ -36,6 +36,10 @@ class KnowledgeBaseCreateIn(ExactFieldsSerializer):
     reranker = JSONObjectField(required=False, default=None, allow_null=True)
 
 
+class DocumentRegisterIn(ExactFieldsSerializer):
+    url = JSONStringField(max_length=2000)
+
+
 class KnowledgeBaseUpdateIn(ExactFieldsSerializer):
     name = JSONStringField(max_length=200, required=False)
     description = JSONStringField(max_length=2000, required=False, allow_blank=True)

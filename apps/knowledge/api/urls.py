@@ -28,4 +28,5 @@ urlpatterns = [
     path("documents/<uuid:document_id>/retry-index", v.DocumentRetryApi.as_view(), name="document-retry"),
     path("documents/<uuid:document_id>/retry", v.DocumentRetryApi.as_view()),
     path("documents/<uuid:document_id>/report", v.DocumentReportApi.as_view(), name="document-report"),
+    path("documents/<uuid:document_id>/refetch", v.DocumentRefetchApi.as_view(), name="document-refetch"),
 ]

@@ -17,6 +17,7 @@ from apps.core.exceptions import validation_extra, validation_message
 from apps.core.parsers import StrictJSONParser, StrictMultiPartParser
 from apps.knowledge import selectors, services
 from apps.knowledge.api.serializers import (
+    DocumentRegisterIn,
     KnowledgeBaseCreateIn,
     KnowledgeBaseUpdateIn,
     chunk_out,
@@ -30,6 +31,7 @@ from apps.knowledge.errors import (
     KnowledgeBaseInvalid,
     KnowledgeForbidden,
     ProjectNotFound,
+    UrlInvalid,
 )
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration
 from apps.projects.builder import BuilderApi
@@ -200,6 +202,14 @@ class DocumentUploadApi(BuilderApi):
 
     def post(self, request, kb_id):
         kb = selectors.knowledge_base_get_editable(user=request.user, kb_id=kb_id)
+        if request.content_type.split(";", 1)[0].strip().lower() == "application/json":
+            # An external source: {"url": "https://..."}, fetched by the worker.
+            serializer = DocumentRegisterIn(data=request.data)
+            if not serializer.is_valid():
+                extra = validation_extra(serializer.errors)
+                raise UrlInvalid(validation_message(extra["fields"]), **extra)
+            document = services.document_register_url(kb=kb, url=serializer.validated_data["url"], user=request.user)
+            return Response({"data": [document_out(document)]}, status=status.HTTP_201_CREATED)
         files = request.FILES.getlist("files") + request.FILES.getlist("file")
         documents = services.document_upload(kb=kb, files=files, user=request.user)
         return Response({"data": [document_out(d) for d in documents]}, status=status.HTTP_201_CREATED)
@@ -246,6 +256,15 @@ class DocumentRetryApi(BuilderApi):
     def post(self, request, document_id):
         document = selectors.document_get_editable(user=request.user, document_id=document_id)
         return Response({"data": document_out(services.document_retry(document=document))})
+
+
+class DocumentRefetchApi(BuilderApi):
+    required_scope = SCOPE_INGEST
+
+    def post(self, request, document_id):
+        document = selectors.document_get_editable(user=request.user, document_id=document_id)
+        return Response({"data": document_out(services.document_refetch(document=document))},
+                        status=status.HTTP_202_ACCEPTED)
 
 
 class DocumentReportApi(BuilderApi):

@@ -1,0 +1,191 @@
+"""Fetching an external source (a document registered by its http(s) URL) — safely.
+
+The worker fetches; an operator's URL is never trusted to point somewhere harmless:
+
+* http and https only, no credentials in the URL, at most URL_MAX_CHARS characters;
+* the host is resolved and *every* address checked: anything that is not a global unicast
+  address (private, loopback, link-local, carrier-grade NAT, multicast, reserved, unspecified,
+  IPv4 mapped into IPv6 included) is refused unless settings.KNOWLEDGE_URL_ALLOWED_NETWORKS (CIDRs)
+  permits it — so a cloud metadata endpoint or the hub's own database is never fetched;
+* the connection goes to the address that was checked (the URL's host is sent as the Host header
+  and the TLS server name), so a DNS answer that changes between the check and the connection
+  (DNS rebinding) cannot redirect it;
+* redirects are followed by hand, at most MAX_REDIRECTS, only to the same host, each checked again;
+* a time cap over the whole fetch (KNOWLEDGE_URL_TIMEOUT_SECONDS), a size cap
+  (KNOWLEDGE_URL_MAX_BYTES) enforced while reading, and a whitelist of content types that map onto
+  the parsers (CONTENT_TYPES).
+
+Each refusal is a FetchRefused with a stable code the document fails with.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import socket
+import time
+from dataclasses import dataclass
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+
+import httpx
+from django.conf import settings
+
+URL_MAX_CHARS = 2000
+MAX_REDIRECTS = 3
+CONTENT_TYPES = {
+    "text/plain": "txt",
+    "text/markdown": "markdown",
+    "text/x-markdown": "markdown",
+    "application/json": "json",
+    "text/csv": "csv",
+    "application/pdf": "pdf",
+}
+EXTENSION_TYPES = {".txt": "txt", ".text": "txt", ".md": "markdown", ".markdown": "markdown", ".json": "json",
+                   ".csv": "csv", ".pdf": "pdf"}
+
+
+class FetchRefused(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Fetched:
+    data: bytes
+    file_type: str
+    content_type: str
+    url: str
+
+
+def url_parse(url: str):
+    """The URL's parts, or FetchRefused `url_invalid` with the reason."""
+    if not isinstance(url, str) or not url or len(url) > URL_MAX_CHARS or any(ch.isspace() for ch in url):
+        raise FetchRefused("url_invalid", f"A URL of 1–{URL_MAX_CHARS} characters without spaces is required.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise FetchRefused("url_invalid", "The URL is malformed.") from exc
+    if parts.scheme not in ("http", "https"):
+        raise FetchRefused("url_invalid", "Only http and https URLs can be registered.")
+    if not parts.hostname:
+        raise FetchRefused("url_invalid", "The URL has no host.")
+    if parts.username is not None or parts.password is not None:
+        raise FetchRefused("url_invalid", "A URL with credentials in it is refused; use a public URL.")
+    if port == 0:
+        raise FetchRefused("url_invalid", "The URL's port is invalid.")
+    return parts
+
+
+def _allowed_networks() -> list:
+    return [ipaddress.ip_network(cidr, strict=False) for cidr in settings.KNOWLEDGE_URL_ALLOWED_NETWORKS]
+
+
+def addresses_check(addresses: list[str]) -> list[str]:
+    """The addresses, if every one may be fetched; FetchRefused `url_address_refused` otherwise."""
+    allowed = _allowed_networks()
+    if not addresses:
+        raise FetchRefused("url_unresolvable", "The URL's host does not resolve.")
+    for text in addresses:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if address.is_global and not address.is_multicast:
+            continue
+        if any(address in network for network in allowed):
+            continue
+        raise FetchRefused("url_address_refused", "The URL's host resolves to a private, loopback, link-local or "
+                                                  "otherwise non-public address, which is refused.")
+    return addresses
+
+
+def host_resolve(host: str, port: int) -> list[str]:
+    """Every address of `host`, each checked (addresses_check)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise FetchRefused("url_unresolvable", "The URL's host does not resolve.") from exc
+    return addresses_check(list(dict.fromkeys(info[4][0] for info in infos)))
+
+
+def url_check(url: str) -> None:
+    """Whether `url` may be registered: well formed, and its host resolves only to addresses that
+    may be fetched. The worker checks again when it fetches."""
+    parts = url_parse(url)
+    host_resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+
+
+def filename_for(url: str) -> str:
+    parts = urlsplit(url)
+    name = posixpath.basename(unquote(parts.path.rstrip("/"))) or parts.hostname or "document"
+    return name[:255]
+
+
+def file_type_guess(url: str) -> str:
+    """The file type the URL's name suggests (the fetched content type decides)."""
+    extension = posixpath.splitext(urlsplit(url).path.lower())[1]
+    return EXTENSION_TYPES.get(extension, "txt")
+
+
+def _get(client: httpx.Client, url: str, *, deadline: float, max_bytes: int) -> tuple[httpx.Response, bytes]:
+    parts = url_parse(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    address = host_resolve(parts.hostname, port)[0]
+    host_header = parts.netloc.rsplit("@", 1)[-1]
+    literal = f"[{address}]" if ":" in address else address
+    target = urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, ""))
+    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    with client.stream("GET", target, headers={"Host": host_header, "Accept": ", ".join(CONTENT_TYPES)},
+                       extensions=extensions) as response:
+        if response.is_redirect:
+            return response, b""
+        if response.status_code != 200:
+            raise FetchRefused("url_http_error", f"The URL answered HTTP {response.status_code}.")
+        declared = response.headers.get("Content-Length")
+        if declared and declared.isdigit() and int(declared) > max_bytes:
+            raise FetchRefused("url_too_large", f"The URL's content is over the {max_bytes:,}-byte limit.")
+        data = bytearray()
+        for piece in response.iter_bytes():
+            data += piece
+            if len(data) > max_bytes:
+                raise FetchRefused("url_too_large", f"The URL's content is over the {max_bytes:,}-byte limit.")
+            if time.monotonic() > deadline:
+                raise FetchRefused("url_timeout", "Fetching the URL took too long.")
+        return response, bytes(data)
+
+
+def url_fetch(url: str) -> Fetched:
+    """The content of `url` and its file type, fetched under the rules of this module."""
+    timeout = float(settings.KNOWLEDGE_URL_TIMEOUT_SECONDS)
+    max_bytes = int(settings.KNOWLEDGE_URL_MAX_BYTES)
+    deadline = time.monotonic() + timeout
+    origin = url_parse(url).hostname
+    current = url
+    try:
+        with httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False) as client:
+            for _hop in range(MAX_REDIRECTS + 1):
+                response, data = _get(client, current, deadline=deadline, max_bytes=max_bytes)
+                if not response.is_redirect:
+                    break
+                location = response.headers.get("Location", "")
+                following = urljoin(current, location)
+                parts = url_parse(following)
+                if (parts.hostname or "").lower() != (origin or "").lower():
+                    raise FetchRefused("url_redirect_refused", "The URL redirects to another host, which is refused.")
+                current = following
+            else:
+                raise FetchRefused("url_redirect_refused", f"The URL redirects more than {MAX_REDIRECTS} times.")
+    except httpx.TimeoutException as exc:
+        raise FetchRefused("url_timeout", "Fetching the URL took too long.") from exc
+    except httpx.HTTPError as exc:
+        raise FetchRefused("url_unreachable", f"The URL could not be fetched ({type(exc).__name__}).") from exc
+    media = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    file_type = CONTENT_TYPES.get(media)
+    if file_type is None:
+        raise FetchRefused("url_content_type_refused",
+                           f"The URL's content type {media or '(none)'} is not one of: {', '.join(CONTENT_TYPES)}.")
+    if not data:
+        raise FetchRefused("document_empty", "The URL's content is empty.")
+    return Fetched(data=data, file_type=file_type, content_type=media, url=current)
