@@ -12,14 +12,17 @@ tags, the path's literal segments, ACC ``when_to_use``, and the parameters' name
 descriptions. e5 models get their ``passage:`` / ``query:`` prefixes from the embedder itself.
 
 Ranking fuses two rank lists with reciprocal-rank fusion: the semantic order (cosine similarity,
-computed by pgvector) and the lexical order — but only over the tools the lexical order found
-some evidence for, since the rest of that order is alphabetical. Ties go by name.
+computed by pgvector) and a keyword order — BM25 over the same index texts (FUSION_KEYWORDS) —
+counted only over the tools it found some evidence for, since the rest of a keyword order is
+alphabetical. Ties go by name. The weights were chosen on one half of bench/capability_quality.py's
+proxy query set; its other half reports the figures.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -30,6 +33,7 @@ from django.conf import settings
 from django.db import transaction
 
 from apps.knowledge.pipeline.embedders import Embedder, EmbeddingFailed, embedder_class
+from apps.knowledge.pipeline.terms import keyword_terms
 
 from .models import Tool, ToolEmbedding
 
@@ -46,6 +50,7 @@ INDEX_TEXT_MAX_CHARS = 400
 MAX_PARAMETERS = 12
 # Reciprocal-rank fusion: weight of the lexical list and the rank offset. Chosen on the tuning half
 # of bench/capability_quality.py's query set (its held-out half reports the figures).
+FUSION_KEYWORDS = "bm25"  # the keyword channel: "bm25" over the index text, or "tiers" (the contract's order)
 FUSION_LEXICAL_WEIGHT = 0.3
 FUSION_K = 20
 
@@ -276,6 +281,67 @@ def similarities(surface: Surface, query: str) -> list[float] | None:
             return None  # a rebuild replaced rows since the check (another embedder): stay lexical
     return [scores[tool.tool.id] if tool.tool is not None else _cosine(vector, builtin[tool.name])
             for tool in surface.tools]
+
+
+class KeywordIndex:
+    """Okapi BM25 (k1 1.2, b 0.75) over the index texts of a surface, with the knowledge index's
+    stemmed terms (CJK as characters and bigrams): the keyword channel fusion may use instead of
+    the contract's tiered order, which ranks thin texts by substring tiers."""
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.size = len(texts)
+        postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = []
+        for index, text in enumerate(texts):
+            terms = keyword_terms(text)
+            lengths.append(len(terms))
+            counts: dict[str, int] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0) + 1
+            for term, count in counts.items():
+                postings.setdefault(term, []).append((index, count))
+        average = sum(lengths) / max(1, len(lengths))
+        self.norms = [self.K1 * (1 - self.B + self.B * length / (average or 1)) for length in lengths]
+        self.postings = postings
+
+    def scores(self, query: str) -> list[float]:
+        scores = [0.0] * self.size
+        for term in dict.fromkeys(keyword_terms(query)):
+            hits = self.postings.get(term)
+            if not hits:
+                continue
+            idf = math.log(1 + (self.size - len(hits) + 0.5) / (len(hits) + 0.5))
+            for index, count in hits:
+                scores[index] += idf * count * (self.K1 + 1) / (count + self.norms[index])
+        return scores
+
+    def ranking(self, query: str, names: Sequence[str]) -> tuple[list[int], int]:
+        """Indexes by score then name, and how many scored above zero."""
+        scores = self.scores(query)
+        order = sorted(range(self.size), key=lambda i: (-scores[i], names[i]))
+        return order, sum(1 for score in scores if score > 0)
+
+
+_KEYWORDS: OrderedDict[tuple[str, tuple[Any, ...]], KeywordIndex] = OrderedDict()
+
+
+def keyword_ranking(surface: Surface, query: str, *, tiers: tuple[list[int], int]) -> tuple[list[int], int]:
+    """The keyword channel of the fusion for ``surface``: the contract's order (``tiers``, already
+    computed) or BM25 over the index texts, as FUSION_KEYWORDS says."""
+    if FUSION_KEYWORDS != "bm25":
+        return tiers
+    key = _surface_key(surface)
+    index = _KEYWORDS.get(key)
+    if index is None:
+        index = KeywordIndex([index_text(tool.tool.compiled if tool.tool is not None else tool.definition)
+                              for tool in surface.tools])
+        _KEYWORDS[key] = index
+        while len(_KEYWORDS) > _EXPECTED_MAX:
+            _KEYWORDS.popitem(last=False)
+    return index.ranking(query, [tool.name for tool in surface.tools])
 
 
 def fused_order(*, names: Sequence[str], lexical: Sequence[int], lexical_matched: int,

@@ -91,8 +91,9 @@ class Surface:
         scores = semantic.similarities(self, query)
         if scores is None:
             return [self.tools[index] for index in order[:limit]], LEXICAL
-        fused = semantic.fused_order(names=[tool.name for tool in self.tools], lexical=order,
-                                     lexical_matched=matched, semantic=scores)
+        keywords, found = semantic.keyword_ranking(self, query, tiers=(order, matched))
+        fused = semantic.fused_order(names=[tool.name for tool in self.tools], lexical=keywords,
+                                     lexical_matched=found, semantic=scores)
         return [self.tools[index] for index in fused[:limit]], semantic.SEMANTIC
 
     def ranked(self, query: str, *, limit: int) -> list[SurfaceTool]:

@@ -166,3 +166,10 @@ def test_a_surface_from_two_providers_needs_both_indexed(indexed_route, store_pr
     assert _search(indexed_route, PARAPHRASE)["discovery"]["ranking"] == "lexical"
     semantic.index_rebuild(provider_id=other.pk)
     assert _search(indexed_route, PARAPHRASE)["discovery"]["ranking"] == "semantic"
+
+
+def test_the_keyword_channel_ranks_by_bm25_over_stemmed_terms():
+    names = ["order_refund", "order_status", "stock_adjust"]
+    index = semantic.KeywordIndex(["Refund an order.", "Order status.", "Adjust stock."])
+    order, matched = index.ranking("refunds for my orders", names)
+    assert ([names[i] for i in order], matched) == (["order_refund", "order_status", "stock_adjust"], 2)
