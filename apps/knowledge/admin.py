@@ -562,7 +562,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def source(self, obj: Document) -> str:
         if not obj.source_url:
             return "upload"
-        shown = obj.source_url if len(obj.source_url) <= 60 else obj.source_url[:57] + "…"
+        shown = obj.source_url if len(obj.source_url) <= 40 else obj.source_url[:39] + "…"
         return format_html('<a href="{}" rel="noopener noreferrer" target="_blank" title="{}">{}</a>',
                            obj.source_url, obj.source_url, shown)
 
