@@ -34,6 +34,7 @@ from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.projects.factories import MembershipFactory
 from tests.routes.factories import RouteFactory
+from tests.tools.factories import ToolProviderFactory
 
 # A deeper run: FUZZ_MAX_EXAMPLES=100 FUZZ_TIME_BUDGET=1800 pytest tests/core/test_fuzz.py
 MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "10"))
@@ -49,15 +50,16 @@ def world(transactional_db):
     route = RouteFactory(project=project, key="store-assistant", tools_direct_enabled=True)
     client = AgentClientFactory(project=project, allowed_routes=[route.key])
     kb = KnowledgeBaseFactory(project=project)
-    scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith("knowledge:")]
+    provider = ToolProviderFactory(project=project)
+    scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith(("knowledge:", "tools:", "routes:"))]
     _row, operator_token = operator_token_create(user=owner.user, name="fuzz", scopes=scopes)
     agent = session_for(client, principal=PRINCIPAL)
     [document] = document_upload(kb=kb, files=[SimpleUploadedFile("退货政策.md", "# 退货\n\n七天无理由。".encode())],
                                  user=owner.user)
     note = memory_note_create(session=agent.session, project=project, route=route, content="喜欢简短的回答。")
     return {
-        "route": route, "client": client, "kb": kb, "operator_token": operator_token, "document": document,
-        "note": note, "agent": agent, "spare": session_for(client, principal=PRINCIPAL),
+        "route": route, "client": client, "kb": kb, "provider": provider, "operator_token": operator_token,
+        "document": document, "note": note, "agent": agent, "spare": session_for(client, principal=PRINCIPAL),
     }
 
 
@@ -92,7 +94,8 @@ def _known_path_parameters(operation, world) -> dict[str, str]:
              "document_id": str(uuid.uuid4() if keep else world["document"].pk),
              "memory_id": str(uuid.uuid4() if keep else world["note"].pk),
              "authorization_id": str(uuid.uuid4()), "session_id": str(uuid.uuid4()),
-             "run_id": world.get("run_id", str(uuid.uuid4())), "name": "no_such_tool"}
+             "run_id": world.get("run_id", str(uuid.uuid4())), "name": "no_such_tool",
+             "route_key": world["route"].key, "provider_id": str(uuid.uuid4() if keep else world["provider"].pk)}
     names = {p["name"] for p in operation.definition.raw.get("parameters", []) if p.get("in") == "path"}
     return {name: known[name] for name in names if name in known}
 
