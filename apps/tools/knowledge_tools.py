@@ -30,7 +30,7 @@ _SEARCH_DEFINITION: dict[str, Any] = {
         "required": ["query"],
         "additionalProperties": False,
     },
-    # What the tool answers (apps.runtime.knowledge.tool.kb_search_run), within 16 KiB.
+    # What the tool answers (apps.runtime.knowledge.kb_search_run), within the caller's result budget.
     "output_schema": {
         "type": "object",
         "properties": {

@@ -129,3 +129,10 @@ def test_the_kb_search_definition_names_chapter_path_in_its_output():
     assert "chapter_path" in item["required"]
     assert item["properties"]["chapter_path"]["type"] == ["string", "null"]
 
+
+
+def test_kb_search_keeps_a_smaller_budget_when_asked(ksession, kroute, kb):
+    ingest_texts(kb, {f"大{n}.md": f"# 规则{n}\n\n" + "退款规则说明。" * 3000 for n in range(6)})
+    answer = kb_search_run(session=ksession.session, route=kroute, query="退款规则", limit=12, max_bytes=8192)
+    assert answer["hits"] and all(hit["chapter_path"].startswith("规则") for hit in answer["hits"])
+    assert json_bytes(answer) <= 8192

@@ -107,7 +107,7 @@ def host_resolve(host: str, port: int) -> list[str]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise FetchRefused("url_unresolvable", "The URL's host does not resolve.") from exc
-    return addresses_check(list(dict.fromkeys(info[4][0] for info in infos)))
+    return addresses_check(list(dict.fromkeys(str(info[4][0]) for info in infos)))
 
 
 def url_check(url: str) -> None:

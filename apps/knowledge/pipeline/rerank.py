@@ -76,7 +76,7 @@ def reranker_validate(value: Any) -> dict[str, Any]:
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or not (
             TIMEOUT_MS_MIN <= timeout_ms <= TIMEOUT_MS_MAX):
         errors["reranker.timeout_ms"] = [f"An integer from {TIMEOUT_MS_MIN} to {TIMEOUT_MS_MAX} is required."]
-    if errors:
+    if errors or not isinstance(base_url, str) or not isinstance(model, str):
         raise RerankConfigInvalid(errors)
     return {"rerank_base_url": base_url.rstrip("/"), "rerank_model": model.strip(), "rerank_api_key_env": key_env,
             "rerank_candidates": candidates, "rerank_timeout_ms": timeout_ms}

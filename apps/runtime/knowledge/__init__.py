@@ -27,6 +27,7 @@ from apps.runtime.knowledge.search import (
     knowledge_delivery_prepare,
     knowledge_search_hints,
 )
+from apps.runtime.knowledge.tool import kb_search_run
 
 __all__ = [
     "QUERY_MAX_CHARS",
@@ -38,6 +39,7 @@ __all__ = [
     "PreparedDelivery",
     "chapter_path_out",
     "document_revision",
+    "kb_search_run",
     "knowledge_capabilities",
     "knowledge_delivery_prepare",
     "knowledge_read",

@@ -56,13 +56,15 @@ def _fit(answer: dict[str, Any], hits: list[dict[str, Any]], *, max_bytes: int) 
 
 
 def kb_search_run(*, session: AgentSession, route: Route, query: str, limit: int = KB_SEARCH_DEFAULT_RESULTS,
-                  run_id: uuid.UUID | None = None) -> dict[str, Any]:
+                  run_id: uuid.UUID | None = None, max_bytes: int = KB_SEARCH_MAX_BYTES) -> dict[str, Any]:
     """`bailing.kb-search.v1`: {schema_version, route, knowledge_scope_revision, status, trust,
     hits: [{ref, title, chapter_path, content, score, truncated}], truncated, expires_at}.
     `status` is ok (zero hits included), disabled, partial or unavailable — a retrieval failure is
     never an empty ok. The caller (the tool dispatcher) has checked the route, the session and
-    `limit` (1–KB_SEARCH_MAX_RESULTS)."""
+    `limit` (1–KB_SEARCH_MAX_RESULTS). `max_bytes` (at most KB_SEARCH_MAX_BYTES, at least 2048)
+    bounds the whole answer, for a caller whose result budget is smaller (an invocation's text)."""
     limit = max(1, min(limit, KB_SEARCH_MAX_RESULTS))
+    max_bytes = max(2048, min(max_bytes, KB_SEARCH_MAX_BYTES))
     scope = scope_or_unavailable(route)
     answer: dict[str, Any] = {"schema_version": KB_SEARCH_SCHEMA, "route": route.key,
                               "knowledge_scope_revision": scope.revision}
@@ -73,7 +75,7 @@ def kb_search_run(*, session: AgentSession, route: Route, query: str, limit: int
     elif scope.configured:
         # Each passage gets an even share of the budget, cut around its hit rather than at its start.
         status, hits = retrieve_hits(route=route, scope=scope, query=query, limit=limit,
-                                     budget_bytes=max(1024, KB_SEARCH_MAX_BYTES // limit),
+                                     budget_bytes=max(1024, max_bytes // limit),
                                      max_docs=route.knowledge_max_docs)
         try:
             with bounded():
@@ -87,5 +89,5 @@ def kb_search_run(*, session: AgentSession, route: Route, query: str, limit: int
                  "content": item.hit.content, "score": round(float(item.hit.score), 4),
                  "truncated": bool(item.hit.metadata.get("truncated", False))}
                 for item, ref in zip(found, refs, strict=True)]
-    answer["truncated"] = _fit(answer, passages, max_bytes=KB_SEARCH_MAX_BYTES)
+    answer["truncated"] = _fit(answer, passages, max_bytes=max_bytes)
     return answer
