@@ -155,8 +155,8 @@ class ApprovalAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     """The approval queue: pending first, then newest. Operators of a project see its approvals;
     owners and editors decide them."""
 
-    list_display = ["tool", "risk_level", "prompt_text", "asked_by", "route", "run_link", "age", "expiry",
-                    "status_badge"]
+    # Few columns, so the list fits beside the filters; the approval's page has everything else.
+    list_display = ["tool", "status_badge", "risk_level", "prompt_text", "asked_by", "age"]
     list_display_links = ["tool"]
     list_filter = [ApprovalStatusFilter, ("invocation__route", admin.RelatedOnlyFieldListFilter), "risk", "project"]
     search_fields = ["tool_name", "prompt", "invocation__on_behalf_of", "invocation__principal_id"]
@@ -206,11 +206,12 @@ class ApprovalAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def prompt_text(self, obj: Approval) -> str:
         return obj.prompt or "—"
 
-    @admin.display(description="Asked by")
+    @admin.display(description="Asked by · from")
     def asked_by(self, obj: Approval) -> SafeString:
         inv = obj.invocation
-        return format_html('{}<br><span class="bh-muted">principal {}</span>', inv.on_behalf_of or "—",
-                           inv.principal_id or "—")
+        return format_html('{} <span class="bh-muted">(principal {})</span><br>'
+                           '<span class="bh-muted">route</span> <code>{}</code> <span class="bh-muted">run</span> {}',
+                           inv.on_behalf_of or "—", inv.principal_id or "—", inv.route.key, self.run_link(obj))
 
     @admin.display(description="Route", ordering="invocation__route__key")
     def route(self, obj: Approval) -> str:
@@ -222,21 +223,18 @@ class ApprovalAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return format_html('<a href="{}" title="{}">{}…</a>', reverse("admin:ledger_run_change", args=[run_id]),
                            run_id, str(run_id)[:8])
 
-    @admin.display(description="Asked", ordering="created_at")
+    @admin.display(description="Asked · expires", ordering="created_at")
     def age(self, obj: Approval) -> SafeString:
-        return format_html('<span title="{}">{} ago</span>', obj.created_at.isoformat(timespec="seconds"),
-                           timesince(obj.created_at))
-
-    @admin.display(description="Expires", ordering="expires_at")
-    def expiry(self, obj: Approval) -> SafeString:
+        asked = format_html('<span title="{}">{} ago</span>', obj.created_at.isoformat(timespec="seconds"),
+                            timesince(obj.created_at))
         if obj.status != Status.PENDING:
-            return format_html('<span class="bh-muted">{}</span>', "—")
+            return asked
         now = timezone.now()
         if obj.expires_at <= now:
-            return format_html('<span title="{}">expired {} ago</span>', obj.expires_at.isoformat(timespec="seconds"),
-                               timesince(obj.expires_at, now))
-        return format_html('<span title="{}">in {}</span>', obj.expires_at.isoformat(timespec="seconds"),
-                           timeuntil(obj.expires_at, now))
+            return format_html('{}<br><span class="bh-muted" title="{}">expired {} ago</span>', asked,
+                               obj.expires_at.isoformat(timespec="seconds"), timesince(obj.expires_at, now))
+        return format_html('{}<br><span class="bh-muted" title="{}">expires in {}</span>', asked,
+                           obj.expires_at.isoformat(timespec="seconds"), timeuntil(obj.expires_at, now))
 
     @admin.display(description="Status", ordering="status")
     def status_badge(self, obj: Approval) -> SafeString:
@@ -404,8 +402,9 @@ def journal_summary(entries: list[InvocationJournalEntry]) -> SafeString:
     if not entries:
         return format_html('<span class="bh-muted">{}</span>', "absent: never dispatched")
     return format_html('<ol class="bh-journal">{}</ol>', format_html_join(
-        "", '<li data-journal="{}"><code>{}</code> <span class="bh-muted">{}</span></li>',
-        ((entry.state, entry.state, entry.created_at.isoformat(timespec="milliseconds")) for entry in entries)))
+        "", '<li data-journal="{}"><code>{}</code> <span class="bh-muted" title="{}">{}</span></li>',
+        ((entry.state, entry.state, entry.created_at.isoformat(timespec="milliseconds"),
+          entry.created_at.strftime("%H:%M:%S.%f")[:-3]) for entry in entries)))
 
 
 def approval_summary(inv: Invocation) -> SafeString:

@@ -1,0 +1,161 @@
+"""The approval queue in a real browser, as the seeded operator: an agent asks the demo business
+system for a refund through the hub, the call waits for approval, the operator finds it from the
+dashboard, reads it, approves it with a comment; the agent's resume then executes it once, and the
+run's page in the ledger shows the journal. Screenshots land in /tmp/shots/."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps.demo_business.models import Refund
+from apps.tools.models import Approval, Invocation
+from apps.tools.route_tools import SourceSpec, route_tools_set
+from tests.agent_auth.factories import AgentClientFactory
+from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
+from tests.demo_business.conftest import TEST_SECRET, mount
+from tests.routes.factories import RouteFactory
+from tests.tools.approval_helpers import INVOKE_URL, invocation_id, pending_approval
+from tests.tools.factories import STORE_SPEC, ToolProviderFactory
+
+DEMO_SPEC = (Path(__file__).resolve().parents[2] / "apps" / "demo_business" / "openapi.json").read_bytes()
+SHOTS = Path("/tmp/shots")
+REFUND = {"order_id": "SO-240002", "amount": 45.5, "reason": "Bottle arrived dented"}
+
+
+@pytest.fixture
+def demo_mounted(settings):
+    original = settings.DEMO_BUSINESS_ENABLED
+    settings.DEMO_BUSINESS_SIGNING_SECRET = TEST_SECRET
+    mount(settings, enabled=True)
+    yield
+    mount(settings, enabled=original)
+
+
+@pytest.fixture
+def route(project):
+    return RouteFactory(project=project, key="store-assistant", name="门店助手", tools_direct_enabled=True)
+
+
+@pytest.fixture
+def agent(route):
+    return session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key]), principal=PRINCIPAL)
+
+
+@pytest.fixture
+def demo_route(route, live_server, demo_mounted):
+    provider = ToolProviderFactory(project=route.project, name="demo-shop", base_url=f"{live_server.url}/demo-business",
+                                   secret=TEST_SECRET, spec=DEMO_SPEC)
+    return route_tools_set(route=route, sources=[SourceSpec(provider=provider,
+                                                            allowed_tools=["get_order_status", "issue_refund"])],
+                           write_tools=["issue_refund"], tools_direct_enabled=True)
+
+
+@pytest.fixture
+def store_route(route):
+    provider = ToolProviderFactory(project=route.project, name="store", spec=STORE_SPEC)
+    return route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=["stock_adjust"])],
+                           write_tools=["stock_adjust"], tools_direct_enabled=True)
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_an_operator_approves_a_refund_and_the_agent_resume_executes_it_once(
+        logged_in_page, demo_route, agent, celery_worker_session):
+    page = logged_in_page
+    api = APIClient()
+    approval = pending_approval(api, agent.access_token, tool="issue_refund", arguments=REFUND)
+    assert approval.prompt == "Approve this refund to the customer's original payment method?"
+
+    page.goto("/admin/")
+    tile = page.locator('[data-stat="approvals_pending"]')
+    assert tile.inner_text() == "1"
+    tile.click()
+    page.wait_for_url(re.compile(r".*/admin/tools/approval/\?.*status=pending"))
+    row = page.locator("#result_list tbody tr")
+    assert row.count() == 1
+    assert "issue_refund" in row.inner_text()
+    assert "ada@example.com" in row.inner_text()
+    _shot(page, "approvals-queue")
+
+    row.locator("a", has_text="issue_refund").click()
+    page.wait_for_url(re.compile(rf".*/admin/tools/approval/{approval.pk}/change/"))
+    assert page.locator("#approval-prompt").inner_text() == approval.prompt
+    assert json.loads(page.locator("#arguments-json").inner_text()) == REFUND
+    _shot(page, "approval-detail")
+
+    page.fill("textarea[name=comment]", "订单 SO-240002 破损，同意退款。")
+    page.click("#approve-button")
+    page.wait_for_url(re.compile(rf".*/admin/tools/approval/{approval.pk}/change/"))
+    assert "Approved." in page.locator(".messagelist").inner_text()
+    assert page.locator("#decision-approver").inner_text() == "operator"
+    assert page.locator("#decision-comment").inner_text() == "订单 SO-240002 破损，同意退款。"
+    assert page.locator("#approve-button").count() == 0
+    _shot(page, "approval-decided")
+
+    resumed = api.generic("POST", f"{INVOKE_URL}/{invocation_id(1)}/resume", "{}", content_type="application/json",
+                          **bearer(agent.access_token))
+    assert resumed.status_code == 200, resumed.content
+    assert (resumed.json()["state"], resumed.json()["business_status"]) == ("executed", 200)
+    assert Refund.objects.filter(order_id="SO-240002").count() == 1
+
+    page.goto(f"/admin/ledger/run/{approval.invocation.run_id}/change/")
+    inline = page.locator('[data-state="executed"]')
+    assert inline.count() == 1
+    journal = [item.get_attribute("data-journal") for item in page.locator("[data-journal]").all()]
+    assert journal == ["dispatching", "response_recorded", "completed"]
+    assert "by operator at" in page.content()
+    _shot(page, "run-invocations")
+
+
+def test_large_frozen_arguments_expand_on_demand(logged_in_page, store_route, agent):
+    page = logged_in_page
+    note = "".join(f"第{n}行：盘点差异说明。\n" for n in range(1500))
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500, "note": note})
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    preview = page.locator("#arguments-json")
+    assert preview.get_attribute("data-expanded") == "false"
+    assert len(preview.inner_text()) <= 4096
+    _shot(page, "approval-arguments-preview")
+
+    page.click("#arguments-expand")
+    page.wait_for_selector('#arguments-json[data-expanded="true"]')
+    assert json.loads(preview.inner_text())["note"] == note
+    assert page.locator("#arguments-status").inner_text() == "Showing all of it."
+    _shot(page, "approval-arguments-expanded")
+
+
+def test_an_operator_pauses_and_resumes_tool_execution(logged_in_page, project, store_route, agent):
+    page = logged_in_page
+    pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                     arguments={"sku": "SKU-1", "quantity": 500})
+    page.goto("/admin/tools/approval/")
+    page.locator(f'#execution-panel tr[data-project="{project.slug}"] a.button').click()
+    page.click("#execution-confirm")
+    page.wait_for_url(re.compile(r".*/admin/tools/approval/$"))
+    banner = page.locator(f'[data-paused-project="{project.slug}"]')
+    assert "Tool execution is paused for Bailing Retail" in banner.inner_text()
+    project.refresh_from_db()
+    assert project.tool_execution_paused is True
+    _shot(page, "approvals-paused")
+
+    page.goto("/admin/")
+    assert page.locator('[data-stat="tool_execution_paused"]').count() == 1
+
+    page.goto("/admin/tools/approval/")
+    page.locator(f'#execution-panel tr[data-project="{project.slug}"] a.button').click()
+    page.click("#execution-confirm")
+    page.wait_for_url(re.compile(r".*/admin/tools/approval/$"))
+    assert page.locator("[data-paused-project]").count() == 0
+    project.refresh_from_db()
+    assert project.tool_execution_paused is False
+    assert Invocation.objects.count() == 1
+    assert Approval.objects.get().status == "pending"
