@@ -42,6 +42,8 @@ from apps.runtime.api.serializers import (
     RouteNoteSerializer,
     TurnSerializer,
 )
+from apps.tasks import errors as task_errors
+from apps.tasks.api import serializers as task_in
 from apps.tools import errors as tool_errors
 from apps.tools import invocation_errors
 
@@ -563,6 +565,51 @@ def _view_extension(view_path: str, methods: dict[str, dict[str, Any]]) -> type[
     return type(name, (OpenApiViewExtension,), {"target_class": view_path, "view_replacement": view_replacement})
 
 
+# Task control (contracts-beyond-seeds §5): the agent's view and the builder API.
+TASK_BOUND = [task_errors.TaskRequired, task_errors.TaskNotFound, task_errors.TaskScopeBlocked,
+              task_errors.TaskCancelled, task_errors.TaskExpired]
+ERRORS["apps.runtime.api.turns.TurnOpenApi"] += TASK_BOUND
+ERRORS["apps.runtime.api.tools.CapabilitySearchApi"] += [task_errors.TaskRequired, task_errors.TaskScopeBlocked,
+                                                         task_errors.TaskCancelled, task_errors.TaskExpired]
+ERRORS.update({
+    "apps.runtime.api.tasks.TaskControlCapabilitiesApi": [*AGENT, (400, "invalid_request")],
+    "apps.runtime.api.tasks.TaskSnapshotApi": [*AGENT, (400, "invalid_request"), task_errors.TaskNotFound],
+    "apps.tasks.api.views.TaskListApi": [*BUILDER, (400, "invalid_request")],
+    "apps.tasks.api.views.TaskCreateApi": [*BUILDER, *WITH_BODY, task_errors.TaskInvalid,
+                                           task_errors.TaskRequestConflict],
+    "apps.tasks.api.views.TaskGetApi": [*BUILDER, task_errors.TaskNotFound],
+    "apps.tasks.api.views.TaskControlApi": [*BUILDER, *WITH_BODY, task_errors.TaskNotFound, task_errors.ProjectReadOnly,
+                                            task_errors.TaskInvalid, task_errors.TaskRequestConflict,
+                                            task_errors.TaskRevisionConflict, task_errors.TaskTransitionInvalid],
+})
+TASK_COUNTERS = _object({"write_reserved": INTEGER, "write_consumed": INTEGER, "active_permits": INTEGER})
+TASK_OUT = _object({"id": UUID, "project_id": UUID, "name": STRING, "state": STRING, "revision": INTEGER,
+                    "ledger_sequence": INTEGER, "scope_hash": STRING, "member_count": INTEGER, "policy": ANY_OBJECT,
+                    "counters": TASK_COUNTERS}, required=["id", "state", "revision", "scope_hash", "counters"])
+OPERATIONS.update({
+    "apps.runtime.api.tasks.TaskControlCapabilitiesApi": {"get": {"responses": {
+        200: versioned("bailing.agent-task-control-capabilities.v1", {"supported": {"type": "boolean"},
+                                                                      "mode": STRING}, ["supported", "mode"])}}},
+    "apps.runtime.api.tasks.TaskSnapshotApi": {"get": {
+        "parameters": [OpenApiParameter("workspace", str, required=True),
+                       OpenApiParameter("client_conversation_id", str, required=True)],
+        "responses": {200: versioned("bailing.agent-task.v1", {"task_id": UUID, "state": STRING,
+                                                               "revision": INTEGER, "member": ANY_OBJECT,
+                                                               "counters": TASK_COUNTERS},
+                                     ["task_id", "state", "revision", "member", "counters"])}}},
+    "apps.tasks.api.views.TaskListApi": {"get": {
+        "parameters": [OpenApiParameter("project_id", str), OpenApiParameter("cursor", str),
+                       OpenApiParameter("limit", int)],
+        "responses": {200: _object({"data": {"type": "array", "items": TASK_OUT}, "meta": ANY_OBJECT},
+                                   required=["data", "meta"])}}},
+    "apps.tasks.api.views.TaskCreateApi": {"post": {"request": task_in.TaskCreateIn,
+                                                    "responses": {201: data_of(TASK_OUT), 200: data_of(TASK_OUT)}}},
+    "apps.tasks.api.views.TaskGetApi": {"get": {"responses": {200: data_of(TASK_OUT)}}},
+    "apps.tasks.api.views.TaskControlApi": {"post": {"request": task_in.TaskControlIn,
+                                                     "responses": {200: data_of(TASK_OUT)}}},
+})
+
+
 VIEW_EXTENSIONS = [_view_extension(path, methods) for path, methods in OPERATIONS.items()]
 
 
@@ -598,6 +645,17 @@ class PageContextFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "object", "description": "At most 16 KiB of canonical JSON."}
+
+
+class TaskBindingFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "apps.runtime.api.serializers.TaskBindingField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {"type": "object", "additionalProperties": False,
+                "required": ["schema_version", "task_id", "scope_hash"],
+                "properties": {"schema_version": {"const": "bailing.agent-task-binding.v1"},
+                               "task_id": {"type": "string", "format": "uuid"},
+                               "scope_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}
 
 
 class SpecFieldSchema(OpenApiSerializerFieldExtension):

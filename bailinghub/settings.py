@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "apps.routes",
     "apps.agent_auth",
     "apps.knowledge",
+    "apps.tasks",
     "apps.tools",
     "apps.ledger",
     "apps.answers",

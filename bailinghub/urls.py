@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/v1/builder/", include("apps.knowledge.api.urls")),
     path("api/v1/routes/", include("apps.answers.api.urls")),  # answers: RAG query, records, feedback, report
     path("api/v1/builder/", include("apps.tools.api.urls")),
+    path("api/v1/builder/", include("apps.tasks.api.urls")),  # tasks: create, read, pause / resume / cancel
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),  # ?format=yaml for YAML
 ]
 

@@ -6,6 +6,9 @@ scope of its family (``scope_family``, e.g. ``"knowledge"``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.views import APIView
@@ -63,3 +66,21 @@ class BuilderApi(APIView):
             problem = exc.problem.rstrip(".").capitalize() + "."
             exc = self.invalid_error(f"{exc.path}: {problem}", fields={exc.path: [problem]})
         return super().handle_exception(exc)
+
+
+def by_method(**views: Any) -> Any:
+    """One URL, one view class per HTTP method. Attributes the middleware reads (body limits)
+    come from the class handling the body (`cls`)."""
+    handlers = {method.upper(): view for method, view in views.items()}
+
+    @csrf_exempt
+    def dispatch(request: Any, *args: Any, **kwargs: Any) -> Any:
+        handler = handlers.get(request.method)
+        if handler is None:
+            handler = next(iter(handlers.values()))  # its APIView answers 405 with Allow
+        return handler(request, *args, **kwargs)
+
+    body_view = handlers.get("POST") or handlers.get("PATCH") or next(iter(handlers.values()))
+    dispatch.cls = body_view.cls  # type: ignore[attr-defined]
+    dispatch.views = handlers  # type: ignore[attr-defined]  # the OpenAPI schema describes each method by its view
+    return dispatch

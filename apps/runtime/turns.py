@@ -45,6 +45,8 @@ from apps.routes.selectors import route_governance, route_instructions, route_pr
 from apps.runtime.errors import KnowledgeUnavailable
 from apps.runtime.knowledge import PreparedDelivery, chapter_path_out, knowledge_delivery_prepare
 from apps.runtime.selectors import route_knowledge_source_count
+from apps.tasks.models import Task, TaskMember
+from apps.tasks.services import task_binding_resolve, task_run_pin
 from apps.tools.catalog import active_tools
 from apps.tools.ranking import query_clean
 from apps.tools.surface import route_surface
@@ -74,10 +76,14 @@ class TurnRequest:
     page_context: dict[str, Any] = field(default_factory=dict)
     renderers: list[str] = field(default_factory=list)
     knowledge_delivery: str = Run.KnowledgeDelivery.INLINE
+    task_binding: dict[str, Any] | None = None
 
     @property
     def hash(self) -> str:
-        return revision_of(asdict(self))
+        fields = asdict(self)
+        if fields["task_binding"] is None:  # hashes of turns without a binding stay what they were
+            del fields["task_binding"]
+        return revision_of(fields)
 
 
 def _bytes(value: Any) -> int:
@@ -85,8 +91,9 @@ def _bytes(value: Any) -> int:
 
 
 def turn_response(*, run: Run) -> dict[str, Any]:
-    """`bailing.agent-turn-context.v1`, from the frozen run: a replay answers the same bytes."""
-    return {
+    """`bailing.agent-turn-context.v1`, from the frozen run: a replay answers the same bytes. The
+    task binding is echoed at the top level only when the turn sent one."""
+    out = {
         "schema_version": TURN_SCHEMA,
         "run_id": str(run.pk),
         "profile_revision": run.profile_revision,
@@ -94,6 +101,10 @@ def turn_response(*, run: Run) -> dict[str, Any]:
         "context": run.context,
         "active_tools": run.active_tools,
     }
+    link = getattr(run, "task_link", None)
+    if link is not None:
+        out["task_binding"] = link.binding
+    return out
 
 
 def completion_response(*, run: Run) -> dict[str, Any]:
@@ -116,6 +127,8 @@ def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> R
     """
     started = time.monotonic()
     request_hash = request.hash
+    bound = task_binding_resolve(session=session, workspace=route.key,
+                                 client_conversation_id=request.client_conversation_id, binding=request.task_binding)
     held = run_list_for_turn_key(session=session, route=route, client_conversation_id=request.client_conversation_id,
                                  client_turn_id=request.client_turn_id, user_message_id=request.user_message_id)
     if held:  # a retry: no search, no lock
@@ -128,7 +141,8 @@ def turn_open(*, session: AgentSession, route: Route, request: TurnRequest) -> R
                                               query=knowledge_query(request=request, route=route))
     knowledge_ms = round((time.monotonic() - knowledge_started) * 1000)
     return _turn_freeze(session=session, route=route, request=request, request_hash=request_hash,
-                        knowledge=knowledge, delivery=delivery, knowledge_ms=knowledge_ms, started=started)
+                        knowledge=knowledge, delivery=delivery, knowledge_ms=knowledge_ms, started=started,
+                        bound=bound)
 
 
 class _TurnKeys(TypedDict):
@@ -140,7 +154,7 @@ class _TurnKeys(TypedDict):
 @transaction.atomic
 def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, request_hash: str,
                  knowledge: InlineKnowledge, delivery: PreparedDelivery | None, knowledge_ms: int,
-                 started: float) -> Run:
+                 started: float, bound: tuple[Task, TaskMember] | None = None) -> Run:
     conversation = conversation_lock(session=session, route=route,
                                      client_conversation_id=request.client_conversation_id)
     keys = _TurnKeys(conversation=conversation, client_turn_id=request.client_turn_id,
@@ -151,6 +165,9 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
     run = run_open(**keys, request_hash=request_hash, knowledge_delivery=request.knowledge_delivery)
     if run is None:  # the database refused a second holder of a key: replay the one that won
         return _replayed(run_list_for_turn(**keys), request_hash)
+    if bound is not None and request.task_binding is not None:
+        task, member = bound
+        task_run_pin(run=run, task=task, member=member, binding=request.task_binding)
 
     memory = _memory_read(route=route, conversation=conversation)
     notes = route_note_list(route=route, on_behalf_of=session.on_behalf_of, limit=ROUTE_NOTES_IN_CONTEXT)

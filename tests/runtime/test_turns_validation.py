@@ -19,7 +19,15 @@ def _refused(response, field):
 
 
 def test_an_unknown_field_is_refused(api_client, issued, route):
-    _refused(open_turn(api_client, issued.access_token, route.key, task_binding={"task_id": "t"}), "task_binding")
+    _refused(open_turn(api_client, issued.access_token, route.key, colour="blue"), "colour")
+
+
+def test_a_malformed_task_binding_is_refused_naming_it(api_client, issued, route):
+    response = open_turn(api_client, issued.access_token, route.key, task_binding={"task_id": "t"})
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert set(response.json()["fields"]) == {"task_binding.task_id", "task_binding.schema_version",
+                                             "task_binding.scope_hash"}
+    assert ledger_counts() == NOTHING
 
 
 @pytest.mark.parametrize("field", ["client_conversation_id", "client_turn_id", "user_message_id", "user_input"])

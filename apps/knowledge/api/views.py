@@ -8,7 +8,6 @@ import uuid
 
 from django.db.models import Prefetch
 from django.utils.functional import classproperty
-from django.views.decorators.csrf import csrf_exempt
 from rest_framework import status
 from rest_framework.response import Response
 
@@ -34,7 +33,7 @@ from apps.knowledge.errors import (
     UrlInvalid,
 )
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration
-from apps.projects.builder import BuilderApi
+from apps.projects.builder import BuilderApi, by_method  # noqa: F401  (by_method: the URL tables use it as v.by_method)
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_editable, project_list_visible
 
@@ -271,21 +270,3 @@ class DocumentReportApi(BuilderApi):
     def get(self, request, document_id):
         document = selectors.document_get_visible(user=request.user, document_id=document_id)
         return Response({"data": selectors.document_report(document=document)})
-
-
-def by_method(**views):
-    """One URL, one view class per HTTP method. Attributes the middleware reads (body limits)
-    come from the class handling the body (`cls`)."""
-    handlers = {method.upper(): view for method, view in views.items()}
-
-    @csrf_exempt
-    def dispatch(request, *args, **kwargs):
-        handler = handlers.get(request.method)
-        if handler is None:
-            handler = next(iter(handlers.values()))  # its APIView answers 405 with Allow
-        return handler(request, *args, **kwargs)
-
-    body_view = handlers.get("POST") or handlers.get("PATCH") or next(iter(handlers.values()))
-    dispatch.cls = body_view.cls
-    dispatch.views = handlers  # the OpenAPI schema describes each method by its own view
-    return dispatch

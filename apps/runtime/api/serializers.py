@@ -117,6 +117,37 @@ class RenderersField(BoundedListField):
         return names
 
 
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+TASK_BINDING_SCHEMA = "bailing.agent-task-binding.v1"
+
+
+class TaskBindingField(serializers.Field):
+    """`{schema_version: "bailing.agent-task-binding.v1", task_id, scope_hash}`, exactly."""
+
+    default_error_messages = {"invalid": "task_binding must be a JSON object."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            self.fail("invalid")
+        errors: dict[str, list[str]] = {}
+        for key in data:
+            if key not in ("schema_version", "task_id", "scope_hash"):
+                errors[str(key)[:64]] = ["Unknown field."]
+        if data.get("schema_version") != TASK_BINDING_SCHEMA:
+            errors["schema_version"] = [f'Must be "{TASK_BINDING_SCHEMA}".']
+        if not isinstance(data.get("task_id"), str) or not _UUID.fullmatch(data["task_id"]):
+            errors["task_id"] = ["A lower-case UUID is required."]
+        if not isinstance(data.get("scope_hash"), str) or not _HEX64.fullmatch(data["scope_hash"]):
+            errors["scope_hash"] = ["64 lower-case hex characters are required."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return {"schema_version": TASK_BINDING_SCHEMA, "task_id": data["task_id"], "scope_hash": data["scope_hash"]}
+
+    def to_representation(self, value):
+        return value
+
+
 class TurnSerializer(ExactFieldsSerializer):
     client_conversation_id = _id()
     client_turn_id = _id()
@@ -125,6 +156,7 @@ class TurnSerializer(ExactFieldsSerializer):
     page_context = PageContextField(required=False)
     renderers = RenderersField(required=False)
     knowledge_delivery = serializers.ChoiceField(choices=["inline", "on_demand"], required=False)
+    task_binding = TaskBindingField(required=False)
 
 
 class UsageField(serializers.Field):

@@ -18,6 +18,7 @@ from apps.ledger.selectors import run_get_for_route, run_user_input
 from apps.routes.validators import TOOL_NAME_RE
 from apps.runtime.api.base import ToolRouteApi
 from apps.runtime.api.knowledge import RunIdField, StrictIntegerField
+from apps.tasks.services import task_run_check
 from apps.tools import catalog
 from apps.tools.errors import ToolNotFound
 from apps.tools.ranking import QUERY_MAX_CHARS, query_clean
@@ -66,9 +67,11 @@ class CapabilitySearchApi(ToolApi):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         query = data["query"]
+        run = None
         if data["run_id"] is not None:
             run = run_get_for_route(session=request.auth, route=self.route, run_id=data["run_id"])
             query = query or query_clean(run_user_input(run=run))
+        task_run_check(session=request.auth, run=run)
         surface = route_surface(route=self.route, session=request.auth)
         return Response(catalog.capability_search(surface=surface, query=query, limit=data["limit"]))
 

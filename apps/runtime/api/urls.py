@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.runtime.api import invocations, knowledge, memories, tools, turns, views
+from apps.runtime.api import invocations, knowledge, memories, tasks, tools, turns, views
 
 # No trailing slashes: agent hosts never follow redirects. `<str:route>` takes any segment so a
 # malformed key reaches the view and is answered 400 `invalid_route`, not a bare 404.
@@ -52,4 +52,11 @@ urlpatterns += [
          name="agent-api-tool-invocation-resume"),
     path("tool-invocations/<str:invocation_id>/receipt", invocations.ToolInvocationReceiptApi.as_view(),
          name="agent-api-tool-invocation-receipt"),
+]
+
+# tasks: task control for agents (the operator side is the builder API and the admin)
+urlpatterns += [
+    path("task-control/capabilities", tasks.TaskControlCapabilitiesApi.as_view(),
+         name="agent-api-task-control-capabilities"),
+    path("tasks/<str:task_id>", tasks.TaskSnapshotApi.as_view(), name="agent-api-task"),
 ]

@@ -1,0 +1,36 @@
+"""Task control for agents (contracts-beyond-seeds §5): the capabilities document and the caller's
+own view of a task. Only operators create and control tasks."""
+
+from __future__ import annotations
+
+from rest_framework.response import Response
+
+from apps.core.errors import InvalidRequest
+from apps.runtime.api.base import AgentApi
+from apps.tasks.selectors import task_control_capabilities, task_snapshot
+from apps.tasks.services import session_task_enforced
+
+_SNAPSHOT_PARAMS = {"workspace", "client_conversation_id"}
+
+
+class TaskControlCapabilitiesApi(AgentApi):
+    def get(self, request):
+        if request.query_params:
+            raise InvalidRequest("This endpoint takes no query parameters.")
+        return Response(task_control_capabilities(enforced=session_task_enforced(session=self.session)))
+
+
+class TaskSnapshotApi(AgentApi):
+    def get(self, request, task_id):
+        params = request.query_params
+        unknown = sorted(set(params) - _SNAPSHOT_PARAMS)
+        if unknown:
+            raise InvalidRequest(f"Unknown query parameter: {unknown[0][:64]}.")
+        values = {}
+        for name in sorted(_SNAPSHOT_PARAMS):
+            given = params.getlist(name)
+            if len(given) != 1 or not given[0] or len(given[0]) > 255:
+                raise InvalidRequest(f"{name}: exactly one value of 1 to 255 characters is required.",
+                                     fields={name: ["Exactly one value of 1 to 255 characters is required."]})
+            values[name] = given[0]
+        return Response(task_snapshot(session=self.session, task_id=task_id, **values))

@@ -1,0 +1,69 @@
+"""Builder API bodies for tasks: exact fields, JSON types only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from apps.core.fields import (
+    BoundedListField,
+    ExactFieldsSerializer,
+    JSONIntegerField,
+    JSONStringField,
+    JSONUUIDField,
+)
+from apps.tasks.models import Task
+from apps.tasks.selectors import member_out, task_counters, task_policy
+from apps.tasks.services import CONCURRENT_MAX, MEMBERS_MAX, TOOLS_PER_MEMBER_MAX, WRITE_CALLS_MAX
+
+REQUEST_ID_MAX = 128
+
+
+class MemberIn(ExactFieldsSerializer):
+    session_id = JSONStringField(max_length=64)
+    workspace = JSONStringField(max_length=64)
+    client_conversation_id = JSONStringField(max_length=255)
+    allowed_tools = BoundedListField(child=JSONStringField(max_length=64), max_length=TOOLS_PER_MEMBER_MAX,
+                                     required=False, default=list)
+
+
+class PolicyIn(ExactFieldsSerializer):
+    max_write_calls = JSONIntegerField(min_value=0, max_value=WRITE_CALLS_MAX, allow_null=True, required=False,
+                                       default=None)
+    max_concurrent = JSONIntegerField(min_value=1, max_value=CONCURRENT_MAX, required=False, default=1)
+    expires_at = serializers.DateTimeField(allow_null=True, required=False, default=None)
+
+
+class TaskCreateIn(ExactFieldsSerializer):
+    request_id = JSONStringField(max_length=REQUEST_ID_MAX)
+    project_id = JSONUUIDField()
+    name = JSONStringField(max_length=200, required=False, allow_blank=True, default="")
+    members = BoundedListField(child=MemberIn(), min_length=1, max_length=MEMBERS_MAX)
+    policy = PolicyIn(required=False)
+
+
+class TaskControlIn(ExactFieldsSerializer):
+    request_id = JSONStringField(max_length=REQUEST_ID_MAX)
+    expected_revision = JSONIntegerField(min_value=1, max_value=2**31 - 1)
+    action = serializers.ChoiceField(choices=["pause", "resume", "cancel"])
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def task_out(task: Task) -> dict[str, Any]:
+    return {"id": str(task.pk), "project_id": str(task.project_id), "name": task.name, "state": task.state,
+            "revision": task.revision, "ledger_sequence": task.ledger_sequence, "scope_hash": task.scope_hash,
+            "member_count": getattr(task, "member_total", None) or task.members.count(),
+            "policy": task_policy(task), "counters": task_counters(task), "blocked_reason": task.blocked_reason,
+            "request_id": task.request_id, "created_at": _iso(task.created_at), "updated_at": _iso(task.updated_at)}
+
+
+def task_detail_out(task: Task, *, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ledger = [{"sequence": entry.sequence, "kind": entry.kind, "actor": entry.actor, "revision": entry.revision,
+               "state": entry.state, "at": _iso(entry.created_at)}
+              for entry in task.ledger.order_by("-sequence")[:50]]
+    return {**task_out(task), "members": [member_out(m) for m in task.members.all()], "runs": runs,
+            "ledger": ledger}

@@ -1,0 +1,105 @@
+"""Task control reads: the agent's snapshot (its own membership only) and the operator's views."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import Count, QuerySet
+
+from apps.agent_auth.models import AgentSession
+from apps.projects.models import Project
+from apps.projects.selectors import project_list_editable, project_list_visible
+from apps.tasks.errors import ProjectReadOnly, TaskNotFound
+from apps.tasks.models import Task, TaskMember
+
+TASK_SCHEMA = "bailing.agent-task.v1"
+CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
+
+
+def task_control_capabilities(*, enforced: bool) -> dict[str, Any]:
+    return {"schema_version": CAPABILITIES_SCHEMA, "supported": True, "mode": "required" if enforced else "optional",
+            "task_schema": TASK_SCHEMA, "metering": "write_invocation", "same_hub_only": True,
+            "controls": ["pause", "resume", "cancel"], "inspect_invocation": True}
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError):
+        return None
+
+
+def task_policy(task: Task) -> dict[str, Any]:
+    return {"max_write_calls": task.max_write_calls, "max_concurrent": task.max_concurrent,
+            "expires_at": task.expires_at.isoformat().replace("+00:00", "Z") if task.expires_at else None}
+
+
+def task_counters(task: Task) -> dict[str, int]:
+    return {"write_reserved": task.write_reserved, "write_consumed": task.write_consumed,
+            "active_permits": task.active_permits}
+
+
+def member_out(member: TaskMember) -> dict[str, Any]:
+    return {"session_id": str(member.session_id), "client_app_id": member.client_app_id,
+            "workspace": member.workspace, "client_conversation_id": member.client_conversation_id,
+            "allowed_tools": list(member.allowed_tools)}
+
+
+def task_snapshot(*, session: AgentSession, task_id: str, workspace: str,
+                  client_conversation_id: str) -> dict[str, Any]:
+    """`bailing.agent-task.v1` for a member: never another member's details. 404 otherwise."""
+    pk = _uuid(task_id)
+    member = None if pk is None else (TaskMember.objects.select_related("task").filter(
+        task_id=pk, task__project_id=session.client.project_id, session=session, workspace=workspace,
+        client_conversation_id=client_conversation_id).first())
+    if member is None:
+        raise TaskNotFound()
+    task = member.task
+    return {"schema_version": TASK_SCHEMA, "task_id": str(task.pk), "state": task.state, "revision": task.revision,
+            "ledger_sequence": task.ledger_sequence, "scope_hash": task.scope_hash,
+            "member_count": task.members.count(), "member": member_out(member), "policy": task_policy(task),
+            "counters": task_counters(task), "snapshot_is_dispatch_permission": False}
+
+
+def task_list_visible(*, user: Any, project_id: uuid.UUID | None = None) -> QuerySet[Task]:
+    queryset = (Task.objects.select_related("project").annotate(member_total=Count("members"))
+                .filter(project__in=project_list_visible(user=user)))
+    if project_id:
+        queryset = queryset.filter(project_id=project_id)
+    return queryset.order_by("created_at", "id")
+
+
+def task_get_visible(*, user: Any, task_id: str) -> Task:
+    pk = _uuid(task_id)
+    task = None if pk is None else task_list_visible(user=user).filter(pk=pk).first()
+    if task is None:
+        raise TaskNotFound()
+    return task
+
+
+def task_get_editable(*, user: Any, task_id: str) -> Task:
+    """A task the operator may control: 404 outside their projects, 403 for a viewer."""
+    task = task_get_visible(user=user, task_id=task_id)
+    if not project_list_editable(user=user).filter(pk=task.project_id).exists():
+        raise ProjectReadOnly()
+    return task
+
+
+def project_editable_get(*, user: Any, project_id: str | None) -> Project | None:
+    pk = _uuid(project_id or "")
+    return None if pk is None else project_list_editable(user=user).filter(pk=pk).first()
+
+
+def task_runs_summary(*, task: Task) -> list[dict[str, Any]]:
+    """The task's runs, newest first, with their invocation states counted — no arguments, no bodies."""
+    rows = (task.runs.select_related("run", "member").order_by("-run__created_at")[:100])
+    out = []
+    for link in rows:
+        states: dict[str, int] = {}
+        for state in link.run.invocations.values_list("state", flat=True):
+            states[state] = states.get(state, 0) + 1
+        out.append({"run_id": str(link.run_id), "workspace": link.member.workspace,
+                    "client_conversation_id": link.member.client_conversation_id,
+                    "run_state": link.run.state, "invocations": states})
+    return out

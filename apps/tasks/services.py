@@ -1,0 +1,320 @@
+"""Task control writes: create (idempotent by request_id), control with compare-and-set, the
+append-only ledger, blocking on a changed member set, and binding a turn to a task.
+
+Every write locks the task row first (``select_for_update``), so control actions, budget movements
+and blocks are serialised per task and each ledger entry gets the next sequence number."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.agent_auth.models import AgentSession
+from apps.core.revisions import revision_of
+from apps.projects.models import Project
+from apps.routes.validators import ROUTE_KEY_RE
+from apps.tasks.errors import (
+    TaskCancelled,
+    TaskExpired,
+    TaskInvalid,
+    TaskNotFound,
+    TaskRequestConflict,
+    TaskRequired,
+    TaskRevisionConflict,
+    TaskScopeBlocked,
+    TaskTransitionInvalid,
+)
+from apps.tasks.models import Task, TaskLedgerEntry, TaskMember, TaskRun
+
+MEMBERS_MAX = 32
+TOOLS_PER_MEMBER_MAX = 64
+WRITE_CALLS_MAX = 1_000_000
+CONCURRENT_MAX = 64
+BINDING_SCHEMA = "bailing.agent-task-binding.v1"
+_TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_ACTIONS = {
+    "pause": ({Task.State.ACTIVE}, Task.State.PAUSED),
+    "resume": ({Task.State.PAUSED}, Task.State.ACTIVE),
+    "cancel": ({Task.State.ACTIVE, Task.State.PAUSED, Task.State.BLOCKED}, Task.State.CANCELLED),
+}
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    session_id: str
+    workspace: str
+    client_conversation_id: str
+    allowed_tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    max_write_calls: int | None = None
+    max_concurrent: int = 1
+    expires_at: datetime | None = None
+
+
+@dataclass
+class _Invalid:
+    fields: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, name: str, message: str) -> None:
+        self.fields.setdefault(name, []).append(message)
+
+    def raise_if_any(self) -> None:
+        if self.fields:
+            name, messages = next(iter(self.fields.items()))
+            raise TaskInvalid(f"{name}: {messages[0]}", fields=self.fields)
+
+
+def _policy_public(policy: PolicySpec) -> dict[str, Any]:
+    return {"max_write_calls": policy.max_write_calls, "max_concurrent": policy.max_concurrent,
+            "expires_at": policy.expires_at.isoformat() if policy.expires_at else None}
+
+
+def _member_public(member: TaskMember) -> dict[str, Any]:
+    return {"session_id": str(member.session_id), "client_app_id": member.client_app_id,
+            "workspace": member.workspace, "client_conversation_id": member.client_conversation_id,
+            "allowed_tools": list(member.allowed_tools)}
+
+
+def task_scope_hash(*, members: list[dict[str, Any]], policy: dict[str, Any]) -> str:
+    """SHA-256 over the frozen members (with the identity each had) and the policy."""
+    return revision_of({"members": members, "policy": policy})
+
+
+def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) -> dict[str, AgentSession]:
+    ids = {m.session_id for m in members}
+    valid_ids = set()
+    for member in members:
+        try:
+            uuid.UUID(member.session_id)
+            valid_ids.add(member.session_id)
+        except ValueError:
+            pass
+    found = {str(s.pk): s for s in AgentSession.objects.select_related("client").filter(
+        pk__in=valid_ids, client__project=project)}
+    now = timezone.now()
+    for index, member in enumerate(members):
+        name = f"members[{index}]"
+        session = found.get(member.session_id) if member.session_id in ids else None
+        if session is None:
+            invalid.add(f"{name}.session_id", "No such agent session in this project.")
+            continue
+        if not session.is_active(now):
+            invalid.add(f"{name}.session_id", "The session is revoked or expired.")
+        granted = set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
+        if not ROUTE_KEY_RE.fullmatch(member.workspace) or member.workspace not in granted:
+            invalid.add(f"{name}.workspace", "Not a workspace this session may use.")
+    return found
+
+
+def _validate(project: Project, members: list[MemberSpec], policy: PolicySpec) -> dict[str, AgentSession]:
+    invalid = _Invalid()
+    if not 1 <= len(members) <= MEMBERS_MAX:
+        invalid.add("members", f"Between 1 and {MEMBERS_MAX} members are required.")
+    for index, member in enumerate(members):
+        name = f"members[{index}]"
+        if not member.client_conversation_id or len(member.client_conversation_id) > 255:
+            invalid.add(f"{name}.client_conversation_id", "1 to 255 characters are required.")
+        if len(member.allowed_tools) > TOOLS_PER_MEMBER_MAX:
+            invalid.add(f"{name}.allowed_tools", f"At most {TOOLS_PER_MEMBER_MAX} tools.")
+        bad = [tool for tool in member.allowed_tools if not isinstance(tool, str) or not _TOOL_NAME.fullmatch(tool)]
+        if bad:
+            invalid.add(f"{name}.allowed_tools", "Exact tool names are required.")
+        elif len(set(member.allowed_tools)) != len(member.allowed_tools):
+            invalid.add(f"{name}.allowed_tools", "A tool is listed twice.")
+    keys = [(m.session_id, m.workspace, m.client_conversation_id) for m in members]
+    if len(set(keys)) != len(keys):
+        invalid.add("members", "A session, workspace and conversation is listed twice.")
+    if policy.max_write_calls is not None and not 0 <= policy.max_write_calls <= WRITE_CALLS_MAX:
+        invalid.add("policy.max_write_calls", f"Empty (unlimited) or 0 to {WRITE_CALLS_MAX}.")
+    if not 1 <= policy.max_concurrent <= CONCURRENT_MAX:
+        invalid.add("policy.max_concurrent", f"1 to {CONCURRENT_MAX}.")
+    if policy.expires_at is not None and policy.expires_at <= timezone.now():
+        invalid.add("policy.expires_at", "Must be in the future.")
+    invalid.raise_if_any()
+    sessions = _sessions(project, members, invalid)
+    invalid.raise_if_any()
+    return sessions
+
+
+def _request_hash(*, name: str, members: list[MemberSpec], policy: PolicySpec) -> str:
+    return revision_of({"name": name, "members": [asdict(m) for m in members], "policy": _policy_public(policy)})
+
+
+def task_create(*, project: Project, user: Any, request_id: str, members: list[MemberSpec], policy: PolicySpec,
+                name: str = "") -> tuple[Task, bool]:
+    """The task of this request: created (True), or the one an earlier identical request created
+    (False). The same request_id with a different request → 409 `task_request_conflict`."""
+    request_hash = _request_hash(name=name, members=members, policy=policy)
+    existing = Task.objects.filter(project=project, request_id=request_id).first()
+    if existing is not None:
+        if existing.request_hash != request_hash:
+            raise TaskRequestConflict()
+        return existing, False
+    sessions = _validate(project, members, policy)
+    try:
+        with transaction.atomic():
+            task = Task(project=project, name=name, request_id=request_id, request_hash=request_hash,
+                        max_write_calls=policy.max_write_calls, max_concurrent=policy.max_concurrent,
+                        expires_at=policy.expires_at, created_by=user if getattr(user, "pk", None) else None)
+            rows = []
+            for position, spec in enumerate(members):
+                session = sessions[spec.session_id]
+                rows.append(TaskMember(
+                    task=task, session=session, client_app_id=session.client.app_id, workspace=spec.workspace,
+                    client_conversation_id=spec.client_conversation_id, allowed_tools=list(spec.allowed_tools),
+                    principal_id=session.principal_id, on_behalf_of=session.on_behalf_of, position=position))
+            task.scope_hash = task_scope_hash(members=[_frozen(row) for row in rows],
+                                              policy=_policy_public(policy))
+            task.save()
+            TaskMember.objects.bulk_create(rows)
+            _ledger_append(task, "created", actor=_actor(user), request_id=request_id,
+                           detail={"members": len(rows), "policy": _policy_public(policy)})
+    except IntegrityError:  # a concurrent identical request won the race
+        existing = Task.objects.filter(project=project, request_id=request_id).first()
+        if existing is None or existing.request_hash != request_hash:
+            raise TaskRequestConflict() from None
+        return existing, False
+    return task, True
+
+
+def _frozen(member: TaskMember) -> dict[str, Any]:
+    return {**_member_public(member), "principal_id": member.principal_id, "on_behalf_of": member.on_behalf_of}
+
+
+def _actor(user: Any) -> str:
+    return str(getattr(user, "username", "") or "")[:191]
+
+
+def _ledger_append(task: Task, kind: str, *, actor: str = "", request_id: str = "",
+                   detail: dict[str, Any] | None = None) -> TaskLedgerEntry:
+    """Append to a task whose row this transaction holds (or just created)."""
+    task.ledger_sequence += 1
+    Task.objects.filter(pk=task.pk).update(ledger_sequence=task.ledger_sequence)
+    return TaskLedgerEntry.objects.create(task=task, sequence=task.ledger_sequence, kind=kind, actor=actor,
+                                          request_id=request_id, revision=task.revision, state=task.state,
+                                          detail=detail or {})
+
+
+def task_control(*, task: Task, user: Any, request_id: str, expected_revision: int, action: str) -> Task:
+    """Pause, resume or cancel with compare-and-set on the control revision. The same request_id
+    replays its first answer; a stale revision is a conflict, never retried with a newer one."""
+    if action not in _ACTIONS:
+        raise TaskInvalid("action: One of pause, resume, cancel.", fields={"action": ["One of pause, resume, cancel."]})
+    with transaction.atomic():
+        locked = Task.objects.select_for_update().get(pk=task.pk)
+        done = locked.ledger.filter(request_id=request_id).first()
+        if done is not None:
+            if done.kind != action or done.detail.get("expected_revision") != expected_revision:
+                raise TaskRequestConflict()
+            return locked
+        if locked.revision != expected_revision:
+            raise TaskRevisionConflict(revision=locked.revision, state=locked.state)
+        allowed_from, target = _ACTIONS[action]
+        if locked.state not in allowed_from:
+            raise TaskTransitionInvalid(f"A {locked.state} task cannot {action}.", state=locked.state,
+                                        revision=locked.revision)
+        locked.state = target
+        locked.revision += 1
+        locked.save(update_fields=["state", "revision", "updated_at"])
+        _ledger_append(locked, action, actor=_actor(user), request_id=request_id,
+                       detail={"expected_revision": expected_revision})
+    return locked
+
+
+def task_block(*, task: Task, reason: str) -> Task:
+    """Block the whole task (never shrink it to the members that remain). Commits on its own, so
+    the block holds even when the request that found it fails."""
+    with transaction.atomic():
+        locked = Task.objects.select_for_update().get(pk=task.pk)
+        if locked.state in (Task.State.BLOCKED, Task.State.CANCELLED):
+            return locked
+        locked.state = Task.State.BLOCKED
+        locked.blocked_reason = reason[:500]
+        locked.revision += 1
+        locked.save(update_fields=["state", "blocked_reason", "revision", "updated_at"])
+        _ledger_append(locked, "blocked", detail={"reason": reason[:500]})
+    return locked
+
+
+def _member_changed(member: TaskMember, now: datetime) -> str | None:
+    session = member.session
+    if session.revoked_at is not None:
+        return "a member session was revoked"
+    if not session.is_active(now):
+        return "a member session expired"
+    if (session.principal_id, session.on_behalf_of, session.client.app_id) != (
+            member.principal_id, member.on_behalf_of, member.client_app_id):
+        return "a member session changed identity"
+    return None
+
+
+def task_members_verify(*, task: Task) -> None:
+    """Re-verify the whole member set; any revoked or changed member blocks the task."""
+    now = timezone.now()
+    for member in task.members.select_related("session__client"):
+        reason = _member_changed(member, now)
+        if reason is not None:
+            task_block(task=task, reason=reason)
+            raise TaskScopeBlocked()
+
+
+def task_usable(*, task: Task) -> None:
+    """The states in which a bound turn, search or read may not proceed."""
+    if task.state == Task.State.CANCELLED:
+        raise TaskCancelled()
+    if task.state == Task.State.BLOCKED:
+        raise TaskScopeBlocked()
+    if task.expires_at is not None and task.expires_at <= timezone.now():
+        raise TaskExpired()
+
+
+def session_task_enforced(*, session: AgentSession) -> bool:
+    return TaskMember.objects.filter(session=session).exists()
+
+
+def task_binding_resolve(*, session: AgentSession, workspace: str, client_conversation_id: str,
+                         binding: dict[str, Any] | None) -> tuple[Task, TaskMember] | None:
+    """The task and membership a turn is bound to, verified against the whole member set before
+    any run exists; None for a session outside every task that sent no binding."""
+    if binding is None:
+        if session_task_enforced(session=session):
+            raise TaskRequired()
+        return None
+    member = (TaskMember.objects.select_related("task").filter(
+        task_id=binding["task_id"], task__project_id=session.client.project_id, session=session,
+        workspace=workspace, client_conversation_id=client_conversation_id).first())
+    if member is None:
+        raise TaskNotFound()
+    task = member.task
+    if task.scope_hash != binding["scope_hash"]:
+        raise TaskScopeBlocked("The binding's scope_hash is not the task's.")
+    task_usable(task=task)
+    task_members_verify(task=task)
+    return task, member
+
+
+def task_run_pin(*, run: Any, task: Task, member: TaskMember, binding: dict[str, Any]) -> TaskRun:
+    return TaskRun.objects.create(run=run, task=task, member=member, binding=binding)
+
+
+def task_run_check(*, session: AgentSession, run: Any | None) -> Task | None:
+    """For a task-enforced session, a request made under a run (capability search, knowledge
+    search and read) must name a run pinned to a usable task; the member set is re-verified.
+    Sessions outside every task pass unchanged (None)."""
+    if not session_task_enforced(session=session):
+        return None
+    link = None if run is None else TaskRun.objects.select_related("task").filter(run=run).first()
+    if link is None:
+        raise TaskRequired("This session belongs to a task: give the run_id of a turn bound to it.")
+    task_usable(task=link.task)
+    task_members_verify(task=link.task)
+    return link.task
