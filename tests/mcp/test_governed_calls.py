@@ -4,12 +4,16 @@ builder API, and resume_invocation returns its result — executed once, never r
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 
 from apps.demo_business.models import Refund, RequestLogEntry
+from apps.ledger.models import Message, Run
 from apps.projects.tokens import operator_token_create
 from apps.tools.models import Approval, Invocation
+from tests.knowledge.helpers import wait_for
 from tests.mcp.conftest import http_json
 from tests.mcp.mcp_client import mcp_session, text_of
 from tests.projects.factories import MembershipFactory
@@ -42,6 +46,14 @@ def test_a_readonly_tool_runs_and_its_result_reaches_the_model(signed_in, celery
     assert "SKU-1003" in result.structured_content["text"] and "SKU-1003" in text_of(result)
     inv = Invocation.objects.get()
     assert (inv.tool_name, inv.invocation_id) == ("lookup_product", result.structured_content["invocation_id"])
+    # The session's run closes with the calls it made, as the hub's execution summary.
+    run = wait_for(lambda: Run.objects.filter(state=Run.State.COMPLETED).first(), timeout=20,
+                   message="the session's run to complete")
+    reply = Message.objects.filter(run=run, role="assistant").get()
+    assert json.loads(reply.content) == {
+        "schema_version": "bailing.authorization-execution-summary.v1", "total_invocations": 1,
+        "omitted_invocations": 0, "invocations": [{"invocation_id": inv.invocation_id, "tool": "lookup_product",
+                                                   "last_known_state": "executed"}]}
 
 
 def test_a_write_waits_for_approval_and_resume_returns_its_result_once_approved(signed_in, workspace, hub_url,

@@ -217,9 +217,12 @@ class Bridge:
             if self.run_id is None:
                 return
             run_id, self.run_id = self.run_id, None
-            calls = [{"invocation_id": key, "tool": value["tool"], "last_known_state": value["state"],
-                      **({"next_action": "inspect_original"} if value["state"] in UNSETTLED else {})}
-                     for key, value in list(self.invocations.items())[:50]]
+            calls = []
+            for key, value in list(self.invocations.items())[:50]:
+                # A lost answer is not a state the hub has a name for; its meaning is reconciliation's.
+                state = value["state"] if value["state"] != "unknown" else "reconciliation_required"
+                calls.append({"invocation_id": key, "tool": value["tool"], "last_known_state": state,
+                              **({"next_action": "inspect_original"} if state in UNSETTLED else {})})
             content = "MCP session ended." if not calls else json.dumps({
                 "schema_version": "bailing.authorization-execution-summary.v1", "invocations": calls,
                 "total_invocations": len(self.invocations), "omitted_invocations": max(0, len(self.invocations) - 50),
