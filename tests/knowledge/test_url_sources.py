@@ -279,3 +279,11 @@ def test_the_admin_fetches_a_url_document_again(browser, kb, site, local):
     assert response.status_code == 302
     assert Document.objects.get(pk=document.pk).status == "queued"
     assert Document.objects.get(pk=document.pk).fetched_at is None
+
+
+def test_a_host_name_is_resolved_checked_and_sent_as_the_host_header(client, kb, site, local):
+    site.page("/named.md")
+    document = _ingest(_register(client, kb, site.url("/named.md", host="localhost")).json()["data"][0]["id"])
+    assert document.status == "completed"
+    # The connection went to the checked address; the URL's own host name travelled as Host.
+    assert site.hosts == [f"localhost:{site.port}"]
