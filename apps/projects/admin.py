@@ -166,9 +166,9 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def tool_execution(self, obj):
         if obj is None or obj.pk is None:
             return "running (pause it from the approval queue once the project exists)"
-        state = format_html('<span class="bh-badge bh-bad">paused</span>') if obj.tool_execution_paused else \
-            format_html('<span class="bh-badge bh-ok">running</span>')
-        return format_html('{} <a class="button" href="{}">{}</a>', state,
+        paused = obj.tool_execution_paused
+        return format_html('<span class="bh-badge {}">{}</span> <a class="button" href="{}">{}</a>',
+                           "bh-bad" if paused else "bh-ok", "paused" if paused else "running",
                            reverse("admin:tools_approval_execution", args=[obj.pk]),
                            "Resume…" if obj.tool_execution_paused else "Pause…")
 

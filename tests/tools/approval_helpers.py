@@ -16,20 +16,30 @@ def invocation_id(n: int) -> str:
     return hashlib.sha256(f"approval-test-{n}".encode()).hexdigest()
 
 
-def invoke(client, token: str, *, route_key: str, n: int, tool: str = "order_refund",
-           arguments: dict[str, Any] | None = None):
-    turn = open_turn(client, token, route_key, n, client_conversation_id=f"approvals-{n}")
-    assert turn.status_code in (200, 201), turn.content
-    body = turn.json()
+def turn(client, token: str, *, route_key: str, n: int) -> dict[str, Any]:
+    """An open run: its ``run_id`` and ``capability_revision``."""
+    response = open_turn(client, token, route_key, n, client_conversation_id=f"approvals-{n}")
+    assert response.status_code in (200, 201), response.content
+    return response.json()
+
+
+def call(client, token: str, run: dict[str, Any], *, route_key: str, n: int, tool: str = "order_refund",
+         arguments: dict[str, Any] | None = None):
     return post_json(client, INVOKE_URL, {
         "invocation_id": invocation_id(n),
         "route": route_key,
-        "capability_revision": body["capability_revision"],
-        "agent_run_id": body["run_id"],
+        "capability_revision": run["capability_revision"],
+        "agent_run_id": run["run_id"],
         "tool": tool,
         "arguments": arguments if arguments is not None else {"order_id": 1000 + n, "amount": 12.5,
                                                               "reason": "破损退款"},
     }, token)
+
+
+def invoke(client, token: str, *, route_key: str, n: int, tool: str = "order_refund",
+           arguments: dict[str, Any] | None = None):
+    run = turn(client, token, route_key=route_key, n=n)
+    return call(client, token, run, route_key=route_key, n=n, tool=tool, arguments=arguments)
 
 
 def pending_approval(client, token: str, *, route_key: str = "store-assistant", n: int = 1,

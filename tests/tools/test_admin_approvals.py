@@ -20,7 +20,7 @@ from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.routes.factories import RouteFactory
-from tests.tools.approval_helpers import pending_approval
+from tests.tools.approval_helpers import call, pending_approval, turn
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
 
@@ -345,3 +345,36 @@ def test_invocation_rows_are_not_changed_by_reading_the_console(owner, approval)
     owner.get(f"{QUEUE}{approval.pk}/arguments/")
     owner.get(f"/admin/tools/invocation/{approval.invocation_id}/change/")
     assert Invocation.objects.values("state", "updated_at").get(pk=approval.invocation_id) == before
+
+
+def test_the_run_page_query_count_does_not_grow_with_its_invocations(api_client, issued, tool_route, owner):
+    run = turn(api_client, issued.access_token, route_key="store-assistant", n=1)
+    call(api_client, issued.access_token, run, route_key="store-assistant", n=1)
+    url = f"/admin/ledger/run/{run['run_id']}/change/"
+    owner.get(url)
+    with CaptureQueriesContext(connection) as baseline:
+        owner.get(url)
+    expected = len(baseline.captured_queries)
+    for n in range(2, 6):
+        response = call(api_client, issued.access_token, run, route_key="store-assistant", n=n)
+        assert response.json()["state"] == "awaiting_approval"
+    with CaptureQueriesContext(connection) as more:
+        page = owner.get(url).content.decode()
+    assert page.count('data-state="awaiting_approval"') == 5
+    assert len(more.captured_queries) == expected
+
+
+def test_the_project_page_shows_the_pause_switch_instead_of_a_checkbox(owner, route):
+    page = owner.get(f"/admin/projects/project/{route.project.pk}/change/").content.decode()
+    assert f'href="/admin/tools/approval/execution/{route.project.pk}/"' in page
+    assert 'name="tool_execution_paused"' not in page
+
+
+def test_saving_the_project_form_does_not_switch_the_pause(owner, route):
+    response = owner.post(f"/admin/projects/project/{route.project.pk}/change/", {
+        "name": route.project.name, "slug": route.project.slug, "description": "", "tool_execution_paused": "on",
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0", "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000"})
+    assert response.status_code == 302
+    route.project.refresh_from_db()
+    assert route.project.tool_execution_paused is False
