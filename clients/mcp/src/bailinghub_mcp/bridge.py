@@ -117,8 +117,8 @@ def _pretty(data: Any) -> str:
 def hub_failure(exc: Exception, *, invocation_id: str | None = None) -> Outcome:
     """A refused or failed request, phrased for the model."""
     if isinstance(exc, wire.HubError):
-        data = {"error": exc.code, "status": exc.status, "message": exc.message}
-        return Outcome(f"The hub refused the request: {exc.code} ({exc.status}). {exc.message}".strip(), data,
+        refused = {"error": exc.code, "status": exc.status, "message": exc.message}
+        return Outcome(f"The hub refused the request: {exc.code} ({exc.status}). {exc.message}".strip(), refused,
                        is_error=True)
     if isinstance(exc, SessionExpired):
         return Outcome(str(exc), {"error": "session_expired"}, is_error=True)

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+import webbrowser
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "login":
         try:
             credentials = auth.login(hub=args.hub, client_app_id=args.client_app_id, workspace=args.workspace,
-                                     store=store, open_url=None if args.no_browser else auth.webbrowser.open,
+                                     store=store, open_url=None if args.no_browser else webbrowser.open,
                                      announce=say)
         except (auth.LoginError, wire.WireError, wire.HubError) as exc:
             say(f"Sign-in failed: {exc}")
