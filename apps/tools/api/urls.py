@@ -1,16 +1,10 @@
 """The tools and routes part of the builder API, mounted at /api/v1/builder/."""
 
-from collections.abc import Callable
-from typing import Any
-
 from django.urls import path
 
-from apps.knowledge.api import views as knowledge_views
+from apps.projects.builder import by_method
 from apps.tools.api import approvals
 from apps.tools.api import views as v
-
-# One URL, one view class per method: the knowledge builder API's dispatcher (untyped there).
-by_method: Callable[..., Any] = knowledge_views.by_method
 
 urlpatterns = [
     path("tool-providers", by_method(get=v.ToolProviderListApi.as_view(), post=v.ToolProviderCreateApi.as_view()),
