@@ -6,8 +6,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from apps.knowledge.models import KnowledgeBase
 from apps.ledger.models import Message, Run
-from tests.knowledge.helpers import wait_for
+from tests.knowledge.helpers import ingest_texts, wait_for
 from tests.mcp.mcp_client import mcp_session, text_of
 from tests.runtime.knowledge_helpers import REFUND
 
@@ -93,3 +94,29 @@ def test_one_mcp_session_is_one_run_completed_when_the_session_ends(signed_in):
     assert run.route.key == "store-assistant" and run.knowledge_delivery == "on_demand"
     reply = Message.objects.filter(conversation=run.conversation).order_by("-id").first()
     assert reply.content == "MCP session ended."
+
+
+def test_knowledge_read_follows_the_cursor_through_a_long_text(signed_in, workspace):
+    kb = KnowledgeBase.objects.get(project=workspace.project)
+    rule = "会员积分规则说明，积分可以在门店兑换礼品，兑换后不退不换。"
+    paragraphs = [f"第{number}条：{rule}" for number in range(1, 301)]
+    ingest_texts(kb, {"会员积分.md": "# 会员积分\n\n" + "\n\n".join(paragraphs)})
+
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            found = await client.call_tool("knowledge_search", {"query": "会员积分 兑换礼品", "limit": 1})
+            ref = found.structured_content["hints"][0]["ref"]
+            first = await client.call_tool("knowledge_read", {"ref": ref, "max_bytes": 4096})
+            second = await client.call_tool("knowledge_read", {"ref": ref, "max_bytes": 4096,
+                                                               "cursor": first.structured_content["next_cursor"]})
+            return found, first, second
+
+    found, first, second = anyio.run(scenario)
+
+    assert found.structured_content["hints"][0]["title"] == "会员积分.md"
+    assert first.structured_content["truncated"] is True and first.structured_content["next_cursor"]
+    assert "call knowledge_read with the same ref and cursor" in text_of(first)
+    assert "第1条" in first.structured_content["content"]
+    assert second.is_error is False
+    assert second.structured_content["content"] and second.structured_content["content"] not in (
+        first.structured_content["content"])
