@@ -24,6 +24,7 @@ from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
 from apps.knowledge.admin_chunks import chunk_urls
 from apps.knowledge.models import (
+    CostRecord,
     Document,
     EmbeddingModel,
     Fusion,
@@ -708,3 +709,25 @@ class EmbeddingModelAdmin(admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         services.embedding_model_delete(model=obj)
+
+
+@admin.register(CostRecord)
+class CostRecordAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    """Metered calls searches made (reranks), read-only: the record is the bill's evidence."""
+
+    project_lookup = "knowledge_base__project"
+    list_display = ["created_at", "call_kind", "knowledge_base", "route", "model", "units", "latency_ms", "ok",
+                    "error_code"]
+    list_filter = ["call_kind", "ok", "knowledge_base"]
+    list_select_related = ["knowledge_base", "route"]
+    fields = readonly_fields = ("created_at", "call_kind", "knowledge_base", "route", "model", "units", "usage",
+                                "latency_ms", "ok", "error_code")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

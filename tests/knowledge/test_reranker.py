@@ -222,3 +222,16 @@ def test_the_admin_form_sets_fusion_and_a_reranker(owner):
     kb.refresh_from_db()
     assert (kb.fusion, kb.rerank_base_url, kb.rerank_model, kb.rerank_api_key_env, kb.rerank_candidates,
             kb.rerank_timeout_ms) == ("rrf", "https://rerank.example.com/v1", "m", "RERANK_KEY", 30, 2500)
+
+
+def test_operators_see_their_projects_cost_records_only(owner):
+    from django.test import Client
+
+    mine = KnowledgeBaseFactory(project=owner.project)
+    other = KnowledgeBaseFactory(embedding_model=mine.embedding_model)
+    CostRecord.objects.create(call_kind="rerank", knowledge_base=mine, model="mine-model", units=3)
+    CostRecord.objects.create(call_kind="rerank", knowledge_base=other, model="other-model", units=5)
+    browser = Client()
+    browser.force_login(owner.user)
+    page = browser.get("/admin/knowledge/costrecord/").content.decode()
+    assert "mine-model" in page and "other-model" not in page
