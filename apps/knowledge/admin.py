@@ -723,6 +723,11 @@ class CostRecordAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     fields = readonly_fields = ("created_at", "call_kind", "knowledge_base", "route", "model", "units", "usage",
                                 "latency_ms", "ok", "error_code")
 
+    def has_view_permission(self, request, obj=None):
+        if obj is not None and obj.knowledge_base_id is None:  # its KB was deleted: superusers only
+            return request.user.is_superuser
+        return super().has_view_permission(request, obj)
+
     def has_add_permission(self, request):
         return False
 
