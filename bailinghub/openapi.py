@@ -569,6 +569,9 @@ def _view_extension(view_path: str, methods: dict[str, dict[str, Any]]) -> type[
 TASK_BOUND = [task_errors.TaskRequired, task_errors.TaskNotFound, task_errors.TaskScopeBlocked,
               task_errors.TaskCancelled, task_errors.TaskExpired]
 ERRORS["apps.runtime.api.turns.TurnOpenApi"] += TASK_BOUND
+for _view in ("apps.runtime.api.knowledge.KnowledgeSearchApi", "apps.runtime.api.knowledge.KnowledgeReadApi"):
+    ERRORS[_view] += [task_errors.TaskRequired, task_errors.TaskScopeBlocked, task_errors.TaskCancelled,
+                      task_errors.TaskExpired]
 ERRORS["apps.runtime.api.tools.CapabilitySearchApi"] += [task_errors.TaskRequired, task_errors.TaskScopeBlocked,
                                                          task_errors.TaskCancelled, task_errors.TaskExpired]
 ERRORS.update({

@@ -54,7 +54,8 @@ def test_each_operation_lists_its_error_codes_under_their_status(schema):
     codes_410 = read["410"]["content"]["application/json"]["schema"]["allOf"][1]["properties"]["error"]["enum"]
     assert codes_410 == ["knowledge_reference_expired"]
     codes_409 = read["409"]["content"]["application/json"]["schema"]["allOf"][1]["properties"]["error"]["enum"]
-    assert codes_409 == ["knowledge_changed", "knowledge_scope_changed", "run_not_active"]
+    assert codes_409 == ["TASK_CANCELLED", "TASK_EXPIRED", "TASK_SCOPE_BLOCKED", "knowledge_changed",
+                         "knowledge_scope_changed", "run_not_active"]
     assert read["401"]["content"]["application/json"]["schema"]["allOf"][0] == {"$ref": "#/components/schemas/Error"}
 
 

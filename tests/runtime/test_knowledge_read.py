@@ -191,8 +191,8 @@ def test_a_page_costs_the_same_queries_whatever_the_document(api_client, ksessio
     long_ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策规定 包装齐全 无损")
     assert short_ref != long_ref
     cursor = read(api_client, ksession.access_token, kroute.key, long_ref).json()["next_cursor"]
-    # session, route; in a savepoint with the wait limits: scope, document, its sections
-    with django_assert_num_queries(8):
+    # session, route, task membership; in a savepoint with the wait limits: scope, document, its sections
+    with django_assert_num_queries(9):
         read(api_client, ksession.access_token, kroute.key, short_ref)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         read(api_client, ksession.access_token, kroute.key, long_ref, cursor=cursor)

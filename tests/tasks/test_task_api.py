@@ -253,3 +253,28 @@ def test_another_projects_operator_sees_no_task(world):
     assert control.status_code == 404
     task.refresh_from_db()
     assert task.state == "active"
+
+
+@pytest.mark.parametrize("endpoint,body", [("search", {"query": "退款"}), ("read", {"ref": "x" * 40})])
+def test_knowledge_search_and_read_of_an_enforced_session_need_a_bound_run(world, endpoint, body):
+    _task(world)
+    url = f"/agent-api/v1/workspaces/{world.route.key}/knowledge/{endpoint}"
+    response = world.api.post(url, body, format="json", **bearer(world.first.access_token))
+    assert (response.status_code, response.json()["error"]) == (403, "TASK_REQUIRED")
+    # the other session is in no task: it gets past the task check to the knowledge itself
+    other = world.api.post(url, body, format="json", **bearer(world.second.access_token))
+    assert other.json().get("error") != "TASK_REQUIRED"
+
+
+def test_knowledge_search_with_the_bound_run_passes_the_task_check(world):
+    task = _task(world)
+    token = world.first.access_token
+    run_id = open_turn(world.api, token, world.route.key, task_binding=_binding(task)).json()["run_id"]
+    url = f"/agent-api/v1/workspaces/{world.route.key}/knowledge/search"
+    response = world.api.post(url, {"query": "退款", "run_id": run_id}, format="json",
+                              **bearer(world.first.access_token))
+    assert response.json().get("error") not in {"TASK_REQUIRED", "TASK_SCOPE_BLOCKED"}, response.json()
+    task_control(task=task, user=world.owner.user, request_id="c", expected_revision=1, action="cancel")
+    response = world.api.post(url, {"query": "退款", "run_id": run_id}, format="json",
+                              **bearer(world.first.access_token))
+    assert (response.status_code, response.json()["error"]) == (409, "TASK_CANCELLED")

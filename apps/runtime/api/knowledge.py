@@ -16,6 +16,7 @@ from apps.core.jsonbytes import CompactJSONRenderer
 from apps.runtime import knowledge
 from apps.runtime.api.base import WorkspaceApi
 from apps.runtime.api.serializers import allowed_characters
+from apps.tasks.services import session_task_enforced, task_run_check
 
 # A query of 2000 characters, each escaped as a surrogate pair (12 bytes), plus the envelope.
 SEARCH_BODY_MAX_BYTES = 32 * 1024
@@ -83,6 +84,7 @@ class KnowledgeSearchApi(KnowledgeApi):
         run = None
         if data["run_id"] is not None:
             run = knowledge.run_get_current(session=request.auth, route=self.route, run_id=data["run_id"])
+        task_run_check(session=request.auth, run=run)
         return Response(knowledge.knowledge_search_hints(session=request.auth, route=self.route, query=data["query"],
                                                          limit=data["limit"], run=run))
 
@@ -93,4 +95,9 @@ class KnowledgeReadApi(KnowledgeApi):
     def post(self, request, route):
         serializer = KnowledgeReadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        run_id = serializer.validated_data.get("run_id")
+        if session_task_enforced(session=request.auth):  # membership is checked like everywhere else
+            run = None if run_id is None else knowledge.run_get_current(session=request.auth, route=self.route,
+                                                                         run_id=run_id)
+            task_run_check(session=request.auth, run=run)
         return Response(knowledge.knowledge_read(session=request.auth, route=self.route, **serializer.validated_data))
