@@ -1,0 +1,111 @@
+import pytest
+from django.urls import reverse
+
+from apps.answers.services import rag_query_answer
+from apps.ledger.models import RagQuery
+from tests.answers.factories import RagQueryFactory
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.routes.factories import RouteFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def console(client, owner):
+    from django.test import Client
+
+    console = Client()
+    console.force_login(owner.user)
+    return console
+
+
+def test_history_lists_only_the_operators_projects(console, route):
+    mine = rag_query_answer(route=route, question="换货收费吗？")
+    theirs = RagQueryFactory(question="别人的问题")
+    response = console.get(reverse("admin:ledger_ragquery_changelist"))
+    assert response.status_code == 200
+    assert "换货收费吗？" in response.content.decode()
+    assert theirs.question not in response.content.decode()
+    assert reverse("admin:ledger_ragquery_report", args=[route.pk]) in response.content.decode()
+    assert mine.query_id
+
+
+def test_history_reads_a_fixed_number_of_statements(console, route):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            console.get(reverse("admin:ledger_ragquery_changelist"))
+        return len(captured)
+
+    for i in range(3):
+        RagQueryFactory(route=route, question=f"问题{i}")
+    few = statements()
+    for i in range(3, 30):
+        RagQueryFactory(route=route, question=f"问题{i}")
+    assert statements() == few
+
+
+def test_detail_shows_answer_evidence_and_chapter(console, route):
+    answer = rag_query_answer(route=route, question="质量问题的商品可以在多少天内退款？")
+    response = console.get(reverse("admin:ledger_ragquery_change", args=[answer.query_id]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "质量问题的商品可以在三十天内退款。[1]" in page
+    assert "售后政策 / 退款 / 质量问题" in page
+    assert 'id="rag-evidence-1"' in page
+
+
+def test_detail_of_another_projects_answer_is_not_shown(console):
+    theirs = RagQueryFactory(question="别人的问题")
+    response = console.get(reverse("admin:ledger_ragquery_change", args=[theirs.pk]))
+    assert response.status_code == 302
+    assert "别人的问题" not in response.content.decode()
+
+
+def test_report_page_draws_both_charts(console, route):
+    RagQueryFactory(route=route, helpful=True, days_ago=1)
+    RagQueryFactory(route=route, helpful=False)
+    RagQueryFactory(route=route, useful=False, question="运费谁出？", error_code="FAILED_RETRIEVAL")
+    response = console.get(reverse("admin:ledger_ragquery_report", args=[route.pk]), {"days": 7})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert '<svg id="rag-volume-chart"' in page and '<svg id="rag-helpful-chart"' in page
+    assert page.count('class="rag-bar"') == 7
+    assert '<span class="rag-value" id="rag-volume">3</span>' in page
+    assert '<span class="rag-value" id="rag-helpful-rate">50 %</span>' in page
+    assert "运费谁出？" in page
+
+
+def test_report_of_another_projects_route_is_404(console):
+    response = console.get(reverse("admin:ledger_ragquery_report", args=[RouteFactory().pk]))
+    assert response.status_code == 404
+
+
+def test_playground_rag_mode_answers_without_recording(console, kb):
+    response = console.get(reverse("admin:ledger_ragquery_ask", args=[kb.pk]), {"question": "换货收费吗？"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "换货不收取费用。[1]" in page
+    assert RagQuery.objects.count() == 0
+
+
+def test_playground_rag_mode_refuses_an_overlong_question_next_to_the_field(console, kb):
+    response = console.get(reverse("admin:ledger_ragquery_ask", args=[kb.pk]), {"question": "问" * 2001})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'class="errorlist' in page
+    assert 'id="rag-result"' not in page
+
+
+def test_playground_rag_mode_of_another_projects_kb_is_404(console):
+    response = console.get(reverse("admin:ledger_ragquery_ask", args=[KnowledgeBaseFactory().pk]),
+                           {"question": "换货收费吗？"})
+    assert response.status_code == 404
+
+
+def test_search_playground_links_to_rag_mode(console, kb):
+    response = console.get(reverse("admin:knowledge_knowledgebase_search", args=[kb.pk]), {"query": "换货"})
+    assert reverse("admin:ledger_ragquery_ask", args=[kb.pk]) + "?question=%E6%8D%A2%E8%B4%A7" in (
+        response.content.decode())

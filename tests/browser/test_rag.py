@@ -1,0 +1,90 @@
+"""RAG answers in Chromium, as the seeded operator: the question history with its feedback, an
+answer's detail with its cited evidence, the route's report with its SVG charts, and the KB
+playground's RAG mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from apps.answers.services import rag_query_answer
+from apps.knowledge.models import RouteKnowledgeBinding
+from apps.ledger.models import RagQuery
+from apps.ledger.rag import rag_query_feedback
+from tests.answers.factories import RagQueryFactory
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import FIXTURES, ingest_texts
+from tests.routes.factories import RouteFactory
+
+SHOTS = Path("/tmp/shots")
+POLICY = (FIXTURES / "policy.zh.md").read_text(encoding="utf-8")
+
+
+def _seed(project):
+    kb = KnowledgeBaseFactory(project=project, name="After-sales")
+    ingest_texts(kb, {"policy.md": POLICY})
+    route = RouteFactory(project=project, key="store-help", name="门店问答")
+    RouteKnowledgeBinding.objects.create(route=route, knowledge_base=kb)
+    answered = rag_query_answer(route=route, question="质量问题的商品可以在多少天内退款？")
+    rag_query_feedback(query=RagQuery.objects.get(pk=answered.query_id), helpful=True, note="准确")
+    missed = rag_query_answer(route=route, question="木星有几颗卫星？")
+    rag_query_feedback(query=RagQuery.objects.get(pk=missed.query_id), helpful=False, note="知识库里没有")
+    for days_ago, helpful in ((1, True), (1, False), (2, True), (3, True), (5, False), (6, True)):
+        RagQueryFactory(route=route, days_ago=days_ago, helpful=helpful, latency_ms=80 + 20 * days_ago)
+    return route
+
+
+def test_operator_reads_history_detail_and_report(logged_in_page, project):
+    page = logged_in_page
+    route = _seed(project)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+
+    page.goto(f"/admin/ledger/ragquery/?route__id__exact={route.pk}")
+    assert page.locator("#result_list tbody tr").count() == 8
+    assert page.locator("#result_list .rag-feedback-no").count() == 3
+    page.screenshot(path=str(SHOTS / "rag_history.png"), full_page=True)
+
+    page.locator("#result_list a", has_text="质量问题的商品可以在多少天内退款").click()
+    page.wait_for_selector("#rag-answer")
+    assert page.inner_text("#rag-answer") == "质量问题的商品可以在三十天内退款。[1]"
+    assert page.inner_text("#rag-outcome") == "answered"
+    assert "售后政策 / 退款 / 质量问题" in page.inner_text("#rag-evidence-1")
+    assert "helpful — 准确" in page.inner_text("#rag-feedback")
+    page.screenshot(path=str(SHOTS / "rag_detail.png"), full_page=True)
+
+    page.click("text=Quality report")
+    page.wait_for_selector("#rag-volume-chart")
+    assert page.inner_text("#rag-volume") == "8"
+    assert page.inner_text("#rag-helpful-rate") == "62 %"  # 5 of 8 with feedback
+    assert page.locator("#rag-volume-chart rect.rag-bar").count() == 30
+    assert page.locator("#rag-helpful-chart circle.rag-dot").count() == 6  # days with feedback
+    assert "木星有几颗卫星？" in page.inner_text("#rag-unanswered")
+    page.click("text=7 days")
+    page.wait_for_selector("#rag-volume-chart")
+    assert page.locator("#rag-volume-chart rect.rag-bar").count() == 7
+    page.screenshot(path=str(SHOTS / "rag_report.png"), full_page=True)
+
+
+def test_operator_asks_the_playground_in_rag_mode(logged_in_page, project):
+    page = logged_in_page
+    kb = KnowledgeBaseFactory(project=project, name="After-sales")
+    ingest_texts(kb, {"policy.md": POLICY})
+
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/search/?query=换货")
+    page.click("#pg-rag-mode a")
+    page.wait_for_selector("#rag-result")
+    assert page.input_value("input[name=question]") == "换货"
+    page.fill("input[name=question]", "换货收费吗？")
+    page.click("#rag-ask-form input[type=submit]")
+    page.wait_for_selector("#rag-result")
+    assert page.inner_text("#rag-answer") == "换货不收取费用。[1]"
+    assert page.locator("#rag-evidence-1.rag-cited").count() == 1
+    page.screenshot(path=str(SHOTS / "rag_playground.png"), full_page=True)
+
+    page.fill("input[name=question]", "问" * 2001)
+    page.evaluate("document.querySelector('input[name=question]').removeAttribute('maxlength')")
+    page.fill("input[name=question]", "问" * 2001)
+    page.click("#rag-ask-form input[type=submit]")
+    page.wait_for_selector("#rag-ask-form .errorlist")
+    assert page.locator("#rag-result").count() == 0
+    assert RagQuery.objects.count() == 0
+    page.screenshot(path=str(SHOTS / "rag_playground_error.png"), full_page=True)
