@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from apps.routes.models import Route
-from apps.routes.services import route_create, route_update
+from apps.routes.services import TOOL_NAME_LISTS, route_create, route_update
 from tests.projects.factories import ProjectFactory
 from tests.routes.factories import RouteFactory
 
@@ -87,8 +87,14 @@ CASES = [
 ]
 
 
+# Tool name lists are set through apps.tools.route_tools.route_tools_set, which runs the model's
+# validation (below) besides its checks against the route's tool sources.
+TOOL_CASES = [case for case in CASES if TOOL_NAME_LISTS & {case[0], *case[2]}]
+SERVICE_CASES = [case for case in CASES if case not in TOOL_CASES]
+
+
 @pytest.mark.parametrize(
-    ("field", "value", "extra", "message"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+    ("field", "value", "extra", "message"), SERVICE_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(SERVICE_CASES)]
 )
 def test_route_create_refuses_invalid_settings(field, value, extra, message):
     project = ProjectFactory()
@@ -100,6 +106,29 @@ def test_route_create_refuses_invalid_settings(field, value, extra, message):
 
     assert message in caught.value.message_dict[field]
     assert Route.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "extra", "message"), TOOL_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(TOOL_CASES)]
+)
+def test_the_model_refuses_invalid_tool_name_lists(field, value, extra, message):
+    route = Route(project=ProjectFactory(), key="valid-key", name="Valid", **{**extra, field: value})
+
+    with pytest.raises(ValidationError) as caught:
+        route.full_clean()
+
+    assert message in caught.value.message_dict[field]
+
+
+@pytest.mark.parametrize("field", sorted(TOOL_NAME_LISTS))
+def test_route_services_leave_tool_names_to_route_tools_set(field):
+    route = RouteFactory()
+
+    with pytest.raises(TypeError, match="route_tools_set"):
+        route_update(route=route, **{field: ["order_update"]})
+    with pytest.raises(TypeError, match="route_tools_set"):
+        route_create(project=route.project, key="another", name="Another", **{field: ["order_update"]})
+    assert Route.objects.count() == 1
 
 
 def test_route_key_is_unique_per_project():
@@ -120,13 +149,13 @@ def test_the_same_key_is_allowed_in_another_project():
 
 
 def test_a_refused_update_leaves_the_stored_route_unchanged():
-    route = RouteFactory(write_tools=["order_update"])
+    route = RouteFactory(knowledge_top_k=5)
 
     with pytest.raises(ValidationError):
-        route_update(route=route, write_tools=["*"], name="Changed")
+        route_update(route=route, knowledge_top_k=0, name="Changed")
 
     route.refresh_from_db()
-    assert route.write_tools == ["order_update"]
+    assert route.knowledge_top_k == 5
     assert route.name != "Changed"
 
 
@@ -140,6 +169,7 @@ def test_defaults_follow_the_spec():
 
 
 def test_valid_legacy_unattended_write_tools_are_accepted():
-    route = route_create(project=ProjectFactory(), key="legacy", name="Legacy",
-                         write_tools=["order_update", "stock_adjust"], unattended_write_tools=["order_update"])
+    route = Route(project=ProjectFactory(), key="legacy", name="Legacy",
+                  write_tools=["order_update", "stock_adjust"], unattended_write_tools=["order_update"])
+    route.full_clean()
     assert route.unattended_write_tools == ["order_update"]
