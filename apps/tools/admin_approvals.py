@@ -291,6 +291,7 @@ class ApprovalAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "reading": reading,
             "reading_badge": reading_badge(reading),
             "risk_badge": risk_badge(approval.risk),
+            "invocation_badge": invocation_state_badge(inv),
             "arguments": FrozenArguments(inv),
             "preview_chars": ARGUMENTS_PREVIEW_CHARS,
             "journal": [{"entry": entry, "detail": json.dumps(entry.detail, ensure_ascii=False, sort_keys=True)

@@ -114,6 +114,11 @@ def test_an_operator_approves_a_refund_and_the_agent_resume_executes_it_once(
     assert "by operator at" in page.content()
     _shot(page, "run-invocations")
 
+    page.goto(f"/admin/tools/invocation/{approval.invocation_id}/change/")
+    assert page.locator('[data-state="executed"]').count() == 1
+    assert "bytes (not kept)" in page.content()  # frozen arguments are deleted once the result is stable
+    _shot(page, "invocation-detail")
+
 
 def test_large_frozen_arguments_expand_on_demand(logged_in_page, store_route, agent):
     page = logged_in_page

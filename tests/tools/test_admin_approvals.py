@@ -20,7 +20,7 @@ from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.routes.factories import RouteFactory
-from tests.tools.approval_helpers import call, pending_approval, turn
+from tests.tools.approval_helpers import call, invoke, pending_approval, turn
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
 
@@ -378,3 +378,11 @@ def test_saving_the_project_form_does_not_switch_the_pause(owner, route):
     assert response.status_code == 302
     route.project.refresh_from_db()
     assert route.project.tool_execution_paused is False
+
+
+def test_a_pause_switched_in_the_console_stops_agents_calls(owner, route, api_client, issued, tool_route):
+    owner.post(f"{QUEUE}execution/{route.project.pk}/", {"paused": "1"})
+    response = invoke(api_client, issued.access_token, route_key="store-assistant", n=1)
+    assert response.status_code == 503
+    assert response.json()["error"] == "execution_paused"
+    assert Invocation.objects.count() == 0
