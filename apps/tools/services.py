@@ -33,8 +33,8 @@ class ToolDiff:
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
-    # Routes drawing on the provider: their capability_revision covers the spec's SHA-256, so any new
-    # spec changes it; and, per route, the allowed tools the new spec no longer has.
+    # Routes drawing on the provider with direct tools on: their capability_revision covers the spec's
+    # SHA-256, so any new spec changes it; and, per route, the allowed tools the new spec no longer has.
     routes: tuple[str, ...] = ()
     routes_losing: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -159,9 +159,10 @@ def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
     routes: list[str] = []
     losing: dict[str, tuple[str, ...]] = {}
     if result.sha256 != provider.spec_sha256:
-        for key, allowed in (RouteToolSource.objects.filter(provider=provider).order_by("route__key")
-                             .values_list("route__key", "allowed_tools")):
-            routes.append(key)
+        for key, allowed, direct in (RouteToolSource.objects.filter(provider=provider).order_by("route__key")
+                                     .values_list("route__key", "allowed_tools", "route__tools_direct_enabled")):
+            if direct:  # a route with direct tools off has an empty surface: its revision covers no source
+                routes.append(key)
             lost = tuple(name for name in allowed if name not in new_names)
             if lost:
                 losing[key] = lost

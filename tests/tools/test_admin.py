@@ -191,7 +191,7 @@ def test_reimport_preview_warns_of_routes_losing_allowed_tools(browser, owner):
     from tests.routes.factories import RouteFactory
 
     provider = ToolProviderFactory(project=owner.project)
-    route_tools_set(route=RouteFactory(project=owner.project, key="shop-desk"),
+    route_tools_set(route=RouteFactory(project=owner.project, key="shop-desk", tools_direct_enabled=True),
                     sources=[SourceSpec(provider=provider, allowed_tools=["order_status"])])
     data = {"base_url": provider.base_url, "enabled": "on", "spec_text": (FIXTURES / "refs.yaml").read_text(),
             "_preview": "1", **tool_rows(provider)}

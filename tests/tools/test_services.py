@@ -194,12 +194,28 @@ def test_reimport_diff_names_the_routes_whose_revision_changes_and_the_tools_the
     from tests.routes.factories import RouteFactory
 
     provider = create().provider
-    route = RouteFactory(project=provider.project, key="shop-desk")
+    route = RouteFactory(project=provider.project, key="shop-desk", tools_direct_enabled=True)
     route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=["order_status",
                                                                                        "customer_note"])])
     spec = store_spec_with(lambda doc: doc["paths"].pop("/customers/{customer_id}/notes"))
     diff = services.tool_diff(provider=provider, result=services.spec_compile(spec=spec))
     assert diff.routes == ("shop-desk",) and diff.routes_losing == {"shop-desk": ("customer_note",)}
+
+
+def test_reimport_diff_leaves_out_routes_with_direct_tools_off_but_names_what_they_lose():
+    from apps.tools.route_tools import SourceSpec, route_tools_set
+    from apps.tools.surface import route_surface
+    from tests.routes.factories import RouteFactory
+
+    provider = create().provider
+    route = RouteFactory(project=provider.project, key="switched-off", tools_direct_enabled=False)
+    route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=["customer_note"])])
+    before = route_surface(route=route, session=None).revision
+    spec = store_spec_with(lambda doc: doc["paths"].pop("/customers/{customer_id}/notes"))
+    diff = services.tool_diff(provider=provider, result=services.spec_compile(spec=spec))
+    services.provider_reimport(provider=provider, spec=spec)
+    assert (diff.routes, diff.routes_losing) == ((), {"switched-off": ("customer_note",)})
+    assert route_surface(route=route, session=None).revision == before
 
 
 def test_reimport_of_the_same_spec_changes_no_route_revision():
