@@ -18,6 +18,7 @@ request leaves. Approvals gate transitions; deciding one sends nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -33,10 +34,12 @@ import jsonschema_rs
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from apps.agent_auth.models import AgentSession
 from apps.core.errors import ApiError
 from apps.core.jsonbytes import compact_json
+from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
 from apps.routes.models import Route
@@ -335,6 +338,9 @@ def _save(inv: Invocation, *, journal: str | None = None, detail: dict[str, Any]
     if result_is_stable(inv.result):
         inv.frozen_arguments = ""
         inv.settled_at = inv.settled_at or timezone.now()
+    if inv.state != State.IN_PROGRESS and fields.get("state") is not None:
+        pk = inv.pk
+        transaction.on_commit(lambda: _notify_settled(pk))
     inv.save()
     if journal is not None:
         InvocationJournalEntry.objects.create(invocation=inv, state=journal, detail=detail or {})
@@ -579,20 +585,50 @@ def _uncertain(inv: Invocation, *, reason: str, detail: dict[str, Any] | None = 
     return _settle(inv, answer, journal=Journal.UNCERTAIN, detail={"reason": reason, **(detail or {})})
 
 
+def _settled_channel(pk: Any) -> str:
+    return f"bailinghub:tools:invocation-settled:{pk}"
+
+
+def _notify_settled(pk: Any) -> None:
+    # A wake-up for requests waiting on this call; they re-read the row, so a lost message only
+    # costs them their fallback poll.
+    try:
+        redis_client().publish(_settled_channel(pk), b"1")
+    except RedisError:
+        logger.warning("Invocation %s: could not notify waiting requests.", pk)
+
+
 def invocation_wait(*, inv: Invocation, seconds: float | None = None) -> dict[str, Any]:
     """Wait (bounded, TOOL_INVOCATION_WAIT_SECONDS) for a dispatched call to settle; its stored
-    answer then, or ``in_progress`` as it stands."""
+    answer then, or ``in_progress`` as it stands. Woken by the dispatcher's Redis notice, with a
+    poll of the row every half second in case a notice is lost."""
     deadline = time.monotonic() + (settings.TOOL_INVOCATION_WAIT_SECONDS if seconds is None else seconds)
-    pause = 0.02
-    while True:
-        row = Invocation.objects.filter(pk=inv.pk).values_list("state", "result").first()
-        if row is None:
-            raise InvocationNotFound()
-        state, result = row
-        if state != State.IN_PROGRESS or time.monotonic() >= deadline:
-            return dict(result or {})
-        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 1.5, 0.25)
+    pubsub = None
+    try:
+        pubsub = redis_client().pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub.subscribe(_settled_channel(inv.pk))
+    except RedisError:
+        pubsub = None
+    try:
+        while True:
+            row = Invocation.objects.filter(pk=inv.pk).values_list("state", "result").first()
+            if row is None:
+                raise InvocationNotFound()
+            state, result = row
+            remaining = deadline - time.monotonic()
+            if state != State.IN_PROGRESS or remaining <= 0:
+                return dict(result or {})
+            if pubsub is None:
+                time.sleep(min(0.1, remaining))
+                continue
+            try:
+                pubsub.get_message(timeout=min(0.5, remaining))
+            except RedisError:
+                pubsub = None
+    finally:
+        if pubsub is not None:
+            with contextlib.suppress(RedisError):
+                pubsub.close()
 
 
 def invocation_get_for_session(*, session: AgentSession, invocation_id: str) -> Invocation:

@@ -40,7 +40,8 @@ def demo_mounted(settings):
     clear_url_caches()
 
 
-def test_a_turn_a_read_an_approved_refund_and_its_receipt(live_server, demo_mounted, celery_worker_session):
+def test_a_turn_a_read_an_approved_refund_and_its_receipt(live_server, demo_mounted, celery_worker_session, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 30  # the test worker runs one task at a time
     parts = urlsplit(live_server.url)
     route = RouteFactory(key="demo-store", tools_direct_enabled=True)
     provider = provider_create(project=route.project, name="demo-shop", secret=SECRET, spec=demo_spec_bytes(),

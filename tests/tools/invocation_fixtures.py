@@ -42,6 +42,9 @@ def shop(db, business, settings) -> Shop:
 
 
 @pytest.fixture
-def dispatching(transactional_db, celery_worker_session):
-    """Calls that reach the dispatcher: a real worker, and committed rows it can see."""
+def dispatching(transactional_db, celery_worker_session, settings):
+    """Calls that reach the dispatcher: a real worker, and committed rows it can see. The wait for
+    an answer is longer than in use: the test worker runs one task at a time, and other tasks
+    (a provider's tool index) may run before a dispatch."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 30
     return celery_worker_session

@@ -1,0 +1,62 @@
+"""The built-in kb_search and kb_read through the governed invocation endpoint: run in-process on
+the knowledge protocol's services and budgets (no HTTP, no worker), keyed and replayed like any call."""
+
+import json
+import secrets
+
+from apps.routes.models import Route
+from apps.tools.models import Invocation, InvocationJournalEntry
+from apps.tools.surface import route_surface
+from tests.ledger.helpers import open_turn, post_json
+
+pytest_plugins = ["tests.runtime.knowledge_fixtures"]
+
+URL = "/agent-api/v1/tool-invocations"
+
+
+def _call(api_client, ksession, kroute, run_id, tool, arguments, invocation_id=None):
+    revision = route_surface(route=kroute, session=ksession.session).revision
+    return post_json(api_client, URL, {"invocation_id": invocation_id or secrets.token_hex(32), "route": kroute.key,
+                                       "capability_revision": revision, "agent_run_id": run_id, "tool": tool,
+                                       "arguments": arguments}, ksession.access_token)
+
+
+def _ready(api_client, ksession, kroute):
+    Route.objects.filter(pk=kroute.pk).update(tools_direct_enabled=True)
+    kroute.refresh_from_db()
+    return open_turn(api_client, ksession.access_token, kroute.key).json()["run_id"]
+
+
+def test_kb_search_then_kb_read_in_process(api_client, ksession, kroute, docs):
+    run_id = _ready(api_client, ksession, kroute)
+    invocation_id = secrets.token_hex(32)
+    found = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款"}, invocation_id).json()
+    assert (found["state"], found["ok"], found["auto_retry_allowed"]) == ("executed", True, False)
+    assert "business_status" not in found
+    hints = json.loads(found["text"])
+    assert hints["schema_version"] == "bailing.agent-knowledge-search.v1"
+    assert hints["hints"]
+    assert len(found["text"].encode()) <= 4096
+    read = _call(api_client, ksession, kroute, run_id, "kb_read", {"ref": hints["hints"][0]["ref"]}).json()
+    assert read["state"] == "executed"
+    assert json.loads(read["text"])["schema_version"] == "bailing.agent-knowledge-read.v1"
+    again = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款"}, invocation_id).json()
+    assert again == found
+    inv = Invocation.objects.get(invocation_id=invocation_id)
+    assert (inv.provider_id, inv.journal_state, inv.frozen_arguments) == (None, "completed", "")
+    assert list(InvocationJournalEntry.objects.filter(invocation=inv).values_list("state", flat=True)) == [
+        "completed"]
+
+
+def test_kb_read_of_a_foreign_reference_is_business_rejected(api_client, ksession, kroute, docs):
+    run_id = _ready(api_client, ksession, kroute)
+    body = _call(api_client, ksession, kroute, run_id, "kb_read", {"ref": "not-a-reference"}).json()
+    assert (body["state"], body["ok"], body["business_status"]) == ("business_rejected", False, 400)
+    assert json.loads(body["text"])["error"] == "knowledge_reference_invalid"
+
+
+def test_kb_search_checks_its_input_schema(api_client, ksession, kroute, docs):
+    run_id = _ready(api_client, ksession, kroute)
+    body = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款", "limit": 99}).json()
+    assert body["state"] == "rejected_before_dispatch"
+    assert "limit:" in body["text"]
