@@ -108,3 +108,25 @@ class TaskLedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.sequence} {self.kind}"
+
+
+class TaskCharge(BaseModel):
+    """What one invocation holds of its task's budget: a write reservation, a dispatch permit, or a
+    consumed write. The invocation is named by its primary key only (tools sits below tasks)."""
+
+    class Outcome(models.TextChoices):
+        OPEN = "open", "open"
+        TRUSTED = "trusted", "a trusted answer"
+        RELEASED = "released", "released (not sent)"
+        UNCERTAIN = "uncertain", "uncertain (kept)"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="charges")
+    invocation_pk = models.UUIDField(unique=True)
+    tool_name = models.CharField(max_length=64)
+    write = models.BooleanField()
+    reserved = models.BooleanField(default=False)
+    permit = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.OPEN)
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.outcome})"

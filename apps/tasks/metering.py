@@ -1,0 +1,133 @@
+"""Task metering for governed invocations (contracts-beyond-seeds §5): the checks a bound call must
+pass before anything is stored, and the reservation / permit / settlement moves the invocation
+state machine makes inside its own transactions — so a reservation, the approval consumption, the
+dispatch mark and the journal commit together, and so do the trusted answer and the settlement.
+
+Counters: ``write_reserved`` (writes awaiting approval or dispatch; an uncertain write keeps it),
+``write_consumed`` (writes that got a trusted answer, a business rejection included),
+``active_permits`` (dispatches in flight, reads included; an uncertain one is not released)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F
+
+from apps.agent_auth.models import AgentSession
+from apps.tasks.errors import (
+    TaskConcurrencyExhausted,
+    TaskPaused,
+    TaskRequired,
+    TaskToolNotAllowed,
+    TaskWriteBudgetExhausted,
+)
+from apps.tasks.models import Task, TaskCharge, TaskLedgerEntry, TaskMember, TaskRun
+from apps.tasks.services import session_task_enforced, task_members_verify, task_usable
+
+
+@dataclass(frozen=True)
+class Bound:
+    task_id: Any
+    member: TaskMember
+
+
+def invocation_task_check(*, session: AgentSession, run: Any, tool_name: str) -> Bound | None:
+    """Before a call is stored: a task-enforced session must call under a run bound to its task,
+    the task must be usable, its member set intact, and the tool among the member's exact tools."""
+    link = TaskRun.objects.select_related("task", "member").filter(run=run).first()
+    if link is None:
+        if session_task_enforced(session=session):
+            raise TaskRequired("This session belongs to a task: call tools under a run bound to it.")
+        return None
+    task_usable(task=link.task)
+    task_members_verify(task=link.task)
+    if tool_name not in link.member.allowed_tools:
+        raise TaskToolNotAllowed()
+    return Bound(task_id=link.task_id, member=link.member)
+
+
+def _ledger(task: Task, kind: str, detail: dict[str, Any]) -> None:
+    task.ledger_sequence += 1
+    TaskLedgerEntry.objects.create(task=task, sequence=task.ledger_sequence, kind=kind, revision=task.revision,
+                                   state=task.state, detail=detail)
+
+
+def _locked(task_id: Any) -> Task:
+    return Task.objects.select_for_update().get(pk=task_id)
+
+
+def _budget_left(task: Task) -> bool:
+    return task.max_write_calls is None or task.write_reserved + task.write_consumed < task.max_write_calls
+
+
+def charge_reserve(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bool) -> None:
+    """A call that waits for approval: a write reserves one unit of the budget now. Must run inside
+    the transaction that stores the call; raising stores nothing."""
+    task = _locked(bound.task_id)
+    task_usable(task=task)
+    charge = TaskCharge(task=task, invocation_pk=invocation_pk, tool_name=tool_name, write=write)
+    if write:
+        if not _budget_left(task):
+            raise TaskWriteBudgetExhausted()
+        task.write_reserved += 1
+        charge.reserved = True
+        _ledger(task, "write_reserved", {"tool": tool_name})
+    task.save(update_fields=["write_reserved", "ledger_sequence", "updated_at"])
+    charge.save()
+
+
+def charge_permit(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bool) -> None:
+    """A call about to be handed to the dispatcher: a dispatch permit (and, for a write not yet
+    reserved, its reservation). Paused → TASK_PAUSED; no permit free → TASK_CONCURRENCY_EXHAUSTED;
+    no budget → TASK_WRITE_BUDGET_EXHAUSTED. Inside the caller's transaction."""
+    task = _locked(bound.task_id)
+    task_usable(task=task)
+    if task.state == Task.State.PAUSED:
+        raise TaskPaused()
+    charge = TaskCharge.objects.select_for_update().filter(invocation_pk=invocation_pk).first()
+    if charge is None:
+        charge = TaskCharge(task=task, invocation_pk=invocation_pk, tool_name=tool_name, write=write)
+    if charge.permit:
+        return
+    if task.active_permits >= task.max_concurrent:
+        raise TaskConcurrencyExhausted()
+    if write and not charge.reserved:
+        if not _budget_left(task):
+            raise TaskWriteBudgetExhausted()
+        task.write_reserved += 1
+        charge.reserved = True
+    task.active_permits += 1
+    charge.permit = True
+    _ledger(task, "permit", {"tool": tool_name, "write": write})
+    task.save(update_fields=["write_reserved", "active_permits", "ledger_sequence", "updated_at"])
+    charge.save()
+
+
+def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
+    """Settle what a call holds, in the transaction that records its outcome: ``trusted`` (an HTTP
+    answer: the permit is released and a write's reservation becomes consumption), ``released``
+    (proven not sent, denied or expired: everything is given back), ``uncertain`` (kept as it is).
+    A call outside every task, or settled already, changes nothing."""
+    charge = TaskCharge.objects.select_for_update().filter(invocation_pk=invocation_pk,
+                                                           outcome=TaskCharge.Outcome.OPEN).first()
+    if charge is None:
+        return
+    task = _locked(charge.task_id)
+    if outcome == TaskCharge.Outcome.UNCERTAIN:
+        charge.outcome = outcome
+        charge.save(update_fields=["outcome", "updated_at"])
+        _ledger(task, "uncertain", {"tool": charge.tool_name})
+        task.save(update_fields=["ledger_sequence", "updated_at"])
+        return
+    updates: dict[str, Any] = {}
+    if charge.permit:
+        updates["active_permits"] = F("active_permits") - 1
+    if charge.reserved:
+        updates["write_reserved"] = F("write_reserved") - 1
+        if outcome == TaskCharge.Outcome.TRUSTED:
+            updates["write_consumed"] = F("write_consumed") + 1
+    charge.outcome = outcome
+    charge.save(update_fields=["outcome", "updated_at"])
+    _ledger(task, "settled", {"tool": charge.tool_name, "outcome": outcome})
+    Task.objects.filter(pk=task.pk).update(ledger_sequence=task.ledger_sequence, **updates)
