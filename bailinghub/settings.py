@@ -270,6 +270,11 @@ KNOWLEDGE_EMBED_BATCH_SIZE = env.int("KNOWLEDGE_EMBED_BATCH_SIZE", default=16)
 # embeddings) and the worker (documents) embed at once, and spinning OpenMP threads that
 # contend make a 15 ms query embedding take 200 ms or more (measured here, 2 cores).
 KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=1)
+# BLAS threads for embedding documents with the local e5 model (ingestion, in the worker). One:
+# on a busy 2-core machine (load 9-18) two OpenBLAS threads waiting on each other burned CPU and
+# embedded 6x fewer passages per CPU-second than one (bench/embed_speed.py); raise it on a
+# machine with cores to spare.
+KNOWLEDGE_EMBED_DOCUMENT_THREADS = env.int("KNOWLEDGE_EMBED_DOCUMENT_THREADS", default=1)
 KNOWLEDGE_OPENAI_TIMEOUT_SECONDS = env.float("KNOWLEDGE_OPENAI_TIMEOUT_SECONDS", default=60.0)
 KNOWLEDGE_OPENAI_MAX_RETRIES = env.int("KNOWLEDGE_OPENAI_MAX_RETRIES", default=5)
 KNOWLEDGE_OPENAI_BACKOFF_SECONDS = env.float("KNOWLEDGE_OPENAI_BACKOFF_SECONDS", default=1.0)

