@@ -145,9 +145,14 @@ def rag_answer_kbs(*, kbs: list[KnowledgeBase], question: str, options: SearchOp
     name = getattr(generator, "name", "")
     try:
         generator = generator or generator_for(route_label=route_label)
-        name = generator.name
+    except GenerationFailed as exc:
+        logger.warning("RAG generator misconfigured: %s", exc)
+        trace.append({"step": "generate", "ms": 0.0, "status": "failed"})
+        return _failed(question=question, trace=trace, evidence=[], started=started, generator=name)
+    name = generator.name
+    try:
         result = _retrieve(kbs=kbs, question=question, options=options)
-    except (DatabaseError, EmbeddingFailed, GenerationFailed, OSError) as exc:
+    except (DatabaseError, EmbeddingFailed, OSError) as exc:
         logger.warning("RAG retrieval unavailable: %s", type(exc).__name__, exc_info=True)
         trace.append({"step": "retrieve", "ms": _ms(time.perf_counter() - started), "status": "failed"})
         return _failed(question=question, trace=trace, evidence=[], started=started, generator=name)

@@ -29,3 +29,17 @@ def test_embedder_failure_is_dependency_unavailable(client, owner):
     assert endpoint.url not in body["error_message"] and "127.0.0.1" not in body["error_message"]
     assert body["trace"] == [{"step": "retrieve", "ms": body["trace"][0]["ms"], "status": "failed"}]
     assert RagQuery.objects.get(pk=body["query_id"]).error_code == "DEPENDENCY_UNAVAILABLE"
+
+
+def test_database_failure_during_retrieval_is_dependency_unavailable(client, route):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE knowledge_chunk RENAME TO knowledge_chunk_moved")
+    response = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json")
+    body = response.json()
+    assert response.status_code == 200
+    assert body["error_code"] == "DEPENDENCY_UNAVAILABLE"
+    assert "knowledge_chunk" not in body["error_message"]
+    # The test's transaction is broken by then, so the record could not be written either.
+    assert body["query_id"] is None

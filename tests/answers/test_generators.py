@@ -150,6 +150,7 @@ def test_api_misconfigured_generator_is_dependency_unavailable(client, route, se
     settings.RAG_LLM_BASE_URL = ""
     body = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json").json()
     assert body["error_code"] == "DEPENDENCY_UNAVAILABLE"
+    assert body["trace"] == [{"step": "generate", "ms": 0.0, "status": "failed"}]
 
 
 @pytest.mark.django_db
