@@ -77,6 +77,7 @@ def test_an_operator_approves_a_refund_and_the_agent_resume_executes_it_once(
     page.goto("/admin/")
     tile = page.locator('[data-stat="approvals_pending"]')
     assert tile.inner_text() == "1"
+    _shot(page, "dashboard-approvals")
     tile.click()
     page.wait_for_url(re.compile(r".*/admin/tools/approval/\?.*status=pending"))
     row = page.locator("#result_list tbody tr")
@@ -144,6 +145,7 @@ def test_an_operator_pauses_and_resumes_tool_execution(logged_in_page, project, 
                      arguments={"sku": "SKU-1", "quantity": 500})
     page.goto("/admin/tools/approval/")
     page.locator(f'#execution-panel tr[data-project="{project.slug}"] a.button').click()
+    _shot(page, "execution-confirm")
     page.click("#execution-confirm")
     page.wait_for_url(re.compile(r".*/admin/tools/approval/$"))
     banner = page.locator(f'[data-paused-project="{project.slug}"]')

@@ -16,11 +16,13 @@ from django.utils import timezone
 from apps.projects.models import Membership, Project
 from apps.tools import invocations
 from apps.tools.models import Approval, Invocation
+from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.routes.factories import RouteFactory
 from tests.tools.approval_helpers import call, invoke, pending_approval, turn
+from tests.tools.surface_helpers import STORE_TOOLS
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
 
@@ -386,3 +388,20 @@ def test_a_pause_switched_in_the_console_stops_agents_calls(owner, route, api_cl
     assert response.status_code == 503
     assert response.json()["error"] == "execution_paused"
     assert Invocation.objects.count() == 0
+
+
+def test_the_queue_filters_by_route_and_risk(owner, api_client, route, tool_route, store_provider):
+    second = RouteFactory(project=route.project, key="second-desk", tools_direct_enabled=True)
+    route_tools_set(route=second, sources=[SourceSpec(provider=store_provider, allowed_tools=STORE_TOOLS)],
+                    write_tools=["stock_adjust", "order_refund"], tools_direct_enabled=True)
+    agent = session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key, second.key]),
+                        principal=PRINCIPAL)
+    first = pending_approval(api_client, agent.access_token, n=1)
+    other = pending_approval(api_client, agent.access_token, route_key="second-desk", n=2)
+
+    def listed(**params: str) -> list:
+        return [row.pk for row in owner.get(QUEUE, params).context["cl"].result_list]
+
+    assert listed(invocation__route__id__exact=str(route.pk)) == [first.pk]
+    assert listed(invocation__route__id__exact=str(second.pk)) == [other.pk]
+    assert (listed(risk__exact="high"), listed(risk__exact="low")) == ([other.pk, first.pk], [])
