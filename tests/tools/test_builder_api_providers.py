@@ -305,3 +305,13 @@ def test_the_list_reads_in_a_fixed_number_of_queries(client, owner):
     with CaptureQueriesContext(connection) as four:
         assert client.get(f"{BASE}/tool-providers").json()["meta"]["total"] == 4
     assert len(four.captured_queries) == len(one.captured_queries)
+
+
+def test_a_body_over_the_spec_body_limit_is_413_spec_too_large(client, owner, monkeypatch):
+    from apps.tools.api.views import ToolProviderCreateApi
+
+    monkeypatch.setattr(ToolProviderCreateApi, "body_max_bytes", 4096)
+    before = snapshot()
+    body = error(_create(client, owner, spec="x" * 8192), 413, "spec_refused")
+    assert (body["reason"], body["fields"]["spec"][0].startswith("The request is")) == ("spec_too_large", True)
+    assert snapshot() == before

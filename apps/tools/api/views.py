@@ -81,6 +81,9 @@ class ToolsBuilderApi(BuilderApi):
 
 
 class _SpecBody:
+    """The body limit of the views that take a spec (read by apps.core.middleware before the view
+    runs), and the refusal it answers: the spec's own, with its reason."""
+
     body_max_bytes = SPEC_BODY_MAX_BYTES
 
     @staticmethod
