@@ -119,13 +119,17 @@ def _retrieve(*, kbs: list[KnowledgeBase], question: str, options: SearchOptions
 
 
 def _rerank_step(result: SearchResult) -> dict[str, Any]:
-    """Reranking happens inside knowledge retrieval when a KB has a reranker; here it is reported."""
-    timings = result.timings_ms
-    rerank_ms = timings.get("rerank_ms")
-    if rerank_ms is None:
-        return {"step": "rerank", "ms": 0.0, "status": "skipped"}
-    status = "fallback" if timings.get("rerank_failed") else "applied"
-    return {"step": "rerank", "ms": round(float(rerank_ms), 1), "status": status}
+    """Reranking happens inside knowledge retrieval when a KB names a reranker; here it is
+    reported: skipped (no reranker), applied, or fallback (it failed; the fused order stood)."""
+    steps = [step for step in getattr(result, "trace", []) if step.get("step") == "rerank"]
+    ms = round(float(result.timings_ms.get("rerank_ms", 0.0)), 1)
+    if not steps or all(step.get("status") == "skipped" for step in steps):
+        return {"step": "rerank", "ms": ms, "status": "skipped"}
+    failed = [step for step in steps if step.get("status") == "failed"]
+    if failed:
+        return {"step": "rerank", "ms": ms, "status": "fallback", "fallback": "fused_order",
+                "error_code": failed[0].get("error_code")}
+    return {"step": "rerank", "ms": ms, "status": "applied"}
 
 
 def _failed(*, question: str, trace: list[dict[str, Any]], evidence: list[dict[str, Any]], started: float,
@@ -193,9 +197,9 @@ def rag_answer_kbs(*, kbs: list[KnowledgeBase], question: str, options: SearchOp
 
 
 def route_search_options(*, route: Route) -> SearchOptions:
-    """The route's own knowledge settings, in hybrid mode."""
+    """The route's own knowledge settings, in hybrid mode; a reranker's cost records name the route."""
     return SearchOptions(top_k=route.knowledge_top_k, mode="hybrid", score_threshold=route.knowledge_score_threshold,
-                         max_docs=route.knowledge_max_docs)
+                         max_docs=route.knowledge_max_docs, route_id=route.pk)
 
 
 def rag_query_answer(*, route: Route, question: str, conversation_id: str = "", user=None) -> RagAnswer:

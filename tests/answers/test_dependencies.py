@@ -43,3 +43,29 @@ def test_database_failure_during_retrieval_is_dependency_unavailable(client, rou
     assert "knowledge_chunk" not in body["error_message"]
     # The test's transaction is broken by then, so the record could not be written either.
     assert body["query_id"] is None
+
+
+def test_a_configured_reranker_is_a_trace_step_and_its_cost_names_the_route(client, route, kb):
+    from apps.knowledge.models import CostRecord
+    from tests.knowledge.rerankers import RerankEndpoint
+
+    with RerankEndpoint() as endpoint:
+        services.knowledge_base_update(kb=kb, reranker={"base_url": endpoint.url, "model": "bge-reranker",
+                                                        "candidates": 20, "timeout_ms": 2000})
+        body = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json").json()
+    assert body["trace"][1] == {"step": "rerank", "ms": body["trace"][1]["ms"], "status": "applied"}
+    assert CostRecord.objects.get().route_id == route.pk
+
+
+def test_a_failing_reranker_keeps_the_fused_order_and_the_answer(client, route, kb):
+    from tests.knowledge.rerankers import RerankEndpoint
+
+    with RerankEndpoint(status=500) as endpoint:
+        services.knowledge_base_update(kb=kb, reranker={"base_url": endpoint.url, "model": "bge-reranker",
+                                                        "candidates": 20, "timeout_ms": 2000})
+        body = client.post(rag_url(route.key), {"question": "质量问题的商品可以在多少天内退款？"},
+                           format="json").json()
+    assert body["trace"][1]["status"] == "fallback"
+    assert body["trace"][1]["fallback"] == "fused_order"
+    assert body["error_code"] is None
+    assert body["answer"] == "质量问题的商品可以在三十天内退款。[1]"
