@@ -244,10 +244,13 @@ def _document_fetch(document: Document, token) -> Document:
             raise LeaseLost()
         if locked.content_hash and locked.content_hash != digest:
             chunks_delete(document_id=locked.pk)
+            # New text is new content: a KB that confirms its documents confirms this one again.
+            locked.confirmed_at = None
         DocumentContent.objects.update_or_create(document=locked, defaults={"data": data})
         locked.size, locked.content_hash, locked.file_type = len(data), digest, fetched.file_type
         locked.fetched_at = locked.heartbeat_at = timezone.now()
-        locked.save(update_fields=["size", "content_hash", "file_type", "fetched_at", "heartbeat_at", "updated_at"])
+        locked.save(update_fields=["size", "content_hash", "file_type", "fetched_at", "heartbeat_at", "confirmed_at",
+                                   "updated_at"])
     return Document.objects.select_related("knowledge_base__embedding_model").get(pk=document.pk)
 
 

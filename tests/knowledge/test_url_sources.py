@@ -287,3 +287,25 @@ def test_a_host_name_is_resolved_checked_and_sent_as_the_host_header(client, kb,
     assert document.status == "completed"
     # The connection went to the checked address; the URL's own host name travelled as Host.
     assert site.hosts == [f"localhost:{site.port}"]
+
+
+def test_changed_content_is_confirmed_again_where_the_kb_confirms(client, owner, site, local):
+    kb = KnowledgeBaseFactory(project=owner.project, require_confirmation=True)
+    url = site.page("/policy.md")
+    document_id = _register(client, kb, url).json()["data"][0]["id"]
+    assert _ingest(document_id).status == "awaiting_confirmation"
+    services.document_confirm(document=Document.objects.get(pk=document_id))
+    assert _ingest(document_id).status == "completed"
+    site.page("/policy.md", "# 售后政策\n\n## 换货\n\n换货须在十五天内申请。".encode())
+    services.document_refetch(document=Document.objects.get(pk=document_id))
+    assert _ingest(document_id).status == "awaiting_confirmation"
+
+
+def test_unchanged_content_keeps_its_confirmation(client, owner, site, local):
+    kb = KnowledgeBaseFactory(project=owner.project, require_confirmation=True)
+    document_id = _register(client, kb, site.page("/policy.md")).json()["data"][0]["id"]
+    _ingest(document_id)
+    services.document_confirm(document=Document.objects.get(pk=document_id))
+    _ingest(document_id)
+    services.document_refetch(document=Document.objects.get(pk=document_id))
+    assert _ingest(document_id).status == "completed"
