@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,7 +75,7 @@ def term_set(text: str) -> set[str]:
     return set(keyword_terms(text))
 
 
-def idf_weights(documents: Iterable[set[str]]) -> tuple[dict[str, float], int]:
+def idf_weights(documents: Iterable[Set[str]]) -> tuple[dict[str, float], int]:
     """Smoothed idf of each term over `documents` (sets of terms), and how many there were."""
     documents = list(documents)
     df: dict[str, int] = {}
