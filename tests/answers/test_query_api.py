@@ -144,7 +144,8 @@ def test_token_with_query_scope_asks(api_client, route, owner):
 
 def test_anonymous_is_401(api_client, route):
     response = api_client.post(rag_url(route.key), {"question": "退款？"}, format="json")
-    assert response.status_code in (401, 403)
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
     assert RagQuery.objects.count() == 0
 
 
