@@ -307,9 +307,12 @@ ROUTE_DRY_RUN = _object({
 }, required=["route_key", "kb_count", "capabilities"])
 REDIRECT = _object({"redirect_uri": STRING}, required=["redirect_uri"])
 REVOKED = _object({"revoked": {"const": True}}, required=["revoked"])
+# Optional subject display (Agent Auth 0.5.0+): the name the business shows; it grants nothing.
+SUBJECT_DISPLAY = {"subject_display": _object({"name": STRING}, required=["name"]),
+                   "subject_display_status": {"enum": ["provided", "missing"]}}
 TOKENS = _object({"token_type": {"const": "Bearer"}, "access_token": STRING, "expires_in": INTEGER,
                   "refresh_token": STRING, "refresh_expires_in": INTEGER, "session_id": UUID,
-                  "client_app_id": STRING},
+                  "client_app_id": STRING, **SUBJECT_DISPLAY},
                  required=["token_type", "access_token", "expires_in", "refresh_token", "refresh_expires_in",
                            "session_id", "client_app_id"])
 MEMORY_SAVED = _object({"status": STRING, "memory_id": STRING, "content": STRING},
@@ -321,7 +324,7 @@ MEMORY_LIST = versioned("bailing.agent-memories.v1", {
 SESSION = _object({
     "session_id": UUID, "client_app_id": STRING, "device_label": STRING, "principal": ANY_OBJECT,
     "on_behalf_of": STRING, "allowed_routes": {"type": "array", "items": STRING}, "created_at": TIMESTAMP,
-    "expires_at": TIMESTAMP, "refresh_expires_at": TIMESTAMP,
+    "expires_at": TIMESTAMP, "refresh_expires_at": TIMESTAMP, **SUBJECT_DISPLAY,
 }, required=["session_id", "client_app_id", "principal", "on_behalf_of", "allowed_routes"])
 AUTHORIZATION = _object({
     "authorization_id": UUID, "client": ANY_OBJECT, "device": ANY_OBJECT,

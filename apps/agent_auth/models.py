@@ -107,6 +107,8 @@ class AgentAuthorization(BaseModel):
                                    related_name="+", help_text="Set when approved on BailingHub's own page.")
     principal = models.JSONField(null=True, blank=True)
     on_behalf_of = models.CharField(max_length=191, blank=True)
+    # The name the business shows for the end user or shop ("signed in for …"); it grants nothing.
+    subject_display_name = models.CharField(max_length=240, blank=True)
     allowed_routes = _route_list("", size=64)
     code_hash = models.CharField(max_length=64, null=True, unique=True, editable=False)  # noqa: DJ001 (as above)
     code_expires_at = models.DateTimeField(null=True, blank=True)
@@ -141,6 +143,7 @@ class AgentSession(BaseModel):
     principal_id = models.CharField(max_length=128, db_index=True)
     audience = models.CharField(max_length=64, blank=True)
     on_behalf_of = models.CharField(max_length=191)
+    subject_display_name = models.CharField(max_length=240, blank=True)
     allowed_routes = _route_list("", size=64)
     device_label = models.CharField(max_length=128)
 

@@ -180,8 +180,10 @@ def authorization_approve(
     on_behalf_of: str,
     allowed_routes: list[str],
     decided_by: User | None = None,
+    subject_display: dict[str, str] | None = None,
 ) -> str:
     """Approve a pending request for `principal`; returns the loopback URL with ?code=&state=.
+    `subject_display` (``{name}``) is what the session's answers then show the host.
 
     `allowed_routes` must lie within the request and the client's allowlist (else 403
     `route_not_allowed`). 404 for another client's authorization, 409 when already decided,
@@ -199,6 +201,7 @@ def authorization_approve(
     authorization.decided_by = decided_by
     authorization.principal = principal
     authorization.on_behalf_of = on_behalf_of
+    authorization.subject_display_name = (subject_display or {}).get("name", "")
     authorization.allowed_routes = list(allowed_routes)
     authorization.code_hash = token_hash(code)
     authorization.code_expires_at = now + CODE_TTL
@@ -317,6 +320,7 @@ def code_exchange(*, client_app_id: str, code: str, redirect_uri: str, code_veri
                 principal_id=principal.get("id", ""),
                 audience=principal.get("audience") or "",
                 on_behalf_of=authorization.on_behalf_of,
+                subject_display_name=authorization.subject_display_name,
                 allowed_routes=authorization.allowed_routes,
                 device_label=authorization.device_label,
                 access_token_hash=token_hash(access),

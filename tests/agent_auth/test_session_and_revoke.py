@@ -34,6 +34,7 @@ def test_session_describes_the_bearers_session(api_client, agent_client, issued)
         "created_at": _iso(session.created_at),
         "expires_at": _iso(session.access_expires_at),
         "refresh_expires_at": _iso(session.refresh_expires_at),
+        "subject_display_status": "missing",
     }
     assert response.json()["refresh_expires_at"] > response.json()["expires_at"]
     assert response["Cache-Control"] == "no-store"

@@ -43,7 +43,7 @@ def test_code_exchange_issues_a_session(api_client, agent_client):
     body = response.json()
     session = AgentSession.objects.get()
     assert set(body) == {"token_type", "access_token", "expires_in", "refresh_token", "refresh_expires_in",
-                         "session_id", "client_app_id"}
+                         "session_id", "client_app_id", "subject_display_status"}
     assert body["token_type"] == "Bearer"
     assert body["access_token"].startswith("bha_") and len(body["access_token"]) == 47
     assert body["refresh_token"].startswith("bhr_") and len(body["refresh_token"]) == 47

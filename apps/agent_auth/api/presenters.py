@@ -32,7 +32,16 @@ def token_payload(issued: IssuedTokens) -> dict[str, Any]:
         "refresh_expires_in": _seconds_until(session.refresh_expires_at, now),
         "session_id": str(session.pk),
         "client_app_id": session.client.app_id,
+        **subject_display(session),
     }
+
+
+def subject_display(session: AgentSession) -> dict[str, Any]:
+    """``subject_display`` and ``subject_display_status``: provided when the business named the
+    subject on approval, else missing (and no ``subject_display``)."""
+    if session.subject_display_name:
+        return {"subject_display": {"name": session.subject_display_name}, "subject_display_status": "provided"}
+    return {"subject_display_status": "missing"}
 
 
 def session_payload(session: AgentSession) -> dict[str, Any]:
@@ -46,6 +55,7 @@ def session_payload(session: AgentSession) -> dict[str, Any]:
         "created_at": iso(session.created_at),
         "expires_at": iso(session.access_expires_at),
         "refresh_expires_at": iso(session.refresh_expires_at),
+        **subject_display(session),
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from rest_framework import serializers
@@ -77,10 +78,28 @@ class PrincipalSerializer(ExactFieldsSerializer):
         return value
 
 
+SUBJECT_DISPLAY_MAX_UNITS = 120
+
+
+class SubjectDisplaySerializer(ExactFieldsSerializer):
+    """``{name}``: 1–120 UTF-16 code units, no control characters."""
+
+    name = StrictCharField(trim_whitespace=False)
+
+    def validate_name(self, value: str) -> str:
+        units = len(value.encode("utf-16-le", "surrogatepass")) // 2
+        if not value.strip() or units > SUBJECT_DISPLAY_MAX_UNITS:
+            raise serializers.ValidationError(f"A name is 1–{SUBJECT_DISPLAY_MAX_UNITS} UTF-16 code units.")
+        if any(unicodedata.category(char) in ("Cc", "Cs") for char in value):
+            raise serializers.ValidationError("Control characters are not allowed.")
+        return value
+
+
 class AuthorizationApproveSerializer(ExactFieldsSerializer):
     principal = PrincipalSerializer()
     on_behalf_of = _text(191)
     allowed_routes = RouteKeyListField()
+    subject_display = SubjectDisplaySerializer(required=False)
 
     def validate_principal(self, value: dict[str, Any]) -> dict[str, Any]:
         value.setdefault("roles", [])
