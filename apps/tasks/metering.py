@@ -61,6 +61,12 @@ def _budget_left(task: Task) -> bool:
     return task.max_write_calls is None or task.write_reserved + task.write_consumed < task.max_write_calls
 
 
+def bound_for_run(*, run_id: Any) -> Bound | None:
+    """The task (and membership) a run is pinned to, or None."""
+    link = TaskRun.objects.select_related("member").filter(run_id=run_id).first()
+    return None if link is None else Bound(task_id=link.task_id, member=link.member)
+
+
 def charge_reserve(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bool) -> None:
     """A call that waits for approval: a write reserves one unit of the budget now. Must run inside
     the transaction that stores the call; raising stores nothing."""
@@ -108,7 +114,8 @@ def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
     """Settle what a call holds, in the transaction that records its outcome: ``trusted`` (an HTTP
     answer: the permit is released and a write's reservation becomes consumption), ``released``
     (proven not sent, denied or expired: everything is given back), ``uncertain`` (kept as it is).
-    A call outside every task, or settled already, changes nothing."""
+    A call outside every task, or settled already, changes nothing. A released call may take a
+    permit again later (a call refused only for now is re-evaluated)."""
     charge = TaskCharge.objects.select_for_update().filter(invocation_pk=invocation_pk,
                                                            outcome=TaskCharge.Outcome.OPEN).first()
     if charge is None:
@@ -127,7 +134,10 @@ def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
         updates["write_reserved"] = F("write_reserved") - 1
         if outcome == TaskCharge.Outcome.TRUSTED:
             updates["write_consumed"] = F("write_consumed") + 1
-    charge.outcome = outcome
-    charge.save(update_fields=["outcome", "updated_at"])
+    if outcome == TaskCharge.Outcome.RELEASED:
+        charge.permit = charge.reserved = False  # stays open: it may be re-evaluated and try again
+    else:
+        charge.outcome = outcome
+    charge.save(update_fields=["outcome", "permit", "reserved", "updated_at"])
     _ledger(task, "settled", {"tool": charge.tool_name, "outcome": outcome})
     Task.objects.filter(pk=task.pk).update(ledger_sequence=task.ledger_sequence, **updates)

@@ -43,6 +43,14 @@ from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
 from apps.routes.models import Route
+from apps.tasks.metering import (
+    Bound,
+    bound_for_run,
+    charge_permit,
+    charge_reserve,
+    charge_settle,
+    invocation_task_check,
+)
 
 from . import dispatch
 from .crypto import SecretUnreadable, secret_decrypt, secret_encrypt
@@ -346,10 +354,19 @@ def _save(inv: Invocation, *, journal: str | None = None, detail: dict[str, Any]
         InvocationJournalEntry.objects.create(invocation=inv, state=journal, detail=detail or {})
 
 
+# How a settled state settles what the call held of its task's budget (apps.tasks.metering).
+_TASK_OUTCOME = {State.RECONCILIATION_REQUIRED: "uncertain", State.EXECUTED: "trusted",
+                 State.BUSINESS_REJECTED: "trusted", State.REJECTED_BEFORE_DISPATCH: "released",
+                 State.DENIED: "released"}
+
+
 def _settle(inv: Invocation, answer: dict[str, Any], *, journal: str | None = None,
             detail: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
     _save(inv, journal=journal, detail=detail, state=answer["state"], result=answer,
           business_status=answer.get("business_status"), **fields)
+    outcome = _TASK_OUTCOME.get(answer["state"])
+    if outcome is not None:  # in the same transaction as the answer
+        charge_settle(invocation_pk=inv.pk, outcome=outcome)
     return answer
 
 
@@ -380,7 +397,12 @@ def _send_after_commit(inv: Invocation) -> None:
 
 def _queue(inv: Invocation, target: Target) -> dict[str, Any]:
     """A call proven not sent, ready to go: take from the tool's rate limit, then hand it to the
-    dispatcher after commit; or refuse it for now (``auto_retry_allowed``, re-evaluated later)."""
+    dispatcher after commit; or refuse it for now (``auto_retry_allowed``, re-evaluated later).
+    A task-bound call first takes a dispatch permit (and a write its budget): a TASK_* refusal
+    rolls back the caller's whole transaction, so nothing is stored or consumed."""
+    bound = bound_for_run(run_id=inv.run_id)
+    if bound is not None:
+        charge_permit(bound=bound, invocation_pk=inv.pk, tool_name=inv.tool_name, write=not inv.readonly)
     rate = target.compiled.get("rate_limit")
     if rate and inv.provider_id is not None:
         decision = rate_limit_take(key=f"{inv.provider_id}:{inv.tool_name}", count=int(rate["count"]),
@@ -430,6 +452,7 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
     tool = surface.get(call.tool)
     if tool is None:
         raise ToolNotFound()
+    bound = invocation_task_check(session=session, run=run, tool_name=call.tool)
     target = _target(route=route, tool=tool)
     inv = Invocation(
         idempotency_key=key, invocation_id=call.invocation_id, project_id=route.project_id, session=session,
@@ -470,14 +493,15 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
     reasons = approval_reasons(target=target, arguments=call.arguments)
     inv.frozen_arguments = _freeze(call.arguments)
     if reasons:
-        return _create(inv, None, session=session, route=route, run=run, call=call, reasons=reasons, target=target)
+        return _create(inv, None, session=session, route=route, run=run, call=call, reasons=reasons, target=target,
+                       bound=bound)
     return _create(inv, None, session=session, route=route, run=run, call=call, target=target, dispatch=True)
 
 
 def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSession, route: Route,
             run: Run, call: InvokeCall, journal: dict[str, Any] | None = None,
-            reasons: list[str] | None = None, target: Target | None = None, dispatch: bool = False
-            ) -> dict[str, Any]:
+            reasons: list[str] | None = None, target: Target | None = None, dispatch: bool = False,
+            bound: Bound | None = None) -> dict[str, Any]:
     """Insert the new invocation in its first state. A racing identical call that inserted first
     wins: this one then answers as a replay of it."""
     try:
@@ -497,6 +521,9 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
                     expires_at=timezone.now() + timedelta(seconds=settings.TOOL_APPROVAL_TTL_SECONDS))
                 answer = _settle(inv, _answer(inv, state=State.AWAITING_APPROVAL, text=_awaiting_text(approval),
                                               approval_id=str(approval.pk)))
+                if bound is not None:  # a write waiting for approval holds its share of the budget
+                    charge_reserve(bound=bound, invocation_pk=inv.pk, tool_name=inv.tool_name,
+                                   write=not inv.readonly)
             elif dispatch and target is not None:
                 answer = _queue(inv, target)
     except IntegrityError:

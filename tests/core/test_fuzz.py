@@ -51,7 +51,7 @@ def world(transactional_db):
     client = AgentClientFactory(project=project, allowed_routes=[route.key])
     kb = KnowledgeBaseFactory(project=project)
     provider = ToolProviderFactory(project=project)
-    scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith(("knowledge:", "tools:", "routes:"))]
+    scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith(("knowledge:", "tools:", "routes:", "tasks:"))]
     _row, operator_token = operator_token_create(user=owner.user, name="fuzz", scopes=scopes)
     agent = session_for(client, principal=PRINCIPAL)
     [document] = document_upload(kb=kb, files=[SimpleUploadedFile("退货政策.md", "# 退货\n\n七天无理由。".encode())],
@@ -136,11 +136,12 @@ def test_fuzzing_finds_no_server_error_and_no_schema_violation(world, live_serve
 
         run()
 
-    # Every operation once per mode before the next mode: the time budget never starves an operation.
+    # Every operation gets its positive pass whatever the time; the time budget only cuts the
+    # negative pass short (on a loaded machine), so no operation is ever starved.
     runs = [(mode, operation) for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
             for operation in operations]
     for mode, operation in runs:
-        if time.monotonic() - started > TIME_BUDGET_SECONDS:
+        if mode == GenerationMode.NEGATIVE and time.monotonic() - started > TIME_BUDGET_SECONDS:
             break
         # Positive cases reach the real route and knowledge base; negative ones make up path parameters.
         known = _known_path_parameters(operation, world) if mode == GenerationMode.POSITIVE else None

@@ -46,6 +46,8 @@ class BusinessServer:
         self.behaviours: dict[str, Behaviour] = {}
         self.lock = threading.Lock()
         self.release = threading.Event()
+        self.in_flight = 0
+        self.max_in_flight = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -70,8 +72,13 @@ class BusinessServer:
                     self._send(401, b'{"error":"invalid_signature"}', "application/json")
                     return
                 behaviour = server.behaviour_for(self.path)
-                if behaviour.delay:
+                if behaviour.delay:  # counted while the answer is held back: calls in flight at once
+                    with server.lock:
+                        server.in_flight += 1
+                        server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.release.wait(behaviour.delay)
+                    with server.lock:
+                        server.in_flight -= 1
                 if behaviour.garbage:
                     self.wfile.write(b"\x00\x01 this is not HTTP at all\r\n\r\n")
                     self.close_connection = True

@@ -1,0 +1,127 @@
+"""Task metering on real invocations against a real signed business server and a real worker:
+a shared write budget across sessions, bounded concurrency, pause, and receipts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from django.db import connection
+from rest_framework.test import APIClient
+
+from apps.tasks.models import Task
+from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
+from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.ledger.helpers import open_turn
+from tests.projects.factories import MembershipFactory
+from tests.tools.invocation_helpers import ROUTE, new_id
+
+pytest_plugins = ["tests.tools.invocation_fixtures"]
+
+CONVERSATION = "local-conversation-1"
+
+
+def _task(shop, sessions, *, tools=("stock_write", "item_read"), **policy):
+    owner = MembershipFactory(project=shop.route.project, role="owner")
+    members = [MemberSpec(session_id=str(s.pk), workspace=ROUTE, client_conversation_id=CONVERSATION,
+                          allowed_tools=tools) for s in sessions]
+    task, _ = task_create(project=shop.route.project, user=owner.user, request_id=new_id(), members=members,
+                          policy=PolicySpec(**policy))
+    return task, owner
+
+
+def _bound_run(shop, token, task, n=2):
+    binding = {"schema_version": "bailing.agent-task-binding.v1", "task_id": str(task.pk),
+               "scope_hash": task.scope_hash}
+    response = open_turn(APIClient(), token, ROUTE, n=n, task_binding=binding)
+    assert response.status_code == 200, response.json()
+    return response.json()["run_id"]
+
+
+def _body(shop, run_id, tool="stock_write", arguments=None, invocation_id=None):
+    return {"invocation_id": invocation_id or new_id(), "route": ROUTE, "capability_revision": shop.revision,
+            "agent_run_id": run_id, "tool": tool, "arguments": arguments or {"sku": "TEA-1", "quantity": 1}}
+
+
+def _post(token, body):
+    return APIClient().generic("POST", "/agent-api/v1/tool-invocations", json.dumps(body),
+                               content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def test_two_sessions_share_one_write_budget_and_never_exceed_its_concurrency(shop, dispatching):
+    second = session_for(shop.session.client, principal={**PRINCIPAL, "id": "u-1002"})
+    task, _ = _task(shop, [shop.session, second.session], max_write_calls=5, max_concurrent=2)
+    runs = {shop.token: _bound_run(shop, shop.token, task), second.access_token: _bound_run(shop, second.access_token,
+                                                                                          task)}
+    shop.server.respond("/api/stock", delay=0.3, body=b'{"adjusted":1}')
+    outcomes: list[str] = []
+    refused_for_now: list[int] = []
+    barrier = threading.Barrier(40)
+
+    def agent(token: str) -> None:
+        body = _body(shop, runs[token])
+        try:
+            barrier.wait()
+            for _ in range(200):  # an agent host retries a call refused for now, with the same invocation_id
+                response = _post(token, body)
+                answer = response.json()
+                if answer.get("error") == "TASK_CONCURRENCY_EXHAUSTED":
+                    refused_for_now.append(response.status_code)
+                    time.sleep(0.05)
+                    continue
+                outcomes.append(answer.get("state") or answer["error"])
+                return
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=agent, args=(token,)) for token in runs for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["TASK_WRITE_BUDGET_EXHAUSTED"] * 35 + ["executed"] * 5
+    assert len(shop.server.requests_to("/api/stock")) == 5
+    assert shop.server.max_in_flight <= 2
+    assert set(refused_for_now) <= {429}
+    task.refresh_from_db()
+    assert (task.write_reserved, task.write_consumed, task.active_permits) == (0, 5, 0)
+
+
+def test_a_paused_task_dispatches_nothing_until_resumed(shop, dispatching):
+    task, owner = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1)
+    run_id = _bound_run(shop, shop.token, task)
+    task_control(task=task, user=owner.user, request_id="p", expected_revision=1, action="pause")
+    body = _body(shop, run_id)
+    response = _post(shop.token, body)
+    assert (response.status_code, response.json()["error"]) == (409, "TASK_PAUSED")
+    assert shop.server.requests_to("/api/stock") == []
+    task_control(task=task, user=owner.user, request_id="r", expected_revision=2, action="resume")
+    assert _post(shop.token, body).json()["state"] == "executed"
+    task.refresh_from_db()
+    assert (task.write_consumed, task.active_permits) == (1, 0)
+
+
+def test_a_tool_outside_the_members_tools_is_refused_and_nothing_is_stored(shop, dispatching):
+    task, _ = _task(shop, [shop.session], tools=("item_read",))
+    run_id = _bound_run(shop, shop.token, task)
+    response = _post(shop.token, _body(shop, run_id))
+    assert (response.status_code, response.json()["error"]) == (403, "TASK_TOOL_NOT_ALLOWED")
+    assert shop.server.received == []
+
+
+def test_an_enforced_session_cannot_invoke_under_an_unbound_run(shop, dispatching):
+    _task(shop, [shop.session])
+    response = _post(shop.token, _body(shop, shop.run_id))  # the fixture's run was opened before the task
+    assert (response.status_code, response.json()["error"]) == (403, "TASK_REQUIRED")
+    assert shop.server.received == []
+
+
+def test_an_uncertain_write_keeps_its_reservation(shop, dispatching, settings):
+    task, _ = _task(shop, [shop.session], max_write_calls=2, max_concurrent=2)
+    run_id = _bound_run(shop, shop.token, task)
+    shop.server.respond("/api/stock", status=503, body=b'{"error":"down"}')
+    assert _post(shop.token, _body(shop, run_id)).json()["state"] == "reconciliation_required"
+    task.refresh_from_db()
+    assert (task.write_reserved, task.write_consumed, task.active_permits) == (1, 0, 1)
+    assert Task.objects.get(pk=task.pk).charges.get().outcome == "uncertain"
