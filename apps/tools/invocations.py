@@ -687,7 +687,7 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
     committed), send it once, record the answer. Run twice, or after a worker died mid-send, it
     never sends again: a claimed call without an answer becomes ``uncertain``."""
     with transaction.atomic():
-        inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider").filter(
+        inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider", "project").filter(
             pk=invocation_pk).first()
         if inv is None or inv.state != State.IN_PROGRESS:
             return "settled"
@@ -720,7 +720,7 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
 
 def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
     """The signed request of a claimed call, or why it is not sent (its state is then settled)."""
-    if _paused(inv.project_id):
+    if inv.project.tool_execution_paused:
         _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
                              text=f"Tool execution is paused for this project. {NOT_SENT_TEXT} Resume this same "
                                   "invocation later."))
@@ -772,9 +772,12 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
         _uncertain(inv, reason=outcome.reason or "no answer", detail={"elapsed_ms": outcome.elapsed_ms})
         return "uncertain"
     status = outcome.status
-    _save(inv, journal=Journal.RESPONSE_RECORDED,
-          detail={"status": status, "bytes": len(outcome.body), "truncated": outcome.truncated,
-                  "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms})
+    # The answer is recorded and the call completed in one transaction: both journal entries,
+    # one row update.
+    InvocationJournalEntry.objects.create(
+        invocation=inv, state=Journal.RESPONSE_RECORDED,
+        detail={"status": status, "bytes": len(outcome.body), "truncated": outcome.truncated,
+                "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms})
     text = _response_text(outcome)
     if 200 <= status < 300:
         answer = _answer(inv, state=State.EXECUTED, text=text, business_status=status)
