@@ -575,6 +575,12 @@ ERRORS["apps.runtime.api.turns.TurnOpenApi"] += TASK_BOUND
 for _view in ("apps.runtime.api.knowledge.KnowledgeSearchApi", "apps.runtime.api.knowledge.KnowledgeReadApi"):
     ERRORS[_view] += [task_errors.TaskRequired, task_errors.TaskScopeBlocked, task_errors.TaskCancelled,
                       task_errors.TaskExpired]
+TASK_METERED = [task_errors.TaskRequired, task_errors.TaskToolNotAllowed, task_errors.TaskPaused,
+                task_errors.TaskConcurrencyExhausted, task_errors.TaskWriteBudgetExhausted,
+                task_errors.TaskScopeBlocked, task_errors.TaskCancelled, task_errors.TaskExpired]
+ERRORS["apps.runtime.api.invocations.ToolInvocationApi"] += TASK_METERED
+ERRORS["apps.runtime.api.invocations.ToolInvocationResumeApi"] += TASK_METERED
+ERRORS["apps.runtime.api.invocations.ToolInvocationReceiptApi"] += [task_errors.TaskScopeBlocked]
 ERRORS["apps.runtime.api.tools.CapabilitySearchApi"] += [task_errors.TaskRequired, task_errors.TaskScopeBlocked,
                                                          task_errors.TaskCancelled, task_errors.TaskExpired]
 ERRORS.update({

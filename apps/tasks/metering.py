@@ -141,3 +141,11 @@ def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
     charge.save(update_fields=["outcome", "permit", "reserved", "updated_at"])
     _ledger(task, "settled", {"tool": charge.tool_name, "outcome": outcome})
     Task.objects.filter(pk=task.pk).update(ledger_sequence=task.ledger_sequence, **updates)
+
+
+def receipt_task_check(*, run_id: Any) -> None:
+    """A receipt of a task's invocation re-verifies the task's whole member set (a revoked or
+    changed member blocks the task and the receipt answers TASK_SCOPE_BLOCKED)."""
+    link = TaskRun.objects.select_related("task").filter(run_id=run_id).first()
+    if link is not None:
+        task_members_verify(task=link.task)

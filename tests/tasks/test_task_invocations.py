@@ -125,3 +125,24 @@ def test_an_uncertain_write_keeps_its_reservation(shop, dispatching, settings):
     task.refresh_from_db()
     assert (task.write_reserved, task.write_consumed, task.active_permits) == (1, 0, 1)
     assert Task.objects.get(pk=task.pk).charges.get().outcome == "uncertain"
+
+
+def test_a_receipt_re_verifies_the_member_set(shop, dispatching):
+    from apps.agent_auth.services import session_revoke
+
+    second = session_for(shop.session.client, principal={**PRINCIPAL, "id": "u-1002"})
+    task, _ = _task(shop, [shop.session, second.session], tools=("item_read",))
+    run_id = _bound_run(shop, shop.token, task)
+    invocation_id = new_id()
+    answer = _post(shop.token, _body(shop, run_id, tool="item_read", arguments={"item_id": "TEA-1"},
+                                     invocation_id=invocation_id)).json()
+    assert answer["state"] == "executed", answer
+    receipt = APIClient().get(f"/agent-api/v1/tool-invocations/{invocation_id}/receipt",
+                              HTTP_AUTHORIZATION=f"Bearer {shop.token}")
+    assert receipt.status_code == 200
+    session_revoke(session=second.session, revoked_by="operator")
+    receipt = APIClient().get(f"/agent-api/v1/tool-invocations/{invocation_id}/receipt",
+                              HTTP_AUTHORIZATION=f"Bearer {shop.token}")
+    assert (receipt.status_code, receipt.json()["error"]) == (409, "TASK_SCOPE_BLOCKED")
+    task.refresh_from_db()
+    assert task.state == "blocked"

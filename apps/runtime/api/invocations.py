@@ -22,6 +22,7 @@ from apps.ledger.selectors import run_get_for_route
 from apps.routes.validators import TOOL_NAME_RE
 from apps.runtime.api.base import AgentApi, tool_route_get
 from apps.runtime.tool_builtins import builtin_run
+from apps.tasks.metering import receipt_task_check
 from apps.tools import invocations
 from apps.tools.invocation_errors import (
     ARGUMENTS_MAX_BYTES,
@@ -120,6 +121,7 @@ class ToolInvocationReceiptApi(InvocationApi):
         inv = invocations.invocation_get_for_session(session=self.session, invocation_id=invocation_id)
         tool_route_get(session=self.session, key=inv.route.key, require_runtime=True)
         invocations.invocation_tool_check(session=self.session, inv=inv)
+        receipt_task_check(run_id=inv.run_id)
         return Response(invocations.invocation_receipt(inv=inv))
 
 
