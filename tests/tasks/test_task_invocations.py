@@ -146,3 +146,44 @@ def test_a_receipt_re_verifies_the_member_set(shop, dispatching):
     assert (receipt.status_code, receipt.json()["error"]) == (409, "TASK_SCOPE_BLOCKED")
     task.refresh_from_db()
     assert task.state == "blocked"
+
+
+def _counters(task):
+    task.refresh_from_db()
+    return task.write_reserved, task.write_consumed, task.active_permits
+
+
+def test_crash_boundaries_never_lose_or_double_count_budget(shop, transactional_db, settings):
+    """Boundary 1: the call is committed with its permit but the worker has not claimed it (a crash
+    before dispatch) — the permit and reservation are held, nothing is sent. Boundary 2: the worker
+    committed `dispatching` and died — the redelivered message makes it uncertain, the reservation
+    and permit are kept, and nothing is ever sent twice. Boundary 3: a trusted answer settles the
+    budget exactly once however many times the message is redelivered."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.tools.invocations import invocation_dispatch
+    from apps.tools.models import Invocation, InvocationJournalEntry
+
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=3)
+    run_id = _bound_run(shop, shop.token, task)
+    crashed = _post(shop.token, _body(shop, run_id)).json()
+    assert crashed["state"] == "in_progress"
+    assert _counters(task) == (1, 0, 1)  # boundary 1: held, not sent
+    inv = Invocation.objects.get(invocation_id=crashed["invocation_id"])
+    Invocation.objects.filter(pk=inv.pk).update(journal_state="dispatching", dispatched_at=timezone.now(),
+                                                dispatch_deadline=timezone.now() - timedelta(seconds=1))
+    InvocationJournalEntry.objects.create(invocation=inv, state="dispatching", detail={"method": "POST"})
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "uncertain"
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "settled"
+    assert _counters(task) == (1, 0, 1)  # boundary 2: an uncertain write keeps its reservation and permit
+    assert shop.server.requests_to("/api/stock") == []
+
+    answered = _post(shop.token, _body(shop, run_id, arguments={"sku": "TEA-2", "quantity": 2})).json()
+    other = Invocation.objects.get(invocation_id=answered["invocation_id"])
+    for _ in range(3):  # the same message delivered three times
+        invocation_dispatch(invocation_pk=str(other.pk))
+    assert len(shop.server.requests_to("/api/stock")) == 1
+    assert _counters(task) == (1, 1, 1)  # boundary 3: consumed once; the uncertain one still held
