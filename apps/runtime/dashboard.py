@@ -1,6 +1,6 @@
 """What the console's landing page shows for each project an operator may see: its routes, its
-knowledge bases with document counts by status, its agent sessions, its pending tool approvals and
-its recent runs.
+knowledge bases with document counts by status, its agent sessions, its pending tool approvals, its
+active tasks and its recent runs.
 
 It reads every app (routes, agent_auth, knowledge, ledger), which only runtime may import. The
 number of queries is fixed — one per kind of row, whatever the number of projects or rows — and
@@ -22,6 +22,7 @@ from apps.ledger.models import Run
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_visible
 from apps.routes.models import Route
+from apps.tasks.models import Task
 from apps.tools.models import Approval
 
 ROUTES_PER_PROJECT = 20
@@ -57,6 +58,7 @@ class ProjectDashboard:
     runs_last_day: int = 0
     recent_runs: list[Run] = field(default_factory=list)
     approvals_pending: int = 0
+    tasks_active: int = 0
 
 
 def _ranked(queryset, *, partition: str, order: list, limit: int):
@@ -148,6 +150,13 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     )
     for row in pending:
         boards[row["project_id"]].approvals_pending = row["n"]
+
+    active_tasks = (
+        Task.objects.filter(project_id__in=ids, state=Task.State.ACTIVE)
+        .values("project_id").annotate(n=Count("id"))
+    )
+    for row in active_tasks:
+        boards[row["project_id"]].tasks_active = row["n"]
 
     runs = _ranked(
         Run.objects.filter(route__project_id__in=ids).select_related("route", "conversation")

@@ -1,0 +1,477 @@
+"""Operator screens for task control: the task list, creating a task from existing agent sessions,
+and a task's page with its live counters and the pause / resume / cancel buttons.
+
+Every write goes through ``apps.tasks.services`` (the builder API calls the same functions):
+``task_create`` with a request_id rendered into the form, so a double submit creates one task, and
+``task_control`` with the revision the page showed, so a stale page changes nothing. The tool
+checkboxes come from the route's surface (``apps.tools.surface``); the admin may import tools, the
+task services may not. Pages show states and counts, never tool arguments or business bodies.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from apps.agent_auth.models import AgentSession
+from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.models import Project
+from apps.projects.selectors import project_list_editable
+from apps.routes.models import Route
+from apps.tasks import selectors, services
+from apps.tasks.errors import TaskInvalid, TaskRequestConflict, TaskRevisionConflict, TaskTransitionInvalid
+from apps.tasks.models import Task, TaskLedgerEntry
+from apps.tools.surface import route_surface
+
+MEMBER_ROWS = 4
+LEDGER_SHOWN = 20
+_REQUEST_PREFIX = "console:"
+_STATE_CLASSES = {"active": "bh-ok", "paused": "bh-warn", "blocked": "bh-bad", "cancelled": "bh-off"}
+_ACTION_LABELS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel task"}
+# Which buttons a state offers; the service decides again under the row lock.
+_ACTIONS_FROM = {
+    Task.State.ACTIVE: ["pause", "cancel"],
+    Task.State.PAUSED: ["resume", "cancel"],
+    Task.State.BLOCKED: ["cancel"],
+    Task.State.CANCELLED: [],
+}
+
+
+def state_badge(state: str) -> SafeString:
+    return format_html('<span class="bh-badge {}" data-task-state="{}">{}</span>', _STATE_CLASSES.get(state, ""),
+                       state, state)
+
+
+def budget_text(task: Task) -> str:
+    limit = "∞" if task.max_write_calls is None else str(task.max_write_calls)
+    return f"{task.write_consumed} / {task.write_reserved} / {limit}"
+
+
+def permits_text(task: Task) -> str:
+    return f"{task.active_permits} / {task.max_concurrent}"
+
+
+def _fresh_request_id() -> str:
+    return f"{_REQUEST_PREFIX}{uuid.uuid4()}"
+
+
+def session_label(session: AgentSession) -> str:
+    """What identifies a session to an operator — never a token."""
+    who = session.on_behalf_of or "—"
+    return f"{session.client.app_id} · {who} (principal {session.principal_id}) · {session.device_label}"
+
+
+# ---- create ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolOption:
+    route: str
+    name: str
+    readonly: bool
+
+    @property
+    def value(self) -> str:
+        return f"{self.route}:{self.name}"
+
+
+def project_tool_options(project: Project) -> list[ToolOption]:
+    """Every tool an operator may grant on each of the project's routes, as the operator's view of
+    the surface shows it; a member's own surface is checked again on submit."""
+    options = []
+    for route in Route.objects.filter(project=project).order_by("key"):
+        for tool in route_surface(route=route, session=None).tools:
+            options.append(ToolOption(route=route.key, name=tool.name, readonly=bool(tool.definition["readonly"])))
+    return options
+
+
+class ProjectPickForm(forms.Form):
+    project = forms.ModelChoiceField(queryset=Project.objects.none(), empty_label=None,
+                                     error_messages={"invalid_choice": "Choose a project you may change."})
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        project_field = self.fields["project"]
+        assert isinstance(project_field, forms.ModelChoiceField)
+        project_field.queryset = project_list_editable(user=user).order_by("name")
+
+
+class TaskPolicyForm(forms.Form):
+    """Only the shape is checked here: the ranges are the service's (one place decides them)."""
+
+    name = forms.CharField(required=False, max_length=200, widget=forms.TextInput(attrs={"class": "vTextField"}))
+    max_write_calls = forms.IntegerField(
+        required=False, label="Write budget (max write calls)",
+        help_text="Empty: unlimited. 0: read only. Every call of a write tool counts, idempotent ones included.")
+    max_concurrent = forms.IntegerField(initial=1, label="Max concurrent calls",
+                                        help_text="Dispatch permits in flight at once, reads included (1 to 64).")
+    expires_at = forms.DateTimeField(required=False, label="Expires at",
+                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+                                     help_text="Empty: never. The console's time zone.")
+    request_id = forms.RegexField(regex=r"^[A-Za-z0-9._:-]{1,128}$", widget=forms.HiddenInput,
+                                  error_messages={"required": "Reload the page and submit again.",
+                                                  "invalid": "Reload the page and submit again."})
+
+
+class MemberForm(forms.Form):
+    session = forms.ChoiceField(required=False, label="Agent session")
+    workspace = forms.ChoiceField(required=False, label="Workspace")
+    client_conversation_id = forms.CharField(required=False, max_length=255, label="Client conversation id",
+                                             widget=forms.TextInput(attrs={"class": "vTextField"}))
+    allowed_tools = forms.MultipleChoiceField(required=False, label="Tools", widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args: Any, sessions: list[AgentSession], routes: list[str], tools: list[ToolOption],
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._set_choices("session", [("", "— none —")] + [(str(s.pk), session_label(s)) for s in sessions])
+        self._set_choices("workspace", [("", "—")] + [(key, key) for key in routes])
+        self._set_choices("allowed_tools", [(tool.value, tool.name) for tool in tools])
+
+    def _set_choices(self, name: str, choices: list[tuple[str, str]]) -> None:
+        field = self.fields[name]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = choices
+
+    @property
+    def used(self) -> bool:
+        data = getattr(self, "cleaned_data", {})
+        return bool(data.get("session"))
+
+
+_MEMBER_FIELDS = {"session_id": "session", "workspace": "workspace",
+                  "client_conversation_id": "client_conversation_id", "allowed_tools": "allowed_tools"}
+_POLICY_FIELDS = {"policy.max_write_calls": "max_write_calls", "policy.max_concurrent": "max_concurrent",
+                  "policy.expires_at": "expires_at"}
+
+
+class CreatePage:
+    """The create form of one project: policy, member rows, and where each service error goes."""
+
+    def __init__(self, project: Project, data: Any | None = None) -> None:
+        self.project = project
+        now = timezone.now()
+        self.sessions = [s for s in AgentSession.objects.select_related("client").filter(
+            client__project=project, revoked_at__isnull=True, refresh_expires_at__gt=now).order_by(
+            "client__app_id", "on_behalf_of", "created_at") if s.is_active(now)]
+        self.routes = list(Route.objects.filter(project=project).order_by("key").values_list("key", flat=True))
+        self.tools = project_tool_options(project)
+        self.policy = TaskPolicyForm(data, initial={"request_id": _fresh_request_id(), "max_concurrent": 1})
+        self.members = [MemberForm(data, prefix=f"m{index}", sessions=self.sessions, routes=self.routes,
+                                   tools=self.tools) for index in range(MEMBER_ROWS)]
+        self.errors: list[str] = []
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for index, form in enumerate(self.members):
+            checked = set(form["allowed_tools"].value() or [])
+            bound = form.is_bound and any(form[name].value() for name in ("session", "workspace",
+                                                                          "client_conversation_id"))
+            rows.append({"form": form, "index": index, "shown": index == 0 or bound or bool(form.errors),
+                         "tools": [{"option": tool, "checked": tool.value in checked,
+                                    "id": f"id_m{index}-tool-{position}"} for position, tool in enumerate(self.tools)]})
+        return rows
+
+    def is_valid(self) -> bool:
+        valid = self.policy.is_valid()
+        for form in self.members:
+            valid = form.is_valid() and valid
+        return valid
+
+    def used_rows(self) -> list[MemberForm]:
+        return [form for form in self.members if form.used]
+
+    def specs(self) -> list[services.MemberSpec]:
+        out = []
+        for form in self.used_rows():
+            data = form.cleaned_data
+            tools = []
+            for value in data["allowed_tools"]:
+                route, _, name = value.partition(":")
+                if route != data["workspace"]:
+                    form.add_error("allowed_tools", f"{name} is a tool of {route}, not of this workspace.")
+                tools.append(name)
+            out.append(services.MemberSpec(session_id=data["session"], workspace=data["workspace"],
+                                           client_conversation_id=data["client_conversation_id"].strip(),
+                                           allowed_tools=tuple(tools)))
+        return out
+
+    def check_surfaces(self, specs: list[services.MemberSpec]) -> None:
+        """Each member's tools must be on the surface its own session sees on that workspace."""
+        sessions = {str(s.pk): s for s in self.sessions}
+        routes = {route.key: route for route in Route.objects.filter(project=self.project)}
+        for form, spec in zip(self.used_rows(), specs, strict=True):
+            session, route = sessions.get(spec.session_id), routes.get(spec.workspace)
+            if session is None or route is None or not spec.allowed_tools or form.errors:
+                continue
+            visible = {tool.name for tool in route_surface(route=route, session=session).tools}
+            missing = [name for name in spec.allowed_tools if name not in visible]
+            if missing:
+                form.add_error("allowed_tools", f"Not on this session's surface of {spec.workspace}: "
+                                                f"{', '.join(missing)}.")
+
+    def policy_spec(self) -> services.PolicySpec:
+        data = self.policy.cleaned_data
+        concurrent = data["max_concurrent"]
+        return services.PolicySpec(max_write_calls=data["max_write_calls"],
+                                   max_concurrent=1 if concurrent is None else concurrent,
+                                   expires_at=data["expires_at"])
+
+    def place(self, error: TaskInvalid) -> None:
+        """Each of the service's field errors beside its field; the rest above the form."""
+        used = self.used_rows()
+        for name, field_messages in (error.extra.get("fields") or {}).items():
+            for message in field_messages:
+                self._place_one(name, message, used)
+        if not (error.extra.get("fields") or {}):
+            self.errors.append(error.message)
+
+    def _place_one(self, name: str, message: str, used: list[MemberForm]) -> None:
+        if name in _POLICY_FIELDS:
+            self.policy.add_error(_POLICY_FIELDS[name], message)
+            return
+        if name.startswith("members[") and "]." in name:
+            index_text, _, field_name = name[len("members["):].partition("].")
+            if index_text.isdigit() and int(index_text) < len(used) and field_name in _MEMBER_FIELDS:
+                used[int(index_text)].add_error(_MEMBER_FIELDS[field_name], message)
+                return
+        if name == "members":
+            message = "Add at least one member: a session, its workspace and a conversation id." \
+                if not used else message
+        self.errors.append(message)
+
+    @property
+    def has_errors(self) -> bool:
+        return bool(self.errors or self.policy.errors or any(form.errors for form in self.members))
+
+
+# ---- the admin ------------------------------------------------------------------------------------
+
+
+class ControlForm(forms.Form):
+    action = forms.ChoiceField(choices=[(name, name) for name in _ACTION_LABELS],
+                               error_messages={"required": "Press a button.", "invalid_choice": "Press a button."})
+    expected_revision = forms.IntegerField(min_value=1, error_messages={"required": "Reload the page."})
+    request_id = forms.RegexField(regex=r"^[A-Za-z0-9._:-]{1,128}$",
+                                  error_messages={"required": "Reload the page.", "invalid": "Reload the page."})
+    confirmed = forms.BooleanField(required=False)
+
+
+@admin.register(Task)
+class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    """Tasks of the operator's projects. Owners and editors create and control them; viewers read."""
+
+    list_display = ["task_name", "state_badge", "member_count", "write_budget", "permits", "expiry", "created_at"]
+    list_display_links = ["task_name"]
+    list_filter = ["state", "project"]
+    search_fields = ["name"]
+    list_select_related = ["project"]
+    ordering = ["-created_at", "-id"]
+    list_per_page = 50
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
+        queryset: QuerySet[Task] = super().get_queryset(request)
+        return queryset.annotate(member_total=Count("members"))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_control_permission(self, request: HttpRequest, task: Task) -> bool:
+        return request.user.is_superuser or task.project_id in self.editable_project_ids(request)
+
+    @admin.display(description="Name", ordering="name")
+    def task_name(self, obj: Task) -> str:
+        return str(obj)
+
+    @admin.display(description="State", ordering="state")
+    def state_badge(self, obj: Task) -> SafeString:
+        return state_badge(obj.state)
+
+    @admin.display(description="Members", ordering="member_total")
+    def member_count(self, obj: Task) -> int:
+        return int(getattr(obj, "member_total", 0))
+
+    @admin.display(description="Writes: consumed / reserved / max")
+    def write_budget(self, obj: Task) -> str:
+        return budget_text(obj)
+
+    @admin.display(description="Permits: active / max")
+    def permits(self, obj: Task) -> str:
+        return permits_text(obj)
+
+    @admin.display(description="Expires", ordering="expires_at")
+    def expiry(self, obj: Task) -> str:
+        return obj.expires_at.strftime("%Y-%m-%d %H:%M") if obj.expires_at else "never"
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/control/", wrap(self.control_view), name="tasks_task_control"),
+            path("<path:object_id>/live/", wrap(self.live_view), name="tasks_task_live"),
+            *super().get_urls(),
+        ]
+
+    # -- create --
+
+    def add_view(self, request: HttpRequest, form_url: str = "",
+                 extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        source = request.POST if request.method == "POST" else request.GET
+        pick = ProjectPickForm(source if "project" in source else None, user=request.user)
+        editable = list(project_list_editable(user=request.user).order_by("name")[:2])
+        project: Project | None = None
+        if pick.is_bound and pick.is_valid():
+            project = pick.cleaned_data["project"]
+        elif not pick.is_bound and len(editable) == 1:
+            project = editable[0]
+        if project is None:
+            return self._create_page(request, pick=pick, page=None)
+        if request.method != "POST":
+            return self._create_page(request, pick=pick, page=CreatePage(project))
+        page = CreatePage(project, request.POST)
+        if not page.is_valid():
+            return self._create_page(request, pick=pick, page=page, status=422)
+        specs = page.specs()
+        page.check_surfaces(specs)
+        if page.has_errors:
+            return self._create_page(request, pick=pick, page=page, status=422)
+        try:
+            task, created = services.task_create(
+                project=project, user=request.user, request_id=page.policy.cleaned_data["request_id"],
+                name=page.policy.cleaned_data["name"].strip(), members=specs, policy=page.policy_spec())
+        except TaskInvalid as error:
+            page.place(error)
+            return self._create_page(request, pick=pick, page=page, status=422)
+        except TaskRequestConflict:
+            page.errors.append("This form was already used to create a different task. Reload the page and "
+                               "submit again; nothing was created.")
+            return self._create_page(request, pick=pick, page=page, status=409)
+        if created:
+            messages.success(request, format_html(
+                "Task {} created with {} member(s). Its sessions must now carry the task binding on every turn.",
+                str(task), len(specs)))
+        else:
+            messages.info(request, f"Task {task} was already created by this form; nothing new was created.")
+        return HttpResponseRedirect(reverse("admin:tasks_task_change", args=[task.pk]))
+
+    def _create_page(self, request: HttpRequest, *, pick: ProjectPickForm, page: CreatePage | None,
+                     status: int = 200) -> TemplateResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Create a task",
+            "subtitle": None,
+            "opts": self.opts,
+            "pick": pick,
+            "page": page,
+            "rows": page.rows() if page is not None else [],
+            "member_rows": MEMBER_ROWS,
+        }
+        return TemplateResponse(request, "admin/tasks/task/create.html", context, status=status)
+
+    # -- the task page --
+
+    def _task(self, request: HttpRequest, object_id: str) -> Task:
+        """Another project's task is a 404, as an unknown one."""
+        try:
+            pk = uuid.UUID(str(object_id))
+        except ValueError:
+            raise Http404("No such task.") from None
+        task = self.get_queryset(request).select_related("project", "created_by").filter(pk=pk).first()
+        if task is None:
+            raise Http404("No such task.")
+        return task
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        task = self._task(request, object_id)
+        if request.method == "POST":
+            # The page has no form of its own: controls post to their own URL.
+            return HttpResponseRedirect(reverse("admin:tasks_task_change", args=[task.pk]))
+        return self._detail_page(request, task)
+
+    def _detail_page(self, request: HttpRequest, task: Task, *, confirm: dict[str, Any] | None = None,
+                     status: int = 200) -> TemplateResponse:
+        can_control = self.has_control_permission(request, task)
+        members = list(task.members.select_related("session", "session__client").order_by("position"))
+        ledger = list(TaskLedgerEntry.objects.filter(task=task).order_by("-sequence")[:LEDGER_SHOWN])
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Task: {task}",
+            "subtitle": None,
+            "opts": self.opts,
+            "task": task,
+            "state_badge": state_badge(task.state),
+            "budget": budget_text(task),
+            "permits": permits_text(task),
+            "policy": selectors.task_policy(task),
+            "members": [{"member": m, "session_state": _session_state(m.session)} for m in members],
+            "runs": selectors.task_runs_summary(task=task),
+            "ledger": ledger,
+            "can_control": can_control,
+            "actions": [{"name": name, "label": _ACTION_LABELS[name]}
+                        for name in _ACTIONS_FROM.get(Task.State(task.state), [])] if can_control else [],
+            "request_id": _fresh_request_id(),
+            "confirm": confirm,
+            "live_url": reverse("admin:tasks_task_live", args=[task.pk]),
+        }
+        return TemplateResponse(request, "admin/tasks/task/detail.html", context, status=status)
+
+    def live_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
+        """The counters the task page refreshes: states and counts only."""
+        task = self._task(request, object_id)
+        # admin_view already marks it never-cache (no-store).
+        return JsonResponse({"state": task.state, "revision": task.revision,
+                             "ledger_sequence": task.ledger_sequence, "counters": selectors.task_counters(task),
+                             "budget": budget_text(task), "permits": permits_text(task)})
+
+    def control_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        task = self._task(request, object_id)
+        detail_url = reverse("admin:tasks_task_change", args=[task.pk])
+        if request.method != "POST":
+            return HttpResponseRedirect(detail_url)
+        if not self.has_control_permission(request, task):
+            raise PermissionDenied
+        form = ControlForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "The control was not understood; reload the page and try again. Nothing changed.")
+            return HttpResponseRedirect(detail_url)
+        data = form.cleaned_data
+        if data["action"] == "cancel" and not data["confirmed"]:
+            return self._detail_page(request, task, confirm={"expected_revision": data["expected_revision"],
+                                                             "request_id": data["request_id"]})
+        try:
+            services.task_control(task=task, user=request.user, request_id=data["request_id"],
+                                  expected_revision=data["expected_revision"], action=data["action"])
+        except TaskRevisionConflict:
+            task.refresh_from_db()
+            messages.error(request, f"The task changed since you loaded it (it is now {task.state}, revision "
+                                    f"{task.revision}); nothing was changed. Look at it again before deciding.")
+        except TaskTransitionInvalid as error:
+            messages.error(request, f"{error.message} Nothing was changed.")
+        except TaskRequestConflict:
+            messages.error(request, "This button was already used for a different control; reload the page. "
+                                    "Nothing was changed.")
+        else:
+            done = {"pause": "Paused: no new dispatch permits; calls in flight may finish.",
+                    "resume": "Resumed: new calls may dispatch again; the budget is as it was.",
+                    "cancel": "Cancelled: final. Nothing was rolled back."}
+            messages.success(request, done[data["action"]])
+        return HttpResponseRedirect(detail_url)
+
+
+def _session_state(session: AgentSession) -> str:
+    if session.revoked_at is not None:
+        return "revoked"
+    return "active" if session.is_active(timezone.now()) else "expired"

@@ -1,0 +1,257 @@
+"""The task console (apps/tasks/admin.py) through Django's test client: scoping, creating a task
+from sessions with errors beside their fields, a double submit, control with compare-and-set and
+a viewer's read-only page."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.projects.models import Membership
+from apps.tasks.models import Task, TaskLedgerEntry
+from apps.tasks.services import MemberSpec, PolicySpec, task_create
+from apps.tools.route_tools import SourceSpec, route_tools_set
+from tests.agent_auth.factories import AgentClientFactory
+from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.projects.factories import MembershipFactory, ProjectFactory
+from tests.routes.factories import RouteFactory
+from tests.tasks.conftest import TaskWorld
+from tests.tools.factories import ToolProviderFactory
+
+ADD_URL = reverse("admin:tasks_task_add")
+LIST_URL = reverse("admin:tasks_task_changelist")
+
+
+@pytest.fixture
+def tools(world: TaskWorld) -> None:
+    provider = ToolProviderFactory(project=world.route.project, name="store")
+    route_tools_set(route=world.route, sources=[SourceSpec(provider=provider,
+                                                           allowed_tools=["order_status", "stock_adjust"])],
+                    write_tools=["stock_adjust"], tools_direct_enabled=True)
+
+
+@pytest.fixture
+def owner(world: TaskWorld) -> Client:
+    client = Client()
+    client.force_login(world.owner.user)
+    return client
+
+
+def _viewer(world: TaskWorld) -> Client:
+    membership = MembershipFactory(project=world.route.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(membership.user)
+    return client
+
+
+def _task(world: TaskWorld, **policy) -> Task:
+    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="rq-1", name="restock",
+                          members=[MemberSpec(session_id=str(world.first.session.pk), workspace=world.route.key,
+                                              client_conversation_id="conv-1", allowed_tools=("stock_adjust",))],
+                          policy=PolicySpec(**policy))
+    return task
+
+
+def _form(world: TaskWorld, **overrides) -> dict[str, str | list[str]]:
+    data: dict[str, str | list[str]] = {
+        "project": str(world.route.project.pk), "request_id": "console:form-1", "name": "restock shelf 4",
+        "m0-session": str(world.first.session.pk), "m0-workspace": world.route.key,
+        "m0-client_conversation_id": "conv-1", "m0-allowed_tools": [f"{world.route.key}:stock_adjust"],
+        "max_write_calls": "3", "max_concurrent": "2", "expires_at": "",
+    }
+    data.update(overrides)
+    return data
+
+
+def _field_errors(html: str, field: str) -> str:
+    """The error list rendered inside the form row of ``field``."""
+    match = re.search(rf'data-field="{re.escape(field)}">\s*(<ul class="errorlist"[^>]*>.*?</ul>)', html, re.S)
+    return match.group(1) if match else ""
+
+
+def test_the_list_shows_only_the_operators_projects_tasks(world, owner):
+    mine = _task(world)
+    other_route = RouteFactory(project=ProjectFactory(), key="elsewhere")
+    other_session = session_for(AgentClientFactory(project=other_route.project, allowed_routes=["elsewhere"]),
+                                principal=PRINCIPAL)
+    task_create(project=other_route.project, user=None, request_id="rq-x", name="not yours",
+                members=[MemberSpec(session_id=str(other_session.session.pk), workspace="elsewhere",
+                                    client_conversation_id="c")], policy=PolicySpec())
+    response = owner.get(LIST_URL)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "restock" in html and "not yours" not in html
+    assert 'data-task-state="active"' in html
+    assert "0 / 0 / ∞" in html and "0 / 1" in html
+    assert list(response.context["cl"].queryset) == [mine]
+
+
+def test_another_projects_task_page_is_a_404(world, owner):
+    other = ProjectFactory()
+    route = RouteFactory(project=other, key="elsewhere")
+    session = session_for(AgentClientFactory(project=other, allowed_routes=[route.key]), principal=PRINCIPAL)
+    task, _ = task_create(project=other, user=None, request_id="rq-x", members=[MemberSpec(
+        session_id=str(session.session.pk), workspace=route.key, client_conversation_id="c")], policy=PolicySpec())
+    assert owner.get(reverse("admin:tasks_task_change", args=[task.pk])).status_code == 404
+    assert owner.get(reverse("admin:tasks_task_live", args=[task.pk])).status_code == 404
+
+
+def test_the_create_form_lists_active_sessions_and_the_routes_tools_never_tokens(world, owner, tools):
+    response = owner.get(ADD_URL)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert str(world.first.session.pk) in html and str(world.second.session.pk) in html
+    assert world.first.session.client.app_id in html
+    assert f'value="{world.route.key}:stock_adjust"' in html
+    assert world.first.access_token not in html and world.first.refresh_token not in html
+    assert re.search(r'name="request_id" value="console:[0-9a-f-]{36}"', html)
+
+
+def test_creating_a_task_from_a_session(world, owner, tools):
+    response = owner.post(ADD_URL, _form(world))
+    task = Task.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:tasks_task_change", args=[task.pk])
+    assert (task.name, task.max_write_calls, task.max_concurrent, task.request_id) == (
+        "restock shelf 4", 3, 2, "console:form-1")
+    member = task.members.get()
+    assert (member.session_id, member.workspace, member.client_conversation_id, member.allowed_tools) == (
+        world.first.session.pk, world.route.key, "conv-1", ["stock_adjust"])
+
+
+def test_a_double_submit_creates_one_task(world, owner, tools):
+    first = owner.post(ADD_URL, _form(world))
+    second = owner.post(ADD_URL, _form(world), follow=True)
+    assert first.status_code == 302
+    assert second.status_code == 200
+    assert Task.objects.count() == 1
+    assert "already created by this form" in second.content.decode()
+
+
+def test_a_workspace_the_session_may_not_use_is_shown_beside_the_workspace(world, owner, tools):
+    RouteFactory(project=world.route.project, key="back-office")
+    response = owner.post(ADD_URL, _form(world, **{"m0-workspace": "back-office", "m0-allowed_tools": []}))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "Not a workspace this session may use." in _field_errors(html, "m0-workspace")
+    assert "errornote" in html and '"error"' not in html
+    assert Task.objects.count() == 0
+
+
+def test_policy_errors_of_the_service_are_shown_beside_their_fields(world, owner, tools):
+    past = (timezone.localtime() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    response = owner.post(ADD_URL, _form(world, max_concurrent="0", expires_at=past))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "1 to 64." in _field_errors(html, "max_concurrent")
+    assert "Must be in the future." in _field_errors(html, "expires_at")
+    assert Task.objects.count() == 0
+
+
+def test_a_member_without_conversation_id_is_told_beside_that_field(world, owner, tools):
+    response = owner.post(ADD_URL, _form(world, **{"m0-client_conversation_id": ""}))
+    assert response.status_code == 422
+    assert "1 to 255 characters are required." in _field_errors(response.content.decode(),
+                                                                 "m0-client_conversation_id")
+    assert Task.objects.count() == 0
+
+
+def test_a_task_without_members_is_refused_above_the_form(world, owner, tools):
+    response = owner.post(ADD_URL, _form(world, **{"m0-session": ""}))
+    assert response.status_code == 422
+    assert "Add at least one member" in response.content.decode()
+    assert Task.objects.count() == 0
+
+
+def test_a_viewer_cannot_create_a_task(world, tools):
+    viewer = _viewer(world)
+    assert viewer.get(ADD_URL).status_code == 403
+    assert viewer.post(ADD_URL, _form(world)).status_code == 403
+    assert Task.objects.count() == 0
+
+
+def _control(client: Client, task: Task, action: str, revision: int, request_id: str = "console:c-1", **extra):
+    return client.post(reverse("admin:tasks_task_control", args=[task.pk]),
+                       {"action": action, "expected_revision": str(revision), "request_id": request_id, **extra},
+                       follow=True)
+
+
+def test_the_task_page_offers_pause_and_cancel_for_an_active_task(world, owner):
+    task = _task(world)
+    html = owner.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
+    assert 'id="task-pause"' in html and 'id="task-cancel"' in html and 'id="task-resume"' not in html
+    assert f'name="expected_revision" value="{task.revision}"' in html
+    assert task.scope_hash in html
+
+
+def test_pausing_with_the_revision_shown(world, owner):
+    task = _task(world)
+    response = _control(owner, task, "pause", task.revision)
+    task.refresh_from_db()
+    assert response.status_code == 200
+    assert (task.state, task.revision) == ("paused", 2)
+    assert 'id="task-resume"' in response.content.decode()
+
+
+def test_a_stale_page_changes_nothing(world, owner):
+    task = _task(world)
+    _control(owner, task, "pause", 1, request_id="console:c-1")
+    _control(owner, task, "resume", 2, request_id="console:c-2")
+    entries = TaskLedgerEntry.objects.filter(task=task).count()
+    response = _control(owner, task, "pause", 1, request_id="console:c-3")
+    task.refresh_from_db()
+    assert "the task changed since you loaded it" in response.content.decode().lower()
+    assert (task.state, task.revision) == ("active", 3)
+    assert TaskLedgerEntry.objects.filter(task=task).count() == entries
+
+
+def test_cancel_asks_for_confirmation_first(world, owner):
+    task = _task(world)
+    response = _control(owner, task, "cancel", task.revision)
+    task.refresh_from_db()
+    assert task.state == "active"
+    assert 'id="cancel-confirm"' in response.content.decode()
+    confirmed = _control(owner, task, "cancel", 1, confirmed="on")
+    task.refresh_from_db()
+    assert confirmed.status_code == 200
+    assert (task.state, task.revision) == ("cancelled", 2)
+
+
+def test_a_viewer_sees_no_buttons_and_a_forged_post_is_403(world):
+    task = _task(world)
+    viewer = _viewer(world)
+    html = viewer.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
+    assert 'id="task-pause"' not in html and 'id="controls-not-allowed"' in html
+    response = _control(viewer, task, "pause", task.revision)
+    task.refresh_from_db()
+    assert response.status_code == 403
+    assert (task.state, task.revision) == ("active", 1)
+
+
+def test_the_live_endpoint_gives_state_and_counters_only(world, owner):
+    task = _task(world, max_write_calls=5)
+    response = owner.get(reverse("admin:tasks_task_live", args=[task.pk]))
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    assert response.json() == {"state": "active", "revision": 1, "ledger_sequence": 1,
+                               "counters": {"write_reserved": 0, "write_consumed": 0, "active_permits": 0},
+                               "budget": "0 / 0 / 5", "permits": "0 / 1"}
+
+
+def test_the_dashboard_counts_active_tasks_and_links_to_them(world, owner):
+    task = _task(world)
+    _task_paused = task_create(project=world.route.project, user=None, request_id="rq-2", name="paused one",
+                               members=[MemberSpec(session_id=str(world.second.session.pk),
+                                                   workspace=world.route.key, client_conversation_id="c-2")],
+                               policy=PolicySpec())[0]
+    _control(owner, _task_paused, "pause", 1)
+    response = owner.get("/admin/")
+    html = response.content.decode()
+    assert re.search(r'data-stat="tasks_active">1<', html)
+    assert f'{LIST_URL}?project__id__exact={world.route.project.pk}&amp;state__exact=active' in html
+    assert task.state == "active"
