@@ -405,3 +405,11 @@ def test_the_queue_filters_by_route_and_risk(owner, api_client, route, tool_rout
     assert listed(invocation__route__id__exact=str(route.pk)) == [first.pk]
     assert listed(invocation__route__id__exact=str(second.pk)) == [other.pk]
     assert (listed(risk__exact="high"), listed(risk__exact="low")) == ([other.pk, first.pk], [])
+
+
+def test_a_settled_calls_arguments_are_no_longer_shown(owner, approval):
+    _decide(owner, approval, "denied")
+    whole = owner.get(f"{QUEUE}{approval.pk}/arguments/")
+    assert whole.status_code == 410
+    assert "No longer kept" in whole.content.decode()
+    assert 'id="arguments-absent"' in owner.get(_detail(approval)).content.decode()
