@@ -51,7 +51,8 @@ def world(transactional_db):
     client = AgentClientFactory(project=project, allowed_routes=[route.key])
     kb = KnowledgeBaseFactory(project=project)
     provider = ToolProviderFactory(project=project)
-    scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith(("knowledge:", "tools:", "routes:", "tasks:"))]
+    families = ("knowledge:", "tools:", "routes:", "tasks:")
+    scopes = [scope for scope in OperatorToken.Scope.values if scope.startswith(families)]
     _row, operator_token = operator_token_create(user=owner.user, name="fuzz", scopes=scopes)
     agent = session_for(client, principal=PRINCIPAL)
     [document] = document_upload(kb=kb, files=[SimpleUploadedFile("退货政策.md", "# 退货\n\n七天无理由。".encode())],
