@@ -160,3 +160,9 @@ def test_failing_record_write_still_answers_with_null_query_id(client, route):
     assert response.json()["query_id"] is None
     assert response.json()["answer"] == "质量问题的商品可以在三十天内退款。[1]"
     assert RagQuery.objects.count() == 0
+
+
+def test_null_conversation_id_is_no_conversation(client, route):
+    response = client.post(rag_url(route.key), {"question": "换货收费吗？", "conversation_id": None}, format="json")
+    assert response.status_code == 200
+    assert RagQuery.objects.get().conversation_id == ""

@@ -196,3 +196,29 @@ def test_report_reads_a_fixed_number_of_statements(plain_route, django_assert_ma
 def test_records_keep_the_question_stripped(client, route):
     client.post(rag_url(route.key), {"question": "  换货收费吗？  "}, format="json")
     assert RagQuery.objects.get().question == "换货收费吗？"
+
+
+def test_feedback_needs_the_query_scope_and_changes_nothing_without_it(api_client, plain_route, owner):
+    from apps.projects.tokens import operator_token_create
+
+    query = RagQueryFactory(route=plain_route)
+    _, token = operator_token_create(user=owner.user, name="debug only", scopes=["knowledge:debug"])
+    response = api_client.post(rag_url(plain_route.key, f"queries/{query.pk}/feedback"), {"helpful": True},
+                               format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 403
+    assert response.json()["error"] == "insufficient_scope"
+    query.refresh_from_db()
+    assert query.helpful is None
+
+
+def test_a_key_in_two_of_my_projects_needs_project_id(client, plain_route, owner):
+    from apps.projects.models import Membership
+    from tests.projects.factories import MembershipFactory
+
+    other = MembershipFactory(user=owner.user, role=Membership.Role.OWNER).project
+    RouteFactory(project=other, key=plain_route.key)
+    response = client.get(rag_url(plain_route.key, "queries"))
+    assert response.status_code == 400
+    assert "project_id" in response.json()["fields"]
+    named = client.get(rag_url(plain_route.key, "queries"), {"project_id": str(plain_route.project_id)})
+    assert named.status_code == 200
