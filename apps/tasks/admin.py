@@ -272,7 +272,7 @@ class ControlForm(forms.Form):
 class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     """Tasks of the operator's projects. Owners and editors create and control them; viewers read."""
 
-    list_display = ["task_name", "state_badge", "member_count", "write_budget", "permits", "expiry", "created_at"]
+    list_display = ["task_name", "state_badge", "member_count", "write_budget", "permits", "expiry", "created"]
     list_display_links = ["task_name"]
     list_filter = ["state", "project"]
     search_fields = ["name"]
@@ -313,6 +313,10 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Expires", ordering="expires_at")
     def expiry(self, obj: Task) -> str:
         return obj.expires_at.strftime("%Y-%m-%d %H:%M") if obj.expires_at else "never"
+
+    @admin.display(description="Created", ordering="created_at")
+    def created(self, obj: Task) -> str:
+        return obj.created_at.strftime("%Y-%m-%d %H:%M")
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view

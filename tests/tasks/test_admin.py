@@ -255,3 +255,25 @@ def test_the_dashboard_counts_active_tasks_and_links_to_them(world, owner):
     assert re.search(r'data-stat="tasks_active">1<', html)
     assert f'{LIST_URL}?project__id__exact={world.route.project.pk}&amp;state__exact=active' in html
     assert task.state == "active"
+
+
+def test_an_operator_of_several_projects_picks_the_project_first(world, owner):
+    MembershipFactory(project=ProjectFactory(name="Second shop"), user=world.owner.user, role=Membership.Role.EDITOR)
+    response = owner.get(ADD_URL)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="project-form"' in html and "Second shop" in html and 'id="task-form"' not in html
+    chosen = owner.get(ADD_URL, {"project": str(world.route.project.pk)}).content.decode()
+    assert 'id="task-form"' in chosen and str(world.first.session.pk) in chosen
+
+
+def test_a_tool_of_another_workspace_is_refused_beside_the_tools(world, owner, tools):
+    back_office = RouteFactory(project=world.route.project, key="back-office", tools_direct_enabled=True)
+    provider = ToolProviderFactory(project=world.route.project, name="store-2")
+    route_tools_set(route=back_office, sources=[SourceSpec(provider=provider, allowed_tools=["stock_adjust"])],
+                    write_tools=["stock_adjust"], tools_direct_enabled=True)
+    response = owner.post(ADD_URL, _form(world, **{"m0-allowed_tools": ["back-office:stock_adjust"]}))
+    assert response.status_code == 422
+    assert "is a tool of back-office, not of this workspace." in _field_errors(response.content.decode(),
+                                                                              "m0-allowed_tools")
+    assert Task.objects.count() == 0

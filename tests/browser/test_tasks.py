@@ -1,0 +1,112 @@
+"""The task console in a real browser, as the seeded operator: create a task from an agent session
+(an error shown beside its field first), open its page, watch its counters refresh without a
+reload, pause it and resume it, and see a stale page refused. Screenshots land in /tmp/shots/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from apps.tasks.models import Task
+from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
+from apps.tools.route_tools import SourceSpec, route_tools_set
+from tests.agent_auth.factories import AgentClientFactory
+from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.routes.factories import RouteFactory
+from tests.tools.factories import ToolProviderFactory
+
+SHOTS = Path("/tmp/shots")
+
+
+@pytest.fixture
+def route(project):
+    route = RouteFactory(project=project, key="store-assistant", name="门店助手", tools_direct_enabled=True)
+    provider = ToolProviderFactory(project=project, name="store")
+    return route_tools_set(route=route, sources=[SourceSpec(provider=provider,
+                                                            allowed_tools=["order_status", "stock_adjust"])],
+                           write_tools=["stock_adjust"], tools_direct_enabled=True)
+
+
+@pytest.fixture
+def agent(route):
+    return session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key]), principal=PRINCIPAL)
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def _badge(page) -> str:
+    return page.locator("#task-state [data-task-state]").get_attribute("data-task-state")
+
+
+def test_an_operator_creates_a_task_from_a_session_pauses_and_resumes_it(logged_in_page, route, agent):
+    page = logged_in_page
+    page.goto("/admin/")
+    assert page.locator('[data-stat="tasks_active"]').first.inner_text() == "0"
+
+    page.goto("/admin/tasks/task/add/")
+    page.select_option("select[name=m0-session]", str(agent.session.pk))
+    page.select_option("select[name=m0-workspace]", route.key)
+    assert page.locator(f'label.bh-tool[data-route="{route.key}"]').first.is_visible()
+    page.check(f'input[name=m0-allowed_tools][value="{route.key}:stock_adjust"]')
+    page.fill("input[name=name]", "restock shelf 4")
+    page.fill("input[name=max_write_calls]", "2")
+    _shot(page, "task-create")
+    page.click("#create-task")
+    error = page.locator('[data-field="m0-client_conversation_id"] .errorlist')
+    assert error.inner_text() == "1 to 255 characters are required."
+    assert Task.objects.count() == 0
+    _shot(page, "task-create-error")
+
+    page.fill("input[name=m0-client_conversation_id]", "conv-shelf-4")
+    page.click("#create-task")
+    page.wait_for_url(re.compile(r".*/admin/tasks/task/[0-9a-f-]{36}/change/$"))
+    task = Task.objects.get()
+    assert task.members.get().allowed_tools == ["stock_adjust"]
+    assert "created with 1 member" in page.locator(".messagelist").inner_text()
+    assert _badge(page) == "active"
+    assert page.locator("#task-budget").inner_text() == "0 / 0 / 2"
+
+    # The counters refresh from the live URL without a reload.
+    Task.objects.filter(pk=task.pk).update(write_consumed=1, active_permits=1)
+    page.wait_for_function("document.getElementById('task-budget').textContent === '1 / 0 / 2'")
+    assert page.locator("#task-permits").inner_text() == "1 / 1"
+    _shot(page, "task-page")
+
+    page.click("#task-pause")
+    page.wait_for_selector('#task-state [data-task-state="paused"]')
+    assert "Paused" in page.locator(".messagelist").inner_text()
+    assert page.locator("#task-pause").count() == 0
+    _shot(page, "task-paused")
+
+    page.click("#task-resume")
+    page.wait_for_selector('#task-state [data-task-state="active"]')
+    task.refresh_from_db()
+    assert (task.state, task.revision) == ("active", 3)
+    _shot(page, "task-resumed")
+
+    page.goto("/admin/tasks/task/")
+    row = page.locator("#result_list tbody tr")
+    assert row.count() == 1
+    assert "restock shelf 4" in row.inner_text() and "1 / 0 / 2" in row.inner_text()
+    _shot(page, "task-list")
+
+
+def test_a_stale_task_page_changes_nothing(logged_in_page, operator, route, agent):
+    page = logged_in_page
+    task, _ = task_create(project=route.project, user=operator, request_id="rq-1", name="stocktake",
+                          members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                              client_conversation_id="c-1")], policy=PolicySpec())
+    page.goto(f"/admin/tasks/task/{task.pk}/change/")
+    task_control(task=task, user=operator, request_id="elsewhere-1", expected_revision=1, action="pause")
+    task_control(task=task, user=operator, request_id="elsewhere-2", expected_revision=2, action="resume")
+    page.wait_for_selector("#task-stale:not([hidden])")
+    page.click("#task-pause")
+    assert "The task changed since you loaded it" in page.locator(".messagelist").inner_text()
+    task.refresh_from_db()
+    assert (task.state, task.revision) == ("active", 3)
+    _shot(page, "task-stale")
