@@ -57,3 +57,10 @@ def test_the_arguments_budget_comes_before_authentication(shop):
 def test_the_turn_body_limit_does_not_apply_here(shop):
     response = shop.invoke("note_add", {"text": "a" * (600 * 1024)}, capability_revision="0" * 64)
     assert response.json()["error"] == "capability_changed"
+
+
+def test_a_body_that_is_not_json_is_refused_before_anything(shop):
+    response = shop.client.generic("POST", "/agent-api/v1/tool-invocations", "a=1", content_type="text/plain",
+                                   HTTP_AUTHORIZATION=f"Bearer {shop.token}")
+    assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
+    assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
