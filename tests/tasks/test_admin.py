@@ -12,12 +12,14 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.ledger.models import Run
 from apps.projects.models import Membership
 from apps.tasks.models import Task, TaskLedgerEntry
 from apps.tasks.services import MemberSpec, PolicySpec, task_create
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.ledger.helpers import open_turn
 from tests.projects.factories import MembershipFactory, ProjectFactory
 from tests.routes.factories import RouteFactory
 from tests.tasks.conftest import TaskWorld
@@ -277,3 +279,21 @@ def test_a_tool_of_another_workspace_is_refused_beside_the_tools(world, owner, t
     assert "is a tool of back-office, not of this workspace." in _field_errors(response.content.decode(),
                                                                               "m0-allowed_tools")
     assert Task.objects.count() == 0
+
+
+def test_the_task_page_lists_its_runs_with_their_state(world, owner):
+    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="rq-run",
+                          members=[MemberSpec(session_id=str(world.first.session.pk), workspace=world.route.key,
+                                              client_conversation_id="local-conversation-1")],
+                          policy=PolicySpec())
+    binding = {"schema_version": "bailing.agent-task-binding.v1", "task_id": str(task.pk),
+               "scope_hash": task.scope_hash}
+    turn = open_turn(world.api, world.first.access_token, world.route.key, task_binding=binding)
+    assert turn.status_code == 200, turn.content
+    response = owner.get(reverse("admin:tasks_task_change", args=[task.pk]))
+    html = response.content.decode()
+    run_id = turn.json()["run_id"]
+    assert f'data-run="{run_id}"' in html
+    assert response.context["runs"] == [{"run_id": run_id, "workspace": world.route.key,
+                                         "client_conversation_id": "local-conversation-1",
+                                         "run_state": Run.objects.get(pk=run_id).state, "invocations": {}}]
