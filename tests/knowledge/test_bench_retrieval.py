@@ -340,6 +340,25 @@ def test_folds_follow_the_query_id_not_the_file_order():
     assert 70 < sum(fold_of(i) == "A" for i in ids) < 130
 
 
+def test_folds_split_ids_whose_plain_sha256_ends_even():
+    # Every one of dureader-robust-a's query ids has a SHA-256 ending in an even byte: an unsalted
+    # parity put the whole set in fold A.
+    import hashlib
+
+    from apps.knowledge.management.commands.bench_retrieval import fold_of
+
+    ids = [i for i in (f"{n:032x}" for n in range(600)) if hashlib.sha256(i.encode()).digest()[-1] % 2 == 0]
+    assert 100 < sum(fold_of(i) == "A" for i in ids) < len(ids) - 100
+
+
+def test_a_split_leaving_a_fold_under_a_third_is_refused():
+    from apps.knowledge.management.commands.bench_retrieval import fold_of, split_folds
+
+    only_a = [{"id": i} for i in (f"q{n}" for n in range(60)) if fold_of(i) == "A"]
+    with pytest.raises(CommandError, match=r"too uneven"):
+        split_folds([*only_a, {"id": next(f"q{n}" for n in range(60) if fold_of(f"q{n}") == "B")}])
+
+
 def test_grid_chooses_on_one_fold_and_reports_on_the_other(tmp_path):
     report, stdout = _bench(tmp_path, "--mode", "keyword", "--split", "--grid",
                             "dense_weight=0.0,adaptive;search_candidates=5,50")
