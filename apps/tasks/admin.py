@@ -312,7 +312,10 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Expires", ordering="expires_at")
     def expiry(self, obj: Task) -> str:
-        return obj.expires_at.strftime("%Y-%m-%d %H:%M") if obj.expires_at else "never"
+        if obj.expires_at is None:
+            return "never"
+        when = obj.expires_at.strftime("%Y-%m-%d %H:%M")
+        return f"expired {when}" if obj.expires_at <= timezone.now() else when
 
     @admin.display(description="Created", ordering="created_at")
     def created(self, obj: Task) -> str:
@@ -429,6 +432,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "request_id": _fresh_request_id(),
             "confirm": confirm,
             "live_url": reverse("admin:tasks_task_live", args=[task.pk]),
+            "expired": task.expires_at is not None and task.expires_at <= timezone.now(),
         }
         return TemplateResponse(request, "admin/tasks/task/detail.html", context, status=status)
 

@@ -217,6 +217,9 @@ def test_cancel_asks_for_confirmation_first(world, owner):
     response = _control(owner, task, "cancel", task.revision)
     task.refresh_from_db()
     assert task.state == "active"
+    listed = owner.get(LIST_URL, {"project__id__exact": str(world.route.project.pk), "state__exact": "active"})
+    assert listed.status_code == 200
+    assert list(listed.context["cl"].queryset) == [task]
     assert 'id="cancel-confirm"' in response.content.decode()
     confirmed = _control(owner, task, "cancel", 1, confirmed="on")
     task.refresh_from_db()
@@ -257,6 +260,9 @@ def test_the_dashboard_counts_active_tasks_and_links_to_them(world, owner):
     assert re.search(r'data-stat="tasks_active">1<', html)
     assert f'{LIST_URL}?project__id__exact={world.route.project.pk}&amp;state__exact=active' in html
     assert task.state == "active"
+    listed = owner.get(LIST_URL, {"project__id__exact": str(world.route.project.pk), "state__exact": "active"})
+    assert listed.status_code == 200
+    assert list(listed.context["cl"].queryset) == [task]
 
 
 def test_an_operator_of_several_projects_picks_the_project_first(world, owner):
@@ -297,3 +303,11 @@ def test_the_task_page_lists_its_runs_with_their_state(world, owner):
     assert response.context["runs"] == [{"run_id": run_id, "workspace": world.route.key,
                                          "client_conversation_id": "local-conversation-1",
                                          "run_state": Run.objects.get(pk=run_id).state, "invocations": {}}]
+
+
+def test_an_expired_task_says_so_in_the_list_and_on_its_page(world, owner):
+    task = _task(world, expires_at=timezone.now() + timedelta(hours=1))
+    Task.objects.filter(pk=task.pk).update(expires_at=timezone.now() - timedelta(minutes=5))
+    assert "expired 20" in owner.get(LIST_URL).content.decode()
+    page = owner.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
+    assert "TASK_EXPIRED" in page
