@@ -95,6 +95,14 @@ def test_an_operator_creates_a_task_from_a_session_pauses_and_resumes_it(logged_
     assert "restock shelf 4" in row.inner_text() and "1 / 0 / 2" in row.inner_text()
     _shot(page, "task-list")
 
+    page.goto("/admin/")
+    tile = page.locator('[data-stat="tasks_active"]')
+    assert tile.inner_text() == "1"
+    _shot(page, "dashboard-tasks")
+    tile.click()
+    page.wait_for_url(re.compile(r".*/admin/tasks/task/\?.*state__exact=active"))
+    assert page.locator("#result_list tbody tr").count() == 1
+
 
 def test_a_stale_task_page_changes_nothing(logged_in_page, operator, route, agent):
     page = logged_in_page
