@@ -2,7 +2,10 @@
 it gives. The real local model (multilingual-e5-small, loaded in well under a second) embeds,
 except where a test changes the configured embedder."""
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 
 from apps.knowledge.services import route_knowledge_bind
 from apps.routes.services import route_update
@@ -173,3 +176,10 @@ def test_the_keyword_channel_ranks_by_bm25_over_stemmed_terms():
     index = semantic.KeywordIndex(["Refund an order.", "Order status.", "Adjust stock."])
     order, matched = index.ranking("refunds for my orders", names)
     assert ([names[i] for i in order], matched) == (["order_refund", "order_status", "stock_adjust"], 2)
+
+
+def test_the_rebuild_command_indexes_every_provider(store_provider):
+    out = StringIO()
+    call_command("tools_index_rebuild", stdout=out)
+    assert ToolEmbedding.objects.filter(tool__provider=store_provider).count() == 5
+    assert out.getvalue().endswith("store: 5 tools, 5 embedded with local:multilingual-e5-small:384\n")
