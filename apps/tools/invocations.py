@@ -67,7 +67,7 @@ from .invocation_errors import (
 from .models import Approval, Invocation, InvocationJournalEntry, Tool, ToolProvider
 from .ratelimit import rate_limit_take
 from .selectors import provider_secret
-from .surface import SurfaceTool, route_surface
+from .surface import SurfaceTool, route_approval_forced, route_surface
 
 if TYPE_CHECKING:  # the ledger sits above tools: its Run is only named here, never imported at run time
     from apps.ledger.models import Run
@@ -173,7 +173,7 @@ def _target(*, route: Route, tool: SurfaceTool) -> Target:
                       fingerprint=execution_fingerprint(route_key=route.key, provider=None, compiled=compiled))
     provider = ToolProvider.objects.get(pk=tool.tool.provider_id)
     compiled = tool.tool.compiled
-    forced = bool(tool.definition["approval_required"]) and not compiled.get("approval_required")
+    forced = route_approval_forced(route=route, name=tool.name, readonly=bool(compiled.get("readonly")))
     return Target(name=tool.name, compiled=compiled, provider=provider, forced_approval=forced,
                   fingerprint=execution_fingerprint(route_key=route.key, provider=provider, compiled=compiled))
 

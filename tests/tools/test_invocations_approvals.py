@@ -168,3 +168,13 @@ def test_a_route_forced_approval_applies(shop):
     assert body["state"] == "awaiting_approval"
     assert Approval.objects.get().reasons == ["route_forced"]
     assert stored()["approvals"] == 1
+
+
+def test_a_route_forced_approval_holds_when_the_tool_s_own_rule_does_not_match(shop):
+    from apps.tools.route_tools import route_tools_set
+
+    route_tools_set(route=shop.route, force_approval_tools=["stock_write"])
+    body = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 1}).json()
+    assert body["state"] == "awaiting_approval"
+    assert Approval.objects.get().reasons == ["route_forced"]
+    assert shop.server.received == []
