@@ -24,8 +24,16 @@ def business():
     server.stop()
 
 
+UNDELIVERED_QUEUE = "test-invocations-undelivered"
+
+
 @pytest.fixture
-def shop(db, business, settings) -> Shop:
+def shop(db, business, settings, request) -> Shop:
+    if "dispatching" not in request.fixturenames:
+        # No worker may take these calls, even when an earlier test started the session's worker:
+        # the test decides when (and whether) the dispatcher runs.
+        settings.TOOL_DISPATCH_QUEUE = UNDELIVERED_QUEUE
+        request.addfinalizer(_undelivered_dropped)
     route = RouteFactory(key=ROUTE, name="Shop", tools_direct_enabled=True)
     provider = ToolProviderFactory(project=route.project, name="shop", base_url=business.base_url, secret=SECRET,
                                    spec=SPEC)
@@ -39,6 +47,13 @@ def shop(db, business, settings) -> Shop:
     route.refresh_from_db()
     return Shop(client=api, token=issued.access_token, session=issued.session, route=route, provider=provider,
                 server=business, run_id=turn.json()["run_id"])
+
+
+def _undelivered_dropped() -> None:
+    from bailinghub.celery import app
+
+    with app.connection_for_write() as connection:
+        connection.default_channel.client.delete(UNDELIVERED_QUEUE)
 
 
 @pytest.fixture
