@@ -1,0 +1,204 @@
+"""Fusion studied offline, with the honest protocol: parameters chosen on one fold of the queries,
+reported on the other, both ways.
+
+    # 1. once per dataset, on a KB kept by `manage.py bench_retrieval --dataset DIR --keep`:
+    python -m bailinghub.embedded exec -- .venv/bin/python bench/fusion_study.py dump \
+        --kb UUID --dataset DIR --out /tmp/DATASET-dump.json
+    # 2. as often as you like, no database:
+    .venv/bin/python bench/fusion_study.py evaluate /tmp/*-dump.json
+
+`dump` runs each query through the engine's own channels (keyword and vector candidates, 100
+each, every candidate's missing channel score filled in, as the hybrid search does) and stores,
+per query, the candidates as (passage id, keyword rank, BM25, vector rank, cosine), the dense
+weight `adaptive_dense_weight` gives it today and the query's fold (bench_retrieval's `fold_of`).
+
+`evaluate` prints, per dataset and fold, nDCG@10 / Recall@10 / MRR@10 of keyword, vector, RRF
+(k=60) and today's adaptive convex fusion over the top-50 pools (what the engine does), then for
+each family of variants the one chosen on fold A of *all* datasets together, reported on fold B
+per dataset, and the other way round:
+- `adaptive+shift`: today's per-query weight moved by a constant;
+- `adaptive+agree`: moved by b × (the channels' top-10 overlap − 0.5);
+- `z adaptive+shift`: as the first, each channel normalised by its own mean and standard
+  deviation over the query's candidate pool instead of min-max / best-BM25;
+each at candidate pool depths 50 and 100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def dump(kb_id: str, dataset: Path, out: Path) -> None:
+    from common import django_setup
+
+    django_setup()
+    from apps.knowledge.management.commands.bench_retrieval import _file_for, fold_of, load_dataset
+    from apps.knowledge.models import Chunk, Document, IndexGeneration, KnowledgeBase
+    from apps.knowledge.pipeline import retrieve
+    from apps.knowledge.pipeline.embedders import embedder_for
+
+    kb = KnowledgeBase.objects.select_related("embedding_model").get(pk=kb_id)
+    corpus, queries, qrels = load_dataset(dataset, None)
+    id_of_file = {_file_for(p).name: p["id"] for p in corpus}
+    doc_of = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"))
+    passage_of = {str(c): id_of_file.get(doc_of.get(d)) for c, d in Chunk.objects.filter(
+        document__knowledge_base=kb, kind=Chunk.Kind.CHILD).values_list("pk", "document_id")}
+    generations = list(IndexGeneration.objects.filter(knowledge_base=kb, status="active").values_list("pk", flat=True))
+    model = kb.embedding_model
+    embedder = embedder_for(model)
+    rows = []
+    for query in queries:
+        vector = embedder.embed_query(query["text"])
+        scorer = retrieve.keyword_scorer(generation_ids=generations, query=query["text"])
+        keyword, scorer = retrieve.keyword_candidates(generation_ids=generations, query=query["text"], limit=100,
+                                                      scorer=scorer)
+        dense = retrieve.vector_candidates(model=model, generation_ids=generations, query_vector=vector, limit=100,
+                                           filtered_rows=scorer.n if scorer else 0, need=10)
+        candidates: dict = {}
+        for rank, (cid, score, _terms) in enumerate(keyword, start=1):
+            candidates[cid] = retrieve.Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score)
+        for rank, (cid, score) in enumerate(dense, start=1):
+            c = candidates.setdefault(cid, retrieve.Candidate(chunk_id=cid))
+            c.vector_rank, c.vector_score = rank, float(score)
+        missing = [cid for cid, c in candidates.items() if c.vector_score is None]
+        for cid, score in retrieve._vector_scores(model=model, ids=missing, query_vector=vector).items():
+            candidates[cid].vector_score = float(score)
+        missing = [cid for cid, c in candidates.items() if c.keyword_score is None]
+        if scorer is not None and missing:
+            for cid, (score, _terms) in scorer.score_rows(retrieve._chunk_rows(missing)).items():
+                candidates[cid].keyword_score = score
+        top50 = [c for c in candidates.values() if (c.keyword_rank or 999) <= 50 or (c.vector_rank or 999) <= 50]
+        rows.append({
+            "id": query["id"], "fold": fold_of(query["id"]), "rel": sorted(qrels[query["id"]]),
+            "w": retrieve.adaptive_dense_weight(top50, query=query["text"]),
+            "c": [[passage_of.get(str(cid)), c.keyword_rank, c.keyword_score, c.vector_rank, c.vector_score]
+                  for cid, c in candidates.items()],
+        })
+    out.write_text(json.dumps(rows, ensure_ascii=False))
+    print(f"dumped {len(rows)} queries of {dataset.name} to {out}")
+
+
+def _metrics(ranked: list[str], relevant: set[str], k: int = 10) -> np.ndarray:
+    seen: list[str] = []
+    for doc in ranked:
+        if doc not in seen:
+            seen.append(doc)
+        if len(seen) >= k:
+            break
+    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(seen) if d in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    mrr = next((1 / (i + 1) for i, d in enumerate(seen) if d in relevant), 0.0)
+    return np.array([dcg / ideal if ideal else 0.0, len(set(seen) & relevant) / len(relevant), mrr])
+
+
+def _rank(query: dict, method: str, weight: float, depth: int) -> list[str]:
+    pool = [c for c in query["c"] if (c[1] or 999) <= depth or (c[3] or 999) <= depth]
+    if not pool:
+        return []
+    keyword = np.array([c[2] or 0.0 for c in pool])
+    dense = np.array([c[4] if c[4] is not None else 0.0 for c in pool])
+    if method == "keyword":
+        score = keyword
+    elif method == "vector":
+        score = dense
+    elif method == "rrf":
+        score = np.array([sum(1 / (60 + r) for r in (c[1], c[3]) if r is not None and r <= depth) for c in pool])
+    elif method == "minmax":
+        low, high = dense.min(), dense.max()
+        d = (dense - low) / (high - low) if high > low else np.ones_like(dense)
+        k = keyword / keyword.max() if keyword.max() > 0 else keyword
+        score = weight * d + (1 - weight) * k
+    else:  # z
+        d = (dense - dense.mean()) / (dense.std() + 1e-9)
+        k = (keyword - keyword.mean()) / (keyword.std() + 1e-9)
+        score = weight * d + (1 - weight) * k
+    order = np.lexsort((np.arange(len(pool)), -score))
+    return [pool[i][0] for i in order]
+
+
+def _agreement(query: dict, k: int = 10) -> float:
+    def top(index: int) -> set:
+        ranked = sorted((c for c in query["c"] if c[index]), key=lambda c: c[index])
+        return {c[0] for c in ranked[:k]}
+    return len(top(1) & top(3)) / k
+
+
+def evaluate(paths: list[Path]) -> None:
+    sets = {}
+    for path in paths:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        for q in rows:
+            q["rel"] = set(q["rel"])
+            q["agree"] = _agreement(q)
+            q["fold"] = "AB"[hashlib.sha256(b"bailinghub-fold:" + q["id"].encode()).digest()[0] % 2]
+        sets[path.name.removesuffix(".json").removesuffix("-dump")] = {f: [q for q in rows if q["fold"] == f]
+                                                                       for f in "AB"}
+
+    def score(name: str, fold: str, method: str, weight_of, depth: int) -> np.ndarray:
+        return np.mean([_metrics(_rank(q, method, weight_of(q), depth), q["rel"]) for q in sets[name][fold]], axis=0)
+
+    def fmt(r: np.ndarray) -> str:
+        return f"{r[0]:.4f}/{r[1]:.4f}/{r[2]:.4f}"
+
+    print("nDCG@10/Recall@10/MRR@10 per dataset and fold")
+    for name, folds in sets.items():
+        print(f"{name}  (A {len(folds['A'])} queries, B {len(folds['B'])})")
+        for label, method, weight_of in (("keyword", "keyword", lambda q: 0.0), ("vector", "vector", lambda q: 0.0),
+                                         ("hybrid RRF k=60", "rrf", lambda q: 0.0),
+                                         ("hybrid adaptive convex (today)", "minmax", lambda q: q["w"])):
+            print(f"  {label:<32} A {fmt(score(name, 'A', method, weight_of, 50))}  "
+                  f"B {fmt(score(name, 'B', method, weight_of, 50))}")
+
+    def clamp(w: float) -> float:
+        return min(0.95, max(0.05, w))
+
+    def shifted(s: float):
+        return lambda q: clamp(q["w"] + s)
+
+    def agreeing(b: float):
+        return lambda q: clamp(q["w"] + b * (q["agree"] - .5))
+
+    families = {}
+    for depth in (50, 100):
+        families[f"adaptive+shift d{depth}"] = [
+            (f"s={s}", "minmax", shifted(s), depth) for s in (-.1, -.05, 0, .05, .1)]
+        families[f"adaptive+agree d{depth}"] = [
+            (f"b={b}", "minmax", agreeing(b), depth)
+            for b in (-.3, -.2, -.1, 0, .1, .2, .3)]
+        families[f"z adaptive+shift d{depth}"] = [
+            (f"s={s}", "z", shifted(s), depth) for s in (-.1, -.05, 0, .05, .1)]
+    for family, variants in families.items():
+        results = [(label, {n: {f: score(n, f, m, w, d) for f in "AB"} for n in sets}) for label, m, w, d in variants]
+        for tuned, held in (("A", "B"), ("B", "A")):
+            label, figures = max(results, key=lambda r: np.mean([r[1][n][tuned][0] for n in sets]))
+            print(f"{family:<24} chosen on {tuned} {label:<7} -> held-out {held}: "
+                  + "  ".join(f"{n} {fmt(figures[n][held])}" for n in sets))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump")
+    d.add_argument("--kb", required=True)
+    d.add_argument("--dataset", type=Path, required=True)
+    d.add_argument("--out", type=Path, required=True)
+    e = sub.add_parser("evaluate")
+    e.add_argument("dumps", type=Path, nargs="+")
+    args = parser.parse_args()
+    if args.command == "dump":
+        dump(args.kb, args.dataset, args.out)
+    else:
+        evaluate(args.dumps)
+
+
+if __name__ == "__main__":
+    main()
