@@ -18,6 +18,9 @@ at this process's backend (re-pointed each run), one agent session (and one open
    difference: the hub's overhead per call.
 2. Throughput: `--agents` agents each invoking in a loop for `--seconds`; calls/s, p50/p95/p99,
    states other than `executed` and errors (goal: none).
+3. Task metering: a session of its own joins a task (apps.tasks; unlimited writes, 4 permits);
+   `--calls` calls under a run bound to the task alternate with as many under an unbound run of a
+   second fresh session — p50/p95 of each and the added latency of a task-bound invocation.
 
 Every request is a new HTTP connection, as in bench/load.py. Figures, never assertions; only
 loopback targets.
@@ -30,6 +33,10 @@ the dispatcher's task itself took p50 320 ms there, its HTTP call 7 ms). 20 agen
 with a prefork worker of 2 processes, 4.7 calls/s with a threads worker of 8 (dispatch waits on I/O:
 give the dispatcher's queue, TOOL_DISPATCH_QUEUE, a worker of its own with a threads pool). The
 web and worker processes used about 65 ms of CPU per call.
+Task metering (stage 3, 08:48 the same day, load average about 12, gunicorn 2 workers, a threads
+worker of 8, --calls 100): unbound p50 227.8 / p95 359.3 ms, task-bound p50 268.0 / p95 432.2 ms:
+a task-bound call costs p50 +40 ms, p95 +73 ms (the membership check, the task row lock for the
+permit, the charge row and two ledger entries per call).
 """
 
 from __future__ import annotations
@@ -103,8 +110,9 @@ def backend() -> ThreadingHTTPServer:
     return server
 
 
-def setup(*, base_url: str, agents: int) -> list[str]:
-    """An access token per agent (each its own session); runs are opened over HTTP, as a host does."""
+def setup(*, base_url: str, agents: int) -> list[tuple[str, str]]:
+    """(access token, session id) per agent (each its own session); runs are opened over HTTP, as a
+    host does."""
     from apps.agent_auth.models import AgentClient
     from apps.agent_auth.services import agent_client_create, authorization_approve, authorization_create, code_exchange
     from apps.projects.models import Project
@@ -146,8 +154,29 @@ def setup(*, base_url: str, agents: int) -> list[str]:
         code = parse_qs(urlsplit(redirect).query)["code"][0]
         issued = code_exchange(client_app_id=client.app_id, code=code, redirect_uri=authorization.redirect_uri,
                                code_verifier=verifier)
-        out.append(issued.access_token)
+        out.append((issued.access_token, str(issued.session.pk)))
     return out
+
+
+def task_bound_run(base: str, *, token: str, session_id: str) -> tuple[str, str]:
+    """A task whose one member is this session (the bench route, its own conversation, item_read),
+    and a run bound to it, opened over HTTP."""
+    from apps.projects.models import Project
+    from apps.tasks.services import MemberSpec, PolicySpec, task_create
+
+    conversation = f"bench-task-{uuid.uuid4().hex}"
+    member = MemberSpec(session_id=session_id, workspace=ROUTE, client_conversation_id=conversation,
+                        allowed_tools=("item_read",))
+    task, _ = task_create(project=Project.objects.get(slug=PROJECT_SLUG), user=None, request_id=uuid.uuid4().hex,
+                          members=[member], policy=PolicySpec(max_write_calls=None, max_concurrent=4))
+    turn = uuid.uuid4().hex
+    status, answer, _ = request(base, "POST", f"/agent-api/v1/workspaces/{ROUTE}/turns", token=token, body={
+        "client_conversation_id": conversation, "client_turn_id": turn, "user_message_id": turn,
+        "user_input": "read an item", "task_binding": {"schema_version": "bailing.agent-task-binding.v1",
+                                                       "task_id": str(task.pk), "scope_hash": task.scope_hash}})
+    if status != 200:
+        raise SystemExit(f"opening a task-bound turn failed: {status} {answer}")
+    return answer["run_id"], answer["capability_revision"]
 
 
 def request(base: str, method: str, path: str, *, token: str = "", body: dict | None = None,
@@ -221,7 +250,8 @@ def main() -> None:
     django_setup()
     server = backend()
     backend_url = f"http://127.0.0.1:{server.server_address[1]}/bench"
-    tokens = setup(base_url=backend_url, agents=args.agents)
+    sessions = setup(base_url=backend_url, agents=args.agents + 2)
+    tokens = [token for token, _ in sessions[: args.agents]]
     runs = [open_run(args.base_url, token) for token in tokens]
 
     for n in range(10):  # warm both paths (connections, the worker's first task)
@@ -269,6 +299,25 @@ def main() -> None:
     print(f"{args.agents} agents, {seconds:.1f} s: {len(series)} executed = {len(series) / seconds:.1f} calls/s; "
           f"p50 {figures.get('p50')} ms, p95 {figures.get('p95')} ms, p99 {figures.get('p99')} ms")
     print(json.dumps({"answers": dict(outcomes)}))
+
+    (bound_token, bound_session), (free_token, _) = sessions[args.agents:]
+    bound_run = task_bound_run(args.base_url, token=bound_token, session_id=bound_session)
+    free_run = open_run(args.base_url, free_token)
+    timed: dict[str, list[float]] = {"unbound": [], "task-bound": []}
+    answers: Counter = Counter()
+    for n in range(args.calls):  # alternating, so a drift of the machine's speed hits both alike
+        for name, token, run in (("unbound", free_token, free_run), ("task-bound", bound_token, bound_run)):
+            status, answer, ms = invoke(args.base_url, token, *run, 2_000_000_000 + n)
+            answers[f"{name} {status} {answer.get('state') or answer.get('error')}"] += 1
+            if status == 200 and answer.get("state") == "executed":
+                timed[name].append(ms)
+    u, t = percentiles(timed["unbound"]), percentiles(timed["task-bound"])
+    print(json.dumps({"task_metering": dict(answers)}))
+    print(f"{'path':<11} {'n':>5} {'p50 ms':>8} {'p95 ms':>8}")
+    for name, figures in (("unbound", u), ("task-bound", t)):
+        print(f"{name:<11} {figures['n']:>5} {figures.get('p50', '-'):>8} {figures.get('p95', '-'):>8}")
+    if u["n"] and t["n"]:
+        print(f"task metering adds: p50 {t['p50'] - u['p50']:.1f} ms, p95 {t['p95'] - u['p95']:.1f} ms")
     server.shutdown()
 
 
