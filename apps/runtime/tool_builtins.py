@@ -7,20 +7,23 @@ from typing import Any
 
 from apps.runtime import knowledge
 from apps.runtime.errors import KnowledgeReferenceInvalid
+from apps.runtime.knowledge.limits import KB_SEARCH_DEFAULT_RESULTS
 from apps.tools.invocations import BuiltinCall
 from apps.tools.knowledge_tools import KB_READ, KB_SEARCH
 
-# A page small enough that the whole answer fits the invocation result's 8192-character text.
+# Answers small enough that the whole of each fits the invocation result's 8192-character text.
 KB_READ_PAGE_BYTES = knowledge.READ_MIN_BYTES
+KB_SEARCH_ANSWER_BYTES = 8192
 
 
 def builtin_run(call: BuiltinCall) -> dict[str, Any]:
     """The answer of one built-in tool call; a knowledge error is raised as the protocol raises it."""
     arguments = call.arguments
     if call.tool == KB_SEARCH:
-        limit = min(int(arguments.get("limit") or knowledge.SEARCH_MAX_RESULTS), knowledge.SEARCH_MAX_RESULTS)
-        return knowledge.knowledge_search_hints(session=call.session, route=call.route, query=arguments["query"],
-                                                limit=limit, run=call.run)
+        # Passages (ref, title, chapter_path, content, score) as the tool's output schema declares.
+        limit = int(arguments.get("limit") or KB_SEARCH_DEFAULT_RESULTS)
+        return knowledge.kb_search_run(session=call.session, route=call.route, query=arguments["query"],
+                                       limit=limit, run_id=call.run.pk, max_bytes=KB_SEARCH_ANSWER_BYTES)
     if call.tool == KB_READ:
         # A ref from kb_search is bound to the invocation's run; one from the knowledge search endpoint
         # may be bound to no run.

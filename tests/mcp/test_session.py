@@ -92,7 +92,7 @@ def test_one_mcp_session_is_one_run_completed_when_the_session_ends(signed_in):
                    message="the session's run to complete")
     assert Run.objects.count() == 1
     assert run.route.key == "store-assistant" and run.knowledge_delivery == "on_demand"
-    reply = Message.objects.filter(conversation=run.conversation).order_by("-id").first()
+    reply = Message.objects.filter(conversation=run.conversation).order_by("-sequence").first()  # ids are UUIDs
     assert reply.content == "MCP session ended."
 
 

@@ -33,11 +33,13 @@ def test_kb_search_then_kb_read_in_process(api_client, ksession, kroute, docs):
     found = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款"}, invocation_id).json()
     assert (found["state"], found["ok"], found["auto_retry_allowed"]) == ("executed", True, False)
     assert "business_status" not in found
-    hints = json.loads(found["text"])
-    assert hints["schema_version"] == "bailing.agent-knowledge-search.v1"
-    assert hints["hints"]
-    assert len(found["text"].encode()) <= 4096
-    read = _call(api_client, ksession, kroute, run_id, "kb_read", {"ref": hints["hints"][0]["ref"]}).json()
+    passages = json.loads(found["text"])
+    assert (passages["schema_version"], passages["status"]) == ("bailing.kb-search.v1", "ok")
+    first = passages["hits"][0]
+    assert set(first) == {"ref", "title", "chapter_path", "content", "score", "truncated"}
+    assert "退款" in first["content"]
+    assert len(found["text"].encode()) <= 8192
+    read = _call(api_client, ksession, kroute, run_id, "kb_read", {"ref": first["ref"]}).json()
     assert read["state"] == "executed"
     assert json.loads(read["text"])["schema_version"] == "bailing.agent-knowledge-read.v1"
     again = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款"}, invocation_id).json()
