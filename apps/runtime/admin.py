@@ -299,3 +299,7 @@ class RouteConsoleAdmin(RouteAdmin):
 
 
 admin.site.register(Route, RouteConsoleAdmin)
+
+# The task console composes tasks with the tool surface (the tools a member may be given), so it
+# lives here, above both, rather than in apps.tasks (which tools depends on).
+from apps.runtime import admin_tasks  # noqa: E402,F401

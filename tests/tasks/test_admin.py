@@ -1,4 +1,4 @@
-"""The task console (apps/tasks/admin.py) through Django's test client: scoping, creating a task
+"""The task console (apps/runtime/admin_tasks.py) through Django's test client: scoping, creating a task
 from sessions with errors beside their fields, a double submit, control with compare-and-set and
 a viewer's read-only page."""
 
