@@ -15,7 +15,7 @@ from apps.projects.tokens import operator_token_create
 from apps.tools.models import Approval, Invocation
 from tests.knowledge.helpers import wait_for
 from tests.mcp.conftest import http_json
-from tests.mcp.mcp_client import mcp_session, text_of
+from tests.mcp.mcp_client import mcp_session, run_async, text_of
 from tests.projects.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +39,7 @@ def test_a_readonly_tool_runs_and_its_result_reaches_the_model(signed_in, celery
             await client.list_tools()
             return await settled(client, await client.call_tool("lookup_product", {"query": "保温杯"}))
 
-    result = anyio.run(scenario)
+    result = run_async(scenario)
 
     assert result.is_error is False
     assert result.structured_content["state"] == "executed" and result.structured_content["ok"] is True
@@ -76,7 +76,7 @@ def test_a_write_waits_for_approval_and_resume_returns_its_result_once_approved(
             receipt = await client.call_tool("inspect_invocation", {"invocation_id": invocation_id})
             return waiting, before_decision, (status, decided), resumed, receipt
 
-    waiting, before_decision, (status, decided), resumed, receipt = anyio.run(scenario)
+    waiting, before_decision, (status, decided), resumed, receipt = run_async(scenario)
 
     invocation_id = waiting.structured_content["invocation_id"]
     assert waiting.is_error is False and waiting.structured_content["state"] == "awaiting_approval"

@@ -3,13 +3,12 @@ by the scripted login, against the live hub."""
 
 from __future__ import annotations
 
-import anyio
 import pytest
 
 from apps.knowledge.models import KnowledgeBase
 from apps.ledger.models import Message, Run
 from tests.knowledge.helpers import ingest_texts, wait_for
-from tests.mcp.mcp_client import mcp_session, text_of
+from tests.mcp.mcp_client import mcp_session, run_async, text_of
 from tests.runtime.knowledge_helpers import REFUND
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,7 +22,7 @@ def test_the_tool_list_is_the_bridge_tools_and_the_workspace_tools_with_their_sc
         async with mcp_session(signed_in) as client:
             return (await client.list_tools()).tools
 
-    tools = {tool.name: tool for tool in anyio.run(scenario)}
+    tools = {tool.name: tool for tool in run_async(scenario)}
 
     assert set(tools) == BUILTINS | DEMO_TOOLS
     lookup, refund = tools["lookup_product"], tools["issue_refund"]
@@ -41,7 +40,7 @@ def test_knowledge_search_gives_hints_and_knowledge_read_gives_the_text_behind_a
             page = await client.call_tool("knowledge_read", {"ref": ref})
             return found, page
 
-    found, page = anyio.run(scenario)
+    found, page = run_async(scenario)
 
     assert found.is_error is False
     assert found.structured_content["schema_version"] == "bailing.agent-knowledge-search.v1"
@@ -59,7 +58,7 @@ def test_a_bad_ref_is_shown_to_the_model_as_the_hubs_error(signed_in):
         async with mcp_session(signed_in) as client:
             return await client.call_tool("knowledge_read", {"ref": "not-a-ref"})
 
-    result = anyio.run(scenario)
+    result = run_async(scenario)
 
     assert result.is_error is True
     assert result.structured_content == {"error": "knowledge_reference_invalid", "status": 400,
@@ -71,7 +70,7 @@ def test_capability_search_returns_matching_workspace_tools(signed_in):
         async with mcp_session(signed_in) as client:
             return await client.call_tool("capability_search", {"query": "refund an order to the customer"})
 
-    result = anyio.run(scenario)
+    result = run_async(scenario)
 
     names = [tool["name"] for tool in result.structured_content["tools"]]
     assert result.is_error is False
@@ -86,7 +85,7 @@ def test_one_mcp_session_is_one_run_completed_when_the_session_ends(signed_in):
             await client.call_tool("capability_search", {"query": "stock"})
             await client.list_tools()
 
-    anyio.run(scenario)
+    run_async(scenario)
 
     run = wait_for(lambda: Run.objects.filter(state=Run.State.COMPLETED).first(), timeout=20,
                    message="the session's run to complete")
@@ -111,7 +110,7 @@ def test_knowledge_read_follows_the_cursor_through_a_long_text(signed_in, worksp
                                                                "cursor": first.structured_content["next_cursor"]})
             return found, first, second
 
-    found, first, second = anyio.run(scenario)
+    found, first, second = run_async(scenario)
 
     assert found.structured_content["hints"][0]["title"] == "会员积分.md"
     assert first.structured_content["truncated"] is True and first.structured_content["next_cursor"]

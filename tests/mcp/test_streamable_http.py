@@ -9,12 +9,12 @@ import socket
 import subprocess
 import time
 
-import anyio
 import httpx
 import pytest
 from mcp import Client
 
 from tests.mcp.conftest import CLI
+from tests.mcp.mcp_client import run_async
 from tests.mcp.scripted_hub import RUN_ID, ScriptedHub, signed_in_store
 
 
@@ -56,7 +56,7 @@ def test_streamable_http_serves_the_workspace_tools_and_completes_the_run_on_sto
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
                 return [tool.name for tool in (await client.list_tools()).tools]
 
-        names = anyio.run(scenario)
+        names = run_async(scenario)
         foreign = httpx.post(f"http://127.0.0.1:{port}/mcp", headers={"Host": "evil.example", "Content-Type":
                              "application/json"}, content=b"{}", timeout=5)
     finally:
