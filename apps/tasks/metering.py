@@ -22,8 +22,8 @@ from apps.tasks.errors import (
     TaskToolNotAllowed,
     TaskWriteBudgetExhausted,
 )
-from apps.tasks.models import Task, TaskCharge, TaskLedgerEntry, TaskMember, TaskRun
-from apps.tasks.services import session_task_enforced, task_members_verify, task_usable
+from apps.tasks.models import Task, TaskCharge, TaskMember, TaskRun
+from apps.tasks.services import ledger_append, session_task_enforced, task_members_verify, task_usable
 
 
 @dataclass(frozen=True)
@@ -34,23 +34,18 @@ class Bound:
 
 def invocation_task_check(*, session: AgentSession, run: Any, tool_name: str) -> Bound | None:
     """Before a call is stored: a task-enforced session must call under a run bound to its task,
-    the task must be usable, its member set intact, and the tool among the member's exact tools."""
+    the task must be usable, its member set intact, and the tool among the member's exact tools.
+    Only a member session can have a bound run, so a session outside every task costs one query."""
+    if not session_task_enforced(session=session):
+        return None
     link = TaskRun.objects.select_related("task", "member").filter(run=run).first()
     if link is None:
-        if session_task_enforced(session=session):
-            raise TaskRequired("This session belongs to a task: call tools under a run bound to it.")
-        return None
+        raise TaskRequired("This session belongs to a task: call tools under a run bound to it.")
     task_usable(task=link.task)
     task_members_verify(task=link.task)
     if tool_name not in link.member.allowed_tools:
         raise TaskToolNotAllowed()
     return Bound(task_id=link.task_id, member=link.member)
-
-
-def _ledger(task: Task, kind: str, detail: dict[str, Any]) -> None:
-    task.ledger_sequence += 1
-    TaskLedgerEntry.objects.create(task=task, sequence=task.ledger_sequence, kind=kind, revision=task.revision,
-                                   state=task.state, detail=detail)
 
 
 def _locked(task_id: Any) -> Task:
@@ -68,19 +63,20 @@ def bound_for_run(*, run_id: Any) -> Bound | None:
 
 
 def charge_reserve(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bool) -> None:
-    """A call that waits for approval: a write reserves one unit of the budget now. Must run inside
-    the transaction that stores the call; raising stores nothing."""
+    """A call that waits for approval: a write reserves one unit of the budget now (a read holds
+    nothing until its permit). Must run inside the transaction that stores the call; raising
+    stores nothing."""
+    if not write:
+        return
     task = _locked(bound.task_id)
     task_usable(task=task)
-    charge = TaskCharge(task=task, invocation_pk=invocation_pk, tool_name=tool_name, write=write)
-    if write:
-        if not _budget_left(task):
-            raise TaskWriteBudgetExhausted()
-        task.write_reserved += 1
-        charge.reserved = True
-        _ledger(task, "write_reserved", {"tool": tool_name})
-    task.save(update_fields=["write_reserved", "ledger_sequence", "updated_at"])
-    charge.save()
+    if not _budget_left(task):
+        raise TaskWriteBudgetExhausted()
+    task.write_reserved += 1
+    task.save(update_fields=["write_reserved", "updated_at"])
+    TaskCharge.objects.create(task=task, invocation_pk=invocation_pk, tool_name=tool_name, write=write,
+                              reserved=True)
+    ledger_append(task, "write_reserved", detail={"tool": tool_name})
 
 
 def charge_permit(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bool) -> None:
@@ -105,9 +101,9 @@ def charge_permit(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bo
         charge.reserved = True
     task.active_permits += 1
     charge.permit = True
-    _ledger(task, "permit", {"tool": tool_name, "write": write})
-    task.save(update_fields=["write_reserved", "active_permits", "ledger_sequence", "updated_at"])
+    task.save(update_fields=["write_reserved", "active_permits", "updated_at"])
     charge.save()
+    ledger_append(task, "permit", detail={"tool": tool_name, "write": write})
 
 
 def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
@@ -124,8 +120,7 @@ def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
     if outcome == TaskCharge.Outcome.UNCERTAIN:
         charge.outcome = outcome
         charge.save(update_fields=["outcome", "updated_at"])
-        _ledger(task, "uncertain", {"tool": charge.tool_name})
-        task.save(update_fields=["ledger_sequence", "updated_at"])
+        ledger_append(task, "uncertain", detail={"tool": charge.tool_name})
         return
     updates: dict[str, Any] = {}
     if charge.permit:
@@ -139,8 +134,9 @@ def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
     else:
         charge.outcome = outcome
     charge.save(update_fields=["outcome", "permit", "reserved", "updated_at"])
-    _ledger(task, "settled", {"tool": charge.tool_name, "outcome": outcome})
-    Task.objects.filter(pk=task.pk).update(ledger_sequence=task.ledger_sequence, **updates)
+    if updates:
+        Task.objects.filter(pk=task.pk).update(**updates)
+    ledger_append(task, "settled", detail={"tool": charge.tool_name, "outcome": outcome})
 
 
 def receipt_task_check(*, run_id: Any) -> None:

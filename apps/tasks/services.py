@@ -176,7 +176,7 @@ def task_create(*, project: Project, user: Any, request_id: str, members: list[M
                                               policy=_policy_public(policy))
             task.save()
             TaskMember.objects.bulk_create(rows)
-            _ledger_append(task, "created", actor=_actor(user), request_id=request_id,
+            ledger_append(task, "created", actor=_actor(user), request_id=request_id,
                            detail={"members": len(rows), "policy": _policy_public(policy)})
     except IntegrityError:  # a concurrent identical request won the race
         existing = Task.objects.filter(project=project, request_id=request_id).first()
@@ -194,9 +194,10 @@ def _actor(user: Any) -> str:
     return str(getattr(user, "username", "") or "")[:191]
 
 
-def _ledger_append(task: Task, kind: str, *, actor: str = "", request_id: str = "",
-                   detail: dict[str, Any] | None = None) -> TaskLedgerEntry:
-    """Append to a task whose row this transaction holds (or just created)."""
+def ledger_append(task: Task, kind: str, *, actor: str = "", request_id: str = "",
+                  detail: dict[str, Any] | None = None) -> TaskLedgerEntry:
+    """Append to a task whose row this transaction holds (or just created); the task's
+    `ledger_sequence` is advanced in the row and on `task`."""
     task.ledger_sequence += 1
     Task.objects.filter(pk=task.pk).update(ledger_sequence=task.ledger_sequence)
     return TaskLedgerEntry.objects.create(task=task, sequence=task.ledger_sequence, kind=kind, actor=actor,
@@ -225,7 +226,7 @@ def task_control(*, task: Task, user: Any, request_id: str, expected_revision: i
         locked.state = target
         locked.revision += 1
         locked.save(update_fields=["state", "revision", "updated_at"])
-        _ledger_append(locked, action, actor=_actor(user), request_id=request_id,
+        ledger_append(locked, action, actor=_actor(user), request_id=request_id,
                        detail={"expected_revision": expected_revision})
     return locked
 
@@ -241,7 +242,7 @@ def task_block(*, task: Task, reason: str) -> Task:
         locked.blocked_reason = reason[:500]
         locked.revision += 1
         locked.save(update_fields=["state", "blocked_reason", "revision", "updated_at"])
-        _ledger_append(locked, "blocked", detail={"reason": reason[:500]})
+        ledger_append(locked, "blocked", detail={"reason": reason[:500]})
     return locked
 
 
@@ -312,6 +313,11 @@ def task_run_check(*, session: AgentSession, run: Any | None) -> Task | None:
     Sessions outside every task pass unchanged (None)."""
     if not session_task_enforced(session=session):
         return None
+    return task_run_verify(run=run)
+
+
+def task_run_verify(*, run: Any | None) -> Task:
+    """`task_run_check` for a session already known to be task-enforced."""
     link = None if run is None else TaskRun.objects.select_related("task").filter(run=run).first()
     if link is None:
         raise TaskRequired("This session belongs to a task: give the run_id of a turn bound to it.")

@@ -16,7 +16,7 @@ from apps.core.jsonbytes import CompactJSONRenderer
 from apps.runtime import knowledge
 from apps.runtime.api.base import WorkspaceApi
 from apps.runtime.api.serializers import allowed_characters
-from apps.tasks.services import session_task_enforced, task_run_check
+from apps.tasks.services import session_task_enforced, task_run_check, task_run_verify
 
 # A query of 2000 characters, each escaped as a surrogate pair (12 bytes), plus the envelope.
 SEARCH_BODY_MAX_BYTES = 32 * 1024
@@ -99,5 +99,5 @@ class KnowledgeReadApi(KnowledgeApi):
         if session_task_enforced(session=request.auth):  # membership is checked like everywhere else
             run = None if run_id is None else knowledge.run_get_current(session=request.auth, route=self.route,
                                                                          run_id=run_id)
-            task_run_check(session=request.auth, run=run)
+            task_run_verify(run=run)
         return Response(knowledge.knowledge_read(session=request.auth, route=self.route, **serializer.validated_data))
