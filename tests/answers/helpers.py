@@ -5,10 +5,10 @@ sent."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.local_server import LocalJSONServer
 
 
 @dataclass
@@ -18,55 +18,25 @@ class Reply:
     delay: float = 0.0
 
 
-class ChatServer:
+class ChatServer(LocalJSONServer):
     def __init__(self, replies: list[Reply]):
         self.replies = list(replies)
         self.requests: list[dict] = []
-        server = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body,
-                                        "authorization": self.headers.get("Authorization")})
-                reply = server.replies.pop(0) if server.replies else Reply(status=500)
-                if reply.delay:
-                    time.sleep(reply.delay)
-                if reply.status == 200:
-                    payload = {"id": "c1", "object": "chat.completion", "model": body.get("model"),
-                               "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
-                                            "finish_reason": "stop"}],
-                               "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-                else:
-                    payload = {"error": {"message": f"scripted {reply.status}"}}
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path, body, headers):
+        self.requests.append({"path": path, "body": body, "authorization": headers.get("Authorization")})
+        reply = self.replies.pop(0) if self.replies else Reply(status=500)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.status == 200:
+            payload = {"id": "c1", "object": "chat.completion", "model": body.get("model"),
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
+                                    "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        else:
+            payload = {"error": {"message": f"scripted {reply.status}"}}
+        return reply.status, json.dumps(payload).encode()
 
 
 def reply_json(answer: str, citations: list[int], missing: list[str] | None = None) -> Reply:

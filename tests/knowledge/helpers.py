@@ -3,6 +3,7 @@ document's state (polling the database; no wall-clock assertions)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from django.db import transaction
 
 from apps.knowledge import ingest, services
 from apps.knowledge.models import Document
+from tests.local_server import LocalJSONServer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -35,58 +37,29 @@ def wait_for_status(document_id, *statuses: str, timeout: float = 60.0) -> Docum
                     timeout=timeout, message=f"document {document_id} to be {'/'.join(statuses)}")
 
 
-class EmbeddingsEndpoint:
+class EmbeddingsEndpoint(LocalJSONServer):
     """A real OpenAI-compatible /embeddings server on 127.0.0.1. Answers 200 with deterministic
     vectors (hashing) unless `statuses` scripts the next answers; counts the texts it embedded."""
 
     def __init__(self, *, dimension: int = 32, statuses: list[int] | None = None):
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
         from apps.knowledge.pipeline.embedders.hashing import HashingEmbedder
 
         self.statuses = list(statuses or [])
         self.requests: list[dict] = []
         self.texts: list[str] = []
-        hashing = HashingEmbedder(name="endpoint", dimension=dimension)
-        endpoint = self
+        self.hashing = HashingEmbedder(name="endpoint", dimension=dimension)
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                endpoint.requests.append(body)
-                status = endpoint.statuses.pop(0) if endpoint.statuses else 200
-                if status == 200:
-                    endpoint.texts.extend(body["input"])
-                    vectors = hashing.embed_documents(body["input"])
-                    payload = {"data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
-                else:
-                    payload = {"error": {"message": f"scripted {status}"}}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path, body, headers):
+        self.requests.append(body)
+        status = self.statuses.pop(0) if self.statuses else 200
+        if status == 200:
+            self.texts.extend(body["input"])
+            vectors = self.hashing.embed_documents(body["input"])
+            payload = {"data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+        else:
+            payload = {"error": {"message": f"scripted {status}"}}
+        return status, json.dumps(payload).encode()
 
 
 def ingest_texts(kb, files: dict[str, str]) -> dict[str, Document]:
