@@ -6,6 +6,7 @@ scope of its family (``scope_family``, e.g. ``"knowledge"``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.views.decorators.csrf import csrf_exempt
@@ -13,7 +14,8 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.views import APIView
 
-from apps.core.errors import ApiError
+from apps.core.errors import ApiError, InvalidRequest
+from apps.core.exceptions import validation_extra, validation_message
 from apps.core.parsers import InvalidJSON
 from apps.projects.authentication import OperatorTokenAuthentication
 from apps.projects.models import OperatorToken
@@ -84,3 +86,32 @@ def by_method(**views: Any) -> Any:
     dispatch.cls = body_view.cls  # type: ignore[attr-defined]
     dispatch.views = handlers  # type: ignore[attr-defined]  # the OpenAPI schema describes each method by its view
     return dispatch
+
+
+_DIGITS = re.compile(r"[0-9]{1,10}")
+
+
+def query_error(name: str, message: str) -> InvalidRequest:
+    """400 `invalid_request` naming one query parameter."""
+    return InvalidRequest(f"{name}: {message}", fields={name: [message]})
+
+
+def query_integer(request: Any, name: str, default: int, low: int, high: int) -> int:
+    """The query parameter `name` as an integer from `low` to `high` (plain ASCII digits), or
+    `default` when it is absent; anything else is 400 naming it."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+        raise query_error(name, f"An integer from {low} to {high} is required.")
+    return int(raw)
+
+
+def builder_validated(serializer_class: Any, data: Any, *, error: type[ApiError], partial: bool = False
+                      ) -> dict[str, Any]:
+    """A builder body checked by its serializer; refused as `error` (422) naming the first fields."""
+    serializer = serializer_class(data=data, partial=partial)
+    if not serializer.is_valid():
+        extra = validation_extra(serializer.errors)
+        raise error(validation_message(extra["fields"]), **extra)
+    return dict(serializer.validated_data)

@@ -278,3 +278,10 @@ def test_knowledge_search_with_the_bound_run_passes_the_task_check(world):
     response = world.api.post(url, {"query": "退款", "run_id": run_id}, format="json",
                               **bearer(world.first.access_token))
     assert (response.status_code, response.json()["error"]) == (409, "TASK_CANCELLED")
+
+
+@pytest.mark.parametrize("limit", ["0", "201", "²", "1e3", "-1"])
+def test_a_list_limit_outside_1_to_200_or_not_ascii_digits_is_400(world, limit):
+    response = world.api.get(f"/api/v1/builder/tasks?limit={limit}", **_op(world))
+    body = response.json()
+    assert (response.status_code, body["error"], list(body["fields"])) == (400, "invalid_request", ["limit"])

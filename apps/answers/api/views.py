@@ -5,7 +5,6 @@ any knowledge scope. Routes are found only in the operator's projects (selectors
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from rest_framework.response import Response
@@ -13,30 +12,17 @@ from rest_framework.response import Response
 from apps.answers import selectors, services
 from apps.answers.api.serializers import RagFeedbackIn, RagQueryIn, rag_query_out
 from apps.answers.errors import RagFeedbackInvalid, RagQueryInvalid, RagQueryNotFound
-from apps.core.errors import InvalidRequest
 from apps.core.exceptions import validation_extra, validation_message
 from apps.ledger.rag import rag_query_feedback
-from apps.projects.builder import BuilderApi
+from apps.projects.builder import BuilderApi, query_error, query_integer
 from apps.projects.models import OperatorToken
 
 SCOPE_QUERY = OperatorToken.Scope.KNOWLEDGE_QUERY
 LIST_LIMIT_MAX = 500
 OFFSET_MAX = 10**9
-_DIGITS = re.compile(r"[0-9]{1,10}")
 FEEDBACK_FILTERS = ("helpful", "unhelpful", "none", "any")
 
 
-def _query_error(name: str, message: str) -> InvalidRequest:
-    return InvalidRequest(f"{name}: {message}", fields={name: [message]})
-
-
-def _number(request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
-        raise _query_error(name, f"An integer from {low} to {high} is required.")
-    return int(raw)
 
 
 def _route(request, route_key: str):
@@ -46,7 +32,7 @@ def _route(request, route_key: str):
         try:
             project_id = str(uuid.UUID(raw))
         except ValueError:
-            raise _query_error("project_id", "A project UUID is required.") from None
+            raise query_error("project_id", "A project UUID is required.") from None
     return selectors.route_get_for_operator(user=request.user, route_key=route_key, project_id=project_id)
 
 
@@ -76,14 +62,14 @@ class RagQueryApi(BuilderApi):
 class RagQueryListApi(BuilderApi):
     def get(self, request, route_key):
         route = _route(request, route_key)
-        offset = _number(request, "offset", 0, 0, OFFSET_MAX)
-        limit = _number(request, "limit", 100, 1, LIST_LIMIT_MAX)
+        offset = query_integer(request, "offset", 0, 0, OFFSET_MAX)
+        limit = query_integer(request, "limit", 100, 1, LIST_LIMIT_MAX)
         feedback = request.query_params.get("feedback") or None
         if feedback is not None and feedback not in FEEDBACK_FILTERS:
-            raise _query_error("feedback", "One of " + ", ".join(FEEDBACK_FILTERS) + " is required.")
+            raise query_error("feedback", "One of " + ", ".join(FEEDBACK_FILTERS) + " is required.")
         grounded_raw = request.query_params.get("grounded") or None
         if grounded_raw is not None and grounded_raw not in ("true", "false"):
-            raise _query_error("grounded", "true or false is required.")
+            raise query_error("grounded", "true or false is required.")
         grounded = None if grounded_raw is None else grounded_raw == "true"
         queryset = selectors.rag_query_list(route=route, feedback=feedback, grounded=grounded)
         total = queryset.count()
@@ -111,5 +97,5 @@ class RagFeedbackApi(BuilderApi):
 class RagReportApi(BuilderApi):
     def get(self, request, route_key):
         route = _route(request, route_key)
-        days = _number(request, "days", selectors.REPORT_DAYS_DEFAULT, 1, selectors.REPORT_DAYS_MAX)
+        days = query_integer(request, "days", selectors.REPORT_DAYS_DEFAULT, 1, selectors.REPORT_DAYS_MAX)
         return Response({"data": selectors.rag_report(route=route, days=days)})

@@ -3,7 +3,6 @@ selector and answering `{"data": ...}`. Scoping is in the selectors."""
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from django.db.models import Prefetch
@@ -11,7 +10,6 @@ from django.utils.functional import classproperty
 from rest_framework import status
 from rest_framework.response import Response
 
-from apps.core.errors import InvalidRequest
 from apps.core.exceptions import validation_extra, validation_message
 from apps.core.parsers import StrictJSONParser, StrictMultiPartParser
 from apps.knowledge import selectors, services
@@ -33,7 +31,13 @@ from apps.knowledge.errors import (
     UrlInvalid,
 )
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration
-from apps.projects.builder import BuilderApi, by_method  # noqa: F401  (by_method: the URL tables use it as v.by_method)
+from apps.projects.builder import (  # by_method: the URL tables use it as v.by_method
+    BuilderApi,
+    builder_validated,
+    by_method,  # noqa: F401
+    query_error,
+    query_integer,
+)
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_editable, project_list_visible
 
@@ -43,33 +47,16 @@ SCOPE_DEBUG = OperatorToken.Scope.KNOWLEDGE_DEBUG
 SCOPE_REBUILD = OperatorToken.Scope.KNOWLEDGE_REBUILD
 LIST_LIMIT_MAX = 500
 OFFSET_MAX = 10**9
-_DIGITS = re.compile(r"[0-9]{1,10}")
 
 
 def _validated(serializer_class, data, *, partial: bool = False) -> dict:
-    serializer = serializer_class(data=data, partial=partial)
-    if not serializer.is_valid():
-        extra = validation_extra(serializer.errors)
-        raise KnowledgeBaseInvalid(validation_message(extra["fields"]), **extra)
-    return serializer.validated_data
-
-
-def _query_error(name: str, message: str) -> InvalidRequest:
-    return InvalidRequest(f"{name}: {message}", fields={name: [message]})
+    return builder_validated(serializer_class, data, error=KnowledgeBaseInvalid, partial=partial)
 
 
 def _page(request) -> tuple[int, int]:
     """offset (0–OFFSET_MAX) and limit (1–LIST_LIMIT_MAX), plain decimal digits; anything else is 400."""
-
-    def number(name: str, default: int, low: int, high: int) -> int:
-        raw = request.query_params.get(name)
-        if raw is None:
-            return default
-        if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
-            raise _query_error(name, f"An integer from {low} to {high} is required.")
-        return int(raw)
-
-    return number("offset", 0, 0, OFFSET_MAX), number("limit", 100, 1, LIST_LIMIT_MAX)
+    return (query_integer(request, "offset", 0, 0, OFFSET_MAX),
+            query_integer(request, "limit", 100, 1, LIST_LIMIT_MAX))
 
 
 def _document_status(request) -> str | None:
@@ -77,7 +64,7 @@ def _document_status(request) -> str | None:
     if not raw:
         return None
     if raw not in Document.Status.values:
-        raise _query_error("status", "One of " + ", ".join(Document.Status.values) + " is required.")
+        raise query_error("status", "One of " + ", ".join(Document.Status.values) + " is required.")
     return raw
 
 
@@ -88,7 +75,7 @@ def _project_id(request) -> str | None:
     try:
         return str(uuid.UUID(raw))
     except ValueError:
-        raise _query_error("project_id", "A project UUID is required.") from None
+        raise query_error("project_id", "A project UUID is required.") from None
 
 
 def _with_generations(queryset):

@@ -9,8 +9,7 @@ from typing import Any
 from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
-from apps.core.exceptions import validation_extra, validation_message
-from apps.projects.builder import BuilderApi
+from apps.projects.builder import BuilderApi, builder_validated, query_integer
 from apps.tasks import selectors, services
 from apps.tasks.api.serializers import TaskControlIn, TaskCreateIn, task_detail_out, task_out
 from apps.tasks.errors import TaskInvalid
@@ -20,11 +19,7 @@ LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 200
 
 
 def _validated(serializer_class: Any, data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        extra = validation_extra(serializer.errors)
-        raise TaskInvalid(validation_message(extra["fields"]), **extra)
-    return dict(serializer.validated_data)
+    return builder_validated(serializer_class, data, error=TaskInvalid)
 
 
 def _query_uuid(request: Any, name: str) -> uuid.UUID | None:
@@ -37,16 +32,6 @@ def _query_uuid(request: Any, name: str) -> uuid.UUID | None:
         return uuid.UUID(values[0])
     except ValueError:
         raise InvalidRequest(f"{name}: A UUID is required.", fields={name: ["A UUID is required."]}) from None
-
-
-def _limit(request: Any) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None:
-        return LIST_LIMIT_DEFAULT
-    if not raw.isdigit() or not 1 <= int(raw) <= LIST_LIMIT_MAX:
-        message = f"An integer from 1 to {LIST_LIMIT_MAX} is required."
-        raise InvalidRequest(f"limit: {message}", fields={"limit": [message]})
-    return int(raw)
 
 
 class TaskBuilderApi(BuilderApi):
@@ -67,7 +52,7 @@ class TaskListApi(TaskBuilderApi):
                 raise InvalidRequest("cursor: Not a task of this listing.", fields={"cursor": ["Unknown cursor."]})
             queryset = queryset.filter(created_at__gte=after.created_at).exclude(
                 created_at=after.created_at, id__lte=after.id)
-        limit = _limit(request)
+        limit = query_integer(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX)
         tasks = list(queryset[: limit + 1])
         more = len(tasks) > limit
         tasks = tasks[:limit]

@@ -3,7 +3,6 @@ service or selector and answering ``{"data": ...}``. Scoping is in apps.tools.bu
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any
 
@@ -11,9 +10,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.errors import ApiError, InvalidRequest
-from apps.core.exceptions import validation_extra, validation_message
-from apps.projects.builder import BuilderApi
+from apps.core.errors import ApiError
+from apps.projects.builder import BuilderApi, builder_validated, query_error, query_integer
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_visible
 from apps.tools import builder, selectors, services
@@ -33,23 +31,13 @@ SCOPE_ROUTES = OperatorToken.Scope.ROUTES_WRITE
 # A spec at its limit, written as a JSON string (escapes may double it), plus the other fields.
 SPEC_BODY_MAX_BYTES = 2 * MAX_SPEC_BYTES + 64 * 1024
 LIST_LIMIT_MAX = 500
-_DIGITS = re.compile(r"[0-9]{1,10}")
 _AGENT_DIRECT_FIELDS = {"enabled": "tools_direct_enabled", "write_tools": "write_tools",
                         "force_approval_tools": "force_approval_tools",
                         "unattended_write_tools": "unattended_write_tools", "max_tool_calls": "max_tool_calls"}
 
 
 def _validated(serializer_class: Any, data: Any, error: type[ApiError]) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        extra = validation_extra(serializer.errors)
-        raise error(validation_message(extra["fields"]), **extra)
-    validated: dict[str, Any] = serializer.validated_data
-    return validated
-
-
-def _query_error(name: str, message: str) -> InvalidRequest:
-    return InvalidRequest(f"{name}: {message}", fields={name: [message]})
+    return builder_validated(serializer_class, data, error=error)
 
 
 def _project_id(request: Request) -> uuid.UUID | None:
@@ -59,19 +47,11 @@ def _project_id(request: Request) -> uuid.UUID | None:
     try:
         return uuid.UUID(raw)
     except ValueError:
-        raise _query_error("project_id", "A project UUID is required.") from None
+        raise query_error("project_id", "A project UUID is required.") from None
 
 
 def _page(request: Request) -> tuple[int, int]:
-    def number(name: str, default: int, low: int, high: int) -> int:
-        raw = request.query_params.get(name)
-        if raw is None:
-            return default
-        if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
-            raise _query_error(name, f"An integer from {low} to {high} is required.")
-        return int(raw)
-
-    return number("offset", 0, 0, 10**9), number("limit", 100, 1, LIST_LIMIT_MAX)
+    return query_integer(request, "offset", 0, 0, 10**9), query_integer(request, "limit", 100, 1, LIST_LIMIT_MAX)
 
 
 class ToolsBuilderApi(BuilderApi):
