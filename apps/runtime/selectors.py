@@ -10,7 +10,7 @@ from apps.core.revisions import revision_of
 from apps.knowledge import selectors as knowledge_selectors
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
-from apps.tools.surface import route_surface
+from apps.tools.surface import route_capability_summary
 
 WORKSPACES_SCHEMA = "bailing.agent-workspaces.v1"
 PROFILE_SCHEMA = "bailing.agent-runtime-profile.v1"
@@ -20,21 +20,6 @@ SYSTEM_INFO_SCHEMA = "bailing.agent-system-info.v1"
 def route_knowledge_source_count(*, route: Route) -> int:
     """How many knowledge bases are bound to `route` (the knowledge app's route↔KB bindings)."""
     return knowledge_selectors.route_knowledge_source_count(route=route)
-
-
-def route_capability_summary(*, route: Route, session: AgentSession,
-                             knowledge_sources: int | None = None) -> dict[str, Any]:
-    """Bootstrap `capabilities`: the revision and counts of the tools this session may use on
-    `route` (its authorized surface; empty while direct tools are off)."""
-    summary = route_surface(route=route, session=session, knowledge_sources=knowledge_sources).summary()
-    return {
-        "revision": summary["revision"],
-        "authorized_total": summary["authorized_total"],
-        "active_limit": route.agent_client_active_tool_limit,
-        "readonly": summary["readonly"],
-        "writes": summary["writes"],
-        "approval_required": summary["approval_required"],
-    }
 
 
 def workspace_entry(*, route: Route) -> dict[str, str]:

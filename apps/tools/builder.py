@@ -35,7 +35,7 @@ from .errors import (
 from .models import RouteToolSource, ToolProvider
 from .route_tools import UNSET, SourceSpec, route_tools_set
 from .selectors import provider_get
-from .surface import route_surface
+from .surface import route_capability_summary, route_surface
 
 MAX_KNOWLEDGE_BINDINGS = 64
 # route_tools_set's field names, as the builder API's body names them.
@@ -186,19 +186,11 @@ def route_dry_run(*, route: Route) -> dict[str, Any]:
     ``capabilities`` — as an operator sees it (a principal acting on someone's behalf). Reads only;
     the console's route page and the builder API's dry-run both show this."""
     kb_count = knowledge_selectors.route_knowledge_source_count(route=route)
-    summary = route_surface(route=route, session=None, knowledge_sources=kb_count).summary()
     return {
         "kb_count": kb_count,
         "knowledge_enabled": route.knowledge_enabled,
         "agent_direct_enabled": route.tools_direct_enabled,
-        "capabilities": {
-            "revision": summary["revision"],
-            "authorized_total": summary["authorized_total"],
-            "active_limit": route.agent_client_active_tool_limit,
-            "readonly": summary["readonly"],
-            "writes": summary["writes"],
-            "approval_required": summary["approval_required"],
-        },
+        "capabilities": route_capability_summary(route=route, session=None, knowledge_sources=kb_count),
     }
 
 

@@ -309,3 +309,19 @@ def _knowledge_tools() -> list[SurfaceTool]:
                             "max_bytes": MAX_GUIDANCE_BYTES},
         ))
     return out
+
+
+def route_capability_summary(*, route: Route, session: AgentSession | None,
+                             knowledge_sources: int | None = None) -> dict[str, Any]:
+    """Bootstrap `capabilities`: the revision and counts of the tools `session` may use on `route`
+    (its authorized surface; empty while direct tools are off). With no session, as an operator
+    sees it (the builder dry-run and the route page)."""
+    summary = route_surface(route=route, session=session, knowledge_sources=knowledge_sources).summary()
+    return {
+        "revision": summary["revision"],
+        "authorized_total": summary["authorized_total"],
+        "active_limit": route.agent_client_active_tool_limit,
+        "readonly": summary["readonly"],
+        "writes": summary["writes"],
+        "approval_required": summary["approval_required"],
+    }

@@ -9,7 +9,7 @@ from apps.agent_auth.services import session_revoke
 from apps.ledger.models import Conversation, Message, Run
 from apps.routes.selectors import route_profile
 from apps.routes.services import route_update
-from apps.runtime.selectors import route_capability_summary
+from apps.tools.surface import route_capability_summary
 from tests.agent_auth.helpers import bearer, session_for
 from tests.ledger.helpers import complete_run, ledger_counts, open_turn, post_json, turn_body, turn_url
 
