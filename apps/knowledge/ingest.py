@@ -30,11 +30,11 @@ import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from apps.knowledge import dispatch
+from apps.knowledge import dispatch, vector_indexes
 from apps.knowledge.chunk_overrides import override_apply
 from apps.knowledge.leases import (
     Claim,
@@ -335,7 +335,7 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
     if token is None:
         return "skipped"
     try:
-        return _document_run(document_id, token)
+        outcome = _document_run(document_id, token)
     except LeaseLost:
         return "lease_lost"
     except parsers.ConversionFailed as exc:
@@ -353,7 +353,23 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
         logger.exception("Ingesting document %s failed", document_id)
         _document_fail(document_id, token, "ingest_error",
                        "An unexpected error stopped the pipeline; retry the document, and report it if it recurs.")
+    else:
+        if outcome == "completed":
+            _vector_indexes_ensure(Document.objects.filter(pk=document_id).values_list("knowledge_base_id", flat=True))
+        return outcome
     return "failed"
+
+
+def _vector_indexes_ensure(kb_ids) -> None:
+    """Give the KB's live generations the vector index they have outgrown exact scans for. The
+    document is complete already: a failure here is logged and left to the watchdog."""
+    for generation in IndexGeneration.objects.filter(knowledge_base_id__in=kb_ids, status__in=LIVE,
+                                                     vector_indexed=False):
+        try:
+            vector_indexes.generation_index_ensure(generation.pk)
+        except DatabaseError:
+            logger.warning("Building the vector index of generation %s failed; the watchdog will retry.",
+                           generation.pk, exc_info=True)
 
 
 # Generations (rebuild)
@@ -469,6 +485,9 @@ def _generation_run(generation_id, token) -> str:
                                         status=Document.Status.COMPLETED).count()
         _generation_touch(generation_id, token, progress_total=total, progress_done=max(0, total - len(missing)))
         if not missing:
+            # Before the switch: the generation is never searched without the index it needs.
+            vector_indexes.generation_index_ensure(generation_id)
+            _generation_touch(generation_id, token)
             if _generation_switch(generation, token):
                 if settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS <= 0:
                     generation_purge()
@@ -521,6 +540,8 @@ def generation_purge(*, older_than_seconds: int | None = None) -> int:
             chunks_delete(generation_id=generation_id)
             IndexGeneration.objects.filter(pk=generation_id).delete()
         purged += 1
+    if purged:
+        vector_indexes.stale_indexes_drop()
     return purged
 
 
@@ -573,4 +594,7 @@ def knowledge_watchdog() -> dict[str, int]:
             generation.save(update_fields=["run_token", "heartbeat_at", "updated_at"])
             dispatch.generation_send(generation.pk)
             requeued += 1
-    return {"requeued": requeued, "failed": failed, "purged": generation_purge()}
+    purged = generation_purge()
+    return {"requeued": requeued, "failed": failed, "purged": purged,
+            "vector_indexes_built": vector_indexes.live_generations_index(),
+            "vector_indexes_dropped": vector_indexes.stale_indexes_drop()}

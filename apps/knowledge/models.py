@@ -7,8 +7,9 @@ switches in one transaction (see apps.knowledge.ingest).
 
 Chunks: parent chunks hold section text and no vector; child chunks carry `embedding` (a pgvector
 column without a fixed dimension) and `search_vector` (a tsvector of pipeline.terms.keyword_terms),
-both written in the same transaction. Each embedding model gets its own partial HNSW index over
-`embedding::vector(DIM)` (pipeline.index.hnsw_index_sql), created when the model is registered.
+both written in the same transaction. A generation with enough child vectors gets an HNSW index of
+its own over `embedding::vector(DIM)` (apps.knowledge.vector_indexes); smaller ones are scanned
+exactly.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from django.db.models import Q
 from pgvector.django import VectorField
 
 from apps.core.models import BaseModel
-from apps.knowledge.pipeline.sql import hnsw_index_name
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.projects.models import Project
 from apps.routes.models import Route
@@ -58,10 +58,6 @@ class EmbeddingModel(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.provider}, {self.dimension})"
-
-    @property
-    def index_name(self) -> str:
-        return hnsw_index_name(self.pk)
 
 
 class Fusion(models.TextChoices):
@@ -132,6 +128,9 @@ class IndexGeneration(BaseModel):
     failed_at = models.DateTimeField(null=True, blank=True)
     # The keyword tokenisation its search vectors were written with (pipeline.terms.ANALYZER).
     keyword_analyzer = models.PositiveSmallIntegerField(default=KEYWORD_ANALYZER)
+    # It has its own HNSW index (apps.knowledge.vector_indexes); searches read it instead of
+    # scanning its vectors exactly.
+    vector_indexed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["knowledge_base", "-number"]

@@ -27,7 +27,6 @@ from apps.knowledge.models import (
 from apps.knowledge.pipeline import fetch, index, parsers
 from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.rerank import RerankConfigInvalid, reranker_validate
-from apps.knowledge.pipeline.sql import hnsw_index_create_sql, hnsw_index_drop_sql
 from apps.knowledge.pipeline.strategy import StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.projects.models import Project
@@ -42,7 +41,7 @@ logger = logging.getLogger("bailinghub.knowledge")
 @transaction.atomic
 def embedding_model_register(*, name: str, provider: str, dimension: int, options: dict | None = None
                              ) -> EmbeddingModel:
-    """Register a model and create its partial HNSW index (pipeline.sql) in the same transaction."""
+    """Register a model (its KBs' generations get their vector indexes as they grow: vector_indexes)."""
     try:
         native = embedder_class(provider).native_dimension
     except EmbeddingFailed as exc:
@@ -51,19 +50,13 @@ def embedding_model_register(*, name: str, provider: str, dimension: int, option
         raise errors.EmbeddingDimensionMismatch(f"dimension must be between 1 and {EMBEDDING_MAX_DIMENSION}.")
     if native is not None and dimension != native:
         raise errors.EmbeddingDimensionMismatch(f"The {provider} provider embeds in {native} dimensions.")
-    model = EmbeddingModel.objects.create(name=name, provider=provider, dimension=dimension, options=options or {})
-    with connection.cursor() as cursor:
-        cursor.execute(hnsw_index_create_sql(model.pk, model.dimension))
-    return model
+    return EmbeddingModel.objects.create(name=name, provider=provider, dimension=dimension, options=options or {})
 
 
 @transaction.atomic
 def embedding_model_delete(*, model: EmbeddingModel) -> None:
-    """Delete an unused model and its index (a model with knowledge bases is protected)."""
-    model_id = model.pk
+    """Delete an unused model (a model with knowledge bases is protected)."""
     model.delete()
-    with connection.cursor() as cursor:
-        cursor.execute(hnsw_index_drop_sql(model_id))
 
 
 # Knowledge bases

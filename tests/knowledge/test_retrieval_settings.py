@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_defaults_are_the_measured_values():
     knobs = RetrievalSettings()
-    assert (knobs.search_candidates, knobs.vector_ef_search_min, knobs.hybrid_dense_weight_western) == (50, 200, 0.6)
-    assert len(fields(knobs)) == 18
+    assert (knobs.search_candidates, knobs.vector_ef_search, knobs.vector_index_min_rows,
+            knobs.hybrid_dense_weight_western) == (50, 200, 2_000, 0.6)
+    assert len(fields(knobs)) == 16
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
@@ -39,7 +40,9 @@ def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
     ({"search_candidates": 10**6}, "must be ≤ 1000"),
     ({"hybrid_dense_weight_short": 1.5}, "within 0–1"),
     ({"hybrid_margin_slope": float("nan")}, "must be ≥ 0"),
-    ({"vector_ef_search_min": 300, "vector_ef_search_max": 100}, "vector_ef_search_max must be ≥"),
+    ({"vector_ef_search": 0}, "'vector_ef_search'] must be ≥ 1"),
+    ({"vector_ef_search": 1001}, "'vector_ef_search'] must be ≤ 1000"),
+    ({"vector_exact_max": 2000}, "unknown keys: vector_exact_max"),
     ({"hybrid_short_units": 20, "hybrid_long_units": 20}, "hybrid_long_units must be >"),
     ([1, 2], "must be a JSON object"),
 ])

@@ -1,13 +1,11 @@
 """The retrieval engine on small fixed corpora, through the real ingestion pipeline (in-process)."""
 
 import pytest
-from django.db import connection
 
 from apps.knowledge import selectors, services
 from apps.knowledge.models import Chunk, EmbeddingModel, KeywordTermStat
 from apps.knowledge.pipeline import index
-from apps.knowledge.pipeline.embedders import embedder_for
-from apps.knowledge.pipeline.retrieve import SearchOptions, search, utf8_window, vector_candidates
+from apps.knowledge.pipeline.retrieve import SearchOptions, search, utf8_window
 from apps.knowledge.pipeline.terms import keyword_terms
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
@@ -123,73 +121,6 @@ def test_the_generation_lexeme_scopes_the_keyword_index():
     assert set(keyword_terms("退款政策")) <= set(
         next(iter(lexemes)).replace("'", "").split()
     )
-
-
-def _small_kb_beside_a_big_one():
-    """12 chunks in one KB beside 1,500 of another KB with the same embedding model (same HNSW index)."""
-    model = EmbeddingModelFactory()
-    strategy = {"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0}
-    big = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=strategy)
-    small = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=strategy)
-    ingest_texts(big, {"big.txt": "\n\n".join(f"大库段落 {i} 关于订单 {i % 37} 的说明" for i in range(1500))})
-    ingest_texts(small, {"small.txt": "\n\n".join(f"小库段落 {i} 关于退款 {i}" for i in range(12))})
-    return model, small
-
-
-def test_a_small_kb_among_many_vectors_gets_its_full_top_k(settings):
-    """pgvector 0.6's filtered HNSW returns too few rows for a small KB; the engine must not."""
-    # Force the HNSW path even for this small test.
-    settings.KNOWLEDGE_RETRIEVAL = {"vector_exact_max": 0, "vector_hnsw_min_fraction": 0}
-    _, small = _small_kb_beside_a_big_one()
-
-    result = search(kbs=[small], query="退款 订单", options=SearchOptions(mode="vector", top_k=10, rollup=False))
-    settings.KNOWLEDGE_RETRIEVAL = {"vector_exact_max": 10**9}
-    exact = search(kbs=[small], query="退款 订单", options=SearchOptions(mode="vector", top_k=10, rollup=False))
-
-    assert len(result.hits) == 10
-    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in exact.hits]
-    assert {h.knowledge_base_id for h in result.hits} == {small.pk}
-
-
-def test_a_starved_index_scan_of_a_scannable_kb_is_completed_to_the_candidate_limit(settings):
-    """Even when the caller shows fewer hits than the channel's candidate limit, a KB small enough
-    to scan exactly gets all its candidates (fusion ranks them), not what filtered HNSW left."""
-    hnsw = {"vector_exact_max": 0, "vector_hnsw_min_fraction": 0,
-            "vector_ef_search_min": 24, "vector_ef_search_max": 24}  # ef = 2 × limit
-    model, small = _small_kb_beside_a_big_one()
-    generation = selectors.generation_active(kb=small)
-    vector = embedder_for(model).embed_query("大库段落 7 关于订单 7 的说明")  # the big KB's words
-
-    def candidates():
-        return vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=12,
-                                 filtered_rows=12, need=0)  # only the candidate limit asks
-
-    settings.KNOWLEDGE_RETRIEVAL = {**hnsw, "vector_exact_fallback_max": 0}
-    starved = candidates()
-    settings.KNOWLEDGE_RETRIEVAL = {**hnsw, "vector_exact_fallback_max": 20_000}
-    completed = candidates()
-    settings.KNOWLEDGE_RETRIEVAL = {**hnsw, "vector_exact_max": 10**9}
-    exact = candidates()
-    assert len(starved) < 12  # the premise, on this server
-    assert [row[0] for row in completed] == [row[0] for row in exact]
-    assert len(exact) == 12
-
-
-def test_hnsw_alone_would_starve_the_small_kb(settings):
-    """The premise of the test above, checked on this server: the plain filtered index scan."""
-    model, small = _small_kb_beside_a_big_one()
-    generation = selectors.generation_active(kb=small)
-    probe = "[" + ",".join(["0.1"] * model.dimension) + "]"
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.ef_search = 10")
-        cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT id FROM knowledge_chunk WHERE embedding_model_id = %s "  # noqa: S608
-            f"AND generation_id = %s ORDER BY embedding::vector({model.dimension}) <=> %s::vector({model.dimension}) "
-            f"LIMIT 10) t",
-            [model.pk, generation.pk, probe],
-        )
-        assert cursor.fetchone()[0] < 10
 
 
 def test_hits_of_one_parent_merge_into_one_result():

@@ -32,14 +32,13 @@ class RetrievalSettings:
     keyword_posting_budget: int = 20_000
     keyword_phase1_terms: int = 16
     keyword_phase1_limit: int = 100
-    # Vector channel: a filtered set of at most `vector_exact_max` rows, or below
-    # `vector_hnsw_min_fraction` of the model's index, is scanned exactly; otherwise HNSW with
-    # ef_search in [min, max]; a starved HNSW answer is completed by an exact scan while the
-    # filtered set has at most `vector_exact_fallback_max` rows.
-    vector_exact_max: int = 2_000
-    vector_hnsw_min_fraction: float = 0.02
-    vector_ef_search_min: int = 200
-    vector_ef_search_max: int = 1000
+    # Vector channel: a generation with more than `vector_index_min_rows` child vectors gets its
+    # own HNSW index (apps.knowledge.vector_indexes), searched with ef_search = max(this floor,
+    # 2 × candidates); smaller ones are scanned exactly (~5 µs a row). An index answer short of
+    # rows (disabled chunks) is completed by an exact scan while the generations searched have at
+    # most `vector_exact_fallback_max` rows.
+    vector_index_min_rows: int = 2_000
+    vector_ef_search: int = 200
     vector_exact_fallback_max: int = 20_000
     # Hybrid fusion: the dense weight by script (Traditional Chinese, no CJK), and for Simplified
     # Chinese a schedule from `short` to `long` over the query's length in units; then moved by
@@ -67,14 +66,14 @@ class RetrievalSettings:
                 raise ImproperlyConfigured(f"KNOWLEDGE_RETRIEVAL[{field.name!r}] must be within 0–1, "
                                            f"not {value!r}.")
         positive = ["search_candidates", "result_budget_bytes", "keyword_posting_budget", "keyword_phase1_terms",
-                    "keyword_phase1_limit", "vector_ef_search_min", "hybrid_short_units"]
+                    "keyword_phase1_limit", "vector_ef_search", "hybrid_short_units"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"KNOWLEDGE_RETRIEVAL[{name!r}] must be ≥ 1.")
         if self.search_candidates > 1000:
             raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL['search_candidates'] must be ≤ 1000.")
-        if self.vector_ef_search_max < self.vector_ef_search_min:
-            raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL: vector_ef_search_max must be ≥ vector_ef_search_min.")
+        if self.vector_ef_search > 1000:  # pgvector's own bound
+            raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL['vector_ef_search'] must be ≤ 1000.")
         if self.hybrid_long_units <= self.hybrid_short_units:
             raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL: hybrid_long_units must be > hybrid_short_units.")
 

@@ -4,11 +4,10 @@ agent knowledge search, benchmarks).
 Channels, each with its own candidate limit, over the child chunks of the KBs' active generations
 (never a chunk an operator disabled: every channel and the roll-up skip them):
 
-* vector — pgvector cosine. A KB filter on pgvector 0.6's HNSW can starve (the index returns its
-  ef_search nearest rows *before* the filter), so a filtered set of at most EXACT_MAX rows (2,000;
-  an exact scan costs about 5 µs a row here) or under 2 % of the model's index is searched
-  exactly, and a larger one through HNSW with ef_search raised by the filter's selectivity,
-  falling back to an exact scan if the index still returns too few rows.
+* vector — pgvector cosine. A generation with more than 2,000 child vectors has an HNSW index of
+  its own (apps.knowledge.vector_indexes) and is searched through it; smaller ones are scanned
+  exactly (about 5 µs a row). So a search never walks another KB's vectors, and never starves: a
+  filter applied after a shared index (pgvector 0.6) could leave a small KB with fewer than k rows.
 * keyword — BM25 (k1=0.9, b=0.4) over CJK unigrams+bigrams and stemmed words, Traditional
   Chinese folded onto Simplified (pipeline.terms). Phase 1
   takes every query term when all their postings fit the posting budget (small KBs), else the
@@ -283,69 +282,62 @@ def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int,
 # Vector channel
 
 
-def _model_chunk_count(model: EmbeddingModel) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT coalesce(sum(s.df), 0) FROM knowledge_keywordtermstat s
-              JOIN knowledge_indexgeneration g ON g.id = s.generation_id
-              JOIN knowledge_knowledgebase kb ON kb.id = g.knowledge_base_id
-             WHERE s.term = '#n' AND kb.embedding_model_id = %s AND g.status <> 'failed'
-            """,
-            [model.pk],
-        )
-        return int(cursor.fetchone()[0])
-
-
-def _vector_sql(dim: int, *, exact: bool) -> str:
+def _vector_sql(dim: int, *, indexed: bool) -> str:
     distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
-    # "+ 0" hides the ordering from the HNSW index: an exact scan of the filtered rows.
-    order = f"{distance} + 0" if exact else distance
+    if indexed:
+        # One generation, named literally: the planner matches its partial HNSW index.
+        where, order = "generation_id = %s", distance
+    else:
+        # "+ 0" hides the ordering from any HNSW index: an exact scan of the generations' rows.
+        where, order = "generation_id = ANY(%s::uuid[])", f"{distance} + 0"
     return (
         f"SELECT id, 1 - {distance} FROM knowledge_chunk "  # noqa: S608 -- an int dimension
-        f"WHERE embedding_model_id = %s AND generation_id = ANY(%s::uuid[]) AND kind = 'child' "
-        f"AND embedding IS NOT NULL AND NOT disabled ORDER BY {order} LIMIT %s"
+        f"WHERE {where} AND kind = 'child' AND embedding IS NOT NULL AND NOT disabled ORDER BY {order} LIMIT %s"
     )
 
 
 def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_vector: Sequence[float],
-                      limit: int, filtered_rows: int, need: int | None = None) -> list[tuple[Any, float]]:
+                      limit: int, indexed: Iterable = (), filtered_rows: int = 0,
+                      need: int | None = None) -> list[tuple[Any, float]]:
     """[(chunk id, cosine similarity)] best first: up to `limit` candidates, and never fewer than
-    `need` (the caller's top-k) while the filtered set has them."""
+    `need` (the caller's top-k) while the generations have them. A generation in `indexed` is
+    searched through its own HNSW index, the others exactly; `filtered_rows` is how many child
+    chunks the generations hold together."""
     dim = model.dimension
     vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
-    params: list[Any] = [vector, model.pk, list(generation_ids), vector, limit]
     knobs = retrieval_settings()
-    exact_max, min_fraction = knobs.vector_exact_max, knobs.vector_hnsw_min_fraction
+    indexed = set(indexed)
+    rows: list[tuple[Any, float]] = []
     with connection.cursor() as cursor:
-        if filtered_rows <= exact_max:
-            cursor.execute(_vector_sql(dim, exact=True), params)
-            return cursor.fetchall()
-        total = max(_model_chunk_count(model), filtered_rows)
-        if filtered_rows / total < min_fraction:
-            # So small a share of the index that HNSW would starve: scan the filtered rows.
-            cursor.execute(_vector_sql(dim, exact=True), params)
-            return cursor.fetchall()
-        # At least 200: the recall floor measured at 100k (ef 100 lost most true neighbours there).
-        ef_search = min(knobs.vector_ef_search_max,
-                        max(knobs.vector_ef_search_min, 2 * limit,
-                            math.ceil(limit * 2 * total / max(filtered_rows, 1))))
-        with transaction.atomic():
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
-            # Having chosen the index, make the planner walk it rather than sort the filtered rows.
-            cursor.execute("SET LOCAL enable_sort = off")
-            cursor.execute(_vector_sql(dim, exact=False), params)
-            rows = cursor.fetchall()
-        # The index may still return fewer rows than asked (the filter, dead tuples). A shortfall
-        # below what the caller will show always gets an exact scan; one below the candidate
-        # limit too, while the filtered set is small enough to scan (20,000 rows, ~100 ms).
-        fallback_max = knobs.vector_exact_fallback_max
-        shown = limit if need is None else need
-        wanted = min(limit if filtered_rows <= fallback_max else shown, filtered_rows)
-        if len(rows) < wanted:
-            cursor.execute(_vector_sql(dim, exact=True), params)
-            rows = cursor.fetchall()
-        return rows
+        scanned = [g for g in generation_ids if g not in indexed]
+        if scanned:
+            cursor.execute(_vector_sql(dim, indexed=False), [vector, list(scanned), vector, limit])
+            rows += cursor.fetchall()
+        walked = [g for g in generation_ids if g in indexed]
+        if walked:
+            # The index may return fewer rows than asked (disabled chunks): a shortfall below what
+            # the caller will show always gets an exact scan; one below the candidate limit too,
+            # while the generations are small enough to scan (20,000 rows, ~100 ms).
+            shown = limit if need is None else need
+            wanted = limit if filtered_rows <= knobs.vector_exact_fallback_max else shown
+            short = []
+            with transaction.atomic():
+                cursor.execute(f"SET LOCAL hnsw.ef_search = {int(min(1000, max(knobs.vector_ef_search, 2 * limit)))}")
+                # Make the planner walk the index rather than sort the generation's rows.
+                cursor.execute("SET LOCAL enable_sort = off")
+                for generation_id in walked:
+                    cursor.execute(_vector_sql(dim, indexed=True), [vector, generation_id, vector, limit])
+                    found = cursor.fetchall()
+                    if len(found) < wanted:
+                        short.append(generation_id)
+                    else:
+                        rows += found
+            if short:
+                cursor.execute(_vector_sql(dim, indexed=False), [vector, short, vector, limit])
+                rows += cursor.fetchall()
+    if len(generation_ids) > 1:
+        rows.sort(key=lambda row: (-row[1], str(row[0])))
+    return rows[:limit]
 
 
 def _vector_scores(*, model: EmbeddingModel, ids: Sequence, query_vector: Sequence[float]) -> dict[Any, float]:
@@ -455,7 +447,7 @@ def _timed(fn, **kwargs) -> tuple[Any, float]:
 
 
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
-                     timings: dict[str, float], fusion: str = "convex") -> list[Candidate]:
+                     timings: dict[str, float], fusion: str = "convex", indexed: Iterable = ()) -> list[Candidate]:
     """One embedding-model group: channel candidates, completed and fused, best first."""
     # 50 per channel: on dureader, cmrc and drcd nDCG@10 within 0.0002 of 100, and half the fill-in work.
     limit = options.candidate_k or retrieval_settings().search_candidates
@@ -472,7 +464,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
             scorer = keyword_scorer(generation_ids=generation_ids, query=query)
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         channel_args = dict(model=model, generation_ids=generation_ids, query_vector=query_vector, limit=limit,
-                            filtered_rows=filtered, need=options.top_k)
+                            indexed=indexed, filtered_rows=filtered, need=options.top_k)
         # Hybrid: the vector channel runs on a second connection while this thread does keywords.
         beside = parallel.run_beside(_timed, vector_candidates, **channel_args) if options.mode == "hybrid" else None
         if beside is None and options.mode == "vector":
@@ -671,11 +663,13 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
             rerankers[key] = config
         groups_of[key].append(generation.pk)
     models = {str(m.pk): m for m in EmbeddingModel.objects.filter(pk__in={key[0] for key in groups_of})}
+    indexed = {generation.pk for generation in generations if generation.vector_indexed}
     groups = []
     trace: list[dict] = []
     for key, generation_ids in sorted(groups_of.items()):
         ranked = _rank_candidates(model=models[key[0]], generation_ids=sorted(generation_ids, key=str),
-                                  query=query, options=options, timings=timings, fusion=key[1] or "convex")
+                                  query=query, options=options, timings=timings, fusion=key[1] or "convex",
+                                  indexed=indexed)
         if options.score_threshold is not None:
             ranked = [c for c in ranked if c.score >= options.score_threshold]
         if key in rerankers:

@@ -1,22 +1,26 @@
-"""SQL for the per-model vector indexes (pure strings; migrations import this too).
+"""SQL for the vector indexes (pure strings; migrations import this too).
 
 `knowledge_chunk.embedding` is a `vector` without a fixed dimension, because KBs of different
-models share the table. HNSW needs a fixed dimension, so each embedding model gets a partial
-expression index:
+models share the table. HNSW needs a fixed dimension, so every index is a partial expression index
+over `embedding::vector(DIM)`.
 
-    CREATE INDEX knowledge_chunk_hnsw_<model hex> ON knowledge_chunk
+Each index generation big enough to need one gets its own (apps.knowledge.vector_indexes):
+
+    CREATE INDEX knowledge_chunk_hnsw_g_<generation hex> ON knowledge_chunk
         USING hnsw ((embedding::vector(DIM)) vector_cosine_ops)
-        WHERE embedding_model_id = '<model uuid>'
+        WHERE generation_id = '<generation uuid>' AND kind = 'child'
 
-A query uses it only when it repeats both the cast and the predicate, literally:
+A query uses it only when it repeats the cast and the predicate, literally:
 
-    ... WHERE c.embedding_model_id = '<model uuid>' AND <more filters>
+    ... WHERE generation_id = '<generation uuid>' AND kind = 'child' AND <more filters>
         ORDER BY c.embedding::vector(DIM) <=> %s::vector(DIM) LIMIT k
 
-(Django with psycopg 3 binds parameters client-side, so a `%s` for the model id is inlined and
-the planner can still match the partial predicate.) On pgvector 0.6, further filters (generation,
-KB) are applied after the index scan: a small KB among many can get fewer than k rows back —
-see NOTES.md; the reader must compensate (larger ef_search, or an exact scan for small sets).
+(Django with psycopg 3 binds parameters client-side, so a `%s` for the generation id is inlined
+and the planner can still match the partial predicate.) So a search of one KB walks a graph of
+that KB's vectors only. Until 2026-12 each embedding model had one index for all its KBs
+(`hnsw_index_*`, kept for the migrations that created and dropped them): pgvector 0.6 applies a
+KB filter after the index scan, so a search walked every KB's vectors and a small KB among many
+could get fewer than k rows back.
 """
 
 from __future__ import annotations
@@ -40,3 +44,27 @@ def hnsw_index_create_sql(model_id: uuid.UUID, dimension: int) -> str:
 
 def hnsw_index_drop_sql(model_id: uuid.UUID) -> str:
     return f"DROP INDEX IF EXISTS {hnsw_index_name(model_id)}"
+
+
+def generation_index_name(generation_id: uuid.UUID) -> str:
+    return f"{GENERATION_INDEX_PREFIX}{uuid.UUID(str(generation_id)).hex}"
+
+
+GENERATION_INDEX_PREFIX = "knowledge_chunk_hnsw_g_"
+
+
+def generation_index_create_sql(generation_id: uuid.UUID, dimension: int, *, concurrently: bool) -> str:
+    generation_id = uuid.UUID(str(generation_id))  # validated: only a UUID ever reaches the SQL text
+    dimension = int(dimension)
+    how = "CONCURRENTLY " if concurrently else ""
+    return (
+        f"CREATE INDEX {how}IF NOT EXISTS {generation_index_name(generation_id)} ON knowledge_chunk "
+        f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
+        f"WHERE generation_id = '{generation_id}' AND kind = 'child'"
+    )
+
+
+def index_drop_sql(name: str, *, concurrently: bool) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"not an index name: {name!r}")
+    return f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS {name}"

@@ -47,7 +47,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
-from apps.knowledge import ingest, selectors, services
+from apps.knowledge import ingest, selectors, services, vector_indexes
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, KnowledgeBase
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.retrieve import SearchOptions
@@ -224,6 +224,9 @@ class Command(BaseCommand):
         parser.add_argument("--limit-queries", type=int, default=None, help="evaluate the first N queries (N ≥ 1)")
         parser.add_argument("--json", dest="json_path", default=None)
         parser.add_argument("--scale", type=int, default=0, help="add N synthetic distractor chunks")
+        parser.add_argument("--neighbours", type=int, default=0, metavar="N",
+                            help="with --scale: N more KBs of the same model beside it, each a copy of its "
+                                 "distractors (searches must not walk their vectors)")
         parser.add_argument("--corpora", default=str(DEFAULT_CORPORA), metavar="DIR",
                             help="where --scale takes its sentences: *.md files under DIR "
                                  "(default: ../shared/bench/corpora beside the checkout)")
@@ -253,6 +256,8 @@ class Command(BaseCommand):
             raise CommandError("--limit-queries must be at least 1")
         if o["scale"] < 0:
             raise CommandError("--scale must not be negative")
+        if o["neighbours"] < 0 or (o["neighbours"] and not o["scale"]):
+            raise CommandError("--neighbours needs --scale and must not be negative")
         _require_migrated()
         o["grid"] = parse_grid(o["grid"]) if o["grid"] else None
         corpus, queries, qrels = load_dataset(folder, o["limit_queries"])
@@ -285,6 +290,7 @@ class Command(BaseCommand):
             project=project, name=f"bench {folder.name} {o['embedder']} {uuid.uuid4().hex[:6]}",
             embedding_model=model, embedding_dim=model.dimension, chunk_strategy=strategy,
         )
+        neighbours: list[KnowledgeBase] = []
         try:
             ingest_s, ingest_info = self._ingest(kb, corpus)
             self.stdout.write(f"ingested {len(corpus)} passages in {ingest_s:.1f} s "
@@ -294,12 +300,63 @@ class Command(BaseCommand):
                 self._distractors(kb, model, o["scale"], sentences)
                 self.stdout.write(f"added {o['scale']} synthetic distractor chunks in "
                                   f"{time.perf_counter() - started:.1f} s")
+                self._vector_index(kb)
+                for number in range(1, o["neighbours"] + 1):
+                    neighbours.append(self._neighbour(kb, project, number))
             self._measure(kb, folder, corpus, queries, qrels, o, ingest_s=ingest_s, ingest_info=ingest_info)
         finally:
             if o["keep"]:
                 self.stdout.write(f"kept knowledge base {kb.pk} (search it again with --kb {kb.pk})")
+                for neighbour in neighbours:
+                    self.stdout.write(f"kept neighbour knowledge base {neighbour.pk}")
             else:
+                for neighbour in neighbours:
+                    services.knowledge_base_delete(kb=neighbour)
                 services.knowledge_base_delete(kb=kb)
+                vector_indexes.stale_indexes_drop()
+
+    def _vector_index(self, kb: KnowledgeBase) -> None:
+        started = time.perf_counter()
+        outcome = vector_indexes.generation_index_ensure(selectors.generation_active(kb=kb).pk)
+        self.stdout.write(f"vector index of {kb.name}: {outcome} in {time.perf_counter() - started:.1f} s")
+
+    def _neighbour(self, kb: KnowledgeBase, project, number: int) -> KnowledgeBase:
+        """Another KB of the same model holding a copy of `kb`'s distractor chunks (new ids, its own
+        generation lexeme and term counts, its own vector index)."""
+        started = time.perf_counter()
+        source = selectors.generation_active(kb=kb)
+        neighbour = services.knowledge_base_create(
+            project=project, name=f"{kb.name} neighbour {number}", embedding_model=kb.embedding_model,
+            embedding_dim=kb.embedding_model.dimension, chunk_strategy=kb.chunk_strategy,
+        )
+        generation = selectors.generation_active(kb=neighbour)
+        document = Document.objects.create(
+            knowledge_base=neighbour, filename=DISTRACTOR_FILE, file_type="txt", size=0,
+            content_hash="0" * 64, status=Document.Status.COMPLETED,
+        )
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                INSERT INTO knowledge_chunk (id, generation_id, document_id, kind, index, text, metadata, text_hash,
+                                             embedding_model_id, embedding, search_vector, disabled)
+                SELECT gen_random_uuid(), %s, %s, kind, index, text, metadata, text_hash, embedding_model_id,
+                       embedding, ts_delete(search_vector, %s) || %s::tsvector, false
+                  FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id
+                 WHERE c.generation_id = %s AND d.filename = %s AND c.kind = 'child';
+                WITH fresh AS (
+                    SELECT generation_id, search_vector FROM knowledge_chunk WHERE generation_id = %s
+                ), {index.stats_counts_sql("fresh")}
+                INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
+                SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
+                ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
+                """,  # noqa: S608 -- fixed SQL
+                [generation.pk, document.pk, index.generation_lexeme(source.pk),
+                 "'" + index.generation_lexeme(generation.pk) + "'", source.pk, DISTRACTOR_FILE, generation.pk],
+            )
+        self.stdout.write(f"neighbour {number}: {Chunk.objects.filter(generation=generation).count()} chunks copied "
+                          f"in {time.perf_counter() - started:.1f} s")
+        self._vector_index(neighbour)
+        return neighbour
 
     def _measure_kept(self, folder, corpus, queries, qrels, o) -> None:
         try:

@@ -1,0 +1,227 @@
+"""One HNSW index per index generation (apps.knowledge.vector_indexes), as the vector channel reads it."""
+
+import pytest
+from django.db import connection, connections
+
+from apps.knowledge import ingest, selectors, services, vector_indexes
+from apps.knowledge.models import Chunk, IndexGeneration
+from apps.knowledge.pipeline.embedders import embedder_for
+from apps.knowledge.pipeline.retrieve import SearchOptions, _vector_sql, search, vector_candidates
+from apps.knowledge.pipeline.sql import generation_index_name
+from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
+
+pytestmark = pytest.mark.django_db
+
+STRATEGY = {"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overlap_chars": 0}
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(settings):
+    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 40}
+
+
+def _paragraphs(prefix: str, count: int) -> str:
+    return "\n\n".join(f"{prefix}段落 {i} 关于订单 {i % 37} 的说明" for i in range(count))
+
+
+def _kb(model, prefix: str, count: int):
+    kb = KnowledgeBaseFactory(embedding_model=model, chunk_strategy=STRATEGY)
+    ingest_texts(kb, {f"{prefix}.txt": _paragraphs(prefix, count)})
+    return kb
+
+
+def _indexes_on_chunks() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'knowledge_chunk' "
+                       "AND indexdef LIKE '%USING hnsw%'")
+        return dict(cursor.fetchall())
+
+
+def _same_ranking(first, second) -> bool:
+    """Equal scores in order (the hashing embedder makes ties, whose order either way is arbitrary)
+    and the same rows above the last score."""
+    def scores(rows):
+        return [round(row[1], 6) for row in rows]
+
+    def above_last(rows):
+        return {row[0] for row in rows if round(row[1], 6) > scores(rows)[-1]}
+
+    return scores(first) == scores(second) and above_last(first) == above_last(second)
+
+
+def _plan(model, generation_id) -> str:
+    probe = "[" + ",".join(["0.1"] * model.dimension) + "]"
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN " + _vector_sql(model.dimension, indexed=True), [probe, generation_id, probe, 10])
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_a_generation_over_the_threshold_gets_an_index_of_its_own_that_its_searches_walk_alone():
+    model = EmbeddingModelFactory()
+    big, other = _kb(model, "大库", 60), _kb(model, "他库", 60)
+    generation, other_generation = selectors.generation_active(kb=big), selectors.generation_active(kb=other)
+
+    assert generation.vector_indexed and other_generation.vector_indexed
+    definition = _indexes_on_chunks()[generation_index_name(generation.pk)]
+    assert f"hnsw (((embedding)::vector({model.dimension})) vector_cosine_ops)" in definition
+    assert f"WHERE ((generation_id = '{generation.pk}'::uuid) AND ((kind)::text = 'child'::text))" in definition
+    plan = _plan(model, generation.pk)
+    assert f"Index Scan using {generation_index_name(generation.pk)}" in plan
+    assert generation_index_name(other_generation.pk) not in plan
+
+
+def test_no_index_spans_the_kbs_of_a_model():
+    model = EmbeddingModelFactory()
+    _kb(model, "大库", 60)
+    assert all("generation_id = " in definition for definition in _indexes_on_chunks().values())
+
+
+def test_a_small_generation_gets_no_index_and_is_scanned_exactly():
+    kb = _kb(EmbeddingModelFactory(), "小库", 12)
+    generation = selectors.generation_active(kb=kb)
+
+    assert not generation.vector_indexed
+    assert generation_index_name(generation.pk) not in _indexes_on_chunks()
+    result = search(kbs=[kb], query="小库段落 3", options=SearchOptions(mode="vector", top_k=5, rollup=False))
+    assert len(result.hits) == 5
+
+
+def test_a_search_through_the_index_finds_what_an_exact_scan_finds_and_only_in_its_kb():
+    model = EmbeddingModelFactory()
+    big = _kb(model, "大库", 60)
+    _kb(model, "他库", 60)  # same model, same words: its vectors must not come back
+    generation = selectors.generation_active(kb=big)
+    vector = embedder_for(model).embed_query("订单 7 的说明")
+
+    walked = vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=10,
+                               indexed=[generation.pk], filtered_rows=60, need=10)
+    scanned = vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=10,
+                                indexed=[], filtered_rows=60, need=10)
+    assert _same_ranking(walked, scanned)
+    assert len(walked) == 10
+    assert set(Chunk.objects.filter(pk__in=[row[0] for row in walked]).values_list(
+        "generation__knowledge_base", flat=True)) == {big.pk}
+    result = search(kbs=[big], query="订单 7 的说明", options=SearchOptions(mode="vector", top_k=10, rollup=False))
+    assert {hit.knowledge_base_id for hit in result.hits} == {big.pk}
+    assert _same_ranking([(hit.chunk_id, hit.score) for hit in result.hits], scanned)
+
+
+def test_two_kbs_searched_together_merge_their_indexed_and_scanned_generations_by_score():
+    model = EmbeddingModelFactory()
+    big, small = _kb(model, "大库", 60), _kb(model, "小库", 12)
+    generations = [selectors.generation_active(kb=big).pk, selectors.generation_active(kb=small).pk]
+    vector = embedder_for(model).embed_query("订单 7 的说明")
+
+    mixed = vector_candidates(model=model, generation_ids=generations, query_vector=vector, limit=20,
+                              indexed=generations[:1], filtered_rows=72, need=10)
+    scanned = vector_candidates(model=model, generation_ids=generations, query_vector=vector, limit=20,
+                                indexed=[], filtered_rows=72, need=10)
+    assert _same_ranking(mixed, scanned)
+    scores = [row[1] for row in mixed]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_starved_index_answer_is_completed_by_an_exact_scan(settings):
+    """Disabled chunks are filtered after the index scan: with the nearest rows disabled, the
+    index returns fewer than asked, and the channel scans the generation instead."""
+    model = EmbeddingModelFactory()
+    kb = _kb(model, "大库", 300)
+    generation = selectors.generation_active(kb=kb)
+    vector = embedder_for(model).embed_query("大库段落 7 关于订单 7 的说明")
+    nearest = [row[0] for row in vector_candidates(model=model, generation_ids=[generation.pk],
+                                                   query_vector=vector, limit=200, indexed=[], need=200)]
+    Chunk.objects.filter(pk__in=nearest).update(disabled=True)
+
+    def candidates(fallback_max: int):
+        settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 40, "vector_ef_search": 1,
+                                        "vector_exact_fallback_max": fallback_max}
+        return vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=12,
+                                 indexed=[generation.pk], filtered_rows=300, need=0)
+
+    starved, completed = candidates(0), candidates(20_000)
+    exact = vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=12,
+                              indexed=[], need=12)
+    assert len(starved) < 12  # the premise, on this server: ef_search 24 reaches only disabled rows
+    assert _same_ranking(completed, exact)
+    assert len(exact) == 12
+    assert not set(nearest) & {row[0] for row in completed}
+
+
+def test_a_rebuild_indexes_its_generation_before_the_switch_and_the_purge_drops_the_old_index(settings):
+    settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = 0
+    kb = _kb(EmbeddingModelFactory(), "大库", 60)
+    old = selectors.generation_active(kb=kb)
+    building = services.knowledge_base_rebuild(kb=kb)
+
+    assert ingest.generation_build(generation_id=building.pk) == "activated"
+    new = selectors.generation_active(kb=kb)
+    assert new.pk == building.pk and new.vector_indexed
+    indexes = _indexes_on_chunks()
+    assert generation_index_name(new.pk) in indexes
+    assert generation_index_name(old.pk) not in indexes
+    assert not IndexGeneration.objects.filter(pk=old.pk).exists()
+
+
+def test_the_watchdog_builds_a_missing_index_and_drops_the_index_of_a_deleted_kb():
+    model = EmbeddingModelFactory()
+    kept, deleted = _kb(model, "大库", 60), _kb(model, "他库", 60)
+    kept_generation, deleted_generation = selectors.generation_active(kb=kept), selectors.generation_active(kb=deleted)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {generation_index_name(kept_generation.pk)}")
+    IndexGeneration.objects.filter(pk=kept_generation.pk).update(vector_indexed=False)
+    services.knowledge_base_delete(kb=deleted)
+    assert generation_index_name(deleted_generation.pk) in _indexes_on_chunks()
+
+    outcome = ingest.knowledge_watchdog()
+
+    # At least: another test's transactional flush may have left an index of its own behind.
+    assert outcome["vector_indexes_built"] >= 1 and outcome["vector_indexes_dropped"] >= 1
+    indexes = _indexes_on_chunks()
+    assert generation_index_name(kept_generation.pk) in indexes
+    assert generation_index_name(deleted_generation.pk) not in indexes
+    kept_generation.refresh_from_db()
+    assert kept_generation.vector_indexed
+
+
+def test_ensure_is_idempotent_and_leaves_a_small_generation_alone():
+    model = EmbeddingModelFactory()
+    big, small = _kb(model, "大库", 60), _kb(model, "小库", 12)
+    assert vector_indexes.generation_index_ensure(selectors.generation_active(kb=big).pk) == "exists"
+    assert vector_indexes.generation_index_ensure(selectors.generation_active(kb=small).pk) == "small"
+    retired = IndexGeneration.objects.create(knowledge_base=small, number=9, status=IndexGeneration.Status.RETIRED,
+                                             chunk_strategy=STRATEGY)
+    assert vector_indexes.generation_index_ensure(retired.pk) == "gone"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_builds_the_index_concurrently_and_one_build_at_a_time(settings):
+    """Outside a transaction the index is built CONCURRENTLY (other KBs keep writing), under an
+    advisory lock: a second worker finding the lock held leaves the build to the first."""
+    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 10**6}  # nothing indexed while ingesting
+    kb = _kb(EmbeddingModelFactory(), "大库", 60)
+    generation = selectors.generation_active(kb=kb)
+    assert not generation.vector_indexed
+    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 40}
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)",
+                           [vector_indexes._LOCK_NAMESPACE, vector_indexes._lock_key(generation.pk)])
+        assert vector_indexes.generation_index_ensure(generation.pk) == "busy"
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+    finally:
+        other.close()
+
+    assert vector_indexes.generation_index_ensure(generation.pk) == "indexed"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                       "WHERE c.relname = %s", [generation_index_name(generation.pk)])
+        assert cursor.fetchone() == (True,)
+    generation.refresh_from_db()
+    assert generation.vector_indexed
+    services.knowledge_base_delete(kb=kb)
+    assert vector_indexes.stale_indexes_drop() >= 1  # a flush leaves indexes: leave none behind
+    assert generation_index_name(generation.pk) not in _indexes_on_chunks()
