@@ -24,6 +24,7 @@ import logging
 import uuid
 import zlib
 
+from django.conf import settings
 from django.db import connection
 
 from apps.knowledge.models import IndexGeneration
@@ -110,7 +111,17 @@ def generation_index_ensure(generation_id) -> str:
         dimension = generation.knowledge_base.embedding_model.dimension
         if _index_state(name) is False:
             _ddl(index_drop_sql(name, concurrently=concurrently))
-        _ddl(generation_index_create_sql(generation.pk, dimension, concurrently=concurrently))
+        with connection.cursor() as cursor:
+            # pgvector builds the graph in memory while it fits (100k × 384 floats ≈ 200 MB with
+            # the graph); past that it inserts row by row, several times slower.
+            cursor.execute("SELECT set_config('maintenance_work_mem', %s, %s)",
+                           [settings.KNOWLEDGE_VECTOR_INDEX_BUILD_MEMORY, connection.in_atomic_block])
+        try:
+            _ddl(generation_index_create_sql(generation.pk, dimension, concurrently=concurrently))
+        finally:
+            if not connection.in_atomic_block:
+                with connection.cursor() as cursor:
+                    cursor.execute("RESET maintenance_work_mem")
         IndexGeneration.objects.filter(pk=generation.pk).update(vector_indexed=True)
     finally:
         if concurrently:
