@@ -77,3 +77,21 @@ def test_term_frequencies_count_stems_and_folded_characters():
 
     text = "Refunding refunds: 退貨與退货"
     assert term_frequencies(text, ["refund", "退货", "货"]) == Counter({"refund": 2, "退货": 2, "货": 2})
+
+
+def test_the_fast_path_folds_exactly_as_the_table_does():
+    """fold skips the translate when no character needs folding: the answer must not change."""
+    import random
+
+    from apps.knowledge.pipeline.han import fold, folding_table, is_traditional
+
+    table = folding_table()
+    traditional = sorted(chr(code) for code in table)
+    simplified_text = "国家的人民在这里生活，乾隆著名 abc ＡＢＣ"
+    rng = random.Random(5)
+    samples = [simplified_text, "", *("".join(rng.choice([*simplified_text, *traditional[:50], rng.choice(traditional)])
+                                          for _ in range(40)) for _ in range(200))]
+    for text in samples:
+        assert fold(text) == text.translate(table)
+        assert is_traditional(text) == (text.translate(table) != text)
+    assert fold(simplified_text) is simplified_text

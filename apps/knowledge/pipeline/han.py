@@ -42,11 +42,21 @@ def folding_table() -> dict[int, str]:
     }
 
 
+@cache
+def _traditional_characters() -> frozenset[str]:
+    return frozenset(chr(code) for code in folding_table())
+
+
 def fold(text: str) -> str:
-    """`text` with Traditional-only characters replaced by their Simplified forms (same length)."""
+    """`text` with Traditional-only characters replaced by their Simplified forms (same length).
+    Hot (every keyword-scored candidate of every search): text without such a character, which
+    is most text, is returned after one set scan (~8 µs for 270 characters) instead of a
+    translate through the table (~45 µs)."""
+    if _traditional_characters().isdisjoint(text):
+        return text
     return text.translate(folding_table())
 
 
 def is_traditional(text: str) -> bool:
     """Whether `text` has a character only Traditional Chinese uses."""
-    return fold(text) != text
+    return not _traditional_characters().isdisjoint(text)
