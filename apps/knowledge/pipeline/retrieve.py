@@ -233,7 +233,9 @@ def _phase1_terms(scorer: KeywordScorer) -> list[str]:
     return chosen
 
 
-def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[Any]:
+def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[tuple]:
+    """The best `limit` chunks by summed idf of the phase-1 terms they hold, as _chunk_rows gives
+    them (one round trip: the ranking and the rows phase 2 scores)."""
     chosen = _phase1_terms(scorer)
     if not chosen:
         return []
@@ -247,10 +249,12 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int)
         params += [scorer.idf[term], f"({generations}) & {_tsquery_lexeme(term)}"]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id FROM ({branches}) AS h GROUP BY id ORDER BY sum(w) DESC, id LIMIT %s",  # noqa: S608
+            f"WITH best AS (SELECT id FROM ({branches}) AS h GROUP BY id ORDER BY sum(w) DESC, id LIMIT %s) "  # noqa: S608
+            "SELECT c.id, c.text, c.chapter_path, greatest(length(c.search_vector) - 1, 0) "
+            "FROM best JOIN knowledge_chunk c ON c.id = best.id",
             [*params, limit],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return cursor.fetchall()
 
 
 def _chunk_rows(ids: Sequence) -> list[tuple]:
@@ -273,8 +277,7 @@ def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int,
     if scorer is None or not scorer.idf:
         return [], scorer
     phase1_limit = max(limit, retrieval_settings().keyword_phase1_limit)
-    ids = _keyword_phase1(generation_ids, scorer, phase1_limit)
-    scored = scorer.score_rows(_chunk_rows(ids))
+    scored = scorer.score_rows(_keyword_phase1(generation_ids, scorer, phase1_limit))
     ranked = sorted(scored.items(), key=lambda item: (-item[1][0], str(item[0])))
     return [(cid, s, terms) for cid, (s, terms) in ranked if s > 0][:limit], scorer
 
@@ -493,13 +496,19 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         return sorted(candidates.values(), key=lambda c: (-c.score, str(c.chunk_id)))
     started = time.perf_counter()
     if fusion == "convex":
+        # Each channel's score for the other's candidates: the cosines on the second connection
+        # while this thread reads and scores the texts.
         missing_vector = [cid for cid, c in candidates.items() if c.vector_score is None]
-        for cid, score in _vector_scores(model=model, ids=missing_vector, query_vector=query_vector).items():
-            candidates[cid].vector_score = float(score)
         missing_keyword = [cid for cid, c in candidates.items() if c.keyword_score is None]
+        cosines = parallel.run_beside(_vector_scores, model=model, ids=missing_vector, query_vector=query_vector) \
+            if missing_vector and missing_keyword and scorer is not None else None
         if scorer is not None and missing_keyword:
             for cid, (score, terms) in scorer.score_rows(_chunk_rows(missing_keyword)).items():
                 candidates[cid].keyword_score, candidates[cid].matched_terms = score, terms
+        vector_scores = cosines.result() if cosines is not None else _vector_scores(
+            model=model, ids=missing_vector, query_vector=query_vector)
+        for cid, score in vector_scores.items():
+            candidates[cid].vector_score = float(score)
     dense_weight = options.dense_weight
     if dense_weight is None:
         dense_weight = adaptive_dense_weight(candidates.values(), query=query)
