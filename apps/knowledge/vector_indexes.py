@@ -27,7 +27,7 @@ import zlib
 from django.conf import settings
 from django.db import connection
 
-from apps.knowledge.models import IndexGeneration
+from apps.knowledge.models import IndexGeneration, KeywordTermStat
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 from apps.knowledge.pipeline.sql import (
     GENERATION_INDEX_PREFIX,
@@ -133,9 +133,12 @@ def generation_index_ensure(generation_id) -> str:
 def live_generations_index() -> int:
     """Build the indexes live generations should have and do not (the watchdog's pass)."""
     built = 0
-    for generation_id in IndexGeneration.objects.filter(status__in=LIVE, vector_indexed=False).values_list(
-        "pk", flat=True
-    ):
+    # Pre-filtered by the keyword statistics' chunk count ("#n", kept per generation as chunks are
+    # written): one query for every KB, rather than counting each small KB's rows every minute.
+    unindexed = IndexGeneration.objects.filter(status__in=LIVE, vector_indexed=False).values("pk")
+    big = KeywordTermStat.objects.filter(generation_id__in=unindexed, term="#n",
+                                         df__gt=retrieval_settings().vector_index_min_rows)
+    for generation_id in big.values_list("generation_id", flat=True):
         if generation_index_ensure(generation_id) == "indexed":
             built += 1
     return built
