@@ -38,7 +38,9 @@ class RetrievalSettings:
     # rows (disabled chunks) is completed by an exact scan while the generations searched have at
     # most `vector_exact_fallback_max` rows.
     vector_index_min_rows: int = 2_000
-    vector_ef_search: int = 200
+    # Chosen on one fold of dureader's queries beside 100k distractors, the same on the other:
+    # 200 → 400 took held-out vector nDCG@10 from 0.9005 to 0.9226 (an exact scan's figure).
+    vector_ef_search: int = 400
     vector_exact_fallback_max: int = 20_000
     # Hybrid fusion: the dense weight by script (Traditional Chinese, no CJK), and for Simplified
     # Chinese a schedule from `short` to `long` over the query's length in units; then moved by
