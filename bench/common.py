@@ -29,11 +29,14 @@ def scratch_database(name: str):
     """A freshly migrated database `name` on the configured server, dropped afterwards."""
     from django.db import connection
 
+    from apps.knowledge.pipeline import parallel
+
     connection.settings_dict["TEST"]["NAME"] = name
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     try:
         yield
     finally:
+        parallel.shutdown()  # the hybrid search's second connection would keep the database from being dropped
         connection.creation.destroy_test_db(old_name, verbosity=0, keepdb=False)
 
 

@@ -216,13 +216,9 @@ def main() -> None:
     django_setup()
     from apps.answers import services as answer_services
     from apps.knowledge.management.commands.bench_retrieval import fold_of
-    from apps.knowledge.pipeline import parallel
 
     with scratch_database("bench_rag"):
-        try:
-            reports = [run_dataset(name.strip(), o) for name in o.datasets.split(",") if name.strip()]
-        finally:
-            parallel.shutdown()  # its search connection would keep the scratch database from being dropped
+        reports = [run_dataset(name.strip(), o) for name in o.datasets.split(",") if name.strip()]
     print()
     print(f"{'dataset':>18}  {'gold':>6}  {'gold|ans':>8}  {'ev.recall':>9}  {'grounded':>8}  {'answered':>8}  "
           f"{'DEP_UNAV':>8}  {'p50 ms':>7}  {'p95 ms':>7}  {'chars':>5}  corpus")
