@@ -409,3 +409,39 @@ def test_a_database_without_migrations_says_what_to_run(tmp_path, monkeypatch):
     with pytest.raises(CommandError, match=r"1 unapplied migration\(s\): run `python manage.py migrate` first"):
         _bench(tmp_path)
     assert _counts() == counts
+
+
+def test_neighbours_are_kbs_of_the_model_holding_copies_of_the_distractors_each_with_its_own_index(
+        tmp_path, corpora, settings):
+    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 3}
+    _, stdout = _bench(tmp_path, "--mode", "vector", "--scale", "5", "--neighbours", "2", "--corpora", str(corpora),
+                       "--keep")
+    kb = _kept_kb(stdout)
+    neighbours = list(KnowledgeBase.objects.filter(name__startswith=f"{kb.name} neighbour "))
+    assert sorted(n.name for n in neighbours) == [f"{kb.name} neighbour 1", f"{kb.name} neighbour 2"]
+    source = set(Chunk.objects.filter(generation__knowledge_base=kb, document__filename=DISTRACTOR_FILE)
+                 .values_list("text", flat=True))
+    for neighbour in neighbours:
+        assert neighbour.embedding_model_id == kb.embedding_model_id
+        generation = IndexGeneration.objects.get(knowledge_base=neighbour, status="active")
+        copies = Chunk.objects.filter(generation=generation, kind=Chunk.Kind.CHILD)
+        assert set(copies.values_list("text", flat=True)) == source and copies.count() == 5
+        assert all(f"#g{generation.pk.hex}" in vector and f"#g{kb.generations.get().pk.hex}" not in vector
+                   for vector in copies.values_list("search_vector", flat=True))
+        assert KeywordTermStat.objects.get(generation=generation, term="#n").df == 5
+        assert generation.vector_indexed
+    assert IndexGeneration.objects.get(knowledge_base=kb, status="active").vector_indexed
+
+
+def test_neighbours_without_scale_are_refused_and_create_nothing(tmp_path):
+    counts = _counts()
+    with pytest.raises(CommandError, match=r"^--neighbours needs --scale and must not be negative$"):
+        _bench(tmp_path, "--neighbours", "2")
+    assert _counts() == counts
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_a_run_without_keep_deletes_its_neighbours_too(tmp_path, corpora):
+    before = _counts()[:3]  # knowledge bases, documents, chunks
+    _bench(tmp_path, "--mode", "keyword", "--scale", "5", "--neighbours", "2", "--corpora", str(corpora))
+    assert _counts()[:3] == before

@@ -48,7 +48,7 @@ from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from apps.knowledge import ingest, selectors, services, vector_indexes
-from apps.knowledge.models import Chunk, Document, EmbeddingModel, KnowledgeBase
+from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.terms import keyword_terms
@@ -315,21 +315,28 @@ class Command(BaseCommand):
                 services.knowledge_base_delete(kb=kb)
                 vector_indexes.stale_indexes_drop()
 
+    @staticmethod
+    def _active_generation(kb: KnowledgeBase) -> IndexGeneration:
+        generation = selectors.generation_active(kb=kb)
+        if generation is None:
+            raise CommandError(f"{kb.name} has no active index.")
+        return generation
+
     def _vector_index(self, kb: KnowledgeBase) -> None:
         started = time.perf_counter()
-        outcome = vector_indexes.generation_index_ensure(selectors.generation_active(kb=kb).pk)
+        outcome = vector_indexes.generation_index_ensure(self._active_generation(kb).pk)
         self.stdout.write(f"vector index of {kb.name}: {outcome} in {time.perf_counter() - started:.1f} s")
 
     def _neighbour(self, kb: KnowledgeBase, project, number: int) -> KnowledgeBase:
         """Another KB of the same model holding a copy of `kb`'s distractor chunks (new ids, its own
         generation lexeme and term counts, its own vector index)."""
         started = time.perf_counter()
-        source = selectors.generation_active(kb=kb)
+        source = self._active_generation(kb)
         neighbour = services.knowledge_base_create(
             project=project, name=f"{kb.name} neighbour {number}", embedding_model=kb.embedding_model,
             embedding_dim=kb.embedding_model.dimension, chunk_strategy=kb.chunk_strategy,
         )
-        generation = selectors.generation_active(kb=neighbour)
+        generation = self._active_generation(neighbour)
         document = Document.objects.create(
             knowledge_base=neighbour, filename=DISTRACTOR_FILE, file_type="txt", size=0,
             content_hash="0" * 64, status=Document.Status.COMPLETED,
