@@ -486,7 +486,9 @@ def _generation_run(generation_id, token) -> str:
         _generation_touch(generation_id, token, progress_total=total, progress_done=max(0, total - len(missing)))
         if not missing:
             # Before the switch: the generation is never searched without the index it needs.
-            vector_indexes.generation_index_ensure(generation_id)
+            vector_indexes.generation_index_ensure(
+                generation_id, heartbeat=lambda: _generation_touch(generation_id, token),
+                heartbeat_seconds=_heartbeat_seconds())
             _generation_touch(generation_id, token)
             if _generation_switch(generation, token):
                 if settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS <= 0:

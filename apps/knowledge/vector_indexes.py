@@ -21,8 +21,10 @@ plainly, which holds a write lock on the table until the transaction ends.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 import zlib
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import connection
@@ -92,9 +94,41 @@ def _ddl(statement: str) -> None:
             cursor.execute(statement)
 
 
-def generation_index_ensure(generation_id) -> str:
+class _Heartbeat(threading.Thread):
+    """Calls `beat` every `interval` seconds on its own thread (and its own database connection)
+    while a long statement runs on the caller's: a rebuild's lease stays alive through its index
+    build, which on a million vectors takes longer than the watchdog waits for a heartbeat."""
+
+    def __init__(self, beat: Callable[[], None], interval: float):
+        super().__init__(name="vector-index-heartbeat", daemon=True)
+        self.beat, self.interval = beat, interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.interval):
+                try:
+                    self.beat()
+                except Exception:  # a lost lease or a dropped connection: the build finishes anyway
+                    logger.warning("A vector index build's heartbeat failed", exc_info=True)
+                    return
+        finally:
+            connection.close()  # this thread's own connection
+
+    def __enter__(self) -> _Heartbeat:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | None = None,
+                            heartbeat_seconds: float = 10.0) -> str:
     """Build the generation's vector index if it has outgrown exact scans and has none. Returns
-    what happened: indexed, exists, small, busy (another process is building it) or gone."""
+    what happened: indexed, exists, small, busy (another process is building it) or gone.
+    `heartbeat`, if given, is called every `heartbeat_seconds` while the index is being built."""
     generation = (IndexGeneration.objects.select_related("knowledge_base__embedding_model")
                   .filter(pk=generation_id, status__in=LIVE).first())
     if generation is None:
@@ -117,7 +151,11 @@ def generation_index_ensure(generation_id) -> str:
             cursor.execute("SELECT set_config('maintenance_work_mem', %s, %s)",
                            [settings.KNOWLEDGE_VECTOR_INDEX_BUILD_MEMORY, connection.in_atomic_block])
         try:
-            _ddl(generation_index_create_sql(generation.pk, dimension, concurrently=concurrently))
+            if heartbeat is None:
+                _ddl(generation_index_create_sql(generation.pk, dimension, concurrently=concurrently))
+            else:
+                with _Heartbeat(heartbeat, heartbeat_seconds):
+                    _ddl(generation_index_create_sql(generation.pk, dimension, concurrently=concurrently))
         finally:
             if not connection.in_atomic_block:
                 with connection.cursor() as cursor:

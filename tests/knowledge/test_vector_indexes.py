@@ -1,5 +1,7 @@
 """One HNSW index per index generation (apps.knowledge.vector_indexes), as the vector channel reads it."""
 
+import threading
+
 import pytest
 from django.db import connection, connections
 
@@ -225,3 +227,34 @@ def test_a_worker_builds_the_index_concurrently_and_one_build_at_a_time(settings
     services.knowledge_base_delete(kb=kb)
     assert vector_indexes.stale_indexes_drop() >= 1  # a flush leaves indexes: leave none behind
     assert generation_index_name(generation.pk) not in _indexes_on_chunks()
+
+
+def test_a_long_build_keeps_beating_and_the_beats_stop_with_it():
+    """A rebuild's lease must stay alive through its index build (minutes on a million vectors)."""
+    beats: list[int] = []
+    enough = threading.Event()
+
+    def beat():
+        beats.append(1)
+        if len(beats) >= 3:
+            enough.set()
+
+    with vector_indexes._Heartbeat(beat, 0.01):
+        assert enough.wait(10)  # the "build": it ends once the heartbeat has beaten three times
+    after = len(beats)
+    enough.clear()
+    assert not enough.wait(0.1)
+    assert len(beats) == after
+
+
+def test_a_failing_heartbeat_stops_beating_without_stopping_the_build():
+    calls: list[int] = []
+
+    def beat():
+        calls.append(1)
+        raise ingest.LeaseLost()
+
+    with vector_indexes._Heartbeat(beat, 0.01) as heartbeat:
+        heartbeat.join(10)  # it ends by itself after the first failure
+        assert not heartbeat.is_alive()
+    assert calls == [1]
