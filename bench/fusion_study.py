@@ -158,7 +158,7 @@ def _learned(sets: dict, tuned: str, depth: int, l2: float) -> np.ndarray:
             labels.append(np.array([1.0 if c[0] in q["rel"] else 0.0 for c in pool]))
             weights.append(np.full(len(pool), 1 / len(pool)))
     X, y = np.vstack(rows), np.concatenate(labels)
-    # Each query weighs the same: repeat rows by nothing, scale instead (weighted Newton).
+    # Each query weighs the same whatever its pool size: rows are weighted by 1 / pool size.
     w = np.concatenate(weights) * len(rows)
     beta = np.zeros(X.shape[1])
     penalty = np.full(X.shape[1], l2)

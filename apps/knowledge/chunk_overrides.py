@@ -44,7 +44,6 @@ from apps.knowledge.pipeline.index import (
     text_hash,
 )
 
-LIVE = (IndexGeneration.Status.ACTIVE, IndexGeneration.Status.BUILDING)
 TEXT_MAX_CHARS = 20_000
 
 
@@ -337,7 +336,7 @@ def chunk_change(*, chunk: Chunk, user, disabled: bool | None = None, text: str 
             pk=chunk.pk, document=document).first()
         if current is None:
             raise errors.ChunkNotFound()
-        if current.kind != Chunk.Kind.CHILD or current.generation.status not in LIVE:
+        if current.kind != Chunk.Kind.CHILD or current.generation.status not in IndexGeneration.LIVE:
             raise errors.ChunkNotEditable()
         override = current.override
         if override is None:
@@ -359,7 +358,7 @@ def chunk_change(*, chunk: Chunk, user, disabled: bool | None = None, text: str 
         override.updated_by = user
         override.save()
         generation_ids = IndexGeneration.objects.filter(
-            knowledge_base_id=document.knowledge_base_id, status__in=LIVE).values_list("pk", flat=True)
+            knowledge_base_id=document.knowledge_base_id, status__in=IndexGeneration.LIVE).values_list("pk", flat=True)
         by_generation: dict = {}
         for child in _children(generation_ids, document):
             by_generation.setdefault(child.generation_id, []).append(child)

@@ -63,7 +63,6 @@ from apps.knowledge.services import chunks_delete
 
 logger = logging.getLogger("bailinghub.knowledge")
 
-LIVE = (IndexGeneration.Status.ACTIVE, IndexGeneration.Status.BUILDING)
 # Completing a document re-checks the generations it must be in; a rebuild starting meanwhile
 # sends it round again. More rounds than this means something is wrong.
 MAX_ROUNDS = 5
@@ -136,7 +135,8 @@ def _chunk(parsed: parsers.ParsedDocument, generation: IndexGeneration):
 
 
 def _live_generations(kb_id) -> list[IndexGeneration]:
-    return list(IndexGeneration.objects.filter(knowledge_base_id=kb_id, status__in=LIVE).order_by("number"))
+    return list(IndexGeneration.objects.filter(knowledge_base_id=kb_id, status__in=IndexGeneration.LIVE)
+                .order_by("number"))
 
 
 def _lock_kb_shared(kb_id) -> None:
@@ -355,21 +355,20 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
                        "An unexpected error stopped the pipeline; retry the document, and report it if it recurs.")
     else:
         if outcome == "completed":
-            _vector_indexes_ensure(Document.objects.filter(pk=document_id).values_list("knowledge_base_id", flat=True))
+            _vector_indexes_ensure(document_id)
         return outcome
     return "failed"
 
 
-def _vector_indexes_ensure(kb_ids) -> None:
-    """Give the KB's live generations the vector index they have outgrown exact scans for. The
-    document is complete already: a failure here is logged and left to the watchdog."""
-    for generation in IndexGeneration.objects.filter(knowledge_base_id__in=kb_ids, status__in=LIVE,
-                                                     vector_indexed=False):
-        try:
-            vector_indexes.generation_index_ensure(generation.pk)
-        except DatabaseError:
-            logger.warning("Building the vector index of generation %s failed; the watchdog will retry.",
-                           generation.pk, exc_info=True)
+def _vector_indexes_ensure(document_id) -> None:
+    """Give the document's KB's live generations the vector index they have outgrown exact scans
+    for. The document is complete already: a failure here is logged and left to the watchdog."""
+    try:
+        vector_indexes.live_generations_index(
+            knowledge_base_ids=Document.objects.filter(pk=document_id).values("knowledge_base_id"))
+    except DatabaseError:
+        logger.warning("Building a vector index after document %s failed; the watchdog will retry.",
+                       document_id, exc_info=True)
 
 
 # Generations (rebuild)

@@ -111,6 +111,9 @@ class IndexGeneration(BaseModel):
         RETIRED = "retired", "Retired"
         FAILED = "failed", "Failed"
 
+    # The generations a document's chunks are written to: the searched one and a rebuild's.
+    LIVE = (Status.ACTIVE, Status.BUILDING)
+
     knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="generations")
     number = models.PositiveIntegerField()
     status = models.CharField(max_length=16, choices=Status.choices)

@@ -408,7 +408,7 @@ def knowledge_base_reindex_keywords(*, kb: KnowledgeBase) -> int:
         KnowledgeBase.objects.select_for_update(no_key=True, of=("self",)).get(pk=kb.pk)
         stale = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             knowledge_base=kb,
-            status__in=(IndexGeneration.Status.ACTIVE, IndexGeneration.Status.BUILDING),
+            status__in=IndexGeneration.LIVE,
         ).exclude(keyword_analyzer=KEYWORD_ANALYZER)
         for generation in stale:
             done += index.keywords_rewrite(generation_id=generation.pk)

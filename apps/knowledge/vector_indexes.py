@@ -40,7 +40,6 @@ from apps.knowledge.pipeline.sql import (
 
 logger = logging.getLogger("bailinghub.knowledge")
 
-LIVE = (IndexGeneration.Status.ACTIVE, IndexGeneration.Status.BUILDING)
 # Namespace of this module's advisory locks (the second key is a hash of the generation id).
 _LOCK_NAMESPACE = 0x6B76
 
@@ -130,7 +129,7 @@ def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | No
     what happened: indexed, exists, small, busy (another process is building it) or gone.
     `heartbeat`, if given, is called every `heartbeat_seconds` while the index is being built."""
     generation = (IndexGeneration.objects.select_related("knowledge_base__embedding_model")
-                  .filter(pk=generation_id, status__in=LIVE).first())
+                  .filter(pk=generation_id, status__in=IndexGeneration.LIVE).first())
     if generation is None:
         return "gone"
     if generation.vector_indexed:
@@ -168,13 +167,16 @@ def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | No
     return "indexed"
 
 
-def live_generations_index() -> int:
-    """Build the indexes live generations should have and do not (the watchdog's pass)."""
+def live_generations_index(*, knowledge_base_ids=None) -> int:
+    """Build the indexes live generations (of these KBs, or of all: the watchdog's pass) should
+    have and do not; returns how many were built."""
     built = 0
     # Pre-filtered by the keyword statistics' chunk count ("#n", kept per generation as chunks are
-    # written): one query for every KB, rather than counting each small KB's rows every minute.
-    unindexed = IndexGeneration.objects.filter(status__in=LIVE, vector_indexed=False).values("pk")
-    big = KeywordTermStat.objects.filter(generation_id__in=unindexed, term="#n",
+    # written): one query, rather than counting the rows of every small KB's generations.
+    unindexed = IndexGeneration.objects.filter(status__in=IndexGeneration.LIVE, vector_indexed=False)
+    if knowledge_base_ids is not None:
+        unindexed = unindexed.filter(knowledge_base_id__in=knowledge_base_ids)
+    big = KeywordTermStat.objects.filter(generation_id__in=unindexed.values("pk"), term="#n",
                                          df__gt=retrieval_settings().vector_index_min_rows)
     for generation_id in big.values_list("generation_id", flat=True):
         if generation_index_ensure(generation_id) == "indexed":
@@ -197,7 +199,8 @@ def stale_indexes_drop() -> int:
             by_generation[uuid.UUID(name.removeprefix(GENERATION_INDEX_PREFIX))] = name
         except ValueError:
             continue
-    live = set(IndexGeneration.objects.filter(pk__in=by_generation, status__in=LIVE).values_list("pk", flat=True))
+    live = set(IndexGeneration.objects.filter(pk__in=by_generation, status__in=IndexGeneration.LIVE)
+               .values_list("pk", flat=True))
     dropped = 0
     concurrently = not connection.in_atomic_block
     for generation_id, name in by_generation.items():

@@ -126,9 +126,21 @@ _STATS_FROM = """
 
 
 def stats_counts_sql(rows: str) -> str:
-    """The `counts` CTE (generation_id, term, df) over a CTE `rows` of (generation_id, search_vector),
-    for callers that add or remove indexed chunks in SQL of their own (bench_retrieval's distractors)."""
+    """The `counts` CTE (generation_id, term, df) over a CTE `rows` of (generation_id, search_vector)."""
     return _STATS_FROM.format(rows=rows).strip()
+
+
+# Adds the `counts` CTE's figures to the stored ones.
+_STATS_ADD = """INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
+    SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
+    ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df"""
+
+
+def stats_add(*, rows_sql: str, params: list) -> None:
+    """Count the search vectors `rows_sql` selects (generation_id, search_vector) into the term
+    statistics, for chunks written by SQL of the caller's own (bench_retrieval's distractors)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH rows AS ({rows_sql}), {stats_counts_sql('rows')} {_STATS_ADD}", params)
 
 
 def generation_lexeme(generation_id) -> str:
@@ -172,9 +184,7 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
             ), fresh AS (
                 SELECT u.generation_id, u.search_vector FROM upd u JOIN old o ON o.id = u.id WHERE NOT o.had
             ), {stats_counts_sql("fresh")}, ins AS (
-                INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
-                SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
-                ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
+                {_STATS_ADD}
             )
             SELECT count(*) FROM upd
             """,  # noqa: S608 -- fixed SQL, values bound
@@ -204,17 +214,8 @@ def keywords_rewrite(*, generation_id, batch: int = 2_000) -> int:
             )
             done += len(page)
         cursor.execute("DELETE FROM knowledge_keywordtermstat WHERE generation_id = %s", [generation_id])
-        cursor.execute(
-            f"""
-            WITH rows AS (
-                SELECT generation_id, search_vector FROM knowledge_chunk
-                 WHERE generation_id = %s AND search_vector IS NOT NULL
-            ), {stats_counts_sql("rows")}
-            INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
-            SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
-            """,  # noqa: S608 -- fixed SQL, values bound
-            [generation_id],
-        )
+    stats_add(rows_sql="SELECT generation_id, search_vector FROM knowledge_chunk "
+                       "WHERE generation_id = %s AND search_vector IS NOT NULL", params=[generation_id])
     return done
 
 

@@ -343,23 +343,20 @@ class Command(BaseCommand):
         )
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
-                f"""
+                """
                 INSERT INTO knowledge_chunk (id, generation_id, document_id, kind, index, text, metadata, text_hash,
                                              embedding_model_id, embedding, search_vector, disabled)
                 SELECT gen_random_uuid(), %s, %s, kind, index, text, metadata, text_hash, embedding_model_id,
                        embedding, ts_delete(search_vector, %s) || %s::tsvector, false
                   FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id
-                 WHERE c.generation_id = %s AND d.filename = %s AND c.kind = 'child';
-                WITH fresh AS (
-                    SELECT generation_id, search_vector FROM knowledge_chunk WHERE generation_id = %s
-                ), {index.stats_counts_sql("fresh")}
-                INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
-                SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
-                ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
-                """,  # noqa: S608 -- fixed SQL
+                 WHERE c.generation_id = %s AND d.filename = %s AND c.kind = 'child'
+                """,
                 [generation.pk, document.pk, index.generation_lexeme(source.pk),
-                 "'" + index.generation_lexeme(generation.pk) + "'", source.pk, DISTRACTOR_FILE, generation.pk],
+                 "'" + index.generation_lexeme(generation.pk) + "'", source.pk, DISTRACTOR_FILE],
             )
+            index.stats_add(
+                rows_sql="SELECT generation_id, search_vector FROM knowledge_chunk WHERE generation_id = %s",
+                params=[generation.pk])
         self.stdout.write(f"neighbour {number}: {Chunk.objects.filter(generation=generation).count()} chunks copied "
                           f"in {time.perf_counter() - started:.1f} s")
         self._vector_index(neighbour)
@@ -529,17 +526,10 @@ class Command(BaseCommand):
                             index.text_hash(text), model.pk,
                             "[" + ",".join(f"{x:.6g}" for x in vectors[i]) + "]", tsv,
                         ))
-                cursor.execute(
-                    f"""
-                    WITH fresh AS (
-                        SELECT generation_id, search_vector FROM knowledge_chunk
-                         WHERE document_id = %s AND index >= %s AND index < %s AND kind = 'child'
-                    ), {index.stats_counts_sql("fresh")}
-                    INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
-                    SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
-                    ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
-                    """,  # noqa: S608 -- fixed SQL
-                    [document.pk, start, start + n],
+                index.stats_add(
+                    rows_sql="SELECT generation_id, search_vector FROM knowledge_chunk "
+                             "WHERE document_id = %s AND index >= %s AND index < %s AND kind = 'child'",
+                    params=[document.pk, start, start + n],
                 )
             self.stdout.write(f"  distractors {start + n}/{count}")
         with connection.cursor() as cursor:
