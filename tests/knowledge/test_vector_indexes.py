@@ -76,8 +76,11 @@ def test_a_generation_over_the_threshold_gets_an_index_of_its_own_that_its_searc
 
 def test_no_index_spans_the_kbs_of_a_model():
     model = EmbeddingModelFactory()
-    _kb(model, "大库", 60)
-    assert all("generation_id = " in definition for definition in _indexes_on_chunks().values())
+    generation = selectors.generation_active(kb=_kb(model, "大库", 60))
+    indexes = _indexes_on_chunks()
+    assert generation_index_name(generation.pk) in indexes  # not true of an empty list alone
+    assert all("generation_id = " in definition for definition in indexes.values())
+    assert not any(str(model.pk) in definition for definition in indexes.values())
 
 
 def test_a_small_generation_gets_no_index_and_is_scanned_exactly():
