@@ -1,6 +1,7 @@
-"""A real JSON-over-HTTP server on 127.0.0.1, in a thread, for the tests of clients that call
-outside services (embeddings, rerank, chat completions). A subclass answers each POST in `answer`;
-the server is a context manager and `url` is its base (ending in /v1)."""
+"""Real HTTP servers on 127.0.0.1, each in a thread, for the tests of clients that call outside
+services. `LocalServer` is the lifecycle (a context manager: started on entry, shut down and closed
+on exit) around any request handler; `LocalJSONServer` answers each JSON POST in `answer`
+(embeddings, rerank, chat completions), and its `url` is its base (ending in /v1)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-class LocalJSONServer:
+class LocalServer:
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class LocalJSONServer(LocalServer):
     def __init__(self) -> None:
         owner = self
 
@@ -30,21 +50,11 @@ class LocalJSONServer:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     def answer(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
         raise NotImplementedError
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        return f"http://127.0.0.1:{self.port}/v1"

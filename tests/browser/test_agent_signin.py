@@ -11,7 +11,7 @@ import json
 import threading
 import urllib.request
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -21,13 +21,14 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentAuthorization, AgentSession
 from tests.agent_auth.factories import AgentClientFactory, pkce_pair
 from tests.browser.conftest import OPERATOR_PASSWORD
+from tests.local_server import LocalServer
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.routes.factories import RouteFactory
 
 SHOTS = Path("/tmp/shots")
 
 
-class LoopbackCallback:
+class LoopbackCallback(LocalServer):
     """The agent host's one-shot loopback server: records the query of each request to /callback."""
 
     def __init__(self) -> None:
@@ -51,17 +52,8 @@ class LoopbackCallback:
                 pass
 
         self.received, self.arrived = received, arrived
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.redirect_uri = f"http://127.0.0.1:{self.server.server_address[1]}/callback"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
+        self.redirect_uri = f"http://127.0.0.1:{self.port}/callback"
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -10,6 +9,7 @@ from apps.knowledge.pipeline.embedders.hashing import HashingEmbedder
 from apps.knowledge.pipeline.embedders.local import E5Embedder
 from apps.knowledge.pipeline.embedders.openai import OpenAIEmbedder
 from apps.knowledge.pipeline.embedders.use import UseEmbedder
+from tests.local_server import LocalServer
 
 
 def _cosine(a, b):
@@ -46,7 +46,7 @@ def test_use_embeds_in_512_dimensions():
     assert _cosine(query, refund) > _cosine(query, hours)
 
 
-class _Endpoint:
+class _Endpoint(LocalServer):
     """A real OpenAI-compatible /embeddings server on 127.0.0.1 answering from a script."""
 
     def __init__(self, answers):
@@ -77,20 +77,11 @@ class _Endpoint:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        return f"http://127.0.0.1:{self.port}/v1"
 
 
 def _openai(url, **options):

@@ -1,9 +1,8 @@
 """External sources: documents registered by URL and fetched by the worker, against a real local
 HTTP server (allowed through KNOWLEDGE_URL_ALLOWED_NETWORKS, as a private address must be)."""
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -12,6 +11,7 @@ from apps.knowledge.models import Chunk, Document, DocumentContent
 from apps.knowledge.pipeline.fetch import FetchRefused, addresses_check
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.local_server import LocalServer
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +19,7 @@ LOCAL = ["127.0.0.0/8"]
 POLICY = "# 售后政策\n\n## 退款\n\n签收七天内可以无理由退货，商品须完好。".encode()
 
 
-class Source:
+class Source(LocalServer):
     """A small site: path → (status, headers, body, delay)."""
 
     def __init__(self):
@@ -48,29 +48,15 @@ class Source:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     def page(self, path, body=POLICY, *, status=200, content_type="text/markdown; charset=utf-8", delay=0.0,
              headers=None):
         self.pages[path] = (status, {"Content-Type": content_type, **(headers or {})}, body, delay)
         return self.url(path)
 
-    @property
-    def port(self) -> int:
-        return self.server.server_address[1]
-
     def url(self, path, host="127.0.0.1"):
         return f"http://{host}:{self.port}{path}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
