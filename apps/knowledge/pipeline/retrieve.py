@@ -496,19 +496,13 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         return sorted(candidates.values(), key=lambda c: (-c.score, str(c.chunk_id)))
     started = time.perf_counter()
     if fusion == "convex":
-        # Each channel's score for the other's candidates: the cosines on the second connection
-        # while this thread reads and scores the texts.
         missing_vector = [cid for cid, c in candidates.items() if c.vector_score is None]
+        for cid, score in _vector_scores(model=model, ids=missing_vector, query_vector=query_vector).items():
+            candidates[cid].vector_score = float(score)
         missing_keyword = [cid for cid, c in candidates.items() if c.keyword_score is None]
-        cosines = parallel.run_beside(_vector_scores, model=model, ids=missing_vector, query_vector=query_vector) \
-            if missing_vector and missing_keyword and scorer is not None else None
         if scorer is not None and missing_keyword:
             for cid, (score, terms) in scorer.score_rows(_chunk_rows(missing_keyword)).items():
                 candidates[cid].keyword_score, candidates[cid].matched_terms = score, terms
-        vector_scores = cosines.result() if cosines is not None else _vector_scores(
-            model=model, ids=missing_vector, query_vector=query_vector)
-        for cid, score in vector_scores.items():
-            candidates[cid].vector_score = float(score)
     dense_weight = options.dense_weight
     if dense_weight is None:
         dense_weight = adaptive_dense_weight(candidates.values(), query=query)
