@@ -1,12 +1,13 @@
 """The retrieval engine on small fixed corpora, through the real ingestion pipeline (in-process)."""
 
 import pytest
+from django.db import connection
 
 from apps.knowledge import selectors, services
-from apps.knowledge.models import Chunk, EmbeddingModel, KeywordTermStat
+from apps.knowledge.models import EmbeddingModel, IndexGeneration, KeywordTermStat
 from apps.knowledge.pipeline import index
-from apps.knowledge.pipeline.retrieve import SearchOptions, search, utf8_window
-from apps.knowledge.pipeline.terms import keyword_terms
+from apps.knowledge.pipeline.retrieve import SearchOptions, keyword_scorer, search, stored_frequencies, utf8_window
+from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 
@@ -112,15 +113,64 @@ def test_term_statistics_follow_indexing_and_deletion():
     assert (df("退款"), df("政策"), df("#n")) == (1, 0, 1)
 
 
+def _vector_entries(generation) -> list[dict[str, list[int] | None]]:
+    """Each child's search vector of `generation` as {lexeme: positions}."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.id, u.lexeme, u.positions FROM knowledge_chunk c, unnest(c.search_vector) u "
+            "WHERE c.generation_id = %s AND c.kind = 'child' ORDER BY c.id",
+            [generation.pk],
+        )
+        entries: dict = {}
+        for chunk_id, lexeme, positions in cursor.fetchall():
+            entries.setdefault(chunk_id, {})[lexeme] = positions
+    return list(entries.values())
+
+
 def test_the_generation_lexeme_scopes_the_keyword_index():
     kb = KnowledgeBaseFactory()
     ingest_texts(kb, {"a.md": "退款政策"})
     generation = selectors.generation_active(kb=kb)
-    lexemes = Chunk.objects.filter(generation=generation, kind="child").values_list("search_vector", flat=True)
-    assert all(index.generation_lexeme(generation.pk) in value for value in lexemes)
-    assert set(keyword_terms("退款政策")) <= set(
-        next(iter(lexemes)).replace("'", "").split()
-    )
+    (vector,) = _vector_entries(generation)
+    assert vector.pop(index.generation_lexeme(generation.pk)) is None  # no frequency
+    assert set(vector) == set(keyword_terms("退款政策"))
+
+
+def test_the_keyword_index_stores_each_terms_frequency():
+    kb = KnowledgeBaseFactory()
+    text = "退款退款，退款政策。Refunds refund REFUNDED; 哈哈哈"
+    ingest_texts(kb, {"a.txt": text})
+    (vector,) = _vector_entries(selectors.generation_active(kb=kb))
+    vector.pop(index.generation_lexeme(selectors.generation_active(kb=kb).pk))
+    expected = term_frequencies(text, set(keyword_terms(text)))
+    assert {term: positions[0] for term, positions in vector.items()} == dict(expected)
+    assert all(len(positions) == 1 for positions in vector.values())
+    # Counted as the text is read at search time: 退款 three times, the stem of every form three
+    # times, 哈哈 once (str.count does not overlap), 哈 three times.
+    assert (expected["退款"], expected["refund"], expected["哈哈"], expected["哈"]) == (3, 3, 1, 3)
+
+
+def test_a_generation_indexed_before_stored_frequencies_ranks_the_same_by_recounting_text(semantic_kb):
+    kb, _docs = semantic_kb
+    queries = ["碳化硅器件耐压", "refund window days", "rain in the mountains", "猫 sleep"]
+    options = SearchOptions(mode="hybrid", top_k=4, explain=True)
+
+    def ranking(query):
+        return [(hit.chunk_id, hit.score, hit.explain["keyword"]["score"], hit.explain["matched_terms"])
+                for hit in search(kbs=[kb], query=query, options=options).hits]
+
+    stored = {query: ranking(query) for query in queries}
+    assert any(hits for hits in stored.values())
+    generation = selectors.generation_active(kb=kb)
+    IndexGeneration.objects.filter(pk=generation.pk).update(keyword_analyzer=2)
+    scorer = keyword_scorer(generation_ids=[generation.pk], query="refund window")
+    assert scorer is not None and scorer.stored_tf is False
+    assert {query: ranking(query) for query in queries} == stored
+
+
+def test_stored_frequencies_read_a_filtered_vector():
+    assert stored_frequencies("'国家':2A 'it''s':1A 'a\\\\b':7A") == {"国家": 2, "it's": 1, "a\\b": 7}
+    assert stored_frequencies("") == {}
 
 
 def test_hits_of_one_parent_merge_into_one_result():

@@ -14,7 +14,7 @@ from django.db import connection
 
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, EmbeddingModel, IndexGeneration
 from apps.knowledge.pipeline.chunkers import ChildPiece, ChunkedDocument
-from apps.knowledge.pipeline.terms import keyword_terms
+from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
 
 _CHUNK_NAMESPACE = uuid.UUID("4f6b1c1e-7a51-4d55-9a3f-1f0e8f5d2c11")
 
@@ -109,7 +109,10 @@ def cache_store(*, model: EmbeddingModel, vectors: dict[str, list[float]]) -> No
 
 # Keyword index. A child's search_vector holds its distinct keyword terms plus one lexeme naming
 # its generation ('#g' + hex id; '#' never occurs in a term), so a keyword query intersects a
-# term's posting list with its generations' inside the GIN index. Per-generation document
+# term's posting list with its generations' inside the GIN index. Each term's one position is
+# its frequency in the chunk (pipeline.terms.term_frequencies; a tsvector position holds up to
+# 16,383), so a search reads a candidate's frequencies from the row instead of recounting its
+# text; the generation lexeme has none. Per-generation document
 # frequencies live in KeywordTermStat and change in the same statement as the vectors:
 # a chunk is counted when its search_vector goes from NULL to set, and uncounted when deleted.
 _STATS_FROM = """
@@ -147,13 +150,27 @@ def generation_lexeme(generation_id) -> str:
     return "#g" + uuid.UUID(str(generation_id)).hex
 
 
+_MAX_POSITION = 16_383
+
+
+def search_terms_literal(text: str) -> str:
+    """`text`'s distinct keyword terms as tsvector input, each with its frequency as its position:
+    "'国家':2 '家':3 …"."""
+    terms = list(dict.fromkeys(keyword_terms(text)))
+    tf = term_frequencies(text, terms)
+    return " ".join(
+        "'" + term.replace("\\", "\\\\").replace("'", "''") + f"':{min(_MAX_POSITION, max(1, tf[term]))}"
+        for term in terms
+    )
+
+
 def _search_terms(rows: Iterable[tuple[str, str | None]]) -> list[str]:
-    """Each (text, chapter_path)'s distinct keyword terms, space-joined (a term has no spaces)."""
-    return [" ".join(dict.fromkeys(keyword_terms(embedding_text(text=text, chapter_path=path))))
-            for text, path in rows]
+    """Each (text, chapter_path)'s search_terms_literal, over what is embedded."""
+    return [search_terms_literal(embedding_text(text=text, chapter_path=path)) for text, path in rows]
 
 
-_SEARCH_VECTOR = "array_to_tsvector(string_to_array(v.terms, ' ') || ('#g' || replace(c.generation_id::text, '-', '')))"
+_SEARCH_VECTOR = ("(v.terms::tsvector "
+                  "|| array_to_tsvector(ARRAY['#g' || replace(c.generation_id::text, '-', '')]))")
 
 
 def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -> int:

@@ -14,7 +14,9 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
   query's rarest terms (df/N <= KEYWORD_RARE_FRACTION, within the posting budget) and
   reads their posting lists from the GIN index, each intersected with the generations' lexemes,
   summing idf; phase 2 scores the best KEYWORD_PHASE1_LIMIT of those exactly with every query
-  term. Measured on dureader-robust-a, this equals exhaustive BM25 (0.825 vs 0.824 nDCG@10) while
+  term, reading each one's term frequencies from its search vector (pipeline.index; a
+  generation indexed before analyzer 3 has its candidates' text recounted instead, with the
+  same result). Measured on dureader-robust-a, this equals exhaustive BM25 (0.825 vs 0.824 nDCG@10) while
   touching a few percent of the postings.
 
 Fusion (hybrid): both candidate lists are completed — keyword-only candidates get their cosine,
@@ -57,7 +59,8 @@ from apps.knowledge.pipeline.han import is_traditional
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
 from apps.knowledge.pipeline.rerank import RerankConfig, rerank
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
-from apps.knowledge.pipeline.terms import has_cjk, is_cjk_term, keyword_terms, normalise, word_terms
+from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
+from apps.knowledge.pipeline.terms import has_cjk, is_cjk_term, keyword_terms, term_frequencies
 
 K1 = 0.9
 B = 0.4
@@ -151,49 +154,57 @@ def _idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def term_frequencies(text: str, terms: Iterable[str]) -> Counter:
-    """How often each of `terms` occurs in `text` as keyword_terms would count it (CJK terms by
-    substring count, words by whole-word count). Hot: runs on every candidate of every search."""
-    normal = normalise(text)
-    counts: Counter = Counter()
-    words: Counter | None = None
-    for term in terms:
-        if is_cjk_term(term):
-            n = normal.count(term)
-        else:
-            if words is None:
-                words = Counter(word_terms(normal))
-            n = words.get(term, 0)
-        if n:
-            counts[term] = n
-    return counts
-
-
 def bm25(*, tf: Counter, idf: dict[str, float], length: int, avg_length: float) -> float:
     norm = K1 * (1 - B + B * length / avg_length) if avg_length else K1
     return sum(idf[t] * n * (K1 + 1) / (n + norm) for t, n in tf.items() if t in idf)
 
 
+# A filtered search vector's text: "'国家':2A 'claim':1A" (a lexeme, its frequency, a weight).
+_STORED_TF = re.compile(r"'((?:[^']|'')*)':(\d+)")
+
+
+def stored_frequencies(filtered: str) -> Counter:
+    """{term: frequency} from the text of a search vector cut to the query's terms."""
+    return Counter({
+        term.replace("''", "'").replace("\\\\", "\\"): int(n) for term, n in _STORED_TF.findall(filtered)
+    })
+
+
 @dataclass
 class KeywordScorer:
-    """BM25 for one query over one set of generations."""
+    """BM25 for one query over one set of generations. `stored_tf`: every generation was indexed
+    with term frequencies (pipeline.terms.ANALYZER 3), so rows carry them instead of text."""
 
     terms: list[str]
     df: dict[str, int]
     idf: dict[str, float]
     avg_length: float
     n: int
+    stored_tf: bool = False
+
+    def row_columns(self) -> tuple[str, list]:
+        """SQL columns (over alias c) for score_rows, and their parameters."""
+        if self.stored_tf:
+            # The row's vector cut to the query's terms: setweight marks them, ts_filter keeps them.
+            return ("c.id, ts_filter(setweight(c.search_vector, 'A', %s::text[]), '{a}')::text, NULL, "
+                    "greatest(length(c.search_vector) - 1, 0)", [list(self.idf)])
+        return "c.id, c.text, c.chapter_path, greatest(length(c.search_vector) - 1, 0)", []
 
     def score_rows(self, rows: Iterable[tuple]) -> dict[Any, tuple[float, list[str]]]:
-        """rows of (id, text, chapter_path, distinct-term count) → {id: (bm25, matched terms)}."""
+        """rows as row_columns selects them → {id: (bm25, matched terms)}."""
         out = {}
-        for chunk_id, text, chapter_path, length in rows:
-            tf = term_frequencies(embedding_text(text=text, chapter_path=chapter_path), self.idf)
+        for chunk_id, stored, chapter_path, length in rows:
+            if self.stored_tf:
+                tf = stored_frequencies(stored)
+            else:
+                tf = term_frequencies(embedding_text(text=stored, chapter_path=chapter_path), self.idf)
             out[chunk_id] = (bm25(tf=tf, idf=self.idf, length=length, avg_length=self.avg_length), sorted(tf))
         return out
 
 
-def keyword_scorer(*, generation_ids: Sequence, query: str) -> KeywordScorer | None:
+def keyword_scorer(*, generation_ids: Sequence, query: str, stored_tf: bool = False) -> KeywordScorer | None:
+    """None when the query has no terms or the generations no indexed chunk. `stored_tf` only
+    when every generation is at the current analyzer (the search engine checks)."""
     terms = list(dict.fromkeys(keyword_terms(query)))
     if not terms or not generation_ids:
         return None
@@ -203,7 +214,8 @@ def keyword_scorer(*, generation_ids: Sequence, query: str) -> KeywordScorer | N
     if n <= 0:
         return None
     df = {t: d for t, d in stats.items() if d > 0}
-    return KeywordScorer(terms=terms, df=df, idf={t: _idf(d, n) for t, d in df.items()}, avg_length=total / n, n=n)
+    return KeywordScorer(terms=terms, df=df, idf={t: _idf(d, n) for t, d in df.items()}, avg_length=total / n, n=n,
+                         stored_tf=stored_tf)
 
 
 SMALL_POSTINGS = 2_000
@@ -234,8 +246,8 @@ def _phase1_terms(scorer: KeywordScorer) -> list[str]:
 
 
 def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[tuple]:
-    """The best `limit` chunks by summed idf of the phase-1 terms they hold, as _chunk_rows gives
-    them (one round trip: the ranking and the rows phase 2 scores)."""
+    """The best `limit` chunks by summed idf of the phase-1 terms they hold, as the scorer's
+    row_columns gives them (one round trip: the ranking and the rows phase 2 scores)."""
     chosen = _phase1_terms(scorer)
     if not chosen:
         return []
@@ -247,22 +259,23 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int)
     params: list[Any] = []
     for term in chosen:
         params += [scorer.idf[term], f"({generations}) & {_tsquery_lexeme(term)}"]
+    columns, column_params = scorer.row_columns()
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH best AS (SELECT id FROM ({branches}) AS h GROUP BY id ORDER BY sum(w) DESC, id LIMIT %s) "  # noqa: S608
-            "SELECT c.id, c.text, c.chapter_path, greatest(length(c.search_vector) - 1, 0) "
-            "FROM best JOIN knowledge_chunk c ON c.id = best.id",
-            [*params, limit],
+            f"SELECT {columns} FROM best JOIN knowledge_chunk c ON c.id = best.id",
+            [*params, limit, *column_params],
         )
         return cursor.fetchall()
 
 
-def _chunk_rows(ids: Sequence) -> list[tuple]:
+def _chunk_rows(scorer: KeywordScorer, ids: Sequence) -> list[tuple]:
+    """The rows of `ids` as the scorer's row_columns gives them."""
+    columns, column_params = scorer.row_columns()
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, text, chapter_path, greatest(length(search_vector) - 1, 0) "
-            "FROM knowledge_chunk WHERE id = ANY(%s::uuid[]) AND NOT disabled",
-            [list(ids)],
+            f"SELECT {columns} FROM knowledge_chunk c WHERE c.id = ANY(%s::uuid[]) AND NOT c.disabled",  # noqa: S608
+            [*column_params, list(ids)],
         )
         return cursor.fetchall()
 
@@ -270,10 +283,10 @@ def _chunk_rows(ids: Sequence) -> list[tuple]:
 KeywordHits = list[tuple[Any, float, list[str]]]
 
 
-def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int,
-                       scorer: KeywordScorer | None = None) -> tuple[KeywordHits, KeywordScorer | None]:
+def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scorer: KeywordScorer | None = None,
+                       stored_tf: bool = False) -> tuple[KeywordHits, KeywordScorer | None]:
     """[(chunk id, BM25, matched terms)] best first."""
-    scorer = scorer or keyword_scorer(generation_ids=generation_ids, query=query)
+    scorer = scorer or keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=stored_tf)
     if scorer is None or not scorer.idf:
         return [], scorer
     phase1_limit = max(limit, retrieval_settings().keyword_phase1_limit)
@@ -450,10 +463,14 @@ def _timed(fn, **kwargs) -> tuple[Any, float]:
 
 
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
-                     timings: dict[str, float], fusion: str = "convex", indexed: Iterable = ()) -> list[Candidate]:
-    """One embedding-model group: channel candidates, completed and fused, best first."""
+                     timings: dict[str, float], fusion: str = "convex", indexed: Iterable = (),
+                     stored_tf: Iterable = ()) -> list[Candidate]:
+    """One embedding-model group: channel candidates, completed and fused, best first. The
+    generations in `indexed` have their own vector index; those in `stored_tf` store term
+    frequencies in their keyword index (when all do, BM25 reads no text)."""
     # 50 per channel: on dureader, cmrc and drcd nDCG@10 within 0.0002 of 100, and half the fill-in work.
     limit = options.candidate_k or retrieval_settings().search_candidates
+    tf_stored = set(generation_ids) <= set(stored_tf)
     candidates: dict[Any, Candidate] = {}
     scorer = None
     query_vector: list[float] = []  # embedded only for the vector and hybrid modes, which alone read it
@@ -464,7 +481,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         query_vector = embedder_for(model).embed_query(query)
         timings["query_embedding_ms"] = timings.get("query_embedding_ms", 0.0) + (time.perf_counter() - started) * 1000
         if options.mode == "hybrid":
-            scorer = keyword_scorer(generation_ids=generation_ids, query=query)
+            scorer = keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=tf_stored)
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         channel_args = dict(model=model, generation_ids=generation_ids, query_vector=query_vector, limit=limit,
                             indexed=indexed, filtered_rows=filtered, need=options.top_k)
@@ -475,7 +492,8 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
             timings["vector_ms"] = timings.get("vector_ms", 0.0) + vector_ms
     if options.mode in ("keyword", "hybrid"):
         started = time.perf_counter()
-        keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit, scorer=scorer)
+        keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit, scorer=scorer,
+                                             stored_tf=tf_stored)
         for rank, (cid, score, terms) in enumerate(keyword, start=1):
             candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms)
         timings["keyword_ms"] = timings.get("keyword_ms", 0.0) + (time.perf_counter() - started) * 1000
@@ -501,7 +519,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
             candidates[cid].vector_score = float(score)
         missing_keyword = [cid for cid, c in candidates.items() if c.keyword_score is None]
         if scorer is not None and missing_keyword:
-            for cid, (score, terms) in scorer.score_rows(_chunk_rows(missing_keyword)).items():
+            for cid, (score, terms) in scorer.score_rows(_chunk_rows(scorer, missing_keyword)).items():
                 candidates[cid].keyword_score, candidates[cid].matched_terms = score, terms
     dense_weight = options.dense_weight
     if dense_weight is None:
@@ -667,12 +685,13 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
         groups_of[key].append(generation.pk)
     models = {str(m.pk): m for m in EmbeddingModel.objects.filter(pk__in={key[0] for key in groups_of})}
     indexed = {generation.pk for generation in generations if generation.vector_indexed}
+    stored_tf = {generation.pk for generation in generations if generation.keyword_analyzer == KEYWORD_ANALYZER}
     groups = []
     trace: list[dict] = []
     for key, generation_ids in sorted(groups_of.items()):
         ranked = _rank_candidates(model=models[key[0]], generation_ids=sorted(generation_ids, key=str),
                                   query=query, options=options, timings=timings, fusion=key[1] or "convex",
-                                  indexed=indexed)
+                                  indexed=indexed, stored_tf=stored_tf)
         if options.score_threshold is not None:
             ranked = [c for c in ranked if c.score >= options.score_threshold]
         if key in rerankers:

@@ -13,6 +13,9 @@ ASCII forms), lower case, and Traditional Chinese folded onto Simplified (pipeli
 
 No dictionary segmenter: good on product codes and names; one can replace the CJK part later
 (change both sides here, and bump ANALYZER so existing indexes are rebuilt).
+
+`term_frequencies` counts terms in a text the way BM25 reads them. The index stores each term's
+count with it (analyzer 3), so a search scores candidates without reading their text.
 """
 
 from __future__ import annotations
@@ -20,14 +23,18 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections import Counter
+from collections.abc import Iterable
 
 import Stemmer
 
 from apps.knowledge.pipeline.han import fold
 
-# The version of this tokenisation. A generation records the version it was indexed with; one
-# indexed with another needs its keyword index rewritten (manage.py reindex_keywords).
-ANALYZER = 2
+# The version of this tokenisation and of the index format. A generation records the version it
+# was indexed with; one indexed with another needs its keyword index rewritten (manage.py
+# reindex_keywords). 2: Han folding and stemming. 3: the same terms, each with its frequency in
+# the chunk as its one tsvector position; a generation still at 2 is searched by recounting text.
+ANALYZER = 3
 
 # Han (with extensions and compatibility ideographs), kana and Hangul syllables.
 CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\U00020000-\U0002fa1f"
@@ -86,3 +93,22 @@ def is_cjk_term(term: str) -> bool:
 
 def has_cjk(text: str) -> bool:
     return bool(_CJK_CHAR.search(text))
+
+
+def term_frequencies(text: str, terms: Iterable[str]) -> Counter:
+    """How often each of `terms` occurs in `text` (CJK terms by substring count, words by
+    whole-word count), zeros left out. What BM25 reads as a term's frequency: the index stores it
+    (pipeline.index), and a search of a generation indexed before analyzer 3 recounts it here."""
+    normal = normalise(text)
+    counts: Counter = Counter()
+    words: Counter | None = None
+    for term in terms:
+        if is_cjk_term(term):
+            n = normal.count(term)
+        else:
+            if words is None:
+                words = Counter(word_terms(normal))
+            n = words.get(term, 0)
+        if n:
+            counts[term] = n
+    return counts

@@ -51,7 +51,6 @@ from apps.knowledge import ingest, selectors, services, vector_indexes
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.retrieve import SearchOptions
-from apps.knowledge.pipeline.terms import keyword_terms
 from apps.projects.models import Project
 
 DEFAULT_CORPORA = Path(settings.BASE_DIR).parent / "shared" / "bench" / "corpora"
@@ -519,8 +518,7 @@ class Command(BaseCommand):
                         text = ""
                         while len(text) < 300:
                             text += rng.choice(sentences)
-                        terms = [*list(dict.fromkeys(keyword_terms(text))), lexeme]
-                        tsv = " ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
+                        tsv = f"{index.search_terms_literal(text)} '{lexeme}'"
                         copy.write_row((
                             uuid.uuid4(), generation.pk, document.pk, "child", start + i, text, "{}",
                             index.text_hash(text), model.pk,
