@@ -34,7 +34,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from apps.knowledge import dispatch, vector_indexes
+from apps.knowledge import dispatch, generation_indexes
 from apps.knowledge.chunk_overrides import override_apply
 from apps.knowledge.leases import (
     Claim,
@@ -355,19 +355,20 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
                        "An unexpected error stopped the pipeline; retry the document, and report it if it recurs.")
     else:
         if outcome == "completed":
-            _vector_indexes_ensure(document_id)
+            _generation_indexes_ensure(document_id)
         return outcome
     return "failed"
 
 
-def _vector_indexes_ensure(document_id) -> None:
-    """Give the document's KB's live generations the vector index they have outgrown exact scans
-    for. The document is complete already: a failure here is logged and left to the watchdog."""
+def _generation_indexes_ensure(document_id) -> None:
+    """Give the document's KB's live generations the indexes of their own they have outgrown the
+    shared ones for. The document is complete already: a failure here is logged and left to the
+    watchdog."""
     try:
-        vector_indexes.live_generations_index(
+        generation_indexes.live_generations_index(
             knowledge_base_ids=Document.objects.filter(pk=document_id).values("knowledge_base_id"))
     except DatabaseError:
-        logger.warning("Building a vector index after document %s failed; the watchdog will retry.",
+        logger.warning("Building a generation index after document %s failed; the watchdog will retry.",
                        document_id, exc_info=True)
 
 
@@ -484,8 +485,8 @@ def _generation_run(generation_id, token) -> str:
                                         status=Document.Status.COMPLETED).count()
         _generation_touch(generation_id, token, progress_total=total, progress_done=max(0, total - len(missing)))
         if not missing:
-            # Before the switch: the generation is never searched without the index it needs.
-            vector_indexes.generation_index_ensure(
+            # Before the switch: the generation is never searched without the indexes it needs.
+            generation_indexes.generation_index_ensure(
                 generation_id, heartbeat=lambda: _generation_touch(generation_id, token),
                 heartbeat_seconds=_heartbeat_seconds())
             _generation_touch(generation_id, token)
@@ -542,7 +543,7 @@ def generation_purge(*, older_than_seconds: int | None = None) -> int:
             IndexGeneration.objects.filter(pk=generation_id).delete()
         purged += 1
     if purged:
-        vector_indexes.stale_indexes_drop()
+        generation_indexes.stale_indexes_drop()
     return purged
 
 
@@ -597,5 +598,5 @@ def knowledge_watchdog() -> dict[str, int]:
             requeued += 1
     purged = generation_purge()
     return {"requeued": requeued, "failed": failed, "purged": purged,
-            "vector_indexes_built": vector_indexes.live_generations_index(),
-            "vector_indexes_dropped": vector_indexes.stale_indexes_drop()}
+            "generation_indexes_built": generation_indexes.live_generations_index(),
+            "generation_indexes_dropped": generation_indexes.stale_indexes_drop()}

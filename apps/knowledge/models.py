@@ -7,9 +7,10 @@ switches in one transaction (see apps.knowledge.ingest).
 
 Chunks: parent chunks hold section text and no vector; child chunks carry `embedding` (a pgvector
 column without a fixed dimension) and `search_vector` (a tsvector of pipeline.terms.keyword_terms),
-both written in the same transaction. A generation with enough child vectors gets an HNSW index of
-its own over `embedding::vector(DIM)` (apps.knowledge.vector_indexes); smaller ones are scanned
-exactly.
+both written in the same transaction. A generation with enough children gets an HNSW index of its
+own over `embedding::vector(DIM)` and a GIN index of its own over `search_vector`
+(apps.knowledge.generation_indexes); smaller ones are scanned exactly and searched through the
+shared GIN index.
 """
 
 from __future__ import annotations
@@ -131,9 +132,12 @@ class IndexGeneration(BaseModel):
     failed_at = models.DateTimeField(null=True, blank=True)
     # The keyword tokenisation its search vectors were written with (pipeline.terms.ANALYZER).
     keyword_analyzer = models.PositiveSmallIntegerField(default=KEYWORD_ANALYZER)
-    # It has its own HNSW index (apps.knowledge.vector_indexes); searches read it instead of
+    # It has its own HNSW index (apps.knowledge.generation_indexes); searches read it instead of
     # scanning its vectors exactly.
     vector_indexed = models.BooleanField(default=False)
+    # It has its own GIN index of keyword terms (apps.knowledge.generation_indexes); searches read
+    # it instead of the shared one.
+    keyword_indexed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["knowledge_base", "-number"]

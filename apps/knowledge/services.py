@@ -41,7 +41,7 @@ logger = logging.getLogger("bailinghub.knowledge")
 @transaction.atomic
 def embedding_model_register(*, name: str, provider: str, dimension: int, options: dict | None = None
                              ) -> EmbeddingModel:
-    """Register a model (its KBs' generations get their vector indexes as they grow: vector_indexes)."""
+    """Register a model (its KBs' generations get their vector indexes as they grow: generation_indexes)."""
     try:
         native = embedder_class(provider).native_dimension
     except EmbeddingFailed as exc:

@@ -198,7 +198,7 @@ def test_a_superuser_registers_an_embedding_model_without_an_index_across_kbs(ad
 
     model = EmbeddingModel.objects.get(name="bge-m3-remote")
     assert (model.provider, model.dimension) == ("openai", 1024)
-    with connection.cursor() as cursor:  # indexes are per generation (apps.knowledge.vector_indexes)
+    with connection.cursor() as cursor:  # indexes are per generation (apps.knowledge.generation_indexes)
         cursor.execute("SELECT count(*) FROM pg_indexes WHERE indexdef LIKE %s", [f"%{model.pk}%"])
         assert cursor.fetchone() == (0,)
 

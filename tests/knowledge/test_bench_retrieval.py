@@ -413,7 +413,7 @@ def test_a_database_without_migrations_says_what_to_run(tmp_path, monkeypatch):
 
 def test_neighbours_are_kbs_of_the_model_holding_copies_of_the_distractors_each_with_its_own_index(
         tmp_path, corpora, settings):
-    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 3}
+    settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 3}
     _, stdout = _bench(tmp_path, "--mode", "vector", "--scale", "5", "--neighbours", "2", "--corpora", str(corpora),
                        "--keep")
     kb = _kept_kb(stdout)
@@ -429,8 +429,9 @@ def test_neighbours_are_kbs_of_the_model_holding_copies_of_the_distractors_each_
         assert all(f"#g{generation.pk.hex}" in vector and f"#g{kb.generations.get().pk.hex}" not in vector
                    for vector in copies.values_list("search_vector", flat=True))
         assert KeywordTermStat.objects.get(generation=generation, term="#n").df == 5
-        assert generation.vector_indexed
-    assert IndexGeneration.objects.get(knowledge_base=kb, status="active").vector_indexed
+        assert generation.vector_indexed and generation.keyword_indexed
+    measured = IndexGeneration.objects.get(knowledge_base=kb, status="active")
+    assert measured.vector_indexed and measured.keyword_indexed
 
 
 def test_neighbours_without_scale_are_refused_and_create_nothing(tmp_path):

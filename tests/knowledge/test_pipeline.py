@@ -225,7 +225,7 @@ def test_the_watchdog_requeues_a_document_whose_heartbeat_is_stale(settings):
                                                    run_token="1" * 32,
                                                    heartbeat_at=timezone.now() - timedelta(seconds=120))
     assert ingest.knowledge_watchdog() == {"requeued": 1, "failed": 0, "purged": 0,
-                                           "vector_indexes_built": 0, "vector_indexes_dropped": 0}
+                                           "generation_indexes_built": 0, "generation_indexes_dropped": 0}
     document.refresh_from_db()
     assert (document.status, document.run_token, document.attempts) == ("embedding", None, 1)
     assert _ingest(document) == "completed"
@@ -238,7 +238,7 @@ def test_the_watchdog_leaves_fresh_work_alone(settings):
     Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, run_token="1" * 32,
                                                    heartbeat_at=timezone.now())
     assert ingest.knowledge_watchdog() == {"requeued": 0, "failed": 0, "purged": 0,
-                                           "vector_indexes_built": 0, "vector_indexes_dropped": 0}
+                                           "generation_indexes_built": 0, "generation_indexes_dropped": 0}
 
 
 def test_the_watchdog_fails_a_document_out_of_attempts(settings):

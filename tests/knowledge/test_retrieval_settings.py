@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_defaults_are_the_measured_values():
     knobs = RetrievalSettings()
-    assert (knobs.search_candidates, knobs.vector_ef_search, knobs.vector_index_min_rows,
+    assert (knobs.search_candidates, knobs.vector_ef_search, knobs.generation_index_min_rows,
             knobs.hybrid_dense_weight_western) == (50, 400, 2_000, 0.6)
     assert len(fields(knobs)) == 16
 

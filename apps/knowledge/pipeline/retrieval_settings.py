@@ -32,12 +32,13 @@ class RetrievalSettings:
     keyword_posting_budget: int = 20_000
     keyword_phase1_terms: int = 16
     keyword_phase1_limit: int = 100
-    # Vector channel: a generation with more than `vector_index_min_rows` child vectors gets its
-    # own HNSW index (apps.knowledge.vector_indexes), searched with ef_search = max(this floor,
-    # 2 × candidates); smaller ones are scanned exactly (~5 µs a row). An index answer short of
-    # rows (disabled chunks) is completed by an exact scan while the generations searched have at
-    # most `vector_exact_fallback_max` rows.
-    vector_index_min_rows: int = 2_000
+    # A generation with more than `generation_index_min_rows` indexed children gets an HNSW and a
+    # GIN index of its own (apps.knowledge.generation_indexes); smaller ones are scanned exactly
+    # (~5 µs a row) and searched through the shared GIN index.
+    generation_index_min_rows: int = 2_000
+    # Vector channel: an HNSW index is searched with ef_search = max(this floor, 2 × candidates).
+    # An index answer short of rows (disabled chunks) is completed by an exact scan while the
+    # generations searched have at most `vector_exact_fallback_max` rows.
     # Chosen on one fold of dureader's queries beside 100k distractors, the same on the other:
     # 200 → 400 took held-out vector nDCG@10 from 0.9005 to 0.9226 (an exact scan's figure).
     vector_ef_search: int = 400

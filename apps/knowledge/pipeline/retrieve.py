@@ -5,15 +5,16 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
 (never a chunk an operator disabled: every channel and the roll-up skip them):
 
 * vector — pgvector cosine. A generation with more than 2,000 child vectors has an HNSW index of
-  its own (apps.knowledge.vector_indexes) and is searched through it; smaller ones are scanned
+  its own (apps.knowledge.generation_indexes) and is searched through it; smaller ones are scanned
   exactly (about 5 µs a row). So a search never walks another KB's vectors, and never starves: a
   filter applied after a shared index (pgvector 0.6) could leave a small KB with fewer than k rows.
 * keyword — BM25 (k1=0.9, b=0.4) over CJK unigrams+bigrams and stemmed words, Traditional
   Chinese folded onto Simplified (pipeline.terms). Phase 1
   takes every query term when all their postings fit the posting budget (small KBs), else the
   query's rarest terms (df/N <= KEYWORD_RARE_FRACTION, within the posting budget) and
-  reads their posting lists from the GIN index, each intersected with the generations' lexemes,
-  summing idf; phase 2 scores the best KEYWORD_PHASE1_LIMIT of those exactly with every query
+  reads their posting lists, summing idf: from a generation's own GIN index when it has one
+  (over 2,000 children, like the HNSW index), else from the shared one, intersected with the
+  generations' lexemes; phase 2 scores the best KEYWORD_PHASE1_LIMIT of those exactly with every query
   term, reading each one's term frequencies from its search vector (pipeline.index; a
   generation indexed before analyzer 3 has its candidates' text recounted instead, with the
   same result). Measured on dureader-robust-a, this equals exhaustive BM25 (0.825 vs 0.824 nDCG@10) while
@@ -133,6 +134,26 @@ class SearchResult:
     fusions: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class GenerationIndexes:
+    """What the searched generations have of their own: an HNSW index (`vector`), a GIN index
+    (`keyword`; apps.knowledge.generation_indexes), term frequencies in their keyword index
+    (`stored_tf`: indexed with the current analyzer). Sets of generation ids."""
+
+    vector: frozenset = frozenset()
+    keyword: frozenset = frozenset()
+    stored_tf: frozenset = frozenset()
+
+    @classmethod
+    def of(cls, generations: Iterable[IndexGeneration]) -> GenerationIndexes:
+        items = list(generations)
+        return cls(
+            vector=frozenset(g.pk for g in items if g.vector_indexed),
+            keyword=frozenset(g.pk for g in items if g.keyword_indexed),
+            stored_tf=frozenset(g.pk for g in items if g.keyword_analyzer == KEYWORD_ANALYZER),
+        )
+
+
 # Keyword channel
 
 
@@ -245,24 +266,34 @@ def _phase1_terms(scorer: KeywordScorer) -> list[str]:
     return chosen
 
 
-def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int) -> list[tuple]:
+def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
+                    own_index: Iterable = ()) -> list[tuple]:
     """The best `limit` chunks by summed idf of the phase-1 terms they hold, as the scorer's
-    row_columns gives them (one round trip: the ranking and the rows phase 2 scores)."""
+    row_columns gives them (one round trip: the ranking and the rows phase 2 scores). A
+    generation in `own_index` is read through its own GIN index, the others through the shared
+    one, each term's postings intersected with their lexemes."""
     chosen = _phase1_terms(scorer)
     if not chosen:
         return []
-    generations = " | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in generation_ids)
-    branches = " UNION ALL ".join(
-        "SELECT id, %s::float8 AS w FROM knowledge_chunk WHERE search_vector @@ %s::tsquery AND NOT disabled"
-        for _ in chosen
-    )
+    own = [g for g in generation_ids if g in set(own_index)]
+    shared = " | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in generation_ids if g not in set(own))
+    branches: list[str] = []
     params: list[Any] = []
     for term in chosen:
-        params += [scorer.idf[term], f"({generations}) & {_tsquery_lexeme(term)}"]
+        if shared:
+            branches.append("SELECT id, %s::float8 AS w FROM knowledge_chunk "
+                            "WHERE search_vector @@ %s::tsquery AND NOT disabled")
+            params += [scorer.idf[term], f"({shared}) & {_tsquery_lexeme(term)}"]
+        for generation_id in own:
+            # The generation named with its index's predicate: the planner matches the partial index.
+            branches.append("SELECT id, %s::float8 AS w FROM knowledge_chunk WHERE generation_id = %s "
+                            "AND kind = 'child' AND search_vector @@ %s::tsquery AND NOT disabled")
+            params += [scorer.idf[term], generation_id, _tsquery_lexeme(term)]
     columns, column_params = scorer.row_columns()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH best AS (SELECT id FROM ({branches}) AS h GROUP BY id ORDER BY sum(w) DESC, id LIMIT %s) "  # noqa: S608
+            f"WITH best AS (SELECT id FROM ({' UNION ALL '.join(branches)}) AS h "  # noqa: S608
+            f"GROUP BY id ORDER BY sum(w) DESC, id LIMIT %s) "
             f"SELECT {columns} FROM best JOIN knowledge_chunk c ON c.id = best.id",
             [*params, limit, *column_params],
         )
@@ -284,13 +315,14 @@ KeywordHits = list[tuple[Any, float, list[str]]]
 
 
 def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scorer: KeywordScorer | None = None,
-                       stored_tf: bool = False) -> tuple[KeywordHits, KeywordScorer | None]:
-    """[(chunk id, BM25, matched terms)] best first."""
+                       stored_tf: bool = False, own_index: Iterable = ()) -> tuple[KeywordHits, KeywordScorer | None]:
+    """[(chunk id, BM25, matched terms)] best first. `own_index`: the generations with a GIN
+    index of their own."""
     scorer = scorer or keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=stored_tf)
     if scorer is None or not scorer.idf:
         return [], scorer
     phase1_limit = max(limit, retrieval_settings().keyword_phase1_limit)
-    scored = scorer.score_rows(_keyword_phase1(generation_ids, scorer, phase1_limit))
+    scored = scorer.score_rows(_keyword_phase1(generation_ids, scorer, phase1_limit, own_index))
     ranked = sorted(scored.items(), key=lambda item: (-item[1][0], str(item[0])))
     return [(cid, s, terms) for cid, (s, terms) in ranked if s > 0][:limit], scorer
 
@@ -463,14 +495,13 @@ def _timed(fn, **kwargs) -> tuple[Any, float]:
 
 
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
-                     timings: dict[str, float], fusion: str = "convex", indexed: Iterable = (),
-                     stored_tf: Iterable = ()) -> list[Candidate]:
-    """One embedding-model group: channel candidates, completed and fused, best first. The
-    generations in `indexed` have their own vector index; those in `stored_tf` store term
-    frequencies in their keyword index (when all do, BM25 reads no text)."""
+                     timings: dict[str, float], fusion: str = "convex",
+                     indexes: GenerationIndexes = GenerationIndexes()) -> list[Candidate]:
+    """One embedding-model group: channel candidates, completed and fused, best first, read
+    through the indexes the generations have (`indexes`)."""
     # 50 per channel: on dureader, cmrc and drcd nDCG@10 within 0.0002 of 100, and half the fill-in work.
     limit = options.candidate_k or retrieval_settings().search_candidates
-    tf_stored = set(generation_ids) <= set(stored_tf)
+    tf_stored = set(generation_ids) <= indexes.stored_tf
     candidates: dict[Any, Candidate] = {}
     scorer = None
     query_vector: list[float] = []  # embedded only for the vector and hybrid modes, which alone read it
@@ -484,7 +515,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
             scorer = keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=tf_stored)
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         channel_args = dict(model=model, generation_ids=generation_ids, query_vector=query_vector, limit=limit,
-                            indexed=indexed, filtered_rows=filtered, need=options.top_k)
+                            indexed=indexes.vector, filtered_rows=filtered, need=options.top_k)
         # Hybrid: the vector channel runs on a second connection while this thread does keywords.
         beside = parallel.run_beside(_timed, vector_candidates, **channel_args) if options.mode == "hybrid" else None
         if beside is None and options.mode == "vector":
@@ -493,7 +524,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     if options.mode in ("keyword", "hybrid"):
         started = time.perf_counter()
         keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit, scorer=scorer,
-                                             stored_tf=tf_stored)
+                                             stored_tf=tf_stored, own_index=indexes.keyword)
         for rank, (cid, score, terms) in enumerate(keyword, start=1):
             candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms)
         timings["keyword_ms"] = timings.get("keyword_ms", 0.0) + (time.perf_counter() - started) * 1000
@@ -684,14 +715,13 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
             rerankers[key] = config
         groups_of[key].append(generation.pk)
     models = {str(m.pk): m for m in EmbeddingModel.objects.filter(pk__in={key[0] for key in groups_of})}
-    indexed = {generation.pk for generation in generations if generation.vector_indexed}
-    stored_tf = {generation.pk for generation in generations if generation.keyword_analyzer == KEYWORD_ANALYZER}
+    indexes = GenerationIndexes.of(generations)
     groups = []
     trace: list[dict] = []
     for key, generation_ids in sorted(groups_of.items()):
         ranked = _rank_candidates(model=models[key[0]], generation_ids=sorted(generation_ids, key=str),
                                   query=query, options=options, timings=timings, fusion=key[1] or "convex",
-                                  indexed=indexed, stored_tf=stored_tf)
+                                  indexes=indexes)
         if options.score_threshold is not None:
             ranked = [c for c in ranked if c.score >= options.score_threshold]
         if key in rerankers:

@@ -1,10 +1,10 @@
-"""SQL for the vector indexes (pure strings; migrations import this too).
+"""SQL for the indexes of one generation's chunks (pure strings; migrations import this too).
 
 `knowledge_chunk.embedding` is a `vector` without a fixed dimension, because KBs of different
 models share the table. HNSW needs a fixed dimension, so every index is a partial expression index
 over `embedding::vector(DIM)`.
 
-Each index generation big enough to need one gets its own (apps.knowledge.vector_indexes):
+Each index generation big enough to need one gets its own (apps.knowledge.generation_indexes):
 
     CREATE INDEX knowledge_chunk_hnsw_g_<generation hex> ON knowledge_chunk
         USING hnsw ((embedding::vector(DIM)) vector_cosine_ops)
@@ -21,6 +21,9 @@ that KB's vectors only. Until 2026-12 each embedding model had one index for all
 (`hnsw_index_*`, kept for the migrations that created and dropped them): pgvector 0.6 applies a
 KB filter after the index scan, so a search walked every KB's vectors and a small KB among many
 could get fewer than k rows back.
+
+The same generations get a GIN index of their keyword terms too (keyword_index_create_sql): the
+shared GIN index serves the small ones, through each chunk's generation lexeme.
 """
 
 from __future__ import annotations
@@ -46,19 +49,19 @@ def hnsw_index_drop_sql(model_id: uuid.UUID) -> str:
     return f"DROP INDEX IF EXISTS {hnsw_index_name(model_id)}"
 
 
-def generation_index_name(generation_id: uuid.UUID) -> str:
-    return f"{GENERATION_INDEX_PREFIX}{uuid.UUID(str(generation_id)).hex}"
+def vector_index_name(generation_id: uuid.UUID) -> str:
+    return f"{VECTOR_INDEX_PREFIX}{uuid.UUID(str(generation_id)).hex}"
 
 
-GENERATION_INDEX_PREFIX = "knowledge_chunk_hnsw_g_"
+VECTOR_INDEX_PREFIX = "knowledge_chunk_hnsw_g_"
 
 
-def generation_index_create_sql(generation_id: uuid.UUID, dimension: int, *, concurrently: bool) -> str:
+def vector_index_create_sql(generation_id: uuid.UUID, dimension: int, *, concurrently: bool) -> str:
     generation_id = uuid.UUID(str(generation_id))  # validated: only a UUID ever reaches the SQL text
     dimension = int(dimension)
     how = "CONCURRENTLY " if concurrently else ""
     return (
-        f"CREATE INDEX {how}IF NOT EXISTS {generation_index_name(generation_id)} ON knowledge_chunk "
+        f"CREATE INDEX {how}IF NOT EXISTS {vector_index_name(generation_id)} ON knowledge_chunk "
         f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops) "
         f"WHERE generation_id = '{generation_id}' AND kind = 'child'"
     )
@@ -68,3 +71,23 @@ def index_drop_sql(name: str, *, concurrently: bool) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"not an index name: {name!r}")
     return f"DROP INDEX {'CONCURRENTLY ' if concurrently else ''}IF EXISTS {name}"
+
+
+KEYWORD_INDEX_PREFIX = "knowledge_chunk_gin_g_"
+
+
+def keyword_index_name(generation_id: uuid.UUID) -> str:
+    return f"{KEYWORD_INDEX_PREFIX}{uuid.UUID(str(generation_id)).hex}"
+
+
+def keyword_index_create_sql(generation_id: uuid.UUID, *, concurrently: bool) -> str:
+    """A GIN index of one generation's keyword terms. The shared one (knowledge_chunk_terms_gin)
+    finds a generation's chunks by intersecting a term's postings in every KB with the
+    generation's lexeme; this one holds the generation's postings alone. A query uses it when it
+    repeats the predicate: WHERE generation_id = '<uuid>' AND kind = 'child' AND search_vector @@ …"""
+    generation_id = uuid.UUID(str(generation_id))  # validated: only a UUID ever reaches the SQL text
+    how = "CONCURRENTLY " if concurrently else ""
+    return (
+        f"CREATE INDEX {how}IF NOT EXISTS {keyword_index_name(generation_id)} ON knowledge_chunk "
+        f"USING gin (search_vector) WHERE generation_id = '{generation_id}' AND kind = 'child'"
+    )

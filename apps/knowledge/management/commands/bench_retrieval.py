@@ -47,7 +47,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
-from apps.knowledge import ingest, selectors, services, vector_indexes
+from apps.knowledge import generation_indexes, ingest, selectors, services
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.retrieve import SearchOptions
@@ -299,7 +299,7 @@ class Command(BaseCommand):
                 self._distractors(kb, model, o["scale"], sentences)
                 self.stdout.write(f"added {o['scale']} synthetic distractor chunks in "
                                   f"{time.perf_counter() - started:.1f} s")
-                self._vector_index(kb)
+                self._generation_indexes(kb)
                 for number in range(1, o["neighbours"] + 1):
                     neighbours.append(self._neighbour(kb, project, number))
             self._measure(kb, folder, corpus, queries, qrels, o, ingest_s=ingest_s, ingest_info=ingest_info)
@@ -312,7 +312,7 @@ class Command(BaseCommand):
                 for neighbour in neighbours:
                     services.knowledge_base_delete(kb=neighbour)
                 services.knowledge_base_delete(kb=kb)
-                vector_indexes.stale_indexes_drop()
+                generation_indexes.stale_indexes_drop()
 
     @staticmethod
     def _active_generation(kb: KnowledgeBase) -> IndexGeneration:
@@ -321,14 +321,15 @@ class Command(BaseCommand):
             raise CommandError(f"{kb.name} has no active index.")
         return generation
 
-    def _vector_index(self, kb: KnowledgeBase) -> None:
+    def _generation_indexes(self, kb: KnowledgeBase) -> None:
         started = time.perf_counter()
-        outcome = vector_indexes.generation_index_ensure(self._active_generation(kb).pk)
-        self.stdout.write(f"vector index of {kb.name}: {outcome} in {time.perf_counter() - started:.1f} s")
+        outcome = generation_indexes.generation_index_ensure(self._active_generation(kb).pk)
+        self.stdout.write(f"vector and keyword indexes of {kb.name}: {outcome} in "
+                          f"{time.perf_counter() - started:.1f} s")
 
     def _neighbour(self, kb: KnowledgeBase, project, number: int) -> KnowledgeBase:
         """Another KB of the same model holding a copy of `kb`'s distractor chunks (new ids, its own
-        generation lexeme and term counts, its own vector index)."""
+        generation lexeme and term counts, its own vector and keyword indexes)."""
         started = time.perf_counter()
         source = self._active_generation(kb)
         neighbour = services.knowledge_base_create(
@@ -358,7 +359,7 @@ class Command(BaseCommand):
                 params=[generation.pk])
         self.stdout.write(f"neighbour {number}: {Chunk.objects.filter(generation=generation).count()} chunks copied "
                           f"in {time.perf_counter() - started:.1f} s")
-        self._vector_index(neighbour)
+        self._generation_indexes(neighbour)
         return neighbour
 
     def _measure_kept(self, folder, corpus, queries, qrels, o) -> None:

@@ -1,15 +1,25 @@
-"""One HNSW index per index generation (apps.knowledge.vector_indexes), as the vector channel reads it."""
+"""An HNSW index and a GIN index per big index generation (apps.knowledge.generation_indexes), as
+the vector and keyword channels read them."""
 
 import threading
 
 import pytest
 from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
-from apps.knowledge import ingest, selectors, services, vector_indexes
+from apps.knowledge import generation_indexes, ingest, selectors, services
 from apps.knowledge.models import Chunk, IndexGeneration
 from apps.knowledge.pipeline.embedders import embedder_for
-from apps.knowledge.pipeline.retrieve import SearchOptions, _vector_sql, search, vector_candidates
-from apps.knowledge.pipeline.sql import generation_index_name
+from apps.knowledge.pipeline.retrieve import (
+    SearchOptions,
+    _keyword_phase1,
+    _vector_sql,
+    keyword_candidates,
+    keyword_scorer,
+    search,
+    vector_candidates,
+)
+from apps.knowledge.pipeline.sql import keyword_index_name, vector_index_name
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 
@@ -20,7 +30,7 @@ STRATEGY = {"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200, "overl
 
 @pytest.fixture(autouse=True)
 def small_threshold(settings):
-    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 40}
+    settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 40}
 
 
 def _paragraphs(prefix: str, count: int) -> str:
@@ -33,11 +43,15 @@ def _kb(model, prefix: str, count: int):
     return kb
 
 
-def _indexes_on_chunks() -> dict[str, str]:
+def _indexes_on_chunks(method: str = "hnsw") -> dict[str, str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'knowledge_chunk' "
-                       "AND indexdef LIKE '%USING hnsw%'")
+                       "AND indexdef LIKE %s", [f"%USING {method} %"])
         return dict(cursor.fetchall())
+
+
+def _own_indexes() -> set[str]:
+    return {*_indexes_on_chunks("hnsw"), *_indexes_on_chunks("gin")}
 
 
 def _same_ranking(first, second) -> bool:
@@ -66,19 +80,56 @@ def test_a_generation_over_the_threshold_gets_an_index_of_its_own_that_its_searc
     generation, other_generation = selectors.generation_active(kb=big), selectors.generation_active(kb=other)
 
     assert generation.vector_indexed and other_generation.vector_indexed
-    definition = _indexes_on_chunks()[generation_index_name(generation.pk)]
+    definition = _indexes_on_chunks()[vector_index_name(generation.pk)]
     assert f"hnsw (((embedding)::vector({model.dimension})) vector_cosine_ops)" in definition
     assert f"WHERE ((generation_id = '{generation.pk}'::uuid) AND ((kind)::text = 'child'::text))" in definition
     plan = _plan(model, generation.pk)
-    assert f"Index Scan using {generation_index_name(generation.pk)}" in plan
-    assert generation_index_name(other_generation.pk) not in plan
+    assert f"Index Scan using {vector_index_name(generation.pk)}" in plan
+    assert vector_index_name(other_generation.pk) not in plan
+
+    assert generation.keyword_indexed and other_generation.keyword_indexed
+    definition = _indexes_on_chunks("gin")[keyword_index_name(generation.pk)]
+    assert "USING gin (search_vector)" in definition
+    assert f"WHERE ((generation_id = '{generation.pk}'::uuid) AND ((kind)::text = 'child'::text))" in definition
+    scorer = keyword_scorer(generation_ids=[generation.pk], query="订单 7 的说明", stored_tf=True)
+    with CaptureQueriesContext(connection) as queries:
+        _keyword_phase1([generation.pk], scorer, 10, own_index=[generation.pk])
+    with connection.cursor() as cursor:
+        # A few hundred rows: the planner would read the table or the generation's B-tree. The
+        # plan shows which term index it can use.
+        cursor.execute("ANALYZE knowledge_chunk")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("EXPLAIN " + queries.captured_queries[-1]["sql"])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert f"Bitmap Index Scan on {keyword_index_name(generation.pk)}" in plan
+    assert "knowledge_chunk_terms_gin" not in plan  # the shared index
+    assert keyword_index_name(other_generation.pk) not in plan
+
+
+def test_a_keyword_search_through_the_generations_own_index_ranks_as_through_the_shared_one():
+    model = EmbeddingModelFactory()
+    big, small = _kb(model, "大库", 60), _kb(model, "小库", 12)
+    _kb(model, "他库", 60)  # the same words in another KB: none of its chunks may come back
+    generations = [selectors.generation_active(kb=big).pk, selectors.generation_active(kb=small).pk]
+
+    def ranked(own_index):
+        hits, _ = keyword_candidates(generation_ids=generations, query="段落 7 关于订单", limit=30,
+                                     stored_tf=True, own_index=own_index)
+        return hits
+
+    own, mixed, shared = ranked(generations), ranked(generations[:1]), ranked([])
+    assert len(shared) == 30
+    assert own == mixed == shared
+    assert set(Chunk.objects.filter(pk__in=[hit[0] for hit in own]).values_list(
+        "generation__knowledge_base", flat=True)) == {big.pk, small.pk}
 
 
 def test_no_index_spans_the_kbs_of_a_model():
     model = EmbeddingModelFactory()
     generation = selectors.generation_active(kb=_kb(model, "大库", 60))
     indexes = _indexes_on_chunks()
-    assert generation_index_name(generation.pk) in indexes  # not true of an empty list alone
+    assert vector_index_name(generation.pk) in indexes  # not true of an empty list alone
     assert all("generation_id = " in definition for definition in indexes.values())
     assert not any(str(model.pk) in definition for definition in indexes.values())
 
@@ -87,8 +138,8 @@ def test_a_small_generation_gets_no_index_and_is_scanned_exactly():
     kb = _kb(EmbeddingModelFactory(), "小库", 12)
     generation = selectors.generation_active(kb=kb)
 
-    assert not generation.vector_indexed
-    assert generation_index_name(generation.pk) not in _indexes_on_chunks()
+    assert not generation.vector_indexed and not generation.keyword_indexed
+    assert not {vector_index_name(generation.pk), keyword_index_name(generation.pk)} & _own_indexes()
     result = search(kbs=[kb], query="小库段落 3", options=SearchOptions(mode="vector", top_k=5, rollup=False))
     assert len(result.hits) == 5
 
@@ -140,7 +191,7 @@ def test_a_starved_index_answer_is_completed_by_an_exact_scan(settings):
     Chunk.objects.filter(pk__in=nearest).update(disabled=True)
 
     def candidates(fallback_max: int):
-        settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 40, "vector_ef_search": 1,
+        settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 40, "vector_ef_search": 1,
                                         "vector_exact_fallback_max": fallback_max}
         return vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=12,
                                  indexed=[generation.pk], filtered_rows=300, need=0)
@@ -162,10 +213,10 @@ def test_a_rebuild_indexes_its_generation_before_the_switch_and_the_purge_drops_
 
     assert ingest.generation_build(generation_id=building.pk) == "activated"
     new = selectors.generation_active(kb=kb)
-    assert new.pk == building.pk and new.vector_indexed
-    indexes = _indexes_on_chunks()
-    assert generation_index_name(new.pk) in indexes
-    assert generation_index_name(old.pk) not in indexes
+    assert new.pk == building.pk and new.vector_indexed and new.keyword_indexed
+    indexes = _own_indexes()
+    assert {vector_index_name(new.pk), keyword_index_name(new.pk)} <= indexes
+    assert not {vector_index_name(old.pk), keyword_index_name(old.pk)} & indexes
     assert not IndexGeneration.objects.filter(pk=old.pk).exists()
 
 
@@ -174,62 +225,78 @@ def test_the_watchdog_builds_a_missing_index_and_drops_the_index_of_a_deleted_kb
     kept, deleted = _kb(model, "大库", 60), _kb(model, "他库", 60)
     kept_generation, deleted_generation = selectors.generation_active(kb=kept), selectors.generation_active(kb=deleted)
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX {generation_index_name(kept_generation.pk)}")
-    IndexGeneration.objects.filter(pk=kept_generation.pk).update(vector_indexed=False)
+        cursor.execute(f"DROP INDEX {vector_index_name(kept_generation.pk)}")
+        cursor.execute(f"DROP INDEX {keyword_index_name(kept_generation.pk)}")
+    IndexGeneration.objects.filter(pk=kept_generation.pk).update(vector_indexed=False, keyword_indexed=False)
     services.knowledge_base_delete(kb=deleted)
-    assert generation_index_name(deleted_generation.pk) in _indexes_on_chunks()
+    assert {vector_index_name(deleted_generation.pk), keyword_index_name(deleted_generation.pk)} <= _own_indexes()
 
     outcome = ingest.knowledge_watchdog()
 
     # At least: another test's transactional flush may have left an index of its own behind.
-    assert outcome["vector_indexes_built"] >= 1 and outcome["vector_indexes_dropped"] >= 1
-    indexes = _indexes_on_chunks()
-    assert generation_index_name(kept_generation.pk) in indexes
-    assert generation_index_name(deleted_generation.pk) not in indexes
+    assert outcome["generation_indexes_built"] >= 1 and outcome["generation_indexes_dropped"] >= 2
+    indexes = _own_indexes()
+    assert {vector_index_name(kept_generation.pk), keyword_index_name(kept_generation.pk)} <= indexes
+    assert not {vector_index_name(deleted_generation.pk), keyword_index_name(deleted_generation.pk)} & indexes
     kept_generation.refresh_from_db()
-    assert kept_generation.vector_indexed
+    assert kept_generation.vector_indexed and kept_generation.keyword_indexed
+
+
+def test_the_watchdog_gives_a_generation_from_before_keyword_indexes_its_own():
+    kb = _kb(EmbeddingModelFactory(), "大库", 60)
+    generation = selectors.generation_active(kb=kb)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {keyword_index_name(generation.pk)}")
+    IndexGeneration.objects.filter(pk=generation.pk).update(keyword_indexed=False)
+
+    assert ingest.knowledge_watchdog()["generation_indexes_built"] >= 1
+
+    assert keyword_index_name(generation.pk) in _indexes_on_chunks("gin")
+    generation.refresh_from_db()
+    assert generation.vector_indexed and generation.keyword_indexed
 
 
 def test_ensure_is_idempotent_and_leaves_a_small_generation_alone():
     model = EmbeddingModelFactory()
     big, small = _kb(model, "大库", 60), _kb(model, "小库", 12)
-    assert vector_indexes.generation_index_ensure(selectors.generation_active(kb=big).pk) == "exists"
-    assert vector_indexes.generation_index_ensure(selectors.generation_active(kb=small).pk) == "small"
+    assert generation_indexes.generation_index_ensure(selectors.generation_active(kb=big).pk) == "exists"
+    assert generation_indexes.generation_index_ensure(selectors.generation_active(kb=small).pk) == "small"
     retired = IndexGeneration.objects.create(knowledge_base=small, number=9, status=IndexGeneration.Status.RETIRED,
                                              chunk_strategy=STRATEGY)
-    assert vector_indexes.generation_index_ensure(retired.pk) == "gone"
+    assert generation_indexes.generation_index_ensure(retired.pk) == "gone"
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_builds_the_index_concurrently_and_one_build_at_a_time(settings):
     """Outside a transaction the index is built CONCURRENTLY (other KBs keep writing), under an
     advisory lock: a second worker finding the lock held leaves the build to the first."""
-    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 10**6}  # nothing indexed while ingesting
+    settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 10**6}  # nothing indexed while ingesting
     kb = _kb(EmbeddingModelFactory(), "大库", 60)
     generation = selectors.generation_active(kb=kb)
     assert not generation.vector_indexed
-    settings.KNOWLEDGE_RETRIEVAL = {"vector_index_min_rows": 40}
+    settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 40}
     other = connections.create_connection("default")
     try:
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_lock(%s, %s)",
-                           [vector_indexes._LOCK_NAMESPACE, vector_indexes._lock_key(generation.pk)])
-        assert vector_indexes.generation_index_ensure(generation.pk) == "busy"
+                           [generation_indexes._LOCK_NAMESPACE, generation_indexes._lock_key(generation.pk)])
+        assert generation_indexes.generation_index_ensure(generation.pk) == "busy"
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock_all()")
     finally:
         other.close()
 
-    assert vector_indexes.generation_index_ensure(generation.pk) == "indexed"
+    assert generation_indexes.generation_index_ensure(generation.pk) == "indexed"
+    names = [vector_index_name(generation.pk), keyword_index_name(generation.pk)]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                       "WHERE c.relname = %s", [generation_index_name(generation.pk)])
-        assert cursor.fetchone() == (True,)
+        cursor.execute("SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                       "WHERE c.relname = ANY(%s)", [names])
+        assert dict(cursor.fetchall()) == dict.fromkeys(names, True)
     generation.refresh_from_db()
-    assert generation.vector_indexed
+    assert generation.vector_indexed and generation.keyword_indexed
     services.knowledge_base_delete(kb=kb)
-    assert vector_indexes.stale_indexes_drop() >= 1  # a flush leaves indexes: leave none behind
-    assert generation_index_name(generation.pk) not in _indexes_on_chunks()
+    assert generation_indexes.stale_indexes_drop() >= 2  # a flush leaves indexes: leave none behind
+    assert not {vector_index_name(generation.pk), keyword_index_name(generation.pk)} & _own_indexes()
 
 
 def test_a_long_build_keeps_beating_and_the_beats_stop_with_it():
@@ -242,7 +309,7 @@ def test_a_long_build_keeps_beating_and_the_beats_stop_with_it():
         if len(beats) >= 3:
             enough.set()
 
-    with vector_indexes._Heartbeat(beat, 0.01):
+    with generation_indexes._Heartbeat(beat, 0.01):
         assert enough.wait(10)  # the "build": it ends once the heartbeat has beaten three times
     after = len(beats)
     enough.clear()
@@ -257,7 +324,7 @@ def test_a_failing_heartbeat_stops_beating_without_stopping_the_build():
         calls.append(1)
         raise ingest.LeaseLost()
 
-    with vector_indexes._Heartbeat(beat, 0.01) as heartbeat:
+    with generation_indexes._Heartbeat(beat, 0.01) as heartbeat:
         heartbeat.join(10)  # it ends by itself after the first failure
         assert not heartbeat.is_alive()
     assert calls == [1]

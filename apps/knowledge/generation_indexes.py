@@ -1,16 +1,22 @@
-"""One HNSW index per index generation, so a search of one KB never walks other KBs' vectors.
+"""Indexes of one index generation's chunks, so a search of one KB reads no other KB's entries.
 
-A generation with more than `vector_index_min_rows` child vectors (KNOWLEDGE_RETRIEVAL) gets its
-own partial index (pipeline.sql.generation_index_create_sql); a smaller one is scanned exactly
-through the (generation, document) B-tree, which costs about 5 µs a row here. The retrieval
-engine reads `IndexGeneration.vector_indexed` to choose.
+A generation with more than `generation_index_min_rows` indexed children (KNOWLEDGE_RETRIEVAL)
+gets two partial indexes of its own (pipeline.sql):
+- an HNSW index of its vectors. A smaller generation is scanned exactly through the
+  (generation, document) B-tree, which costs about 5 µs a row here;
+- a GIN index of its keyword terms. A smaller one is searched through the shared GIN index, a
+  term's postings in every KB intersected with the generation's lexeme. Beside nine other KBs
+  of 100k chunks, the generation's own index read phase 1 of the keyword channel in less than
+  half the time (bench/README.md).
+The retrieval engine reads `IndexGeneration.vector_indexed` and `keyword_indexed` to choose.
 
 When indexes are built:
-- a rebuild builds its generation's index before the generation switches active, so the new
-  generation is never searched without it;
-- a document that brings its generation over the threshold builds it at the end of its ingest;
-- the watchdog builds any that is still missing (a worker killed mid-build) and drops the indexes
-  of generations that are no longer live (retired and purged, failed, or of a deleted KB).
+- a rebuild builds its generation's indexes before the generation switches active, so the new
+  generation is never searched without them;
+- a document that brings its generation over the threshold builds them at the end of its ingest;
+- the watchdog builds any that is still missing (a worker killed mid-build, a generation from
+  before the keyword indexes) and drops the indexes of generations that are no longer live
+  (retired and purged, failed, or of a deleted KB).
 
 Outside a transaction (workers) indexes are built and dropped CONCURRENTLY, so other KBs' writes
 to knowledge_chunk go on meanwhile, under a session advisory lock per generation so two workers
@@ -28,14 +34,18 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
 
 from apps.knowledge.models import IndexGeneration, KeywordTermStat
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 from apps.knowledge.pipeline.sql import (
-    GENERATION_INDEX_PREFIX,
-    generation_index_create_sql,
-    generation_index_name,
+    KEYWORD_INDEX_PREFIX,
+    VECTOR_INDEX_PREFIX,
     index_drop_sql,
+    keyword_index_create_sql,
+    keyword_index_name,
+    vector_index_create_sql,
+    vector_index_name,
 )
 
 logger = logging.getLogger("bailinghub.knowledge")
@@ -44,7 +54,7 @@ logger = logging.getLogger("bailinghub.knowledge")
 _LOCK_NAMESPACE = 0x6B76
 
 
-def _vector_rows(generation_id) -> int:
+def _indexed_rows(generation_id) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM knowledge_chunk WHERE generation_id = %s AND kind = 'child' "
@@ -96,10 +106,10 @@ def _ddl(statement: str) -> None:
 class _Heartbeat(threading.Thread):
     """Calls `beat` every `interval` seconds on its own thread (and its own database connection)
     while a long statement runs on the caller's: a rebuild's lease stays alive through its index
-    build, which on a million vectors takes longer than the watchdog waits for a heartbeat."""
+    builds, which on a million chunks take longer than the watchdog waits for a heartbeat."""
 
     def __init__(self, beat: Callable[[], None], interval: float):
-        super().__init__(name="vector-index-heartbeat", daemon=True)
+        super().__init__(name="generation-index-heartbeat", daemon=True)
         self.beat, self.interval = beat, interval
         self.stopped = threading.Event()
 
@@ -109,7 +119,7 @@ class _Heartbeat(threading.Thread):
                 try:
                     self.beat()
                 except Exception:  # a lost lease or a dropped connection: the build finishes anyway
-                    logger.warning("A vector index build's heartbeat failed", exc_info=True)
+                    logger.warning("An index build's heartbeat failed", exc_info=True)
                     return
         finally:
             connection.close()  # this thread's own connection
@@ -123,47 +133,64 @@ class _Heartbeat(threading.Thread):
         self.join()
 
 
+def _builds(generation: IndexGeneration, *, concurrently: bool) -> list[tuple[str, str, str]]:
+    """(flag field, index name, CREATE INDEX) for each index the generation still lacks."""
+    builds = []
+    if not generation.vector_indexed:
+        dimension = generation.knowledge_base.embedding_model.dimension
+        builds.append(("vector_indexed", vector_index_name(generation.pk),
+                       vector_index_create_sql(generation.pk, dimension, concurrently=concurrently)))
+    if not generation.keyword_indexed:
+        builds.append(("keyword_indexed", keyword_index_name(generation.pk),
+                       keyword_index_create_sql(generation.pk, concurrently=concurrently)))
+    return builds
+
+
 def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | None = None,
                             heartbeat_seconds: float = 10.0) -> str:
-    """Build the generation's vector index if it has outgrown exact scans and has none. Returns
-    what happened: indexed, exists, small, busy (another process is building it) or gone.
-    `heartbeat`, if given, is called every `heartbeat_seconds` while the index is being built."""
+    """Build the generation's own indexes if it has outgrown the shared ones and lacks them.
+    Returns what happened: indexed, exists, small, busy (another process is building them) or
+    gone. `heartbeat`, if given, is called every `heartbeat_seconds` while an index is built."""
     generation = (IndexGeneration.objects.select_related("knowledge_base__embedding_model")
                   .filter(pk=generation_id, status__in=IndexGeneration.LIVE).first())
     if generation is None:
         return "gone"
-    if generation.vector_indexed:
+    if generation.vector_indexed and generation.keyword_indexed:
         return "exists"
-    if _vector_rows(generation.pk) <= retrieval_settings().vector_index_min_rows:
+    if _indexed_rows(generation.pk) <= retrieval_settings().generation_index_min_rows:
         return "small"
     concurrently = not connection.in_atomic_block
     if concurrently and not _try_lock(generation.pk):
         return "busy"
     try:
-        name = generation_index_name(generation.pk)
-        dimension = generation.knowledge_base.embedding_model.dimension
-        if _index_state(name) is False:
-            _ddl(index_drop_sql(name, concurrently=concurrently))
+        generation.refresh_from_db(fields=["vector_indexed", "keyword_indexed"])  # another worker's build
+        builds = _builds(generation, concurrently=concurrently)
+        if not builds:
+            return "exists"
         with connection.cursor() as cursor:
             # pgvector builds the graph in memory while it fits (100k × 384 floats ≈ 200 MB with
-            # the graph); past that it inserts row by row, several times slower.
+            # the graph); past that it inserts row by row, several times slower. GIN sorts its
+            # entries in the same memory.
             cursor.execute("SELECT set_config('maintenance_work_mem', %s, %s)",
                            [settings.KNOWLEDGE_VECTOR_INDEX_BUILD_MEMORY, connection.in_atomic_block])
         try:
-            if heartbeat is None:
-                _ddl(generation_index_create_sql(generation.pk, dimension, concurrently=concurrently))
-            else:
-                with _Heartbeat(heartbeat, heartbeat_seconds):
-                    _ddl(generation_index_create_sql(generation.pk, dimension, concurrently=concurrently))
+            for flag, name, create in builds:
+                if _index_state(name) is False:
+                    _ddl(index_drop_sql(name, concurrently=concurrently))
+                if heartbeat is None:
+                    _ddl(create)
+                else:
+                    with _Heartbeat(heartbeat, heartbeat_seconds):
+                        _ddl(create)
+                IndexGeneration.objects.filter(pk=generation.pk).update(**{flag: True})
         finally:
             if not connection.in_atomic_block:
                 with connection.cursor() as cursor:
                     cursor.execute("RESET maintenance_work_mem")
-        IndexGeneration.objects.filter(pk=generation.pk).update(vector_indexed=True)
     finally:
         if concurrently:
             _unlock(generation.pk)
-    logger.info("Built the vector index of generation %s", generation.pk)
+    logger.info("Built the indexes of generation %s: %s", generation.pk, ", ".join(name for _, name, _ in builds))
     return "indexed"
 
 
@@ -173,11 +200,12 @@ def live_generations_index(*, knowledge_base_ids=None) -> int:
     built = 0
     # Pre-filtered by the keyword statistics' chunk count ("#n", kept per generation as chunks are
     # written): one query, rather than counting the rows of every small KB's generations.
-    unindexed = IndexGeneration.objects.filter(status__in=IndexGeneration.LIVE, vector_indexed=False)
+    unindexed = IndexGeneration.objects.filter(Q(vector_indexed=False) | Q(keyword_indexed=False),
+                                               status__in=IndexGeneration.LIVE)
     if knowledge_base_ids is not None:
         unindexed = unindexed.filter(knowledge_base_id__in=knowledge_base_ids)
     big = KeywordTermStat.objects.filter(generation_id__in=unindexed.values("pk"), term="#n",
-                                         df__gt=retrieval_settings().vector_index_min_rows)
+                                         df__gt=retrieval_settings().generation_index_min_rows)
     for generation_id in big.values_list("generation_id", flat=True):
         if generation_index_ensure(generation_id) == "indexed":
             built += 1
@@ -185,27 +213,30 @@ def live_generations_index(*, knowledge_base_ids=None) -> int:
 
 
 def stale_indexes_drop() -> int:
-    """Drop the vector indexes of generations that are no longer live."""
+    """Drop the indexes of generations that are no longer live."""
+    prefixes = (VECTOR_INDEX_PREFIX, KEYWORD_INDEX_PREFIX)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname = 'knowledge_chunk' AND c.relname LIKE %s",
-            [GENERATION_INDEX_PREFIX.replace("_", r"\_") + "%"],
+            "JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname = 'knowledge_chunk' AND c.relname LIKE ANY(%s)",
+            [[prefix.replace("_", r"\_") + "%" for prefix in prefixes]],
         )
         names = [row[0] for row in cursor.fetchall()]
-    by_generation = {}
+    by_generation: dict[uuid.UUID, list[str]] = {}
     for name in names:
+        prefix = next(prefix for prefix in prefixes if name.startswith(prefix))
         try:
-            by_generation[uuid.UUID(name.removeprefix(GENERATION_INDEX_PREFIX))] = name
+            by_generation.setdefault(uuid.UUID(name.removeprefix(prefix)), []).append(name)
         except ValueError:
             continue
     live = set(IndexGeneration.objects.filter(pk__in=by_generation, status__in=IndexGeneration.LIVE)
                .values_list("pk", flat=True))
     dropped = 0
     concurrently = not connection.in_atomic_block
-    for generation_id, name in by_generation.items():
+    for generation_id, generation_names in by_generation.items():
         if generation_id in live:
             continue
-        _ddl(index_drop_sql(name, concurrently=concurrently))
-        dropped += 1
+        for name in generation_names:
+            _ddl(index_drop_sql(name, concurrently=concurrently))
+            dropped += 1
     return dropped
