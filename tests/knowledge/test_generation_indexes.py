@@ -13,6 +13,7 @@ from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.retrieve import (
     SearchOptions,
     _keyword_phase1,
+    _phase1_terms,
     _vector_sql,
     keyword_candidates,
     keyword_scorer,
@@ -105,6 +106,10 @@ def test_a_generation_over_the_threshold_gets_an_index_of_its_own_that_its_searc
     assert f"Bitmap Index Scan on {keyword_index_name(generation.pk)}" in plan
     assert "knowledge_chunk_terms_gin" not in plan  # the shared index
     assert keyword_index_name(other_generation.pk) not in plan
+    # One scan for all the query's terms, however many: the planner tests the table's partial
+    # indexes once, not once per term.
+    assert len(_phase1_terms(scorer)) > 3
+    assert plan.count("Index Cond: (search_vector @@") == 1
 
 
 def test_a_keyword_search_through_the_generations_own_index_ranks_as_through_the_shared_one():

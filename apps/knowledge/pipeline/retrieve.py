@@ -271,29 +271,35 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
     """The best `limit` chunks by summed idf of the phase-1 terms they hold, as the scorer's
     row_columns gives them (one round trip: the ranking and the rows phase 2 scores). A
     generation in `own_index` is read through its own GIN index, the others through the shared
-    one, each term's postings intersected with their lexemes."""
+    one, each term's postings intersected with their lexemes.
+
+    The terms are rows of an array, each joined laterally to its postings: one scan per index
+    in the plan whatever the number of terms. (A branch per term, UNION ALL, made the planner
+    test every partial index of knowledge_chunk once per term: 18 ms of planning beside 100
+    generations with indexes of their own, 122 ms beside 400.)"""
     chosen = _phase1_terms(scorer)
     if not chosen:
         return []
-    own = [g for g in generation_ids if g in set(own_index)]
-    shared = " | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in generation_ids if g not in set(own))
+    owned = set(own_index)
     branches: list[str] = []
-    params: list[Any] = []
-    for term in chosen:
-        if shared:
-            branches.append("SELECT id, %s::float8 AS w FROM knowledge_chunk "
-                            "WHERE search_vector @@ %s::tsquery AND NOT disabled")
-            params += [scorer.idf[term], f"({shared}) & {_tsquery_lexeme(term)}"]
-        for generation_id in own:
+    params: list[Any] = [[_tsquery_lexeme(term) for term in chosen], [scorer.idf[term] for term in chosen]]
+    for generation_id in generation_ids:
+        if generation_id in owned:
             # The generation named with its index's predicate: the planner matches the partial index.
-            branches.append("SELECT id, %s::float8 AS w FROM knowledge_chunk WHERE generation_id = %s "
-                            "AND kind = 'child' AND search_vector @@ %s::tsquery AND NOT disabled")
-            params += [scorer.idf[term], generation_id, _tsquery_lexeme(term)]
+            branches.append("SELECT id FROM knowledge_chunk WHERE generation_id = %s AND kind = 'child' "
+                            "AND search_vector @@ t.term::tsquery AND NOT disabled")
+            params.append(generation_id)
+    shared = [g for g in generation_ids if g not in owned]
+    if shared:
+        branches.append("SELECT id FROM knowledge_chunk "
+                        "WHERE search_vector @@ (%s::tsquery && t.term::tsquery) AND NOT disabled")
+        params.append(" | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in shared))
     columns, column_params = scorer.row_columns()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH best AS (SELECT id FROM ({' UNION ALL '.join(branches)}) AS h "  # noqa: S608
-            f"GROUP BY id ORDER BY sum(w) DESC, id LIMIT %s) "
+            "WITH best AS (SELECT h.id FROM unnest(%s::text[], %s::float8[]) AS t(term, w) "  # noqa: S608 -- fixed SQL
+            f"CROSS JOIN LATERAL ({' UNION ALL '.join(branches)}) AS h "
+            "GROUP BY h.id ORDER BY sum(t.w) DESC, h.id LIMIT %s) "
             f"SELECT {columns} FROM best JOIN knowledge_chunk c ON c.id = best.id",
             [*params, limit, *column_params],
         )
