@@ -1,5 +1,7 @@
 """The vector channel beside the keyword channel, on a second connection (outside transactions)."""
 
+import threading
+
 import pytest
 from django.db import connection, transaction
 
@@ -46,16 +48,45 @@ def test_parallel_and_sequential_hybrid_searches_agree(kb, settings):
     options = SearchOptions(mode="hybrid", top_k=10, explain=True)
     settings.KNOWLEDGE_SEARCH_PARALLEL = True
     parallel.shutdown()  # no worker yet: only a search that hands its vector channel over starts one
-    beside = search(kbs=[kb], query="签收后7天内退款 refund", options=options)
+    beside = search(kbs=[kb], query="签收后7天内退款 refund", options=options)  # the embedding too
     assert parallel._executor is not None
+    vector_beside = search(kbs=[kb], query="签收后7天内退款 refund",
+                           options=SearchOptions(mode="hybrid", top_k=10, explain=True, embed_beside=False))
     parallel.shutdown()
     settings.KNOWLEDGE_SEARCH_PARALLEL = False
     sequential = search(kbs=[kb], query="签收后7天内退款 refund", options=options)
     assert parallel._executor is None
     assert len(beside.hits) == 10
-    assert [(h.chunk_id, h.score, h.explain) for h in beside.hits] == [
-        (h.chunk_id, h.score, h.explain) for h in sequential.hits]
-    assert "vector_ms" in beside.timings_ms and "keyword_ms" in beside.timings_ms
+    expected = [(h.chunk_id, h.score, h.explain) for h in sequential.hits]
+    assert [(h.chunk_id, h.score, h.explain) for h in beside.hits] == expected
+    assert [(h.chunk_id, h.score, h.explain) for h in vector_beside.hits] == expected
+    for result in (beside, vector_beside, sequential):
+        assert {"query_embedding_ms", "vector_ms", "keyword_ms"} <= set(result.timings_ms)
+        assert result.timings_ms["query_embedding_ms"] > 0
+
+
+def test_the_query_is_embedded_on_the_worker_beside_the_keyword_channel(kb, monkeypatch):
+    from apps.knowledge.pipeline import embedders
+
+    threads = []
+    real = embedders.embedder_for
+
+    def watched(model):
+        embedder = real(model)
+
+        class Watched:
+            def embed_query(self, text):
+                threads.append(threading.current_thread().name)
+                return embedder.embed_query(text)
+
+        return Watched()
+
+    monkeypatch.setattr("apps.knowledge.pipeline.retrieve.embedder_for", watched)
+    search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3))
+    search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3, embed_beside=False))
+    search(kbs=[kb], query="退款", options=SearchOptions(mode="vector", top_k=3))
+    assert threads[0].startswith("bailinghub-search")
+    assert threads[1:] == [threading.current_thread().name] * 2
 
 
 def test_an_error_in_the_worker_reaches_the_caller_and_the_next_search_still_works(kb):
