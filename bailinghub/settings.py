@@ -297,8 +297,8 @@ KNOWLEDGE_TASK_SLICE_SECONDS = env.int("KNOWLEDGE_TASK_SLICE_SECONDS", default=6
 KNOWLEDGE_HEARTBEAT_STALE_SECONDS = env.int("KNOWLEDGE_HEARTBEAT_STALE_SECONDS", default=300)
 KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
 KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = env.int("KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS", default=120)
-# PostgreSQL's maintenance_work_mem while a worker builds a generation's HNSW index
-# (apps.knowledge.vector_indexes): the build is several times faster while the graph fits.
+# PostgreSQL's maintenance_work_mem while a worker builds a generation's HNSW and GIN indexes
+# (apps.knowledge.generation_indexes): the HNSW build is several times faster while the graph fits.
 KNOWLEDGE_VECTOR_INDEX_BUILD_MEMORY = env.str("KNOWLEDGE_VECTOR_INDEX_BUILD_MEMORY", default="1GB")
 KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS = env.int("KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS", default=5000)
 # External sources (documents registered by URL): the worker's fetch is capped in time and size;

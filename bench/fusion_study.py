@@ -76,7 +76,7 @@ def dump(kb_id: str, dataset: Path, out: Path) -> None:
             candidates[cid].vector_score = float(score)
         missing = [cid for cid, c in candidates.items() if c.keyword_score is None]
         if scorer is not None and missing:
-            for cid, (score, _terms) in scorer.score_rows(retrieve._chunk_rows(missing)).items():
+            for cid, (score, _terms) in scorer.score_rows(retrieve._chunk_rows(scorer, missing)).items():
                 candidates[cid].keyword_score = score
         top50 = [c for c in candidates.values() if (c.keyword_rank or 999) <= 50 or (c.vector_rank or 999) <= 50]
         rows.append({

@@ -196,7 +196,7 @@ def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | No
 
 def live_generations_index(*, knowledge_base_ids=None) -> int:
     """Build the indexes live generations (of these KBs, or of all: the watchdog's pass) should
-    have and do not; returns how many were built."""
+    have and do not; returns how many generations it indexed."""
     built = 0
     # Pre-filtered by the keyword statistics' chunk count ("#n", kept per generation as chunks are
     # written): one query, rather than counting the rows of every small KB's generations.
@@ -213,7 +213,8 @@ def live_generations_index(*, knowledge_base_ids=None) -> int:
 
 
 def stale_indexes_drop() -> int:
-    """Drop the indexes of generations that are no longer live."""
+    """Drop the indexes of generations that are no longer live; returns how many generations'
+    (like live_generations_index, which counts the generations it indexed)."""
     prefixes = (VECTOR_INDEX_PREFIX, KEYWORD_INDEX_PREFIX)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -238,5 +239,5 @@ def stale_indexes_drop() -> int:
             continue
         for name in generation_names:
             _ddl(index_drop_sql(name, concurrently=concurrently))
-            dropped += 1
+        dropped += 1
     return dropped

@@ -398,18 +398,20 @@ def knowledge_base_delete(*, kb: KnowledgeBase) -> None:
 # Rebuild
 
 
-def knowledge_base_reindex_keywords(*, kb: KnowledgeBase) -> int:
+def knowledge_base_reindex_keywords(*, kb: KnowledgeBase, force: bool = False) -> int:
     """Rewrite the keyword index of the KB's live generations written with an older analyzer
-    (pipeline.terms.ANALYZER), in place: no re-chunking, no re-embedding. Holds the KB row
-    exclusively (document ingestion waits), so searches see the old index until it commits.
-    Returns the chunks rewritten."""
+    (pipeline.terms.ANALYZER), or of all of them with `force`, in place: no re-chunking, no
+    re-embedding. Holds the KB row exclusively (document ingestion waits), so searches see the old
+    index until it commits. Returns the chunks rewritten."""
     done = 0
     with transaction.atomic():
         KnowledgeBase.objects.select_for_update(no_key=True, of=("self",)).get(pk=kb.pk)
         stale = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             knowledge_base=kb,
             status__in=IndexGeneration.LIVE,
-        ).exclude(keyword_analyzer=KEYWORD_ANALYZER)
+        )
+        if not force:
+            stale = stale.exclude(keyword_analyzer=KEYWORD_ANALYZER)
         for generation in stale:
             done += index.keywords_rewrite(generation_id=generation.pk)
             generation.keyword_analyzer = KEYWORD_ANALYZER

@@ -239,7 +239,7 @@ def test_the_watchdog_builds_a_missing_index_and_drops_the_index_of_a_deleted_kb
     outcome = ingest.knowledge_watchdog()
 
     # At least: another test's transactional flush may have left an index of its own behind.
-    assert outcome["generation_indexes_built"] >= 1 and outcome["generation_indexes_dropped"] >= 2
+    assert outcome["generation_indexes_built"] >= 1 and outcome["generation_indexes_dropped"] >= 1
     indexes = _own_indexes()
     assert {vector_index_name(kept_generation.pk), keyword_index_name(kept_generation.pk)} <= indexes
     assert not {vector_index_name(deleted_generation.pk), keyword_index_name(deleted_generation.pk)} & indexes
@@ -300,7 +300,7 @@ def test_a_worker_builds_the_index_concurrently_and_one_build_at_a_time(settings
     generation.refresh_from_db()
     assert generation.vector_indexed and generation.keyword_indexed
     services.knowledge_base_delete(kb=kb)
-    assert generation_indexes.stale_indexes_drop() >= 2  # a flush leaves indexes: leave none behind
+    assert generation_indexes.stale_indexes_drop() >= 1  # a flush leaves indexes: leave none behind
     assert not {vector_index_name(generation.pk), keyword_index_name(generation.pk)} & _own_indexes()
 
 

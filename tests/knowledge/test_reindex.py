@@ -111,3 +111,45 @@ def test_reindex_limited_to_one_kb_leaves_the_others(model):
     first_generation.refresh_from_db()
     second_generation.refresh_from_db()
     assert (first_generation.keyword_analyzer, second_generation.keyword_analyzer) == (1, ANALYZER)
+
+
+def _positions(generation) -> set:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT u.positions IS NULL FROM knowledge_chunk c, unnest(c.search_vector) u "
+                       "WHERE c.generation_id = %s AND c.kind = 'child' AND left(u.lexeme, 1) <> '#'",
+                       [generation.pk])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_force_rewrites_a_current_generation_that_older_code_wrote_without_frequencies(model):
+    """A worker still running the code before analyzer 3 can write terms without their frequencies
+    into a generation created at 3 during an upgrade: the stored-frequency path reads them as
+    absent. --force rewrites the named KB's live generations whatever their analyzer says."""
+    kb = KnowledgeBaseFactory(embedding_model=model)
+    for document in services.document_upload(kb=kb, files=[upload(n, t.encode()) for n, t in TEXTS.items()]):
+        ingest.document_ingest(document_id=document.pk)
+    generation = IndexGeneration.objects.get(knowledge_base=kb, status="active")
+    stats = _stats(generation)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE knowledge_chunk SET search_vector = strip(search_vector) WHERE generation_id = %s",
+                       [generation.pk])
+    assert _positions(generation) == {True} and generation.keyword_analyzer == ANALYZER
+    assert _keyword_docs(kb, "refund") == set()  # the frequencies read as absent
+
+    out = StringIO()
+    call_command("reindex_keywords", stdout=out)
+    assert "0 chunks rewritten" in out.getvalue()  # without --force the generation looks current
+    call_command("reindex_keywords", "--kb", str(kb.pk), "--force", stdout=out)
+
+    assert _positions(generation) == {False}
+    assert _stats(generation) == stats
+    docs = {d.filename: d.pk for d in kb.documents.all()}
+    assert _keyword_docs(kb, "refund") == {docs["returns.txt"]}
+
+
+def test_force_without_named_kbs_is_refused_and_changes_nothing(model):
+    _kb, generation = _kb_with_old_index(model)
+    with pytest.raises(CommandError, match="name them with --kb"):
+        call_command("reindex_keywords", "--force")
+    generation.refresh_from_db()
+    assert (generation.keyword_analyzer, _stats(generation)) == (1, {})

@@ -43,6 +43,8 @@ def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
     ({"vector_ef_search": 0}, "'vector_ef_search'] must be ≥ 1"),
     ({"vector_ef_search": 1001}, "'vector_ef_search'] must be ≤ 1000"),
     ({"vector_exact_max": 2000}, "unknown keys: vector_exact_max"),
+    ({"vector_index_min_rows": 10, "generation_index_min_rows": 20}, "keep 'generation_index_min_rows'"),
+    ({"vector_index_min_rows": -1}, "'generation_index_min_rows'] must be ≥ 0"),
     ({"hybrid_short_units": 20, "hybrid_long_units": 20}, "hybrid_long_units must be >"),
     ([1, 2], "must be a JSON object"),
 ])
@@ -50,6 +52,12 @@ def test_a_bad_value_is_refused_with_its_name(values, message):
     with pytest.raises(ImproperlyConfigured) as refused:
         RetrievalSettings.from_mapping(values)
     assert message in str(refused.value)
+
+
+def test_a_renamed_key_is_still_read_under_its_new_name():
+    knobs = RetrievalSettings.from_mapping({"vector_index_min_rows": 5_000})
+    assert knobs.generation_index_min_rows == 5_000
+    assert RetrievalSettings.from_mapping({"generation_index_min_rows": 7}).generation_index_min_rows == 7
 
 
 def test_a_bad_environment_value_stops_the_boot_naming_the_key():

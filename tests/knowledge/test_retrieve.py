@@ -2,11 +2,12 @@
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.knowledge import selectors, services
 from apps.knowledge.models import EmbeddingModel, IndexGeneration, KeywordTermStat
 from apps.knowledge.pipeline import index
-from apps.knowledge.pipeline.retrieve import SearchOptions, keyword_scorer, search, stored_frequencies, utf8_window
+from apps.knowledge.pipeline.retrieve import SearchOptions, search, stored_frequencies, utf8_window
 from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
@@ -150,22 +151,30 @@ def test_the_keyword_index_stores_each_terms_frequency():
     assert (expected["退款"], expected["refund"], expected["哈哈"], expected["哈"]) == (3, 3, 1, 3)
 
 
-def test_a_generation_indexed_before_stored_frequencies_ranks_the_same_by_recounting_text(semantic_kb):
+def test_a_generation_indexed_before_stored_frequencies_ranks_the_same_by_recounting_text(semantic_kb, e5_model):
     kb, _docs = semantic_kb
-    queries = ["碳化硅器件耐压", "refund window days", "rain in the mountains", "猫 sleep"]
+    other = KnowledgeBaseFactory(embedding_model=e5_model)
+    ingest_texts(other, {"rules.md": "# 规则\n\n退款须在七天内申请。The refund window closes after seven days."})
+    queries = ["碳化硅器件耐压", "refund window days", "rain in the mountains", "猫 sleep", "退款 七天"]
     options = SearchOptions(mode="hybrid", top_k=4, explain=True)
 
-    def ranking(query):
-        return [(hit.chunk_id, hit.score, hit.explain["keyword"]["score"], hit.explain["matched_terms"])
-                for hit in search(kbs=[kb], query=query, options=options).hits]
+    def ranking(kbs):
+        """{query: hits}, and whether the keyword rows carried frequencies or text."""
+        with CaptureQueriesContext(connection) as queries_run:
+            hits = {query: [(hit.chunk_id, hit.score, hit.explain["keyword"]["score"], hit.explain["matched_terms"])
+                            for hit in search(kbs=kbs, query=query, options=options).hits] for query in queries}
+        sql = " ".join(q["sql"] for q in queries_run.captured_queries)
+        return hits, ("ts_filter(setweight(" in sql, "c.text, c.chapter_path" in sql)
 
-    stored = {query: ranking(query) for query in queries}
+    stored, stored_paths = ranking([kb, other])
+    assert stored_paths == (True, False)
     assert any(hits for hits in stored.values())
-    generation = selectors.generation_active(kb=kb)
-    IndexGeneration.objects.filter(pk=generation.pk).update(keyword_analyzer=2)
-    scorer = keyword_scorer(generation_ids=[generation.pk], query="refund window")
-    assert scorer is not None and scorer.stored_tf is False
-    assert {query: ranking(query) for query in queries} == stored
+    # One of the two generations indexed before analyzer 3: the whole search recounts text.
+    IndexGeneration.objects.filter(pk=selectors.generation_active(kb=other).pk).update(keyword_analyzer=2)
+    assert ranking([kb, other]) == (stored, (False, True))
+    assert ranking([kb])[1] == (True, False)
+    IndexGeneration.objects.filter(pk=selectors.generation_active(kb=kb).pk).update(keyword_analyzer=2)
+    assert ranking([kb, other]) == (stored, (False, True))
 
 
 def test_stored_frequencies_read_a_filtered_vector():

@@ -6,7 +6,9 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     """Analyzer 3 stores each keyword term's frequency in the chunk as its tsvector position.
     Generations indexed before keep analyzer 2 and are searched by recounting their text (the same
-    ranking, slower) until `manage.py reindex_keywords` rewrites them."""
+    ranking, slower) until `manage.py reindex_keywords` rewrites them. Stop the workers before
+    migrating: one still running older code would write terms without frequencies into a new
+    generation (`reindex_keywords --kb UUID --force` repairs it)."""
 
     dependencies = [
         ('knowledge', '0008_vector_index_per_generation'),

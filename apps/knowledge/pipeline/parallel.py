@@ -1,14 +1,17 @@
 """Running one search channel beside the other, on a second database connection.
 
-A hybrid search waits on two independent reads (the keyword channel: SQL and Python scoring; the
-vector channel: an HNSW or exact scan inside PostgreSQL). One worker thread per process runs the
-vector channel while the calling thread runs the keyword channel; the thread keeps its own Django
-connection open between searches (Django connections are per thread).
+A hybrid search waits on two independent pieces of work (the keyword channel: SQL and Python
+scoring; the query's embedding, then the vector channel: an HNSW or exact scan inside PostgreSQL).
+One worker thread per process runs the embedding and the vector channel while the calling thread
+runs the keyword channel; the thread keeps its own Django connection open between searches (Django
+connections are per thread).
 
 Only when the caller is not inside a transaction: another connection cannot see the caller's
 uncommitted writes, so inside `atomic` (a turn's transaction, a test's) the channels run one after
 the other, exactly as before. The results are the same either way; only the wall time differs.
-The worker runs under the caller's lock and statement timeouts.
+The worker's SQL runs under the caller's lock and statement timeouts; an HTTP embedder's call is
+bounded by its own timeout and retries, and while it runs, other searches of this process find the
+worker busy and run their channels themselves.
 """
 
 from __future__ import annotations

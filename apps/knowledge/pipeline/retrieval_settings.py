@@ -18,6 +18,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+# Old names still read, so a configuration written for them keeps starting: {old: new}.
+RENAMED = {
+    # 2026-12: it governs a generation's keyword (GIN) index as well as its HNSW index.
+    "vector_index_min_rows": "generation_index_min_rows",
+}
+
 
 @dataclass(frozen=True)
 class RetrievalSettings:
@@ -84,6 +90,13 @@ class RetrievalSettings:
     def from_mapping(cls, values: Any) -> RetrievalSettings:
         if not isinstance(values, dict):
             raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL must be a JSON object of retrieval settings.")
+        values = dict(values)
+        for old, new in RENAMED.items():
+            if old in values:
+                if new in values:
+                    raise ImproperlyConfigured(f"KNOWLEDGE_RETRIEVAL sets both {old!r} and {new!r}, the name it "
+                                               f"has had since 2026-12; keep {new!r}.")
+                values[new] = values.pop(old)
         known = {field.name for field in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

@@ -14,11 +14,12 @@ Channels, each with its own candidate limit, over the child chunks of the KBs' a
   query's rarest terms (df/N <= KEYWORD_RARE_FRACTION, within the posting budget) and
   reads their posting lists, summing idf: from a generation's own GIN index when it has one
   (over 2,000 children, like the HNSW index), else from the shared one, intersected with the
-  generations' lexemes; phase 2 scores the best KEYWORD_PHASE1_LIMIT of those exactly with every query
-  term, reading each one's term frequencies from its search vector (pipeline.index; a
-  generation indexed before analyzer 3 has its candidates' text recounted instead, with the
-  same result). Measured on dureader-robust-a, this equals exhaustive BM25 (0.825 vs 0.824 nDCG@10) while
-  touching a few percent of the postings.
+  generations' lexemes; phase 2 scores the best KEYWORD_PHASE1_LIMIT of those exactly with
+  every query term, reading each one's term frequencies from its search vector (pipeline.index;
+  when a searched generation was indexed before analyzer 3, the candidates' text is recounted
+  instead, with the same result, for every generation of that search). Measured on
+  dureader-robust-a, this equals exhaustive BM25 (0.825 vs 0.824 nDCG@10) while touching a few
+  percent of the postings.
 
 Fusion (hybrid): both candidate lists are completed — keyword-only candidates get their cosine,
 vector-only candidates their BM25 — then combined convexly: w × min-max-normalised cosine +
@@ -32,8 +33,10 @@ that ranked it, of 1 / (60 + its rank there).
 A KB with a reranker (pipeline.rerank) has its fused candidates reordered by it; a failing
 reranker leaves the fused order, and the result's trace says so.
 
-In hybrid mode outside a transaction, the vector channel runs on a second connection while this
-thread runs the keyword channel (pipeline.parallel); inside one, they run one after the other.
+In hybrid mode outside a transaction, the query's embedding and then the vector channel run on a
+second connection's thread while this thread runs the keyword channel (pipeline.parallel); inside
+one, they run one after the other. So a hybrid search's timings overlap: query_embedding_ms and
+vector_ms beside keyword_ms, not after it.
 
 KBs with different embedding models are searched separately (each with its own query vector) and
 their rankings merged by rank, never by raw scores across models. Child hits then roll up to
@@ -220,7 +223,7 @@ class KeywordScorer:
         out = {}
         for chunk_id, stored, chapter_path, length in rows:
             if self.stored_tf:
-                tf = stored_frequencies(stored)
+                tf = stored_frequencies(stored or "")
             else:
                 tf = term_frequencies(embedding_text(text=stored, chapter_path=chapter_path), self.idf)
             out[chunk_id] = (bm25(tf=tf, idf=self.idf, length=length, avg_length=self.avg_length), sorted(tf))
@@ -666,18 +669,19 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
             if document_id not in documents:
                 documents.append(document_id)
         chosen[key].append(candidate)
+    # The shown children with their sections' text, in one read.
+    columns = ["id", "document_id", "document__knowledge_base_id", "document__filename", "index", "text",
+               "chapter_path", "metadata", "parent_id", *(["parent__text"] if rollup else [])]
     children = {
         row["id"]: row
-        for row in Chunk.objects.filter(id__in=[c.chunk_id for members in chosen.values() for c in members]).values(
-            "id", "document_id", "document__knowledge_base_id", "document__filename", "index", "text",
-            "chapter_path", "metadata", "parent_id",
-        )
+        for row in Chunk.objects.filter(
+            id__in=[c.chunk_id for members in chosen.values() for c in members]).values(*columns)
     }
     # (A chunk deleted between the two reads drops out.)
     groups = {key: pairs for key, members in chosen.items()
               if (pairs := [(c, children[c.chunk_id]) for c in members if c.chunk_id in children])}
-    parent_ids = [members[0][1]["parent_id"] for members in groups.values() if members[0][1]["parent_id"]]
-    parents = dict(Chunk.objects.filter(id__in=parent_ids).values_list("id", "text")) if rollup else {}
+    parents = {row["parent_id"]: row["parent__text"] for row in children.values()
+               if rollup and row["parent_id"] and row["parent__text"] is not None}
     hits = []
     for members in groups.values():
         best, child = members[0]
