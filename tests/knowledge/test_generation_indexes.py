@@ -91,21 +91,29 @@ def test_a_generation_over_the_threshold_gets_an_index_of_its_own_that_its_searc
     assert generation.keyword_indexed and other_generation.keyword_indexed
     definition = _indexes_on_chunks("gin")[keyword_index_name(generation.pk)]
     assert "USING gin (search_vector)" in definition
-    assert f"WHERE ((generation_id = '{generation.pk}'::uuid) AND ((kind)::text = 'child'::text))" in definition
+    assert f"WHERE (((generation_id)::text = '{generation.pk}'::text) AND ((kind)::text = 'child'::text))" in definition
+
+
+def test_phase_one_reads_a_new_generations_own_index_before_the_statistics_know_it():
+    """The planner's statistics know the table but not a generation grown since its last ANALYZE
+    (on a big table, a long time): phase 1 must still read that generation's own GIN index. With
+    `generation_id = …` in the clause the planner read the generation's B-tree instead, matching
+    every chunk against every term (255 ms instead of 0.9 ms on 11,727 chunks)."""
+    model = EmbeddingModelFactory()
+    other = selectors.generation_active(kb=_kb(model, "他库", 60))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE knowledge_chunk")
+    generation = selectors.generation_active(kb=_kb(model, "大库", 60))
     scorer = keyword_scorer(generation_ids=[generation.pk], query="订单 7 的说明", stored_tf=True)
     with CaptureQueriesContext(connection) as queries:
         _keyword_phase1([generation.pk], scorer, 10, own_index=[generation.pk])
     with connection.cursor() as cursor:
-        # A few hundred rows: the planner would read the table or the generation's B-tree. The
-        # plan shows which term index it can use.
-        cursor.execute("ANALYZE knowledge_chunk")
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a few hundred rows: cheaper still
         cursor.execute("EXPLAIN " + queries.captured_queries[-1]["sql"])
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert f"Bitmap Index Scan on {keyword_index_name(generation.pk)}" in plan
+    assert f"Bitmap Index Scan on {keyword_index_name(generation.pk)}" in plan, plan
     assert "knowledge_chunk_terms_gin" not in plan  # the shared index
-    assert keyword_index_name(other_generation.pk) not in plan
+    assert keyword_index_name(other.pk) not in plan
     # One scan for all the query's terms, however many: the planner tests the table's partial
     # indexes once, not once per term.
     assert len(_phase1_terms(scorer)) > 3

@@ -292,10 +292,11 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
     params: list[Any] = [[_tsquery_lexeme(term) for term in chosen], [scorer.idf[term] for term in chosen]]
     for generation_id in generation_ids:
         if generation_id in owned:
-            # The generation named with its index's predicate: the planner matches the partial index.
-            branches.append("SELECT id FROM knowledge_chunk WHERE generation_id = %s AND kind = 'child' "
+            # The generation named with its index's predicate (pipeline.sql.keyword_index_create_sql):
+            # the planner matches the partial index, and no other index serves the clause.
+            branches.append("SELECT id FROM knowledge_chunk WHERE generation_id::text = %s AND kind = 'child' "
                             "AND search_vector @@ t.term::tsquery AND NOT disabled")
-            params.append(generation_id)
+            params.append(str(generation_id))
     shared = [g for g in generation_ids if g not in owned]
     if shared:
         branches.append("SELECT id FROM knowledge_chunk "

@@ -84,10 +84,17 @@ def keyword_index_create_sql(generation_id: uuid.UUID, *, concurrently: bool) ->
     """A GIN index of one generation's keyword terms. The shared one (knowledge_chunk_terms_gin)
     finds a generation's chunks by intersecting a term's postings in every KB with the
     generation's lexeme; this one holds the generation's postings alone. A query uses it when it
-    repeats the predicate: WHERE generation_id = '<uuid>' AND kind = 'child' AND search_vector @@ …"""
+    repeats the predicate: WHERE generation_id::text = '<uuid>' AND kind = 'child' AND
+    search_vector @@ …
+
+    The predicate compares the id as text on purpose: no other index can serve that clause. With
+    `generation_id = '<uuid>'` the (generation, document) B-tree could, and the planner took it
+    whenever its statistics did not know the generation yet (a KB grown since the table's last
+    ANALYZE, which on a big table is a long time): every chunk of the generation read and matched
+    against each term, 255 ms instead of 0.9 ms on a KB of 11,727 chunks."""
     generation_id = uuid.UUID(str(generation_id))  # validated: only a UUID ever reaches the SQL text
     how = "CONCURRENTLY " if concurrently else ""
     return (
         f"CREATE INDEX {how}IF NOT EXISTS {keyword_index_name(generation_id)} ON knowledge_chunk "
-        f"USING gin (search_vector) WHERE generation_id = '{generation_id}' AND kind = 'child'"
+        f"USING gin (search_vector) WHERE generation_id::text = '{generation_id}' AND kind = 'child'"
     )
