@@ -35,11 +35,12 @@ from apps.knowledge import errors
 from apps.knowledge.models import Chunk, ChunkEdit, ChunkOverride, Document, IndexGeneration
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.index import (
-    _SEARCH_VECTOR,
-    _search_terms,
+    SEARCH_VECTOR_SQL,
+    STATS_ADD_SQL,
     cache_missing,
     cache_store,
     embedding_text,
+    search_terms,
     stats_counts_sql,
     text_hash,
 )
@@ -188,14 +189,12 @@ _UNCOUNT = f"""
 _REINDEX = f"""
     WITH upd AS (
         UPDATE knowledge_chunk AS c
-           SET embedding = e.embedding, embedding_model_id = e.embedding_model_id, search_vector = {_SEARCH_VECTOR}
+           SET embedding = e.embedding, embedding_model_id = e.embedding_model_id, search_vector = {SEARCH_VECTOR_SQL}
           FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms), knowledge_embeddingcache AS e
          WHERE c.id = v.id AND e.embedding_model_id = %s AND e.text_hash = c.text_hash
      RETURNING c.generation_id, c.search_vector
     ), {stats_counts_sql("upd")}, ins AS (
-        INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
-        SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
-        ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df
+        {STATS_ADD_SQL}
     )
     SELECT count(*) FROM upd
 """  # noqa: S608 -- fixed SQL, values bound
@@ -215,7 +214,7 @@ def _text_set(chunk: Chunk, text: str, *, model) -> None:
         return  # the pipeline embeds and indexes it with the rest of the document
     with connection.cursor() as cursor:
         cursor.execute(_UNCOUNT, [[chunk.pk]])
-        cursor.execute(_REINDEX, [[chunk.pk], _search_terms([(text, chunk.chapter_path)]), model.pk])
+        cursor.execute(_REINDEX, [[chunk.pk], search_terms([(text, chunk.chapter_path)]), model.pk])
         if cursor.fetchone()[0] != 1:
             raise errors.ChunkNotEditable("The new text's vector is missing; try again.")
 

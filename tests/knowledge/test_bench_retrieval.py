@@ -276,18 +276,15 @@ def test_ids_that_sanitise_alike_stay_apart_and_each_ranks_as_itself(tmp_path):
     assert {key: report["modes"]["keyword"][key] for key in PERFECT} == PERFECT
 
 
-def test_limit_queries_zero_is_refused_and_creates_nothing(tmp_path):
+@pytest.mark.parametrize(("args", "message"), [
+    (["--limit-queries", "0"], r"^--limit-queries must be at least 1$"),
+    (["--scale", "-1", "--corpora", "{corpora}"], r"^--scale must not be negative$"),
+    (["--neighbours", "2"], r"^--neighbours needs --scale and must not be negative$"),
+])
+def test_a_bad_count_option_is_refused_and_creates_nothing(tmp_path, corpora, args, message):
     counts = _counts()
-    with pytest.raises(CommandError, match=r"^--limit-queries must be at least 1$"):
-        _bench(tmp_path, "--limit-queries", "0")
-    assert _counts() == counts
-    assert not (tmp_path / "report.json").exists()
-
-
-def test_negative_scale_is_refused_and_creates_nothing(tmp_path, corpora):
-    counts = _counts()
-    with pytest.raises(CommandError, match=r"^--scale must not be negative$"):
-        _bench(tmp_path, "--scale", "-1", "--corpora", str(corpora))
+    with pytest.raises(CommandError, match=message):
+        _bench(tmp_path, *[arg.format(corpora=corpora) for arg in args])
     assert _counts() == counts
     assert not (tmp_path / "report.json").exists()
 
@@ -432,14 +429,6 @@ def test_neighbours_are_kbs_of_the_model_holding_copies_of_the_distractors_each_
         assert generation.vector_indexed and generation.keyword_indexed
     measured = IndexGeneration.objects.get(knowledge_base=kb, status="active")
     assert measured.vector_indexed and measured.keyword_indexed
-
-
-def test_neighbours_without_scale_are_refused_and_create_nothing(tmp_path):
-    counts = _counts()
-    with pytest.raises(CommandError, match=r"^--neighbours needs --scale and must not be negative$"):
-        _bench(tmp_path, "--neighbours", "2")
-    assert _counts() == counts
-    assert not (tmp_path / "report.json").exists()
 
 
 def test_a_run_without_keep_deletes_its_neighbours_too(tmp_path, corpora):

@@ -133,8 +133,8 @@ def stats_counts_sql(rows: str) -> str:
     return _STATS_FROM.format(rows=rows).strip()
 
 
-# Adds the `counts` CTE's figures to the stored ones.
-_STATS_ADD = """INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
+# Adds the `counts` CTE's figures to the stored ones (here, in stats_add, and in chunk_overrides).
+STATS_ADD_SQL = """INSERT INTO knowledge_keywordtermstat (generation_id, term, df)
     SELECT generation_id, term, df FROM counts ORDER BY generation_id, term
     ON CONFLICT (generation_id, term) DO UPDATE SET df = knowledge_keywordtermstat.df + EXCLUDED.df"""
 
@@ -143,7 +143,7 @@ def stats_add(*, rows_sql: str, params: list) -> None:
     """Count the search vectors `rows_sql` selects (generation_id, search_vector) into the term
     statistics, for chunks written by SQL of the caller's own (bench_retrieval's distractors)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"WITH rows AS ({rows_sql}), {stats_counts_sql('rows')} {_STATS_ADD}", params)
+        cursor.execute(f"WITH rows AS ({rows_sql}), {stats_counts_sql('rows')} {STATS_ADD_SQL}", params)
 
 
 def generation_lexeme(generation_id) -> str:
@@ -164,12 +164,14 @@ def search_terms_literal(text: str) -> str:
     )
 
 
-def _search_terms(rows: Iterable[tuple[str, str | None]]) -> list[str]:
+def search_terms(rows: Iterable[tuple[str, str | None]]) -> list[str]:
     """Each (text, chapter_path)'s search_terms_literal, over what is embedded."""
     return [search_terms_literal(embedding_text(text=text, chapter_path=path)) for text, path in rows]
 
 
-_SEARCH_VECTOR = ("(v.terms::tsvector "
+# A chunk `c`'s search_vector from `v.terms` (one of search_terms' literals) and its generation's
+# lexeme, in the UPDATEs here and in chunk_overrides.
+SEARCH_VECTOR_SQL = ("(v.terms::tsvector "
                   "|| array_to_tsvector(ARRAY['#g' || replace(c.generation_id::text, '-', '')]))")
 
 
@@ -183,7 +185,7 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
     if not rows:
         return 0
     ids = [row[0] for row in rows]
-    terms = _search_terms((text, path) for _, text, path in rows)
+    terms = search_terms((text, path) for _, text, path in rows)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -194,14 +196,14 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
                 UPDATE knowledge_chunk AS c
                    SET embedding = e.embedding,
                        embedding_model_id = e.embedding_model_id,
-                       search_vector = {_SEARCH_VECTOR}
+                       search_vector = {SEARCH_VECTOR_SQL}
                   FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms), knowledge_embeddingcache AS e
                  WHERE c.id = v.id AND e.embedding_model_id = %s AND e.text_hash = c.text_hash
              RETURNING c.id, c.generation_id, c.search_vector
             ), fresh AS (
                 SELECT u.generation_id, u.search_vector FROM upd u JOIN old o ON o.id = u.id WHERE NOT o.had
             ), {stats_counts_sql("fresh")}, ins AS (
-                {_STATS_ADD}
+                {STATS_ADD_SQL}
             )
             SELECT count(*) FROM upd
             """,  # noqa: S608 -- fixed SQL, values bound
@@ -225,9 +227,9 @@ def keywords_rewrite(*, generation_id, batch: int = 2_000) -> int:
                 break
             last = page[-1][0]
             cursor.execute(
-                f"UPDATE knowledge_chunk AS c SET search_vector = {_SEARCH_VECTOR} "  # noqa: S608 -- fixed SQL
+                f"UPDATE knowledge_chunk AS c SET search_vector = {SEARCH_VECTOR_SQL} "  # noqa: S608 -- fixed SQL
                 "FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms) WHERE c.id = v.id",
-                [[row[0] for row in page], _search_terms((text, path) for _, text, path in page)],
+                [[row[0] for row in page], search_terms((text, path) for _, text, path in page)],
             )
             done += len(page)
         cursor.execute("DELETE FROM knowledge_keywordtermstat WHERE generation_id = %s", [generation_id])
