@@ -130,3 +130,29 @@ def test_the_worker_runs_under_the_callers_timeouts():
             cursor.execute("RESET lock_timeout")
             cursor.execute("RESET statement_timeout")
     assert parallel.run_beside(limits).result(timeout=30) == ("0", "0")
+
+
+def test_an_embedding_error_on_the_worker_reaches_the_caller_waiting_for_the_vector(kb, monkeypatch):
+    class Down:
+        def embed_query(self, text):
+            raise RuntimeError("embedder down")
+
+    monkeypatch.setattr("apps.knowledge.pipeline.retrieve.embedder_for", lambda model: Down())
+    with pytest.raises(RuntimeError, match="embedder down"):
+        search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3))
+    monkeypatch.undo()
+    assert len(search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3)).hits) == 3
+
+
+def test_waiting_for_the_vector_ends_when_the_worker_stops_before_embedding():
+    from concurrent.futures import Future
+
+    from apps.knowledge.pipeline.retrieve import _query_vector_from
+
+    embedded, beside = Future(), Future()
+    beside.set_exception(ConnectionError("the worker's connection broke"))
+    with pytest.raises(ConnectionError, match="connection broke"):
+        _query_vector_from(embedded, beside)
+    embedded = Future()
+    embedded.set_result([0.5, 0.5])
+    assert _query_vector_from(embedded, Future()) == [0.5, 0.5]  # not waiting for the vector channel

@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.knowledge import selectors, services
-from apps.knowledge.models import EmbeddingModel, IndexGeneration, KeywordTermStat
+from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KeywordTermStat
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.retrieve import SearchOptions, search, stored_frequencies, utf8_window
 from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
@@ -320,3 +320,32 @@ def test_a_mid_size_kb_reads_only_rare_postings_in_keyword_phase_one():
                                    idf={"的": 0.1, "刑法": 2.0}, avg_length=100.0, n=50)
     assert retrieve._phase1_terms(scorer) == ["刑法"]
     assert retrieve._phase1_terms(small) == ["刑法", "的"]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
+def test_chunks_of_a_document_whose_ingestion_is_not_completed_are_never_shown(semantic_kb, mode):
+    kb, docs = semantic_kb
+    options = SearchOptions(mode=mode, top_k=4)
+    query = "refund window seven days"
+    before = _doc_ids(search(kbs=[kb], query=query, options=options))
+    assert docs["refund.md"].pk in before  # the premise
+    Document.objects.filter(pk=docs["refund.md"].pk).update(status=Document.Status.EMBEDDING)
+
+    assert _doc_ids(search(kbs=[kb], query=query, options=options)) == [d for d in before if d != docs["refund.md"].pk]
+
+
+def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads_of_the_chunks(semantic_kb):
+    """The vector channel reads its rows' BM25 and where they sit in its own query, the keyword
+    channel likewise; then one read of the shown rows. (Here the vector channel brings every
+    chunk, so no keyword candidate lacks a cosine; the parallel tests cover that read.)"""
+    kb, docs = semantic_kb
+    with CaptureQueriesContext(connection) as queries_run:
+        result = search(kbs=[kb], query="refund window 碳化硅", options=SearchOptions(mode="hybrid", top_k=4,
+                                                                                    explain=True))
+    assert len(result.hits) == 4
+    for hit in result.hits:
+        assert hit.explain["vector"]["score"] is not None
+        assert hit.explain["keyword"]["score"] is not None
+    assert {hit.explain["keyword"]["rank"] is None for hit in result.hits} == {True, False}  # both kinds
+    chunk_reads = [q["sql"] for q in queries_run.captured_queries if "knowledge_chunk" in q["sql"]]
+    assert len(chunk_reads) == 3, chunk_reads

@@ -51,6 +51,8 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent import futures
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +116,12 @@ class Candidate:
     dense_weight: float | None = None
     fusion: str | None = None
     rerank_score: float | None = None
+    # (parent id, document id), read with the channel's row; None for a candidate made elsewhere.
+    placement: tuple | None = None
+
+
+# Columns every channel reads beside its own (over alias c): where a candidate sits, for the roll-up.
+PLACEMENT_COLUMNS = "c.parent_id, c.document_id"
 
 
 @dataclass(frozen=True)
@@ -276,7 +284,8 @@ def _phase1_terms(scorer: KeywordScorer) -> list[str]:
 def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
                     own_index: Iterable = ()) -> list[tuple]:
     """The best `limit` chunks by summed idf of the phase-1 terms they hold, as the scorer's
-    row_columns gives them (one round trip: the ranking and the rows phase 2 scores). A
+    row_columns gives them followed by PLACEMENT_COLUMNS (one round trip: the ranking, the rows
+    phase 2 scores and where they sit). A
     generation in `own_index` is read through its own GIN index, the others through the shared
     one, each term's postings intersected with their lexemes.
 
@@ -308,7 +317,7 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
             "WITH best AS (SELECT h.id FROM unnest(%s::text[], %s::float8[]) AS t(term, w) "  # noqa: S608 -- fixed SQL
             f"CROSS JOIN LATERAL ({' UNION ALL '.join(branches)}) AS h "
             "GROUP BY h.id ORDER BY sum(t.w) DESC, h.id LIMIT %s) "
-            f"SELECT {columns} FROM best JOIN knowledge_chunk c ON c.id = best.id",
+            f"SELECT {columns}, {PLACEMENT_COLUMNS} FROM best JOIN knowledge_chunk c ON c.id = best.id",
             [*params, limit, *column_params],
         )
         return cursor.fetchall()
@@ -325,26 +334,29 @@ def _chunk_rows(scorer: KeywordScorer, ids: Sequence) -> list[tuple]:
         return cursor.fetchall()
 
 
-KeywordHits = list[tuple[Any, float, list[str]]]
+# (chunk id, BM25, matched terms, (parent id, document id))
+KeywordHits = list[tuple[Any, float, list[str], tuple]]
 
 
 def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scorer: KeywordScorer | None = None,
                        stored_tf: bool = False, own_index: Iterable = ()) -> tuple[KeywordHits, KeywordScorer | None]:
-    """[(chunk id, BM25, matched terms)] best first. `own_index`: the generations with a GIN
-    index of their own."""
+    """[(chunk id, BM25, matched terms, placement)] best first. `own_index`: the generations
+    with a GIN index of their own."""
     scorer = scorer or keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=stored_tf)
     if scorer is None or not scorer.idf:
         return [], scorer
     phase1_limit = max(limit, retrieval_settings().keyword_phase1_limit)
-    scored = scorer.score_rows(_keyword_phase1(generation_ids, scorer, phase1_limit, own_index))
+    rows = _keyword_phase1(generation_ids, scorer, phase1_limit, own_index)
+    placement = {row[0]: (row[-2], row[-1]) for row in rows}
+    scored = scorer.score_rows(row[:-2] for row in rows)
     ranked = sorted(scored.items(), key=lambda item: (-item[1][0], str(item[0])))
-    return [(cid, s, terms) for cid, (s, terms) in ranked if s > 0][:limit], scorer
+    return [(cid, s, terms, placement[cid]) for cid, (s, terms) in ranked if s > 0][:limit], scorer
 
 
 # Vector channel
 
 
-def _vector_sql(dim: int, *, indexed: bool) -> str:
+def _vector_sql(dim: int, *, indexed: bool, extra: str = "") -> str:
     distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
     if indexed:
         # One generation, named literally: the planner matches its partial HNSW index.
@@ -353,27 +365,32 @@ def _vector_sql(dim: int, *, indexed: bool) -> str:
         # "+ 0" hides the ordering from any HNSW index: an exact scan of the generations' rows.
         where, order = "generation_id = ANY(%s::uuid[])", f"{distance} + 0"
     return (
-        f"SELECT id, 1 - {distance} FROM knowledge_chunk "  # noqa: S608 -- an int dimension
+        f"SELECT c.id, 1 - {distance}, {PLACEMENT_COLUMNS}{extra} FROM knowledge_chunk c "  # noqa: S608 -- fixed SQL
         f"WHERE {where} AND kind = 'child' AND embedding IS NOT NULL AND NOT disabled ORDER BY {order} LIMIT %s"
     )
 
 
 def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_vector: Sequence[float],
                       limit: int, indexed: Iterable = (), filtered_rows: int = 0,
-                      need: int | None = None) -> list[tuple[Any, float]]:
-    """[(chunk id, cosine similarity)] best first: up to `limit` candidates, and never fewer than
-    `need` (the caller's top-k) while the generations have them. A generation in `indexed` is
-    searched through its own HNSW index, the others exactly; `filtered_rows` is how many child
-    chunks the generations hold together."""
+                      need: int | None = None, extra_columns: tuple[str, list] = ("", [])) -> list[tuple]:
+    """[(chunk id, cosine similarity, parent id, document id, *extra)] best first: up to `limit`
+    candidates, and never fewer than `need` (the caller's top-k) while the generations have them.
+    A generation in `indexed` is searched through its own HNSW index, the others exactly;
+    `filtered_rows` is how many child chunks the generations hold together. `extra_columns`:
+    more SQL columns over alias c (the keyword scorer's, in hybrid search) and their parameters,
+    read only for the rows returned."""
     dim = model.dimension
     vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
+    extra, extra_params = extra_columns
+    extra = f", {extra}" if extra else ""
     knobs = retrieval_settings()
     indexed = set(indexed)
-    rows: list[tuple[Any, float]] = []
+    rows: list[tuple] = []
     with connection.cursor() as cursor:
         scanned = [g for g in generation_ids if g not in indexed]
         if scanned:
-            cursor.execute(_vector_sql(dim, indexed=False), [vector, list(scanned), vector, limit])
+            cursor.execute(_vector_sql(dim, indexed=False, extra=extra),
+                           [vector, *extra_params, list(scanned), vector, limit])
             rows += cursor.fetchall()
         walked = [g for g in generation_ids if g in indexed]
         if walked:
@@ -388,14 +405,16 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
                 # Make the planner walk the index rather than sort the generation's rows.
                 cursor.execute("SET LOCAL enable_sort = off")
                 for generation_id in walked:
-                    cursor.execute(_vector_sql(dim, indexed=True), [vector, generation_id, vector, limit])
+                    cursor.execute(_vector_sql(dim, indexed=True, extra=extra),
+                                   [vector, *extra_params, generation_id, vector, limit])
                     found = cursor.fetchall()
                     if len(found) < wanted:
                         short.append(generation_id)
                     else:
                         rows += found
             if short:
-                cursor.execute(_vector_sql(dim, indexed=False), [vector, short, vector, limit])
+                cursor.execute(_vector_sql(dim, indexed=False, extra=extra),
+                               [vector, *extra_params, short, vector, limit])
                 rows += cursor.fetchall()
     if len(generation_ids) > 1:
         rows.sort(key=lambda row: (-row[1], str(row[0])))
@@ -502,76 +521,129 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) 
     return sorted(items, key=lambda c: (-c.score, str(c.chunk_id)))
 
 
-def _timed(fn, **kwargs) -> tuple[Any, float]:
-    started = time.perf_counter()
-    result = fn(**kwargs)
-    return result, (time.perf_counter() - started) * 1000
+@dataclass
+class VectorChannel:
+    """What the vector channel brings back: the query's vector and how long embedding it took
+    (0 when it was given), vector_candidates' rows, the BM25 of those rows when a keyword scorer
+    came along ({id: (score, matched terms)}), and the channel's own time."""
+
+    query_vector: list[float]
+    embedding_ms: float
+    rows: list[tuple]
+    keyword_scores: dict
+    ms: float
 
 
-def _embedded_vector_candidates(*, model: EmbeddingModel, query: str = "", query_vector: list[float] | None = None,
-                                **channel_args: Any) -> tuple[list[float], float, list[tuple[Any, float]], float]:
-    """The vector channel, embedding the query first unless its vector is given: (query vector,
-    embedding ms (0 when given), vector_candidates' rows, channel ms)."""
+def _vector_channel(*, model: EmbeddingModel, query: str = "", query_vector: list[float] | None = None,
+                    keyword: KeywordScorer | None = None, embedded: Future | None = None,
+                    **channel_args: Any) -> VectorChannel:
+    """The vector channel, embedding the query first unless its vector is given. `embedded`
+    receives the vector as soon as it exists (the keyword thread completes its own candidates
+    with it while this one searches). With `keyword`, each row's BM25 is read in the same query:
+    convex fusion needs it for every vector candidate the keyword channel did not bring."""
     started = time.perf_counter()
-    if query_vector is None:
-        query_vector = embedder_for(model).embed_query(query)
-    embedded = time.perf_counter()
-    rows = vector_candidates(model=model, query_vector=query_vector, **channel_args)
-    return query_vector, (embedded - started) * 1000, rows, (time.perf_counter() - embedded) * 1000
+    try:
+        if query_vector is None:
+            query_vector = embedder_for(model).embed_query(query)
+    except BaseException as error:
+        if embedded is not None:
+            embedded.set_exception(error)
+        raise
+    if embedded is not None:
+        embedded.set_result(query_vector)
+    embedded_at = time.perf_counter()
+    rows = vector_candidates(model=model, query_vector=query_vector,
+                             extra_columns=keyword.row_columns() if keyword else ("", []), **channel_args)
+    keyword_scores = keyword.score_rows(row[4:] for row in rows) if keyword else {}
+    return VectorChannel(query_vector=query_vector, embedding_ms=(embedded_at - started) * 1000, rows=rows,
+                         keyword_scores=keyword_scores, ms=(time.perf_counter() - embedded_at) * 1000)
+
+
+def _query_vector_from(embedded: Future, beside: Future) -> list[float]:
+    """The query vector the worker thread embeds, as soon as it exists; the worker's error if it
+    failed before (a worker that stops early never leaves this waiting)."""
+    futures.wait([embedded, beside], return_when=futures.FIRST_COMPLETED)
+    if not embedded.done():
+        beside.result()  # finished without embedding: raises its error
+    return embedded.result()
+
+
+def _add(timings: dict[str, float], name: str, ms: float) -> None:
+    timings[name] = timings.get(name, 0.0) + ms
 
 
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
                      timings: dict[str, float], fusion: str = "convex",
                      indexes: GenerationIndexes = GenerationIndexes()) -> list[Candidate]:
     """One embedding-model group: channel candidates, completed and fused, best first, read
-    through the indexes the generations have (`indexes`)."""
+    through the indexes the generations have (`indexes`).
+
+    Convex fusion completes each channel's candidates with the other channel's score: the vector
+    channel reads its rows' BM25 in its own query; the keyword candidates' cosines are read by
+    this thread once the query vector exists — in parallel mode while the vector channel still
+    runs, all of them (which the vector channel will also bring is not known yet), otherwise
+    after it, only the missing ones."""
     # 50 per channel: on dureader, cmrc and drcd nDCG@10 within 0.0002 of 100, and half the fill-in work.
     limit = options.candidate_k or retrieval_settings().search_candidates
     tf_stored = set(generation_ids) <= indexes.stored_tf
+    hybrid = options.mode == "hybrid"
     candidates: dict[Any, Candidate] = {}
     scorer = None
-    query_vector: list[float] = []  # embedded only for the vector and hybrid modes, which alone read it
-    vector: list[tuple[Any, float]] = []
-    beside = None
+    query_vector: list[float] | None = None  # embedded only for the vector and hybrid modes, which alone read it
+    channel: VectorChannel | None = None
+    beside: Future | None = None
+    embedded: Future | None = None
     if options.mode in ("vector", "hybrid"):
-        if options.mode == "hybrid":
+        if hybrid:
             scorer = keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=tf_stored)
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         channel_args: dict[str, Any] = dict(model=model, generation_ids=generation_ids, limit=limit,
                                             indexed=indexes.vector, filtered_rows=filtered, need=options.top_k)
-        if options.mode == "hybrid" and options.embed_beside:
+        if hybrid and fusion == "convex" and scorer is not None and scorer.idf:
+            channel_args["keyword"] = scorer
+        if hybrid and options.embed_beside:
             # The query's embedding and then the vector channel run on a second connection's thread
             # while this thread does keywords.
-            beside = parallel.run_beside(_embedded_vector_candidates, query=query, **channel_args)
+            embedded = Future()
+            beside = parallel.run_beside(_vector_channel, query=query, embedded=embedded, **channel_args)
         if beside is None:
+            embedded = None
             started = time.perf_counter()
             query_vector = embedder_for(model).embed_query(query)
-            timings["query_embedding_ms"] = (timings.get("query_embedding_ms", 0.0)
-                                             + (time.perf_counter() - started) * 1000)
-            if options.mode == "hybrid":
+            _add(timings, "query_embedding_ms", (time.perf_counter() - started) * 1000)
+            if hybrid:
                 # The vector channel alone on the second connection.
-                beside = parallel.run_beside(_embedded_vector_candidates, query_vector=query_vector, **channel_args)
+                beside = parallel.run_beside(_vector_channel, query_vector=query_vector, **channel_args)
             else:
-                vector, vector_ms = _timed(vector_candidates, query_vector=query_vector, **channel_args)
-                timings["vector_ms"] = timings.get("vector_ms", 0.0) + vector_ms
+                channel = _vector_channel(query_vector=query_vector, **channel_args)
     if options.mode in ("keyword", "hybrid"):
         started = time.perf_counter()
         keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit, scorer=scorer,
                                              stored_tf=tf_stored, own_index=indexes.keyword)
-        for rank, (cid, score, terms) in enumerate(keyword, start=1):
-            candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms)
-        timings["keyword_ms"] = timings.get("keyword_ms", 0.0) + (time.perf_counter() - started) * 1000
-    if options.mode == "hybrid":
-        if beside is not None:
-            query_vector, embedding_ms, vector, vector_ms = beside.result()
-        else:
-            query_vector, embedding_ms, vector, vector_ms = _embedded_vector_candidates(
-                query_vector=query_vector, **channel_args)
-        timings["query_embedding_ms"] = timings.get("query_embedding_ms", 0.0) + embedding_ms
-        timings["vector_ms"] = timings.get("vector_ms", 0.0) + vector_ms
-    for rank, (cid, score) in enumerate(vector, start=1):
-        candidate = candidates.setdefault(cid, Candidate(chunk_id=cid))
-        candidate.vector_rank, candidate.vector_score = rank, float(score)
+        for rank, (cid, score, terms, placement) in enumerate(keyword, start=1):
+            candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms,
+                                        placement=placement)
+        _add(timings, "keyword_ms", (time.perf_counter() - started) * 1000)
+    cosines: dict[Any, float] = {}
+    fill_ms = 0.0
+    if hybrid:
+        if beside is not None and fusion == "convex" and candidates:
+            if query_vector is None:
+                assert embedded is not None  # the worker embeds the query
+                query_vector = _query_vector_from(embedded, beside)
+            started = time.perf_counter()
+            cosines = _vector_scores(model=model, ids=list(candidates), query_vector=query_vector)
+            fill_ms = (time.perf_counter() - started) * 1000
+        channel = beside.result() if beside is not None else _vector_channel(query_vector=query_vector, **channel_args)
+    if channel is not None:
+        query_vector = channel.query_vector
+        _add(timings, "query_embedding_ms", channel.embedding_ms)
+        _add(timings, "vector_ms", channel.ms)
+        for rank, (cid, score, parent_id, document_id, *_rest) in enumerate(channel.rows, start=1):
+            candidate = candidates.setdefault(cid, Candidate(chunk_id=cid, placement=(parent_id, document_id)))
+            candidate.vector_rank, candidate.vector_score = rank, float(score)
+            if candidate.keyword_score is None and cid in channel.keyword_scores:
+                candidate.keyword_score, candidate.matched_terms = channel.keyword_scores[cid]
     if options.mode == "vector":
         for c in candidates.values():
             c.score = c.vector_score or 0.0
@@ -583,18 +655,17 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         return sorted(candidates.values(), key=lambda c: (-c.score, str(c.chunk_id)))
     started = time.perf_counter()
     if fusion == "convex":
-        missing_vector = [cid for cid, c in candidates.items() if c.vector_score is None]
-        for cid, score in _vector_scores(model=model, ids=missing_vector, query_vector=query_vector).items():
-            candidates[cid].vector_score = float(score)
-        missing_keyword = [cid for cid, c in candidates.items() if c.keyword_score is None]
-        if scorer is not None and missing_keyword:
-            for cid, (score, terms) in scorer.score_rows(_chunk_rows(scorer, missing_keyword)).items():
-                candidates[cid].keyword_score, candidates[cid].matched_terms = score, terms
+        missing = [cid for cid, c in candidates.items() if c.vector_score is None and cid not in cosines]
+        if missing and query_vector is not None:
+            cosines.update(_vector_scores(model=model, ids=missing, query_vector=query_vector))
+        for cid, score in cosines.items():
+            if candidates[cid].vector_score is None:
+                candidates[cid].vector_score = float(score)
     dense_weight = options.dense_weight
     if dense_weight is None:
         dense_weight = adaptive_dense_weight(candidates.values(), query=query)
     ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight)
-    timings["fusion_ms"] = timings.get("fusion_ms", 0.0) + (time.perf_counter() - started) * 1000
+    _add(timings, "fusion_ms", fill_ms + (time.perf_counter() - started) * 1000)
     return ranked
 
 
@@ -646,14 +717,18 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
             rollup: bool) -> list[Hit]:
     if not ranked:
         return []
-    # Group on the light columns of every candidate, then read text and metadata only for the
-    # members of the groups that are shown.
-    placed = {
-        chunk_id: (parent_id, document_id)
-        for chunk_id, parent_id, document_id in Chunk.objects.filter(
-            id__in=[c.chunk_id for c in ranked], document__status=Document.Status.COMPLETED, disabled=False
-        ).values_list("id", "parent_id", "document_id")
-    }
+    # Group on where every candidate sits (read with the channels' rows), then read text and
+    # metadata only for the members of the groups that are shown.
+    placed = {c.chunk_id: c.placement for c in ranked if c.placement is not None}
+    unplaced = [c.chunk_id for c in ranked if c.placement is None]
+    if unplaced:
+        placed.update({chunk_id: (parent_id, document_id) for chunk_id, parent_id, document_id in Chunk.objects.filter(
+            id__in=unplaced, disabled=False).values_list("id", "parent_id", "document_id")})
+    # Only documents whose ingestion completed are shown.
+    completed = set(Document.objects.filter(
+        pk__in={document_id for _parent, document_id in placed.values()}, status=Document.Status.COMPLETED,
+    ).order_by().values_list("pk", flat=True))
+    placed = {chunk_id: place for chunk_id, place in placed.items() if place[1] in completed}
     chosen: dict[Any, list[Candidate]] = {}
     documents: list[Any] = []
     for candidate in ranked:
@@ -676,9 +751,10 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
     children = {
         row["id"]: row
         for row in Chunk.objects.filter(
-            id__in=[c.chunk_id for members in chosen.values() for c in members]).values(*columns)
+            id__in=[c.chunk_id for members in chosen.values() for c in members], disabled=False,
+        ).order_by().values(*columns)
     }
-    # (A chunk deleted between the two reads drops out.)
+    # (A chunk deleted or disabled since the channels read it drops out.)
     groups = {key: pairs for key, members in chosen.items()
               if (pairs := [(c, children[c.chunk_id]) for c in members if c.chunk_id in children])}
     parents = {row["parent_id"]: row["parent__text"] for row in children.values()
@@ -739,7 +815,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     kb_list = list(kbs)
     generations = list(
         IndexGeneration.objects.filter(knowledge_base__in=kb_list, status=IndexGeneration.Status.ACTIVE)
-        .select_related("knowledge_base")
+        .select_related("knowledge_base__embedding_model").order_by()
     )
     # KBs are searched together when they share a model and a fusion and have no reranker of their
     # own; a KB with a reranker is a group of its own, so its reranker sees only its candidates.
@@ -753,7 +829,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
         if config is not None:
             rerankers[key] = config
         groups_of[key].append(generation.pk)
-    models = {str(m.pk): m for m in EmbeddingModel.objects.filter(pk__in={key[0] for key in groups_of})}
+    models = {str(g.knowledge_base.embedding_model_id): g.knowledge_base.embedding_model for g in generations}
     indexes = GenerationIndexes.of(generations)
     groups = []
     trace: list[dict] = []
