@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_defaults_are_the_measured_values():
     knobs = RetrievalSettings()
     assert (knobs.search_candidates, knobs.vector_ef_search, knobs.generation_index_min_rows,
-            knobs.hybrid_dense_weight_western) == (50, 400, 2_000, 0.6)
-    assert len(fields(knobs)) == 16
+            knobs.hybrid_dense_weight_western, knobs.keyword_posting_budget,
+            knobs.hybrid_keyword_posting_budget) == (50, 400, 2_000, 0.6, 20_000, 5_000)
+    assert len(fields(knobs)) == 17
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):

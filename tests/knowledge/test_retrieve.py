@@ -322,6 +322,36 @@ def test_a_mid_size_kb_reads_only_rare_postings_in_keyword_phase_one():
     assert retrieve._phase1_terms(small) == ["刑法", "的"]
 
 
+def test_hybrid_search_reads_postings_up_to_its_own_budget(semantic_kb, settings):
+    """Phase 1 stops at the posting budget: keyword_posting_budget in keyword search,
+    hybrid_keyword_posting_budget in hybrid search (the vector channel finds what more postings
+    would)."""
+    from apps.knowledge.pipeline import retrieve
+
+    rare = {f"t{i}": 1000 for i in range(6)}  # 1 % of the chunks each, 6,000 postings in all
+    scorer = retrieve.KeywordScorer(terms=list(rare), df=rare, idf=dict.fromkeys(rare, 1.0), avg_length=50.0,
+                                    n=100_000)
+    settings.KNOWLEDGE_RETRIEVAL = {"keyword_posting_budget": 4500, "hybrid_keyword_posting_budget": 2500}
+    assert len(retrieve._phase1_terms(scorer)) == 4
+    scorer.posting_budget = retrieve.retrieval_settings().hybrid_keyword_posting_budget
+    assert len(retrieve._phase1_terms(scorer)) == 2
+
+    kb, _docs = semantic_kb
+    seen = {}
+    real = retrieve._phase1_terms
+
+    def watched(scorer):
+        seen[scorer.posting_budget] = real(scorer)
+        return seen[scorer.posting_budget]
+
+    settings.KNOWLEDGE_RETRIEVAL = {"keyword_posting_budget": 7, "hybrid_keyword_posting_budget": 3}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retrieve, "_phase1_terms", watched)
+        search(kbs=[kb], query="refund window", options=SearchOptions(mode="keyword", top_k=2))
+        search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=2))
+    assert set(seen) == {None, 3}
+
+
 @pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
 def test_chunks_of_a_document_whose_ingestion_is_not_completed_are_never_shown(semantic_kb, mode):
     kb, docs = semantic_kb

@@ -217,6 +217,8 @@ class KeywordScorer:
     avg_length: float
     n: int
     stored_tf: bool = False
+    # Postings phase 1 may read; None: keyword_posting_budget (hybrid search sets its own).
+    posting_budget: int | None = None
 
     def row_columns(self) -> tuple[str, list]:
         """SQL columns (over alias c) for score_rows, and their parameters."""
@@ -238,7 +240,8 @@ class KeywordScorer:
         return out
 
 
-def keyword_scorer(*, generation_ids: Sequence, query: str, stored_tf: bool = False) -> KeywordScorer | None:
+def keyword_scorer(*, generation_ids: Sequence, query: str, stored_tf: bool = False,
+                   posting_budget: int | None = None) -> KeywordScorer | None:
     """None when the query has no terms or the generations no indexed chunk. `stored_tf` only
     when every generation is at the current analyzer (the search engine checks)."""
     terms = list(dict.fromkeys(keyword_terms(query)))
@@ -251,7 +254,7 @@ def keyword_scorer(*, generation_ids: Sequence, query: str, stored_tf: bool = Fa
         return None
     df = {t: d for t, d in stats.items() if d > 0}
     return KeywordScorer(terms=terms, df=df, idf={t: _idf(d, n) for t, d in df.items()}, avg_length=total / n, n=n,
-                         stored_tf=stored_tf)
+                         stored_tf=stored_tf, posting_budget=posting_budget)
 
 
 SMALL_POSTINGS = 2_000
@@ -260,7 +263,8 @@ SMALL_POSTINGS = 2_000
 def _phase1_terms(scorer: KeywordScorer) -> list[str]:
     """The query terms whose postings phase 1 reads, rarest first."""
     knobs = retrieval_settings()
-    rare_fraction, posting_budget = knobs.keyword_rare_fraction, knobs.keyword_posting_budget
+    rare_fraction = knobs.keyword_rare_fraction
+    posting_budget = knobs.keyword_posting_budget if scorer.posting_budget is None else scorer.posting_budget
     max_terms = knobs.keyword_phase1_terms
     df = scorer.df
     ordered = sorted(df, key=lambda t: (df[t], t))
@@ -595,7 +599,8 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     embedded: Future | None = None
     if options.mode in ("vector", "hybrid"):
         if hybrid:
-            scorer = keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=tf_stored)
+            scorer = keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=tf_stored,
+                                    posting_budget=retrieval_settings().hybrid_keyword_posting_budget)
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         channel_args: dict[str, Any] = dict(model=model, generation_ids=generation_ids, limit=limit,
                                             indexed=indexes.vector, filtered_rows=filtered, need=options.top_k)
