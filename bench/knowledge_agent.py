@@ -2,7 +2,7 @@
 
     python -m bailinghub.embedded exec -- .venv/bin/python bench/knowledge_agent.py \
         [--scratch] [--kb-chunks 10000] [--embedder hashing|use] [--searches 200] [--pages 3] \
-        [--max-bytes 16384]
+        [--max-bytes 16384] [--kb UUID --queries FILE.jsonl]
 
 Set-up is bench/turns.py's: a project `bench-turns` whose route `bench-kb` reads one KB, filled
 through the real pipeline (upload, parse, chunk, embed, index; 160-character chunks) from the
@@ -12,7 +12,9 @@ by an earlier run (of either benchmark, with whichever embedder it named) is reu
 line says which embedder built it. With `--scratch` everything is built in a fresh database that
 is dropped afterwards; with the default `hashing` embedder that takes a few minutes (its vectors
 are deterministic hashes, not a model's: the figures are then the protocol's and the index's
-cost, without a model's query embedding).
+cost, without a model's query embedding). `--kb UUID` searches a KB that exists (one kept by
+`bench_retrieval --keep`, e.g. beside 100k distractors) through routes made in its project, with
+`--queries` a dataset's queries.jsonl (`text` of each line) instead of the corpora's headings.
 
 Requests go through Django's full stack in this process (middleware, bearer authentication, route
 resolution, the views, the JSON renderer), one at a time, without a network hop. Per query (the
@@ -48,7 +50,11 @@ def main() -> None:
     parser.add_argument("--max-bytes", type=int, default=16384)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--scratch", action="store_true", help="build everything in a fresh, dropped database")
+    parser.add_argument("--kb", help="search this existing KB (nothing is ingested)")
+    parser.add_argument("--queries", type=Path, help="a queries.jsonl whose lines' `text` are the searches")
     args = parser.parse_args()
+    if args.kb and args.scratch:
+        parser.error("--kb names a KB of the configured database; --scratch would start from an empty one")
     django_setup()
     database = scratch_database(f"bench_knowledge_{os.getpid()}") if args.scratch else contextlib.nullcontext()
     with database:
@@ -61,9 +67,10 @@ def run(args) -> None:
 
     from apps.knowledge.models import Chunk, KnowledgeBase
 
-    info = setup(kb_chunks=args.kb_chunks, embedder=args.embedder, want_kb=True)
+    info = setup(kb_chunks=args.kb_chunks, embedder=args.embedder, want_kb=True, kb_id=args.kb)
     token = info.pop("token")
-    kb = KnowledgeBase.objects.get(name=KB_NAME, project__slug="bench-turns")
+    kb = (KnowledgeBase.objects.get(pk=args.kb) if args.kb
+          else KnowledgeBase.objects.get(name=KB_NAME, project__slug="bench-turns"))
     info["kb_parents"] = Chunk.objects.filter(generation__knowledge_base=kb, generation__status="active",
                                               kind=Chunk.Kind.PARENT).count()
     print(json.dumps({"setup": info}, ensure_ascii=False))
@@ -76,7 +83,11 @@ def run(args) -> None:
         response = client.post(base + path, json.dumps(body, ensure_ascii=False), content_type="application/json")
         return response, (time.perf_counter() - started) * 1000
 
-    queries = corpus_queries(args.searches + args.warmup)
+    if args.queries:
+        lines = args.queries.read_text(encoding="utf-8").splitlines()
+        queries = [json.loads(line)["text"] for line in lines if line.strip()][: args.searches + args.warmup]
+    else:
+        queries = corpus_queries(args.searches + args.warmup)
     for query in queries[: args.warmup]:
         post("/search", {"query": query})
     searches, first_pages, next_pages, search_sizes, page_sizes = [], [], [], [], []
@@ -118,7 +129,7 @@ def run(args) -> None:
     from apps.knowledge.selectors import knowledge_search
     from apps.routes.models import Route
 
-    route = Route.objects.get(key=KB_ROUTE, project__slug="bench-turns")
+    route = Route.objects.get(key=KB_ROUTE, project=kb.project)
     options = SearchOptions(top_k=max(3, route.knowledge_top_k), score_threshold=route.knowledge_score_threshold,
                             max_docs=min(3, route.knowledge_max_docs), budget_bytes=512)
     retrieval = []

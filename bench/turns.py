@@ -73,8 +73,10 @@ def corpus_queries(count: int, seed: int = 7) -> list[str]:
     return ordered[:count]
 
 
-def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "127.0.0.1") -> dict:
-    """Project, routes, KB (filled once) and a fresh session; returns the access token."""
+def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "127.0.0.1",
+          kb_id: str | None = None) -> dict:
+    """Project, routes, KB (filled once) and a fresh session; returns the access token. With
+    `kb_id`, the routes are made in that KB's project and read it as it is (nothing ingested)."""
     from django.conf import settings
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -92,8 +94,12 @@ def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "
     from apps.routes.models import Route
     from apps.routes.services import route_create
 
-    project = Project.objects.filter(slug=PROJECT_SLUG).first() or project_create(name="Bench turns",
-                                                                                   slug=PROJECT_SLUG)
+    given = KnowledgeBase.objects.select_related("project").get(pk=kb_id) if kb_id else None
+    if given is not None:
+        project = given.project
+    else:
+        project = Project.objects.filter(slug=PROJECT_SLUG).first() or project_create(name="Bench turns",
+                                                                                       slug=PROJECT_SLUG)
     routes = {}
     for key, knowledge in ((PLAIN_ROUTE, False), (KB_ROUTE, True)):
         routes[key] = Route.objects.filter(project=project, key=key).first() or route_create(
@@ -102,7 +108,7 @@ def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "
         )
     info = {"kb_chunks": 0, "kb_documents": 0, "kb_embedder": None, "kb_ingest_seconds": None}
     if want_kb:
-        kb = KnowledgeBase.objects.filter(project=project, name=KB_NAME).first()
+        kb = given or KnowledgeBase.objects.filter(project=project, name=KB_NAME).first()
         if kb is None:
             if embedder == "hashing":
                 model = (EmbeddingModel.objects.filter(name=EMBEDDERS["hashing"]).first()
@@ -120,7 +126,7 @@ def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "
                                         kind=Chunk.Kind.CHILD).count()
 
         have = children()
-        if have < kb_chunks:
+        if have < kb_chunks and given is None:
             started = time.perf_counter()
             known = set(kb.documents.values_list("filename", flat=True))
             settings.KNOWLEDGE_UPLOAD_MAX_FILES = 10_000
@@ -138,9 +144,10 @@ def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "
         info.update(kb_chunks=children(), kb_documents=kb.documents.filter(status="completed").count(),
                     kb_embedder=f"{kb.embedding_model.name} ({kb.embedding_model.dimension})")
 
-    client = AgentClient.objects.filter(app_id="bench-turns").first()
+    app_id = "bench-turns" if given is None else f"bench-turns-{project.pk.hex[:12]}"
+    client = AgentClient.objects.filter(app_id=app_id).first()
     if client is None:
-        client, _ = agent_client_create(project=project, app_id="bench-turns", name="Bench turns",
+        client, _ = agent_client_create(project=project, app_id=app_id, name="Bench turns",
                                         allowed_routes=[PLAIN_ROUTE, KB_ROUTE],
                                         agent_authorize_url="https://bench.example.com/authorize")
     verifier = base64.urlsafe_b64encode(secrets.token_bytes(48)).rstrip(b"=").decode()
