@@ -61,8 +61,7 @@ def bounded():
         yield
     finally:
         with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
-            cursor.execute("RESET statement_timeout")
+            cursor.execute("RESET lock_timeout; RESET statement_timeout")  # one round trip
 
 
 @dataclass(frozen=True)
