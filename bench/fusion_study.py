@@ -60,7 +60,9 @@ def dump(kb_id: str, dataset: Path, out: Path) -> None:
     rows = []
     for query in queries:
         vector = embedder.embed_query(query["text"])
-        scorer = retrieve.keyword_scorer(generation_ids=generations, query=query["text"])
+        # The posting budget of hybrid search: the candidates are those it fuses.
+        scorer = retrieve.keyword_scorer(generation_ids=generations, query=query["text"],
+                                         posting_budget=retrieve.retrieval_settings().hybrid_keyword_posting_budget)
         keyword, scorer = retrieve.keyword_candidates(generation_ids=generations, query=query["text"], limit=100,
                                                       scorer=scorer)
         dense = retrieve.vector_candidates(model=model, generation_ids=generations, query_vector=vector, limit=100,

@@ -14,7 +14,7 @@ from apps.knowledge.pipeline.retrieve import (
     SearchOptions,
     _keyword_phase1,
     _phase1_terms,
-    _vector_sql,
+    _vector_query,
     keyword_candidates,
     keyword_scorer,
     search,
@@ -71,7 +71,9 @@ def _plan(model, generation_id) -> str:
     probe = "[" + ",".join(["0.1"] * model.dimension) + "]"
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute("EXPLAIN " + _vector_sql(model.dimension, indexed=True), [probe, generation_id, probe, 10])
+        sql, params = _vector_query(model.dimension, vector=probe, generations=generation_id, limit=10,
+                                    extra_columns=("", []))
+        cursor.execute("EXPLAIN " + sql, params)
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
@@ -341,3 +343,46 @@ def test_a_failing_heartbeat_stops_beating_without_stopping_the_build():
         heartbeat.join(10)  # it ends by itself after the first failure
         assert not heartbeat.is_alive()
     assert calls == [1]
+
+
+def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_starved_index(settings):
+    """The vector channel reads its rows' BM25 columns in its own query, in each of its three
+    forms (the generation's HNSW walk, an exact scan, the exact scan completing a short walk)."""
+    model = EmbeddingModelFactory()
+    kb = _kb(model, "大库", 60)
+    generation = selectors.generation_active(kb=kb)
+    assert generation.vector_indexed and generation.keyword_indexed
+    query = "大库段落 7 关于订单 7 的说明"
+    options = SearchOptions(mode="hybrid", top_k=10, candidate_k=8, explain=True, rollup=False)
+    # The nearest rows disabled: a walk at the floor of ef_search (2 × 8) comes back short.
+    nearest = [row[0] for row in vector_candidates(model=model, generation_ids=[generation.pk], query_vector=(
+        embedder_for(model).embed_query(query)), limit=12, indexed=[], need=12)]
+    Chunk.objects.filter(pk__in=nearest).update(disabled=True)
+
+    def hits():
+        with CaptureQueriesContext(connection) as queries:
+            found = [(h.chunk_id, h.score, h.explain) for h in search(kbs=[kb], query=query, options=options).hits]
+        vector_reads = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"] and "ts_filter" in q["sql"]]
+        return found, vector_reads
+
+    walked, reads = hits()
+    assert len(reads) == 1 and " + 0" not in reads[0]
+    assert len(walked) == 10
+    assert not set(nearest) & {h[0] for h in walked}
+    assert all(h[2]["vector"]["score"] is not None and h[2]["keyword"]["score"] is not None for h in walked)
+    assert {h[2]["keyword"]["rank"] is None for h in walked} == {True, False}  # vector-only hits among them
+
+    settings.KNOWLEDGE_RETRIEVAL = {"vector_ef_search": 1}
+    starved, reads = hits()
+    assert len(reads) == 2 and " + 0" not in reads[0] and " + 0" in reads[1]  # the walk, then a scan
+    settings.KNOWLEDGE_RETRIEVAL = {}
+    IndexGeneration.objects.filter(pk=generation.pk).update(vector_indexed=False, keyword_indexed=False)
+    scanned, reads = hits()
+    assert len(reads) == 1 and " + 0" in reads[0]
+    assert starved == scanned
+
+    def without_vector_ranks(found):  # the walk orders near-ties (1e-8 apart) by the index's float4 distances
+        return [(chunk_id, score, {**explain, "vector": explain["vector"]["score"]})
+                for chunk_id, score, explain in found]
+
+    assert without_vector_ranks(walked) == without_vector_ranks(scanned)

@@ -133,13 +133,17 @@ def test_the_worker_runs_under_the_callers_timeouts():
 
 
 def test_an_embedding_error_on_the_worker_reaches_the_caller_waiting_for_the_vector(kb, monkeypatch):
+    threads = []
+
     class Down:
         def embed_query(self, text):
+            threads.append(threading.current_thread().name)
             raise RuntimeError("embedder down")
 
     monkeypatch.setattr("apps.knowledge.pipeline.retrieve.embedder_for", lambda model: Down())
     with pytest.raises(RuntimeError, match="embedder down"):
         search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3))
+    assert len(threads) == 1 and threads[0].startswith("bailinghub-search")
     monkeypatch.undo()
     assert len(search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3)).hits) == 3
 
@@ -156,3 +160,28 @@ def test_waiting_for_the_vector_ends_when_the_worker_stops_before_embedding():
     embedded = Future()
     embedded.set_result([0.5, 0.5])
     assert _query_vector_from(embedded, Future()) == [0.5, 0.5]  # not waiting for the vector channel
+
+
+def test_where_the_channels_disagree_both_complete_each_others_candidates_alike_in_parallel_and_in_turn(
+        kb, settings):
+    """Three candidates a channel: keyword-only candidates get their cosines on this thread while
+    the worker's vector channel runs, vector-only ones their BM25 in the vector channel's query;
+    in turn (no worker) the same scores come from the same reads, after the vector channel."""
+    query = "签收后7天内退款 refund window 7 days"
+    options = SearchOptions(mode="hybrid", top_k=6, candidate_k=3, explain=True)
+    settings.KNOWLEDGE_SEARCH_PARALLEL = True
+    parallel.shutdown()
+    beside = search(kbs=[kb], query=query, options=options)
+    vector_beside = search(kbs=[kb], query=query, options=SearchOptions(
+        mode="hybrid", top_k=6, candidate_k=3, explain=True, embed_beside=False))
+    assert parallel._executor is not None
+    parallel.shutdown()
+    settings.KNOWLEDGE_SEARCH_PARALLEL = False
+    sequential = search(kbs=[kb], query=query, options=options)
+    found = [(h.chunk_id, h.score, h.explain) for h in sequential.hits]
+    assert [(h.chunk_id, h.score, h.explain) for h in beside.hits] == found
+    assert [(h.chunk_id, h.score, h.explain) for h in vector_beside.hits] == found
+    explains = [h.explain for h in sequential.hits]
+    assert any(e["keyword"]["rank"] is None for e in explains)  # the premise: the channels disagree
+    assert any(e["vector"]["rank"] is None for e in explains)
+    assert all(e["keyword"]["score"] is not None and e["vector"]["score"] is not None for e in explains)

@@ -367,8 +367,9 @@ def test_chunks_of_a_document_whose_ingestion_is_not_completed_are_never_shown(s
 def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads_of_the_chunks(semantic_kb):
     """The vector channel reads its rows' BM25 and where they sit in its own query, the keyword
     channel likewise; then one read of the shown rows. (Here the vector channel brings every
-    chunk, so no keyword candidate lacks a cosine; the parallel tests cover that read.)"""
-    kb, docs = semantic_kb
+    chunk, so no keyword candidate lacks a cosine: tests/knowledge/test_parallel.py covers that
+    read.)"""
+    kb, _docs = semantic_kb
     with CaptureQueriesContext(connection) as queries_run:
         result = search(kbs=[kb], query="refund window 碳化硅", options=SearchOptions(mode="hybrid", top_k=4,
                                                                                     explain=True))
@@ -379,3 +380,28 @@ def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads
     assert {hit.explain["keyword"]["rank"] is None for hit in result.hits} == {True, False}  # both kinds
     chunk_reads = [q["sql"] for q in queries_run.captured_queries if "knowledge_chunk" in q["sql"]]
     assert len(chunk_reads) == 3, chunk_reads
+
+
+def test_a_chunk_disabled_after_the_channels_read_it_gives_its_place_to_the_next(semantic_kb):
+    """The roll-up groups candidates on where the channels saw them; a chunk disabled (or
+    deleted) since is not shown, and the next candidate takes its place. A candidate the
+    channels did not place is placed by the roll-up itself."""
+    from apps.knowledge.models import Chunk
+    from apps.knowledge.pipeline.retrieve import Candidate, _rollup
+
+    kb, _docs = semantic_kb
+    children = list(Chunk.objects.filter(document__knowledge_base=kb, kind="child").order_by("document__filename")
+                    .values_list("id", "parent_id", "document_id"))
+    assert len(children) == 4
+    ranked = [Candidate(chunk_id=chunk_id, score=1.0 - i / 10, placement=(parent_id, document_id))
+              for i, (chunk_id, parent_id, document_id) in enumerate(children)]
+    ranked[3].placement = None
+
+    def shown():
+        return [hit.chunk_id for hit in _rollup(ranked, top_k=2, max_docs=None, budget=4096, explain=False,
+                                                rollup=True)]
+
+    assert shown() == [children[0][0], children[1][0]]
+    Chunk.objects.filter(pk=children[0][0]).update(disabled=True)
+    Chunk.objects.filter(pk=children[1][0]).delete()
+    assert shown() == [children[2][0], children[3][0]]

@@ -25,7 +25,7 @@ def test_outside_a_transaction_the_limits_hold_inside_the_block_and_are_reset_af
     assert _limits() == before
 
 
-def test_inside_a_transaction_the_limits_are_local_to_a_savepoint():
+def test_inside_a_transaction_the_limits_hold_until_the_transaction_ends():
     with transaction.atomic():
         with bounded():
             assert _limits() == ("2s", "10s")

@@ -360,18 +360,29 @@ def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scor
 # Vector channel
 
 
-def _vector_sql(dim: int, *, indexed: bool, extra: str = "") -> str:
+def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
+                  extra_columns: tuple[str, list]) -> tuple[str, list]:
+    """The vector channel's SQL and parameters: (id, cosine, parent id, document id, *extra)
+    best first, over one generation through its own HNSW index (`generations` one id), or over
+    several by an exact scan (`generations` a list)."""
     distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
-    if indexed:
-        # One generation, named literally: the planner matches its partial HNSW index.
-        where, order = "generation_id = %s", distance
-    else:
-        # "+ 0" hides the ordering from any HNSW index: an exact scan of the generations' rows.
-        where, order = "generation_id = ANY(%s::uuid[])", f"{distance} + 0"
-    return (
-        f"SELECT c.id, 1 - {distance}, {PLACEMENT_COLUMNS}{extra} FROM knowledge_chunk c "  # noqa: S608 -- fixed SQL
-        f"WHERE {where} AND kind = 'child' AND embedding IS NOT NULL AND NOT disabled ORDER BY {order} LIMIT %s"
-    )
+    extra, extra_params = extra_columns
+    extra = f", {extra}" if extra else ""
+    filters = "kind = 'child' AND embedding IS NOT NULL AND NOT disabled"
+    if not isinstance(generations, list):
+        # One generation, named literally: the planner matches its partial HNSW index. The walk
+        # stops at the limit, so the extra columns are computed for the returned rows only.
+        return (f"SELECT c.id, 1 - {distance}, {PLACEMENT_COLUMNS}{extra} FROM knowledge_chunk c "  # noqa: S608 -- the columns are the engine's own
+                f"WHERE generation_id = %s AND {filters} ORDER BY {distance} LIMIT %s",
+                [vector, *extra_params, generations, vector, limit])
+    # An exact scan: "+ 0" hides the ordering from any HNSW index; equal distances go by id, so
+    # the same rows make the cut every time. It sorts every row it reads, so the extra columns (a
+    # search vector unpacked and filtered) are read after the limit, by id.
+    return (f"SELECT c.id, 1 - v.distance, {PLACEMENT_COLUMNS}{extra} FROM ("  # noqa: S608 -- the columns are the engine's own
+            f"SELECT id, {distance} AS distance FROM knowledge_chunk WHERE generation_id = ANY(%s::uuid[]) "
+            f"AND {filters} ORDER BY {distance} + 0, id LIMIT %s) v JOIN knowledge_chunk c ON c.id = v.id "
+            f"ORDER BY v.distance, c.id",
+            [*extra_params, vector, generations, vector, limit])
 
 
 def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_vector: Sequence[float],
@@ -385,16 +396,14 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
     read only for the rows returned."""
     dim = model.dimension
     vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
-    extra, extra_params = extra_columns
-    extra = f", {extra}" if extra else ""
     knobs = retrieval_settings()
     indexed = set(indexed)
     rows: list[tuple] = []
     with connection.cursor() as cursor:
         scanned = [g for g in generation_ids if g not in indexed]
         if scanned:
-            cursor.execute(_vector_sql(dim, indexed=False, extra=extra),
-                           [vector, *extra_params, list(scanned), vector, limit])
+            cursor.execute(*_vector_query(dim, vector=vector, generations=scanned, limit=limit,
+                                          extra_columns=extra_columns))
             rows += cursor.fetchall()
         walked = [g for g in generation_ids if g in indexed]
         if walked:
@@ -409,16 +418,16 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
                 # Make the planner walk the index rather than sort the generation's rows.
                 cursor.execute("SET LOCAL enable_sort = off")
                 for generation_id in walked:
-                    cursor.execute(_vector_sql(dim, indexed=True, extra=extra),
-                                   [vector, *extra_params, generation_id, vector, limit])
+                    cursor.execute(*_vector_query(dim, vector=vector, generations=generation_id, limit=limit,
+                                                  extra_columns=extra_columns))
                     found = cursor.fetchall()
                     if len(found) < wanted:
                         short.append(generation_id)
                     else:
                         rows += found
             if short:
-                cursor.execute(_vector_sql(dim, indexed=False, extra=extra),
-                               [vector, *extra_params, short, vector, limit])
+                cursor.execute(*_vector_query(dim, vector=vector, generations=short, limit=limit,
+                                              extra_columns=extra_columns))
                 rows += cursor.fetchall()
     if len(generation_ids) > 1:
         rows.sort(key=lambda row: (-row[1], str(row[0])))
@@ -569,6 +578,7 @@ def _query_vector_from(embedded: Future, beside: Future) -> list[float]:
     futures.wait([embedded, beside], return_when=futures.FIRST_COMPLETED)
     if not embedded.done():
         beside.result()  # finished without embedding: raises its error
+        raise RuntimeError("the search worker finished without embedding the query")
     return embedded.result()
 
 
@@ -604,7 +614,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         channel_args: dict[str, Any] = dict(model=model, generation_ids=generation_ids, limit=limit,
                                             indexed=indexes.vector, filtered_rows=filtered, need=options.top_k)
-        if hybrid and fusion == "convex" and scorer is not None and scorer.idf:
+        if hybrid and fusion == "convex" and scorer is not None:
             channel_args["keyword"] = scorer
         if hybrid and options.embed_beside:
             # The query's embedding and then the vector channel run on a second connection's thread
@@ -670,6 +680,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     if dense_weight is None:
         dense_weight = adaptive_dense_weight(candidates.values(), query=query)
     ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight)
+    # Completing the candidates counts as fusion, even where it overlapped the vector channel.
     _add(timings, "fusion_ms", fill_ms + (time.perf_counter() - started) * 1000)
     return ranked
 
@@ -718,22 +729,11 @@ def utf8_window(text: str, *, start: int, end: int, budget: int) -> tuple[int, i
             return lo, hi
 
 
-def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget: int, explain: bool,
-            rollup: bool) -> list[Hit]:
-    if not ranked:
-        return []
-    # Group on where every candidate sits (read with the channels' rows), then read text and
-    # metadata only for the members of the groups that are shown.
-    placed = {c.chunk_id: c.placement for c in ranked if c.placement is not None}
-    unplaced = [c.chunk_id for c in ranked if c.placement is None]
-    if unplaced:
-        placed.update({chunk_id: (parent_id, document_id) for chunk_id, parent_id, document_id in Chunk.objects.filter(
-            id__in=unplaced, disabled=False).values_list("id", "parent_id", "document_id")})
-    # Only documents whose ingestion completed are shown.
-    completed = set(Document.objects.filter(
-        pk__in={document_id for _parent, document_id in placed.values()}, status=Document.Status.COMPLETED,
-    ).order_by().values_list("pk", flat=True))
-    placed = {chunk_id: place for chunk_id, place in placed.items() if place[1] in completed}
+def _choose(ranked: list[Candidate], placed: dict[Any, tuple], *, top_k: int, max_docs: int | None,
+            rollup: bool) -> dict[Any, list[Candidate]]:
+    """The shown groups, best first: {section (or chunk) id: its candidates}, at most `top_k`
+    groups from at most `max_docs` documents, of the candidates in `placed` ({id: (parent id,
+    document id)})."""
     chosen: dict[Any, list[Candidate]] = {}
     documents: list[Any] = []
     for candidate in ranked:
@@ -750,16 +750,40 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
             if document_id not in documents:
                 documents.append(document_id)
         chosen[key].append(candidate)
-    # The shown children with their sections' text, in one read.
+    return chosen
+
+
+def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget: int, explain: bool,
+            rollup: bool) -> list[Hit]:
+    if not ranked:
+        return []
+    # Group on where every candidate sits (read with the channels' rows), then read text and
+    # metadata only for the members of the groups that are shown.
+    placed = {c.chunk_id: c.placement for c in ranked if c.placement is not None}
+    unplaced = [c.chunk_id for c in ranked if c.placement is None]
+    if unplaced:
+        placed.update({chunk_id: (parent_id, document_id) for chunk_id, parent_id, document_id in Chunk.objects.filter(
+            id__in=unplaced, disabled=False).values_list("id", "parent_id", "document_id")})
+    # Only documents whose ingestion completed are shown.
+    completed = set(Document.objects.filter(
+        pk__in={document_id for _parent, document_id in placed.values()}, status=Document.Status.COMPLETED,
+    ).order_by().values_list("pk", flat=True))
+    placed = {chunk_id: place for chunk_id, place in placed.items() if place[1] in completed}
+    # The shown children with their sections' text, in one read; a chosen chunk deleted or
+    # disabled since the channels read it gives its place to the next candidate (another read).
     columns = ["id", "document_id", "document__knowledge_base_id", "document__filename", "index", "text",
                "chapter_path", "metadata", "parent_id", *(["parent__text"] if rollup else [])]
-    children = {
-        row["id"]: row
-        for row in Chunk.objects.filter(
-            id__in=[c.chunk_id for members in chosen.values() for c in members], disabled=False,
-        ).order_by().values(*columns)
-    }
-    # (A chunk deleted or disabled since the channels read it drops out.)
+    children: dict[Any, dict] = {}
+    while True:
+        chosen = _choose(ranked, placed, top_k=top_k, max_docs=max_docs, rollup=rollup)
+        wanted = [c.chunk_id for members in chosen.values() for c in members if c.chunk_id not in children]
+        children.update({row["id"]: row for row in Chunk.objects.filter(
+            id__in=wanted, disabled=False).order_by().values(*columns)} if wanted else {})
+        gone = [chunk_id for chunk_id in wanted if chunk_id not in children]
+        if not gone:
+            break
+        for chunk_id in gone:
+            del placed[chunk_id]
     groups = {key: pairs for key, members in chosen.items()
               if (pairs := [(c, children[c.chunk_id]) for c in members if c.chunk_id in children])}
     parents = {row["parent_id"]: row["parent__text"] for row in children.values()
