@@ -94,6 +94,29 @@ def test_only_the_hit_pieces_are_read_once_the_digest_is_kept(api_client, ksessi
     sql = [q["sql"] for q in queries.captured_queries]
     # No read of a document's sections in order; one read of the hit's piece by id.
     assert not [q for q in sql if 'ORDER BY "knowledge_chunk"."document_id"' in q]
-    by_id = 'SELECT "knowledge_chunk"."id" AS "id", "knowledge_chunk"."text" AS "text"'
-    pieces = [q for q in sql if q.startswith(by_id)]
-    assert len(pieces) == 1 and 'WHERE "knowledge_chunk"."id" IN' in pieces[0], pieces
+    by_id = '"knowledge_chunk"."disabled" AS "disabled", "knowledge_chunk"."text" AS "text" FROM "knowledge_chunk"'
+    pieces = [q for q in sql if by_id in q]
+    assert len(pieces) == 1 and '"knowledge_chunk"."id" IN' in pieces[0], sql
+
+
+def test_the_kept_digests_are_bounded_and_keyed_by_the_servers_life(api_client, ksession, kroute, docs, body_reads,
+                                                                     monkeypatch):
+    from django.db import connection
+
+    monkeypatch.setattr(documents, "DIGESTS_KEPT", 2)
+    search(api_client, ksession.access_token, kroute.key, "退款 配送 保修", limit=3)
+    assert len(documents._digests) == 2  # three documents seen, the oldest let go
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()::text")
+        started = cursor.fetchone()[0]
+    # Transaction ids repeat after a restore or a failover, never within one server's life.
+    assert {key[0] for key in documents._digests} == {started}
+
+
+def test_a_section_emptied_by_its_disabled_children_is_no_source_for_a_hint(api_client, ksession, kroute, docs,
+                                                                            body_reads):
+    refund = docs["退款.md"]
+    _refund_hint(api_client, ksession, kroute)
+    Chunk.objects.filter(document=refund, kind="parent").update(text="")  # as chunk overrides leave it
+    body = search(api_client, ksession.access_token, kroute.key, QUERY, limit=3).json()
+    assert "退款.md" not in [hint["title"] for hint in body["hints"]]

@@ -56,14 +56,16 @@ def document_sections(*, document_ids: Iterable, scope: KnowledgeScope
 
 @dataclass(frozen=True)
 class BodyDigest:
-    """A document's body without its text: its revision and the ids of its pieces (sections)."""
+    """A document's body without its text: its revision, and whether its sections are its
+    parent chunks (else its children), which says which rows a hit may come from."""
 
     revision: str
-    piece_ids: frozenset
+    has_parents: bool
 
 
+# Revisions kept in this process: {(server start, document id, filename, rows, row digest): revision}.
 DIGESTS_KEPT = 4096
-_digests: OrderedDict[tuple, BodyDigest] = OrderedDict()
+_digests: OrderedDict[tuple, str] = OrderedDict()
 _digests_lock = threading.Lock()
 
 
@@ -72,21 +74,32 @@ def forget_body_digests() -> None:
         _digests.clear()
 
 
-def _fingerprints(document_ids: list, scope: KnowledgeScope) -> tuple[dict[Any, tuple[int, int]], bool]:
-    """({document id: (rows, digest)} over every chunk row of the document in the scope's
-    generations, whether the bodies read now may be kept). A row written, added or removed
-    changes the digest, except when one transaction writes a row twice: so nothing is kept from
-    inside a transaction that has written (it may see its own uncommitted rows)."""
+@dataclass(frozen=True)
+class _Fingerprints:
+    keep: bool  # whether bodies read now may be kept
+    server: str  # when the database server started: transaction ids are unique only within that
+    documents: dict  # {document id: (rows, row digest, has parents)}
+
+
+def _fingerprints(document_ids: list, scope: KnowledgeScope) -> _Fingerprints:
+    """Every chunk row of the documents in the scope's generations, as a count and a digest of
+    each row's id and xmin: a row written, added or removed changes it. A transaction id is
+    unique within one server's life (a restore or a failover may hand it out again: the server's
+    start time is part of the key), and a transaction that writes a row twice leaves one xmin:
+    nothing is kept from inside a transaction that has written (it sees its own rows)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT document_id, count(*), sum(hashtextextended(id::text || ':' || xmin::text, 0)), "
-            "txid_current_if_assigned() IS NULL "
-            "FROM knowledge_chunk WHERE document_id = ANY(%s::uuid[]) AND generation_id = ANY(%s::uuid[]) "
-            "GROUP BY document_id",
+            "WITH f AS (SELECT document_id, count(*) AS n, sum(hashtextextended(id::text || ':' || xmin::text, 0)) "
+            "AS digest, bool_or(kind = 'parent' AND text <> '') AS has_parents FROM knowledge_chunk "
+            "WHERE document_id = ANY(%s::uuid[]) AND generation_id = ANY(%s::uuid[]) GROUP BY document_id) "
+            "SELECT txid_current_if_assigned() IS NULL, pg_postmaster_start_time()::text, f.document_id, f.n, "
+            "f.digest, f.has_parents FROM (SELECT 1) AS one LEFT JOIN f ON true",
             [document_ids, list(scope.generation_ids)],
         )
         rows = cursor.fetchall()
-    return {document_id: (count, int(digest)) for document_id, count, digest, _ in rows}, all(row[3] for row in rows)
+    return _Fingerprints(keep=rows[0][0], server=rows[0][1], documents={
+        document_id: (count, int(digest), has_parents)
+        for _keep, _server, document_id, count, digest, has_parents in rows if document_id is not None})
 
 
 def body_digests(*, documents: dict[Any, Document], scope: KnowledgeScope) -> dict[Any, BodyDigest]:
@@ -96,29 +109,51 @@ def body_digests(*, documents: dict[Any, Document], scope: KnowledgeScope) -> di
     old fingerprint, which no later search finds again."""
     if not documents:
         return {}
-    fingerprints, keep = _fingerprints(list(documents), scope)
-    keys = {pk: (pk, document.filename, fingerprints.get(pk)) for pk, document in documents.items()}
-    found: dict[Any, BodyDigest] = {}
+    prints = _fingerprints(list(documents), scope)
+    keys = {pk: (prints.server, pk, document.filename, *prints.documents.get(pk, (0, 0, False))[:2])
+            for pk, document in documents.items()}
+    revisions: dict[Any, str] = {}
     with _digests_lock:
         for pk, key in keys.items():
             if key in _digests:
                 _digests.move_to_end(key)
-                found[pk] = _digests[key]
-    missing = [pk for pk in documents if pk not in found]
+                revisions[pk] = _digests[key]
+    missing = [pk for pk in documents if pk not in revisions]
     if missing:
         sections = document_sections(document_ids=missing, scope=scope)
         for pk in missing:
-            pieces = sections.get(pk, [])
-            body = BODY_SEPARATOR.join(text for _, text, _ in pieces)
-            found[pk] = BodyDigest(revision=document_revision(title=documents[pk].filename, body=body),
-                                   piece_ids=frozenset(chunk_id for chunk_id, _, _ in pieces))
-        if keep:
+            body = BODY_SEPARATOR.join(text for _, text, _ in sections.get(pk, []))
+            revisions[pk] = document_revision(title=documents[pk].filename, body=body)
+        if prints.keep:
             with _digests_lock:
                 for pk in missing:
-                    _digests[keys[pk]] = found[pk]
+                    _digests[keys[pk]] = revisions[pk]
                 while len(_digests) > DIGESTS_KEPT:
                     _digests.popitem(last=False)
-    return found
+    return {pk: BodyDigest(revision=revision, has_parents=prints.documents.get(pk, (0, 0, False))[2])
+            for pk, revision in revisions.items()}
+
+
+def piece_texts(*, sources: Iterable, digests: dict[Any, BodyDigest], scope: KnowledgeScope) -> dict[tuple, str]:
+    """{(document id, chunk id): text} of those `sources` (chunk ids) that are sections of their
+    document's body in the scope (document_sections' rule), read by id."""
+    ids = list(sources)
+    if not ids:
+        return {}
+    texts = {}
+    rows = (Chunk.objects.filter(pk__in=ids, generation_id__in=scope.generation_ids).order_by()
+            .values_list("id", "document_id", "kind", "disabled", "text"))
+    for chunk_id, document_id, kind, disabled, text in rows:
+        digest = digests.get(document_id)
+        if digest is None:
+            continue
+        if digest.has_parents:
+            section = kind == Chunk.Kind.PARENT and text != ""
+        else:
+            section = kind == Chunk.Kind.CHILD and not disabled
+        if section:
+            texts[(document_id, chunk_id)] = text
+    return texts
 
 
 def chapter_path_at(sections: list[tuple[Any, str, str | None]], offset: int) -> str | None:

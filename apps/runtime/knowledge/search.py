@@ -17,14 +17,14 @@ from django.db import DatabaseError
 
 from apps.agent_auth.models import AgentSession
 from apps.core.jsonbytes import iso_utc, json_bytes, json_text_prefix
-from apps.knowledge.models import Chunk, Document, KnowledgeBase
+from apps.knowledge.models import Document, KnowledgeBase
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
 from apps.knowledge.pipeline.retrieve import Hit, SearchOptions, clean_query
 from apps.knowledge.selectors import knowledge_search
 from apps.ledger.models import Run
 from apps.routes.models import Route
 from apps.runtime.knowledge import references
-from apps.runtime.knowledge.documents import body_digests, documents_ready
+from apps.runtime.knowledge.documents import body_digests, documents_ready, piece_texts
 from apps.runtime.knowledge.limits import (
     CAPABILITIES_SCHEMA,
     CHAPTER_PATH_MAX_BYTES,
@@ -103,16 +103,15 @@ def validate_hits(*, hits: list[Hit], scope: KnowledgeScope, limit: int, one_per
     documents = documents_ready(document_ids=order, scope=scope)
     digests = body_digests(documents=documents, scope=scope)
     # Only the pieces the hits came from are read, not the documents' whole bodies.
-    sources = [hit.parent_id or hit.chunk_id for hit in hits
-               if hit.document_id in digests and (hit.parent_id or hit.chunk_id) in digests[hit.document_id].piece_ids]
-    texts = dict(Chunk.objects.filter(pk__in=sources).order_by().values_list("id", "text")) if sources else {}
+    texts = piece_texts(sources={hit.parent_id or hit.chunk_id for hit in hits if hit.document_id in digests},
+                        digests=digests, scope=scope)
     found: list[Found] = []
     seen = set()
     for hit in hits:
         document = documents.get(hit.document_id)
         if document is None or (one_per_document and document.pk in seen) or not hit.content:
             continue
-        source = texts.get(hit.parent_id or hit.chunk_id)
+        source = texts.get((document.pk, hit.parent_id or hit.chunk_id))
         if source is None or hit.content not in source:
             continue
         seen.add(document.pk)
