@@ -94,7 +94,7 @@ def test_only_the_hit_pieces_are_read_once_the_digest_is_kept(api_client, ksessi
     sql = [q["sql"] for q in queries.captured_queries]
     # No read of a document's sections in order; one read of the hit's piece by id.
     assert not [q for q in sql if 'ORDER BY "knowledge_chunk"."document_id"' in q]
-    by_id = '"knowledge_chunk"."disabled" AS "disabled", "knowledge_chunk"."text" AS "text" FROM "knowledge_chunk"'
+    by_id = '"knowledge_chunk"."id" AS "id", "knowledge_chunk"."text" AS "text" FROM "knowledge_chunk"'
     pieces = [q for q in sql if by_id in q]
     assert len(pieces) == 1 and '"knowledge_chunk"."id" IN' in pieces[0], sql
 

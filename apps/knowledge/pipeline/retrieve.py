@@ -360,6 +360,10 @@ def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scor
 # Vector channel
 
 
+def _vector_literal(query_vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
+
+
 def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
                   extra_columns: tuple[str, list]) -> tuple[str, list]:
     """The vector channel's SQL and parameters: (id, cosine, parent id, document id, *extra)
@@ -395,7 +399,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
     more SQL columns over alias c (the keyword scorer's, in hybrid search) and their parameters,
     read only for the rows returned."""
     dim = model.dimension
-    vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
+    vector = _vector_literal(query_vector)
     knobs = retrieval_settings()
     indexed = set(indexed)
     rows: list[tuple] = []
@@ -438,7 +442,7 @@ def _vector_scores(*, model: EmbeddingModel, ids: Sequence, query_vector: Sequen
     if not ids:
         return {}
     dim = model.dimension
-    vector = "[" + ",".join(f"{x:.7g}" for x in query_vector) + "]"
+    vector = _vector_literal(query_vector)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, 1 - (embedding::vector({dim}) <=> %s::vector({dim})) FROM knowledge_chunk "  # noqa: S608 -- an int dimension

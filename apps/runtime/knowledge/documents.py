@@ -5,9 +5,9 @@ order, separated by blank lines (children for a document without parents).
 
 A search names each hint's document revision, a hash of the whole body. Reading and hashing a
 body costs ~37 ms per MB, in every search that hits the document, so `body_digests` keeps each
-body's revision and piece ids in this process, keyed by a fingerprint of the document's chunk
-rows in the scope (each row's id and version, `xmin`, which any write of the row changes): a
-search then reads the whole body only the first time, or after the document changed.
+body's revision in this process, keyed by a fingerprint of the document's chunk rows in the
+scope (each row's id and version, `xmin`, which any write of the row changes): a search then
+reads the whole body only the first time, or after the document changed.
 """
 
 from __future__ import annotations
@@ -19,12 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 
 from apps.core.revisions import revision_of
 from apps.knowledge.models import Chunk, Document
 from apps.runtime.knowledge.scope import KnowledgeScope
 
 BODY_SEPARATOR = "\n\n"
+
+# The chunks a body is made of: its parents with text, or, for a document without them, its
+# enabled children (_fingerprints says which in SQL: `kind = 'parent' AND text <> ''`).
+PARENT_SECTIONS = Q(kind=Chunk.Kind.PARENT) & ~Q(text="")
+CHILD_SECTIONS = Q(kind=Chunk.Kind.CHILD, disabled=False)
 
 
 def document_revision(*, title: str, body: str) -> str:
@@ -39,15 +45,14 @@ def document_sections(*, document_ids: Iterable, scope: KnowledgeScope
     section whose children are all disabled is empty and skipped; a disabled child is never read."""
     ids = list(document_ids)
     pieces: dict[Any, list[tuple[Any, str, str | None]]] = {}
-    rows = (Chunk.objects.filter(document_id__in=ids, generation_id__in=scope.generation_ids, kind=Chunk.Kind.PARENT)
-            .exclude(text="").order_by("document_id", "index")
-            .values_list("document_id", "id", "text", "chapter_path"))
+    rows = (Chunk.objects.filter(PARENT_SECTIONS, document_id__in=ids, generation_id__in=scope.generation_ids)
+            .order_by("document_id", "index").values_list("document_id", "id", "text", "chapter_path"))
     for document_id, chunk_id, text, path in rows:
         pieces.setdefault(document_id, []).append((chunk_id, text, path))
     without_parents = [pk for pk in ids if pk not in pieces]
     if without_parents:
-        rows = (Chunk.objects.filter(document_id__in=without_parents, generation_id__in=scope.generation_ids,
-                                     kind=Chunk.Kind.CHILD, disabled=False)
+        rows = (Chunk.objects.filter(CHILD_SECTIONS, document_id__in=without_parents,
+                                     generation_id__in=scope.generation_ids)
                 .order_by("document_id", "index").values_list("document_id", "id", "text", "chapter_path"))
         for document_id, chunk_id, text, path in rows:
             pieces.setdefault(document_id, []).append((chunk_id, text, path))
@@ -140,20 +145,12 @@ def piece_texts(*, sources: Iterable, digests: dict[Any, BodyDigest], scope: Kno
     ids = list(sources)
     if not ids:
         return {}
-    texts = {}
-    rows = (Chunk.objects.filter(pk__in=ids, generation_id__in=scope.generation_ids).order_by()
-            .values_list("id", "document_id", "kind", "disabled", "text"))
-    for chunk_id, document_id, kind, disabled, text in rows:
-        digest = digests.get(document_id)
-        if digest is None:
-            continue
-        if digest.has_parents:
-            section = kind == Chunk.Kind.PARENT and text != ""
-        else:
-            section = kind == Chunk.Kind.CHILD and not disabled
-        if section:
-            texts[(document_id, chunk_id)] = text
-    return texts
+    with_parents = [pk for pk, digest in digests.items() if digest.has_parents]
+    without = [pk for pk, digest in digests.items() if not digest.has_parents]
+    sections = (Q(document_id__in=with_parents) & PARENT_SECTIONS) | (Q(document_id__in=without) & CHILD_SECTIONS)
+    rows = (Chunk.objects.filter(sections, pk__in=ids, generation_id__in=scope.generation_ids).order_by()
+            .values_list("document_id", "id", "text"))
+    return {(document_id, chunk_id): text for document_id, chunk_id, text in rows}
 
 
 def chapter_path_at(sections: list[tuple[Any, str, str | None]], offset: int) -> str | None:
