@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml clients
 EMBEDDED := $(PY) -m bailinghub.embedded exec --
 export DEBUG ?= true
 export OMP_NUM_THREADS ?= 1
+# The suite runs on this many pytest-xdist workers, each test file on one of them (its module
+# fixtures set up once); 0 runs it in this process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: run test install browser lint bench-ingest services-up services-down clean
 
@@ -35,7 +38,7 @@ browser:
 test: install browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
+	$(EMBEDDED) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # mypy reads its settings (plugins, files, the strict apps) from pyproject.toml.
 lint: install

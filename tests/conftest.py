@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from bailinghub.celery import app as celery_app
 
 # The whole suite's log output is scanned for credentials; one found fails the session.
-pytest_plugins = ["tests.log_scanner"]
+pytest_plugins = ["tests.log_scanner", "pytester"]
 
 # Each test session gets its own queue, so several suites (or `make run`'s worker) can share
 # one Redis without taking each other's tasks.

@@ -3,7 +3,8 @@
 Every log record that reaches the root logger (or a non-propagating logger with handlers, such
 as `django` and `django.server`) and everything the project's stream handlers write are searched
 for a token shape; one found fails the session, naming the test and the logger. The scan is one
-regular-expression search per record or write.
+regular-expression search per record or write. Under pytest-xdist each worker scans its own tests
+and hands its findings to the controller, which reports them and fails the run.
 """
 
 from __future__ import annotations
@@ -93,7 +94,20 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.line(f"… and {len(_findings) - FINDINGS_SHOWN} more")
 
 
+WORKER_OUTPUT_KEY = "credentials_in_log_output"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist's controller: a worker finished; take over what it found."""
+    _findings.extend(getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY, []))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus) -> None:
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:  # an xdist worker: the controller reports and fails the run
+        worker_output[WORKER_OUTPUT_KEY] = list(_findings)
+        return
     if _findings and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

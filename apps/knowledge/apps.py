@@ -1,15 +1,25 @@
 from django.apps import AppConfig
 
 
+def _default_embedding_models(sender, using: str = "default", **kwargs) -> None:
+    """After migrate or flush: a database left without embedding models gets the local ones back."""
+    from apps.knowledge.services import embedding_models_restore_defaults
+
+    embedding_models_restore_defaults(using=using)
+
+
 class KnowledgeConfig(AppConfig):
     name = "apps.knowledge"
     label = "knowledge"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 
         retrieval_settings()  # a bad KNOWLEDGE_RETRIEVAL stops the boot here, naming the key
         self._url_networks_check()
+        post_migrate.connect(_default_embedding_models, sender=self)
 
     @staticmethod
     def _url_networks_check() -> None:

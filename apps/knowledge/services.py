@@ -53,6 +53,23 @@ def embedding_model_register(*, name: str, provider: str, dimension: int, option
     return EmbeddingModel.objects.create(name=name, provider=provider, dimension=dimension, options=options or {})
 
 
+# The local models migration 0002 registers on a fresh database (its own frozen copy).
+DEFAULT_EMBEDDING_MODELS = (
+    {"name": "multilingual-e5-small", "provider": "local", "dimension": 384},
+    {"name": "universal-sentence-encoder-multilingual", "provider": "use", "dimension": 512},
+)
+
+
+def embedding_models_restore_defaults(*, using: str = "default") -> list[EmbeddingModel]:
+    """Register the local models again when the database has no embedding model at all: a flushed
+    database (`manage.py flush`, a transactional test's teardown) keeps its schema but loses the
+    rows migration 0002 wrote. A database with any model is left as it is (an operator may have
+    deleted a default on purpose). Runs after every migrate and flush (post_migrate)."""
+    if EmbeddingModel.objects.using(using).exists():
+        return []
+    return [EmbeddingModel.objects.using(using).create(options={}, **values) for values in DEFAULT_EMBEDDING_MODELS]
+
+
 @transaction.atomic
 def embedding_model_delete(*, model: EmbeddingModel) -> None:
     """Delete an unused model (a model with knowledge bases is protected)."""

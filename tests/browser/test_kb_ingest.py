@@ -70,7 +70,7 @@ def _row(page, filename: str):
 
 def test_an_operator_creates_a_kb_uploads_a_batch_and_watches_it_complete(logged_in_page, project,
                                                                         celery_worker_session):
-    EmbeddingModelFactory(name="hashing-32")
+    model = EmbeddingModelFactory(name="hashing-32")
     page = logged_in_page
     SHOTS.mkdir(parents=True, exist_ok=True)
 
@@ -78,6 +78,8 @@ def test_an_operator_creates_a_kb_uploads_a_batch_and_watches_it_complete(logged
     assert page.locator("select[name=project] option:checked").inner_text() == "Bailing Retail"
     assert page.locator(".bh-strategy-help li").count() == 5
     page.fill("input[name=name]", "After-sales")
+    # The local models come with every database; this KB takes the fast test model.
+    page.select_option("select[name=embedding_model]", value=str(model.pk))
     page.select_option("select[name=strategy]", "by_paragraph")
     page.fill("input[name=max_chars]", "300")
     page.fill("input[name=overlap_chars]", "200")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+from pathlib import Path
 
 import pytest
 from django.utils.log import AdminEmailHandler, RequireDebugTrue
@@ -128,6 +129,35 @@ def test_the_suite_log_scanner_catches_a_token_that_escaped_redaction():
     assert len(caught) == 1
     assert "record of leaky" in caught[0]
     assert "Z" * 43 not in caught[0]
+
+
+SCANNED_SUITE = """
+import logging
+
+def test_leaks():
+    logging.getLogger("leaky").warning("leak %s", "bhop_" + "Q" * 43 if LEAK else "nothing")
+
+def test_passes():
+    pass
+"""
+
+
+@pytest.mark.parametrize("leak", [True, False])
+def test_a_token_logged_on_an_xdist_worker_fails_the_whole_run(pytester, monkeypatch, leak):
+    """`make test` runs the suite on xdist workers: what a worker's scanner finds reaches the
+    controller, which names it and fails the run; a clean run passes."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    pytester.makepyfile(test_scanned=f"LEAK = {leak}\n" + SCANNED_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:django", "-p", "no:cacheprovider", "-p", "tests.log_scanner",
+                                           "-n", "2")
+    result.assert_outcomes(passed=2)
+    if leak:
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines(["*credentials in log output*", "*test_scanned.py::test_leaks: record of leaky*"])
+        assert "Q" * 43 not in result.stdout.str()
+    else:
+        assert result.ret == pytest.ExitCode.OK
+        assert "credentials in log output" not in result.stdout.str()
 
 
 def test_a_library_logger_with_its_own_handler_is_redacted_too():

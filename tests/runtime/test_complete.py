@@ -1,5 +1,4 @@
 import json
-import uuid
 
 import pytest
 
@@ -124,7 +123,7 @@ def test_another_sessions_run_is_not_found(api_client, agent_client, run_id):
     assert Run.objects.get().state == "context_ready"
 
 
-@pytest.mark.parametrize("run_id", [str(uuid.uuid4()), "not-a-uuid", "1"])
+@pytest.mark.parametrize("run_id", ["0f9e8d7c-6b5a-4c3d-8e2f-1a0b9c8d7e6f", "not-a-uuid", "1"])
 def test_an_unknown_run_is_not_found(api_client, issued, run_id):
     response = complete_run(api_client, issued.access_token, run_id)
     assert response.status_code == 404
