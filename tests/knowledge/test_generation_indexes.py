@@ -372,7 +372,7 @@ def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_
     assert all(h[2]["vector"]["score"] is not None and h[2]["keyword"]["score"] is not None for h in walked)
     assert {h[2]["keyword"]["rank"] is None for h in walked} == {True, False}  # vector-only hits among them
 
-    settings.KNOWLEDGE_RETRIEVAL = {"vector_ef_search": 1}
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_vector_ef_search": 1}
     starved, reads = hits()
     assert len(reads) == 2 and " + 0" not in reads[0] and " + 0" in reads[1]  # the walk, then a scan
     settings.KNOWLEDGE_RETRIEVAL = {}
@@ -386,3 +386,23 @@ def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_
                 for chunk_id, score, explain in found]
 
     assert without_vector_ranks(walked) == without_vector_ranks(scanned)
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("hybrid", 123), ("vector", 345)])
+def test_hybrid_search_walks_with_its_own_ef_search(settings, mode, expected):
+    """Hybrid search walks a generation's HNSW index with hybrid_vector_ef_search (its keyword
+    channel finds what a longer walk would), vector search with vector_ef_search; either never
+    below twice the candidate limit."""
+    kb = _kb(EmbeddingModelFactory(), "大库", 60)
+    assert selectors.generation_active(kb=kb).vector_indexed
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_vector_ef_search": 123, "vector_ef_search": 345}
+
+    def walks(candidate_k: int) -> list[str]:
+        with CaptureQueriesContext(connection) as queries:
+            hits = search(kbs=[kb], query="大库段落 7 关于订单 7 的说明",
+                          options=SearchOptions(mode=mode, top_k=3, candidate_k=candidate_k, rollup=False)).hits
+        assert len(hits) == 3
+        return [q["sql"] for q in queries.captured_queries if "hnsw.ef_search" in q["sql"]]
+
+    assert walks(8) == [f"SET LOCAL hnsw.ef_search = {expected}"]
+    assert walks(400) == ["SET LOCAL hnsw.ef_search = 800"]

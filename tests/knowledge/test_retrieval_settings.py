@@ -20,8 +20,9 @@ def test_defaults_are_the_measured_values():
     knobs = RetrievalSettings()
     assert (knobs.search_candidates, knobs.vector_ef_search, knobs.generation_index_min_rows,
             knobs.hybrid_dense_weight_western, knobs.keyword_posting_budget,
-            knobs.hybrid_keyword_posting_budget) == (50, 400, 2_000, 0.6, 20_000, 5_000)
-    assert len(fields(knobs)) == 17
+            knobs.hybrid_keyword_posting_budget, knobs.hybrid_vector_ef_search) == (50, 400, 2_000, 0.6, 20_000,
+                                                                                   5_000, 300)
+    assert len(fields(knobs)) == 18
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
@@ -43,6 +44,8 @@ def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
     ({"hybrid_margin_slope": float("nan")}, "must be ≥ 0"),
     ({"vector_ef_search": 0}, "'vector_ef_search'] must be ≥ 1"),
     ({"vector_ef_search": 1001}, "'vector_ef_search'] must be ≤ 1000"),
+    ({"hybrid_vector_ef_search": 0}, "'hybrid_vector_ef_search'] must be ≥ 1"),
+    ({"hybrid_vector_ef_search": 1001}, "'hybrid_vector_ef_search'] must be ≤ 1000"),
     ({"vector_exact_max": 2000}, "unknown keys: vector_exact_max"),
     ({"vector_index_min_rows": 10, "generation_index_min_rows": 20}, "keep 'generation_index_min_rows'"),
     ({"vector_index_min_rows": -1}, "'generation_index_min_rows'] must be ≥ 0"),

@@ -53,6 +53,12 @@ class RetrievalSettings:
     # Chosen on one fold of dureader's queries beside 100k distractors, the same on the other:
     # 200 → 400 took held-out vector nDCG@10 from 0.9005 to 0.9226 (an exact scan's figure).
     vector_ef_search: int = 400
+    # The same floor in hybrid search, where the keyword channel finds what a longer walk would.
+    # Dureader beside 100k distractors, 100 / 150 / 200 / 250 / 300 / 400, hybrid nDCG@10 fold A
+    # 0.9445 / 0.9478 / 0.9478 / 0.9496 / 0.9496 / 0.9496, fold B 0.9155 / 0.9154 / 0.9153 /
+    # 0.9177 / 0.9217 / 0.9217. The folds disagree (A: 250, B: 300), so the larger: 250 would put
+    # hybrid below the vector channel on fold B (0.9196). See bench/README.md (stop 15).
+    hybrid_vector_ef_search: int = 300
     vector_exact_fallback_max: int = 20_000
     # Hybrid fusion: the dense weight by script (Traditional Chinese, no CJK), and for Simplified
     # Chinese a schedule from `short` to `long` over the query's length in units; then moved by
@@ -81,14 +87,15 @@ class RetrievalSettings:
                                            f"not {value!r}.")
         positive = ["search_candidates", "result_budget_bytes", "keyword_posting_budget",
                     "hybrid_keyword_posting_budget", "keyword_phase1_terms",
-                    "keyword_phase1_limit", "vector_ef_search", "hybrid_short_units"]
+                    "keyword_phase1_limit", "vector_ef_search", "hybrid_vector_ef_search", "hybrid_short_units"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"KNOWLEDGE_RETRIEVAL[{name!r}] must be ≥ 1.")
         if self.search_candidates > 1000:
             raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL['search_candidates'] must be ≤ 1000.")
-        if self.vector_ef_search > 1000:  # pgvector's own bound
-            raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL['vector_ef_search'] must be ≤ 1000.")
+        for name in ("vector_ef_search", "hybrid_vector_ef_search"):
+            if getattr(self, name) > 1000:  # pgvector's own bound
+                raise ImproperlyConfigured(f"KNOWLEDGE_RETRIEVAL[{name!r}] must be ≤ 1000.")
         if self.hybrid_long_units <= self.hybrid_short_units:
             raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL: hybrid_long_units must be > hybrid_short_units.")
 

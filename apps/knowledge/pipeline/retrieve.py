@@ -391,16 +391,19 @@ def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
 
 def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_vector: Sequence[float],
                       limit: int, indexed: Iterable = (), filtered_rows: int = 0,
-                      need: int | None = None, extra_columns: tuple[str, list] = ("", [])) -> list[tuple]:
+                      need: int | None = None, extra_columns: tuple[str, list] = ("", []),
+                      ef_search: int | None = None) -> list[tuple]:
     """[(chunk id, cosine similarity, parent id, document id, *extra)] best first: up to `limit`
     candidates, and never fewer than `need` (the caller's top-k) while the generations have them.
     A generation in `indexed` is searched through its own HNSW index, the others exactly;
     `filtered_rows` is how many child chunks the generations hold together. `extra_columns`:
     more SQL columns over alias c (the keyword scorer's, in hybrid search) and their parameters,
-    read only for the rows returned."""
+    read only for the rows returned. `ef_search`: the HNSW walk's floor (vector_ef_search unless
+    given; hybrid search gives hybrid_vector_ef_search), never below twice the limit."""
     dim = model.dimension
     vector = _vector_literal(query_vector)
     knobs = retrieval_settings()
+    ef_search = knobs.vector_ef_search if ef_search is None else ef_search
     indexed = set(indexed)
     rows: list[tuple] = []
     with connection.cursor() as cursor:
@@ -418,7 +421,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             wanted = limit if filtered_rows <= knobs.vector_exact_fallback_max else shown
             short = []
             with transaction.atomic():
-                cursor.execute(f"SET LOCAL hnsw.ef_search = {int(min(1000, max(knobs.vector_ef_search, 2 * limit)))}")
+                cursor.execute(f"SET LOCAL hnsw.ef_search = {int(min(1000, max(ef_search, 2 * limit)))}")
                 # Make the planner walk the index rather than sort the generation's rows.
                 cursor.execute("SET LOCAL enable_sort = off")
                 for generation_id in walked:
@@ -618,6 +621,8 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
         channel_args: dict[str, Any] = dict(model=model, generation_ids=generation_ids, limit=limit,
                                             indexed=indexes.vector, filtered_rows=filtered, need=options.top_k)
+        if hybrid:
+            channel_args["ef_search"] = retrieval_settings().hybrid_vector_ef_search
         if hybrid and fusion == "convex" and scorer is not None:
             channel_args["keyword"] = scorer
         if hybrid and options.embed_beside:
