@@ -380,6 +380,8 @@ def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads
     assert {hit.explain["keyword"]["rank"] is None for hit in result.hits} == {True, False}  # both kinds
     chunk_reads = [q["sql"] for q in queries_run.captured_queries if "knowledge_chunk" in q["sql"]]
     assert len(chunk_reads) == 3, chunk_reads
+    # The shown rows' read brings their documents' status: no read of the documents alone.
+    assert [q["sql"] for q in queries_run.captured_queries if 'FROM "knowledge_document"' in q["sql"]] == []
 
 
 def test_a_chunk_disabled_after_the_channels_read_it_gives_its_place_to_the_next(semantic_kb):
@@ -404,4 +406,10 @@ def test_a_chunk_disabled_after_the_channels_read_it_gives_its_place_to_the_next
     assert shown() == [children[0][0], children[1][0]]
     Chunk.objects.filter(pk=children[0][0]).update(disabled=True)
     Chunk.objects.filter(pk=children[1][0]).delete()
+    assert shown() == [children[2][0], children[3][0]]
+    # A document re-ingested since: its chunk is not shown, and nothing takes its place here.
+    assert len({document_id for _chunk, _parent, document_id in children}) == 4  # the premise
+    Document.objects.filter(pk=children[2][2]).update(status=Document.Status.EMBEDDING)
+    assert shown() == [children[3][0]]
+    Document.objects.filter(pk=children[2][2]).update(status=Document.Status.COMPLETED)
     assert shown() == [children[2][0], children[3][0]]

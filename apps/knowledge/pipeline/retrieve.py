@@ -773,26 +773,24 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
     if unplaced:
         placed.update({chunk_id: (parent_id, document_id) for chunk_id, parent_id, document_id in Chunk.objects.filter(
             id__in=unplaced, disabled=False).values_list("id", "parent_id", "document_id")})
-    # Only documents whose ingestion completed are shown.
-    completed = set(Document.objects.filter(
-        pk__in={document_id for _parent, document_id in placed.values()}, status=Document.Status.COMPLETED,
-    ).order_by().values_list("pk", flat=True))
-    placed = {chunk_id: place for chunk_id, place in placed.items() if place[1] in completed}
-    # The shown children with their sections' text, in one read; a chosen chunk deleted or
-    # disabled since the channels read it gives its place to the next candidate (another read).
-    columns = ["id", "document_id", "document__knowledge_base_id", "document__filename", "index", "text",
-               "chapter_path", "metadata", "parent_id", *(["parent__text"] if rollup else [])]
+    # The shown children with their sections' text and their documents' status, in one read.
+    # Only documents whose ingestion completed are shown: a chosen chunk of another document, or
+    # one deleted or disabled since the channels read it, gives its place to the next candidate
+    # (another read; the other candidates of that document go too).
+    columns = ["id", "document_id", "document__knowledge_base_id", "document__filename", "document__status",
+               "index", "text", "chapter_path", "metadata", "parent_id", *(["parent__text"] if rollup else [])]
     children: dict[Any, dict] = {}
     while True:
         chosen = _choose(ranked, placed, top_k=top_k, max_docs=max_docs, rollup=rollup)
         wanted = [c.chunk_id for members in chosen.values() for c in members if c.chunk_id not in children]
-        children.update({row["id"]: row for row in Chunk.objects.filter(
-            id__in=wanted, disabled=False).order_by().values(*columns)} if wanted else {})
-        gone = [chunk_id for chunk_id in wanted if chunk_id not in children]
+        rows = list(Chunk.objects.filter(id__in=wanted, disabled=False).order_by().values(*columns)) if wanted else []
+        unfinished = {row["document_id"] for row in rows if row["document__status"] != Document.Status.COMPLETED}
+        children.update({row["id"]: row for row in rows if row["document_id"] not in unfinished})
+        gone = {chunk_id for chunk_id in wanted if chunk_id not in children}
         if not gone:
             break
-        for chunk_id in gone:
-            del placed[chunk_id]
+        placed = {chunk_id: place for chunk_id, place in placed.items()
+                  if chunk_id not in gone and place[1] not in unfinished}
     groups = {key: pairs for key, members in chosen.items()
               if (pairs := [(c, children[c.chunk_id]) for c in members if c.chunk_id in children])}
     parents = {row["parent_id"]: row["parent__text"] for row in children.values()
