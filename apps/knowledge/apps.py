@@ -1,11 +1,19 @@
 from django.apps import AppConfig
 
 
-def _default_embedding_models(sender, using: str = "default", **kwargs) -> None:
-    """After migrate or flush: a database left without embedding models gets the local ones back."""
+def _default_embedding_models(sender, using: str = "default", apps=None, **kwargs) -> None:
+    """After migrate or flush: a database left without embedding models gets the local ones back.
+    Through the models as the migrations have made them so far (`apps`): nothing when the knowledge
+    tables are not there (yet), e.g. after `migrate knowledge zero`."""
+    from django.apps import apps as global_apps
+
     from apps.knowledge.services import embedding_models_restore_defaults
 
-    embedding_models_restore_defaults(using=using)
+    try:
+        model = (apps or global_apps).get_model("knowledge", "EmbeddingModel")
+    except LookupError:
+        return
+    embedding_models_restore_defaults(model=model, using=using)
 
 
 class KnowledgeConfig(AppConfig):

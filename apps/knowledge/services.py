@@ -60,14 +60,15 @@ DEFAULT_EMBEDDING_MODELS = (
 )
 
 
-def embedding_models_restore_defaults(*, using: str = "default") -> list[EmbeddingModel]:
+def embedding_models_restore_defaults(*, model: Any = EmbeddingModel, using: str = "default") -> list:
     """Register the local models again when the database has no embedding model at all: a flushed
     database (`manage.py flush`, a transactional test's teardown) keeps its schema but loses the
     rows migration 0002 wrote. A database with any model is left as it is (an operator may have
-    deleted a default on purpose). Runs after every migrate and flush (post_migrate)."""
-    if EmbeddingModel.objects.using(using).exists():
+    deleted a default on purpose). Runs after every migrate and flush (post_migrate), with the
+    model class as the migrations have made it so far (`model`)."""
+    if model.objects.using(using).exists():
         return []
-    return [EmbeddingModel.objects.using(using).create(options={}, **values) for values in DEFAULT_EMBEDDING_MODELS]
+    return [model.objects.using(using).create(options={}, **values) for values in DEFAULT_EMBEDDING_MODELS]
 
 
 @transaction.atomic

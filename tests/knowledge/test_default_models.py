@@ -40,3 +40,17 @@ def test_a_database_without_models_gets_both_once():
     emit_post_migrate_signal(0, False, "default")
     assert _models() == DEFAULTS
     assert EmbeddingModel.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_nothing_is_written_while_the_knowledge_tables_are_not_migrated():
+    """post_migrate after `migrate knowledge zero`: the migrations' models have no EmbeddingModel."""
+    from django.apps.registry import Apps
+
+    from apps.knowledge.apps import _default_embedding_models
+
+    EmbeddingModel.objects.all().delete()
+    _default_embedding_models(sender=None, using="default", apps=Apps())
+    assert _models() == set()
+    _default_embedding_models(sender=None, using="default")
+    assert _models() == DEFAULTS
