@@ -7,8 +7,7 @@ EMBEDDED := $(PY) -m bailinghub.embedded exec --
 export DEBUG ?= true
 export OMP_NUM_THREADS ?= 1
 # The suite runs on this many pytest-xdist workers, each test file on one of them (its module
-# fixtures set up once), handed out in collection order: tests/conftest.py puts the longest files
-# first (xdist's own order, most tests first, left the 95 s fuzz file for last). 0: one process.
+# fixtures set up once); 0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
 .PHONY: run test install browser lint bench-ingest services-up services-down clean
@@ -39,7 +38,7 @@ browser:
 test: install browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(EMBEDDED) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(EMBEDDED) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # mypy reads its settings (plugins, files, the strict apps) from pyproject.toml.
 lint: install

@@ -21,21 +21,6 @@ celery_app.conf.task_default_queue = f"tests-{uuid.uuid4().hex[:12]}"
 settings.KNOWLEDGE_LARGE_TASK_QUEUE = f"{celery_app.conf.task_default_queue}-large"
 
 
-# Files that take half a minute or more (measured: `--junitxml`, 2026-12-01). On pytest-xdist
-# workers they come first in the collection, which `make test` hands out in that order
-# (--no-loadscope-reorder), so the run does not end with one worker busy on one of them and the
-# other idle (the fuzz file alone takes ~95 s).
-LONG_FILES = ("tests/core/test_fuzz.py", "tests/browser/test_kb_ingest.py", "tests/core/test_unavailable.py",
-              "tests/core/test_hostile_amplification.py", "tests/browser/test_approvals.py")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items):
-    """After pytest-django's ordering; on xdist workers only (every worker sorts alike)."""
-    if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONG_FILES)
-
-
 # Tests run with DEBUG off (Django's test runner), where tool providers' secrets need a configured
 # key; one key per test session.
 TOOL_SECRET_KEY = Fernet.generate_key().decode()
