@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.core.errors import ApiError
 from apps.knowledge import dispatch, errors
+from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
     EMBEDDING_MAX_DIMENSION,
     Document,
@@ -53,22 +54,16 @@ def embedding_model_register(*, name: str, provider: str, dimension: int, option
     return EmbeddingModel.objects.create(name=name, provider=provider, dimension=dimension, options=options or {})
 
 
-# The local models migration 0002 registers on a fresh database (its own frozen copy).
-DEFAULT_EMBEDDING_MODELS = (
-    {"name": "multilingual-e5-small", "provider": "local", "dimension": 384},
-    {"name": "universal-sentence-encoder-multilingual", "provider": "use", "dimension": 512},
-)
-
-
-def embedding_models_restore_defaults(*, model: Any = EmbeddingModel, using: str = "default") -> list:
+def embedding_models_restore_defaults(*, model: Any = EmbeddingModel, using: str = "default") -> None:
     """Register the local models again when the database has no embedding model at all: a flushed
     database (`manage.py flush`, a transactional test's teardown) keeps its schema but loses the
     rows migration 0002 wrote. A database with any model is left as it is (an operator may have
     deleted a default on purpose). Runs after every migrate and flush (post_migrate), with the
     model class as the migrations have made it so far (`model`)."""
     if model.objects.using(using).exists():
-        return []
-    return [model.objects.using(using).create(options={}, **values) for values in DEFAULT_EMBEDDING_MODELS]
+        return
+    for values in DEFAULT_EMBEDDING_MODELS:
+        model.objects.using(using).create(options={}, **values)
 
 
 @transaction.atomic

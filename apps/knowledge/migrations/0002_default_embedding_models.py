@@ -3,12 +3,8 @@ knowledge bases at once. More models: apps.knowledge.services.embedding_model_re
 
 from django.db import migrations
 
+from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS as DEFAULTS
 from apps.knowledge.pipeline.sql import hnsw_index_create_sql, hnsw_index_drop_sql
-
-DEFAULTS = [
-    {"name": "multilingual-e5-small", "provider": "local", "dimension": 384},
-    {"name": "universal-sentence-encoder-multilingual", "provider": "use", "dimension": 512},
-]
 
 
 def register(apps, schema_editor):
