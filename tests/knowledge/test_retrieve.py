@@ -164,7 +164,8 @@ def test_a_generation_indexed_before_stored_frequencies_ranks_the_same_by_recoun
             hits = {query: [(hit.chunk_id, hit.score, hit.explain["keyword"]["score"], hit.explain["matched_terms"])
                             for hit in search(kbs=kbs, query=query, options=options).hits] for query in queries}
         sql = " ".join(q["sql"] for q in queries_run.captured_queries)
-        return hits, ("ts_filter(setweight(" in sql, "c.text, c.chapter_path" in sql)
+        # The keyword scorer's row columns: a row's filtered vector, or its text to recount.
+        return hits, ("ts_filter(setweight(" in sql, "c.id, c.text, c.chapter_path, greatest(" in sql)
 
     stored, stored_paths = ranking([kb, other])
     assert stored_paths == (True, False)
@@ -382,6 +383,27 @@ def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads
     assert len(chunk_reads) == 3, chunk_reads
     # The shown rows' read brings their documents' status: no read of the documents alone.
     assert [q["sql"] for q in queries_run.captured_queries if 'FROM "knowledge_document"' in q["sql"]] == []
+
+
+def test_a_search_reads_the_active_generations_once_and_takes_the_kbs_as_the_caller_read_them(semantic_kb):
+    """The KBs' settings and models come from the caller (loaded with select_related): the
+    engine reads only which generation of each is active, in one query."""
+    from apps.knowledge.models import KnowledgeBase
+
+    kb, _docs = semantic_kb
+    other = KnowledgeBaseFactory(embedding_model=kb.embedding_model)  # no generation: not searched
+    kbs = list(KnowledgeBase.objects.filter(pk__in=[kb.pk, other.pk]).select_related("embedding_model"))
+    with CaptureQueriesContext(connection) as queries_run:
+        result = search(kbs=kbs, query="refund window", options=SearchOptions(mode="hybrid", top_k=2))
+    assert result.hits and {hit.knowledge_base_id for hit in result.hits} == {kb.pk}
+    sql = [q["sql"] for q in queries_run.captured_queries]
+    assert len([q for q in sql if "knowledge_indexgeneration" in q]) == 1, sql
+    assert [q for q in sql if "knowledge_knowledgebase" in q or "knowledge_embeddingmodel" in q] == []
+    # A KB whose model the caller did not load reads it, and finds the same hits.
+    fresh = KnowledgeBase.objects.get(pk=kb.pk)
+    assert [hit.chunk_id for hit in search(kbs=[fresh], query="refund window",
+                                           options=SearchOptions(mode="hybrid", top_k=2)).hits] == \
+        [hit.chunk_id for hit in result.hits]
 
 
 def test_a_chunk_disabled_after_the_channels_read_it_gives_its_place_to_the_next(semantic_kb):
