@@ -268,6 +268,24 @@ class Chunk(models.Model):
         return f"{self.kind} {self.index} of {self.document_id}"
 
 
+class ChunkSetVersion(models.Model):
+    """The version of one document's chunk rows in one generation, kept by the database alone:
+    triggers on knowledge_chunk (migration 0011) give the pair a new number from a sequence in
+    every statement that inserts, updates or deletes any of its rows, whoever runs it (ingestion,
+    chunk overrides, the ORM, raw SQL, COPY), and remove it with the pair's last row. A reader
+    tells a changed document from an unchanged one by this one row, whatever the document's
+    size (apps.runtime.knowledge.documents). No foreign keys: the triggers write while Django
+    deletes a document's rows in an order of its own."""
+
+    pk = models.CompositePrimaryKey("document_id", "generation_id")
+    document_id = models.UUIDField()
+    generation_id = models.UUIDField()
+    version = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.document_id} in {self.generation_id}: {self.version}"
+
+
 class EmbeddingCache(models.Model):
     """Vectors by (model, SHA-256 of the embedded text): a rebuild or re-upload never re-embeds."""
 
