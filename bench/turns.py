@@ -120,6 +120,10 @@ def setup(*, kb_chunks: int, embedder: str, want_kb: bool, requester_ip: str = "
                                                 embedding_dim=model.dimension, chunk_strategy=CHUNKING,
                                                 require_confirmation=False)
         services.route_knowledge_bind(route=routes[KB_ROUTE], knowledge_base=kb)
+        # The route reads this KB alone: one bound by an earlier run (`--kb` another KB of the
+        # project) would be searched too, and its time counted as this KB's.
+        for other in KnowledgeBase.objects.filter(route_bindings__route=routes[KB_ROUTE]).exclude(pk=kb.pk):
+            services.route_knowledge_unbind(route=routes[KB_ROUTE], knowledge_base=other)
 
         def children() -> int:
             return Chunk.objects.filter(generation__knowledge_base=kb, generation__status="active",
