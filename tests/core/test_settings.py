@@ -82,4 +82,25 @@ def test_a_fresh_embedded_postgres_is_tuned_and_keeps_its_settings_across_restar
         )
         assert result.returncode == 0, result.stderr
         runs.append(result.stdout.strip())
-    assert runs == ["128MB,1.1,512MB,8GB", "1GB,1.1,512MB,8GB"]
+    assert runs == ["128MB,1.1,512MB,8GB", f"{embedded.PG_SETTINGS['shared_buffers']},1.1,512MB,8GB"]
+
+
+@pytest.mark.parametrize(("memory_gib", "shown"), [
+    (0.25, "128MB"), (1, "256MB"), (3, "768MB"), (4, "1GB"), (24, "6GB"), (25, "6400MB"), (64, "8GB"),
+])
+def test_the_embedded_postgres_gets_a_quarter_of_the_memory_for_its_buffers(memory_gib, shown):
+    assert embedded.shared_buffers_for(int(memory_gib * (1 << 30))) == shown
+
+
+def test_the_memory_is_the_machines_unless_a_container_limits_it_lower(tmp_path, monkeypatch):
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    monkeypatch.setattr(embedded, "CGROUP_MEMORY_LIMITS", (v2, v1))
+    assert embedded.memory_bytes() == machine  # no files
+    v2.write_text("max\n")
+    v1.write_text(f"{machine * 2}\n")  # v1 says "no limit" with a huge number
+    assert embedded.memory_bytes() == machine
+    v1.write_text(f"{2 << 30}\n")
+    assert embedded.memory_bytes() == 2 << 30
+    v2.write_text(f"{1 << 30}\n")
+    assert embedded.memory_bytes() == 1 << 30
