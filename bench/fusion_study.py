@@ -68,7 +68,7 @@ def dump(kb_id: str, dataset: Path, out: Path) -> None:
         dense = retrieve.vector_candidates(model=model, generation_ids=generations, query_vector=vector, limit=100,
                                            filtered_rows=scorer.n if scorer else 0, need=10)
         candidates: dict = {}
-        for rank, (cid, score, _terms, _placement) in enumerate(keyword, start=1):
+        for rank, (cid, score, *_rest) in enumerate(keyword, start=1):
             candidates[cid] = retrieve.Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score)
         for rank, (cid, score, *_rest) in enumerate(dense, start=1):
             c = candidates.setdefault(cid, retrieve.Candidate(chunk_id=cid))

@@ -362,7 +362,10 @@ def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_
     def hits():
         with CaptureQueriesContext(connection) as queries:
             found = [(h.chunk_id, h.score, h.explain) for h in search(kbs=[kb], query=query, options=options).hits]
-        vector_reads = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"] and "ts_filter" in q["sql"]]
+        # The vector channel's reads: ordered by distance (the keyword channel's read has the
+        # cosine of its rows too, not its order), with the BM25 columns.
+        vector_reads = [q["sql"] for q in queries.captured_queries
+                        if "ORDER BY (embedding::vector(" in q["sql"] and "ts_filter" in q["sql"]]
         return found, vector_reads
 
     walked, reads = hits()

@@ -385,6 +385,31 @@ def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads
     assert [q["sql"] for q in queries_run.captured_queries if 'FROM "knowledge_document"' in q["sql"]] == []
 
 
+def test_keyword_candidates_bring_their_cosines_when_the_query_vector_comes_first(semantic_kb):
+    """Inside a transaction the query is embedded first, so the keyword channel's read brings
+    each candidate's cosine: no read of its own for the candidates the vector channel missed."""
+    from apps.knowledge.pipeline.embedders import embedder_for
+    from apps.knowledge.pipeline.retrieve import vector_candidates
+
+    kb, _docs = semantic_kb
+    options = SearchOptions(mode="hybrid", top_k=4, candidate_k=2, explain=True)
+    for query in ("refund window 碳化硅 rain", "cats hunt 耐压 weekend", "碳化硅 refund", "sleep rain delivery"):
+        with CaptureQueriesContext(connection) as queries_run:
+            result = search(kbs=[kb], query=query, options=options)
+        if [hit for hit in result.hits if hit.explain["vector"]["rank"] is None]:
+            break  # the premise: a candidate of the keyword channel alone
+    else:
+        pytest.fail("no query brought a keyword-only candidate")
+    exact = {row[0]: row[1] for row in vector_candidates(
+        model=kb.embedding_model, generation_ids=[selectors.generation_active(kb=kb).pk],
+        query_vector=embedder_for(kb.embedding_model).embed_query(query), limit=100, indexed=[])}
+    for hit in result.hits:
+        assert hit.explain["vector"]["score"] == pytest.approx(exact[hit.chunk_id], abs=1e-6)
+    sql = [q["sql"] for q in queries_run.captured_queries if "<=>" in q["sql"]]
+    assert len(sql) == 2, sql  # the vector channel's, and the keyword channel's with the cosines
+    assert not [q for q in sql if "WHERE id = ANY" in q]
+
+
 def test_a_search_reads_the_active_generations_once_and_takes_the_kbs_as_the_caller_read_them(semantic_kb):
     """The KBs' settings and models come from the caller (loaded with select_related): the
     engine reads only which generation of each is active, in one query."""

@@ -310,10 +310,11 @@ def _phase1_terms(scorer: KeywordScorer) -> list[str]:
 
 
 def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
-                    own_index: Iterable = ()) -> list[tuple]:
+                    own_index: Iterable = (), cosine: tuple[int, str] | None = None) -> list[tuple]:
     """The best `limit` chunks by summed idf of the phase-1 terms they hold, as the scorer's
     row_columns gives them followed by PLACEMENT_COLUMNS (one round trip: the ranking, the rows
-    phase 2 scores and where they sit). A
+    phase 2 scores and where they sit), then, with `cosine` (dimension, query vector literal),
+    each row's cosine similarity to the query (None without an embedding). A
     generation in `own_index` is read through its own GIN index, the others through the shared
     one, each term's postings intersected with their lexemes.
 
@@ -340,13 +341,17 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
                         "WHERE search_vector @@ (%s::tsquery && t.term::tsquery) AND NOT disabled")
         params.append(" | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in shared))
     columns, column_params = scorer.row_columns()
+    similarity, similarity_params = "", []
+    if cosine is not None:
+        dim, vector = int(cosine[0]), cosine[1]
+        similarity, similarity_params = f", 1 - (c.embedding::vector({dim}) <=> %s::vector({dim}))", [vector]
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH best AS (SELECT h.id FROM unnest(%s::text[], %s::float8[]) AS t(term, w) "  # noqa: S608 -- fixed SQL
             f"CROSS JOIN LATERAL ({' UNION ALL '.join(branches)}) AS h "
             "GROUP BY h.id ORDER BY sum(t.w) DESC, h.id LIMIT %s) "
-            f"SELECT {columns}, {PLACEMENT_COLUMNS} FROM best JOIN knowledge_chunk c ON c.id = best.id",
-            [*params, limit, *column_params],
+            f"SELECT {columns}, {PLACEMENT_COLUMNS}{similarity} FROM best JOIN knowledge_chunk c ON c.id = best.id",
+            [*params, limit, *column_params, *similarity_params],
         )
         return cursor.fetchall()
 
@@ -362,23 +367,31 @@ def _chunk_rows(scorer: KeywordScorer, ids: Sequence) -> list[tuple]:
         return cursor.fetchall()
 
 
-# (chunk id, BM25, matched terms, (parent id, document id))
-KeywordHits = list[tuple[Any, float, list[str], tuple]]
+# (chunk id, BM25, matched terms, (parent id, document id), cosine similarity or None)
+KeywordHits = list[tuple[Any, float, list[str], tuple, float | None]]
 
 
 def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scorer: KeywordScorer | None = None,
-                       stored_tf: bool = False, own_index: Iterable = ()) -> tuple[KeywordHits, KeywordScorer | None]:
-    """[(chunk id, BM25, matched terms, placement)] best first. `own_index`: the generations
-    with a GIN index of their own."""
+                       stored_tf: bool = False, own_index: Iterable = (), model: EmbeddingModel | None = None,
+                       query_vector: Sequence[float] | None = None) -> tuple[KeywordHits, KeywordScorer | None]:
+    """[(chunk id, BM25, matched terms, placement, cosine)] best first. `own_index`: the
+    generations with a GIN index of their own. With `model` and `query_vector` each candidate's
+    cosine similarity is read with it (hybrid fusion needs it; a read of its own cost ~4 ms at
+    1M chunks), else it is None."""
     scorer = scorer or keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=stored_tf)
     if scorer is None or not scorer.idf:
         return [], scorer
     phase1_limit = max(limit, retrieval_settings().keyword_phase1_limit)
-    rows = _keyword_phase1(generation_ids, scorer, phase1_limit, own_index)
-    placement = {row[0]: (row[-2], row[-1]) for row in rows}
-    scored = scorer.score_rows(row[:-2] for row in rows)
+    cosine = None
+    if model is not None and query_vector is not None:
+        cosine = (model.dimension, _vector_literal(query_vector))
+    rows = _keyword_phase1(generation_ids, scorer, phase1_limit, own_index, cosine=cosine)
+    width = len(rows[0]) - (3 if cosine else 2) if rows else 0  # the scorer's columns
+    placement = {row[0]: (row[width], row[width + 1]) for row in rows}
+    similarity = {row[0]: (None if row[-1] is None else float(row[-1])) if cosine else None for row in rows}
+    scored = scorer.score_rows(row[:width] for row in rows)
     ranked = sorted(scored.items(), key=lambda item: (-item[1][0], str(item[0])))
-    return [(cid, s, terms, placement[cid]) for cid, (s, terms) in ranked if s > 0][:limit], scorer
+    return [(cid, s, terms, placement[cid], similarity[cid]) for cid, (s, terms) in ranked if s > 0][:limit], scorer
 
 
 # Vector channel
@@ -624,10 +637,10 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     through the indexes the generations have (`indexes`).
 
     Convex fusion completes each channel's candidates with the other channel's score: the vector
-    channel reads its rows' BM25 in its own query; the keyword candidates' cosines are read by
-    this thread once the query vector exists — in parallel mode while the vector channel still
-    runs, all of them (which the vector channel will also bring is not known yet), otherwise
-    after it, only the missing ones."""
+    channel reads its rows' BM25 in its own query; the keyword candidates' cosines come with them
+    when the query vector is given (the keyword channel's own read), else they are read by this
+    thread once the worker has embedded the query, while the vector channel still runs — all of
+    them, since which ones the vector channel will also bring is not known yet."""
     # 50 per channel: on dureader, cmrc and drcd nDCG@10 within 0.0002 of 100, and half the fill-in work.
     limit = options.candidate_k or retrieval_settings().search_candidates
     tf_stored = set(generation_ids) <= indexes.stored_tf
@@ -664,23 +677,30 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
                 beside = parallel.run_beside(_vector_channel, query_vector=query_vector, **channel_args)
             else:
                 channel = _vector_channel(query_vector=query_vector, **channel_args)
+    cosines: dict[Any, float] = {}
     if options.mode in ("keyword", "hybrid"):
         started = time.perf_counter()
+        # A query vector already here (not embedded beside) comes along: the candidates' cosines
+        # are read with them.
+        along = hybrid and fusion == "convex" and query_vector is not None
         keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit, scorer=scorer,
-                                             stored_tf=tf_stored, own_index=indexes.keyword)
-        for rank, (cid, score, terms, placement) in enumerate(keyword, start=1):
+                                             stored_tf=tf_stored, own_index=indexes.keyword,
+                                             model=model if along else None, query_vector=query_vector)
+        for rank, (cid, score, terms, placement, cosine) in enumerate(keyword, start=1):
             candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms,
                                         placement=placement)
+            if cosine is not None:
+                cosines[cid] = cosine
         _add(timings, "keyword_ms", (time.perf_counter() - started) * 1000)
-    cosines: dict[Any, float] = {}
     fill_ms = 0.0
     if hybrid:
-        if beside is not None and fusion == "convex" and candidates:
+        unread = [cid for cid in candidates if cid not in cosines]
+        if beside is not None and fusion == "convex" and unread:
             if query_vector is None:
                 assert embedded is not None  # the worker embeds the query
                 query_vector = _query_vector_from(embedded, beside)
             started = time.perf_counter()
-            cosines = _vector_scores(model=model, ids=list(candidates), query_vector=query_vector)
+            cosines.update(_vector_scores(model=model, ids=unread, query_vector=query_vector))
             fill_ms = (time.perf_counter() - started) * 1000
         channel = beside.result() if beside is not None else _vector_channel(query_vector=query_vector, **channel_args)
     if channel is not None:
