@@ -10,6 +10,9 @@ documents/s, chunks/s (embedded child chunks), the share of time spent inside th
 and the process's peak memory (embedder weights included); then a second, warm pass of the same
 files into a new knowledge base, which the embedding cache serves without embedding.
 `--max-files`/`--max-chars` take a deterministic subset (sorted paths) for slow embedders.
+`--processes N` ingests the documents in N forked processes (documents dealt round-robin, each
+process one document at a time), as `make run`'s worker does with one process per core; the
+embedding share is then the embedder's seconds over N × the wall time, and the peak memory the parent's.
 """
 
 from __future__ import annotations
@@ -50,7 +53,27 @@ def corpus_files(corpus: Path, *, max_files: int | None, max_chars: int | None) 
     return chosen
 
 
-def run_one(corpus: Path, provider: str, max_files: int | None, max_chars: int | None) -> dict:
+# What the timed embedder did (run_one's); a forked process counts into its own copy.
+_TIMING: dict = {}
+
+
+def _ingest_share(document_ids: list) -> tuple[list[str], dict]:
+    """In a forked process: ingest these documents; their outcomes and what the embedder did."""
+    from django.db import connections
+
+    from apps.knowledge import ingest
+
+    timing = _TIMING
+    before = dict(timing)
+    try:
+        outcomes = [ingest.document_ingest(document_id=pk) for pk in document_ids]
+        return outcomes, {key: timing[key] - before[key] for key in timing}
+    finally:
+        connections.close_all()
+
+
+def run_one(corpus: Path, provider: str, max_files: int | None, max_chars: int | None,
+            processes: int = 1) -> dict:
     django_setup()
     from django.conf import settings
     from django.core.files.uploadedfile import SimpleUploadedFile
@@ -67,7 +90,8 @@ def run_one(corpus: Path, provider: str, max_files: int | None, max_chars: int |
         else:
             model = services.embedding_model_register(name="hashing-384", provider="hashing", dimension=384)
         embedder = embedder_for(model)
-        timing = {"embed_seconds": 0.0, "embed_calls": 0, "embedded_texts": 0, "embedded_chars": 0}
+        timing = _TIMING
+        timing.update({"embed_seconds": 0.0, "embed_calls": 0, "embedded_texts": 0, "embedded_chars": 0})
         original = embedder.embed_documents
 
         def timed(texts):
@@ -92,10 +116,26 @@ def run_one(corpus: Path, provider: str, max_files: int | None, max_chars: int |
             documents = services.document_upload(
                 kb=kb, files=[SimpleUploadedFile(Path(n).name, data) for n, data in payloads]
             )
-            outcomes = [ingest.document_ingest(document_id=document.pk) for document in documents]
+            if processes > 1:
+                import multiprocessing
+
+                from django.db import connections
+
+                connections.close_all()  # each forked process opens its own
+                shares = [[d.pk for d in documents[i::processes]] for i in range(processes)]
+                with multiprocessing.get_context("fork").Pool(processes) as pool:
+                    results = pool.map(_ingest_share, shares)
+                outcomes = [outcome for share, _ in results for outcome in share]
+                for _, done in results:  # the children's embedder counts, as if done here
+                    for key, value in done.items():
+                        timing[key] += value
+                embed = (timing["embed_seconds"] - before["embed_seconds"]) / processes
+            else:
+                outcomes = [ingest.document_ingest(document_id=document.pk) for document in documents]
             seconds = time.perf_counter() - started
             children = Chunk.objects.filter(generation__knowledge_base=kb, kind=Chunk.Kind.CHILD).count()
-            embed = timing["embed_seconds"] - before["embed_seconds"]
+            if processes <= 1:
+                embed = timing["embed_seconds"] - before["embed_seconds"]
             return {
                 "documents": len(documents),
                 "completed": outcomes.count("completed"),
@@ -130,12 +170,14 @@ def main() -> None:
     parser.add_argument("--embedder", action="append", choices=sorted(PROVIDERS))
     parser.add_argument("--max-files", type=int)
     parser.add_argument("--max-chars", type=int)
+    parser.add_argument("--processes", type=int, default=1, help="ingest in N forked processes")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     corpora = args.corpus or DEFAULT_CORPORA
     embedders = args.embedder or ["use", "local"]
     if args.one:
-        print(json.dumps(run_one(corpora[0], embedders[0], args.max_files, args.max_chars), ensure_ascii=False))
+        print(json.dumps(run_one(corpora[0], embedders[0], args.max_files, args.max_chars, max(1, args.processes)),
+                         ensure_ascii=False))
         return
     print(f"{'corpus':<18} {'embedder':<52} {'files':>5} {'chars':>9} {'chunks':>6} {'docs/s':>7} "
           f"{'chunks/s':>8} {'embed%':>6} {'peak MiB':>8} {'warm docs/s':>11}")
@@ -146,6 +188,7 @@ def main() -> None:
                 command += ["--max-files", str(args.max_files)]
             if args.max_chars is not None:
                 command += ["--max-chars", str(args.max_chars)]
+            command += ["--processes", str(max(1, args.processes))]
             output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             row = json.loads(output.strip().splitlines()[-1])
             cold = row["cold"]
