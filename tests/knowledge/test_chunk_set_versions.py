@@ -37,18 +37,20 @@ def test_ingested_documents_have_one_version_per_generation(kb_docs):
 
 
 def test_any_write_of_a_row_gives_its_document_a_new_version_and_no_other(kb_docs):
-    _kb, docs = kb_docs
-    a, b = docs["a.md"].pk, docs["b.md"].pk
+    kb, docs = kb_docs
+    generation = selectors.generation_active(kb=kb).pk
+    a, b = (docs["a.md"].pk, generation), (docs["b.md"].pk, generation)
     before = _versions()
-    Chunk.objects.filter(document_id=a, kind="child").update(metadata={"touched": True})  # the ORM, text unchanged
+    Chunk.objects.filter(document_id=a[0], kind="child").update(metadata={"touched": True})  # the ORM, text unchanged
     after_orm = _versions()
-    assert [key for key in before if before[key] != after_orm[key]] == [key for key in before if key[0] == a]
-    assert after_orm[next(key for key in before if key[0] == a)] > before[next(key for key in before if key[0] == a)]
+    assert after_orm[a] > before[a]
+    assert after_orm[b] == before[b]
     with connection.cursor() as cursor:  # raw SQL counts as much
-        cursor.execute("UPDATE knowledge_chunk SET disabled = disabled WHERE document_id = %s", [b])
+        cursor.execute("UPDATE knowledge_chunk SET disabled = disabled WHERE document_id = %s", [b[0]])
     after_raw = _versions()
-    assert [key for key in before if after_raw[key] != after_orm[key]] == [key for key in before if key[0] == b]
-    assert len(set(after_raw.values())) == 2
+    assert after_raw[b] > after_orm[b]
+    assert after_raw[a] == after_orm[a]
+    assert set(after_raw) == {a, b} and after_raw[a] != after_raw[b]
 
 
 def test_deleting_rows_keeps_a_new_version_and_the_last_row_takes_it_away(kb_docs):

@@ -388,10 +388,10 @@ def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scor
     rows = _keyword_phase1(generation_ids, scorer, phase1_limit, own_index, cosine=cosine)
     width = len(rows[0]) - (3 if cosine else 2) if rows else 0  # the scorer's columns
     placement = {row[0]: (row[width], row[width + 1]) for row in rows}
-    similarity = {row[0]: (None if row[-1] is None else float(row[-1])) if cosine else None for row in rows}
+    similarity = {row[0]: row[-1] for row in rows} if cosine else {}
     scored = scorer.score_rows(row[:width] for row in rows)
     ranked = sorted(scored.items(), key=lambda item: (-item[1][0], str(item[0])))
-    return [(cid, s, terms, placement[cid], similarity[cid]) for cid, (s, terms) in ranked if s > 0][:limit], scorer
+    return [(cid, s, terms, placement[cid], similarity.get(cid)) for cid, (s, terms) in ranked if s > 0][:limit], scorer
 
 
 # Vector channel
@@ -826,7 +826,7 @@ def _shown_rows(ids: list, *, with_parent: bool) -> list[dict]:
         rows = [dict(zip(_SHOWN_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
     for row in rows:
         # jsonb arrives as text (Django's psycopg set-up leaves the decoding to JSONField).
-        row["metadata"] = json.loads(row["metadata"]) if row["metadata"] is not None else None
+        row["metadata"] = json.loads(row["metadata"])
     return rows
 
 

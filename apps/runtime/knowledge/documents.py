@@ -39,26 +39,35 @@ def document_revision(*, title: str, body: str) -> str:
     return revision_of({"title": title, "body": body})
 
 
-def document_sections(*, document_ids: Iterable, scope: KnowledgeScope
-                      ) -> dict[Any, list[tuple[Any, str, str | None]]]:
-    """{document id: [(chunk id, text, chapter path)]} in reading order: the parents of each
-    document in its KB's active generation, or its children when it has no parents. A parent's
-    text leaves out what only disabled children held (apps.knowledge.chunk_overrides), so a
-    section whose children are all disabled is empty and skipped; a disabled child is never read."""
+@dataclass(frozen=True)
+class Sections:
+    """A document's body in reading order, [(chunk id, text, chapter path)], and whether these
+    are its parent chunks (else its children)."""
+
+    pieces: list[tuple[Any, str, str | None]]
+    from_parents: bool
+
+
+def document_sections(*, document_ids: Iterable, scope: KnowledgeScope) -> dict[Any, Sections]:
+    """{document id: its sections} in reading order: the parents of each document in its KB's
+    active generation, or its children when it has no parents. A parent's text leaves out what
+    only disabled children held (apps.knowledge.chunk_overrides), so a section whose children are
+    all disabled is empty and skipped; a disabled child is never read."""
     ids = list(document_ids)
     pieces: dict[Any, list[tuple[Any, str, str | None]]] = {}
     rows = (Chunk.objects.filter(PARENT_SECTIONS, document_id__in=ids, generation_id__in=scope.generation_ids)
             .order_by("document_id", "index").values_list("document_id", "id", "text", "chapter_path"))
     for document_id, chunk_id, text, path in rows:
         pieces.setdefault(document_id, []).append((chunk_id, text, path))
-    without_parents = [pk for pk in ids if pk not in pieces]
+    with_parents = set(pieces)
+    without_parents = [pk for pk in ids if pk not in with_parents]
     if without_parents:
         rows = (Chunk.objects.filter(CHILD_SECTIONS, document_id__in=without_parents,
                                      generation_id__in=scope.generation_ids)
                 .order_by("document_id", "index").values_list("document_id", "id", "text", "chapter_path"))
         for document_id, chunk_id, text, path in rows:
             pieces.setdefault(document_id, []).append((chunk_id, text, path))
-    return pieces
+    return {pk: Sections(pieces=found, from_parents=pk in with_parents) for pk, found in pieces.items()}
 
 
 @dataclass(frozen=True)
@@ -109,13 +118,6 @@ def _versions(document_ids: list, scope: KnowledgeScope) -> _Versions:
     return _Versions(keep=rows[0][0], server=rows[0][1], documents=versions)
 
 
-def _with_parent_sections(document_ids: list, scope: KnowledgeScope) -> set:
-    """Those of the documents whose sections in the scope are parent chunks (document_sections)."""
-    return set(Chunk.objects.filter(PARENT_SECTIONS, document_id__in=document_ids,
-                                    generation_id__in=scope.generation_ids)
-               .order_by().values_list("document_id", flat=True).distinct())
-
-
 def body_digests(*, documents: dict[Any, Document], scope: KnowledgeScope) -> dict[Any, BodyDigest]:
     """{document id: its body's digest} for `documents` (id → Document with its filename), the
     whole body read only for those this process has not seen in their current version. The
@@ -135,11 +137,11 @@ def body_digests(*, documents: dict[Any, Document], scope: KnowledgeScope) -> di
     missing = [pk for pk in documents if pk not in digests]
     if missing:
         sections = document_sections(document_ids=missing, scope=scope)
-        with_parents = _with_parent_sections(missing, scope)
         for pk in missing:
-            body = BODY_SEPARATOR.join(text for _, text, _ in sections.get(pk, []))
+            found = sections.get(pk, Sections(pieces=[], from_parents=False))
+            body = BODY_SEPARATOR.join(text for _, text, _ in found.pieces)
             digests[pk] = BodyDigest(revision=document_revision(title=documents[pk].filename, body=body),
-                                     has_parents=pk in with_parents)
+                                     has_parents=found.from_parents)
         if versions.keep:
             with _digests_lock:
                 for pk in missing:

@@ -77,12 +77,13 @@ def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uui
             if scope.revision != claims.scope_revision:
                 raise KnowledgeScopeChanged()
             document = documents_ready(document_ids=[claims.document_id], scope=scope).get(claims.document_id)
-            pieces = document_sections(document_ids=[claims.document_id], scope=scope).get(claims.document_id)
+            sections = document_sections(document_ids=[claims.document_id], scope=scope).get(claims.document_id)
     except DatabaseError as exc:
         logger.warning("Agent knowledge read unavailable: %s", type(exc).__name__)
         raise KnowledgeUnavailable(UNAVAILABLE_MESSAGE) from exc
-    if document is None or not pieces:
+    if document is None or sections is None:  # a document's sections are never an empty list
         raise KnowledgeChanged()
+    pieces = sections.pieces
     body = BODY_SEPARATOR.join(text for _, text, _ in pieces)
     revision = document_revision(title=document.filename, body=body)
     if revision != claims.document_revision:
