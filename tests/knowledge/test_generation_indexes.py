@@ -96,6 +96,26 @@ def test_a_generation_over_the_threshold_gets_an_index_of_its_own_that_its_searc
     assert f"WHERE (((generation_id)::text = '{generation.pk}'::text) AND ((kind)::text = 'child'::text))" in definition
 
 
+def _graph(index_name: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [index_name])
+        return sorted(cursor.fetchone()[0])
+
+
+def test_the_hnsw_graph_is_built_with_the_configured_links_and_construction_candidates(settings):
+    model = EmbeddingModelFactory()
+    default = selectors.generation_active(kb=_kb(model, "默认", 60))
+    assert _graph(vector_index_name(default.pk)) == ["ef_construction=64", "m=16"]
+
+    settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 40, "vector_index_m": 24,
+                                    "vector_index_ef_construction": 200}
+    denser = selectors.generation_active(kb=_kb(model, "稠密", 60))
+    assert _graph(vector_index_name(denser.pk)) == ["ef_construction=200", "m=24"]
+    # Built before the change, a graph keeps what it was built with; the search walks each its own.
+    assert _graph(vector_index_name(default.pk)) == ["ef_construction=64", "m=16"]
+    assert f"Index Scan using {vector_index_name(denser.pk)}" in _plan(model, denser.pk)
+
+
 def test_phase_one_reads_a_new_generations_own_index_before_the_statistics_know_it():
     """The planner's statistics know the table but not a generation grown since its last ANALYZE
     (on a big table, a long time): phase 1 must still read that generation's own GIN index. With

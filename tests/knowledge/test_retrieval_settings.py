@@ -22,7 +22,8 @@ def test_defaults_are_the_measured_values():
             knobs.hybrid_dense_weight_western, knobs.keyword_posting_budget,
             knobs.hybrid_keyword_posting_budget, knobs.hybrid_vector_ef_search) == (50, 400, 2_000, 0.6, 20_000,
                                                                                    5_000, 300)
-    assert len(fields(knobs)) == 18
+    assert (knobs.vector_index_m, knobs.vector_index_ef_construction) == (16, 64)  # pgvector's own
+    assert len(fields(knobs)) == 20
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
@@ -50,6 +51,12 @@ def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
     ({"vector_index_min_rows": 10, "generation_index_min_rows": 20}, "keep 'generation_index_min_rows'"),
     ({"vector_index_min_rows": -1}, "'generation_index_min_rows'] must be ≥ 0"),
     ({"hybrid_short_units": 20, "hybrid_long_units": 20}, "hybrid_long_units must be >"),
+    ({"vector_index_m": 1}, "'vector_index_m'] must be within 2–100"),
+    ({"vector_index_m": 101, "vector_index_ef_construction": 400}, "'vector_index_m'] must be within 2–100"),
+    ({"vector_index_m": 24, "vector_index_ef_construction": 47}, "'vector_index_ef_construction'] must be within"),
+    ({"vector_index_m": 2, "vector_index_ef_construction": 3}, "'vector_index_ef_construction'] must be within"),
+    ({"vector_index_ef_construction": 1001}, "'vector_index_ef_construction'] must be within"),
+    ({"vector_index_m": 24.0}, "'vector_index_m'] must be int"),
     ([1, 2], "must be a JSON object"),
 ])
 def test_a_bad_value_is_refused_with_its_name(values, message):

@@ -60,6 +60,16 @@ class RetrievalSettings:
     # hybrid below the vector channel on fold B (0.9196). See bench/README.md (stop 15).
     hybrid_vector_ef_search: int = 300
     vector_exact_fallback_max: int = 20_000
+    # The HNSW graph a generation's index is built with (pgvector's `m` and `ef_construction`),
+    # fixed when the index is built: a change reaches a KB's search at its next rebuild. The
+    # defaults are pgvector's. Dureader beside 100k distractors (bench/hnsw_recall.py; bench/README,
+    # stop 17): m 24 / ef_construction 200 walks at ef_search 200 to recall@10 0.980 of the exact
+    # top 10 (the default graph: 0.954 at 300) in about the same time, and takes 3.2x as long to
+    # build (314 s against 98 s). Chosen that way on either fold, hybrid nDCG@10 fold A 0.9496 (the
+    # same) and fold B 0.9245 (0.9217). Not the default: the search's ef_search is one number for
+    # every graph, and 200 on a graph built before would lose fold B 0.006.
+    vector_index_m: int = 16
+    vector_index_ef_construction: int = 64
     # Hybrid fusion: the dense weight by script (Traditional Chinese, no CJK), and for Simplified
     # Chinese a schedule from `short` to `long` over the query's length in units; then moved by
     # `hybrid_margin_slope` times the difference of the channels' top-1 margins.
@@ -96,6 +106,11 @@ class RetrievalSettings:
         for name in ("vector_ef_search", "hybrid_vector_ef_search"):
             if getattr(self, name) > 1000:  # pgvector's own bound
                 raise ImproperlyConfigured(f"KNOWLEDGE_RETRIEVAL[{name!r}] must be ≤ 1000.")
+        if not 2 <= self.vector_index_m <= 100:  # pgvector's bounds
+            raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL['vector_index_m'] must be within 2–100.")
+        if not max(4, 2 * self.vector_index_m) <= self.vector_index_ef_construction <= 1000:
+            raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL['vector_index_ef_construction'] must be within "
+                                       "2 × vector_index_m (at least 4) and 1000.")
         if self.hybrid_long_units <= self.hybrid_short_units:
             raise ImproperlyConfigured("KNOWLEDGE_RETRIEVAL: hybrid_long_units must be > hybrid_short_units.")
 

@@ -57,22 +57,29 @@ def _generation_index_name(prefix: str, generation_id: uuid.UUID) -> str:
     return f"{prefix}{uuid.UUID(str(generation_id)).hex}"
 
 
-def _generation_index_create_sql(name: str, method: str, generation_clause: str, *, concurrently: bool) -> str:
-    """CREATE INDEX over one generation's children; the caller has validated the clause's id."""
+def _generation_index_create_sql(name: str, method: str, generation_clause: str, *, concurrently: bool,
+                                 storage: str = "") -> str:
+    """CREATE INDEX over one generation's children; the caller has validated the clause's id and
+    built `storage` (a WITH clause's parameters) from numbers."""
     how = "CONCURRENTLY " if concurrently else ""
+    with_storage = f"WITH ({storage}) " if storage else ""
     return (f"CREATE INDEX {how}IF NOT EXISTS {name} ON knowledge_chunk USING {method} "
-            f"WHERE {generation_clause} AND kind = 'child'")
+            f"{with_storage}WHERE {generation_clause} AND kind = 'child'")
 
 
 def vector_index_name(generation_id: uuid.UUID) -> str:
     return _generation_index_name(VECTOR_INDEX_PREFIX, generation_id)
 
 
-def vector_index_create_sql(generation_id: uuid.UUID, dimension: int, *, concurrently: bool) -> str:
+def vector_index_create_sql(generation_id: uuid.UUID, dimension: int, *, concurrently: bool, m: int = 16,
+                            ef_construction: int = 64) -> str:
+    """The generation's HNSW index: a graph of `m` links a node, built keeping `ef_construction`
+    candidates for each row it inserts (pgvector's defaults: 16 and 64)."""
     generation_id = uuid.UUID(str(generation_id))  # validated: only a UUID ever reaches the SQL text
     return _generation_index_create_sql(
         vector_index_name(generation_id), f"hnsw ((embedding::vector({int(dimension)})) vector_cosine_ops)",
-        f"generation_id = '{generation_id}'", concurrently=concurrently)
+        f"generation_id = '{generation_id}'", concurrently=concurrently,
+        storage=f"m = {int(m)}, ef_construction = {int(ef_construction)}")
 
 
 def index_drop_sql(name: str, *, concurrently: bool) -> str:
