@@ -240,6 +240,30 @@ def test_a_starved_index_answer_is_completed_by_an_exact_scan(settings):
     assert not set(nearest) & {row[0] for row in completed}
 
 
+def test_the_generations_size_is_read_only_when_an_index_answer_comes_back_short(settings):
+    """The walk starts at once: how many chunks the generations hold (whether a short answer may be
+    completed by a scan) is read only when the answer is short."""
+    model = EmbeddingModelFactory()
+    kb = _kb(model, "大库", 60)
+    generation = selectors.generation_active(kb=kb)
+    vector = embedder_for(model).embed_query("大库段落 7 关于订单 7 的说明")
+
+    def size_reads(**knobs) -> tuple[int, list[str]]:
+        settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 40, **knobs}
+        with CaptureQueriesContext(connection) as queries:
+            rows = vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector, limit=12,
+                                     indexed=[generation.pk], need=10)
+        reads = [q["sql"] for q in queries.captured_queries if "knowledge_keywordtermstat" in q["sql"]]
+        return len(rows), reads
+
+    assert size_reads() == (12, [])
+    nearest = [row[0] for row in vector_candidates(model=model, generation_ids=[generation.pk], query_vector=vector,
+                                                   limit=30, indexed=[], need=30)]
+    Chunk.objects.filter(pk__in=nearest).update(disabled=True)
+    found, reads = size_reads(vector_ef_search=1)  # the walk at ef_search 24 reaches disabled rows only
+    assert found == 12 and len(reads) == 1 and "#n" in reads[0]  # 60 rows: small enough to complete by a scan
+
+
 def test_a_rebuild_indexes_its_generation_before_the_switch_and_the_purge_drops_the_old_index(settings):
     settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = 0
     kb = _kb(EmbeddingModelFactory(), "大库", 60)

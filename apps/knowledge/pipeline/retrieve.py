@@ -246,11 +246,7 @@ class KeywordScorer:
 
     def row_columns(self) -> tuple[str, list]:
         """SQL columns (over alias c) for score_rows, and their parameters."""
-        if self.stored_tf:
-            # The row's vector cut to the query's terms: setweight marks them, ts_filter keeps them.
-            return ("c.id, ts_filter(setweight(c.search_vector, 'A', %s::text[]), '{a}')::text, NULL, "
-                    "greatest(length(c.search_vector) - 1, 0)", [list(self.idf)])
-        return "c.id, c.text, c.chapter_path, greatest(length(c.search_vector) - 1, 0)", []
+        return keyword_row_columns(list(self.idf), stored_tf=self.stored_tf)
 
     def score_rows(self, rows: Iterable[tuple]) -> dict[Any, tuple[float, list[str]]]:
         """rows as row_columns selects them → {id: (bm25, matched terms)}."""
@@ -264,11 +260,27 @@ class KeywordScorer:
         return out
 
 
+def keyword_row_columns(terms: Sequence[str], *, stored_tf: bool) -> tuple[str, list]:
+    """SQL columns (over alias c) from which KeywordScorer.score_rows scores a row, and their
+    parameters. A term no row has changes nothing, so the query's terms serve before their
+    statistics are read (the vector channel starts with them)."""
+    if stored_tf:
+        # The row's vector cut to the query's terms: setweight marks them, ts_filter keeps them.
+        return ("c.id, ts_filter(setweight(c.search_vector, 'A', %s::text[]), '{a}')::text, NULL, "
+                "greatest(length(c.search_vector) - 1, 0)", [list(terms)])
+    return "c.id, c.text, c.chapter_path, greatest(length(c.search_vector) - 1, 0)", []
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's keyword terms, each once, in order."""
+    return list(dict.fromkeys(keyword_terms(query)))
+
+
 def keyword_scorer(*, generation_ids: Sequence, query: str, stored_tf: bool = False,
                    posting_budget: int | None = None) -> KeywordScorer | None:
     """None when the query has no terms or the generations no indexed chunk. `stored_tf` only
     when every generation is at the current analyzer (the search engine checks)."""
-    terms = list(dict.fromkeys(keyword_terms(query)))
+    terms = query_terms(query)
     if not terms or not generation_ids:
         return None
     stats = _term_stats(generation_ids, terms)
@@ -427,13 +439,14 @@ def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
 
 
 def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_vector: Sequence[float],
-                      limit: int, indexed: Iterable = (), filtered_rows: int = 0,
+                      limit: int, indexed: Iterable = (), filtered_rows: int | None = None,
                       need: int | None = None, extra_columns: tuple[str, list] = ("", []),
                       ef_search: int | None = None) -> list[tuple]:
     """[(chunk id, cosine similarity, parent id, document id, *extra)] best first: up to `limit`
     candidates, and never fewer than `need` (the caller's top-k) while the generations have them.
     A generation in `indexed` is searched through its own HNSW index, the others exactly;
-    `filtered_rows` is how many child chunks the generations hold together. `extra_columns`:
+    `filtered_rows` is how many child chunks the generations hold together (read when needed if
+    not given: only an index answer short of the limit asks). `extra_columns`:
     more SQL columns over alias c (the keyword scorer's, in hybrid search) and their parameters,
     read only for the rows returned. `ef_search`: the HNSW walk's floor (vector_ef_search unless
     given; hybrid search gives hybrid_vector_ef_search), never below twice the limit."""
@@ -455,7 +468,6 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             # the caller will show always gets an exact scan; one below the candidate limit too,
             # while the generations are small enough to scan (20,000 rows, ~100 ms).
             shown = limit if need is None else need
-            wanted = limit if filtered_rows <= knobs.vector_exact_fallback_max else shown
             short = []
             with transaction.atomic():
                 cursor.execute(f"SET LOCAL hnsw.ef_search = {int(min(1000, max(ef_search, 2 * limit)))}")
@@ -465,10 +477,14 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
                     cursor.execute(*_vector_query(dim, vector=vector, generations=generation_id, limit=limit,
                                                   extra_columns=extra_columns))
                     found = cursor.fetchall()
-                    if len(found) < wanted:
-                        short.append(generation_id)
-                    else:
-                        rows += found
+                    if len(found) < max(limit, shown):  # only then can the generations' size matter
+                        if filtered_rows is None:
+                            filtered_rows = _term_stats(generation_ids, []).get("#n", 0)
+                        wanted = limit if filtered_rows <= knobs.vector_exact_fallback_max else shown
+                        if len(found) < wanted:
+                            short.append(generation_id)
+                            continue
+                    rows += found
             if short:
                 cursor.execute(*_vector_query(dim, vector=vector, generations=short, limit=limit,
                                               extra_columns=extra_columns))
@@ -581,8 +597,8 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) 
 @dataclass
 class VectorChannel:
     """What the vector channel brings back: the query's vector and how long embedding it took
-    (0 when it was given), vector_candidates' rows, the BM25 of those rows when a keyword scorer
-    came along ({id: (score, matched terms)}), and the channel's own time."""
+    (0 when it was given), vector_candidates' rows, the BM25 of those rows when keyword columns
+    were asked for ({id: (score, matched terms)}), and the channel's own time."""
 
     query_vector: list[float]
     embedding_ms: float
@@ -592,12 +608,14 @@ class VectorChannel:
 
 
 def _vector_channel(*, model: EmbeddingModel, query: str = "", query_vector: list[float] | None = None,
-                    keyword: KeywordScorer | None = None, embedded: Future | None = None,
-                    **channel_args: Any) -> VectorChannel:
+                    keyword_columns: tuple[str, list] | None = None, scorer: Future | None = None,
+                    embedded: Future | None = None, **channel_args: Any) -> VectorChannel:
     """The vector channel, embedding the query first unless its vector is given. `embedded`
     receives the vector as soon as it exists (the keyword thread completes its own candidates
-    with it while this one searches). With `keyword`, each row's BM25 is read in the same query:
-    convex fusion needs it for every vector candidate the keyword channel did not bring."""
+    with it while this one searches). With `keyword_columns` (keyword_row_columns), each row's
+    keyword columns are read in the same query, and scored by the KeywordScorer (or None) that
+    `scorer` resolves to: convex fusion needs the BM25 of every vector candidate the keyword
+    channel did not bring. The caller reads the scorer's statistics while this walks."""
     started = time.perf_counter()
     try:
         if query_vector is None:
@@ -609,9 +627,10 @@ def _vector_channel(*, model: EmbeddingModel, query: str = "", query_vector: lis
     if embedded is not None:
         embedded.set_result(query_vector)
     embedded_at = time.perf_counter()
-    rows = vector_candidates(model=model, query_vector=query_vector,
-                             extra_columns=keyword.row_columns() if keyword else ("", []), **channel_args)
-    keyword_scores = keyword.score_rows(row[4:] for row in rows) if keyword else {}
+    rows = vector_candidates(model=model, query_vector=query_vector, extra_columns=keyword_columns or ("", []),
+                             **channel_args)
+    keyword = scorer.result() if keyword_columns is not None and scorer is not None else None
+    keyword_scores = keyword.score_rows(row[4:] for row in rows) if keyword is not None else {}
     return VectorChannel(query_vector=query_vector, embedding_ms=(embedded_at - started) * 1000, rows=rows,
                          keyword_scores=keyword_scores, ms=(time.perf_counter() - embedded_at) * 1000)
 
@@ -651,17 +670,17 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     channel: VectorChannel | None = None
     beside: Future | None = None
     embedded: Future | None = None
+    scored: Future = Future()  # the keyword scorer, for the vector channel's rows
     if options.mode in ("vector", "hybrid"):
-        if hybrid:
-            scorer = keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=tf_stored,
-                                    posting_budget=retrieval_settings().hybrid_keyword_posting_budget)
-        filtered = scorer.n if scorer is not None else _term_stats(generation_ids, []).get("#n", 0)
+        # The vector channel starts before the keyword statistics are read: its SQL needs the
+        # query's terms alone, and it takes the scorer when its rows are back.
         channel_args: dict[str, Any] = dict(model=model, generation_ids=generation_ids, limit=limit,
-                                            indexed=indexes.vector, filtered_rows=filtered, need=options.top_k)
+                                            indexed=indexes.vector, need=options.top_k)
         if hybrid:
             channel_args["ef_search"] = retrieval_settings().hybrid_vector_ef_search
-        if hybrid and fusion == "convex" and scorer is not None:
-            channel_args["keyword"] = scorer
+            terms = query_terms(query)
+            if fusion == "convex" and terms:
+                channel_args.update(keyword_columns=keyword_row_columns(terms, stored_tf=tf_stored), scorer=scored)
         if hybrid and options.embed_beside:
             # The query's embedding and then the vector channel run on a second connection's thread
             # while this thread does keywords.
@@ -677,6 +696,14 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
                 beside = parallel.run_beside(_vector_channel, query_vector=query_vector, **channel_args)
             else:
                 channel = _vector_channel(query_vector=query_vector, **channel_args)
+    if hybrid:
+        try:
+            scorer = keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=tf_stored,
+                                    posting_budget=retrieval_settings().hybrid_keyword_posting_budget)
+        except BaseException as error:
+            scored.set_exception(error)  # a worker waiting for it stops too
+            raise
+        scored.set_result(scorer)
     cosines: dict[Any, float] = {}
     if options.mode in ("keyword", "hybrid"):
         started = time.perf_counter()
