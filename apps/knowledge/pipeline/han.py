@@ -2,7 +2,8 @@
 
 A question typed in Simplified Chinese should find a passage written in Traditional Chinese and the
 other way round, and the keyword index should count 國 and 国 as one character. Stored text is
-never changed; keyword terms (and what the embedder reads) are computed over the folded form.
+never changed; keyword terms are computed over the folded form. The embedder reads the text as
+written: folding it too lowered e5's vector nDCG@10 on drcd (bench/README.md, stop 17).
 
 The table is OpenCC's character table (TSCharacters, shipped in the pinned
 `opencc-python-reimplemented` package), reduced to what can be folded safely one character at a
