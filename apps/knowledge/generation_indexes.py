@@ -138,9 +138,9 @@ def _builds(generation: IndexGeneration, *, concurrently: bool) -> list[tuple[st
     builds = []
     if not generation.vector_indexed:
         dimension = generation.knowledge_base.embedding_model.dimension
-        graph = retrieval_settings()
-        create = vector_index_create_sql(generation.pk, dimension, concurrently=concurrently, m=graph.vector_index_m,
-                                         ef_construction=graph.vector_index_ef_construction)
+        knobs = retrieval_settings()
+        create = vector_index_create_sql(generation.pk, dimension, concurrently=concurrently, m=knobs.vector_index_m,
+                                         ef_construction=knobs.vector_index_ef_construction)
         builds.append(("vector_indexed", vector_index_name(generation.pk), create))
     if not generation.keyword_indexed:
         builds.append(("keyword_indexed", keyword_index_name(generation.pk),

@@ -3,7 +3,7 @@
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from apps.knowledge import services
 from apps.knowledge.models import KnowledgeBase
@@ -144,6 +144,23 @@ def test_an_embedding_error_on_the_worker_reaches_the_caller_waiting_for_the_vec
     with pytest.raises(RuntimeError, match="embedder down"):
         search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3))
     assert len(threads) == 1 and threads[0].startswith("bailinghub-search")
+    monkeypatch.undo()
+    assert len(search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3)).hits) == 3
+
+
+def test_a_failed_keyword_statistics_read_frees_the_worker_waiting_for_the_scorer(kb, monkeypatch):
+    """The vector channel starts before the caller reads the keyword statistics and takes the
+    scorer from it afterwards: when that read fails, the worker must not wait for it forever."""
+    def broken(**kwargs):
+        raise DatabaseError("statistics unavailable")
+
+    monkeypatch.setattr("apps.knowledge.pipeline.retrieve.keyword_scorer", broken)
+    for embed_beside in (True, False):
+        with pytest.raises(DatabaseError, match="statistics unavailable"):
+            search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3, embed_beside=embed_beside))
+        # The worker finishes its walk and frees its slot (it would hold it forever, waiting).
+        assert parallel._free.acquire(timeout=30)
+        parallel._free.release()
     monkeypatch.undo()
     assert len(search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3)).hits) == 3
 
