@@ -50,7 +50,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-
 def dump(kb_id: str, dataset: Path, out: Path) -> None:
     from common import django_setup
 
@@ -116,12 +115,37 @@ def _metrics(ranked: list[str], relevant: set[str], k: int = 10) -> np.ndarray:
     return np.array([dcg / ideal if ideal else 0.0, len(set(seen) & relevant) / len(relevant), mrr])
 
 
+def _pool(query: dict, depth: int) -> list:
+    """The candidates either channel ranked within `depth`."""
+    return [c for c in query["c"] if (c[1] or 999) <= depth or (c[3] or 999) <= depth]
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    low, high = values.min(), values.max()
+    return (values - low) / (high - low) if high > low else np.ones_like(values)
+
+
+def _channels(pool: list) -> tuple[np.ndarray, np.ndarray]:
+    """(BM25, cosine) of each candidate of a pool, a missing score as 0."""
+    return (np.array([c[2] or 0.0 for c in pool]), np.array([c[4] if c[4] is not None else 0.0 for c in pool]))
+
+
+def _convex_parts(keyword: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's normalisations: (min-max cosine, BM25 / best BM25)."""
+    return _minmax(dense), keyword / keyword.max() if keyword.max() > 0 else keyword
+
+
+def _ordered(pool: list, score: np.ndarray) -> list[str]:
+    """The pool's passage ids by score, ties in pool order."""
+    order = np.lexsort((np.arange(len(pool)), -score))
+    return [pool[i][0] for i in order]
+
+
 def _rank(query: dict, method: str, weight: float, depth: int) -> list[str]:
-    pool = [c for c in query["c"] if (c[1] or 999) <= depth or (c[3] or 999) <= depth]
+    pool = _pool(query, depth)
     if not pool:
         return []
-    keyword = np.array([c[2] or 0.0 for c in pool])
-    dense = np.array([c[4] if c[4] is not None else 0.0 for c in pool])
+    keyword, dense = _channels(pool)
     if method == "keyword":
         score = keyword
     elif method == "vector":
@@ -129,28 +153,22 @@ def _rank(query: dict, method: str, weight: float, depth: int) -> list[str]:
     elif method == "rrf":
         score = np.array([sum(1 / (60 + r) for r in (c[1], c[3]) if r is not None and r <= depth) for c in pool])
     elif method == "minmax":
-        low, high = dense.min(), dense.max()
-        d = (dense - low) / (high - low) if high > low else np.ones_like(dense)
-        k = keyword / keyword.max() if keyword.max() > 0 else keyword
+        d, k = _convex_parts(keyword, dense)
         score = weight * d + (1 - weight) * k
     else:  # z
         d = (dense - dense.mean()) / (dense.std() + 1e-9)
         k = (keyword - keyword.mean()) / (keyword.std() + 1e-9)
         score = weight * d + (1 - weight) * k
-    order = np.lexsort((np.arange(len(pool)), -score))
-    return [pool[i][0] for i in order]
+    return _ordered(pool, score)
 
 
 def _features(query: dict, depth: int) -> tuple[list, np.ndarray]:
     """Per candidate of the query's pool: what a learned fusion may read at query time."""
-    pool = [c for c in query["c"] if (c[1] or 999) <= depth or (c[3] or 999) <= depth]
+    pool = _pool(query, depth)
     if not pool:
         return pool, np.zeros((0, 9))
-    keyword = np.array([c[2] or 0.0 for c in pool])
-    dense = np.array([c[4] if c[4] is not None else 0.0 for c in pool])
-    low, high = dense.min(), dense.max()
-    d = (dense - low) / (high - low) if high > low else np.ones_like(dense)
-    k = keyword / keyword.max() if keyword.max() > 0 else keyword
+    keyword, dense = _channels(pool)
+    d, k = _convex_parts(keyword, dense)
     dz = (dense - dense.mean()) / (dense.std() + 1e-9)
     kz = (keyword - keyword.mean()) / (keyword.std() + 1e-9)
     w = query["w"]
@@ -189,9 +207,7 @@ def _rank_learned(query: dict, beta: np.ndarray, depth: int) -> list[str]:
     pool, X = _features(query, depth)
     if not pool:
         return []
-    score = X @ beta
-    order = np.lexsort((np.arange(len(pool)), -score))
-    return [pool[i][0] for i in order]
+    return _ordered(pool, X @ beta)
 
 
 def _agreement(query: dict, k: int = 10) -> float:
@@ -206,14 +222,8 @@ def _rescore_ranking(query: dict, bonus: np.ndarray, alpha: float) -> list[str]:
     pool = query["pool"]
     if not pool:
         return []
-    keyword = np.array([c[2] or 0.0 for c in pool])
-    dense = np.array([c[4] if c[4] is not None else 0.0 for c in pool])
-    low, high = dense.min(), dense.max()
-    d = (dense - low) / (high - low) if high > low else np.ones_like(dense)
-    k = keyword / keyword.max() if keyword.max() > 0 else keyword
-    score = (1 - alpha) * (query["w"] * d + (1 - query["w"]) * k) + bonus
-    order = np.lexsort((np.arange(len(pool)), -score))
-    return [pool[i][0] for i in order]
+    d, k = _convex_parts(*_channels(pool))
+    return _ordered(pool, (1 - alpha) * (query["w"] * d + (1 - query["w"]) * k) + bonus)
 
 
 def _char_ngrams(text: str, n: int) -> set[str]:
@@ -266,7 +276,7 @@ def rescorings(sets: dict, dumps: dict[str, Path], texts: Path) -> None:
         use_passage, use_query = _use_cosines(dumps[name], corpus, query_text)
         grams: dict[tuple[str, int], set[str]] = {}
         for q in folds["A"] + folds["B"]:
-            q["pool"] = [c for c in q["c"] if (c[1] or 999) <= 50 or (c[3] or 999) <= 50]
+            q["pool"] = _pool(q, 50)
             q["units"] = query_units(query_text[q["id"]])
             q["overlap"] = {}
             for n in (3, 4):
@@ -278,8 +288,7 @@ def rescorings(sets: dict, dumps: dict[str, Path], texts: Path) -> None:
                                             for c in q["pool"]])
             cosines = np.array([float(use_passage[c[0]] @ use_query[q["id"]]) if c[0] in use_passage else 0.0
                                 for c in q["pool"]])
-            low, high = (cosines.min(), cosines.max()) if len(cosines) else (0.0, 0.0)
-            q["use"] = (cosines - low) / (high - low) if high > low else np.ones_like(cosines)
+            q["use"] = _minmax(cosines) if len(cosines) else cosines
 
     def fmt(r: np.ndarray) -> str:
         return f"{r[0]:.4f}/{r[1]:.4f}/{r[2]:.4f}"
