@@ -1,0 +1,246 @@
+"""Sentence windows as a finer second level of both channels, studied offline with the honest
+protocol (chosen on one fold of every dataset together, reported on the other, both ways).
+
+    # 1. fusion_study.py's dumps (pools of today's channels), then once per dataset, no database,
+    #    both cores (drcd-dev: 21,071 windows in 17 min):
+    .venv/bin/python bench/window_study.py embed --dataset DIR --cache /tmp/fs [--width 160] [--stride sentence]
+    # 2. as often as you like:
+    .venv/bin/python bench/window_study.py evaluate --texts DATASETS_DIR --cache /tmp/fs /tmp/fs/*-dump.json
+
+A passage's windows: its text cut after each sentence end (。！？!?；; or a line break), a sentence
+longer than `--width` characters cut into pieces of that size, then from each piece on
+(`--stride sentence`) or from the piece after the last window (`--stride packed`, no overlap)
+the following pieces joined while they fit in `--width` characters; the title, when there is
+one, on a line before each window, as the engine embeds a chunk under its chapter path. Each
+window is embedded by e5-small (`E5Numpy`, `passage: `) and keyword-analysed as the engine does.
+
+`evaluate` scores every candidate of today's top-50 pools (the dumps) four ways: the passage's
+BM25 and cosine (the dumps' own), and its best window's BM25 (k1 0.9, b 0.4, idf and length over
+the windows of the corpus) and cosine. It prints the channels alone, today's fusion, and two
+families of today's convex fusion (today's per-query dense weight w, moved by `shift`) over
+blended channels:
+- dense = (1 − a) × minmax(passage cosine) + a × minmax(window cosine), keyword = (1 − b) ×
+  BM25 / best + b × window BM25 / best window BM25: (a, b, shift);
+- the same with a taken by query length: a_short below L query units, a_long from L on: (a_short,
+  a_long, b, L).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import sys
+import time
+from collections import Counter
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fusion_study as fs
+
+SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
+
+
+def windows(text: str, width: int, stride: str) -> list[str]:
+    pieces: list[str] = []
+    for sentence in (s.strip() for s in SENTENCE_END.split(text)):
+        pieces.extend(sentence[i:i + width] for i in range(0, len(sentence), width))
+    out: list[str] = []
+    first = 0
+    while first < len(pieces):
+        window, last = pieces[first], first + 1
+        while last < len(pieces) and len(window) + len(pieces[last]) <= width:
+            window += pieces[last]
+            last += 1
+        if window not in out:
+            out.append(window)
+        first = first + 1 if stride == "sentence" else last
+    return out
+
+
+def _corpus(dataset: Path) -> tuple[list[dict], dict[str, str]]:
+    corpus = [json.loads(line) for line in (dataset / "corpus.jsonl").open(encoding="utf-8") if line.strip()]
+    queries = [json.loads(line) for line in (dataset / "queries.jsonl").open(encoding="utf-8") if line.strip()]
+    return corpus, {q["id"]: q["text"] for q in queries}
+
+
+def _windows_of(corpus: list[dict], width: int, stride: str) -> tuple[list[str], list[str]]:
+    """(owner passage id, embedded text) of every window of the corpus."""
+    owners, texts = [], []
+    for passage in corpus:
+        title = (passage.get("title") or "").strip()
+        for window in windows(passage["text"], width, stride):
+            owners.append(passage["id"])
+            texts.append(f"{title}\n{window}" if title else window)
+    return owners, texts
+
+
+_E5 = None
+
+
+def _encode(job: tuple[list[str], bool]) -> np.ndarray:
+    global _E5
+    if _E5 is None:
+        from apps.knowledge.pipeline.embedders.e5_numpy import E5Numpy
+
+        _E5 = E5Numpy()
+    texts, is_query = job
+    return _E5.encode(texts, is_query=is_query, threads=1)
+
+
+def _encode_all(texts: list[str], *, is_query: bool, processes: int = 2, batch: int = 64) -> np.ndarray:
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    jobs = [([texts[i] for i in order[s:s + batch]], is_query) for s in range(0, len(order), batch)]
+    with Pool(processes) as pool:
+        vectors = np.concatenate(pool.map(_encode, jobs))
+    out = np.zeros_like(vectors)
+    out[order] = vectors
+    return out
+
+
+def _cache_names(cache: Path, name: str, width: int, stride: str) -> tuple[Path, Path]:
+    return cache / f"{name}.e5q.npz", cache / f"{name}.win{width}{'' if stride == 'sentence' else stride}.npz"
+
+
+def embed(dataset: Path, cache: Path, width: int, stride: str) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    corpus, queries = _corpus(dataset)
+    query_path, window_path = _cache_names(cache, dataset.name, width, stride)
+    if not query_path.exists():
+        started = time.monotonic()
+        ids = list(queries)
+        np.savez(query_path, ids=np.array(ids), v=_encode_all([queries[i] for i in ids], is_query=True))
+        print(f"{dataset.name}: {len(ids)} queries embedded in {time.monotonic() - started:.0f} s")
+    owners, texts = _windows_of(corpus, width, stride)
+    started = time.monotonic()
+    np.savez(window_path, owner=np.array(owners), v=_encode_all(texts, is_query=False))
+    print(f"{dataset.name}: {len(texts)} windows of {len(corpus)} passages (mean {np.mean([len(t) for t in texts]):.0f}"
+          f" characters) embedded in {time.monotonic() - started:.0f} s -> {window_path}")
+
+
+def _window_scores(rows: list[dict], dataset: Path, cache: Path, width: int, stride: str) -> None:
+    """Each query's pool, and per candidate its best window's cosine and BM25."""
+    from apps.knowledge.pipeline.retrieve import query_units
+    from apps.knowledge.pipeline.terms import keyword_terms
+
+    corpus, queries = _corpus(dataset)
+    owners, texts = _windows_of(corpus, width, stride)
+    query_path, window_path = _cache_names(cache, dataset.name, width, stride)
+    stored = np.load(window_path)
+    if list(stored["owner"]) != owners:
+        raise SystemExit(f"{window_path} was embedded from other windows: run embed again")
+    vectors = stored["v"]
+    query_vectors = dict(zip(np.load(query_path)["ids"], np.load(query_path)["v"], strict=True))
+    of_passage: dict[str, list[int]] = {}
+    for index, owner in enumerate(owners):
+        of_passage.setdefault(owner, []).append(index)
+    frequencies = [Counter(keyword_terms(t)) for t in texts]
+    lengths = np.array([sum(f.values()) for f in frequencies], dtype=float)
+    norms = 0.9 * (1 - 0.4 + 0.4 * lengths / lengths.mean())
+    df: Counter = Counter()
+    for f in frequencies:
+        df.update(f.keys())
+    for q in rows:
+        q["pool"] = fs._pool(q, 50)
+        q["units"] = query_units(queries[q["id"]])
+        idf = {t: math.log(1 + (len(texts) - df[t] + 0.5) / (df[t] + 0.5))
+               for t in set(keyword_terms(queries[q["id"]])) if df[t]}
+        cosine, bm25 = [], []
+        for candidate in q["pool"]:
+            own = of_passage.get(candidate[0], [])
+            cosine.append(float((vectors[own] @ query_vectors[q["id"]]).max()) if own else 0.0)
+            bm25.append(max((sum(v * frequencies[i][t] * 1.9 / (frequencies[i][t] + norms[i])
+                                 for t, v in idf.items() if t in frequencies[i]) for i in own), default=0.0))
+        q["w_cos"], q["w_bm25"] = np.array(cosine), np.array(bm25)
+
+
+def _blend(q: dict, a: float, b: float, shift: float) -> list[str]:
+    pool = q["pool"]
+    if not pool:
+        return []
+    keyword, dense = fs._channels(pool)
+    d = (1 - a) * fs._minmax(dense) + a * fs._minmax(q["w_cos"])
+
+    def by_best(x: np.ndarray) -> np.ndarray:
+        return x / x.max() if x.max() > 0 else x
+    k = (1 - b) * by_best(keyword) + b * by_best(q["w_bm25"])
+    w = min(0.95, max(0.05, q["w"] + shift))
+    return fs._ordered(pool, w * d + (1 - w) * k)
+
+
+def evaluate(paths: list[Path], texts: Path, cache: Path, width: int, stride: str) -> None:
+    from common import django_setup
+
+    django_setup()
+    sets = {}
+    for path in paths:
+        name = path.name.removesuffix(".json").removesuffix("-dump")
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        for q in rows:
+            q["rel"] = set(q["rel"])
+            q["fold"] = "AB"[hashlib.sha256(b"bailinghub-fold:" + q["id"].encode()).digest()[0] % 2]
+        _window_scores(rows, texts / name, cache, width, stride)
+        sets[name] = {f: [q for q in rows if q["fold"] == f] for f in "AB"}
+
+    def run(rank) -> dict:
+        return {n: {f: np.mean([fs._metrics(rank(q), q["rel"]) for q in sets[n][f]], axis=0) for f in "AB"}
+                for n in sets}
+
+    def fmt(r: np.ndarray) -> str:
+        return f"{r[0]:.4f}/{r[1]:.4f}/{r[2]:.4f}"
+
+    print(f"windows of {width} characters, stride {stride}; nDCG@10/Recall@10/MRR@10 over today's top-50 pools")
+    singles = {
+        "keyword (passage BM25)": lambda q: fs._ordered(q["pool"], fs._channels(q["pool"])[0]),
+        "keyword (best window BM25)": lambda q: fs._ordered(q["pool"], q["w_bm25"]),
+        "vector (passage cosine)": lambda q: fs._ordered(q["pool"], fs._channels(q["pool"])[1]),
+        "vector (best window cosine)": lambda q: fs._ordered(q["pool"], q["w_cos"]),
+        "hybrid today": lambda q: _blend(q, 0, 0, 0),
+    }
+    for label, rank in singles.items():
+        figures = run(rank)
+        print(f"  {label:<28} " + "  ".join(f"{n} A {fmt(figures[n]['A'])} B {fmt(figures[n]['B'])}" for n in sets))
+    families = {
+        "blend (a, b, shift)": [((a, b, s), lambda q, a=a, b=b, s=s: _blend(q, a, b, s))
+                                for a in (0, .25, .5, .75, 1) for b in (0, .25, .5, .75, 1) for s in (-.1, 0, .1)],
+        "gated (a_short, a_long, b, L)": [
+            ((a_s, a_l, b, L), lambda q, a_s=a_s, a_l=a_l, b=b, L=L: _blend(q, a_s if q["units"] < L else a_l, b, 0))
+            for a_s in (0, .25, .5) for a_l in (.5, .75, 1) for b in (0, .5, .75, 1) for L in (10, 12, 14, 16)],
+    }
+    for family, variants in families.items():
+        results = [(label, run(rank)) for label, rank in variants]
+        for tuned, held in (("A", "B"), ("B", "A")):
+            # Ties go to the variant listed first.
+            label, figures = max(results, key=lambda r: np.mean([r[1][n][tuned][0] for n in sets]))
+            print(f"{family:<30} chosen on {tuned} {label} -> held-out {held}: "
+                  + "  ".join(f"{n} {fmt(figures[n][held])}" for n in sets))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("embed", "evaluate"):
+        p = sub.add_parser(name)
+        p.add_argument("--cache", type=Path, required=True, help="where the window and query vectors are kept")
+        p.add_argument("--width", type=int, default=160)
+        p.add_argument("--stride", choices=("sentence", "packed"), default="sentence")
+        if name == "embed":
+            p.add_argument("--dataset", type=Path, required=True)
+        else:
+            p.add_argument("--texts", type=Path, required=True, metavar="DATASETS_DIR")
+            p.add_argument("dumps", type=Path, nargs="+")
+    args = parser.parse_args()
+    if args.command == "embed":
+        embed(args.dataset, args.cache, args.width, args.stride)
+    else:
+        evaluate(args.dumps, args.texts, args.cache, args.width, args.stride)
+
+
+if __name__ == "__main__":
+    main()

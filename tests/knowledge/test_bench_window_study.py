@@ -1,0 +1,35 @@
+"""bench/window_study.py's windows: cut after sentence ends, a long sentence in pieces of the width,
+overlapping from each sentence on (`sentence`) or one after another (`packed`), titles on their own
+line, and the vectors checked against the windows they were embedded from."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.window_study import _windows_of, windows
+
+TEXT = "甲乙丙。丁戊己庚！辛壬。\n子丑寅卯辰巳午未申酉。"
+
+
+def test_sentence_stride_starts_a_window_at_every_sentence():
+    assert windows(TEXT, 8, "sentence") == ["甲乙丙。", "丁戊己庚！辛壬。", "辛壬。", "子丑寅卯辰巳午未", "申酉。"]
+
+
+def test_packed_stride_does_not_overlap_and_covers_the_text():
+    packed = windows(TEXT, 8, "packed")
+    assert packed == ["甲乙丙。", "丁戊己庚！辛壬。", "子丑寅卯辰巳午未", "申酉。"]
+    assert "".join(packed) == TEXT.replace("\n", "")
+    assert all(len(w) <= 8 for w in packed)
+
+
+def test_a_window_joins_sentences_while_they_fit():
+    assert windows(TEXT, 11, "packed") == ["甲乙丙。丁戊己庚！", "辛壬。", "子丑寅卯辰巳午未申酉。"]
+    assert windows(TEXT, 12, "packed") == ["甲乙丙。丁戊己庚！辛壬。", "子丑寅卯辰巳午未申酉。"]
+
+
+@pytest.mark.parametrize("stride", ["sentence", "packed"])
+def test_windows_carry_their_passage_and_its_title(stride):
+    corpus = [{"id": "p1", "title": "标题", "text": "一二。三四。"}, {"id": "p2", "text": "五六。"}]
+    owners, texts = _windows_of(corpus, 3, stride)
+    assert owners == ["p1", "p1", "p2"]
+    assert texts == ["标题\n一二。", "标题\n三四。", "五六。"]
