@@ -28,9 +28,7 @@ blended channels:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import math
 import re
 import sys
 import time
@@ -65,8 +63,10 @@ def windows(text: str, width: int, stride: str) -> list[str]:
 
 
 def _corpus(dataset: Path) -> tuple[list[dict], dict[str, str]]:
-    corpus = [json.loads(line) for line in (dataset / "corpus.jsonl").open(encoding="utf-8") if line.strip()]
-    queries = [json.loads(line) for line in (dataset / "queries.jsonl").open(encoding="utf-8") if line.strip()]
+    """(passages, {query id: text}) of a dataset, read by bench_retrieval's loader."""
+    from apps.knowledge.management.commands.bench_retrieval import load_dataset
+
+    corpus, queries, _qrels = load_dataset(dataset, None)
     return corpus, {q["id"]: q["text"] for q in queries}
 
 
@@ -74,10 +74,9 @@ def _windows_of(corpus: list[dict], width: int, stride: str) -> tuple[list[str],
     """(owner passage id, embedded text) of every window of the corpus."""
     owners, texts = [], []
     for passage in corpus:
-        title = (passage.get("title") or "").strip()
         for window in windows(passage["text"], width, stride):
             owners.append(passage["id"])
-            texts.append(f"{title}\n{window}" if title else window)
+            texts.append(fs._passage_text({**passage, "text": window}))
     return owners, texts
 
 
@@ -109,7 +108,9 @@ def _cache_names(cache: Path, name: str, width: int, stride: str) -> tuple[Path,
 
 
 def embed(dataset: Path, cache: Path, width: int, stride: str) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from common import django_setup
+
+    django_setup()
     corpus, queries = _corpus(dataset)
     query_path, window_path = _cache_names(cache, dataset.name, width, stride)
     if not query_path.exists():
@@ -126,7 +127,7 @@ def embed(dataset: Path, cache: Path, width: int, stride: str) -> None:
 
 def _window_scores(rows: list[dict], dataset: Path, cache: Path, width: int, stride: str) -> None:
     """Each query's pool, and per candidate its best window's cosine and BM25."""
-    from apps.knowledge.pipeline.retrieve import query_units
+    from apps.knowledge.pipeline.retrieve import bm25, bm25_idf, query_units
     from apps.knowledge.pipeline.terms import keyword_terms
 
     corpus, queries = _corpus(dataset)
@@ -136,40 +137,38 @@ def _window_scores(rows: list[dict], dataset: Path, cache: Path, width: int, str
     if list(stored["owner"]) != owners:
         raise SystemExit(f"{window_path} was embedded from other windows: run embed again")
     vectors = stored["v"]
-    query_vectors = dict(zip(np.load(query_path)["ids"], np.load(query_path)["v"], strict=True))
+    stored_queries = np.load(query_path)
+    query_vectors = dict(zip(stored_queries["ids"], stored_queries["v"], strict=True))
     of_passage: dict[str, list[int]] = {}
     for index, owner in enumerate(owners):
         of_passage.setdefault(owner, []).append(index)
     frequencies = [Counter(keyword_terms(t)) for t in texts]
-    lengths = np.array([sum(f.values()) for f in frequencies], dtype=float)
-    norms = 0.9 * (1 - 0.4 + 0.4 * lengths / lengths.mean())
+    lengths = [sum(f.values()) for f in frequencies]
+    average = sum(lengths) / len(lengths)
     df: Counter = Counter()
     for f in frequencies:
         df.update(f.keys())
     for q in rows:
         q["pool"] = fs._pool(q, 50)
         q["units"] = query_units(queries[q["id"]])
-        idf = {t: math.log(1 + (len(texts) - df[t] + 0.5) / (df[t] + 0.5))
-               for t in set(keyword_terms(queries[q["id"]])) if df[t]}
-        cosine, bm25 = [], []
+        idf = {t: bm25_idf(df[t], len(texts)) for t in set(keyword_terms(queries[q["id"]])) if df[t]}
+        cosine, best_bm25 = [], []
         for candidate in q["pool"]:
             own = of_passage.get(candidate[0], [])
             cosine.append(float((vectors[own] @ query_vectors[q["id"]]).max()) if own else 0.0)
-            bm25.append(max((sum(v * frequencies[i][t] * 1.9 / (frequencies[i][t] + norms[i])
-                                 for t, v in idf.items() if t in frequencies[i]) for i in own), default=0.0))
-        q["w_cos"], q["w_bm25"] = np.array(cosine), np.array(bm25)
+            best_bm25.append(max((bm25(tf=Counter({t: frequencies[i][t] for t in idf if t in frequencies[i]}),
+                                       idf=idf, length=lengths[i], avg_length=average) for i in own), default=0.0))
+        q["w_cos"], q["w_bm25"] = np.array(cosine), np.array(best_bm25)
 
 
 def _blend(q: dict, a: float, b: float, shift: float) -> list[str]:
     pool = q["pool"]
     if not pool:
         return []
-    keyword, dense = fs._channels(pool)
-    d = (1 - a) * fs._minmax(dense) + a * fs._minmax(q["w_cos"])
-
-    def by_best(x: np.ndarray) -> np.ndarray:
-        return x / x.max() if x.max() > 0 else x
-    k = (1 - b) * by_best(keyword) + b * by_best(q["w_bm25"])
+    passage_dense, passage_keyword = fs._convex_parts(*fs._channels(pool))
+    window_dense, window_keyword = fs._convex_parts(q["w_bm25"], q["w_cos"])
+    d = (1 - a) * passage_dense + a * window_dense
+    k = (1 - b) * passage_keyword + b * window_keyword
     w = min(0.95, max(0.05, q["w"] + shift))
     return fs._ordered(pool, w * d + (1 - w) * k)
 
@@ -184,7 +183,6 @@ def evaluate(paths: list[Path], texts: Path, cache: Path, width: int, stride: st
         rows = json.loads(path.read_text(encoding="utf-8"))
         for q in rows:
             q["rel"] = set(q["rel"])
-            q["fold"] = "AB"[hashlib.sha256(b"bailinghub-fold:" + q["id"].encode()).digest()[0] % 2]
         _window_scores(rows, texts / name, cache, width, stride)
         sets[name] = {f: [q for q in rows if q["fold"] == f] for f in "AB"}
 

@@ -4,6 +4,7 @@ line, and the vectors checked against the windows they were embedded from."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from bench.window_study import _windows_of, windows
@@ -33,3 +34,20 @@ def test_windows_carry_their_passage_and_its_title(stride):
     owners, texts = _windows_of(corpus, 3, stride)
     assert owners == ["p1", "p1", "p2"]
     assert texts == ["标题\n一二。", "标题\n三四。", "五六。"]
+
+
+def test_vectors_embedded_from_other_windows_are_refused(tmp_path):
+    from bench.window_study import _cache_names, _window_scores
+
+    dataset = tmp_path / "tiny"
+    dataset.mkdir()
+    (dataset / "corpus.jsonl").write_text('{"id": "p1", "text": "一二。三四。"}\n', encoding="utf-8")
+    (dataset / "queries.jsonl").write_text('{"id": "q1", "text": "一二"}\n', encoding="utf-8")
+    (dataset / "qrels.tsv").write_text("q1\tp1\t1\n", encoding="utf-8")
+    _query_path, window_path = _cache_names(tmp_path, "tiny", 3, "packed")
+    # Embedded when the passage had one window; it has two now.
+    np.savez(window_path, owner=np.array(["p1"]), v=np.zeros((1, 4), dtype=np.float32))
+    rows = [{"id": "q1", "rel": {"p1"}, "w": 0.5, "c": [["p1", 1, 1.0, 1, 0.9]]}]
+    with pytest.raises(SystemExit, match="embedded from other windows"):
+        _window_scores(rows, dataset, tmp_path, 3, "packed")
+    assert "w_cos" not in rows[0]

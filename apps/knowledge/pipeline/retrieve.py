@@ -210,7 +210,7 @@ def _term_stats(generation_ids: Sequence, terms: Sequence[str]) -> dict[str, int
         return {term: int(df) for term, df in cursor.fetchall()}
 
 
-def _idf(df: int, n: int) -> float:
+def bm25_idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
@@ -289,7 +289,7 @@ def keyword_scorer(*, generation_ids: Sequence, query: str, stored_tf: bool = Fa
     if n <= 0:
         return None
     df = {t: d for t, d in stats.items() if d > 0}
-    return KeywordScorer(terms=terms, df=df, idf={t: _idf(d, n) for t, d in df.items()}, avg_length=total / n, n=n,
+    return KeywordScorer(terms=terms, df=df, idf={t: bm25_idf(d, n) for t, d in df.items()}, avg_length=total / n, n=n,
                          stored_tf=stored_tf, posting_budget=posting_budget)
 
 
