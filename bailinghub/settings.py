@@ -257,6 +257,9 @@ KNOWLEDGE_DEFAULT_CHUNK_STRATEGY = env.json(
     default={"strategy": "auto", "min_chars": 256, "max_chars": 768, "overlap_chars": 96},
 )
 KNOWLEDGE_PARENT_MAX_CHARS = env.int("KNOWLEDGE_PARENT_MAX_CHARS", default=4000)
+# Each child's sentence windows, at most this many characters (apps.knowledge.pipeline.windows;
+# 0: none). Snapshotted per generation: a change reaches a KB at its next rebuild.
+KNOWLEDGE_WINDOW_CHARS = env.int("KNOWLEDGE_WINDOW_CHARS", default=96)
 # provider -> Embedder class (apps.knowledge.pipeline.embedders), chosen with import_string.
 KNOWLEDGE_EMBEDDERS = {
     "local": "apps.knowledge.pipeline.embedders.local.E5Embedder",

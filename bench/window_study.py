@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from collections import Counter
@@ -39,26 +38,27 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fusion_study as fs
 
-SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
+from apps.knowledge.pipeline.windows import sentence_pieces, window_spans
 
 
 def windows(text: str, width: int, stride: str) -> list[str]:
-    pieces: list[str] = []
-    for sentence in (s.strip() for s in SENTENCE_END.split(text)):
-        pieces.extend(sentence[i:i + width] for i in range(0, len(sentence), width))
+    """`packed`: the engine's windows (pipeline.windows). `sentence`: a window from every
+    sentence (or piece of one) on, joining the following ones while they fit."""
+    if stride == "packed":
+        return [text[start:end] for start, end in window_spans(text, width)]
+    pieces = sentence_pieces(text, width)
     out: list[str] = []
-    first = 0
-    while first < len(pieces):
-        window, last = pieces[first], first + 1
-        while last < len(pieces) and len(window) + len(pieces[last]) <= width:
-            window += pieces[last]
-            last += 1
-        if window not in out:
-            out.append(window)
-        first = first + 1 if stride == "sentence" else last
+    for first, (start, end) in enumerate(pieces):
+        for _start, piece_end in pieces[first + 1:]:
+            if piece_end - start > width:
+                break
+            end = piece_end
+        if text[start:end] not in out:
+            out.append(text[start:end])
     return out
 
 

@@ -43,6 +43,10 @@ from apps.knowledge.pipeline.index import (
     search_terms,
     stats_counts_sql,
     text_hash,
+    window_width,
+    windows_cut,
+    windows_recut,
+    windows_write,
 )
 
 TEXT_MAX_CHARS = 20_000
@@ -208,6 +212,7 @@ def _text_set(chunk: Chunk, text: str, *, model) -> None:
     chunk.text = text
     chunk.text_hash = text_hash(embedding_text(text=text, chapter_path=chunk.chapter_path))
     chunk.save(update_fields=["text", "text_hash"])
+    windows_recut(chunk)
     if chunk.parent_id:
         _section_update(chunk.parent_id, chunk, old_text=old_text)
     if not indexed:
@@ -217,6 +222,7 @@ def _text_set(chunk: Chunk, text: str, *, model) -> None:
         cursor.execute(_REINDEX, [[chunk.pk], search_terms([(text, chunk.chapter_path)]), model.pk])
         if cursor.fetchone()[0] != 1:
             raise errors.ChunkNotEditable("The new text's vector is missing; try again.")
+    windows_write(children=[(chunk.pk, text, chunk.chapter_path)], model=model)
 
 
 def _state_apply(chunk: Chunk, override: ChunkOverride, *, model) -> bool:
@@ -300,13 +306,20 @@ def override_apply(*, generation: IndexGeneration, document: Document) -> dict[s
 
 
 def _embed(*, document: Document, chunk: Chunk, text: str) -> None:
-    """Put the vector of a child's new text in the embedding cache (outside any lock)."""
+    """Put the vectors of a child's new text, and of its windows in every live generation, in the
+    embedding cache (outside any lock)."""
     model = document.knowledge_base.embedding_model
-    content = embedding_text(text=text, chapter_path=chunk.chapter_path)
-    digest = text_hash(content)
-    if cache_missing(model=model, hashes=[digest]):
-        [vector] = embedder_for(model).embed_documents([content])
-        cache_store(model=model, vectors={digest: vector})
+    edited = Chunk(text=text, chapter_path=chunk.chapter_path)
+    contents = [embedding_text(text=text, chapter_path=chunk.chapter_path)]
+    for generation_id in IndexGeneration.objects.filter(
+            knowledge_base_id=document.knowledge_base_id, status__in=IndexGeneration.LIVE).values_list("pk", flat=True):
+        contents += [embedding_text(text=text[w.start:w.end], chapter_path=chunk.chapter_path)
+                     for w in windows_cut(edited, width=window_width(generation_id))]
+    by_hash = {text_hash(content): content for content in contents}
+    missing = sorted(cache_missing(model=model, hashes=by_hash))
+    if missing:
+        vectors = embedder_for(model).embed_documents([by_hash[digest] for digest in missing])
+        cache_store(model=model, vectors=dict(zip(missing, vectors, strict=True)))
 
 
 def _clean_text(text: str) -> str:

@@ -53,9 +53,9 @@ from apps.knowledge.pipeline.index import (
     cache_missing,
     cache_store,
     child_texts,
-    children_without_vectors,
     chunks_create,
     chunks_exist,
+    vectors_missing,
     vectors_write,
 )
 from apps.knowledge.pipeline.strategy import strategy_from_snapshot
@@ -304,7 +304,7 @@ def _document_run(document_id, token) -> str:
             if set(now_live) != set(generation_ids):
                 continue  # a rebuild started or switched meanwhile: cover its generation too
             vectors_write(document_id=document_id, generation_ids=now_live, model=model)
-            if children_without_vectors(document_id=document_id, generation_ids=now_live):
+            if vectors_missing(document_id=document_id, generation_ids=now_live):
                 continue
             now = timezone.now()
             locked.status = Document.Status.COMPLETED

@@ -268,6 +268,31 @@ class Chunk(models.Model):
         return f"{self.kind} {self.index} of {self.document_id}"
 
 
+class ChunkWindow(models.Model):
+    """A sentence window of a child chunk (pipeline.windows): its span of the child's text, the
+    vector and keyword terms of that span under the child's chapter path. Read only through its
+    child (no ANN or GIN index of its own): hybrid fusion scores its candidates' best windows.
+    Written with the child (pipeline.index), rewritten with its text, deleted with it."""
+
+    id = models.BigAutoField(primary_key=True)
+    # The unique (chunk, index) constraint indexes chunk first: no index of its own.
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="windows", db_index=False)
+    index = models.PositiveIntegerField()
+    start = models.PositiveIntegerField(help_text="Where the window starts in the child's text.")
+    end = models.PositiveIntegerField()
+    text_hash = models.CharField(max_length=64, help_text="SHA-256 of the embedded text: the embedding cache key.")
+    embedding = VectorField(null=True, blank=True)
+    search_vector = SearchVectorField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chunk", "index"], name="chunk_window_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"window {self.index} of {self.chunk_id}"
+
+
 class ChunkSetVersion(models.Model):
     """The version of one document's chunk rows in one generation, kept by the database alone:
     triggers on knowledge_chunk (migration 0011) give the pair a new number from a sequence in

@@ -154,6 +154,10 @@ def explain_sentence(explain: Mapping, *, candidate_limit: int) -> str:
         weight = explain["dense_weight"]
         sentence += (f"; fused {explain.get('fused_score', 0):.3f} = {weight:.2f} × meaning + "
                      f"{1 - weight:.2f} × keywords, each scaled to the best candidate")
+        window = explain.get("window") or {}
+        if window.get("cosine") is not None:
+            sentence += (f" and blended with those of its best sentence window (cosine {window['cosine']:.3f}, "
+                         f"BM25 {window.get('bm25') or 0:.2f})")
     return sentence + "."
 
 

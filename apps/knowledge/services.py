@@ -85,7 +85,8 @@ def _strategy(value: Any) -> dict:
 
 def generation_snapshot(chunk_strategy: dict) -> dict:
     return strategy_parse(chunk_strategy, defaults=settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY,
-                          parent_max_chars=settings.KNOWLEDGE_PARENT_MAX_CHARS).snapshot()
+                          parent_max_chars=settings.KNOWLEDGE_PARENT_MAX_CHARS,
+                          window_chars=settings.KNOWLEDGE_WINDOW_CHARS).snapshot()
 
 
 RERANK_FIELDS = ("rerank_base_url", "rerank_model", "rerank_api_key_env", "rerank_candidates", "rerank_timeout_ms")

@@ -236,7 +236,8 @@ def test_each_hit_explains_itself_in_a_sentence(browser, policy_kb):
     why = re.search(r'<p class="pg-why">(.*?)</p>', page, re.S).group(1)
     assert re.fullmatch(r"Ranked 1st by meaning \(cosine 0\.\d{3}\) and 1st by keywords \(BM25 \d+\.\d\d, "
                         r"matching 无, 无理, 款, 理, 理由, 由, 由退, 退, 退款\); fused 1\.000 = 0\.\d\d × meaning \+ "
-                        r"0\.\d\d × keywords, each scaled to the best candidate\.", why)
+                        r"0\.\d\d × keywords, each scaled to the best candidate and blended with those of its "
+                        r"best sentence window \(cosine 0\.\d{3}, BM25 \d+\.\d\d\)\.", why)
 
 
 def _recent(page: str) -> list[tuple[str, str]]:
@@ -314,3 +315,7 @@ def test_a_hit_beyond_a_channels_candidates_is_explained_as_such():
     assert explain_sentence(explain, candidate_limit=50) == (
         "Ranked beyond the vector channel's top 50 (cosine 0.500) and 1st by keywords (BM25 2.00, matching a); "
         "fused 0.400 = 0.60 × meaning + 0.40 × keywords, each scaled to the best candidate.")
+    explain["window"] = {"cosine": 0.9123, "bm25": 3.4}
+    assert explain_sentence(explain, candidate_limit=50).endswith(
+        "each scaled to the best candidate and blended with those of its best sentence window (cosine 0.912, "
+        "BM25 3.40).")

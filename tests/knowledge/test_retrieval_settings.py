@@ -23,7 +23,8 @@ def test_defaults_are_the_measured_values():
             knobs.hybrid_keyword_posting_budget, knobs.hybrid_vector_ef_search) == (50, 400, 2_000, 0.6, 20_000,
                                                                                    5_000, 300)
     assert (knobs.vector_index_m, knobs.vector_index_ef_construction) == (16, 64)  # pgvector's own
-    assert len(fields(knobs)) == 20
+    assert (knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift) == (0.5, 0.75, 0.1)
+    assert len(fields(knobs)) == 23
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):

@@ -163,7 +163,8 @@ def test_a_generation_indexed_before_stored_frequencies_ranks_the_same_by_recoun
         with CaptureQueriesContext(connection) as queries_run:
             hits = {query: [(hit.chunk_id, hit.score, hit.explain["keyword"]["score"], hit.explain["matched_terms"])
                             for hit in search(kbs=kbs, query=query, options=options).hits] for query in queries}
-        sql = " ".join(q["sql"] for q in queries_run.captured_queries)
+        # (Windows are always read by their stored frequencies: they are new with analyzer 3.)
+        sql = " ".join(q["sql"] for q in queries_run.captured_queries if "knowledge_chunkwindow" not in q["sql"])
         # The keyword scorer's row columns: a row's filtered vector, or its text to recount.
         return hits, ("ts_filter(setweight(" in sql, "c.id, c.text, c.chapter_path, greatest(" in sql)
 
@@ -367,9 +368,9 @@ def test_chunks_of_a_document_whose_ingestion_is_not_completed_are_never_shown(s
 
 def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads_of_the_chunks(semantic_kb):
     """The vector channel reads its rows' BM25 and where they sit in its own query, the keyword
-    channel likewise; then one read of the shown rows. (Here the vector channel brings every
-    chunk, so no keyword candidate lacks a cosine: tests/knowledge/test_parallel.py covers that
-    read.)"""
+    channel likewise; one read of the candidates' windows; then one read of the shown rows. (Here
+    the vector channel brings every chunk, so no keyword candidate lacks a cosine:
+    tests/knowledge/test_parallel.py covers that read.)"""
     kb, _docs = semantic_kb
     with CaptureQueriesContext(connection) as queries_run:
         result = search(kbs=[kb], query="refund window 碳化硅", options=SearchOptions(mode="hybrid", top_k=4,
@@ -379,8 +380,12 @@ def test_hybrid_fusion_gives_every_candidate_both_channels_scores_in_three_reads
         assert hit.explain["vector"]["score"] is not None
         assert hit.explain["keyword"]["score"] is not None
     assert {hit.explain["keyword"]["rank"] is None for hit in result.hits} == {True, False}  # both kinds
-    chunk_reads = [q["sql"] for q in queries_run.captured_queries if "knowledge_chunk" in q["sql"]]
+    chunk_reads = [q["sql"] for q in queries_run.captured_queries
+                   if "knowledge_chunk" in q["sql"] and "knowledge_chunkwindow" not in q["sql"]]
     assert len(chunk_reads) == 3, chunk_reads
+    window_reads = [q for q in queries_run.captured_queries if "knowledge_chunkwindow" in q["sql"]]
+    assert len(window_reads) == 1, window_reads
+    assert all(hit.explain["window"]["cosine"] is not None for hit in result.hits)
     # The shown rows' read brings their documents' status: no read of the documents alone.
     assert [q["sql"] for q in queries_run.captured_queries if 'FROM "knowledge_document"' in q["sql"]] == []
 
@@ -405,7 +410,8 @@ def test_keyword_candidates_bring_their_cosines_when_the_query_vector_comes_firs
         query_vector=embedder_for(kb.embedding_model).embed_query(query), limit=100, indexed=[])}
     for hit in result.hits:
         assert hit.explain["vector"]["score"] == pytest.approx(exact[hit.chunk_id], abs=1e-6)
-    sql = [q["sql"] for q in queries_run.captured_queries if "<=>" in q["sql"]]
+    sql = [q["sql"] for q in queries_run.captured_queries
+           if "<=>" in q["sql"] and "knowledge_chunkwindow" not in q["sql"]]
     assert len(sql) == 2, sql  # the vector channel's, and the keyword channel's with the cosines
     assert not [q for q in sql if "WHERE id = ANY" in q]
 

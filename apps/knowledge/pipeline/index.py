@@ -12,9 +12,11 @@ from collections.abc import Iterable
 
 from django.db import connection
 
-from apps.knowledge.models import Chunk, Document, EmbeddingCache, EmbeddingModel, IndexGeneration
+from apps.knowledge.models import Chunk, ChunkWindow, Document, EmbeddingCache, EmbeddingModel, IndexGeneration
 from apps.knowledge.pipeline.chunkers import ChildPiece, ChunkedDocument
+from apps.knowledge.pipeline.strategy import strategy_from_snapshot
 from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
+from apps.knowledge.pipeline.windows import window_spans
 
 _CHUNK_NAMESPACE = uuid.UUID("4f6b1c1e-7a51-4d55-9a3f-1f0e8f5d2c11")
 
@@ -76,15 +78,84 @@ def chunks_create(*, generation: IndexGeneration, document: Document, chunked: C
         ))
     Chunk.objects.bulk_create(parents, batch_size=500)
     Chunk.objects.bulk_create(children, batch_size=500)
+    width = strategy_from_snapshot(generation.chunk_strategy).window_chars
+    ChunkWindow.objects.bulk_create(
+        [window for child in children for window in windows_cut(child, width=width)], batch_size=2000)
     return len(children)
 
 
+# Sentence windows (pipeline.windows): cut when their child is created or its text changes, and
+# given their vectors and keyword terms whenever the child is. They add no term statistics: a
+# window's BM25 uses its generation's (measured the same within 0.001 nDCG@10 as the windows' own).
+
+
+def windows_cut(chunk: Chunk, *, width: int) -> list[ChunkWindow]:
+    """A child's windows (unsaved), each keyed by the hash of its text under the chapter path."""
+    return [
+        ChunkWindow(chunk=chunk, index=index, start=start, end=end,
+                    text_hash=text_hash(embedding_text(text=chunk.text[start:end], chapter_path=chunk.chapter_path)))
+        for index, (start, end) in enumerate(window_spans(chunk.text, width))
+    ]
+
+
+def window_width(generation_id) -> int:
+    """The window width a generation was built with (0: none)."""
+    snapshot = IndexGeneration.objects.filter(pk=generation_id).values_list("chunk_strategy", flat=True).first()
+    return strategy_from_snapshot(snapshot).window_chars if snapshot else 0
+
+
+def windows_recut(chunk: Chunk) -> None:
+    """Replace a child's windows with those of its current text (without vectors or terms: the
+    caller writes them with windows_write when the child is indexed)."""
+    ChunkWindow.objects.filter(chunk=chunk).delete()
+    ChunkWindow.objects.bulk_create(windows_cut(chunk, width=window_width(chunk.generation_id)))
+
+
+def _window_rows(children: Iterable[tuple]) -> list[tuple]:
+    """(window id, text hash, embedded text) of the windows of `children` ((id, text, chapter_path))."""
+    by_id = {chunk_id: (text, path) for chunk_id, text, path in children}
+    rows = []
+    for pk, chunk_id, start, end, digest in ChunkWindow.objects.filter(chunk_id__in=list(by_id)).values_list(
+            "id", "chunk_id", "start", "end", "text_hash"):
+        text, path = by_id[chunk_id]
+        rows.append((pk, digest, embedding_text(text=text[start:end], chapter_path=path)))
+    return rows
+
+
+def windows_write(*, children: Iterable[tuple], model: EmbeddingModel | None) -> int:
+    """Give the windows of `children` ((id, text, chapter_path)) their keyword terms and, with
+    `model`, their cached vectors. Returns the windows updated."""
+    rows = _window_rows(children)
+    if not rows:
+        return 0
+    ids = [pk for pk, _, _ in rows]
+    terms = [search_terms_literal(text) for _, _, text in rows]
+    with connection.cursor() as cursor:
+        if model is None:
+            cursor.execute(
+                "UPDATE knowledge_chunkwindow AS w SET search_vector = v.terms::tsvector "
+                "FROM unnest(%s::bigint[], %s::text[]) AS v(id, terms) WHERE w.id = v.id",
+                [ids, terms],
+            )
+        else:
+            cursor.execute(
+                "UPDATE knowledge_chunkwindow AS w SET embedding = e.embedding, search_vector = v.terms::tsvector "
+                "FROM unnest(%s::bigint[], %s::text[]) AS v(id, terms), knowledge_embeddingcache AS e "
+                "WHERE w.id = v.id AND e.embedding_model_id = %s AND e.text_hash = w.text_hash",
+                [ids, terms, model.pk],
+            )
+        return cursor.rowcount
+
+
 def child_texts(*, document_id, generation_ids: Iterable) -> dict[str, str]:
-    """{text_hash: embedded text} of a document's children in these generations."""
-    rows = Chunk.objects.filter(
+    """{text_hash: embedded text} of a document's children in these generations, and of their
+    windows."""
+    rows = list(Chunk.objects.filter(
         document_id=document_id, generation_id__in=list(generation_ids), kind=Chunk.Kind.CHILD
-    ).values_list("text_hash", "text", "chapter_path")
-    return {digest: embedding_text(text=text, chapter_path=path) for digest, text, path in rows}
+    ).values_list("id", "text_hash", "text", "chapter_path"))
+    texts = {digest: embedding_text(text=text, chapter_path=path) for _, digest, text, path in rows}
+    texts.update({digest: text for _, digest, text in _window_rows((pk, text, path) for pk, _, text, path in rows)})
+    return texts
 
 
 def cache_missing(*, model: EmbeddingModel, hashes: Iterable[str]) -> set[str]:
@@ -177,7 +248,8 @@ SEARCH_VECTOR_SQL = ("(v.terms::tsvector "
 
 def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -> int:
     """Copy cached vectors onto the document's children in these generations and write their
-    keyword tsvector and term statistics, in one statement (so in the caller's transaction).
+    keyword tsvector and term statistics, in one statement (so in the caller's transaction); and
+    their windows' vectors and keyword terms (windows_write).
     Running it twice changes nothing the second time. Returns rows updated."""
     rows = list(Chunk.objects.filter(
         document_id=document_id, generation_id__in=generation_ids, kind=Chunk.Kind.CHILD
@@ -186,6 +258,7 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
         return 0
     ids = [row[0] for row in rows]
     terms = search_terms((text, path) for _, text, path in rows)
+    windows_write(children=rows, model=model)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -213,8 +286,8 @@ def vectors_write(*, document_id, generation_ids: list, model: EmbeddingModel) -
 
 
 def keywords_rewrite(*, generation_id, batch: int = 2_000) -> int:
-    """Re-tokenise every indexed child of a generation with the current analyzer and recount its
-    term statistics. The caller holds the generation's lock and a transaction, so searches see the
+    """Re-tokenise every indexed child of a generation (and its windows) with the current analyzer
+    and recount its term statistics. The caller holds the generation's lock and a transaction, so searches see the
     old index until it commits. Returns the chunks rewritten."""
     done = 0
     chunks = (Chunk.objects.filter(generation_id=generation_id, kind=Chunk.Kind.CHILD, search_vector__isnull=False)
@@ -231,6 +304,7 @@ def keywords_rewrite(*, generation_id, batch: int = 2_000) -> int:
                 "FROM unnest(%s::uuid[], %s::text[]) AS v(id, terms) WHERE c.id = v.id",
                 [[row[0] for row in page], search_terms((text, path) for _, text, path in page)],
             )
+            windows_write(children=page, model=None)
             done += len(page)
         cursor.execute("DELETE FROM knowledge_keywordtermstat WHERE generation_id = %s", [generation_id])
     stats_add(rows_sql="SELECT generation_id, search_vector FROM knowledge_chunk "
@@ -239,13 +313,17 @@ def keywords_rewrite(*, generation_id, batch: int = 2_000) -> int:
 
 
 def chunks_delete(*, document_id=None, generation_id=None) -> int:
-    """Delete chunks in one statement (parents and children together; Django's per-row cascade
-    would load them all) and uncount their keyword terms. Foreign keys are checked at commit."""
+    """Delete chunks and their windows in one statement (parents and children together; Django's
+    per-row cascade would load them all) and uncount their keyword terms. Foreign keys are checked
+    at commit."""
     column, value = ("document_id", document_id) if document_id is not None else ("generation_id", generation_id)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH gone AS (
+            WITH windows AS (
+                DELETE FROM knowledge_chunkwindow
+                 WHERE chunk_id IN (SELECT id FROM knowledge_chunk WHERE {column} = %s)
+            ), gone AS (
                 DELETE FROM knowledge_chunk WHERE {column} = %s RETURNING generation_id, search_vector
             ), indexed AS (
                 SELECT generation_id, search_vector FROM gone WHERE search_vector IS NOT NULL
@@ -260,12 +338,13 @@ def chunks_delete(*, document_id=None, generation_id=None) -> int:
             )
             SELECT count(*) FROM gone
             """,  # noqa: S608 -- fixed column names, values bound
-            [value],
+            [value, value],
         )
         return cursor.fetchone()[0]
 
 
-def children_without_vectors(*, document_id, generation_ids: list) -> int:
-    return Chunk.objects.filter(
-        document_id=document_id, generation_id__in=generation_ids, kind=Chunk.Kind.CHILD, embedding__isnull=True
-    ).count()
+def vectors_missing(*, document_id, generation_ids: list) -> int:
+    """How many of the document's children in these generations, and of their windows, have no vector."""
+    children = Chunk.objects.filter(document_id=document_id, generation_id__in=generation_ids, kind=Chunk.Kind.CHILD)
+    return (children.filter(embedding__isnull=True).count()
+            + ChunkWindow.objects.filter(chunk__in=children, embedding__isnull=True).count())

@@ -26,7 +26,10 @@ vector-only candidates their BM25 — then combined convexly: w × min-max-norma
 (1 − w) × BM25 / best BM25, with the dense weight w set per query from its script (Simplified
 or Traditional Chinese, or none), its length and the channels' top-1 margins
 (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
-or above the better channel where RRF(k=60) lost to it. A KB (KnowledgeBase.fusion) or one search
+or above the better channel where RRF(k=60) lost to it. Each candidate's best sentence window
+(pipeline.windows) is blended into both parts first, read for the whole pool in one query
+(window_scores; `hybrid_window_*` in retrieval_settings): a question matches one sentence of a
+long child, and the child's own scores dilute it. A KB (KnowledgeBase.fusion) or one search
 (SearchOptions.fusion) may choose `rrf` instead: each candidate scores the sum, over the channels
 that ranked it, of 1 / (60 + its rank there).
 
@@ -119,6 +122,9 @@ class Candidate:
     rerank_score: float | None = None
     # (parent id, document id), read with the channel's row; None for a candidate made elsewhere.
     placement: tuple | None = None
+    # Its best sentence window's cosine and BM25 (window_scores); None when it has no windows.
+    window_cosine: float | None = None
+    window_keyword: float | None = None
 
 
 # Columns every channel reads beside its own (over alias c): where a candidate sits, for the roll-up.
@@ -508,6 +514,39 @@ def _vector_scores(*, model: EmbeddingModel, ids: Sequence, query_vector: Sequen
         return dict(cursor.fetchall())
 
 
+# Sentence windows
+
+
+def window_scores(candidates: dict[Any, Candidate], *, model: EmbeddingModel, query_vector: Sequence[float],
+                  scorer: KeywordScorer | None) -> int:
+    """Give each candidate that has windows its best window's cosine and BM25 (the generation's
+    idf, the windows read here for the average length), in one read. Returns the windows read."""
+    if not candidates:
+        return 0
+    dim = model.dimension
+    terms = list(scorer.idf) if scorer is not None else []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT w.chunk_id, 1 - (w.embedding::vector({dim}) <=> %s::vector({dim})), "  # noqa: S608 -- an int dimension
+            "ts_filter(setweight(w.search_vector, 'A', %s::text[]), '{a}')::text, length(w.search_vector) "
+            "FROM knowledge_chunkwindow w WHERE w.chunk_id = ANY(%s::uuid[]) AND w.embedding IS NOT NULL",
+            [_vector_literal(query_vector), terms, list(candidates)],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return 0
+    average = sum(length for *_, length in rows) / len(rows)
+    for chunk_id, cosine, filtered, length in rows:
+        candidate = candidates[chunk_id]
+        keyword = 0.0
+        if scorer is not None:
+            keyword = bm25(tf=stored_frequencies(filtered or ""), idf=scorer.idf, length=length, avg_length=average)
+        candidate.window_cosine = max(float(cosine), candidate.window_cosine if candidate.window_cosine is not None
+                                      else -1.0)
+        candidate.window_keyword = max(keyword, candidate.window_keyword or 0.0)
+    return len(rows)
+
+
 # Fusion
 
 
@@ -566,9 +605,28 @@ def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> flo
     return min(0.9, max(0.3, base - slope * (keyword - dense)))
 
 
-def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) -> list[Candidate]:
+def _minmax(values: dict[Any, float]) -> dict[Any, float]:
+    """Each value scaled to 0–1 over them all (all 1 when they are equal)."""
+    if not values:
+        return {}
+    low, high = min(values.values()), max(values.values())
+    return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in values.items()}
+
+
+def _over_best(values: dict[Any, float]) -> dict[Any, float]:
+    best = max(values.values(), default=0.0)
+    return {key: value / best if best > 0 else 0.0 for key, value in values.items()}
+
+
+def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, window_dense: float = 0.0,
+         window_keyword: float = 0.0) -> list[Candidate]:
     """Give every candidate its fused score (0–1 for convex; for rrf, the sum over the channels
-    that ranked it of 1 / (60 + its 1-based rank there)) and return them best first, ties by id."""
+    that ranked it of 1 / (60 + its 1-based rank there)) and return them best first, ties by id.
+
+    Convex: dense_weight × dense + (1 − dense_weight) × keyword, where dense is the candidate's
+    cosine min-max scaled over the candidates and keyword its BM25 over the best; with windows
+    read, each is blended with the same figure of the candidate's best window (`window_dense`,
+    `window_keyword` the windows' shares). A candidate without windows is its own window."""
     items = list(candidates.values())
     if not items:
         return []
@@ -577,17 +635,17 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float) 
             c.score = sum(1.0 / (RRF_K + rank) for rank in (c.vector_rank, c.keyword_rank) if rank is not None)
             c.fusion = fusion
     else:
-        dense = [c.vector_score for c in items if c.vector_score is not None]
-        low, high = (min(dense), max(dense)) if dense else (0.0, 0.0)
-        best_keyword = max((c.keyword_score or 0.0) for c in items)
+        dense = _minmax({c.chunk_id: c.vector_score for c in items if c.vector_score is not None})
+        keyword = _over_best({c.chunk_id: c.keyword_score or 0.0 for c in items})
+        window_dense = window_dense if any(c.window_cosine is not None for c in items) else 0.0
+        window_keyword = window_keyword if any(c.window_keyword is not None for c in items) else 0.0
+        dense_windows = _minmax({c.chunk_id: c.window_cosine for c in items if c.window_cosine is not None})
+        keyword_windows = _over_best({c.chunk_id: c.window_keyword for c in items if c.window_keyword is not None})
         for c in items:
-            if c.vector_score is None:
-                d = 0.0
-            elif high > low:
-                d = (c.vector_score - low) / (high - low)
-            else:
-                d = 1.0
-            k = (c.keyword_score or 0.0) / best_keyword if best_keyword > 0 else 0.0
+            d = dense.get(c.chunk_id, 0.0)
+            k = keyword[c.chunk_id]
+            d = (1 - window_dense) * d + window_dense * dense_windows.get(c.chunk_id, d)
+            k = (1 - window_keyword) * k + window_keyword * keyword_windows.get(c.chunk_id, k)
             c.score = dense_weight * d + (1 - dense_weight) * k
             c.dense_weight = dense_weight
             c.fusion = fusion
@@ -756,10 +814,20 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         for cid, score in cosines.items():
             if candidates[cid].vector_score is None:
                 candidates[cid].vector_score = float(score)
+    knobs = retrieval_settings()
+    window_dense, window_keyword = knobs.hybrid_window_dense, knobs.hybrid_window_keyword
+    windows = 0
+    if fusion == "convex" and (window_dense or window_keyword) and query_vector is not None:
+        windows_started = time.perf_counter()
+        windows = window_scores(candidates, model=model, query_vector=query_vector, scorer=scorer)
+        _add(timings, "windows_ms", (time.perf_counter() - windows_started) * 1000)
     dense_weight = options.dense_weight
     if dense_weight is None:
         dense_weight = adaptive_dense_weight(candidates.values(), query=query)
-    ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight)
+        if windows:
+            dense_weight = min(0.95, max(0.05, dense_weight + knobs.hybrid_window_shift))
+    ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight, window_dense=window_dense,
+                  window_keyword=window_keyword)
     # Completing the candidates counts as fusion, even where it overlapped the vector channel.
     _add(timings, "fusion_ms", fill_ms + (time.perf_counter() - started) * 1000)
     return ranked
@@ -920,6 +988,7 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
             explanation = {
                 "vector": {"rank": best.vector_rank, "score": best.vector_score},
                 "keyword": {"rank": best.keyword_rank, "score": best.keyword_score},
+                "window": {"cosine": best.window_cosine, "bm25": best.window_keyword},
                 "matched_terms": best.matched_terms,
                 "fused_score": best.score,
                 "fusion": best.fusion,

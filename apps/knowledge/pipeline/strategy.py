@@ -26,6 +26,9 @@ class ChunkStrategy:
     # Parent (section) chunks are cut at block boundaries past this; from settings, snapshotted
     # per generation so a rebuild is reproducible.
     parent_max_chars: int = 4000
+    # Each child's sentence windows are at most this long (pipeline.windows; 0: none). From
+    # settings and snapshotted like parent_max_chars; a generation built before windows has none.
+    window_chars: int = 0
 
     def public(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in FIELDS}
@@ -34,7 +37,8 @@ class ChunkStrategy:
         return asdict(self)
 
 
-def strategy_parse(value: Any, *, defaults: dict[str, Any], parent_max_chars: int = 4000) -> ChunkStrategy:
+def strategy_parse(value: Any, *, defaults: dict[str, Any], parent_max_chars: int = 4000,
+                   window_chars: int = 0) -> ChunkStrategy:
     """Validate a `chunk_strategy` object; missing numbers come from `defaults`.
 
     Raises StrategyInvalid with per-field messages (keys `chunk_strategy.<field>`).
@@ -69,9 +73,11 @@ def strategy_parse(value: Any, *, defaults: dict[str, Any], parent_max_chars: in
         errors["chunk_strategy.overlap_chars"] = ["Must be between 0 and half of max_chars."]
     if errors:
         raise StrategyInvalid(errors)
-    return ChunkStrategy(strategy=str(strategy), parent_max_chars=parent_max_chars, **numbers)
+    return ChunkStrategy(strategy=str(strategy), parent_max_chars=parent_max_chars, window_chars=window_chars,
+                         **numbers)
 
 
 def strategy_from_snapshot(snapshot: dict[str, Any]) -> ChunkStrategy:
     """The strategy a generation was built with (its stored `snapshot()`)."""
-    return ChunkStrategy(**{name: snapshot[name] for name in (*FIELDS, "parent_max_chars")})
+    return ChunkStrategy(**{name: snapshot[name] for name in (*FIELDS, "parent_max_chars")},
+                         window_chars=snapshot.get("window_chars", 0))

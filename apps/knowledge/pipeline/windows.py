@@ -1,0 +1,58 @@
+"""Sentence windows: a finer level inside each child chunk.
+
+A question is usually written from one or two sentences of a ~768-character child; scored against
+the whole child, that sentence's match is diluted by the rest (measured, bench/README.md "Sentence
+windows", stop 19: e5-small's cosine on drcd 0.82 nDCG@10 over children, 0.93 over their best
+window). So each child also gets its text cut into windows of at most `width` characters, packed
+at sentence ends without overlap; each window is embedded and keyword-indexed under the child's
+chapter path, as the child is (pipeline.index). Windows are never searched for themselves: the
+channels find children, and hybrid fusion then reads the windows of its candidates for their best
+window cosine and BM25 (pipeline.retrieve, `hybrid_window_*` in retrieval_settings).
+
+The width is a generation's (ChunkStrategy.window_chars, snapshotted from
+KNOWLEDGE_WINDOW_CHARS when a build starts; 0 = no windows), so a rebuild is reproducible and a
+change reaches a KB at its next rebuild.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A sentence ends after one of these (Chinese and Western sentence marks, semicolons, a line break).
+SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
+
+
+def sentence_pieces(text: str, width: int) -> list[tuple[int, int]]:
+    """[start, end) spans of `text`'s sentences, surrounding whitespace left out, a sentence
+    longer than `width` cut in pieces of `width` characters."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for sentence in SENTENCE_END.split(text):
+        start, end = at, at + len(sentence)
+        at = end
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        spans.extend((lo, min(lo + width, end)) for lo in range(start, end, width))
+    return spans
+
+
+def window_spans(text: str, width: int) -> list[tuple[int, int]]:
+    """The windows of `text`: [start, end) spans of at most `width` characters, each as many whole
+    sentences (or pieces of one) as fit, one after another, no overlap; none for width 0 or blank
+    text. A text that fits in one window is one window, the text itself (trimmed)."""
+    if width <= 0:
+        return []
+    pieces = sentence_pieces(text, width)
+    windows: list[tuple[int, int]] = []
+    first = 0
+    while first < len(pieces):
+        start, end = pieces[first]
+        last = first + 1
+        while last < len(pieces) and pieces[last][1] - start <= width:
+            end = pieces[last][1]
+            last += 1
+        windows.append((start, end))
+        first = last
+    return windows

@@ -1,0 +1,242 @@
+"""Sentence windows: cut from each child, embedded and keyword-indexed with it, carried through
+rebuilds, edits, keyword rewrites and deletions, and blended into hybrid fusion."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from apps.knowledge import ingest, selectors, services
+from apps.knowledge.models import Chunk, ChunkWindow, EmbeddingCache
+from apps.knowledge.pipeline import index
+from apps.knowledge.pipeline.embedders import embedder_for
+from apps.knowledge.pipeline.index import embedding_text, search_terms_literal, text_hash
+from apps.knowledge.pipeline.retrieve import Candidate, SearchOptions, fuse, search
+from apps.knowledge.pipeline.windows import window_spans
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
+
+pytestmark = pytest.mark.django_db
+
+TEXT = "甲乙丙。丁戊己庚！辛壬。\n子丑寅卯辰巳午未申酉。"
+
+LONG = ("# 退货规则\n\n"
+        "包裹破损时请在签收当天拍照。客服会在两个工作日内回复。运费由商家承担。"
+        "超过七天的订单不能退货。定制商品不支持退货。退款会原路返回到付款账户，通常需要三到五天。"
+        "会员可以享受免费上门取件服务。节假日期间处理时间可能延长。")
+
+
+def _texts(text: str, width: int) -> list[str]:
+    return [text[start:end] for start, end in window_spans(text, width)]
+
+
+# The cut
+
+
+def test_windows_pack_whole_sentences_without_overlap():
+    assert _texts(TEXT, 8) == ["甲乙丙。", "丁戊己庚！辛壬。", "子丑寅卯辰巳午未", "申酉。"]
+    assert _texts(TEXT, 11) == ["甲乙丙。丁戊己庚！", "辛壬。", "子丑寅卯辰巳午未申酉。"]
+    assert _texts(TEXT, 12) == ["甲乙丙。丁戊己庚！辛壬。", "子丑寅卯辰巳午未申酉。"]
+
+
+@pytest.mark.parametrize("width", [1, 5, 8, 12, 96])
+def test_windows_cover_the_text_in_order_within_the_width(width):
+    spans = window_spans(LONG, width)
+    assert all(0 < end - start <= width for start, end in spans)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    # Every character but whitespace is in a window.
+    covered = "".join(LONG[start:end] for start, end in spans)
+    assert "".join(covered.split()) == "".join(LONG.split())
+
+
+def test_a_text_that_fits_is_one_window_and_width_zero_or_blank_text_none():
+    assert window_spans("  短句。 ", 96) == [(2, 5)]
+    assert window_spans(LONG, 0) == []
+    assert window_spans(" \n\t ", 96) == []
+    assert window_spans("", 96) == []
+
+
+# Ingestion
+
+
+def _windows(kb) -> list[ChunkWindow]:
+    generation = selectors.generation_active(kb=kb)
+    return list(ChunkWindow.objects.filter(chunk__generation=generation).select_related("chunk")
+                .order_by("chunk__index", "index"))
+
+
+def test_ingestion_gives_every_child_its_windows_with_vectors_and_terms(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    generation = selectors.generation_active(kb=kb)
+    assert generation.chunk_strategy["window_chars"] == 40
+    children = list(Chunk.objects.filter(generation=generation, kind=Chunk.Kind.CHILD))
+    windows = _windows(kb)
+    assert len(windows) == sum(len(window_spans(child.text, 40)) for child in children) > len(children)
+    embedder = embedder_for(kb.embedding_model)
+    for window in windows:
+        child = window.chunk
+        assert (window.start, window.end) in window_spans(child.text, 40)
+        embedded = embedding_text(text=child.text[window.start:window.end], chapter_path=child.chapter_path)
+        assert window.text_hash == text_hash(embedded)
+        assert list(window.embedding) == pytest.approx(embedder.embed_documents([embedded])[0], abs=1e-6)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT %s::tsvector = search_vector FROM knowledge_chunkwindow WHERE id = %s",
+                           [search_terms_literal(embedded), window.pk])
+            assert cursor.fetchone() == (True,)
+    # The windows' vectors are cached like the children's.
+    assert EmbeddingCache.objects.filter(embedding_model=kb.embedding_model,
+                                         text_hash__in=[w.text_hash for w in windows]).count() == len(
+        {w.text_hash for w in windows})
+
+
+def test_a_build_without_windows_has_none_and_its_hybrid_search_reads_none(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 0
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    assert _windows(kb) == []
+    with CaptureQueriesContext(connection) as queries:
+        hits = search(kbs=[kb], query="退货 运费", options=SearchOptions(mode="hybrid", explain=True)).hits
+    assert hits and hits[0].explain["window"] == {"cosine": None, "bm25": None}
+    # The read runs, and finds nothing: the fusion is today's.
+    assert len([q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]]) == 1
+
+
+def test_a_rebuild_cuts_windows_at_the_width_of_its_start(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 0
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    settings.KNOWLEDGE_WINDOW_CHARS = 30
+    generation = services.knowledge_base_rebuild(kb=kb)
+    assert ingest.generation_build(generation_id=generation.pk) == "activated"
+    windows = _windows(kb)
+    assert windows and all(w.embedding is not None and w.end - w.start <= 30 for w in windows)
+    assert selectors.generation_active(kb=kb).pk == generation.pk
+
+
+def test_deleting_a_document_or_a_kb_deletes_their_windows(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    docs = ingest_texts(kb, {"a.md": LONG, "b.md": LONG.replace("退货", "换货")})
+    before = ChunkWindow.objects.filter(chunk__document__knowledge_base=kb).count()
+    of_b = ChunkWindow.objects.filter(chunk__document=docs["b.md"]).count()
+    assert of_b > 0
+    services.document_delete(document=docs["a.md"])
+    assert ChunkWindow.objects.filter(chunk__document__knowledge_base=kb).count() == of_b < before
+    services.knowledge_base_delete(kb=kb)
+    assert ChunkWindow.objects.count() == 0
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the foreign keys hold
+
+
+def test_an_edited_chunk_gets_the_windows_of_its_new_text_with_vectors(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    child = Chunk.objects.filter(generation=selectors.generation_active(kb=kb), kind=Chunk.Kind.CHILD).first()
+    new_text = "换货须在十天内申请。换货运费由买家承担。商家收到货后三天内寄出新货。"
+    user = get_user_model().objects.create_user(username="editor", password="x")
+    services.chunk_text_edit(chunk=child, text=new_text, user=user)
+    windows = list(ChunkWindow.objects.filter(chunk=child).order_by("index"))
+    assert [(w.start, w.end) for w in windows] == window_spans(new_text, 40)
+    embedder = embedder_for(kb.embedding_model)
+    for window in windows:
+        embedded = embedding_text(text=new_text[window.start:window.end], chapter_path=child.chapter_path)
+        assert list(window.embedding) == pytest.approx(embedder.embed_documents([embedded])[0], abs=1e-6)
+        assert window.search_vector is not None
+    assert index.vectors_missing(document_id=child.document_id, generation_ids=[child.generation_id]) == 0
+
+
+def test_a_keyword_rewrite_rewrites_the_windows_terms(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    generation = selectors.generation_active(kb=kb)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, search_vector::text FROM knowledge_chunkwindow ORDER BY id")
+        before = cursor.fetchall()
+        cursor.execute("UPDATE knowledge_chunkwindow SET search_vector = 'stale'::tsvector")
+    index.keywords_rewrite(generation_id=generation.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, search_vector::text FROM knowledge_chunkwindow ORDER BY id")
+        assert cursor.fetchall() == before
+
+
+def test_a_window_without_its_vector_keeps_the_document_from_completing(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    docs = ingest_texts(kb, {"rules.md": LONG})
+    generation = selectors.generation_active(kb=kb)
+    assert index.vectors_missing(document_id=docs["rules.md"].pk, generation_ids=[generation.pk]) == 0
+    ChunkWindow.objects.filter(pk=_windows(kb)[1].pk).update(embedding=None)
+    assert index.vectors_missing(document_id=docs["rules.md"].pk, generation_ids=[generation.pk]) == 1
+
+
+# Fusion
+
+
+def _pool() -> dict:
+    # a: the better child by both channels; b: a child whose one sentence is the question.
+    return {
+        "a": Candidate("a", vector_rank=1, vector_score=0.90, keyword_rank=1, keyword_score=10.0,
+                       window_cosine=0.88, window_keyword=4.0),
+        "b": Candidate("b", vector_rank=2, vector_score=0.80, keyword_rank=2, keyword_score=8.0,
+                       window_cosine=0.95, window_keyword=9.0),
+        "c": Candidate("c", vector_rank=3, vector_score=0.70, keyword_rank=3, keyword_score=2.0),
+    }
+
+
+def test_without_window_shares_fusion_is_the_childrens():
+    ranked = fuse(_pool(), fusion="convex", dense_weight=0.5)
+    # a: .5 × 1 + .5 × 1 = 1; b: .5 × .5 + .5 × .8 = .65; c: 0 + .5 × .2 = .1
+    assert [(c.chunk_id, round(c.score, 6)) for c in ranked] == [("a", 1.0), ("b", 0.65), ("c", 0.1)]
+
+
+def test_window_shares_blend_each_candidates_best_window_into_both_parts():
+    ranked = fuse(_pool(), fusion="convex", dense_weight=0.5, window_dense=0.5, window_keyword=0.5)
+    # Windows: cosine min-max over a and b (.88–.95): a 0, b 1; BM25 over the best 9: a .444, b 1.
+    # c has none: its own figures stand in (dense 0, keyword .2).
+    # a: .5 × (.5 × 1 + .5 × 0) + .5 × (.5 × 1 + .5 × .4444) = .25 + .3611 = .6111
+    # b: .5 × (.5 × .5 + .5 × 1) + .5 × (.5 × .8 + .5 × 1) = .375 + .45 = .825
+    assert [(c.chunk_id, round(c.score, 4)) for c in ranked] == [("b", 0.825), ("a", 0.6111), ("c", 0.1)]
+    assert ranked[0].dense_weight == 0.5
+
+
+def test_window_shares_change_nothing_when_no_candidate_has_windows():
+    pool = {key: Candidate(c.chunk_id, vector_rank=c.vector_rank, vector_score=c.vector_score,
+                           keyword_rank=c.keyword_rank, keyword_score=c.keyword_score) for key, c in _pool().items()}
+    plain = [(c.chunk_id, c.score) for c in fuse(dict(pool), fusion="convex", dense_weight=0.5)]
+    blended = fuse(pool, fusion="convex", dense_weight=0.5, window_dense=1.0, window_keyword=1.0)
+    assert [(c.chunk_id, c.score) for c in blended] == plain
+
+
+def test_a_search_reads_each_candidates_best_window(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    query = "定制商品 退货"
+    result = search(kbs=[kb], query=query, options=SearchOptions(mode="hybrid", explain=True, rollup=False))
+    best = result.hits[0]
+    embedder = embedder_for(kb.embedding_model)
+    query_vector = embedder.embed_query(query)
+    windows = ChunkWindow.objects.filter(chunk_id=best.chunk_id)
+    cosines = [sum(a * b for a, b in zip(w.embedding, query_vector, strict=True)) for w in windows]
+    assert best.explain["window"]["cosine"] == pytest.approx(max(cosines), abs=1e-5)
+    assert best.explain["window"]["bm25"] > 0
+    assert "windows_ms" in result.timings_ms
+
+
+def test_window_shares_of_zero_read_no_windows(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_dense": 0, "hybrid_window_keyword": 0}
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    with CaptureQueriesContext(connection) as queries:
+        result = search(kbs=[kb], query="定制商品 退货", options=SearchOptions(mode="hybrid", explain=True))
+    assert result.hits and result.hits[0].explain["window"] == {"cosine": None, "bm25": None}
+    assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
