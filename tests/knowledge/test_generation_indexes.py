@@ -116,6 +116,24 @@ def test_the_hnsw_graph_is_built_with_the_configured_links_and_construction_cand
     assert f"Index Scan using {vector_index_name(denser.pk)}" in _plan(model, denser.pk)
 
 
+def test_keyword_indexes_have_no_pending_list_and_hold_rows_written_after_the_build(settings):
+    """fastupdate = off: a row indexed after the build is in the index's tree, not in a pending
+    list every search would scan until a vacuum (199 ms a query after one KB's ingestion)."""
+    settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 40}
+    model = EmbeddingModelFactory()
+    kb = _kb(model, "甲", 60)
+    generation = selectors.generation_active(kb=kb)
+    assert _graph("knowledge_chunk_terms_gin") == ["fastupdate=off"]
+    assert _graph(keyword_index_name(generation.pk)) == ["fastupdate=off"]
+    ingest_texts(kb, {"later.txt": "后来加入的段落，提到独特词语蓝鲸。"})
+    with connection.cursor() as cursor:
+        for name in ("knowledge_chunk_terms_gin", keyword_index_name(generation.pk)):
+            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [name])
+            assert cursor.fetchone() == (0,)  # nothing was waiting
+    hits = search(kbs=[kb], query="蓝鲸", options=SearchOptions(mode="keyword", top_k=1)).hits
+    assert [hit.title for hit in hits] == ["later.txt"]
+
+
 def test_phase_one_reads_a_new_generations_own_index_before_the_statistics_know_it():
     """The planner's statistics know the table but not a generation grown since its last ANALYZE
     (on a big table, a long time): phase 1 must still read that generation's own GIN index. With
