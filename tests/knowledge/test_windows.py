@@ -15,7 +15,8 @@ from apps.knowledge.models import Chunk, ChunkWindow, EmbeddingCache
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.index import embedding_text, search_terms_literal, text_hash
-from apps.knowledge.pipeline.retrieve import Candidate, SearchOptions, fuse, search
+from apps.knowledge.pipeline.retrieve import Candidate, SearchOptions, bm25, fuse, keyword_scorer, search
+from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
 from apps.knowledge.pipeline.windows import window_spans
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
@@ -227,7 +228,18 @@ def test_a_search_reads_each_candidates_best_window(settings):
     windows = ChunkWindow.objects.filter(chunk_id=best.chunk_id)
     cosines = [sum(a * b for a, b in zip(w.embedding, query_vector, strict=True)) for w in windows]
     assert best.explain["window"]["cosine"] == pytest.approx(max(cosines), abs=1e-5)
-    assert best.explain["window"]["bm25"] > 0
+    # BM25 by the engine's formula: the generation's idf, each window's distinct terms as its
+    # length, the average over the windows the search read (here every window of the KB: the
+    # search's pool holds every child).
+    scorer = keyword_scorer(generation_ids=[selectors.generation_active(kb=kb).pk], query=query)
+    every = list(ChunkWindow.objects.filter(chunk__document__knowledge_base=kb).select_related("chunk"))
+    embedded = {w.pk: embedding_text(text=w.chunk.text[w.start:w.end], chapter_path=w.chunk.chapter_path)
+                for w in every}
+    lengths = {pk: len(set(keyword_terms(text))) for pk, text in embedded.items()}
+    average = sum(lengths.values()) / len(lengths)
+    expected = max(bm25(tf=term_frequencies(embedded[w.pk], scorer.idf), idf=scorer.idf, length=lengths[w.pk],
+                        avg_length=average) for w in every if w.chunk_id == best.chunk_id)
+    assert best.explain["window"]["bm25"] == pytest.approx(expected, rel=1e-9) and expected > 0
     assert "windows_ms" in result.timings_ms
 
 
@@ -240,3 +252,12 @@ def test_window_shares_of_zero_read_no_windows(settings):
         result = search(kbs=[kb], query="定制商品 退货", options=SearchOptions(mode="hybrid", explain=True))
     assert result.hits and result.hits[0].explain["window"] == {"cosine": None, "bm25": None}
     assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
+
+
+def test_a_windows_vector_and_terms_stay_in_its_row():
+    """A search reads hundreds of windows: out of line (TOAST), each row cost five page reads."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT attname, attstorage FROM pg_attribute "
+                       "WHERE attrelid = 'knowledge_chunkwindow'::regclass "
+                       "AND attname IN ('embedding', 'search_vector') ORDER BY attname")
+        assert cursor.fetchall() == [("embedding", "p"), ("search_vector", "m")]

@@ -517,34 +517,49 @@ def _vector_scores(*, model: EmbeddingModel, ids: Sequence, query_vector: Sequen
 # Sentence windows
 
 
+# Each candidate's best window, in one statement: the windows' cosines and, over their search
+# vectors cut to the query's terms (a term's one position is its frequency), their BM25 with the
+# generation's idf and the windows' own average length (K1, B as the engine's).
+_WINDOW_SCORES_SQL = """
+    WITH w AS (
+        SELECT w.id, w.chunk_id, 1 - (w.embedding::vector({dim}) <=> %s::vector({dim})) AS cosine,
+               ts_filter(setweight(w.search_vector, 'A', %s::text[]), '{{a}}') AS matched,
+               length(w.search_vector) AS len
+          FROM knowledge_chunkwindow w
+         WHERE w.chunk_id = ANY(%s::uuid[]) AND w.embedding IS NOT NULL
+    ), average AS (
+        SELECT avg(len)::float8 AS len FROM w
+    ), keyword AS (
+        -- One join of every window's matched terms (a per-window subquery cost 0.02 ms a window).
+        SELECT w.id, sum(q.idf * m.positions[1] * ({k1} + 1)
+                         / (m.positions[1] + {k1} * (1 - {b} + {b} * w.len / nullif(a.len, 0)))) AS bm25
+          FROM w CROSS JOIN average a CROSS JOIN LATERAL unnest(w.matched) AS m
+          JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = m.lexeme
+         GROUP BY w.id
+    )
+    SELECT w.chunk_id, max(w.cosine), max(coalesce(k.bm25, 0)), count(*)
+      FROM w LEFT JOIN keyword k ON k.id = w.id
+     GROUP BY w.chunk_id
+"""
+
+
 def window_scores(candidates: dict[Any, Candidate], *, model: EmbeddingModel, query_vector: Sequence[float],
                   scorer: KeywordScorer | None) -> int:
-    """Give each candidate that has windows its best window's cosine and BM25 (the generation's
-    idf, the windows read here for the average length), in one read. Returns the windows read."""
+    """Give each candidate that has windows its best window's cosine and BM25, in one read.
+    Returns the windows read."""
     if not candidates:
         return 0
-    dim = model.dimension
     terms = list(scorer.idf) if scorer is not None else []
+    idf = [scorer.idf[term] for term in terms] if scorer is not None else []
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT w.chunk_id, 1 - (w.embedding::vector({dim}) <=> %s::vector({dim})), "  # noqa: S608 -- an int dimension
-            "ts_filter(setweight(w.search_vector, 'A', %s::text[]), '{a}')::text, length(w.search_vector) "
-            "FROM knowledge_chunkwindow w WHERE w.chunk_id = ANY(%s::uuid[]) AND w.embedding IS NOT NULL",
-            [_vector_literal(query_vector), terms, list(candidates)],
+            _WINDOW_SCORES_SQL.format(dim=int(model.dimension), k1=float(K1), b=float(B)),
+            [_vector_literal(query_vector), terms, list(candidates), terms, idf],
         )
         rows = cursor.fetchall()
-    if not rows:
-        return 0
-    average = sum(length for *_, length in rows) / len(rows)
-    for chunk_id, cosine, filtered, length in rows:
-        candidate = candidates[chunk_id]
-        keyword = 0.0
-        if scorer is not None:
-            keyword = bm25(tf=stored_frequencies(filtered or ""), idf=scorer.idf, length=length, avg_length=average)
-        candidate.window_cosine = max(float(cosine), candidate.window_cosine if candidate.window_cosine is not None
-                                      else -1.0)
-        candidate.window_keyword = max(keyword, candidate.window_keyword or 0.0)
-    return len(rows)
+    for chunk_id, cosine, keyword, _count in rows:
+        candidates[chunk_id].window_cosine, candidates[chunk_id].window_keyword = float(cosine), float(keyword)
+    return sum(count for *_, count in rows)
 
 
 # Fusion
