@@ -43,11 +43,11 @@ from apps.knowledge.pipeline.index import (
     search_terms,
     stats_counts_sql,
     text_hash,
-    window_width,
-    windows_cut,
     windows_recut,
     windows_write,
 )
+from apps.knowledge.pipeline.strategy import strategy_from_snapshot
+from apps.knowledge.pipeline.windows import window_spans
 
 TEXT_MAX_CHARS = 20_000
 
@@ -212,7 +212,7 @@ def _text_set(chunk: Chunk, text: str, *, model) -> None:
     chunk.text = text
     chunk.text_hash = text_hash(embedding_text(text=text, chapter_path=chunk.chapter_path))
     chunk.save(update_fields=["text", "text_hash"])
-    windows_recut(chunk)
+    windows = windows_recut(chunk)
     if chunk.parent_id:
         _section_update(chunk.parent_id, chunk, old_text=old_text)
     if not indexed:
@@ -222,7 +222,8 @@ def _text_set(chunk: Chunk, text: str, *, model) -> None:
         cursor.execute(_REINDEX, [[chunk.pk], search_terms([(text, chunk.chapter_path)]), model.pk])
         if cursor.fetchone()[0] != 1:
             raise errors.ChunkNotEditable("The new text's vector is missing; try again.")
-    windows_write(children=[(chunk.pk, text, chunk.chapter_path)], model=model)
+    if windows_write(children=[(chunk.pk, text, chunk.chapter_path)], model=model) != windows:
+        raise errors.ChunkNotEditable("A vector of the new text's windows is missing; try again.")
 
 
 def _state_apply(chunk: Chunk, override: ChunkOverride, *, model) -> bool:
@@ -309,12 +310,12 @@ def _embed(*, document: Document, chunk: Chunk, text: str) -> None:
     """Put the vectors of a child's new text, and of its windows in every live generation, in the
     embedding cache (outside any lock)."""
     model = document.knowledge_base.embedding_model
-    edited = Chunk(text=text, chapter_path=chunk.chapter_path)
     contents = [embedding_text(text=text, chapter_path=chunk.chapter_path)]
-    for generation_id in IndexGeneration.objects.filter(
-            knowledge_base_id=document.knowledge_base_id, status__in=IndexGeneration.LIVE).values_list("pk", flat=True):
-        contents += [embedding_text(text=text[w.start:w.end], chapter_path=chunk.chapter_path)
-                     for w in windows_cut(edited, width=window_width(generation_id))]
+    for snapshot in IndexGeneration.objects.filter(
+            knowledge_base_id=document.knowledge_base_id, status__in=IndexGeneration.LIVE).values_list(
+            "chunk_strategy", flat=True):
+        contents += [embedding_text(text=text[start:end], chapter_path=chunk.chapter_path)
+                     for start, end in window_spans(text, strategy_from_snapshot(snapshot).window_chars)]
     by_hash = {text_hash(content): content for content in contents}
     missing = sorted(cache_missing(model=model, hashes=by_hash))
     if missing:

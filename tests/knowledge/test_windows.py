@@ -104,8 +104,17 @@ def test_a_build_without_windows_has_none_and_its_hybrid_search_reads_none(setti
     with CaptureQueriesContext(connection) as queries:
         hits = search(kbs=[kb], query="退货 运费", options=SearchOptions(mode="hybrid", explain=True)).hits
     assert hits and hits[0].explain["window"] == {"cosine": None, "bm25": None}
-    # The read runs, and finds nothing: the fusion is today's.
+    assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
+    # Searched beside a KB with windows, its candidates are their own windows.
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    windowed = KnowledgeBaseFactory(embedding_model=kb.embedding_model)
+    ingest_texts(windowed, {"rules.md": LONG})
+    with CaptureQueriesContext(connection) as queries:
+        hits = search(kbs=[kb, windowed], query="退货 运费",
+                      options=SearchOptions(mode="hybrid", explain=True, rollup=False, top_k=10)).hits
     assert len([q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]]) == 1
+    by_kb = {hit.knowledge_base_id: hit.explain["window"]["cosine"] for hit in hits}
+    assert by_kb[kb.pk] is None and by_kb[windowed.pk] is not None
 
 
 def test_a_rebuild_cuts_windows_at_the_width_of_its_start(settings):
@@ -151,6 +160,24 @@ def test_an_edited_chunk_gets_the_windows_of_its_new_text_with_vectors(settings)
         assert list(window.embedding) == pytest.approx(embedder.embed_documents([embedded])[0], abs=1e-6)
         assert window.search_vector is not None
     assert index.vectors_missing(document_id=child.document_id, generation_ids=[child.generation_id]) == 0
+
+
+def test_an_edit_whose_window_vectors_are_missing_is_refused(settings):
+    from apps.knowledge import chunk_overrides, errors
+    from apps.knowledge.pipeline.index import cache_store
+
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    child = Chunk.objects.filter(generation=selectors.generation_active(kb=kb), kind=Chunk.Kind.CHILD).first()
+    new_text = "换货须在十天内申请。换货运费由买家承担。商家收到货后三天内寄出新货。节假日顺延，定制商品除外。"
+    assert len(window_spans(new_text, 40)) == 2
+    content = embedding_text(text=new_text, chapter_path=child.chapter_path)
+    # The child's own vector is cached, its windows' are not.
+    cache_store(model=kb.embedding_model, vectors={text_hash(content): embedder_for(kb.embedding_model)
+                                                   .embed_documents([content])[0]})
+    with pytest.raises(errors.ChunkNotEditable, match="windows"):
+        chunk_overrides._text_set(child, new_text, model=kb.embedding_model)
 
 
 def test_a_keyword_rewrite_rewrites_the_windows_terms(settings):

@@ -104,11 +104,11 @@ def window_width(generation_id) -> int:
     return strategy_from_snapshot(snapshot).window_chars if snapshot else 0
 
 
-def windows_recut(chunk: Chunk) -> None:
+def windows_recut(chunk: Chunk) -> int:
     """Replace a child's windows with those of its current text (without vectors or terms: the
-    caller writes them with windows_write when the child is indexed)."""
+    caller writes them with windows_write when the child is indexed). Returns how many it has."""
     ChunkWindow.objects.filter(chunk=chunk).delete()
-    ChunkWindow.objects.bulk_create(windows_cut(chunk, width=window_width(chunk.generation_id)))
+    return len(ChunkWindow.objects.bulk_create(windows_cut(chunk, width=window_width(chunk.generation_id))))
 
 
 def _window_rows(children: Iterable[tuple]) -> list[tuple]:

@@ -165,6 +165,8 @@ class ActiveGeneration:
     vector_indexed: bool
     keyword_indexed: bool
     keyword_analyzer: int
+    # Built with sentence windows (ChunkStrategy.window_chars > 0).
+    windowed: bool
 
 
 def _active_generations(kb_ids: list) -> list[ActiveGeneration]:
@@ -172,8 +174,9 @@ def _active_generations(kb_ids: list) -> list[ActiveGeneration]:
     search's path: building the ORM's query cost more than running it (~2.4 ms against 0.4)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, knowledge_base_id, vector_indexed, keyword_indexed, keyword_analyzer "
-            "FROM knowledge_indexgeneration WHERE knowledge_base_id = ANY(%s::uuid[]) AND status = %s",
+            "SELECT id, knowledge_base_id, vector_indexed, keyword_indexed, keyword_analyzer, "
+            "coalesce((chunk_strategy->>'window_chars')::int, 0) > 0 FROM knowledge_indexgeneration "
+            "WHERE knowledge_base_id = ANY(%s::uuid[]) AND status = %s",
             [kb_ids, IndexGeneration.Status.ACTIVE.value],
         )
         return [ActiveGeneration(*row) for row in cursor.fetchall()]
@@ -183,11 +186,13 @@ def _active_generations(kb_ids: list) -> list[ActiveGeneration]:
 class GenerationIndexes:
     """What the searched generations have of their own: an HNSW index (`vector`), a GIN index
     (`keyword`; apps.knowledge.generation_indexes), term frequencies in their keyword index
-    (`stored_tf`: indexed with the current analyzer). Sets of generation ids."""
+    (`stored_tf`: indexed with the current analyzer), sentence windows (`windowed`). Sets of
+    generation ids."""
 
     vector: frozenset = frozenset()
     keyword: frozenset = frozenset()
     stored_tf: frozenset = frozenset()
+    windowed: frozenset = frozenset()
 
     @classmethod
     def of(cls, generations: Iterable[ActiveGeneration]) -> GenerationIndexes:
@@ -196,6 +201,7 @@ class GenerationIndexes:
             vector=frozenset(g.pk for g in items if g.vector_indexed),
             keyword=frozenset(g.pk for g in items if g.keyword_indexed),
             stored_tf=frozenset(g.pk for g in items if g.keyword_analyzer == KEYWORD_ANALYZER),
+            windowed=frozenset(g.pk for g in items if g.windowed),
         )
 
 
@@ -652,8 +658,6 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, 
     else:
         dense = _minmax({c.chunk_id: c.vector_score for c in items if c.vector_score is not None})
         keyword = _over_best({c.chunk_id: c.keyword_score or 0.0 for c in items})
-        window_dense = window_dense if any(c.window_cosine is not None for c in items) else 0.0
-        window_keyword = window_keyword if any(c.window_keyword is not None for c in items) else 0.0
         dense_windows = _minmax({c.chunk_id: c.window_cosine for c in items if c.window_cosine is not None})
         keyword_windows = _over_best({c.chunk_id: c.window_keyword for c in items if c.window_keyword is not None})
         for c in items:
@@ -832,7 +836,8 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     knobs = retrieval_settings()
     window_dense, window_keyword = knobs.hybrid_window_dense, knobs.hybrid_window_keyword
     windows = 0
-    if fusion == "convex" and (window_dense or window_keyword) and query_vector is not None:
+    if (fusion == "convex" and (window_dense or window_keyword) and query_vector is not None
+            and indexes.windowed.intersection(generation_ids)):
         windows_started = time.perf_counter()
         windows = window_scores(candidates, model=model, query_vector=query_vector, scorer=scorer)
         _add(timings, "windows_ms", (time.perf_counter() - windows_started) * 1000)
