@@ -144,12 +144,21 @@ def test_deleting_a_document_or_a_kb_deletes_their_windows(settings):
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the foreign keys hold
 
 
-def test_an_edited_chunk_gets_the_windows_of_its_new_text_with_vectors(settings):
+EDITED = "换货须在十天内申请。换货运费由买家承担。商家收到货后三天内寄出新货。节假日顺延，定制商品除外。"
+
+
+def _child_to_edit(settings):
+    """A KB with 40-character windows, and its child; the edit's text has two windows."""
     settings.KNOWLEDGE_WINDOW_CHARS = 40
     kb = KnowledgeBaseFactory()
     ingest_texts(kb, {"rules.md": LONG})
-    child = Chunk.objects.filter(generation=selectors.generation_active(kb=kb), kind=Chunk.Kind.CHILD).first()
-    new_text = "换货须在十天内申请。换货运费由买家承担。商家收到货后三天内寄出新货。"
+    assert len(window_spans(EDITED, 40)) == 2
+    return kb, Chunk.objects.filter(generation=selectors.generation_active(kb=kb), kind=Chunk.Kind.CHILD).first()
+
+
+def test_an_edited_chunk_gets_the_windows_of_its_new_text_with_vectors(settings):
+    kb, child = _child_to_edit(settings)
+    new_text = EDITED
     user = get_user_model().objects.create_user(username="editor", password="x")
     services.chunk_text_edit(chunk=child, text=new_text, user=user)
     windows = list(ChunkWindow.objects.filter(chunk=child).order_by("index"))
@@ -166,12 +175,8 @@ def test_an_edit_whose_window_vectors_are_missing_is_refused(settings):
     from apps.knowledge import chunk_overrides, errors
     from apps.knowledge.pipeline.index import cache_store
 
-    settings.KNOWLEDGE_WINDOW_CHARS = 40
-    kb = KnowledgeBaseFactory()
-    ingest_texts(kb, {"rules.md": LONG})
-    child = Chunk.objects.filter(generation=selectors.generation_active(kb=kb), kind=Chunk.Kind.CHILD).first()
-    new_text = "换货须在十天内申请。换货运费由买家承担。商家收到货后三天内寄出新货。节假日顺延，定制商品除外。"
-    assert len(window_spans(new_text, 40)) == 2
+    kb, child = _child_to_edit(settings)
+    new_text = EDITED
     content = embedding_text(text=new_text, chapter_path=child.chapter_path)
     # The child's own vector is cached, its windows' are not.
     cache_store(model=kb.embedding_model, vectors={text_hash(content): embedder_for(kb.embedding_model)
