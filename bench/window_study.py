@@ -103,6 +103,37 @@ def _encode_all(texts: list[str], *, is_query: bool, processes: int = 2, batch: 
     return out
 
 
+def _encode_late(passages: list[dict]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(passage vectors, each passage's window vectors) from one forward pass of each passage."""
+    global _E5
+    if _E5 is None:
+        from apps.knowledge.pipeline.embedders.e5_numpy import E5Numpy
+
+        _E5 = E5Numpy()
+    texts = [fs._passage_text(p) for p in passages]
+    spans = []
+    for passage, text in zip(passages, texts, strict=True):
+        at = len(text) - len(passage["text"])  # the title's line before the text
+        spans.append([(at + start, at + end) for start, end in window_spans(passage["text"], passage["width"])])
+    return _E5.encode_spans(texts, spans, threads=1)
+
+
+def _encode_all_late(corpus: list[dict], width: int, processes: int = 2,
+                     batch: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    order = sorted(range(len(corpus)), key=lambda i: len(corpus[i]["text"]))
+    jobs = [[{**corpus[i], "width": width} for i in order[s:s + batch]] for s in range(0, len(order), batch)]
+    with Pool(processes) as pool:
+        results = pool.map(_encode_late, jobs)
+    passages = np.zeros((len(corpus), 384), dtype=np.float32)
+    windows_of: list[np.ndarray | None] = [None] * len(corpus)
+    at = 0
+    for vectors, spans in results:
+        for vector, windows in zip(vectors, spans, strict=True):
+            passages[order[at]], windows_of[order[at]] = vector, windows
+            at += 1
+    return passages, np.concatenate([w for w in windows_of if w is not None])
+
+
 def _cache_names(cache: Path, name: str, width: int, stride: str) -> tuple[Path, Path]:
     return cache / f"{name}.e5q.npz", cache / f"{name}.win{width}{'' if stride == 'sentence' else stride}.npz"
 
@@ -118,8 +149,17 @@ def embed(dataset: Path, cache: Path, width: int, stride: str) -> None:
         ids = list(queries)
         np.savez(query_path, ids=np.array(ids), v=_encode_all([queries[i] for i in ids], is_query=True))
         print(f"{dataset.name}: {len(ids)} queries embedded in {time.monotonic() - started:.0f} s")
-    owners, texts = _windows_of(corpus, width, stride)
+    owners, texts = _windows_of(corpus, width, "packed" if stride == "late" else stride)
     started = time.monotonic()
+    if stride == "late":
+        passages, vectors = _encode_all_late(corpus, width)
+        if len(vectors) != len(owners):
+            raise SystemExit(f"late chunking made {len(vectors)} windows, the cut {len(owners)}")
+        np.savez(window_path, owner=np.array(owners), v=vectors, passage_ids=np.array([p["id"] for p in corpus]),
+                 passages=passages)
+        print(f"{dataset.name}: {len(corpus)} passages and their {len(owners)} windows embedded late in "
+              f"{time.monotonic() - started:.0f} s -> {window_path}")
+        return
     np.savez(window_path, owner=np.array(owners), v=_encode_all(texts, is_query=False))
     print(f"{dataset.name}: {len(texts)} windows of {len(corpus)} passages (mean {np.mean([len(t) for t in texts]):.0f}"
           f" characters) embedded in {time.monotonic() - started:.0f} s -> {window_path}")
@@ -220,15 +260,62 @@ def evaluate(paths: list[Path], texts: Path, cache: Path, width: int, stride: st
                   + "  ".join(f"{n} {fmt(figures[n][held])}" for n in sets))
 
 
+def exact(dataset: Path, cache: Path, width: int) -> None:
+    """The vector channel alone over the whole corpus (no pools, no database): each passage by its
+    own cosine, by its best window's (explicit windows, `packed`), by its best late-chunked
+    window's, and by the mean of its cosine and its best window's."""
+    from common import django_setup
+
+    django_setup()
+    from apps.knowledge.management.commands.bench_retrieval import fold_of, load_dataset, metrics
+    corpus, queries, qrels = load_dataset(dataset, None)
+    query_path, packed_path = _cache_names(cache, dataset.name, width, "packed")
+    late = np.load(_cache_names(cache, dataset.name, width, "late")[1])
+    passage_ids = list(late["passage_ids"])
+    index_of = {pid: i for i, pid in enumerate(passage_ids)}
+    stored = np.load(query_path)
+    query_vectors = dict(zip(stored["ids"], stored["v"], strict=True))
+    passage_cos = {q["id"]: late["passages"] @ query_vectors[q["id"]] for q in queries}
+
+    def best_window(path: Path) -> dict[str, np.ndarray]:
+        data = np.load(path)
+        owners = np.array([index_of[o] for o in data["owner"]])
+        out = {}
+        for q in queries:
+            best = np.full(len(passage_ids), -1.0, dtype=np.float32)
+            np.maximum.at(best, owners, data["v"] @ query_vectors[q["id"]])
+            out[q["id"]] = best
+        return out
+
+    scores = {"passage cosine": passage_cos}
+    for label, path in (("best explicit window", packed_path), ("best late window", None)):
+        if path is not None and not path.exists():
+            continue
+        windows = best_window(path or _cache_names(cache, dataset.name, width, "late")[1])
+        scores[label] = windows
+        scores[f"mean(passage, {label})"] = {q: (passage_cos[q] + windows[q]) / 2 for q in windows}
+    print(f"{dataset.name}: {len(corpus)} passages, {len(queries)} queries, windows of {width} characters;"
+          " nDCG@10 / Recall@10 / MRR@10 over the whole corpus")
+    for label, by_query in scores.items():
+        figures = {}
+        for fold in "AB":
+            rows = [metrics([passage_ids[i] for i in np.argsort(-by_query[q["id"]])[:10]], qrels[q["id"]])
+                    for q in queries if fold_of(q["id"]) == fold]
+            figures[fold] = np.mean(rows, axis=0)
+        print(f"  {label:<36} " + "  ".join(
+            f"{f} {r[0]:.4f}/{r[1]:.4f}/{r[2]:.4f}" for f, r in figures.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("embed", "evaluate"):
+    for name in ("embed", "evaluate", "exact"):
         p = sub.add_parser(name)
         p.add_argument("--cache", type=Path, required=True, help="where the window and query vectors are kept")
         p.add_argument("--width", type=int, default=160)
-        p.add_argument("--stride", choices=("sentence", "packed"), default="sentence")
-        if name == "embed":
+        p.add_argument("--stride", choices=("sentence", "packed", "late"), default="sentence",
+                       help="late: packed windows pooled from their passage's own forward pass")
+        if name in ("embed", "exact"):
             p.add_argument("--dataset", type=Path, required=True)
         else:
             p.add_argument("--texts", type=Path, required=True, metavar="DATASETS_DIR")
@@ -236,6 +323,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "embed":
         embed(args.dataset, args.cache, args.width, args.stride)
+    elif args.command == "exact":
+        exact(args.dataset, args.cache, args.width)
     else:
         evaluate(args.dumps, args.texts, args.cache, args.width, args.stride)
 

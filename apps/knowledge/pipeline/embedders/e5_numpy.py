@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import itertools
 import math
 import os
 import struct
@@ -84,15 +85,26 @@ class Tokenizer:
 
     def content_ids(self, text: str) -> list[int]:
         """Content token ids (no <s>, </s>) of `text`, prefix included by the caller."""
+        return [index for index, _start, _end in self.content_pieces(text)]
+
+    def content_pieces(self, text: str) -> list[tuple[int, int, int]]:
+        """(token id, start, end) of each content token: [start, end) is the span of `text`'s own
+        characters the piece was made from (the leading metaspace of the first piece maps to 0)."""
         norm = self.norm
-        chars = "".join(norm.get(c, c) for c in text) if norm else text
-        while "  " in chars:
-            chars = chars.replace("  ", " ")
+        chars: list[str] = []
+        origin: list[int] = []
+        for at, c in enumerate(text):
+            for d in norm.get(c, c) if norm else c:
+                if d == " " and chars and chars[-1] == " ":
+                    continue  # runs of spaces collapse to one, as the C normaliser does
+                chars.append(d)
+                origin.append(at)
         if not chars or chars[0] != " ":
-            chars = " " + chars
-        chars = chars.replace(" ", META)
-        n = len(chars)
-        sizes = [len(c.encode("utf-8")) for c in chars]
+            chars.insert(0, " ")
+            origin.insert(0, 0)
+        word = "".join(chars).replace(" ", META)
+        n = len(word)
+        sizes = [len(c.encode("utf-8")) for c in word]
         ids, scores, max_bytes = self.ids, self.scores, self.max_piece_bytes
         best = [-1e30] * (n + 1)
         back = [0] * (n + 1)
@@ -108,7 +120,7 @@ class Tokenizer:
                 span += sizes[e - 1]
                 if span > max_bytes:
                     break
-                index = ids.get(chars[i:e])
+                index = ids.get(word[i:e])
                 if index is not None:
                     score = f32(here + scores[index])
                     if score > best[e]:
@@ -119,8 +131,9 @@ class Tokenizer:
         out = []
         i = n
         while i > 0:
-            out.append(self.unk if piece[i] < 0 else piece[i])
-            i = back[i]
+            start = back[i]
+            out.append((self.unk if piece[i] < 0 else piece[i], origin[start], origin[i - 1] + 1))
+            i = start
         out.reverse()
         return out
 
@@ -231,41 +244,77 @@ class E5Numpy:
         """L2-normalised vectors [len(texts), H], in the order of `texts`. Windows are run in
         groups of similar length (sorted by length) of at most `max_tokens` tokens: attention is
         per text, the matrices stay large, and a long text does not make short ones wait."""
+        return self._encode(texts, None, is_query=is_query, threads=threads, max_tokens=max_tokens)[0]
+
+    def encode_spans(self, texts: list[str], spans: list[list[tuple[int, int]]], *, threads: int | None = None,
+                     max_tokens: int = 4096) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Passages as `encode` embeds them, and for each text one L2-normalised vector per
+        [start, end) character span of it (`spans[i]` of `texts[i]`): the mean of the last hidden
+        states of the tokens made from the span's characters, taken from the text's own forward
+        pass (late chunking: a span is read in its context and costs no pass of its own). A span
+        no token was made from gets the text's vector.
+
+        Not used by the engine: measured as sentence windows' vectors (bench/window_study.py
+        `--stride late`), the context the states carry is what windows exist to leave out, so
+        late windows score like their passage (bench/README.md, stop 21)."""
+        return self._encode(texts, spans, is_query=False, threads=threads, max_tokens=max_tokens)
+
+    def _encode(self, texts: list[str], spans: list[list[tuple[int, int]]] | None, *, is_query: bool,
+                threads: int | None, max_tokens: int) -> tuple[np.ndarray, list[np.ndarray]]:
         H, width = self.H, self.MAXP - 2
-        windows: list[tuple[int, list[int]]] = []
+        prefix = "query: " if is_query else "passage: "
+        windows: list[tuple[int, int, list[int]]] = []  # (text, first token, ids)
+        masks: list[np.ndarray] = []  # per text: [spans, tokens], the tokens made from each span
         for index, text in enumerate(texts):
-            ids = self.token_ids(text, is_query=is_query)
+            if spans is None:
+                ids = self.tokenizer.content_ids(prefix + text)
+            else:
+                pieces = self.tokenizer.content_pieces(prefix + text)
+                ids = [piece[0] for piece in pieces]
+                starts = np.fromiter((p[1] for p in pieces), dtype=np.int64, count=len(pieces)) - len(prefix)
+                ends = np.fromiter((p[2] for p in pieces), dtype=np.int64, count=len(pieces)) - len(prefix)
+                bounds = np.asarray(spans[index], dtype=np.int64).reshape(-1, 2)
+                masks.append((starts[None, :] < bounds[:, 1:2]) & (ends[None, :] > bounds[:, 0:1]))
             for start in range(0, max(len(ids), 1), width):
-                windows.append((index, ids[start:start + width]))
-        order = sorted(range(len(windows)), key=lambda w: len(windows[w][1]))
+                windows.append((index, start, ids[start:start + width]))
+        order = sorted(range(len(windows)), key=lambda w: len(windows[w][2]))
         sums = np.zeros((len(texts), H), dtype=np.float64)
         weights = np.zeros(len(texts), dtype=np.float64)
+        span_sums = [np.zeros((len(m), H), dtype=np.float64) for m in masks]
         with self._lock, _blas_threads(threads):
             group: list[int] = []
             tokens = 0
             for w in [*order, None]:
-                size = len(windows[w][1]) + 2 if w is not None else 0
+                size = len(windows[w][2]) + 2 if w is not None else 0
                 if group and (w is None or tokens + size > max_tokens):
-                    means = self._forward([windows[g][1] for g in group])
-                    for g, mean in zip(group, means, strict=True):
-                        index, ids = windows[g]
+                    means, states = self._forward([windows[g][2] for g in group], states=spans is not None)
+                    for at, (g, mean) in enumerate(zip(group, means, strict=True)):
+                        index, first, ids = windows[g]
                         weight = max(len(ids), 1)
                         sums[index] += weight * mean
                         weights[index] += weight
+                        if spans is not None and ids:
+                            span_sums[index] += masks[index][:, first:first + len(ids)].astype(np.float32) @ states[at]
                     group, tokens = [], 0
                 if w is not None:
                     group.append(w)
                     tokens += size
-        vectors = (sums / np.maximum(weights, 1e-12)[:, None]).astype(np.float32)
-        norms = np.sqrt(np.maximum((vectors * vectors).sum(axis=1, keepdims=True), 1e-12))
-        return vectors / norms
+        vectors = _normalised(sums / np.maximum(weights, 1e-12)[:, None])
+        span_vectors = []
+        for index, (mask, total) in enumerate(zip(masks, span_sums, strict=True)):
+            # A mean's direction is its sum's: only spans without a token need the text's vector.
+            empty = ~mask.any(axis=1)
+            total[empty] = vectors[index]
+            span_vectors.append(_normalised(total))
+        return vectors, span_vectors
 
     def _embed_tokens(self, ids: np.ndarray) -> np.ndarray:
         blocks = self._word[ids]
         return _dequantise(blocks.reshape(-1), len(ids), self.H)
 
-    def _forward(self, segments: list[list[int]]) -> np.ndarray:
-        """Mean-pooled hidden states of each segment ([bos] + ids + [eos])."""
+    def _forward(self, segments: list[list[int]], *, states: bool = False) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Mean-pooled last hidden states of each segment ([bos] + ids + [eos]) and, with `states`,
+        each segment's content tokens' states (without bos and eos)."""
         H, NH = self.H, self.NH
         hd = H // NH
         tok = self.tokenizer
@@ -299,7 +348,14 @@ class E5Numpy:
             out = mid @ ly.fo_w
             out += ly.fo_b
             x = _layernorm(x + out, ly.oln_w, ly.oln_b, self.eps)
-        return np.add.reduceat(x, offsets[:-1], axis=0) / np.asarray(lengths, dtype=np.float32)[:, None]
+        means = np.add.reduceat(x, offsets[:-1], axis=0) / np.asarray(lengths, dtype=np.float32)[:, None]
+        return means, [x[a + 1:b - 1] for a, b in itertools.pairwise(offsets)] if states else []
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    vectors = vectors.astype(np.float32)
+    norms = np.sqrt(np.maximum((vectors * vectors).sum(axis=1, keepdims=True), 1e-12))
+    return vectors / norms
 
 
 def _layernorm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
