@@ -19,12 +19,23 @@ from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from apps.knowledge.management.commands.bench_retrieval import DISTRACTOR_FILE
-from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KeywordTermStat, KnowledgeBase
+from apps.knowledge.models import (
+    Chunk,
+    ChunkWindow,
+    Document,
+    EmbeddingModel,
+    IndexGeneration,
+    KeywordTermStat,
+    KnowledgeBase,
+)
+from apps.knowledge.pipeline.index import text_hash
+from apps.knowledge.pipeline.windows import window_spans
 from apps.projects.models import Project
 
 pytestmark = pytest.mark.django_db
@@ -217,7 +228,8 @@ def test_a_dataset_without_qrels_is_refused_and_creates_nothing(tmp_path):
     assert _counts() == counts
 
 
-def test_scale_adds_distractor_chunks_made_of_the_corpora_sentences(tmp_path, corpora):
+def test_scale_adds_distractor_chunks_made_of_the_corpora_sentences(tmp_path, corpora, settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
     report, stdout = _bench(tmp_path, "--mode", "keyword", "--scale", "5", "--corpora", str(corpora), "--keep")
     kb = _kept_kb(stdout)
     generation = IndexGeneration.objects.get(knowledge_base=kb, status="active")
@@ -231,6 +243,15 @@ def test_scale_adds_distractor_chunks_made_of_the_corpora_sentences(tmp_path, co
         assert made_of_sentences.fullmatch(text), text
         assert len(text) >= 300
     assert KeywordTermStat.objects.get(generation=generation, term="#n").df == PASSAGES + 5
+    # Their windows, as the generation cuts them, each with terms and a vector near its chunk's.
+    for chunk in Chunk.objects.filter(generation=generation, document__filename=DISTRACTOR_FILE):
+        windows = list(ChunkWindow.objects.filter(chunk=chunk).order_by("index"))
+        assert [(w.start, w.end) for w in windows] == window_spans(chunk.text, 40)
+        for window in windows:
+            assert window.text_hash == text_hash(chunk.text[window.start:window.end])
+            assert window.search_vector is not None
+            cosine = float(np.dot(window.embedding, chunk.embedding))
+            assert 0.5 < cosine < 0.9999
 
 
 @pytest.mark.parametrize("where", ["no-md", "missing"])

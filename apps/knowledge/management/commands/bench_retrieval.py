@@ -51,6 +51,8 @@ from apps.knowledge import generation_indexes, ingest, selectors, services
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.retrieve import SearchOptions
+from apps.knowledge.pipeline.strategy import strategy_from_snapshot
+from apps.knowledge.pipeline.windows import window_spans
 from apps.projects.models import Project
 
 DEFAULT_CORPORA = Path(settings.BASE_DIR).parent / "shared" / "bench" / "corpora"
@@ -482,11 +484,14 @@ class Command(BaseCommand):
         return runs
 
     def _distractors(self, kb: KnowledgeBase, model: EmbeddingModel, count: int, sentences: list[str]) -> None:
-        """N child chunks in one synthetic, completed document of the KB's active generation."""
+        """N child chunks in one synthetic, completed document of the KB's active generation, with
+        their sentence windows when the generation has them (a window's vector: its chunk's plus
+        noise, σ 0.03 a dimension, renormalised)."""
         rng = random.Random(7)
         generation = selectors.generation_active(kb=kb)
         if generation is None:
             raise CommandError(f"{kb.name} has no active index to add distractors to.")
+        width = strategy_from_snapshot(generation.chunk_strategy).window_chars
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT embedding::text FROM knowledge_chunk WHERE generation_id = %s AND kind = 'child' "
@@ -518,16 +523,30 @@ class Command(BaseCommand):
                     "COPY knowledge_chunk (id, generation_id, document_id, kind, index, text, metadata, text_hash, "
                     "embedding_model_id, embedding, search_vector) FROM STDIN"
                 ) as copy:
+                    windows = []
                     for i in range(n):
                         text = ""
                         while len(text) < 300:
                             text += rng.choice(sentences)
                         tsv = f"{index.search_terms_literal(text)} '{lexeme}'"
+                        chunk = uuid.uuid4()
                         copy.write_row((
-                            uuid.uuid4(), generation.pk, document.pk, "child", start + i, text, "{}",
+                            chunk, generation.pk, document.pk, "child", start + i, text, "{}",
                             index.text_hash(text), model.pk,
                             "[" + ",".join(f"{x:.6g}" for x in vectors[i]) + "]", tsv,
                         ))
+                        windows += [(chunk, at, lo, hi, text[lo:hi], vectors[i])
+                                    for at, (lo, hi) in enumerate(window_spans(text, width))]
+                if windows:
+                    own = np.stack([w[5] for w in windows])
+                    own += noise_rng.normal(0, 0.03, size=own.shape).astype(np.float32)
+                    own /= np.linalg.norm(own, axis=1, keepdims=True)
+                    with cursor.copy("COPY knowledge_chunkwindow (chunk_id, index, start, \"end\", text_hash, "
+                                     "embedding, search_vector) FROM STDIN") as copy:
+                        for (chunk, at, lo, hi, window, _), vector in zip(windows, own, strict=True):
+                            copy.write_row((chunk, at, lo, hi, index.text_hash(window),
+                                            "[" + ",".join(f"{x:.6g}" for x in vector) + "]",
+                                            index.search_terms_literal(window)))
                 index.stats_add(
                     rows_sql="SELECT generation_id, search_vector FROM knowledge_chunk "
                              "WHERE document_id = %s AND index >= %s AND index < %s AND kind = 'child'",
