@@ -24,7 +24,8 @@ def test_defaults_are_the_measured_values():
                                                                                    5_000, 300)
     assert (knobs.vector_index_m, knobs.vector_index_ef_construction) == (16, 64)  # pgvector's own
     assert (knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift) == (0.5, 0.75, 0.1)
-    assert len(fields(knobs)) == 23
+    assert knobs.hybrid_window_pool == 30
+    assert len(fields(knobs)) == 24
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
@@ -58,12 +59,19 @@ def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
     ({"vector_index_m": 2, "vector_index_ef_construction": 3}, "'vector_index_ef_construction'] must be within"),
     ({"vector_index_ef_construction": 1001}, "'vector_index_ef_construction'] must be within"),
     ({"vector_index_m": 24.0}, "'vector_index_m'] must be int"),
+    ({"hybrid_window_pool": -1}, "'hybrid_window_pool'] must be ≥ 0"),
+    ({"hybrid_window_pool": 2.5}, "'hybrid_window_pool'] must be int"),
+    ({"hybrid_window_dense": 1.5}, "'hybrid_window_dense'] must be within 0–1"),
     ([1, 2], "must be a JSON object"),
 ])
 def test_a_bad_value_is_refused_with_its_name(values, message):
     with pytest.raises(ImproperlyConfigured) as refused:
         RetrievalSettings.from_mapping(values)
     assert message in str(refused.value)
+
+
+def test_a_window_pool_is_a_count_of_candidates_not_a_share():
+    assert RetrievalSettings.from_mapping({"hybrid_window_pool": 30}).hybrid_window_pool == 30
 
 
 def test_a_renamed_key_is_still_read_under_its_new_name():

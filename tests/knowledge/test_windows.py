@@ -232,11 +232,13 @@ def test_without_window_shares_fusion_is_the_childrens():
 
 def test_window_shares_blend_each_candidates_best_window_into_both_parts():
     ranked = fuse(_pool(), fusion="convex", dense_weight=0.5, window_dense=0.5, window_keyword=0.5)
-    # Windows: cosine min-max over a and b (.88–.95): a 0, b 1; BM25 over the best 9: a .444, b 1.
-    # c has none: its own figures stand in (dense 0, keyword .2).
-    # a: .5 × (.5 × 1 + .5 × 0) + .5 × (.5 × 1 + .5 × .4444) = .25 + .3611 = .6111
+    # c has no windows read: its own cosine and BM25 stand in, scaled with the windows'.
+    # Window cosines .88 / .95 / (.70) min-max: a .72, b 1, c 0; BM25 over the best 9: a .4444,
+    # b 1, c .2222.
+    # a: .5 × (.5 × 1 + .5 × .72) + .5 × (.5 × 1 + .5 × .4444) = .43 + .3611 = .7911
     # b: .5 × (.5 × .5 + .5 × 1) + .5 × (.5 × .8 + .5 × 1) = .375 + .45 = .825
-    assert [(c.chunk_id, round(c.score, 4)) for c in ranked] == [("b", 0.825), ("a", 0.6111), ("c", 0.1)]
+    # c: .5 × 0 + .5 × (.5 × .2 + .5 × .2222) = .1056
+    assert [(c.chunk_id, round(c.score, 4)) for c in ranked] == [("b", 0.825), ("a", 0.7911), ("c", 0.1056)]
     assert ranked[0].dense_weight == 0.5
 
 
@@ -284,6 +286,27 @@ def test_window_shares_of_zero_read_no_windows(settings):
         result = search(kbs=[kb], query="定制商品 退货", options=SearchOptions(mode="hybrid", explain=True))
     assert result.hits and result.hits[0].explain["window"] == {"cosine": None, "bm25": None}
     assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
+
+
+def test_a_window_pool_reads_the_windows_of_the_best_candidates_only(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG, "more.md": EDITED, "other.md": LONG.replace("退货", "换货")})
+    query = "定制商品 退货"
+    options = SearchOptions(mode="hybrid", explain=True, rollup=False, top_k=20)
+    # Without windows: the order the pool is cut from.
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_dense": 0, "hybrid_window_keyword": 0}
+    plain = [hit.chunk_id for hit in search(kbs=[kb], query=query, options=options).hits]
+    assert len(plain) > 2
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_pool": 2}
+    hits = search(kbs=[kb], query=query, options=options).hits
+    read = {hit.chunk_id for hit in hits if hit.explain["window"]["cosine"] is not None}
+    assert read == set(plain[:2])
+    assert all(hit.explain["window"]["bm25"] is None for hit in hits if hit.chunk_id not in read)
+    # 0: every candidate's windows.
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_pool": 0}
+    hits = search(kbs=[kb], query=query, options=options).hits
+    assert {hit.chunk_id for hit in hits if hit.explain["window"]["cosine"] is not None} == set(plain)
 
 
 def test_a_windows_vector_and_terms_stay_in_its_row():

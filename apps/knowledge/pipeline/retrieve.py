@@ -27,9 +27,10 @@ vector-only candidates their BM25 — then combined convexly: w × min-max-norma
 or Traditional Chinese, or none), its length and the channels' top-1 margins
 (adaptive_dense_weight). Measured (see bench/README.md), this kept hybrid at
 or above the better channel where RRF(k=60) lost to it. Each candidate's best sentence window
-(pipeline.windows) is blended into both parts first, read for the whole pool in one query
-(window_scores; `hybrid_window_*` in retrieval_settings): a question matches one sentence of a
-long child, and the child's own scores dilute it. A KB (KnowledgeBase.fusion) or one search
+(pipeline.windows) is blended into both parts first, read in one query for the best
+`hybrid_window_pool` candidates of the fusion without them (window_scores; `hybrid_window_*` in
+retrieval_settings): a question matches one sentence of a long child, and the child's own scores
+dilute it. A KB (KnowledgeBase.fusion) or one search
 (SearchOptions.fusion) may choose `rrf` instead: each candidate scores the sum, over the channels
 that ranked it, of 1 / (60 + its rank there).
 
@@ -647,7 +648,9 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, 
     Convex: dense_weight × dense + (1 − dense_weight) × keyword, where dense is the candidate's
     cosine min-max scaled over the candidates and keyword its BM25 over the best; with windows
     read, each is blended with the same figure of the candidate's best window (`window_dense`,
-    `window_keyword` the windows' shares). A candidate without windows is its own window."""
+    `window_keyword` the windows' shares). A candidate whose windows were not read (it has none,
+    or it was outside `hybrid_window_pool`) is its own window: its cosine and BM25 are scaled with
+    the windows'."""
     items = list(candidates.values())
     if not items:
         return []
@@ -658,8 +661,10 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, 
     else:
         dense = _minmax({c.chunk_id: c.vector_score for c in items if c.vector_score is not None})
         keyword = _over_best({c.chunk_id: c.keyword_score or 0.0 for c in items})
-        dense_windows = _minmax({c.chunk_id: c.window_cosine for c in items if c.window_cosine is not None})
-        keyword_windows = _over_best({c.chunk_id: c.window_keyword for c in items if c.window_keyword is not None})
+        own_window = {c.chunk_id: c.window_cosine if c.window_cosine is not None else c.vector_score for c in items}
+        dense_windows = _minmax({key: value for key, value in own_window.items() if value is not None})
+        keyword_windows = _over_best({c.chunk_id: c.window_keyword if c.window_keyword is not None
+                                      else c.keyword_score or 0.0 for c in items})
         for c in items:
             d = dense.get(c.chunk_id, 0.0)
             k = keyword[c.chunk_id]
@@ -835,17 +840,21 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
                 candidates[cid].vector_score = float(score)
     knobs = retrieval_settings()
     window_dense, window_keyword = knobs.hybrid_window_dense, knobs.hybrid_window_keyword
+    adaptive = options.dense_weight is None
+    dense_weight = (adaptive_dense_weight(candidates.values(), query=query) if options.dense_weight is None
+                    else options.dense_weight)
     windows = 0
     if (fusion == "convex" and (window_dense or window_keyword) and query_vector is not None
             and indexes.windowed.intersection(generation_ids)):
         windows_started = time.perf_counter()
-        windows = window_scores(candidates, model=model, query_vector=query_vector, scorer=scorer)
+        read = candidates
+        if 0 < knobs.hybrid_window_pool < len(candidates):
+            first = fuse(candidates, fusion=fusion, dense_weight=dense_weight)[:knobs.hybrid_window_pool]
+            read = {c.chunk_id: c for c in first}
+        windows = window_scores(read, model=model, query_vector=query_vector, scorer=scorer)
         _add(timings, "windows_ms", (time.perf_counter() - windows_started) * 1000)
-    dense_weight = options.dense_weight
-    if dense_weight is None:
-        dense_weight = adaptive_dense_weight(candidates.values(), query=query)
-        if windows:
-            dense_weight = min(0.95, max(0.05, dense_weight + knobs.hybrid_window_shift))
+    if adaptive and windows:
+        dense_weight = min(0.95, max(0.05, dense_weight + knobs.hybrid_window_shift))
     ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight, window_dense=window_dense,
                   window_keyword=window_keyword)
     # Completing the candidates counts as fusion, even where it overlapped the vector channel.
