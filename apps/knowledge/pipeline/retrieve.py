@@ -123,7 +123,8 @@ class Candidate:
     rerank_score: float | None = None
     # (parent id, document id), read with the channel's row; None for a candidate made elsewhere.
     placement: tuple | None = None
-    # Its best sentence window's cosine and BM25 (window_scores); None when it has no windows.
+    # Its best sentence window's cosine and BM25 (window_scores); None when it has no windows or
+    # they were not read (outside hybrid_window_pool).
     window_cosine: float | None = None
     window_keyword: float | None = None
 

@@ -555,3 +555,4 @@ class Command(BaseCommand):
             self.stdout.write(f"  distractors {start + n}/{count}")
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE knowledge_chunk")
+            cursor.execute("ANALYZE knowledge_chunkwindow")
