@@ -662,10 +662,14 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, 
     else:
         dense = _minmax({c.chunk_id: c.vector_score for c in items if c.vector_score is not None})
         keyword = _over_best({c.chunk_id: c.keyword_score or 0.0 for c in items})
-        own_window = {c.chunk_id: c.window_cosine if c.window_cosine is not None else c.vector_score for c in items}
-        dense_windows = _minmax({key: value for key, value in own_window.items() if value is not None})
-        keyword_windows = _over_best({c.chunk_id: c.window_keyword if c.window_keyword is not None
-                                      else c.keyword_score or 0.0 for c in items})
+        dense_windows: dict[Any, float] = {}
+        keyword_windows: dict[Any, float] = {}
+        if window_dense or window_keyword:
+            own_window = {c.chunk_id: c.window_cosine if c.window_cosine is not None else c.vector_score
+                          for c in items}
+            dense_windows = _minmax({key: value for key, value in own_window.items() if value is not None})
+            keyword_windows = _over_best({c.chunk_id: c.window_keyword if c.window_keyword is not None
+                                          else c.keyword_score or 0.0 for c in items})
         for c in items:
             d = dense.get(c.chunk_id, 0.0)
             k = keyword[c.chunk_id]
@@ -841,9 +845,10 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
                 candidates[cid].vector_score = float(score)
     knobs = retrieval_settings()
     window_dense, window_keyword = knobs.hybrid_window_dense, knobs.hybrid_window_keyword
-    adaptive = options.dense_weight is None
-    dense_weight = (adaptive_dense_weight(candidates.values(), query=query) if options.dense_weight is None
-                    else options.dense_weight)
+    dense_weight = options.dense_weight
+    adaptive = dense_weight is None
+    if dense_weight is None:
+        dense_weight = adaptive_dense_weight(candidates.values(), query=query)
     windows = 0
     if (fusion == "convex" and (window_dense or window_keyword) and query_vector is not None
             and indexes.windowed.intersection(generation_ids)):

@@ -267,7 +267,7 @@ class E5Numpy:
         masks: list[np.ndarray] = []  # per text: [spans, tokens], the tokens made from each span
         for index, text in enumerate(texts):
             if spans is None:
-                ids = self.tokenizer.content_ids(prefix + text)
+                ids = self.token_ids(text, is_query=is_query)
             else:
                 pieces = self.tokenizer.content_pieces(prefix + text)
                 ids = [piece[0] for piece in pieces]
