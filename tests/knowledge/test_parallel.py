@@ -3,7 +3,7 @@
 import threading
 
 import pytest
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, connections, transaction
 
 from apps.knowledge import services
 from apps.knowledge.models import KnowledgeBase
@@ -112,6 +112,34 @@ def test_a_busy_worker_is_not_queued_behind():
         release.set()
     assert first.result(timeout=30) is True
     assert parallel.run_beside(_backend_pid).result(timeout=30) != _backend_pid()
+
+
+def test_a_worker_connection_the_server_dropped_is_opened_again(settings):
+    """The limits statement is the worker connection's health check: a terminated backend costs
+    the next search nothing but a new connection."""
+    assert settings.DATABASES["default"]["CONN_HEALTH_CHECKS"]
+    first = parallel.run_beside(_backend_pid).result(timeout=30)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [first])
+        assert cursor.fetchone() == (True,)
+    second = parallel.run_beside(_backend_pid).result(timeout=30)
+    assert second not in (first, _backend_pid())
+    assert parallel.run_beside(_backend_pid).result(timeout=30) == second  # kept open
+
+
+def test_a_healthy_worker_connection_is_not_checked_with_a_round_trip_of_its_own(monkeypatch):
+    parallel.run_beside(_backend_pid).result(timeout=30)  # the worker's connection is open
+    checks = []
+    wrapper = type(connections["default"])  # the backend's class, which every thread's connection is
+    original = wrapper.is_usable
+
+    def is_usable(self):
+        checks.append(threading.current_thread().name)
+        return original(self)
+
+    monkeypatch.setattr(wrapper, "is_usable", is_usable)
+    assert parallel.run_beside(_backend_pid).result(timeout=30) != _backend_pid()
+    assert [name for name in checks if name.startswith("bailinghub-search")] == []
 
 
 def test_the_worker_runs_under_the_callers_timeouts():

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 _lock = threading.Lock()
 # One job at a time: a search that finds the worker busy (concurrent requests in this process)
@@ -46,6 +46,7 @@ def _pool() -> ThreadPoolExecutor:
 # The caller's limits on waiting (apps.runtime.knowledge sets them around agent searches) hold
 # for the work done on its behalf too.
 _LIMITS = ("lock_timeout", "statement_timeout")
+_SET_LIMITS = "SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in _LIMITS)
 
 
 def _caller_limits() -> list[str]:
@@ -54,11 +55,26 @@ def _caller_limits() -> list[str]:
         return list(cursor.fetchone())
 
 
+def _take_limits(limits: list[str]) -> None:
+    """Give this thread's connection the caller's limits. The statement is also the connection's
+    health check: Django's own (CONN_HEALTH_CHECKS) spent a round trip of its own before it on every
+    search (the vector walk started ~2 ms later, p50, at 100k chunks: bench/README.md, stop 22). A
+    connection that fails it (the server restarted, the backend was terminated) is opened again, once."""
+    connection.close_if_unusable_or_obsolete()  # the maximum age, errors, autocommit left off
+    # Django's flag (4.1+) for "checked since the last close_if_unusable_or_obsolete".
+    connection.health_check_done = True  # type: ignore[attr-defined]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(_SET_LIMITS, limits)
+    except (OperationalError, InterfaceError):
+        connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute(_SET_LIMITS, limits)
+
+
 def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str]) -> Any:
     try:
-        connection.close_if_unusable_or_obsolete()
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in _LIMITS), limits)
+        _take_limits(limits)
         return fn(*args, **kwargs)
     except Exception:
         connection.close()  # never leave a broken connection for the next search

@@ -37,10 +37,12 @@ class RetrievalSettings:
     keyword_rare_fraction: float = 0.03
     keyword_posting_budget: int = 20_000
     # The same budget in hybrid search, where the vector channel finds what more postings would.
-    # Chosen on fold A (dureader beside 100k distractors; scifact, where it never binds; cmrc and
-    # drcd are too small to reach it) from 2,500 / 5,000 / 10,000 / 20,000: hybrid nDCG@10 0.9486
-    # / 0.9496 / 0.9482 / 0.9482. Held out, fold B: 0.9217 at both 5,000 and 20,000; p95 ~65 → ~61 ms.
-    hybrid_keyword_posting_budget: int = 5_000
+    # Each posting is a heap page read (GIN has no index-only scan): at 100k chunks, 5,000 postings
+    # made phase 1 ~8 ms of the search. Chosen on fold A of dureader beside 100k distractors, with
+    # windows (stop 22; cmrc, drcd and dureader alone are too small to reach it): 500 / 1,000 /
+    # 1,500 / 2,000 / 2,500 / 5,000 → hybrid nDCG@10 0.9493 / 0.9493 / 0.9503 / 0.9513 / 0.9513 /
+    # 0.9502; held out, fold B: 0.9327 at 1,000 to 5,000 alike. Keyword channel p95 24 → 16 ms.
+    hybrid_keyword_posting_budget: int = 2_000
     keyword_phase1_terms: int = 16
     keyword_phase1_limit: int = 100
     # A generation with more than `generation_index_min_rows` indexed children gets an HNSW and a

@@ -484,9 +484,10 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             shown = limit if need is None else need
             short = []
             with transaction.atomic():
-                cursor.execute(f"SET LOCAL hnsw.ef_search = {int(min(1000, max(ef_search, 2 * limit)))}")
-                # Make the planner walk the index rather than sort the generation's rows.
-                cursor.execute("SET LOCAL enable_sort = off")
+                # Make the planner walk the index rather than sort the generation's rows. One
+                # statement for both: a round trip is ~0.1-0.7 ms on the search's critical path.
+                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_sort', 'off', true)",
+                               [str(int(min(1000, max(ef_search, 2 * limit))))])
                 for generation_id in walked:
                     cursor.execute(*_vector_query(dim, vector=vector, generations=generation_id, limit=limit,
                                                   extra_columns=extra_columns))
