@@ -158,6 +158,10 @@ def explain_sentence(explain: Mapping, *, candidate_limit: int) -> str:
         if window.get("cosine") is not None:
             sentence += (f" and blended with those of its best sentence window (cosine {window['cosine']:.3f}, "
                          f"BM25 {window.get('bm25') or 0:.2f})")
+        elif window.get("blend") == "own scores":
+            # Outside the candidates whose windows are read (or without windows): its own cosine
+            # and BM25 stood in for a window's, scaled with the windows read.
+            sentence += ", its own scores standing in for a sentence window's (its windows were not read)"
     return sentence + "."
 
 

@@ -315,7 +315,14 @@ def test_a_hit_beyond_a_channels_candidates_is_explained_as_such():
     assert explain_sentence(explain, candidate_limit=50) == (
         "Ranked beyond the vector channel's top 50 (cosine 0.500) and 1st by keywords (BM25 2.00, matching a); "
         "fused 0.400 = 0.60 × meaning + 0.40 × keywords, each scaled to the best candidate.")
-    explain["window"] = {"cosine": 0.9123, "bm25": 3.4}
+    explain["window"] = {"cosine": 0.9123, "bm25": 3.4, "blend": "best window"}
     assert explain_sentence(explain, candidate_limit=50).endswith(
         "each scaled to the best candidate and blended with those of its best sentence window (cosine 0.912, "
         "BM25 3.40).")
+    # Outside the window pool: its own scores stood in, and the sentence says so.
+    explain["window"] = {"cosine": None, "bm25": None, "blend": "own scores"}
+    assert explain_sentence(explain, candidate_limit=50).endswith(
+        "each scaled to the best candidate, its own scores standing in for a sentence window's (its windows were "
+        "not read).")
+    explain["window"] = {"cosine": None, "bm25": None, "blend": None}  # a KB without windows
+    assert explain_sentence(explain, candidate_limit=50).endswith("each scaled to the best candidate.")

@@ -103,7 +103,7 @@ def test_a_build_without_windows_has_none_and_its_hybrid_search_reads_none(setti
     assert _windows(kb) == []
     with CaptureQueriesContext(connection) as queries:
         hits = search(kbs=[kb], query="退货 运费", options=SearchOptions(mode="hybrid", explain=True)).hits
-    assert hits and hits[0].explain["window"] == {"cosine": None, "bm25": None}
+    assert hits and hits[0].explain["window"] == {"cosine": None, "bm25": None, "blend": None}
     assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
     # Searched beside a KB with windows, its candidates are their own windows.
     settings.KNOWLEDGE_WINDOW_CHARS = 40
@@ -284,7 +284,7 @@ def test_window_shares_of_zero_read_no_windows(settings):
     ingest_texts(kb, {"rules.md": LONG})
     with CaptureQueriesContext(connection) as queries:
         result = search(kbs=[kb], query="定制商品 退货", options=SearchOptions(mode="hybrid", explain=True))
-    assert result.hits and result.hits[0].explain["window"] == {"cosine": None, "bm25": None}
+    assert result.hits and result.hits[0].explain["window"] == {"cosine": None, "bm25": None, "blend": None}
     assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
 
 
@@ -302,6 +302,8 @@ def test_a_window_pool_reads_the_windows_of_the_best_candidates_only(settings):
     hits = search(kbs=[kb], query=query, options=options).hits
     read = {hit.chunk_id for hit in hits if hit.explain["window"]["cosine"] is not None}
     assert read == set(plain[:2])
+    assert {hit.chunk_id: hit.explain["window"]["blend"] for hit in hits} == {
+        c: "best window" if c in read else "own scores" for c in plain}
     assert {hit.chunk_id for hit in hits} == set(plain)  # every candidate is a hit here
     # By hand: an unread candidate's own cosine and BM25 stand in for its window's, scaled with
     # the read windows' (min-max for cosines, over the best for BM25); shares 0.5 and 0.75.

@@ -127,6 +127,9 @@ class Candidate:
     # they were not read (outside hybrid_window_pool).
     window_cosine: float | None = None
     window_keyword: float | None = None
+    # What convex fusion blended in as its window: "best window", "own scores" (its windows were
+    # not read, or it has none: its own cosine and BM25 stood in), None when no window was blended.
+    window_blend: str | None = None
 
 
 # Columns every channel reads beside its own (over alias c): where a candidate sits, for the roll-up.
@@ -671,6 +674,8 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, 
             dense_windows = _minmax({key: value for key, value in own_window.items() if value is not None})
             keyword_windows = _over_best({c.chunk_id: c.window_keyword if c.window_keyword is not None
                                           else c.keyword_score or 0.0 for c in items})
+        # Without a window read (none in the KB, or none among the candidates) the blend changes nothing.
+        blended = bool(window_dense or window_keyword) and any(c.window_cosine is not None for c in items)
         for c in items:
             d = dense.get(c.chunk_id, 0.0)
             k = keyword[c.chunk_id]
@@ -679,6 +684,7 @@ def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, 
             c.score = dense_weight * d + (1 - dense_weight) * k
             c.dense_weight = dense_weight
             c.fusion = fusion
+            c.window_blend = None if not blended else "best window" if c.window_cosine is not None else "own scores"
     return sorted(items, key=lambda c: (-c.score, str(c.chunk_id)))
 
 
@@ -1024,7 +1030,7 @@ def _rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget
             explanation = {
                 "vector": {"rank": best.vector_rank, "score": best.vector_score},
                 "keyword": {"rank": best.keyword_rank, "score": best.keyword_score},
-                "window": {"cosine": best.window_cosine, "bm25": best.window_keyword},
+                "window": {"cosine": best.window_cosine, "bm25": best.window_keyword, "blend": best.window_blend},
                 "matched_terms": best.matched_terms,
                 "fused_score": best.score,
                 "fusion": best.fusion,
