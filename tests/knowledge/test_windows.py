@@ -61,6 +61,21 @@ def test_a_text_that_fits_is_one_window_and_width_zero_or_blank_text_none():
     assert window_spans("", 96) == []
 
 
+ENGLISH = ("Parcels damaged in transit must be photographed on the day they arrive. Customer service replies "
+           "within two working days. Custom-made goods cannot be returned! Refunds go back to the paying account, "
+           "usually within three to five days.")
+
+
+def test_a_text_without_chinese_characters_gets_windows_four_times_as_wide():
+    """The width counts Chinese characters; an English text's windows hold about as many words."""
+    assert len(ENGLISH) == 233
+    # 4 × 40 = 160 characters: up to the "!" (159 characters) fits, the rest is the next window.
+    assert _texts(ENGLISH, 40) == [ENGLISH[:ENGLISH.index(" Refunds")], ENGLISH[ENGLISH.index("Refunds"):]]
+    assert _texts(ENGLISH, 60) == [ENGLISH]  # 240 characters
+    # One Chinese character anywhere and the width is characters again.
+    assert window_spans(ENGLISH + "退款。", 40) == [(0, 40), (40, 80), (80, 120), (120, 159), (160, 200), (200, 236)]
+
+
 # Ingestion
 
 
