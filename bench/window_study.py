@@ -6,6 +6,9 @@ protocol (chosen on one fold of every dataset together, reported on the other, b
     .venv/bin/python bench/window_study.py embed --dataset DIR --cache /tmp/fs [--width 160] [--stride sentence]
     # 2. as often as you like:
     .venv/bin/python bench/window_study.py evaluate --texts DATASETS_DIR --cache /tmp/fs /tmp/fs/*-dump.json
+    # Window widths, the vector channel alone over a sub-corpus (every judged passage and a seeded
+    # sample; `packed` windows as the engine cuts them, a text without Chinese 4 × as wide):
+    .venv/bin/python bench/window_study.py widths --dataset DIR --cache /tmp/ws [--widths 24,96] [--sample 2000]
 
 A passage's windows: its text cut after each sentence end (。！？!?；; or a line break), a sentence
 longer than `--width` characters cut into pieces of that size, then from each piece on
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 from collections import Counter
@@ -306,17 +310,81 @@ def exact(dataset: Path, cache: Path, width: int) -> None:
             f"{f} {r[0]:.4f}/{r[1]:.4f}/{r[2]:.4f}" for f, r in figures.items()))
 
 
+def sub_corpus(corpus: list[dict], qrels: dict[str, dict], size: int, seed: int = 7) -> list[dict]:
+    """Every judged passage, then a seeded sample of the others up to `size` passages, in the
+    corpus's order (a corpus too big to embed whole for a study)."""
+    judged = {passage for relevant in qrels.values() for passage in relevant}
+    others = [p["id"] for p in corpus if p["id"] not in judged]
+    random.Random(seed).shuffle(others)
+    keep = judged | set(others[:max(0, size - len(judged & {p["id"] for p in corpus}))])
+    return [p for p in corpus if p["id"] in keep]
+
+
+def width_scores(passages: np.ndarray, owners: list[int], windows: np.ndarray,
+                 query: np.ndarray) -> dict[str, np.ndarray]:
+    """One query's score of every passage: its own cosine, its best window's (-1 without one), and
+    the mean of the two."""
+    own = passages @ query
+    best = np.full(len(passages), -1.0, dtype=np.float32)
+    np.maximum.at(best, np.asarray(owners, dtype=np.int64), windows @ query)
+    return {"passage": own, "best window": best, "mean(passage, best window)": (own + best) / 2}
+
+
+def widths(dataset: Path, cache: Path, sizes: list[int], sample: int) -> None:
+    """The vector channel alone over a sub-corpus (sub_corpus), each passage by its own cosine, its
+    best window's and their mean, for windows cut at each width as the engine cuts them (a text
+    without Chinese characters 4 × as wide): what a width costs in texts and buys in ranking."""
+    from common import django_setup
+
+    django_setup()
+    from apps.knowledge.management.commands.bench_retrieval import fold_of, load_dataset, metrics
+    corpus, queries, qrels = load_dataset(dataset, None)
+    sub = sub_corpus(corpus, qrels, sample)
+    ids = [p["id"] for p in sub]
+    index = {pid: i for i, pid in enumerate(ids)}
+    name = f"{dataset.name}-sub{sample}"
+
+    def embedded(tag: str, texts: list[str], is_query: bool = False) -> np.ndarray:
+        path = cache / f"{name}.{tag}.npy"
+        if not path.exists():
+            started = time.monotonic()
+            np.save(path, _encode_all(texts, is_query=is_query, batch=32))
+            print(f"{tag}: {len(texts)} texts embedded in {time.monotonic() - started:.0f} s", flush=True)
+        return np.load(path)
+
+    query_vectors = dict(zip([q["id"] for q in queries],
+                             embedded("queries", [q["text"] for q in queries], is_query=True), strict=True))
+    passages = embedded("passages", [fs._passage_text(p) for p in sub])
+    print(f"{name}: {len(sub)} passages, {len(queries)} queries; nDCG@10 / Recall@10 / MRR@10 over the sub-corpus")
+    for width in sizes:
+        owners, texts = _windows_of(sub, width, "packed")
+        vectors = embedded(f"win{width}", texts)
+        rows: dict[str, dict[str, list]] = {}
+        for q in queries:
+            for label, scores in width_scores(passages, [index[o] for o in owners], vectors,
+                                              query_vectors[q["id"]]).items():
+                ranked = [ids[i] for i in np.argsort(-scores)[:10]]
+                rows.setdefault(label, {}).setdefault(fold_of(q["id"]), []).append(metrics(ranked, qrels[q["id"]]))
+        print(f"  width {width}: {len(texts)} windows, {np.mean([len(t) for t in texts]):.0f} characters on average")
+        for label, folds in rows.items():
+            print(f"    {label:<28} " + "  ".join(
+                f"{fold} " + "/".join(f"{x:.4f}" for x in np.mean(folds[fold], axis=0)) for fold in sorted(folds)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("embed", "evaluate", "exact"):
+    for name in ("embed", "evaluate", "exact", "widths"):
         p = sub.add_parser(name)
         p.add_argument("--cache", type=Path, required=True, help="where the window and query vectors are kept")
         p.add_argument("--width", type=int, default=160)
         p.add_argument("--stride", choices=("sentence", "packed", "late"), default="sentence",
                        help="late: packed windows pooled from their passage's own forward pass")
-        if name in ("embed", "exact"):
+        if name in ("embed", "exact", "widths"):
             p.add_argument("--dataset", type=Path, required=True)
+        if name == "widths":
+            p.add_argument("--widths", default="24,96", help="KNOWLEDGE_WINDOW_CHARS values, comma-separated")
+            p.add_argument("--sample", type=int, default=2000, help="passages in the sub-corpus")
         else:
             p.add_argument("--texts", type=Path, required=True, metavar="DATASETS_DIR")
             p.add_argument("dumps", type=Path, nargs="+")
@@ -325,6 +393,8 @@ def main() -> None:
         embed(args.dataset, args.cache, args.width, args.stride)
     elif args.command == "exact":
         exact(args.dataset, args.cache, args.width)
+    elif args.command == "widths":
+        widths(args.dataset, args.cache, [int(w) for w in args.widths.split(",")], args.sample)
     else:
         evaluate(args.dumps, args.texts, args.cache, args.width, args.stride)
 

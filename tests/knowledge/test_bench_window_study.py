@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.window_study import _windows_of, windows
+from bench.window_study import _windows_of, sub_corpus, width_scores, windows
 
 TEXT = "甲乙丙。丁戊己庚！辛壬。\n子丑寅卯辰巳午未申酉。"
 
@@ -71,3 +71,23 @@ def test_late_windows_come_from_their_passage_pass_one_per_packed_window():
     assert float(windows_of[0][0] @ windows_of[0][1]) < 0.9999
     assert all(float(windows_of[0][i] @ alone[i]) < 0.9999 for i in range(2))
     assert all(float(windows_of[0][i] @ passages[0]) < 0.9999 for i in range(2))
+
+
+def test_a_sub_corpus_keeps_every_judged_passage_and_a_seeded_sample():
+    corpus = [{"id": f"p{i}", "text": "x"} for i in range(20)]
+    qrels = {"q1": {"p3": 1}, "q2": {"p17": 1, "p3": 1}}
+    sub = sub_corpus(corpus, qrels, 6)
+    assert len(sub) == 6 and {"p3", "p17"} <= {p["id"] for p in sub}
+    assert [p["id"] for p in sub] == sorted((p["id"] for p in sub), key=lambda pid: int(pid[1:]))  # corpus order
+    assert sub == sub_corpus(corpus, qrels, 6)
+    assert sub != sub_corpus(corpus, qrels, 6, seed=8)
+    assert len(sub_corpus(corpus, qrels, 1)) == 2  # the judged ones, whatever the size
+
+
+def test_width_scores_rank_a_passage_by_its_best_window():
+    passages = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]], dtype=np.float32)
+    windows_ = np.array([[0.0, 1.0], [0.8, 0.6], [1.0, 0.0]], dtype=np.float32)  # p0 has two, p1 one, p2 none
+    scores = width_scores(passages, [0, 0, 1], windows_, np.array([0.0, 1.0], dtype=np.float32))
+    assert scores["passage"].tolist() == pytest.approx([0.0, 1.0, 0.8])
+    assert scores["best window"].tolist() == pytest.approx([1.0, 0.0, -1.0])
+    assert scores["mean(passage, best window)"].tolist() == pytest.approx([0.5, 0.5, -0.1])
