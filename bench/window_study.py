@@ -271,7 +271,7 @@ def exact(dataset: Path, cache: Path, width: int) -> None:
     from common import django_setup
 
     django_setup()
-    from apps.knowledge.management.commands.bench_retrieval import fold_of, load_dataset, metrics
+    from apps.knowledge.management.commands.bench_retrieval import load_dataset
     corpus, queries, qrels = load_dataset(dataset, None)
     query_path, packed_path = _cache_names(cache, dataset.name, width, "packed")
     late = np.load(_cache_names(cache, dataset.name, width, "late")[1])
@@ -283,13 +283,9 @@ def exact(dataset: Path, cache: Path, width: int) -> None:
 
     def best_window(path: Path) -> dict[str, np.ndarray]:
         data = np.load(path)
-        owners = np.array([index_of[o] for o in data["owner"]])
-        out = {}
-        for q in queries:
-            best = np.full(len(passage_ids), -1.0, dtype=np.float32)
-            np.maximum.at(best, owners, data["v"] @ query_vectors[q["id"]])
-            out[q["id"]] = best
-        return out
+        owners = [index_of[o] for o in data["owner"]]
+        return {q["id"]: best_window_cosines(len(passage_ids), owners, data["v"], query_vectors[q["id"]])
+                for q in queries}
 
     scores = {"passage cosine": passage_cos}
     for label, path in (("best explicit window", packed_path), ("best late window", None)):
@@ -301,13 +297,26 @@ def exact(dataset: Path, cache: Path, width: int) -> None:
     print(f"{dataset.name}: {len(corpus)} passages, {len(queries)} queries, windows of {width} characters;"
           " nDCG@10 / Recall@10 / MRR@10 over the whole corpus")
     for label, by_query in scores.items():
-        figures = {}
-        for fold in "AB":
-            rows = [metrics([passage_ids[i] for i in np.argsort(-by_query[q["id"]])[:10]], qrels[q["id"]])
-                    for q in queries if fold_of(q["id"]) == fold]
-            figures[fold] = np.mean(rows, axis=0)
-        print(f"  {label:<36} " + "  ".join(
-            f"{f} {r[0]:.4f}/{r[1]:.4f}/{r[2]:.4f}" for f, r in figures.items()))
+        print(f"  {label:<36} {_fold_figures(by_query, queries, passage_ids, qrels)}")
+
+
+def best_window_cosines(count: int, owners: list[int], windows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each of `count` passages' best window cosine to `query` (-1 for a passage without windows);
+    `owners[i]` is the passage index of window i."""
+    best = np.full(count, -1.0, dtype=np.float32)
+    np.maximum.at(best, np.asarray(owners, dtype=np.int64), windows @ query)
+    return best
+
+
+def _fold_figures(by_query: dict[str, np.ndarray], queries: list[dict], ids: list[str], qrels: dict) -> str:
+    """nDCG@10 / Recall@10 / MRR@10 per fold of the passages ranked by each query's scores."""
+    from apps.knowledge.management.commands.bench_retrieval import fold_of, metrics
+
+    rows: dict[str, list] = {}
+    for q in queries:
+        ranked = [ids[i] for i in np.argsort(-by_query[q["id"]])[:10]]
+        rows.setdefault(fold_of(q["id"]), []).append(metrics(ranked, qrels[q["id"]]))
+    return "  ".join(f"{fold} " + "/".join(f"{x:.4f}" for x in np.mean(rows[fold], axis=0)) for fold in sorted(rows))
 
 
 def sub_corpus(corpus: list[dict], qrels: dict[str, dict], size: int, seed: int = 7) -> list[dict]:
@@ -325,8 +334,7 @@ def width_scores(passages: np.ndarray, owners: list[int], windows: np.ndarray,
     """One query's score of every passage: its own cosine, its best window's (-1 without one), and
     the mean of the two."""
     own = passages @ query
-    best = np.full(len(passages), -1.0, dtype=np.float32)
-    np.maximum.at(best, np.asarray(owners, dtype=np.int64), windows @ query)
+    best = best_window_cosines(len(passages), owners, windows, query)
     return {"passage": own, "best window": best, "mean(passage, best window)": (own + best) / 2}
 
 
@@ -337,7 +345,7 @@ def widths(dataset: Path, cache: Path, sizes: list[int], sample: int) -> None:
     from common import django_setup
 
     django_setup()
-    from apps.knowledge.management.commands.bench_retrieval import fold_of, load_dataset, metrics
+    from apps.knowledge.management.commands.bench_retrieval import load_dataset
     corpus, queries, qrels = load_dataset(dataset, None)
     sub = sub_corpus(corpus, qrels, sample)
     ids = [p["id"] for p in sub]
@@ -359,19 +367,17 @@ def widths(dataset: Path, cache: Path, sizes: list[int], sample: int) -> None:
     for width in sizes:
         owners, texts = _windows_of(sub, width, "packed")
         vectors = embedded(f"win{width}", texts)
-        rows: dict[str, dict[str, list]] = {}
+        at = [index[o] for o in owners]
+        by_label: dict[str, dict[str, np.ndarray]] = {}
         for q in queries:
-            for label, scores in width_scores(passages, [index[o] for o in owners], vectors,
-                                              query_vectors[q["id"]]).items():
-                ranked = [ids[i] for i in np.argsort(-scores)[:10]]
-                rows.setdefault(label, {}).setdefault(fold_of(q["id"]), []).append(metrics(ranked, qrels[q["id"]]))
+            for label, scores in width_scores(passages, at, vectors, query_vectors[q["id"]]).items():
+                by_label.setdefault(label, {})[q["id"]] = scores
         print(f"  width {width}: {len(texts)} windows, {np.mean([len(t) for t in texts]):.0f} characters on average")
-        for label, folds in rows.items():
-            print(f"    {label:<28} " + "  ".join(
-                f"{fold} " + "/".join(f"{x:.4f}" for x in np.mean(folds[fold], axis=0)) for fold in sorted(folds)))
+        for label, by_query in by_label.items():
+            print(f"    {label:<28} {_fold_figures(by_query, queries, ids, qrels)}")
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("embed", "evaluate", "exact", "widths"):
@@ -380,15 +386,19 @@ def main() -> None:
         p.add_argument("--width", type=int, default=160)
         p.add_argument("--stride", choices=("sentence", "packed", "late"), default="sentence",
                        help="late: packed windows pooled from their passage's own forward pass")
-        if name in ("embed", "exact", "widths"):
+        if name == "evaluate":
+            p.add_argument("--texts", type=Path, required=True, metavar="DATASETS_DIR")
+            p.add_argument("dumps", type=Path, nargs="+")
+        else:
             p.add_argument("--dataset", type=Path, required=True)
         if name == "widths":
             p.add_argument("--widths", default="24,96", help="KNOWLEDGE_WINDOW_CHARS values, comma-separated")
             p.add_argument("--sample", type=int, default=2000, help="passages in the sub-corpus")
-        else:
-            p.add_argument("--texts", type=Path, required=True, metavar="DATASETS_DIR")
-            p.add_argument("dumps", type=Path, nargs="+")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     if args.command == "embed":
         embed(args.dataset, args.cache, args.width, args.stride)
     elif args.command == "exact":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.window_study import _windows_of, sub_corpus, width_scores, windows
+from bench.window_study import _windows_of, parser, sub_corpus, width_scores, windows
 
 TEXT = "甲乙丙。丁戊己庚！辛壬。\n子丑寅卯辰巳午未申酉。"
 
@@ -91,3 +91,15 @@ def test_width_scores_rank_a_passage_by_its_best_window():
     assert scores["passage"].tolist() == pytest.approx([0.0, 1.0, 0.8])
     assert scores["best window"].tolist() == pytest.approx([1.0, 0.0, -1.0])
     assert scores["mean(passage, best window)"].tolist() == pytest.approx([0.5, 0.5, -0.1])
+
+
+def test_each_subcommand_takes_its_own_arguments():
+    embed = parser().parse_args(["embed", "--cache", "c", "--dataset", "d", "--stride", "packed"])
+    assert (embed.command, str(embed.dataset), embed.stride) == ("embed", "d", "packed")
+    assert str(parser().parse_args(["exact", "--cache", "c", "--dataset", "d"]).dataset) == "d"
+    widths = parser().parse_args(["widths", "--cache", "c", "--dataset", "d", "--widths", "96,24"])
+    assert (widths.widths, widths.sample) == ("96,24", 2000)
+    evaluate = parser().parse_args(["evaluate", "--cache", "c", "--texts", "t", "a.json", "b.json"])
+    assert [str(d) for d in evaluate.dumps] == ["a.json", "b.json"]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["evaluate", "--cache", "c", "--dataset", "d"])
