@@ -10,7 +10,8 @@ protocol (chosen on one fold of every dataset together, reported on the other, b
     # sample; `packed` windows as the engine cuts them, a text without Chinese 4 × as wide):
     .venv/bin/python bench/window_study.py widths --dataset DIR --cache /tmp/ws [--widths 24,96] [--sample 2000]
 
-A passage's windows: its text cut after each sentence end (。！？!?；; or a line break), a sentence
+A passage's windows: its text cut after each sentence end (。！？!?；; or a line break; in a text
+without Chinese characters also a full stop before a space: pipeline.windows), a sentence
 longer than `--width` characters cut into pieces of that size, then from each piece on
 (`--stride sentence`) or from the piece after the last window (`--stride packed`, no overlap)
 the following pieces joined while they fit in `--width` characters; the title, when there is
@@ -31,6 +32,7 @@ blended channels:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import sys
@@ -329,6 +331,12 @@ def sub_corpus(corpus: list[dict], qrels: dict[str, dict], size: int, seed: int 
     return [p for p in corpus if p["id"] in keep]
 
 
+def texts_digest(texts: list[str]) -> str:
+    """A short digest of `texts` in order: a cache file named by it holds their vectors, so a
+    change in how windows are cut can never read another cut's."""
+    return hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12]
+
+
 def width_scores(passages: np.ndarray, owners: list[int], windows: np.ndarray,
                  query: np.ndarray) -> dict[str, np.ndarray]:
     """One query's score of every passage: its own cosine, its best window's (-1 without one), and
@@ -353,7 +361,7 @@ def widths(dataset: Path, cache: Path, sizes: list[int], sample: int) -> None:
     name = f"{dataset.name}-sub{sample}"
 
     def embedded(tag: str, texts: list[str], is_query: bool = False) -> np.ndarray:
-        path = cache / f"{name}.{tag}.npy"
+        path = cache / f"{name}.{tag}-{texts_digest(texts)}.npy"
         if not path.exists():
             started = time.monotonic()
             np.save(path, _encode_all(texts, is_query=is_query, batch=32))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.window_study import _windows_of, parser, sub_corpus, width_scores, windows
+from bench.window_study import _windows_of, parser, sub_corpus, texts_digest, width_scores, windows
 
 TEXT = "甲乙丙。丁戊己庚！辛壬。\n子丑寅卯辰巳午未申酉。"
 
@@ -91,6 +91,13 @@ def test_width_scores_rank_a_passage_by_its_best_window():
     assert scores["passage"].tolist() == pytest.approx([0.0, 1.0, 0.8])
     assert scores["best window"].tolist() == pytest.approx([1.0, 0.0, -1.0])
     assert scores["mean(passage, best window)"].tolist() == pytest.approx([0.5, 0.5, -0.1])
+
+
+def test_a_width_cache_is_named_by_the_texts_it_holds():
+    """A change in how windows are cut gives new cache names: vectors of another cut are never read."""
+    assert texts_digest(["a b.", "c"]) == texts_digest(["a b.", "c"])
+    assert len({texts_digest(["a b.", "c"]), texts_digest(["a", "b.", "c"]), texts_digest(["c", "a b."]),
+                texts_digest(["a b.c"])}) == 4
 
 
 def test_each_subcommand_takes_its_own_arguments():

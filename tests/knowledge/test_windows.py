@@ -76,6 +76,21 @@ def test_a_text_without_chinese_characters_gets_windows_four_times_as_wide():
     assert window_spans(ENGLISH + "退款。", 40) == [(0, 40), (40, 80), (80, 120), (120, 159), (160, 200), (200, 236)]
 
 
+def test_a_text_without_chinese_characters_also_ends_sentences_at_a_full_stop():
+    """English windows hold whole sentences: a full stop before a space ends one, as 。 does."""
+    first, second, third, fourth = (ENGLISH[:71], ENGLISH[72:121], ENGLISH[122:159], ENGLISH[160:])
+    assert " ".join([first, second, third, fourth]) == ENGLISH
+    assert [len(first), len(second), len(third)] == [71, 49, 37]
+    # 4 × 25 = 100 characters: the first sentence alone (the second would not fit beside it), the
+    # next two together, the last alone; never a cut inside a sentence.
+    assert _texts(ENGLISH, 25) == [first, f"{second} {third}", fourth]
+    # A stop inside a word or a number is no sentence end.
+    assert _texts("Version 2.5 of e.g.x ships.", 25) == ["Version 2.5 of e.g.x ships."]
+    # In a text with Chinese characters a full stop ends nothing (。 does): Chinese text is cut as before.
+    mixed = "First one. Second one. 第三句。"
+    assert _texts(mixed, 12) == [mixed[:12], mixed[12:24], mixed[24:]]
+
+
 # Ingestion
 
 
