@@ -53,9 +53,9 @@ def _engine():
 
     django_setup()
     from apps.knowledge.management.commands import bench_retrieval
-    from apps.knowledge.pipeline import retrieve, terms
+    from apps.knowledge.pipeline import keyword_channel, terms
 
-    assert (retrieve.K1, retrieve.B) == (K1, B), "the engine's BM25 constants changed: update K1, B here"
+    assert (keyword_channel.K1, keyword_channel.B) == (K1, B), "the engine's BM25 constants changed: update K1, B here"
     return terms, bench_retrieval
 
 

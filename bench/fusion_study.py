@@ -55,8 +55,10 @@ def dump(kb_id: str, dataset: Path, out: Path) -> None:
     django_setup()
     from apps.knowledge.management.commands.bench_retrieval import _file_for, fold_of, load_dataset
     from apps.knowledge.models import Chunk, Document, IndexGeneration, KnowledgeBase
-    from apps.knowledge.pipeline import retrieve
+    from apps.knowledge.pipeline import fusion, keyword_channel, vector_channel
+    from apps.knowledge.pipeline.candidates import Candidate
     from apps.knowledge.pipeline.embedders import embedder_for
+    from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 
     kb = KnowledgeBase.objects.select_related("embedding_model").get(pk=kb_id)
     corpus, queries, qrels = load_dataset(dataset, None)
@@ -71,29 +73,29 @@ def dump(kb_id: str, dataset: Path, out: Path) -> None:
     for query in queries:
         vector = embedder.embed_query(query["text"])
         # The posting budget of hybrid search: the candidates are those it fuses.
-        scorer = retrieve.keyword_scorer(generation_ids=generations, query=query["text"],
-                                         posting_budget=retrieve.retrieval_settings().hybrid_keyword_posting_budget)
-        keyword, scorer = retrieve.keyword_candidates(generation_ids=generations, query=query["text"], limit=100,
-                                                      scorer=scorer)
-        dense = retrieve.vector_candidates(model=model, generation_ids=generations, query_vector=vector, limit=100,
-                                           filtered_rows=scorer.n if scorer else 0, need=10)
+        scorer = keyword_channel.keyword_scorer(generation_ids=generations, query=query["text"],
+                                                posting_budget=retrieval_settings().hybrid_keyword_posting_budget)
+        keyword, scorer = keyword_channel.keyword_candidates(generation_ids=generations, query=query["text"],
+                                                             limit=100, scorer=scorer)
+        dense = vector_channel.vector_candidates(model=model, generation_ids=generations, query_vector=vector,
+                                                 limit=100, filtered_rows=scorer.n if scorer else 0, need=10)
         candidates: dict = {}
         for rank, (cid, score, *_rest) in enumerate(keyword, start=1):
-            candidates[cid] = retrieve.Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score)
+            candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score)
         for rank, (cid, score, *_rest) in enumerate(dense, start=1):
-            c = candidates.setdefault(cid, retrieve.Candidate(chunk_id=cid))
+            c = candidates.setdefault(cid, Candidate(chunk_id=cid))
             c.vector_rank, c.vector_score = rank, float(score)
         missing = [cid for cid, c in candidates.items() if c.vector_score is None]
-        for cid, score in retrieve._vector_scores(model=model, ids=missing, query_vector=vector).items():
+        for cid, score in vector_channel.vector_scores(model=model, ids=missing, query_vector=vector).items():
             candidates[cid].vector_score = float(score)
         missing = [cid for cid, c in candidates.items() if c.keyword_score is None]
         if scorer is not None and missing:
-            for cid, (score, _terms) in scorer.score_rows(retrieve._chunk_rows(scorer, missing)).items():
+            for cid, (score, _terms) in scorer.score_rows(keyword_channel._chunk_rows(scorer, missing)).items():
                 candidates[cid].keyword_score = score
         top50 = [c for c in candidates.values() if (c.keyword_rank or 999) <= 50 or (c.vector_rank or 999) <= 50]
         rows.append({
             "id": query["id"], "fold": fold_of(query["id"]), "rel": sorted(qrels[query["id"]]),
-            "w": retrieve.adaptive_dense_weight(top50, query=query["text"]),
+            "w": fusion.adaptive_dense_weight(top50, query=query["text"]),
             "c": [[passage_of.get(str(cid)), c.keyword_rank, c.keyword_score, c.vector_rank, c.vector_score]
                   for cid, c in candidates.items()],
         })
@@ -266,7 +268,7 @@ def rescorings(sets: dict, dumps: dict[str, Path], texts: Path) -> None:
 
     django_setup()
     from apps.knowledge.management.commands.bench_retrieval import load_dataset
-    from apps.knowledge.pipeline.retrieve import query_units
+    from apps.knowledge.pipeline.fusion import query_units
 
     for name, folds in sets.items():
         corpus, queries, _qrels = load_dataset(texts / name, None)

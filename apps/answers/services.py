@@ -32,8 +32,9 @@ from apps.answers.errors import DEPENDENCY_UNAVAILABLE, FAILED_RETRIEVAL
 from apps.answers.generators import AnswerGenerator, Draft, Evidence, GenerationFailed, generator_for
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.models import KnowledgeBase
+from apps.knowledge.pipeline.candidates import Hit
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
-from apps.knowledge.pipeline.retrieve import Hit, SearchOptions, SearchResult
+from apps.knowledge.pipeline.retrieve import SearchOptions, SearchResult
 from apps.knowledge.pipeline.terms import has_cjk
 from apps.ledger.rag import RagRecord, rag_query_record
 from apps.routes.models import Route

@@ -24,8 +24,9 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.knowledge import selectors, services
+from apps.knowledge.pipeline.candidates import Hit
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
-from apps.knowledge.pipeline.retrieve import Hit, SearchResult
+from apps.knowledge.pipeline.retrieve import SearchResult
 from apps.knowledge.pipeline.terms import CJK_CHARS, keyword_terms, normalise
 
 QUERY_MAX_CHARS = 2000

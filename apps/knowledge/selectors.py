@@ -24,6 +24,7 @@ from apps.knowledge.models import (
     RouteKnowledgeBinding,
 )
 from apps.knowledge.pipeline import retrieve
+from apps.knowledge.pipeline.candidates import Hit
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.routes.models import Route
 
@@ -410,7 +411,7 @@ def knowledge_search(*, kbs: Iterable[KnowledgeBase], query: str,
     return retrieve.search(kbs=kbs, query=query, options=options)
 
 
-def route_knowledge_search(*, route: Route, query: str, top_k: int | None = None) -> list[retrieve.Hit]:
+def route_knowledge_search(*, route: Route, query: str, top_k: int | None = None) -> list[Hit]:
     """Hybrid hits for a route with its own knowledge settings (top_k, max_docs, threshold).
     Empty when the route's knowledge is off or it has no bound KBs."""
     if not route.knowledge_enabled:

@@ -3,7 +3,9 @@
 import pytest
 
 from apps.knowledge.models import KnowledgeBase, PlaygroundQuery
-from apps.knowledge.pipeline.retrieve import Candidate, SearchOptions, fuse, search
+from apps.knowledge.pipeline.candidates import Candidate
+from apps.knowledge.pipeline.fusion import fuse
+from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 

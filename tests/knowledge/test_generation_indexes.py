@@ -11,17 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from apps.knowledge import generation_indexes, ingest, selectors, services
 from apps.knowledge.models import Chunk, IndexGeneration
 from apps.knowledge.pipeline.embedders import embedder_for
-from apps.knowledge.pipeline.retrieve import (
-    SearchOptions,
-    _keyword_phase1,
-    _phase1_terms,
-    _vector_query,
-    keyword_candidates,
-    keyword_scorer,
-    search,
-    vector_candidates,
-)
+from apps.knowledge.pipeline.keyword_channel import _keyword_phase1, keyword_candidates, keyword_scorer, phase1_terms
+from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from apps.knowledge.pipeline.sql import keyword_index_name, vector_index_name
+from apps.knowledge.pipeline.vector_channel import _vector_query, vector_candidates
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 
@@ -157,7 +150,7 @@ def test_phase_one_reads_a_new_generations_own_index_before_the_statistics_know_
     assert keyword_index_name(other.pk) not in plan
     # One scan for all the query's terms, however many: the planner tests the table's partial
     # indexes once, not once per term.
-    assert len(_phase1_terms(scorer)) > 3
+    assert len(phase1_terms(scorer)) > 3
     assert plan.count("Index Cond: (search_vector @@") == 1
 
 

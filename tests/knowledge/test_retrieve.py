@@ -7,7 +7,9 @@ from django.test.utils import CaptureQueriesContext
 from apps.knowledge import selectors, services
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KeywordTermStat
 from apps.knowledge.pipeline import index
-from apps.knowledge.pipeline.retrieve import SearchOptions, search, stored_frequencies, utf8_window
+from apps.knowledge.pipeline.keyword_channel import stored_frequencies
+from apps.knowledge.pipeline.retrieve import SearchOptions, search
+from apps.knowledge.pipeline.rollup import utf8_window
 from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
@@ -255,7 +257,7 @@ def test_route_search_uses_the_route_settings():
 
 
 def _candidates(keyword: list[float], dense: list[float]):
-    from apps.knowledge.pipeline.retrieve import Candidate
+    from apps.knowledge.pipeline.candidates import Candidate
 
     out = []
     for i in range(max(len(keyword), len(dense))):
@@ -269,14 +271,14 @@ def _candidates(keyword: list[float], dense: list[float]):
 
 
 def test_query_units_count_cjk_characters_and_words():
-    from apps.knowledge.pipeline.retrieve import query_units
+    from apps.knowledge.pipeline.fusion import query_units
 
     assert query_units("小米6防水等级") == 7
     assert query_units("How long is the refund window") == 6
 
 
 def test_short_queries_lean_on_vectors_and_long_ones_on_keywords():
-    from apps.knowledge.pipeline.retrieve import adaptive_dense_weight
+    from apps.knowledge.pipeline.fusion import adaptive_dense_weight
 
     even = _candidates([2.0, 1.0], [0.9, 0.8, 0.7])  # equal margins: the length decides
     assert adaptive_dense_weight(even, query="小米防水") == pytest.approx(0.85)
@@ -284,7 +286,7 @@ def test_short_queries_lean_on_vectors_and_long_ones_on_keywords():
 
 
 def test_traditional_chinese_and_western_queries_have_their_own_base_weight_at_any_length():
-    from apps.knowledge.pipeline.retrieve import adaptive_dense_weight
+    from apps.knowledge.pipeline.fusion import adaptive_dense_weight
 
     even = _candidates([2.0, 1.0], [0.9, 0.8, 0.7])
     # Traditional-only characters (發, 樣): e5-small's weak script leans on keywords, short or long.
@@ -302,7 +304,7 @@ def test_traditional_chinese_and_western_queries_have_their_own_base_weight_at_a
 
 
 def test_a_standout_keyword_hit_moves_the_weight_towards_keywords():
-    from apps.knowledge.pipeline.retrieve import adaptive_dense_weight
+    from apps.knowledge.pipeline.fusion import adaptive_dense_weight
 
     flat_dense = [0.9 - 0.01 * i for i in range(21)]  # top-1 margin 0.05 of the band
     standout_keyword = _candidates([10.0, 1.0], flat_dense)
@@ -314,33 +316,34 @@ def test_a_standout_keyword_hit_moves_the_weight_towards_keywords():
 def test_a_mid_size_kb_reads_only_rare_postings_in_keyword_phase_one():
     """Every posting is read only for a small KB; a KB where the query's terms have thousands of
     postings keeps the rare-term cut (reading the common ones made a query 100+ ms)."""
-    from apps.knowledge.pipeline import retrieve
+    from apps.knowledge.pipeline import keyword_channel
 
-    scorer = retrieve.KeywordScorer(terms=["的", "刑法"], df={"的": 5000, "刑法": 12},
-                                    idf={"的": 0.01, "刑法": 5.0}, avg_length=100.0, n=6000)
-    small = retrieve.KeywordScorer(terms=["的", "刑法"], df={"的": 40, "刑法": 3},
-                                   idf={"的": 0.1, "刑法": 2.0}, avg_length=100.0, n=50)
-    assert retrieve._phase1_terms(scorer) == ["刑法"]
-    assert retrieve._phase1_terms(small) == ["刑法", "的"]
+    scorer = keyword_channel.KeywordScorer(terms=["的", "刑法"], df={"的": 5000, "刑法": 12},
+                                           idf={"的": 0.01, "刑法": 5.0}, avg_length=100.0, n=6000)
+    small = keyword_channel.KeywordScorer(terms=["的", "刑法"], df={"的": 40, "刑法": 3},
+                                          idf={"的": 0.1, "刑法": 2.0}, avg_length=100.0, n=50)
+    assert keyword_channel.phase1_terms(scorer) == ["刑法"]
+    assert keyword_channel.phase1_terms(small) == ["刑法", "的"]
 
 
 def test_hybrid_search_reads_postings_up_to_its_own_budget(semantic_kb, settings):
     """Phase 1 stops at the posting budget: keyword_posting_budget in keyword search,
     hybrid_keyword_posting_budget in hybrid search (the vector channel finds what more postings
     would)."""
-    from apps.knowledge.pipeline import retrieve
+    from apps.knowledge.pipeline import keyword_channel
+    from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 
     rare = {f"t{i}": 1000 for i in range(6)}  # 1 % of the chunks each, 6,000 postings in all
-    scorer = retrieve.KeywordScorer(terms=list(rare), df=rare, idf=dict.fromkeys(rare, 1.0), avg_length=50.0,
-                                    n=100_000)
+    scorer = keyword_channel.KeywordScorer(terms=list(rare), df=rare, idf=dict.fromkeys(rare, 1.0), avg_length=50.0,
+                                           n=100_000)
     settings.KNOWLEDGE_RETRIEVAL = {"keyword_posting_budget": 4500, "hybrid_keyword_posting_budget": 2500}
-    assert len(retrieve._phase1_terms(scorer)) == 4
-    scorer.posting_budget = retrieve.retrieval_settings().hybrid_keyword_posting_budget
-    assert len(retrieve._phase1_terms(scorer)) == 2
+    assert len(keyword_channel.phase1_terms(scorer)) == 4
+    scorer.posting_budget = retrieval_settings().hybrid_keyword_posting_budget
+    assert len(keyword_channel.phase1_terms(scorer)) == 2
 
     kb, _docs = semantic_kb
     seen = {}
-    real = retrieve._phase1_terms
+    real = keyword_channel.phase1_terms
 
     def watched(scorer):
         seen[scorer.posting_budget] = real(scorer)
@@ -348,7 +351,8 @@ def test_hybrid_search_reads_postings_up_to_its_own_budget(semantic_kb, settings
 
     settings.KNOWLEDGE_RETRIEVAL = {"keyword_posting_budget": 7, "hybrid_keyword_posting_budget": 3}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(retrieve, "_phase1_terms", watched)
+        # Looked up in keyword_channel when phase 1 runs: patched there.
+        patch.setattr(keyword_channel, "phase1_terms", watched)
         search(kbs=[kb], query="refund window", options=SearchOptions(mode="keyword", top_k=2))
         search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=2))
     assert set(seen) == {None, 3}
@@ -394,7 +398,7 @@ def test_keyword_candidates_bring_their_cosines_when_the_query_vector_comes_firs
     """Inside a transaction the query is embedded first, so the keyword channel's read brings
     each candidate's cosine: no read of its own for the candidates the vector channel missed."""
     from apps.knowledge.pipeline.embedders import embedder_for
-    from apps.knowledge.pipeline.retrieve import vector_candidates
+    from apps.knowledge.pipeline.vector_channel import vector_candidates
 
     kb, _docs = semantic_kb
     options = SearchOptions(mode="hybrid", top_k=4, candidate_k=2, explain=True)
@@ -442,7 +446,8 @@ def test_a_chunk_disabled_after_the_channels_read_it_gives_its_place_to_the_next
     deleted) since is not shown, and the next candidate takes its place. A candidate the
     channels did not place is placed by the roll-up itself."""
     from apps.knowledge.models import Chunk
-    from apps.knowledge.pipeline.retrieve import Candidate, _rollup
+    from apps.knowledge.pipeline.candidates import Candidate
+    from apps.knowledge.pipeline.rollup import rollup
 
     kb, _docs = semantic_kb
     children = list(Chunk.objects.filter(document__knowledge_base=kb, kind="child").order_by("document__filename")
@@ -453,8 +458,8 @@ def test_a_chunk_disabled_after_the_channels_read_it_gives_its_place_to_the_next
     ranked[3].placement = None
 
     def shown():
-        return [hit.chunk_id for hit in _rollup(ranked, top_k=2, max_docs=None, budget=4096, explain=False,
-                                                rollup=True)]
+        return [hit.chunk_id for hit in rollup(ranked, top_k=2, max_docs=None, budget=4096, explain=False,
+                                               rollup=True)]
 
     assert shown() == [children[0][0], children[1][0]]
     Chunk.objects.filter(pk=children[0][0]).update(disabled=True)

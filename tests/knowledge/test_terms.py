@@ -28,7 +28,7 @@ def test_overlong_tokens_are_dropped():
 def test_term_frequencies_count_as_the_tokeniser_does():
     from collections import Counter
 
-    from apps.knowledge.pipeline.retrieve import term_frequencies
+    from apps.knowledge.pipeline.terms import term_frequencies
 
     text = "退款政策：ＳＫＵ１２３退款，Refund refunds refund；七天无理由退款。"
     terms = ["退款", "退", "sku123", "refund", "refunds", "七天", "运费", "ref"]
@@ -73,7 +73,7 @@ def test_folding_keeps_every_offset():
 def test_term_frequencies_count_stems_and_folded_characters():
     from collections import Counter
 
-    from apps.knowledge.pipeline.retrieve import term_frequencies
+    from apps.knowledge.pipeline.terms import term_frequencies
 
     text = "Refunding refunds: 退貨與退货"
     assert term_frequencies(text, ["refund", "退货", "货"]) == Counter({"refund": 2, "退货": 2, "货": 2})

@@ -13,9 +13,12 @@ from django.test.utils import CaptureQueriesContext
 from apps.knowledge import ingest, selectors, services
 from apps.knowledge.models import Chunk, ChunkWindow, EmbeddingCache
 from apps.knowledge.pipeline import index
+from apps.knowledge.pipeline.candidates import Candidate
 from apps.knowledge.pipeline.embedders import embedder_for
+from apps.knowledge.pipeline.fusion import fuse
 from apps.knowledge.pipeline.index import embedding_text, search_terms_literal, text_hash
-from apps.knowledge.pipeline.retrieve import Candidate, SearchOptions, bm25, fuse, keyword_scorer, search
+from apps.knowledge.pipeline.keyword_channel import bm25, keyword_scorer
+from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
 from apps.knowledge.pipeline.windows import window_spans
 from tests.knowledge.factories import KnowledgeBaseFactory

@@ -16,7 +16,8 @@ from apps.core.fields import (
 from apps.knowledge import selectors
 from apps.knowledge.api.serializers import fusion_valid
 from apps.knowledge.api.views import SCOPE_DEBUG
-from apps.knowledge.pipeline.retrieve import Hit, SearchOptions
+from apps.knowledge.pipeline.candidates import Hit
+from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.projects.builder import BuilderApi
 
 

@@ -18,8 +18,9 @@ from django.db import DatabaseError
 from apps.agent_auth.models import AgentSession
 from apps.core.jsonbytes import iso_utc, json_bytes, json_text_prefix
 from apps.knowledge.models import Document, KnowledgeBase
+from apps.knowledge.pipeline.candidates import Hit
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
-from apps.knowledge.pipeline.retrieve import Hit, SearchOptions, clean_query
+from apps.knowledge.pipeline.retrieve import SearchOptions, clean_query
 from apps.knowledge.selectors import knowledge_search
 from apps.ledger.models import Run
 from apps.routes.models import Route
