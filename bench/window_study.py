@@ -173,7 +173,8 @@ def embed(dataset: Path, cache: Path, width: int, stride: str) -> None:
 
 def _window_scores(rows: list[dict], dataset: Path, cache: Path, width: int, stride: str) -> None:
     """Each query's pool, and per candidate its best window's cosine and BM25."""
-    from apps.knowledge.pipeline.retrieve import bm25, bm25_idf, query_units
+    from apps.knowledge.pipeline.fusion import query_units
+    from apps.knowledge.pipeline.keyword_channel import bm25, bm25_idf
     from apps.knowledge.pipeline.terms import keyword_terms
 
     corpus, queries = _corpus(dataset)

@@ -70,12 +70,6 @@ from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.candidates import Candidate, Hit
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.fusion import RRF_K, adaptive_dense_weight, fuse, window_scores
-
-# Not the engine's: bench/window_study.py (being edited elsewhere) still imports query_units, bm25
-# and bm25_idf from here. Once it imports them from fusion and keyword_channel, delete these three.
-from apps.knowledge.pipeline.fusion import query_units as query_units
-from apps.knowledge.pipeline.keyword_channel import bm25 as bm25
-from apps.knowledge.pipeline.keyword_channel import bm25_idf as bm25_idf
 from apps.knowledge.pipeline.keyword_channel import keyword_candidates, keyword_row_columns, keyword_scorer, query_terms
 from apps.knowledge.pipeline.rerank import RerankConfig, rerank
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
