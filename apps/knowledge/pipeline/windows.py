@@ -7,7 +7,7 @@ window). So each child also gets its text cut into windows of at most `width` ch
 at sentence ends without overlap; each window is embedded and keyword-indexed under the child's
 chapter path, as the child is (pipeline.index). Windows are never searched for themselves: the
 channels find children, and hybrid fusion then reads the windows of its candidates for their best
-window cosine and BM25 (pipeline.retrieve, `hybrid_window_*` in retrieval_settings).
+window cosine and BM25 (pipeline.fusion, `hybrid_window_*` in retrieval_settings).
 
 The width is a generation's (ChunkStrategy.window_chars, snapshotted from
 KNOWLEDGE_WINDOW_CHARS when a build starts; 0 = no windows), so a rebuild is reproducible and a
