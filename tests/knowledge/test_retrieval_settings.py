@@ -24,8 +24,10 @@ def test_defaults_are_the_measured_values():
                                                                                    2_000, 300)
     assert (knobs.vector_index_m, knobs.vector_index_ef_construction) == (16, 64)  # pgvector's own
     assert (knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift) == (0.5, 0.75, 0.1)
+    assert (knobs.hybrid_window_dense_western, knobs.hybrid_window_keyword_western,
+            knobs.hybrid_window_shift_western) == (0.75, 0.0, 0.0)
     assert knobs.hybrid_window_pool == 30
-    assert len(fields(knobs)) == 24
+    assert len(fields(knobs)) == 27
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
@@ -62,6 +64,10 @@ def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
     ({"hybrid_window_pool": -1}, "'hybrid_window_pool'] must be ≥ 0"),
     ({"hybrid_window_pool": 2.5}, "'hybrid_window_pool'] must be int"),
     ({"hybrid_window_dense": 1.5}, "'hybrid_window_dense'] must be within 0–1"),
+    ({"hybrid_window_dense_western": 1.5}, "'hybrid_window_dense_western'] must be within 0–1"),
+    ({"hybrid_window_keyword_western": -0.1}, "'hybrid_window_keyword_western'] must be ≥ 0"),
+    ({"hybrid_window_shift_western": 0.6}, "'hybrid_window_shift_western'] must be within -0.5–0.5"),
+    ({"hybrid_window_shift_western": float("nan")}, "'hybrid_window_shift_western'] must be within -0.5–0.5"),
     ([1, 2], "must be a JSON object"),
 ])
 def test_a_bad_value_is_refused_with_its_name(values, message):

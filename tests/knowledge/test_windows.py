@@ -15,7 +15,7 @@ from apps.knowledge.models import Chunk, ChunkWindow, EmbeddingCache
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.candidates import Candidate
 from apps.knowledge.pipeline.embedders import embedder_for
-from apps.knowledge.pipeline.fusion import fuse
+from apps.knowledge.pipeline.fusion import fuse, window_shares
 from apps.knowledge.pipeline.index import embedding_text, search_terms_literal, text_hash
 from apps.knowledge.pipeline.keyword_channel import bm25, keyword_scorer
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
@@ -319,6 +319,49 @@ def test_window_shares_of_zero_read_no_windows(settings):
         result = search(kbs=[kb], query="定制商品 退货", options=SearchOptions(mode="hybrid", explain=True))
     assert result.hits and result.hits[0].explain["window"] == {"cosine": None, "bm25": None, "blend": None}
     assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
+
+
+def test_a_query_without_chinese_takes_the_western_window_shares(settings):
+    settings.KNOWLEDGE_RETRIEVAL = {
+        "hybrid_window_dense": 0.1, "hybrid_window_keyword": 0.2, "hybrid_window_shift": 0.3,
+        "hybrid_window_dense_western": 0.4, "hybrid_window_keyword_western": 0.5, "hybrid_window_shift_western": -0.2,
+    }
+    assert window_shares("定制商品 退货") == (0.1, 0.2, 0.3)
+    assert window_shares("custom goods 退货") == (0.1, 0.2, 0.3)  # one Chinese character is enough
+    assert window_shares("custom-made goods cannot be returned") == (0.4, 0.5, -0.2)
+
+
+def _window_reads(kb, query: str) -> tuple[int, float]:
+    """(window reads, the best hit's dense weight) of one hybrid search."""
+    with CaptureQueriesContext(connection) as queries:
+        result = search(kbs=[kb], query=query, options=SearchOptions(mode="hybrid", explain=True))
+    assert result.hits
+    return (len([q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]]),
+            result.hits[0].explain["dense_weight"])
+
+
+def test_the_query_script_decides_which_window_shares_a_search_blends(settings):
+    """Windows of an English and a Chinese text in one KB: an English query reads them by the
+    western shares, a Chinese one by the others, each moving its dense weight by its own shift."""
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG, "english.md": ENGLISH})
+    chinese, english = "定制商品 退货", "custom-made goods returned"
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_dense": 0, "hybrid_window_keyword": 0}
+    _, chinese_weight = _window_reads(kb, chinese)
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_dense_western": 0, "hybrid_window_keyword_western": 0}
+    _, english_weight = _window_reads(kb, english)
+    # Western shares of 0 read no windows for the English query; the Chinese query still reads them
+    # and moves its weight by hybrid_window_shift.
+    assert _window_reads(kb, english) == (0, english_weight)
+    reads, weight = _window_reads(kb, chinese)
+    assert reads == 1 and weight == pytest.approx(min(0.95, chinese_weight + 0.1))
+    # And the other way round, the western shift moving the English query's weight.
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_dense": 0, "hybrid_window_keyword": 0,
+                                    "hybrid_window_shift_western": 0.2}
+    assert _window_reads(kb, chinese) == (0, chinese_weight)
+    reads, weight = _window_reads(kb, english)
+    assert reads == 1 and weight == pytest.approx(min(0.95, english_weight + 0.2))
 
 
 def test_a_window_pool_reads_the_windows_of_the_best_candidates_only(settings):

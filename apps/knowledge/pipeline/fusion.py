@@ -138,6 +138,16 @@ def _over_best(values: dict[Any, float]) -> dict[Any, float]:
     return {key: value / best if best > 0 else 0.0 for key, value in values.items()}
 
 
+def window_shares(query: str) -> tuple[float, float, float]:
+    """(dense share, keyword share, dense-weight shift) of the candidates' best windows in convex
+    fusion: hybrid_window_* for a query with CJK characters, hybrid_window_*_western for one
+    without (the script decides, as it does the dense weight)."""
+    knobs = retrieval_settings()
+    if has_cjk(query):
+        return knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift
+    return knobs.hybrid_window_dense_western, knobs.hybrid_window_keyword_western, knobs.hybrid_window_shift_western
+
+
 def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, window_dense: float = 0.0,
          window_keyword: float = 0.0) -> list[Candidate]:
     """Give every candidate its fused score (0–1 for convex; for rrf, the sum over the channels

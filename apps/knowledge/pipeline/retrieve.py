@@ -29,8 +29,8 @@ or Traditional Chinese, or none), its length and the channels' top-1 margins
 or above the better channel where RRF(k=60) lost to it. Each candidate's best sentence window
 (pipeline.windows) is blended into both parts first, read in one query for the best
 `hybrid_window_pool` candidates of the fusion without them (window_scores; `hybrid_window_*` in
-retrieval_settings): a question matches one sentence of a long child, and the child's own scores
-dilute it. A KB (KnowledgeBase.fusion) or one search
+retrieval_settings, by the query's script: window_shares): a question matches one sentence of a
+long child, and the child's own scores dilute it. A KB (KnowledgeBase.fusion) or one search
 (SearchOptions.fusion) may choose `rrf` instead: each candidate scores the sum, over the channels
 that ranked it, of 1 / (60 + its rank there).
 
@@ -69,7 +69,7 @@ from apps.knowledge.models import EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.candidates import Candidate, Hit
 from apps.knowledge.pipeline.embedders import embedder_for
-from apps.knowledge.pipeline.fusion import RRF_K, adaptive_dense_weight, fuse, window_scores
+from apps.knowledge.pipeline.fusion import RRF_K, adaptive_dense_weight, fuse, window_scores, window_shares
 from apps.knowledge.pipeline.keyword_channel import keyword_candidates, keyword_row_columns, keyword_scorer, query_terms
 from apps.knowledge.pipeline.rerank import RerankConfig, rerank
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
@@ -332,7 +332,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
             if candidates[cid].vector_score is None:
                 candidates[cid].vector_score = float(score)
     knobs = retrieval_settings()
-    window_dense, window_keyword = knobs.hybrid_window_dense, knobs.hybrid_window_keyword
+    window_dense, window_keyword, window_shift = window_shares(query)
     dense_weight = options.dense_weight
     adaptive = dense_weight is None
     if dense_weight is None:
@@ -348,7 +348,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         windows = window_scores(read, model=model, query_vector=query_vector, scorer=scorer)
         _add(timings, "windows_ms", (time.perf_counter() - windows_started) * 1000)
     if adaptive and windows:
-        dense_weight = min(0.95, max(0.05, dense_weight + knobs.hybrid_window_shift))
+        dense_weight = min(0.95, max(0.05, dense_weight + window_shift))
     ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight, window_dense=window_dense,
                   window_keyword=window_keyword)
     # Completing the candidates counts as fusion, even where it overlapped the vector channel.
