@@ -43,6 +43,11 @@ def api_client() -> APIClient:
     return APIClient()
 
 
+# Whether this process's session worker is up: once started it stays up for the rest of the
+# session and takes every task any later test queues.
+_session_worker = {"running": False}
+
+
 @pytest.fixture(scope="session")
 def celery_worker_session(django_db_setup, django_db_blocker):
     """A real Celery worker (solo pool, in a thread) on the configured Redis broker.
@@ -55,15 +60,22 @@ def celery_worker_session(django_db_setup, django_db_blocker):
                                                    queues=[celery_app.conf.task_default_queue,
                                                            settings.KNOWLEDGE_LARGE_TASK_QUEUE],
                                                    shutdown_timeout=30) as worker:
-        yield worker
+        _session_worker["running"] = True
+        try:
+            yield worker
+        finally:
+            _session_worker["running"] = False
 
 
 @pytest.fixture(autouse=True)
-def background_tasks_finished(request):
-    """A test that runs the session's worker leaves no task running behind it: a task still writing
-    when the test's teardown truncates the tables deadlocks with it (or writes into the next test)."""
+def background_tasks_finished():
+    """No test leaves a task running behind it while the session's worker is up: a task still
+    writing when the test's teardown truncates the tables deadlocks with it (or writes into the
+    next test). That includes a test that never asked for the worker but queued a task (an upload
+    does) after an earlier test in this process started it: the worker takes it all the same (a
+    TRUNCATE once deadlocked with such a task's row lock, tests/mcp's denied login)."""
     yield
-    if "celery_worker_session" not in request.fixturenames:
+    if not _session_worker["running"]:
         return
     import time
 
