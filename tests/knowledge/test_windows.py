@@ -20,7 +20,7 @@ from apps.knowledge.pipeline.index import embedding_text, search_terms_literal, 
 from apps.knowledge.pipeline.keyword_channel import bm25, keyword_scorer
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies
-from apps.knowledge.pipeline.windows import window_spans
+from apps.knowledge.pipeline.windows import WESTERN_SENTENCE_END, sentence_pieces, window_spans
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 
@@ -87,8 +87,10 @@ def test_a_text_without_chinese_characters_also_ends_sentences_at_a_full_stop():
     # 4 × 25 = 100 characters: the first sentence alone (the second would not fit beside it), the
     # next two together, the last alone; never a cut inside a sentence.
     assert _texts(ENGLISH, 25) == [first, f"{second} {third}", fourth]
-    # A stop inside a word or a number is no sentence end.
-    assert _texts("Version 2.5 of e.g.x ships.", 25) == ["Version 2.5 of e.g.x ships."]
+    # A stop inside a word or a number is no sentence end: the sentences themselves, before packing.
+    text = "Version 2.5 of e.g.x ships. It is late."
+    assert sentence_pieces(text, 100, WESTERN_SENTENCE_END) == [(0, 27), (28, 39)]
+    assert sentence_pieces(text, 100) == [(0, 39)]  # Chinese rules: a full stop ends nothing
     # In a text with Chinese characters a full stop ends nothing (。 does): Chinese text is cut as before.
     mixed = "First one. Second one. 第三句。"
     assert _texts(mixed, 12) == [mixed[:12], mixed[12:24], mixed[24:]]

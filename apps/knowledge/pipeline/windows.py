@@ -32,7 +32,7 @@ WESTERN_WIDTH_FACTOR = 4
 SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
 # In a text without Chinese characters, also after a full stop before a space (an abbreviation's
 # stop cuts too; packing joins the pieces again where they fit).
-WESTERN_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)(?=\s)")
+WESTERN_SENTENCE_END = re.compile(SENTENCE_END.pattern + r"|(?<=\.)(?=\s)")
 
 
 def sentence_pieces(text: str, width: int, ends: re.Pattern[str] = SENTENCE_END) -> list[tuple[int, int]]:
