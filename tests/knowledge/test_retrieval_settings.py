@@ -26,8 +26,10 @@ def test_defaults_are_the_measured_values():
     assert (knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift) == (0.5, 0.75, 0.1)
     assert (knobs.hybrid_window_dense_western, knobs.hybrid_window_keyword_western,
             knobs.hybrid_window_shift_western) == (0.75, 0.0, 0.0)
+    assert (knobs.hybrid_window_dense_traditional, knobs.hybrid_window_keyword_traditional,
+            knobs.hybrid_window_shift_traditional) == (1.0, 0.75, 0.1)
     assert knobs.hybrid_window_pool == 30
-    assert len(fields(knobs)) == 27
+    assert len(fields(knobs)) == 30
 
 
 def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
@@ -68,6 +70,9 @@ def test_a_setting_overrides_one_key_and_keeps_the_others(settings):
     ({"hybrid_window_keyword_western": -0.1}, "'hybrid_window_keyword_western'] must be ≥ 0"),
     ({"hybrid_window_shift_western": 0.6}, "'hybrid_window_shift_western'] must be within -0.5–0.5"),
     ({"hybrid_window_shift_western": float("nan")}, "'hybrid_window_shift_western'] must be within -0.5–0.5"),
+    ({"hybrid_window_dense_traditional": 1.5}, "'hybrid_window_dense_traditional'] must be within 0–1"),
+    ({"hybrid_window_keyword_traditional": -0.1}, "'hybrid_window_keyword_traditional'] must be ≥ 0"),
+    ({"hybrid_window_shift_traditional": -0.6}, "'hybrid_window_shift_traditional'] must be within -0.5–0.5"),
     ([1, 2], "must be a JSON object"),
 ])
 def test_a_bad_value_is_refused_with_its_name(values, message):

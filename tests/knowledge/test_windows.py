@@ -323,14 +323,19 @@ def test_window_shares_of_zero_read_no_windows(settings):
     assert [q for q in queries.captured_queries if "knowledge_chunkwindow" in q["sql"]] == []
 
 
-def test_a_query_without_chinese_takes_the_western_window_shares(settings):
+def test_the_query_script_chooses_the_window_shares(settings):
     settings.KNOWLEDGE_RETRIEVAL = {
         "hybrid_window_dense": 0.1, "hybrid_window_keyword": 0.2, "hybrid_window_shift": 0.3,
         "hybrid_window_dense_western": 0.4, "hybrid_window_keyword_western": 0.5, "hybrid_window_shift_western": -0.2,
+        "hybrid_window_dense_traditional": 0.6, "hybrid_window_keyword_traditional": 0.7,
+        "hybrid_window_shift_traditional": -0.1,
     }
     assert window_shares("定制商品 退货") == (0.1, 0.2, 0.3)
     assert window_shares("custom goods 退货") == (0.1, 0.2, 0.3)  # one Chinese character is enough
     assert window_shares("custom-made goods cannot be returned") == (0.4, 0.5, -0.2)
+    assert window_shares("定製商品 退貨") == (0.6, 0.7, -0.1)
+    assert window_shares("custom goods 退貨") == (0.6, 0.7, -0.1)  # one Traditional-only character is enough
+    assert window_shares("商品") == (0.1, 0.2, 0.3)  # characters both scripts share are Simplified's
 
 
 def _window_reads(kb, query: str) -> tuple[int, float]:
@@ -364,6 +369,22 @@ def test_the_query_script_decides_which_window_shares_a_search_blends(settings):
     assert _window_reads(kb, chinese) == (0, chinese_weight)
     reads, weight = _window_reads(kb, english)
     assert reads == 1 and weight == pytest.approx(min(0.95, english_weight + 0.2))
+
+
+def test_a_traditional_query_blends_the_windows_by_its_own_shares(settings):
+    settings.KNOWLEDGE_WINDOW_CHARS = 40
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"rules.md": LONG})
+    simplified, traditional = "定制商品 退货", "定製商品 退貨"
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_dense_traditional": 0, "hybrid_window_keyword_traditional": 0}
+    reads, traditional_weight = _window_reads(kb, traditional)
+    assert reads == 0
+    assert _window_reads(kb, simplified)[0] == 1
+    settings.KNOWLEDGE_RETRIEVAL = {"hybrid_window_dense": 0, "hybrid_window_keyword": 0,
+                                    "hybrid_window_shift_traditional": 0.2}
+    assert _window_reads(kb, simplified)[0] == 0
+    reads, weight = _window_reads(kb, traditional)
+    assert reads == 1 and weight == pytest.approx(min(0.95, traditional_weight + 0.2))
 
 
 def test_a_window_pool_reads_the_windows_of_the_best_candidates_only(settings):

@@ -140,9 +140,13 @@ def _over_best(values: dict[Any, float]) -> dict[Any, float]:
 
 def window_shares(query: str) -> tuple[float, float, float]:
     """(dense share, keyword share, dense-weight shift) of the candidates' best windows in convex
-    fusion: hybrid_window_* for a query with CJK characters, hybrid_window_*_western for one
-    without (the script decides, as it does the dense weight)."""
+    fusion, by the query's script, as the dense weight is chosen: hybrid_window_*_traditional for a
+    query with Traditional-only characters, hybrid_window_* for other Chinese, and
+    hybrid_window_*_western for one without CJK characters."""
     knobs = retrieval_settings()
+    if is_traditional(query):
+        return (knobs.hybrid_window_dense_traditional, knobs.hybrid_window_keyword_traditional,
+                knobs.hybrid_window_shift_traditional)
     if has_cjk(query):
         return knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift
     return knobs.hybrid_window_dense_western, knobs.hybrid_window_keyword_western, knobs.hybrid_window_shift_western

@@ -100,6 +100,14 @@ class RetrievalSettings:
     hybrid_window_dense_western: float = 0.75
     hybrid_window_keyword_western: float = 0.0
     hybrid_window_shift_western: float = 0.0
+    # The same three for a query with Traditional-only characters (as hybrid_dense_weight_traditional):
+    # e5-small reads Traditional Chinese poorly, a whole passage worse than its best sentence. drcd
+    # with windows (bench/README.md, stop 24), a grid of dense 0.25–1 × keyword 0.75 / 1 × shift
+    # 0 / 0.1: chosen on fold A (1, 0.75, 0.1), held out fold B hybrid nDCG@10 0.9780 (the Chinese
+    # choice: 0.9758); chosen on B (1, 1, 0.1), held out A 0.9782 (0.9744).
+    hybrid_window_dense_traditional: float = 1.0
+    hybrid_window_keyword_traditional: float = 0.75
+    hybrid_window_shift_traditional: float = 0.1
     # Windows are read for the best `hybrid_window_pool` candidates of the fusion without them (0:
     # every candidate); the others are their own windows. 0 / 20 / 30 / 50 on the three sets: 30
     # chosen on either fold; held out, −0.002 to +0.0006 nDCG@10 against reading every
