@@ -5,7 +5,7 @@ combined convexly or by RRF (fuse)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from django.db import connection
 
@@ -82,9 +82,20 @@ def _margin(scores: list[float], reference_rank: int | None = None) -> float:
     return (ordered[0] - ordered[1]) / base if base > 0 else 0.0
 
 
+Script = Literal["traditional", "simplified", "western"]
+
+
 def query_units(query: str) -> int:
     """Length of a query in CJK characters plus words (a Chinese character counts as a word)."""
     return sum(1 for t in keyword_terms(query) if not is_cjk_term(t) or len(t) == 1)
+
+
+def query_script(query: str) -> Script:
+    """"traditional" (a Traditional-only character), "simplified" (other CJK) or "western" (no
+    CJK): the fusion's parameters that differ by script are chosen by this."""
+    if is_traditional(query):
+        return "traditional"
+    return "simplified" if has_cjk(query) else "western"
 
 
 def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> float:
@@ -109,9 +120,10 @@ def adaptive_dense_weight(candidates: Iterable[Candidate], *, query: str) -> flo
     """
     items = list(candidates)
     knobs = retrieval_settings()
-    if is_traditional(query):
+    script = query_script(query)
+    if script == "traditional":
         base = knobs.hybrid_dense_weight_traditional
-    elif not has_cjk(query):
+    elif script == "western":
         base = knobs.hybrid_dense_weight_western
     else:
         short_units, long_units = knobs.hybrid_short_units, knobs.hybrid_long_units
@@ -140,16 +152,16 @@ def _over_best(values: dict[Any, float]) -> dict[Any, float]:
 
 def window_shares(query: str) -> tuple[float, float, float]:
     """(dense share, keyword share, dense-weight shift) of the candidates' best windows in convex
-    fusion, by the query's script, as the dense weight is chosen: hybrid_window_*_traditional for a
-    query with Traditional-only characters, hybrid_window_* for other Chinese, and
-    hybrid_window_*_western for one without CJK characters."""
+    fusion, by the query's script as the dense weight is: hybrid_window_*_traditional,
+    hybrid_window_* (Simplified Chinese) or hybrid_window_*_western."""
     knobs = retrieval_settings()
-    if is_traditional(query):
+    script = query_script(query)
+    if script == "traditional":
         return (knobs.hybrid_window_dense_traditional, knobs.hybrid_window_keyword_traditional,
                 knobs.hybrid_window_shift_traditional)
-    if has_cjk(query):
-        return knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift
-    return knobs.hybrid_window_dense_western, knobs.hybrid_window_keyword_western, knobs.hybrid_window_shift_western
+    if script == "western":
+        return knobs.hybrid_window_dense_western, knobs.hybrid_window_keyword_western, knobs.hybrid_window_shift_western
+    return knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift
 
 
 def fuse(candidates: dict[Any, Candidate], *, fusion: str, dense_weight: float, window_dense: float = 0.0,

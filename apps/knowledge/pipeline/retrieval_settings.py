@@ -86,8 +86,9 @@ class RetrievalSettings:
     # both channels, dense = (1 - hybrid_window_dense) × its cosine + hybrid_window_dense × its
     # best window's cosine (each min-max scaled over the candidates), keyword likewise with BM25 /
     # best and hybrid_window_keyword, and moves the adaptive dense weight by hybrid_window_shift
-    # (within 0.05–0.95). 0 and 0: windows are not read. Chosen on one fold of the three Chinese
-    # dev sets together, reported on the other (bench/README.md, stop 20).
+    # (within 0.05–0.95). 0 and 0: windows are not read. These three serve a query in Simplified
+    # Chinese; chosen on one fold of the three Chinese dev sets together, reported on the other
+    # (bench/README.md, stop 20).
     hybrid_window_dense: float = 0.5
     hybrid_window_keyword: float = 0.75
     hybrid_window_shift: float = 0.1
