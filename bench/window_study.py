@@ -7,7 +7,8 @@ protocol (chosen on one fold of every dataset together, reported on the other, b
     # 2. as often as you like:
     .venv/bin/python bench/window_study.py evaluate --texts DATASETS_DIR --cache /tmp/fs /tmp/fs/*-dump.json
     # Window widths, the vector channel alone over a sub-corpus (every judged passage and a seeded
-    # sample; `packed` windows as the engine cuts them, a text without Chinese 4 × as wide):
+    # sample; `packed` windows as the engine cuts them, a text without Chinese 4 × as wide; given
+    # two widths, also the passage blended with both best windows at once):
     .venv/bin/python bench/window_study.py widths --dataset DIR --cache /tmp/ws [--widths 24,96] [--sample 2000]
 
 A passage's windows: its text cut after each sentence end (。！？!?；; or a line break; in a text
@@ -311,15 +312,48 @@ def best_window_cosines(count: int, owners: list[int], windows: np.ndarray, quer
     return best
 
 
-def _fold_figures(by_query: dict[str, np.ndarray], queries: list[dict], ids: list[str], qrels: dict) -> str:
-    """nDCG@10 / Recall@10 / MRR@10 per fold of the passages ranked by each query's scores."""
+def _fold_means(by_query: dict[str, np.ndarray], queries: list[dict], ids: list[str],
+                qrels: dict) -> dict[str, np.ndarray]:
+    """{fold: mean (nDCG@10, Recall@10, MRR@10)} of the passages ranked by each query's scores."""
     from apps.knowledge.management.commands.bench_retrieval import fold_of, metrics
 
     rows: dict[str, list] = {}
     for q in queries:
         ranked = [ids[i] for i in np.argsort(-by_query[q["id"]])[:10]]
         rows.setdefault(fold_of(q["id"]), []).append(metrics(ranked, qrels[q["id"]]))
-    return "  ".join(f"{fold} " + "/".join(f"{x:.4f}" for x in np.mean(rows[fold], axis=0)) for fold in sorted(rows))
+    return {fold: np.mean(rows[fold], axis=0) for fold in sorted(rows)}
+
+
+def _fold_figures(by_query: dict[str, np.ndarray], queries: list[dict], ids: list[str], qrels: dict) -> str:
+    """nDCG@10 / Recall@10 / MRR@10 per fold of the passages ranked by each query's scores."""
+    means = _fold_means(by_query, queries, ids, qrels)
+    return "  ".join(f"{fold} " + "/".join(f"{x:.4f}" for x in means[fold]) for fold in means)
+
+
+# Two widths at once: (1 − share) × passage cosine + share × ((1 − mix) × the first width's best
+# window + mix × the second's), each pair chosen on one fold and reported on the other.
+TWO_WIDTH_SHARES = (0.5, 0.75, 1.0)
+TWO_WIDTH_MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def two_width_scores(own: np.ndarray, first: np.ndarray, second: np.ndarray, share: float, mix: float) -> np.ndarray:
+    return (1 - share) * own + share * ((1 - mix) * first + mix * second)
+
+
+def _two_widths(own: dict[str, np.ndarray], best: dict[int, dict[str, np.ndarray]], queries: list[dict],
+                ids: list[str], qrels: dict) -> None:
+    first, second = best
+    print(f"  both widths: (1 - s) x passage + s x ((1 - m) x best window {first} + m x best window {second})")
+    means = {}
+    for share in TWO_WIDTH_SHARES:
+        for mix in TWO_WIDTH_MIXES:
+            by_query = {q: two_width_scores(own[q], best[first][q], best[second][q], share, mix) for q in own}
+            means[(share, mix)] = _fold_means(by_query, queries, ids, qrels)
+            print(f"    s {share:<4}, m {mix:<4}   " + "  ".join(
+                f"{fold} " + "/".join(f"{x:.4f}" for x in figures) for fold, figures in means[(share, mix)].items()))
+    for tune, report in (("A", "B"), ("B", "A")):
+        share, mix = max(means, key=lambda cell: means[cell][tune][0])
+        print(f"    chosen on {tune}: s {share}, m {mix} -> {report} {means[(share, mix)][report][0]:.4f}")
 
 
 def sub_corpus(corpus: list[dict], qrels: dict[str, dict], size: int, seed: int = 7) -> list[dict]:
@@ -373,6 +407,7 @@ def widths(dataset: Path, cache: Path, sizes: list[int], sample: int) -> None:
                              embedded("queries", [q["text"] for q in queries], is_query=True), strict=True))
     passages = embedded("passages", [fs._passage_text(p) for p in sub])
     print(f"{name}: {len(sub)} passages, {len(queries)} queries; nDCG@10 / Recall@10 / MRR@10 over the sub-corpus")
+    best: dict[int, dict[str, np.ndarray]] = {}
     for width in sizes:
         owners, texts = _windows_of(sub, width, "packed")
         vectors = embedded(f"win{width}", texts)
@@ -384,6 +419,9 @@ def widths(dataset: Path, cache: Path, sizes: list[int], sample: int) -> None:
         print(f"  width {width}: {len(texts)} windows, {np.mean([len(t) for t in texts]):.0f} characters on average")
         for label, by_query in by_label.items():
             print(f"    {label:<28} {_fold_figures(by_query, queries, ids, qrels)}")
+        best[width] = by_label["best window"]
+    if len(best) == 2:
+        _two_widths(by_label["passage"], best, queries, ids, qrels)
 
 
 def parser() -> argparse.ArgumentParser:

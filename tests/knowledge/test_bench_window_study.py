@@ -110,3 +110,13 @@ def test_each_subcommand_takes_its_own_arguments():
     assert [str(d) for d in evaluate.dumps] == ["a.json", "b.json"]
     with pytest.raises(SystemExit):
         parser().parse_args(["evaluate", "--cache", "c", "--dataset", "d"])
+
+
+def test_two_widths_blend_the_passage_with_both_best_windows():
+    from bench.window_study import two_width_scores
+
+    own, first, second = np.array([0.8, 0.2]), np.array([0.4, 0.9]), np.array([0.0, 0.5])
+    assert two_width_scores(own, first, second, 0.0, 0.5).tolist() == own.tolist()
+    assert two_width_scores(own, first, second, 1.0, 0.0).tolist() == first.tolist()
+    assert two_width_scores(own, first, second, 1.0, 1.0).tolist() == second.tolist()
+    assert np.allclose(two_width_scores(own, first, second, 0.75, 0.5), [0.35, 0.575])
