@@ -300,7 +300,9 @@ def test_ids_that_sanitise_alike_stay_apart_and_each_ranks_as_itself(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--limit-queries", "0"], r"^--limit-queries must be at least 1$"),
     (["--scale", "-1", "--corpora", "{corpora}"], r"^--scale must not be negative$"),
-    (["--neighbours", "2"], r"^--neighbours needs --scale and must not be negative$"),
+    (["--neighbours", "2"], r"^--neighbours needs --scale or --kb and must not be negative$"),
+    (["--scale", "5", "--corpora", "{corpora}", "--neighbours", "1", "--neighbour-chunks", "-1"],
+     r"^--neighbour-chunks must not be negative$"),
 ])
 def test_a_bad_count_option_is_refused_and_creates_nothing(tmp_path, corpora, args, message):
     counts = _counts()
@@ -450,6 +452,48 @@ def test_neighbours_are_kbs_of_the_model_holding_copies_of_the_distractors_each_
         assert generation.vector_indexed and generation.keyword_indexed
     measured = IndexGeneration.objects.get(knowledge_base=kb, status="active")
     assert measured.vector_indexed and measured.keyword_indexed
+
+
+def _distractor_texts(kb, indexes) -> set[str]:
+    return set(Chunk.objects.filter(generation__knowledge_base=kb, document__filename=DISTRACTOR_FILE,
+                                    index__in=indexes).values_list("text", flat=True))
+
+
+def _neighbour_texts(kb, number) -> list[str]:
+    neighbour = KnowledgeBase.objects.get(name=f"{kb.name} neighbour {number}")
+    return list(Chunk.objects.filter(generation__knowledge_base=neighbour, kind=Chunk.Kind.CHILD)
+                .values_list("text", flat=True))
+
+
+def test_neighbour_chunks_gives_each_neighbour_a_slice_of_its_own(tmp_path, corpora):
+    _, stdout = _bench(tmp_path, "--mode", "keyword", "--scale", "5", "--neighbours", "2",
+                       "--neighbour-chunks", "2", "--corpora", str(corpora), "--keep")
+    kb = _kept_kb(stdout)
+    first, second = _neighbour_texts(kb, 1), _neighbour_texts(kb, 2)
+    assert len(first) == len(second) == 2
+    assert set(first) == _distractor_texts(kb, [0, 1]) and set(second) == _distractor_texts(kb, [2, 3])
+
+
+def test_neighbours_can_be_added_to_a_kept_kb_and_are_numbered_on(tmp_path, corpora):
+    _, stdout = _bench(tmp_path, "--mode", "keyword", "--scale", "5", "--neighbours", "1", "--corpora", str(corpora),
+                       "--keep")
+    kb = _kept_kb(stdout)
+    _, stdout = _bench(tmp_path, "--mode", "keyword", "--kb", str(kb.pk), "--neighbours", "1",
+                       "--neighbour-chunks", "3", name="second.json")
+    added = KnowledgeBase.objects.get(name=f"{kb.name} neighbour 2")
+    assert f"kept neighbour knowledge base {added.pk}" in stdout
+    assert len(_neighbour_texts(kb, 1)) == 5
+    assert set(_neighbour_texts(kb, 2)) == _distractor_texts(kb, [3, 4])
+    assert len(_neighbour_texts(kb, 2)) == 2  # the slice 3..5 holds only the distractors 3 and 4
+
+
+def test_neighbours_of_a_kept_kb_without_distractors_are_refused(tmp_path):
+    _, stdout = _bench(tmp_path, "--mode", "keyword", "--keep")
+    kb = _kept_kb(stdout)
+    counts = _counts()
+    with pytest.raises(CommandError, match=r"has no distractors to copy into neighbours \(load it with --scale\)$"):
+        _bench(tmp_path, "--mode", "keyword", "--kb", str(kb.pk), "--neighbours", "1", name="second.json")
+    assert _counts() == counts
 
 
 def test_a_run_without_keep_deletes_its_neighbours_too(tmp_path, corpora):

@@ -226,8 +226,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_path", default=None)
         parser.add_argument("--scale", type=int, default=0, help="add N synthetic distractor chunks")
         parser.add_argument("--neighbours", type=int, default=0, metavar="N",
-                            help="with --scale: N more KBs of the same model beside it, each a copy of its "
-                                 "distractors (searches must not walk their vectors)")
+                            help="with --scale or --kb: N more KBs of the same model beside it, each a copy of "
+                                 "its distractors (searches must not walk their vectors)")
+        parser.add_argument("--neighbour-chunks", type=int, default=0, metavar="M",
+                            help="each neighbour copies M distractors, a slice of its own (neighbour k the "
+                                 "distractors k·M − M to k·M − 1); default: all of them")
         parser.add_argument("--corpora", default=str(DEFAULT_CORPORA), metavar="DIR",
                             help="where --scale takes its sentences: *.md files under DIR "
                                  "(default: ../shared/bench/corpora beside the checkout)")
@@ -257,8 +260,10 @@ class Command(BaseCommand):
             raise CommandError("--limit-queries must be at least 1")
         if o["scale"] < 0:
             raise CommandError("--scale must not be negative")
-        if o["neighbours"] < 0 or (o["neighbours"] and not o["scale"]):
-            raise CommandError("--neighbours needs --scale and must not be negative")
+        if o["neighbours"] < 0 or (o["neighbours"] and not (o["scale"] or o["kb"])):
+            raise CommandError("--neighbours needs --scale or --kb and must not be negative")
+        if o["neighbour_chunks"] < 0:
+            raise CommandError("--neighbour-chunks must not be negative")
         _require_migrated()
         o["grid"] = parse_grid(o["grid"]) if o["grid"] else None
         corpus, queries, qrels = load_dataset(folder, o["limit_queries"])
@@ -303,7 +308,7 @@ class Command(BaseCommand):
                                   f"{time.perf_counter() - started:.1f} s")
                 self._generation_indexes(kb)
                 for number in range(1, o["neighbours"] + 1):
-                    neighbours.append(self._neighbour(kb, project, number))
+                    neighbours.append(self._neighbour(kb, project, number, o["neighbour_chunks"]))
             self._measure(kb, folder, corpus, queries, qrels, o, ingest_s=ingest_s, ingest_info=ingest_info)
         finally:
             if o["keep"]:
@@ -329,9 +334,10 @@ class Command(BaseCommand):
         self.stdout.write(f"vector and keyword indexes of {kb.name}: {outcome} in "
                           f"{time.perf_counter() - started:.1f} s")
 
-    def _neighbour(self, kb: KnowledgeBase, project, number: int) -> KnowledgeBase:
+    def _neighbour(self, kb: KnowledgeBase, project, number: int, chunks: int = 0) -> KnowledgeBase:
         """Another KB of the same model holding a copy of `kb`'s distractor chunks (new ids, its own
-        generation lexeme and term counts, its own vector and keyword indexes)."""
+        generation lexeme and term counts, its own vector and keyword indexes): all of them, or with
+        `chunks` the slice of that many that is this neighbour's by its number."""
         started = time.perf_counter()
         source = self._active_generation(kb)
         neighbour = services.knowledge_base_create(
@@ -352,9 +358,11 @@ class Command(BaseCommand):
                        embedding, ts_delete(search_vector, %s) || %s::tsvector, false
                   FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id
                  WHERE c.generation_id = %s AND d.filename = %s AND c.kind = 'child'
+                   AND (%s = 0 OR c.index >= %s AND c.index < %s)
                 """,
                 [generation.pk, document.pk, index.generation_lexeme(source.pk),
-                 "'" + index.generation_lexeme(generation.pk) + "'", source.pk, DISTRACTOR_FILE],
+                 "'" + index.generation_lexeme(generation.pk) + "'", source.pk, DISTRACTOR_FILE,
+                 chunks, (number - 1) * chunks, number * chunks],
             )
             index.stats_add(
                 rows_sql="SELECT generation_id, search_vector FROM knowledge_chunk WHERE generation_id = %s",
@@ -372,6 +380,14 @@ class Command(BaseCommand):
         files = {_file_for(p).name for p in corpus}
         if not Document.objects.filter(knowledge_base=kb, filename__in=files).exists():
             raise CommandError(f"knowledge base {kb.pk} holds none of {folder.name}'s passages")
+        if o["neighbours"]:
+            if not Document.objects.filter(knowledge_base=kb, filename=DISTRACTOR_FILE).exists():
+                raise CommandError(f"knowledge base {kb.pk} has no distractors to copy into neighbours "
+                                   "(load it with --scale)")
+            numbered = KnowledgeBase.objects.filter(name__startswith=f"{kb.name} neighbour ").count()
+            for number in range(numbered + 1, numbered + o["neighbours"] + 1):
+                neighbour = self._neighbour(kb, kb.project, number, o["neighbour_chunks"])
+                self.stdout.write(f"kept neighbour knowledge base {neighbour.pk}")
         children = Chunk.objects.filter(generation__knowledge_base=kb, generation__status="active",
                                         kind=Chunk.Kind.CHILD)
         distractors = children.filter(document__filename=DISTRACTOR_FILE).count()
