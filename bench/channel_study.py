@@ -73,10 +73,9 @@ class Study:
         from common import django_setup
 
         django_setup()
-        from apps.knowledge.management.commands.bench_retrieval import fold_of, load_dataset, metrics
+        from apps.knowledge.management.commands.bench_retrieval import load_dataset
         from apps.knowledge.pipeline import terms
 
-        self.fold_of, self.metrics = fold_of, metrics
         corpus, self.queries, self.qrels = load_dataset(dataset, None)
         if sample:
             corpus = ws.sub_corpus(corpus, self.qrels, sample)
@@ -121,16 +120,8 @@ class Study:
 
     def folds(self, score: Callable[[str], np.ndarray]) -> dict[str, np.ndarray]:
         """{fold: mean (nDCG@10, Recall@10, MRR@10)} of the ranking by `score(query id)`."""
-        rows: dict[str, list] = {"A": [], "B": []}
-        for q in self.queries:
-            top = [self.ids[i] for i in np.argsort(-score(q["id"]), kind="stable")[:10]]
-            rows[self.fold_of(q["id"])].append(self.metrics(top, self.qrels[q["id"]]))
-        return {fold: np.mean(r, axis=0) for fold, r in rows.items()}
+        return ws.fold_means({q["id"]: score(q["id"]) for q in self.queries}, self.queries, self.ids, self.qrels)
 
-
-def minmax(x: np.ndarray) -> np.ndarray:
-    low, high = float(x.min()), float(x.max())
-    return (x - low) / (high - low) if high > low else np.zeros_like(x)
 
 
 def by_best(x: np.ndarray) -> np.ndarray:
@@ -138,14 +129,8 @@ def by_best(x: np.ndarray) -> np.ndarray:
     return x / best if best > 0 else x
 
 
-def line(label: str, r: dict[str, np.ndarray]) -> str:
-    return f"  {label:<28} " + "  ".join(f"{f} " + "/".join(f"{v:.4f}" for v in r[f]) for f in "AB")
-
-
-def held_out(results: dict, keys: list, label: Callable) -> None:
-    for tune, report in (("A", "B"), ("B", "A")):
-        best = max(keys, key=lambda k: results[k][tune][0])
-        print(f"  chosen on {tune}: {label(best)} -> {report} {results[best][report][0]:.4f}")
+def line(label: str, means: dict[str, np.ndarray]) -> str:
+    return f"  {label:<28} " + ws.format_means(means)
 
 
 def latent(study: Study) -> None:
@@ -157,12 +142,12 @@ def latent(study: Study) -> None:
     for w in DENSE_WEIGHTS:
         for z in LATENT_WEIGHTS:
             results[(w, z)] = study.folds(
-                lambda q, w=w, z=z: w * minmax(dense[q]) + (1 - w) * by_best(bm25[q]) + z * minmax(lat[q]))
+                lambda q, w=w, z=z: w * fs._minmax(dense[q]) + (1 - w) * by_best(bm25[q]) + z * fs._minmax(lat[q]))
             print(line(f"w {w}, latent {z}", results[(w, z)]))
     print("without the latent terms (z = 0):")
-    held_out(results, [k for k in results if k[1] == 0], lambda k: f"w {k[0]}")
+    ws.held_out(results, [k for k in results if k[1] == 0], lambda k: f"w {k[0]}")
     print("with them:")
-    held_out(results, list(results), lambda k: f"w {k[0]}, latent {k[1]}")
+    ws.held_out(results, list(results), lambda k: f"w {k[0]}, latent {k[1]}")
 
 
 def bm25(study: Study) -> None:
@@ -175,13 +160,13 @@ def bm25(study: Study) -> None:
             for w in (None, *DENSE_WEIGHTS[:3]):
                 results[(k1, b, w)] = study.folds(
                     channel.__getitem__ if w is None else
-                    lambda q, w=w, channel=channel: w * minmax(dense[q]) + (1 - w) * by_best(channel[q]))
+                    lambda q, w=w, channel=channel: w * fs._minmax(dense[q]) + (1 - w) * by_best(channel[q]))
             cells = [(f"w {w}" if w else "bm25", results[(k1, b, w)]) for w in (None, *DENSE_WEIGHTS[:3])]
             print(f"  k1 {k1}, b {b}: " + "  ".join(f"{label} {r['A'][0]:.4f}/{r['B'][0]:.4f}" for label, r in cells),
                   flush=True)
     for w in (None, *DENSE_WEIGHTS[:3]):
         print(f"{'bm25 alone' if w is None else f'fused at w {w}'} (the engine: k1 0.9, b 0.4):")
-        held_out(results, [k for k in results if k[2] == w], lambda k: f"k1 {k[0]}, b {k[1]}")
+        ws.held_out(results, [k for k in results if k[2] == w], lambda k: f"k1 {k[0]}, b {k[1]}")
 
 
 def main() -> None:

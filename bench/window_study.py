@@ -39,8 +39,10 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from multiprocessing import Pool
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -312,22 +314,34 @@ def best_window_cosines(count: int, owners: list[int], windows: np.ndarray, quer
     return best
 
 
-def _fold_means(by_query: dict[str, np.ndarray], queries: list[dict], ids: list[str],
-                qrels: dict) -> dict[str, np.ndarray]:
-    """{fold: mean (nDCG@10, Recall@10, MRR@10)} of the passages ranked by each query's scores."""
+def fold_means(by_query: dict[str, np.ndarray], queries: list[dict], ids: list[str],
+               qrels: dict) -> dict[str, np.ndarray]:
+    """{fold: mean (nDCG@10, Recall@10, MRR@10)} of the passages ranked by each query's scores
+    (ties in the passages' order)."""
     from apps.knowledge.management.commands.bench_retrieval import fold_of, metrics
 
     rows: dict[str, list] = {}
     for q in queries:
-        ranked = [ids[i] for i in np.argsort(-by_query[q["id"]])[:10]]
+        ranked = [ids[i] for i in np.argsort(-by_query[q["id"]], kind="stable")[:10]]
         rows.setdefault(fold_of(q["id"]), []).append(metrics(ranked, qrels[q["id"]]))
     return {fold: np.mean(rows[fold], axis=0) for fold in sorted(rows)}
 
 
+def format_means(means: dict[str, np.ndarray]) -> str:
+    return "  ".join(f"{fold} " + "/".join(f"{x:.4f}" for x in figures) for fold, figures in means.items())
+
+
 def _fold_figures(by_query: dict[str, np.ndarray], queries: list[dict], ids: list[str], qrels: dict) -> str:
     """nDCG@10 / Recall@10 / MRR@10 per fold of the passages ranked by each query's scores."""
-    means = _fold_means(by_query, queries, ids, qrels)
-    return "  ".join(f"{fold} " + "/".join(f"{x:.4f}" for x in means[fold]) for fold in means)
+    return format_means(fold_means(by_query, queries, ids, qrels))
+
+
+def held_out(means: dict, cells: list, label: Callable[[Any], str]) -> None:
+    """For each fold, the cell of `means` ({cell: fold_means}) with the best nDCG@10 on it, and
+    that cell's nDCG@10 on the other fold."""
+    for tune, report in (("A", "B"), ("B", "A")):
+        best = max(cells, key=lambda cell: means[cell][tune][0])
+        print(f"    chosen on {tune}: {label(best)} -> {report} {means[best][report][0]:.4f}")
 
 
 # Two widths at once: (1 − share) × passage cosine + share × ((1 − mix) × the first width's best
@@ -348,12 +362,9 @@ def _two_widths(own: dict[str, np.ndarray], best: dict[int, dict[str, np.ndarray
     for share in TWO_WIDTH_SHARES:
         for mix in TWO_WIDTH_MIXES:
             by_query = {q: two_width_scores(own[q], best[first][q], best[second][q], share, mix) for q in own}
-            means[(share, mix)] = _fold_means(by_query, queries, ids, qrels)
-            print(f"    s {share:<4}, m {mix:<4}   " + "  ".join(
-                f"{fold} " + "/".join(f"{x:.4f}" for x in figures) for fold, figures in means[(share, mix)].items()))
-    for tune, report in (("A", "B"), ("B", "A")):
-        share, mix = max(means, key=lambda cell: means[cell][tune][0])
-        print(f"    chosen on {tune}: s {share}, m {mix} -> {report} {means[(share, mix)][report][0]:.4f}")
+            means[(share, mix)] = fold_means(by_query, queries, ids, qrels)
+            print(f"    {f's {share}, m {mix}':<16} " + format_means(means[(share, mix)]))
+    held_out(means, list(means), lambda cell: f"s {cell[0]}, m {cell[1]}")
 
 
 def sub_corpus(corpus: list[dict], qrels: dict[str, dict], size: int, seed: int = 7) -> list[dict]:

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from apps.knowledge.management.commands.bench_retrieval import fold_of
-from bench.channel_study import LATENT_FEATURES, LATENT_TOP_K, Study, by_best, held_out, latent_all, minmax
+from bench.channel_study import LATENT_FEATURES, LATENT_TOP_K, Study, by_best, latent_all
+from bench.fusion_study import _minmax
+from bench.window_study import held_out
 
 
 def test_latent_terms_are_nanoes_own_in_the_texts_order():
@@ -28,8 +30,8 @@ def test_latent_terms_are_nanoes_own_in_the_texts_order():
 
 
 def test_normalisations():
-    assert minmax(np.array([2.0, 4.0, 3.0])).tolist() == [0.0, 1.0, 0.5]
-    assert minmax(np.array([5.0, 5.0])).tolist() == [0.0, 0.0]
+    assert _minmax(np.array([2.0, 4.0, 3.0])).tolist() == [0.0, 1.0, 0.5]
+    assert _minmax(np.array([5.0, 5.0])).tolist() == [1.0, 1.0]  # a constant channel moves no ranking
     assert by_best(np.array([1.0, 4.0, 0.0])).tolist() == [0.25, 1.0, 0.0]
     assert by_best(np.zeros(2)).tolist() == [0.0, 0.0]
 
@@ -72,4 +74,4 @@ def test_a_choice_on_one_fold_is_reported_on_the_other(capsys):
     results = {"x": {"A": np.array([0.9]), "B": np.array([0.1])},
                "y": {"A": np.array([0.2]), "B": np.array([0.8])}}
     held_out(results, ["x", "y"], str)
-    assert capsys.readouterr().out.splitlines() == ["  chosen on A: x -> B 0.1000", "  chosen on B: y -> A 0.2000"]
+    assert capsys.readouterr().out.splitlines() == ["    chosen on A: x -> B 0.1000", "    chosen on B: y -> A 0.2000"]
