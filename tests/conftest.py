@@ -92,11 +92,23 @@ def background_tasks_finished():
 
 
 @pytest.fixture(scope="session", autouse=True)
-def search_worker_closed_before_teardown(django_db_setup):
-    """Hybrid searches outside a transaction run their vector channel on a worker thread with its
-    own connection (apps.knowledge.pipeline.parallel); close it before the test database is
-    dropped, which an open connection would block."""
+def database_free_before_teardown(django_db_setup, django_db_blocker):
+    """Nothing but this thread is connected to the test database when it is dropped: an open
+    connection blocks DROP DATABASE ("is being accessed by other users").
+
+    - Hybrid searches outside a transaction run their vector channel on a worker thread with its
+      own connection (apps.knowledge.pipeline.parallel): closed by its own thread.
+    - The live server's request threads (tests/mcp, tests/browser) keep theirs for as long as a
+      client keeps its HTTP connection alive (CONN_MAX_AGE 60): the tool dispatcher's pooled
+      client does, to the demo shop mounted there. Those threads are the server's, not ours to
+      join, so what is left connected after the session's servers and worker have stopped (they
+      are torn down first: they were set up after this fixture) is ended from the server side."""
     yield
+    from django.db import connection
+
     from apps.knowledge.pipeline import parallel
 
     parallel.shutdown()
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
