@@ -41,8 +41,9 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     if is_json_path(request.path):
         return error_response(403)
     if _console_path(request.path):
-        return error_page(request, 403, "Your role in this project does not allow this. An owner of the project "
-                                        "can give you the editor role.")
+        # A console view that knows why says so (PermissionDenied("...")); otherwise it is a role.
+        return error_page(request, 403, str(exception) or "Your role in this project does not allow this. An "
+                                                          "owner of the project can give you the editor role.")
     return defaults.permission_denied(request, exception)
 
 

@@ -24,6 +24,7 @@ from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
 from apps.knowledge.admin_chunks import chunk_urls
 from apps.knowledge.models import (
+    ChunkSetVersion,
     CostRecord,
     Document,
     EmbeddingModel,
@@ -260,7 +261,12 @@ class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
 
     @admin.display(description="Documents")
     def progress(self, obj: IndexGeneration) -> str:
-        return progress_bar(obj.progress_done, obj.progress_total, complete=obj.status == "active")
+        """A build's progress over the documents it rebuilds; afterwards the documents indexed in
+        the generation now (uploads since the build go on adding to it), one row each in
+        ChunkSetVersion."""
+        if obj.status in (IndexGeneration.Status.BUILDING, IndexGeneration.Status.FAILED):
+            return progress_bar(obj.progress_done, obj.progress_total)
+        return f"{ChunkSetVersion.objects.filter(generation_id=obj.pk).count()} indexed"
 
     @admin.display(description="Keyword index")
     def keyword_index(self, obj: IndexGeneration) -> str:

@@ -38,6 +38,12 @@ TIMING_NAMES = ["keyword_ms", "query_embedding_ms", "vector_ms", "fusion_ms", "t
 CHAPTER_SEPARATOR = " / "
 
 
+SCORE_THRESHOLD_HELP = (
+    "Optional, −1 to 1: hits scoring below it are left out. In hybrid mode it applies to the fused score, which "
+    "is relative to this query's candidates (the best is near 1 whatever the query); the vector mode's cosine is "
+    "the absolute measure.")
+
+
 class PlaygroundSearchForm(forms.Form):
     query = forms.CharField(max_length=QUERY_MAX_CHARS,
                             widget=forms.TextInput(attrs={"size": 70, "autofocus": True}))
@@ -46,7 +52,7 @@ class PlaygroundSearchForm(forms.Form):
                                initial=TOP_K_DEFAULT, widget=forms.NumberInput(attrs={"style": "width:5em"}))
     score_threshold = forms.FloatField(min_value=-1.0, max_value=1.0, required=False,
                                        widget=forms.NumberInput(attrs={"step": "any", "style": "width:6em"}),
-                                       help_text="Optional, −1 to 1: hits scoring below it are left out.")
+                                       help_text=SCORE_THRESHOLD_HELP)
 
     @classmethod
     def from_params(cls, params: QueryDict) -> PlaygroundSearchForm:

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -177,6 +178,12 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return request.user.is_superuser
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if not self.has_add_permission(request):
+            raise PermissionDenied("Only a site administrator can create a project. Ask one to create it and "
+                                   "make you its owner.")
+        return super().add_view(request, form_url, extra_context)
 
     def has_change_permission(self, request, obj=None):
         if obj is None:

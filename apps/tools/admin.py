@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import pluralize
 from django.urls import URLPattern
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -304,10 +305,11 @@ def render_report(report: dict[str, Any]) -> str:
     if not report:
         return "—"
     counts = report.get("warning_counts") or {}
+    tools, skipped, warned = len(report.get("tools", [])), report.get("operations_skipped", 0), sum(counts.values())
     summary = format_html(
-        "<p>OpenAPI {} · {} tools · {} operations skipped · {} warnings{}</p>",
-        report.get("openapi_version", "?"), len(report.get("tools", [])), report.get("operations_skipped", 0),
-        sum(counts.values()),
+        "<p>OpenAPI {} · {} tool{} · {} operation{} skipped · {} warning{}{}</p>",
+        report.get("openapi_version", "?"), tools, pluralize(tools), skipped, pluralize(skipped), warned,
+        pluralize(warned),
         "" if report.get("acc_present") else " · no x-agent-capability: tools start disabled, read-only "
                                              "inferred from GET/HEAD",
     )

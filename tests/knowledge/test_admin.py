@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.test import Client
 
@@ -41,6 +43,22 @@ def test_the_kb_page_shows_documents_with_progress_and_failures_with_reasons(bro
     assert "The PDF has no extractable text" in page
     assert f"/admin/knowledge/document/{Document.objects.get(filename='no-text.pdf').pk}/retry/" in page
     assert "Rebuild with the current strategy" in page
+
+
+def _generation_documents(page: str) -> list[str]:
+    """The generations table's Documents cells, in its order."""
+    return re.findall(r'<td class="field-progress">\s*<p>(.*?)</p>', page, re.S)
+
+
+def test_the_active_generation_counts_the_documents_indexed_in_it(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    assert _generation_documents(browser.get(url).content.decode()) == ["0 indexed"]
+    _completed(kb)
+    _completed(kb, "products.csv")
+    failed = _completed(kb, "no-text.pdf")
+    assert failed.status == Document.Status.FAILED  # failed: nothing of it in the index
+    assert _generation_documents(browser.get(url).content.decode()) == ["2 indexed"]
 
 
 def test_creating_a_kb_in_the_admin_goes_through_the_service(browser, owner):
@@ -212,3 +230,14 @@ def test_a_local_model_at_a_wrong_dimension_is_refused_in_the_admin(admin_client
     assert response.status_code == 200
     assert "The local provider embeds in 384 dimensions." in response.content.decode()
     assert EmbeddingModel.objects.count() == before
+
+
+def test_a_document_page_shows_its_actions_box_only_when_there_is_an_action(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    completed = _completed(kb, "products.csv")
+    failed = _completed(kb, "no-text.pdf")
+    page = browser.get(f"/admin/knowledge/document/{completed.pk}/change/").content.decode()
+    assert 'id="document-actions"' not in page  # an uploaded file that is indexed: nothing to do
+    page = browser.get(f"/admin/knowledge/document/{failed.pk}/change/").content.decode()
+    assert 'id="document-actions"' in page
+    assert f'action="/admin/knowledge/document/{failed.pk}/retry/"' in page

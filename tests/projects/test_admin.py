@@ -81,8 +81,21 @@ def test_an_owner_cannot_delete_the_project(owner):
     assert owner.project.__class__.objects.filter(pk=owner.project.pk).exists()
 
 
-def test_an_owner_cannot_create_projects(owner):
-    assert admin_client(owner.user).get("/admin/projects/project/add/").status_code == 403
+def test_an_owner_cannot_create_projects_and_is_told_who_can(owner):
+    client = admin_client(owner.user)
+    page = client.get("/admin/projects/project/add/")
+    assert page.status_code == 403
+    assert "Only a site administrator can create a project" in page.content.decode()
+    assert "editor role" not in page.content.decode()  # not a matter of their role in a project
+    posted = client.post("/admin/projects/project/add/", {"name": "Mine", "slug": "mine"})
+    assert posted.status_code == 403
+    assert list(owner.project.__class__.objects.values_list("pk", flat=True)) == [owner.project.pk]
+
+
+def test_a_forbidden_change_without_a_reason_speaks_of_the_role(owner):
+    page = admin_client(owner.user).post(f"/admin/projects/project/{owner.project.pk}/delete/", {"post": "yes"})
+    assert page.status_code == 403
+    assert "An owner of the project can give you the editor role." in page.content.decode()
 
 
 def test_an_operator_lists_only_their_own_tokens(owner):

@@ -198,3 +198,15 @@ def test_reimport_preview_warns_of_routes_losing_allowed_tools(browser, owner):
     page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data).content.decode()
     assert "Routes whose capability revision changes: shop-desk" in page
     assert "Route shop-desk allows tools this spec no longer has: order_status" in page
+
+
+def test_the_compile_report_counts_in_words_that_agree_with_the_numbers():
+    from apps.tools.admin import render_report
+
+    one = render_report({"openapi_version": "3.0.3", "tools": [{"name": "a"}], "operations_skipped": 1,
+                         "warning_counts": {"x": 1}, "acc_present": True,
+                         "warnings": [{"code": "x", "operation": "op", "message": "m", "fallback": "f"}]})
+    assert "<p>OpenAPI 3.0.3 · 1 tool · 1 operation skipped · 1 warning</p>" in one
+    many = render_report({"openapi_version": "3.1.0", "tools": [{}, {}], "operations_skipped": 0,
+                          "warning_counts": {"x": 2, "y": 1}, "acc_present": True})
+    assert many == "<p>OpenAPI 3.1.0 · 2 tools · 0 operations skipped · 3 warnings</p>"
