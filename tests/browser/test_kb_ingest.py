@@ -209,3 +209,17 @@ def test_a_rebuild_shows_its_generation_until_it_serves_searches(logged_in_page,
     assert page.evaluate("window.__sameLoad") is True
     assert IndexGeneration.objects.get(knowledge_base=kb, number=2).status == "active"
     page.screenshot(path=str(SHOTS / "kb_rebuilt.png"), full_page=False)
+
+
+def test_the_modules_after_a_document_form_start_below_it(logged_in_page, project):
+    """The document page's chunks module follows the admin's floated form: without clearing it,
+    its header band stretched from the top of the form to its end, the title at the bottom."""
+    page = logged_in_page
+    kb = KnowledgeBaseFactory(project=project)
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    page.goto(f"/admin/knowledge/document/{document.pk}/change/")
+    form = page.locator("#content-main").bounding_box()
+    header = page.locator("#document-chunks h2").bounding_box()
+    assert form is not None and header is not None
+    assert header["y"] >= form["y"] + form["height"] - 1
+    assert header["height"] < 60
