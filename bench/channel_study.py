@@ -5,6 +5,8 @@ parameter chosen on one fold of the queries, reported on the other, both ways):
   autoencoder over e5-small's token states, max-pooled into 16,384 features, scored by a dot
   product) as a third channel beside the passage cosine and BM25;
 - `bm25`: BM25's k1 and b for one set (the engine has one pair for every script);
+- `bigrams`: adjacent word pairs as keyword terms of their own beside the words (a phrase match
+  for Western text, as character bigrams are for Chinese): BM25(words) + β × BM25(pairs);
 - `windows`: one window width against two inside the engine's own convex fusion: the channels'
   candidates, the adaptive dense weight, the window pool and `fuse` of pipeline.fusion, each
   candidate's best window the blend (1 − m) × best window of the first width + m × best window of
@@ -12,6 +14,7 @@ parameter chosen on one fold of the queries, reported on the other, both ways):
 
     nice -n 10 .venv/bin/python bench/channel_study.py latent --dataset DIR --cache DIR [--sample N]
     nice -n 10 .venv/bin/python bench/channel_study.py bm25 --dataset DIR --cache DIR [--sample N]
+    nice -n 10 .venv/bin/python bench/channel_study.py bigrams --dataset DIR --cache DIR [--sample N]
     nice -n 10 .venv/bin/python bench/channel_study.py windows --dataset DIR --cache DIR [--sample N] [--widths 96,24]
 
 No database. Each passage is one document, its title on a line before its text as the engine
@@ -49,6 +52,7 @@ BM25_K1 = (0.6, 0.9, 1.2, 1.5)
 BM25_B = (0.3, 0.4, 0.6, 0.75, 0.9)
 WINDOW_SHARES = (0.5, 0.75, 1.0)
 WINDOW_MIXES = (0.0, 0.25, 0.5, 0.75)
+PAIR_WEIGHTS = (0.0, 0.1, 0.25, 0.5)
 
 _MODEL = None
 
@@ -129,14 +133,23 @@ class Study:
         queries = self.cached("latent-queries", [q["text"] for q in self.queries], latent_all)
         return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
 
-    def bm25(self) -> dict[str, np.ndarray]:
+    def bm25(self, index: cs.Index | None = None) -> dict[str, np.ndarray]:
+        """Each query's BM25 of every passage, by the engine's analyzer or `index`."""
+        index = index or self.bm25_index
         out = {}
         for q in self.queries:
             scores = np.zeros(len(self.ids), dtype=np.float32)
-            for doc, score in self.bm25_index.scores(q["text"])[0].items():
+            for doc, score in index.scores(q["text"])[0].items():
                 scores[doc] = score
             out[q["id"]] = scores
         return out
+
+    def pairs_index(self) -> cs.Index:
+        """BM25 statistics of word_pairs over the passages."""
+        from apps.knowledge.pipeline import terms
+
+        corpus = cs.Corpus(terms, [{"id": i, "text": t} for i, t in zip(self.ids, self.texts, strict=True)])
+        return cs.Index(corpus, lambda text: (word_pairs(text), set()), "analyzer")
 
     def folds(self, score: Callable[[str], np.ndarray]) -> dict[str, np.ndarray]:
         """{fold: mean (nDCG@10, Recall@10, MRR@10)} of the ranking by `score(query id)`."""
@@ -187,6 +200,41 @@ def bm25(study: Study) -> None:
     for w in (None, *DENSE_WEIGHTS[:3]):
         print(f"{'bm25 alone' if w is None else f'fused at w {w}'} (the engine: k1 0.9, b 0.4):")
         ws.held_out(results, [k for k in results if k[2] == w], lambda k: f"k1 {k[0]}, b {k[1]}")
+
+
+def word_pairs(text: str) -> list[str]:
+    """Each pair of adjacent words of `text` (Western words: the engine's word terms, stemmed), as
+    one term "a b"; CJK runs give none (their character bigrams are terms already) and break a pair."""
+    from apps.knowledge.pipeline import terms
+
+    pairs: list[str] = []
+    previous = None
+    for match in terms._TOKEN.finditer(terms.normalise(text)):
+        run = match.group()
+        if match.lastgroup != "word" or len(run) > terms.MAX_WORD_CHARS:
+            previous = None
+            continue
+        word = terms.word_term(run)
+        if previous is not None:
+            pairs.append(f"{previous} {word}")
+        previous = word
+    return pairs
+
+
+def bigrams(study: Study) -> None:
+    dense, words, pairs = study.dense(), study.bm25(), study.bm25(study.pairs_index())
+    results = {}
+    for beta in PAIR_WEIGHTS:
+        channel = {q: words[q] + beta * pairs[q] for q in words}
+        print(line(f"bm25 + {beta} x pairs", study.folds(channel.__getitem__)))
+        for w in DENSE_WEIGHTS[1:4]:
+            results[(beta, w)] = study.folds(
+                lambda q, w=w, channel=channel: w * fs._minmax(dense[q]) + (1 - w) * by_best(channel[q]))
+            print(line(f"  fused at w {w}", results[(beta, w)]), flush=True)
+    print("without pairs (beta 0):")
+    ws.held_out(results, [k for k in results if k[0] == 0], lambda k: f"w {k[1]}")
+    print("with them:")
+    ws.held_out(results, list(results), lambda k: f"beta {k[0]}, w {k[1]}")
 
 
 def engine_fusion(query: str, cosine: np.ndarray, bm25: np.ndarray, window: np.ndarray, share: float) -> np.ndarray:
@@ -241,7 +289,7 @@ def windows(study: Study, widths: tuple[int, int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("study", choices=("latent", "bm25", "windows"))
+    parser.add_argument("study", choices=("latent", "bm25", "bigrams", "windows"))
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--cache", type=Path, required=True, help="where the vectors are kept")
     parser.add_argument("--sample", type=int, default=0, help="passages in a sub-corpus (0: the whole corpus)")
@@ -252,7 +300,7 @@ def main() -> None:
         first, second = (int(w) for w in args.widths.split(","))
         windows(study, (first, second))
     else:
-        {"latent": latent, "bm25": bm25}[args.study](study)
+        {"latent": latent, "bm25": bm25, "bigrams": bigrams}[args.study](study)
 
 
 if __name__ == "__main__":

@@ -116,3 +116,18 @@ def test_engine_fusion_blends_the_best_windows_of_the_window_pool_only():
     assert order(plain) == [55, 0, 1, 2, 3]
     assert order(blended)[:2] == [55, 3]
     assert blended[45] < blended[3] and blended[45] < blended[0]
+
+
+def test_word_pairs_are_adjacent_stemmed_words_and_chinese_breaks_them():
+    from bench.channel_study import word_pairs
+
+    assert word_pairs("Cells divided; quickly 细胞 grow fast") == ["cell divid", "divid quick", "grow fast"]
+    assert word_pairs("One") == [] and word_pairs("") == []
+
+
+def test_pair_bm25_ranks_the_passage_with_the_phrase_first(study):
+    in_a, _ = _query_ids()
+    study.queries[0]["text"] = "cells divide"
+    pairs = study.bm25(study.pairs_index())
+    assert int(np.argmax(pairs[in_a])) == 0  # "cells divide in two" has the pair, the others none
+    assert pairs[in_a][1] == 0 and pairs[in_a][2] == 0
