@@ -130,3 +130,17 @@ def test_unbinding_a_knowledge_base_from_the_route_page(logged_in_page, route, k
     assert list(RouteKnowledgeBinding.objects.filter(route=route).values_list("knowledge_base__name", flat=True)) == [
         "售后政策"]
     assert Route.objects.get(pk=route.pk).name == "门店助手"
+
+
+def test_a_long_knowledge_base_name_does_not_push_the_route_page_wider_than_the_window(logged_in_page, route, kbs):
+    policies, _ = kbs
+    KnowledgeBaseFactory(project=route.project, name="Policies " + "x" * 190, embedding_model=policies.embedding_model)
+    page = logged_in_page
+    page.goto(f"/admin/routes/route/{route.pk}/change/")
+    page.locator("text=Add another Knowledge base this route reads").click()
+    table = page.locator(".inline-group .tabular table").first
+    last_column = table.locator("thead th").last.bounding_box()
+    group = page.locator(".inline-group").first.bounding_box()
+    assert last_column is not None and group is not None
+    assert last_column["x"] + last_column["width"] <= group["x"] + group["width"] + 1  # every column in view
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
