@@ -251,18 +251,23 @@ def engine_fusion(query: str, cosine: np.ndarray, bm25: np.ndarray, window: np.n
 
     knobs = retrieval_settings()
     candidates: dict[int, Candidate] = {}
+    # Each channel completes its candidates with the other's score, as the engine does: the vector
+    # channel reads its rows' BM25, the keyword channel its rows' cosine.
     for rank, i in enumerate(np.argsort(-cosine, kind="stable")[:knobs.search_candidates], 1):
-        candidates[int(i)] = Candidate(int(i), vector_rank=rank, vector_score=float(cosine[i]))
+        candidates[int(i)] = Candidate(int(i), vector_rank=rank, vector_score=float(cosine[i]),
+                                       keyword_score=float(bm25[i]))
     for rank, i in enumerate([i for i in np.argsort(-bm25, kind="stable")[:knobs.search_candidates] if bm25[i] > 0], 1):
-        c = candidates.setdefault(int(i), Candidate(int(i), vector_score=float(cosine[i])))
-        c.keyword_rank, c.keyword_score = rank, float(bm25[i])
+        c = candidates.setdefault(int(i), Candidate(int(i), vector_score=float(cosine[i]),
+                                                    keyword_score=float(bm25[i])))
+        c.keyword_rank = rank
     weight = adaptive_dense_weight(candidates.values(), query=query)
     _, keyword_share, shift = window_shares(query)
     first = fuse(candidates, fusion="convex", dense_weight=weight)[:knobs.hybrid_window_pool or None]
-    for c in first:
-        if window[c.chunk_id] > -1:
-            c.window_cosine, c.window_keyword = float(window[c.chunk_id]), c.keyword_score or 0.0
-    weight = min(0.95, max(0.05, weight + shift))
+    read = [c for c in first if window[c.chunk_id] > -1]
+    for c in read:
+        c.window_cosine, c.window_keyword = float(window[c.chunk_id]), c.keyword_score or 0.0
+    if read:  # the engine moves the weight only when it read windows
+        weight = min(0.95, max(0.05, weight + shift))
     scores = np.full(len(cosine), -1.0)
     for c in fuse(candidates, fusion="convex", dense_weight=weight, window_dense=share, window_keyword=keyword_share):
         scores[c.chunk_id] = c.score

@@ -3,7 +3,7 @@ from django.views import defaults
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from apps.core.exceptions import error_response
+from apps.core.exceptions import ConsolePermissionDenied, error_response
 from apps.core.health import readiness
 from apps.core.middleware import error_page, is_json_path
 
@@ -41,9 +41,10 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     if is_json_path(request.path):
         return error_response(403)
     if _console_path(request.path):
-        # A console view that knows why says so (PermissionDenied("...")); otherwise it is a role.
-        return error_page(request, 403, str(exception) or "Your role in this project does not allow this. An "
-                                                          "owner of the project can give you the editor role.")
+        if isinstance(exception, ConsolePermissionDenied):  # a view that knows why, in words meant for operators
+            return error_page(request, 403, str(exception))
+        return error_page(request, 403, "Your role in this project does not allow this. An owner of the project "
+                                        "can give you the editor role.")
     return defaults.permission_denied(request, exception)
 
 

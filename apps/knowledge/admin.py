@@ -266,7 +266,9 @@ class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
         ChunkSetVersion."""
         if obj.status in (IndexGeneration.Status.BUILDING, IndexGeneration.Status.FAILED):
             return progress_bar(obj.progress_done, obj.progress_total)
-        return f"{ChunkSetVersion.objects.filter(generation_id=obj.pk).count()} indexed"
+        # Through the KB's documents: ChunkSetVersion's key starts with the document.
+        documents = Document.objects.filter(knowledge_base_id=obj.knowledge_base_id).values("pk")
+        return f"{ChunkSetVersion.objects.filter(document_id__in=documents, generation_id=obj.pk).count()} indexed"
 
     @admin.display(description="Keyword index")
     def keyword_index(self, obj: IndexGeneration) -> str:

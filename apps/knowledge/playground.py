@@ -40,8 +40,8 @@ CHAPTER_SEPARATOR = " / "
 
 SCORE_THRESHOLD_HELP = (
     "Optional, −1 to 1: hits scoring below it are left out. In hybrid mode it applies to the fused score, which "
-    "is relative to this query's candidates (the best is near 1 whatever the query); the vector mode's cosine is "
-    "the absolute measure.")
+    "is relative to this query's candidates: with convex fusion the best is near 1 whatever the query, with RRF "
+    "every score is at most 2/61 (0.033). The vector mode's cosine is the absolute measure.")
 
 
 class PlaygroundSearchForm(forms.Form):

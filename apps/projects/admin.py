@@ -5,12 +5,12 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from apps.core.exceptions import ConsolePermissionDenied
 from apps.projects.models import Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.tokens import operator_token_create, operator_token_revoke
@@ -181,7 +181,7 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):
-            raise PermissionDenied("Only a site administrator can create a project. Ask one to create it and "
+            raise ConsolePermissionDenied("Only a site administrator can create a project. Ask one to create it and "
                                    "make you its owner.")
         return super().add_view(request, form_url, extra_context)
 

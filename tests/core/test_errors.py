@@ -32,6 +32,17 @@ def test_permission_denied_is_403(client):
     assert _error(response)["error"] == "forbidden"
 
 
+def test_a_console_403_shows_a_reason_only_when_it_is_written_for_operators(client):
+    plain = client.get("/admin/test/forbidden")
+    assert plain.status_code == 403
+    assert "internal detail" not in plain.content.decode()
+    assert "An owner of the project can give you the editor role." in plain.content.decode()
+    reasoned = client.get("/admin/test/forbidden-with-reason")
+    assert reasoned.status_code == 403
+    assert "Only a site administrator can do this." in reasoned.content.decode()
+    assert "editor role" not in reasoned.content.decode()
+
+
 def test_http404_is_404_json(client):
     response = client.get("/agent-api/test/missing")
     assert response.status_code == 404

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.errors import ApiError
+from apps.core.exceptions import ConsolePermissionDenied
 
 
 class EchoSerializer(serializers.Serializer):
@@ -102,7 +103,21 @@ api = [
     path("log-request/<str:secret>", LogRequestApi.as_view()),
 ]
 
+
+
+def console_forbidden(request):
+    raise PermissionDenied("internal detail: row 42 of knowledge_chunk")
+
+
+def console_forbidden_with_reason(request):
+    raise ConsolePermissionDenied("Only a site administrator can do this.")
+
+
+handler403 = "apps.core.views.permission_denied"  # as bailinghub.urls
+
 urlpatterns = [
+    path("admin/test/forbidden", console_forbidden),
+    path("admin/test/forbidden-with-reason", console_forbidden_with_reason),
     path("agent-api/test/", include(api)),
     path("agent-auth/test/", include(api)),
     path("", include("bailinghub.urls")),

@@ -241,3 +241,10 @@ def test_a_document_page_shows_its_actions_box_only_when_there_is_an_action(brow
     page = browser.get(f"/admin/knowledge/document/{failed.pk}/change/").content.decode()
     assert 'id="document-actions"' in page
     assert f'action="/admin/knowledge/document/{failed.pk}/retry/"' in page
+    Document.objects.filter(pk=failed.pk).update(status=Document.Status.AWAITING_CONFIRMATION)
+    page = browser.get(f"/admin/knowledge/document/{failed.pk}/change/").content.decode()
+    assert f'action="/admin/knowledge/document/{failed.pk}/confirm/"' in page
+    Document.objects.filter(pk=completed.pk).update(source_url="https://docs.example.com/policy")
+    page = browser.get(f"/admin/knowledge/document/{completed.pk}/change/").content.decode()
+    assert 'id="document-actions"' in page  # a fetched page can be fetched again
+    assert f'action="/admin/knowledge/document/{completed.pk}/refetch/"' in page

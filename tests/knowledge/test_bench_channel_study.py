@@ -118,6 +118,22 @@ def test_engine_fusion_blends_the_best_windows_of_the_window_pool_only():
     assert blended[45] < blended[3] and blended[45] < blended[0]
 
 
+def test_engine_fusion_gives_a_vector_candidate_its_bm25_beyond_the_keyword_channels_50():
+    from bench.channel_study import engine_fusion
+
+    count = 120
+    cosine = np.array([0.9 - 0.001 * i for i in range(count)])
+    bm25 = np.zeros(count)
+    bm25[60:] = 10.0  # the keyword channel's 50 are passages 60-109
+    no_window = np.full(count, -1.0)
+    without = engine_fusion("why do cells divide", cosine, bm25, no_window, 0.0)
+    assert without[7] < without[6]  # by cosine alone
+    bm25[7] = 1.0  # matches the query, far below the keyword channel's cut
+    with_bm25 = engine_fusion("why do cells divide", cosine, bm25, no_window, 0.0)
+    assert with_bm25[7] > with_bm25[6]  # the vector channel read its BM25, as the engine's does
+    assert with_bm25[6] == pytest.approx(without[6])
+
+
 def test_word_pairs_are_adjacent_stemmed_words_and_chinese_breaks_them():
     from bench.channel_study import word_pairs
 
