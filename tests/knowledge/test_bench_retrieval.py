@@ -350,6 +350,20 @@ def test_split_reports_each_fold_on_its_own_queries(tmp_path):
     assert expected["A"] and expected["B"]  # the mini set's ids fall in both folds
     assert {key: folds["A"][key] for key in PERFECT} == PERFECT
     assert "keyword A" in stdout and "keyword B" in stdout
+    assert set(report["shared_relevant"]) == {"A", "B"}
+    assert "queries sharing a relevant passage with the other fold: A " in stdout
+
+
+def test_split_counts_the_queries_that_share_a_relevant_passage_with_the_other_fold():
+    from apps.knowledge.management.commands.bench_retrieval import fold_of, shared_relevant
+
+    in_a = [f"q{n}" for n in range(40) if fold_of(f"q{n}") == "A"][:3]
+    in_b = [f"q{n}" for n in range(40) if fold_of(f"q{n}") == "B"][:2]
+    folds = {"A": [{"id": i} for i in in_a], "B": [{"id": i} for i in in_b]}
+    qrels = {in_a[0]: {"p1"}, in_a[1]: {"p2", "p3"}, in_a[2]: {"p4"},  # p3 and p4 are judged in B too
+             in_b[0]: {"p3", "p9"}, in_b[1]: {"p4"}}
+    assert shared_relevant(folds, qrels) == {"A": 2, "B": 2}
+    assert shared_relevant(folds, {**qrels, in_b[0]: {"p9"}, in_b[1]: {"p8"}}) == {"A": 0, "B": 0}
 
 
 def test_folds_follow_the_query_id_not_the_file_order():
