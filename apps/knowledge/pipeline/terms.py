@@ -8,8 +8,9 @@ ASCII forms), lower case, and Traditional Chinese folded onto Simplified (pipeli
   dureader-robust-a: BM25 over unigrams+bigrams 0.824 nDCG@10, bigrams alone 0.794);
 - other runs of letters and digits become words; words of ASCII letters are reduced to their
   English Snowball stem, so "claims", "claimed" and "claiming" are one term (BM25 on
-  scifact-train 0.667 → 0.698; dropping English stop words as well changed nothing measurable,
-  BM25's idf already ignores them, so they stay).
+  scifact-train 0.667 → 0.698; dropping English stop words as well changed nothing measurable
+  there, BM25's idf already ignores them, so the index keeps them; a query leaves them out of its
+  keyword terms, for small KBs: pipeline.keyword_channel.query_terms).
 
 No dictionary segmenter: good on product codes and names; one can replace the CJK part later
 (change both sides here, and bump ANALYZER so existing indexes are rebuilt).
