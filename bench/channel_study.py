@@ -110,10 +110,14 @@ class Study:
             print(f"{tag}: {len(texts)} texts in {time.monotonic() - started:.0f} s", flush=True)
         return np.load(path)
 
+    def query_vectors(self) -> np.ndarray:
+        """The queries' e5 vectors, in the queries' order."""
+        return self.cached("dense-queries", [q["text"] for q in self.queries],
+                           lambda t: ws._encode_all(t, is_query=True, batch=32))
+
     def dense(self) -> dict[str, np.ndarray]:
         passages = self.cached("dense", self.texts, lambda t: ws._encode_all(t, is_query=False, batch=32))
-        queries = self.cached("dense-queries", [q["text"] for q in self.queries],
-                              lambda t: ws._encode_all(t, is_query=True, batch=32))
+        queries = self.query_vectors()
         return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
 
     def best_windows(self, width: int) -> dict[str, np.ndarray]:
@@ -122,8 +126,7 @@ class Study:
         owners, texts = ws._windows_of(self.corpus, width, "packed")
         position = {pid: i for i, pid in enumerate(self.ids)}
         vectors = self.cached(f"win{width}", texts, lambda t: ws._encode_all(t, is_query=False, batch=32))
-        queries = self.cached("dense-queries", [q["text"] for q in self.queries],
-                              lambda t: ws._encode_all(t, is_query=True, batch=32))
+        queries = self.query_vectors()
         owner_rows = [position[o] for o in owners]
         return {q["id"]: ws.best_window_cosines(len(self.ids), owner_rows, vectors, queries[i])
                 for i, q in enumerate(self.queries)}
@@ -154,7 +157,6 @@ class Study:
     def folds(self, score: Callable[[str], np.ndarray]) -> dict[str, np.ndarray]:
         """{fold: mean (nDCG@10, Recall@10, MRR@10)} of the ranking by `score(query id)`."""
         return ws.fold_means({q["id"]: score(q["id"]) for q in self.queries}, self.queries, self.ids, self.qrels)
-
 
 
 def by_best(x: np.ndarray) -> np.ndarray:
@@ -284,7 +286,7 @@ def windows(study: Study, widths: tuple[int, int]) -> None:
         for mix in WINDOW_MIXES:
             results[(share, mix)] = study.folds(lambda q, s=share, m=mix: engine_fusion(
                 text[q], dense[q], bm25[q], np.where((first[q] > -1) & (second[q] > -1),
-                                                     (1 - m) * first[q] + m * second[q], first[q]), s))
+                                                     ws.window_blend(first[q], second[q], m), first[q]), s))
             print(line(f"s {share}, m {mix}", results[(share, mix)]), flush=True)
     print(f"one width ({widths[0]}, m = 0):")
     ws.held_out(results, [k for k in results if k[1] == 0], lambda k: f"s {k[0]}")

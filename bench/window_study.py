@@ -350,8 +350,13 @@ TWO_WIDTH_SHARES = (0.5, 0.75, 1.0)
 TWO_WIDTH_MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
+def window_blend(first: np.ndarray, second: np.ndarray, mix: float) -> np.ndarray:
+    """The best windows of two widths as one: (1 − mix) × the first's + mix × the second's."""
+    return (1 - mix) * first + mix * second
+
+
 def two_width_scores(own: np.ndarray, first: np.ndarray, second: np.ndarray, share: float, mix: float) -> np.ndarray:
-    return (1 - share) * own + share * ((1 - mix) * first + mix * second)
+    return (1 - share) * own + share * window_blend(first, second, mix)
 
 
 def _two_widths(own: dict[str, np.ndarray], best: dict[int, dict[str, np.ndarray]], queries: list[dict],

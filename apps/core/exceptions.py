@@ -25,6 +25,7 @@ class ConsolePermissionDenied(DjangoPermissionDenied):
     """A console page refused for a reason the operator should read: its message is shown on the
     403 page (a plain PermissionDenied shows the role message, whatever text it carries)."""
 
+
 STATUS_CODES = {
     400: "invalid_request",
     401: "unauthorized",

@@ -181,8 +181,8 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):
-            raise ConsolePermissionDenied("Only a site administrator can create a project. Ask one to create it and "
-                                   "make you its owner.")
+            raise ConsolePermissionDenied("Only a site administrator can create a project. Ask one to create it "
+                                          "and make you its owner.")
         return super().add_view(request, form_url, extra_context)
 
     def has_change_permission(self, request, obj=None):

@@ -104,7 +104,6 @@ api = [
 ]
 
 
-
 def console_forbidden(request):
     raise PermissionDenied("internal detail: row 42 of knowledge_chunk")
 

@@ -61,6 +61,31 @@ def test_the_active_generation_counts_the_documents_indexed_in_it(browser, owner
     assert _generation_documents(browser.get(url).content.decode()) == ["2 indexed"]
 
 
+def test_the_kb_page_reads_its_generations_in_queries_that_do_not_grow_with_them(browser, owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    kb = KnowledgeBaseFactory(project=owner.project)
+    _completed(kb)
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    active = IndexGeneration.objects.get(knowledge_base=kb)
+
+    def retired(number: int) -> None:
+        IndexGeneration.objects.create(knowledge_base=kb, number=number, status="retired",
+                                       chunk_strategy=active.chunk_strategy)
+
+    retired(2)
+    browser.get(url)  # the process's first page fills caches (content types, say) with queries of its own
+    with CaptureQueriesContext(connection) as two:
+        browser.get(url)
+    retired(3)
+    retired(4)
+    with CaptureQueriesContext(connection) as four:
+        page = browser.get(url).content.decode()
+    assert _generation_documents(page) == ["0 indexed", "0 indexed", "0 indexed", "1 indexed"]  # newest first
+    assert len(four.captured_queries) == len(two.captured_queries)
+
+
 def test_creating_a_kb_in_the_admin_goes_through_the_service(browser, owner):
     model = EmbeddingModelFactory()
     response = browser.post("/admin/knowledge/knowledgebase/add/", {

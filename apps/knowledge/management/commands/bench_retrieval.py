@@ -116,8 +116,8 @@ def shared_relevant(folds: dict[str, list[dict]], qrels: dict[str, set]) -> dict
     one that cannot: scifact writes several claims from one abstract, and ~40 % of each fold's
     queries share one (bench/README.md, stop 26)."""
     relevant = {fold: {p for q in members for p in qrels.get(q["id"], ())} for fold, members in folds.items()}
-    return {fold: sum(1 for q in members
-                      if set(qrels.get(q["id"], ())) & set().union(*(relevant[f] for f in folds if f != fold)))
+    elsewhere = {fold: set().union(*(relevant[f] for f in folds if f != fold)) for fold in folds}
+    return {fold: sum(1 for q in members if elsewhere[fold].intersection(qrels.get(q["id"], ())))
             for fold, members in folds.items()}
 
 
