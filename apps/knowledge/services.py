@@ -298,22 +298,19 @@ def document_register_url(*, kb: KnowledgeBase, url: str, user=None) -> Document
     return document
 
 
-@transaction.atomic
-def document_refetch(*, document: Document) -> Document:
-    """Fetch a URL document again and re-index it if its content changed. Until it completes again
-    the document is out of searches, as any document being (re)ingested is."""
+def _document_locked(document: Document) -> Document:
+    """The document's row again, locked until the transaction ends (DocumentNotFound once deleted)."""
     locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
     if locked is None:
         raise errors.DocumentNotFound()
-    document = locked
-    if not document.source_url:
-        raise errors.NotUrlSource()
-    if document.status in Document.IN_PROGRESS:
-        raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; the document is being "
-                                          "ingested, fetch it again once it is done.", status_value=document.status)
+    return locked
+
+
+def _document_requeue(document: Document, *changed: str) -> Document:
+    """Queue a locked document's pipeline from the start, clearing its last failure; `changed`
+    names other fields the caller has set."""
     now = timezone.now()
     document.status = Document.Status.QUEUED
-    document.fetched_at = None
     document.error_code = ""
     document.error_message = ""
     document.attempts = 0
@@ -321,19 +318,30 @@ def document_refetch(*, document: Document) -> Document:
     document.queued_at = now
     document.heartbeat_at = now
     document.failed_at = None
-    document.save(update_fields=["status", "fetched_at", "error_code", "error_message", "attempts", "run_token",
+    document.save(update_fields=["status", *changed, "error_code", "error_message", "attempts", "run_token",
                                  "queued_at", "heartbeat_at", "failed_at", "updated_at"])
     dispatch.document_send(document.pk)
     return document
 
 
 @transaction.atomic
+def document_refetch(*, document: Document) -> Document:
+    """Fetch a URL document again and re-index it if its content changed. Until it completes again
+    the document is out of searches, as any document being (re)ingested is."""
+    document = _document_locked(document)
+    if not document.source_url:
+        raise errors.NotUrlSource()
+    if document.status in Document.IN_PROGRESS:
+        raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; the document is being "
+                                          "ingested, fetch it again once it is done.", status_value=document.status)
+    document.fetched_at = None
+    return _document_requeue(document, "fetched_at")
+
+
+@transaction.atomic
 def document_confirm(*, document: Document) -> Document:
     """Let an awaiting document go on to embedding."""
-    locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
-    if locked is None:
-        raise errors.DocumentNotFound()
-    document = locked
+    document = _document_locked(document)
     if document.status != Document.Status.AWAITING_CONFIRMATION:
         raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; only a document "
                                           "awaiting confirmation can be confirmed.", status_value=document.status)
@@ -351,26 +359,11 @@ def document_confirm(*, document: Document) -> Document:
 def document_retry(*, document: Document) -> Document:
     """Run a failed document's pipeline again from the start (its chunks and cached vectors
     are reused where they are unchanged)."""
-    locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
-    if locked is None:
-        raise errors.DocumentNotFound()
-    document = locked
+    document = _document_locked(document)
     if document.status != Document.Status.FAILED:
         raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; only a failed "
                                           "document can be retried.", status_value=document.status)
-    now = timezone.now()
-    document.status = Document.Status.QUEUED
-    document.error_code = ""
-    document.error_message = ""
-    document.attempts = 0
-    document.run_token = None
-    document.queued_at = now
-    document.heartbeat_at = now
-    document.failed_at = None
-    document.save(update_fields=["status", "error_code", "error_message", "attempts", "run_token", "queued_at",
-                                 "heartbeat_at", "failed_at", "updated_at"])
-    dispatch.document_send(document.pk)
-    return document
+    return _document_requeue(document)
 
 
 def document_delete(*, document: Document) -> None:
@@ -384,9 +377,7 @@ def document_delete(*, document: Document) -> None:
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL lock_timeout = %s", [f"{int(settings.KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS)}ms"])
-            locked = Document.objects.select_for_update(of=("self",)).filter(pk=document.pk).first()
-            if locked is None:
-                raise errors.DocumentNotFound()
+            locked = _document_locked(document)
             chunks_delete(document_id=locked.pk)
             locked.delete()
     except DatabaseError as exc:
