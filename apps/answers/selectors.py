@@ -75,18 +75,23 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+def _figure_expressions() -> dict[str, Any]:
+    """The report's figures as aggregates, for the whole window or per day."""
+    return {
+        "volume": Count("id"),
+        "with_feedback": Count("id", filter=Q(helpful__isnull=False)),
+        "helpful": Count("id", filter=Q(helpful=True)),
+        "answered": Count("id", filter=Q(error_code="")),
+        "ungrounded": Count("id", filter=Q(error_code="", grounded=False)),
+        "no_answer": Count("id", filter=Q(useful=False)),
+        "unavailable": Count("id", filter=Q(error_code="DEPENDENCY_UNAVAILABLE")),
+        "p50": Percentile("latency_ms", fraction=0.5),
+        "p95": Percentile("latency_ms", fraction=0.95),
+    }
+
+
 def _figures(queryset: QuerySet[RagQuery]) -> dict[str, Any]:
-    return queryset.aggregate(
-        volume=Count("id"),
-        with_feedback=Count("id", filter=Q(helpful__isnull=False)),
-        helpful=Count("id", filter=Q(helpful=True)),
-        answered=Count("id", filter=Q(error_code="")),
-        ungrounded=Count("id", filter=Q(error_code="", grounded=False)),
-        no_answer=Count("id", filter=Q(useful=False)),
-        unavailable=Count("id", filter=Q(error_code="DEPENDENCY_UNAVAILABLE")),
-        p50=Percentile("latency_ms", fraction=0.5),
-        p95=Percentile("latency_ms", fraction=0.95),
-    )
+    return queryset.aggregate(**_figure_expressions())
 
 
 def _summary(figures: dict[str, Any]) -> dict[str, Any]:
@@ -117,20 +122,8 @@ def rag_report(*, route: Route, days: int = REPORT_DAYS_DEFAULT, now: dt.datetim
     first_day = today - dt.timedelta(days=days - 1)
     since = timezone.make_aware(dt.datetime.combine(first_day, dt.time.min))
     rows = RagQuery.objects.filter(route=route, created_at__gte=since, created_at__lte=now)
-    per_day = {
-        row["day"]: row
-        for row in rows.annotate(day=TruncDate("created_at")).values("day").annotate(
-            volume=Count("id"),
-            with_feedback=Count("id", filter=Q(helpful__isnull=False)),
-            helpful=Count("id", filter=Q(helpful=True)),
-            answered=Count("id", filter=Q(error_code="")),
-            ungrounded=Count("id", filter=Q(error_code="", grounded=False)),
-            no_answer=Count("id", filter=Q(useful=False)),
-            unavailable=Count("id", filter=Q(error_code="DEPENDENCY_UNAVAILABLE")),
-            p50=Percentile("latency_ms", fraction=0.5),
-            p95=Percentile("latency_ms", fraction=0.95),
-        ).order_by("day")
-    }
+    daily = rows.annotate(day=TruncDate("created_at")).values("day").annotate(**_figure_expressions())
+    per_day = {row["day"]: row for row in daily.order_by("day")}
     days_out = []
     for offset in range(days):
         day = first_day + dt.timedelta(days=offset)

@@ -175,6 +175,28 @@ def knowledge_base_report(*, kb: KnowledgeBase, failures_limit: int = 50) -> dic
     }
 
 
+DOCUMENT_STAGE_FIELDS = ("created_at", "queued_at", "parsing_started_at", "chunking_started_at",
+                         "awaiting_confirmation_at", "confirmed_at", "embedding_started_at", "completed_at",
+                         "failed_at")
+
+
+def document_state(document: Document) -> dict[str, Any]:
+    """Where a document's ingestion is, as the API and the KB page's poll show it."""
+    return {
+        "status": document.status,
+        "error_code": document.error_code or None,
+        "error_message": document.error_message or None,
+        "attempts": document.attempts,
+        "progress": {"embedded": document.progress_done, "total": document.progress_total,
+                     "percent": document.progress_percent},
+    }
+
+
+def document_stage_times(document: Document) -> dict[str, Any]:
+    """When the document entered each stage of ingestion (None for stages not reached)."""
+    return {name: getattr(document, name) for name in DOCUMENT_STAGE_FIELDS}
+
+
 def document_report(*, document: Document) -> dict[str, Any]:
     chunks = (
         Chunk.objects.filter(document=document, generation__status=IndexGeneration.Status.ACTIVE).aggregate(
@@ -185,24 +207,9 @@ def document_report(*, document: Document) -> dict[str, Any]:
     )
     return {
         "document_id": str(document.pk),
-        "status": document.status,
-        "error_code": document.error_code or None,
-        "error_message": document.error_message or None,
-        "attempts": document.attempts,
-        "progress": {"embedded": document.progress_done, "total": document.progress_total,
-                     "percent": document.progress_percent},
+        **document_state(document),
         "chunks": chunks,
-        "stages": {
-            "created_at": document.created_at,
-            "queued_at": document.queued_at,
-            "parsing_started_at": document.parsing_started_at,
-            "chunking_started_at": document.chunking_started_at,
-            "awaiting_confirmation_at": document.awaiting_confirmation_at,
-            "confirmed_at": document.confirmed_at,
-            "embedding_started_at": document.embedding_started_at,
-            "completed_at": document.completed_at,
-            "failed_at": document.failed_at,
-        },
+        "stages": document_stage_times(document),
     }
 
 

@@ -14,6 +14,7 @@ from apps.core.fields import (
 )
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, Fusion, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline.rerank import RerankConfig
+from apps.knowledge.selectors import document_stage_times, document_state
 
 # pgvector indexes (HNSW) take at most 2,000 dimensions; a stored vector at most 16,000.
 EMBEDDING_DIM_MAX = 16_000
@@ -105,21 +106,8 @@ def document_out(document: Document) -> dict:
         "fetched_at": document.fetched_at,
         "size": document.size,
         "content_hash": document.content_hash,
-        "status": document.status,
-        "error_code": document.error_code or None,
-        "error_message": document.error_message or None,
-        "attempts": document.attempts,
-        "progress": {"embedded": document.progress_done, "total": document.progress_total,
-                     "percent": document.progress_percent},
-        "created_at": document.created_at,
-        "queued_at": document.queued_at,
-        "parsing_started_at": document.parsing_started_at,
-        "chunking_started_at": document.chunking_started_at,
-        "awaiting_confirmation_at": document.awaiting_confirmation_at,
-        "confirmed_at": document.confirmed_at,
-        "embedding_started_at": document.embedding_started_at,
-        "completed_at": document.completed_at,
-        "failed_at": document.failed_at,
+        **document_state(document),
+        **document_stage_times(document),
     }
 
 
