@@ -70,7 +70,6 @@ def _content(serializer_class, request) -> str:
 class RouteMemoriesApi(WorkspaceApi):
     """GET lists (limit 1–100, default 20, most recently updated first); POST saves."""
 
-
     def get(self, request, route):
         notes = route_note_list(route=self.route, on_behalf_of=request.auth.on_behalf_of,
                                 limit=_limit(request, ROUTE_NOTES_LIMIT_DEFAULT))
@@ -82,16 +81,17 @@ class RouteMemoriesApi(WorkspaceApi):
         return Response(_saved("saved", note))
 
 
-class RouteMemoryApi(WorkspaceApi):
-    """PATCH updates, DELETE deletes one of the principal's route notes; any other id is 404."""
+class _MemoryNoteApi(WorkspaceApi):
+    """PATCH updates, DELETE deletes one of the principal's notes of one scope; any other id is 404."""
 
+    serializer_class: type[RouteNoteSerializer] | type[ProjectNoteSerializer]
 
     def _get(self, request, memory_id) -> MemoryNote:
-        return route_note_get(route=self.route, on_behalf_of=request.auth.on_behalf_of, note_id=memory_id)
+        raise NotImplementedError
 
     def patch(self, request, route, memory_id):
         note = self._get(request, memory_id)
-        note = memory_note_update(note=note, content=_content(RouteNoteSerializer, request))
+        note = memory_note_update(note=note, content=_content(self.serializer_class, request))
         return Response(_saved("updated", note))
 
     def delete(self, request, route, memory_id):
@@ -101,9 +101,17 @@ class RouteMemoryApi(WorkspaceApi):
         return Response({"status": "deleted", "memory_id": note_id})
 
 
+class RouteMemoryApi(_MemoryNoteApi):
+    """One of the principal's route notes."""
+
+    serializer_class = RouteNoteSerializer
+
+    def _get(self, request, memory_id) -> MemoryNote:
+        return route_note_get(route=self.route, on_behalf_of=request.auth.on_behalf_of, note_id=memory_id)
+
+
 class ProjectMemoriesApi(WorkspaceApi):
     """GET lists (limit 1–50, default 12, newest first); POST saves (at most 2000 characters)."""
-
 
     def get(self, request, route):
         notes = project_note_list(project=self.route.project, on_behalf_of=request.auth.on_behalf_of,
@@ -116,19 +124,11 @@ class ProjectMemoriesApi(WorkspaceApi):
         return Response(_saved("saved", note))
 
 
-class ProjectMemoryApi(WorkspaceApi):
+class ProjectMemoryApi(_MemoryNoteApi):
+    """One of the principal's project notes."""
+
+    serializer_class = ProjectNoteSerializer
 
     def _get(self, request, memory_id) -> MemoryNote:
         return project_note_get(project=self.route.project, on_behalf_of=request.auth.on_behalf_of,
                                 note_id=memory_id)
-
-    def patch(self, request, route, memory_id):
-        note = self._get(request, memory_id)
-        note = memory_note_update(note=note, content=_content(ProjectNoteSerializer, request))
-        return Response(_saved("updated", note))
-
-    def delete(self, request, route, memory_id):
-        note = self._get(request, memory_id)
-        note_id = str(note.pk)  # Django clears pk on delete
-        memory_note_delete(note=note)
-        return Response({"status": "deleted", "memory_id": note_id})
