@@ -25,7 +25,7 @@ from django.utils.safestring import SafeString
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.routes.models import Route
 
 
@@ -213,7 +213,7 @@ class SessionStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(AgentSession)
-class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "client__project"
     list_display = ["device_label", "on_behalf_of", "app", "routes", "last_used_at", "state"]
     list_filter = [SessionStateFilter, "client"]
@@ -239,15 +239,6 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Client", ordering="client__app_id")
     def app(self, obj: AgentSession) -> str:
         return obj.client.app_id
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         return request.user.is_staff and (request.user.is_superuser or bool(self.editable_project_ids(request)))
@@ -320,7 +311,7 @@ class AgentSessionAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(AgentAuthorization)
-class AgentAuthorizationAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+class AgentAuthorizationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "client__project"
     list_display = ["created_at", "client", "device_label", "status", "requested", "expires_at", "decided_at"]
     list_filter = ["status", "client"]
@@ -335,12 +326,3 @@ class AgentAuthorizationAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Requested routes")
     def requested(self, obj: AgentAuthorization) -> str:
         return ", ".join(obj.requested_routes or [])
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -20,7 +20,7 @@ from apps.answers import charts, selectors, services
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.ledger.models import RAG_QUESTION_MAX_CHARS, RagQuery
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_visible
 from apps.routes.models import Route
 
@@ -44,7 +44,7 @@ class AskForm(forms.Form):
 
 
 @admin.register(RagQuery)
-class RagQueryAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+class RagQueryAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     list_display = ("question_short", "route", "outcome", "confidence_shown", "feedback", "latency", "created_at")
     list_display_links = ("question_short",)
     list_filter = ("route", "grounded", "useful", "helpful", "error_code", "created_at")
@@ -52,15 +52,6 @@ class RagQueryAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ("question",)
     date_hierarchy = "created_at"
     change_list_template = "admin/answers/ragquery/change_list.html"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="Question", ordering="question")
     def question_short(self, obj: RagQuery) -> str:

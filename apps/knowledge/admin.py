@@ -40,7 +40,7 @@ from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.knowledge.playground import PlaygroundSearchForm, playground_extra, playground_hits, playground_timings
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -727,7 +727,7 @@ class EmbeddingModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(CostRecord)
-class CostRecordAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+class CostRecordAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     """Metered calls searches made (reranks), read-only: the record is the bill's evidence."""
 
     project_lookup = "knowledge_base__project"
@@ -742,12 +742,3 @@ class CostRecordAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if obj is not None and obj.knowledge_base_id is None:  # its KB was deleted: superusers only
             return request.user.is_superuser
         return super().has_view_permission(request, obj)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -14,19 +14,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.tools.admin_approvals import InvocationInline
-
-
-class ReadOnlyAdminMixin:
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):

@@ -22,6 +22,19 @@ else:
     _ModelAdminBase = object
 
 
+class ReadOnlyAdminMixin:
+    """A record operators read and never write here: no add, change or delete, for a page or an inline."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class ProjectScopedAdminMixin(_ModelAdminBase):
     """Operators see rows of the projects they belong to and change those where they are
     owner or editor; superusers see everything. Model permissions are not needed on top."""

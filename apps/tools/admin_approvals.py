@@ -27,7 +27,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince, timeuntil
 
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
 
@@ -151,7 +151,7 @@ class ApprovalStatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     """The approval queue: pending first, then newest. Operators of a project see its approvals;
     owners and editors decide them."""
 
@@ -181,15 +181,6 @@ class ApprovalAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 return queryset.defer("invocation__frozen_arguments", "invocation__result")
 
         return ArgumentsNotLoaded
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_decide_permission(self, request: HttpRequest, approval: Approval) -> bool:
         return approval.project_id in self.editable_project_ids(request)
@@ -431,7 +422,7 @@ def timings(inv: Invocation) -> SafeString:
     return parts
 
 
-class InvocationInline(admin.TabularInline):
+class InvocationInline(ReadOnlyAdminMixin, admin.TabularInline):
     """A run's tool calls, under the run in the ledger (the run page is already project-scoped)."""
 
     model = Invocation
@@ -450,15 +441,6 @@ class InvocationInline(admin.TabularInline):
         queryset: QuerySet[Invocation] = super().get_queryset(request)
         return (queryset.select_related("approval").prefetch_related("journal")
                 .defer("frozen_arguments", "result"))
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return True
@@ -491,7 +473,7 @@ def invocation_state_badge(inv: Invocation) -> SafeString:
 
 
 @admin.register(Invocation)
-class InvocationAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     """Every governed tool call, read-only. Writes happen only in apps.tools.invocations."""
 
     list_display = ["created_at", "tool_name", "route", "state_badge", "business_status", "journal_state",
@@ -534,15 +516,6 @@ class InvocationAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if self.get_object(request, object_id) is None:
             raise Http404("No such invocation.")
         return super().change_view(request, object_id, form_url, extra_context)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="State", ordering="state")
     def state_badge(self, obj: Invocation) -> SafeString:
