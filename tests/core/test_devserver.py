@@ -76,3 +76,15 @@ def test_the_web_server_is_gunicorn_with_threads_sized_from_the_cores():
     assert (config.worker_class, config.workers, config.preload_app) == ("gthread", max(2, os.cpu_count() or 1),
                                                                           False)
     assert config.threads >= 4
+
+
+def test_make_run_serves_on_web_bind_when_it_is_set(monkeypatch):
+    """.env.example offers WEB_BIND; the devserver's --addr (gunicorn's --bind) follows it."""
+    from apps.core.management.commands.devserver import Command
+
+    monkeypatch.setenv("WEB_BIND", "127.0.0.1:8123")
+    chosen = Command().create_parser("manage.py", "devserver").parse_args([]).addr
+    monkeypatch.delenv("WEB_BIND")
+    default = Command().create_parser("manage.py", "devserver").parse_args([]).addr
+    assert (chosen, default) == ("127.0.0.1:8123", "127.0.0.1:8000")
+    assert _option(child_commands(addr=chosen)["web"], "--bind") == "127.0.0.1:8123"

@@ -71,7 +71,8 @@ class Command(BaseCommand):
     help = "Run the web server and the Celery workers for development (used by `make run`)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--addr", default="127.0.0.1:8000")
+        parser.add_argument("--addr", default=os.environ.get("WEB_BIND") or "127.0.0.1:8000",
+                            help="host:port of the web server (default: WEB_BIND, else 127.0.0.1:8000)")
         parser.add_argument("--no-seed", action="store_true")
 
     def handle(self, *args: Any, addr: str, no_seed: bool, **options: Any) -> None:
