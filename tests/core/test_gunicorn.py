@@ -1,0 +1,100 @@
+"""The web server as `make run` and the container start it: gunicorn with bailinghub.gunicorn's
+settings around bailinghub.wsgi, on this test run's database.
+
+- A body refused past its limit closes the connection, announced: the client's next request
+  goes on a new connection instead of being lost on one gunicorn drops after promising keep-alive.
+- The access log escapes control characters a client put in its request: one request, one line.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from apps.runtime.api.invocations import REQUEST_BODY_MAX_BYTES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker, tmp_path_factory):
+    database = urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"])
+    log = tmp_path_factory.mktemp("gunicorn") / "access.log"
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": urlunsplit(database), "REDIS_URL": settings.REDIS_URL,
+           "DJANGO_SETTINGS_MODULE": "bailinghub.settings"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "python:bailinghub.gunicorn", "--bind", f"127.0.0.1:{port}",
+         "--workers", "1", "--threads", "2", "--access-logfile", str(log), "bailinghub.wsgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert process.poll() is None, process.stderr.read().decode()[-2000:] if process.stderr else ""
+                assert time.monotonic() < deadline, "gunicorn did not listen"
+                time.sleep(0.2)
+        yield port, log
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_a_refused_body_closes_its_connection_and_the_next_request_is_answered(server):
+    port, _ = server
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    # 256 KiB past the limit: more than gunicorn reads away on its own before reusing a connection.
+    padding = "x" * (REQUEST_BODY_MAX_BYTES + 256 * 1024)
+    conn.request("POST", "/agent-api/v1/tool-invocations", body=json.dumps({"arguments": {"a": padding}}),
+                 headers={"Content-Type": "application/json"})
+    refused = conn.getresponse()
+    body = json.loads(refused.read())
+    assert (refused.status, refused.getheader("Connection"), body["error"], body["limit_scope"]) == (
+        413, "close", "arguments_too_large", "request_body")
+
+    conn.request("GET", "/healthz")  # http.client opens a new connection after "close"
+    after = conn.getresponse()
+    after.read()
+    conn.close()
+    assert after.status == 200
+
+
+def test_a_request_cannot_forge_or_colour_access_log_lines(server):
+    port, log = server
+    before = log.read_bytes().count(b"\n") if log.exists() else 0
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    forging = "x%0d%0a127.0.0.1%20%22POST%20/forged%22%20200%1b%5b31m%00"
+    conn.request("GET", f"/agent-api/v1/workspaces/{forging}/system-info")
+    conn.getresponse().read()
+    conn.request("GET", "/healthz")
+    conn.getresponse().read()
+    conn.close()
+
+    deadline = time.monotonic() + 10
+    while log.read_bytes().count(b"\n") < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = log.read_bytes().split(b"\n")[before:-1]
+    assert [line.split(b'"')[1].split(b" ")[0] for line in lines] == [b"GET", b"GET"]
+    forged = lines[0]
+    assert b"\\x0d\\x0a127.0.0.1 " in forged and b"\\x1b[31m\\x00/system-info" in forged
+    assert not any(byte in forged for byte in (b"\r", b"\x1b", b"\x00"))
