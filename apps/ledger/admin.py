@@ -158,11 +158,12 @@ def readable(value: Any) -> SafeString:
 @admin.register(MemoryNote)
 class MemoryNoteAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "project"
-    list_display = ["scope", "route", "project", "on_behalf_of", "short_content", "updated_at"]
+    list_display = ["scope", "route", "project", "on_behalf_of", "principal_id", "short_content", "updated_at"]
     list_filter = ["scope", ("route", admin.RelatedOnlyFieldListFilter)]
-    search_fields = ["on_behalf_of", "content"]
+    search_fields = ["on_behalf_of", "principal_id", "content"]
     list_select_related = ["route", "project"]
-    fields = readonly_fields = ("scope", "project", "route", "on_behalf_of", "content", "created_by_session",
+    fields = readonly_fields = ("scope", "project", "route", "on_behalf_of", "principal_tenant", "principal_id",
+                                "content", "created_by_session",
                                 "created_at", "updated_at")
 
     @admin.display(description="Content")

@@ -164,7 +164,10 @@ class Run(BaseModel):
 
 
 class MemoryNote(BaseModel):
-    """A note one principal keeps on a route (route memory) or on a project (project memory)."""
+    """A note one principal keeps on a route (route memory) or on a project (project memory).
+
+    The principal is the session's whole identity: its tenant, its id and whom it acts for
+    (`on_behalf_of`). Two tenants may use the same user ids; a note is never seen across them."""
 
     class Scope(models.TextChoices):
         ROUTE = "route", "Route memory"
@@ -173,6 +176,8 @@ class MemoryNote(BaseModel):
     scope = models.CharField(max_length=16, choices=Scope.choices)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memory_notes")
     route = models.ForeignKey(Route, on_delete=models.CASCADE, null=True, blank=True, related_name="memory_notes")
+    principal_tenant = models.CharField(max_length=128, blank=True)
+    principal_id = models.CharField(max_length=128, blank=True)
     on_behalf_of = models.CharField(max_length=191)
     content = models.TextField()
     created_by_session = models.ForeignKey(AgentSession, on_delete=models.SET_NULL, null=True, blank=True,
@@ -187,8 +192,10 @@ class MemoryNote(BaseModel):
             ),
         ]
         indexes = [
-            models.Index(fields=["route", "on_behalf_of", "-updated_at"], name="ledger_note_route_idx"),
-            models.Index(fields=["project", "on_behalf_of", "-created_at"], name="ledger_note_project_idx"),
+            models.Index(fields=["route", "on_behalf_of", "principal_id", "-updated_at"],
+                         name="ledger_note_route_holder_idx"),
+            models.Index(fields=["project", "on_behalf_of", "principal_id", "-created_at"],
+                         name="ledger_note_project_holder_idx"),
         ]
 
     def __str__(self) -> str:

@@ -1,7 +1,8 @@
 """Reads of the ledger and of memory notes, already scoped to the caller.
 
-Runs are found only through their own session; notes only through (route or project,
-`on_behalf_of`): one principal's notes are never reachable with another principal's session.
+Runs are found only through their own session; notes only through (route or project, the
+session's principal: tenant, id and `on_behalf_of`): one principal's notes are never reachable
+with another principal's session.
 """
 
 from __future__ import annotations
@@ -81,25 +82,33 @@ def conversation_messages_for_memory(*, conversation: Conversation, recent_messa
     return [LedgerMessage(*row) for row in rows]
 
 
-def _route_notes(*, route: Route, on_behalf_of: str) -> QuerySet[MemoryNote]:
-    return MemoryNote.objects.filter(scope=MemoryNote.Scope.ROUTE, route=route, on_behalf_of=on_behalf_of)
+def note_holder(session: AgentSession) -> dict[str, str]:
+    """Whose notes a session reads and writes: its principal's tenant and id, and whom it acts for."""
+    tenant = session.principal.get("tenant") if isinstance(session.principal, dict) else None
+    return {"principal_tenant": tenant or "", "principal_id": session.principal_id,
+            "on_behalf_of": session.on_behalf_of}
 
 
-def _project_notes(*, project: Project, on_behalf_of: str) -> QuerySet[MemoryNote]:
-    return MemoryNote.objects.filter(scope=MemoryNote.Scope.PROJECT, project=project, on_behalf_of=on_behalf_of)
+def _route_notes(*, route: Route, session: AgentSession) -> QuerySet[MemoryNote]:
+    return MemoryNote.objects.filter(scope=MemoryNote.Scope.ROUTE, route=route, **note_holder(session))
 
 
-def route_note_list(*, route: Route, on_behalf_of: str, limit: int = ROUTE_NOTES_LIMIT_DEFAULT) -> list[MemoryNote]:
+def _project_notes(*, project: Project, session: AgentSession) -> QuerySet[MemoryNote]:
+    return MemoryNote.objects.filter(scope=MemoryNote.Scope.PROJECT, project=project, **note_holder(session))
+
+
+def route_note_list(*, route: Route, session: AgentSession,
+                    limit: int = ROUTE_NOTES_LIMIT_DEFAULT) -> list[MemoryNote]:
     """The principal's route notes, most recently updated first; `limit` clamped to 1–100."""
     limit = max(1, min(ROUTE_NOTES_LIMIT_MAX, limit))
-    return list(_route_notes(route=route, on_behalf_of=on_behalf_of).order_by("-updated_at", "-id")[:limit])
+    return list(_route_notes(route=route, session=session).order_by("-updated_at", "-id")[:limit])
 
 
-def project_note_list(*, project: Project, on_behalf_of: str,
+def project_note_list(*, project: Project, session: AgentSession,
                       limit: int = PROJECT_NOTES_LIMIT_DEFAULT) -> list[MemoryNote]:
     """The principal's project notes, newest first; `limit` clamped to 1–50."""
     limit = max(1, min(PROJECT_NOTES_LIMIT_MAX, limit))
-    return list(_project_notes(project=project, on_behalf_of=on_behalf_of).order_by("-created_at", "-id")[:limit])
+    return list(_project_notes(project=project, session=session).order_by("-created_at", "-id")[:limit])
 
 
 def _one(queryset: QuerySet[MemoryNote], note_id) -> MemoryNote:
@@ -113,10 +122,10 @@ def _one(queryset: QuerySet[MemoryNote], note_id) -> MemoryNote:
     return note
 
 
-def route_note_get(*, route: Route, on_behalf_of: str, note_id) -> MemoryNote:
+def route_note_get(*, route: Route, session: AgentSession, note_id) -> MemoryNote:
     """One of the principal's route notes; 404 `memory_not_found` for any other id."""
-    return _one(_route_notes(route=route, on_behalf_of=on_behalf_of), note_id)
+    return _one(_route_notes(route=route, session=session), note_id)
 
 
-def project_note_get(*, project: Project, on_behalf_of: str, note_id) -> MemoryNote:
-    return _one(_project_notes(project=project, on_behalf_of=on_behalf_of), note_id)
+def project_note_get(*, project: Project, session: AgentSession, note_id) -> MemoryNote:
+    return _one(_project_notes(project=project, session=session), note_id)

@@ -19,6 +19,7 @@ from apps.core.revisions import revision_of
 from apps.ledger.errors import CompletionConflict
 from apps.ledger.memory import EXECUTION_SUMMARY_KIND, execution_summary_parse
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
+from apps.ledger.selectors import note_holder
 from apps.projects.models import Project
 from apps.routes.models import Route
 
@@ -147,7 +148,7 @@ def memory_note_create(*, session: AgentSession, project: Project, route: Route 
     """A note of the session's principal: on `route` (route memory) or, with `route=None`, on
     `project` (project memory). Content limits are the API's to check."""
     scope = MemoryNote.Scope.ROUTE if route is not None else MemoryNote.Scope.PROJECT
-    return MemoryNote.objects.create(scope=scope, project=project, route=route, on_behalf_of=session.on_behalf_of,
+    return MemoryNote.objects.create(scope=scope, project=project, route=route, **note_holder(session),
                                      content=content, created_by_session=session)
 
 

@@ -170,8 +170,8 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
         task_run_pin(run=run, task=task, member=member, binding=request.task_binding)
 
     memory = _memory_read(route=route, conversation=conversation)
-    notes = route_note_list(route=route, on_behalf_of=session.on_behalf_of, limit=ROUTE_NOTES_IN_CONTEXT)
-    project_notes = project_note_list(project=route.project, on_behalf_of=session.on_behalf_of,
+    notes = route_note_list(route=route, session=session, limit=ROUTE_NOTES_IN_CONTEXT)
+    project_notes = project_note_list(project=route.project, session=session,
                                       limit=PROJECT_NOTES_IN_CONTEXT)
     context: dict[str, Any] = {
         "instructions": route_instructions(route=route),

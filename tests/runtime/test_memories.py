@@ -5,7 +5,7 @@ import pytest
 
 from apps.ledger.models import MemoryNote
 from apps.routes.services import route_update
-from tests.agent_auth.helpers import bearer, session_for
+from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
 from tests.ledger.helpers import post_json
 from tests.routes.factories import RouteFactory
 
@@ -37,7 +37,7 @@ def test_saving_a_note_answers_its_id(api_client, issued, notes_url):
     assert response.status_code == 200
     note = MemoryNote.objects.get()
     assert response.json() == {"status": "saved", "memory_id": str(note.pk), "content": "直播用绑定音色"}
-    assert note.on_behalf_of == "ada@example.com"
+    assert (note.principal_tenant, note.principal_id, note.on_behalf_of) == ("store-7", "u-1001", "ada@example.com")
 
 
 def test_a_route_note_belongs_to_the_route_and_principal(api_client, issued, route):
@@ -181,6 +181,26 @@ def test_another_principal_neither_lists_nor_changes_my_notes(api_client, issued
     assert MemoryNote.objects.get().content == "Ada 的笔记"
 
 
+@pytest.mark.parametrize("principal", [{**PRINCIPAL, "tenant": "store-8"}, {**PRINCIPAL, "id": "u-2002"},
+                                       {key: value for key, value in PRINCIPAL.items() if key != "tenant"}],
+                         ids=["another tenant", "another principal id", "no tenant"])
+def test_a_principal_of_another_tenant_or_id_acting_for_the_same_person_does_not_reach_my_notes(
+        api_client, issued, agent_client, notes_url, principal):
+    """Tenants may reuse user ids, and one person may be served by several principals: notes
+    belong to the whole identity, never to `on_behalf_of` alone."""
+    note_id = _save(api_client, issued.access_token, notes_url, "Ada 的笔记").json()["memory_id"]
+    other = session_for(agent_client, principal=principal)  # the same on_behalf_of as Ada's session
+    listed = api_client.get(notes_url, **bearer(other.access_token)).json()["memories"]
+    patched = _patch(api_client, other.access_token, f"{notes_url}/{note_id}", {"content": "改掉"})
+    deleted = api_client.delete(f"{notes_url}/{note_id}", **bearer(other.access_token))
+    assert (listed, patched.status_code, deleted.status_code) == ([], 404, 404)
+    assert MemoryNote.objects.get().content == "Ada 的笔记"
+    saved = _save(api_client, other.access_token, notes_url, "另一位的笔记")
+    assert saved.status_code == 200
+    assert [item["content"] for item in api_client.get(notes_url, **bearer(issued.access_token)).json()["memories"]] \
+        == ["Ada 的笔记"]
+
+
 def test_the_same_principal_in_a_new_session_keeps_their_notes(api_client, issued, agent_client, notes_url):
     _save(api_client, issued.access_token, notes_url, "记住我")
     later = session_for(agent_client)
@@ -215,7 +235,8 @@ def test_a_project_note_is_not_a_route_note(api_client, issued, route):
 
 def test_notes_of_the_same_principal_in_another_project_stay_there(api_client, issued, route):
     other = RouteFactory(key="store-assistant")
-    MemoryNote.objects.create(scope="project", project=other.project, on_behalf_of="ada@example.com", content="x")
+    MemoryNote.objects.create(scope="project", project=other.project, principal_tenant=PRINCIPAL["tenant"],
+                              principal_id=PRINCIPAL["id"], on_behalf_of="ada@example.com", content="x")
     assert api_client.get(PROJECT_NOTES.format(route.key), **bearer(issued.access_token)).json()["memories"] == []
 
 

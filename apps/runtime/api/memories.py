@@ -71,7 +71,7 @@ class RouteMemoriesApi(WorkspaceApi):
     """GET lists (limit 1–100, default 20, most recently updated first); POST saves."""
 
     def get(self, request, route):
-        notes = route_note_list(route=self.route, on_behalf_of=request.auth.on_behalf_of,
+        notes = route_note_list(route=self.route, session=request.auth,
                                 limit=_limit(request, ROUTE_NOTES_LIMIT_DEFAULT))
         return Response(_listing(MemoryNote.Scope.ROUTE, notes))
 
@@ -107,14 +107,14 @@ class RouteMemoryApi(_MemoryNoteApi):
     serializer_class = RouteNoteSerializer
 
     def _get(self, request, memory_id) -> MemoryNote:
-        return route_note_get(route=self.route, on_behalf_of=request.auth.on_behalf_of, note_id=memory_id)
+        return route_note_get(route=self.route, session=request.auth, note_id=memory_id)
 
 
 class ProjectMemoriesApi(WorkspaceApi):
     """GET lists (limit 1–50, default 12, newest first); POST saves (at most 2000 characters)."""
 
     def get(self, request, route):
-        notes = project_note_list(project=self.route.project, on_behalf_of=request.auth.on_behalf_of,
+        notes = project_note_list(project=self.route.project, session=request.auth,
                                   limit=_limit(request, PROJECT_NOTES_LIMIT_DEFAULT))
         return Response(_listing(MemoryNote.Scope.PROJECT, notes))
 
@@ -130,5 +130,4 @@ class ProjectMemoryApi(_MemoryNoteApi):
     serializer_class = ProjectNoteSerializer
 
     def _get(self, request, memory_id) -> MemoryNote:
-        return project_note_get(project=self.route.project, on_behalf_of=request.auth.on_behalf_of,
-                                note_id=memory_id)
+        return project_note_get(project=self.route.project, session=request.auth, note_id=memory_id)
