@@ -26,8 +26,11 @@ def _answers(world, body, **kwargs) -> dict[str, tuple[int, str | None]]:
     return out
 
 
-# The tool contract names a body it cannot parse `invalid_request`; the others say `invalid_json`.
-FAMILY_CODES = {("capability_search", "invalid_json"): "invalid_request"}
+# The tool contract and Agent Auth (whose error codes are a closed list) name a body they cannot
+# parse `invalid_request`; the others say `invalid_json`.
+INVALID_REQUEST_FAMILY = ("capability_search", "authorization_create", "token", "revoke", "authorization_approve",
+                          "authorization_deny")
+FAMILY_CODES = {(name, "invalid_json"): "invalid_request" for name in INVALID_REQUEST_FAMILY}
 
 
 def _all(status: int, code: str) -> dict[str, tuple[int, str]]:

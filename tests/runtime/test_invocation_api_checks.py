@@ -25,9 +25,22 @@ def _refused(shop, response, status: int, error: str) -> dict:
     return body
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[]", b'"x"'])
-def test_a_malformed_body_is_invalid_request(shop, body):
-    _refused(shop, shop.post(body), 400, "invalid_route" if body != b"{not json" else "invalid_request")
+@pytest.mark.parametrize("body, says", [(b"{not json", "The body is not valid JSON: "),
+                                        (b"[]", "The body must be a JSON object."),
+                                        (b'"x"', "The body must be a JSON object.")])
+def test_a_malformed_body_is_invalid_request(shop, body, says):
+    message = _refused(shop, shop.post(body), 400, "invalid_request")["message"]
+    assert message.startswith(says) and message.count("not valid JSON") <= 1
+
+
+@pytest.mark.parametrize("token", ["bha_" + "x" * 43, ""], ids=["unknown token", "no token"])
+def test_a_malformed_body_without_a_valid_token_is_401_first(shop, token):
+    """A host whose token expired hears 401 (and refreshes), not a 400 about its body."""
+    response = shop.client.generic("POST", "/agent-api/v1/tool-invocations", b"{not json",
+                                   content_type="application/json",
+                                   **({"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}))
+    assert (response.status_code, response.json()["error"]) == (401, "unauthorized")
+    assert stored() == NOTHING
 
 
 @pytest.mark.parametrize("field, value", [

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import ParseError
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -50,21 +51,31 @@ def _auth_session(request: Request) -> AgentSession:
     return cast(AgentSession, request.auth)
 
 
-class PublicApi(APIView):
+class AgentAuthApi(APIView):
+    """Agent Auth answers only with its contract's error codes: a body that is not JSON (or not
+    UTF-8 JSON) is `invalid_request`, with the parser's account of what is wrong."""
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, ParseError):
+            exc = InvalidRequest(str(exc.detail))
+        return super().handle_exception(exc)
+
+
+class PublicApi(AgentAuthApi):
     """Called by a local agent before it holds a token."""
 
     authentication_classes: list[type[BaseAuthentication]] = []
     permission_classes = [AllowAny]
 
 
-class ClientTokenApi(APIView):
+class ClientTokenApi(AgentAuthApi):
     """Called by the business backend with its client token; `request.auth` is the AgentClient."""
 
     authentication_classes = [ClientTokenAuthentication]
     permission_classes = [IsAuthenticated]
 
 
-class AgentBearerApi(APIView):
+class AgentBearerApi(AgentAuthApi):
     """Called by a local agent with its access token; `request.auth` is the AgentSession."""
 
     authentication_classes = [AgentBearerAuthentication]
@@ -139,7 +150,7 @@ class SessionDetailApi(AgentBearerApi):
         return Response(session_payload(_auth_session(request)))
 
 
-class RevokeApi(APIView):
+class RevokeApi(AgentAuthApi):
     """The agent's revoke: with its bearer, or (no Authorization header) with a refresh token."""
 
     authentication_classes = [AgentBearerAuthentication]

@@ -58,11 +58,19 @@ class ResumeSerializer(ExactFieldsSerializer):
     """The resume body: exactly ``{}``."""
 
 
+def _malformed(exc: ParseError) -> InvalidRequest:
+    """The tool contract names a malformed body invalid_request (the parser's detail says why)."""
+    return InvalidRequest(str(exc.detail))
+
+
 def _body(request: Request) -> Any:
     try:
-        return request.data
-    except ParseError as exc:  # the tool contract names a malformed body invalid_request
-        raise InvalidRequest(f"The body is not valid JSON: {exc.detail}") from None
+        data = request.data
+    except ParseError as exc:
+        raise _malformed(exc) from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The body must be a JSON object.")
+    return data
 
 
 def _no_query(request: Request) -> None:
@@ -81,8 +89,13 @@ class ToolInvocationApi(InvocationApi):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Budgets before anything else, authentication included: a call over budget is refused
-        # the same way whoever sends it.
-        data = _body(request)
+        # the same way whoever sends it. A body that cannot be read at all is refused after
+        # authentication, so a caller whose token has expired hears 401 and refreshes.
+        try:
+            data = request.data
+        except ParseError as exc:
+            super().initial(request, *args, **kwargs)
+            raise _malformed(exc) from None
         if isinstance(data, dict) and "arguments" in data:
             size = invocations.arguments_bytes(data["arguments"])
             if size > ARGUMENTS_MAX_BYTES:
@@ -91,8 +104,7 @@ class ToolInvocationApi(InvocationApi):
 
     def post(self, request: Request) -> Response:
         data = _body(request)
-        route = tool_route_get(session=self.session, key=data.get("route") if isinstance(data, dict) else None,
-                               require_runtime=True)
+        route = tool_route_get(session=self.session, key=data.get("route"), require_runtime=True)
         serializer = InvocationSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         valid = serializer.validated_data
