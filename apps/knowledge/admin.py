@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from apps.core.errors import ApiError
-from apps.knowledge import selectors, services
+from apps.knowledge import errors, selectors, services
 from apps.knowledge.admin_chunks import chunk_urls
 from apps.knowledge.models import (
     ChunkSetVersion,
@@ -34,7 +34,7 @@ from apps.knowledge.models import (
     KnowledgeBase,
     RouteKnowledgeBinding,
 )
-from apps.knowledge.pipeline.embedders import EmbeddingFailed, embedder_class
+from apps.knowledge.pipeline.embedders import EmbeddingFailed
 from apps.knowledge.pipeline.rerank import RerankConfigInvalid, reranker_validate
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, strategy_parse
@@ -684,13 +684,16 @@ class EmbeddingModelForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         provider, dimension = data.get("provider"), data.get("dimension")
-        if provider and dimension:
+        if provider and dimension and "options" in data:  # each missing one has its own field error
             try:
-                native = embedder_class(provider).native_dimension
-            except EmbeddingFailed as exc:
-                raise forms.ValidationError(str(exc)) from exc
-            if native is not None and native != dimension:
-                raise forms.ValidationError({"dimension": f"The {provider} provider embeds in {native} dimensions."})
+                services.embedding_model_check(name=data.get("name") or provider, provider=provider,
+                                               dimension=dimension, options=data["options"])
+            except errors.EmbeddingDimensionMismatch as exc:
+                raise forms.ValidationError({"dimension": exc.message}) from exc
+            except errors.EmbeddingOptionsInvalid as exc:
+                raise forms.ValidationError({"options": exc.message}) from exc
+            except ApiError as exc:
+                raise forms.ValidationError(exc.message) from exc
         return data
 
 

@@ -96,6 +96,12 @@ class EmbeddingDimensionMismatch(ApiError):
     message = "embedding_dim does not match the embedding model's dimension."
 
 
+class EmbeddingOptionsInvalid(ApiError):
+    code = "invalid_embedding_options"
+    status = 422
+    message = "The embedding model's options must be a JSON object its provider accepts."
+
+
 class EmbeddingModelFrozen(ApiError):
     code = "embedding_model_frozen"
     status = 422

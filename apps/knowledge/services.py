@@ -39,18 +39,32 @@ logger = logging.getLogger("bailinghub.knowledge")
 # Embedding models
 
 
-@transaction.atomic
-def embedding_model_register(*, name: str, provider: str, dimension: int, options: dict | None = None
-                             ) -> EmbeddingModel:
-    """Register a model (its KBs' generations get their vector indexes as they grow: generation_indexes)."""
+def embedding_model_check(*, name: str, provider: str, dimension: int, options: Any) -> None:
+    """What registration refuses: an unknown provider, a dimension out of range or not the
+    provider's own, and options its embedder does not take (not a JSON object, a number option
+    that is not a number, an openai model without an http(s) base_url). Building the embedder
+    checks them as its first use would, so a model cannot be registered only to fail every
+    ingestion and search later."""
     try:
-        native = embedder_class(provider).native_dimension
+        embedder = embedder_class(provider)
     except EmbeddingFailed as exc:
         raise errors.KnowledgeBaseInvalid(str(exc), code="unknown_embedding_provider") from exc
     if not 1 <= dimension <= EMBEDDING_MAX_DIMENSION:
         raise errors.EmbeddingDimensionMismatch(f"dimension must be between 1 and {EMBEDDING_MAX_DIMENSION}.")
+    native = embedder.native_dimension
     if native is not None and dimension != native:
         raise errors.EmbeddingDimensionMismatch(f"The {provider} provider embeds in {native} dimensions.")
+    try:
+        embedder(name=name, dimension=dimension, options={} if options is None else options)
+    except EmbeddingFailed as exc:
+        raise errors.EmbeddingOptionsInvalid(str(exc)) from exc
+
+
+@transaction.atomic
+def embedding_model_register(*, name: str, provider: str, dimension: int, options: dict | None = None
+                             ) -> EmbeddingModel:
+    """Register a model (its KBs' generations get their vector indexes as they grow: generation_indexes)."""
+    embedding_model_check(name=name, provider=provider, dimension=dimension, options=options)
     return EmbeddingModel.objects.create(name=name, provider=provider, dimension=dimension, options=options or {})
 
 

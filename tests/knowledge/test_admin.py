@@ -257,6 +257,31 @@ def test_a_local_model_at_a_wrong_dimension_is_refused_in_the_admin(admin_client
     assert EmbeddingModel.objects.count() == before
 
 
+@pytest.mark.parametrize(("options", "kind"), [("[1,2,3]", "a list"), ('"hello"', "a string")])
+def test_options_that_are_not_a_json_object_are_refused_in_the_admin(admin_client, options, kind):
+    from apps.knowledge.models import EmbeddingModel
+
+    before = EmbeddingModel.objects.count()
+    response = admin_client.post("/admin/knowledge/embeddingmodel/add/", {
+        "name": "m-bad", "provider": "hashing", "dimension": "32", "options": options})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {"options": [
+        'The options of embedding model m-bad must be a JSON object, like {"batch_size": 16}, not ' + kind + "."]}
+    assert EmbeddingModel.objects.count() == before
+
+
+def test_an_openai_model_without_an_http_base_url_is_refused_in_the_admin(admin_client):
+    from apps.knowledge.models import EmbeddingModel
+
+    before = EmbeddingModel.objects.count()
+    response = admin_client.post("/admin/knowledge/embeddingmodel/add/", {
+        "name": "m3", "provider": "openai", "dimension": "1024", "options": '{"base_url": "javascript:x"}'})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "options": ["Embedding model m3 needs an http(s) base_url option."]}
+    assert EmbeddingModel.objects.count() == before
+
+
 def test_a_document_page_shows_its_actions_box_only_when_there_is_an_action(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
     completed = _completed(kb, "products.csv")

@@ -326,3 +326,14 @@ def test_a_hit_beyond_a_channels_candidates_is_explained_as_such():
         "not read).")
     explain["window"] = {"cosine": None, "bm25": None, "blend": None}  # a KB without windows
     assert explain_sentence(explain, candidate_limit=50).endswith("each scaled to the best candidate.")
+
+
+def test_a_model_row_with_options_that_are_not_an_object_is_a_configuration_error_not_a_500(browser, policy_kb):
+    from apps.knowledge.models import EmbeddingModel
+
+    EmbeddingModel.objects.filter(pk=policy_kb.embedding_model_id).update(options=[1, 2, 3])  # an old row
+    response = browser.get(_url(policy_kb), {"query": "无理由退款"})
+    assert response.status_code == 200
+    assert (f"The search could not run: The options of embedding model {policy_kb.embedding_model.name} must be "
+            "a JSON object, like {&quot;batch_size&quot;: 16}, not a list.") in response.content.decode()
+    assert _hit_count(response.content.decode()) == 0

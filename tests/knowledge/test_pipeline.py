@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.knowledge import errors, ingest, selectors, services
-from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
+from apps.knowledge.models import Chunk, Document, EmbeddingCache, EmbeddingModel, IndexGeneration
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import EmbeddingsEndpoint, upload
 from tests.projects.factories import ProjectFactory
@@ -355,6 +355,41 @@ def test_a_dimension_other_than_the_models_is_refused():
 def test_a_local_model_must_be_registered_at_its_native_dimension():
     with pytest.raises(errors.EmbeddingDimensionMismatch):
         services.embedding_model_register(name="e5-wrong", provider="local", dimension=768)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ([1, 2, 3], 'The options of embedding model m must be a JSON object, like {"batch_size": 16}, not a list.'),
+    ("hello", 'The options of embedding model m must be a JSON object, like {"batch_size": 16}, not a string.'),
+    ({"batch_size": "many"}, "The batch_size option of embedding model m must be a whole number of 0 or more, "
+                             "not 'many'."),
+    ({"delay_seconds": -1}, "The delay_seconds option of embedding model m must be a number of 0 or more, not -1."),
+])
+def test_options_the_embedder_does_not_take_are_refused_at_registration(options, message):
+    with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
+        services.embedding_model_register(name="m", provider="hashing", dimension=32, options=options)
+    assert (refused.value.code, refused.value.status, refused.value.message) == (
+        "invalid_embedding_options", 422, message)
+    assert not EmbeddingModel.objects.filter(name="m").exists()
+
+
+def test_an_openai_model_without_an_http_base_url_is_refused_at_registration():
+    with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
+        services.embedding_model_register(name="m", provider="openai", dimension=32,
+                                          options={"base_url": "javascript:x"})
+    assert refused.value.message == "Embedding model m needs an http(s) base_url option."
+    assert not EmbeddingModel.objects.filter(name="m").exists()
+
+
+def test_a_model_row_with_options_that_are_not_an_object_fails_ingestion_as_embedding_failed():
+    kb = KnowledgeBaseFactory()
+    EmbeddingModel.objects.filter(pk=kb.embedding_model_id).update(options=[1, 2, 3])  # written before the check
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    _ingest(document)
+    document.refresh_from_db()
+    assert (document.status, document.error_code) == ("failed", "embedding_failed")
+    assert document.error_message == (f"The options of embedding model {kb.embedding_model.name} must be a JSON "
+                                      'object, like {"batch_size": 16}, not a list.')
+    assert not Chunk.objects.filter(document=document, embedding__isnull=False).exists()
 
 
 def test_the_embedding_model_of_a_knowledge_base_cannot_change():

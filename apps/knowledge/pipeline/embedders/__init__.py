@@ -26,7 +26,11 @@ def embedder_class(provider: str) -> type[Embedder]:
 
 def embedder_for(model) -> Embedder:
     """The embedder of a registered EmbeddingModel (cached by its id, dimension and options)."""
-    key = (str(model.pk), model.provider, model.dimension, repr(sorted(model.options.items())))
+    # A row written before registration checked its options may hold any JSON: the constructor
+    # refuses it with EmbeddingFailed, which every caller reports as the model's configuration error.
+    options = model.options
+    key = (str(model.pk), model.provider, model.dimension,
+           repr(sorted(options.items())) if isinstance(options, dict) else repr(options))
     with _instances_lock:
         embedder = _instances.get(key)
         if embedder is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -11,6 +12,19 @@ from django.conf import settings
 class EmbeddingFailed(Exception):
     """Embedding did not happen: a permanent refusal, or transient errors past the retry budget.
     The message is for an operator (what failed and what to check), never holding a secret."""
+
+
+def _json_kind(value: Any) -> str:
+    """How an operator would name a JSON value's type."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else type(value).__name__
 
 
 class Embedder(ABC):
@@ -24,8 +38,29 @@ class Embedder(ABC):
     def __init__(self, *, name: str, dimension: int, options: dict[str, Any] | None = None) -> None:
         self.name = name
         self.dimension = dimension
+        if not isinstance(options, dict | None):
+            raise EmbeddingFailed(f"The options of embedding model {name} must be a JSON object, "
+                                  f'like {{"batch_size": 16}}, not {_json_kind(options)}.')
         self.options = dict(options or {})
-        self.batch_size = int(self.options.get("batch_size") or settings.KNOWLEDGE_EMBED_BATCH_SIZE)
+        self.batch_size = self.number_option("batch_size", kind=int) or settings.KNOWLEDGE_EMBED_BATCH_SIZE
+
+    def number_option(self, key: str, *, kind: type[int] | type[float] = float) -> Any:
+        """Option `key` as a number of 0 or more (None when it is absent). A value that is not one
+        is refused here, when the model is registered, rather than at its first embedding."""
+        value = self.options.get(key)
+        if value is None:
+            return None
+        try:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            number = kind(value)
+            if not math.isfinite(number) or number < 0:
+                raise ValueError(value)
+        except (TypeError, ValueError, OverflowError):
+            wanted = "a whole number" if kind is int else "a number"
+            raise EmbeddingFailed(f"The {key} option of embedding model {self.name} must be {wanted} "
+                                  f"of 0 or more, not {value!r}.") from None
+        return number
 
     @abstractmethod
     def embed_documents(self, texts: list[str]) -> list[list[float]]: ...

@@ -15,6 +15,10 @@ from apps.knowledge.pipeline.terms import keyword_terms
 
 
 class HashingEmbedder(Embedder):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.delay = self.number_option("delay_seconds") or 0
+
     def _vector(self, text: str) -> list[float]:
         vector = [0.0] * self.dimension
         for term in keyword_terms(text):
@@ -28,9 +32,8 @@ class HashingEmbedder(Embedder):
         return [x / norm for x in vector]
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        delay = float(self.options.get("delay_seconds") or 0)
-        if delay and texts:
-            time.sleep(delay)
+        if self.delay and texts:
+            time.sleep(self.delay)
         return [self._vector(text) for text in texts]
 
     def embed_query(self, text: str) -> list[float]:

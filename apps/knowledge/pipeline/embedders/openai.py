@@ -60,9 +60,11 @@ class OpenAIEmbedder(Embedder):
         self.url = f"{base_url}/embeddings"
         self.model = str(self.options.get("model") or self.name)
         self.api_key_env = str(self.options.get("api_key_env") or "KNOWLEDGE_OPENAI_API_KEY")
-        self.timeout = float(self.options.get("timeout_seconds") or settings.KNOWLEDGE_OPENAI_TIMEOUT_SECONDS)
-        self.max_retries = int(self.options.get("max_retries", settings.KNOWLEDGE_OPENAI_MAX_RETRIES))
-        self.backoff = float(self.options.get("backoff_seconds", settings.KNOWLEDGE_OPENAI_BACKOFF_SECONDS))
+        self.timeout = float(self.number_option("timeout_seconds") or settings.KNOWLEDGE_OPENAI_TIMEOUT_SECONDS)
+        max_retries = self.number_option("max_retries", kind=int)
+        self.max_retries = settings.KNOWLEDGE_OPENAI_MAX_RETRIES if max_retries is None else max_retries
+        backoff = self.number_option("backoff_seconds")
+        self.backoff = settings.KNOWLEDGE_OPENAI_BACKOFF_SECONDS if backoff is None else backoff
 
     def _post(self, texts: list[str]) -> list[list[float]]:
         body: dict = {"model": self.model, "input": texts, "encoding_format": "float"}
