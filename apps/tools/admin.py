@@ -101,7 +101,7 @@ class ToolProviderForm(forms.ModelForm):
             try:
                 self.compile_result = services.spec_compile(spec=spec)
             except SpecRefusedError as exc:
-                self.add_error(field, f"Refused ({exc.extra['reason']}): {exc.message}")
+                self.add_error(field, exc.message)  # the code is the API's; the sentence says it all
             else:
                 self.spec_bytes, self.spec_filename = spec, filename
                 if not self.instance._state.adding:

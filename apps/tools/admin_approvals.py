@@ -67,6 +67,26 @@ def risk_badge(risk: str) -> SafeString:
     return format_html('<span class="bh-badge {}" data-risk="{}">{}</span>', _RISK_CLASSES.get(risk, ""), risk, risk)
 
 
+_REASON_TEXTS = {"risk_high": "high-risk tool", "approval_required": "the tool requires approval",
+                 "route_forced": "the route requires approval for this tool"}
+_RULE_PREFIX = "approval_when: "
+
+
+def approval_reason_text(reason: str) -> str:
+    """An approval reason (invocations.approval_reasons' rule name) as an operator reads it."""
+    if reason.startswith(_RULE_PREFIX):
+        return f"the arguments match the tool's approval rule “{reason[len(_RULE_PREFIX):]}”"
+    return _REASON_TEXTS.get(reason, reason)
+
+
+def approval_reasons_html(reasons: list[str]) -> SafeString:
+    """The reasons as sentences, each with its rule name in a title (what the API and logs say)."""
+    if not reasons:
+        return format_html("—")
+    return format_html_join(", ", '<span class="bh-reason" title="{}">{}</span>',
+                            ((reason, approval_reason_text(reason)) for reason in reasons))
+
+
 class FrozenArguments:
     """The frozen arguments of one invocation, as the approval page shows them: pretty JSON, a
     bounded preview, or why there is nothing to show."""
@@ -282,6 +302,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             "reading": reading,
             "reading_badge": reading_badge(reading),
             "risk_badge": risk_badge(approval.risk),
+            "reasons": approval_reasons_html(list(approval.reasons or [])),
             "invocation_badge": invocation_state_badge(inv),
             "arguments": FrozenArguments(inv),
             "preview_chars": ARGUMENTS_PREVIEW_CHARS,

@@ -48,13 +48,7 @@
     field(row, "progress").value = doc.percent;
     field(row, "percent").textContent = doc.percent + "%";
     field(row, "stage").textContent = doc.stage;
-    var error = field(row, "error");
-    error.textContent = "";
-    if (doc.error_code) {
-      var code = document.createElement("strong");
-      code.textContent = doc.error_code;
-      error.append(code, ": " + (doc.error_message || ""));
-    }
+    showError(field(row, "error"), doc);
     if (changed) {
       var actions = field(row, "actions");
       actions.textContent = "";
@@ -72,8 +66,14 @@
     badge.textContent = generation.status_label;
     field(box, "progress").value = generation.percent;
     field(box, "text").textContent = generation.text;
-    field(box, "error").textContent = generation.error_code
-      ? generation.error_code + ": " + (generation.error_message || "") : "";
+    showError(field(box, "error"), generation);
+  }
+
+  // The operator reads the message; the stable code stays in the title (what the API and logs say).
+  function showError(element, item) {
+    element.textContent = item.error_code ? item.error_message || item.error_code : "";
+    if (item.error_code) element.title = item.error_code;
+    else element.removeAttribute("title");
   }
 
   function renderSummary(root) {

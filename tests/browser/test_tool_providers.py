@@ -58,6 +58,6 @@ def test_a_refused_spec_is_explained_next_to_the_field(logged_in_page, project):
     page.fill("textarea[name=spec_text]", "swagger: '2.0'\ninfo: {title: old}\n")
     page.click("input[name=_save]")
     error = page.locator(".field-spec_text .errorlist")
-    assert error.inner_text() == "Refused (spec_not_openapi3): Swagger 2.0 is not OpenAPI 3.0 or 3.1."
+    assert error.inner_text() == "Swagger 2.0 is not OpenAPI 3.0 or 3.1."
     page.screenshot(path=str(SHOTS / "tools_provider_refused.png"), full_page=True)
     assert not ToolProvider.objects.exists()

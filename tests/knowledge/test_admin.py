@@ -40,7 +40,11 @@ def test_the_kb_page_shows_documents_with_progress_and_failures_with_reasons(bro
     page = response.content.decode()
     assert response.status_code == 200
     assert '<progress class="bh-progress" max="100" value="100"' in page
-    assert "The PDF has no extractable text" in page
+    failed = Document.objects.get(filename="no-text.pdf")
+    reason = re.search(rf'<tr data-document-id="{failed.pk}".*?(<td class="bh-reason".*?</td>)', page, re.S).group(1)
+    assert reason == (f'<td class="bh-reason" data-field="error" title="{failed.error_code}">'
+                      f"{failed.error_message}</td>")
+    assert failed.error_message.startswith("Document conversion failed: The PDF has no extractable text")
     assert f"/admin/knowledge/document/{Document.objects.get(filename='no-text.pdf').pk}/retry/" in page
     assert "Rebuild with the current strategy" in page
 

@@ -60,8 +60,20 @@ def test_a_refused_spec_is_shown_next_to_the_field_and_nothing_is_saved(browser,
     response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text="swagger: '2.0'\n"))
     page = response.content.decode()
     assert response.status_code == 200
-    assert "Refused (spec_not_openapi3): Swagger 2.0 is not OpenAPI 3.0 or 3.1." in page
+    assert response.context["adminform"].form.errors["spec_text"] == ["Swagger 2.0 is not OpenAPI 3.0 or 3.1."]
     assert 'class="errorlist' in page
+    assert not ToolProvider.objects.exists()
+
+
+def test_an_unreadable_yaml_file_is_explained_by_line_and_column_without_parser_internals(browser, owner):
+    upload = SimpleUploadedFile("broken.yaml", b"openapi: 3.0.0\ninfo: {title: x\n  version: 1\n",
+                                content_type="application/yaml")
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_file=upload))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["spec_file"] == [
+        "The spec is neither JSON nor YAML (line 3, column 10: did not find expected ',' or '}' "
+        "while parsing a flow mapping that starts at line 2, column 7)."]
+    assert "spec_not_parseable" not in response.content.decode()
     assert not ToolProvider.objects.exists()
 
 

@@ -5,6 +5,7 @@ through the one decision service, apps.tools.invocations.approval_decide."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from apps.projects.models import Membership, Project
 from apps.tools import invocations
+from apps.tools.admin_approvals import approval_reason_text
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
@@ -125,10 +127,21 @@ def test_the_approval_page_shows_prompt_reasons_arguments_and_the_buttons(owner,
     response = owner.get(_detail(approval))
     assert response.status_code == 200
     page = response.content.decode()
-    assert "risk_high" in page
+    reasons = re.search(r'<dd id="approval-reasons">(.*?)</dd>', page).group(1)
+    assert reasons == '<span class="bh-reason" title="risk_high">high-risk tool</span>'
     assert "&quot;order_id&quot;: 1001" in page
     assert 'id="approve-button"' in page and 'id="deny-button"' in page
     assert "csrfmiddlewaretoken" in page
+
+
+@pytest.mark.parametrize(("reason", "text"), [
+    ("risk_high", "high-risk tool"),
+    ("approval_required", "the tool requires approval"),
+    ('approval_when: amount > 1000', "the arguments match the tool's approval rule “amount > 1000”"),
+    ("route_forced", "the route requires approval for this tool"),
+])
+def test_each_approval_reason_reads_as_a_phrase(reason, text):
+    assert approval_reason_text(reason) == text
 
 
 def test_a_viewer_reads_the_approval_without_buttons(viewer, approval):

@@ -37,9 +37,22 @@ def test_broken_json_is_refused():
     assert error.code == "spec_not_parseable" and "JSON" in error.message
 
 
+def test_broken_json_is_explained_by_line_and_column():
+    error = refusal(b'{"openapi": "3.0.0",\n  "info" {}}')
+    assert (error.code, error.message) == (
+        "spec_not_parseable", "The spec is not valid JSON (line 2, column 10: expecting ':' delimiter).")
+
+
 def test_text_that_is_neither_json_nor_yaml_is_refused():
     error = refusal(b"openapi: [3.0\n  - : :")
     assert error.code == "spec_not_parseable"
+
+
+def test_broken_yaml_is_explained_by_line_and_column_without_the_parsers_source_name():
+    error = refusal(b"openapi: 3.0.0\ninfo: {title: x\n  version: 1\n")
+    assert (error.code, error.message) == (
+        "spec_not_parseable", "The spec is neither JSON nor YAML (line 3, column 10: did not find expected ',' "
+                              "or '}' while parsing a flow mapping that starts at line 2, column 7).")
 
 
 def test_json_with_nan_is_refused():

@@ -60,12 +60,14 @@ def parse(data: bytes) -> dict[str, Any]:
         try:
             document = json.loads(text, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:
-            raise SpecRefused("spec_not_parseable", f"The spec is not valid JSON: {exc}"[:500]) from None
+            raise SpecRefused("spec_not_parseable", f"The spec is not valid JSON ({_json_problem(exc)})."[:500]
+                              ) from None
     else:
         try:
             document = yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a safe loader (CSafeLoader)
         except (yaml.YAMLError, RecursionError, ValueError) as exc:
-            raise SpecRefused("spec_not_parseable", f"The spec is neither JSON nor YAML: {exc}"[:500]) from None
+            raise SpecRefused("spec_not_parseable",
+                              f"The spec is neither JSON nor YAML ({_yaml_problem(exc)})."[:500]) from None
     if not isinstance(document, dict):
         raise SpecRefused("spec_not_openapi", "The spec is not an OpenAPI document (its top level is not an object).")
     if not is_json:
@@ -74,6 +76,32 @@ def parse(data: bytes) -> dict[str, Any]:
                               f"The spec's YAML aliases expand to more than {MAX_EXPANDED_NODES} nodes.")
         return _as_json(document)
     return document
+
+
+def _json_problem(exc: ValueError | RecursionError) -> str:
+    """What is wrong and where, in the operator's terms (lines and columns from 1)."""
+    if isinstance(exc, RecursionError):
+        return "it nests too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg[:1].lower()}{exc.msg[1:]}"
+    return str(exc)
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """The parser's problem and where, without its "<unicode string>" source name (lines and
+    columns from 1, as an editor counts them)."""
+    if isinstance(exc, RecursionError):
+        return "it nests too deeply"
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem is None or exc.problem_mark is None:
+        return re.sub(r'\s*in "<[^>]*>",', "", str(exc)).replace("\n", " ")
+    mark = exc.problem_mark
+    sentence = f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    start = exc.context_mark
+    if exc.context and start is not None and (start.line, start.column) != (mark.line, mark.column):
+        sentence += f" {exc.context} that starts at line {start.line + 1}, column {start.column + 1}"
+    elif exc.context:
+        sentence += f" {exc.context}"
+    return sentence
 
 
 def _expanded_size(document: Any) -> int:
