@@ -4,18 +4,37 @@ as a subclass that adds them (RouteConsoleAdmin)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
+from django.contrib.postgres.forms import SimpleArrayField
 
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
 
 
+class BlankItemsIgnoredArrayField(SimpleArrayField):
+    """A comma-separated list where blank items (`a,,b`, a trailing comma, `, ,`) are dropped
+    rather than each refused as "Item N in the array did not validate: This field is required.";
+    a list left empty is then judged as a whole (Route.clean)."""
+
+    def to_python(self, value: Any) -> Any:  # a list (SimpleArrayField is a CharField in the stubs)
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(self.delimiter) if item.strip()]
+        return super().to_python(value)
+
+
+# The comma-separated lists an operator types (the tool lists are picked from choices: route_tools_form).
+ROUTE_LIST_FIELDS = ("allowed_audiences", "system_info_domains", "system_info_boundaries")
+
+
 class RouteAdminForm(forms.ModelForm):
     class Meta:
         model = Route
         fields = "__all__"  # noqa: DJ007 -- the admin's fieldsets choose the fields shown
+        field_classes = dict.fromkeys(ROUTE_LIST_FIELDS, BlankItemsIgnoredArrayField)
 
     def clean_unattended_write_tools(self):
         # A blank legacy list means "not configured" (None), not "configured as empty".

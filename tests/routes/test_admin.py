@@ -103,6 +103,26 @@ def test_admin_form_shows_the_validation_message_and_writes_nothing():
     assert Route.objects.count() == 0
 
 
+def test_blank_audience_items_are_ignored_and_an_empty_listed_policy_is_one_message():
+    membership = MembershipFactory(role=Membership.Role.OWNER)
+    response = _client_for(membership.user).post(
+        "/admin/routes/route/add/",
+        _form_data(membership.project, audience_policy="listed", allowed_audiences=",,, ,"))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "allowed_audiences": ["List at least one audience, or admit any principal."]}
+    assert Route.objects.count() == 0
+
+
+def test_blank_audience_items_are_dropped_around_the_listed_ones():
+    membership = MembershipFactory(role=Membership.Role.OWNER)
+    response = _client_for(membership.user).post(
+        "/admin/routes/route/add/",
+        _form_data(membership.project, audience_policy="listed", allowed_audiences=" staff,, ,partners ,"))
+    assert response.status_code == 302
+    assert Route.objects.get(key="new-route").allowed_audiences == ["staff", "partners"]
+
+
 def test_operator_cannot_create_a_route_in_a_project_they_do_not_edit():
     membership = MembershipFactory(role=Membership.Role.OWNER)
     foreign = ProjectFactory()
