@@ -34,6 +34,7 @@ from apps.knowledge.models import (
     KnowledgeBase,
     RouteKnowledgeBinding,
 )
+from apps.knowledge.pipeline import parsers
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
 from apps.knowledge.pipeline.rerank import RerankConfigInvalid, reranker_validate
 from apps.knowledge.pipeline.retrieve import SearchOptions
@@ -74,7 +75,8 @@ class MultipleFileField(forms.FileField):
         return [super().clean(data, initial)] if data else []
 
 
-UPLOAD_EXTENSIONS = (".txt", ".md", ".markdown", ".json", ".csv", ".pdf")
+# The file picker offers what the upload accepts (the refusal lists the same extensions).
+UPLOAD_EXTENSIONS = tuple(parsers.EXTENSIONS)
 
 
 class UploadForm(forms.Form):

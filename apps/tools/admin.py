@@ -95,7 +95,8 @@ class ToolProviderForm(forms.ModelForm):
                 services.provider_fields_check(secret=cleaned["signing_secret"])
         except InvalidProvider as exc:
             field_name = str(exc.extra.get("field"))
-            self.add_error({"secret": "signing_secret"}.get(field_name, field_name), exc.message.split(": ", 1)[-1])
+            text = exc.message.split(": ", 1)[-1]  # the field prefix is the API's; the form shows it beside the field
+            self.add_error({"secret": "signing_secret"}.get(field_name, field_name), text[:1].upper() + text[1:])
         if spec is not None:
             field = "spec_file" if filename else "spec_text"
             try:

@@ -5,6 +5,7 @@ the JSON status endpoint the page polls."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.contrib.messages import get_messages
@@ -93,6 +94,21 @@ def test_the_refusals_are_shown_on_the_kb_page_after_the_upload(browser, kb):
     assert response.status_code == 200
     assert "Not uploaded: notes.docx — Unsupported file type: .docx is not supported" in page
     assert "Uploaded 1 document(s): plain.txt." in page
+
+
+def test_a_file_without_an_extension_is_refused_in_one_sentence_and_nothing_is_stored(browser, kb):
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/",
+                            {"files": _files(("README", b"plain words"))})
+    assert _messages(response) == [
+        "Not uploaded: README — Unsupported file type: a file without an extension is not supported; upload one "
+        "of: csv, json, markdown, md, pdf, text, txt."]
+    assert not Document.objects.filter(knowledge_base=kb).exists()
+
+
+def test_the_file_picker_accepts_every_extension_the_refusal_names(browser, kb):
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    accept = re.search(r'<input type="file" name="files"[^>]* accept="([^"]*)"', page).group(1)
+    assert sorted(accept.split(",")) == [".csv", ".json", ".markdown", ".md", ".pdf", ".text", ".txt"]
 
 
 def test_a_file_over_the_json_body_limit_is_accepted_by_the_admin_upload(browser, kb, settings):

@@ -77,6 +77,14 @@ def test_an_unreadable_yaml_file_is_explained_by_line_and_column_without_parser_
     assert not ToolProvider.objects.exists()
 
 
+def test_a_base_url_that_is_not_http_is_refused_in_a_sentence_and_nothing_is_saved(browser, owner):
+    response = browser.post("/admin/tools/toolprovider/add/",
+                            add_form(owner, base_url="ftp://store.example/api", spec_text=STORE_SPEC.decode()))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["base_url"] == ["Use an absolute http:// or https:// URL."]
+    assert not ToolProvider.objects.exists()
+
+
 def test_a_missing_spec_is_an_error_on_the_field(browser, owner):
     response = browser.post("/admin/tools/toolprovider/add/", add_form(owner))
     assert "Upload a spec file or paste one below." in response.content.decode()
@@ -99,7 +107,7 @@ def test_preview_shows_the_compile_report_and_saves_nothing(browser, owner):
 def test_a_base_url_with_credentials_is_refused_on_its_field(browser, owner):
     data = add_form(owner, base_url="https://u:p@store.example", spec_text=STORE_SPEC.decode())
     page = browser.post("/admin/tools/toolprovider/add/", data).content.decode()
-    assert "credentials do not belong in the URL" in page and not ToolProvider.objects.exists()
+    assert "Credentials do not belong in the URL; use the signing secret." in page and not ToolProvider.objects.exists()
 
 
 def test_the_secret_is_never_sent_back_to_the_browser(browser, owner):

@@ -58,7 +58,8 @@ def file_type_detect(*, filename: str, data: bytes) -> str:
     file_type = EXTENSIONS.get(extension)
     if file_type is None:
         allowed = ", ".join(sorted({ext.lstrip(".") for ext in EXTENSIONS}))
-        raise UnsupportedFileType(f"{extension or 'A file without an extension'} is not supported; "
+        # Read after "Unsupported file type: ", hence the lower case.
+        raise UnsupportedFileType(f"{extension or 'a file without an extension'} is not supported; "
                                   f"upload one of: {allowed}.")
     if file_type == "pdf":
         if b"%PDF-" not in data[:1024]:
