@@ -18,6 +18,9 @@ class ConsoleAdminSite(AdminSite):
     index_title = "Dashboard"
     # There is no public site behind the console: no "View site" link that would lead to a 404.
     site_url = None
+    # Not admin/index.html: Django's app_index.html (each section's page) extends that one and has
+    # no dashboard in its context, so overriding it showed "not a member of any project" there.
+    index_template = "admin/dashboard.html"
 
     def index(self, request, extra_context=None):
         from apps.runtime.dashboard import dashboard_projects
