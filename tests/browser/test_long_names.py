@@ -1,0 +1,94 @@
+"""Long unbroken names and narrow windows in Chromium: a knowledge base named with 200 characters,
+a file named with 250 and a 5000-character search keep the knowledge base page and the search
+playground as wide as the window, at 1366 px and at 800 px (where the admin's sidebar still shows).
+They once made the page 3017 px wide, pushed the documents table's Status and Reason out of view and
+the playground's "Run again" out of its table. Screenshots land in /tmp/shots/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
+
+SHOTS = Path("/tmp/shots")
+KB_NAME = "N" * 200
+LONG_FILENAME = "L" * 250 + ".md"
+LONG_QUERY = "x" * 5000
+WIDTHS = [1366, 800]
+
+
+@pytest.fixture
+def kb(project):
+    kb = KnowledgeBaseFactory(project=project, name=KB_NAME)
+    ingest_texts(kb, {LONG_FILENAME: "# Warranty\n\nEvery kettle carries a two year warranty.",
+                      "policy.md": "# Returns\n\nCustomers can return unopened items within 30 days."})
+    return kb
+
+
+def _fits_the_window(page) -> bool:
+    return page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_kb_page_with_long_names_fits_the_window(logged_in_page, kb, width):
+    page = logged_in_page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    assert page.locator("#kb-documents-table a", has_text=LONG_FILENAME).count() == 1
+    _shot(page, f"long-names-kb-{width}")
+    assert _fits_the_window(page)
+
+
+def test_the_documents_table_shows_every_column_beside_a_long_filename(logged_in_page, kb):
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    box = page.locator("#kb-documents .bh-scroll")
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
+    box_right = box.evaluate("e => e.getBoundingClientRect().right")
+    reason = page.locator("#kb-documents-table thead th", has_text="Reason")
+    assert reason.evaluate("e => e.getBoundingClientRect().right") <= box_right
+
+
+def _search(page, kb, query: str) -> None:
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/search/")
+    page.fill("input[name=query]", query)
+    page.click("#pg-form input[type=submit]")
+    page.wait_for_selector("#pg-results")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_playground_with_a_long_hit_and_a_long_query_fits_the_window(logged_in_page, kb, width):
+    page = logged_in_page
+    page.set_viewport_size({"width": width, "height": 900})
+    _search(page, kb, LONG_QUERY)
+    _search(page, kb, "kettle warranty")
+    assert page.locator(".pg-hit h2 a", has_text=LONG_FILENAME).count() == 1
+    _shot(page, f"long-names-playground-{width}")
+    assert _fits_the_window(page)
+
+
+def test_run_again_stays_inside_the_recent_searches_table(logged_in_page, kb):
+    page = logged_in_page
+    _search(page, kb, LONG_QUERY)
+    box = page.locator("#pg-recent .bh-scroll")
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
+    rerun = page.locator("#pg-recent a.pg-rerun")
+    assert rerun.evaluate("e => e.getBoundingClientRect().right") <= box.evaluate(
+        "e => e.getBoundingClientRect().right")
+
+
+@pytest.mark.parametrize("field", ["strategy", "fusion"])
+def test_a_kb_form_select_fits_its_row_on_a_narrow_window(logged_in_page, kb, field):
+    page = logged_in_page
+    page.set_viewport_size({"width": 800, "height": 900})
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    row_right = page.locator(f".form-row.field-{field}").evaluate("e => e.getBoundingClientRect().right")
+    assert page.locator(f"#id_{field}").evaluate("e => e.getBoundingClientRect().right") <= row_right
