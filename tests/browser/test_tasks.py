@@ -121,3 +121,19 @@ def test_a_stale_task_page_changes_nothing(logged_in_page, operator, route, agen
     task.refresh_from_db()
     assert (task.state, task.revision) == ("active", 3)
     _shot(page, "task-stale")
+
+
+def test_the_task_page_fits_a_narrow_window(logged_in_page, operator, route, agent):
+    """At 800 px, with the admin's sidebar open, the members table made the page 840 px wide; its
+    tables now scroll inside their own box."""
+    task, _ = task_create(project=route.project, user=operator, request_id="rq-narrow", name="stocktake",
+                          members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                              client_conversation_id="c-1",
+                                              allowed_tools=("order_status", "stock_adjust"))],
+                          policy=PolicySpec())
+    page = logged_in_page
+    page.set_viewport_size({"width": 800, "height": 900})
+    page.goto(f"/admin/tasks/task/{task.pk}/change/")
+    assert page.locator("#task-members tr[data-member]").count() == 1
+    _shot(page, "task_narrow")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
