@@ -37,12 +37,23 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     return defaults.page_not_found(request, exception)
 
 
+def _site_wide_admin_page(request: HttpRequest) -> bool:
+    """An admin page of a model no project owns (users, groups, embedding models): its admin has
+    no `project_lookup`, the mark of the project-scoped admins."""
+    match = getattr(request, "resolver_match", None)
+    model_admin = getattr(getattr(match, "func", None), "model_admin", None)
+    return model_admin is not None and not hasattr(model_admin, "project_lookup")
+
+
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_json_path(request.path):
         return error_response(403)
     if _console_path(request.path):
         if isinstance(exception, ConsolePermissionDenied):  # a view that knows why, in words meant for operators
             return error_page(request, 403, str(exception))
+        if _site_wide_admin_page(request):
+            return error_page(request, 403, "This page is for site administrators: what it manages is shared by "
+                                            "every project. Ask a site administrator.")
         return error_page(request, 403, "Your role in this project does not allow this. An owner of the project "
                                         "can give you the editor role.")
     return defaults.permission_denied(request, exception)

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from apps.core.exceptions import ConsolePermissionDenied
@@ -126,11 +127,27 @@ class MembershipForm(forms.ModelForm):
             self.initial["user"] = self.instance.user.username
 
 
+class MembershipFormSet(forms.BaseInlineFormSet):
+    """A project keeps at least one owner: the last one cannot be demoted or removed here (only
+    an owner manages members, so a project without one could be repaired by a site admin alone)."""
+
+    def clean(self) -> None:
+        super().clean()
+        if any(form.errors for form in self.forms):
+            return
+        owners = [form for form in self.forms if form.cleaned_data and not self._should_delete_form(form)
+                  and form.cleaned_data.get("role") == Membership.Role.OWNER]
+        if not owners and self.instance.pk is not None and self.instance.memberships.exists():
+            raise forms.ValidationError("A project must keep at least one owner: make another member the owner "
+                                        "before you change or remove the last one. Nothing was saved.")
+
+
 class MembershipInline(admin.TabularInline):
     """Owners manage who works on their project; editors and viewers see the members."""
 
     model = Membership
     form = MembershipForm
+    formset = MembershipFormSet
     extra = 0
 
     def get_queryset(self, request):
@@ -213,6 +230,12 @@ class OperatorTokenForm(forms.ModelForm):
     class Meta:
         model = OperatorToken
         fields = ["name", "scopes", "expires_at"]
+
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data.get("expires_at")
+        if expires_at is not None and expires_at <= timezone.now():
+            raise forms.ValidationError("Must be in the future: a token that has already expired cannot be used.")
+        return expires_at
 
 
 @admin.register(OperatorToken)

@@ -137,3 +137,47 @@ def test_a_project_page_of_a_non_member_is_hidden(owner):
     other = ProjectFactory()
     response = admin_client(owner.user).get(f"/admin/projects/project/{other.pk}/change/")
     assert response.status_code == 302
+
+
+@pytest.mark.parametrize("change", ["demote", "remove"])
+def test_the_last_owner_can_neither_demote_nor_remove_themselves(owner, change):
+    project = owner.project
+    editor = MembershipFactory(project=project, role=Membership.Role.EDITOR, user=UserFactory(username="ada"))
+    own_row = {**_rows(owner)[0], **({"role": "viewer"} if change == "demote" else {"DELETE": "on"})}
+    response = admin_client(owner.user).post(f"/admin/projects/project/{project.pk}/change/",
+                                             _project_form(project, [own_row, *_rows(editor)], initial=2))
+    assert response.status_code == 200
+    [inline] = response.context["inline_admin_formsets"]
+    assert inline.formset.non_form_errors() == [
+        "A project must keep at least one owner: make another member the owner before you change or remove the "
+        "last one. Nothing was saved."]
+    assert sorted(project.memberships.values_list("user__username", "role")) == [("ada", "editor"), ("olivia", "owner")]
+
+
+def test_an_owner_may_step_down_once_another_member_is_owner(owner):
+    project = owner.project
+    ada = MembershipFactory(project=project, role=Membership.Role.EDITOR, user=UserFactory(username="ada"))
+    rows = [{**_rows(owner)[0], "role": "viewer"}, {**_rows(ada)[0], "role": "owner"}]
+    response = admin_client(owner.user).post(f"/admin/projects/project/{project.pk}/change/",
+                                             _project_form(project, rows, initial=2))
+    assert response.status_code == 302
+    assert sorted(project.memberships.values_list("user__username", "role")) == [("ada", "owner"), ("olivia", "viewer")]
+
+
+def test_an_operator_token_cannot_be_created_already_expired(owner):
+    response = admin_client(owner.user).post("/admin/projects/operatortoken/add/", {
+        "name": "old", "scopes": ["knowledge:ingest"], "expires_at_0": "2001-01-01", "expires_at_1": "10:00:00"})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["expires_at"] == [
+        "Must be in the future: a token that has already expired cannot be used."]
+    assert "copy it now" not in response.content.decode()
+    assert OperatorToken.objects.count() == 0
+
+
+@pytest.mark.parametrize("path", ["/admin/auth/user/", "/admin/knowledge/embeddingmodel/add/"])
+def test_a_site_wide_page_tells_an_owner_it_is_for_site_administrators(owner, path):
+    page = admin_client(owner.user).get(path)
+    assert page.status_code == 403
+    text = page.content.decode()
+    assert "This page is for site administrators" in text
+    assert "editor role" not in text
