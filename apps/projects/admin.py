@@ -135,7 +135,7 @@ class MembershipFormSet(forms.BaseInlineFormSet):
         super().clean()
         if any(form.errors for form in self.forms):
             return
-        owners = [form for form in self.forms if form.cleaned_data and not self._should_delete_form(form)
+        owners = [form for form in self.forms if form.cleaned_data and not form.cleaned_data.get("DELETE")
                   and form.cleaned_data.get("role") == Membership.Role.OWNER]
         if not owners and self.instance.pk is not None and self.instance.memberships.exists():
             raise forms.ValidationError("A project must keep at least one owner: make another member the owner "
