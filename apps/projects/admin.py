@@ -193,15 +193,24 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def _project_of(self, obj):
         return obj
 
+    def get_object(self, request, object_id, from_field=None):
+        project = super().get_object(request, object_id, from_field)
+        if project is not None:  # the pause button is for those who may press it (owners and editors)
+            project._bh_may_pause = project.pk in self.editable_project_ids(request)
+        return project
+
     @admin.display(description="Tool execution")
     def tool_execution(self, obj):
         if obj is None or obj.pk is None:
             return "running (pause it from the approval queue once the project exists)"
         paused = obj.tool_execution_paused
-        return format_html('<span class="bh-badge {}">{}</span> <a class="button" href="{}">{}</a>',
-                           "bh-bad" if paused else "bh-ok", "paused" if paused else "running",
+        badge = format_html('<span class="bh-badge {}">{}</span>', "bh-bad" if paused else "bh-ok",
+                            "paused" if paused else "running")
+        if not getattr(obj, "_bh_may_pause", False):
+            return badge
+        return format_html('{} <a class="button" href="{}">{}</a>', badge,
                            reverse("admin:tools_approval_execution", args=[obj.pk]),
-                           "Resume…" if obj.tool_execution_paused else "Pause…")
+                           "Resume…" if paused else "Pause…")
 
     def get_queryset(self, request):
         return project_list_visible(user=request.user)

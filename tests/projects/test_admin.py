@@ -181,3 +181,11 @@ def test_a_site_wide_page_tells_an_owner_it_is_for_site_administrators(owner, pa
     text = page.content.decode()
     assert "This page is for site administrators" in text
     assert "editor role" not in text
+
+
+@pytest.mark.parametrize("role, button", [("viewer", False), ("editor", True), ("owner", True)])
+def test_the_pause_button_is_shown_only_to_members_who_may_press_it(owner, role, button):
+    member = owner if role == "owner" else MembershipFactory(project=owner.project, role=role,
+                                                             user=UserFactory(username=role))
+    page = admin_client(member.user).get(f"/admin/projects/project/{owner.project.pk}/change/").content.decode()
+    assert ("running" in page, "Pause…" in page) == (True, button)
