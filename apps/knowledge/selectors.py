@@ -320,12 +320,16 @@ def _document_stage(document: Document, *, position: int | None, working: dict[s
         return f"queued — {_ordinal(position)} {line}" + (f"; {_count(busy, 'document')} ingesting now" if busy else "")
     if status == Document.Status.PENDING:
         return "waiting to be queued"
+    # Counted in passages, what the embedder reads: the chunks and their sentence windows (a
+    # document of one chunk may embed four passages; its page lists the one chunk).
     if status == Document.Status.EMBEDDING:
-        return f"embedding {document.progress_done}/{document.progress_total} chunks"
+        if not document.progress_total:  # the passages are not counted yet
+            return "embedding"
+        return f"embedding {document.progress_done}/{document.progress_total} passages"
     if status == Document.Status.AWAITING_CONFIRMATION:
-        return f"{_count(document.progress_total, 'chunk')} ready; waiting for confirmation"
+        return f"{_count(document.progress_total, 'passage')} ready; waiting for confirmation"
     if status == Document.Status.COMPLETED:
-        return f"{_count(document.progress_total, 'chunk')} embedded"
+        return f"{_count(document.progress_total, 'passage')} embedded"
     if status == Document.Status.FAILED:
         return f"failed after {_count(document.attempts, 'attempt')}"
     return status

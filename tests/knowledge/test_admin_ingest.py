@@ -204,7 +204,7 @@ def test_the_status_endpoint_reports_each_document_with_its_stage_and_reason(bro
     rows = {row["filename"]: row for row in body["documents"]}
     assert {k: rows["policy.zh.md"][k] for k in ("id", "status", "status_label", "percent", "stage", "retry_url")} == {
         "id": str(completed.pk), "status": "completed", "status_label": "Completed", "percent": 100,
-        "stage": "5 chunks embedded", "retry_url": None}
+        "stage": "5 passages embedded", "retry_url": None}
     assert {k: rows["no-text.pdf"][k] for k in ("status", "percent", "error_code", "retry_url")} == {
         "status": "failed", "percent": 0, "error_code": failed.error_code,
         "retry_url": f"/admin/knowledge/document/{failed.pk}/retry/"}
@@ -232,7 +232,7 @@ def test_a_document_being_embedded_shows_its_stage_progress(browser, kb):
     Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, progress_done=3,
                                                    progress_total=4)
     [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
-    assert (row["status"], row["percent"], row["stage"]) == ("embedding", 85, "embedding 3/4 chunks")
+    assert (row["status"], row["percent"], row["stage"]) == ("embedding", 85, "embedding 3/4 passages")
 
 
 def test_large_and_small_documents_wait_in_their_own_lines(browser, kb, settings):
@@ -385,3 +385,11 @@ def test_a_viewer_refused_an_upload_gets_a_console_403(owner, kb):
     assert (response.status_code, response["Content-Type"]) == (403, "text/html; charset=utf-8")
     assert "Your role in this project does not allow this." in response.content.decode()
     assert Document.objects.count() == 0
+
+
+def test_a_document_whose_passages_are_not_counted_yet_says_embedding_without_0_of_0(browser, kb):
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, progress_done=0,
+                                                   progress_total=0)
+    [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
+    assert (row["status"], row["stage"]) == ("embedding", "embedding")
