@@ -165,9 +165,11 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
     run = run_open(**keys, request_hash=request_hash, knowledge_delivery=request.knowledge_delivery)
     if run is None:  # the database refused a second holder of a key: replay the one that won
         return _replayed(run_list_for_turn(**keys), request_hash)
+    member_tools = None
     if bound is not None and request.task_binding is not None:
         task, member = bound
         task_run_pin(run=run, task=task, member=member, binding=request.task_binding)
+        member_tools = set(member.allowed_tools)
 
     memory = _memory_read(route=route, conversation=conversation)
     notes = route_note_list(route=route, session=session, limit=ROUTE_NOTES_IN_CONTEXT)
@@ -198,7 +200,7 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
     return run_freeze(
         run=run, conversation=conversation, user_input=request.user_input, context=context,
         active_tools=active_tools(surface=surface, query=query_clean(request.user_input),
-                                  limit=route.agent_client_active_tool_limit),
+                                  limit=route.agent_client_active_tool_limit, allowed=member_tools),
         profile_revision=route_profile(route=route, knowledge_sources=knowledge_sources)["revision"],
         capability_revision=surface.revision,
         context_bytes=len(text.encode("utf-8")), context_tokens=token_count(text),

@@ -3,6 +3,7 @@ the legacy catalog, and the active tools of a turn."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from apps.core.jsonbytes import compact_json
@@ -48,9 +49,15 @@ def capability_search(*, surface: Surface, query: str, limit: int) -> dict[str, 
     }
 
 
-def active_tools(*, surface: Surface, query: str, limit: int) -> list[dict[str, Any]]:
-    """A turn's `active_tools`: the best `limit` definitions for the user's input, by the search order."""
-    return [tool.definition for tool in surface.ranked(query, limit=limit)]
+def active_tools(*, surface: Surface, query: str, limit: int,
+                 allowed: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """A turn's `active_tools`: the best `limit` definitions for the user's input, by the search
+    order. A turn bound to a task gives the member's exact tools as `allowed` and is offered only
+    those: any other would be refused with TASK_TOOL_NOT_ALLOWED."""
+    if allowed is None:
+        return [tool.definition for tool in surface.ranked(query, limit=limit)]
+    ranked = surface.ranked(query, limit=len(surface.tools))
+    return [tool.definition for tool in ranked if tool.name in allowed][:limit]
 
 
 def tool_detail(*, surface: Surface, name: str, capability_revision: str) -> dict[str, Any]:

@@ -187,3 +187,13 @@ def test_crash_boundaries_never_lose_or_double_count_budget(shop, transactional_
         invocation_dispatch(invocation_pk=str(other.pk))
     assert len(shop.server.requests_to("/api/stock")) == 1
     assert _counters(task) == (1, 1, 1)  # boundary 3: consumed once; the uncertain one still held
+
+
+def test_a_bound_turn_offers_only_the_members_tools(shop):
+    unbound = {tool["name"] for tool in open_turn(APIClient(), shop.token, ROUTE, n=1).json()["active_tools"]}
+    assert {"item_read", "stock_write"} <= unbound  # the premise: the route offers more than the member's tool
+    task, _ = _task(shop, [shop.session], tools=("item_read",))
+    binding = {"schema_version": "bailing.agent-task-binding.v1", "task_id": str(task.pk),
+               "scope_hash": task.scope_hash}
+    bound = open_turn(APIClient(), shop.token, ROUTE, n=2, task_binding=binding).json()
+    assert [tool["name"] for tool in bound["active_tools"]] == ["item_read"]
