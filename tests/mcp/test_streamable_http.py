@@ -67,3 +67,41 @@ def test_streamable_http_serves_the_workspace_tools_and_completes_the_run_on_sto
     assert foreign.status_code in (400, 403, 421)  # DNS-rebinding protection: only a loopback Host
     (completion,) = hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")
     assert completion["status"] == "completed" and completion["runtime"] == "bailinghub-mcp"
+
+
+ENVELOPES = {
+    "a batch": ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "Batches are not supported"),
+    "no jsonrpc": ({"id": 1, "method": "ping"}, 'jsonrpc must be "2.0"'),
+    "a null id": ({"jsonrpc": "2.0", "id": None, "method": "ping"}, "id must be a string or an integer"),
+    "params not an object": ({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": [1]},
+                             "params must be an object"),
+    "a number": (5, "A JSON-RPC message is a JSON object"),
+}
+
+
+def test_malformed_envelopes_get_json_rpc_invalid_request_and_big_bodies_a_json_rpc_413(hub, tmp_path):
+    store = signed_in_store(tmp_path / "config", hub)
+    port = free_port()
+    env = {**os.environ, "BAILINGHUB_MCP_CONFIG_DIR": str(store.directory)}
+    process = subprocess.Popen([CLI, "serve", "--http", "--port", str(port)], env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    try:
+        wait_until_listening(port, process)
+        url = f"http://127.0.0.1:{port}/mcp"
+        answers = {name: httpx.post(url, headers=headers, json=body, timeout=10)
+                   for name, (body, _) in ENVELOPES.items()}
+        big = httpx.post(url, headers=headers, content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "x": "'
+                         + b"x" * (5 * 1024 * 1024) + b'"}', timeout=30)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+
+    for name, (_, says) in ENVELOPES.items():
+        answer = answers[name]
+        error = answer.json()["error"]
+        assert (name, answer.status_code, error["code"]) == (name, 400, -32600)
+        assert error["message"].startswith(f"Invalid Request: {says}") and len(error["message"]) < 200, error
+    assert answers["params not an object"].json()["id"] == 7
+    assert (big.status_code, big.headers["content-type"], big.json()["error"]["code"]) == (413, "application/json",
+                                                                                         -32600)

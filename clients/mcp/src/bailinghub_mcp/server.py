@@ -16,6 +16,7 @@ from mcp.server.stdio import stdio_server
 from bailinghub_mcp import __version__, wire
 from bailinghub_mcp.auth import HubSession, SessionExpired
 from bailinghub_mcp.bridge import BUILTIN_TOOLS, Bridge, BridgeError, Outcome, hub_failure
+from bailinghub_mcp.envelope import JsonRpcEnvelope
 
 log = logging.getLogger("bailinghub_mcp")
 
@@ -117,7 +118,7 @@ def serve_http(bridge: Bridge, *, port: int) -> None:
 
     server = build_server(bridge)
     app = server.streamable_http_app(host="127.0.0.1")  # its lifespan enters the server's: the run completes
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(JsonRpcEnvelope(app), host="127.0.0.1", port=port, log_level="warning")
 
 
 def open_bridge(session: HubSession) -> Bridge:

@@ -1,0 +1,120 @@
+"""JSON-RPC envelopes checked before the MCP SDK reads them (Streamable HTTP).
+
+The SDK answers an envelope it cannot validate with -32602 (invalid params) and a multi-kilobyte
+dump of its validation errors, takes `"id": null` for a notification (202, no answer), and refuses
+a big body with a plain-text 413. A host deserves JSON-RPC's own answer in each case: -32600
+(invalid request) with one sentence, and the 413 as a JSON-RPC error too. Anything that passes goes
+to the SDK unchanged; a body that is not JSON at all is left to the SDK's -32700.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+INVALID_REQUEST = -32600
+# The SDK's own limit for a message; refused here first so the answer is JSON-RPC.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def envelope_problem(message: Any) -> str | None:
+    """Why `message` is not a JSON-RPC 2.0 message MCP accepts, or None when it is one."""
+    if isinstance(message, list):
+        return "Batches are not supported: send one JSON-RPC message per request."
+    if not isinstance(message, dict):
+        return "A JSON-RPC message is a JSON object."
+    if message.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0".'
+    if "id" in message and not _valid_id(message["id"]):
+        return "id must be a string or an integer (MCP does not allow null)."
+    if "method" in message:
+        if not isinstance(message["method"], str) or not message["method"]:
+            return "method must be a non-empty string."
+        if "params" in message and not isinstance(message["params"], dict):
+            return "params must be an object."
+        return None
+    if "id" not in message or ("result" in message) == ("error" in message):
+        return "A message without a method is a response: it needs an id and either a result or an error."
+    return None
+
+
+async def _answer(send: Send, status: int, message: str, request_id: Any = None) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id if _valid_id(request_id) else None,
+                       "error": {"code": INVALID_REQUEST, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None once it passes `limit` bytes (the rest is not read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = event.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not event.get("more_body", False):
+            return b"".join(chunks)
+
+
+class JsonRpcEnvelope:
+    """ASGI middleware: POSTs to `path` pass only as JSON-RPC messages MCP accepts."""
+
+    def __init__(self, app: App, *, path: str = "/mcp", max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.path = path
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"].rstrip("/") != self.path:
+            await self.app(scope, receive, send)
+            return
+        too_large = f"The request body is over {self.max_body_bytes} bytes."
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            await _answer(send, 413, too_large)
+            return
+        body = await _read_body(receive, self.max_body_bytes)
+        if body is None:
+            await _answer(send, 413, too_large)
+            return
+        try:
+            message = json.loads(body)
+        except ValueError:
+            message = None  # not JSON: the SDK's parse error says where
+        else:
+            problem = envelope_problem(message)
+            if problem is not None:
+                await _answer(send, 400, f"Invalid Request: {problem}",
+                              message.get("id") if isinstance(message, dict) else None)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+__all__ = ["JsonRpcEnvelope", "envelope_problem"]
