@@ -68,9 +68,12 @@ def _fresh_request_id() -> str:
 
 
 def session_label(session: AgentSession) -> str:
-    """What identifies a session to an operator — never a token."""
+    """What identifies a session to an operator — never a token — and the workspaces it may use,
+    the only ones a member row of it can name."""
     who = session.on_behalf_of or "—"
-    return f"{session.client.app_id} · {who} (principal {session.principal_id}) · {session.device_label}"
+    workspaces = ", ".join(session.allowed_routes) or "none"
+    return (f"{session.client.app_id} · {who} (principal {session.principal_id}) · {session.device_label} "
+            f"— workspaces: {workspaces}")
 
 
 # ---- create ---------------------------------------------------------------------------------------

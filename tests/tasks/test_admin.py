@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from apps.ledger.models import Run
 from apps.projects.models import Membership
@@ -109,6 +110,9 @@ def test_the_create_form_lists_active_sessions_and_the_routes_tools_never_tokens
     html = response.content.decode()
     assert str(world.first.session.pk) in html and str(world.second.session.pk) in html
     assert world.first.session.client.app_id in html
+    # each session names the workspaces it may use, the only ones its member row can take
+    label = f"{world.first.session.device_label} — workspaces: {', '.join(world.first.session.allowed_routes)}"
+    assert escape(label) in html
     assert f'value="{world.route.key}:stock_adjust"' in html
     assert world.first.access_token not in html and world.first.refresh_token not in html
     assert re.search(r'name="request_id" value="console:[0-9a-f-]{36}"', html)
