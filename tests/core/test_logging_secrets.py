@@ -6,13 +6,14 @@ from __future__ import annotations
 import io
 import logging
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from django.utils.log import AdminEmailHandler, RequireDebugTrue
 from rest_framework.test import APIClient
 
-from apps.core.logging import TOKEN_PATTERN, redact
+from apps.core.logging import TOKEN_PATTERN, RedactingFormatter, redact
 from apps.core.tokens import token_generate
 from tests import log_scanner
 
@@ -175,3 +176,19 @@ def test_a_library_logger_with_its_own_handler_is_redacted_too():
     finally:
         access.removeHandler(handler)
     assert stream.getvalue() == '127.0.0.1 "POST /agent-auth/v1/x/[redacted]" 401\n'
+
+
+@pytest.mark.parametrize("status, traceback", [(403, False), (404, False), (500, True)])
+def test_a_refused_request_is_one_line_and_a_server_error_keeps_its_traceback(status, traceback):
+    """The console handler, as configured: Django's request logger attaches the exception of a 403."""
+    [handler] = [h for h in logging.getLogger("django").handlers if isinstance(h.formatter, RedactingFormatter)]
+    try:
+        raise PermissionError("the reason")
+    except PermissionError:
+        record = logging.getLogger("django.request").makeRecord(
+            "django.request", logging.WARNING, __file__, 1, "Forbidden: %s", ("/admin/x/",), sys.exc_info(),
+            extra={"status_code": status})
+    assert handler.filter(record)
+    line = handler.format(record)
+    assert line.endswith("django.request: Forbidden: /admin/x/") is not traceback
+    assert ("Traceback (most recent call last)" in line) is traceback
