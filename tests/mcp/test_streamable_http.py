@@ -3,11 +3,13 @@ completed when the server stops."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -43,7 +45,9 @@ def wait_until_listening(port: int, process: subprocess.Popen) -> None:
     raise AssertionError("the server did not start listening")
 
 
-def test_streamable_http_serves_the_workspace_tools_and_completes_the_run_on_stop(hub, tmp_path):
+@contextlib.contextmanager
+def serving(hub, tmp_path) -> Iterator[str]:
+    """`bailinghub-mcp serve --http` signed in to `hub`: yields its /mcp URL, stops it (SIGINT) on exit."""
     store = signed_in_store(tmp_path / "config", hub)
     port = free_port()
     env = {**os.environ, "BAILINGHUB_MCP_CONFIG_DIR": str(store.directory)}
@@ -51,23 +55,27 @@ def test_streamable_http_serves_the_workspace_tools_and_completes_the_run_on_sto
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_until_listening(port, process)
-
-        async def scenario():
-            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-                return [tool.name for tool in (await client.list_tools()).tools]
-
-        names = run_async(scenario)
-        foreign = httpx.post(f"http://127.0.0.1:{port}/mcp", headers={"Host": "evil.example", "Content-Type":
-                             "application/json"}, content=b"{}", timeout=5)
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
+
+
+def test_streamable_http_serves_the_workspace_tools_and_completes_the_run_on_stop(hub, tmp_path):
+    with serving(hub, tmp_path) as url:
+
+        async def scenario():
+            async with Client(url) as client:
+                return [tool.name for tool in (await client.list_tools()).tools]
+
+        names = run_async(scenario)
+        foreign = httpx.post(url, headers={"Host": "evil.example", "Content-Type": "application/json"},
+                             content=b"{}", timeout=5)
 
     assert {"knowledge_search", "capability_search", "lookup_product", "issue_refund"} <= set(names)
     assert foreign.status_code in (400, 403, 421)  # DNS-rebinding protection: only a loopback Host
     (completion,) = hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")
     assert completion["status"] == "completed" and completion["runtime"] == "bailinghub-mcp"
-
 
 ENVELOPES = {
     "a batch": ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "Batches are not supported"),
@@ -80,22 +88,12 @@ ENVELOPES = {
 
 
 def test_malformed_envelopes_get_json_rpc_invalid_request_and_big_bodies_a_json_rpc_413(hub, tmp_path):
-    store = signed_in_store(tmp_path / "config", hub)
-    port = free_port()
-    env = {**os.environ, "BAILINGHUB_MCP_CONFIG_DIR": str(store.directory)}
-    process = subprocess.Popen([CLI, "serve", "--http", "--port", str(port)], env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    try:
-        wait_until_listening(port, process)
-        url = f"http://127.0.0.1:{port}/mcp"
+    with serving(hub, tmp_path) as url:
         answers = {name: httpx.post(url, headers=headers, json=body, timeout=10)
                    for name, (body, _) in ENVELOPES.items()}
         big = httpx.post(url, headers=headers, content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "x": "'
                          + b"x" * (5 * 1024 * 1024) + b'"}', timeout=30)
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
 
     for name, (_, says) in ENVELOPES.items():
         answer = answers[name]
