@@ -430,6 +430,12 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             names = ", ".join(d.filename for d in batch.documents)
             self.message_user(request, f"Uploaded {len(batch.documents)} document(s): {names}. They are queued for "
                                        "indexing; their progress shows below.", messages.SUCCESS)
+            same = selectors.document_same_content(documents=batch.documents)
+            for document in batch.documents:
+                if document.pk in same:
+                    self.message_user(request, f"{document.filename} has the same content as {same[document.pk]}, "
+                                               "already in this knowledge base: searches will find its passages "
+                                               "twice. Delete one of them unless that is intended.", messages.WARNING)
         for refusal in batch.refused:
             self.message_user(request, f"Not uploaded: {refusal.filename} — {refusal.message}", messages.ERROR)
         return self._back(kb)

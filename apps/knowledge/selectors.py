@@ -175,6 +175,24 @@ def knowledge_base_report(*, kb: KnowledgeBase, failures_limit: int = 50) -> dic
     }
 
 
+def document_same_content(*, documents: list[Document]) -> dict[Any, str]:
+    """For each of `documents` whose content another document of its KB already has (or an
+    earlier one of the list), that document's filename: searches would find its passages twice."""
+    if not documents:
+        return {}
+    others = Document.objects.filter(knowledge_base_id=documents[0].knowledge_base_id,
+                                     content_hash__in={d.content_hash for d in documents})
+    earlier = dict(others.exclude(pk__in=[d.pk for d in documents]).order_by("-created_at")
+                   .values_list("content_hash", "filename"))
+    found: dict[Any, str] = {}
+    for document in documents:
+        if document.content_hash in earlier:
+            found[document.pk] = earlier[document.content_hash]
+        else:
+            earlier[document.content_hash] = document.filename
+    return found
+
+
 DOCUMENT_STAGE_FIELDS = ("created_at", "queued_at", "parsing_started_at", "chunking_started_at",
                          "awaiting_confirmation_at", "confirmed_at", "embedding_started_at", "completed_at",
                          "failed_at")

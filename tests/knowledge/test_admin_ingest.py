@@ -393,3 +393,22 @@ def test_a_document_whose_passages_are_not_counted_yet_says_embedding_without_0_
                                                    progress_total=0)
     [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
     assert (row["status"], row["stage"]) == ("embedding", "embedding")
+
+
+def test_a_file_whose_content_the_kb_already_has_is_uploaded_with_a_warning(browser, kb):
+    name, data = _fixture("plain.txt")
+    browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": _files((name, data))})
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/",
+                            {"files": _files(("copy.txt", data), ("again.txt", b"Fresh words. " * 3),
+                                             ("again-2.txt", b"Fresh words. " * 3))})
+    notes = _messages(response)
+    assert notes[0] == "Uploaded 1 document(s): plain.txt. They are queued for indexing; their progress shows below."
+    assert notes[1:] == [
+        "Uploaded 3 document(s): copy.txt, again.txt, again-2.txt. They are queued for indexing; their progress "
+        "shows below.",
+        "copy.txt has the same content as plain.txt, already in this knowledge base: searches will find its "
+        "passages twice. Delete one of them unless that is intended.",
+        "again-2.txt has the same content as again.txt, already in this knowledge base: searches will find its "
+        "passages twice. Delete one of them unless that is intended.",
+    ]
+    assert Document.objects.filter(knowledge_base=kb).count() == 4  # a warning, not a refusal
