@@ -33,6 +33,12 @@ class InvalidRequest(ApiError):
     message = "The request is invalid."
 
 
+def malformed_body(detail: object) -> InvalidRequest:
+    """A body its parser refused, for the contracts that call it `invalid_request` (the tool
+    contract, Agent Auth): the parser's `detail` says what and where, and is the whole message."""
+    return InvalidRequest(str(detail))
+
+
 class Unauthorized(ApiError):
     code = "unauthorized"
     status = 401

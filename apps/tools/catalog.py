@@ -19,13 +19,15 @@ SEARCH_MAX_LIMIT = 12
 CATALOG_MAX_BYTES = 1024 * 1024 - 4096  # under the hosts' 1 MiB, with room for the renderer's margin
 
 
-def capability_search(*, surface: Surface, query: str, limit: int) -> dict[str, Any]:
+def capability_search(*, surface: Surface, query: str, limit: int,
+                      allowed: Collection[str] | None = None) -> dict[str, Any]:
     """`bailing.agent-capability-search.v1`: the best `limit` tools of the authorized surface for
     `query`, zero scores included, with the `discovery` block. ``discovery.ranking`` says which
     order answered: ``semantic`` (fused with lexical) or, while any source's index is missing or
-    stale, ``lexical`` for the whole search."""
-    tools, ranking = surface.search(query, limit=limit)
-    total = len(surface.tools)
+    stale, ``lexical`` for the whole search. Under a run bound to a task, `allowed` is the member's
+    exact tools: the authorization then is those, and nothing else is offered."""
+    tools, ranking = surface.search(query, limit=limit, allowed=allowed)
+    total = surface.count(allowed)
     return {
         "schema_version": SEARCH_SCHEMA,
         "route": surface.route.key,
@@ -54,10 +56,7 @@ def active_tools(*, surface: Surface, query: str, limit: int,
     """A turn's `active_tools`: the best `limit` definitions for the user's input, by the search
     order. A turn bound to a task gives the member's exact tools as `allowed` and is offered only
     those: any other would be refused with TASK_TOOL_NOT_ALLOWED."""
-    if allowed is None:
-        return [tool.definition for tool in surface.ranked(query, limit=limit)]
-    ranked = surface.ranked(query, limit=len(surface.tools))
-    return [tool.definition for tool in ranked if tool.name in allowed][:limit]
+    return [tool.definition for tool in surface.ranked(query, limit=limit, allowed=allowed)]
 
 
 def tool_detail(*, surface: Surface, name: str, capability_revision: str) -> dict[str, Any]:

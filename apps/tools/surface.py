@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,24 +81,35 @@ class Surface:
     def get(self, name: str) -> SurfaceTool | None:
         return self._by_name.get(name)
 
-    def search(self, query: str, *, limit: int) -> tuple[list[SurfaceTool], str]:
+    def search(self, query: str, *, limit: int,
+               allowed: Collection[str] | None = None) -> tuple[list[SurfaceTool], str]:
         """The best ``limit`` tools for ``query`` and the ranking that ordered them: semantic fused
         with lexical when every business tool has a fresh index row (apps.tools.semantic), else
-        the contract's lexical order for the whole search."""
+        the contract's lexical order for the whole search. With ``allowed`` (a task member's exact
+        tools), only those, in the same order."""
         from . import semantic
 
         order, matched = lexical_ranking(query, _prepared(self))
         scores = semantic.similarities(self, query)
         if scores is None:
-            return [self.tools[index] for index in order[:limit]], LEXICAL
-        keywords, found = semantic.keyword_ranking(self, query, tiers=(order, matched))
-        fused = semantic.fused_order(names=[tool.name for tool in self.tools], lexical=keywords,
-                                     lexical_matched=found, semantic=scores)
-        return [self.tools[index] for index in fused[:limit]], semantic.SEMANTIC
+            ranking = LEXICAL
+        else:
+            keywords, found = semantic.keyword_ranking(self, query, tiers=(order, matched))
+            order = semantic.fused_order(names=[tool.name for tool in self.tools], lexical=keywords,
+                                         lexical_matched=found, semantic=scores)
+            ranking = semantic.SEMANTIC
+        tools = [self.tools[index] for index in order]
+        if allowed is not None:
+            tools = [tool for tool in tools if tool.name in allowed]
+        return tools[:limit], ranking
 
-    def ranked(self, query: str, *, limit: int) -> list[SurfaceTool]:
-        """The best ``limit`` tools for ``query``, in the search order."""
-        return self.search(query, limit=limit)[0]
+    def ranked(self, query: str, *, limit: int, allowed: Collection[str] | None = None) -> list[SurfaceTool]:
+        """The best ``limit`` tools for ``query``, in the search order (of ``allowed`` only, when given)."""
+        return self.search(query, limit=limit, allowed=allowed)[0]
+
+    def count(self, allowed: Collection[str] | None = None) -> int:
+        """How many tools the surface authorizes (of ``allowed`` only, when given)."""
+        return len(self.tools) if allowed is None else sum(1 for tool in self.tools if tool.name in allowed)
 
     def summary(self) -> dict[str, Any]:
         """Bootstrap ``capabilities`` (without ``active_limit``, which is the route's)."""

@@ -146,3 +146,12 @@ def test_a_body_nested_within_the_limit_still_works(world):
         "client_conversation_id": "c-deep", "client_turn_id": "t-deep", "user_message_id": "m-deep",
         "user_input": "你好", "page_context": context}))
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize("name", INVALID_REQUEST_FAMILY)
+def test_an_invalid_request_for_an_unreadable_body_gives_the_parsers_account_once(world, name):
+    response = send(world, name, '{"a": ')
+    body = response.json()
+    assert (response.status_code, body["error"]) == (400, "invalid_request")
+    assert body["message"].startswith("The body is not valid JSON: ")
+    assert body["message"].count("not valid JSON") == 1

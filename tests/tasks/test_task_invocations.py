@@ -197,3 +197,14 @@ def test_a_bound_turn_offers_only_the_members_tools(shop):
                "scope_hash": task.scope_hash}
     bound = open_turn(APIClient(), shop.token, ROUTE, n=2, task_binding=binding).json()
     assert [tool["name"] for tool in bound["active_tools"]] == ["item_read"]
+
+
+def test_a_capability_search_under_a_bound_run_finds_only_the_members_tools(shop):
+    task, _ = _task(shop, [shop.session], tools=("item_read",))
+    run_id = _bound_run(shop, shop.token, task)
+    response = APIClient().generic("POST", f"/agent-api/v1/workspaces/{ROUTE}/capabilities/search",
+                                   json.dumps({"run_id": run_id, "query": "stock", "limit": 10}),
+                                   content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {shop.token}")
+    body = response.json()
+    assert response.status_code == 200, body
+    assert ([tool["name"] for tool in body["tools"]], body["discovery"]["authorized_total"]) == (["item_read"], 1)

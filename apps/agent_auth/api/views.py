@@ -40,6 +40,7 @@ from apps.agent_auth.services import (
     session_revoke_by_refresh_token,
     session_revoke_for_client,
 )
+from apps.core.errors import malformed_body
 
 
 # DRF types `request.auth` as a Token; our authentication classes put these there.
@@ -57,7 +58,7 @@ class AgentAuthApi(APIView):
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ParseError):
-            exc = InvalidRequest(str(exc.detail))
+            exc = malformed_body(exc.detail)
         return super().handle_exception(exc)
 
 

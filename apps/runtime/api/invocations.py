@@ -14,7 +14,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.errors import InvalidRequest
+from apps.core.errors import InvalidRequest, malformed_body
 from apps.core.fields import ExactFieldsSerializer, JSONObjectField, JSONUUIDField, StrictCharField
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.ledger.models import Run
@@ -58,16 +58,11 @@ class ResumeSerializer(ExactFieldsSerializer):
     """The resume body: exactly ``{}``."""
 
 
-def _malformed(exc: ParseError) -> InvalidRequest:
-    """The tool contract names a malformed body invalid_request (the parser's detail says why)."""
-    return InvalidRequest(str(exc.detail))
-
-
 def _body(request: Request) -> Any:
     try:
         data = request.data
     except ParseError as exc:
-        raise _malformed(exc) from None
+        raise malformed_body(exc.detail) from None
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")
     return data
@@ -95,7 +90,7 @@ class ToolInvocationApi(InvocationApi):
             data = request.data
         except ParseError as exc:
             super().initial(request, *args, **kwargs)
-            raise _malformed(exc) from None
+            raise malformed_body(exc.detail) from None
         if isinstance(data, dict) and "arguments" in data:
             size = invocations.arguments_bytes(data["arguments"])
             if size > ARGUMENTS_MAX_BYTES:

@@ -11,13 +11,14 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
-from apps.core.errors import InvalidRequest
+from apps.core.errors import InvalidRequest, malformed_body
 from apps.core.fields import ExactFieldsSerializer, StrictCharField
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.ledger.selectors import run_get_for_route, run_user_input
 from apps.routes.validators import TOOL_NAME_RE
 from apps.runtime.api.base import ToolRouteApi
 from apps.runtime.api.knowledge import RunIdField, StrictIntegerField
+from apps.tasks.metering import bound_for_run
 from apps.tasks.services import task_run_check
 from apps.tools import catalog
 from apps.tools.errors import ToolNotFound
@@ -61,8 +62,8 @@ class CapabilitySearchApi(ToolApi):
     def post(self, request, route):
         try:
             payload = request.data
-        except ParseError as exc:  # the tool contract names a malformed body invalid_request
-            raise InvalidRequest(f"The body is not valid JSON: {exc.detail}") from None
+        except ParseError as exc:
+            raise malformed_body(exc.detail) from None
         serializer = CapabilitySearchSerializer(data=payload)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -71,9 +72,11 @@ class CapabilitySearchApi(ToolApi):
         if data["run_id"] is not None:
             run = run_get_for_route(session=request.auth, route=self.route, run_id=data["run_id"])
             query = query or query_clean(run_user_input(run=run))
-        task_run_check(session=request.auth, run=run)
+        task = task_run_check(session=request.auth, run=run)
+        bound = bound_for_run(run_id=run.pk) if task is not None and run is not None else None
         surface = route_surface(route=self.route, session=request.auth)
-        return Response(catalog.capability_search(surface=surface, query=query, limit=data["limit"]))
+        return Response(catalog.capability_search(surface=surface, query=query, limit=data["limit"],
+                                                  allowed=bound.member.allowed_tools if bound else None))
 
 
 def _query_params(request, allowed: set[str]) -> dict[str, str]:
