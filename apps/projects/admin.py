@@ -129,15 +129,28 @@ class MembershipForm(forms.ModelForm):
 
 class MembershipFormSet(forms.BaseInlineFormSet):
     """A project keeps at least one owner: the last one cannot be demoted or removed here (only
-    an owner manages members, so a project without one could be repaired by a site admin alone)."""
+    an owner manages members, so a project without one could be repaired by a site admin alone).
+
+    Counted on the members as they are now, the project row locked until the admin's transaction
+    ends: two owners demoting each other at once each see the other's change, and the second fails."""
 
     def clean(self) -> None:
         super().clean()
-        if any(form.errors for form in self.forms):
+        if any(form.errors for form in self.forms) or self.instance.pk is None:
             return
-        owners = [form for form in self.forms if form.cleaned_data and not form.cleaned_data.get("DELETE")
-                  and form.cleaned_data.get("role") == Membership.Role.OWNER]
-        if not owners and self.instance.pk is not None and self.instance.memberships.exists():
+        Project.objects.select_for_update().filter(pk=self.instance.pk).first()
+        roles: dict[Any, str] = dict(Membership.objects.filter(project=self.instance).values_list("pk", "role"))
+        had_members = bool(roles)
+        for index, form in enumerate(self.forms):
+            data = form.cleaned_data
+            if not data:
+                continue
+            key = form.instance.pk or f"new-{index}"
+            if data.get("DELETE"):
+                roles.pop(key, None)
+            elif form.has_changed() or key not in roles:
+                roles[key] = data.get("role")
+        if had_members and Membership.Role.OWNER not in roles.values():
             raise forms.ValidationError("A project must keep at least one owner: make another member the owner "
                                         "before you change or remove the last one. Nothing was saved.")
 

@@ -4,8 +4,10 @@ each operator's own."""
 from __future__ import annotations
 
 import pytest
+from django.forms import inlineformset_factory
 
-from apps.projects.models import Membership, OperatorToken
+from apps.projects.admin import MembershipForm, MembershipFormSet
+from apps.projects.models import Membership, OperatorToken, Project
 from apps.projects.tokens import operator_token_create
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.projects.helpers import admin_client
@@ -189,3 +191,18 @@ def test_the_pause_button_is_shown_only_to_members_who_may_press_it(owner, role,
                                                              user=UserFactory(username=role))
     page = admin_client(member.user).get(f"/admin/projects/project/{owner.project.pk}/change/").content.decode()
     assert ("running" in page, "Pause…" in page) == (True, button)
+
+
+def test_the_owner_count_is_taken_on_the_members_as_they_are_now_not_as_the_form_saw_them(owner):
+    """Two owners demoting each other at once: each form was loaded with the other still an owner.
+    The other's change is saved between this form's loading and its check."""
+    project = owner.project
+    ada = MembershipFactory(project=project, role=Membership.Role.OWNER, user=UserFactory(username="ada"))
+    formset_class = inlineformset_factory(Project, Membership, form=MembershipForm, formset=MembershipFormSet,
+                                          fields=["user", "role"], extra=0, can_delete=True)
+    rows = [*_rows(owner), {**_rows(ada)[0], "role": "editor"}]  # olivia stays owner, ada → editor
+    formset = formset_class(_project_form(project, rows, initial=2), instance=project, prefix="memberships")
+    assert len(formset.forms) == 2  # loaded now, as the admin loads them before it checks
+    Membership.objects.filter(pk=owner.pk).update(role=Membership.Role.VIEWER)  # ada's demotion of olivia
+    assert not formset.is_valid()
+    assert formset.non_form_errors()[0].startswith("A project must keep at least one owner")
