@@ -69,11 +69,14 @@ def test_streamable_http_serves_the_workspace_tools_and_completes_the_run_on_sto
                 return [tool.name for tool in (await client.list_tools()).tools]
 
         names = run_async(scenario)
-        foreign = httpx.post(url, headers={"Host": "evil.example", "Content-Type": "application/json"},
-                             content=b"{}", timeout=5)
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        foreign_host = httpx.post(url, headers={**headers, "Host": "evil.example"}, json=ping, timeout=5)
+        foreign_origin = httpx.post(url, headers={**headers, "Origin": "http://evil.example"}, json=ping, timeout=5)
 
     assert {"knowledge_search", "capability_search", "lookup_product", "issue_refund"} <= set(names)
-    assert foreign.status_code in (400, 403, 421)  # DNS-rebinding protection: only a loopback Host
+    # DNS-rebinding protection, before anything reads the body: only a loopback Host and Origin
+    assert (foreign_host.status_code, foreign_origin.status_code) == (421, 403)
     (completion,) = hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")
     assert completion["status"] == "completed" and completion["runtime"] == "bailinghub-mcp"
 

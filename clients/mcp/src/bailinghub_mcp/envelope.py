@@ -4,7 +4,9 @@ The SDK answers an envelope it cannot validate with -32602 (invalid params) and 
 dump of its validation errors, takes `"id": null` for a notification (202, no answer), and refuses
 a big body with a plain-text 413. A host deserves JSON-RPC's own answer in each case: -32600
 (invalid request) with one sentence, and the 413 as a JSON-RPC error too. Anything that passes goes
-to the SDK unchanged; a body that is not JSON at all is left to the SDK's -32700.
+to the SDK unchanged; a body that is not JSON at all is left to the SDK's -32700. A request whose
+Host or Origin is not loopback goes to the SDK unread, so its DNS-rebinding refusal (421, 403)
+comes first, as it would without this layer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,25 @@ INVALID_REQUEST = -32600
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _host_of(value: str) -> str:
+    """`127.0.0.1:8765` → `127.0.0.1`, `[::1]:8765` → `::1`, `http://localhost:1` → `localhost`."""
+    value = value.split("://", 1)[-1].split("/", 1)[0]
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _loopback(scope: Scope) -> bool:
+    """Host, and Origin when there is one, name this machine."""
+    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers") or []}
+    origin = headers.get("origin")
+    return _host_of(headers.get("host", "")) in LOOPBACK_HOSTS and (
+        origin is None or _host_of(origin) in LOOPBACK_HOSTS)
+
+
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -37,7 +58,9 @@ def envelope_problem(message: Any) -> str | None:
     if message.get("jsonrpc") != "2.0":
         return 'jsonrpc must be "2.0".'
     if "id" in message and not _valid_id(message["id"]):
-        return "id must be a string or an integer (MCP does not allow null)."
+        if message["id"] is None:
+            return "id must be a string or an integer; MCP does not allow null."
+        return "id must be a string or an integer."
     if "method" in message:
         if not isinstance(message["method"], str) or not message["method"]:
             return "method must be a non-empty string."
@@ -57,6 +80,10 @@ async def _answer(send: Send, status: int, message: str, request_id: Any = None)
     await send({"type": "http.response.body", "body": body})
 
 
+class _Gone(Exception):
+    """The client went away before its body was read."""
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
     """The whole body, or None once it passes `limit` bytes (the rest is not read)."""
     chunks: list[bytes] = []
@@ -64,7 +91,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     while True:
         event = await receive()
         if event["type"] == "http.disconnect":
-            return b"".join(chunks)
+            raise _Gone()
         chunk = event.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -83,7 +110,8 @@ class JsonRpcEnvelope:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"].rstrip("/") != self.path:
+        if (scope["type"] != "http" or scope["method"] != "POST" or scope["path"].rstrip("/") != self.path
+                or not _loopback(scope)):
             await self.app(scope, receive, send)
             return
         too_large = f"The request body is over {self.max_body_bytes} bytes."
@@ -91,7 +119,10 @@ class JsonRpcEnvelope:
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             await _answer(send, 413, too_large)
             return
-        body = await _read_body(receive, self.max_body_bytes)
+        try:
+            body = await _read_body(receive, self.max_body_bytes)
+        except _Gone:
+            return  # no one to answer
         if body is None:
             await _answer(send, 413, too_large)
             return
