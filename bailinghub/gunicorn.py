@@ -32,17 +32,18 @@ keepalive = 5
 # instead of being reset.
 backlog = 2048
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f"\\]')
 
 
 def _escaped(value: object) -> object:
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", value) if isinstance(value, str) else value
+    return _UNSAFE.sub(lambda match: f"\\x{ord(match.group()):02x}", value) if isinstance(value, str) else value
 
 
 class AccessLogger(Logger):
-    """The access log with control characters escaped in every value a client sent (the path is
-    logged percent-decoded): a request for `/x%0d%0a…` cannot write a second, forged line, and
-    `%1b` or `%00` cannot reach the terminal or make the log binary."""
+    """The access log with control characters, `"` and `\\` escaped (as \\xNN) in every value a
+    client sent (the path is logged percent-decoded): a request for `/x%0d%0a…` cannot write a
+    second, forged line, `%22` cannot end the quoted field, a typed `\\x0d` cannot pass for an
+    escaped one, and `%1b` or `%00` cannot reach the terminal or make the log binary."""
 
     def atoms(self, resp, req, environ, request_time):  # type: ignore[no-untyped-def]
         return {key: _escaped(value) for key, value in super().atoms(resp, req, environ, request_time).items()}

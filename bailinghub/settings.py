@@ -221,7 +221,6 @@ LOGGING = {
     "filters": {
         "request_id": {"()": "apps.core.logging.RequestIdFilter"},
         "redact": {"()": "apps.core.logging.RedactSecretsFilter"},
-        "client_error_line": {"()": "apps.core.logging.ClientErrorLineFilter"},
     },
     "formatters": {
         "plain": {"()": "apps.core.logging.RedactingFormatter",
@@ -231,7 +230,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "plain",
-            "filters": ["request_id", "redact", "client_error_line"],
+            "filters": ["request_id", "redact"],
         },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},

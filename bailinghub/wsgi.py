@@ -12,12 +12,12 @@ from apps.core.middleware import CLOSE_CONNECTION  # noqa: E402  (after Django i
 
 
 def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    """Django's WSGI application. A response marked CLOSE_CONNECTION closes its connection under
-    gunicorn: its start_response belongs to the response being built, whose `force_close` makes it
-    send `Connection: close` and close after the body (gunicorn drops the application's own
-    `Connection` header). Under another server the mark is ignored."""
+    """Django's WSGI application. A request marked CLOSE_CONNECTION in its environ closes its
+    connection under gunicorn: the start_response belongs to the response being built, whose
+    `force_close` makes it send `Connection: close` and close after the body (gunicorn drops the
+    application's own `Connection` header). Under another server the mark is ignored."""
     response = _django(environ, start_response)
-    if getattr(response, CLOSE_CONNECTION, False):
+    if environ.get(CLOSE_CONNECTION):
         force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
         if callable(force_close):
             force_close()

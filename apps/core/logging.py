@@ -78,21 +78,15 @@ class RedactSecretsFilter(logging.Filter):
         return True
 
 
-class ClientErrorLineFilter(logging.Filter):
-    """A refused request (4xx) is one line: Django's request logger attaches the exception it
-    turned into the 403 or 404, and a traceback per refusal buries the real failures. A 5xx
-    keeps its traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        status = getattr(record, "status_code", None)
-        if isinstance(status, int) and status < 500:
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
 class RedactingFormatter(logging.Formatter):
-    """The formatter of every handler: the whole line, traceback included, is redacted."""
+    """The formatter of every handler: the whole line, traceback included, is redacted.
+
+    A refused request (4xx) is one line: Django's request logger attaches the exception it turned
+    into the 403 or 404, and a traceback per refusal buries the real failures. It is left out of
+    this line only (a copy of the record), so another handler still gets it; a 5xx keeps it."""
 
     def format(self, record: logging.LogRecord) -> str:
+        status = getattr(record, "status_code", None)
+        if record.exc_info and isinstance(status, int) and status < 500:
+            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
         return redact(super().format(record))

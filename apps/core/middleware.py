@@ -23,8 +23,8 @@ logger = logging.getLogger("bailinghub.errors")
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{8,128}")
 _READ_CHUNK = 64 * 1024
-# Set on a response whose connection must not serve another request: a refused body's rest may
-# still be on its way. bailinghub.wsgi tells gunicorn, which ignores an application's own
+# Set in the request's WSGI environ when its connection must not serve another request: a
+# refused body's rest may still be on its way. bailinghub.wsgi tells gunicorn, which ignores an application's own
 # `Connection` header and would otherwise promise keep-alive, then close the connection anyway
 # once the unread rest passes 64 KiB, so the client's next request on it is lost.
 CLOSE_CONNECTION = "bailing_close_connection"
@@ -137,9 +137,8 @@ def too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: 
     """413 in the view's own shape when it declares one (tool invocations), else request_too_large;
     an HTML page outside the API prefixes. The connection closes after it: the body was not read
     to its end."""
-    response = _too_large_response(request, view_func, max_bytes=max_bytes, observed_bytes=observed_bytes)
-    setattr(response, CLOSE_CONNECTION, True)
-    return response
+    request.META[CLOSE_CONNECTION] = True  # the WSGI environ itself: no later middleware can lose it
+    return _too_large_response(request, view_func, max_bytes=max_bytes, observed_bytes=observed_bytes)
 
 
 def _too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: int,

@@ -24,7 +24,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
@@ -82,7 +82,7 @@ def approval_reason_text(reason: str) -> str:
 def approval_reasons_html(reasons: list[str]) -> SafeString:
     """The reasons as sentences, each with its rule name in a title (what the API and logs say)."""
     if not reasons:
-        return format_html("—")
+        return mark_safe("—")
     return format_html_join(", ", '<span class="bh-reason" title="{}">{}</span>',
                             ((reason, approval_reason_text(reason)) for reason in reasons))
 

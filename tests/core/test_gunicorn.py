@@ -98,3 +98,4 @@ def test_a_request_cannot_forge_or_colour_access_log_lines(server):
     forged = lines[0]
     assert b"\\x0d\\x0a127.0.0.1 " in forged and b"\\x1b[31m\\x00/system-info" in forged
     assert not any(byte in forged for byte in (b"\r", b"\x1b", b"\x00"))
+    assert forged.count(b'"') == 2 and b"\\x22POST /forged\\x22" in forged  # the quoted field holds

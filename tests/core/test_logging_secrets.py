@@ -190,5 +190,6 @@ def test_a_refused_request_is_one_line_and_a_server_error_keeps_its_traceback(st
             extra={"status_code": status})
     assert handler.filter(record)
     line = handler.format(record)
+    assert record.exc_info is not None  # the record itself keeps it for any other handler
     assert line.endswith("django.request: Forbidden: /admin/x/") is not traceback
     assert ("Traceback (most recent call last)" in line) is traceback

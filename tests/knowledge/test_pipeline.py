@@ -363,6 +363,10 @@ def test_a_local_model_must_be_registered_at_its_native_dimension():
     ({"batch_size": "many"}, "The batch_size option of embedding model m must be a whole number of 0 or more, "
                              "not 'many'."),
     ({"delay_seconds": -1}, "The delay_seconds option of embedding model m must be a number of 0 or more, not -1."),
+    ({"batch_size": "16"}, "The batch_size option of embedding model m must be a whole number of 0 or more, "
+                           "not '16'."),
+    ({"batch_size": 2.5}, "The batch_size option of embedding model m must be a whole number of 0 or more, "
+                          "not 2.5."),
 ])
 def test_options_the_embedder_does_not_take_are_refused_at_registration(options, message):
     with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:

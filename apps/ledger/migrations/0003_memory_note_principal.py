@@ -1,4 +1,3 @@
-
 from django.db import migrations, models
 
 # A note written before this migration takes the principal of the session that wrote it. A note

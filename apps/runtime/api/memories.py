@@ -102,7 +102,7 @@ class _MemoryNoteApi(WorkspaceApi):
 
 
 class RouteMemoryApi(_MemoryNoteApi):
-    """One of the principal's route notes."""
+    """PATCH updates, DELETE deletes one of the principal's route notes; any other id is 404."""
 
     serializer_class = RouteNoteSerializer
 
@@ -125,7 +125,7 @@ class ProjectMemoriesApi(WorkspaceApi):
 
 
 class ProjectMemoryApi(_MemoryNoteApi):
-    """One of the principal's project notes."""
+    """PATCH updates, DELETE deletes one of the principal's project notes; any other id is 404."""
 
     serializer_class = ProjectNoteSerializer
 

@@ -51,7 +51,10 @@ class Embedder(ABC):
         if value is None:
             return None
         try:
-            if isinstance(value, bool):
+            # A JSON number only: "16" or true are refused, and a whole number must be one (2.5 is not 2).
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(value)
+            if kind is int and not (isinstance(value, int) or value.is_integer()):
                 raise ValueError(value)
             number = kind(value)
             if not math.isfinite(number) or number < 0:
