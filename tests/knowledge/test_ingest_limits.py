@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import tracemalloc
 import zlib
 
 import pytest
 
 from apps.knowledge import ingest, services
 from apps.knowledge.models import Chunk, Document, DocumentContent
-from apps.knowledge.pipeline.parsers import DocumentTooLarge, TextBudget, document_parse
+from apps.knowledge.pipeline.parsers import DocumentTooLarge, TextBudget, document_check, document_parse
 from tests.knowledge.factories import KnowledgeBaseFactory
 
 pytestmark = pytest.mark.django_db
@@ -154,3 +155,22 @@ def test_a_document_that_failed_too_large_is_deleted_with_everything_it_had():
     services.document_delete(document=document)
     assert not Document.objects.filter(pk=document.pk).exists()
     assert not DocumentContent.objects.filter(document_id=document.pk).exists()
+
+
+def test_a_csv_stops_at_the_row_that_spends_its_budget_before_reading_the_rest():
+    # The last line is malformed: reading every row first would fail on it instead.
+    data = b"name,value\n" + b"refund,30 days\n" * 1000 + b'a,"b"c\n'
+    with pytest.raises(DocumentTooLarge):
+        document_parse(file_type="csv", data=data, budget=TextBudget(max_chars=1000))
+
+
+def test_the_csv_upload_check_holds_no_rows():
+    data = b"a,b\n" + b"1,2\n" * 250_000
+    tracemalloc.start()
+    try:
+        document_check(file_type="csv", data=data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # The decoded text and a row at a time (rows kept as lists of cells were 29 times the file).
+    assert peak < 3 * len(data)

@@ -1,51 +1,78 @@
-"""CSV: each row becomes one record, `header: value; header: value`, under the header's names."""
+"""CSV: each row becomes one record, `header: value; header: value`, under the header's names.
+
+Rows are read one at a time and each value is spent from the budget as it is made: a file of
+millions of short rows, or one row of millions of cells, stops at the budget instead of being held
+whole (as lists of cells, many times the file's size) first. The upload check reads every row and
+keeps none.
+"""
 
 from __future__ import annotations
 
 import csv
-import io
+from collections.abc import Iterator
 
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
 from apps.knowledge.pipeline.parsers.text import text_decode
 
 _DELIMITERS = ",\t;|"
+_FIELD_SEPARATOR = "; "
 
 
-def _rows(data: bytes) -> list[list[str]]:
+def _lines(text: str) -> Iterator[str]:
+    """The text's lines with their newlines (text_decode made every line end `\\n`), one at a
+    time: a StringIO would hold a copy of the text at four bytes a character."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start) + 1 or len(text)
+        yield text[start:end]
+        start = end
+
+
+def _rows(data: bytes) -> Iterator[list[str]]:
+    """The rows that hold a value, one at a time; ConversionFailed at the first malformed one."""
     text = text_decode(data)
     try:
         dialect = csv.Sniffer().sniff(text[:8192], delimiters=_DELIMITERS)
         delimiter = dialect.delimiter
     except csv.Error:
         delimiter = ","
+    reader = csv.reader(_lines(text), delimiter=delimiter, strict=True)
     try:
-        return [row for row in csv.reader(io.StringIO(text), delimiter=delimiter, strict=True) if any(
-            cell.strip() for cell in row)]
+        for row in reader:
+            if any(cell.strip() for cell in row):
+                yield row
     except csv.Error as exc:
         raise ConversionFailed(f"The file is not valid CSV: {exc}.") from exc
 
 
+def _record(header: list[str], row: list[str], budget: TextBudget) -> str:
+    fields: list[str] = []
+    for index, cell in enumerate(row):
+        value = cell.strip()
+        if not value:
+            continue
+        name = header[index] if index < len(header) and header[index] else f"column_{index + 1}"
+        field = f"{name}: {value}"
+        # Each value repeats its column's name: long names over many rows multiply the text.
+        budget.spend(len(field) + (len(_FIELD_SEPARATOR) if fields else 0))
+        fields.append(field)
+    return _FIELD_SEPARATOR.join(fields)
+
+
 def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     rows = _rows(data)
-    if not rows:
+    first = next(rows, None)
+    if first is None:
         return ParsedDocument(file_type="csv", sections=())
-    header = [name.strip() for name in rows[0]]
+    header = [name.strip() for name in first]
     blocks = []
-    for row in rows[1:]:
-        fields = []
-        for index, cell in enumerate(row):
-            value = cell.strip()
-            if not value:
-                continue
-            name = header[index] if index < len(header) and header[index] else f"column_{index + 1}"
-            fields.append(f"{name}: {value}")
-        if fields:
-            # Each value repeats its column's name: long names over many rows multiply the text.
-            record = "; ".join(fields)
-            budget.spend(len(record))
+    for row in rows:
+        record = _record(header, row, budget)
+        if record:
             blocks.append(Block(text=record, kind="record"))
     return ParsedDocument(file_type="csv", sections=(Section(headings=(), blocks=tuple(blocks)),) if blocks else ())
 
 
 def check(data: bytes) -> None:
-    _rows(data)
+    for _row in _rows(data):
+        pass
