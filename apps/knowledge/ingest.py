@@ -430,7 +430,14 @@ def _generation_document(generation: IndexGeneration, token, document_id, model,
     if document is None:
         return
     if not chunks_exist(generation=generation, document=document):
-        chunked = _chunk(_parse(document, heartbeat=lambda: _generation_touch(generation.pk, token)), generation)
+        # One document failing fails the rebuild: the operator is told which one.
+        try:
+            chunked = _chunk(_parse(document, heartbeat=lambda: _generation_touch(generation.pk, token)), generation)
+        except parsers.ConversionFailed as exc:
+            raise PipelineError("document_conversion_failed",
+                                f"{document.filename} failed to convert: {exc}") from exc
+        except PipelineError as exc:
+            raise PipelineError(exc.code, f"{document.filename}: {exc.message}") from exc
         with transaction.atomic():
             locked = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
             if locked is None:

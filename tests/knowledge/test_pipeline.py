@@ -324,6 +324,24 @@ def test_a_failed_rebuild_leaves_the_active_generation_untouched():
     assert Chunk.objects.filter(generation=generation).count() == 0
 
 
+def test_a_rebuild_that_a_document_cannot_enter_fails_naming_the_document(settings):
+    kb = KnowledgeBaseFactory()
+    documents = services.document_upload(kb=kb, files=[upload("plain.txt"), upload("policy.zh.md")])
+    for document in documents:
+        _ingest(document)
+    kb = services.knowledge_base_update(kb=kb, chunk_strategy={"strategy": "fixed", "max_chars": 32,
+                                                                "min_chars": 0, "overlap_chars": 0})
+    settings.KNOWLEDGE_MAX_CHUNKS = 6  # policy.zh.md makes 7 chunks of 32 characters, plain.txt 2
+    generation = services.knowledge_base_rebuild(kb=kb)
+    assert ingest.generation_build(generation_id=generation.pk) == "failed"
+    generation.refresh_from_db()
+    assert (generation.error_code, generation.error_message) == (
+        "document_too_large_after_conversion",
+        "policy.zh.md: Document too large after conversion: it makes 7 chunks; the cap is KNOWLEDGE_MAX_CHUNKS = 6 "
+        "per document. Split the document or use larger chunks.",
+    )
+
+
 def test_only_one_rebuild_runs_at_a_time():
     kb = KnowledgeBaseFactory()
     services.knowledge_base_rebuild(kb=kb)
