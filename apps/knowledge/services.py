@@ -409,6 +409,15 @@ def chunks_delete(*, document_id=None, generation_id=None) -> int:
 
 @transaction.atomic
 def knowledge_base_delete(*, kb: KnowledgeBase) -> None:
+    """Delete a knowledge base with its documents, generations and chunks, in one transaction.
+
+    The pipeline's locks are taken first, in its order (the knowledge base, then each document):
+    a worker writing a document's chunks finishes before (and they go too) or finds the document
+    gone. Deleting the generations first deadlocked with a worker inserting chunks (whose foreign
+    key waits for the generation row while this waited for the worker's document)."""
+    KnowledgeBase.objects.select_for_update(of=("self",)).filter(pk=kb.pk).first()
+    list(Document.objects.select_for_update(of=("self",)).filter(knowledge_base=kb).order_by("pk")
+         .values_list("pk", flat=True))
     for generation_id in IndexGeneration.objects.filter(knowledge_base=kb).values_list("pk", flat=True):
         chunks_delete(generation_id=generation_id)
     kb.delete()

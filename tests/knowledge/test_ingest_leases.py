@@ -177,3 +177,51 @@ def test_a_document_deleted_while_its_pdf_is_parsed_stops_the_parse_at_its_next_
         worker.join(120)
     assert outcome == {"result": "lease_lost"}
     assert not Document.objects.filter(pk=document.pk).exists()
+
+
+def _waiting_on_a_lock(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def test_a_knowledge_base_deleted_while_a_worker_writes_chunks_waits_for_it_and_leaves_none():
+    from apps.knowledge import selectors
+    from apps.knowledge.models import Chunk, KnowledgeBase
+    from apps.knowledge.pipeline.chunkers import document_chunk
+    from apps.knowledge.pipeline.index import chunks_create
+    from apps.knowledge.pipeline.parsers import document_parse
+    from apps.knowledge.pipeline.strategy import strategy_from_snapshot
+    from tests.knowledge.helpers import FIXTURES
+
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
+    generation = selectors.generation_active(kb=kb)
+    chunked = document_chunk(parsed=document_parse(file_type="markdown", data=(FIXTURES / "policy.zh.md").read_bytes()),
+                             strategy=strategy_from_snapshot(generation.chunk_strategy))
+    deleter: dict = {}
+
+    def delete() -> None:
+        deleter["pid"] = connection.cursor().connection.info.backend_pid
+        try:
+            services.knowledge_base_delete(kb=kb)
+        except Exception as exc:
+            deleter["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=delete)
+    try:
+        # What the pipeline does when it creates a document's chunks (ingest._document_chunks_ensure).
+        with transaction.atomic():
+            locked = Document.objects.select_for_update(of=("self",)).get(pk=document.pk)
+            thread.start()
+            wait_for(lambda: "pid" in deleter and _waiting_on_a_lock(deleter["pid"]), timeout=30,
+                     message="the deletion to wait for the document")
+            chunks_create(generation=generation, document=locked, chunked=chunked)
+    finally:
+        thread.join(60)
+    assert "error" not in deleter
+    assert not KnowledgeBase.objects.filter(pk=kb.pk).exists()
+    assert Chunk.objects.filter(document_id=document.pk).count() == 0
