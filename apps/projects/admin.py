@@ -304,6 +304,10 @@ class OperatorTokenAdmin(admin.ModelAdmin):
         messages.warning(request, format_html(
             "New builder API token “{}” — copy it now, it will not be shown again: <code>{}</code>", row.name, token))
 
+    def delete_view(self, request, object_id, extra_context=None):
+        raise ConsolePermissionDenied("A builder API token is not deleted: revoke it (the “Revoke the selected "
+                                      "tokens” action on the list), so its past use stays on record.")
+
     @admin.action(description="Revoke the selected tokens")
     def revoke_tokens(self, request, queryset):
         for token in queryset:

@@ -206,3 +206,12 @@ def test_the_owner_count_is_taken_on_the_members_as_they_are_now_not_as_the_form
     Membership.objects.filter(pk=owner.pk).update(role=Membership.Role.VIEWER)  # ada's demotion of olivia
     assert not formset.is_valid()
     assert formset.non_form_errors()[0].startswith("A project must keep at least one owner")
+
+
+def test_deleting_a_token_says_to_revoke_it_and_deletes_nothing(owner):
+    token, _ = operator_token_create(user=owner.user, name="ci", scopes=["knowledge:ingest"])
+    page = admin_client(owner.user).post(f"/admin/projects/operatortoken/{token.pk}/delete/", {"post": "yes"})
+    assert page.status_code == 403
+    text = page.content.decode()
+    assert "A builder API token is not deleted: revoke it" in text and "site administrators" not in text
+    assert OperatorToken.objects.filter(pk=token.pk, revoked_at__isnull=True).exists()
