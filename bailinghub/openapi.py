@@ -62,6 +62,8 @@ def _code(error: type[ApiError] | Code) -> Code:
 EVERY = [(503, "service_unavailable")]
 WITH_BODY = [(400, "invalid_json"), (400, "invalid_request"), (413, "request_too_large"),
              (415, "unsupported_media_type")]
+# Agent Auth and the tool contract name a body they cannot parse invalid_request (malformed_body).
+STRICT_BODY = [code for code in WITH_BODY if code != (400, "invalid_json")]
 AGENT = [(401, "unauthorized")]
 CLIENT = [(401, "unauthorized")]
 WORKSPACE = [*AGENT, auth_errors.InvalidRoute, auth_errors.RouteNotAllowed, auth_errors.RouteUnavailable,
@@ -83,19 +85,19 @@ ROUTE_VISIBLE = [tool_errors.RouteNotFound, (400, "invalid_request")]  # 400: a 
 # What each view answers besides success: view class path -> errors.
 ERRORS: dict[str, list] = {
     "apps.agent_auth.api.views.AuthorizationCreateApi": [
-        *WITH_BODY, auth_errors.InvalidClient, auth_errors.RouteNotAllowed, auth_errors.RateLimited,
+        *STRICT_BODY, auth_errors.InvalidClient, auth_errors.RouteNotAllowed, auth_errors.RateLimited,
         auth_errors.AgentAuthUnavailable],
     "apps.agent_auth.api.views.AuthorizationDetailApi": [*CLIENT, auth_errors.NotFound],
     "apps.agent_auth.api.views.AuthorizationApproveApi": [
-        *CLIENT, *WITH_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.RouteNotAllowed,
+        *CLIENT, *STRICT_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.RouteNotAllowed,
         auth_errors.AlreadyProcessed, auth_errors.AuthorizationExpired],
     "apps.agent_auth.api.views.AuthorizationDenyApi": [
-        *CLIENT, *WITH_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.AlreadyProcessed,
+        *CLIENT, *STRICT_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.AlreadyProcessed,
         auth_errors.AuthorizationExpired],
     "apps.agent_auth.api.views.TokenApi": [
-        *WITH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType],
+        *STRICT_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType],
     "apps.agent_auth.api.views.SessionDetailApi": [*AGENT],
-    "apps.agent_auth.api.views.RevokeApi": [*AGENT, *WITH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant],
+    "apps.agent_auth.api.views.RevokeApi": [*AGENT, *STRICT_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant],
     "apps.agent_auth.api.views.ClientSessionRevokeApi": [*CLIENT, auth_errors.NotFound],
     "apps.runtime.api.views.WorkspaceListApi": [*AGENT],
     "apps.runtime.api.views.WorkspaceSystemInfoApi": [*WORKSPACE],
@@ -116,7 +118,7 @@ ERRORS: dict[str, list] = {
         *WORKSPACE, *WITH_BODY, runtime_errors.KnowledgeReferenceInvalid, runtime_errors.KnowledgeReferenceExpired,
         runtime_errors.KnowledgeScopeChanged, runtime_errors.KnowledgeChanged, ledger_errors.RunNotFound,
         runtime_errors.RunNotActive, runtime_errors.KnowledgeUnavailable],
-    "apps.runtime.api.tools.CapabilitySearchApi": [*TOOL_ROUTE, *WITH_BODY, ledger_errors.RunNotFound],
+    "apps.runtime.api.tools.CapabilitySearchApi": [*TOOL_ROUTE, *STRICT_BODY, ledger_errors.RunNotFound],
     "apps.runtime.api.tools.ToolCatalogApi": [*TOOL_ROUTE, (400, "invalid_request")],
     "apps.runtime.api.invocations.ToolInvocationApi": [
         *TOOL_ROUTE, (400, "invalid_request"), (415, "unsupported_media_type"), invocation_errors.ArgumentsTooLarge,

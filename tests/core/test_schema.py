@@ -85,3 +85,11 @@ def test_every_published_view_declares_its_errors_and_shapes():
     generator._initialise_endpoints()
     views = {f"{callback.cls.__module__}.{callback.cls.__qualname__}" for *_, callback in generator.endpoints}
     assert views == set(ERRORS) == set(OPERATIONS)
+
+
+@pytest.mark.parametrize("path, method", [("/agent-auth/v1/token", "post"), ("/agent-auth/v1/authorizations", "post"),
+                                          ("/agent-api/v1/workspaces/{route}/capabilities/search", "post")])
+def test_operations_that_call_an_unreadable_body_invalid_request_do_not_list_invalid_json(schema, path, method):
+    codes_400 = schema["paths"][path][method]["responses"]["400"]["content"]["application/json"]["schema"][
+        "allOf"][1]["properties"]["error"]["enum"]
+    assert "invalid_request" in codes_400 and "invalid_json" not in codes_400
