@@ -164,26 +164,26 @@ def test_a_csv_stops_at_the_row_that_spends_its_budget_before_reading_the_rest()
         document_parse(file_type="csv", data=data, budget=TextBudget(max_chars=1000))
 
 
-def test_the_csv_upload_check_holds_no_rows():
-    data = b"a,b\n" + b"1,2\n" * 250_000
+def _check_peak(file_type: str, data: bytes) -> int:
+    """The most memory the upload check of `data` held at once (bytes, tracemalloc)."""
     tracemalloc.start()
     try:
-        document_check(file_type="csv", data=data)
-        peak = tracemalloc.get_traced_memory()[1]
+        document_check(file_type=file_type, data=data)
+        return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_the_csv_upload_check_holds_no_rows():
+    data = b"a,b\n" + b"1,2\n" * 250_000
+    peak = _check_peak("csv", data)
     # The decoded text and a row at a time (rows kept as lists of cells were 29 times the file).
     assert peak < 3 * len(data)
 
 
 def test_the_pdf_upload_check_does_not_walk_the_page_tree():
     data = _pdf(content=b"BT /F1 12 Tf 72 720 Td (a) Tj ET", pages=5000)
-    tracemalloc.start()
-    try:
-        document_check(file_type="pdf", data=data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _check_peak("pdf", data)
     # Reading the cross-reference table takes about 11 times the file; walking the 5,000 pages
     # took 33 (in the web process: a 50 MB file of tiny pages, most of a minute and a gigabyte).
     assert peak < 20 * len(data)
