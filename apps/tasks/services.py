@@ -307,20 +307,21 @@ def task_run_pin(*, run: Any, task: Task, member: TaskMember, binding: dict[str,
     return TaskRun.objects.create(run=run, task=task, member=member, binding=binding)
 
 
-def task_run_check(*, session: AgentSession, run: Any | None) -> Task | None:
+def task_run_check(*, session: AgentSession, run: Any | None) -> TaskRun | None:
     """For a task-enforced session, a request made under a run (capability search, knowledge
     search and read) must name a run pinned to a usable task; the member set is re-verified.
-    Sessions outside every task pass unchanged (None)."""
+    Returns the run's pin (its task and member read with it); sessions outside every task pass
+    unchanged (None)."""
     if not session_task_enforced(session=session):
         return None
     return task_run_verify(run=run)
 
 
-def task_run_verify(*, run: Any | None) -> Task:
+def task_run_verify(*, run: Any | None) -> TaskRun:
     """`task_run_check` for a session already known to be task-enforced."""
-    link = None if run is None else TaskRun.objects.select_related("task").filter(run=run).first()
+    link = None if run is None else TaskRun.objects.select_related("task", "member").filter(run=run).first()
     if link is None:
         raise TaskRequired("This session belongs to a task: give the run_id of a turn bound to it.")
     task_usable(task=link.task)
     task_members_verify(task=link.task)
-    return link.task
+    return link

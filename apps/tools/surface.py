@@ -98,10 +98,9 @@ class Surface:
             order = semantic.fused_order(names=[tool.name for tool in self.tools], lexical=keywords,
                                          lexical_matched=found, semantic=scores)
             ranking = semantic.SEMANTIC
-        tools = [self.tools[index] for index in order]
         if allowed is not None:
-            tools = [tool for tool in tools if tool.name in allowed]
-        return tools[:limit], ranking
+            order = [index for index in order if self.tools[index].name in allowed]
+        return [self.tools[index] for index in order[:limit]], ranking
 
     def ranked(self, query: str, *, limit: int, allowed: Collection[str] | None = None) -> list[SurfaceTool]:
         """The best ``limit`` tools for ``query``, in the search order (of ``allowed`` only, when given)."""

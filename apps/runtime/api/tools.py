@@ -18,7 +18,6 @@ from apps.ledger.selectors import run_get_for_route, run_user_input
 from apps.routes.validators import TOOL_NAME_RE
 from apps.runtime.api.base import ToolRouteApi
 from apps.runtime.api.knowledge import RunIdField, StrictIntegerField
-from apps.tasks.metering import bound_for_run
 from apps.tasks.services import task_run_check
 from apps.tools import catalog
 from apps.tools.errors import ToolNotFound
@@ -72,11 +71,10 @@ class CapabilitySearchApi(ToolApi):
         if data["run_id"] is not None:
             run = run_get_for_route(session=request.auth, route=self.route, run_id=data["run_id"])
             query = query or query_clean(run_user_input(run=run))
-        task = task_run_check(session=request.auth, run=run)
-        bound = bound_for_run(run_id=run.pk) if task is not None and run is not None else None
+        pin = task_run_check(session=request.auth, run=run)  # a bound run offers its member's tools only
         surface = route_surface(route=self.route, session=request.auth)
         return Response(catalog.capability_search(surface=surface, query=query, limit=data["limit"],
-                                                  allowed=bound.member.allowed_tools if bound else None))
+                                                  allowed=pin.member.allowed_tools if pin else None))
 
 
 def _query_params(request, allowed: set[str]) -> dict[str, str]:
