@@ -55,7 +55,7 @@ def embedding_model_check(*, name: str, provider: str, dimension: int, options: 
     if native is not None and dimension != native:
         raise errors.EmbeddingDimensionMismatch(f"The {provider} provider embeds in {native} dimensions.")
     try:
-        embedder(name=name, dimension=dimension, options={} if options is None else options)
+        embedder(name=name, dimension=dimension, options=options)
     except EmbeddingFailed as exc:
         raise errors.EmbeddingOptionsInvalid(str(exc)) from exc
 
