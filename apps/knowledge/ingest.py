@@ -47,7 +47,7 @@ from apps.knowledge.leases import (
 )
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import fetch, parsers
-from apps.knowledge.pipeline.chunkers import document_chunk
+from apps.knowledge.pipeline.chunkers import TooManyChunks, document_chunk
 from apps.knowledge.pipeline.embedders import Embedder, EmbeddingFailed, embedder_for
 from apps.knowledge.pipeline.index import (
     cache_missing,
@@ -125,13 +125,14 @@ def _parse(document: Document, *, heartbeat=None) -> parsers.ParsedDocument:
 
 
 def _chunk(parsed: parsers.ParsedDocument, generation: IndexGeneration):
-    chunked = document_chunk(parsed=parsed, strategy=strategy_from_snapshot(generation.chunk_strategy))
-    if len(chunked.children) > settings.KNOWLEDGE_MAX_CHUNKS:
+    try:
+        return document_chunk(parsed=parsed, strategy=strategy_from_snapshot(generation.chunk_strategy),
+                              max_children=settings.KNOWLEDGE_MAX_CHUNKS)
+    except TooManyChunks as exc:
         raise TooLargeAfterConversion(
-            f"it makes {len(chunked.children):,} chunks; the cap is KNOWLEDGE_MAX_CHUNKS = "
-            f"{settings.KNOWLEDGE_MAX_CHUNKS:,} per document. Split the document or use larger chunks."
-        )
-    return chunked
+            f"it makes more than {exc.max_children:,} chunks, the cap per document (KNOWLEDGE_MAX_CHUNKS). "
+            "Split the document or use larger chunks."
+        ) from exc
 
 
 def _live_generations(kb_id) -> list[IndexGeneration]:

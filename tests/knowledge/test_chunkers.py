@@ -1,8 +1,11 @@
+import tracemalloc
+
 import pytest
 
-from apps.knowledge.pipeline.chunkers import document_chunk
+from apps.knowledge.pipeline.chunkers import TooManyChunks, document_chunk
 from apps.knowledge.pipeline.chunkers.base import merge, sentence_spans
 from apps.knowledge.pipeline.parsers import document_parse
+from apps.knowledge.pipeline.parsers.base import ParsedDocument
 from apps.knowledge.pipeline.parsers.markdown import parse_text
 from apps.knowledge.pipeline.strategy import ChunkStrategy, StrategyInvalid, strategy_parse
 
@@ -180,3 +183,50 @@ def test_missing_strategy_fields_come_from_defaults():
     assert strategy_parse({"strategy": "fixed"}, defaults=DEFAULTS).public() == {
         "strategy": "fixed", "min_chars": 256, "max_chars": 768, "overlap_chars": 96,
     }
+
+
+def _tiny_paragraphs(count):
+    return document_parse(file_type="txt", data=b"x\n\n" * count)
+
+
+@pytest.mark.parametrize("name", ["auto", "by_section", "by_paragraph", "fixed", "legacy"])
+def test_every_strategy_refuses_a_document_over_the_chunk_cap_and_keeps_one_at_it(name):
+    parsed = document_parse(file_type="txt", data="\n\n".join(f"第{i}段：退款规定。" for i in range(30)).encode())
+    strategy = _strategy(strategy=name, max_chars=32)
+    count = len(document_chunk(parsed=parsed, strategy=strategy).children)
+    assert count > 1
+    assert len(document_chunk(parsed=parsed, strategy=strategy, max_children=count).children) == count
+    with pytest.raises(TooManyChunks) as refused:
+        document_chunk(parsed=parsed, strategy=strategy, max_children=count - 1)
+    assert refused.value.max_children == count - 1
+    assert str(refused.value) == f"It makes more than {count - 1:,} chunks."
+
+
+def test_chunking_stops_at_the_cap_before_reading_the_sections_after_it():
+    parsed = _tiny_paragraphs(50)
+    read_past_the_cap = []
+
+    def sections():
+        yield from parsed.sections
+        read_past_the_cap.append(True)
+        yield from parsed.sections
+
+    flood = ParsedDocument(file_type="txt", sections=sections())  # type: ignore[arg-type]
+    with pytest.raises(TooManyChunks):
+        document_chunk(parsed=flood, strategy=_strategy(strategy="by_paragraph", max_chars=32), max_children=40)
+    assert read_past_the_cap == []
+
+
+def test_a_flood_of_tiny_paragraphs_is_placed_one_parent_at_a_time():
+    # 300,000 one-character paragraphs in one section: placing them all before cutting the first
+    # parent held ~70 bytes a paragraph (over 20 MB here); one parent at a time holds ~1,300.
+    parsed = _tiny_paragraphs(300_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooManyChunks):
+            document_chunk(parsed=parsed, strategy=_strategy(strategy="by_paragraph", max_chars=32),
+                           max_children=2_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024

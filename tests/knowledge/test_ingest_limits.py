@@ -143,8 +143,8 @@ def test_a_document_over_the_chunk_cap_fails_too_large_naming_the_cap(settings):
     document.refresh_from_db()
     assert (document.error_code, document.error_message) == (
         "document_too_large_after_conversion",
-        "Document too large after conversion: it makes 30 chunks; the cap is KNOWLEDGE_MAX_CHUNKS = 10 per "
-        "document. Split the document or use larger chunks.",
+        "Document too large after conversion: it makes more than 10 chunks, the cap per document "
+        "(KNOWLEDGE_MAX_CHUNKS). Split the document or use larger chunks.",
     )
     assert Chunk.objects.filter(document_id=document.pk).count() == 0
 

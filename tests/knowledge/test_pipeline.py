@@ -337,8 +337,8 @@ def test_a_rebuild_that_a_document_cannot_enter_fails_naming_the_document(settin
     generation.refresh_from_db()
     assert (generation.error_code, generation.error_message) == (
         "document_too_large_after_conversion",
-        "policy.zh.md: Document too large after conversion: it makes 7 chunks; the cap is KNOWLEDGE_MAX_CHUNKS = 6 "
-        "per document. Split the document or use larger chunks.",
+        "policy.zh.md: Document too large after conversion: it makes more than 6 chunks, the cap per "
+        "document (KNOWLEDGE_MAX_CHUNKS). Split the document or use larger chunks.",
     )
 
 

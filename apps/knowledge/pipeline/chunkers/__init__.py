@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from django.utils.module_loading import import_string
 
-from apps.knowledge.pipeline.chunkers.base import ChildPiece, ChunkedDocument, ParentPiece
+from apps.knowledge.pipeline.chunkers.base import ChildPiece, ChunkedDocument, ParentPiece, TooManyChunks
 from apps.knowledge.pipeline.parsers.base import ParsedDocument
 from apps.knowledge.pipeline.strategy import ChunkStrategy
 
-__all__ = ["CHUNKERS", "ChildPiece", "ChunkedDocument", "ParentPiece", "document_chunk"]
+__all__ = ["CHUNKERS", "ChildPiece", "ChunkedDocument", "ParentPiece", "TooManyChunks", "document_chunk"]
 
 CHUNKERS = {
     "auto": "apps.knowledge.pipeline.chunkers.auto.chunk",
@@ -20,5 +20,7 @@ CHUNKERS = {
 }
 
 
-def document_chunk(*, parsed: ParsedDocument, strategy: ChunkStrategy) -> ChunkedDocument:
-    return import_string(CHUNKERS[strategy.strategy])(parsed, strategy)
+def document_chunk(*, parsed: ParsedDocument, strategy: ChunkStrategy,
+                   max_children: int | None = None) -> ChunkedDocument:
+    """TooManyChunks as soon as the document makes more than `max_children` children."""
+    return import_string(CHUNKERS[strategy.strategy])(parsed, strategy, max_children=max_children)

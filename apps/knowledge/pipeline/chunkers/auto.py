@@ -13,5 +13,5 @@ def _split(text, placed, strategy):
                  overlap_chars=strategy.overlap_chars, min_chars=strategy.min_chars)
 
 
-def chunk(parsed: ParsedDocument, strategy: ChunkStrategy) -> ChunkedDocument:
-    return chunk_by_sections(parsed, strategy, _split)
+def chunk(parsed: ParsedDocument, strategy: ChunkStrategy, *, max_children: int | None = None) -> ChunkedDocument:
+    return chunk_by_sections(parsed, strategy, _split, max_children=max_children)

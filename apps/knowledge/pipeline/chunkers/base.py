@@ -7,7 +7,7 @@ reader cut the parent around a hit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section
@@ -21,7 +21,7 @@ CLOSERS = "”’」』）)]\"'》"
 PARAGRAPH_SEPARATOR = "\n\n"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParentPiece:
     index: int
     text: str
@@ -29,7 +29,7 @@ class ParentPiece:
     pages: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChildPiece:
     index: int
     text: str
@@ -46,7 +46,7 @@ class ChunkedDocument:
     children: tuple[ChildPiece, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlacedBlock:
     """A block and where it sits in its parent's text."""
 
@@ -201,29 +201,34 @@ def block_units(text: str, placed: list[PlacedBlock], strategy: ChunkStrategy) -
     return fit(text, units, strategy.max_chars, strategy.overlap_chars)
 
 
-def section_parents(section: Section, parent_max_chars: int) -> list[tuple[str, list[PlacedBlock]]]:
+def section_parents(section: Section, parent_max_chars: int) -> Iterator[tuple[str, list[PlacedBlock]]]:
     """The parent texts of a section: its blocks, joined by blank lines, cut at block boundaries
-    once a parent would pass `parent_max_chars` (a single longer block stays whole)."""
-    groups: list[list[Block]] = []
+    once a parent would pass `parent_max_chars` (a single longer block stays whole). One parent at
+    a time: a section of millions of tiny blocks never has them all placed at once."""
+    group: list[Block] = []
     size = 0
     for block in section.blocks:
-        if groups and size + len(PARAGRAPH_SEPARATOR) + len(block.text) <= parent_max_chars:
-            groups[-1].append(block)
+        if group and size + len(PARAGRAPH_SEPARATOR) + len(block.text) <= parent_max_chars:
+            group.append(block)
             size += len(PARAGRAPH_SEPARATOR) + len(block.text)
         else:
-            groups.append([block])
+            if group:
+                yield _placed(group)
+            group = [block]
             size = len(block.text)
-    parents = []
-    for group in groups:
-        placed: list[PlacedBlock] = []
-        position = 0
-        for block in group:
-            if placed:
-                position += len(PARAGRAPH_SEPARATOR)
-            placed.append(PlacedBlock(block=block, start=position, end=position + len(block.text)))
-            position += len(block.text)
-        parents.append((PARAGRAPH_SEPARATOR.join(block.text for block in group), placed))
-    return parents
+    if group:
+        yield _placed(group)
+
+
+def _placed(group: list[Block]) -> tuple[str, list[PlacedBlock]]:
+    placed: list[PlacedBlock] = []
+    position = 0
+    for block in group:
+        if placed:
+            position += len(PARAGRAPH_SEPARATOR)
+        placed.append(PlacedBlock(block=block, start=position, end=position + len(block.text)))
+        position += len(block.text)
+    return PARAGRAPH_SEPARATOR.join(block.text for block in group), placed
 
 
 def pages_of(placed: list[PlacedBlock], span: Span | None = None) -> tuple[int, ...]:
@@ -237,8 +242,19 @@ def pages_of(placed: list[PlacedBlock], span: Span | None = None) -> tuple[int, 
 ChildSplitter = Callable[[str, list[PlacedBlock], ChunkStrategy], list[Span]]
 
 
-def chunk_by_sections(parsed: ParsedDocument, strategy: ChunkStrategy, split: ChildSplitter) -> ChunkedDocument:
-    """Parents from sections, children from `split` inside each parent: never across a heading."""
+class TooManyChunks(Exception):
+    """A document makes more than `max_children` children: raised as soon as it does, before the
+    rest is cut (a flood of tiny paragraphs must not be chunked whole only to be refused)."""
+
+    def __init__(self, max_children: int):
+        super().__init__(f"It makes more than {max_children:,} chunks.")
+        self.max_children = max_children
+
+
+def chunk_by_sections(parsed: ParsedDocument, strategy: ChunkStrategy, split: ChildSplitter, *,
+                      max_children: int | None = None) -> ChunkedDocument:
+    """Parents from sections, children from `split` inside each parent: never across a heading.
+    TooManyChunks as soon as there are more than `max_children` children."""
     parents: list[ParentPiece] = []
     children: list[ChildPiece] = []
     for section in parsed.sections:
@@ -246,6 +262,8 @@ def chunk_by_sections(parsed: ParsedDocument, strategy: ChunkStrategy, split: Ch
             spans = [span for span in (trim(text, s) for s in split(text, placed, strategy)) if span]
             if not spans:
                 continue
+            if max_children is not None and len(children) + len(spans) > max_children:
+                raise TooManyChunks(max_children)
             parent = ParentPiece(index=len(parents), text=text, chapter_path=section.chapter_path,
                                  pages=pages_of(placed))
             parents.append(parent)

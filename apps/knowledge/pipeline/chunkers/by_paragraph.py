@@ -35,5 +35,5 @@ def _split(text, placed, strategy):
     return spans
 
 
-def chunk(parsed: ParsedDocument, strategy: ChunkStrategy) -> ChunkedDocument:
-    return chunk_by_sections(parsed, strategy, _split)
+def chunk(parsed: ParsedDocument, strategy: ChunkStrategy, *, max_children: int | None = None) -> ChunkedDocument:
+    return chunk_by_sections(parsed, strategy, _split, max_children=max_children)

@@ -19,5 +19,5 @@ def _split(text, placed, strategy):
                  min_chars=0)
 
 
-def chunk(parsed: ParsedDocument, strategy: ChunkStrategy) -> ChunkedDocument:
-    return chunk_by_sections(parsed, strategy, _split)
+def chunk(parsed: ParsedDocument, strategy: ChunkStrategy, *, max_children: int | None = None) -> ChunkedDocument:
+    return chunk_by_sections(parsed, strategy, _split, max_children=max_children)

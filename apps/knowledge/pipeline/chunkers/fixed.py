@@ -11,5 +11,5 @@ def _split(text, placed, strategy):
     return window_spans(text, (0, len(text)), strategy.max_chars, strategy.overlap_chars)
 
 
-def chunk(parsed: ParsedDocument, strategy: ChunkStrategy) -> ChunkedDocument:
-    return chunk_by_sections(parsed, strategy, _split)
+def chunk(parsed: ParsedDocument, strategy: ChunkStrategy, *, max_children: int | None = None) -> ChunkedDocument:
+    return chunk_by_sections(parsed, strategy, _split, max_children=max_children)

@@ -59,7 +59,7 @@ def unlimited() -> TextBudget:
 CHAPTER_SEPARATOR = " / "
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Block:
     """A paragraph, a code fence (kept whole), a table, or one record (JSON value group, CSV row)."""
 
@@ -73,7 +73,7 @@ class Block:
         return self.kind != "paragraph"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Section:
     headings: tuple[str, ...]  # breadcrumb, outermost first; () before the first heading or without any
     blocks: tuple[Block, ...]
