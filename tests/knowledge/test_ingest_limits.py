@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import tracemalloc
 import zlib
 
@@ -12,8 +13,16 @@ import pytest
 
 from apps.knowledge import ingest, services
 from apps.knowledge.models import Chunk, Document, DocumentContent
-from apps.knowledge.pipeline.parsers import DocumentTooLarge, TextBudget, document_check, document_parse
+from apps.knowledge.pipeline.parsers import (
+    ConversionFailed,
+    DocumentTooLarge,
+    TextBudget,
+    document_check,
+    document_parse,
+)
+from apps.knowledge.pipeline.parsers import json_ as json_parser
 from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import upload
 
 pytestmark = pytest.mark.django_db
 
@@ -196,3 +205,49 @@ def test_a_pdf_whose_page_tree_does_not_hold_its_declared_pages_fails_in_the_pip
     document.refresh_from_db()
     assert (document.error_code, document.error_message) == (
         "document_conversion_failed", "Document conversion failed: The PDF is damaged and cannot be read.")
+
+
+def _flat_json(count: int, *, tail: bytes = b"}") -> bytes:
+    return b"{" + b",".join(b'"k%08d": %d' % (i, i) for i in range(count)) + tail
+
+
+def test_a_large_json_upload_check_does_not_hold_the_document_as_objects():
+    data = _flat_json(400_000)  # 7.2 MB: over FULL_CHECK_MAX_BYTES
+    assert len(data) > json_parser.FULL_CHECK_MAX_BYTES
+    peak = _check_peak("json", data)
+    # The decoded text and the nesting check's copies of it; the strict parse held ~10 times the file.
+    assert peak < 3 * len(data)
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"  x" + b" " * 10, "Expecting value: line 1 column 3 (char 2)"),
+    (b"[" * 100 + b"]" * 100, "nested deeper than 64 levels"),
+    (b'{"a": "\xff\xff"}', "neither UTF-8 nor GB18030"),
+])
+def test_a_large_json_file_is_still_refused_at_upload_when_a_look_shows_it_is_not_json(monkeypatch, data, reason):
+    monkeypatch.setattr(json_parser, "FULL_CHECK_MAX_BYTES", 8)
+    with pytest.raises(ConversionFailed, match=re.escape(reason)):
+        document_check(file_type="json", data=data)
+
+
+def test_a_large_json_file_that_is_invalid_further_in_is_accepted_and_fails_in_the_pipeline_with_the_reason(
+        monkeypatch):
+    monkeypatch.setattr(json_parser, "FULL_CHECK_MAX_BYTES", 1024)
+    data = _flat_json(200, tail=b', "k00000001": 2}')
+    kb = KnowledgeBaseFactory()
+    batch = services.document_upload_batch(kb=kb, files=[upload("late.json", data)])
+    assert batch.refused == []
+    (document,) = batch.documents
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.error_code, document.error_message) == (
+        "document_conversion_failed",
+        "Document conversion failed: The file is not valid JSON: duplicate key 'k00000001'.",
+    )
+    assert Chunk.objects.filter(document_id=document.pk).count() == 0
+
+
+def test_a_json_file_under_the_full_check_size_is_still_parsed_in_full_at_upload():
+    data = _flat_json(200, tail=b', "k00000001": 2}')
+    with pytest.raises(ConversionFailed, match="duplicate key 'k00000001'"):
+        document_check(file_type="json", data=data)

@@ -3,6 +3,11 @@
 A document is read with the API's strict JSON limits (apps.core.parsers): bounded nesting and
 integer size, no NaN/Infinity, no repeated keys. Beyond them Python's decoder recurses or converts
 without bound, so such a file fails conversion with the reason instead of crashing the pipeline.
+
+The upload check parses a file of up to FULL_CHECK_MAX_BYTES in full. A larger file is only
+decoded and looked at (its nesting, its first character): the strict parse holds the whole
+document as Python objects, 8 to 15 times the file's size, which is the worker's job, not the web
+process's. Such a file, if it is not valid JSON, fails in the pipeline with the same reason.
 """
 
 from __future__ import annotations
@@ -11,12 +16,15 @@ import json
 import re
 from typing import Any
 
-from apps.core.parsers import InvalidJSON, strict_json_loads
+from apps.core.parsers import JSON_MAX_DEPTH, InvalidJSON, nested_too_deep, strict_json_loads
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
 from apps.knowledge.pipeline.parsers.text import text_decode
 
 # The strict parser words its reasons for a request body.
 _BODY_PREFIX = re.compile(r"^The body (?:is not valid JSON: |is )")
+FULL_CHECK_MAX_BYTES = 4 * 1024 * 1024
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_VALUE_START = frozenset('{["-0123456789tfn')
 
 
 def _scalar(value: Any) -> str:
@@ -65,5 +73,20 @@ def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     return ParsedDocument(file_type="json", sections=(Section(headings=(), blocks=blocks),) if blocks else ())
 
 
+def _look(data: bytes) -> None:
+    """What a large file's upload check can afford: the text decodes, nests no deeper than the
+    strict limit, and starts like a JSON value."""
+    text = text_decode(data)
+    if nested_too_deep(text):
+        raise ConversionFailed(f"The file is not valid JSON: nested deeper than {JSON_MAX_DEPTH} levels.")
+    start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
+    if start == len(text) or text[start] not in _VALUE_START:
+        reason = json.JSONDecodeError("Expecting value", text, start)
+        raise ConversionFailed(f"The file is not valid JSON: {reason}.")
+
+
 def check(data: bytes) -> None:
-    _load(data)
+    if len(data) > FULL_CHECK_MAX_BYTES:
+        _look(data)
+    else:
+        _load(data)
