@@ -64,6 +64,8 @@ WITH_BODY = [(400, "invalid_json"), (400, "invalid_request"), (413, "request_too
              (415, "unsupported_media_type")]
 # Agent Auth and the tool contract name a body they cannot parse invalid_request (malformed_body).
 STRICT_BODY = [code for code in WITH_BODY if code != (400, "invalid_json")]
+# Agent Auth's error list is closed: another media type or charset is invalid_request too, not 415.
+AUTH_BODY = [code for code in STRICT_BODY if code != (415, "unsupported_media_type")]
 AGENT = [(401, "unauthorized")]
 CLIENT = [(401, "unauthorized")]
 WORKSPACE = [*AGENT, auth_errors.InvalidRoute, auth_errors.RouteNotAllowed, auth_errors.RouteUnavailable,
@@ -85,19 +87,19 @@ ROUTE_VISIBLE = [tool_errors.RouteNotFound, (400, "invalid_request")]  # 400: a 
 # What each view answers besides success: view class path -> errors.
 ERRORS: dict[str, list] = {
     "apps.agent_auth.api.views.AuthorizationCreateApi": [
-        *STRICT_BODY, auth_errors.InvalidClient, auth_errors.RouteNotAllowed, auth_errors.RateLimited,
+        *AUTH_BODY, auth_errors.InvalidClient, auth_errors.RouteNotAllowed, auth_errors.RateLimited,
         auth_errors.AgentAuthUnavailable],
     "apps.agent_auth.api.views.AuthorizationDetailApi": [*CLIENT, auth_errors.NotFound],
     "apps.agent_auth.api.views.AuthorizationApproveApi": [
-        *CLIENT, *STRICT_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.RouteNotAllowed,
+        *CLIENT, *AUTH_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.RouteNotAllowed,
         auth_errors.AlreadyProcessed, auth_errors.AuthorizationExpired],
     "apps.agent_auth.api.views.AuthorizationDenyApi": [
-        *CLIENT, *STRICT_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.AlreadyProcessed,
+        *CLIENT, *AUTH_BODY, auth_errors.NotFound, auth_errors.AccessDenied, auth_errors.AlreadyProcessed,
         auth_errors.AuthorizationExpired],
     "apps.agent_auth.api.views.TokenApi": [
-        *STRICT_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType],
+        *AUTH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType],
     "apps.agent_auth.api.views.SessionDetailApi": [*AGENT],
-    "apps.agent_auth.api.views.RevokeApi": [*AGENT, *STRICT_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant],
+    "apps.agent_auth.api.views.RevokeApi": [*AGENT, *AUTH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant],
     "apps.agent_auth.api.views.ClientSessionRevokeApi": [*CLIENT, auth_errors.NotFound],
     "apps.runtime.api.views.WorkspaceListApi": [*AGENT],
     "apps.runtime.api.views.WorkspaceSystemInfoApi": [*WORKSPACE],

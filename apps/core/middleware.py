@@ -250,7 +250,8 @@ class ApiExceptionMiddleware:
 
 
 class ContentCharsetMiddleware:
-    """A body in a charset the API does not read is 415 before anything decodes it.
+    """A body in a charset the API does not read is 415 (400 invalid_request where the contract
+    has no 415) before anything decodes it.
 
     Django takes any codec Python knows as the request encoding, text or not (`rot13`, `zlib`,
     `hex`), and DRF's parsers would decode with it. Under the JSON prefixes only UTF-8 is accepted;
@@ -268,6 +269,8 @@ class ContentCharsetMiddleware:
         if charset is None or charset_is_utf8(content_type):
             return self.get_response(request)
         if is_json_path(request.path):
+            if request.path.startswith(settings.BAILING_NO_415_PREFIXES):
+                return error_response(400, UnsupportedCharset.message, "invalid_request")
             return error_response(UnsupportedCharset.status, UnsupportedCharset.message, UnsupportedCharset.code)
         if not _is_text_encoding(charset):
             return error_page(request, 415, f"The charset {charset[:40]!r} is not a text encoding.")

@@ -1,3 +1,4 @@
+import json
 from datetime import timedelta
 
 import pytest
@@ -212,3 +213,15 @@ def test_an_authorization_lives_600_seconds(api_client, body):
     _post(api_client, body)
     authorization = AgentAuthorization.objects.get()
     assert timedelta(seconds=599) < authorization.expires_at - authorization.created_at <= timedelta(seconds=600)
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/json; charset=latin-1",
+                                          "application/xml", "application/x-www-form-urlencoded"])
+def test_a_body_of_another_media_type_is_400_invalid_request_and_creates_nothing(api_client, body, content_type):
+    # Agent Auth's error list is closed: a body it cannot read is invalid_request, never 415.
+    response = api_client.generic("POST", URL, json.dumps(body).encode("latin-1", "replace"),
+                                  content_type=content_type)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["message"]
+    assert response["Cache-Control"] == "no-store"
+    assert AgentAuthorization.objects.count() == 0

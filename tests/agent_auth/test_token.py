@@ -178,9 +178,11 @@ def test_a_disabled_client_cannot_exchange(api_client, agent_client):
     assert _counts() == (0, 0)
 
 
-def test_a_form_encoded_body_is_refused(api_client):
+def test_a_form_encoded_body_is_refused_as_invalid_request(api_client):
     response = api_client.post(URL, {"grant_type": "refresh_token"})
-    assert response.status_code == 415
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["message"] == ("The body must be JSON (Content-Type: application/json, in UTF-8), "
+                                          "not 'multipart/form-data'.")
     assert response["Pragma"] == "no-cache"
     assert response["Cache-Control"] == "no-store"
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -41,6 +41,7 @@ from apps.agent_auth.services import (
     session_revoke_for_client,
 )
 from apps.core.errors import malformed_body
+from apps.core.parsers import UnsupportedCharset
 
 
 # DRF types `request.auth` as a Token; our authentication classes put these there.
@@ -53,12 +54,19 @@ def _auth_session(request: Request) -> AgentSession:
 
 
 class AgentAuthApi(APIView):
-    """Agent Auth answers only with its contract's error codes: a body that is not JSON (or not
-    UTF-8 JSON) is `invalid_request`, with the parser's account of what is wrong."""
+    """Agent Auth answers only with its contract's error codes: a body that is not JSON, not
+    UTF-8, or of another media type is `invalid_request` (never 415), with the parser's account
+    of what is wrong."""
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ParseError):
             exc = malformed_body(exc.detail)
+        elif isinstance(exc, UnsupportedMediaType):
+            media_type = (self.request.content_type or "").split(";", 1)[0].strip()[:80]
+            exc = InvalidRequest(f"The body must be JSON (Content-Type: application/json, in UTF-8), "
+                                 f"not {media_type!r}.")
+        elif isinstance(exc, UnsupportedCharset):
+            exc = InvalidRequest(exc.message)
         return super().handle_exception(exc)
 
 
