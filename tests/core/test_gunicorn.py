@@ -4,6 +4,7 @@ settings around bailinghub.wsgi, on this test run's database.
 - A body refused past its limit closes the connection, announced: the client's next request
   goes on a new connection instead of being lost on one gunicorn drops after promising keep-alive.
 - The access log escapes control characters a client put in its request: one request, one line.
+- A stop signal that reaches a worker before its own handlers are installed is not lost.
 """
 
 from __future__ import annotations
@@ -33,27 +34,34 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup, django_db_blocker, tmp_path_factory):
+def _gunicorn(config: str, *, log: Path, stderr: object = subprocess.PIPE,
+              extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """gunicorn with `config` around bailinghub.wsgi on this run's database, one worker, listening."""
     database = urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"])
-    log = tmp_path_factory.mktemp("gunicorn") / "access.log"
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": urlunsplit(database), "REDIS_URL": settings.REDIS_URL,
-           "DJANGO_SETTINGS_MODULE": "bailinghub.settings"}
+           "DJANGO_SETTINGS_MODULE": "bailinghub.settings", **(extra_env or {})}
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "python:bailinghub.gunicorn", "--bind", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "gunicorn", "-c", f"python:{config}", "--bind", f"127.0.0.1:{port}",
          "--workers", "1", "--threads", "2", "--access-logfile", str(log), "bailinghub.wsgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process, port
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError("gunicorn did not listen") from None
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker, tmp_path_factory):
+    log = tmp_path_factory.mktemp("gunicorn") / "access.log"
+    process, port = _gunicorn("bailinghub.gunicorn", log=log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert process.poll() is None, process.stderr.read().decode()[-2000:] if process.stderr else ""
-                assert time.monotonic() < deadline, "gunicorn did not listen"
-                time.sleep(0.2)
         yield port, log
     finally:
         process.terminate()
@@ -99,3 +107,29 @@ def test_a_request_cannot_forge_or_colour_access_log_lines(server):
     assert b"\\x0d\\x0a127.0.0.1 " in forged and b"\\x1b[31m\\x00/system-info" in forged
     assert not any(byte in forged for byte in (b"\r", b"\x1b", b"\x00"))
     assert forged.count(b'"') == 2 and b"\\x22POST /forged\\x22" in forged  # the quoted field holds
+
+
+def test_a_stop_signal_that_reaches_a_worker_before_its_handlers_is_not_lost(django_db_setup, tmp_path):
+    # The first worker gets SIGQUIT while the master's inherited handler is still in place (which
+    # only queues it): it must quit once its own handlers are in, not serve on until a SIGKILL.
+    mark = tmp_path / "signalled"
+    errors = tmp_path / "error.log"
+    with errors.open("wb") as stderr:
+        process, port = _gunicorn("tests.core.gunicorn_early_stop", log=tmp_path / "access.log", stderr=stderr,
+                                  extra_env={"BAILING_TEST_EARLY_STOP_MARK": str(mark)})
+    try:
+        deadline = time.monotonic() + 60
+        while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:  # listens before it forks
+            time.sleep(0.1)
+        first = mark.read_text()
+        while f"Worker exiting (pid: {first})" not in errors.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert f"Worker exiting (pid: {first})" in errors.read_text()
+        assert process.poll() is None  # the master carries on with a new worker
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        process.terminate()
+        process.wait(30)
