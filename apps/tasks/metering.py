@@ -48,6 +48,22 @@ def invocation_task_check(*, session: AgentSession, run: Any, tool_name: str) ->
     return Bound(task_id=link.task_id, member=link.member)
 
 
+def invocation_task_recheck(*, session: AgentSession, inv: Any) -> None:
+    """Before a stored call that has not settled is re-evaluated (an approved call is then
+    dispatched): the task rules as they are now. A session that joined a task after the call was
+    made cannot run it outside the task (TASK_REQUIRED); a bound call's task must still be usable
+    and its whole member set intact (a revoked member blocks the task: TASK_SCOPE_BLOCKED). Run
+    outside the caller's transaction, so the block holds; nothing else changes."""
+    if not session_task_enforced(session=session):
+        return
+    link = TaskRun.objects.select_related("task").filter(run_id=inv.run_id).first()
+    if link is None:
+        raise TaskRequired("This session joined a task after this call was made, and a call outside the task "
+                           "cannot run. Make it again under a run bound to the task.")
+    task_usable(task=link.task)
+    task_members_verify(task=link.task)
+
+
 def _locked(task_id: Any) -> Task:
     return Task.objects.select_for_update().get(pk=task_id)
 

@@ -50,6 +50,7 @@ from apps.tasks.metering import (
     charge_reserve,
     charge_settle,
     invocation_task_check,
+    invocation_task_recheck,
 )
 
 from . import dispatch
@@ -141,8 +142,9 @@ def invocation_key(*, session_id: Any, invocation_id: str) -> str:
 
 
 def arguments_bytes(arguments: Any) -> int:
-    """The arguments' size as the contract measures it: compact JSON, UTF-8, non-ASCII not escaped."""
-    return len(compact_json(arguments).encode("utf-8"))
+    """The arguments' size as the contract measures it: compact JSON, UTF-8, non-ASCII not escaped
+    (a lone surrogate, which the arguments' field then refuses, counts its 3 bytes)."""
+    return len(compact_json(arguments).encode("utf-8", "surrogatepass"))
 
 
 def _strip_descriptions(node: Any) -> Any:
@@ -437,13 +439,13 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
     """``POST /tool-invocations`` after the budgets and the route and run checks: the answer of
     the call keyed by (session, ``invocation_id``) — a new one, or the existing one replayed or
     re-evaluated."""
-    execution_pause_check(route=route)
     key = invocation_key(session_id=session.pk, invocation_id=call.invocation_id)
     arguments_sha256 = revision_of(call.arguments)
     existing = Invocation.objects.select_related("route").filter(idempotency_key=key).first()
     if existing is not None:
         return _existing(existing, session=session, route=route, run=run, call=call,
                          arguments_sha256=arguments_sha256)
+    execution_pause_check(route=route)
     if not run_active:
         raise RunNotActive()
     surface = route_surface(route=route, session=session)
@@ -548,12 +550,16 @@ def _existing(inv: Invocation, *, session: AgentSession, route: Route, run: Run,
 
 def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = True) -> dict[str, Any]:
     """The answer for an existing call (a repeated invoke, or resume). A stable result is replayed
-    as stored; an unstable one is re-evaluated under the row lock: a pending approval stays
+    as stored, even while execution is paused; an unstable one is refused while it is paused, or
+    while the task rules of the session no longer let it run (invocation_task_recheck), and is
+    otherwise re-evaluated under the row lock: a pending approval stays
     pending (or expires into ``denied``); an approved call is consumed and dispatched once; a call
     whose dispatch started with no answer past its deadline becomes ``reconciliation_required``;
     a call proven not sent and refused only for now (rate limit, pause) is tried again."""
     if result_is_stable(inv.result):
         return dict(inv.result or {})
+    execution_pause_check(route=inv.route)
+    invocation_task_recheck(session=session, inv=inv)
     target = _current_target(inv=inv, session=session)
     with transaction.atomic():
         inv = _locked(inv.pk)
@@ -678,7 +684,6 @@ def invocation_tool_check(*, session: AgentSession, inv: Invocation) -> None:
 def invocation_resume(*, session: AgentSession, inv: Invocation) -> dict[str, Any]:
     """``POST .../resume``: the stored result, or an approved call executed once (the route was
     re-checked by the caller; the tool is re-checked here)."""
-    execution_pause_check(route=inv.route)
     return invocation_advance(inv=inv, session=session)
 
 

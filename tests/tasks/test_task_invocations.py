@@ -148,6 +148,57 @@ def test_a_receipt_re_verifies_the_member_set(shop, dispatching):
     assert task.state == "blocked"
 
 
+def _approved_refund(shop, run_id):
+    from apps.tools.invocations import approval_decide
+    from apps.tools.models import Approval
+
+    invocation_id = new_id()
+    body = _body(shop, run_id, tool="refund_issue", arguments={"order_id": "SO-1", "amount": 5},
+                 invocation_id=invocation_id)
+    assert _post(shop.token, body).json()["state"] == "awaiting_approval"
+    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d",
+                    decision="approved")
+    return invocation_id
+
+
+def _resume(token, invocation_id):
+    return APIClient().generic("POST", f"/agent-api/v1/tool-invocations/{invocation_id}/resume", "{}",
+                               content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def test_resuming_an_approved_call_after_a_member_is_revoked_blocks_the_task_and_sends_nothing(shop, dispatching):
+    from apps.agent_auth.services import session_revoke
+    from apps.tools.models import Approval
+
+    second = session_for(shop.session.client, principal={**PRINCIPAL, "id": "u-1002"})
+    task, _ = _task(shop, [shop.session, second.session], tools=("refund_issue",), max_write_calls=3)
+    invocation_id = _approved_refund(shop, _bound_run(shop, shop.token, task))
+    session_revoke(session=second.session, revoked_by="operator")
+    response = _resume(shop.token, invocation_id)
+    assert (response.status_code, response.json()["error"]) == (409, "TASK_SCOPE_BLOCKED")
+    task.refresh_from_db()
+    assert (task.state, task.blocked_reason) == ("blocked", "a member session was revoked")
+    assert shop.server.received == []
+    assert Approval.objects.get().used_at is None
+    again = _resume(shop.token, invocation_id)
+    assert (again.status_code, again.json()["error"]) == (409, "TASK_SCOPE_BLOCKED")
+    assert shop.server.received == []
+
+
+def test_a_call_made_before_its_session_joined_a_task_cannot_run_outside_it(shop, dispatching):
+    from apps.tools.models import Approval
+
+    invocation_id = _approved_refund(shop, shop.run_id)  # the fixture's run: no task yet
+    task, _ = _task(shop, [shop.session], tools=("refund_issue",), max_write_calls=0)
+    response = _resume(shop.token, invocation_id)
+    assert (response.status_code, response.json()["error"]) == (403, "TASK_REQUIRED")
+    assert "joined a task after this call was made" in response.json()["message"]
+    assert shop.server.received == []
+    assert Approval.objects.get().used_at is None
+    task.refresh_from_db()
+    assert (task.state, task.write_reserved, task.write_consumed, task.active_permits) == ("active", 0, 0, 0)
+
+
 def _counters(task):
     task.refresh_from_db()
     return task.write_reserved, task.write_consumed, task.active_permits

@@ -104,6 +104,22 @@ def test_while_paused_invoke_and_resume_answer_503_and_receipts_work(shop, dispa
     assert len(shop.server.received) == 1
 
 
+def test_while_paused_a_settled_call_is_still_replayed_and_nothing_is_sent(shop, dispatching):
+    # Pause stops dispatch; the stored answer of a call that already ran is replayed as it is.
+    invocation_id = new_id()
+    body = shop.body("item_read", {"item_id": "TEA-1"}, invocation_id=invocation_id)
+    executed = shop.post(body).json()
+    assert executed["state"] == "executed"
+    Project.objects.filter(pk=shop.route.project_id).update(tool_execution_paused=True)
+    replayed, resumed = shop.post(body), shop.resume(invocation_id)
+    assert (replayed.status_code, replayed.json()) == (200, executed)
+    assert (resumed.status_code, resumed.json()) == (200, executed)
+    fresh = shop.invoke("item_read", {"item_id": "TEA-1"})
+    assert (fresh.status_code, fresh.json()["error"]) == (503, "execution_paused")
+    assert len(shop.server.received) == 1
+    assert Invocation.objects.count() == 1
+
+
 def _claimed_by_a_worker_that_died(shop, settings) -> Invocation:
     """A write whose dispatcher committed `dispatching` and died before any outcome was recorded."""
     settings.TOOL_INVOCATION_WAIT_SECONDS = 0
