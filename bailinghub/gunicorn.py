@@ -26,7 +26,7 @@ cores = os.cpu_count() or 1
 workers = _int("WEB_CONCURRENCY", max(2, cores))
 threads = _int("WEB_THREADS", 8)
 worker_class = "gthread"
-bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
+bind = os.environ.get("WEB_BIND") or "127.0.0.1:8000"
 # Agent hosts give up after 15 s; a request running past 60 s is stuck, not slow.
 timeout = 60
 graceful_timeout = 20

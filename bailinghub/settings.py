@@ -357,8 +357,18 @@ DEMO_BUSINESS_SIGNING_SECRET = env.str("DEMO_BUSINESS_SIGNING_SECRET", default="
     "bailinghub-demo-business-development-signing-key" if DEBUG else "")
 # Each signed call waits this long before it runs (tests of concurrency and timeouts); 0 in use.
 DEMO_BUSINESS_RESPONSE_DELAY_MS = env.int("DEMO_BUSINESS_RESPONSE_DELAY_MS", default=0)
-# Where the hub reaches the demo shop (seed_demo registers it there): `make run`'s own address.
-DEMO_BUSINESS_BASE_URL = env.str("DEMO_BUSINESS_BASE_URL", default="http://127.0.0.1:8000/demo-business")
+
+
+def _reachable(bind: str) -> str:
+    """host:port to reach a server bound at `bind` from this machine (a wildcard host: loopback)."""
+    host, _, port = bind.rpartition(":")
+    return f"{'127.0.0.1' if host in ('', '0.0.0.0', '::', '[::]') else host}:{port}"  # noqa: S104 -- read, not bound
+
+
+# Where the hub reaches the demo shop (seed_demo registers it there): `make run`'s own address,
+# where WEB_BIND puts the web server.
+WEB_BIND = env.str("WEB_BIND", default="") or "127.0.0.1:8000"
+DEMO_BUSINESS_BASE_URL = env.str("DEMO_BUSINESS_BASE_URL", default=f"http://{_reachable(WEB_BIND)}/demo-business")
 if DEMO_BUSINESS_ENABLED and not DEMO_BUSINESS_SIGNING_SECRET:
     raise ImproperlyConfigured(
         "DEMO_BUSINESS_SIGNING_SECRET is required when DEMO_BUSINESS_ENABLED is on and DEBUG is off "

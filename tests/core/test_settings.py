@@ -105,3 +105,29 @@ def test_the_memory_is_the_machines_unless_a_container_limits_it_lower(tmp_path,
     assert embedded.memory_bytes() == 2 << 30
     v2.write_text(f"{1 << 30}\n")
     assert embedded.memory_bytes() == 1 << 30
+
+
+def _setting(name: str, env_overrides: dict[str, str]) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in {"WEB_BIND", "DEMO_BUSINESS_BASE_URL"}}
+    result = subprocess.run(
+        [sys.executable, "-c", f"from django.conf import settings; print(settings.{name})"],
+        cwd=ROOT, env={**env, **env_overrides, "DEBUG": "true", "DJANGO_SETTINGS_MODULE": "bailinghub.settings"},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize(("bind", "url"), [
+    (None, "http://127.0.0.1:8000/demo-business"),
+    ("", "http://127.0.0.1:8000/demo-business"),
+    ("127.0.0.1:8201", "http://127.0.0.1:8201/demo-business"),
+    ("0.0.0.0:9000", "http://127.0.0.1:9000/demo-business"),
+])
+def test_the_demo_shop_is_registered_where_web_bind_puts_the_web_server(bind, url):
+    assert _setting("DEMO_BUSINESS_BASE_URL", {} if bind is None else {"WEB_BIND": bind}) == url
+
+
+def test_an_explicit_demo_shop_address_wins_over_web_bind():
+    assert _setting("DEMO_BUSINESS_BASE_URL", {"WEB_BIND": "127.0.0.1:8201",
+                                               "DEMO_BUSINESS_BASE_URL": "http://shop.internal/x"}) == "http://shop.internal/x"
