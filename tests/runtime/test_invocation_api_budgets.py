@@ -4,6 +4,8 @@ nothing stored and nothing sent."""
 
 import json
 
+import pytest
+
 from tests.tools.invocation_helpers import stored
 
 pytest_plugins = ["tests.tools.invocation_fixtures"]
@@ -64,3 +66,24 @@ def test_a_body_that_is_not_json_is_refused_before_anything(shop):
                                    HTTP_AUTHORIZATION=f"Bearer {shop.token}")
     assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
     assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
+
+
+@pytest.mark.parametrize(("arguments", "said"), [
+    ('{"text": "tea\\ud800"}', "text: a lone surrogate is not allowed"),
+    ('{"items": [{"sku": "A"}, {"sku": "\\udfff x"}]}', "items[1].sku: a lone surrogate is not allowed"),
+    ('{"no\\ud83dte": "x"}', "arguments.no\ufffdte: an object key with a lone surrogate"),  # the parser's
+])
+def test_a_lone_surrogate_in_the_arguments_is_400_invalid_request_and_stores_nothing(shop, arguments, said):
+    # A host that cuts text inside an emoji sends half of a surrogate pair: no UTF-8 encoder takes it.
+    body = json.dumps(shop.body("note_add", {}))[:-1].replace('"arguments": {}', f'"arguments": {arguments}') + "}"
+    response = shop.post(body)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request"), response.content
+    assert said in response.json()["message"]
+    assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
+    assert shop.server.received == []
+
+
+def test_a_surrogate_pair_in_the_arguments_is_a_character(shop):
+    response = shop.invoke("note_add", {"text": "tea \U0001f375"})
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] in {"in_progress", "executed"}
