@@ -50,8 +50,14 @@ class RouteToolsForm(RouteAdminForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        writes = [(tool.name, f"{tool.name} · {provider.name}") for provider in self.providers
-                  for tool in compiled_tools(provider) if not tool.readonly]
+        # One box per tool name: these lists hold names (a route allows each name from one source
+        # at most), and two boxes of one value would tick and submit together.
+        offered: dict[str, list[str]] = {}
+        for provider in self.providers:
+            for tool in compiled_tools(provider):
+                if not tool.readonly:
+                    offered.setdefault(tool.name, []).append(provider.name)
+        writes = [(name, f"{name} · {', '.join(providers)}") for name, providers in offered.items()]
         for name in ("write_tools", "force_approval_tools", "unattended_write_tools"):
             cast(forms.ChoiceField, self.fields[name]).choices = writes
         if self.instance.pk is not None:

@@ -136,6 +136,26 @@ def test_one_tool_name_from_two_providers_is_refused_at_the_second(client, route
     assert _state(route) == before
 
 
+def test_a_tool_name_two_providers_offer_is_one_write_pick_and_the_route_still_saves(client, route, store, owner):
+    twin = ToolProviderFactory(project=owner.project, name="twin")  # the same spec: the same tool names
+    route_tools_set(route=route, sources=[SourceSpec(provider=store, allowed_tools=["stock_adjust"])],
+                    write_tools=["stock_adjust"], tools_direct_enabled=True)
+    page = client.get(f"/admin/routes/route/{route.pk}/change/")
+    form = page.context["adminform"].form
+    assert form.fields["write_tools"].choices == [
+        ("stock_adjust", "stock_adjust · store, twin"), ("order_refund", "order_refund · store, twin"),
+        ("customer_note", "customer_note · store, twin")]
+    html = page.content.decode()
+    assert html.count('name="write_tools" value="stock_adjust"') == 1
+    # What the browser sends back after an edit of the description only.
+    response = _post(client, route, description="Edited.", **{source_field_name(store): ["stock_adjust"],
+                                                               source_field_name(twin): [],
+                                                               "write_tools": ["stock_adjust"]})
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert Route.objects.get(pk=route.pk).description == "Edited."
+    assert _state(route)[0] == ["stock_adjust"]
+
+
 def test_forced_approval_and_legacy_unattended_cannot_combine(client, route, store):
     before = _state(route)
     response = _post(client, route, **{source_field_name(store): ["stock_adjust", "order_refund"],
