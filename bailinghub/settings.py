@@ -155,9 +155,9 @@ BAILING_NO_STORE_PREFIXES = ("/agent-auth/", "/agent-api/")
 BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz", "/readyz", "/demo-business/")
 # ...except the browser pages of agent auth, whose errors are HTML pages for a person.
 BAILING_HTML_ERROR_PREFIXES = ("/agent-auth/authorize", "/agent-auth/login")
-# JSON APIs whose error list is closed and has no 415: a body in another media type or charset
-# is 400 invalid_request there (Agent Auth v1).
-BAILING_NO_415_PREFIXES = ("/agent-auth/",)
+# JSON APIs whose error list is closed (Agent Auth v1): a body they cannot take (another media
+# type or charset, a chunked body where it is not read) is 400 invalid_request there, not 411/415.
+BAILING_CLOSED_ERROR_PREFIXES = ("/agent-auth/",)
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"

@@ -35,6 +35,7 @@ STATUS_CODES = {
     406: "not_acceptable",
     409: "conflict",
     410: "gone",
+    411: "length_required",
     413: "request_too_large",
     415: "unsupported_media_type",
     422: "unprocessable_entity",

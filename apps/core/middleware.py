@@ -187,16 +187,26 @@ class BodySizeLimitMiddleware:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return error_page(request, 400, "Content-Length is not a number.")
+        chunked = declared <= 0 and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+        if chunked and (request.content_type == "multipart/form-data"
+                        or not request.META.get("wsgi.input_terminated")):
+            message = "Send the body with a Content-Length: a chunked body is not read here."
+            if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):  # a closed error list
+                return error_response(400, message, "invalid_request")
+            return error_page(request, 411, message)
         if request.content_type == "multipart/form-data":
             if declared > limit:
                 return too_large_response(request, view_func, max_bytes=limit, observed_bytes=0)
             return None
-        if declared <= 0:
+        if declared <= 0 and not chunked:
             return None
+        # A chunked body (no Content-Length; gunicorn ends the stream at its last chunk) is read
+        # from the server's stream itself: Django reads no more than Content-Length, so nothing.
+        read = request.META["wsgi.input"].read if chunked else request.read
         chunks: list[bytes] = []
         observed = 0
         while observed <= limit:
-            chunk = request.read(min(_READ_CHUNK, limit + 1 - observed))
+            chunk = read(min(_READ_CHUNK, limit + 1 - observed))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -204,6 +214,8 @@ class BodySizeLimitMiddleware:
         if observed > limit:
             return too_large_response(request, view_func, max_bytes=limit, observed_bytes=observed)
         body = b"".join(chunks)
+        if chunked:  # its length is known now (DRF reads no body without one)
+            request.META["CONTENT_LENGTH"] = str(len(body))
         # Hand the bytes back to Django as if nothing had been read.
         request._body = body
         request._stream = io.BytesIO(body)
@@ -269,7 +281,7 @@ class ContentCharsetMiddleware:
         if charset is None or charset_is_utf8(content_type):
             return self.get_response(request)
         if is_json_path(request.path):
-            if request.path.startswith(settings.BAILING_NO_415_PREFIXES):
+            if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):
                 return error_response(400, UnsupportedCharset.message, "invalid_request")
             return error_response(UnsupportedCharset.status, UnsupportedCharset.message, UnsupportedCharset.code)
         if not _is_text_encoding(charset):

@@ -74,3 +74,18 @@ def test_streamed_oversized_body_is_refused_before_it_is_all_sent(live_server):
     assert body["max_bytes"] == 1024
     assert 1024 < body["observed_bytes"] <= sent
     assert sent < declared
+
+
+def test_a_chunked_body_the_server_does_not_end_is_411_and_reaches_no_view(client):
+    # Django's own server (and the test client) do not end a chunked stream: refuse, do not read nothing.
+    response = client.generic("POST", "/agent-api/test/echo", b'{"name": "x"}',
+                              content_type="application/json", HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH="")
+    assert (response.status_code, response.json()["error"]) == (411, "length_required")
+    assert response.json()["message"] == "Send the body with a Content-Length: a chunked body is not read here."
+
+
+def test_agent_auth_answers_a_chunked_body_it_cannot_read_with_its_own_code(client):
+    response = client.generic("POST", "/agent-auth/test/echo", b"{}", content_type="application/json",
+                              HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH="")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response["Cache-Control"] == "no-store"

@@ -133,3 +133,33 @@ def test_a_stop_signal_that_reaches_a_worker_before_its_handlers_is_not_lost(dja
     finally:
         process.terminate()
         process.wait(30)
+
+
+def _chunked(port: int, path: str, pieces: list[bytes]) -> tuple[int, dict, str | None]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", path, body=iter(pieces), encode_chunked=True,
+                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    response = conn.getresponse()
+    answer = (response.status, json.loads(response.read()), response.getheader("Connection"))
+    conn.close()
+    return answer
+
+
+def test_a_chunked_body_is_read_as_the_body(server):
+    port, _ = server
+    body = json.dumps({"client_app_id": "no-such-app", "redirect_uri": "http://127.0.0.1:53682/callback",
+                       "state": "st-0123456789", "requested_routes": ["store-assistant"], "device_label": "laptop",
+                       "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+                       "code_challenge_method": "S256"}).encode()
+    status, answer, _ = _chunked(port, "/agent-auth/v1/authorizations", [body[:40], body[40:90], body[90:]])
+    # invalid_client: the client id was read from the body (an empty body would be invalid_request).
+    assert (status, answer["error"]) == (400, "invalid_client"), answer
+
+
+def test_a_chunked_body_past_the_limit_is_413_and_closes_the_connection(server):
+    port, _ = server
+    piece = b"x" * (256 * 1024)
+    pieces = [b'{"arguments": {"a": "'] + [piece] * ((REQUEST_BODY_MAX_BYTES // len(piece)) + 2) + [b'"}}']
+    status, answer, connection_header = _chunked(port, "/agent-api/v1/tool-invocations", pieces)
+    assert (status, answer["error"], answer["limit_scope"], connection_header) == (
+        413, "arguments_too_large", "request_body", "close")
