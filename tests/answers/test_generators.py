@@ -30,6 +30,26 @@ def test_extractive_refuses_when_nothing_covers_the_question():
     assert (draft.found, draft.answer, draft.cited) == (False, "", [])
 
 
+ENGLISH = [
+    Evidence(ref=1, document_title="shop.md", chapter_path=None,
+             text="The Longjing tea gift box is our best seller in spring. Refunds are paid within 7 days.",
+             score=0.6),
+    Evidence(ref=2, document_title="ops.md", chapter_path=None,
+             text="A missing confirmation is escalated to the area manager.", score=0.4),
+]
+
+
+@pytest.mark.parametrize("question", ["What is the CEO's salary?", "What is the capital of France?"])
+def test_extractive_refuses_an_english_question_the_evidence_shares_only_function_words_with(question):
+    draft = ExtractiveGenerator().generate(question=question, evidence=ENGLISH)
+    assert (draft.found, draft.answer, draft.cited) == (False, "", [])
+
+
+def test_extractive_still_answers_an_english_question_the_evidence_covers():
+    draft = ExtractiveGenerator().generate(question="How many days until refunds are paid?", evidence=ENGLISH)
+    assert (draft.found, draft.answer, draft.cited) == (True, "Refunds are paid within 7 days.[1]", [1])
+
+
 def test_extractive_cuts_a_long_sentence_to_its_best_clauses():
     filler = "，".join(f"第{i}条说明了无关的流程细节和很多背景内容" for i in range(12))
     long_text = filler + "，退款在三个工作日内原路退回。"

@@ -75,6 +75,22 @@ def term_set(text: str) -> set[str]:
     return set(keyword_terms(text))
 
 
+# English function words, as keyword terms (stemmed): a question's "what is the …" says nothing
+# about what it asks, and sentences share them with every question.
+_ENGLISH_FUNCTION_WORDS = (
+    "a an the is are was were be been being am do does did doing have has had having what which who whom "
+    "whose when where why how of to in on at by for with about from into onto over under than then and or "
+    "but not no nor if so as it its this that these those there here i me my we us our you your he him his "
+    "she her they them their can could would should will shall may might must please tell know s t d ll re ve m"
+)
+FUNCTION_TERMS = frozenset(keyword_terms(_ENGLISH_FUNCTION_WORDS))
+
+
+def question_terms(question: str) -> set[str]:
+    """The terms that say what a question asks: its keyword terms but English function words."""
+    return term_set(question) - FUNCTION_TERMS
+
+
 def idf_weights(documents: Iterable[Set[str]]) -> tuple[dict[str, float], int]:
     """Smoothed idf of each term over `documents` (sets of terms), and how many there were."""
     documents = list(documents)

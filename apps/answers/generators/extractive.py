@@ -4,9 +4,10 @@ construction; when no sentence covers enough of the question it says the knowled
 answer instead of quoting something unrelated.
 
 A sentence's score is the idf-weighted share of the question's keyword terms (CJK characters
-and bigrams, stemmed words; idf over the evidence's sentences) that it contains, plus a small
-preference for higher-ranked evidence. A sentence longer than LONG_SENTENCE_CHARS is cut to its
-best window of clauses, so the answer stays short and "contains the gold answer" is earned.
+and bigrams, stemmed words, English function words left out; idf over the evidence's sentences)
+that it contains, plus a small preference for higher-ranked evidence. A sentence longer than
+LONG_SENTENCE_CHARS is cut to its best window of clauses, so the answer stays short and
+"contains the gold answer" is earned.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from apps.answers.generators.base import Draft, Evidence, coverage, idf_weights, sentences, term_set
+from apps.answers.generators.base import Draft, Evidence, coverage, idf_weights, question_terms, sentences, term_set
 
 MIN_SUPPORT = 0.2
 SECOND_SENTENCE_RATIO = 0.8
@@ -54,7 +55,7 @@ class ExtractiveGenerator:
         self.options = options
 
     def generate(self, *, question: str, evidence: list[Evidence]) -> Draft:
-        needed = term_set(question)
+        needed = question_terms(question)
         candidates = [
             _Candidate(ref=item.ref, position=i, text=window, terms=frozenset(term_set(window)))
             for item in evidence
