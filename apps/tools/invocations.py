@@ -275,9 +275,14 @@ def _validation_schema(node: Any) -> Any:
 
 
 def schema_problem(*, schema: dict[str, Any], arguments: dict[str, Any]) -> tuple[str, str] | None:
-    """(field, message) of the first way ``arguments`` break the tool's input schema, or None."""
+    """(field, message) of the first way ``arguments`` break the tool's input schema, or None. The
+    top level is closed: an argument the schema does not name has nowhere to go in the request (a
+    parameter or a body property each have theirs), so it is refused rather than dropped unsaid."""
+    checked = _validation_schema(schema)
+    if isinstance(checked, dict) and isinstance(checked.get("properties"), dict):
+        checked.setdefault("additionalProperties", False)
     try:
-        validator = jsonschema_rs.validator_for(_validation_schema(schema), validate_formats=False)
+        validator = jsonschema_rs.validator_for(checked, validate_formats=False)
     except (ValueError, jsonschema_rs.ValidationError):
         return "arguments", "the tool's input schema cannot be checked"
     for error in validator.iter_errors(arguments):

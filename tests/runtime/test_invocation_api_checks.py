@@ -118,6 +118,16 @@ def test_arguments_breaking_the_schema_are_rejected_naming_the_field(shop):
     assert Invocation.objects.get().frozen_arguments == ""
 
 
+def test_an_argument_the_tool_does_not_name_is_refused_not_dropped(shop):
+    # It would have nowhere to go in the request: the business system would never see it.
+    response = shop.invoke("note_add", {"text": "call back", "priority": "urgent"})
+    body = response.json()
+    assert (response.status_code, body["state"], body["auto_retry_allowed"]) == (200, "rejected_before_dispatch", False)
+    assert body["text"].startswith("The arguments do not fit the tool's input schema: priority: Additional "
+                                   "properties are not allowed ('priority' was unexpected).")
+    assert shop.server.received == []
+
+
 def test_a_missing_required_argument_is_named(shop):
     body = shop.invoke("stock_write", {"sku": "TEA-1"}).json()
     assert "input schema: quantity:" in body["text"]
