@@ -1,4 +1,7 @@
+import re
+
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from apps.answers.services import rag_query_answer
@@ -103,6 +106,97 @@ def test_playground_rag_mode_of_another_projects_kb_is_404(console):
     response = console.get(reverse("admin:ledger_ragquery_ask", args=[KnowledgeBaseFactory().pk]),
                            {"question": "换货收费吗？"})
     assert response.status_code == 404
+
+
+# The ask form posts: a question of 2000 CJK characters is 18 KB percent-encoded, past any request
+# line gunicorn accepts (tests/browser/test_long_queries.py asks one through gunicorn).
+LONG_QUESTION = ("质量问题的商品可以在多少天内退款换货收费吗" * 100)[:2000]
+
+
+def _ask_url(kb) -> str:
+    return reverse("admin:ledger_ragquery_ask", args=[kb.pk])
+
+
+def _csrf_client(user) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def test_playground_rag_mode_form_posts_with_a_csrf_token(console, kb):
+    page = console.get(_ask_url(kb)).content.decode()
+    assert f'<form method="post" action="{_ask_url(kb)}" class="rag-form module" id="rag-ask-form">' in page
+    assert 'name="csrfmiddlewaretoken"' in page
+    assert 'id="rag-result"' not in page
+
+
+def test_playground_rag_mode_answers_a_posted_question_without_recording(console, kb):
+    response = console.post(_ask_url(kb), {"question": "换货收费吗？"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "换货不收取费用。[1]" in page
+    assert RagQuery.objects.count() == 0
+
+
+def test_playground_rag_mode_answers_a_posted_question_of_2000_chinese_characters(console, kb):
+    response = console.post(_ask_url(kb), {"question": LONG_QUESTION})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="rag-result"' in page and 'class="errorlist' not in page
+    assert f'name="question" value="{LONG_QUESTION}"' in page
+    assert RagQuery.objects.count() == 0
+
+
+def test_playground_rag_mode_refuses_a_posted_question_over_2000_characters_next_to_the_field(console, kb):
+    response = console.post(_ask_url(kb), {"question": LONG_QUESTION + "问"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Ensure this value has at most 2000 characters (it has 2001)." in page
+    assert 'id="rag-result"' not in page
+
+
+def test_playground_rag_mode_refuses_a_posted_blank_question_next_to_the_field(console, kb):
+    response = console.post(_ask_url(kb), {"question": "   "})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert '<ul class="errorlist" id="id_question_error"><li>This field is required.</li></ul>' in page
+    assert 'id="rag-result"' not in page
+
+
+def test_playground_rag_mode_answers_a_post_with_the_pages_csrf_token(owner, kb):
+    client = _csrf_client(owner.user)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get(_ask_url(kb)).content.decode())
+    response = client.post(_ask_url(kb), {"question": "换货收费吗？", "csrfmiddlewaretoken": token.group(1)})
+    assert response.status_code == 200
+    assert "换货不收取费用。[1]" in response.content.decode()
+
+
+def test_playground_rag_mode_refuses_a_post_without_the_csrf_token(owner, kb):
+    response = _csrf_client(owner.user).post(_ask_url(kb), {"question": "换货收费吗？"})
+    assert response.status_code == 403
+    assert "换货不收取费用" not in response.content.decode()
+
+
+def test_playground_rag_mode_answers_a_viewer(kb, owner):
+    from apps.projects.models import Membership
+    from tests.projects.factories import MembershipFactory
+
+    viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(viewer.user)
+    response = client.post(_ask_url(kb), {"question": "换货收费吗？"})
+    assert response.status_code == 200
+    assert "换货不收取费用。[1]" in response.content.decode()
+
+
+def test_playground_rag_mode_of_another_projects_kb_is_404_on_a_post_too(console):
+    response = console.post(_ask_url(KnowledgeBaseFactory()), {"question": "换货收费吗？"})
+    assert response.status_code == 404
+
+
+def test_playground_rag_mode_answers_get_and_post_only(console, kb):
+    response = console.put(_ask_url(kb), "question=x", content_type="application/x-www-form-urlencoded")
+    assert (response.status_code, response["Allow"]) == (405, "GET, HEAD, POST")
 
 
 def test_search_playground_links_to_rag_mode(console, kb):
