@@ -1,7 +1,7 @@
 """Operator screens for knowledge: KB pages with upload, documents and their progress, failures
 and retry, chunk preview, rebuild and its progress; embedding models.
 Every write goes through apps.knowledge.services.
-A KB's search playground (read-only, GET) runs selectors.knowledge_search with explain."""
+A KB's search playground (POST, or GET for a short link) runs selectors.knowledge_search with explain."""
 
 from __future__ import annotations
 
@@ -489,16 +489,24 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return self._back(kb)
 
     def search_view(self, request, object_id):
-        """The search playground. Whoever may view the KB page may search (it changes nothing);
-        a GET with the form's parameters runs the search, so results can be linked."""
+        """The search playground. Whoever may view the KB page may search (it changes nothing in
+        the KB). The page's form and its "Run again" buttons post: a query may have 2000
+        characters, 18 KB percent-encoded in CJK, past any request line gunicorn accepts (8190
+        bytes at most). A GET with the form's parameters still runs the search, so a short one
+        can be linked. A search is answered in place, not redirected to a GET (which would carry
+        the query in the URL again): the browser asks before posting it again on a refresh, and
+        recording the same search again only moves it up the operator's recent list."""
         kb = self.get_object(request, unquote(object_id))
         if kb is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         if not self.has_view_or_change_permission(request, kb):
             raise PermissionDenied
-        if request.method not in ("GET", "HEAD"):
-            return HttpResponseNotAllowed(["GET", "HEAD"])
-        form = PlaygroundSearchForm.from_params(request.GET)
+        if request.method not in ("GET", "HEAD", "POST"):
+            return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+        if request.method == "POST":
+            form = PlaygroundSearchForm.from_params(request.POST, submitted=True)
+        else:
+            form = PlaygroundSearchForm.from_params(request.GET)
         result, failure = None, ""
         if form.is_valid():
             data = form.cleaned_data

@@ -6,7 +6,7 @@ text: case- and width-insensitively, Western words whole and by their stem, Trad
 Simplified Chinese alike.
 
 Each hit also gets a sentence on why it ranks there (explain_sentence), and the page lists the
-operator's recent searches on the KB (PlaygroundQuery, recorded by playground_extra) with a link
+operator's recent searches on the KB (PlaygroundQuery, recorded by playground_extra) with a button
 that runs each again.
 """
 
@@ -20,7 +20,6 @@ from django import forms
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.html import escape
-from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.knowledge import selectors, services
@@ -55,10 +54,11 @@ class PlaygroundSearchForm(forms.Form):
                                        help_text=SCORE_THRESHOLD_HELP)
 
     @classmethod
-    def from_params(cls, params: QueryDict) -> PlaygroundSearchForm:
-        """A GET carrying any of the form's fields is a search: the form is bound to it, with the
-        defaults filled in so the page shows what ran. A bare GET gets the empty form."""
-        if not any(name in params for name in cls.base_fields):
+    def from_params(cls, params: QueryDict, *, submitted: bool = False) -> PlaygroundSearchForm:
+        """A submitted form (a POST), or a GET carrying any of the form's fields, is a search: the
+        form is bound to it, with the defaults filled in so the page shows what ran. A bare GET
+        gets the empty form."""
+        if not submitted and not any(name in params for name in cls.base_fields):
             return cls()
         data = params.copy()
         data.setdefault("mode", MODE_DEFAULT)
@@ -202,19 +202,20 @@ def _candidate_limit() -> int:
     return retrieval_settings().search_candidates
 
 
-def playground_params(*, query: str, mode: str, top_k: int, score_threshold: float | None) -> str:
-    """The page's query string for these search parameters (a link that runs the search)."""
-    params: dict[str, str | int] = {"query": query, "mode": mode, "top_k": top_k}
+def playground_params(*, query: str, mode: str, top_k: int, score_threshold: float | None) -> dict[str, str]:
+    """The form's fields for these search parameters: a "Run again" button posts them (a link
+    could not carry a long query)."""
+    params = {"query": query, "mode": mode, "top_k": str(top_k)}
     if score_threshold is not None:
-        params["score_threshold"] = str(score_threshold)  # what urlencode would write
-    return urlencode(params)
+        params["score_threshold"] = str(score_threshold)
+    return params
 
 
 def playground_extra(*, request, kb, form: PlaygroundSearchForm, result: SearchResult | None) -> dict:
     """What the page shows beside the hits: whether the KB has an index to search (`missing`: no
     active generation; `empty`: nothing indexed in it yet; `ready`), the channels' candidate
     limit (a hit's rank in a channel is blank beyond it), and the operator's recent searches on
-    this KB — the one that just ran recorded first, each with a link that runs it again."""
+    this KB — the one that just ran recorded first, each with the fields its "Run again" button posts."""
     if result is not None:
         data = form.cleaned_data
         services.playground_query_record(user=request.user, kb=kb, query=data["query"], mode=data["mode"],

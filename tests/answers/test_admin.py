@@ -199,7 +199,18 @@ def test_playground_rag_mode_answers_get_and_post_only(console, kb):
     assert (response.status_code, response["Allow"]) == (405, "GET, HEAD, POST")
 
 
-def test_search_playground_links_to_rag_mode(console, kb):
-    response = console.get(reverse("admin:knowledge_knowledgebase_search", args=[kb.pk]), {"query": "换货"})
-    assert reverse("admin:ledger_ragquery_ask", args=[kb.pk]) + "?question=%E6%8D%A2%E8%B4%A7" in (
-        response.content.decode())
+def test_search_playground_links_to_rag_mode_before_a_search(console, kb):
+    page = console.get(reverse("admin:knowledge_knowledgebase_search", args=[kb.pk])).content.decode()
+    assert f'<div id="pg-rag-mode"><a href="{_ask_url(kb)}">Ask in RAG mode</a>' in page
+
+
+def test_search_playground_asks_its_query_in_rag_mode_by_post(console, kb):
+    page = console.post(reverse("admin:knowledge_knowledgebase_search", args=[kb.pk]),
+                        {"query": LONG_QUESTION}).content.decode()
+    form = re.search(r'<div id="pg-rag-mode"><form method="post" action="([^"]*)">\s*'
+                     r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]+">'
+                     r'<input type="hidden" name="question" value="([^"]*)">', page)
+    assert form.groups() == (_ask_url(kb), LONG_QUESTION)
+    response = console.post(form.group(1), {"question": form.group(2)})
+    assert response.status_code == 200
+    assert 'id="rag-result"' in response.content.decode()

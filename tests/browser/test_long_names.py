@@ -80,7 +80,7 @@ def test_run_again_stays_inside_the_recent_searches_table(logged_in_page, kb):
     _search(page, kb, LONG_QUERY)
     box = page.locator("#pg-recent .bh-scroll")
     assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
-    rerun = page.locator("#pg-recent a.pg-rerun")
+    rerun = page.locator("#pg-recent .pg-rerun")
     assert rerun.evaluate("e => e.getBoundingClientRect().right") <= box.evaluate(
         "e => e.getBoundingClientRect().right")
 

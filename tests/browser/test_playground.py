@@ -39,7 +39,7 @@ def test_an_operator_searches_and_runs_a_recent_search_again(logged_in_page, pro
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "playground.png"), full_page=True)
 
-    page.locator("#pg-recent tr.pg-recent-row", has_text="无理由退款").locator("a.pg-rerun").click()
+    page.locator("#pg-recent tr.pg-recent-row", has_text="无理由退款").locator(".pg-rerun").click()
     page.wait_for_selector("#pg-results")
     assert page.input_value("input[name=query]") == "无理由退款"
     assert page.input_value("input[name=top_k]") == "2"

@@ -70,7 +70,7 @@ def test_operator_asks_the_playground_in_rag_mode(logged_in_page, project):
     ingest_texts(kb, {"policy.md": POLICY})
 
     page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/search/?query=换货")
-    page.click("#pg-rag-mode a")
+    page.click("#pg-rag-mode button")
     page.wait_for_selector("#rag-result")
     assert page.input_value("input[name=question]") == "换货"
     page.fill("input[name=question]", "换货收费吗？")

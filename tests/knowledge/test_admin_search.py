@@ -1,5 +1,6 @@
-"""The search playground on a KB's admin page: GET runs knowledge_search with explain and shows
-hits with breadcrumbs, escaped and highlighted content, and each channel's ranks and scores."""
+"""The search playground on a KB's admin page: its form's POST (or a GET with the form's
+parameters, for a short link) runs knowledge_search with explain and shows hits with breadcrumbs,
+escaped and highlighted content, and each channel's ranks and scores."""
 
 import re
 
@@ -168,8 +169,116 @@ def test_an_anonymous_visitor_is_sent_to_the_login_page(policy_kb):
     assert response["Location"].startswith("/admin/login/?next=")
 
 
-def test_the_playground_only_answers_get(browser, policy_kb):
-    assert browser.post(_url(policy_kb), {"query": "退款"}).status_code == 405
+def test_the_playground_answers_get_and_post_only(browser, policy_kb):
+    response = browser.put(_url(policy_kb), "query=退款", content_type="application/x-www-form-urlencoded")
+    assert (response.status_code, response["Allow"]) == (405, "GET, HEAD, POST")
+
+
+# The form posts: a query of 2000 CJK characters is 18 KB percent-encoded, past any request line
+# gunicorn accepts (tests/browser/test_long_queries.py searches one through gunicorn).
+LONG_QUERY = ("自签收之日起七天内商品完好可申请无理由退款换货不收取费用" * 100)[:2000]
+
+
+def _recorded() -> list[str]:
+    from apps.knowledge.models import PlaygroundQuery
+
+    return list(PlaygroundQuery.objects.values_list("query", flat=True))
+
+
+def test_the_form_posts_to_the_playground_with_a_csrf_token(browser, policy_kb):
+    page = browser.get(_url(policy_kb)).content.decode()
+    form = re.search(r'<form method="post" action="([^"]*)" class="pg-form module" id="pg-form">\s*'
+                     r'<input type="hidden" name="csrfmiddlewaretoken"', page)
+    assert form.group(1) == _url(policy_kb)
+
+
+def test_a_posted_search_shows_its_hits_and_is_recorded(browser, policy_kb):
+    response = browser.post(_url(policy_kb), {"query": "无理由退款", "top_k": "1"})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert _hit_count(page) == 1
+    assert "商品完好可申请<mark>无理由退款</mark>。" in page
+    assert "(hybrid, top 1)." in page
+    assert _recorded() == ["无理由退款"]
+
+
+def test_a_posted_query_of_2000_chinese_characters_is_searched(browser, policy_kb):
+    response = browser.post(_url(policy_kb), {"query": LONG_QUERY})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'class="errorlist' not in page
+    assert _hit_count(page) == 4
+    assert f'name="query" value="{LONG_QUERY}"' in page
+    assert _recorded() == [LONG_QUERY]
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"query": ""}, "This field is required."),
+    ({"query": "   "}, "This field is required."),
+    ({}, "This field is required."),
+    ({"query": LONG_QUERY + "退"}, "Ensure this value has at most 2000 characters (it has 2001)."),
+    ({"query": "退款", "top_k": "0"}, "Ensure this value is greater than or equal to 1."),
+    ({"query": "退款", "top_k": "five"}, "Enter a whole number."),
+    ({"query": "退款", "score_threshold": "-1.5"}, "Ensure this value is greater than or equal to -1.0."),
+    ({"query": "退款", "score_threshold": "high"}, "Enter a number."),
+    ({"query": "退款", "mode": "fuzzy"}, "Select a valid choice. fuzzy is not one of the available choices."),
+])
+def test_an_invalid_posted_search_shows_its_error_and_runs_and_records_nothing(browser, policy_kb, data, message):
+    with CaptureQueriesContext(connection) as queries:
+        response = browser.post(_url(policy_kb), data)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Please correct the errors below; no search was run." in page
+    assert f"<li>{message}</li>" in page
+    assert (_hit_count(page), 'id="pg-results"' in page) == (0, False)
+    assert _search_queries(queries) == []
+    assert _recorded() == []
+
+
+def test_posting_the_same_search_again_records_it_once(browser, policy_kb):
+    from apps.knowledge.models import PlaygroundQuery
+
+    for _ in range(2):
+        browser.post(_url(policy_kb), {"query": "退款", "mode": "keyword"})
+    assert list(PlaygroundQuery.objects.values_list("query", "mode")) == [("退款", "keyword")]
+
+
+def test_a_post_with_the_pages_csrf_token_is_searched(viewer, policy_kb):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(viewer.user)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get(_url(policy_kb)).content.decode())
+    response = client.post(_url(policy_kb), {"query": "无理由退款", "top_k": "1",
+                                             "csrfmiddlewaretoken": token.group(1)})
+    assert response.status_code == 200
+    assert _hit_count(response.content.decode()) == 1
+
+
+def test_a_post_without_the_csrf_token_is_refused_and_records_nothing(viewer, policy_kb):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(viewer.user)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(_url(policy_kb), {"query": "退款"})
+    assert response.status_code == 403
+    assert _search_queries(queries) == []
+    assert _recorded() == []
+
+
+def test_a_non_members_post_is_refused_as_on_the_kb_page(policy_kb):
+    outsider = MembershipFactory(role=Membership.Role.OWNER)
+    client = Client()
+    client.force_login(outsider.user)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(_url(policy_kb), {"query": "退款"})
+    assert (response.status_code, response["Location"]) == (302, "/admin/")
+    assert _search_queries(queries) == []
+    assert _recorded() == []
+
+
+def test_an_anonymous_post_is_sent_to_the_login_page(policy_kb):
+    response = Client().post(_url(policy_kb), {"query": "退款"})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/?next=")
+    assert _recorded() == []
 
 
 def test_the_kb_page_links_to_the_playground_for_a_viewer(browser, policy_kb):
@@ -240,28 +349,31 @@ def test_each_hit_explains_itself_in_a_sentence(browser, policy_kb):
                         r"best sentence window \(cosine 0\.\d{3}, BM25 \d+\.\d\d\)\.", why)
 
 
-def _recent(page: str) -> list[tuple[str, str]]:
-    rows = re.findall(r'<td class="pg-recent-query">(.*?)</td>.*?<a class="button pg-rerun" href="([^"]*)"', page,
-                      re.S)
-    return [(query, href.replace("&amp;", "&")) for query, href in rows]
+def _recent(page: str) -> list[tuple[str, str, dict[str, str]]]:
+    """(query shown, where its "Run again" form posts, the fields it posts) per recent search."""
+    rows = re.findall(r'<td class="pg-recent-query">(.*?)</td>.*?<form method="post" action="([^"]*)">(.*?)</form>',
+                      page, re.S)
+    return [(query, action, dict(re.findall(r'<input type="hidden" name="(?!csrfmiddlewaretoken)([^"]+)" '
+                                            r'value="([^"]*)">', fields)))
+            for query, action, fields in rows]
 
 
-def test_the_operators_searches_are_listed_newest_first_with_a_link_to_run_again(browser, policy_kb):
+def test_the_operators_searches_are_listed_newest_first_with_a_button_to_run_again(browser, policy_kb):
     browser.get(_url(policy_kb), {"query": "退款", "mode": "keyword", "top_k": "3"})
-    page = browser.get(_url(policy_kb), {"query": "换货", "score_threshold": "0.2"}).content.decode()
+    page = browser.post(_url(policy_kb), {"query": "换货", "score_threshold": "0.2"}).content.decode()
     assert _recent(page) == [
-        ("换货", "?query=%E6%8D%A2%E8%B4%A7&mode=hybrid&top_k=5&score_threshold=0.2"),
-        ("退款", "?query=%E9%80%80%E6%AC%BE&mode=keyword&top_k=3"),
+        ("换货", _url(policy_kb), {"query": "换货", "mode": "hybrid", "top_k": "5", "score_threshold": "0.2"}),
+        ("退款", _url(policy_kb), {"query": "退款", "mode": "keyword", "top_k": "3"}),
     ]
 
 
 def test_running_a_recent_search_again_runs_it_with_its_parameters(browser, policy_kb):
-    browser.get(_url(policy_kb), {"query": "退款", "mode": "keyword", "top_k": "1"})
-    browser.get(_url(policy_kb), {"query": "换货"})
-    link = dict(_recent(browser.get(_url(policy_kb)).content.decode()))["退款"]
-    page = browser.get(_url(policy_kb) + link).content.decode()
+    browser.post(_url(policy_kb), {"query": "退款", "mode": "keyword", "top_k": "1"})
+    browser.post(_url(policy_kb), {"query": "换货"})
+    fields = {query: fields for query, _, fields in _recent(browser.get(_url(policy_kb)).content.decode())}["退款"]
+    page = browser.post(_url(policy_kb), fields).content.decode()
     assert "(keyword, top 1)." in page and _hit_count(page) == 1
-    assert [query for query, _ in _recent(page)] == ["退款", "换货"]
+    assert [query for query, _, _ in _recent(page)] == ["退款", "换货"]
     assert "<td>just now</td>" in page
 
 
