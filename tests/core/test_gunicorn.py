@@ -11,56 +11,18 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from apps.runtime.api.invocations import REQUEST_BODY_MAX_BYTES
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _gunicorn(config: str, *, log: Path, stderr: object = subprocess.PIPE,
-              extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
-    """gunicorn with `config` around bailinghub.wsgi on this run's database, one worker, listening."""
-    database = urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"])
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": urlunsplit(database), "REDIS_URL": settings.REDIS_URL,
-           "DJANGO_SETTINGS_MODULE": "bailinghub.settings", **(extra_env or {})}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", f"python:{config}", "--bind", f"127.0.0.1:{port}",
-         "--workers", "1", "--threads", "2", "--access-logfile", str(log), "bailinghub.wsgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return process, port
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise AssertionError("gunicorn did not listen") from None
-            time.sleep(0.2)
+from tests.gunicorn_server import gunicorn_start
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, django_db_blocker, tmp_path_factory):
     log = tmp_path_factory.mktemp("gunicorn") / "access.log"
-    process, port = _gunicorn("bailinghub.gunicorn", log=log)
+    process, port = gunicorn_start("bailinghub.gunicorn", log=log)
     try:
         yield port, log
     finally:
@@ -115,8 +77,8 @@ def test_a_stop_signal_that_reaches_a_worker_before_its_handlers_is_not_lost(dja
     mark = tmp_path / "signalled"
     errors = tmp_path / "error.log"
     with errors.open("wb") as stderr:
-        process, port = _gunicorn("tests.core.gunicorn_early_stop", log=tmp_path / "access.log", stderr=stderr,
-                                  extra_env={"BAILING_TEST_EARLY_STOP_MARK": str(mark)})
+        process, port = gunicorn_start("tests.core.gunicorn_early_stop", log=tmp_path / "access.log", stderr=stderr,
+                                       extra_env={"BAILING_TEST_EARLY_STOP_MARK": str(mark)})
     try:
         deadline = time.monotonic() + 60
         while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:  # listens before it forks

@@ -1,0 +1,47 @@
+"""gunicorn as `make run` and the container start it, for the tests that need the real web
+server's own behaviour (its request line limit, its handling of a refused body, its signals):
+a config's settings around bailinghub.wsgi on this test run's database, one worker, listening."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def gunicorn_start(config: str, *, log: Path, stderr: object = subprocess.PIPE,
+                   extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """gunicorn with `config` around bailinghub.wsgi on this run's database, one worker, listening."""
+    database = urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"])
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": urlunsplit(database), "REDIS_URL": settings.REDIS_URL,
+           "DJANGO_SETTINGS_MODULE": "bailinghub.settings", **(extra_env or {})}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", f"python:{config}", "--bind", f"127.0.0.1:{port}",
+         "--workers", "1", "--threads", "2", "--access-logfile", str(log), "bailinghub.wsgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process, port
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError("gunicorn did not listen") from None
+            time.sleep(0.2)
