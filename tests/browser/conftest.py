@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -54,9 +56,10 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{report.when}", report)
 
 
-@pytest.fixture
-def page(request, browser, live_server):
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
+@contextmanager
+def browser_page(request, browser, base_url: str) -> Iterator:
+    """A page in a new browser context on `base_url`; if the test fails, a screenshot of it."""
+    context = browser.new_context(base_url=base_url, viewport={"width": 1366, "height": 900})
     context.set_default_timeout(15_000)
     page = context.new_page()
     yield page
@@ -70,6 +73,12 @@ def page(request, browser, live_server):
         except Exception as exc:  # a crashed page must not hide the test's own failure
             print(f"screenshot failed: {exc}")
     context.close()
+
+
+@pytest.fixture
+def page(request, browser, live_server):
+    with browser_page(request, browser, live_server.url) as page:
+        yield page
 
 
 @pytest.fixture
