@@ -92,3 +92,33 @@ def test_a_kb_form_select_fits_its_row_on_a_narrow_window(logged_in_page, kb, fi
     page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
     row_right = page.locator(f".form-row.field-{field}").evaluate("e => e.getBoundingClientRect().right")
     assert page.locator(f"#id_{field}").evaluate("e => e.getBoundingClientRect().right") <= row_right
+
+
+SPACED_KB_NAME = ("Quarterly after-sales policy handbook for all Bailing retail stores including refunds "
+                  "exchanges warranty and membership points rules effective next year draft v2 Quarterly "
+                  "after-sales policy handbook.")
+
+_OVERLAP = """([title, tools]) => {
+  const a = title.getBoundingClientRect(), b = tools.getBoundingClientRect();
+  return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+@pytest.mark.parametrize("heading", ["#content > h1", "#content > h2"])
+def test_a_long_title_never_runs_under_the_object_tools(logged_in_page, project, width, heading):
+    """The change form's object tools (Search playground, History) float up beside the title; a long
+    knowledge base name once ran under them at 1280 and 800 px."""
+    kb = KnowledgeBaseFactory(project=project, name=SPACED_KB_NAME)
+    page = logged_in_page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    title = page.locator(heading)
+    assert len(SPACED_KB_NAME) == 200
+    assert page.locator("#content > h2").inner_text() == SPACED_KB_NAME
+    tools = page.locator("#content-main > ul.object-tools")
+    assert tools.locator("a").all_inner_texts() == ["SEARCH PLAYGROUND", "HISTORY"]
+    _shot(page, f"long-title-object-tools-{width}")
+    assert page.evaluate(_OVERLAP, [title.element_handle(), tools.element_handle()]) is False
+    for button in tools.locator("a").element_handles():
+        assert page.evaluate(_OVERLAP, [title.element_handle(), button]) is False
