@@ -343,7 +343,7 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Compiled")
     def compiled_json(self, obj: Tool) -> SafeString:
-        return format_html('<pre class="compiled-tool">{}</pre>',
+        return format_html('<pre class="bh-pre compiled-tool">{}</pre>',
                            json.dumps(obj.compiled, indent=2, ensure_ascii=False, sort_keys=True))
 
     def has_add_permission(self, request: HttpRequest) -> bool:

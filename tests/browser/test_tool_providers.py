@@ -4,10 +4,15 @@ next to the field."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import pytest
+
+from apps.demo_business.spec import demo_spec_bytes
 from apps.tools.models import ToolProvider
+from tests.tools.factories import ToolProviderFactory
 
 SHOTS = Path("/tmp/shots")
 FIXTURES = Path(__file__).resolve().parents[1] / "tools" / "fixtures"
@@ -61,3 +66,20 @@ def test_a_refused_spec_is_explained_next_to_the_field(logged_in_page, project):
     assert error.inner_text() == "Swagger 2.0 is not OpenAPI 3.0 or 3.1."
     page.screenshot(path=str(SHOTS / "tools_provider_refused.png"), full_page=True)
     assert not ToolProvider.objects.exists()
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_a_tools_compiled_definition_wraps_inside_the_page(logged_in_page, project, width):
+    """The demo shop's compiled JSON (lines of up to 848 characters: the usage guidance, the context)
+    once ran 5522 px past the right edge of an 800 px page, where no scrollbar reached it."""
+    tool = ToolProviderFactory(project=project, spec=demo_spec_bytes()).tools.get(name="issue_refund")
+    page = logged_in_page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/admin/tools/tool/{tool.pk}/change/")
+    compiled = page.locator("pre.compiled-tool")
+    assert json.loads(compiled.inner_text()) == tool.compiled
+    page.screenshot(path=str(SHOTS / f"tools_tool_compiled_{width}.png"), full_page=True)
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    assert compiled.evaluate("e => e.scrollWidth <= e.clientWidth")
+    row_right = page.locator(".form-row.field-compiled_json").evaluate("e => e.getBoundingClientRect().right")
+    assert compiled.evaluate("e => e.getBoundingClientRect().right") <= row_right <= width

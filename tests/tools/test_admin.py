@@ -202,7 +202,7 @@ def test_a_viewer_cannot_add_providers(owner):
 def test_the_tool_page_shows_its_compiled_definition_and_only_the_switch_is_editable(browser, owner):
     tool = ToolProviderFactory(project=owner.project).tools.get(name="stock_adjust")
     page = browser.get(f"/admin/tools/tool/{tool.pk}/change/").content.decode()
-    assert '<pre class="compiled-tool">' in page and "&quot;op&quot;: &quot;&gt;&quot;" in page
+    assert '<pre class="bh-pre compiled-tool">' in page and "&quot;op&quot;: &quot;&gt;&quot;" in page
     assert 'name="enabled"' in page and 'name="scope"' not in page
 
 
