@@ -52,11 +52,17 @@ class ProviderImport:
 
 
 def spec_compile(*, spec: bytes) -> CompileResult:
-    """Compile a spec for a preview or an import; a refusal becomes the app's error."""
+    """Compile a spec for a preview or an import; a refusal becomes the app's error. A spec without
+    operations compiles (the compiler reports what is there) but is refused here: as a provider it
+    would import nothing, and every import (console, builder API, command) comes through this."""
     try:
-        return compile_spec(spec)
+        result = compile_spec(spec)
     except SpecRefused as exc:
         raise SpecRefusedError(exc.message, reason=exc.code, pointer=exc.pointer) from None
+    if not result.operations_total:
+        raise SpecRefusedError("The spec has no operations: nothing to import.", reason="spec_no_operations",
+                               pointer="/paths")
+    return result
 
 
 def _check_name(name: str) -> None:

@@ -17,6 +17,7 @@ from .factories import FIXTURES, STORE_SPEC, ToolProviderFactory
 pytestmark = pytest.mark.django_db
 
 INLINE = {"tools-TOTAL_FORMS": "0", "tools-INITIAL_FORMS": "0"}
+NO_OPERATIONS = '{"openapi": "3.1.0", "info": {"title": "Empty", "version": "1"}, "paths": {}}'
 
 
 @pytest.fixture
@@ -83,6 +84,27 @@ def test_a_base_url_that_is_not_http_is_refused_in_a_sentence_and_nothing_is_sav
     assert response.status_code == 200
     assert response.context["adminform"].form.errors["base_url"] == ["Use an absolute http:// or https:// URL."]
     assert not ToolProvider.objects.exists()
+
+
+def test_a_spec_without_operations_is_refused_on_its_field_and_nothing_is_saved(browser, owner):
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=NO_OPERATIONS))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "spec_text": ["The spec has no operations: nothing to import."]}
+    assert not ToolProvider.objects.exists()
+
+
+def test_a_reimport_without_operations_is_refused_on_its_field_and_changes_nothing(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    before = (bytes(provider.spec), list(provider.tools.values_list("name", "compiled", "enabled")))
+    upload = SimpleUploadedFile("empty.json", NO_OPERATIONS.encode(), content_type="application/json")
+    data = {"base_url": provider.base_url, "enabled": "on", "spec_file": upload, **tool_rows(provider)}
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data)
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "spec_file": ["The spec has no operations: nothing to import."]}
+    provider.refresh_from_db()
+    assert (bytes(provider.spec), list(provider.tools.values_list("name", "compiled", "enabled"))) == before
 
 
 def test_a_missing_spec_is_an_error_on_the_field(browser, owner):

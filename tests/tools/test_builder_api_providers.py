@@ -112,6 +112,7 @@ def test_create_with_an_invalid_field_is_422_naming_it(client, owner, field, val
     ("openapi: [3.0.0\n  : :", "spec_not_parseable"),
     ("just some words", "spec_not_openapi"),
     ("", "spec_empty"),
+    (json.dumps({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {}}), "spec_no_operations"),
     (json.dumps({"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {},
                  "components": {"schemas": {"A": {"$ref": "#/components/schemas/B"},
                                             "B": {"$ref": "#/components/schemas/A"}}}}), "ref_loop"),
@@ -271,6 +272,16 @@ def test_reimport_of_a_refused_spec_is_422_and_changes_nothing(client, owner):
     before = snapshot()
     body = error(_reimport(client, provider, 'openapi: "2.0"\ninfo: {}\n'), 422, "spec_refused")
     assert body["reason"] == "spec_not_openapi3"
+    assert snapshot() == before
+
+
+def test_reimport_of_a_spec_without_operations_is_422_and_changes_nothing(client, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    before = snapshot()
+    body = error(_reimport(client, provider, _spec()), 422, "spec_refused")
+    assert (body["reason"], body["message"], body["fields"]) == (
+        "spec_no_operations", "The spec has no operations: nothing to import.",
+        {"spec": ["The spec has no operations: nothing to import."]})
     assert snapshot() == before
 
 

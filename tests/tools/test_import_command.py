@@ -65,6 +65,18 @@ def test_refused_spec_is_a_command_error_and_saves_nothing(tmp_path):
     assert not ToolProvider.objects.exists()
 
 
+def test_a_reimport_without_operations_is_a_command_error_and_changes_nothing(tmp_path):
+    ProjectFactory(slug="shop")
+    run(str(FIXTURES / "store.yaml"), "--project", "shop", "--name", "store", "--base-url", "http://h.test")
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b'{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {}}')
+    with pytest.raises(CommandError) as caught:
+        run(str(empty), "--project", "shop", "--name", "store")
+    assert str(caught.value) == "spec_refused (spec_no_operations): The spec has no operations: nothing to import."
+    provider = ToolProvider.objects.get(name="store")
+    assert (provider.spec_filename, provider.tools.count()) == ("store.yaml", 5)
+
+
 def test_unknown_project_is_a_command_error():
     with pytest.raises(CommandError, match="no project with slug 'nope'"):
         run(str(FIXTURES / "store.yaml"), "--project", "nope", "--name", "store", "--base-url", "http://h.test")

@@ -166,6 +166,24 @@ def test_refused_reimport_changes_nothing():
     assert list(provider.tools.values_list("name", "compiled", "enabled")) == before
 
 
+def test_a_spec_without_operations_is_refused_with_its_reason():
+    with pytest.raises(SpecRefusedError) as caught:
+        services.spec_compile(spec=b'{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {}}')
+    assert (caught.value.message, caught.value.extra) == (
+        "The spec has no operations: nothing to import.", {"reason": "spec_no_operations", "pointer": "/paths"})
+
+
+def test_a_reimport_without_operations_changes_nothing():
+    provider = create().provider
+    before = list(provider.tools.values_list("name", "compiled", "enabled"))
+    with pytest.raises(SpecRefusedError):
+        services.provider_reimport(provider=provider, spec=b"openapi: 3.0.3\ninfo: {title: t, version: '1'}\n"
+                                                            b"paths: {}\n")
+    provider.refresh_from_db()
+    assert bytes(provider.spec) == STORE_SPEC
+    assert list(provider.tools.values_list("name", "compiled", "enabled")) == before
+
+
 def test_tool_set_enabled_switches_one_tool():
     provider = create().provider
     tool = services.tool_set_enabled(tool=provider.tools.get(name="stock_adjust"), enabled=False)
