@@ -175,14 +175,21 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return ["project", "name", *report] if obj else []
 
     def get_fieldsets(self, request: HttpRequest, obj: ToolProvider | None = None) -> Any:
-        head = ["project", "name", "base_url", "signing_secret", "enabled"]
         spec = ("Spec", {"fields": ["spec_file", "spec_text"]})
         if obj is None:
-            return [(None, {"fields": head}), spec]
-        return [(None, {"fields": head}),
-                ("Current spec", {"fields": ["title", "openapi", "spec_filename", "spec_sha256",
-                                             "compiled_at", "report"]}),
+            return [(None, {"fields": ["project", "name", "base_url", "signing_secret", "enabled"]}), spec]
+        current = ("Current spec", {"fields": ["title", "openapi", "spec_filename", "spec_sha256", "compiled_at",
+                                               "report"]})
+        if not self.has_change_permission(request, obj):
+            # The form-only fields have no value to show (the admin printed "None"): a reader sees
+            # whether a secret is set, and no re-import.
+            return [(None, {"fields": ["project", "name", "base_url", "signing_secret_state", "enabled"]}), current]
+        return [(None, {"fields": ["project", "name", "base_url", "signing_secret", "enabled"]}), current,
                 ("Re-import", {"fields": ["spec_file", "spec_text"], "classes": ["collapse"]})]
+
+    @admin.display(description="Signing secret")
+    def signing_secret_state(self, obj: ToolProvider) -> str:
+        return "set (hidden)" if obj.secret_encrypted else "not set"
 
     @admin.display(description="Tools", ordering="tools_n")
     def tool_total(self, obj: WithAnnotations[ToolProvider, _ToolCounts]) -> int:
@@ -224,6 +231,8 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         context["compile_preview"] = render_report(form.compile_result.report()) if form.compile_result else ""
         context["compile_diff"] = form.diff.as_dict() if form.diff else None
         context["preview_button"] = PREVIEW_BUTTON
+        # A reader's page has no form to preview: the button led to a 403.
+        context["can_import"] = self.has_add_permission(request) if add else self.has_change_permission(request, obj)
         if _only_preview(form):
             # A preview is not a mistake: show it as a notice, not as "Please correct the error below".
             context["errors"] = None

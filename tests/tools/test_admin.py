@@ -221,6 +221,41 @@ def test_a_viewer_cannot_add_providers(owner):
     assert response.status_code == 403 and not ToolProvider.objects.exists()
 
 
+@pytest.fixture
+def viewer_browser(owner) -> Client:
+    client = Client()
+    client.force_login(MembershipFactory(project=owner.project, role=Membership.Role.VIEWER).user)
+    return client
+
+
+def test_an_owner_may_preview_and_re_import_on_the_change_page(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    response = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/")
+    page = response.content.decode()
+    assert [name for name, _ in response.context["adminform"].fieldsets] == [None, "Current spec", "Re-import"]
+    assert '<input type="submit" name="_preview" value="Preview compile report">' in page
+    assert '<input type="password" name="signing_secret"' in page
+
+
+def test_a_viewer_sees_whether_a_secret_is_set_and_neither_preview_nor_re_import(viewer_browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    response = viewer_browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/")
+    page = " ".join(response.content.decode().split())
+    assert response.status_code == 200
+    assert [name for name, _ in response.context["adminform"].fieldsets] == [None, "Current spec"]
+    assert "Preview compile report" not in page and 'name="_preview"' not in page
+    assert "Re-import" not in page and "Spec file:" not in page and "Spec text:" not in page
+    assert '<label>Signing secret:</label> <div class="readonly">set (hidden)</div>' in page
+    assert '<div class="readonly">None</div>' not in page
+
+
+def test_a_viewer_sees_a_provider_without_a_secret_as_not_set(viewer_browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    ToolProvider.objects.filter(pk=provider.pk).update(secret_encrypted="")
+    page = " ".join(viewer_browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode().split())
+    assert '<label>Signing secret:</label> <div class="readonly">not set</div>' in page
+
+
 def test_the_tool_page_shows_its_compiled_definition_and_only_the_switch_is_editable(browser, owner):
     tool = ToolProviderFactory(project=owner.project).tools.get(name="stock_adjust")
     page = browser.get(f"/admin/tools/tool/{tool.pk}/change/").content.decode()
