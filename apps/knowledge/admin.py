@@ -433,9 +433,11 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             same = selectors.document_same_content(documents=batch.documents)
             for document in batch.documents:
                 if document.pk in same:
-                    self.message_user(request, f"{document.filename} has the same content as {same[document.pk]}, "
-                                               "already in this knowledge base: searches will find its passages "
-                                               "twice. Delete one of them unless that is intended.", messages.WARNING)
+                    # Not the file name first: the admin capitalises a message's first letter.
+                    self.message_user(request, f"The file {document.filename} has the same content as "
+                                               f"{same[document.pk]}, already in this knowledge base: searches will "
+                                               "find its passages twice. Delete one of them unless that is intended.",
+                                      messages.WARNING)
         for refusal in batch.refused:
             self.message_user(request, f"Not uploaded: {refusal.filename} — {refusal.message}", messages.ERROR)
         return self._back(kb)

@@ -406,9 +406,22 @@ def test_a_file_whose_content_the_kb_already_has_is_uploaded_with_a_warning(brow
     assert notes[1:] == [
         "Uploaded 3 document(s): copy.txt, again.txt, again-2.txt. They are queued for indexing; their progress "
         "shows below.",
-        "copy.txt has the same content as plain.txt, already in this knowledge base: searches will find its "
-        "passages twice. Delete one of them unless that is intended.",
-        "again-2.txt has the same content as again.txt, already in this knowledge base: searches will find its "
-        "passages twice. Delete one of them unless that is intended.",
+        "The file copy.txt has the same content as plain.txt, already in this knowledge base: searches will find "
+        "its passages twice. Delete one of them unless that is intended.",
+        "The file again-2.txt has the same content as again.txt, already in this knowledge base: searches will "
+        "find its passages twice. Delete one of them unless that is intended.",
     ]
     assert Document.objects.filter(knowledge_base=kb).count() == 4  # a warning, not a refusal
+
+
+def test_the_same_content_warning_shows_the_file_names_as_typed(browser, kb):
+    # The admin capitalises each message's first letter: one that began with the file name showed
+    # "Returns.md has the same content as returns.md".
+    data = b"# Returns\n\nUnopened items within 30 days."
+    browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": _files(("returns.md", data))})
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/",
+                            {"files": _files(("returns.md", data))}, follow=True)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert ('<li class="warning">The file returns.md has the same content as returns.md, already in this knowledge '
+            "base: searches will find its passages twice. Delete one of them unless that is intended.</li>") in page
