@@ -22,6 +22,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import ngettext
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
@@ -265,7 +266,8 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
                 session_revoke(session=session, revoked_by=AgentSession.RevokedBy.OPERATOR,
                                reason=f"{request.user.get_username()}: {reason}")
                 revoked += 1
-        self.message_user(request, f"Revoked {revoked} session(s).", messages.SUCCESS)
+        self.message_user(request, ngettext("Revoked %(count)d session.", "Revoked %(count)d sessions.", revoked)
+                          % {"count": revoked}, messages.SUCCESS)
         return revoked
 
     @admin.action(description="Revoke the selected sessions…", permissions=["revoke"])

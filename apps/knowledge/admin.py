@@ -5,6 +5,7 @@ A KB's search playground (POST, or GET for a short link) runs selectors.knowledg
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
@@ -20,6 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+from django.utils.translation import ngettext
 
 from apps.core.errors import ApiError
 from apps.knowledge import errors, selectors, services
@@ -428,8 +430,10 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             return self._back(kb)
         if batch.documents:
             names = ", ".join(d.filename for d in batch.documents)
-            self.message_user(request, f"Uploaded {len(batch.documents)} document(s): {names}. They are queued for "
-                                       "indexing; their progress shows below.", messages.SUCCESS)
+            self.message_user(request, ngettext(
+                "Uploaded %(count)d document: %(names)s. It is queued for indexing; its progress shows below.",
+                "Uploaded %(count)d documents: %(names)s. They are queued for indexing; their progress shows below.",
+                len(batch.documents)) % {"count": len(batch.documents), "names": names}, messages.SUCCESS)
             same = selectors.document_same_content(documents=batch.documents)
             for document in batch.documents:
                 if document.pk in same:
@@ -604,7 +608,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def progress(self, obj: Document) -> str:
         return progress_bar(obj.progress_done, obj.progress_total, complete=obj.status == Document.Status.COMPLETED)
 
-    def _each(self, request, queryset, service, verb: str) -> None:
+    def _each(self, request, queryset, service, done_text: Callable[[int], str]) -> None:
         done, refused = 0, []
         editable = self.editable_project_ids(request)
         for document in queryset.select_related("knowledge_base"):
@@ -617,21 +621,25 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             except ApiError:
                 refused.append(document.filename)
         if done:
-            self.message_user(request, f"{verb} {done} document(s).", messages.SUCCESS)
+            self.message_user(request, done_text(done), messages.SUCCESS)
         if refused:
             self.message_user(request, f"Not in a state for this: {', '.join(refused[:10])}", messages.WARNING)
 
     @admin.action(description="Retry the selected failed documents", permissions=["change"])
     def retry_documents(self, request, queryset):
-        self._each(request, queryset, services.document_retry, "Queued")
+        self._each(request, queryset, services.document_retry, lambda n: ngettext(
+            "Queued %(count)d document.", "Queued %(count)d documents.", n) % {"count": n})
 
     @admin.action(description="Confirm the selected documents awaiting confirmation", permissions=["change"])
     def confirm_documents(self, request, queryset):
-        self._each(request, queryset, services.document_confirm, "Confirmed")
+        self._each(request, queryset, services.document_confirm, lambda n: ngettext(
+            "Confirmed %(count)d document.", "Confirmed %(count)d documents.", n) % {"count": n})
 
     @admin.action(description="Fetch the selected URL documents again", permissions=["change"])
     def refetch_documents(self, request, queryset):
-        self._each(request, queryset, services.document_refetch, "Queued to fetch again")
+        self._each(request, queryset, services.document_refetch, lambda n: ngettext(
+            "Queued %(count)d document to fetch again.", "Queued %(count)d documents to fetch again.", n)
+            % {"count": n})
 
     def delete_model(self, request, obj):
         services.document_delete(document=obj)

@@ -17,6 +17,7 @@ from django.template.defaultfilters import pluralize
 from django.urls import URLPattern
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import ngettext
 
 from apps.core.errors import ApiError
 from apps.projects.admin import ProjectScopedAdminMixin
@@ -364,20 +365,24 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Tool | None = None) -> bool:
         return False
 
-    def _switch(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool) -> None:
+    def _switch(self, queryset: QuerySet[Tool], enabled: bool) -> int:
         count = 0
         for tool in queryset:
             services.tool_set_enabled(tool=tool, enabled=enabled)
             count += 1
-        self.message_user(request, f"{count} tools {'enabled' if enabled else 'disabled'}.", messages.SUCCESS)
+        return count
 
     @admin.action(description="Enable selected tools")
     def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        self._switch(request, queryset, True)
+        count = self._switch(queryset, True)
+        self.message_user(request, ngettext("%(count)d tool enabled.", "%(count)d tools enabled.", count)
+                          % {"count": count}, messages.SUCCESS)
 
     @admin.action(description="Disable selected tools")
     def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        self._switch(request, queryset, False)
+        count = self._switch(queryset, False)
+        self.message_user(request, ngettext("%(count)d tool disabled.", "%(count)d tools disabled.", count)
+                          % {"count": count}, messages.SUCCESS)
 
 
 # The approval queue, the execution pause and the invocation ledger register themselves on import.

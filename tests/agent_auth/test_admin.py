@@ -2,6 +2,7 @@ import json
 import re
 
 import pytest
+from django.contrib.messages import get_messages
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -129,6 +130,13 @@ def test_revoking_asks_for_a_reason_then_revokes(agent_client, owner):
     session = AgentSession.objects.get()
     assert session.revoked_by == "operator"
     assert session.revoked_reason == f"{owner.user.username}: laptop stolen"
+
+
+@pytest.mark.parametrize(("sessions", "text"), [(1, "Revoked 1 session."), (2, "Revoked 2 sessions.")])
+def test_revoking_counts_in_words_that_agree_with_the_number(agent_client, owner, sessions, text):
+    issued = [session_for(agent_client).session for _ in range(sessions)]
+    response = _revoke(_admin(owner), issued, apply="1", reason="laptop stolen")
+    assert [str(message) for message in get_messages(response.wsgi_request)] == [text]
 
 
 def test_revoking_without_a_reason_changes_nothing(agent_client, owner):

@@ -52,7 +52,7 @@ def test_an_operator_revokes_a_session_with_a_reason_and_the_agent_is_refused(lo
     page.screenshot(path=str(SHOTS / "agent_session_revoke.png"), full_page=True)
     page.click("input[type=submit][value=Revoke]")
 
-    assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session(s)."
+    assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session."
     assert "Revoked (An operator): operator: laptop stolen" in page.locator("#result_list").inner_text()
     page.screenshot(path=str(SHOTS / "agent_session_revoked.png"), full_page=True)
     session = AgentSession.objects.get()
@@ -79,7 +79,7 @@ def test_an_operator_revokes_a_session_from_its_own_page(logged_in_page, live_se
     page.fill("#id_reason", "device lost")
     page.click("input[type=submit][value=Revoke]")
     page.wait_for_url(f"**/admin/agent_auth/agentsession/{issued.session.pk}/change/")
-    assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session(s)."
+    assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session."
     assert page.locator(".field-revoked_reason .readonly").inner_text() == "operator: device lost"
     assert page.locator("#revoke-session").count() == 0
     assert _workspaces(live_server, issued.access_token)[0] == 401

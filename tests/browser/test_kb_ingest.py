@@ -100,7 +100,7 @@ def test_an_operator_creates_a_kb_uploads_a_batch_and_watches_it_complete(logged
     with page.expect_navigation():
         page.click("#kb-upload-submit")
     messages = page.locator(".messagelist").inner_text()
-    assert "Uploaded 5 document(s)" in messages
+    assert "Uploaded 5 documents: " in messages
     assert "Not uploaded: setup.exe — Unsupported file type: .exe is not supported" in messages
     # Mark this page load: a reload would lose the mark.
     page.evaluate("window.__sameLoad = true")

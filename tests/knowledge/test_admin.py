@@ -1,6 +1,7 @@
 import re
 
 import pytest
+from django.contrib.messages import get_messages
 from django.test import Client
 
 from apps.knowledge import ingest, services
@@ -212,6 +213,15 @@ def test_the_retry_action_requeues_failed_documents(browser, owner):
                                                 "_selected_action": [str(failed.pk), str(done.pk)]})
     assert dict(Document.objects.values_list("filename", "status")) == {"no-text.pdf": "queued",
                                                                         "plain.txt": "completed"}
+
+
+@pytest.mark.parametrize(("failures", "text"), [(["no-text.pdf"], "Queued 1 document."),
+                                               (["no-text.pdf", "no-text.pdf"], "Queued 2 documents.")])
+def test_the_retry_action_counts_in_words_that_agree_with_the_number(browser, owner, failures, text):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    ids = [str(_completed(kb, name).pk) for name in failures]
+    response = browser.post("/admin/knowledge/document/", {"action": "retry_documents", "_selected_action": ids})
+    assert [str(message) for message in get_messages(response.wsgi_request)] == [text]
 
 
 def test_the_document_list_runs_a_fixed_number_of_queries(browser, owner, django_assert_max_num_queries):

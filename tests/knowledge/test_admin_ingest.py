@@ -77,7 +77,8 @@ def test_a_batch_keeps_its_good_files_and_names_each_bad_one_with_its_reason(bro
     assert sorted(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == [
         "plain.txt", "policy.zh.md"]
     notes = _messages(response)
-    assert notes[0].startswith("Uploaded 2 document(s): plain.txt, policy.zh.md.")
+    assert notes[0] == ("Uploaded 2 documents: plain.txt, policy.zh.md. They are queued for indexing; their "
+                        "progress shows below.")
     assert len(notes) == 4
     assert notes[1:3] == [
         "Not uploaded: setup.exe — Unsupported file type: .exe is not supported; upload one of: csv, json, "
@@ -93,7 +94,7 @@ def test_the_refusals_are_shown_on_the_kb_page_after_the_upload(browser, kb):
     page = response.content.decode()
     assert response.status_code == 200
     assert "Not uploaded: notes.docx — Unsupported file type: .docx is not supported" in page
-    assert "Uploaded 1 document(s): plain.txt." in page
+    assert "Uploaded 1 document: plain.txt. It is queued for indexing; its progress shows below." in page
 
 
 def test_a_file_without_an_extension_is_refused_in_one_sentence_and_nothing_is_stored(browser, kb):
@@ -402,9 +403,9 @@ def test_a_file_whose_content_the_kb_already_has_is_uploaded_with_a_warning(brow
                             {"files": _files(("copy.txt", data), ("again.txt", b"Fresh words. " * 3),
                                              ("again-2.txt", b"Fresh words. " * 3))})
     notes = _messages(response)
-    assert notes[0] == "Uploaded 1 document(s): plain.txt. They are queued for indexing; their progress shows below."
+    assert notes[0] == "Uploaded 1 document: plain.txt. It is queued for indexing; its progress shows below."
     assert notes[1:] == [
-        "Uploaded 3 document(s): copy.txt, again.txt, again-2.txt. They are queued for indexing; their progress "
+        "Uploaded 3 documents: copy.txt, again.txt, again-2.txt. They are queued for indexing; their progress "
         "shows below.",
         "The file copy.txt has the same content as plain.txt, already in this knowledge base: searches will find "
         "its passages twice. Delete one of them unless that is intended.",

@@ -4,6 +4,7 @@ before saving, re-import with a diff, switch tools; the secret is never shown.""
 from __future__ import annotations
 
 import pytest
+from django.contrib.messages import get_messages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
@@ -189,6 +190,19 @@ def test_tool_actions_enable_and_disable(browser, owner):
     response = browser.post("/admin/tools/tool/", {"action": "disable_tools", "_selected_action": ids})
     assert response.status_code == 302
     assert Tool.objects.filter(pk__in=ids, enabled=False).count() == 2
+
+
+@pytest.mark.parametrize(("action", "count", "text"), [
+    ("disable_tools", 1, "1 tool disabled."),
+    ("disable_tools", 2, "2 tools disabled."),
+    ("enable_tools", 1, "1 tool enabled."),
+    ("enable_tools", 3, "3 tools enabled."),
+])
+def test_tool_actions_count_in_words_that_agree_with_the_number(browser, owner, action, count, text):
+    provider = ToolProviderFactory(project=owner.project)
+    ids = [str(pk) for pk in provider.tools.values_list("pk", flat=True)[:count]]
+    response = browser.post("/admin/tools/tool/", {"action": action, "_selected_action": ids})
+    assert [str(message) for message in get_messages(response.wsgi_request)] == [text]
 
 
 def test_operators_do_not_see_other_projects_providers(browser, owner):
