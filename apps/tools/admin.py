@@ -196,7 +196,7 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def tool_total(self, obj: WithAnnotations[ToolProvider, _ToolCounts]) -> int:
         return obj.tools_n
 
-    @admin.display(description="Enabled", ordering="enabled_n")
+    @admin.display(description="Tools enabled", ordering="enabled_n")
     def enabled_total(self, obj: WithAnnotations[ToolProvider, _ToolCounts]) -> int:
         return obj.enabled_n
 

@@ -4,9 +4,11 @@ before saving, re-import with a diff, switch tools; the secret is never shown.""
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.templatetags.admin_list import result_headers
 from django.contrib.messages import get_messages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from django.utils.text import capfirst
 
 from apps.projects.models import Membership
 from apps.tools.crypto import secret_decrypt
@@ -211,6 +213,15 @@ def test_operators_do_not_see_other_projects_providers(browser, owner):
     page = browser.get("/admin/tools/toolprovider/").content.decode()
     assert mine.name in page and other.name not in page
     assert browser.get(f"/admin/tools/toolprovider/{other.pk}/change/").status_code == 302
+
+
+def test_the_provider_list_heads_each_column_with_its_own_name(browser, owner):
+    ToolProviderFactory(project=owner.project)
+    response = browser.get("/admin/tools/toolprovider/")
+    # As the list template shows them (capfirst), after the checkbox's column.
+    headers = [capfirst(header["text"]) for header in result_headers(response.context["cl"])][1:]
+    assert headers == ["Name", "Project", "Base url", "Enabled", "Tools", "Tools enabled", "Warnings",
+                       "OpenAPI version", "Compiled at"]
 
 
 def test_provider_list_query_count_does_not_grow_with_rows(browser, owner, django_assert_max_num_queries):
