@@ -278,7 +278,8 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_display = ["task_name", "state_badge", "member_count", "write_budget", "permits", "expiry", "created"]
     list_display_links = ["task_name"]
     list_filter = ["state", "project"]
-    search_fields = ["name"]
+    # The name, the request id the task was created with, and its id or the start of it (as a URL shows it).
+    search_fields = ["name", "request_id", "^id"]
     list_select_related = ["project"]
     ordering = ["-created_at", "-id"]
     list_per_page = 50

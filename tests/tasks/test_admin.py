@@ -94,6 +94,23 @@ def test_the_list_shows_only_the_operators_projects_tasks(world, owner):
     assert list(response.context["cl"].queryset) == [mine]
 
 
+@pytest.mark.parametrize("term", [
+    lambda task: "RESTOCK",  # a word of its name, in any case
+    lambda task: task.request_id,
+    lambda task: str(task.pk),
+    lambda task: str(task.pk)[:8],  # the start of its id, as a URL shows it
+], ids=["name", "request id", "id", "id prefix"])
+def test_the_list_searches_tasks_by_name_request_id_and_id(world, owner, term):
+    restock = _task(world)
+    task_create(project=world.route.project, user=world.owner.user, request_id="nightly-audit-7", name="count shelves",
+                members=[MemberSpec(session_id=str(world.second.session.pk), workspace=world.route.key,
+                                    client_conversation_id="conv-2")], policy=PolicySpec())
+    response = owner.get(LIST_URL, {"q": term(restock)})
+    assert response.status_code == 200
+    assert 'id="searchbar"' in response.content.decode()
+    assert list(response.context["cl"].queryset) == [restock]
+
+
 def test_another_projects_task_page_is_a_404(world, owner):
     other = ProjectFactory()
     route = RouteFactory(project=other, key="elsewhere")
