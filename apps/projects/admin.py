@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -125,6 +126,11 @@ class MembershipForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.user_id is not None:
             self.initial["user"] = self.instance.user.username
+        if self.instance.pk is not None:
+            # The admin titles an inline row with the formset's own row object; validation writes the
+            # posted values onto the form's instance. On a copy, a refused save (the last owner
+            # demoted) leaves the title with the stored role, not the refused one.
+            self.instance = copy.copy(self.instance)
 
 
 class MembershipFormSet(forms.BaseInlineFormSet):

@@ -4,6 +4,7 @@ each operator's own."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.forms import inlineformset_factory
 
 from apps.projects.admin import MembershipForm, MembershipFormSet
@@ -154,6 +155,36 @@ def test_the_last_owner_can_neither_demote_nor_remove_themselves(owner, change):
         "A project must keep at least one owner: make another member the owner before you change or remove the "
         "last one. Nothing was saved."]
     assert sorted(project.memberships.values_list("user__username", "role")) == [("ada", "editor"), ("olivia", "owner")]
+
+
+@pytest.mark.parametrize(("ada_role", "overrides"), [
+    ("editor", {}),  # refused: the last owner demoted
+    ("owner", {"name": ""}),  # the members are valid, the project's name is not
+])
+def test_a_refused_save_titles_the_member_rows_with_their_stored_roles(owner, ada_role, overrides):
+    """The row title once read "olivia · … (viewer)": the refused new role, as if it were saved."""
+    project = owner.project
+    editor = MembershipFactory(project=project, role=Membership.Role.EDITOR, user=UserFactory(username="ada"))
+    rows = [{**_rows(editor)[0], "role": ada_role}, {**_rows(owner)[0], "role": "viewer"}]  # as the page lists them
+    response = admin_client(owner.user).post(f"/admin/projects/project/{project.pk}/change/",
+                                             {**_project_form(project, rows, initial=2), **overrides})
+    assert response.status_code == 200
+    [inline] = response.context["inline_admin_formsets"]
+    assert [str(row.original) for row in inline if row.original] == [f"ada · {project.name} (editor)",
+                                                                     f"olivia · {project.name} (owner)"]
+    assert inline.formset.forms[1]["role"].value() == "viewer"  # the choice stays as the operator made it
+    assert sorted(project.memberships.values_list("user__username", "role")) == [("ada", "editor"), ("olivia", "owner")]
+
+
+def test_the_history_names_a_changed_member_row_as_saved(owner):
+    project = owner.project
+    ada = MembershipFactory(project=project, role=Membership.Role.EDITOR, user=UserFactory(username="ada"))
+    rows = [_rows(owner)[0], {**_rows(ada)[0], "role": "viewer"}]
+    response = admin_client(owner.user).post(f"/admin/projects/project/{project.pk}/change/",
+                                             _project_form(project, rows, initial=2))
+    assert response.status_code == 302
+    assert LogEntry.objects.get(object_id=str(project.pk)).get_change_message() == (
+        f"Changed Role for membership “ada · {project.name} (viewer)”.")
 
 
 def test_an_owner_may_step_down_once_another_member_is_owner(owner):
