@@ -23,7 +23,13 @@ from apps.tasks.errors import (
     TaskWriteBudgetExhausted,
 )
 from apps.tasks.models import Task, TaskCharge, TaskMember, TaskRun
-from apps.tasks.services import ledger_append, session_task_enforced, task_members_verify, task_usable
+from apps.tasks.services import (
+    ledger_append,
+    session_task_enforced,
+    task_members_verify,
+    task_run_verify,
+    task_usable,
+)
 
 
 @dataclass(frozen=True)
@@ -54,14 +60,9 @@ def invocation_task_recheck(*, session: AgentSession, inv: Any) -> None:
     made cannot run it outside the task (TASK_REQUIRED); a bound call's task must still be usable
     and its whole member set intact (a revoked member blocks the task: TASK_SCOPE_BLOCKED). Run
     outside the caller's transaction, so the block holds; nothing else changes."""
-    if not session_task_enforced(session=session):
-        return
-    link = TaskRun.objects.select_related("task").filter(run_id=inv.run_id).first()
-    if link is None:
-        raise TaskRequired("This session joined a task after this call was made, and a call outside the task "
-                           "cannot run. Make it again under a run bound to the task.")
-    task_usable(task=link.task)
-    task_members_verify(task=link.task)
+    if session_task_enforced(session=session):
+        task_run_verify(run=inv.run_id, unbound="This session joined a task after this call was made, and a call "
+                                                "outside the task cannot run. Make it again under a run bound to it.")
 
 
 def _locked(task_id: Any) -> Task:

@@ -317,11 +317,13 @@ def task_run_check(*, session: AgentSession, run: Any | None) -> TaskRun | None:
     return task_run_verify(run=run)
 
 
-def task_run_verify(*, run: Any | None) -> TaskRun:
-    """`task_run_check` for a session already known to be task-enforced."""
+def task_run_verify(*, run: Any | None,
+                    unbound: str = "This session belongs to a task: give the run_id of a turn bound to it.") -> TaskRun:
+    """`task_run_check` for a session already known to be task-enforced (`run` a Run or its id);
+    `unbound` is the TASK_REQUIRED message for a run pinned to no task."""
     link = None if run is None else TaskRun.objects.select_related("task", "member").filter(run=run).first()
     if link is None:
-        raise TaskRequired("This session belongs to a task: give the run_id of a turn bound to it.")
+        raise TaskRequired(unbound)
     task_usable(task=link.task)
     task_members_verify(task=link.task)
     return link
