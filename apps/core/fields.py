@@ -15,6 +15,8 @@ from uuid import UUID
 
 from rest_framework import serializers
 
+from apps.core.parsers import lone_surrogate_path
+
 _UNSAFE_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
@@ -94,30 +96,6 @@ class JSONBooleanField(serializers.BooleanField):
         return data
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def lone_surrogate_path(value: Any) -> str | None:
-    """Where in a parsed JSON value (keys and strings, walked without recursion) a lone surrogate
-    sits — `a.b[2]`, `$` for the value itself — or None. The strict parser leaves those in values
-    to the fields; no UTF-8 encoder, and so neither PostgreSQL nor a business system, takes one."""
-    stack: list[tuple[Any, str]] = [(value, "")]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, str):
-            if _LONE_SURROGATE.search(item):
-                return path or "$"
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                here = f"{path}.{key}" if path else str(key)
-                if _LONE_SURROGATE.search(key):
-                    return _LONE_SURROGATE.sub("\ufffd", here)
-                stack.append((child, here))
-        elif isinstance(item, list):
-            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
-    return None
-
-
 class JSONObjectField(serializers.JSONField):
     """A JSON object (already parsed strictly by apps.core.parsers), with no lone surrogate in it."""
 
@@ -128,8 +106,8 @@ class JSONObjectField(serializers.JSONField):
             self.fail("invalid")
         where = lone_surrogate_path(data)
         if where is not None:
-            shown = _LONE_SURROGATE.sub("\ufffd", where[:200])
-            raise serializers.ValidationError(f"{shown}: a lone surrogate is not allowed (text must be valid Unicode).")
+            raise serializers.ValidationError(f"{where[:200]}: a lone surrogate is not allowed (text must be valid "
+                                              "Unicode).")
         # DRF's JSONField takes any JSON value; its stubs name only objects and lists.
         return cast(dict[str, Any], super().to_internal_value(cast(dict[str, Any], data)))
 

@@ -148,6 +148,27 @@ def json_problem(value: Any, *, max_depth: int = JSON_MAX_DEPTH) -> tuple[str, s
     return None
 
 
+def lone_surrogate_path(value: Any) -> str | None:
+    """Where in a parsed JSON value (keys and strings, walked without recursion) a lone surrogate
+    sits — `a.b[2]` as json_problem writes paths, `$` for the value itself — or None. The strict
+    parse leaves those in values to the fields; no UTF-8 encoder, and so neither PostgreSQL nor a
+    business system, takes one."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                return path or "$"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if _LONE_SURROGATE.search(key):
+                    return _path(path, key)
+                stack.append((child, _path(path, key)))
+        elif isinstance(item, list):
+            stack.extend((child, _path(path, index)) for index, child in enumerate(item))
+    return None
+
+
 def strict_json_loads(data: bytes | str) -> Any:
     """Parse bytes (which must be UTF-8) or text as strict JSON; InvalidJSON says why.
 
