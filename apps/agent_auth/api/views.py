@@ -41,7 +41,6 @@ from apps.agent_auth.services import (
     session_revoke_for_client,
 )
 from apps.core.errors import malformed_body
-from apps.core.parsers import UnsupportedCharset
 
 
 # DRF types `request.auth` as a Token; our authentication classes put these there.
@@ -54,9 +53,10 @@ def _auth_session(request: Request) -> AgentSession:
 
 
 class AgentAuthApi(APIView):
-    """Agent Auth answers only with its contract's error codes: a body that is not JSON, not
-    UTF-8, or of another media type is `invalid_request` (never 415), with the parser's account
-    of what is wrong."""
+    """Agent Auth answers only with its contract's error codes: a body that is not JSON, or of
+    another media type, is `invalid_request` (never 415), with the parser's account of what is
+    wrong. (Another charset never reaches the view: ContentCharsetMiddleware answers it, with the
+    same code under BAILING_CLOSED_ERROR_PREFIXES.)"""
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ParseError):
@@ -65,8 +65,6 @@ class AgentAuthApi(APIView):
             media_type = (self.request.content_type or "").split(";", 1)[0].strip()[:80]
             exc = InvalidRequest(f"The body must be JSON (Content-Type: application/json, in UTF-8), "
                                  f"not {media_type!r}.")
-        elif isinstance(exc, UnsupportedCharset):
-            exc = InvalidRequest(exc.message)
         return super().handle_exception(exc)
 
 
