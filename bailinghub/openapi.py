@@ -64,8 +64,9 @@ WITH_BODY = [(400, "invalid_json"), (400, "invalid_request"), (413, "request_too
              (415, "unsupported_media_type")]
 # Agent Auth and the tool contract name a body they cannot parse invalid_request (malformed_body).
 STRICT_BODY = [code for code in WITH_BODY if code != (400, "invalid_json")]
-# Agent Auth's error list is closed: another media type or charset is invalid_request too, not 415.
-AUTH_BODY = [code for code in STRICT_BODY if code != (415, "unsupported_media_type")]
+# Agent Auth's error list is closed: another media type or charset, or a body over the limit, is
+# invalid_request too, not 415 or 413.
+AUTH_BODY = [code for code in STRICT_BODY if code not in ((415, "unsupported_media_type"), (413, "request_too_large"))]
 AGENT = [(401, "unauthorized")]
 CLIENT = [(401, "unauthorized")]
 WORKSPACE = [*AGENT, auth_errors.InvalidRoute, auth_errors.RouteNotAllowed, auth_errors.RouteUnavailable,

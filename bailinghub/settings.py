@@ -156,7 +156,8 @@ BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz
 # ...except the browser pages of agent auth, whose errors are HTML pages for a person.
 BAILING_HTML_ERROR_PREFIXES = ("/agent-auth/authorize", "/agent-auth/login")
 # JSON APIs whose error list is closed (Agent Auth v1): a body they cannot take (another media
-# type or charset, a chunked body where it is not read) is 400 invalid_request there, not 411/415.
+# type or charset, a chunked body where it is not read, one over the limit) is 400 invalid_request
+# there, not 411/413/415.
 BAILING_CLOSED_ERROR_PREFIXES = ("/agent-auth/",)
 
 SECURE_CONTENT_TYPE_NOSNIFF = True

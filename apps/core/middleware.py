@@ -134,9 +134,9 @@ STATUS_TITLES = {400: "Bad request", 403: "Not allowed", 404: "Not found", 413: 
 
 def too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: int,
                        observed_bytes: int) -> HttpResponse:
-    """413 in the view's own shape when it declares one (tool invocations), else request_too_large;
-    an HTML page outside the API prefixes. The connection closes after it: the body was not read
-    to its end."""
+    """413 in the view's own shape when it declares one (tool invocations), else request_too_large
+    (400 invalid_request under a closed error list); an HTML page outside the API prefixes. The
+    connection closes after it: the body was not read to its end."""
     request.META[CLOSE_CONNECTION] = True  # the WSGI environ itself: no later middleware can lose it
     return _too_large_response(request, view_func, max_bytes=max_bytes, observed_bytes=observed_bytes)
 
@@ -155,13 +155,10 @@ def _too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes:
         return error_page(request, 413, f"The request is {filesizeformat(declared)}; this page accepts at most "
                                         f"{filesizeformat(max_bytes)}. Nothing was saved.",
                           max_bytes=max_bytes, observed_bytes=declared)
-    return error_response(
-        413,
-        f"The request body exceeds {max_bytes} bytes.",
-        "request_too_large",
-        max_bytes=max_bytes,
-        observed_bytes=observed_bytes,
-    )
+    message = f"The request body exceeds {max_bytes} bytes."
+    if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):  # no request_too_large in its list
+        return error_response(400, message, "invalid_request", max_bytes=max_bytes, observed_bytes=observed_bytes)
+    return error_response(413, message, "request_too_large", max_bytes=max_bytes, observed_bytes=observed_bytes)
 
 
 class BodySizeLimitMiddleware:

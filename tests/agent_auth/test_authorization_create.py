@@ -225,3 +225,12 @@ def test_a_body_of_another_media_type_is_400_invalid_request_and_creates_nothing
     assert response.json()["message"]
     assert response["Cache-Control"] == "no-store"
     assert AgentAuthorization.objects.count() == 0
+
+
+def test_a_body_over_the_limit_is_400_invalid_request_and_creates_nothing(api_client, body, settings):
+    padded = json.dumps({**body, "device_label": "x" * settings.BAILING_JSON_BODY_MAX_BYTES}).encode()
+    response = api_client.generic("POST", URL, padded, content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["max_bytes"] == settings.BAILING_JSON_BODY_MAX_BYTES
+    assert response["Cache-Control"] == "no-store"
+    assert AgentAuthorization.objects.count() == 0

@@ -28,6 +28,14 @@ def test_body_over_the_view_limit_is_413_with_sizes(client):
     assert body["observed_bytes"] == 1025
 
 
+def test_agent_auth_answers_a_body_over_the_limit_with_its_own_code(client):
+    # Agent Auth's error list is closed: request_too_large is not in it.
+    response = client.post("/agent-auth/test/small-echo", _json_body(1025), content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert (response.json()["max_bytes"], response.json()["observed_bytes"]) == (1024, 1025)
+    assert response["Cache-Control"] == "no-store"
+
+
 def test_global_limit_applies_without_a_view_override(client, settings):
     settings.BAILING_JSON_BODY_MAX_BYTES = 2048
     ok = client.post("/agent-api/test/echo", _json_body(2048), content_type="application/json")
