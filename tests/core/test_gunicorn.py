@@ -5,12 +5,15 @@ settings around bailinghub.wsgi, on this test run's database.
   goes on a new connection instead of being lost on one gunicorn drops after promising keep-alive.
 - The access log escapes control characters a client put in its request: one request, one line.
 - A stop signal that reaches a worker before its own handlers are installed is not lost.
+- A request gunicorn refuses itself (a request line or headers over its limits, a malformed line)
+  is answered like every API error: JSON, never stored, with no credential repeated.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 
 import pytest
@@ -69,6 +72,36 @@ def test_a_request_cannot_forge_or_colour_access_log_lines(server):
     assert b"\\x0d\\x0a127.0.0.1 " in forged and b"\\x1b[31m\\x00/system-info" in forged
     assert not any(byte in forged for byte in (b"\r", b"\x1b", b"\x00"))
     assert forged.count(b'"') == 2 and b"\\x22POST /forged\\x22" in forged  # the quoted field holds
+
+
+def _raw(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    return status, {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}, body
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"GET /agent-api/v1/workspaces?pad=" + b"x" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "414 URI Too Long"),
+    (b"GET /agent-api/v1/workspaces HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"x" * 9000 + b"\r\n\r\n",
+     "431 Request Header Fields Too Large"),
+    (b"GET /agent-api/v1/workspaces HTTP/1.1\r\nHost: x\r\nAuthorization Bearer bha_" + b"A" * 43 + b"\r\n\r\n",
+     "400 Bad Request"),
+])
+def test_a_request_gunicorn_refuses_is_answered_in_json_and_never_stored(server, request_bytes, status):
+    port, _ = server
+    line, headers, body = _raw(port, request_bytes)
+    assert line == f"HTTP/1.1 {status}"
+    assert (headers["content-type"], headers["cache-control"], headers["connection"]) == (
+        "application/json", "no-store", "close")
+    assert int(headers["content-length"]) == len(body)
+    payload = json.loads(body)
+    assert payload["error"] == "invalid_request" and payload["message"].startswith(status.split(" ", 1)[1])
+    assert b"bha_" not in body
 
 
 def test_a_stop_signal_that_reaches_a_worker_before_its_handlers_is_not_lost(django_db_setup, tmp_path):
