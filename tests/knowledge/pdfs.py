@@ -115,3 +115,18 @@ def pdf_build(pages: Sequence[Sequence[Line]], *, outline: Sequence[tuple[str, i
         out.write(f"{offsets[number]:010d} 00000 n \n".encode() if number in offsets else b"0000000000 65535 f \n")
     out.write(f"trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
     return out.getvalue()
+
+
+def pdf_encrypt(data: bytes, *, user_password: str, owner_password: str, handler: str = "/Standard") -> bytes:
+    """`data` encrypted (AES-128) with these passwords, its encryption dictionary naming `handler`
+    as its security handler (pypdf writes the standard one; another one, such as certificate
+    security or Microsoft's rights management, it cannot open)."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import NameObject
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    writer.encrypt(user_password=user_password, owner_password=owner_password, algorithm="AES-128")
+    writer._encrypt_entry[NameObject("/Filter")] = NameObject(handler)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

@@ -11,6 +11,7 @@ from apps.projects.models import Membership
 from apps.projects.tokens import operator_token_create, operator_token_revoke
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, upload
+from tests.knowledge.pdfs import pdf_build, pdf_encrypt
 from tests.projects.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -238,6 +239,19 @@ def test_upload_of_a_file_that_cannot_be_converted_is_422(client, kb):
 def test_upload_of_an_unreadable_pdf_is_422(client, kb, name):
     before = _counts()
     _error(_upload(client, kb.pk, name), 422, "document_conversion_failed")
+    assert _counts() == before
+
+
+def test_upload_of_a_pdf_under_a_security_handler_pypdf_lacks_is_422(client, kb):
+    """Certificate security or Microsoft's rights management: pypdf raises NotImplementedError
+    opening it, which was a 500."""
+    data = pdf_encrypt(pdf_build([[("Refunds take seven days.", 11)]]), user_password="", owner_password="owner",
+                       handler="/MicrosoftIRMServices")
+    before = _counts()
+    payload = _error(_upload(client, kb.pk, upload("protected.pdf", data)), 422, "document_conversion_failed")
+    assert payload["message"] == ("Document conversion failed: protected.pdf: The PDF is protected by a security "
+                                  "handler that cannot be opened here (such as certificate security or rights "
+                                  "management); upload an unprotected copy.")
     assert _counts() == before
 
 

@@ -5,7 +5,7 @@ import pytest
 from django.db import transaction
 
 from apps.knowledge import ingest, services
-from apps.knowledge.models import Chunk
+from apps.knowledge.models import Chunk, Document
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
@@ -52,3 +52,19 @@ def test_a_kangxi_radical_in_a_pdf_is_stored_and_found_as_the_ideograph():
     document = _ingest_pdf(kb, "people.pdf", pdf_build([[("⼈⼒资源部负责招聘。", 11)]]))
     result = search(kbs=[kb], query="人力", options=SearchOptions(mode="keyword", top_k=3))
     assert [(hit.document_id, hit.content) for hit in result.hits] == [(document.pk, "人力资源部负责招聘。")]
+
+
+def test_a_pdf_whose_page_uses_a_filter_pypdf_lacks_fails_with_its_reason():
+    """pypdf raises NotImplementedError for an unknown stream filter: the document failed as an
+    unexpected error ('report it if it recurs'), and retrying could never help."""
+    data = pdf_build([[("Refunds take seven days.", 11)]])
+    content = data.find(b">>\nstream\nBT")
+    data = data[:content] + b" /Filter /NoSuchDecode " + data[content:]
+    with transaction.atomic():
+        [document] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("odd.pdf", data)])
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code, document.error_message) == (
+        Document.Status.FAILED, "document_conversion_failed",
+        "Document conversion failed: The PDF is damaged and its text cannot be extracted.")
+    assert not Chunk.objects.filter(document=document).exists()

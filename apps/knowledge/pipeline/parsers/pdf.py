@@ -29,7 +29,10 @@ from apps.knowledge.pipeline.terms import CJK_CHARS
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
 
-_READ_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError, RecursionError)
+# pypdf raises NotImplementedError for what it cannot decode: a security handler other than the
+# standard one (certificate or Microsoft IRM protection) and stream filters it does not know.
+_READ_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError, RecursionError,
+                NotImplementedError)
 
 # NFKC folds ligatures (ﬁ), Kangxi radicals and CJK compatibility ideographs (⼈ → 人) and
 # full-width letters and digits. It would also turn full-width CJK punctuation into ASCII, and
@@ -111,6 +114,9 @@ def _reader(data: bytes, *, walk_pages: bool = True):
         reader = PdfReader(io.BytesIO(data), strict=False)
         encrypted = reader.is_encrypted
         pages = None if encrypted else len(reader.pages) if walk_pages else _declared_pages(reader)
+    except NotImplementedError as exc:  # a security handler pypdf lacks: certificate, Microsoft IRM
+        raise ConversionFailed("The PDF is protected by a security handler that cannot be opened here (such as "
+                               "certificate security or rights management); upload an unprotected copy.") from exc
     except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and cannot be read.") from exc
     if encrypted:
