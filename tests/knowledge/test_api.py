@@ -255,6 +255,20 @@ def test_upload_of_a_pdf_under_a_security_handler_pypdf_lacks_is_422(client, kb)
     assert _counts() == before
 
 
+def test_upload_of_a_csv_with_a_cell_over_128_kib_is_accepted_and_indexed(client, kb):
+    """It was 422 document_conversion_failed: 'The file is not valid CSV: field larger than field
+    limit (131072).'"""
+    data = ("sku,description\nA-1," + "Refunds take seven days. " * 8000 + "\n").encode()
+    response = client.post(f"{BASE}/knowledge-bases/{kb.pk}/documents", {"files": [upload("catalogue.csv", data)]},
+                           format="multipart")
+    assert response.status_code == 201, response.json()
+    [document] = response.json()["data"]
+    assert ingest.document_ingest(document_id=document["id"]) == "completed"
+    children = Chunk.objects.filter(document_id=document["id"], kind=Chunk.Kind.CHILD)
+    assert children.count() > 1
+    assert Document.objects.get(pk=document["id"]).status == Document.Status.COMPLETED
+
+
 def test_a_viewer_cannot_upload(api_client, kb):
     viewer = MembershipFactory(project=kb.project, role=Membership.Role.VIEWER)
     api_client.force_login(viewer.user)

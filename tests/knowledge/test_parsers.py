@@ -136,6 +136,16 @@ def test_csv_rows_become_records_with_header_names(fixture_bytes):
     ]
 
 
+def test_a_csv_cell_longer_than_the_csv_modules_default_field_limit_is_one_value():
+    """The csv module refuses a field over 131,072 characters by default: this valid file was
+    refused as 'not valid CSV: field larger than field limit (131072)'."""
+    cell = "Refunds take seven days, receipts kept. " * 5000
+    data = f'sku,description\nA-1,"{cell}"\n'.encode()
+    document_check(file_type="csv", data=data)
+    parsed = document_parse(file_type="csv", data=data)
+    assert [block.text for block in parsed.sections[0].blocks] == [f"sku: A-1; description: {cell.strip()}"]
+
+
 def test_pdf_text_keeps_page_numbers(fixture_bytes):
     parsed = _parse(fixture_bytes, "sample.pdf")
     blocks = parsed.sections[0].blocks

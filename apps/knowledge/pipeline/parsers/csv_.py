@@ -9,6 +9,7 @@ keeps none.
 from __future__ import annotations
 
 import csv
+import sys
 from collections.abc import Iterator
 
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
@@ -16,6 +17,10 @@ from apps.knowledge.pipeline.parsers.text import text_decode
 
 _DELIMITERS = ",\t;|"
 _FIELD_SEPARATOR = "; "
+# The csv module refuses a field over 131,072 characters unless told otherwise, and a valid file
+# with one long cell (a pasted article) was refused as "not valid CSV". A cell is no longer than
+# its file, which the upload limit bounds, and the budget bounds the text made from it.
+csv.field_size_limit(max(csv.field_size_limit(), sys.maxsize))
 
 
 def _lines(text: str) -> Iterator[str]:
