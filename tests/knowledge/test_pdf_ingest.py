@@ -9,7 +9,7 @@ from apps.knowledge.models import Chunk, Document
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
-from tests.knowledge.pdfs import pdf_build
+from tests.knowledge.pdfs import pdf_build, pdf_encrypt
 
 pytestmark = pytest.mark.django_db
 
@@ -68,3 +68,13 @@ def test_a_pdf_whose_page_uses_a_filter_pypdf_lacks_fails_with_its_reason():
         Document.Status.FAILED, "document_conversion_failed",
         "Document conversion failed: The PDF is damaged and its text cannot be extracted.")
     assert not Chunk.objects.filter(document=document).exists()
+
+
+def test_a_pdf_that_opens_without_a_password_is_ingested():
+    """Encrypted with only an owner password (printing or copying restricted), as many published
+    PDFs are: every viewer opens it without asking. It was refused at upload with 'The PDF is
+    encrypted; upload a copy without a password.', a password the operator does not have."""
+    data = pdf_encrypt(pdf_build([[("Refunds take seven days.", 11)]]), user_password="", owner_password="owner")
+    document = _ingest_pdf(KnowledgeBaseFactory(), "restricted.pdf", data)
+    assert list(Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD).values_list("text", flat=True)) == [
+        "Refunds take seven days."]

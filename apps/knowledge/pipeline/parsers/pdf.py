@@ -107,12 +107,14 @@ def _reader(data: bytes, *, walk_pages: bool = True):
     whole page tree — at upload, in the web process, a 50 MB file of 300,000 tiny pages took most
     of a minute and a gigabyte — so without `walk_pages` the count the catalog declares is taken,
     and a tree that does not hold it fails in the pipeline, as the document's error."""
-    from pypdf import PdfReader
+    from pypdf import PasswordType, PdfReader
     from pypdf.errors import PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
-        encrypted = reader.is_encrypted
+        # A PDF that only restricts printing or copying opens with the empty password, in any viewer
+        # as here: its text is read. One that asks for a password to open is refused.
+        encrypted = reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED
         pages = None if encrypted else len(reader.pages) if walk_pages else _declared_pages(reader)
     except NotImplementedError as exc:  # a security handler pypdf lacks: certificate, Microsoft IRM
         raise ConversionFailed("The PDF is protected by a security handler that cannot be opened here (such as "
