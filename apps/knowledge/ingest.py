@@ -25,7 +25,9 @@ Tasks (apps.knowledge.tasks) only call these. Every run is safe to repeat:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
+import math
 import time
 from datetime import datetime, timedelta
 
@@ -426,7 +428,11 @@ def _generation_missing(generation: IndexGeneration) -> list:
     )
 
 
-def _generation_document(generation: IndexGeneration, token, document_id, model, embedder: Embedder) -> None:
+def _generation_document(generation: IndexGeneration, token, document_id, model, embedder: Embedder,
+                         deadline: float = math.inf) -> None:
+    """Put a completed document into the generation; _SliceOver once the task's slice has run out
+    after a batch (a new task goes on from the embedding cache), as a document's own run does: a
+    large document on a slow model outlasts the task's time limit."""
     document = Document.objects.filter(pk=document_id).first()
     if document is None:
         return
@@ -447,8 +453,14 @@ def _generation_document(generation: IndexGeneration, token, document_id, model,
                 chunks_create(generation=generation, document=locked, chunked=chunked)
                 override_apply(generation=generation, document=locked)
     texts = child_texts(document_id=document_id, generation_ids=[generation.pk])
-    _embed_missing(texts=texts, model=model, embedder=embedder,
-                   on_batch=lambda _done: _generation_touch(generation.pk, token))
+    batches = itertools.count()
+
+    def progress(_done: int) -> None:
+        _generation_touch(generation.pk, token)
+        if next(batches) and time.monotonic() > deadline:  # never before this task's first batch
+            raise _SliceOver()
+
+    _embed_missing(texts=texts, model=model, embedder=embedder, on_batch=progress)
     with transaction.atomic():
         if Document.objects.select_for_update(of=("self",)).filter(pk=document_id).exists():
             vectors_write(document_id=document_id, generation_ids=[generation.pk], model=model)
@@ -504,7 +516,11 @@ def _generation_run(generation_id, token) -> str:
                 return "activated"
             continue
         for done, document_id in enumerate(missing, start=1):
-            _generation_document(generation, token, document_id, model, embedder)
+            try:
+                _generation_document(generation, token, document_id, model, embedder, deadline)
+            except _SliceOver:
+                dispatch.generation_send(generation_id, run_token=token)
+                return "continued"
             _generation_touch(generation_id, token, progress_done=max(0, total - len(missing)) + done)
             if time.monotonic() > deadline:
                 dispatch.generation_send(generation_id, run_token=token)

@@ -342,6 +342,38 @@ def test_a_rebuild_that_a_document_cannot_enter_fails_naming_the_document(settin
     )
 
 
+def test_a_rebuild_slices_a_long_documents_embedding_as_ingestion_does(settings):
+    """The rebuild looked at its time slice only between documents, so one document whose
+    embedding outlasted the task's soft time limit (a large file on a slow local model) failed
+    every rebuild as rebuild_error. Now each task embeds at least a batch, goes on in a new task
+    from the embedding cache, and nothing is embedded twice."""
+    settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = 0
+    settings.KNOWLEDGE_EMBED_BATCH_SIZE = 2
+    with EmbeddingsEndpoint() as endpoint:
+        model = EmbeddingModelFactory(provider="openai", options={"base_url": endpoint.url})
+        kb = KnowledgeBaseFactory(embedding_model=model)
+        [document] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
+        assert _ingest(document) == "completed"
+        kb = services.knowledge_base_update(kb=kb, chunk_strategy={"strategy": "fixed", "max_chars": 40,
+                                                                    "min_chars": 0, "overlap_chars": 0})
+        generation = services.knowledge_base_rebuild(kb=kb)
+        endpoint.texts.clear()
+        endpoint.requests.clear()
+        settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
+        outcomes = [ingest.generation_build(generation_id=generation.pk)]
+        assert (outcomes, len(endpoint.texts)) == (["continued"], 2)
+        while outcomes[-1] == "continued":
+            token = IndexGeneration.objects.get(pk=generation.pk).run_token
+            outcomes.append(ingest.generation_build(generation_id=generation.pk, run_token=str(token)))
+    generation.refresh_from_db()
+    # A batch a task (four new passages), then a task that writes the vectors, then the switch.
+    assert (outcomes, generation.status) == (["continued", "continued", "continued", "activated"],
+                                             IndexGeneration.Status.ACTIVE)
+    assert [len(request["input"]) for request in endpoint.requests] == [2, 2]
+    assert len(set(endpoint.texts)) == 4
+    assert _searchable_texts(kb) == sorted(_children(document, generation=generation).values_list("text", flat=True))
+
+
 def test_only_one_rebuild_runs_at_a_time():
     kb = KnowledgeBaseFactory()
     services.knowledge_base_rebuild(kb=kb)
