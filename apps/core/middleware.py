@@ -135,8 +135,8 @@ STATUS_TITLES = {400: "Bad request", 403: "Not allowed", 404: "Not found", 413: 
 def too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: int,
                        observed_bytes: int) -> HttpResponse:
     """413 in the view's own shape when it declares one (tool invocations), else request_too_large
-    (400 invalid_request under a closed error list); an HTML page outside the API prefixes. The
-    connection closes after it: the body was not read to its end."""
+    (body_refused); an HTML page outside the API prefixes. The connection closes after it: the
+    body was not read to its end."""
     request.META[CLOSE_CONNECTION] = True  # the WSGI environ itself: no later middleware can lose it
     return _too_large_response(request, view_func, max_bytes=max_bytes, observed_bytes=observed_bytes)
 
@@ -155,10 +155,17 @@ def _too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes:
         return error_page(request, 413, f"The request is {filesizeformat(declared)}; this page accepts at most "
                                         f"{filesizeformat(max_bytes)}. Nothing was saved.",
                           max_bytes=max_bytes, observed_bytes=declared)
-    message = f"The request body exceeds {max_bytes} bytes."
-    if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):  # no request_too_large in its list
-        return error_response(400, message, "invalid_request", max_bytes=max_bytes, observed_bytes=observed_bytes)
-    return error_response(413, message, "request_too_large", max_bytes=max_bytes, observed_bytes=observed_bytes)
+    return body_refused(request, 413, f"The request body exceeds {max_bytes} bytes.", "request_too_large",
+                        max_bytes=max_bytes, observed_bytes=observed_bytes)
+
+
+def body_refused(request: HttpRequest, status: int, message: str, code: str | None = None,
+                 **extra: Any) -> HttpResponse:
+    """A body refused before any view reads it (411, 413, 415), in error_page's shape; 400
+    invalid_request under a closed error list (Agent Auth's has none of those codes)."""
+    if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):
+        return error_response(400, message, "invalid_request", **extra)
+    return error_page(request, status, message, code, **extra)
 
 
 class BodySizeLimitMiddleware:
@@ -187,10 +194,7 @@ class BodySizeLimitMiddleware:
         chunked = declared <= 0 and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
         if chunked and (request.content_type == "multipart/form-data"
                         or not request.META.get("wsgi.input_terminated")):
-            message = "Send the body with a Content-Length: a chunked body is not read here."
-            if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):  # a closed error list
-                return error_response(400, message, "invalid_request")
-            return error_page(request, 411, message)
+            return body_refused(request, 411, "Send the body with a Content-Length: a chunked body is not read here.")
         if request.content_type == "multipart/form-data":
             if declared > limit:
                 return too_large_response(request, view_func, max_bytes=limit, observed_bytes=0)
@@ -278,9 +282,7 @@ class ContentCharsetMiddleware:
         if charset is None or charset_is_utf8(content_type):
             return self.get_response(request)
         if is_json_path(request.path):
-            if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):
-                return error_response(400, UnsupportedCharset.message, "invalid_request")
-            return error_response(UnsupportedCharset.status, UnsupportedCharset.message, UnsupportedCharset.code)
+            return body_refused(request, UnsupportedCharset.status, UnsupportedCharset.message, UnsupportedCharset.code)
         if not _is_text_encoding(charset):
             return error_page(request, 415, f"The charset {charset[:40]!r} is not a text encoding.")
         return self.get_response(request)
