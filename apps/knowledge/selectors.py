@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
 from apps.knowledge.models import (
@@ -247,6 +248,9 @@ STAGE_PERCENT: dict[str, int] = {
 }
 # A document in one of these needs nobody but a person (or nothing at all) to move on.
 SETTLED_STATUSES = (Document.Status.COMPLETED, Document.Status.FAILED, Document.Status.AWAITING_CONFIRMATION)
+# A worker heartbeats after every embedding batch (seconds apart); a minute without one is worth
+# saying on the KB page, long before the lease runs out (KNOWLEDGE_HEARTBEAT_STALE_SECONDS).
+WORKER_SILENT_SECONDS = 60
 WORKING_STATUSES = (Document.Status.PARSING, Document.Status.CHUNKING, Document.Status.EMBEDDING)
 
 
@@ -327,7 +331,36 @@ def _generation_text(generation: IndexGeneration) -> str:
     return "retired"
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{int(seconds)} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
+
+
+def _worker_silence(document: Document) -> str:
+    """For a document a run holds: nothing while its worker reports; once it has been silent for a
+    while (a killed worker, or one stuck in a long parse), for how long, and when the watchdog hands
+    the document to another worker."""
+    if not document.run_token or not document.heartbeat_at:
+        return ""
+    silent = (timezone.now() - document.heartbeat_at).total_seconds()
+    if silent < WORKER_SILENT_SECONDS:
+        return ""
+    left = settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS - silent
+    handover = (f"another worker takes it over in {_duration(left)} if it stays silent" if left > 0 else
+                "another worker takes it over when a worker's watchdog next runs "
+                f"(every {_duration(settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)})")
+    return f" — no word from its worker for {_duration(silent)}; {handover}"
+
+
 def _document_stage(document: Document, *, position: int | None, working: dict[str, int]) -> str:
+    return _document_stage_text(document, position=position, working=working) + (
+        _worker_silence(document) if document.status in WORKING_STATUSES else "")
+
+
+def _document_stage_text(document: Document, *, position: int | None, working: dict[str, int]) -> str:
     status = document.status
     if status == Document.Status.QUEUED:
         if position is None:
@@ -361,7 +394,7 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     documents = list(
         document_list(kb=kb).only(
             "id", "filename", "file_type", "size", "status", "error_code", "error_message", "attempts",
-            "progress_done", "progress_total", "queued_at", "created_at",
+            "progress_done", "progress_total", "queued_at", "created_at", "run_token", "heartbeat_at",
         )[:limit]
     )
     positions = document_queue_positions(documents=documents)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
 
 import pytest
 from django.contrib.messages import get_messages
@@ -234,6 +235,39 @@ def test_a_document_being_embedded_shows_its_stage_progress(browser, kb):
                                                    progress_total=4)
     [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
     assert (row["status"], row["percent"], row["stage"]) == ("embedding", 85, "embedding 3/4 passages")
+
+
+def test_a_document_whose_worker_went_silent_says_so_and_when_it_is_handed_over(browser, kb, settings):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 300
+    settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS = 60
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    held = dict(status=Document.Status.EMBEDDING, progress_done=3, progress_total=4, run_token=uuid.uuid4())
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/status/"
+
+    Document.objects.filter(pk=document.pk).update(**held, heartbeat_at=timezone.now() - dt.timedelta(seconds=20))
+    assert browser.get(url).json()["documents"][0]["stage"] == "embedding 3/4 passages"
+
+    Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - dt.timedelta(seconds=180))
+    assert browser.get(url).json()["documents"][0]["stage"] == (
+        "embedding 3/4 passages — no word from its worker for 3 min; another worker takes it over in 2 min "
+        "if it stays silent")
+
+    Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - dt.timedelta(seconds=400))
+    assert browser.get(url).json()["documents"][0]["stage"] == (
+        "embedding 3/4 passages — no word from its worker for 7 min; another worker takes it over when a "
+        "worker's watchdog next runs (every 60 s)")
+
+    # Released by its run (no token): nobody holds it, so no worker is silent.
+    Document.objects.filter(pk=document.pk).update(run_token=None)
+    assert browser.get(url).json()["documents"][0]["stage"] == "embedding 3/4 passages"
+
+
+def test_a_parsing_document_with_a_silent_worker_says_so_too(browser, kb):
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.PARSING, run_token=uuid.uuid4(),
+                                                   heartbeat_at=timezone.now() - dt.timedelta(seconds=75))
+    [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
+    assert row["stage"].startswith("parsing — no word from its worker for 75 s; another worker takes it over in ")
 
 
 def test_large_and_small_documents_wait_in_their_own_lines(browser, kb, settings):
