@@ -323,7 +323,7 @@ def _count(n: int, noun: str) -> str:
 def _generation_text(generation: IndexGeneration) -> str:
     if generation.status == IndexGeneration.Status.BUILDING:
         return (f"{generation.progress_done}/{generation.progress_total} documents — searches keep using the "
-                "active generation until this one is complete")
+                "active generation until this one is complete" + _worker_silence(generation).replace(" — ", "; ", 1))
     if generation.status == IndexGeneration.Status.ACTIVE:
         return "serving searches"
     if generation.status == IndexGeneration.Status.FAILED:
@@ -339,13 +339,13 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds / 3600)} h"
 
 
-def _worker_silence(document: Document) -> str:
-    """For a document a run holds: nothing while its worker reports; once it has been silent for a
-    while (a killed worker, or one stuck in a long parse), for how long, and when the watchdog hands
-    the document to another worker."""
-    if not document.run_token or not document.heartbeat_at:
+def _worker_silence(row: Document | IndexGeneration) -> str:
+    """For a document or generation a run holds: nothing while its worker reports; once it has been
+    silent for a while (a killed worker, or one stuck in a long parse), for how long, and when the
+    watchdog hands the row to another worker."""
+    if not row.run_token or not row.heartbeat_at:
         return ""
-    silent = (timezone.now() - document.heartbeat_at).total_seconds()
+    silent = (timezone.now() - row.heartbeat_at).total_seconds()
     if silent < WORKER_SILENT_SECONDS:
         return ""
     left = settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS - silent

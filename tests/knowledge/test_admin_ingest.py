@@ -304,6 +304,19 @@ def test_a_rebuild_shows_its_generation_progress(browser, kb):
     assert body["settled"] is False
 
 
+def test_a_rebuild_whose_worker_went_silent_says_so(browser, kb, settings):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 300
+    _ingested(kb, "policy.zh.md")
+    generation = services.knowledge_base_rebuild(kb=kb)
+    type(generation).objects.filter(pk=generation.pk).update(
+        progress_done=1, progress_total=4, run_token=uuid.uuid4(),
+        heartbeat_at=timezone.now() - dt.timedelta(seconds=120))
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    assert body["generation"]["text"] == (
+        "1/4 documents — searches keep using the active generation until this one is complete; no word from its "
+        "worker for 2 min; another worker takes it over in 3 min if it stays silent")
+
+
 def test_a_viewer_reads_the_status_without_retry_links(owner, kb):
     failed = _ingested(kb, "no-text.pdf")
     viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
