@@ -4,11 +4,14 @@ failed document shows its reason and a Retry button that works in place."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import re
+import uuid
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from apps.knowledge import services
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
@@ -223,3 +226,19 @@ def test_the_modules_after_a_document_form_start_below_it(logged_in_page, projec
     assert form is not None and header is not None
     assert header["y"] >= form["y"] + form["height"] - 1
     assert header["height"] < 60
+
+
+def test_a_document_whose_worker_went_silent_says_so_in_its_row(logged_in_page, project):
+    kb = KnowledgeBaseFactory(project=project, name="Silent worker")
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(
+        status="embedding", progress_done=40, progress_total=120, run_token=uuid.uuid4(),
+        heartbeat_at=timezone.now() - dt.timedelta(seconds=180))
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    stage = _row(page, "plain.txt").locator("[data-field=stage]")
+    assert stage.inner_text() == (
+        "embedding 40/120 passages — no word from its worker for 3 min; another worker takes it over in 2 min "
+        "if it stays silent")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
+    page.screenshot(path=str(SHOTS / "kb_silent_worker.png"), full_page=True)
