@@ -102,7 +102,9 @@ class Route(BaseModel):
         "Legacy: write tools that run without approval. Cannot be combined with force approval tools.",
         null=True,
     )
-    max_tool_calls = models.PositiveSmallIntegerField(default=5, validators=[MaxValueValidator(50)])
+    max_tool_calls = models.PositiveSmallIntegerField(
+        default=5, validators=[MaxValueValidator(50)],
+        help_text="The most tool calls one agent run may make (0–50); a call past it is refused before dispatch.")
     permission = models.CharField(max_length=16, choices=Permission.choices, default=Permission.FULL)
 
     # knowledge

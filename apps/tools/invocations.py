@@ -470,6 +470,8 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
         execution_fingerprint=target.fingerprint, readonly=bool(target.compiled.get("readonly")),
         risk=str(target.compiled.get("risk", "low")), state=State.IN_PROGRESS,
     )
+    if (refused := _run_limit_refusal(inv, limit=route.max_tool_calls)) is not None:
+        return refused  # before a built-in runs; checked again, under the run's lock, where the row is made
     problem = schema_problem(schema=target.compiled.get("input_schema") or {}, arguments=call.arguments)
     if problem is not None:
         field, message = problem
@@ -505,6 +507,24 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
     return _create(inv, None, session=session, route=route, run=run, call=call, target=target, dispatch=True)
 
 
+def _run_limit_refusal(inv: Invocation, *, limit: int, lock: bool = False) -> dict[str, Any] | None:
+    """The answer to a new call once its run has made the route's ``max_tool_calls`` calls (every
+    call stored under the run counts, whatever became of it); None while there is room. Nothing is
+    stored for a refused call, so the same call is refused the same way. With ``lock``, the run's
+    row is locked first (inside the caller's transaction), so racing calls cannot all take the last
+    place."""
+    if lock:
+        type(inv.run).objects.select_for_update().filter(pk=inv.run_id).values_list("pk", flat=True).first()
+    if Invocation.objects.filter(run_id=inv.run_id).count() < limit:
+        return None
+    said = ("The route allows no tool calls in a run (max_tool_calls is 0)." if limit == 0 else
+            f"This run has made its {limit} tool call{'' if limit == 1 else 's'}, the most the route allows in "
+            "one run (max_tool_calls).")
+    return _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                   text=f"{said} {NOT_SENT_TEXT} Answer with what you have, or complete this run and go on "
+                        "in a new turn.")
+
+
 def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSession, route: Route,
             run: Run, call: InvokeCall, journal: dict[str, Any] | None = None,
             reasons: list[str] | None = None, target: Target | None = None, dispatch: bool = False,
@@ -513,6 +533,8 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
     wins: this one then answers as a replay of it."""
     try:
         with transaction.atomic():
+            if (refused := _run_limit_refusal(inv, limit=route.max_tool_calls, lock=True)) is not None:
+                return refused
             if answer is not None:
                 inv.state, inv.result, inv.business_status = answer["state"], answer, None
                 if result_is_stable(answer):
