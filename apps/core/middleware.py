@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.defaultfilters import filesizeformat
+from gunicorn.http.errors import ParseException
 
 from apps.core.errors import ApiError
 from apps.core.exceptions import STATUS_MESSAGES, error_response
@@ -23,6 +24,10 @@ logger = logging.getLogger("bailinghub.errors")
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{8,128}")
 _READ_CHUNK = 64 * 1024
+# A body the server cannot deliver: gunicorn's chunk parser refuses a malformed chunk
+# (ParseException), and a stream cut off before its end is an OSError (gunicorn's NoMoreData,
+# Django's UnreadablePostError). The client's fault, never a 500.
+_UNREADABLE_BODY = (OSError, ParseException)
 # Set in the request's WSGI environ when its connection must not serve another request: a
 # refused body's rest may still be on its way. bailinghub.wsgi tells gunicorn, which ignores an application's own
 # `Connection` header and would otherwise promise keep-alive, then close the connection anyway
@@ -206,12 +211,17 @@ class BodySizeLimitMiddleware:
         read = request.META["wsgi.input"].read if chunked else request.read
         chunks: list[bytes] = []
         observed = 0
-        while observed <= limit:
-            chunk = read(min(_READ_CHUNK, limit + 1 - observed))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            observed += len(chunk)
+        try:
+            while observed <= limit:
+                chunk = read(min(_READ_CHUNK, limit + 1 - observed))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                observed += len(chunk)
+        except _UNREADABLE_BODY:
+            request.META[CLOSE_CONNECTION] = True  # where the next request would start is unknown
+            return body_refused(request, 400, "The request body could not be read: its chunked encoding is "
+                                              "malformed or it ended early.")
         if observed > limit:
             return too_large_response(request, view_func, max_bytes=limit, observed_bytes=observed)
         body = b"".join(chunks)

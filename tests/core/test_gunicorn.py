@@ -7,6 +7,8 @@ settings around bailinghub.wsgi, on this test run's database.
 - A stop signal that reaches a worker before its own handlers are installed is not lost.
 - A request gunicorn refuses itself (a request line or headers over its limits, a malformed line)
   is answered like every API error: JSON, never stored, with no credential repeated.
+- A chunked body that cannot be read (a malformed chunk, a stream cut off) is the client's 400,
+  not a 500, and closes the connection.
 """
 
 from __future__ import annotations
@@ -158,3 +160,34 @@ def test_a_chunked_body_past_the_limit_is_413_and_closes_the_connection(server):
     status, answer, connection_header = _chunked(port, "/agent-api/v1/tool-invocations", pieces)
     assert (status, answer["error"], answer["limit_scope"], connection_header) == (
         413, "arguments_too_large", "request_body", "close")
+
+
+def _half_closed(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
+    """Send `request`, then close our side: a body cut short can never be completed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    if headers.get("transfer-encoding") == "chunked":
+        size, _, rest = body.partition(b"\r\n")
+        body = rest[: int(size, 16)]
+    return status, headers, body
+
+
+@pytest.mark.parametrize("path", ["/agent-auth/v1/authorizations", "/agent-api/v1/tool-invocations"])
+@pytest.mark.parametrize("chunks", [b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n", b"40\r\n{\"a\": 1"],
+                         ids=["bad_size", "missing_terminator", "cut_off"])
+def test_a_chunked_body_that_cannot_be_read_is_400_and_closes_the_connection(server, path, chunks):
+    port, _ = server
+    status, headers, body = _half_closed(port, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+                                         + b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                         + chunks)
+    assert (status, headers["content-type"], headers["cache-control"], headers["connection"]) == (
+        "HTTP/1.1 400 Bad Request", "application/json", "no-store", "close")
+    assert json.loads(body) == {"error": "invalid_request", "message": "The request body could not be read: "
+                                "its chunked encoding is malformed or it ended early."}
