@@ -10,7 +10,7 @@ import re
 import pytest
 from bailinghub_mcp import wire
 from bailinghub_mcp.auth import HubSession
-from bailinghub_mcp.bridge import Bridge
+from bailinghub_mcp.bridge import Bridge, BridgeError
 
 from tests.mcp.scripted_hub import LOOKUP, REVISION, RUN_ID, ScriptedHub, signed_in_store
 
@@ -138,6 +138,24 @@ def test_a_tool_not_loaded_is_refused_before_anything_is_sent(hub, bridge):
     with pytest.raises(Exception, match="capability_search"):
         bridge.invoke("drop_database", {})
     assert hub.sent(*INVOKE) == []
+
+
+@pytest.mark.parametrize("follow_up", ["resume", "inspect"])
+def test_an_invocation_id_with_a_trailing_newline_is_refused_before_anything_is_sent(hub, bridge, follow_up):
+    # `$` also matches before a final newline: the id would have gone into the URL's path.
+    with pytest.raises(BridgeError, match="invocation_id"):
+        getattr(bridge, follow_up)({"invocation_id": "a" * 64 + "\n"})
+    assert [path for _, path, _, _ in hub.requests if "tool-invocations" in path] == []
+
+
+def test_a_tool_name_with_a_trailing_newline_is_not_loaded(hub, bridge):
+    hub.script[("POST", "/agent-api/v1/workspaces/shop/capabilities/search")] = [
+        (200, {"schema_version": "bailing.agent-capability-search.v1", "capability_revision": REVISION,
+               "tools": [{**LOOKUP, "name": "lookup_product\n"}]})]
+
+    bridge.capability_search({"query": "product"})
+
+    assert "lookup_product\n" not in bridge.tools
 
 
 def test_a_new_capability_revision_reloads_the_tool_list(hub, bridge):

@@ -237,7 +237,7 @@ class Bridge:
             return False
         name = definition.get("name")
         schema = definition.get("input_schema")
-        if (not isinstance(name, str) or not TOOL_NAME_RE.match(name) or name in BUILTIN_TOOLS
+        if (not isinstance(name, str) or not TOOL_NAME_RE.fullmatch(name) or name in BUILTIN_TOOLS
                 or name in HUB_KNOWLEDGE_TOOLS
                 or not isinstance(schema, dict) or schema.get("type") != "object"):
             return False
@@ -438,6 +438,6 @@ def _int_argument(arguments: dict[str, Any], key: str, low: int, high: int) -> i
 
 def _invocation_id(arguments: dict[str, Any]) -> str:
     value = arguments.get("invocation_id")
-    if not isinstance(value, str) or not INVOCATION_ID_RE.match(value):
+    if not isinstance(value, str) or not INVOCATION_ID_RE.fullmatch(value):
         raise BridgeError("invocation_id: give the 64 lower-case hex characters of the original call's id.")
     return value
