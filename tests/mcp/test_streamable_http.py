@@ -106,3 +106,16 @@ def test_malformed_envelopes_get_json_rpc_invalid_request_and_big_bodies_a_json_
     assert answers["params not an object"].json()["id"] == 7
     assert (big.status_code, big.headers["content-type"], big.json()["error"]["code"]) == (413, "application/json",
                                                                                          -32600)
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000,
+                                  b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": '
+                                  + b"[" * 5000 + b"]" * 5000 + b"}}"], ids=["top", "in_params"])
+def test_a_body_nested_past_the_parsers_stack_is_a_json_rpc_parse_error(hub, tmp_path, body):
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    with serving(hub, tmp_path) as url:
+        answer = httpx.post(url, headers=headers, content=body, timeout=30)
+
+    # The SDK's own parse error (it says the recursion limit was exceeded), not a plain-text 500.
+    assert (answer.status_code, answer.headers["content-type"], answer.json()["error"]["code"]) == (
+        400, "application/json", -32700)

@@ -4,9 +4,9 @@ The SDK answers an envelope it cannot validate with -32602 (invalid params) and 
 dump of its validation errors, takes `"id": null` for a notification (202, no answer), and refuses
 a big body with a plain-text 413. A host deserves JSON-RPC's own answer in each case: -32600
 (invalid request) with one sentence, and the 413 as a JSON-RPC error too. Anything that passes goes
-to the SDK unchanged; a body that is not JSON at all is left to the SDK's -32700. A request whose
-Host or Origin is not loopback goes to the SDK unread, so its DNS-rebinding refusal (421, 403)
-comes first, as it would without this layer.
+to the SDK unchanged; a body that is not JSON at all (or nests deeper than `json` can recurse) is
+left to the SDK's -32700. A request whose Host or Origin is not loopback goes to the SDK unread,
+so its DNS-rebinding refusal (421, 403) comes first, as it would without this layer.
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ class JsonRpcEnvelope:
             return
         try:
             message = json.loads(body)
-        except ValueError:
-            message = None  # not JSON: the SDK's parse error says where
+        except (ValueError, RecursionError):
+            message = None  # not JSON, or nested past json's stack: the SDK's parse error says where
         else:
             problem = envelope_problem(message)
             if problem is not None:
