@@ -4,6 +4,7 @@ naming the field. The OpenAPI spec declares the same rules."""
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -15,6 +16,8 @@ MAX_REASON_CHARS = 500
 MAX_NOTE_CHARS = 2000
 MAX_QUANTITY = 10000
 MAX_REFUND = Decimal("100000.00")
+# What the shop's database cannot store: PostgreSQL text takes no NUL, and UTF-8 no lone surrogate.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def json_object(body: bytes, *, allowed: frozenset[str]) -> dict[str, Any]:
@@ -35,6 +38,8 @@ def text(data: dict[str, Any], field: str, *, max_chars: int) -> str:
         raise InvalidField(field, f"{field} is required.")
     if not isinstance(value, str) or not value.strip():
         raise InvalidField(field, f"{field} must be a non-empty string.")
+    if _UNSTORABLE.search(value):
+        raise InvalidField(field, f"{field} must not contain NUL characters or lone surrogates.")
     value = value.strip()
     if len(value) > max_chars:
         raise InvalidField(field, f"{field} must be at most {max_chars} characters.")

@@ -3,6 +3,8 @@ every refusal leaves the shop as it was."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from apps.demo_business.models import (
@@ -194,10 +196,22 @@ def test_a_note_for_an_unknown_customer_is_404(shop):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("note", ["", "   ", "x" * 2001, 7])
+@pytest.mark.parametrize("note", ["", "   ", "x" * 2001, 7, "a\x00b", "a\ud800b"])
 def test_an_invalid_note_is_422(shop, note):
-    response = shop.post(NOTE, {"note": note})
+    response = shop.post(NOTE, None, raw=json.dumps({"note": note}).encode())  # escaped as \u0000, \ud800
     assert (response.status_code, response.json()["error"]) == (422, "invalid_note")
+    assert nothing_written()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("path", "body"), [(ADJUST, RECEIVE), (REFUND, REFUND_BOTTLE)], ids=["adjust", "refund"])
+@pytest.mark.parametrize("reason", ["Goods\x00received", "\udfff"], ids=["nul", "lone_surrogate"])
+def test_a_reason_the_database_cannot_store_is_422_and_changes_nothing(shop, path, body, reason):
+    # PostgreSQL text takes no NUL and UTF-8 no lone surrogate: a 500 here would leave the hub's
+    # call reconciliation_required, for a person to check, over a value the shop simply refuses.
+    response = shop.post(path, None, raw=json.dumps({**body, "reason": reason}).encode())
+    assert (response.status_code, response.json()["error"], response.json()["field"]) == (
+        422, "invalid_reason", "reason")
     assert nothing_written()
 
 
