@@ -91,3 +91,21 @@ def test_a_memory_limit_that_is_not_an_integer_is_400(world, value):
     response = client.get(f"/agent-api/v1/workspaces/{world.route_key}/memories?limit={value}",
                           **bearer(world.access_token))
     assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize("value", ["xml", "api", "yaml"])
+def test_a_format_parameter_is_an_ordinary_query_parameter_on_the_agent_apis(world, value):
+    # DRF reads `?format=` as a renderer override and answered 404 not_found on every agent path
+    # for a format it has no renderer for, whatever the endpoint's own rule for query parameters.
+    client = APIClient()
+    agent = bearer(world.access_token)
+    answers = {
+        "session": client.get(f"/agent-auth/v1/session?format={value}", **agent),
+        "workspaces": client.get(f"/agent-api/v1/workspaces?format={value}", **agent),
+        "inspection": client.get(f"/agent-api/v1/tool-invocations/inspection-capabilities?format={value}", **agent),
+        "token": client.post(f"/agent-auth/v1/token?format={value}", {}, format="json"),
+    }
+    assert {name: (response.status_code, response.json().get("error")) for name, response in answers.items()} == {
+        "session": (200, None), "workspaces": (200, None), "inspection": (400, "invalid_request"),
+        "token": (400, "invalid_request")}
+    assert answers["inspection"].json()["field"] == "format"

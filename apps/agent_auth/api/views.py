@@ -41,6 +41,7 @@ from apps.agent_auth.services import (
     session_revoke_for_client,
 )
 from apps.core.errors import malformed_body
+from apps.core.negotiation import AgentContentNegotiation
 
 
 # DRF types `request.auth` as a Token; our authentication classes put these there.
@@ -57,6 +58,8 @@ class AgentAuthApi(APIView):
     another media type, is `invalid_request` (never 415), with the parser's account of what is
     wrong. (Another charset never reaches the view: ContentCharsetMiddleware answers it, with the
     same code under BAILING_CLOSED_ERROR_PREFIXES.)"""
+
+    content_negotiation_class = AgentContentNegotiation
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ParseError):

@@ -25,6 +25,7 @@ from apps.agent_auth.errors import (
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import route_admits_audience, session_route_get
 from apps.agent_auth.validators import route_key_is_valid
+from apps.core.negotiation import AgentContentNegotiation
 from apps.core.revisions import revision_of
 from apps.routes.models import Route
 from apps.tools.errors import AgentDirectDisabled
@@ -35,6 +36,7 @@ class AgentApi(APIView):
 
     authentication_classes = [AgentBearerAuthentication]
     permission_classes = [IsAuthenticated]
+    content_negotiation_class = AgentContentNegotiation
 
     @property
     def session(self) -> AgentSession:
