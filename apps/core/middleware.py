@@ -178,7 +178,8 @@ class BodySizeLimitMiddleware:
 
     Runs after URL resolution (process_view), so each view may raise or lower the global
     BAILING_JSON_BODY_MAX_BYTES with a `body_max_bytes` attribute. Multipart uploads are not
-    buffered here: only their declared length is checked, Django streams the files to disk.
+    buffered here: only their declared length is checked, Django streams the files to disk. A body
+    in a content coding (gzip, ...) is refused unread: nothing decodes one.
     """
 
     def __init__(self, get_response: GetResponse) -> None:
@@ -192,6 +193,12 @@ class BodySizeLimitMiddleware:
         if request.method in ("GET", "HEAD", "OPTIONS"):
             return None
         limit = view_body_limit(view_func)
+        if request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower() not in ("", "identity"):
+            # Nothing decodes a content coding: a gzip body would be read as its compressed bytes,
+            # and a plain one labelled gzip as if the label were not there. Its body is not read.
+            request.META[CLOSE_CONNECTION] = True
+            return body_refused(request, 415, "Send the body without a Content-Encoding: none is decoded here.",
+                                "unsupported_media_type")
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:

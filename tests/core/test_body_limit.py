@@ -97,3 +97,28 @@ def test_agent_auth_answers_a_chunked_body_it_cannot_read_with_its_own_code(clie
                               HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH="")
     assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
     assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "identity, gzip"])
+def test_a_body_in_a_content_coding_is_415_and_reaches_no_view(client, coding):
+    # Nothing here decodes one: a plain body labelled gzip was read as if unlabelled, a gzip one
+    # was "not valid UTF-8 (byte 1)".
+    response = client.generic("POST", "/agent-api/test/echo", b'{"name": "x"}', content_type="application/json",
+                              HTTP_CONTENT_ENCODING=coding)
+    assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
+    assert response.json()["message"] == "Send the body without a Content-Encoding: none is decoded here."
+
+
+def test_agent_auth_answers_a_content_coding_with_its_own_code(client):
+    response = client.generic("POST", "/agent-auth/test/echo", b'{"name": "x"}', content_type="application/json",
+                              HTTP_CONTENT_ENCODING="gzip")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["message"] == "Send the body without a Content-Encoding: none is decoded here."
+    assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize("coding", ["identity", "Identity", ""])
+def test_the_identity_content_coding_is_read(client, coding):
+    response = client.generic("POST", "/agent-api/test/echo", b'{"name": "x"}', content_type="application/json",
+                              HTTP_CONTENT_ENCODING=coding)
+    assert (response.status_code, response.json()["name"]) == (200, "x")
