@@ -58,8 +58,9 @@ class LoopbackListener:
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 query = {key: values[0] for key, values in parse_qs(parts.query).items() if len(values) == 1}
+                # Bytes: compare_digest raises on a str with non-ASCII characters.
                 if parts.path != CALLBACK_PATH or listener.done.is_set() or not secrets.compare_digest(
-                        query.get("state", ""), listener.state):
+                        query.get("state", "").encode(), listener.state.encode()):
                     self._answer(400, "This is not the sign-in this program is waiting for.")
                     return
                 listener.result = query
