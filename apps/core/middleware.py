@@ -70,7 +70,9 @@ class RequestIdMiddleware:
 
 
 class NoStoreMiddleware:
-    """Every response under the agent prefixes is Cache-Control: no-store, errors included."""
+    """Every response under the agent prefixes is Cache-Control: no-store, errors included, and
+    carries HTTP/1.0's Pragma: no-cache as well: Agent Auth's token endpoint must (RFC 6749 §5.1),
+    including for what is answered before its view runs (a refused charset, an oversized body)."""
 
     def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
@@ -79,6 +81,7 @@ class NoStoreMiddleware:
         response = self.get_response(request)
         if request.path.startswith(settings.BAILING_NO_STORE_PREFIXES):
             response["Cache-Control"] = "no-store"
+            response["Pragma"] = "no-cache"
         return response
 
 

@@ -1,5 +1,5 @@
-"""Every response under /agent-auth/ and /agent-api/ — success and error — is Cache-Control: no-store;
-the token endpoint also sends Pragma: no-cache."""
+"""Every response under /agent-auth/ and /agent-api/ — success and error — is Cache-Control: no-store,
+with Pragma: no-cache (the token endpoint must send it, RFC 6749 §5.1)."""
 
 import pytest
 
@@ -57,7 +57,18 @@ def test_every_agent_response_is_no_store(api_client, world):
     for method, path, body, headers, _status in _requests(world):
         response = getattr(api_client, method)(path, body, format="json", **headers)
         seen.append((method, path, response.status_code, response.get("Cache-Control")))
-        if path == "/agent-auth/v1/token":
-            assert response["Pragma"] == "no-cache", (method, path, response.status_code)
+        assert response["Pragma"] == "no-cache", (method, path, response.status_code)
     expected = [(method, path, status, "no-store") for method, path, _, _, status in _requests(world)]
     assert seen == expected
+
+
+@pytest.mark.parametrize(("content_type", "body", "status"), [
+    ("application/json; charset=latin-1", b'{"grant_type": "refresh_token"}', 400),  # refused by a middleware
+    ("application/json", b'{"grant_type": "' + b"a" * 2000 + b'"}', 400),  # over the body limit, unread
+])
+def test_the_token_endpoint_sends_pragma_on_answers_given_before_its_view(api_client, settings, content_type, body,
+                                                                          status):
+    settings.BAILING_JSON_BODY_MAX_BYTES = 1000
+    response = api_client.generic("POST", "/agent-auth/v1/token", body, content_type=content_type)
+    assert (response.status_code, response.json()["error"]) == (status, "invalid_request")
+    assert (response["Cache-Control"], response["Pragma"]) == ("no-store", "no-cache")

@@ -149,11 +149,6 @@ class TokenApi(PublicApi):
         fields = {key: value for key, value in serializer.validated_data.items() if key != "grant_type"}
         return Response(token_payload(issue(**fields)))
 
-    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
-        response = super().finalize_response(request, response, *args, **kwargs)
-        response["Pragma"] = "no-cache"
-        return response
-
 
 class SessionDetailApi(AgentBearerApi):
     def get(self, request: Request) -> Response:
