@@ -269,6 +269,31 @@ def test_upload_of_a_csv_with_a_cell_over_128_kib_is_accepted_and_indexed(client
     assert Document.objects.get(pk=document["id"]).status == Document.Status.COMPLETED
 
 
+def _child_texts(document_id) -> list[str]:
+    return list(Chunk.objects.filter(document_id=document_id, kind=Chunk.Kind.CHILD).order_by("index")
+                .values_list("text", flat=True))
+
+
+def test_upload_of_windows_1252_text_that_gb18030_also_decodes_is_indexed_as_written(client, kb):
+    """GB18030 decodes these bytes too, and they were indexed as "Herr M黮ler aus M黱chen …"."""
+    data = "Herr Müller aus München grüßt Frau Öztürk\n".encode("cp1252")
+    response = _upload(client, kb.pk, upload("gruss.txt", data))
+    assert response.status_code == 201, response.json()
+    [document] = response.json()["data"]
+    assert ingest.document_ingest(document_id=document["id"]) == "completed"
+    assert _child_texts(document["id"]) == ["Herr Müller aus München grüßt Frau Öztürk"]
+
+
+def test_upload_of_text_in_an_encoding_not_read_here_is_422(client, kb):
+    before = _counts()
+    data = "Съешь же ещё этих мягких французских булок, да выпей чаю.".encode("cp1251")
+    payload = _error(_upload(client, kb.pk, upload("menu.txt", data)), 422, "document_conversion_failed")
+    assert payload["message"] == ("Document conversion failed: menu.txt: The text is not recognised as UTF-8, UTF-16, "
+                                  "Chinese GB18030 or Western European Windows-1252; save it as UTF-8 and upload it "
+                                  "again.")
+    assert _counts() == before
+
+
 def test_a_viewer_cannot_upload(api_client, kb):
     viewer = MembershipFactory(project=kb.project, role=Membership.Role.VIEWER)
     api_client.force_login(viewer.user)
