@@ -294,6 +294,24 @@ def test_upload_of_text_in_an_encoding_not_read_here_is_422(client, kb):
     assert _counts() == before
 
 
+def test_upload_of_utf16_without_a_bom_is_accepted_and_indexed(client, kb):
+    """It was 415 unsupported_file_type: its NUL bytes made it binary."""
+    data = "sku,name\r\nA-1,保温杯\r\nB-2,Travel mug\r\n".encode("utf-16-le")
+    response = _upload(client, kb.pk, upload("products.csv", data))
+    assert response.status_code == 201, response.json()
+    [document] = response.json()["data"]
+    assert (document["file_type"], ingest.document_ingest(document_id=document["id"])) == ("csv", "completed")
+    assert _child_texts(document["id"]) == ["sku: A-1; name: 保温杯\n\nsku: B-2; name: Travel mug"]
+
+
+def test_upload_of_utf16_that_does_not_decode_is_415_as_binary(client, kb):
+    before = _counts()
+    data = "Refunds\n".encode("utf-16-le") + b"\x00\xd8" + "seven days\n".encode("utf-16-le")  # a lone surrogate
+    payload = _error(_upload(client, kb.pk, upload("notes.txt", data)), 415, "unsupported_file_type")
+    assert payload["message"] == "Unsupported file type: notes.txt is named .txt but its content is binary, not text."
+    assert _counts() == before
+
+
 def test_a_viewer_cannot_upload(api_client, kb):
     viewer = MembershipFactory(project=kb.project, role=Membership.Role.VIEWER)
     api_client.force_login(viewer.user)

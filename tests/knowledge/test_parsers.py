@@ -1,4 +1,5 @@
 import io
+import struct
 
 import pytest
 from pypdf import PdfReader
@@ -102,6 +103,31 @@ def test_utf16_with_bom_is_decoded(fixture_bytes):
     assert parsed.sections[0].blocks[0].text == "UTF-16 文本，带字节顺序标记。"
 
 
+# From cmrc2018. In UTF-16-LE its 一 (U+4E00) is `00 4e`: five of its seven NUL bytes sit at even
+# offsets, where big-endian ASCII has them (read so, it starts "ॎ튉獑ﭼ").
+CHINESE_PARAGRAPH = ("三角关系\n三角关系，亦称做三角恋、三角恋爱、三角恋情，是指一个三个人的群体在同一时期中，"
+                     "陷入了类似以下的状况。如其中两人爱上同一个人，或一个已有伴侣的人正好爱上另一个人。\n")
+WITHOUT_BOM = {
+    "UTF-16-LE, Chinese": ("utf-16-le", CHINESE_PARAGRAPH),
+    "UTF-16-BE, Chinese": ("utf-16-be", CHINESE_PARAGRAPH),
+    "UTF-16-LE, English": ("utf-16-le", "Refunds take seven days.\r\nKeep the receipt.\r\n"),
+    "UTF-16-BE, English": ("utf-16-be", "Refunds take seven days.\r\nKeep the receipt.\r\n"),
+    "UTF-32-LE": ("utf-32-le", "Müller: 退款需七天。\n"),
+    "UTF-32-BE": ("utf-32-be", "Müller: 退款需七天。\n"),
+}
+
+
+@pytest.mark.parametrize(("encoding", "text"), WITHOUT_BOM.values(), ids=WITHOUT_BOM.keys())
+def test_utf16_and_utf32_without_a_bom_are_decoded(encoding, text):
+    assert text_decode(text.encode(encoding)) == text.replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize(("encoding", "text"), WITHOUT_BOM.values(), ids=WITHOUT_BOM.keys())
+def test_utf16_and_utf32_without_a_bom_are_text_not_binary(encoding, text):
+    """They were refused at upload: their NUL bytes made them binary."""
+    assert file_type_detect(filename="notes.txt", data=text.encode(encoding)) == "txt"
+
+
 def test_json_values_carry_their_key_paths(fixture_bytes):
     parsed = _parse(fixture_bytes, "orders.json")
     assert [block.text for block in parsed.sections[0].blocks] == [
@@ -185,6 +211,22 @@ def test_text_named_pdf_is_refused():
 def test_binary_content_named_txt_is_refused(fixture_bytes):
     with pytest.raises(UnsupportedFileType):
         file_type_detect(filename="binary.txt", data=fixture_bytes("binary.txt"))
+
+
+BINARY = {
+    # Little-endian integers: NUL bytes at both parities, the units 0a 00 and 20 00 among them.
+    "integers": struct.pack("<8I", 10, 32, 1, 2, 3, 13, 9, 7),
+    "a PNG signature before UTF-16": b"\x89PNG\r\n\x1a\n" + "IHDR\n".encode("utf-16-le"),
+    # The NUL after a space is a UTF-16-LE space (20 00) at an even offset.
+    "UTF-8 with a stray NUL": b"Refunds take seven days. \x00Keep the receipt.\n",
+    "UTF-16 with a lone surrogate": "Refunds\n".encode("utf-16-le") + b"\x00\xd8" + "seven days\n".encode("utf-16-le"),
+}
+
+
+@pytest.mark.parametrize("data", BINARY.values(), ids=BINARY.keys())
+def test_binary_content_named_txt_is_refused_as_binary(data):
+    with pytest.raises(UnsupportedFileType, match="its content is binary"):
+        file_type_detect(filename="notes.txt", data=data)
 
 
 @pytest.mark.parametrize(("name", "file_type"), [

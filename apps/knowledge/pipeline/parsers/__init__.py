@@ -20,7 +20,7 @@ from apps.knowledge.pipeline.parsers.base import (
     UnsupportedFileType,
     unlimited,
 )
-from apps.knowledge.pipeline.parsers.text import has_bom
+from apps.knowledge.pipeline.parsers.text import bomless_decode, has_bom
 
 __all__ = ["Block", "ConversionFailed", "DocumentTooLarge", "ParsedDocument", "Section", "TextBudget",
            "UnsupportedFileType", "document_check", "document_parse", "file_type_detect"]
@@ -47,10 +47,12 @@ _BINARY_MAGIC = (b"%PDF-", b"PK\x03\x04", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", 
 
 
 def _looks_binary(data: bytes) -> bool:
+    """A NUL byte near the start makes a file binary, unless it is UTF-16 or UTF-32: with a byte
+    order mark, or recognised without one as text_decode recognises it."""
     head = data[:8192]
     if any(head.startswith(magic) for magic in _BINARY_MAGIC):
         return True
-    return b"\x00" in head and not has_bom(head)
+    return b"\x00" in head and not has_bom(head) and bomless_decode(data) is None
 
 
 def file_type_detect(*, filename: str, data: bytes) -> str:

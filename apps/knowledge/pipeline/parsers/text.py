@@ -1,9 +1,10 @@
 """Plain text, decoded with the first of these that fits:
 
 1. the encoding a byte order mark names: UTF-8, UTF-16 or UTF-32;
-2. UTF-8;
-3. GB18030 (which includes GBK), when the bytes read as Chinese (`reads_as_chinese`);
-4. Windows-1252 (Western European), when the bytes read as such (`reads_as_western`).
+2. UTF-32 or UTF-16 without a byte order mark, little- or big-endian (`bomless_decode`);
+3. UTF-8;
+4. GB18030 (which includes GBK), when the bytes read as Chinese (`reads_as_chinese`);
+5. Windows-1252 (Western European), when the bytes read as such (`reads_as_western`).
 
 GB18030 decodes almost any bytes, and Windows-1252 decodes all of them: without the two checks a
 German "Müller" (b"M\\xfcller") became "M黮ler". Text in none of these (a Cyrillic or Greek code
@@ -27,6 +28,16 @@ _BOMS = (
 # C0 controls other than tab and newline, and DEL: noise in text, harmful in a tsvector.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _BLANK_LINES = re.compile(r"\n[ \t\u3000]*\n")
+
+# UTF-16 or UTF-32 without a byte order mark is recognised from this many bytes at the start.
+_HEAD_BYTES = 8192
+_WIDE = ((4, "utf-32-le", "utf-32-be"), (2, "utf-16-le", "utf-16-be"))
+_SPACING = "\t\n\r "
+# Binary data read as UTF-16 or UTF-32 has U+0000 (NUL bytes in an aligned pair or four) or the
+# two noncharacters, or more of the other C0 controls than line breaks, tabs and spaces.
+_NOT_TEXT = re.compile(r"[\x00\ufffe\uffff]")
+_CONTROLS = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f]+")
+
 
 def _gb2312_common() -> re.Pattern:
     """Runs of GB2312's symbols (rows 0xA1-0xA9: full-width punctuation, digits and letters) and
@@ -52,8 +63,50 @@ WESTERN_MAX_RUN_SHARE = 1 / 4
 _WINDOWS_1252 = "".join(bytes((byte,)).decode("cp1252", errors="ignore") or chr(byte) for byte in range(256))
 
 
+def _spacing(text: str) -> int:
+    return sum(text.count(char) for char in _SPACING)
+
+
 def has_bom(data: bytes) -> bool:
     return any(data.startswith(bom) for bom, _ in _BOMS)
+
+
+def bomless_decode(data: bytes) -> str | None:
+    """The text of `data` if it is UTF-32 or UTF-16 without a byte order mark, else None.
+
+    Its line breaks, tabs and spaces are code units of their own (UTF-16-LE "\\n" is `0a 00`, BE
+    `00 0a`); read in the other byte order they are U+0A00, U+2000 and the like, unassigned or
+    rare. So the byte order giving more of them in the first 8 KiB is the text's; then all of
+    `data` must decode strictly, and read like text (see _NOT_TEXT). Where the NUL bytes sit is
+    no guide: a Chinese text's 一 (U+4E00) is `00 4e` in UTF-16-LE, at an even offset, and in
+    some of the bench's Chinese paragraphs most NULs are such. UTF-8 text with a stray NUL after
+    a space has one such unit by chance, and stays binary: bytes that are valid UTF-8 must keep
+    at least half the spacing they show read as UTF-8 (UTF-16 text read so shows all of it).
+    """
+    head = data[:_HEAD_BYTES]
+    if b"\x00" not in head:
+        return None
+    try:
+        # A character cut at the end of the head is no error.
+        utf8_spacing = _spacing(codecs.getincrementaldecoder("utf-8")().decode(head))
+    except UnicodeDecodeError:
+        utf8_spacing = 0
+    for width, little, big in _WIDE:
+        if len(data) % width:
+            continue
+        spacing = {encoding: _spacing(head.decode(encoding, errors="replace")) for encoding in (little, big)}
+        if spacing[little] == spacing[big]:
+            continue
+        encoding = little if spacing[little] > spacing[big] else big
+        if spacing[encoding] < utf8_spacing / 2:
+            continue
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        if not _NOT_TEXT.search(text) and len(text) - len(_CONTROLS.sub("", text)) < _spacing(text):
+            return text
+    return None
 
 
 def reads_as_chinese(text: str) -> bool:
@@ -106,6 +159,9 @@ def _decode(data: bytes) -> str:
             except UnicodeDecodeError as exc:
                 raise ConversionFailed(f"The text starts with a {encoding} byte order mark but is not "
                                        f"valid {encoding} (at byte {exc.start}).") from exc
+    wide = bomless_decode(data)
+    if wide is not None:
+        return wide
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
