@@ -8,7 +8,15 @@ and sees each line's real font size, as it would in a PDF from a word processor.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
+from importlib.util import find_spec
+
+import pytest
+
+# pypdf decodes Brotli only with the optional brotli package, which is none of our dependencies:
+# without it, a stream under /BrotliDecode raises pypdf's DependencyError.
+without_brotli = pytest.mark.skipif(find_spec("brotli") is not None, reason="brotli is installed: pypdf decodes Brotli")
 
 # A line: (text, font size in points). With `matrix_size=True` the size is put in the text
 # matrix (`1 Tf` and `18 0 0 18 x y Tm`), as LaTeX and many PDF writers do.
@@ -129,4 +137,51 @@ def pdf_encrypt(data: bytes, *, user_password: str, owner_password: str, handler
     writer._encrypt_entry[NameObject("/Filter")] = NameObject(handler)
     out = io.BytesIO()
     writer.write(out)
+    return out.getvalue()
+
+
+def pdf_content_filtered(data: bytes, filter_name: str) -> bytes:
+    """`data` (from pdf_build) with its first page's content stream declared compressed with
+    `filter_name`. Its bytes stay as they are: a reader without that filter's decoder fails first."""
+    content = data.find(b">>\nstream\nBT")
+    return data[:content] + f" /Filter {filter_name} ".encode() + data[content:]
+
+
+def pdf_catalog_in_object_stream(data: bytes, filter_name: str) -> bytes:
+    """`data` (from pdf_build) with its catalog and page tree (objects 1 and 2) moved into an object
+    stream declared compressed with `filter_name` and indexed by a cross-reference stream, as PDF
+    1.5 writers save them. The stream's bytes stay as they are: a reader without that filter's
+    decoder fails before it can read the catalog."""
+    objects = {int(number): body for number, body
+               in re.findall(rb"(?ms)^(\d+) 0 obj\n(.*?)\nendobj\n", data[: data.index(b"xref\n")])}
+    packed = [1, 2]
+    header, bodies = [], b""
+    for number in packed:
+        header.append(f"{number} {len(bodies)}")
+        bodies += objects[number] + b"\n"
+    stream = " ".join(header).encode() + b"\n" + bodies
+    first = len(stream) - len(bodies)
+    stream_number, xref_number = max(objects) + 1, max(objects) + 2
+
+    out = io.BytesIO()
+    out.write(b"%PDF-1.7\n")
+    offsets = {}
+    for number in sorted(set(objects) - set(packed)):
+        offsets[number] = out.tell()
+        out.write(f"{number} 0 obj\n".encode() + objects[number] + b"\nendobj\n")
+    offsets[stream_number] = out.tell()
+    out.write(f"{stream_number} 0 obj\n<< /Type /ObjStm /N {len(packed)} /First {first} /Filter {filter_name} "
+              f"/Length {len(stream)} >>\nstream\n".encode() + stream + b"\nendstream\nendobj\n")
+    offsets[xref_number] = out.tell()
+    rows = b""  # /W [1 4 1]: type, offset (or object stream), generation (or index in the stream)
+    for number in range(xref_number + 1):
+        if number in packed:
+            rows += b"\x02" + stream_number.to_bytes(4, "big") + bytes([packed.index(number)])
+        elif number in offsets:
+            rows += b"\x01" + offsets[number].to_bytes(4, "big") + b"\x00"
+        else:
+            rows += b"\x00" * 5 + b"\xff"
+    out.write(f"{xref_number} 0 obj\n<< /Type /XRef /Size {xref_number + 1} /W [1 4 1] /Root 1 0 R "
+              f"/Length {len(rows)} >>\nstream\n".encode() + rows + b"\nendstream\nendobj\n")
+    out.write(f"startxref\n{offsets[xref_number]}\n%%EOF\n".encode())
     return out.getvalue()

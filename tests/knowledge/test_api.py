@@ -11,7 +11,7 @@ from apps.projects.models import Membership
 from apps.projects.tokens import operator_token_create, operator_token_revoke
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, upload
-from tests.knowledge.pdfs import pdf_build, pdf_encrypt
+from tests.knowledge.pdfs import pdf_build, pdf_catalog_in_object_stream, pdf_encrypt, without_brotli
 from tests.projects.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -252,6 +252,19 @@ def test_upload_of_a_pdf_under_a_security_handler_pypdf_lacks_is_422(client, kb)
     assert payload["message"] == ("Document conversion failed: protected.pdf: The PDF is protected by a security "
                                   "handler that cannot be opened here (such as certificate security or rights "
                                   "management); upload an unprotected copy.")
+    assert _counts() == before
+
+
+@without_brotli
+def test_upload_of_a_pdf_whose_catalog_needs_a_decoder_this_server_lacks_is_422(client, kb):
+    """Its catalog sits in a Brotli-compressed object stream: pypdf raises DependencyError, which
+    is no PyPdfError, and the upload was a 500."""
+    data = pdf_catalog_in_object_stream(pdf_build([[("Refunds take seven days.", 11)]]), "/BrotliDecode")
+    before = _counts()
+    payload = _error(_upload(client, kb.pk, upload("packed.pdf", data)), 422, "document_conversion_failed")
+    assert payload["message"] == ("Document conversion failed: packed.pdf: The PDF uses a compression or encryption "
+                                  "method this server has no decoder for; upload a copy saved with standard settings "
+                                  "(or its text as a .txt file).")
     assert _counts() == before
 
 

@@ -3,6 +3,7 @@ import struct
 
 import pytest
 from pypdf import PdfReader
+from pypdf.errors import DependencyError
 
 from apps.knowledge.pipeline.parsers import (
     ConversionFailed,
@@ -13,7 +14,7 @@ from apps.knowledge.pipeline.parsers import (
 )
 from apps.knowledge.pipeline.parsers.markdown import heading_clean, parse_text
 from apps.knowledge.pipeline.parsers.text import text_decode
-from tests.knowledge.pdfs import pdf_build
+from tests.knowledge.pdfs import pdf_build, pdf_catalog_in_object_stream, pdf_content_filtered, without_brotli
 
 
 def _parse(fixture_bytes, name):
@@ -185,6 +186,31 @@ def test_pdf_text_keeps_page_numbers(fixture_bytes):
 def test_corrupt_pdf_fails_conversion(fixture_bytes):
     with pytest.raises(ConversionFailed, match="damaged"):
         _parse(fixture_bytes, "corrupt.pdf")
+
+
+NO_DECODER = ("The PDF uses a compression or encryption method this server has no decoder for; upload a copy "
+              "saved with standard settings (or its text as a .txt file).")
+
+
+@without_brotli
+def test_a_pdf_whose_page_needs_a_decoder_this_server_lacks_fails_conversion_with_the_reason():
+    """pypdf's DependencyError is no PyPdfError: it escaped as an internal error."""
+    data = pdf_content_filtered(pdf_build([[("Refunds take seven days.", 11)]]), "/BrotliDecode")
+    with pytest.raises(DependencyError):
+        PdfReader(io.BytesIO(data)).pages[0].extract_text()
+    with pytest.raises(ConversionFailed) as failed:
+        document_parse(file_type="pdf", data=data)
+    assert str(failed.value) == NO_DECODER
+
+
+@without_brotli
+def test_a_pdf_whose_catalog_needs_a_decoder_this_server_lacks_fails_the_upload_check_with_the_reason():
+    data = pdf_catalog_in_object_stream(pdf_build([[("Refunds take seven days.", 11)]]), "/BrotliDecode")
+    with pytest.raises(DependencyError):
+        PdfReader(io.BytesIO(data)).trailer["/Root"]["/Pages"]
+    with pytest.raises(ConversionFailed) as failed:
+        document_check(file_type="pdf", data=data)
+    assert str(failed.value) == NO_DECODER
 
 
 def test_encrypted_pdf_fails_conversion(fixture_bytes):

@@ -9,7 +9,7 @@ from apps.knowledge.models import Chunk, Document
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
-from tests.knowledge.pdfs import pdf_build, pdf_encrypt
+from tests.knowledge.pdfs import pdf_build, pdf_content_filtered, pdf_encrypt, without_brotli
 
 pytestmark = pytest.mark.django_db
 
@@ -67,6 +67,22 @@ def test_a_pdf_whose_page_uses_a_filter_pypdf_lacks_fails_with_its_reason():
     assert (document.status, document.error_code, document.error_message) == (
         Document.Status.FAILED, "document_conversion_failed",
         "Document conversion failed: The PDF is damaged and its text cannot be extracted.")
+    assert not Chunk.objects.filter(document=document).exists()
+
+
+@without_brotli
+def test_a_pdf_whose_page_needs_a_decoder_this_server_lacks_fails_with_its_reason():
+    """pypdf raises DependencyError, which is no PyPdfError: the document failed as an unexpected
+    error ('report it if it recurs'), and retrying could never help."""
+    data = pdf_content_filtered(pdf_build([[("Refunds take seven days.", 11)]]), "/BrotliDecode")
+    with transaction.atomic():
+        [document] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("brotli.pdf", data)])
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code, document.error_message) == (
+        Document.Status.FAILED, "document_conversion_failed",
+        "Document conversion failed: The PDF uses a compression or encryption method this server has no decoder "
+        "for; upload a copy saved with standard settings (or its text as a .txt file).")
     assert not Chunk.objects.filter(document=document).exists()
 
 

@@ -28,6 +28,7 @@ from apps.knowledge.pipeline.parsers.text import paragraphs
 from apps.knowledge.pipeline.terms import CJK_CHARS
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
+logger = logging.getLogger("bailinghub.knowledge")
 
 # pypdf raises NotImplementedError for what it cannot decode: a security handler other than the
 # standard one (certificate or Microsoft IRM protection) and stream filters it does not know.
@@ -102,13 +103,22 @@ def _declared_pages(reader) -> int:
     return count if isinstance(count, int) else 0
 
 
+def _no_decoder(exc: Exception) -> ConversionFailed:
+    """pypdf raises DependencyError, which is no PyPdfError, for a stream filter or a cipher it
+    knows but has no decoder for here: Brotli without the brotli package, JBIG2 without the
+    jbig2dec program, AES without the cryptography package. Which one is for the server's log."""
+    logger.warning("pypdf lacks a decoder for a PDF: %s", exc)
+    return ConversionFailed("The PDF uses a compression or encryption method this server has no decoder for; "
+                            "upload a copy saved with standard settings (or its text as a .txt file).")
+
+
 def _reader(data: bytes, *, walk_pages: bool = True):
     """An open reader of a readable, unencrypted PDF with pages. Counting the pages walks the
     whole page tree — at upload, in the web process, a 50 MB file of 300,000 tiny pages took most
     of a minute and a gigabyte — so without `walk_pages` the count the catalog declares is taken,
     and a tree that does not hold it fails in the pipeline, as the document's error."""
     from pypdf import PasswordType, PdfReader
-    from pypdf.errors import PyPdfError
+    from pypdf.errors import DependencyError, PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
@@ -119,6 +129,8 @@ def _reader(data: bytes, *, walk_pages: bool = True):
     except NotImplementedError as exc:  # a security handler pypdf lacks: certificate, Microsoft IRM
         raise ConversionFailed("The PDF is protected by a security handler that cannot be opened here (such as "
                                "certificate security or rights management); upload an unprotected copy.") from exc
+    except DependencyError as exc:  # e.g. the catalog in a Brotli-compressed object stream
+        raise _no_decoder(exc) from exc
     except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and cannot be read.") from exc
     if encrypted:
@@ -190,7 +202,7 @@ def _page_lines(page, budget: TextBudget) -> list[_Line]:
 def _outline(reader) -> list[tuple[int, int, str]]:
     """(page index, level, title) of each outline entry that points at a page, in outline order.
     A damaged outline is no outline: the text is still there, and font sizes may still tell."""
-    from pypdf.errors import PyPdfError
+    from pypdf.errors import DependencyError, PyPdfError
 
     entries: list[tuple[int, int, str]] = []
 
@@ -203,7 +215,7 @@ def _outline(reader) -> list[tuple[int, int, str]]:
             try:
                 page = reader.get_destination_page_number(item)
                 title = item.title
-            except (PyPdfError, *_READ_ERRORS):
+            except (PyPdfError, DependencyError, *_READ_ERRORS):
                 continue
             title = _SPACES.sub(" ", text_normalise(str(title or ""))).strip()
             if page is not None and title:
@@ -211,7 +223,7 @@ def _outline(reader) -> list[tuple[int, int, str]]:
 
     try:
         walk(reader.outline, 1)
-    except (PyPdfError, *_READ_ERRORS):
+    except (PyPdfError, DependencyError, *_READ_ERRORS):
         return []
     return entries
 
@@ -341,16 +353,16 @@ def _pages(reader, budget: TextBudget) -> list[list[_Line]]:
 
 
 def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
-    from pypdf.errors import PyPdfError
+    from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 
     reader = _reader(data)
-    from pypdf.errors import LimitReachedError
-
     try:
         pages = _pages(reader, budget)
         entries = _outline(reader)
     except LimitReachedError as exc:  # a stream inflating past pypdf's own ceiling
         raise DocumentTooLarge(budget.max_chars) from exc
+    except DependencyError as exc:  # e.g. a page's content in a Brotli-compressed stream
+        raise _no_decoder(exc) from exc
     except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and its text cannot be extracted.") from exc
     placed = _outline_headings(pages, entries) if entries else _size_headings(pages)
