@@ -49,7 +49,7 @@ def _gb2312_common() -> re.Pattern:
 
 
 _GB2312_COMMON = _gb2312_common()
-# Well under traditional Chinese's least share (55% in any drcd document) and well over Western
+# Well under traditional Chinese's share (no drcd document under 55%) and well over Western
 # text's (none, but for a capital followed by an accent: see reads_as_chinese).
 CHINESE_MIN_SHARE = 1 / 3
 
