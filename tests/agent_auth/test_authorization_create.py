@@ -65,6 +65,9 @@ def test_create_accepts_an_ipv6_loopback_callback(api_client, body):
         ("state", "s" * 513),
         ("device_label", "d" * 129),
         ("device_label", ""),
+        ("device_label", "Ada's laptop\u202e.exe"),  # a right-to-left override: reads other than it is
+        ("device_label", "laptop \u2066isolated\u2069"),
+        ("device_label", "laptop\x85"),  # a C1 control
         ("requested_routes", []),
         ("requested_routes", ["auto"]),
         ("requested_routes", ["*"]),

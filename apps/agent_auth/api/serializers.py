@@ -16,9 +16,24 @@ CODE_VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+# Embeddings, overrides and isolates reorder the text around them: a device label or a name shown to
+# a person deciding (the consent page, the session list) could read other than it is.
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
 def no_control_characters(value: str) -> None:
     if _CONTROL.search(value):
         raise serializers.ValidationError("Control characters are not allowed.")
+
+
+def shown_text(value: str) -> None:
+    """Text a person reads to decide: no control characters (C0 or C1) and no bidirectional
+    embeddings, overrides or isolates."""
+    if any(unicodedata.category(char) in ("Cc", "Cs") for char in value):
+        raise serializers.ValidationError("Control characters are not allowed.")
+    if _BIDI_CONTROLS.search(value):
+        raise serializers.ValidationError("Bidirectional control characters (U+202A–U+202E, U+2066–U+2069) are "
+                                          "not allowed: they make the text read other than it is.")
 
 
 def _text(max_length: int, *, min_length: int | None = None, **kwargs: Any) -> serializers.CharField:
@@ -49,7 +64,7 @@ class AuthorizationCreateSerializer(ExactFieldsSerializer):
     redirect_uri = StrictCharField(max_length=2048, trim_whitespace=False)
     state = _text(512, min_length=8)
     requested_routes = RouteKeyListField()
-    device_label = _text(128)
+    device_label = StrictCharField(max_length=128, trim_whitespace=False, validators=[shown_text])
     code_challenge = StrictCharField(trim_whitespace=False)
     code_challenge_method = serializers.ChoiceField(choices=["S256"])
 
@@ -82,7 +97,7 @@ SUBJECT_DISPLAY_MAX_UNITS = 120
 
 
 class SubjectDisplaySerializer(ExactFieldsSerializer):
-    """``{name}``: 1–120 UTF-16 code units, no control characters."""
+    """``{name}``: 1–120 UTF-16 code units, no control characters (nor bidirectional ones)."""
 
     name = StrictCharField(trim_whitespace=False)
 
@@ -90,8 +105,7 @@ class SubjectDisplaySerializer(ExactFieldsSerializer):
         units = len(value.encode("utf-16-le", "surrogatepass")) // 2
         if not value.strip() or units > SUBJECT_DISPLAY_MAX_UNITS:
             raise serializers.ValidationError(f"A name is 1–{SUBJECT_DISPLAY_MAX_UNITS} UTF-16 code units.")
-        if any(unicodedata.category(char) in ("Cc", "Cs") for char in value):
-            raise serializers.ValidationError("Control characters are not allowed.")
+        shown_text(value)
         return value
 
 
