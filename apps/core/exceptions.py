@@ -7,8 +7,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
@@ -149,6 +150,18 @@ def _bounded(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def suspicious_message(exc: SuspiciousOperation) -> str | None:
+    """What a client is told of a request Django refused as suspicious: the limit it passed, in
+    its own numbers — Django's text names the setting (settings.DATA_UPLOAD_MAX_NUMBER_FIELDS)."""
+    if isinstance(exc, TooManyFieldsSent):
+        return f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} parameters."
+    if isinstance(exc, TooManyFilesSent):
+        return f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files."
+    if isinstance(exc, RequestDataTooBig):
+        return f"The request body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+    return _shown(str(exc), _MESSAGE_MAX) or None
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF exception handler: renders ApiError, DRF and Django exceptions in the one error shape."""
     headers: dict[str, str] = {}
@@ -164,7 +177,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                         status=400)
     if isinstance(exc, SuspiciousOperation):
         # Too many fields or files in a form, a malformed multipart: the client's fault, never a 500.
-        return Response(error_payload(400, _shown(str(exc), _MESSAGE_MAX) or None, "invalid_request"), status=400)
+        return Response(error_payload(400, suspicious_message(exc), "invalid_request"), status=400)
     if isinstance(exc, Http404):
         return Response(error_payload(404), status=404)
     if isinstance(exc, DjangoPermissionDenied):

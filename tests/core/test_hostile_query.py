@@ -109,3 +109,15 @@ def test_a_format_parameter_is_an_ordinary_query_parameter_on_the_agent_apis(wor
         "session": (200, None), "workspaces": (200, None), "inspection": (400, "invalid_request"),
         "token": (400, "invalid_request")}
     assert answers["inspection"].json()["field"] == "format"
+
+
+@pytest.mark.parametrize(("url", "token"), [("/api/v1/builder/knowledge-bases", "operator_token"),
+                                            ("/agent-api/v1/workspaces", "access_token")])
+def test_too_many_query_parameters_is_400_in_its_own_numbers_not_djangos_setting_name(world, settings, url, token):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 100
+    query = "&".join(f"p{n}=1" for n in range(101))
+    client = APIClient()
+    client.raise_request_exception = False
+    response = client.get(f"{url}?{query}", **bearer(getattr(world, token)))
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["message"] == "The request has more than 100 parameters."
