@@ -58,7 +58,11 @@ def direction(data: dict[str, Any]) -> str:
 
 
 def quantity(data: dict[str, Any]) -> int:
+    """A whole number from 1 to MAX_QUANTITY. 12.0 is one (JSON Schema's "integer", which the hub
+    checks the arguments against, says so; some JSON writers put every number that way)."""
     value = data.get("quantity")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_QUANTITY:
         raise InvalidField("quantity", f"quantity must be a whole number from 1 to {MAX_QUANTITY}.")
     return value
