@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from django.core.exceptions import ValidationError
 
@@ -35,6 +35,10 @@ def _is_loopback_netloc(parts: SplitResult) -> bool:
     return host == "127.0.0.1" and parts.netloc.startswith("127.0.0.1:")
 
 
+# What the hub adds to the loopback callback: code and state, or error and state.
+CALLBACK_PARAMETERS = frozenset({"code", "state", "error"})
+
+
 def loopback_redirect_uri_problem(value: str) -> str | None:
     """Why `value` is not an explicit-port loopback HTTP callback, or None when it is one."""
     if not isinstance(value, str) or not value:
@@ -54,6 +58,10 @@ def loopback_redirect_uri_problem(value: str) -> str | None:
         return "redirect_uri must name an explicit port."
     if parts.fragment or value.endswith("#"):
         return "redirect_uri must not have a fragment."
+    taken = sorted(CALLBACK_PARAMETERS.intersection(name for name, _ in parse_qsl(parts.query, keep_blank_values=True)))
+    if taken:
+        # The hub appends them: the callback would read the ones already there first.
+        return f"redirect_uri must not have a query parameter the hub adds ({', '.join(taken)})."
     return None
 
 

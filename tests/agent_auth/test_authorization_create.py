@@ -61,6 +61,9 @@ def test_create_accepts_an_ipv6_loopback_callback(api_client, body):
         ("redirect_uri", "http://127.0.0.1:99999/callback"),
         ("redirect_uri", "http://127.0.0.1:53682/" + "a" * 2030),
         ("redirect_uri", "http://[::1]/cb"),
+        ("redirect_uri", "http://127.0.0.1:53682/callback?code=planted"),  # the hub adds code and state
+        ("redirect_uri", "http://127.0.0.1:53682/callback?x=1&state="),
+        ("redirect_uri", "http://127.0.0.1:53682/callback?error=x"),
         ("state", "short"),
         ("state", "s" * 513),
         ("device_label", "d" * 129),
