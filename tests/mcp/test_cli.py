@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+from bailinghub_mcp.auth import LoginError, login
 from bailinghub_mcp.credentials import Credentials, TokenStore
 
 from tests.mcp.conftest import CLI
@@ -38,4 +40,13 @@ def test_login_refuses_a_plain_http_hub_that_is_not_on_this_computer(tmp_path):
     done = run(tmp_path, "login", "--hub", "http://hub.example.com", "--client-app-id", "a", "--workspace", "ws")
     assert done.returncode == 2
     assert "plain http is only for a hub on this computer" in done.stderr
+    assert not (tmp_path / "credentials.json").exists()
+
+
+@pytest.mark.parametrize("workspace", ["store-assistant\n", "auto", "Store"])
+def test_login_refuses_what_is_not_a_workspace_route_key_before_any_request(tmp_path, workspace):
+    # `$` matches before a final newline: the key must be the whole argument.
+    with pytest.raises(LoginError, match="is not a workspace route key"):
+        login(hub="https://hub.example.com", client_app_id="desk-app", workspace=workspace,
+              store=TokenStore(tmp_path), open_url=None, announce=lambda _line: None)
     assert not (tmp_path / "credentials.json").exists()

@@ -24,6 +24,12 @@ def test_invalid_operation_id_skips_the_operation():
     assert result.tools == () and "operation_id_invalid" in codes(result.warnings)
 
 
+def test_an_operation_id_with_a_trailing_newline_is_invalid():
+    # `$` matches before a final newline: the name must be the whole operationId.
+    result = compile_spec(operation("list_pets\n"))
+    assert result.tools == () and "operation_id_invalid" in codes(result.warnings)
+
+
 def test_operation_id_longer_than_64_characters_is_invalid():
     result = compile_spec(operation("a" * 65))
     assert result.tools == () and "operation_id_invalid" in codes(result.warnings)

@@ -124,7 +124,7 @@ class _Compiler:
             self.warn("operation_id_missing", label, "The operation has no operationId.", "the operation is skipped",
                       pointer)
             return None
-        if not isinstance(operation_id, str) or not TOOL_NAME.match(operation_id):
+        if not isinstance(operation_id, str) or not TOOL_NAME.fullmatch(operation_id):
             self.warn("operation_id_invalid", label, f"operationId {str(operation_id)[:80]!r} is not a tool name "
                       "(^[A-Za-z_][A-Za-z0-9_]{0,63}$).", "the operation is skipped", pointer + "/operationId")
             return None

@@ -104,7 +104,7 @@ def login(*, hub: str, client_app_id: str, workspace: str, store: TokenStore,
           timeout: float | None = None) -> Credentials:
     """The whole authorization; stores the tokens and returns them. `open_url=None` only prints
     the URL (for a machine without a browser: open it anywhere that reaches the hub)."""
-    if not ROUTE_RE.match(workspace) or workspace == "auto":
+    if not ROUTE_RE.fullmatch(workspace) or workspace == "auto":
         raise LoginError(f"{workspace!r} is not a workspace route key.")
     verifier, challenge = pkce_pair()
     state = secrets.token_urlsafe(24)
