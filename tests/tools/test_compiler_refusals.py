@@ -95,6 +95,11 @@ def test_other_openapi_versions_are_refused(version):
     assert error.code == "spec_not_openapi3" and version in error.message
 
 
+def test_a_version_with_a_trailing_newline_is_refused():
+    error = refusal(json.dumps({"openapi": "3.0.3\n", "info": {}, "paths": {}}).encode())
+    assert error.code == "spec_not_openapi3" and "'3.0.3\\n'" in error.message
+
+
 def test_structurally_invalid_spec_is_refused_with_the_location():
     data = b'{"openapi": "3.0.3", "info": {"title": "T"}, "paths": {}}'
     error = refusal(data)

@@ -141,7 +141,7 @@ def check_version(document: dict[str, Any]) -> str:
     if not isinstance(version, str):
         raise SpecRefused("spec_not_openapi", "The spec has no `openapi` version string; it is not an OpenAPI "
                           "document.", pointer="/openapi")
-    if not _VERSION.match(version):
+    if not _VERSION.fullmatch(version):
         raise SpecRefused("spec_not_openapi3", f"OpenAPI version {version[:40]!r} is not 3.0.x or 3.1.x.",
                           pointer="/openapi")
     return version
