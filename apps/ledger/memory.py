@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.core.jsonbytes import compact_json
+from apps.routes.validators import TOOL_NAME_RE
 
 EXECUTION_SUMMARY_SCHEMA = "bailing.authorization-execution-summary.v1"
 EXECUTION_SUMMARY_KIND = "authorization_execution_summary"
 INVOCATION_ID_RE = re.compile(r"^[0-9a-f]{64}$")
-TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 INVOCATION_STATES = (
     "executed", "business_rejected", "awaiting_approval", "denied", "rejected_before_dispatch",
     "reconciliation_required", "in_progress",

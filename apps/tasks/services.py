@@ -6,7 +6,6 @@ and blocks are serialised per task and each ledger entry gets the next sequence 
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -18,7 +17,7 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
-from apps.routes.validators import ROUTE_KEY_RE
+from apps.routes.validators import ROUTE_KEY_RE, TOOL_NAME_RE
 from apps.tasks.errors import (
     TaskCancelled,
     TaskExpired,
@@ -37,7 +36,6 @@ TOOLS_PER_MEMBER_MAX = 64
 WRITE_CALLS_MAX = 1_000_000
 CONCURRENT_MAX = 64
 BINDING_SCHEMA = "bailing.agent-task-binding.v1"
-_TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _ACTIONS = {
     "pause": ({Task.State.ACTIVE}, Task.State.PAUSED),
     "resume": ({Task.State.PAUSED}, Task.State.ACTIVE),
@@ -125,7 +123,7 @@ def _validate(project: Project, members: list[MemberSpec], policy: PolicySpec) -
             invalid.add(f"{name}.client_conversation_id", "1 to 255 characters are required.")
         if len(member.allowed_tools) > TOOLS_PER_MEMBER_MAX:
             invalid.add(f"{name}.allowed_tools", f"At most {TOOLS_PER_MEMBER_MAX} tools.")
-        bad = [tool for tool in member.allowed_tools if not isinstance(tool, str) or not _TOOL_NAME.fullmatch(tool)]
+        bad = [tool for tool in member.allowed_tools if not isinstance(tool, str) or not TOOL_NAME_RE.fullmatch(tool)]
         if bad:
             invalid.add(f"{name}.allowed_tools", "Exact tool names are required.")
         elif len(set(member.allowed_tools)) != len(member.allowed_tools):

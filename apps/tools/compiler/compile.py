@@ -4,9 +4,10 @@ the same bytes always give the same result."""
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterator
 from typing import Any, Protocol
+
+from apps.routes.validators import TOOL_NAME_RE
 
 from . import acc as acc_module
 from . import loader
@@ -15,7 +16,6 @@ from .schema import MAX_DEPTH, MAX_NODES, MAX_SCHEMA_BYTES, Projection, encoded_
 from .text import clean_text, cut_chars, cut_chars_and_bytes
 from .types import CompiledTool, CompileResult, CompileWarning, ParameterLocation, SpecRefused, UsageGuidance
 
-TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 MAX_DESCRIPTION_CHARS = 500
 MAX_GUIDANCE_CHARS = 32768
@@ -124,7 +124,7 @@ class _Compiler:
             self.warn("operation_id_missing", label, "The operation has no operationId.", "the operation is skipped",
                       pointer)
             return None
-        if not isinstance(operation_id, str) or not TOOL_NAME.fullmatch(operation_id):
+        if not isinstance(operation_id, str) or not TOOL_NAME_RE.fullmatch(operation_id):
             self.warn("operation_id_invalid", label, f"operationId {str(operation_id)[:80]!r} is not a tool name "
                       "(^[A-Za-z_][A-Za-z0-9_]{0,63}$).", "the operation is skipped", pointer + "/operationId")
             return None
