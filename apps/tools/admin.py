@@ -365,22 +365,26 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Tool | None = None) -> bool:
         return False
 
-    def _switch(self, queryset: QuerySet[Tool], enabled: bool) -> int:
+    def _switch(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool) -> int:
+        # The action's "change" permission only says the operator edits some project; a tool of a
+        # project where they are a viewer is left as it is.
+        if not request.user.is_superuser:
+            queryset = queryset.filter(provider__project__in=self.editable_project_ids(request))
         count = 0
         for tool in queryset:
             services.tool_set_enabled(tool=tool, enabled=enabled)
             count += 1
         return count
 
-    @admin.action(description="Enable selected tools")
+    @admin.action(description="Enable selected tools", permissions=["change"])
     def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        count = self._switch(queryset, True)
+        count = self._switch(request, queryset, True)
         self.message_user(request, ngettext("%(count)d tool enabled.", "%(count)d tools enabled.", count)
                           % {"count": count}, messages.SUCCESS)
 
-    @admin.action(description="Disable selected tools")
+    @admin.action(description="Disable selected tools", permissions=["change"])
     def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        count = self._switch(queryset, False)
+        count = self._switch(request, queryset, False)
         self.message_user(request, ngettext("%(count)d tool disabled.", "%(count)d tools disabled.", count)
                           % {"count": count}, messages.SUCCESS)
 

@@ -194,6 +194,26 @@ def test_tool_actions_enable_and_disable(browser, owner):
     assert Tool.objects.filter(pk__in=ids, enabled=False).count() == 2
 
 
+def test_a_viewer_is_offered_no_tool_switch_and_a_posted_one_changes_nothing(viewer_browser, owner):
+    tool = ToolProviderFactory(project=owner.project).tools.get(name="stock_adjust")
+    page = viewer_browser.get("/admin/tools/tool/").content.decode()
+    assert "disable_tools" not in page and "enable_tools" not in page
+    viewer_browser.post("/admin/tools/tool/", {"action": "disable_tools", "_selected_action": [str(tool.pk)]})
+    tool.refresh_from_db()
+    assert tool.enabled is True
+
+
+def test_a_tool_switch_leaves_the_tools_of_a_project_the_operator_only_views(browser, owner):
+    viewed = MembershipFactory(user=owner.user, role=Membership.Role.VIEWER).project
+    mine = ToolProviderFactory(project=owner.project).tools.get(name="stock_adjust")
+    theirs = ToolProviderFactory(project=viewed).tools.get(name="stock_adjust")
+    response = browser.post("/admin/tools/tool/", {"action": "disable_tools",
+                                                   "_selected_action": [str(mine.pk), str(theirs.pk)]})
+    assert [str(message) for message in get_messages(response.wsgi_request)] == ["1 tool disabled."]
+    assert list(Tool.objects.filter(pk__in=[mine.pk, theirs.pk]).order_by("enabled")
+                .values_list("pk", "enabled")) == [(mine.pk, False), (theirs.pk, True)]
+
+
 @pytest.mark.parametrize(("action", "count", "text"), [
     ("disable_tools", 1, "1 tool disabled."),
     ("disable_tools", 2, "2 tools disabled."),
