@@ -66,6 +66,14 @@ class ToolProviderForm(forms.ModelForm):
         self.spec_filename = ""
         if not self.instance._state.adding:
             self.fields["spec_file"].help_text += " Uploading a spec re-imports it: the diff is shown before saving."
+        if self.data.get("signing_secret"):
+            # The form is shown again only after a preview or an error, and the secret typed is not sent
+            # back: left blank, saving would quietly generate a new one (or keep the current one).
+            blank = "generates a new secret" if self.instance._state.adding else "keeps the current secret"
+            self.fields["signing_secret"].help_text = format_html(
+                '<strong class="bh-secret-again">Type the signing secret again before saving: the one you typed '
+                "is never sent back to the browser, and a blank one {}.</strong> {}",
+                blank, self.fields["signing_secret"].help_text)
 
     def _spec(self) -> tuple[bytes | None, str]:
         upload = self.cleaned_data.get("spec_file")

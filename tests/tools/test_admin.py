@@ -129,6 +129,28 @@ def test_preview_shows_the_compile_report_and_saves_nothing(browser, owner):
     assert not ToolProvider.objects.exists()
 
 
+def test_a_preview_asks_for_the_typed_secret_again_without_showing_it(browser, owner):
+    page = browser.post("/admin/tools/toolprovider/add/",
+                        add_form(owner, spec_text=STORE_SPEC.decode(), _preview="1")).content.decode()
+    assert ("Type the signing secret again before saving: the one you typed is never sent back to the browser, "
+            "and a blank one generates a new secret.") in page
+    assert "admin-secret-1" not in page
+
+
+def test_an_error_on_the_change_page_asks_for_the_typed_secret_again(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    data = {"base_url": "https://u:p@store.example", "signing_secret": "new-secret-2", "enabled": "on",
+            **tool_rows(provider)}
+    page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data).content.decode()
+    assert "and a blank one keeps the current secret." in page and "new-secret-2" not in page
+
+
+def test_a_form_without_a_typed_secret_keeps_its_plain_help(browser, owner):
+    page = browser.post("/admin/tools/toolprovider/add/",
+                        add_form(owner, signing_secret="", spec_text=STORE_SPEC.decode(), _preview="1")).content
+    assert b"Type the signing secret again" not in page
+
+
 def test_a_base_url_with_credentials_is_refused_on_its_field(browser, owner):
     data = add_form(owner, base_url="https://u:p@store.example", spec_text=STORE_SPEC.decode())
     page = browser.post("/admin/tools/toolprovider/add/", data).content.decode()
