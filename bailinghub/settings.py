@@ -137,6 +137,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
+# Times in the console carry their zone's name (bailinghub/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["bailinghub.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(VAR_DIR / "static"))

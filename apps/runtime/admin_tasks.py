@@ -22,6 +22,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -318,12 +319,12 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def expiry(self, obj: Task) -> str:
         if obj.expires_at is None:
             return "never"
-        when = obj.expires_at.strftime("%Y-%m-%d %H:%M")
+        when = date_format(timezone.localtime(obj.expires_at), "Y-m-d H:i T")
         return f"expired {when}" if obj.expires_at <= timezone.now() else when
 
     @admin.display(description="Created", ordering="created_at")
     def created(self, obj: Task) -> str:
-        return obj.created_at.strftime("%Y-%m-%d %H:%M")
+        return date_format(timezone.localtime(obj.created_at), "Y-m-d H:i T")
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view

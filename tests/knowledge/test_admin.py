@@ -1,4 +1,5 @@
 import re
+from datetime import UTC
 
 import pytest
 from django.contrib.messages import get_messages
@@ -312,3 +313,19 @@ def test_a_document_page_shows_its_actions_box_only_when_there_is_an_action(brow
     page = browser.get(f"/admin/knowledge/document/{completed.pk}/change/").content.decode()
     assert 'id="document-actions"' in page  # a fetched page can be fetched again
     assert f'action="/admin/knowledge/document/{completed.pk}/refetch/"' in page
+
+
+def test_the_document_page_names_the_time_zone_of_its_times(browser, owner):
+    document = _completed(KnowledgeBaseFactory(project=owner.project))
+    page = " ".join(browser.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode().split())
+    completed = document.completed_at.astimezone(UTC)
+    assert (f'<label>Completed at:</label> <div class="readonly">{completed:%b}. {completed.day}, '
+            f"{completed.year}, ") in page
+    assert re.search(r'<label>Completed at:</label> <div class="readonly">[^<]* UTC</div>', page)
+
+
+def test_the_kb_page_names_the_time_zone_of_each_upload(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    document = _completed(kb)
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert f'<td class="bh-nowrap">{document.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC</td>' in page

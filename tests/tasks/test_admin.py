@@ -332,3 +332,10 @@ def test_an_expired_task_says_so_in_the_list_and_on_its_page(world, owner):
     assert "expired 20" in owner.get(LIST_URL).content.decode()
     page = owner.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
     assert "TASK_EXPIRED" in page
+
+
+def test_the_list_shows_when_a_task_was_created_in_the_console_time_zone(world, owner, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    task = _task(world)
+    created = timezone.localtime(task.created_at, timezone.get_fixed_timezone(8 * 60))
+    assert f"{created:%Y-%m-%d %H:%M} CST" in owner.get(LIST_URL).content.decode()

@@ -426,3 +426,17 @@ def test_a_settled_calls_arguments_are_no_longer_shown(owner, approval):
     assert whole.status_code == 410
     assert "No longer kept" in whole.content.decode()
     assert 'id="arguments-absent"' in owner.get(_detail(approval)).content.decode()
+
+
+def test_the_approval_page_shows_its_times_in_the_console_time_zone_and_names_it(owner, approval, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    asked = timezone.localtime(approval.created_at, timezone.get_fixed_timezone(8 * 60))
+    page = owner.get(_detail(approval)).content.decode()
+    assert f"<dt>Asked at</dt><dd>{asked:%Y-%m-%d %H:%M:%S} CST (" in page
+
+
+def test_the_invocation_timings_are_in_the_console_time_zone(owner, approval, settings):
+    settings.TIME_ZONE = "Asia/Shanghai"
+    asked = timezone.localtime(approval.invocation.created_at, timezone.get_fixed_timezone(8 * 60))
+    page = owner.get(f"/admin/tools/invocation/{approval.invocation.pk}/change/").content.decode()
+    assert f"asked {asked:%H:%M:%S}.{asked.microsecond // 1000:03d} CST" in page
