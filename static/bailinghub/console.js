@@ -1,7 +1,8 @@
 /* The operator console's live parts. A knowledge base page ([data-bh-ingest]) polls its status
    endpoint every two seconds and updates each document's status, stage progress, place in the
    queue and failure reason, and the latest index generation's progress, until nothing moves
-   without a person. Retry and Confirm post through the admin's own views with the CSRF token. */
+   without a person; then the generations table is read again. Retry and Confirm post through the
+   admin's own views with the CSRF token. */
 (function () {
   "use strict";
 
@@ -94,6 +95,23 @@
     if (live) live.textContent = text;
   }
 
+  // The "Index generations" table under the settings is drawn with the page: once the work this
+  // page watched is done, read it again, so that it does not contradict the live lines above.
+  function refreshGenerations() {
+    var group = document.getElementById("generations-group");
+    if (!group || !window.DOMParser) return;
+    fetch(window.location.pathname, { credentials: "same-origin", cache: "no-store" })
+      .then(function (response) {
+        if (!response.ok) throw new Error("status " + response.status);
+        return response.text();
+      })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("generations-group");
+        if (fresh) group.replaceWith(fresh);
+      })
+      .catch(function () { /* the table keeps what the page was drawn with */ });
+  }
+
   function start(root) {
     var url = root.getAttribute("data-status-url");
     var timer = null;
@@ -118,7 +136,9 @@
         })
         .then(function (data) {
           apply(data);
+          var wasSettled = root.getAttribute("data-settled") === "true";
           root.setAttribute("data-settled", data.settled ? "true" : "false");
+          if (data.settled && !wasSettled) refreshGenerations();
           if (data.settled) {
             setLive(root, "Up to date: every document is completed, failed or waiting for confirmation.");
           } else {

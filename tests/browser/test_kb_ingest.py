@@ -214,6 +214,29 @@ def test_a_rebuild_shows_its_generation_until_it_serves_searches(logged_in_page,
     page.screenshot(path=str(SHOTS / "kb_rebuilt.png"), full_page=False)
 
 
+def test_the_generations_table_agrees_with_the_live_lines_once_the_rebuild_is_done(logged_in_page, project,
+                                                                                   celery_worker_session):
+    kb = KnowledgeBaseFactory(project=project, name="Rebuilt")
+    # The long text keeps the rebuild going while the page is drawn.
+    handbook = next(f["buffer"] for f in _batch() if f["name"] == "handbook.txt")
+    for document in services.document_upload(kb=kb, files=[upload("policy.zh.md"), upload("handbook.txt", handbook)]):
+        wait_for_status(document.pk, "completed")
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    with page.expect_navigation():
+        page.click("input[value='Rebuild with the current strategy']")
+    page.evaluate("window.__sameLoad = true")
+    statuses = page.locator("#generations-group td.field-status")
+    assert statuses.all_inner_texts()[0] != "Active"  # drawn while generation 2 was building
+    page.locator("[data-bh-generation] .bh-gen-active").wait_for(timeout=INGEST_TIMEOUT_MS)
+    page.wait_for_function("() => document.querySelector('#generations-group td.field-status')"
+                           ".textContent.trim() === 'Active'")
+    assert statuses.all_inner_texts() == ["Active", "Retired"]
+    assert page.locator("#generations-group td.field-progress").first.inner_text() == "2 indexed"
+    assert page.evaluate("window.__sameLoad") is True
+    page.locator("#generations-group").screenshot(path=str(SHOTS / "kb_generations_after_rebuild.png"))
+
+
 def test_the_modules_after_a_document_form_start_below_it(logged_in_page, project):
     """The document page's chunks module follows the admin's floated form: without clearing it,
     its header band stretched from the top of the form to its end, the title at the bottom."""
