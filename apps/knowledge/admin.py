@@ -323,11 +323,9 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return ["project", "embedding_model", "embedding_dim"] if obj else []
 
     def get_changeform_initial_data(self, request):
-        """An operator of one project, on a hub with one embedding model, has nothing to pick."""
+        """On a hub with one embedding model there is no model to pick (nor, for an operator of one
+        project, a project: the mixin's)."""
         initial = super().get_changeform_initial_data(request)
-        projects = self.editable_project_ids(request)
-        if len(projects) == 1 and not request.user.is_superuser:
-            initial.setdefault("project", next(iter(projects)))
         models = list(selectors.embedding_model_list().values_list("pk", flat=True)[:2])
         if len(models) == 1:
             initial.setdefault("embedding_model", models[0])

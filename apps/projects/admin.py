@@ -92,6 +92,14 @@ class ProjectScopedAdminMixin(_ModelAdminBase):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_change_permission(request, obj)
 
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """An operator who edits one project has no project to pick on an add form."""
+        initial = super().get_changeform_initial_data(request)
+        editable = self.editable_project_ids(request)
+        if self.project_lookup == "project" and len(editable) == 1 and not request.user.is_superuser:
+            initial.setdefault("project", next(iter(editable)))
+        return initial
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "project":
             kwargs["queryset"] = project_list_editable(user=request.user)

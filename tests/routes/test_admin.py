@@ -417,3 +417,17 @@ def test_the_route_list_counts_each_routes_knowledge_sources(bound_route):
     assert sorted((r.key, r.knowledge_source_total) for r in response.context["cl"].result_list) == [
         ("no-knowledge", 0), ("store-assistant", 2)]
     assert '<td class="field-knowledge_sources">2</td>' in response.content.decode()
+
+
+def test_the_add_form_starts_on_the_only_project_the_operator_edits():
+    editor = MembershipFactory(role=Membership.Role.EDITOR)
+    MembershipFactory(user=editor.user, role=Membership.Role.VIEWER)  # viewed, not a place to add routes
+    response = _client_for(editor.user).get("/admin/routes/route/add/")
+    assert response.context["adminform"].form.initial["project"] == editor.project_id
+
+
+def test_the_add_form_leaves_the_project_to_pick_when_the_operator_edits_several():
+    editor = MembershipFactory(role=Membership.Role.EDITOR)
+    MembershipFactory(user=editor.user, role=Membership.Role.OWNER)
+    response = _client_for(editor.user).get("/admin/routes/route/add/")
+    assert "project" not in response.context["adminform"].form.initial

@@ -354,3 +354,8 @@ def test_the_compile_report_counts_in_words_that_agree_with_the_numbers():
     many = render_report({"openapi_version": "3.1.0", "tools": [{}, {}], "operations_skipped": 0,
                           "warning_counts": {"x": 2, "y": 1}, "acc_present": True})
     assert many == "<p>OpenAPI 3.1.0 · 2 tools · 0 operations skipped · 3 warnings</p>"
+
+
+def test_the_add_form_starts_on_the_operators_only_project(browser, owner):
+    response = browser.get("/admin/tools/toolprovider/add/")
+    assert response.context["adminform"].form.initial["project"] == owner.project_id
