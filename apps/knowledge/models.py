@@ -199,7 +199,7 @@ class Document(BaseModel):
                                     related_name="+")
     # An external source: the worker fetches this http(s) URL (pipeline.fetch) before parsing,
     # when `fetched_at` is empty (registered, or a re-fetch asked for).
-    source_url = models.CharField(max_length=2000, blank=True, default="", db_default="")
+    source_url = models.CharField("source URL", max_length=2000, blank=True, default="", db_default="")
     fetched_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -19,7 +19,7 @@ class ToolProvider(BaseModel):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tool_providers")
     name = models.CharField(max_length=64, validators=[provider_name_validator])
-    base_url = models.URLField(max_length=2000)
+    base_url = models.URLField("base URL", max_length=2000)
     secret_encrypted = models.TextField(editable=False)
     enabled = models.BooleanField(default=True)
     spec = models.BinaryField(editable=False)
@@ -56,7 +56,7 @@ class Tool(BaseModel):
     risk = models.CharField(max_length=8, choices=Risk.choices)
     readonly = models.BooleanField()
     approval_required = models.BooleanField()
-    has_acc = models.BooleanField()
+    has_acc = models.BooleanField("declares ACC", help_text="Whether the operation declares x-agent-capability.")
     enabled = models.BooleanField(default=False)
     compiled = models.JSONField()
     position = models.PositiveIntegerField(default=0)

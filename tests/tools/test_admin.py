@@ -262,7 +262,7 @@ def test_the_provider_list_heads_each_column_with_its_own_name(browser, owner):
     response = browser.get("/admin/tools/toolprovider/")
     # As the list template shows them (capfirst), after the checkbox's column.
     headers = [capfirst(header["text"]) for header in result_headers(response.context["cl"])][1:]
-    assert headers == ["Name", "Project", "Base url", "Enabled", "Tools", "Tools enabled", "Warnings",
+    assert headers == ["Name", "Project", "Base URL", "Enabled", "Tools", "Tools enabled", "Warnings",
                        "OpenAPI version", "Compiled at"]
 
 
