@@ -26,6 +26,7 @@ from django.utils.translation import ngettext
 from apps.core.errors import ApiError
 from apps.knowledge import errors, selectors, services
 from apps.knowledge.admin_chunks import chunk_urls
+from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
     ChunkSetVersion,
     CostRecord,
@@ -323,12 +324,14 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return ["project", "embedding_model", "embedding_dim"] if obj else []
 
     def get_changeform_initial_data(self, request):
-        """On a hub with one embedding model there is no model to pick (nor, for an operator of one
-        project, a project: the mixin's)."""
+        """The embedding model starts on the only one, else on the recommended local one
+        (multilingual-e5-small, the better of the two every hub starts with); the project, for an
+        operator of one project, on it (the mixin's)."""
         initial = super().get_changeform_initial_data(request)
-        models = list(selectors.embedding_model_list().values_list("pk", flat=True)[:2])
-        if len(models) == 1:
-            initial.setdefault("embedding_model", models[0])
+        models = dict(selectors.embedding_model_list().values_list("name", "pk"))
+        recommended = models.get(DEFAULT_EMBEDDING_MODELS[0]["name"])
+        if len(models) == 1 or recommended is not None:
+            initial.setdefault("embedding_model", recommended or next(iter(models.values())))
         return initial
 
     def get_fieldsets(self, request, obj=None):

@@ -6,7 +6,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from apps.knowledge import ingest, services
-from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
+from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.projects.models import Membership, OperatorToken
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, upload
@@ -90,6 +90,14 @@ def test_the_kb_page_reads_its_generations_in_queries_that_do_not_grow_with_them
         page = browser.get(url).content.decode()
     assert _generation_documents(page) == ["0 indexed", "0 indexed", "0 indexed", "1 indexed"]  # newest first
     assert len(four.captured_queries) == len(two.captured_queries)
+
+
+def test_the_add_form_starts_on_the_recommended_embedding_model(browser, owner):
+    EmbeddingModelFactory()  # a third model: still no reason to start anywhere else
+    recommended = EmbeddingModel.objects.get(name="multilingual-e5-small")
+    page = browser.get("/admin/knowledge/knowledgebase/add/").content.decode()
+    select = page.split('name="embedding_model"')[1].split("</select>")[0]
+    assert re.findall(r'<option value="([^"]+)" selected>', select) == [str(recommended.pk)]
 
 
 def test_creating_a_kb_in_the_admin_goes_through_the_service(browser, owner):
