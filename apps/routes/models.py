@@ -151,7 +151,8 @@ class Route(BaseModel):
         if self.unattended_write_tools is not None and self.force_approval_tools:
             errors.setdefault("unattended_write_tools", []).append(
                 "The legacy unattended write tools cannot be combined with force approval tools. "
-                "Remove it and list in force approval tools the write tools that need approval."
+                "Clear the unattended write tools (a blank field; null in the API) and list the write tools that "
+                "need approval in force approval tools instead."
             )
         if self.unattended_write_tools:
             stray = sorted(set(self.unattended_write_tools) - set(self.write_tools or []))

@@ -59,10 +59,12 @@ CASES = [
      "Wildcards are not allowed: list exact operationIds (found '*')."),
     ("unattended_write_tools", ["order_update"], {"write_tools": ["order_update"], "force_approval_tools": ["x"]},
      "The legacy unattended write tools cannot be combined with force approval tools. "
-     "Remove it and list in force approval tools the write tools that need approval."),
+     "Clear the unattended write tools (a blank field; null in the API) and list the write tools that need approval "
+     "in force approval tools instead."),
     ("unattended_write_tools", [], {"force_approval_tools": ["x"]},
      "The legacy unattended write tools cannot be combined with force approval tools. "
-     "Remove it and list in force approval tools the write tools that need approval."),
+     "Clear the unattended write tools (a blank field; null in the API) and list the write tools that need approval "
+     "in force approval tools instead."),
     ("unattended_write_tools", ["stock_adjust"], {"write_tools": ["order_update"]},
      "Every unattended write tool must also be a write tool; not in write tools: stock_adjust."),
     ("allowed_audiences", [], {"audience_policy": "listed"}, "List at least one audience, or admit any principal."),

@@ -107,7 +107,8 @@ def test_a_provider_listed_twice_is_refused(route, store_provider):
 def test_legacy_unattended_tools_cannot_join_forced_approvals(tool_route):
     _refused(tool_route, "unattended_write_tools",
              "unattended_write_tools: The legacy unattended write tools cannot be combined with force approval "
-             "tools. Remove it and list in force approval tools the write tools that need approval.",
+             "tools. Clear the unattended write tools (a blank field; null in the API) and list the write tools that "
+             "need approval in force approval tools instead.",
              unattended_write_tools=["stock_adjust"], force_approval_tools=["order_refund"])
 
 
