@@ -444,7 +444,10 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                                                "find its passages twice. Delete one of them unless that is intended.",
                                       messages.WARNING)
         for refusal in batch.refused:
-            self.message_user(request, f"Not uploaded: {refusal.filename} — {refusal.message}", messages.ERROR)
+            # Most reasons name the file already ("empty.txt is empty"); the others get its name first.
+            named = (refusal.message if refusal.filename in refusal.message
+                     else f"{refusal.filename} — {refusal.message}")
+            self.message_user(request, f"Not uploaded: {named}", messages.ERROR)
         return self._back(kb)
 
     def register_url_view(self, request, object_id):

@@ -84,9 +84,9 @@ def test_a_batch_keeps_its_good_files_and_names_each_bad_one_with_its_reason(bro
     assert notes[1:3] == [
         "Not uploaded: setup.exe — Unsupported file type: .exe is not supported; upload one of: csv, json, "
         "markdown, md, pdf, text, txt.",
-        "Not uploaded: empty.txt — empty.txt is empty (0 bytes).",
+        "Not uploaded: empty.txt is empty (0 bytes).",
     ]
-    assert notes[3].startswith("Not uploaded: broken.json — Document conversion failed: broken.json: ")
+    assert notes[3].startswith("Not uploaded: Document conversion failed: broken.json: ")
 
 
 def test_the_refusals_are_shown_on_the_kb_page_after_the_upload(browser, kb):
@@ -130,7 +130,7 @@ def test_a_file_over_the_per_file_limit_is_named_and_the_others_are_stored(brows
     response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files})
     assert response.status_code == 302
     assert list(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == ["plain.txt"]
-    assert _messages(response)[1] == ("Not uploaded: large.txt — File too large: large.txt is 2400 bytes; "
+    assert _messages(response)[1] == ("Not uploaded: File too large: large.txt is 2400 bytes; "
                                       "the limit is 2000.")
 
 
