@@ -22,11 +22,11 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from apps.agent_auth.models import AgentSession
+from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable
@@ -319,12 +319,12 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def expiry(self, obj: Task) -> str:
         if obj.expires_at is None:
             return "never"
-        when = date_format(timezone.localtime(obj.expires_at), "Y-m-d H:i T")
+        when = local_time(obj.expires_at)
         return f"expired {when}" if obj.expires_at <= timezone.now() else when
 
     @admin.display(description="Created", ordering="created_at")
     def created(self, obj: Task) -> str:
-        return date_format(timezone.localtime(obj.created_at), "Y-m-d H:i T")
+        return local_time(obj.created_at)
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view

@@ -23,11 +23,11 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.dateformat import format as date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
+from apps.core.timefmt import local_clock, local_time
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
@@ -343,7 +343,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             messages.error(request, format_html(
                 "This approval was already {} by {} at {}; a decision is final, yours was not recorded.",
                 approval.status, approval.approver_label or "another approver",
-                date_format(timezone.localtime(approval.decided_at), "Y-m-d H:i:s T") if approval.decided_at else "?"))
+                local_time(approval.decided_at, "Y-m-d H:i:s T") if approval.decided_at else "?"))
         except ApprovalExpired:
             messages.warning(request, "This approval expired before it was decided: it reads as denied, and the "
                                       "call will not run. Nothing was recorded.")
@@ -412,19 +412,13 @@ class InvocationStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-def _clock(value: datetime) -> str:
-    """A time of day to the millisecond, in the console's time zone and naming it."""
-    local = timezone.localtime(value)
-    return f"{local:%H:%M:%S}.{local.microsecond // 1000:03d} {local:%Z}"
-
-
 def journal_summary(entries: list[InvocationJournalEntry]) -> SafeString:
     if not entries:
         return format_html('<span class="bh-muted">{}</span>', "absent: never dispatched")
     return format_html('<ol class="bh-journal">{}</ol>', format_html_join(
         "", '<li data-journal="{}"><code>{}</code> <span class="bh-muted" title="{}">{}</span></li>',
         ((entry.state, entry.state, entry.created_at.isoformat(timespec="milliseconds"),
-          _clock(entry.created_at)) for entry in entries)))
+          local_clock(entry.created_at)) for entry in entries)))
 
 
 def approval_summary(inv: Invocation) -> SafeString:
@@ -435,7 +429,7 @@ def approval_summary(inv: Invocation) -> SafeString:
     who = ""
     if approval.decided_at is not None:
         who = format_html(" by {} at {}", approval.approver_label or "—",
-                          date_format(timezone.localtime(approval.decided_at), "Y-m-d H:i:s T"))
+                          local_time(approval.decided_at, "Y-m-d H:i:s T"))
     return format_html('<a href="{}">{}</a>{}', reverse("admin:tools_approval_change", args=[approval.pk]),
                        reading_badge(reading), who)
 
@@ -443,7 +437,7 @@ def approval_summary(inv: Invocation) -> SafeString:
 def timings(inv: Invocation) -> SafeString:
     rows = [("asked", inv.created_at), ("dispatched", inv.dispatched_at), ("responded", inv.responded_at),
             ("settled", inv.settled_at)]
-    parts = format_html_join(" · ", "{} {}", ((label, _clock(value))
+    parts = format_html_join(" · ", "{} {}", ((label, local_clock(value))
                                               for label, value in rows if value is not None))
     if inv.duration_ms is not None:
         return format_html("{} · <strong>{} ms</strong>", parts, inv.duration_ms)
@@ -584,7 +578,7 @@ class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
             return journal_summary([])
         return format_html('<table class="bh-journal-table"><tbody>{}</tbody></table>', format_html_join(
             "", "<tr><td><code>{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
-            ((entry.state, f"{timezone.localtime(entry.created_at):%Y-%m-%d} {_clock(entry.created_at)}",
+            ((entry.state, local_clock(entry.created_at, with_date=True),
               json.dumps(entry.detail, ensure_ascii=False, sort_keys=True) if entry.detail else "")
              for entry in entries)))
 

@@ -1,0 +1,21 @@
+"""Times as the console shows them: in TIME_ZONE, naming it (the database holds UTC)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
+
+
+def local_time(value: datetime, fmt: str = "Y-m-d H:i T") -> str:
+    """`value` in the console's time zone, in Django's date format `fmt` ("T" is the zone's name)."""
+    return date_format(timezone.localtime(value), fmt)
+
+
+def local_clock(value: datetime, *, with_date: bool = False) -> str:
+    """`value` to the millisecond in the console's time zone, naming it (Django's formats have no
+    milliseconds): "08:12:57.946 CST", or with its date first."""
+    local = timezone.localtime(value)
+    day = f"{local:%Y-%m-%d} " if with_date else ""
+    return f"{day}{local:%H:%M:%S}.{local.microsecond // 1000:03d} {date_format(local, 'T')}"
