@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
+from apps.knowledge.leases import lease_expires_at
 from apps.knowledge.models import (
     Chunk,
     Document,
@@ -323,7 +324,7 @@ def _count(n: int, noun: str) -> str:
 def _generation_text(generation: IndexGeneration) -> str:
     if generation.status == IndexGeneration.Status.BUILDING:
         return (f"{generation.progress_done}/{generation.progress_total} documents — searches keep using the "
-                "active generation until this one is complete" + _worker_silence(generation).replace(" — ", "; ", 1))
+                "active generation until this one is complete" + _joined("; ", _worker_silence(generation)))
     if generation.status == IndexGeneration.Status.ACTIVE:
         return "serving searches"
     if generation.status == IndexGeneration.Status.FAILED:
@@ -339,25 +340,31 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds / 3600)} h"
 
 
+def _joined(separator: str, clause: str) -> str:
+    return separator + clause if clause else ""
+
+
 def _worker_silence(row: Document | IndexGeneration) -> str:
     """For a document or generation a run holds: nothing while its worker reports; once it has been
     silent for a while (a killed worker, or one stuck in a long parse), for how long, and when the
-    watchdog hands the row to another worker."""
-    if not row.run_token or not row.heartbeat_at:
+    watchdog hands the row to another worker (when its lease runs out)."""
+    expires = lease_expires_at(row)
+    if expires is None or row.heartbeat_at is None:  # no run holds it (the second, for the type checker)
         return ""
-    silent = (timezone.now() - row.heartbeat_at).total_seconds()
+    now = timezone.now()
+    silent = (now - row.heartbeat_at).total_seconds()
     if silent < WORKER_SILENT_SECONDS:
         return ""
-    left = settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS - silent
+    left = (expires - now).total_seconds()
     handover = (f"another worker takes it over in {_duration(left)} if it stays silent" if left > 0 else
                 "another worker takes it over when a worker's watchdog next runs "
                 f"(every {_duration(settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)})")
-    return f" — no word from its worker for {_duration(silent)}; {handover}"
+    return f"no word from its worker for {_duration(silent)}; {handover}"
 
 
 def _document_stage(document: Document, *, position: int | None, working: dict[str, int]) -> str:
     return _document_stage_text(document, position=position, working=working) + (
-        _worker_silence(document) if document.status in WORKING_STATUSES else "")
+        _joined(" — ", _worker_silence(document)) if document.status in WORKING_STATUSES else "")
 
 
 def _document_stage_text(document: Document, *, position: int | None, working: dict[str, int]) -> str:
