@@ -470,8 +470,8 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
         execution_fingerprint=target.fingerprint, readonly=bool(target.compiled.get("readonly")),
         risk=str(target.compiled.get("risk", "low")), state=State.IN_PROGRESS,
     )
-    if (refused := _run_limit_refusal(inv, limit=route.max_tool_calls)) is not None:
-        return refused  # before a built-in runs; checked again, under the run's lock, where the row is made
+    if target.builtin and (refused := _run_limit_refusal(inv, limit=route.max_tool_calls)) is not None:
+        return refused  # before the built-in runs; every call is checked under the run's lock where its row is made
     problem = schema_problem(schema=target.compiled.get("input_schema") or {}, arguments=call.arguments)
     if problem is not None:
         field, message = problem

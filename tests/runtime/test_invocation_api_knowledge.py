@@ -4,6 +4,9 @@ the knowledge protocol's services and budgets (no HTTP, no worker), keyed and re
 import json
 import secrets
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from apps.routes.models import Route
 from apps.tools.models import Invocation, InvocationJournalEntry
 from apps.tools.surface import route_surface
@@ -62,3 +65,17 @@ def test_kb_search_checks_its_input_schema(api_client, ksession, kroute, docs):
     body = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款", "limit": 99}).json()
     assert body["state"] == "rejected_before_dispatch"
     assert "limit:" in body["text"]
+
+
+def test_a_built_in_call_past_the_runs_max_tool_calls_is_refused_before_it_searches(api_client, ksession, kroute,
+                                                                                    docs):
+    run_id = _ready(api_client, ksession, kroute)
+    Route.objects.filter(pk=kroute.pk).update(max_tool_calls=1)
+    kroute.refresh_from_db()
+    assert _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款"}).json()["state"] == "executed"
+    with CaptureQueriesContext(connection) as queries:
+        body = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款"}).json()
+    assert (body["state"], body["ok"], body["auto_retry_allowed"]) == ("rejected_before_dispatch", False, False)
+    assert body["text"].startswith("This run has made its 1 tool call,")
+    assert not [query for query in queries.captured_queries if "knowledge_chunk" in query["sql"]]
+    assert Invocation.objects.count() == 1
