@@ -1,3 +1,4 @@
+import json
 from datetime import UTC, timedelta
 
 import pytest
@@ -167,3 +168,15 @@ def test_client_revoke_needs_the_client_token(api_client, issued):
     response = api_client.post(f"/agent-auth/v1/sessions/{issued.session.pk}/revoke", **bearer(issued.access_token))
     assert response.status_code == 401
     assert AgentSession.objects.get().revoked_at is None
+
+
+@pytest.mark.parametrize("content_type", ["*/*", "application/*", "*/json"])
+def test_revoke_with_a_media_range_as_content_type_is_invalid_request_and_revokes_nothing(
+        api_client, agent_client, issued, content_type):
+    body = json.dumps({"client_app_id": agent_client.app_id, "refresh_token": issued.refresh_token})
+    response = api_client.generic("POST", REVOKE_URL, body, content_type=content_type)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert content_type in response.json()["message"]
+    assert response["Cache-Control"] == "no-store"
+    assert AgentSession.objects.get().revoked_at is None
+    assert api_client.get(SESSION_URL, **bearer(issued.access_token)).status_code == 200

@@ -1,3 +1,4 @@
+import json
 from datetime import timedelta
 
 import pytest
@@ -225,6 +226,18 @@ def test_reusing_a_rotated_refresh_token_fails_and_revokes_the_session(api_clien
     _assert_refused(again, 400, "invalid_grant")
     assert api_client.get("/agent-auth/v1/session", **bearer(rotated["access_token"])).status_code == 401
     assert AgentRefreshToken.objects.count() == 2
+
+
+@pytest.mark.parametrize("content_type", ["*/*", "application/*", "*/json"])
+def test_a_refresh_with_a_media_range_as_content_type_is_invalid_request_and_rotates_nothing(
+        api_client, agent_client, content_type):
+    issued = session_for(agent_client)
+    body = json.dumps(_refresh_body(agent_client, issued.refresh_token))
+    response = api_client.generic("POST", URL, body, content_type=content_type)
+    _assert_refused(response, 400, "invalid_request")
+    assert AgentRefreshToken.objects.count() == 1
+    assert api_client.get("/agent-auth/v1/session", **bearer(issued.access_token)).status_code == 200
+    assert api_client.post(URL, _refresh_body(agent_client, issued.refresh_token), format="json").status_code == 200
 
 
 def test_refresh_after_30_days_is_invalid_grant(api_client, agent_client):

@@ -78,6 +78,19 @@ def test_a_charset_other_than_utf8_is_415(world, charset):
     assert row_counts() == before
 
 
+# A Content-Type is a media type, never a range: DRF would match `*/*` (or `application/*`) against
+# the JSON parser and read the body. Refused as any media type the endpoint does not read.
+MEDIA_RANGES = ["*/*", "application/*", "*/json", "*/*; charset=utf-8", "application/*+json"]
+
+
+@pytest.mark.parametrize("content_type", MEDIA_RANGES)
+def test_a_media_range_as_content_type_is_refused_like_another_media_type(world, content_type):
+    before = row_counts()
+    answers = _answers(world, b'{"content": "x"}', content_type=content_type)
+    assert answers == {**_all(415, "unsupported_media_type"), **AGENT_AUTH_400}
+    assert row_counts() == before
+
+
 def test_an_explicit_utf8_charset_is_accepted(world):
     response = send(world, "memory_create", '{"content": "记住：带字符集。"}',
                     content_type="application/json; charset=UTF-8")

@@ -68,6 +68,17 @@ def test_a_body_that_is_not_json_is_refused_before_anything(shop):
     assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
 
 
+@pytest.mark.parametrize("content_type", ["*/*", "application/*", "*/json"])
+def test_a_media_range_as_content_type_is_refused_before_anything(shop, content_type):
+    body = json.dumps(shop.body("note_add", {"text": "tea"}))
+    response = shop.client.generic("POST", "/agent-api/v1/tool-invocations", body, content_type=content_type,
+                                   HTTP_AUTHORIZATION=f"Bearer {shop.token}")
+    assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
+    assert response["Cache-Control"] == "no-store"
+    assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
+    assert shop.server.received == []
+
+
 @pytest.mark.parametrize(("arguments", "said"), [
     ('{"text": "tea\\ud800"}', "text: a lone surrogate is not allowed"),
     ('{"items": [{"sku": "A"}, {"sku": "\\udfff x"}]}', "items[1].sku: a lone surrogate is not allowed"),

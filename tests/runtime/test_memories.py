@@ -122,6 +122,15 @@ def test_invalid_bodies_are_refused(api_client, issued, notes_url, body):
     assert MemoryNote.objects.count() == 0
 
 
+@pytest.mark.parametrize("content_type", ["*/*", "application/*", "*/json"])
+def test_a_media_range_as_content_type_is_415_and_saves_nothing(api_client, issued, notes_url, content_type):
+    response = api_client.generic("POST", notes_url, '{"content": "记住：周一盘点。"}', content_type=content_type,
+                                  **bearer(issued.access_token))
+    assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
+    assert response["Cache-Control"] == "no-store"
+    assert MemoryNote.objects.count() == 0
+
+
 def test_project_notes_are_at_most_2000_characters(api_client, issued, route):
     url = PROJECT_NOTES.format(route.key)
     assert _save(api_client, issued.access_token, url, "记" * 2001).status_code == 400
