@@ -82,7 +82,7 @@ MIDDLEWARE = [
     # Before anything that reads request.POST (CSRF), so no body is buffered past its limit.
     "apps.core.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "apps.core.middleware.CommonMiddleware",  # Django's, without APPEND_SLASH on the agent prefixes
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -155,12 +155,15 @@ BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_0
 # /agent-auth/ pages for people (authorize, login) answer their errors as HTML pages.
 BAILING_NO_STORE_PREFIXES = ("/agent-auth/", "/agent-api/")
 BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz", "/readyz", "/demo-business/")
-# ...except the browser pages of agent auth, whose errors are HTML pages for a person.
-BAILING_HTML_ERROR_PREFIXES = ("/agent-auth/authorize", "/agent-auth/login")
+# ...except the browser pages of agent auth, whose errors are HTML pages for a person (these exact
+# paths: anything else under /agent-auth/ is the API's).
+BAILING_HTML_ERROR_PATHS = ("/agent-auth/authorize", "/agent-auth/login")
 # JSON APIs whose error list is closed (Agent Auth v1): a body they cannot take (another media
 # type or charset, a chunked body where it is not read, one over the limit) is 400 invalid_request
 # there, not 411/413/415.
 BAILING_CLOSED_ERROR_PREFIXES = ("/agent-auth/",)
+# Agent hosts follow no redirect: APPEND_SLASH never answers under these.
+BAILING_NO_REDIRECT_PREFIXES = ("/agent-auth/", "/agent-api/")
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"

@@ -7,7 +7,8 @@ from apps.core import views as core_views
 
 # admin.site is the console (apps.runtime.admin_site.ConsoleAdminSite): header, dashboard, no "View site".
 
-# Agent-facing paths never end in a slash, so APPEND_SLASH can never redirect an agent host.
+# Agent-facing paths never end in a slash, and APPEND_SLASH never fires under their prefixes
+# (apps.core.middleware.CommonMiddleware): an agent host follows no redirect.
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),

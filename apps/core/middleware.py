@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.template.defaultfilters import filesizeformat
 from gunicorn.http.errors import ParseException
 
@@ -38,9 +39,17 @@ GetResponse = Callable[[HttpRequest], HttpResponse]
 ViewFunc = Callable[..., Any]
 
 
+def under_prefix(path: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether `path` is under one of `prefixes` or is one of them without its trailing slash:
+    `/agent-api` belongs to `/agent-api/` (an agent that drops the slash gets the API's answers,
+    not a web page)."""
+    return f"{path}/".startswith(prefixes)
+
+
 def is_json_path(path: str) -> bool:
-    return path.startswith(settings.BAILING_JSON_ERROR_PREFIXES) and not path.startswith(
-        getattr(settings, "BAILING_HTML_ERROR_PREFIXES", ()))
+    """Errors at `path` are JSON: under the API prefixes, except at the few browser pages there
+    (their exact paths: an unknown path beside them is the API's)."""
+    return under_prefix(path, settings.BAILING_JSON_ERROR_PREFIXES) and path not in settings.BAILING_HTML_ERROR_PATHS
 
 
 def request_id_is_valid(value: str) -> bool:
@@ -79,7 +88,7 @@ class NoStoreMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if request.path.startswith(settings.BAILING_NO_STORE_PREFIXES):
+        if under_prefix(request.path, settings.BAILING_NO_STORE_PREFIXES):
             response["Cache-Control"] = "no-store"
             response["Pragma"] = "no-cache"
         return response
@@ -171,7 +180,7 @@ def body_refused(request: HttpRequest, status: int, message: str, code: str | No
                  **extra: Any) -> HttpResponse:
     """A body refused before any view reads it (411, 413, 415), in error_page's shape; 400
     invalid_request under a closed error list (Agent Auth's has none of those codes)."""
-    if request.path.startswith(settings.BAILING_CLOSED_ERROR_PREFIXES):
+    if under_prefix(request.path, settings.BAILING_CLOSED_ERROR_PREFIXES):
         return error_response(400, message, "invalid_request", **extra)
     return error_page(request, status, message, code, **extra)
 
@@ -242,6 +251,16 @@ class BodySizeLimitMiddleware:
         request._stream = io.BytesIO(body)
         request._read_started = False  # type: ignore[attr-defined]  # private HttpRequest state the stubs omit
         return None
+
+
+class CommonMiddleware(DjangoCommonMiddleware):
+    """Django's, where APPEND_SLASH never fires under the no-redirect prefixes: agent hosts follow
+    no redirect, so a path that only exists with a slash is 404 there like any unknown one."""
+
+    def should_redirect_with_slash(self, request: HttpRequest) -> bool:
+        if under_prefix(request.path, settings.BAILING_NO_REDIRECT_PREFIXES):
+            return False
+        return bool(super().should_redirect_with_slash(request))
 
 
 class ApiExceptionMiddleware:

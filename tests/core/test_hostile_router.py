@@ -26,6 +26,45 @@ def test_an_unknown_path_is_404_json(db, path, method):
     assert _json_error(response) == (404, "application/json", "not_found")
 
 
+# The prefixes themselves without their trailing slash, and unknown paths beside the browser
+# pages of Agent Auth (which alone answer HTML, at their exact paths).
+BARE_PATHS = ["/agent-auth", "/agent-api", "/agent-api/v1", "/agent-auth/v1", "/agent-auth/authorize/",
+              "/agent-auth/authorize/x", "/agent-auth/authorizex", "/agent-auth/login/", "/agent-auth/login/x"]
+EVERY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+
+
+@pytest.mark.parametrize("path", BARE_PATHS)
+@pytest.mark.parametrize("method", EVERY_METHOD)
+def test_a_prefix_without_its_slash_or_an_unknown_path_beside_the_pages_is_404_json_no_store(db, path, method):
+    response = APIClient().generic(method, path, b'{"a": 1}', content_type="application/json")
+    assert _json_error(response) == (404, "application/json", "not_found")
+    assert (response["Cache-Control"], response["Pragma"]) == ("no-store", "no-cache")
+
+
+@pytest.mark.parametrize("path", BARE_PATHS)
+def test_head_on_a_prefix_without_its_slash_is_404_json_no_store(db, path):
+    response = APIClient().head(path)
+    assert (response.status_code, response["Content-Type"]) == (404, "application/json")
+    assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.urls("tests.core.urls")
+@pytest.mark.parametrize("path", ["/agent-api/test/slashed", "/agent-auth/test/slashed"])
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_append_slash_never_redirects_on_the_agent_prefixes(db, path, method):
+    # `<path>/` is a view (tests.core.urls): APPEND_SLASH would answer 301 to it elsewhere.
+    response = APIClient().generic(method, path)
+    assert _json_error(response) == (404, "application/json", "not_found")
+    assert "Location" not in response
+    assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.urls("tests.core.urls")
+def test_append_slash_still_redirects_outside_the_agent_prefixes(db):
+    response = APIClient().get("/plain/slashed")
+    assert (response.status_code, response["Location"]) == (301, "/plain/slashed/")
+
+
 @pytest.mark.parametrize("method,path,allowed", [
     ("GET", "/agent-auth/v1/token", "POST"),
     ("PUT", "/agent-auth/v1/authorizations", "POST"),

@@ -100,6 +100,7 @@ api = [
     path("plain-broken", plain_broken),
     path("plain-missing", plain_missing),
     path("plain-ok", plain_ok),
+    path("slashed/", plain_ok),  # APPEND_SLASH would redirect `slashed` here
     path("log-request/<str:secret>", LogRequestApi.as_view()),
 ]
 
@@ -117,6 +118,7 @@ handler403 = "apps.core.views.permission_denied"  # as bailinghub.urls
 urlpatterns = [
     path("admin/test/forbidden", console_forbidden),
     path("admin/test/forbidden-with-reason", console_forbidden_with_reason),
+    path("plain/slashed/", plain_ok),
     path("agent-api/test/", include(api)),
     path("agent-auth/test/", include(api)),
     path("", include("bailinghub.urls")),
