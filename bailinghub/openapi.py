@@ -101,7 +101,7 @@ ERRORS: dict[str, list] = {
         *AUTH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant, auth_errors.UnsupportedGrantType],
     "apps.agent_auth.api.views.SessionDetailApi": [*AGENT],
     "apps.agent_auth.api.views.RevokeApi": [*AGENT, *AUTH_BODY, auth_errors.InvalidClient, auth_errors.InvalidGrant],
-    "apps.agent_auth.api.views.ClientSessionRevokeApi": [*CLIENT, auth_errors.NotFound],
+    "apps.agent_auth.api.views.ClientSessionRevokeApi": [*CLIENT, *AUTH_BODY, auth_errors.NotFound],
     "apps.runtime.api.views.WorkspaceListApi": [*AGENT],
     "apps.runtime.api.views.WorkspaceSystemInfoApi": [*WORKSPACE],
     "apps.runtime.api.views.WorkspaceBootstrapApi": [*WORKSPACE],
@@ -410,8 +410,11 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.agent_auth.api.views.RevokeApi": {"post": {
         "request": auth_in.RevokeSerializer, "responses": {200: REVOKED},
         "description": "With the access token as bearer, or without an Authorization header and the "
-                       "refresh token in the body."}},
-    "apps.agent_auth.api.views.ClientSessionRevokeApi": {"post": {"request": None, "responses": {200: REVOKED}}},
+                       "refresh token in the body. With the bearer, the body is empty, {} or this object "
+                       "whole; the bearer names the session."}},
+    "apps.agent_auth.api.views.ClientSessionRevokeApi": {"post": {
+        "request": auth_in.SessionRevokeSerializer, "responses": {200: REVOKED},
+        "description": "The body is empty or {}."}},
     "apps.runtime.api.views.WorkspaceListApi": {"get": {"responses": {
         200: versioned("bailing.agent-workspaces.v1", {"workspaces": {"type": "array", "items": ANY_OBJECT}},
                        ["workspaces"]), 304: None}}},

@@ -180,3 +180,72 @@ def test_revoke_with_a_media_range_as_content_type_is_invalid_request_and_revoke
     assert response["Cache-Control"] == "no-store"
     assert AgentSession.objects.get().revoked_at is None
     assert api_client.get(SESSION_URL, **bearer(issued.access_token)).status_code == 200
+
+
+# Bodies no revoke takes: not JSON, not an object, fields of the wrong type, unknown fields.
+BAD_BODIES = ["{not json", "[]", "null", '"bhr_x"', "1", '{"reason": "lost laptop"}', '{"session_id": null}',
+              '{"client_app_id": 5, "refresh_token": "bhr_x"}', '{"client_app_id": "a", "refresh_token": ["bhr_x"]}']
+
+
+def _assert_invalid_request_and_nothing_revoked(api_client, response, issued):
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response.json()["message"]
+    assert response["Cache-Control"] == "no-store"
+    assert AgentSession.objects.get().revoked_at is None
+    assert api_client.get(SESSION_URL, **bearer(issued.access_token)).status_code == 200
+
+
+@pytest.mark.parametrize("body", [*BAD_BODIES, '{"client_app_id": "x"}', '{"refresh_token": "bhr_x"}'])
+def test_revoke_with_the_bearer_and_a_body_of_another_shape_is_invalid_request(api_client, issued, body):
+    response = api_client.generic("POST", REVOKE_URL, body, content_type="application/json",
+                                  **bearer(issued.access_token))
+    _assert_invalid_request_and_nothing_revoked(api_client, response, issued)
+
+
+def test_revoke_with_the_bearer_and_its_refresh_token_with_an_unknown_field_is_invalid_request(
+        api_client, agent_client, issued):
+    body = {"client_app_id": agent_client.app_id, "refresh_token": issued.refresh_token, "everywhere": True}
+    response = api_client.post(REVOKE_URL, body, format="json", **bearer(issued.access_token))
+    _assert_invalid_request_and_nothing_revoked(api_client, response, issued)
+    assert response.json()["fields"] == {"everywhere": ["Unknown field."]}
+
+
+def test_revoke_with_the_bearer_and_an_empty_object(api_client, issued):
+    response = api_client.post(REVOKE_URL, {}, format="json", **bearer(issued.access_token))
+    assert (response.status_code, response.json()) == (200, {"revoked": True})
+    assert AgentSession.objects.get().revoked_by == "agent"
+
+
+def test_revoke_with_the_bearer_and_the_refresh_token_body(api_client, agent_client, issued):
+    body = {"client_app_id": agent_client.app_id, "refresh_token": issued.refresh_token}
+    response = api_client.post(REVOKE_URL, body, format="json", **bearer(issued.access_token))
+    assert (response.status_code, response.json()) == (200, {"revoked": True})
+    assert AgentSession.objects.get().revoked_by == "agent"
+
+
+@pytest.mark.parametrize("body", BAD_BODIES)
+def test_revoke_by_refresh_token_with_a_body_of_another_shape_is_invalid_request(api_client, issued, body):
+    response = api_client.generic("POST", REVOKE_URL, body, content_type="application/json")
+    _assert_invalid_request_and_nothing_revoked(api_client, response, issued)
+
+
+def test_revoke_by_refresh_token_with_an_unknown_field_is_invalid_request(api_client, agent_client, issued):
+    body = {"client_app_id": agent_client.app_id, "refresh_token": issued.refresh_token, "reason": "lost laptop"}
+    response = api_client.post(REVOKE_URL, body, format="json")
+    _assert_invalid_request_and_nothing_revoked(api_client, response, issued)
+    assert response.json()["fields"] == {"reason": ["Unknown field."]}
+
+
+@pytest.mark.parametrize("body", [*BAD_BODIES, '{"session_id": "00000000-0000-0000-0000-000000000000"}'])
+def test_the_clients_revoke_with_a_body_other_than_an_empty_object_is_invalid_request(
+        api_client, agent_client, issued, body):
+    response = api_client.generic("POST", f"/agent-auth/v1/sessions/{issued.session.pk}/revoke", body,
+                                  content_type="application/json", **bearer(agent_client.token))
+    _assert_invalid_request_and_nothing_revoked(api_client, response, issued)
+
+
+def test_the_clients_revoke_with_an_empty_object(api_client, agent_client, issued):
+    response = api_client.post(f"/agent-auth/v1/sessions/{issued.session.pk}/revoke", {}, format="json",
+                               **bearer(agent_client.token))
+    assert (response.status_code, response.json()) == (200, {"revoked": True})
+    assert AgentSession.objects.get().revoked_by == "client"

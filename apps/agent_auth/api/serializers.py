@@ -144,5 +144,26 @@ class RefreshGrantSerializer(ExactFieldsSerializer):
 
 
 class RevokeSerializer(ExactFieldsSerializer):
+    """The agent's revoke without a bearer: the refresh token names the session."""
+
     client_app_id = _text(64)
     refresh_token = StrictCharField(max_length=256, trim_whitespace=False)
+
+
+class BearerRevokeSerializer(ExactFieldsSerializer):
+    """The agent's revoke with its bearer, which names the session: `{}` (or no body), or the
+    `{client_app_id, refresh_token}` a revoke without one sends, whole and well-formed."""
+
+    client_app_id = _text(64, required=False)
+    refresh_token = StrictCharField(max_length=256, trim_whitespace=False, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        missing = sorted({"client_app_id", "refresh_token"} - attrs.keys())
+        if len(missing) == 1:
+            raise serializers.ValidationError({missing[0]: ["Send client_app_id and refresh_token together, or "
+                                                            "neither: the bearer names the session."]})
+        return attrs
+
+
+class SessionRevokeSerializer(ExactFieldsSerializer):
+    """The client's revoke of one of its sessions: `{}` (or no body); the path names the session."""

@@ -20,9 +20,11 @@ from apps.agent_auth.api.serializers import (
     AuthorizationApproveSerializer,
     AuthorizationCreateSerializer,
     AuthorizationDenySerializer,
+    BearerRevokeSerializer,
     CodeGrantSerializer,
     RefreshGrantSerializer,
     RevokeSerializer,
+    SessionRevokeSerializer,
 )
 from apps.agent_auth.authentication import AgentBearerAuthentication, ClientTokenAuthentication
 from apps.agent_auth.errors import InvalidRequest, NotFound, UnsupportedGrantType
@@ -156,13 +158,15 @@ class SessionDetailApi(AgentBearerApi):
 
 
 class RevokeApi(AgentAuthApi):
-    """The agent's revoke: with its bearer, or (no Authorization header) with a refresh token."""
+    """The agent's revoke: with its bearer, or (no Authorization header) with a refresh token.
+    The body is checked either way before anything is revoked."""
 
     authentication_classes = [AgentBearerAuthentication]
     permission_classes = [AllowAny]
 
     def post(self, request: Request) -> Response:
         if request.auth is not None:
+            BearerRevokeSerializer(data=request.data).is_valid(raise_exception=True)
             session_revoke(session=_auth_session(request), revoked_by=AgentSession.RevokedBy.AGENT,
                            reason="revoked by the agent")
         else:
@@ -174,5 +178,6 @@ class RevokeApi(AgentAuthApi):
 
 class ClientSessionRevokeApi(ClientTokenApi):
     def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        SessionRevokeSerializer(data=request.data).is_valid(raise_exception=True)
         session_revoke_for_client(client=_auth_client(request), session_id=session_id)
         return Response({"revoked": True})
