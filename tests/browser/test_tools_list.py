@@ -1,0 +1,62 @@
+"""The Tools list in Chromium at 1366×768, the admin's sidebar and filters open: every column fits in
+the list's box, the last one (Enabled) included, also beside a provider, a tool and a path as long as
+they may be (a path cut short has the whole endpoint in its title). The list once ran 345 px past its
+box, where Read-only, Approval required, Declares ACC and Enabled were behind a scrollbar.
+Screenshots land in /tmp/shots/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from apps.demo_business.spec import demo_spec_bytes
+from tests.tools.factories import ToolProviderFactory
+
+SHOTS = Path("/tmp/shots")
+LONG_PROVIDER = "p" * 64
+LONG_TOOL = "t" * 64
+LONG_PATH = "/" + "/".join(["warehouse-inventory-reconciliation"] * 6) + "/{sku}"
+
+
+def long_spec() -> bytes:
+    operation = {"operationId": LONG_TOOL, "summary": "A tool named and routed as long as a spec allows",
+                 "parameters": [{"name": "sku", "in": "path", "required": True, "schema": {"type": "string"}}],
+                 "responses": {"200": {"description": "ok"}}}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "Long", "version": "1"},
+                       "paths": {LONG_PATH: {"post": operation}}}).encode()
+
+
+@pytest.fixture
+def tools(project):
+    ToolProviderFactory(project=project, name="demo-shop", spec=demo_spec_bytes())
+    ToolProviderFactory(project=project, name=LONG_PROVIDER, spec=long_spec())
+
+
+_PAST_THE_BOX = """box => {
+  const right = Math.min(box.getBoundingClientRect().right, window.innerWidth);
+  return [...box.querySelectorAll('#result_list, #result_list *')]
+    .filter(e => e.getBoundingClientRect().right > right + 0.5)
+    .map(e => e.tagName + '.' + e.className);
+}"""
+
+
+def test_every_column_of_the_tools_list_fits_at_1366(logged_in_page, tools):
+    page = logged_in_page
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto("/admin/tools/tool/")
+    assert page.locator("#result_list tbody tr").count() == 6
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "tools-list-1366.png"), full_page=True)
+    box = page.locator("#changelist .results")
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
+    assert box.evaluate(_PAST_THE_BOX) == []
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    endpoint = page.locator("#result_list tbody tr", has_text=LONG_TOOL).locator(".bh-endpoint")
+    assert endpoint.get_attribute("title") == f"POST {LONG_PATH}"
+    last = page.locator("#result_list thead th").last
+    assert last.inner_text().strip().lower() == "enabled"
+    assert last.is_visible()
+    assert last.evaluate("e => e.getBoundingClientRect().right") <= box.evaluate(
+        "e => e.getBoundingClientRect().right")
