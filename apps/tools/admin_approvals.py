@@ -34,7 +34,7 @@ from apps.projects.services import project_tool_execution_set
 
 from . import invocations
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
-from .models import Approval, Invocation, InvocationJournalEntry
+from .models import Approval, Invocation, InvocationJournalEntry, Tool
 
 # What an approval's page shows of the frozen arguments before the operator asks for all of them.
 ARGUMENTS_PREVIEW_CHARS = 4096
@@ -275,7 +275,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         """The approval if this operator may see it; another project's approval is a 404, as an
         unknown one (no hint that it exists)."""
         queryset: QuerySet[Approval] = self.get_queryset(request).select_related(
-            "project", "invocation", "invocation__route", "invocation__session", "invocation__session__client")
+            "project", "invocation", "invocation__route", "invocation__session", "invocation__session__client",
+            "invocation__run", "invocation__run__conversation",
+        ).defer("invocation__run__context_snapshot", "invocation__run__active_tools_snapshot")
         if not arguments:
             queryset = queryset.defer("invocation__frozen_arguments")
         try:
@@ -293,6 +295,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         inv = approval.invocation
         reading = approval_reading(approval)
         journal = list(InvocationJournalEntry.objects.filter(invocation=inv).order_by("created_at"))
+        # The tool as the provider's spec describes it, while the provider still has it (a built-in has none).
+        tool = (Tool.objects.filter(provider_id=inv.provider_id, name=inv.tool_name).only("pk", "description")
+                .first() if inv.provider_id else None)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Approval: {approval.tool_name}",
@@ -300,6 +305,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             "opts": self.opts,
             "approval": approval,
             "invocation": inv,
+            "tool": tool,
             "reading": reading,
             "reading_badge": reading_badge(reading),
             "risk_badge": risk_badge(approval.risk),

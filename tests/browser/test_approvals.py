@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from rest_framework.test import APIClient
 
 from apps.demo_business.models import Refund
-from apps.tools.models import Approval, Invocation
+from apps.tools.models import Approval, Invocation, Tool
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
@@ -43,7 +44,8 @@ def route(project):
 
 @pytest.fixture
 def agent(route):
-    return session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key]), principal=PRINCIPAL)
+    return session_for(AgentClientFactory(project=route.project, name="Counter assistant", app_id="counter-app",
+                                          allowed_routes=[route.key]), principal=PRINCIPAL)
 
 
 @pytest.fixture
@@ -166,3 +168,42 @@ def test_an_operator_pauses_and_resumes_tool_execution(logged_in_page, project, 
     assert project.tool_execution_paused is False
     assert Invocation.objects.count() == 1
     assert Approval.objects.get().status == "pending"
+
+
+# The grid's text without the ids kept beside the names as secondary text (.bh-id), for copying.
+_MAIN_TEXT = """dd => { const ids = [...dd.querySelectorAll('.bh-id')];
+  ids.forEach(e => { e.style.display = 'none'; });
+  const text = dd.innerText.trim();
+  ids.forEach(e => { e.style.display = ''; });
+  return text; }"""
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def test_the_approval_page_names_the_route_the_tool_the_agent_and_the_run(logged_in_page, store_route, agent):
+    """An approver read the route's key, the agent's app id and the run's UUID where people's names
+    belong; the ids stay as smaller secondary text, for support."""
+    page = logged_in_page
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    run = approval.invocation.run
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    _shot(page, "approval-names")
+
+    route = page.locator("#approval-route")
+    assert page.evaluate(_MAIN_TEXT, route.element_handle()) == "Bailing Retail · 门店助手"
+    assert route.locator(".bh-id").inner_text() == "store-assistant"
+    tool = page.locator("#approval-tool")
+    assert page.evaluate(_MAIN_TEXT, tool.element_handle()) == "stock_adjust from store\nAdjust stock"
+    tool_pk = Tool.objects.get(name="stock_adjust").pk
+    assert tool.locator("a").get_attribute("href") == f"/admin/tools/tool/{tool_pk}/change/"
+    agent_row = page.locator("#approval-agent")
+    assert page.evaluate(_MAIN_TEXT, agent_row.element_handle()) == "Counter assistant on Ada's laptop"
+    assert agent_row.locator(".bh-id").inner_text() == "counter-app"
+
+    run_row = page.locator("#approval-run")
+    run_text = page.evaluate(_MAIN_TEXT, run_row.element_handle())
+    assert run_text.startswith("Turn of ") and "conversation approvals-1" in run_text
+    assert UUID(run_row.locator(".bh-id").inner_text()) == run.pk
+    assert run_row.locator("a").first.get_attribute("href") == f"/admin/ledger/run/{run.pk}/change/"
+    grid = page.locator(".bh-approval-grid dd").element_handles()
+    assert [text for dd in grid if _UUID.search(text := page.evaluate(_MAIN_TEXT, dd))] == []
