@@ -86,7 +86,8 @@ def test_a_batch_keeps_its_good_files_and_names_each_bad_one_with_its_reason(bro
         "markdown, md, pdf, text, txt.",
         "Not uploaded: empty.txt is empty (0 bytes).",
     ]
-    assert notes[3].startswith("Not uploaded: Document conversion failed: broken.json: ")
+    assert notes[3] == ("Not uploaded: Document conversion failed: broken.json: The file is not valid JSON: "
+                        "expected a value at line 1, column 12.")
 
 
 def test_the_refusals_are_shown_on_the_kb_page_after_the_upload(browser, kb):

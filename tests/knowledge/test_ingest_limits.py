@@ -220,7 +220,7 @@ def test_a_large_json_upload_check_does_not_hold_the_document_as_objects():
 
 
 @pytest.mark.parametrize(("data", "reason"), [
-    (b"  x" + b" " * 10, "Expecting value: line 1 column 3 (char 2)"),
+    (b"  x" + b" " * 10, "The file is not valid JSON: expected a value at line 1, column 3."),
     (b"[" * 100 + b"]" * 100, "nested deeper than 64 levels"),
     (b'{"a": "\xff\xff\xff"}', "The text is not recognised as UTF-8"),
 ])

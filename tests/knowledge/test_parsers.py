@@ -145,6 +145,25 @@ def test_invalid_json_fails_conversion(fixture_bytes):
 
 
 @pytest.mark.parametrize(("data", "reason"), [
+    (b'{"sku": "A-1" "qty": 2}', "expected ',' at line 1, column 15."),
+    (b'{"sku": "A-1",\n "qty" 2}', "expected ':' at line 2, column 8."),
+    (b"{'sku': 'A-1'}", "expected a key in double quotes at line 1, column 2."),
+    (b'{"sku": "A-1', "a string is not closed; it starts at line 1, column 9."),
+    (b'{"sku": "A\t1"}', "a raw control character (a tab or a line break) inside a string at line 1, column 11."),
+    (b'{"sku": "A\\q"}', "an unknown backslash escape at line 1, column 11."),
+    (b'{"sku": "\\u12"}', "a \\u escape without four hexadecimal digits at line 1, column 11."),
+    (b'{"sku": tru}', "expected a value at line 1, column 9."),
+    (b'{"sku": "A-1"} x', "text after the end of the JSON value at line 1, column 16."),
+])
+def test_invalid_json_fails_conversion_in_plain_words_at_its_line_and_column(data, reason):
+    """Python's own wording ("Expecting ',' delimiter: line 1 column 15 (char 14)") once reached the
+    knowledge base page and the upload form as it was."""
+    with pytest.raises(ConversionFailed) as failed:
+        document_parse(file_type="json", data=data)
+    assert str(failed.value) == f"The file is not valid JSON: {reason}"
+
+
+@pytest.mark.parametrize(("data", "reason"), [
     (b"[" * 950 + b"]" * 950, "nested deeper than 64 levels"),
     (b'{"id": ' + b"7" * 4300 + b"}", "4300 digits is too long"),
     (b'{"price": NaN}', "NaN is not a JSON number"),

@@ -25,6 +25,25 @@ _BODY_PREFIX = re.compile(r"^The body (?:is not valid JSON: |is )")
 FULL_CHECK_MAX_BYTES = 4 * 1024 * 1024
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _VALUE_START = frozenset('{["-0123456789tfn')
+# Python's decoder messages (3.11 and 3.12) in an operator's words; one not listed is shown as it is.
+_DECODE_WORDS = {
+    "Expecting value": "expected a value",
+    "Expecting ',' delimiter": "expected ','",
+    "Expecting ':' delimiter": "expected ':'",
+    "Expecting property name enclosed in double quotes": "expected a key in double quotes",
+    "Unterminated string starting at": "a string is not closed; it starts",
+    "Invalid control character at": "a raw control character (a tab or a line break) inside a string",
+    "Invalid \\escape": "an unknown backslash escape",
+    "Invalid \\uXXXX escape": "a \\u escape without four hexadecimal digits",
+    "Extra data": "text after the end of the JSON value",
+}
+
+
+def decode_error_text(error: json.JSONDecodeError) -> str:
+    """What the decoder found wrong and where, as a person reads it: "expected ',' at line 1,
+    column 13" (lines and columns from 1, as an editor counts them; no character offset)."""
+    words = _DECODE_WORDS.get(error.msg) or f"{error.msg[:1].lower()}{error.msg[1:]}"
+    return f"{words} at line {error.lineno}, column {error.colno}"
 
 
 def _scalar(value: Any) -> str:
@@ -57,7 +76,11 @@ def _load(data: bytes) -> Any:
     try:
         return strict_json_loads(text_decode(data))
     except InvalidJSON as exc:
-        reason = _BODY_PREFIX.sub("", str(exc.detail))
+        # A syntax error keeps the decoder's error as its cause; the strict parser words it for an API.
+        if isinstance(exc.__cause__, json.JSONDecodeError):
+            reason = f"{decode_error_text(exc.__cause__)}."
+        else:
+            reason = _BODY_PREFIX.sub("", str(exc.detail))
         raise ConversionFailed(f"The file is not valid JSON: {reason}") from exc
 
 
@@ -81,7 +104,7 @@ def _look(data: bytes) -> None:
         raise ConversionFailed(f"The file is not valid JSON: nested deeper than {JSON_MAX_DEPTH} levels.")
     start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
     if start == len(text) or text[start] not in _VALUE_START:
-        reason = json.JSONDecodeError("Expecting value", text, start)
+        reason = decode_error_text(json.JSONDecodeError("Expecting value", text, start))
         raise ConversionFailed(f"The file is not valid JSON: {reason}.")
 
 
