@@ -243,6 +243,12 @@ class BodySizeLimitMiddleware:
                                               "malformed or it ended early.")
         if observed > limit:
             return too_large_response(request, view_func, max_bytes=limit, observed_bytes=observed)
+        if not chunked and observed < declared:
+            # The client stopped sending (a half-close) before its Content-Length: what came is
+            # not the body it announced, though it may parse as one.
+            request.META[CLOSE_CONNECTION] = True
+            return body_refused(request, 400, f"The request body ended after {observed} of the {declared} bytes "
+                                              "its Content-Length announced.")
         body = b"".join(chunks)
         if chunked:  # its length is known now (DRF reads no body without one)
             request.META["CONTENT_LENGTH"] = str(len(body))

@@ -8,7 +8,7 @@ settings around bailinghub.wsgi, on this test run's database.
 - A request gunicorn refuses itself (a request line or headers over its limits, a malformed line)
   is answered like every API error: JSON, never stored, with no credential repeated.
 - A chunked body that cannot be read (a malformed chunk, a stream cut off) is the client's 400,
-  not a 500, and closes the connection.
+  not a 500, and closes the connection; so is a body that ends before its Content-Length.
 """
 
 from __future__ import annotations
@@ -142,6 +142,9 @@ def _chunked(port: int, path: str, pieces: list[bytes]) -> tuple[int, dict, str 
     return answer
 
 
+# The view reads the database: its tables must exist even when no other test of the run asks for
+# them (pytest-django creates the test database only for the databases the collected tests use).
+@pytest.mark.django_db
 def test_a_chunked_body_is_read_as_the_body(server):
     port, _ = server
     body = json.dumps({"client_app_id": "no-such-app", "redirect_uri": "http://127.0.0.1:53682/callback",
@@ -191,3 +194,17 @@ def test_a_chunked_body_that_cannot_be_read_is_400_and_closes_the_connection(ser
         "HTTP/1.1 400 Bad Request", "application/json", "no-store", "close")
     assert json.loads(body) == {"error": "invalid_request", "message": "The request body could not be read: "
                                 "its chunked encoding is malformed or it ended early."}
+
+
+@pytest.mark.parametrize("path", ["/agent-auth/v1/authorizations", "/agent-api/v1/tool-invocations"])
+@pytest.mark.parametrize("body", [b'{"a": 1}', b"{}", b""], ids=["valid_json", "empty_object", "nothing"])
+def test_a_body_that_ends_before_its_content_length_is_400_and_closes_the_connection(server, path, body):
+    # Whole JSON documents, cut off from what their Content-Length promised: read as they came,
+    # they would be taken for the body the client announced.
+    port, _ = server
+    status, headers, answer = _half_closed(port, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+                                           + b"Content-Type: application/json\r\nContent-Length: 40\r\n\r\n" + body)
+    assert (status, headers["content-type"], headers["cache-control"], headers["connection"]) == (
+        "HTTP/1.1 400 Bad Request", "application/json", "no-store", "close")
+    assert json.loads(answer) == {"error": "invalid_request", "message": f"The request body ended after {len(body)} "
+                                  "of the 40 bytes its Content-Length announced."}
