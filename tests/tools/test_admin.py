@@ -262,8 +262,16 @@ def test_the_provider_list_heads_each_column_with_its_own_name(browser, owner):
     response = browser.get("/admin/tools/toolprovider/")
     # As the list template shows them (capfirst), after the checkbox's column.
     headers = [capfirst(header["text"]) for header in result_headers(response.context["cl"])][1:]
-    assert headers == ["Name", "Project", "Base URL", "Enabled", "Tools", "Tools enabled", "Warnings",
-                       "OpenAPI version", "Compiled at"]
+    assert headers == ["Provider · base URL", "Project", "Enabled", "Tools", "Warnings", "Compiled"]
+
+
+def test_the_provider_list_keeps_the_enabled_tools_and_the_openapi_version_in_their_columns(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    provider.tools.filter(name="stock_adjust").update(enabled=False)
+    page = browser.get("/admin/tools/toolprovider/").content.decode()
+    total = provider.tools.count()
+    assert f'{total}<br><span class="bh-muted">{total - 1} enabled</span>' in page
+    assert f'<span class="bh-muted">OpenAPI {provider.openapi_version}</span>' in page
 
 
 def test_provider_list_query_count_does_not_grow_with_rows(browser, owner, django_assert_max_num_queries):

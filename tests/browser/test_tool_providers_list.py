@@ -1,0 +1,51 @@
+"""The Tool providers list in Chromium at 1366×768, the admin's sidebar and filters open: every column
+fits in the list's box, the last one included, also beside a provider name and a base URL as long as
+they may be (a URL cut short has the whole of it in its title). The list once ran about 350 px past its
+box, where the last columns were behind a scrollbar. Screenshots land in /tmp/shots/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apps.demo_business.spec import demo_spec_bytes
+from tests.tools.factories import ToolProviderFactory
+
+SHOTS = Path("/tmp/shots")
+LONG_PROVIDER = "p" * 64
+LONG_URL = "https://" + "warehouse-inventory-reconciliation." * 4 + "example/" + "segment-without-breaks" * 8
+
+
+@pytest.fixture
+def providers(project):
+    ToolProviderFactory(project=project, name="demo-shop", spec=demo_spec_bytes())
+    ToolProviderFactory(project=project, name=LONG_PROVIDER, base_url=LONG_URL)
+
+
+_PAST_THE_BOX = """box => {
+  const right = Math.min(box.getBoundingClientRect().right, window.innerWidth);
+  return [...box.querySelectorAll('#result_list, #result_list *')]
+    .filter(e => e.getBoundingClientRect().right > right + 0.5)
+    .map(e => e.tagName + '.' + e.className);
+}"""
+
+
+def test_every_column_of_the_tool_providers_list_fits_at_1366(logged_in_page, providers):
+    page = logged_in_page
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto("/admin/tools/toolprovider/")
+    assert page.locator("#result_list tbody tr").count() == 2
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "tool-providers-list-1366.png"), full_page=True)
+    box = page.locator("#changelist .results")
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
+    assert box.evaluate(_PAST_THE_BOX) == []
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    url = page.locator("#result_list tbody tr", has_text=LONG_PROVIDER).locator(".bh-url")
+    assert url.get_attribute("title") == LONG_URL
+    last = page.locator("#result_list thead th").last
+    assert last.inner_text().strip().lower() == "compiled"
+    assert last.is_visible()
+    assert last.evaluate("e => e.getBoundingClientRect().right") <= box.evaluate(
+        "e => e.getBoundingClientRect().right")
