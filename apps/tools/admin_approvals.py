@@ -181,7 +181,8 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     list_display_links = ["tool"]
     list_filter = [ApprovalStatusFilter, ("invocation__route", admin.RelatedOnlyFieldListFilter), "risk", "project"]
     search_fields = ["tool_name", "prompt", "invocation__on_behalf_of", "invocation__principal_id"]
-    list_select_related = ["project", "invocation", "invocation__route"]
+    list_select_related = ["project", "invocation", "invocation__route", "invocation__session",
+                           "invocation__session__client", "invocation__run__conversation"]
     change_list_template = "admin/tools/approval/change_list.html"
     list_per_page = 50
 
@@ -195,45 +196,60 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         changelist = super().get_changelist(request, **kwargs)
 
         class ArgumentsNotLoaded(changelist):  # type: ignore[valid-type,misc]
-            """The list reads everything it shows but never the frozen arguments or the result."""
+            """The list reads what it shows, in one query with its relations, and nothing else: never the
+            frozen arguments, the result, the run's frozen context or the session's principal."""
 
             def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Approval]:
                 queryset: QuerySet[Approval] = super().get_queryset(request, exclude_parameters)
-                return queryset.defer("invocation__frozen_arguments", "invocation__result")
+                return queryset.only(*ApprovalAdmin.list_fields)
 
         return ArgumentsNotLoaded
+
+    # Every field the list's columns read, through list_select_related; another one read by a column
+    # would be loaded row by row (tests pin the query count).
+    list_fields = (
+        "tool_name", "status", "risk", "prompt", "created_at", "expires_at", "project__name",
+        "invocation__provider_name", "invocation__on_behalf_of", "invocation__principal_id",
+        "invocation__route__name", "invocation__route__key",
+        "invocation__session__device_label", "invocation__session__client__name",
+        "invocation__session__client__app_id",
+        "invocation__run__conversation__client_conversation_id",
+    )
 
     def has_decide_permission(self, request: HttpRequest, approval: Approval) -> bool:
         return approval.project_id in self.editable_project_ids(request)
 
     @admin.display(description="Tool", ordering="tool_name")
-    def tool(self, obj: Approval) -> str:
-        return obj.tool_name
+    def tool(self, obj: Approval) -> SafeString:
+        provider = obj.invocation.provider_name
+        return format_html('{}<br><span class="bh-muted">{}</span>', obj.tool_name,
+                           f"from {provider}" if provider else "built in")
 
     @admin.display(description="Risk", ordering="risk")
     def risk_level(self, obj: Approval) -> SafeString:
         return risk_badge(obj.risk)
 
-    @admin.display(description="Approval prompt")
+    @admin.display(description="Prompt")
     def prompt_text(self, obj: Approval) -> str:
         return obj.prompt or "—"
 
     @admin.display(description="Asked by · from")
     def asked_by(self, obj: Approval) -> SafeString:
+        # Names first, as on the approval's page; the app id and the route's key stay beside them as
+        # secondary ids (.bh-id) and the run's id in its link's title, for support.
         inv = obj.invocation
-        return format_html('{} <span class="bh-muted">(principal {})</span><br>'
-                           '<span class="bh-muted">route</span> <code>{}</code> <span class="bh-muted">run</span> {}',
-                           inv.on_behalf_of or "—", inv.principal_id or "—", inv.route.key, self.run_link(obj))
-
-    @admin.display(description="Route", ordering="invocation__route__key")
-    def route(self, obj: Approval) -> str:
-        return obj.invocation.route.key
-
-    @admin.display(description="Run")
-    def run_link(self, obj: Approval) -> SafeString:
-        run_id = obj.invocation.run_id
-        return format_html('<a href="{}" title="{}">{}…</a>', reverse("admin:ledger_run_change", args=[run_id]),
-                           run_id, str(run_id)[:8])
+        client, route, run = inv.session.client, inv.route, inv.run
+        return format_html(
+            '<span class="bh-asker">{} <span class="bh-muted">· principal {}</span></span>'
+            '<span class="bh-agent">{} <span class="bh-muted">on {}</span> '
+            '<span class="bh-id" title="The agent client\'s app id">{}</span></span>'
+            '<span class="bh-route">{} · {} <span class="bh-id" title="The route\'s key">{}</span></span>'
+            '<span class="bh-run"><a href="{}" title="The run\'s id: {}">Run</a> '
+            '<span class="bh-muted">in conversation {}</span></span>',
+            inv.on_behalf_of or "—", inv.principal_id or "—",
+            client.name, inv.session.device_label, client.app_id,
+            obj.project.name, route.name, route.key,
+            reverse("admin:ledger_run_change", args=[run.pk]), run.pk, run.conversation.client_conversation_id)
 
     @admin.display(description="Asked · expires", ordering="created_at")
     def age(self, obj: Approval) -> SafeString:

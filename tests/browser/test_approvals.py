@@ -207,3 +207,47 @@ def test_the_approval_page_names_the_route_the_tool_the_agent_and_the_run(logged
     assert run_row.locator("a").first.get_attribute("href") == f"/admin/ledger/run/{run.pk}/change/"
     grid = page.locator(".bh-approval-grid dd").element_handles()
     assert [text for dd in grid if _UUID.search(text := page.evaluate(_MAIN_TEXT, dd))] == []
+
+
+_PAST_THE_BOX = """box => {
+  const right = Math.min(box.getBoundingClientRect().right, window.innerWidth);
+  return [...box.querySelectorAll('#result_list, #result_list *')]
+    .filter(e => e.getBoundingClientRect().right > right + 0.5)
+    .map(e => e.tagName + '.' + e.className);
+}"""
+
+
+def test_the_queue_names_the_tool_the_agent_and_the_route_and_fits_at_1366(logged_in_page, store_route, agent):
+    """The queue read the route's key and a cut run id where the approval's page names them; the ids
+    stay as smaller secondary text. Three rows still fit beside the sidebar and the filters."""
+    page = logged_in_page
+    page.set_viewport_size({"width": 1366, "height": 768})
+    approvals = [pending_approval(APIClient(), agent.access_token, tool="stock_adjust", n=n,
+                                  arguments={"sku": f"SKU-{n}", "quantity": 500}) for n in (1, 2, 3)]
+    page.goto("/admin/tools/approval/")
+    _shot(page, "approvals-queue-names-1366")
+    assert page.locator("#result_list tbody tr").count() == 3
+
+    row = page.locator("#result_list tbody tr").first
+    run = approvals[2].invocation.run
+    assert page.evaluate(_MAIN_TEXT, row.locator(".field-tool").element_handle()) == "stock_adjust\nfrom store"
+    agent_line = row.locator(".bh-agent")
+    assert page.evaluate(_MAIN_TEXT, agent_line.element_handle()) == "Counter assistant on Ada's laptop"
+    assert agent_line.locator(".bh-id").inner_text() == "counter-app"
+    route_line = row.locator(".bh-route")
+    assert page.evaluate(_MAIN_TEXT, route_line.element_handle()) == "Bailing Retail · 门店助手"
+    assert route_line.locator(".bh-id").inner_text() == "store-assistant"
+    run_line = row.locator(".bh-run")
+    assert run_line.inner_text() == "Run in conversation approvals-3"
+    assert run_line.locator("a").get_attribute("href") == f"/admin/ledger/run/{run.pk}/change/"
+    assert str(run.pk) in run_line.locator("a").get_attribute("title")
+    cells = row.locator("td").element_handles()
+    assert [text for td in cells if _UUID.search(text := page.evaluate(_MAIN_TEXT, td))] == []
+
+    box = page.locator("#changelist .results")
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
+    assert box.evaluate(_PAST_THE_BOX) == []
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    last = page.locator("#result_list thead th").last
+    assert last.inner_text().strip().lower() == "asked · expires"
+    assert last.is_visible()

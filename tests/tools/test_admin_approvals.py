@@ -96,6 +96,25 @@ def test_the_queue_lists_the_projects_approvals_with_tool_risk_prompt_and_asker(
     assert issued.access_token not in page and issued.refresh_token not in page
 
 
+def test_the_queue_names_the_agent_client_and_the_route_with_their_ids_beside(owner, approval, route):
+    page = owner.get(QUEUE).content.decode()
+    client = approval.invocation.session.client
+    assert f'{client.name} <span class="bh-muted">on ' in page
+    assert f"title=\"The agent client's app id\">{client.app_id}</span>" in page
+    assert (f"{route.project.name} · 门店助手 <span class=\"bh-id\" title=\"The route's key\">store-assistant</span>"
+            in page)
+    assert f"title=\"The run's id: {approval.invocation.run_id}\">Run</a>" in page
+
+
+def test_the_queue_never_reads_the_runs_frozen_context_or_the_sessions_principal(owner, approval):
+    with CaptureQueriesContext(connection) as queries:
+        assert owner.get(QUEUE).status_code == 200
+    listed = [q["sql"] for q in queries.captured_queries if 'JOIN "agent_auth_agentsession"' in q["sql"]]
+    assert len(listed) == 1
+    assert '"ledger_run"."context_snapshot"' not in listed[0]
+    assert '"agent_auth_agentsession"."principal",' not in listed[0]
+
+
 def test_pending_approvals_come_first_then_the_newest(api_client, issued, tool_route, owner):
     first = pending_approval(api_client, issued.access_token, n=1)
     second = pending_approval(api_client, issued.access_token, n=2)
