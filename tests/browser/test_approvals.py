@@ -18,6 +18,7 @@ from apps.tools.models import Approval, Invocation, Tool
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
+from tests.browser.layout import assert_changelist_fits
 from tests.demo_business.conftest import TEST_SECRET, mount
 from tests.routes.factories import RouteFactory
 from tests.tools.approval_helpers import INVOKE_URL, invocation_id, pending_approval
@@ -209,14 +210,6 @@ def test_the_approval_page_names_the_route_the_tool_the_agent_and_the_run(logged
     assert [text for dd in grid if _UUID.search(text := page.evaluate(_MAIN_TEXT, dd))] == []
 
 
-_PAST_THE_BOX = """box => {
-  const right = Math.min(box.getBoundingClientRect().right, window.innerWidth);
-  return [...box.querySelectorAll('#result_list, #result_list *')]
-    .filter(e => e.getBoundingClientRect().right > right + 0.5)
-    .map(e => e.tagName + '.' + e.className);
-}"""
-
-
 def test_the_queue_names_the_tool_the_agent_and_the_route_and_fits_at_1366(logged_in_page, store_route, agent):
     """The queue read the route's key and a cut run id where the approval's page names them; the ids
     stay as smaller secondary text. Three rows still fit beside the sidebar and the filters."""
@@ -244,10 +237,4 @@ def test_the_queue_names_the_tool_the_agent_and_the_route_and_fits_at_1366(logge
     cells = row.locator("td").element_handles()
     assert [text for td in cells if _UUID.search(text := page.evaluate(_MAIN_TEXT, td))] == []
 
-    box = page.locator("#changelist .results")
-    assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
-    assert box.evaluate(_PAST_THE_BOX) == []
-    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
-    last = page.locator("#result_list thead th").last
-    assert last.inner_text().strip().lower() == "asked · expires"
-    assert last.is_visible()
+    assert_changelist_fits(page, last_header="asked · expires")
