@@ -152,6 +152,12 @@ class ToolInline(admin.TabularInline):
             else bool(ProjectScopedAdminMixin.editable_project_ids(request)))
 
 
+def breaking_at_slashes(text: str) -> SafeString:
+    """`text` escaped, free to break after each slash rather than anywhere in a segment (a URL or a
+    path in a narrow list column)."""
+    return format_html_join(mark_safe("/<wbr>"), "{}", ((part,) for part in text.split("/")))
+
+
 @admin.register(ToolProvider)
 class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = ToolProviderForm
@@ -206,9 +212,9 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Provider · base URL", ordering="name")
     def name_url(self, obj: ToolProvider) -> SafeString:
-        # The row's link; a URL may break after each slash rather than anywhere in a segment.
-        url = format_html_join(mark_safe("/<wbr>"), "{}", ((part,) for part in obj.base_url.split("/")))
-        return format_html('{}<span class="bh-endpoint bh-url" title="{}">{}</span>', obj.name, obj.base_url, url)
+        # The row's link, the base URL under it.
+        return format_html('{}<span class="bh-endpoint bh-url" title="{}">{}</span>', obj.name, obj.base_url,
+                           breaking_at_slashes(obj.base_url))
 
     @admin.display(description="Tools", ordering="tools_n")
     def tool_counts(self, obj: WithAnnotations[ToolProvider, _ToolCounts]) -> SafeString:
@@ -375,10 +381,8 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Provider · endpoint", ordering="provider")
     def provider_endpoint(self, obj: Tool) -> SafeString:
-        # A path may break after each slash rather than anywhere in a segment.
-        path = format_html_join(mark_safe("/<wbr>"), "{}", ((part,) for part in obj.path.split("/")))
         return format_html('{}<span class="bh-endpoint" title="{} {}">{} {}</span>',
-                           obj.provider.name, obj.method, obj.path, obj.method, path)
+                           obj.provider.name, obj.method, obj.path, obj.method, breaking_at_slashes(obj.path))
 
     @admin.display(description="Approval", boolean=True, ordering="approval_required")
     def approval(self, obj: Tool) -> bool:
