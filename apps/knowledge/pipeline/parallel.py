@@ -25,6 +25,8 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
+from apps.core import dblimits
+
 _lock = threading.Lock()
 # One job at a time: a search that finds the worker busy (concurrent requests in this process)
 # runs its channels itself rather than queue behind another search.
@@ -45,13 +47,17 @@ def _pool() -> ThreadPoolExecutor:
 
 # The caller's limits on waiting (apps.runtime.knowledge sets them around agent searches) hold
 # for the work done on its behalf too.
-_LIMITS = ("lock_timeout", "statement_timeout")
-_SET_LIMITS = "SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in _LIMITS)
+_SET_LIMITS = "SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in dblimits.NAMES)
 
 
 def _caller_limits() -> list[str]:
+    """The limits a `dblimits.limited` block of the caller set (no round trip), else the caller's
+    connection's own settings."""
+    in_force = dblimits.in_force()
+    if in_force is not None:
+        return list(in_force)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in _LIMITS))
+        cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in dblimits.NAMES))
         return list(cursor.fetchone())
 
 

@@ -4,7 +4,7 @@ A document's readable body is the text of its parent chunks in the KB's active g
 order, separated by blank lines (children for a document without parents).
 
 A search names each hint's document revision, a hash of the whole body. Reading and hashing a
-body costs ~37 ms per MB, in every search that hits the document, so `body_digests` keeps each
+body costs ~37 ms per MB, in every search that hits the document, so `readable_digests` keeps each
 body's revision in this process, keyed by the version of the document's chunk rows in the scope
 (models.ChunkSetVersion: triggers give it a new number in any statement that writes one of the
 rows): a search then reads the whole body only the first time, or after the document changed.
@@ -97,35 +97,58 @@ class _Versions:
     documents: dict  # {document id: (its chunk rows' versions in the scope's generations)}
 
 
-def _versions(document_ids: list, scope: KnowledgeScope) -> _Versions:
-    """The version of each document's chunk rows in the scope's generations (one per generation
-    that holds rows of it), with the server's start. Versions come from a sequence, so one is
-    never handed out twice within a server's life; a transaction that has written sees versions
-    no one else may ever see, and nothing is kept from inside one."""
+def _document_loaded(**values: Any) -> Document:
+    """A Document as `.only(*values)` loads it: the other fields deferred."""
+    # from_db takes the loaded values in the model's field order.
+    ordered = [(field.attname, values[field.attname]) for field in Document._meta.concrete_fields
+               if field.attname in values]
+    return Document.from_db(connection.alias, [name for name, _ in ordered], [value for _, value in ordered])
+
+
+def _ready_with_versions(document_ids: list, scope: KnowledgeScope) -> tuple[dict[Any, Document], _Versions]:
+    """The documents among `document_ids` this scope may read now (in a bound KB, completed), and
+    the version of each one's chunk rows in the scope's generations (one per generation that holds
+    rows of it), with the server's start. One statement.
+
+    Versions come from a sequence, so one is never handed out twice within a server's life; a
+    transaction that has written sees versions no one else may ever see, and nothing is kept from
+    inside one."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT txid_current_if_assigned() IS NULL, pg_postmaster_start_time()::text, v.document_id, v.version "
-            "FROM (SELECT 1) AS one LEFT JOIN knowledge_chunksetversion v "
-            "ON v.document_id = ANY(%s::uuid[]) AND v.generation_id = ANY(%s::uuid[]) "
-            "ORDER BY v.document_id, v.generation_id",
-            [document_ids, list(scope.generation_ids)],
+            "SELECT txid_current_if_assigned() IS NULL, pg_postmaster_start_time()::text, "
+            "d.id, d.filename, d.knowledge_base_id, v.version "
+            "FROM (SELECT 1) AS one LEFT JOIN ("
+            " knowledge_document d LEFT JOIN knowledge_chunksetversion v"
+            " ON v.document_id = d.id AND v.generation_id = ANY(%s::uuid[])"
+            ") ON d.id = ANY(%s::uuid[]) AND d.knowledge_base_id = ANY(%s::uuid[]) AND d.status = %s "
+            "ORDER BY d.id, v.generation_id",
+            [list(scope.generation_ids), document_ids, scope.knowledge_base_ids, Document.Status.COMPLETED.value],
         )
         rows = cursor.fetchall()
+    documents: dict[Any, Document] = {}
     versions: dict[Any, tuple] = {}
-    for _keep, _server, document_id, version in rows:
-        if document_id is not None:
+    for _keep, _server, document_id, filename, knowledge_base_id, version in rows:
+        if document_id is None:
+            continue
+        if document_id not in documents:
+            documents[document_id] = _document_loaded(id=document_id, filename=filename,
+                                                      knowledge_base_id=knowledge_base_id)
+        if version is not None:
             versions[document_id] = (*versions.get(document_id, ()), version)
-    return _Versions(keep=rows[0][0], server=rows[0][1], documents=versions)
+    return documents, _Versions(keep=rows[0][0], server=rows[0][1], documents=versions)
 
 
-def body_digests(*, documents: dict[Any, Document], scope: KnowledgeScope) -> dict[Any, BodyDigest]:
-    """{document id: its body's digest} for `documents` (id → Document with its filename), the
-    whole body read only for those this process has not seen in their current version. The
-    version is read before the body: a write between the two leaves the new body under the old
-    version, which no later search finds again."""
-    if not documents:
-        return {}
-    versions = _versions(list(documents), scope)
+def readable_digests(*, document_ids: Iterable, scope: KnowledgeScope
+                     ) -> tuple[dict[Any, Document], dict[Any, BodyDigest]]:
+    """({document id: Document with its filename}, {document id: its body's digest}) for the
+    documents among `document_ids` this scope may read now; the whole body read only for those
+    this process has not seen in their current version. The version is read before the body: a
+    write between the two leaves the new body under the old version, which no later search finds
+    again."""
+    ids = list(document_ids)
+    if not ids:
+        return {}, {}
+    documents, versions = _ready_with_versions(ids, scope)
     keys = {pk: (versions.server, pk, document.filename, versions.documents.get(pk, ()))
             for pk, document in documents.items()}
     digests: dict[Any, BodyDigest] = {}
@@ -148,7 +171,7 @@ def body_digests(*, documents: dict[Any, Document], scope: KnowledgeScope) -> di
                     _digests[keys[pk]] = digests[pk]
                 while len(_digests) > DIGESTS_KEPT:
                     _digests.popitem(last=False)
-    return digests
+    return documents, digests
 
 
 def piece_texts(*, sources: Iterable, digests: dict[Any, BodyDigest], scope: KnowledgeScope) -> dict[tuple, str]:
@@ -181,10 +204,5 @@ def chapter_path_at(sections: list[tuple[Any, str, str | None]], offset: int) ->
 
 def documents_ready(*, document_ids: Iterable, scope: KnowledgeScope) -> dict[Any, Document]:
     """The documents among `document_ids` this scope may read now: in a bound KB, completed."""
-    return {
-        document.pk: document
-        for document in Document.objects.filter(
-            pk__in=list(document_ids), knowledge_base_id__in=scope.knowledge_base_ids,
-            status=Document.Status.COMPLETED,
-        ).only("id", "filename", "knowledge_base_id")
-    }
+    ids = list(document_ids)
+    return _ready_with_versions(ids, scope)[0] if ids else {}

@@ -7,13 +7,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError
 from django.db.models import OuterRef, Subquery
 
 from apps.agent_auth.models import AgentSession
+from apps.core import dblimits
 from apps.core.revisions import revision_of
 from apps.knowledge.models import IndexGeneration, KnowledgeBase
 from apps.knowledge.selectors import route_knowledge_bases
@@ -37,31 +39,25 @@ LOCK_TIMEOUT_MS = 2000
 STATEMENT_TIMEOUT_MS = 10000
 
 
-@contextlib.contextmanager
 def bounded():
     """Knowledge queries give up instead of hanging (LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS); their
-    DatabaseError is the caller's to turn into "unavailable".
+    DatabaseError is the caller's to turn into "unavailable". A request wraps its whole work in one
+    (`request_bounded`) and each piece that catches its own failure in another: only the outermost
+    sets and resets the limits (apps.core.dblimits)."""
+    return dblimits.limited(lock_timeout_ms=LOCK_TIMEOUT_MS, statement_timeout_ms=STATEMENT_TIMEOUT_MS)
 
-    Outside a transaction none is opened — retrieval embeds the query between its statements and
-    must not sit idle in one — so the limits are set on the session and reset afterwards. Inside
-    one (a caller's atomic block, a test) a savepoint keeps a failed statement from aborting it.
-    """
-    values = [f"{LOCK_TIMEOUT_MS}ms", f"{STATEMENT_TIMEOUT_MS}ms"]
-    if connection.in_atomic_block:
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('lock_timeout', %s, true), "
-                               "set_config('statement_timeout', %s, true)", values)
-            yield
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)",
-                       values)
-    try:
+
+@contextlib.contextmanager
+def request_bounded() -> Iterator[None]:
+    """The limits for a whole knowledge request: 503 `knowledge_unavailable` when the database
+    cannot even take them."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(bounded())
+        except DatabaseError as exc:
+            logger.warning("Agent knowledge unavailable: %s", type(exc).__name__)
+            raise KnowledgeUnavailable(UNAVAILABLE_MESSAGE) from exc
         yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout; RESET statement_timeout")  # one round trip
 
 
 @dataclass(frozen=True)

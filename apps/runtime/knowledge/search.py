@@ -25,7 +25,7 @@ from apps.knowledge.selectors import knowledge_search
 from apps.ledger.models import Run
 from apps.routes.models import Route
 from apps.runtime.knowledge import references
-from apps.runtime.knowledge.documents import body_digests, documents_ready, piece_texts
+from apps.runtime.knowledge.documents import piece_texts, readable_digests
 from apps.runtime.knowledge.limits import (
     CAPABILITIES_SCHEMA,
     CHAPTER_PATH_MAX_BYTES,
@@ -41,7 +41,7 @@ from apps.runtime.knowledge.limits import (
     TRUST,
 )
 from apps.runtime.knowledge.references import REF_SIGNER
-from apps.runtime.knowledge.scope import KnowledgeScope, bounded, scope_or_unavailable
+from apps.runtime.knowledge.scope import KnowledgeScope, bounded, request_bounded, scope_or_unavailable
 
 logger = logging.getLogger("bailinghub.runtime")
 
@@ -101,8 +101,7 @@ def validate_hits(*, hits: list[Hit], scope: KnowledgeScope, limit: int, one_per
     `limit` hits) that are still readable in this scope, whose hit text is still exactly in the
     current text of its chunk."""
     order = list(dict.fromkeys(hit.document_id for hit in hits))
-    documents = documents_ready(document_ids=order, scope=scope)
-    digests = body_digests(documents=documents, scope=scope)
+    documents, digests = readable_digests(document_ids=order, scope=scope)
     # Only the pieces the hits came from are read, not the documents' whole bodies.
     texts = piece_texts(sources={hit.parent_id or hit.chunk_id for hit in hits if hit.document_id in digests},
                         digests=digests, scope=scope)
@@ -205,8 +204,9 @@ def knowledge_search_hints(*, session: AgentSession, route: Route, query: str, l
     """`bailing.agent-knowledge-search.v1`: hints to at most `limit` documents, the whole answer
     within SEARCH_MAX_BYTES. A retrieval failure is `unavailable` (or `partial`), never an empty
     `ok`; the route's score threshold is applied and never lowered to fill."""
-    scope = scope_or_unavailable(route)
-    status, found = _documents_find(route=route, scope=scope, query=query, limit=limit)
+    with request_bounded():
+        scope = scope_or_unavailable(route)
+        status, found = _documents_find(route=route, scope=scope, query=query, limit=limit)
     hints = _hints_issue(session=session, route=route, run_id=run.pk if run else None, scope=scope, found=found)
     answer: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": route.key}
     if run is not None:
@@ -248,6 +248,7 @@ def knowledge_delivery_prepare(*, session: AgentSession, route: Route, query: st
     """Search for an `on_demand` turn. A retrieval failure is status `unavailable` in the delivery
     (the turn goes on: no body was promised); 503 `knowledge_unavailable` only when the scope
     itself cannot be read."""
-    scope = scope_or_unavailable(route)
-    status, found = _documents_find(route=route, scope=scope, query=query, limit=SEARCH_MAX_RESULTS)
+    with request_bounded():
+        scope = scope_or_unavailable(route)
+        status, found = _documents_find(route=route, scope=scope, query=query, limit=SEARCH_MAX_RESULTS)
     return PreparedDelivery(session=session, route=route, scope=scope, status=status, found=found)

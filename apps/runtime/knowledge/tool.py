@@ -30,7 +30,7 @@ from apps.runtime.knowledge.limits import (
     QUERY_MAX_CHARS,
     TRUST,
 )
-from apps.runtime.knowledge.scope import bounded, scope_or_unavailable
+from apps.runtime.knowledge.scope import bounded, request_bounded, scope_or_unavailable
 from apps.runtime.knowledge.search import chapter_path_out, refs_issue, retrieve_hits, validate_hits
 
 logger = logging.getLogger("bailinghub.runtime")
@@ -65,24 +65,25 @@ def kb_search_run(*, session: AgentSession, route: Route, query: str, limit: int
     bounds the whole answer, for a caller whose result budget is smaller (an invocation's text)."""
     limit = max(1, min(limit, KB_SEARCH_MAX_RESULTS))
     max_bytes = max(2048, min(max_bytes, KB_SEARCH_MAX_BYTES))
-    scope = scope_or_unavailable(route)
-    answer: dict[str, Any] = {"schema_version": KB_SEARCH_SCHEMA, "route": route.key,
-                              "knowledge_scope_revision": scope.revision}
-    status, found = "disabled", []
-    query = clean_query(query)[:QUERY_MAX_CHARS]
-    if scope.configured and not query:
-        status = "ok"
-    elif scope.configured:
-        # Each passage gets an even share of the budget, cut around its hit rather than at its start.
-        status, hits = retrieve_hits(route=route, scope=scope, query=query, limit=limit,
-                                     budget_bytes=max(1024, max_bytes // limit),
-                                     max_docs=route.knowledge_max_docs)
-        try:
-            with bounded():
-                found = validate_hits(hits=hits, scope=scope, limit=limit, one_per_document=False)
-        except DatabaseError as exc:
-            logger.warning("kb_search hit validation failed: %s", type(exc).__name__)
-            status, found = "unavailable", []
+    with request_bounded():
+        scope = scope_or_unavailable(route)
+        answer: dict[str, Any] = {"schema_version": KB_SEARCH_SCHEMA, "route": route.key,
+                                  "knowledge_scope_revision": scope.revision}
+        status, found = "disabled", []
+        query = clean_query(query)[:QUERY_MAX_CHARS]
+        if scope.configured and not query:
+            status = "ok"
+        elif scope.configured:
+            # Each passage gets an even share of the budget, cut around its hit rather than at its start.
+            status, hits = retrieve_hits(route=route, scope=scope, query=query, limit=limit,
+                                         budget_bytes=max(1024, max_bytes // limit),
+                                         max_docs=route.knowledge_max_docs)
+            try:
+                with bounded():
+                    found = validate_hits(hits=hits, scope=scope, limit=limit, one_per_document=False)
+            except DatabaseError as exc:
+                logger.warning("kb_search hit validation failed: %s", type(exc).__name__)
+                status, found = "unavailable", []
     refs, expires_at = refs_issue(session=session, route=route, run_id=run_id, scope=scope, found=found)
     answer.update(status=status, trust=TRUST, hits=[], truncated=False, expires_at=iso_utc(expires_at))
     passages = [{"ref": ref, "title": item.document.filename, "chapter_path": chapter_path_out(item.hit.chapter_path),

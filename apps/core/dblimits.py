@@ -1,0 +1,70 @@
+"""How long a block of work's statements may wait: `lock_timeout` and `statement_timeout` set on
+the connection for the block, then put back.
+
+One agent request asks for the limits several times (its scope, each embedding model's retrieval,
+the validation of the hits), each piece catching its own failure. Nested blocks with the limits
+already in force set nothing: the outermost block sets them once and resets them once (a knowledge
+search ran four more statements per request before 2026-12-04). Work done on the caller's behalf on
+another connection (apps.knowledge.pipeline.parallel) reads the limits in force with `in_force()`,
+without a round trip.
+
+Outside a transaction none is opened — a search embeds its query between statements and must not
+sit idle in one — so the limits are set on the session and reset afterwards. Inside one (a
+caller's atomic block, a test) they are local to it, and every block, nested or not, is a
+savepoint: a failed statement rolls back to it instead of aborting the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from django.db import connection, transaction
+
+NAMES = ("lock_timeout", "statement_timeout")
+_ATTRIBUTE = "bailing_limits_in_force"
+
+
+def in_force() -> list[str] | None:
+    """The limits a `limited` block of this thread's connection set, e.g. ["2000ms", "10000ms"];
+    None outside one."""
+    return getattr(connection, _ATTRIBUTE, None)
+
+
+def _set(values: list[str], *, local: bool) -> None:
+    flag = "true" if local else "false"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, {flag})" for name in NAMES), values)
+
+
+@contextlib.contextmanager
+def limited(*, lock_timeout_ms: int, statement_timeout_ms: int) -> Iterator[None]:
+    """Statements inside give up after these limits; their DatabaseError is the caller's."""
+    values = [f"{lock_timeout_ms}ms", f"{statement_timeout_ms}ms"]
+    outer = in_force()
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            if outer != values:
+                _set(values, local=True)  # released with the savepoint's transaction, not before
+            setattr(connection, _ATTRIBUTE, values)
+            try:
+                yield
+            finally:
+                setattr(connection, _ATTRIBUTE, outer)
+        if outer is not None and outer != values:
+            _set(outer, local=True)
+        return
+    if outer == values:
+        yield
+        return
+    _set(values, local=False)
+    setattr(connection, _ATTRIBUTE, values)
+    try:
+        yield
+    finally:
+        setattr(connection, _ATTRIBUTE, outer)
+        if outer is not None:
+            _set(outer, local=False)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout; RESET statement_timeout")  # one round trip
