@@ -26,6 +26,7 @@ from apps.agent_auth.validators import route_key_is_valid
 from apps.core.tokens import token_hash, token_matches
 from apps.projects.models import Membership
 from apps.routes.models import Route
+from apps.routes.selectors import enabled_route_get
 
 WORKSPACES_MAX = 128
 
@@ -98,7 +99,7 @@ def session_route_get(*, session: AgentSession, key: str, require_runtime: bool)
         raise InvalidRoute()
     if key not in _granted_keys(session):
         raise RouteUnavailable()
-    route = Route.objects.filter(project_id=session.client.project_id, key=key, enabled=True).first()
+    route = enabled_route_get(project_id=session.client.project_id, key=key)
     if route is None:
         raise RouteUnavailable()
     if not route_admits_audience(route=route, audience=session.audience or None):

@@ -1,4 +1,4 @@
-"""Reads of routes: the agent-facing profile projection and its revision."""
+"""Reads of routes: an enabled route by its key, the agent-facing profile projection and its revision."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from apps.routes.models import Route
 
 ROUTE_RULES_LABEL = "【路由系统规则】"
 AGENT_RULES_LABEL = "【本地 Agent 补充规则】"
+
+
+def enabled_route_get(*, project_id: Any, key: str) -> Route | None:
+    """The enabled route `key` of a project, or None. One query, without the model's ordering
+    (a join of the project for its name): a project's keys are unique."""
+    return Route.objects.filter(project_id=project_id, key=key, enabled=True).order_by().first()
 
 
 def route_instructions(*, route: Route) -> str:

@@ -62,7 +62,7 @@ class BindingInline(admin.TabularInline):
 
     def get_queryset(self, request):
         active = IndexGeneration.objects.filter(knowledge_base=OuterRef("knowledge_base"),
-                                                status=IndexGeneration.Status.ACTIVE)
+                                                status=IndexGeneration.Status.ACTIVE).order_by()  # one at most
         return super().get_queryset(request).select_related("route", "knowledge_base__embedding_model").annotate(
             active_generation=Subquery(active.values("number")[:1]),
             building=Exists(IndexGeneration.objects.filter(knowledge_base=OuterRef("knowledge_base"),

@@ -28,6 +28,7 @@ from apps.agent_auth.validators import route_key_is_valid
 from apps.core.negotiation import AgentContentNegotiation
 from apps.core.revisions import revision_of
 from apps.routes.models import Route
+from apps.routes.selectors import enabled_route_get
 from apps.tools.errors import AgentDirectDisabled
 
 
@@ -65,7 +66,7 @@ def tool_route_get(*, session: AgentSession, key: Any, require_runtime: bool) ->
         raise InvalidRoute()
     if key not in set(session.client.allowed_routes or []) & set(session.allowed_routes or []):
         raise RouteNotAllowed("This route is not within the client's and the session's allowed routes.")
-    route = Route.objects.filter(project_id=session.client.project_id, key=key, enabled=True).first()
+    route = enabled_route_get(project_id=session.client.project_id, key=key)
     if route is None:
         raise RouteUnavailable()
     if require_runtime and not route.agent_client_enabled:

@@ -83,7 +83,10 @@ class KnowledgeScope:
 
 def knowledge_scope_get(*, route: Route) -> KnowledgeScope:
     """The route's knowledge scope and its revision. One query."""
-    active = IndexGeneration.objects.filter(knowledge_base=OuterRef("pk"), status=IndexGeneration.Status.ACTIVE)
+    # At most one active generation a KB (a unique constraint): no ordering, so none of the
+    # model's default ordering's joins (project, KB name) in the subquery.
+    active = IndexGeneration.objects.filter(knowledge_base=OuterRef("pk"),
+                                            status=IndexGeneration.Status.ACTIVE).order_by()
     kbs = tuple(route_knowledge_bases(route=route).annotate(active_generation_id=Subquery(active.values("pk")[:1])))
     configuration = {
         "knowledge": {
