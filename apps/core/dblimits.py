@@ -31,7 +31,15 @@ def in_force() -> list[str] | None:
     return getattr(connection, _ATTRIBUTE, None)
 
 
-def _set(values: list[str], *, local: bool) -> None:
+def current() -> list[str]:
+    """This thread's connection's limits as the server has them now, e.g. ["0", "0"]."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in NAMES))
+        return list(cursor.fetchone())
+
+
+def apply(values: list[str], *, local: bool = False) -> None:
+    """Set this thread's connection's limits (`local`: until its transaction ends). One statement."""
     flag = "true" if local else "false"
     with connection.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, {flag})" for name in NAMES), values)
@@ -45,26 +53,26 @@ def limited(*, lock_timeout_ms: int, statement_timeout_ms: int) -> Iterator[None
     if connection.in_atomic_block:
         with transaction.atomic():
             if outer != values:
-                _set(values, local=True)  # released with the savepoint's transaction, not before
+                apply(values, local=True)  # released with the savepoint's transaction, not before
             setattr(connection, _ATTRIBUTE, values)
             try:
                 yield
             finally:
                 setattr(connection, _ATTRIBUTE, outer)
         if outer is not None and outer != values:
-            _set(outer, local=True)
+            apply(outer, local=True)
         return
     if outer == values:
         yield
         return
-    _set(values, local=False)
+    apply(values, local=False)
     setattr(connection, _ATTRIBUTE, values)
     try:
         yield
     finally:
         setattr(connection, _ATTRIBUTE, outer)
         if outer is not None:
-            _set(outer, local=False)
+            apply(outer, local=False)
         else:
             with connection.cursor() as cursor:
                 cursor.execute("RESET lock_timeout; RESET statement_timeout")  # one round trip

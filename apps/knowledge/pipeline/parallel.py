@@ -45,20 +45,11 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-# The caller's limits on waiting (apps.runtime.knowledge sets them around agent searches) hold
-# for the work done on its behalf too.
-_SET_LIMITS = "SELECT " + ", ".join(f"set_config('{name}', %s, false)" for name in dblimits.NAMES)
-
-
 def _caller_limits() -> list[str]:
-    """The limits a `dblimits.limited` block of the caller set (no round trip), else the caller's
-    connection's own settings."""
-    in_force = dblimits.in_force()
-    if in_force is not None:
-        return list(in_force)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in dblimits.NAMES))
-        return list(cursor.fetchone())
+    """The caller's limits on waiting (apps.runtime.knowledge sets them around agent searches), for
+    the work done on its behalf: those a `dblimits.limited` block set (no round trip), else the
+    caller's connection's own."""
+    return list(dblimits.in_force() or dblimits.current())
 
 
 def _take_limits(limits: list[str]) -> None:
@@ -70,12 +61,10 @@ def _take_limits(limits: list[str]) -> None:
     # Django's flag (4.1+) for "checked since the last close_if_unusable_or_obsolete".
     connection.health_check_done = True  # type: ignore[attr-defined]
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(_SET_LIMITS, limits)
+        dblimits.apply(limits)
     except (OperationalError, InterfaceError):
         connection.close()
-        with connection.cursor() as cursor:
-            cursor.execute(_SET_LIMITS, limits)
+        dblimits.apply(limits)
 
 
 def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str]) -> Any:

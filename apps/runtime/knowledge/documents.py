@@ -113,6 +113,8 @@ def _ready_with_versions(document_ids: list, scope: KnowledgeScope) -> tuple[dic
     Versions come from a sequence, so one is never handed out twice within a server's life; a
     transaction that has written sees versions no one else may ever see, and nothing is kept from
     inside one."""
+    if not document_ids:
+        return {}, _Versions(keep=False, server="", documents={})
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT txid_current_if_assigned() IS NULL, pg_postmaster_start_time()::text, "
@@ -145,10 +147,7 @@ def readable_digests(*, document_ids: Iterable, scope: KnowledgeScope
     this process has not seen in their current version. The version is read before the body: a
     write between the two leaves the new body under the old version, which no later search finds
     again."""
-    ids = list(document_ids)
-    if not ids:
-        return {}, {}
-    documents, versions = _ready_with_versions(ids, scope)
+    documents, versions = _ready_with_versions(list(document_ids), scope)
     keys = {pk: (versions.server, pk, document.filename, versions.documents.get(pk, ()))
             for pk, document in documents.items()}
     digests: dict[Any, BodyDigest] = {}
@@ -204,5 +203,4 @@ def chapter_path_at(sections: list[tuple[Any, str, str | None]], offset: int) ->
 
 def documents_ready(*, document_ids: Iterable, scope: KnowledgeScope) -> dict[Any, Document]:
     """The documents among `document_ids` this scope may read now: in a bound KB, completed."""
-    ids = list(document_ids)
-    return _ready_with_versions(ids, scope)[0] if ids else {}
+    return _ready_with_versions(list(document_ids), scope)[0]
