@@ -2,7 +2,7 @@
 
     python -m bailinghub.embedded exec -- .venv/bin/python bench/knowledge_agent.py \
         [--scratch] [--kb-chunks 10000] [--embedder hashing|use] [--searches 200] [--pages 3] \
-        [--max-bytes 16384] [--kb UUID --queries FILE.jsonl]
+        [--max-bytes 16384] [--kb UUID --queries FILE.jsonl] [--big-document-mb 8]
 
 Set-up is bench/turns.py's: a project `bench-turns` whose route `bench-kb` reads one KB, filled
 through the real pipeline (upload, parse, chunk, embed, index; 160-character chunks) from the
@@ -22,6 +22,11 @@ corpora's own headings, seeded order): one search (limit 3), then the first hint
 page by page, at most `--pages` pages. Prints p50/p95/p99 in milliseconds of searches, first pages
 and follow-on pages, the retrieval engine alone on the same queries, the share of searches
 with hints, response sizes, and the error counts.
+
+`--big-document-mb N` also ingests (once) a document of about N MB into the KB, the law corpus's
+text over and over under numbered headings, and reads it through a search that finds it, `--pages`
+pages a search, `--searches` times: what a page of a large document costs (a page reads only the
+sections it shows; until 2026-12 every page rebuilt and hashed the whole body, ~37 ms per MB).
 Figures, never assertions.
 """
 
@@ -34,6 +39,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,6 +59,8 @@ def main() -> None:
     parser.add_argument("--scratch", action="store_true", help="build everything in a fresh, dropped database")
     parser.add_argument("--kb", help="search this existing KB (nothing is ingested)")
     parser.add_argument("--queries", type=Path, help="a queries.jsonl whose lines' `text` are the searches")
+    parser.add_argument("--big-document-mb", type=float, default=0,
+                        help="also read pages of a document of this many MB (ingested once)")
     args = parser.parse_args()
     if args.kb and args.scratch:
         parser.error("--kb names a KB of the configured database; --scratch would start from an empty one")
@@ -108,21 +117,10 @@ def run(args) -> None:
         if not found["hints"]:
             continue
         with_hints += 1
-        ref, cursor = found["hints"][0]["ref"], None
-        for page_number in range(args.pages):
-            body = {"ref": ref, "max_bytes": args.max_bytes}
-            if cursor:
-                body["cursor"] = cursor
-            response, elapsed = post("/read", body)
-            if response.status_code != 200:
-                code = response.json().get("error", str(response.status_code))
-                errors[code] = errors.get(code, 0) + 1
-                break
-            (first_pages if page_number == 0 else next_pages).append(elapsed)
-            page_sizes.append(len(response.content))
-            cursor = response.json()["next_cursor"]
-            if cursor is None:
-                break
+        for page in read_pages(found["hints"][0]["ref"], args=args, post=post, errors=errors):
+            (first_pages if page.number == 0 else next_pages).append(page.ms)
+            page_sizes.append(page.bytes)
+    big = big_document_pages(kb, args, post) if args.big_document_mb else None
     # The retrieval engine alone, with the options the protocol searches with: the rest of a
     # search's time is the protocol's (auth, scope, validation, signing, rendering).
     from apps.knowledge.pipeline.retrieve import SearchOptions
@@ -149,7 +147,84 @@ def run(args) -> None:
         "page_bytes_median": statistics.median(page_sizes) if page_sizes else None,
         "page_bytes_max": max(page_sizes, default=None),
         "errors": errors,
+        **({"big_document": big} if big else {}),
     }, ensure_ascii=False, indent=1))
+
+
+@dataclass
+class Page:
+    number: int  # 0: the first
+    ms: float
+    bytes: int
+    body: dict
+
+
+def read_pages(ref: str, *, args, post, errors: dict) -> Iterator[Page]:
+    """The pages of `ref`, at most `args.pages`, each as it is read; a refused read counts its
+    error code in `errors` and ends them."""
+    cursor = None
+    for number in range(args.pages):
+        body = {"ref": ref, "max_bytes": args.max_bytes, **({"cursor": cursor} if cursor else {})}
+        response, elapsed = post("/read", body)
+        if response.status_code != 200:
+            code = response.json().get("error", str(response.status_code))
+            errors[code] = errors.get(code, 0) + 1
+            return
+        page = Page(number=number, ms=elapsed, bytes=len(response.content), body=response.json())
+        yield page
+        cursor = page.body["next_cursor"]
+        if cursor is None:
+            return
+
+
+# A phrase only the big document holds, at its start: the search for it finds the document.
+BIG_MARK = "巨型文档分页读取基准标记"
+
+
+def big_document_pages(kb, args, post) -> dict:
+    """Ingests the big document into `kb` unless it is there, then per search the pages of its
+    reference; returns their latencies and the document's size."""
+    from django.conf import settings
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from turns import CORPUS_DIRS
+
+    from apps.knowledge import ingest, services
+    from apps.knowledge.models import Document
+
+    name = f"big-{args.big_document_mb:g}mb.md"
+    document = kb.documents.filter(filename=name, status=Document.Status.COMPLETED).first()
+    if document is None:
+        laws = sorted((CORPUS_DIRS[0] / "files").rglob("*.md"))
+        text = "\n\n".join(path.read_text(encoding="utf-8") for path in laws)
+        parts, size, n = [f"# {BIG_MARK}\n\n{BIG_MARK}。"], 0, 0
+        while size < args.big_document_mb * 1024 * 1024:
+            n += 1
+            part = f"# 第{n}编\n\n{text}"
+            parts.append(part)
+            size += len(part.encode("utf-8"))
+        data = "\n\n".join(parts).encode("utf-8")
+        # Past the per-document caps an operator's upload has: this one is about reading.
+        settings.KNOWLEDGE_UPLOAD_MAX_BYTES = max(settings.KNOWLEDGE_UPLOAD_MAX_BYTES, len(data) + 1)
+        settings.KNOWLEDGE_MAX_CHUNKS = max(settings.KNOWLEDGE_MAX_CHUNKS, len(data) // 64)
+        started = time.perf_counter()
+        (document,) = services.document_upload(kb=kb, files=[SimpleUploadedFile(name, data)])
+        ingest.document_ingest(document_id=document.pk)
+        document.refresh_from_db()
+        if document.status != Document.Status.COMPLETED:
+            raise SystemExit(f"{name} did not ingest: {document.error_message}")
+        print(f"  ingested {name} ({len(data)} bytes) in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    first, following, errors, total_bytes = [], [], {}, None
+    for _ in range(args.searches):
+        response, _elapsed = post("/search", {"query": BIG_MARK, "limit": 3})
+        refs = [hint["ref"] for hint in response.json().get("hints", []) if hint["title"] == name]
+        if not refs:
+            errors["not_found"] = errors.get("not_found", 0) + 1
+            continue
+        for page in read_pages(refs[0], args=args, post=post, errors=errors):
+            (first if page.number == 0 else following).append(page.ms)
+            total_bytes = page.body["total_content_bytes"]
+    return {"bytes": total_bytes, "parents": document.chunks.filter(kind="parent").count(),
+            "first_page_ms": percentiles(first), "next_page_ms": percentiles(following), "errors": errors}
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ body's revision in this process, keyed by the version of the document's chunk ro
 rows): a search then reads the whole body only the first time, or after the document changed.
 Reading the version is one row whatever the document's size; until 2026-12 it was a digest of
 every row's id and xmin, ~170 ms for a document of 100,000 chunks on every search that hit it.
+
+A page read (`body_window`) takes the revision from the same kept digest and reads only the
+sections the page overlaps, checking in the same statement that the document's versions are still
+the digest's; until 2026-12 every page rebuilt and hashed the whole body (bench/README.md, "Pages
+of a large document").
 """
 
 from __future__ import annotations
@@ -147,7 +152,14 @@ def readable_digests(*, document_ids: Iterable, scope: KnowledgeScope
     this process has not seen in their current version. The version is read before the body: a
     write between the two leaves the new body under the old version, which no later search finds
     again."""
-    documents, versions = _ready_with_versions(list(document_ids), scope)
+    documents, digests, _versions = _digests_with_versions(list(document_ids), scope)
+    return documents, digests
+
+
+def _digests_with_versions(document_ids: list, scope: KnowledgeScope
+                           ) -> tuple[dict[Any, Document], dict[Any, BodyDigest], _Versions]:
+    """readable_digests, with the chunk-set versions the digests were taken at."""
+    documents, versions = _ready_with_versions(document_ids, scope)
     keys = {pk: (versions.server, pk, document.filename, versions.documents.get(pk, ()))
             for pk, document in documents.items()}
     digests: dict[Any, BodyDigest] = {}
@@ -170,7 +182,89 @@ def readable_digests(*, document_ids: Iterable, scope: KnowledgeScope
                     _digests[keys[pk]] = digests[pk]
                 while len(_digests) > DIGESTS_KEPT:
                     _digests.popitem(last=False)
-    return documents, digests
+    return documents, digests, versions
+
+
+@dataclass(frozen=True)
+class BodyWindow:
+    """Bytes `offset` to `offset + length` of a readable document's body (fewer at its end), with
+    what a page of it names: the document, the body's revision and size in bytes, and the chapter
+    path of the section byte `offset` falls in (document_sections' rule; an offset on
+    a separator is in the section after it, the body's end in the last)."""
+
+    document: Document
+    revision: str
+    total_bytes: int
+    chapter_path: str | None
+    data: bytes
+
+
+# The sections a window of a body overlaps, in one statement: each section's end in the body's
+# bytes from the lengths of those before it (octet_length reads a stored text's size without
+# reading the text), the text of the overlapping ones alone, the body's size, its last section's
+# chapter path, and the document's chunk-set versions (the statement's own snapshot).
+_WINDOW_SQL = """
+    WITH s AS (
+        SELECT id, chapter_path, len, row_number() OVER w AS n,
+               sum(len) OVER w + %(separator)s * (row_number() OVER w - 1) AS stop
+          FROM (SELECT id, chapter_path, index, octet_length(text) AS len
+                  FROM knowledge_chunk
+                 WHERE generation_id = %(generation)s AND document_id = %(document)s AND {sections}) AS c
+        WINDOW w AS (ORDER BY index)
+    ), whole AS (
+        SELECT count(*) AS sections, coalesce(max(stop), 0) AS total,
+               (SELECT chapter_path FROM s ORDER BY n DESC LIMIT 1) AS last_path,
+               (SELECT coalesce(array_agg(v.version ORDER BY v.generation_id), '{{}}')
+                  FROM knowledge_chunksetversion v
+                 WHERE v.document_id = %(document)s AND v.generation_id = ANY(%(generations)s::uuid[])) AS versions
+          FROM s
+    )
+    SELECT whole.versions, whole.sections, whole.total, whole.last_path, p.n, p.stop - p.len, c.text, p.chapter_path
+      FROM whole LEFT JOIN (s p JOIN knowledge_chunk c ON c.id = p.id)
+        ON p.stop > %(offset)s AND p.stop - p.len - %(separator)s < %(end)s
+     ORDER BY p.n
+"""
+_PARENT_SQL = "kind = 'parent' AND text <> ''"  # PARENT_SECTIONS
+_CHILD_SQL = "kind = 'child' AND NOT disabled"  # CHILD_SECTIONS
+
+
+def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length: int) -> BodyWindow | None:
+    """Bytes `offset` to `offset + length` of the document's readable body in the scope, reading
+    only the sections they overlap; None when the document is not readable now (not ready, no
+    sections) or changed since its digest's version. The revision is the kept digest's: a page
+    costs its own sections, not the whole body (~37 ms per MB)."""
+    documents, digests, versions = _digests_with_versions([document_id], scope)
+    if document_id not in documents:
+        return None
+    # Its KB's active generation: the position index (generation, document, kind, index) then
+    # hands the sections over in order.
+    (generation,) = [kb.active_generation_id for kb in scope.knowledge_bases
+                     if kb.pk == documents[document_id].knowledge_base_id]
+    digest = digests[document_id]
+    separator = BODY_SEPARATOR.encode("utf-8")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _WINDOW_SQL.format(sections=_PARENT_SQL if digest.has_parents else _CHILD_SQL),
+            {"separator": len(separator), "document": document_id, "generation": generation,
+             "generations": list(scope.generation_ids), "offset": offset, "end": offset + length},
+        )
+        rows = cursor.fetchall()
+    found_versions, sections, total, last_path = rows[0][:4]
+    if not sections or tuple(found_versions) != versions.documents.get(document_id, ()):
+        return None  # no sections, or rows written since the digest's version
+    pieces, base, path = [], None, last_path
+    for *_whole, n, start, text, chapter_path in rows:
+        if n is None:
+            break
+        if base is None:
+            # The first overlapping section holds `offset` (or follows the separator it is on).
+            base, path = (start - len(separator) if n > 1 else start), chapter_path
+        if n > 1:
+            pieces.append(separator)
+        pieces.append(text.encode("utf-8"))
+    data = b"".join(pieces)[offset - base:][:length] if base is not None else b""
+    return BodyWindow(document=documents[document_id], revision=digest.revision, total_bytes=int(total),
+                      chapter_path=path, data=data)
 
 
 def piece_texts(*, sources: Iterable, digests: dict[Any, BodyDigest], scope: KnowledgeScope) -> dict[tuple, str]:
@@ -185,22 +279,3 @@ def piece_texts(*, sources: Iterable, digests: dict[Any, BodyDigest], scope: Kno
     rows = (Chunk.objects.filter(sections, pk__in=ids, generation_id__in=scope.generation_ids).order_by()
             .values_list("document_id", "id", "text"))
     return {(document_id, chunk_id): text for document_id, chunk_id, text in rows}
-
-
-def chapter_path_at(sections: list[tuple[Any, str, str | None]], offset: int) -> str | None:
-    """The chapter path of the section in which byte `offset` of the document's body (its sections'
-    texts joined by BODY_SEPARATOR) falls; an offset on a separator belongs to the next section,
-    the end of the body to the last one."""
-    start = 0
-    separator = len(BODY_SEPARATOR.encode("utf-8"))
-    for _, text, path in sections:
-        end = start + len(text.encode("utf-8"))
-        if offset < end:
-            return path
-        start = end + separator
-    return sections[-1][2] if sections else None
-
-
-def documents_ready(*, document_ids: Iterable, scope: KnowledgeScope) -> dict[Any, Document]:
-    """The documents among `document_ids` this scope may read now: in a bound KB, completed."""
-    return _ready_with_versions(list(document_ids), scope)[0]

@@ -1,0 +1,110 @@
+"""documents.body_window: a page's bytes read from the sections it overlaps are the bytes of the
+whole body (its sections' texts joined by a blank line) at every offset, with the chapter path of
+the section the offset falls in; a document that changes between its digest and its window is
+not served."""
+
+import pytest
+
+from apps.knowledge.models import Chunk
+from apps.runtime.knowledge import documents
+from apps.runtime.knowledge.documents import body_window, document_revision
+from apps.runtime.knowledge.scope import knowledge_scope_get
+from tests.runtime.knowledge_helpers import ingest_texts
+
+pytest_plugins = ["tests.runtime.knowledge_fixtures"]
+
+# Three sections of one-, two- and three-byte characters.
+MARKDOWN = ("# Intro\n\nPlain ASCII words here.\n\n# Über\n\nÄpfel und Öl, ß.\n\n"
+            "# 第三章\n\n退款政策规定七天之内可以退货。")
+
+
+def _sections(document, *, kind):
+    rows = Chunk.objects.filter(document=document, kind=kind).order_by("index")
+    rows = rows.exclude(text="") if kind == "parent" else rows.filter(disabled=False)
+    return list(rows.values_list("text", "chapter_path"))
+
+
+def _expected_path(sections, offset):
+    """The chapter path of the section byte `offset` is in: a separator's bytes belong to the
+    section after it, the body's end to the last section."""
+    end = -2
+    for text, path in sections:
+        end += 2 + len(text.encode())
+        if offset < end:
+            return path
+    return sections[-1][1]
+
+
+def _assert_every_window(document, scope, sections):
+    body = "\n\n".join(text for text, _ in sections).encode()
+    revision = document_revision(title=document.filename, body=body.decode())
+    for length in (1, 2, 7, len(body) + 5):
+        for offset in range(len(body) + 1):
+            window = body_window(document_id=document.pk, scope=scope, offset=offset, length=length)
+            assert window is not None
+            assert (window.data, window.total_bytes, window.revision) == (body[offset:offset + length], len(body),
+                                                                         revision), (offset, length)
+            assert window.chapter_path == _expected_path(sections, offset), (offset, length)
+
+
+def test_every_window_of_a_body_of_parents_is_the_body_there(kb, kroute):
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    sections = _sections(document, kind="parent")
+    assert len(sections) == 3 and {path for _, path in sections} == {"Intro", "Über", "第三章"}
+    _assert_every_window(document, knowledge_scope_get(route=kroute), sections)
+
+
+def test_an_emptied_parent_is_no_section(kb, kroute):
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    Chunk.objects.filter(document=document, kind="parent", chapter_path="Über").update(text="")
+    sections = _sections(document, kind="parent")
+    assert [path for _, path in sections] == ["Intro", "第三章"]
+    _assert_every_window(document, knowledge_scope_get(route=kroute), sections)
+
+
+def test_a_document_without_parents_is_read_from_its_enabled_children(kb, kroute):
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    Chunk.objects.filter(document=document, kind="child").update(parent=None)
+    Chunk.objects.filter(document=document, kind="parent").delete()
+    children = Chunk.objects.filter(document=document, kind="child").order_by("index")
+    assert children.count() >= 3
+    Chunk.objects.filter(pk=children[1].pk).update(disabled=True)
+    sections = _sections(document, kind="child")
+    assert len(sections) == children.count() - 1
+    _assert_every_window(document, knowledge_scope_get(route=kroute), sections)
+
+
+def test_an_offset_past_the_end_reads_nothing_and_names_the_last_section(kb, kroute):
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    total = len("\n\n".join(text for text, _ in _sections(document, kind="parent")).encode())
+    window = body_window(document_id=document.pk, scope=knowledge_scope_get(route=kroute), offset=total + 10,
+                         length=100)
+    assert (window.data, window.total_bytes, window.chapter_path) == (b"", total, "第三章")
+
+
+def test_a_document_without_sections_is_not_readable(kb, kroute):
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    Chunk.objects.filter(document=document, kind="child").update(parent=None, disabled=True)
+    Chunk.objects.filter(document=document, kind="parent").delete()
+    assert body_window(document_id=document.pk, scope=knowledge_scope_get(route=kroute), offset=0,
+                       length=100) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_between_the_digest_and_the_window_is_not_served(kb, kroute, monkeypatch):
+    """A chunk row written after the digest's version was read: the window is not served under
+    the old revision (the read answers knowledge_changed)."""
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    scope = knowledge_scope_get(route=kroute)
+    assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is not None
+    real = documents._digests_with_versions
+
+    def then_written(document_ids, scope):
+        found = real(document_ids, scope)
+        Chunk.objects.filter(document=document, kind="child").update(metadata={"touched": True})
+        return found
+
+    monkeypatch.setattr(documents, "_digests_with_versions", then_written)
+    assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is None
+    monkeypatch.undo()
+    assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is not None
