@@ -31,18 +31,17 @@ def in_force() -> list[str] | None:
     return getattr(connection, _ATTRIBUTE, None)
 
 
-def current() -> list[str]:
-    """This thread's connection's limits as the server has them now, e.g. ["0", "0"]."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in NAMES))
-        return list(cursor.fetchone())
-
-
 def apply(values: list[str], *, local: bool = False) -> None:
     """Set this thread's connection's limits (`local`: until its transaction ends). One statement."""
     flag = "true" if local else "false"
     with connection.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, {flag})" for name in NAMES), values)
+
+
+def reset() -> None:
+    """Put this thread's connection's limits back to the server's defaults. One round trip."""
+    with connection.cursor() as cursor:
+        cursor.execute("RESET lock_timeout; RESET statement_timeout")
 
 
 @contextlib.contextmanager
@@ -74,5 +73,4 @@ def limited(*, lock_timeout_ms: int, statement_timeout_ms: int) -> Iterator[None
         if outer is not None:
             apply(outer, local=False)
         else:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout; RESET statement_timeout")  # one round trip
+            reset()

@@ -3,8 +3,9 @@
 import threading
 
 import pytest
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
+from apps.core import dblimits
 from apps.knowledge import services
 from apps.knowledge.models import KnowledgeBase
 from apps.knowledge.pipeline import parallel
@@ -115,8 +116,8 @@ def test_a_busy_worker_is_not_queued_behind():
 
 
 def test_a_worker_connection_the_server_dropped_is_opened_again(settings):
-    """The limits statement is the worker connection's health check: a terminated backend costs
-    the next search nothing but a new connection."""
+    """A terminated backend costs the next search nothing but a new connection: its work fails on
+    the kept connection and runs again, once, on a new one."""
     assert settings.DATABASES["default"]["CONN_HEALTH_CHECKS"]
     first = parallel.run_beside(_backend_pid).result(timeout=30)
     with connection.cursor() as cursor:
@@ -125,6 +126,20 @@ def test_a_worker_connection_the_server_dropped_is_opened_again(settings):
     second = parallel.run_beside(_backend_pid).result(timeout=30)
     assert second not in (first, _backend_pid())
     assert parallel.run_beside(_backend_pid).result(timeout=30) == second  # kept open
+
+
+def test_a_search_whose_worker_connection_died_finds_the_same_hits(kb):
+    """The worker embeds the query, then its walk fails on the dead connection and runs again on a
+    new one: the query's vector is handed over once, and the hits are the same."""
+    options = SearchOptions(mode="hybrid", top_k=5, explain=True)
+    before = search(kbs=[kb], query="签收后7天内退款", options=options)
+    worker = parallel.run_beside(_backend_pid).result(timeout=30)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [worker])
+    after = search(kbs=[kb], query="签收后7天内退款", options=options)
+    assert [(h.chunk_id, h.score) for h in after.hits] == [(h.chunk_id, h.score) for h in before.hits]
+    assert len(after.hits) == 5
+    assert parallel.run_beside(_backend_pid).result(timeout=30) not in (worker, _backend_pid())
 
 
 def test_a_healthy_worker_connection_is_not_checked_with_a_round_trip_of_its_own(monkeypatch):
@@ -148,16 +163,44 @@ def test_the_worker_runs_under_the_callers_timeouts():
             cursor.execute("SELECT current_setting('lock_timeout'), current_setting('statement_timeout')")
             return cursor.fetchone()
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('lock_timeout', '1234ms', false), "
-                       "set_config('statement_timeout', '5s', false)")
-    try:
+    with dblimits.limited(lock_timeout_ms=1234, statement_timeout_ms=5000):
         assert parallel.run_beside(limits).result(timeout=30) == ("1234ms", "5s")
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
-            cursor.execute("RESET statement_timeout")
+        assert parallel.run_beside(limits).result(timeout=30) == ("1234ms", "5s")  # kept, not set again
+        with dblimits.limited(lock_timeout_ms=100, statement_timeout_ms=200):
+            assert parallel.run_beside(limits).result(timeout=30) == ("100ms", "200ms")
+    # Outside a block: the server's defaults, whatever the worker's connection had before.
     assert parallel.run_beside(limits).result(timeout=30) == ("0", "0")
+
+
+def test_the_worker_sets_limits_only_when_they_change(monkeypatch):
+    parallel.run_beside(_backend_pid).result(timeout=30)  # the worker's connection is open
+    statements = []
+    real = parallel._set_limits
+    monkeypatch.setattr(parallel, "_set_limits", lambda limits: (statements.append(limits), real(limits)))
+    for _ in range(3):
+        parallel.run_beside(_backend_pid).result(timeout=30)
+    with dblimits.limited(lock_timeout_ms=1234, statement_timeout_ms=5000):
+        for _ in range(3):
+            parallel.run_beside(_backend_pid).result(timeout=30)
+    parallel.run_beside(_backend_pid).result(timeout=30)
+    assert statements == [["1234ms", "5000ms"], None]
+
+
+def test_a_timeout_on_the_worker_is_not_run_again():
+    runs = []
+
+    def slow():
+        runs.append(1)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(5)")
+
+    parallel.run_beside(_backend_pid).result(timeout=30)
+    with dblimits.limited(lock_timeout_ms=100, statement_timeout_ms=100):
+        parallel.run_beside(_backend_pid).result(timeout=30)  # the limits set: the next job sets nothing
+        with pytest.raises(OperationalError, match="statement timeout"):
+            parallel.run_beside(slow).result(timeout=30)
+    assert runs == [1]
+    assert parallel.run_beside(_backend_pid).result(timeout=30) != _backend_pid()
 
 
 def test_an_embedding_error_on_the_worker_reaches_the_caller_waiting_for_the_vector(kb, monkeypatch):

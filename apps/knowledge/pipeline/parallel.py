@@ -9,7 +9,8 @@ connections are per thread).
 Only when the caller is not inside a transaction: another connection cannot see the caller's
 uncommitted writes, so inside `atomic` (a turn's transaction, a test's) the channels run one after
 the other, exactly as before. The results are the same either way; only the wall time differs.
-The worker's SQL runs under the caller's lock and statement timeouts; an HTTP embedder's call is
+The worker's SQL runs under the lock and statement timeouts of the caller's `dblimits.limited`
+block (the server's defaults outside one); an HTTP embedder's call is
 bounded by its own timeout and retries, and while it runs, other searches of this process find the
 worker busy and run their channels themselves.
 """
@@ -45,32 +46,62 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-def _caller_limits() -> list[str]:
-    """The caller's limits on waiting (apps.runtime.knowledge sets them around agent searches), for
-    the work done on its behalf: those a `dblimits.limited` block set (no round trip), else the
-    caller's connection's own."""
-    return list(dblimits.in_force() or dblimits.current())
+def _caller_limits() -> list[str] | None:
+    """The caller's limits on waiting, for the work done on its behalf: those of the
+    `dblimits.limited` block it is in (apps.runtime.knowledge sets them around agent searches;
+    read without a round trip), or None outside one: the server's defaults, which every
+    connection of the process starts with."""
+    return dblimits.in_force()
 
 
-def _take_limits(limits: list[str]) -> None:
-    """Give this thread's connection the caller's limits. The statement is also the connection's
-    health check: Django's own (CONN_HEALTH_CHECKS) spent a round trip of its own before it on every
-    search (the vector walk started ~2 ms later, p50, at 100k chunks: bench/README.md, stop 22). A
-    connection that fails it (the server restarted, the backend was terminated) is opened again, once."""
+# On the worker's connection: (the driver's connection, the limits set on it). The same limits on
+# the same connection are not set again: a round trip on the vector channel's path saved (~1–2 ms
+# at 100k chunks, the caller's thread busy beside it).
+_LIMITS_SET = "bailing_worker_limits"
+
+
+def _take_limits(limits: list[str] | None) -> bool:
+    """Give this thread's connection the caller's limits (None: the server's defaults) unless it
+    has them. Returns whether a statement ran: it is also the connection's health check (Django's
+    own, CONN_HEALTH_CHECKS, spent a round trip of its own before it on every search: the vector
+    walk started ~2 ms later, p50, at 100k chunks: bench/README.md, stop 22). A connection that
+    fails it (the server restarted, the backend was terminated) is opened again, once."""
     connection.close_if_unusable_or_obsolete()  # the maximum age, errors, autocommit left off
     # Django's flag (4.1+) for "checked since the last close_if_unusable_or_obsolete".
     connection.health_check_done = True  # type: ignore[attr-defined]
+    held = getattr(connection, _LIMITS_SET, None)
+    if connection.connection is not None and held is not None and held[0] is connection.connection \
+            and held[1] == limits:
+        return False
     try:
-        dblimits.apply(limits)
+        _set_limits(limits)
     except (OperationalError, InterfaceError):
         connection.close()
+        _set_limits(limits)
+    setattr(connection, _LIMITS_SET, (connection.connection, limits))
+    return True
+
+
+def _set_limits(limits: list[str] | None) -> None:
+    if limits is None:
+        dblimits.reset()
+    else:
         dblimits.apply(limits)
 
 
-def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str]) -> Any:
+def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str] | None) -> Any:
     try:
-        _take_limits(limits)
-        return fn(*args, **kwargs)
+        checked = _take_limits(limits)
+        try:
+            return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            if checked or connection.is_usable():
+                raise  # the work's own failure (a timeout, say), on a connection that works
+            # Reused without a statement first, it had died since (a server restart, a terminated
+            # backend): the work runs again, once, on a new connection.
+            connection.close()
+            _take_limits(limits)
+            return fn(*args, **kwargs)
     except Exception:
         connection.close()  # never leave a broken connection for the next search
         raise

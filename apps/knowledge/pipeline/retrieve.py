@@ -192,14 +192,16 @@ def _vector_channel(*, model: EmbeddingModel, query: str = "", query_vector: lis
     `scorer` resolves to: convex fusion needs the BM25 of every vector candidate the keyword
     channel did not bring. The caller reads the scorer's statistics while this walks."""
     started = time.perf_counter()
+    # `embedded` is resolved once: the worker runs this again on a new connection when the one it
+    # kept had died (pipeline.parallel).
     try:
         if query_vector is None:
             query_vector = embedder_for(model).embed_query(query)
     except BaseException as error:
-        if embedded is not None:
+        if embedded is not None and not embedded.done():
             embedded.set_exception(error)
         raise
-    if embedded is not None:
+    if embedded is not None and not embedded.done():
         embedded.set_result(query_vector)
     embedded_at = time.perf_counter()
     rows = vector_candidates(model=model, query_vector=query_vector, extra_columns=keyword_columns or ("", []),
