@@ -108,3 +108,9 @@ def test_a_write_between_the_digest_and_the_window_is_not_served(kb, kroute, mon
     assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is None
     monkeypatch.undo()
     assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is not None
+
+
+def test_an_empty_window_is_refused(kb, kroute):
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    with pytest.raises(ValueError, match="at least one byte"):
+        body_window(document_id=document.pk, scope=knowledge_scope_get(route=kroute), offset=0, length=0)

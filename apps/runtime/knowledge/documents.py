@@ -35,7 +35,8 @@ from apps.runtime.knowledge.scope import KnowledgeScope
 BODY_SEPARATOR = "\n\n"
 
 # The chunks a body is made of: its parents with text, or, for a document without them, its
-# enabled children (_fingerprints says which in SQL: `kind = 'parent' AND text <> ''`).
+# enabled children (_ready_with_versions' callers tell which; _PARENT_SQL and _CHILD_SQL say the
+# same in SQL for body_window: the two must stay in step).
 PARENT_SECTIONS = Q(kind=Chunk.Kind.PARENT) & ~Q(text="")
 CHILD_SECTIONS = Q(kind=Chunk.Kind.CHILD, disabled=False)
 
@@ -189,8 +190,8 @@ def _digests_with_versions(document_ids: list, scope: KnowledgeScope
 class BodyWindow:
     """Bytes `offset` to `offset + length` of a readable document's body (fewer at its end), with
     what a page of it names: the document, the body's revision and size in bytes, and the chapter
-    path of the section byte `offset` falls in (document_sections' rule; an offset on
-    a separator is in the section after it, the body's end in the last)."""
+    path of the section byte `offset` falls in: the first section whose text ends after it (an
+    offset on a separator belongs to the section after it), the last one at the body's end."""
 
     document: Document
     revision: str
@@ -229,17 +230,28 @@ _CHILD_SQL = "kind = 'child' AND NOT disabled"  # CHILD_SECTIONS
 
 
 def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length: int) -> BodyWindow | None:
-    """Bytes `offset` to `offset + length` of the document's readable body in the scope, reading
-    only the sections they overlap; None when the document is not readable now (not ready, no
-    sections) or changed since its digest's version. The revision is the kept digest's: a page
-    costs its own sections, not the whole body (~37 ms per MB)."""
+    """Bytes `offset` to `offset + length` (length > 0) of the document's readable body in the
+    scope; None when the document is not readable now (not ready, no sections) or changed since
+    its digest's version.
+
+    The revision is the digest this process keeps (readable_digests): when it has none for the
+    document's current version (its first read here, after eviction, or inside a transaction that
+    has written) the whole body is read and hashed first, as a search does. Then one statement
+    reads every section's length (not its text) and the text of the sections the window overlaps,
+    with the document's versions: that they equal the digest's is what makes the page the
+    revision's, so this trusts the chunk-set version triggers as searches do (a write that
+    bypasses them, with triggers disabled, would go unseen)."""
+    if length <= 0:
+        raise ValueError("a window has at least one byte")
     documents, digests, versions = _digests_with_versions([document_id], scope)
     if document_id not in documents:
         return None
     # Its KB's active generation: the position index (generation, document, kind, index) then
     # hands the sections over in order.
-    (generation,) = [kb.active_generation_id for kb in scope.knowledge_bases
-                     if kb.pk == documents[document_id].knowledge_base_id]
+    knowledge_base_id = documents[document_id].knowledge_base_id
+    generation = next((kb.active_generation_id for kb in scope.knowledge_bases if kb.pk == knowledge_base_id), None)
+    if generation is None:
+        return None
     digest = digests[document_id]
     separator = BODY_SEPARATOR.encode("utf-8")
     with connection.cursor() as cursor:
@@ -263,7 +275,7 @@ def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length:
             pieces.append(separator)
         pieces.append(text.encode("utf-8"))
     data = b"".join(pieces)[offset - base:][:length] if base is not None else b""
-    return BodyWindow(document=documents[document_id], revision=digest.revision, total_bytes=int(total),
+    return BodyWindow(document=documents[document_id], revision=digest.revision, total_bytes=total,
                       chapter_path=path, data=data)
 
 

@@ -36,10 +36,11 @@ def _page(answer: dict[str, Any], *, window: bytes, total: int, offset: int, exp
     """Fills `content`, `next_cursor`, `truncated` and `budget_exhausted` of `answer` with the
     page of a body of `total` bytes starting at `offset`: as much as fits `max_bytes` of JSON,
     whole characters, never past READ_CHAIN_MAX_BYTES of body exposed by the chain. `window` is
-    the body from `offset` on (window_length bytes of it, fewer at its end)."""
-    if (offset > total or (window and window[0] & 0xC0 == 0x80)
-            or not 0 <= exposed <= READ_CHAIN_MAX_BYTES):
+    the body from `offset` on: window_length(...) bytes of it, fewer at its end (a shorter window
+    would give shorter pages)."""
+    if offset > total or (window and window[0] & 0xC0 == 0x80):
         raise KnowledgeReferenceInvalid()  # past the end or inside a character
+    assert len(window) == min(total - offset, window_length(exposed=exposed, max_bytes=max_bytes))
     # Where the chain stops, relative to `offset`; the window holds the byte there unless the
     # window ends first, and then what it holds is more than a page.
     limit = min(total, offset + READ_CHAIN_MAX_BYTES - exposed) - offset
@@ -73,13 +74,14 @@ def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uui
                    cursor: str | None = None, max_bytes: int = READ_DEFAULT_BYTES) -> dict[str, Any]:
     """`bailing.agent-knowledge-read.v1`: the next page of the document `ref` names, as long as
     the reference is this caller's, unexpired, and its scope and document revision still hold.
-    A page reads the sections it shows, not the whole body (documents.body_window)."""
+    A page reads the sections it shows and the lengths of the others, not the whole body, once
+    this process keeps the document's digest (documents.body_window)."""
     at = references.now()
     claims = references.ref_verify(ref, session=session, route=route, run_id=run_id, at=at)
     offset, exposed = references.cursor_verify(cursor, ref=ref, at=at) if cursor is not None else (0, 0)
     if run_id is not None:
         run_get_current(session=session, route=route, run_id=run_id)
-    if not 0 <= exposed <= READ_CHAIN_MAX_BYTES:
+    if not 0 <= exposed <= READ_CHAIN_MAX_BYTES:  # a signed cursor's never is
         raise KnowledgeReferenceInvalid()
     try:
         with bounded():
