@@ -302,8 +302,8 @@ def test_upload_of_text_in_an_encoding_not_read_here_is_422(client, kb):
     data = "Съешь же ещё этих мягких французских булок, да выпей чаю.".encode("cp1251")
     payload = _error(_upload(client, kb.pk, upload("menu.txt", data)), 422, "document_conversion_failed")
     assert payload["message"] == ("Document conversion failed: menu.txt: The text is not recognised as UTF-8, UTF-16, "
-                                  "Chinese GB18030 or Western European Windows-1252; save it as UTF-8 and upload it "
-                                  "again.")
+                                  "Chinese GB18030 or Big5, or Western European Windows-1252; save it as UTF-8 and "
+                                  "upload it again.")
     assert _counts() == before
 
 

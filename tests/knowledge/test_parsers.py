@@ -304,6 +304,30 @@ def test_chinese_saved_as_gbk_is_read_as_gb18030(text):
     assert text_decode(text.encode("gb18030")) == text
 
 
+# Traditional Chinese as Big5 editors save it (code page 950): read as GB18030 it was mojibake
+# ("在歐洲" as "婓歭瑹"), three quarters of drcd's passages.
+BIG5_CHINESE = {
+    "drcd, traditional": "在歐洲，梵語的學術研究，由德國學者陸特和漢斯雷頓開創。"
+                         "後來威廉·瓊斯發現印歐語系，也要歸功於對梵語的研究。",
+    "a policy": "售後服務政策：商品簽收後七天內可申請退貨，請保留發票與完整包裝。\n\n運費由買方負擔。\n",
+    "a title": "售後政策",
+}
+
+
+@pytest.mark.parametrize("text", BIG5_CHINESE.values(), ids=BIG5_CHINESE.keys())
+def test_traditional_chinese_saved_as_big5_is_read_as_big5(text):
+    data = text.encode("cp950")
+    assert data.decode("gb18030", errors="replace") != text
+    assert text_decode(data) == text
+
+
+def test_a_big5_upload_is_ingested_as_written():
+    text = BIG5_CHINESE["a policy"]
+    parsed = document_parse(file_type="txt", data=text.encode("cp950"))
+    assert [block.text for section in parsed.sections for block in section.blocks] == [
+        "售後服務政策：商品簽收後七天內可申請退貨，請保留發票與完整包裝。", "運費由買方負擔。"]
+
+
 # Windows-1252 as German, French, Spanish and Portuguese editors save it: typographic quotes
 # (0x84, 0x91-0x94, 0xAB, 0xBB), the euro sign (0x80), dashes (0x96, 0x97) and the ellipsis (0x85).
 # GB18030 refuses these (an accent before a space or a full stop is no GB18030), and they were
@@ -341,6 +365,17 @@ def test_windows_1252_that_also_decodes_as_gb18030_is_read_as_windows_1252(text,
     assert text_decode(data) == text
 
 
+# Windows-1252 that Big5 decodes as its frequent hanzi: a capital from À to Æ before a letter.
+BIG5_LOOKALIKES = {"Äpfel": "癥fel", "Åland": "儻and", "Ältere Äpfel aus Åland": "爐tere 癥fel aus 儻and"}
+
+
+@pytest.mark.parametrize(("text", "as_big5"), BIG5_LOOKALIKES.items(), ids=BIG5_LOOKALIKES.keys())
+def test_windows_1252_that_also_reads_as_big5_is_read_as_windows_1252(text, as_big5):
+    data = text.encode("cp1252")
+    assert data.decode("cp950") == as_big5
+    assert text_decode(data) == text
+
+
 def test_bytes_windows_1252_leaves_undefined_are_read_as_latin_1():
     assert text_decode(b"Ma\xdf 1 \x80 \x81 \x8d \x8f \x90 \x9d") == "Maß 1 € \x81 \x8d \x8f \x90 \x9d"
 
@@ -358,8 +393,8 @@ OTHER_ENCODINGS = {
 def test_text_in_an_encoding_not_read_here_fails_conversion(data):
     with pytest.raises(ConversionFailed) as failed:
         document_check(file_type="txt", data=data)
-    assert str(failed.value) == ("The text is not recognised as UTF-8, UTF-16, Chinese GB18030 or Western European "
-                                 "Windows-1252; save it as UTF-8 and upload it again.")
+    assert str(failed.value) == ("The text is not recognised as UTF-8, UTF-16, Chinese GB18030 or Big5, or Western "
+                                 "European Windows-1252; save it as UTF-8 and upload it again.")
 
 
 def _pdf_sections(data: bytes) -> list[tuple[str | None, list[tuple[int, str]]]]:
