@@ -172,9 +172,24 @@ def explain_sentence(explain: Mapping, *, candidate_limit: int) -> str:
     return sentence + "."
 
 
+def terms_as_typed(terms: Iterable[str], query: str) -> list[str]:
+    """The matched keyword terms as the query has them: the index reads text folded onto
+    Simplified Chinese (and lower case, NFKC), so a Traditional query's 退貨 matched as 退货. A term
+    found in the query's folded form is shown as the query writes it there; the others (a Western
+    word's stem, a query whose folding changes its length) as they are."""
+    folded = normalise(query)
+    aligned = len(folded) == len(query)
+    shown = []
+    for term in terms:
+        at = folded.find(term) if aligned else -1
+        shown.append(query[at:at + len(term)] if at >= 0 else term)
+    return list(dict.fromkeys(shown))
+
+
 def playground_hits(*, hits: Iterable[Hit], query: str, candidate_limit: int | None = None) -> list[PlaygroundHit]:
     """Hits ready for the page: ranked, content highlighted with the query's keyword terms (the
-    terms the keyword channel matches), chapter path split for a breadcrumb."""
+    terms the keyword channel matches), matched terms as the query writes them, chapter path split
+    for a breadcrumb."""
     terms = set(keyword_terms(query))
     out = []
     for rank, hit in enumerate(hits, start=1):
@@ -183,11 +198,14 @@ def playground_hits(*, hits: Iterable[Hit], query: str, candidate_limit: int | N
         if metadata.get("truncated") and metadata.get("parent_window"):
             start, end = metadata["parent_window"]
             window = (start, end, metadata.get("parent_chars", end))
+        explain = dict(hit.explain or {})
+        if explain.get("matched_terms"):
+            explain["matched_terms"] = terms_as_typed(explain["matched_terms"], query)
         out.append(PlaygroundHit(
             rank=rank, hit=hit, content_html=highlight(hit.content, terms),
             chapter_parts=[p for p in (hit.chapter_path or "").split(CHAPTER_SEPARATOR) if p],
-            explain=hit.explain or {}, window=window,
-            why=explain_sentence(hit.explain or {}, candidate_limit=candidate_limit or _candidate_limit()),
+            explain=explain, window=window,
+            why=explain_sentence(explain, candidate_limit=candidate_limit or _candidate_limit()),
         ))
     return out
 

@@ -349,6 +349,25 @@ def test_each_hit_explains_itself_in_a_sentence(browser, policy_kb):
                         r"best sentence window \(cosine 0\.\d{3}, BM25 \d+\.\d\d\)\.", why)
 
 
+def test_a_traditional_query_sees_its_matched_terms_as_it_wrote_them(browser, policy_kb):
+    """The index reads 退貨 as 退货; the operator who typed 退貨 reads 退貨 back."""
+    page = browser.get(_url(policy_kb), {"query": "無理由退款", "top_k": "1"}).content.decode()
+    why = re.search(r'<p class="pg-why">(.*?)</p>', page, re.S).group(1)
+    assert "matching 無, 無理, 款, 理, 理由, 由, 由退, 退, 退款)" in why
+    assert "matched terms</td><td colspan=\"2\">無, 無理, 款, 理, 理由, 由, 由退, 退, 退款</td>" in page
+
+
+def test_matched_terms_are_shown_as_the_query_writes_them():
+    from apps.knowledge.playground import terms_as_typed
+
+    assert terms_as_typed(["货", "费", "运", "运费", "退", "退货"], "退貨 運費") == [
+        "貨", "費", "運", "運費", "退", "退貨"]
+    assert terms_as_typed(["refund", "退货"], "Refunds 退貨") == ["Refund", "退貨"]  # the stem, in the query's case
+    assert terms_as_typed(["polici"], "the policy") == ["polici"]  # a stem the query does not spell
+    assert terms_as_typed(["国"], "ＡＢ國") == ["國"]  # NFKC keeps the length: still aligned
+    assert terms_as_typed(["kg", "国"], "㎏國") == ["kg", "国"]  # NFKC changes it: shown as matched
+
+
 def _recent(page: str) -> list[tuple[str, str, dict[str, str]]]:
     """(query shown, where its "Run again" form posts, the fields it posts) per recent search."""
     rows = re.findall(r'<td class="pg-recent-query">(.*?)</td>.*?<form method="post" action="([^"]*)">(.*?)</form>',
