@@ -66,6 +66,50 @@ def test_parallel_and_sequential_hybrid_searches_agree(kb, settings):
         assert result.timings_ms["query_embedding_ms"] > 0
 
 
+def test_the_worker_walks_an_hnsw_index_with_its_session_settings_set_once(settings, monkeypatch):
+    """On the worker's own connection the walk's settings (ef_search, no sort) stay for its session:
+    set by the first search, not again (no transaction, no SET LOCAL on the walk's path), and the
+    hits are the sequential search's, which sets them in a transaction of its own."""
+    settings.KNOWLEDGE_RETRIEVAL = {"generation_index_min_rows": 40, "hybrid_vector_ef_search": 123}
+    kb = KnowledgeBaseFactory(chunk_strategy={"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200,
+                                              "overlap_chars": 0})
+    ingest_texts(kb, {"big.txt": "\n\n".join(f"段落 {i} 关于订单 {i % 37} 的说明" for i in range(120))})
+    try:
+        from apps.knowledge import selectors
+
+        assert selectors.generation_active(kb=kb).vector_indexed
+        options = SearchOptions(mode="hybrid", top_k=5, explain=True, rollup=False, embed_beside=False)
+        settings.KNOWLEDGE_SEARCH_PARALLEL = False
+        sequential = search(kbs=[kb], query="订单 7 的说明", options=options)
+        settings.KNOWLEDGE_SEARCH_PARALLEL = True
+        parallel.shutdown()  # a new worker: a connection without the settings
+        statements = []
+        real = parallel.session_settings
+
+        def counted(values):
+            before = getattr(connection, parallel._SESSION_SET, None)
+            real(values)
+            statements.append((dict(values), before != getattr(connection, parallel._SESSION_SET, None)))
+
+        monkeypatch.setattr(parallel, "session_settings", counted)
+        first = search(kbs=[kb], query="订单 7 的说明", options=options)
+        second = search(kbs=[kb], query="订单 8 的说明", options=options)
+        assert [set_now for _, set_now in statements] == [True, False]
+        assert statements[0][0] == {"hnsw.ef_search": "123", "enable_sort": "off"}
+        assert [(h.chunk_id, h.score) for h in first.hits] == [(h.chunk_id, h.score) for h in sequential.hits]
+        assert len(second.hits) == 5
+
+        def session():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('enable_sort')")
+                return cursor.fetchone()
+
+        assert parallel.run_beside(session).result(timeout=30) == ("123", "off")
+        assert session() != ("123", "off")  # the caller's own connection never has them
+    finally:
+        services.knowledge_base_delete(kb=KnowledgeBase.objects.get(pk=kb.pk))
+
+
 def test_the_query_is_embedded_on_the_worker_beside_the_keyword_channel(kb, monkeypatch):
     from apps.knowledge.pipeline import embedders
 

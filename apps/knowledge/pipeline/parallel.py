@@ -89,7 +89,34 @@ def _set_limits(limits: list[str] | None) -> None:
         dblimits.apply(limits)
 
 
+# On the worker's connection: (the driver's connection, {setting: value} set on its session).
+_SESSION_SET = "bailing_worker_session"
+_worker = threading.local()
+
+
+def on_worker() -> bool:
+    """Whether this thread is the search worker, running a job on its own connection."""
+    return getattr(_worker, "running", False)
+
+
+def session_settings(values: dict[str, str]) -> None:
+    """On the worker's own connection (on_worker), outside a transaction: give its session these
+    settings unless it has them, in one statement. They stay for the worker's next jobs, which
+    set the same ones (the vector channel's walk settings): a search spends no round trip on them,
+    and its walk no transaction (BEGIN, SET LOCAL, COMMIT: three round trips on the critical
+    path)."""
+    held = getattr(connection, _SESSION_SET, None)
+    if connection.connection is not None and held is not None and held[0] is connection.connection \
+            and held[1] == values:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in values),
+                       [item for pair in values.items() for item in pair])
+    setattr(connection, _SESSION_SET, (connection.connection, dict(values)))
+
+
 def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str] | None) -> Any:
+    _worker.running = True
     try:
         checked = _take_limits(limits)
         try:
@@ -106,6 +133,7 @@ def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str
         connection.close()  # never leave a broken connection for the next search
         raise
     finally:
+        _worker.running = False
         _free.release()
 
 

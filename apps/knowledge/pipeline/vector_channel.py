@@ -4,12 +4,14 @@ scan; and the cosines of chunks the channel did not bring (to complete the keywo
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import connection, transaction
 
 from apps.knowledge.models import EmbeddingModel
+from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal
 from apps.knowledge.pipeline.keyword_channel import term_stats
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
@@ -71,11 +73,18 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             # while the generations are small enough to scan (20,000 rows, ~100 ms).
             shown = limit if need is None else need
             short = []
-            with transaction.atomic():
-                # Make the planner walk the index rather than sort the generation's rows. One
-                # statement for both: a round trip is ~0.1-0.7 ms on the search's critical path.
-                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_sort', 'off', true)",
-                               [str(int(min(1000, max(ef_search, 2 * limit))))])
+            # Make the planner walk the index rather than sort the generation's rows. One statement
+            # for both: a round trip is ~0.1-0.7 ms on the search's critical path. The search
+            # worker's connection keeps them for its session (it runs nothing else that sorts
+            # where an index could stand in); any other connection sets them in a transaction.
+            walk = {"hnsw.ef_search": str(int(min(1000, max(ef_search, 2 * limit)))), "enable_sort": "off"}
+            own_session = parallel.on_worker() and not connection.in_atomic_block
+            with contextlib.nullcontext() if own_session else transaction.atomic():
+                if own_session:
+                    parallel.session_settings(walk)
+                else:
+                    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                                   "set_config('enable_sort', 'off', true)", [walk["hnsw.ef_search"]])
                 for generation_id in walked:
                     cursor.execute(*_vector_query(dim, vector=vector, generations=generation_id, limit=limit,
                                                   extra_columns=extra_columns))
