@@ -1,9 +1,10 @@
 """The vector channel beside the keyword channel, on a second connection (outside transactions)."""
 
 import threading
+import time
 
 import pytest
-from django.db import DatabaseError, OperationalError, connection, connections, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections, transaction
 
 from apps.core import dblimits
 from apps.knowledge import services
@@ -74,6 +75,7 @@ def test_the_worker_walks_an_hnsw_index_with_its_session_settings_set_once(setti
     kb = KnowledgeBaseFactory(chunk_strategy={"strategy": "by_paragraph", "min_chars": 0, "max_chars": 200,
                                               "overlap_chars": 0})
     ingest_texts(kb, {"big.txt": "\n\n".join(f"段落 {i} 关于订单 {i % 37} 的说明" for i in range(120))})
+    made = [kb]
     try:
         from apps.knowledge import selectors
 
@@ -106,8 +108,31 @@ def test_the_worker_walks_an_hnsw_index_with_its_session_settings_set_once(setti
 
         assert parallel.run_beside(session).result(timeout=30) == ("123", "off")
         assert session() != ("123", "off")  # the caller's own connection never has them
+
+        # An exact scan (a KB too small for an index of its own) on the same worker sorts again.
+        from apps.knowledge.pipeline import vector_channel
+
+        sorting = []
+        real_query = vector_channel._vector_query
+
+        def spied(dim, *, generations, **kwargs):
+            if isinstance(generations, list):
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT current_setting('enable_sort')")
+                    sorting.append(cursor.fetchone()[0])
+            return real_query(dim, generations=generations, **kwargs)
+
+        monkeypatch.setattr(vector_channel, "_vector_query", spied)
+        small = KnowledgeBaseFactory()
+        made.append(small)
+        ingest_texts(small, {f"s{i}.txt": f"退款规则第{i}条" for i in range(8)})  # under the 40 rows of an index
+        assert not selectors.generation_active(kb=small).vector_indexed
+        assert len(search(kbs=[small], query="退款", options=options).hits) == 5
+        assert sorting == ["on"]
+        assert [set_now for _, set_now in statements] == [True, False, True]
     finally:
-        services.knowledge_base_delete(kb=KnowledgeBase.objects.get(pk=kb.pk))
+        for each in made:
+            services.knowledge_base_delete(kb=KnowledgeBase.objects.get(pk=each.pk))
 
 
 def test_the_query_is_embedded_on_the_worker_beside_the_keyword_channel(kb, monkeypatch):
@@ -172,17 +197,69 @@ def test_a_worker_connection_the_server_dropped_is_opened_again(settings):
     assert parallel.run_beside(_backend_pid).result(timeout=30) == second  # kept open
 
 
-def test_a_search_whose_worker_connection_died_finds_the_same_hits(kb):
+def test_a_search_whose_worker_connection_died_finds_the_same_hits(kb, monkeypatch):
     """The worker embeds the query, then its walk fails on the dead connection and runs again on a
-    new one: the query's vector is handed over once, and the hits are the same."""
+    new one: the query is embedded once, its vector handed over once, and the hits are the same."""
+    from apps.knowledge.pipeline import embedders
+
     options = SearchOptions(mode="hybrid", top_k=5, explain=True)
     before = search(kbs=[kb], query="签收后7天内退款", options=options)
     worker = parallel.run_beside(_backend_pid).result(timeout=30)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [worker])
+    embedded = []
+    real = embedders.embedder_for
+
+    def counted(model):
+        embedder = real(model)
+
+        class Counted:
+            def embed_query(self, text):
+                embedded.append(text)
+                return embedder.embed_query(text)
+
+        return Counted()
+
+    monkeypatch.setattr("apps.knowledge.pipeline.retrieve.embedder_for", counted)
     after = search(kbs=[kb], query="签收后7天内退款", options=options)
+    assert embedded == ["签收后7天内退款"]
     assert [(h.chunk_id, h.score) for h in after.hits] == [(h.chunk_id, h.score) for h in before.hits]
     assert len(after.hits) == 5
+    assert parallel.run_beside(_backend_pid).result(timeout=30) not in (worker, _backend_pid())
+
+
+def _terminate_soon(pid, after=0.3):
+    def terminate():
+        time.sleep(after)
+        with connections["default"].cursor() as cursor:  # this thread's own connection
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        connections["default"].close()
+
+    thread = threading.Thread(target=terminate)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("first", ["SELECT 1", None], ids=["after a statement completed", "during its first"])
+def test_a_job_whose_backend_is_terminated_while_it_runs_is_not_run_again(first):
+    """Only a connection found dead by a job's first statement gets another try: a job killed while
+    it runs (an operator stopping a runaway walk) or after a statement completed (which may have
+    written) fails with its error, once."""
+    worker = parallel.run_beside(_backend_pid).result(timeout=30)  # limits kept: the job runs no check
+    runs = []
+
+    def job():
+        runs.append(1)
+        with connection.cursor() as cursor:
+            if first:
+                cursor.execute(first)
+            cursor.execute("SELECT pg_sleep(3)")
+
+    killer = _terminate_soon(worker)
+    with pytest.raises((OperationalError, InterfaceError)):
+        parallel.run_beside(job).result(timeout=30)
+    killer.join()
+    assert runs == [1]
     assert parallel.run_beside(_backend_pid).result(timeout=30) not in (worker, _backend_pid())
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -46,40 +47,40 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-def _caller_limits() -> list[str] | None:
-    """The caller's limits on waiting, for the work done on its behalf: those of the
-    `dblimits.limited` block it is in (apps.runtime.knowledge sets them around agent searches;
-    read without a round trip), or None outside one: the server's defaults, which every
-    connection of the process starts with."""
-    return dblimits.in_force()
-
-
-# On the worker's connection: (the driver's connection, the limits set on it). The same limits on
-# the same connection are not set again: a round trip on the vector channel's path saved (~1–2 ms
-# at 100k chunks, the caller's thread busy beside it).
+# Settings a worker connection's session keeps between jobs, each kind under its own attribute:
+# (the driver's connection, the values set on it). The same values on the same driver connection
+# are not set again (a reconnect is a new driver connection). Only the worker's own jobs change
+# its session, and only through these two (a job must not open a `dblimits.limited` block: its
+# reset would leave the limits' record wrong).
 _LIMITS_SET = "bailing_worker_limits"
+_SESSION_SET = "bailing_worker_session"
 
 
-def _take_limits(limits: list[str] | None) -> bool:
-    """Give this thread's connection the caller's limits (None: the server's defaults) unless it
-    has them. Returns whether a statement ran: it is also the connection's health check (Django's
-    own, CONN_HEALTH_CHECKS, spent a round trip of its own before it on every search: the vector
-    walk started ~2 ms later, p50, at 100k chunks: bench/README.md, stop 22). A connection that
-    fails it (the server restarted, the backend was terminated) is opened again, once."""
+def _held(attribute: str, values: Any) -> bool:
+    held = getattr(connection, attribute, None)
+    return (connection.connection is not None and held is not None and held[0] is connection.connection
+            and held[1] == values)
+
+
+def _take_limits(limits: list[str] | None) -> None:
+    """Give this thread's connection the caller's limits, those of its `dblimits.limited` block
+    (None outside one: the server's defaults), unless it has them: in one statement, which saved
+    the vector channel's path a round trip (~1–2 ms at 100k chunks, the caller's thread busy
+    beside it). No health check of its own either (Django's, CONN_HEALTH_CHECKS, cost another
+    round trip: bench/README.md, stop 22): a connection that died while the worker was idle is
+    found by the job's first statement (_on_own_connection). One that fails the limits statement
+    is opened again, once."""
     connection.close_if_unusable_or_obsolete()  # the maximum age, errors, autocommit left off
     # Django's flag (4.1+) for "checked since the last close_if_unusable_or_obsolete".
     connection.health_check_done = True  # type: ignore[attr-defined]
-    held = getattr(connection, _LIMITS_SET, None)
-    if connection.connection is not None and held is not None and held[0] is connection.connection \
-            and held[1] == limits:
-        return False
+    if _held(_LIMITS_SET, limits):
+        return
     try:
         _set_limits(limits)
     except (OperationalError, InterfaceError):
         connection.close()
         _set_limits(limits)
     setattr(connection, _LIMITS_SET, (connection.connection, limits))
-    return True
 
 
 def _set_limits(limits: list[str] | None) -> None:
@@ -89,8 +90,6 @@ def _set_limits(limits: list[str] | None) -> None:
         dblimits.apply(limits)
 
 
-# On the worker's connection: (the driver's connection, {setting: value} set on its session).
-_SESSION_SET = "bailing_worker_session"
 _worker = threading.local()
 
 
@@ -100,14 +99,13 @@ def on_worker() -> bool:
 
 
 def session_settings(values: dict[str, str]) -> None:
-    """On the worker's own connection (on_worker), outside a transaction: give its session these
-    settings unless it has them, in one statement. They stay for the worker's next jobs, which
-    set the same ones (the vector channel's walk settings): a search spends no round trip on them,
-    and its walk no transaction (BEGIN, SET LOCAL, COMMIT: three round trips on the critical
-    path)."""
-    held = getattr(connection, _SESSION_SET, None)
-    if connection.connection is not None and held is not None and held[0] is connection.connection \
-            and held[1] == values:
+    """On the worker's own connection, outside a transaction: give its session these settings
+    unless it has them, in one statement. They stay for the worker's next jobs, which set the same
+    ones (the vector channel's walk settings): a search spends no round trip on them, and its walk
+    no transaction (BEGIN, SET LOCAL, COMMIT: three round trips on the critical path)."""
+    if not on_worker() or connection.in_atomic_block:
+        raise RuntimeError("session settings are for the search worker's own connection, outside a transaction")
+    if _held(_SESSION_SET, values):
         return
     with connection.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in values),
@@ -115,17 +113,49 @@ def session_settings(values: dict[str, str]) -> None:
     setattr(connection, _SESSION_SET, (connection.connection, dict(values)))
 
 
+# A statement that fails this soon after it was sent never ran: the connection was gone already (a
+# closed socket answers at once; a statement killed while it ran had been out longer).
+_DEAD_ON_ARRIVAL_S = 0.01
+
+
+class _FirstStatement:
+    """Watches a job's statements (connection.execute_wrapper): whether one completed, and how long
+    the one that failed had been out."""
+
+    def __init__(self) -> None:
+        self.completed = 0
+        self.failed_after: float | None = None
+
+    def __call__(self, execute: Callable, sql: str, params: Any, many: bool, context: dict) -> Any:
+        sent = time.perf_counter()
+        try:
+            result = execute(sql, params, many, context)
+        except Exception:
+            self.failed_after = time.perf_counter() - sent
+            raise
+        self.completed += 1
+        return result
+
+    @property
+    def died_before_it_ran(self) -> bool:
+        return self.completed == 0 and self.failed_after is not None and self.failed_after < _DEAD_ON_ARRIVAL_S
+
+
 def _on_own_connection(fn: Callable, args: tuple, kwargs: dict, limits: list[str] | None) -> Any:
     _worker.running = True
     try:
-        checked = _take_limits(limits)
+        _take_limits(limits)
+        watch = _FirstStatement()
         try:
-            return fn(*args, **kwargs)
+            with connection.execute_wrapper(watch):
+                return fn(*args, **kwargs)
         except (OperationalError, InterfaceError):
-            if checked or connection.is_usable():
-                raise  # the work's own failure (a timeout, say), on a connection that works
-            # Reused without a statement first, it had died since (a server restart, a terminated
-            # backend): the work runs again, once, on a new connection.
+            # Only a connection that had died while the worker was idle (a server restart, a
+            # terminated backend) is worth another try: the job's first statement failed at once,
+            # and the connection is unusable. A timeout, a backend terminated while it ran, or a
+            # failure after a statement completed (and may have written) is the job's own error.
+            if not watch.died_before_it_ran or connection.is_usable():
+                raise
             connection.close()
             _take_limits(limits)
             return fn(*args, **kwargs)
@@ -143,11 +173,13 @@ def enabled() -> bool:
 
 def run_beside(fn: Callable, *args: Any, **kwargs: Any) -> Future | None:
     """Start `fn` on the worker thread and return its future, or None when the caller must run it
-    itself (inside a transaction, disabled, or the worker busy with another search)."""
+    itself (inside a transaction, disabled, or the worker busy with another search). `fn` runs a
+    second time when its first statement found the worker's kept connection dead (before it did
+    anything in the database): what it does before that must bear being done twice."""
     if not enabled() or not _free.acquire(blocking=False):
         return None
     try:
-        return _pool().submit(_on_own_connection, fn, args, kwargs, _caller_limits())
+        return _pool().submit(_on_own_connection, fn, args, kwargs, dblimits.in_force())
     except BaseException:
         _free.release()
         raise

@@ -192,8 +192,10 @@ def _vector_channel(*, model: EmbeddingModel, query: str = "", query_vector: lis
     `scorer` resolves to: convex fusion needs the BM25 of every vector candidate the keyword
     channel did not bring. The caller reads the scorer's statistics while this walks."""
     started = time.perf_counter()
-    # `embedded` is resolved once: the worker runs this again on a new connection when the one it
-    # kept had died (pipeline.parallel).
+    # The worker runs this again on a new connection when the one it kept had died
+    # (pipeline.parallel): the query is embedded once, and `embedded` resolved once.
+    if query_vector is None and embedded is not None and embedded.done() and embedded.exception() is None:
+        query_vector = embedded.result()
     try:
         if query_vector is None:
             query_vector = embedder_for(model).embed_query(query)

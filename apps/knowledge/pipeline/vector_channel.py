@@ -60,9 +60,21 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
     ef_search = knobs.vector_ef_search if ef_search is None else ef_search
     indexed = set(indexed)
     rows: list[tuple] = []
+    # Make the planner walk an index rather than sort a generation's rows: these settings, in one
+    # statement (a round trip is ~0.1-0.7 ms on the search's critical path). The search worker's
+    # connection keeps them for its session, and sorting on again for an exact scan, each set only
+    # when it changes; any other connection sets them in a transaction around the walk.
+    walk = {"hnsw.ef_search": str(int(min(1000, max(ef_search, 2 * limit)))), "enable_sort": "off"}
+    own_session = parallel.on_worker() and not connection.in_atomic_block
+
+    def before_a_scan() -> None:
+        if own_session:
+            parallel.session_settings({**walk, "enable_sort": "on"})
+
     with connection.cursor() as cursor:
         scanned = [g for g in generation_ids if g not in indexed]
         if scanned:
+            before_a_scan()
             cursor.execute(*_vector_query(dim, vector=vector, generations=scanned, limit=limit,
                                           extra_columns=extra_columns))
             rows += cursor.fetchall()
@@ -73,12 +85,6 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             # while the generations are small enough to scan (20,000 rows, ~100 ms).
             shown = limit if need is None else need
             short = []
-            # Make the planner walk the index rather than sort the generation's rows. One statement
-            # for both: a round trip is ~0.1-0.7 ms on the search's critical path. The search
-            # worker's connection keeps them for its session (it runs nothing else that sorts
-            # where an index could stand in); any other connection sets them in a transaction.
-            walk = {"hnsw.ef_search": str(int(min(1000, max(ef_search, 2 * limit)))), "enable_sort": "off"}
-            own_session = parallel.on_worker() and not connection.in_atomic_block
             with contextlib.nullcontext() if own_session else transaction.atomic():
                 if own_session:
                     parallel.session_settings(walk)
@@ -98,6 +104,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
                             continue
                     rows += found
             if short:
+                before_a_scan()
                 cursor.execute(*_vector_query(dim, vector=vector, generations=short, limit=limit,
                                               extra_columns=extra_columns))
                 rows += cursor.fetchall()
