@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+SHOTS = Path("/tmp/shots")
+
 # The elements of the result table whose right edge passes its box (or the window, if nearer).
 _PAST_THE_BOX = """box => {
   const right = Math.min(box.getBoundingClientRect().right, window.innerWidth);
@@ -24,3 +28,13 @@ def assert_changelist_fits(page, *, last_header: str) -> None:
     assert last.is_visible()
     assert last.evaluate("e => e.getBoundingClientRect().right") <= box.evaluate(
         "e => e.getBoundingClientRect().right")
+
+
+def changelist_at_1366(page, path: str, *, rows: int, shot: str) -> None:
+    """Open the changelist at `path` at 1366×768 (the admin's sidebar and filters open), check it
+    lists `rows` rows, and save a full-page screenshot as /tmp/shots/`shot`."""
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(path)
+    assert page.locator("#result_list tbody tr").count() == rows
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / shot), full_page=True)

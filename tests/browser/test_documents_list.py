@@ -6,15 +6,12 @@ the error code, the attempts and the update time were behind a scrollbar. Screen
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from apps.knowledge.models import Document
-from tests.browser.layout import assert_changelist_fits
+from tests.browser.layout import assert_changelist_fits, changelist_at_1366
 from tests.knowledge.factories import KnowledgeBaseFactory
 
-SHOTS = Path("/tmp/shots")
 LONG_FILENAME = "quarterly-inventory-reconciliation-report_" * 5 + ".md"
 LONG_KB = "知识库" * 30 + "k" * 60
 URL = "https://docs.example.com/handbooks/after-sales/refunds-and-returns-policy-2026.md"
@@ -34,11 +31,7 @@ def documents(project):
 
 def test_every_column_of_the_documents_list_fits_at_1366(logged_in_page, documents):
     page = logged_in_page
-    page.set_viewport_size({"width": 1366, "height": 768})
-    page.goto("/admin/knowledge/document/")
-    assert page.locator("#result_list tbody tr").count() == 3
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "documents-list-1366.png"), full_page=True)
+    changelist_at_1366(page, "/admin/knowledge/document/", rows=3, shot="documents-list-1366.png")
     assert_changelist_fits(page, last_header="updated")
     failed = page.locator("#result_list tbody tr", has_text="broken.pdf")
     assert failed.locator(".bh-doc-error").inner_text() == "document_conversion_failed"

@@ -5,15 +5,12 @@ box, where the last columns were behind a scrollbar. Screenshots land in /tmp/sh
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from apps.demo_business.spec import demo_spec_bytes
-from tests.browser.layout import assert_changelist_fits
+from tests.browser.layout import assert_changelist_fits, changelist_at_1366
 from tests.tools.factories import ToolProviderFactory
 
-SHOTS = Path("/tmp/shots")
 LONG_PROVIDER = "p" * 64
 LONG_URL = "https://" + "warehouse-inventory-reconciliation." * 4 + "example/" + "segment-without-breaks" * 8
 
@@ -26,11 +23,7 @@ def providers(project):
 
 def test_every_column_of_the_tool_providers_list_fits_at_1366(logged_in_page, providers):
     page = logged_in_page
-    page.set_viewport_size({"width": 1366, "height": 768})
-    page.goto("/admin/tools/toolprovider/")
-    assert page.locator("#result_list tbody tr").count() == 2
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "tool-providers-list-1366.png"), full_page=True)
+    changelist_at_1366(page, "/admin/tools/toolprovider/", rows=2, shot="tool-providers-list-1366.png")
     assert_changelist_fits(page, last_header="compiled")
     url = page.locator("#result_list tbody tr", has_text=LONG_PROVIDER).locator(".bh-url")
     assert url.get_attribute("title") == LONG_URL

@@ -7,15 +7,13 @@ Screenshots land in /tmp/shots/."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from apps.demo_business.spec import demo_spec_bytes
-from tests.browser.layout import assert_changelist_fits
+from tests.browser.layout import assert_changelist_fits, changelist_at_1366
 from tests.tools.factories import ToolProviderFactory
 
-SHOTS = Path("/tmp/shots")
 LONG_PROVIDER = "p" * 64
 LONG_TOOL = "t" * 64
 LONG_PATH = "/" + "/".join(["warehouse-inventory-reconciliation"] * 6) + "/{sku}"
@@ -37,11 +35,7 @@ def tools(project):
 
 def test_every_column_of_the_tools_list_fits_at_1366(logged_in_page, tools):
     page = logged_in_page
-    page.set_viewport_size({"width": 1366, "height": 768})
-    page.goto("/admin/tools/tool/")
-    assert page.locator("#result_list tbody tr").count() == 6
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "tools-list-1366.png"), full_page=True)
+    changelist_at_1366(page, "/admin/tools/tool/", rows=6, shot="tools-list-1366.png")
     assert_changelist_fits(page, last_header="enabled")
     endpoint = page.locator("#result_list tbody tr", has_text=LONG_TOOL).locator(".bh-endpoint")
     assert endpoint.get_attribute("title") == f"POST {LONG_PATH}"

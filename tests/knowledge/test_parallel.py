@@ -135,10 +135,11 @@ def test_the_worker_walks_an_hnsw_index_with_its_session_settings_set_once(setti
             services.knowledge_base_delete(kb=KnowledgeBase.objects.get(pk=each.pk))
 
 
-def test_the_query_is_embedded_on_the_worker_beside_the_keyword_channel(kb, monkeypatch):
+def _watch_query_embeddings(monkeypatch) -> list[tuple[str, str]]:
+    """(thread name, query) of each query the engine embeds from now on."""
     from apps.knowledge.pipeline import embedders
 
-    threads = []
+    seen: list[tuple[str, str]] = []
     real = embedders.embedder_for
 
     def watched(model):
@@ -146,15 +147,21 @@ def test_the_query_is_embedded_on_the_worker_beside_the_keyword_channel(kb, monk
 
         class Watched:
             def embed_query(self, text):
-                threads.append(threading.current_thread().name)
+                seen.append((threading.current_thread().name, text))
                 return embedder.embed_query(text)
 
         return Watched()
 
     monkeypatch.setattr("apps.knowledge.pipeline.retrieve.embedder_for", watched)
+    return seen
+
+
+def test_the_query_is_embedded_on_the_worker_beside_the_keyword_channel(kb, monkeypatch):
+    seen = _watch_query_embeddings(monkeypatch)
     search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3))
     search(kbs=[kb], query="退款", options=SearchOptions(mode="hybrid", top_k=3, embed_beside=False))
     search(kbs=[kb], query="退款", options=SearchOptions(mode="vector", top_k=3))
+    threads = [thread for thread, _ in seen]
     assert threads[0].startswith("bailinghub-search")
     assert threads[1:] == [threading.current_thread().name] * 2
 
@@ -200,29 +207,14 @@ def test_a_worker_connection_the_server_dropped_is_opened_again(settings):
 def test_a_search_whose_worker_connection_died_finds_the_same_hits(kb, monkeypatch):
     """The worker embeds the query, then its walk fails on the dead connection and runs again on a
     new one: the query is embedded once, its vector handed over once, and the hits are the same."""
-    from apps.knowledge.pipeline import embedders
-
     options = SearchOptions(mode="hybrid", top_k=5, explain=True)
     before = search(kbs=[kb], query="签收后7天内退款", options=options)
     worker = parallel.run_beside(_backend_pid).result(timeout=30)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [worker])
-    embedded = []
-    real = embedders.embedder_for
-
-    def counted(model):
-        embedder = real(model)
-
-        class Counted:
-            def embed_query(self, text):
-                embedded.append(text)
-                return embedder.embed_query(text)
-
-        return Counted()
-
-    monkeypatch.setattr("apps.knowledge.pipeline.retrieve.embedder_for", counted)
+    seen = _watch_query_embeddings(monkeypatch)
     after = search(kbs=[kb], query="签收后7天内退款", options=options)
-    assert embedded == ["签收后7天内退款"]
+    assert [query for _, query in seen] == ["签收后7天内退款"]
     assert [(h.chunk_id, h.score) for h in after.hits] == [(h.chunk_id, h.score) for h in before.hits]
     assert len(after.hits) == 5
     assert parallel.run_beside(_backend_pid).result(timeout=30) not in (worker, _backend_pid())
