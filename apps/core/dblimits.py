@@ -17,7 +17,7 @@ savepoint: a failed statement rolls back to it instead of aborting the caller's 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from django.db import connection, transaction
 
@@ -31,11 +31,18 @@ def in_force() -> list[str] | None:
     return getattr(connection, _ATTRIBUTE, None)
 
 
+def set_settings(values: Mapping[str, str], *, local: bool = False) -> None:
+    """Set these settings ({name: value}) on this thread's connection (`local`: until its
+    transaction ends), in one statement. The limits are two of them; the vector channel's walk
+    sets its own the same way."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join("set_config(%s, %s, %s)" for _ in values),
+                       [item for name, value in values.items() for item in (name, value, local)])
+
+
 def apply(values: list[str], *, local: bool = False) -> None:
     """Set this thread's connection's limits (`local`: until its transaction ends). One statement."""
-    flag = "true" if local else "false"
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, {flag})" for name in NAMES), values)
+    set_settings(dict(zip(NAMES, values, strict=True)), local=local)
 
 
 def reset() -> None:

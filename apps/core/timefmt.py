@@ -6,6 +6,9 @@ from datetime import datetime
 
 from django.utils import timezone
 from django.utils.dateformat import format as date_format
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
 
 
 def local_time(value: datetime, fmt: str = "Y-m-d H:i T") -> str:
@@ -19,3 +22,8 @@ def local_clock(value: datetime, *, with_date: bool = False) -> str:
     local = timezone.localtime(value)
     day = f"{local:%Y-%m-%d} " if with_date else ""
     return f"{day}{local:%H:%M:%S}.{local.microsecond // 1000:03d} {date_format(local, 'T')}"
+
+
+def time_ago(value: datetime) -> SafeString:
+    """"3 minutes ago", with the moment itself (ISO 8601, to the second) in its title."""
+    return format_html('<span title="{}">{} ago</span>', value.isoformat(timespec="seconds"), timesince(value))

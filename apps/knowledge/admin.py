@@ -21,10 +21,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
-from django.utils.timesince import timesince
 from django.utils.translation import ngettext
 
 from apps.core.errors import ApiError
+from apps.core.timefmt import time_ago
 from apps.knowledge import errors, selectors, services
 from apps.knowledge.admin_chunks import chunk_urls
 from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
@@ -629,8 +629,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Updated", ordering="updated_at")
     def updated(self, obj: Document) -> str:
         attempts = ngettext("%(count)d attempt", "%(count)d attempts", obj.attempts) % {"count": obj.attempts}
-        return format_html('<span title="{}">{} ago</span><br><span class="bh-muted">{}</span>',
-                           obj.updated_at.isoformat(timespec="seconds"), timesince(obj.updated_at), attempts)
+        return format_html('{}<br><span class="bh-muted">{}</span>', time_ago(obj.updated_at), attempts)
 
     def _each(self, request, queryset, service, done_text: Callable[[int], str]) -> None:
         done, refused = 0, []

@@ -27,7 +27,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
-from apps.core.timefmt import local_clock, local_time
+from apps.core.timefmt import local_clock, local_time, time_ago
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
@@ -253,8 +253,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
 
     @admin.display(description="Asked · expires", ordering="created_at")
     def age(self, obj: Approval) -> SafeString:
-        asked = format_html('<span title="{}">{} ago</span>', obj.created_at.isoformat(timespec="seconds"),
-                            timesince(obj.created_at))
+        asked = time_ago(obj.created_at)
         if obj.status != Status.PENDING:
             return asked
         now = timezone.now()

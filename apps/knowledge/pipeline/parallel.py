@@ -107,9 +107,7 @@ def session_settings(values: dict[str, str]) -> None:
         raise RuntimeError("session settings are for the search worker's own connection, outside a transaction")
     if _held(_SESSION_SET, values):
         return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in values),
-                       [item for pair in values.items() for item in pair])
+    dblimits.set_settings(values)
     setattr(connection, _SESSION_SET, (connection.connection, dict(values)))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from apps.core import dblimits
 from apps.knowledge.models import EmbeddingModel
 from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal
@@ -89,8 +90,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
                 if own_session:
                     parallel.session_settings(walk)
                 else:
-                    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                                   "set_config('enable_sort', 'off', true)", [walk["hnsw.ef_search"]])
+                    dblimits.set_settings(walk, local=True)
                 for generation_id in walked:
                     cursor.execute(*_vector_query(dim, vector=vector, generations=generation_id, limit=limit,
                                                   extra_columns=extra_columns))
