@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable
 
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
 
@@ -41,36 +42,29 @@ _NOT_TEXT = re.compile(r"[\x00\ufffe\uffff]")
 _CONTROLS = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f]+")
 
 
-def _gb2312_common() -> re.Pattern:
-    """Runs of GB2312's symbols (rows 0xA1-0xA9: full-width punctuation, digits and letters) and
-    of its 3,755 level-1 hanzi (rows 0xB0-0xD7), less the positions GB18030 maps to private use."""
-    chars = (bytes((lead, trail)).decode("gb18030")
-             for lead in (*range(0xA1, 0xAA), *range(0xB0, 0xD8)) for trail in range(0xA1, 0xFF))
+def _runs_of(encoding: str, codes: Iterable[int]) -> re.Pattern:
+    """Runs of the characters these two-byte `codes` are in `encoding`, less those it leaves
+    undefined or maps to private use."""
+    chars = []
+    for code in codes:
+        try:
+            chars.append(code.to_bytes(2, "big").decode(encoding))
+        except UnicodeDecodeError:
+            continue
     common = "".join(char for char in chars if not "\ue000" <= char <= "\uf8ff")
     return re.compile(f"[{re.escape(common)}]+")
 
 
-_GB2312_COMMON = _gb2312_common()
-
-
-def _big5_common() -> re.Pattern:
-    """Runs of Big5's symbols (0xA140-0xA3BF: full-width punctuation, digits and letters, bopomofo)
-    and of its 5,401 frequently used hanzi (0xA440-0xC67E), as code page 950 decodes them."""
-    found = []
-    for lead in range(0xA1, 0xC7):
-        for trail in (*range(0x40, 0x7F), *range(0xA1, 0xFF)):
-            code = lead << 8 | trail
-            if 0xA3C0 <= code < 0xA440 or code > 0xC67E:
-                continue
-            try:
-                found.append(bytes((lead, trail)).decode("cp950"))
-            except UnicodeDecodeError:
-                continue
-    common = "".join(char for char in found if not "\ue000" <= char <= "\uf8ff")
-    return re.compile(f"[{re.escape(common)}]+")
-
-
-_BIG5_COMMON = _big5_common()
+# GB2312's symbols (rows 0xA1-0xA9: full-width punctuation, digits and letters) and its 3,755
+# level-1 hanzi (rows 0xB0-0xD7).
+_GB2312_COMMON = _runs_of("gb18030", (lead << 8 | trail for lead in (*range(0xA1, 0xAA), *range(0xB0, 0xD8))
+                                      for trail in range(0xA1, 0xFF)))
+# Big5's symbols (0xA140-0xA3BF: full-width punctuation, digits and letters, bopomofo) and its
+# 5,401 frequently used hanzi (0xA440-0xC67E), as code page 950 decodes them.
+_BIG5_COMMON = _runs_of("cp950", (
+    code for code in (lead << 8 | trail for lead in range(0xA1, 0xC7)
+                      for trail in (*range(0x40, 0x7F), *range(0xA1, 0xFF)))
+    if code < 0xA3C0 or 0xA440 <= code <= 0xC67E))
 # Well under traditional Chinese's share (no drcd document under 55%) and well over Western
 # text's (none, but for a capital followed by an accent: see chinese_decode).
 CHINESE_MIN_SHARE = 1 / 3
@@ -156,22 +150,22 @@ def chinese_decode(data: bytes) -> str | None:
     GB2312 character, another lower-case accent ("çã" in "Administração") a level-2 hanzi or an
     unassigned one. Only a capital or a sign such as ¿ or § before an accent makes a common one:
     "AÇÃO" or "¿Él" alone still reads as Chinese. In Big5 a capital from À to Æ before an ASCII
-    letter is a frequent hanzi ("Äpfel" reads 100% common), so Big5 is only tried for bytes that do
+    letter is a frequent hanzi ("Äpfel" reads 100% common), so Big5 only wins for bytes that do
     not read as Western (`reads_as_western`), which no drcd passage saved as Big5 does (0 of
     1,500): in them most bytes above 0x7F stand in runs, where Western text has single accents.
     A text of a few hanzi may read as Western too ("你好" in Big5), and is then read as such.
     """
     best, best_share = None, 0.0
-    encodings = [("gb18030", _GB2312_COMMON)]
-    if not reads_as_western(data):
-        encodings.append(("cp950", _BIG5_COMMON))
-    for encoding, common in encodings:
+    for encoding, common in (("gb18030", _GB2312_COMMON), ("cp950", _BIG5_COMMON)):
         try:
             text = data.decode(encoding)
         except UnicodeDecodeError:
             continue
         share = common_share(text, common)
-        if share >= CHINESE_MIN_SHARE and share > best_share:  # a tie stays GB18030
+        if share < CHINESE_MIN_SHARE or share <= best_share:  # a tie stays GB18030
+            continue
+        # The Western check (a pass over every byte) only when Big5 would win.
+        if encoding == "gb18030" or not reads_as_western(data):
             best, best_share = text, share
     return best
 
