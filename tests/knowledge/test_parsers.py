@@ -321,7 +321,7 @@ def test_traditional_chinese_saved_as_big5_is_read_as_big5(text):
     assert text_decode(data) == text
 
 
-def test_a_big5_upload_is_ingested_as_written():
+def test_a_big5_file_parses_into_its_paragraphs_as_written():
     text = BIG5_CHINESE["a policy"]
     parsed = document_parse(file_type="txt", data=text.encode("cp950"))
     assert [block.text for section in parsed.sections for block in section.blocks] == [
