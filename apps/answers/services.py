@@ -212,7 +212,7 @@ def rag_query_answer(*, route: Route, question: str, conversation_id: str = "", 
     the route puts knowledge into agents' turns."""
     started = time.perf_counter()
     try:
-        kbs = list(knowledge_selectors.route_knowledge_bases(route=route))
+        kbs = list(knowledge_selectors.route_readable_knowledge_bases(route=route))
     except DatabaseError:
         logger.warning("RAG: route knowledge unavailable", exc_info=True)
         answer = _failed(question=question, trace=[{"step": "retrieve", "ms": _ms(time.perf_counter() - started),

@@ -150,7 +150,7 @@ class KnowledgeBaseForm(forms.ModelForm):
 
     class Meta:
         model = KnowledgeBase
-        fields = ["project", "name", "description", "embedding_model", "require_confirmation", "fusion",
+        fields = ["project", "name", "description", "enabled", "embedding_model", "require_confirmation", "fusion",
                   *RERANK_FORM_FIELDS]
         labels = {"rerank_base_url": "Reranker base URL", "rerank_model": "Reranker model",
                   "rerank_api_key_env": "Reranker key variable", "rerank_candidates": "Candidates reranked",
@@ -312,8 +312,9 @@ class RouteBindingInline(ProjectScopedInlineMixin, admin.TabularInline):
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = KnowledgeBaseForm
-    list_display = ["name", "project", "embedding_model", "strategy", "document_count", "require_confirmation"]
-    list_filter = ["project", "embedding_model"]
+    list_display = ["name", "project", "enabled", "embedding_model", "strategy", "document_count",
+                    "require_confirmation"]
+    list_filter = ["project", "enabled", "embedding_model"]
     search_fields = ["name", "description"]
     list_select_related = ["project", "embedding_model"]
     inlines = [GenerationInline, RouteBindingInline]
@@ -336,7 +337,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return initial
 
     def get_fieldsets(self, request, obj=None):
-        head = ["project", "name", "description", "embedding_model", *(["embedding_dim"] if obj else [])]
+        head = ["project", "name", "description", "enabled", "embedding_model", *(["embedding_dim"] if obj else [])]
         return [
             (None, {"fields": head}),
             ("Chunking", {"fields": [*STRATEGY_FIELDS, "require_confirmation"],
@@ -371,7 +372,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         data = form.cleaned_data
         if change:
             services.knowledge_base_update(kb=obj, name=data["name"], description=data["description"],
-                                           chunk_strategy=data["chunk_strategy"],
+                                           enabled=data["enabled"], chunk_strategy=data["chunk_strategy"],
                                            require_confirmation=data["require_confirmation"],
                                            fusion=data["fusion"], reranker=data["reranker"])
             return
@@ -379,7 +380,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             project=data["project"], name=data["name"], description=data["description"],
             embedding_model=data["embedding_model"], embedding_dim=data["embedding_model"].dimension,
             chunk_strategy=data["chunk_strategy"], require_confirmation=data["require_confirmation"],
-            fusion=data["fusion"], reranker=data["reranker"], user=request.user,
+            fusion=data["fusion"], reranker=data["reranker"], enabled=data["enabled"], user=request.user,
         )
         obj.pk, obj.embedding_dim = kb.pk, kb.embedding_dim
         obj.created_at, obj.updated_at = kb.created_at, kb.updated_at

@@ -70,6 +70,13 @@ class KnowledgeBase(BaseModel):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="knowledge_bases")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True, max_length=2000)
+    # Off: no route reads this KB (agent knowledge, turns, answers, dry runs); its documents, index
+    # and bindings stay, ingestion goes on, and operators can still try searches in the playground.
+    enabled = models.BooleanField(
+        default=True, db_default=True,
+        help_text="Off: agents, turns and answers no longer read this knowledge base. Its documents, index and "
+                  "route bindings stay; turn it on again to put it back.",
+    )
     embedding_model = models.ForeignKey(EmbeddingModel, on_delete=models.PROTECT, related_name="knowledge_bases")
     embedding_dim = models.PositiveIntegerField()
     chunk_strategy = models.JSONField(

@@ -1,6 +1,6 @@
 """Reads of knowledge bases, documents, generations and chunks, scoped where an operator asks.
 
-For the retrieval side (search, agent knowledge): `route_knowledge_bases`, `generation_active_ids`
+For the retrieval side (search, agent knowledge): `route_readable_knowledge_bases`, `generation_active_ids`
 and `chunk_queryset_searchable` give what is readable — children of the *active* generation of
 documents that are *completed*, resolved in one statement.
 """
@@ -459,15 +459,24 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
 
 
 def route_knowledge_bases(*, route: Route) -> QuerySet[KnowledgeBase]:
-    """The knowledge bases bound to a route (same project), by name."""
+    """The knowledge bases bound to a route (same project), by name, enabled or not: the route's
+    configuration. What its agents read is `route_readable_knowledge_bases`."""
     return KnowledgeBase.objects.filter(
         route_bindings__route=route, project_id=route.project_id
     ).select_related("embedding_model").order_by("name", "id")
 
 
+def route_readable_knowledge_bases(*, route: Route) -> QuerySet[KnowledgeBase]:
+    """The route's bound knowledge bases that are enabled: the ones its agents, turns, answers
+    and dry runs read."""
+    return route_knowledge_bases(route=route).filter(enabled=True)
+
+
 def route_knowledge_source_count(*, route: Route) -> int:
-    """How many knowledge bases a route reads (routes.selectors.route_profile's knowledge_sources)."""
-    return RouteKnowledgeBinding.objects.filter(route=route, knowledge_base__project_id=route.project_id).count()
+    """How many knowledge bases a route reads (routes.selectors.route_profile's knowledge_sources):
+    its bound ones that are enabled."""
+    return RouteKnowledgeBinding.objects.filter(route=route, knowledge_base__project_id=route.project_id,
+                                                knowledge_base__enabled=True).count()
 
 
 # Search
@@ -485,7 +494,7 @@ def route_knowledge_search(*, route: Route, query: str, top_k: int | None = None
     Empty when the route's knowledge is off or it has no bound KBs."""
     if not route.knowledge_enabled:
         return []
-    kbs = list(route_knowledge_bases(route=route))
+    kbs = list(route_readable_knowledge_bases(route=route))
     if not kbs:
         return []
     options = retrieve.SearchOptions(

@@ -132,6 +132,7 @@ def knowledge_base_create(
     require_confirmation: bool = False,
     fusion: str = "convex",
     reranker: dict | None = None,
+    enabled: bool = True,
     user=None,
 ) -> KnowledgeBase:
     """Create a KB with its first (empty, active) index generation. The model and dimension are
@@ -148,7 +149,7 @@ def knowledge_base_create(
     kb = KnowledgeBase.objects.create(
         project=project, name=name, description=description, embedding_model=embedding_model,
         embedding_dim=embedding_dim, chunk_strategy=strategy, require_confirmation=require_confirmation,
-        fusion=fusion, created_by=user, **rerank_fields,
+        fusion=fusion, enabled=enabled, created_by=user, **rerank_fields,
     )
     now = timezone.now()
     IndexGeneration.objects.create(knowledge_base=kb, number=1, status=IndexGeneration.Status.ACTIVE,
@@ -158,8 +159,8 @@ def knowledge_base_create(
 
 @transaction.atomic
 def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase:
-    """Change name, description, chunk_strategy (used by the next rebuild) or require_confirmation.
-    The embedding model and dimension cannot change."""
+    """Change name, description, enabled, chunk_strategy (used by the next rebuild),
+    require_confirmation, fusion or the reranker. The embedding model and dimension cannot change."""
     kb = KnowledgeBase.objects.select_for_update(of=("self",)).get(pk=kb.pk)
     model_id = changes.pop("embedding_model_id", None)
     if model_id is not None and str(model_id) != str(kb.embedding_model_id):
@@ -177,7 +178,7 @@ def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase
         pk=kb.pk
     ).exists():
         raise errors.KnowledgeBaseNameTaken()
-    allowed = {"name", "description", "chunk_strategy", "require_confirmation", "fusion", *RERANK_FIELDS}
+    allowed = {"name", "description", "enabled", "chunk_strategy", "require_confirmation", "fusion", *RERANK_FIELDS}
     for field, value in changes.items():
         if field not in allowed:
             raise errors.KnowledgeBaseInvalid(f"{field} cannot be changed.", fields={field: ["Cannot be changed."]})

@@ -115,8 +115,10 @@ class BindingInline(admin.TabularInline):
             return "—"
         if binding.active_generation is not None:
             state = f"ready (generation #{binding.active_generation})"
-            return state + ", rebuilding" if binding.building else state
-        return "building its first index" if binding.building else "not ready: no active index"
+            state = state + ", rebuilding" if binding.building else state
+        else:
+            state = "building its first index" if binding.building else "not ready: no active index"
+        return state if binding.knowledge_base.enabled else f"turned off, agents do not read it; {state}"
 
     @admin.display(description="Documents")
     def documents(self, binding: WithAnnotations[RouteKnowledgeBinding, _BindingState]) -> str:
@@ -286,10 +288,12 @@ class RouteConsoleAdmin(RouteAdmin):
         route = self.get_object(request, object_id)
         if route is not None and request.method in ("GET", "HEAD"):
             bound = list(knowledge_selectors.route_knowledge_bases(route=route))
+            readable = sum(1 for kb in bound if kb.enabled)
             dry_run_form = DryRunForm(request.GET if DRY_RUN_PARAM in request.GET else None)
             extra_context.update({
                 "dry_run_form": dry_run_form,
-                "dry_run_sources": len(bound),
+                "dry_run_sources": readable,
+                "dry_run_sources_off": len(bound) - readable,
                 "dry_run_capabilities": route_capabilities_dry_run(route=route),
                 "dry_run": (route_dry_run(route=route, question=dry_run_form.cleaned_data["dry_run"],
                                           page_title=dry_run_form.cleaned_data["page_title"])

@@ -347,6 +347,24 @@ def test_the_dry_run_counts_the_bound_sources(bound_route):
     assert "a turn searches <strong data-sources>2</strong> bound sources" in response.content.decode()
 
 
+def test_the_dry_run_leaves_out_a_kb_turned_off_and_says_so(bound_route):
+    from apps.knowledge.models import KnowledgeBase
+    from apps.knowledge.services import knowledge_base_update
+
+    membership, route = bound_route
+    before = _dry_run(membership, route, dry_run="同城订单多久送达").context["dry_run"]
+    assert "delivery.md" in [entry.title for entry in before.entries]
+    knowledge_base_update(kb=KnowledgeBase.objects.get(project=route.project, name="配送"), enabled=False)
+    response = _dry_run(membership, route, dry_run="同城订单多久送达")
+    page = response.content.decode()
+    assert response.context["dry_run_sources"] == 1
+    assert "a turn searches <strong data-sources>1</strong> bound source" in page
+    assert "1 bound knowledge base turned off" in page
+    assert "turned off, agents do not read it; ready (generation #1)" in page
+    dry_run = response.context["dry_run"]
+    assert (dry_run.failure, "delivery.md" in [entry.title for entry in dry_run.entries]) == ("", False)
+
+
 def test_the_dry_run_shows_exactly_the_knowledge_a_turn_carries(bound_route):
     from rest_framework.test import APIClient
 

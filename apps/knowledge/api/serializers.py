@@ -29,6 +29,7 @@ class KnowledgeBaseCreateIn(ExactFieldsSerializer):
     project_id = JSONUUIDField()
     name = JSONStringField(max_length=200)
     description = JSONStringField(max_length=2000, required=False, allow_blank=True, default="")
+    enabled = JSONBooleanField(required=False, default=True)
     embedding_model_id = JSONUUIDField()
     embedding_dim = JSONIntegerField(min_value=1, max_value=EMBEDDING_DIM_MAX)
     chunk_strategy = JSONObjectField(required=False, default=None, allow_null=True)
@@ -44,6 +45,7 @@ class DocumentRegisterIn(ExactFieldsSerializer):
 class KnowledgeBaseUpdateIn(ExactFieldsSerializer):
     name = JSONStringField(max_length=200, required=False)
     description = JSONStringField(max_length=2000, required=False, allow_blank=True)
+    enabled = JSONBooleanField(required=False)
     chunk_strategy = JSONObjectField(required=False)
     require_confirmation = JSONBooleanField(required=False)
     embedding_model_id = JSONUUIDField(required=False)
@@ -83,6 +85,7 @@ def knowledge_base_out(kb: KnowledgeBase) -> dict:
         "project_id": str(kb.project_id),
         "name": kb.name,
         "description": kb.description,
+        "enabled": kb.enabled,
         "embedding_model_id": str(kb.embedding_model_id),
         "embedding_model": {"name": kb.embedding_model.name, "provider": kb.embedding_model.provider},
         "embedding_dim": kb.embedding_dim,

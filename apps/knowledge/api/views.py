@@ -119,7 +119,7 @@ class KnowledgeBaseCreateApi(BuilderApi):
             project=project, name=data["name"], description=data["description"], embedding_model=model,
             embedding_dim=data["embedding_dim"], chunk_strategy=data["chunk_strategy"],
             require_confirmation=data["require_confirmation"], fusion=data["fusion"], reranker=data["reranker"],
-            user=request.user,
+            enabled=data["enabled"], user=request.user,
         )
         return Response({"data": knowledge_base_out(kb)}, status=status.HTTP_201_CREATED)
 

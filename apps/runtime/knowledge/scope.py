@@ -18,7 +18,7 @@ from apps.agent_auth.models import AgentSession
 from apps.core import dblimits
 from apps.core.revisions import revision_of
 from apps.knowledge.models import IndexGeneration, KnowledgeBase
-from apps.knowledge.selectors import route_knowledge_bases
+from apps.knowledge.selectors import route_readable_knowledge_bases
 from apps.ledger.errors import RunNotFound
 from apps.ledger.models import Run
 from apps.ledger.selectors import run_get_for_session
@@ -87,7 +87,8 @@ def knowledge_scope_get(*, route: Route) -> KnowledgeScope:
     # model's default ordering's joins (project, KB name) in the subquery.
     active = IndexGeneration.objects.filter(knowledge_base=OuterRef("pk"),
                                             status=IndexGeneration.Status.ACTIVE).order_by()
-    kbs = tuple(route_knowledge_bases(route=route).annotate(active_generation_id=Subquery(active.values("pk")[:1])))
+    kbs = tuple(route_readable_knowledge_bases(route=route).annotate(
+        active_generation_id=Subquery(active.values("pk")[:1])))
     configuration = {
         "knowledge": {
             "enabled": route.knowledge_enabled,
