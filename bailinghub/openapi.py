@@ -152,6 +152,7 @@ ERRORS: dict[str, list] = {
         kb_errors.UnsupportedFileType, kb_errors.FileTooLarge, kb_errors.DocumentConversionFailed,
         kb_errors.UrlInvalid, kb_errors.UrlAddressRefused, kb_errors.UrlUnresolvable],
     "apps.knowledge.api.views.DocumentGetApi": [*BUILDER, *DOC_VISIBLE],
+    "apps.knowledge.api.views.DocumentUpdateApi": [*BUILDER, *WITH_BODY, *DOC_EDITABLE, kb_errors.DocumentInvalid],
     "apps.knowledge.api.views.DocumentDeleteApi": [*BUILDER, *DOC_EDITABLE, kb_errors.DocumentVectorsRemovalFailed],
     "apps.knowledge.api.views.DocumentChunkListApi": [*BUILDER, *DOC_VISIBLE, *BUILDER_PAGE],
     "apps.knowledge.api.views.DocumentConfirmApi": [*BUILDER, *DOC_EDITABLE, kb_errors.InvalidDocumentState],
@@ -249,14 +250,14 @@ GENERATION = {"type": ["object", "null"], "properties": {
     "error_code": NULLABLE_STRING, "error_message": NULLABLE_STRING, "started_at": TIMESTAMP,
     "activated_at": TIMESTAMP, "failed_at": TIMESTAMP}}
 KNOWLEDGE_BASE = _object({
-    "id": UUID, "project_id": UUID, "name": STRING, "description": STRING, "embedding_model_id": UUID,
-    "embedding_model": ANY_OBJECT, "embedding_dim": INTEGER, "chunk_strategy": ANY_OBJECT,
+    "id": UUID, "project_id": UUID, "name": STRING, "description": STRING, "enabled": BOOLEAN,
+    "embedding_model_id": UUID, "embedding_model": ANY_OBJECT, "embedding_dim": INTEGER, "chunk_strategy": ANY_OBJECT,
     "require_confirmation": BOOLEAN, "index": ANY_OBJECT, "created_at": TIMESTAMP, "updated_at": TIMESTAMP,
 }, required=["id", "project_id", "name", "embedding_model_id", "embedding_dim", "index"])
 DOCUMENT = _object({
     "id": UUID, "knowledge_base_id": UUID, "filename": STRING, "file_type": STRING, "size": INTEGER,
-    "content_hash": STRING, "status": STRING, "error_code": NULLABLE_STRING, "error_message": NULLABLE_STRING,
-    "attempts": INTEGER, "progress": ANY_OBJECT, "created_at": TIMESTAMP,
+    "content_hash": STRING, "enabled": BOOLEAN, "status": STRING, "error_code": NULLABLE_STRING,
+    "error_message": NULLABLE_STRING, "attempts": INTEGER, "progress": ANY_OBJECT, "created_at": TIMESTAMP,
 }, required=["id", "knowledge_base_id", "filename", "status"])
 CHUNK = _object({
     "chunk_id": UUID, "document_id": UUID, "chunk_index": INTEGER, "content": STRING,
@@ -499,6 +500,10 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
         "description": "Upload files (multipart), or register an external source with a JSON body "
                        "{\"url\": \"https://...\"} that the worker fetches."}},
     "apps.knowledge.api.views.DocumentGetApi": {"get": {"responses": {200: data_of(DOCUMENT)}}},
+    "apps.knowledge.api.views.DocumentUpdateApi": {"patch": {
+        "request": "apps.knowledge.api.serializers.DocumentUpdateIn", "responses": {200: data_of(DOCUMENT)},
+        "description": "`enabled`: false turns the document off for every search and agent read (its chunks and "
+                       "index stay); true turns it on again."}},
     "apps.knowledge.api.views.DocumentDeleteApi": {"delete": {"responses": {204: None}}},
     "apps.knowledge.api.views.DocumentChunkListApi": {"get": {"parameters": PAGE, "responses": {200: page_of(CHUNK)}}},
     "apps.knowledge.api.views.DocumentConfirmApi": {"post": {"request": None, "responses": {200: data_of(DOCUMENT)}}},

@@ -6,6 +6,7 @@ A KB's search playground (POST, or GET for a short link) runs selectors.knowledg
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
@@ -312,8 +313,9 @@ class RouteBindingInline(ProjectScopedInlineMixin, admin.TabularInline):
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = KnowledgeBaseForm
-    list_display = ["name", "project", "enabled", "embedding_model", "strategy", "document_count",
-                    "require_confirmation"]
+    # Six columns, the model and the strategy in one, so the list fits beside the sidebar and the
+    # filters at 1366 px.
+    list_display = ["name", "project", "on", "model_and_strategy", "document_count", "confirms"]
     list_filter = ["project", "enabled", "embedding_model"]
     search_fields = ["name", "description"]
     list_select_related = ["project", "embedding_model"]
@@ -350,6 +352,18 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Strategy")
     def strategy(self, obj: KnowledgeBase) -> str:
         return obj.chunk_strategy.get("strategy", "")
+
+    @admin.display(description="On", boolean=True, ordering="enabled")
+    def on(self, obj: KnowledgeBase) -> bool:
+        return obj.enabled
+
+    @admin.display(description="Model · strategy", ordering="embedding_model__name")
+    def model_and_strategy(self, obj: KnowledgeBase) -> str:
+        return format_html('{}<br><span class="bh-muted">{}</span>', obj.embedding_model, self.strategy(obj))
+
+    @admin.display(description="Confirm first", boolean=True, ordering="require_confirmation")
+    def confirms(self, obj: KnowledgeBase) -> bool:
+        return obj.require_confirmation
 
     # What a member without change rights reads in place of the strategy fields.
     @admin.display(description="Minimum characters")
@@ -583,12 +597,12 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     # Five columns, so the list fits beside the sidebar and the filters at 1366 px (nine ran 330 px
     # past its box); the document's page has every field.
     list_display = ["filename", "where", "file_type", "state", "updated"]
-    list_filter = ["status", "file_type", "knowledge_base"]
+    list_filter = ["status", "enabled", "file_type", "knowledge_base"]
     search_fields = ["filename", "error_message"]
     list_select_related = ["knowledge_base"]
-    actions = ["retry_documents", "confirm_documents", "refetch_documents"]
+    actions = ["retry_documents", "confirm_documents", "refetch_documents", "turn_off_documents", "turn_on_documents"]
     fields = readonly_fields = ("knowledge_base", "filename", "source_url", "fetched_at", "file_type", "size",
-                                "content_hash", "status_badge",
+                                "content_hash", "status_badge", "in_search",
                                 "error_code", "error_message", "attempts", "progress", "queued_at",
                                 "parsing_started_at", "chunking_started_at", "awaiting_confirmation_at", "confirmed_at",
                                 "embedding_started_at", "completed_at", "failed_at", "heartbeat_at")
@@ -602,6 +616,13 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Status", ordering="status")
     def status_badge(self, obj: Document) -> str:
         return format_html('<span class="bh-doc-badge bh-doc-{}">{}</span>', obj.status, obj.get_status_display())
+
+    @admin.display(description="In search")
+    def in_search(self, obj: Document) -> str:
+        if obj.enabled:
+            return "On: searches and agents read it once it is completed."
+        return format_html('<span class="bh-badge bh-off">off</span> {}',
+                           "Searches and agents do not read it; its chunks and index stay.")
 
     @admin.display(description="Source", ordering="source_url")
     def source(self, obj: Document) -> str:
@@ -625,7 +646,9 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         error code."""
         progress = format_html("<br>{}", self.progress(obj)) if obj.progress_total else ""
         error = format_html('<br><code class="bh-doc-error">{}</code>', obj.error_code) if obj.error_code else ""
-        return format_html("{}{}{}", self.status_badge(obj), progress, error)
+        off = "" if obj.enabled else format_html(' <span class="bh-badge bh-off" title="{}">off</span>',
+                                                 "Searches and agents do not read it.")
+        return format_html("{}{}{}{}", self.status_badge(obj), off, progress, error)
 
     @admin.display(description="Updated", ordering="updated_at")
     def updated(self, obj: Document) -> str:
@@ -665,6 +688,17 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "Queued %(count)d document to fetch again.", "Queued %(count)d documents to fetch again.", n)
             % {"count": n})
 
+    @admin.action(description="Turn the selected documents off (searches and agents stop reading them)",
+                  permissions=["change"])
+    def turn_off_documents(self, request, queryset):
+        self._each(request, queryset, partial(services.document_enable, enabled=False), lambda n: ngettext(
+            "Turned %(count)d document off.", "Turned %(count)d documents off.", n) % {"count": n})
+
+    @admin.action(description="Turn the selected documents on", permissions=["change"])
+    def turn_on_documents(self, request, queryset):
+        self._each(request, queryset, partial(services.document_enable, enabled=True), lambda n: ngettext(
+            "Turned %(count)d document on.", "Turned %(count)d documents on.", n) % {"count": n})
+
     def delete_model(self, request, obj):
         services.document_delete(document=obj)
 
@@ -678,6 +712,8 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             path("<path:object_id>/retry/", wrap(self.retry_view), name="knowledge_document_retry"),
             path("<path:object_id>/confirm/", wrap(self.confirm_view), name="knowledge_document_confirm"),
             path("<path:object_id>/refetch/", wrap(self.refetch_view), name="knowledge_document_refetch"),
+            path("<path:object_id>/turn-off/", wrap(self.turn_off_view), name="knowledge_document_turn_off"),
+            path("<path:object_id>/turn-on/", wrap(self.turn_on_view), name="knowledge_document_turn_on"),
             *chunk_urls(self),
             *super().get_urls(),
         ]
@@ -713,6 +749,14 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return self._act(request, object_id, services.document_refetch,
                          "Queued: the URL is fetched again and re-indexed if it changed.")
 
+    def turn_off_view(self, request, object_id):
+        return self._act(request, object_id, partial(services.document_enable, enabled=False),
+                         "Turned off: searches and agents no longer read this document.")
+
+    def turn_on_view(self, request, object_id):
+        return self._act(request, object_id, partial(services.document_enable, enabled=True),
+                         "Turned on: searches and agents read this document again.")
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = dict(extra_context or {})
         document = self.get_object(request, object_id)
@@ -721,7 +765,8 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 selectors.chunk_list_preview(document=document).defer("embedding", "search_vector")[:500]
             )
             extra_context["can_change"] = self.has_change_permission(request, document)
-        # Every field is read-only: nothing to save here (retry, confirm and delete have their own buttons).
+        # Every field is read-only: nothing to save here (retry, confirm, turning off and on, and delete
+        # have their own buttons).
         extra_context.update(show_save=False, show_save_and_continue=False, show_save_and_add_another=False)
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -60,6 +60,12 @@ class DocumentConversionFailed(ApiError):
     message = "Document conversion failed."
 
 
+class DocumentInvalid(ApiError):
+    code = "invalid_document"
+    status = 422
+    message = "The document change is invalid."
+
+
 class InvalidDocumentState(ApiError):
     code = "invalid_document_state"
     status = 409

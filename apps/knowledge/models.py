@@ -187,6 +187,13 @@ class Document(BaseModel):
     size = models.PositiveBigIntegerField()
     content_hash = models.CharField(max_length=64, help_text="SHA-256 of the uploaded bytes.")
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.PENDING, db_index=True)
+    # Off: no search brings its chunks and no reference into it reads (409 knowledge_changed);
+    # its chunks and index stay, and ingestion and rebuilds go on as for any document.
+    enabled = models.BooleanField(
+        default=True, db_default=True,
+        help_text="Off: searches and agents no longer read this document. Its chunks and index stay; turn it on "
+                  "again to put it back.",
+    )
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
@@ -211,7 +218,12 @@ class Document(BaseModel):
 
     class Meta:
         ordering = ["knowledge_base", "-created_at"]
-        indexes = [models.Index(fields=["knowledge_base", "status"])]
+        indexes = [
+            models.Index(fields=["knowledge_base", "status"]),
+            # Every search reads its KBs' documents that are off (pipeline.retrieve): few, if any.
+            models.Index(fields=["knowledge_base"], condition=models.Q(enabled=False),
+                         name="knowledge_document_off"),
+        ]
 
     def __str__(self) -> str:
         return self.filename

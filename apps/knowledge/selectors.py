@@ -400,7 +400,7 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     active generation's chunk count. At most eight queries, whatever the number of documents."""
     documents = list(
         document_list(kb=kb).only(
-            "id", "filename", "file_type", "size", "status", "error_code", "error_message", "attempts",
+            "id", "filename", "file_type", "size", "status", "enabled", "error_code", "error_message", "attempts",
             "progress_done", "progress_total", "queued_at", "created_at", "run_token", "heartbeat_at",
         )[:limit]
     )
@@ -415,6 +415,7 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
             "file_type": d.file_type,
             "status": d.status,
             "status_label": d.get_status_display(),
+            "enabled": d.enabled,
             "percent": document_progress_percent(document=d),
             "stage": _document_stage(d, position=positions.get(d.pk), working=working),
             "queue_position": positions.get(d.pk),

@@ -370,6 +370,18 @@ def document_confirm(*, document: Document) -> Document:
     return document
 
 
+def document_enable(*, document: Document, enabled: bool) -> Document:
+    """Turn a document on or off for every reader: searches (agents', turns', answers', the
+    playground's) skip the chunks of one that is off, and a reference into it reads 409
+    knowledge_changed. Its chunks and index stay, and ingestion, retries and rebuilds go on in
+    any state; so turning it on again needs no work. DocumentNotFound once deleted."""
+    updated_at = timezone.now()
+    if not Document.objects.filter(pk=document.pk).update(enabled=enabled, updated_at=updated_at):
+        raise errors.DocumentNotFound()
+    document.enabled, document.updated_at = enabled, updated_at
+    return document
+
+
 @transaction.atomic
 def document_retry(*, document: Document) -> Document:
     """Run a failed document's pipeline again from the start (its chunks and cached vectors

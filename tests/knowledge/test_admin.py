@@ -305,12 +305,13 @@ def test_an_openai_model_without_an_http_base_url_is_refused_in_the_admin(admin_
     assert EmbeddingModel.objects.count() == before
 
 
-def test_a_document_page_shows_its_actions_box_only_when_there_is_an_action(browser, owner):
+def test_a_document_page_shows_the_actions_its_state_allows(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
     completed = _completed(kb, "products.csv")
     failed = _completed(kb, "no-text.pdf")
     page = browser.get(f"/admin/knowledge/document/{completed.pk}/change/").content.decode()
-    assert 'id="document-actions"' not in page  # an uploaded file that is indexed: nothing to do
+    # An uploaded file that is indexed can only be turned off.
+    assert re.findall(r'action="/admin/knowledge/document/[^/]+/([a-z-]+)/"', page) == ["turn-off"]
     page = browser.get(f"/admin/knowledge/document/{failed.pk}/change/").content.decode()
     assert 'id="document-actions"' in page
     assert f'action="/admin/knowledge/document/{failed.pk}/retry/"' in page

@@ -38,6 +38,10 @@ class KnowledgeBaseCreateIn(ExactFieldsSerializer):
     reranker = JSONObjectField(required=False, default=None, allow_null=True)
 
 
+class DocumentUpdateIn(ExactFieldsSerializer):
+    enabled = JSONBooleanField(required=False)
+
+
 class DocumentRegisterIn(ExactFieldsSerializer):
     url = JSONStringField(max_length=2000)
 
@@ -109,6 +113,7 @@ def document_out(document: Document) -> dict:
         "fetched_at": document.fetched_at,
         "size": document.size,
         "content_hash": document.content_hash,
+        "enabled": document.enabled,
         **document_state(document),
         **document_stage_times(document),
     }

@@ -15,6 +15,7 @@ from apps.core.parsers import StrictJSONParser, StrictMultiPartParser
 from apps.knowledge import selectors, services
 from apps.knowledge.api.serializers import (
     DocumentRegisterIn,
+    DocumentUpdateIn,
     KnowledgeBaseCreateIn,
     KnowledgeBaseUpdateIn,
     chunk_out,
@@ -24,6 +25,7 @@ from apps.knowledge.api.serializers import (
     knowledge_base_out,
 )
 from apps.knowledge.errors import (
+    DocumentInvalid,
     EmbeddingModelNotFound,
     KnowledgeBaseInvalid,
     KnowledgeForbidden,
@@ -205,6 +207,20 @@ class DocumentGetApi(BuilderApi):
     def get(self, request, document_id):
         return Response({"data": document_out(selectors.document_get_visible(user=request.user,
                                                                              document_id=document_id))})
+
+
+class DocumentUpdateApi(BuilderApi):
+    """PATCH a document: `enabled` turns it on or off for every search and agent read."""
+
+    required_scope = SCOPE_INGEST
+    invalid_error = DocumentInvalid
+
+    def patch(self, request, document_id):
+        document = selectors.document_get_editable(user=request.user, document_id=document_id)
+        data = builder_validated(DocumentUpdateIn, request.data, error=DocumentInvalid, partial=True)
+        if "enabled" in data:
+            document = services.document_enable(document=document, enabled=data["enabled"])
+        return Response({"data": document_out(document)})
 
 
 class DocumentDeleteApi(BuilderApi):

@@ -163,13 +163,15 @@ def phase1_terms(scorer: KeywordScorer) -> list[str]:
 
 
 def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
-                    own_index: Iterable = (), cosine: tuple[int, str] | None = None) -> list[tuple]:
+                    own_index: Iterable = (), cosine: tuple[int, str] | None = None,
+                    withheld: Sequence = ()) -> list[tuple]:
     """The best `limit` chunks by summed idf of the phase-1 terms they hold, as the scorer's
     row_columns gives them followed by PLACEMENT_COLUMNS (one round trip: the ranking, the rows
     phase 2 scores and where they sit), then, with `cosine` (dimension, query vector literal),
     each row's cosine similarity to the query (None without an embedding). A
     generation in `own_index` is read through its own GIN index, the others through the shared
-    one, each term's postings intersected with their lexemes.
+    one, each term's postings intersected with their lexemes. No chunk of a document in
+    `withheld` (turned off) is read.
 
     The terms are rows of an array, each joined laterally to its postings: one scan per index
     in the plan whatever the number of terms. (A branch per term, UNION ALL, made the planner
@@ -181,18 +183,20 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
     owned = set(own_index)
     branches: list[str] = []
     params: list[Any] = [[_tsquery_lexeme(term) for term in chosen], [scorer.idf[term] for term in chosen]]
+    # A search without documents turned off keeps the statement as it was.
+    skip, skip_params = (" AND document_id <> ALL(%s::uuid[])", [list(withheld)]) if withheld else ("", [])
     for generation_id in generation_ids:
         if generation_id in owned:
             # The generation named with its index's predicate (pipeline.sql.keyword_index_create_sql):
             # the planner matches the partial index, and no other index serves the clause.
-            branches.append("SELECT id FROM knowledge_chunk WHERE generation_id::text = %s AND kind = 'child' "
-                            "AND search_vector @@ t.term::tsquery AND NOT disabled")
-            params.append(str(generation_id))
+            branches.append("SELECT id FROM knowledge_chunk WHERE generation_id::text = %s AND kind = 'child' "  # noqa: S608 -- fixed SQL
+                            f"AND search_vector @@ t.term::tsquery AND NOT disabled{skip}")
+            params += [str(generation_id), *skip_params]
     shared = [g for g in generation_ids if g not in owned]
     if shared:
-        branches.append("SELECT id FROM knowledge_chunk "
-                        "WHERE search_vector @@ (%s::tsquery && t.term::tsquery) AND NOT disabled")
-        params.append(" | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in shared))
+        branches.append("SELECT id FROM knowledge_chunk "  # noqa: S608 -- fixed SQL
+                        f"WHERE search_vector @@ (%s::tsquery && t.term::tsquery) AND NOT disabled{skip}")
+        params += [" | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in shared), *skip_params]
     columns, column_params = scorer.row_columns()
     similarity, similarity_params = "", []
     if cosine is not None:
@@ -226,11 +230,12 @@ KeywordHits = list[tuple[Any, float, list[str], tuple, float | None]]
 
 def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scorer: KeywordScorer | None = None,
                        stored_tf: bool = False, own_index: Iterable = (), model: EmbeddingModel | None = None,
-                       query_vector: Sequence[float] | None = None) -> tuple[KeywordHits, KeywordScorer | None]:
+                       query_vector: Sequence[float] | None = None,
+                       withheld: Sequence = ()) -> tuple[KeywordHits, KeywordScorer | None]:
     """[(chunk id, BM25, matched terms, placement, cosine)] best first. `own_index`: the
     generations with a GIN index of their own. With `model` and `query_vector` each candidate's
     cosine similarity is read with it (hybrid fusion needs it; a read of its own cost ~4 ms at
-    1M chunks), else it is None."""
+    1M chunks), else it is None. None of the documents in `withheld` (turned off)."""
     scorer = scorer or keyword_scorer(generation_ids=generation_ids, query=query, stored_tf=stored_tf)
     if scorer is None or not scorer.idf:
         return [], scorer
@@ -238,7 +243,7 @@ def keyword_candidates(*, generation_ids: Sequence, query: str, limit: int, scor
     cosine = None
     if model is not None and query_vector is not None:
         cosine = (model.dimension, vector_literal(query_vector))
-    rows = _keyword_phase1(generation_ids, scorer, phase1_limit, own_index, cosine=cosine)
+    rows = _keyword_phase1(generation_ids, scorer, phase1_limit, own_index, cosine=cosine, withheld=withheld)
     width = len(rows[0]) - (3 if cosine else 2) if rows else 0  # the scorer's columns
     placement = {row[0]: (row[width], row[width + 1]) for row in rows}
     similarity = {row[0]: row[-1] for row in rows} if cosine else {}

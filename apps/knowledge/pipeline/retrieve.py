@@ -57,7 +57,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -131,19 +131,25 @@ class ActiveGeneration:
     keyword_analyzer: int
     # Built with sentence windows (ChunkStrategy.window_chars > 0).
     windowed: bool
+    # The KB's documents an operator turned off: no channel brings their chunks.
+    withheld: tuple = ()
 
 
 def _active_generations(kb_ids: list) -> list[ActiveGeneration]:
-    """The active generation of each of the KBs that has one. Plain SQL, as every read on a
-    search's path: building the ORM's query cost more than running it (~2.4 ms against 0.4)."""
+    """The active generation of each of the KBs that has one, with the KB's documents that are
+    off (through a partial index of those alone). Plain SQL, as every read on a search's path:
+    building the ORM's query cost more than running it (~2.4 ms against 0.4)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, knowledge_base_id, vector_indexed, keyword_indexed, keyword_analyzer, "
-            "coalesce((chunk_strategy->>'window_chars')::int, 0) > 0 FROM knowledge_indexgeneration "
-            "WHERE knowledge_base_id = ANY(%s::uuid[]) AND status = %s",
+            "SELECT g.id, g.knowledge_base_id, g.vector_indexed, g.keyword_indexed, g.keyword_analyzer, "
+            "coalesce((g.chunk_strategy->>'window_chars')::int, 0) > 0, "
+            "ARRAY(SELECT d.id FROM knowledge_document d WHERE d.knowledge_base_id = g.knowledge_base_id "
+            "AND NOT d.enabled ORDER BY d.id) FROM knowledge_indexgeneration g "
+            "WHERE g.knowledge_base_id = ANY(%s::uuid[]) AND g.status = %s",
             [kb_ids, IndexGeneration.Status.ACTIVE.value],
         )
-        return [ActiveGeneration(*row) for row in cursor.fetchall()]
+        return [ActiveGeneration(pk, kb_id, vector, keyword, analyzer, windowed, tuple(withheld))
+                for pk, kb_id, vector, keyword, analyzer, windowed, withheld in cursor.fetchall()]
 
 
 @dataclass(frozen=True)
@@ -230,9 +236,9 @@ def _add(timings: dict[str, float], name: str, ms: float) -> None:
 
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
                      timings: dict[str, float], fusion: str = "convex",
-                     indexes: GenerationIndexes = GenerationIndexes()) -> list[Candidate]:
+                     indexes: GenerationIndexes = GenerationIndexes(), withheld: Sequence = ()) -> list[Candidate]:
     """One embedding-model group: channel candidates, completed and fused, best first, read
-    through the indexes the generations have (`indexes`).
+    through the indexes the generations have (`indexes`), none of the documents in `withheld`.
 
     Convex fusion completes each channel's candidates with the other channel's score: the vector
     channel reads its rows' BM25 in its own query; the keyword candidates' cosines come with them
@@ -254,7 +260,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         # The vector channel starts before the keyword statistics are read: its SQL needs the
         # query's terms alone, and it takes the scorer when its rows are back.
         channel_args: dict[str, Any] = dict(model=model, generation_ids=generation_ids, limit=limit,
-                                            indexed=indexes.vector, need=options.top_k)
+                                            indexed=indexes.vector, need=options.top_k, withheld=withheld)
         if hybrid:
             channel_args["ef_search"] = retrieval_settings().hybrid_vector_ef_search
             terms = query_terms(query)
@@ -290,7 +296,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         # are read with them.
         along = hybrid and fusion == "convex" and query_vector is not None
         keyword, scorer = keyword_candidates(generation_ids=generation_ids, query=query, limit=limit, scorer=scorer,
-                                             stored_tf=tf_stored, own_index=indexes.keyword,
+                                             stored_tf=tf_stored, own_index=indexes.keyword, withheld=withheld,
                                              model=model if along else None, query_vector=query_vector)
         for rank, (cid, score, terms, placement, cosine) in enumerate(keyword, start=1):
             candidates[cid] = Candidate(chunk_id=cid, keyword_rank=rank, keyword_score=score, matched_terms=terms,
@@ -384,6 +390,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     # KBs are searched together when they share a model and a fusion and have no reranker of their
     # own; a KB with a reranker is a group of its own, so its reranker sees only its candidates.
     groups_of: dict[tuple, list] = defaultdict(list)
+    withheld = sorted((pk for generation in generations for pk in generation.withheld), key=str)
     rerankers: dict[Any, RerankConfig] = {}
     models: dict[str, EmbeddingModel] = {}
     for generation in generations:
@@ -401,7 +408,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     for key, generation_ids in sorted(groups_of.items()):
         ranked = _rank_candidates(model=models[key[0]], generation_ids=sorted(generation_ids, key=str),
                                   query=query, options=options, timings=timings, fusion=key[1] or "convex",
-                                  indexes=indexes)
+                                  indexes=indexes, withheld=withheld)
         if options.score_threshold is not None:
             ranked = [c for c in ranked if c.score >= options.score_threshold]
         if key in rerankers:

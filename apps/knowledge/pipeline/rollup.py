@@ -67,7 +67,7 @@ def _choose(ranked: list[Candidate], placed: dict[Any, tuple], *, top_k: int, ma
 
 
 _SHOWN_COLUMNS = ("id", "document_id", "document__knowledge_base_id", "document__filename", "document__status",
-                  "index", "text", "chapter_path", "metadata", "parent_id", "parent__text")
+                  "document__enabled", "index", "text", "chapter_path", "metadata", "parent_id", "parent__text")
 
 
 def _shown_rows(ids: list, *, with_parent: bool) -> list[dict]:
@@ -78,7 +78,7 @@ def _shown_rows(ids: list, *, with_parent: bool) -> list[dict]:
               else "NULL FROM knowledge_chunk c")
     with connection.cursor() as cursor:
         cursor.execute(
-            'SELECT c.id, c.document_id, d.knowledge_base_id, d.filename, d.status, c."index", c.text, '
+            'SELECT c.id, c.document_id, d.knowledge_base_id, d.filename, d.status, d.enabled, c."index", c.text, '
             f"c.chapter_path, c.metadata, c.parent_id, {parent} JOIN knowledge_document d ON d.id = c.document_id "
             "WHERE c.id = ANY(%s::uuid[]) AND NOT c.disabled",
             [ids],
@@ -102,15 +102,17 @@ def rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget:
         placed.update({chunk_id: (parent_id, document_id) for chunk_id, parent_id, document_id in Chunk.objects.filter(
             id__in=unplaced, disabled=False).values_list("id", "parent_id", "document_id")})
     # The shown children with their sections' text and their documents' status, in one read.
-    # Only documents whose ingestion completed are shown: a chosen chunk of another document, or
-    # one deleted or disabled since the channels read it, gives its place to the next candidate
-    # (another read; the other candidates of that document go too).
+    # Only documents whose ingestion completed, and that are on, are shown: a chosen chunk of
+    # another document, or one deleted or disabled since the channels read it (or its document
+    # turned off), gives its place to the next candidate (another read; the other candidates of
+    # that document go too).
     children: dict[Any, dict] = {}
     while True:
         chosen = _choose(ranked, placed, top_k=top_k, max_docs=max_docs, rollup=rollup)
         wanted = [c.chunk_id for members in chosen.values() for c in members if c.chunk_id not in children]
         rows = _shown_rows(wanted, with_parent=rollup) if wanted else []
-        unfinished = {row["document_id"] for row in rows if row["document__status"] != Document.Status.COMPLETED}
+        unfinished = {row["document_id"] for row in rows
+                      if row["document__status"] != Document.Status.COMPLETED or not row["document__enabled"]}
         children.update({row["id"]: row for row in rows if row["document_id"] not in unfinished})
         gone = {chunk_id for chunk_id in wanted if chunk_id not in children}
         if not gone:

@@ -19,20 +19,24 @@ from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 
 
 def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
-                  extra_columns: tuple[str, list]) -> tuple[str, list]:
+                  extra_columns: tuple[str, list], withheld: Sequence = ()) -> tuple[str, list]:
     """The vector channel's SQL and parameters: (id, cosine, parent id, document id, *extra)
     best first, over one generation through its own HNSW index (`generations` one id), or over
-    several by an exact scan (`generations` a list)."""
+    several by an exact scan (`generations` a list), none of the documents in `withheld`."""
     distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
     extra, extra_params = extra_columns
     extra = f", {extra}" if extra else ""
     filters = "kind = 'child' AND embedding IS NOT NULL AND NOT disabled"
+    filter_params: list = []
+    if withheld:  # the statement of a search without any stays as it was
+        filters += " AND document_id <> ALL(%s::uuid[])"
+        filter_params.append(list(withheld))
     if not isinstance(generations, list):
         # One generation, named literally: the planner matches its partial HNSW index. The walk
         # stops at the limit, so the extra columns are computed for the returned rows only.
         return (f"SELECT c.id, 1 - {distance}, {PLACEMENT_COLUMNS}{extra} FROM knowledge_chunk c "  # noqa: S608 -- the columns are the engine's own
                 f"WHERE generation_id = %s AND {filters} ORDER BY {distance} LIMIT %s",
-                [vector, *extra_params, generations, vector, limit])
+                [vector, *extra_params, generations, *filter_params, vector, limit])
     # An exact scan: "+ 0" hides the ordering from any HNSW index; equal distances go by id, so
     # the same rows make the cut every time. It sorts every row it reads, so the extra columns (a
     # search vector unpacked and filtered) are read after the limit, by id.
@@ -40,13 +44,13 @@ def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
             f"SELECT id, {distance} AS distance FROM knowledge_chunk WHERE generation_id = ANY(%s::uuid[]) "
             f"AND {filters} ORDER BY {distance} + 0, id LIMIT %s) v JOIN knowledge_chunk c ON c.id = v.id "
             f"ORDER BY v.distance, c.id",
-            [*extra_params, vector, generations, vector, limit])
+            [*extra_params, vector, generations, *filter_params, vector, limit])
 
 
 def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_vector: Sequence[float],
                       limit: int, indexed: Iterable = (), filtered_rows: int | None = None,
                       need: int | None = None, extra_columns: tuple[str, list] = ("", []),
-                      ef_search: int | None = None) -> list[tuple]:
+                      ef_search: int | None = None, withheld: Sequence = ()) -> list[tuple]:
     """[(chunk id, cosine similarity, parent id, document id, *extra)] best first: up to `limit`
     candidates, and never fewer than `need` (the caller's top-k) while the generations have them.
     A generation in `indexed` is searched through its own HNSW index, the others exactly;
@@ -54,7 +58,8 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
     not given: only an index answer short of the limit asks). `extra_columns`:
     more SQL columns over alias c (the keyword scorer's, in hybrid search) and their parameters,
     read only for the rows returned. `ef_search`: the HNSW walk's floor (vector_ef_search unless
-    given; hybrid search gives hybrid_vector_ef_search), never below twice the limit."""
+    given; hybrid search gives hybrid_vector_ef_search), never below twice the limit. `withheld`:
+    documents (turned off) whose chunks are skipped, as disabled chunks are."""
     dim = model.dimension
     vector = vector_literal(query_vector)
     knobs = retrieval_settings()
@@ -77,11 +82,11 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
         if scanned:
             before_a_scan()
             cursor.execute(*_vector_query(dim, vector=vector, generations=scanned, limit=limit,
-                                          extra_columns=extra_columns))
+                                          extra_columns=extra_columns, withheld=withheld))
             rows += cursor.fetchall()
         walked = [g for g in generation_ids if g in indexed]
         if walked:
-            # The index may return fewer rows than asked (disabled chunks): a shortfall below what
+            # The index may return fewer rows than asked (disabled chunks, documents off): a shortfall below what
             # the caller will show always gets an exact scan; one below the candidate limit too,
             # while the generations are small enough to scan (20,000 rows, ~100 ms).
             shown = limit if need is None else need
@@ -93,7 +98,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
                     dblimits.set_settings(walk, local=True)
                 for generation_id in walked:
                     cursor.execute(*_vector_query(dim, vector=vector, generations=generation_id, limit=limit,
-                                                  extra_columns=extra_columns))
+                                                  extra_columns=extra_columns, withheld=withheld))
                     found = cursor.fetchall()
                     if len(found) < max(limit, shown):  # only then can the generations' size matter
                         if filtered_rows is None:
@@ -106,7 +111,7 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             if short:
                 before_a_scan()
                 cursor.execute(*_vector_query(dim, vector=vector, generations=short, limit=limit,
-                                              extra_columns=extra_columns))
+                                              extra_columns=extra_columns, withheld=withheld))
                 rows += cursor.fetchall()
     if len(generation_ids) > 1:
         rows.sort(key=lambda row: (-row[1], str(row[0])))

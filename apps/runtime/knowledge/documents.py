@@ -112,7 +112,7 @@ def _document_loaded(**values: Any) -> Document:
 
 
 def _ready_with_versions(document_ids: list, scope: KnowledgeScope) -> tuple[dict[Any, Document], _Versions]:
-    """The documents among `document_ids` this scope may read now (in a bound KB, completed), and
+    """The documents among `document_ids` this scope may read now (in a bound KB, completed, on), and
     the version of each one's chunk rows in the scope's generations (one per generation that holds
     rows of it), with the server's start. One statement.
 
@@ -128,7 +128,7 @@ def _ready_with_versions(document_ids: list, scope: KnowledgeScope) -> tuple[dic
             "FROM (SELECT 1) AS one LEFT JOIN ("
             " knowledge_document d LEFT JOIN knowledge_chunksetversion v"
             " ON v.document_id = d.id AND v.generation_id = ANY(%s::uuid[])"
-            ") ON d.id = ANY(%s::uuid[]) AND d.knowledge_base_id = ANY(%s::uuid[]) AND d.status = %s "
+            ") ON d.id = ANY(%s::uuid[]) AND d.knowledge_base_id = ANY(%s::uuid[]) AND d.status = %s AND d.enabled "
             "ORDER BY d.id, v.generation_id",
             [list(scope.generation_ids), document_ids, scope.knowledge_base_ids, Document.Status.COMPLETED.value],
         )
