@@ -494,7 +494,10 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.knowledge.api.views.KnowledgeBaseRebuildGetApi": {"get": {"responses": {200: data_of(GENERATION)}}},
     "apps.knowledge.api.views.KnowledgeBaseReportApi": {"get": {"responses": {200: data_of(ANY_OBJECT)}}},
     "apps.knowledge.api.views.DocumentListApi": {"get": {
-        "parameters": [*PAGE, OpenApiParameter("status", str)], "responses": {200: page_of(DOCUMENT)}}},
+        "parameters": [*PAGE, OpenApiParameter("status", str),
+                       OpenApiParameter("enabled", str, enum=["true", "false"],
+                                        description="Only the documents that are on (true) or off (false).")],
+        "responses": {200: page_of(DOCUMENT)}}},
     "apps.knowledge.api.views.DocumentUploadApi": {"post": {
         "request": MULTIPART_FILES, "responses": {201: data_of({"type": "array", "items": DOCUMENT})},
         "description": "Upload files (multipart), or register an external source with a JSON body "

@@ -75,10 +75,13 @@ def document_get_editable(*, user, document_id) -> Document:
     return document
 
 
-def document_list(*, kb: KnowledgeBase, status: str | None = None) -> QuerySet[Document]:
+def document_list(*, kb: KnowledgeBase, status: str | None = None, enabled: bool | None = None
+                  ) -> QuerySet[Document]:
     queryset = Document.objects.filter(knowledge_base=kb)
     if status:
         queryset = queryset.filter(status=status)
+    if enabled is not None:
+        queryset = queryset.filter(enabled=enabled)
     return queryset.order_by("-created_at", "id")
 
 

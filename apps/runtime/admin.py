@@ -45,6 +45,7 @@ class _BindingState(TypedDict):
 
 class _RouteSources(TypedDict):
     knowledge_source_total: int
+    knowledge_source_off: int
 
 DRY_RUN_PARAM = "dry_run"
 TOOLS_FIELDSET = "Tools (agent direct)"
@@ -245,12 +246,16 @@ class RouteConsoleAdmin(RouteAdmin):
 
     def get_queryset(self, request):
         same_project = Q(knowledge_bindings__knowledge_base__project_id=F("project_id"))
-        return super().get_queryset(request).annotate(knowledge_source_total=Count("knowledge_bindings",
-                                                                                   filter=same_project))
+        return super().get_queryset(request).annotate(
+            knowledge_source_total=Count("knowledge_bindings", filter=same_project),
+            knowledge_source_off=Count("knowledge_bindings", filter=same_project & Q(
+                knowledge_bindings__knowledge_base__enabled=False)))
 
     @admin.display(description="Knowledge sources", ordering="knowledge_source_total")
-    def knowledge_sources(self, route: WithAnnotations[Route, _RouteSources]) -> int:
-        return route.knowledge_source_total
+    def knowledge_sources(self, route: WithAnnotations[Route, _RouteSources]) -> str:
+        """The bound knowledge bases its agents read, and how many more are bound but off."""
+        read = route.knowledge_source_total - route.knowledge_source_off
+        return f"{read} (+{route.knowledge_source_off} off)" if route.knowledge_source_off else str(read)
 
     def get_inlines(self, request, obj):
         # A new route has no project's knowledge bases to offer yet: bind them once it is saved.

@@ -97,8 +97,10 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
 
     routes = _ranked(
         Route.objects.filter(project_id__in=ids).annotate(
-            knowledge_sources=Count("knowledge_bindings", filter=Q(knowledge_bindings__knowledge_base__project_id=F(
-                "project_id")))),
+            # The sources its agents read: bound KBs of its project that are on.
+            knowledge_sources=Count("knowledge_bindings", filter=Q(
+                knowledge_bindings__knowledge_base__project_id=F("project_id"),
+                knowledge_bindings__knowledge_base__enabled=True))),
         partition="project_id", order=[F("key").asc()], limit=ROUTES_PER_PROJECT,
     ).order_by("key")
     for route in routes:

@@ -134,3 +134,26 @@ def test_the_kb_page_marks_a_document_that_is_off(browser, document):
     assert 'title="Searches and agents do not read it.">off</span>' not in browser.get(url).content.decode()
     services.document_enable(document=document, enabled=False)
     assert 'title="Searches and agents do not read it.">off</span>' in browser.get(url).content.decode()
+
+
+def test_the_document_list_filters_by_on_or_off(client, document):
+    services.document_upload(kb=document.knowledge_base, files=[upload("products.csv")])
+    services.document_enable(document=document, enabled=False)
+    url = f"{BASE}/knowledge-bases/{document.knowledge_base_id}/documents"
+
+    def listed(**params) -> set[str]:
+        response = client.get(url, params)
+        assert response.status_code == 200, response.json()
+        assert response.json()["meta"]["total"] == len(response.json()["data"])
+        return {row["filename"] for row in response.json()["data"]}
+
+    assert listed() == {"policy.zh.md", "products.csv"}
+    assert listed(enabled="false") == {"policy.zh.md"}
+    assert listed(enabled="true") == {"products.csv"}
+
+
+@pytest.mark.parametrize("value", ["0", "False", "yes", "off"])
+def test_the_document_list_refuses_an_enabled_that_is_not_true_or_false(client, document, value):
+    response = client.get(f"{BASE}/knowledge-bases/{document.knowledge_base_id}/documents", {"enabled": value})
+    assert (response.status_code, response.json()["error"], list(response.json()["fields"])) == (
+        400, "invalid_request", ["enabled"])

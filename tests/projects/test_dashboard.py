@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apps.agent_auth.services import session_revoke
-from apps.knowledge.models import Document
+from apps.knowledge.models import Document, KnowledgeBase
 from apps.projects.models import Membership
 from tests.agent_auth.helpers import session_for
 from tests.knowledge.factories import KnowledgeBaseFactory
@@ -55,6 +55,9 @@ def test_a_project_panel_lists_its_routes_with_their_knowledge_sources(a, b):
     assert [(route.key, route.knowledge_enabled, route.knowledge_sources) for route in board.routes] == [
         ("alpha-route", True, 1)]
     assert board.route_total == 1
+    KnowledgeBase.objects.filter(pk=a.kb.pk).update(enabled=False)  # agents no longer read it
+    board = _board(admin_client(a.user).get("/admin/"), "alpha")
+    assert [(route.key, route.knowledge_sources) for route in board.routes] == [("alpha-route", 0)]
 
 
 def test_a_project_panel_counts_documents_by_status(a, b):

@@ -437,6 +437,15 @@ def test_the_route_list_counts_each_routes_knowledge_sources(bound_route):
     assert '<td class="field-knowledge_sources">2</td>' in response.content.decode()
 
 
+def test_the_route_list_tells_the_sources_read_from_those_turned_off(bound_route):
+    from apps.knowledge.models import KnowledgeBase
+
+    membership, route = bound_route
+    KnowledgeBase.objects.filter(project=route.project, name="配送").update(enabled=False)
+    response = _client_for(membership.user).get("/admin/routes/route/")
+    assert '<td class="field-knowledge_sources">1 (+1 off)</td>' in response.content.decode()
+
+
 def test_the_add_form_starts_on_the_only_project_the_operator_edits():
     editor = MembershipFactory(role=Membership.Role.EDITOR)
     MembershipFactory(user=editor.user, role=Membership.Role.VIEWER)  # viewed, not a place to add routes

@@ -70,6 +70,15 @@ def _document_status(request) -> str | None:
     return raw
 
 
+def _document_enabled(request) -> bool | None:
+    raw = request.query_params.get("enabled")
+    if not raw:
+        return None
+    if raw not in ("true", "false"):
+        raise query_error("enabled", "true or false is required.")
+    return raw == "true"
+
+
 def _project_id(request) -> str | None:
     raw = request.query_params.get("project_id")
     if not raw:
@@ -168,7 +177,7 @@ class DocumentListApi(BuilderApi):
     def get(self, request, kb_id):
         kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
         offset, limit = _page(request)
-        queryset = selectors.document_list(kb=kb, status=_document_status(request))
+        queryset = selectors.document_list(kb=kb, status=_document_status(request), enabled=_document_enabled(request))
         total = queryset.count()
         return Response({"data": [document_out(d) for d in queryset[offset : offset + limit]],
                          "meta": {"total": total, "offset": offset, "limit": limit}})
