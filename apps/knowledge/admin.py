@@ -655,7 +655,9 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         attempts = ngettext("%(count)d attempt", "%(count)d attempts", obj.attempts) % {"count": obj.attempts}
         return format_html('{}<br><span class="bh-muted">{}</span>', time_ago(obj.updated_at), attempts)
 
-    def _each(self, request, queryset, service, done_text: Callable[[int], str]) -> None:
+    def _each(self, request, queryset, service, done_text: Callable[[int], str], history: str) -> None:
+        """Run a document service on each selected document the operator may change, writing
+        `history` to the history of each one done."""
         done, refused = 0, []
         editable = self.editable_project_ids(request)
         for document in queryset.select_related("knowledge_base"):
@@ -667,6 +669,8 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 done += 1
             except ApiError:
                 refused.append(document.filename)
+            else:
+                self.log_change(request, document, history)
         if done:
             self.message_user(request, done_text(done), messages.SUCCESS)
         if refused:
@@ -675,29 +679,33 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.action(description="Retry the selected failed documents", permissions=["change"])
     def retry_documents(self, request, queryset):
         self._each(request, queryset, services.document_retry, lambda n: ngettext(
-            "Queued %(count)d document.", "Queued %(count)d documents.", n) % {"count": n})
+            "Queued %(count)d document.", "Queued %(count)d documents.", n) % {"count": n},
+            history="Queued for another attempt.")
 
     @admin.action(description="Confirm the selected documents awaiting confirmation", permissions=["change"])
     def confirm_documents(self, request, queryset):
         self._each(request, queryset, services.document_confirm, lambda n: ngettext(
-            "Confirmed %(count)d document.", "Confirmed %(count)d documents.", n) % {"count": n})
+            "Confirmed %(count)d document.", "Confirmed %(count)d documents.", n) % {"count": n},
+            history="Confirmed for indexing.")
 
     @admin.action(description="Fetch the selected URL documents again", permissions=["change"])
     def refetch_documents(self, request, queryset):
         self._each(request, queryset, services.document_refetch, lambda n: ngettext(
             "Queued %(count)d document to fetch again.", "Queued %(count)d documents to fetch again.", n)
-            % {"count": n})
+            % {"count": n}, history="Queued to fetch its URL again.")
 
     @admin.action(description="Turn the selected documents off (searches and agents stop reading them)",
                   permissions=["change"])
     def turn_off_documents(self, request, queryset):
         self._each(request, queryset, partial(services.document_enable, enabled=False), lambda n: ngettext(
-            "Turned %(count)d document off.", "Turned %(count)d documents off.", n) % {"count": n})
+            "Turned %(count)d document off.", "Turned %(count)d documents off.", n) % {"count": n},
+            history="Turned off.")
 
     @admin.action(description="Turn the selected documents on", permissions=["change"])
     def turn_on_documents(self, request, queryset):
         self._each(request, queryset, partial(services.document_enable, enabled=True), lambda n: ngettext(
-            "Turned %(count)d document on.", "Turned %(count)d documents on.", n) % {"count": n})
+            "Turned %(count)d document on.", "Turned %(count)d documents on.", n) % {"count": n},
+            history="Turned on.")
 
     def delete_model(self, request, obj):
         services.document_delete(document=obj)
@@ -733,6 +741,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                     return JsonResponse({"error": exc.code, "message": exc.message}, status=exc.status)
                 self.message_user(request, exc.message, messages.ERROR)
             else:
+                self.log_change(request, document, done_message)
                 if wants_json:
                     return JsonResponse({"id": str(document.pk), "status": document.status, "message": done_message})
                 self.message_user(request, done_message, messages.SUCCESS)

@@ -157,3 +157,23 @@ def test_the_document_list_refuses_an_enabled_that_is_not_true_or_false(client, 
     response = client.get(f"{BASE}/knowledge-bases/{document.knowledge_base_id}/documents", {"enabled": value})
     assert (response.status_code, response.json()["error"], list(response.json()["fields"])) == (
         400, "invalid_request", ["enabled"])
+
+
+def test_turning_a_document_off_and_on_is_written_to_its_history(browser, owner, document):
+    from django.contrib.admin.models import LogEntry
+
+    browser.post(f"/admin/knowledge/document/{document.pk}/turn-off/")
+    browser.post("/admin/knowledge/document/", {"action": "turn_on_documents", "_selected_action": [str(document.pk)]})
+    entries = LogEntry.objects.filter(object_id=str(document.pk)).order_by("action_time", "id")
+    assert [(entry.user_id, entry.get_change_message()) for entry in entries] == [
+        (owner.user_id, "Turned off: searches and agents no longer read this document."),
+        (owner.user_id, "Turned on.")]
+    history = browser.get(f"/admin/knowledge/document/{document.pk}/history/").content.decode()
+    assert "Turned off: searches and agents no longer read this document." in history
+
+
+def test_a_refused_action_writes_no_history(browser, document):
+    from django.contrib.admin.models import LogEntry
+
+    browser.post("/admin/knowledge/document/", {"action": "retry_documents", "_selected_action": [str(document.pk)]})
+    assert not LogEntry.objects.filter(object_id=str(document.pk)).exists()
