@@ -697,13 +697,13 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.action(description="Turn the selected documents off (searches and agents stop reading them)",
                   permissions=["change"])
     def turn_off_documents(self, request, queryset):
-        self._each(request, queryset, partial(services.document_enable, enabled=False), lambda n: ngettext(
+        self._each(request, queryset, partial(services.document_set_enabled, enabled=False), lambda n: ngettext(
             "Turned %(count)d document off.", "Turned %(count)d documents off.", n) % {"count": n},
             history="Turned off.")
 
     @admin.action(description="Turn the selected documents on", permissions=["change"])
     def turn_on_documents(self, request, queryset):
-        self._each(request, queryset, partial(services.document_enable, enabled=True), lambda n: ngettext(
+        self._each(request, queryset, partial(services.document_set_enabled, enabled=True), lambda n: ngettext(
             "Turned %(count)d document on.", "Turned %(count)d documents on.", n) % {"count": n},
             history="Turned on.")
 
@@ -759,11 +759,11 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                          "Queued: the URL is fetched again and re-indexed if it changed.")
 
     def turn_off_view(self, request, object_id):
-        return self._act(request, object_id, partial(services.document_enable, enabled=False),
+        return self._act(request, object_id, partial(services.document_set_enabled, enabled=False),
                          "Turned off: searches and agents no longer read this document.")
 
     def turn_on_view(self, request, object_id):
-        return self._act(request, object_id, partial(services.document_enable, enabled=True),
+        return self._act(request, object_id, partial(services.document_set_enabled, enabled=True),
                          "Turned on: searches and agents read this document again.")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

@@ -1,8 +1,9 @@
 """Reads of knowledge bases, documents, generations and chunks, scoped where an operator asks.
 
-For the retrieval side (search, agent knowledge): `route_readable_knowledge_bases`, `generation_active_ids`
-and `chunk_queryset_searchable` give what is readable — children of the *active* generation of
-documents that are *completed*, resolved in one statement.
+For the retrieval side (search, agent knowledge): `route_readable_knowledge_bases` (the route's
+KBs that are on), `generation_active_ids` and `chunk_queryset_searchable` give what is readable —
+enabled children of the *active* generation of documents that are *completed* and on, resolved in
+one statement.
 """
 
 from __future__ import annotations
@@ -116,10 +117,12 @@ def generation_active_ids(*, kbs: Iterable[KnowledgeBase]) -> list:
 
 def chunk_queryset_searchable(*, kbs: Iterable[KnowledgeBase] | None = None, generation_ids=None) -> QuerySet[Chunk]:
     """Children that searches may return: in the active generation of `kbs` (or in the given
-    `generation_ids`), of completed documents, with a vector. One statement resolves the active
-    generation, so a concurrent switch yields the old set or the new one, never a mix."""
+    `generation_ids`), not disabled, of completed documents that are on, with a vector. One
+    statement resolves the active generation, so a concurrent switch yields the old set or the new
+    one, never a mix."""
     queryset = Chunk.objects.filter(
-        kind=Chunk.Kind.CHILD, document__status=Document.Status.COMPLETED, embedding__isnull=False
+        kind=Chunk.Kind.CHILD, disabled=False, document__status=Document.Status.COMPLETED, document__enabled=True,
+        embedding__isnull=False,
     )
     if generation_ids is not None:
         return queryset.filter(generation_id__in=list(generation_ids))

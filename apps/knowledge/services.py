@@ -370,7 +370,8 @@ def document_confirm(*, document: Document) -> Document:
     return document
 
 
-def document_enable(*, document: Document, enabled: bool) -> Document:
+@transaction.atomic
+def document_set_enabled(*, document: Document, enabled: bool) -> Document:
     """Turn a document on or off for every reader: searches (agents', turns', answers', the
     playground's) skip the chunks of one that is off, and a reference into it reads 409
     knowledge_changed. Its chunks and index stay, and ingestion, retries and rebuilds go on in

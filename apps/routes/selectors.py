@@ -64,8 +64,8 @@ def route_knowledge_settings(*, route: Route, sources: int) -> dict[str, Any]:
 def route_profile(*, route: Route, knowledge_sources: int = 0) -> dict[str, Any]:
     """The bootstrap `profile` object, revision included.
 
-    `knowledge_sources` is the number of knowledge bases bound to the route; the knowledge app,
-    which sits below routes, counts them.
+    `knowledge_sources` is the number of knowledge bases the route's agents read (bound and on);
+    the knowledge app, which sits below routes, counts them.
     """
     profile = {
         "instructions": route_instructions(route=route),

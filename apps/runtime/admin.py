@@ -41,6 +41,7 @@ class _BindingState(TypedDict):
     building: bool
     documents_total: int
     documents_completed: int
+    documents_off: int
 
 
 class _RouteSources(TypedDict):
@@ -71,6 +72,7 @@ class BindingInline(admin.TabularInline):
             documents_total=Count("knowledge_base__documents"),
             documents_completed=Count("knowledge_base__documents",
                                       filter=Q(knowledge_base__documents__status=Document.Status.COMPLETED)),
+            documents_off=Count("knowledge_base__documents", filter=Q(knowledge_base__documents__enabled=False)),
         )
 
     def get_formset(self, request, obj=None, **kwargs):
@@ -125,7 +127,8 @@ class BindingInline(admin.TabularInline):
     def documents(self, binding: WithAnnotations[RouteKnowledgeBinding, _BindingState]) -> str:
         if binding._state.adding:  # the empty row for a new binding
             return "—"
-        return f"{binding.documents_completed} of {binding.documents_total} completed"
+        counted = f"{binding.documents_completed} of {binding.documents_total} completed"
+        return f"{counted}, {binding.documents_off} turned off" if binding.documents_off else counted
 
 
 class DryRunForm(forms.Form):

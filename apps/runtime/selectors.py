@@ -18,7 +18,7 @@ SYSTEM_INFO_SCHEMA = "bailing.agent-system-info.v1"
 
 
 def route_knowledge_source_count(*, route: Route) -> int:
-    """How many knowledge bases are bound to `route` (the knowledge app's route↔KB bindings)."""
+    """How many knowledge bases `route`'s agents read: its bound ones that are on."""
     return knowledge_selectors.route_knowledge_source_count(route=route)
 
 

@@ -132,13 +132,13 @@ def test_the_list_actions_turn_documents_off_and_on_and_the_list_shows_and_filte
 def test_the_kb_page_marks_a_document_that_is_off(browser, document):
     url = f"/admin/knowledge/knowledgebase/{document.knowledge_base_id}/change/"
     assert 'title="Searches and agents do not read it.">off</span>' not in browser.get(url).content.decode()
-    services.document_enable(document=document, enabled=False)
+    services.document_set_enabled(document=document, enabled=False)
     assert 'title="Searches and agents do not read it.">off</span>' in browser.get(url).content.decode()
 
 
 def test_the_document_list_filters_by_on_or_off(client, document):
     services.document_upload(kb=document.knowledge_base, files=[upload("products.csv")])
-    services.document_enable(document=document, enabled=False)
+    services.document_set_enabled(document=document, enabled=False)
     url = f"{BASE}/knowledge-bases/{document.knowledge_base_id}/documents"
 
     def listed(**params) -> set[str]:

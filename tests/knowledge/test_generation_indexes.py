@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.knowledge import generation_indexes, ingest, selectors, services
 from apps.knowledge.models import Chunk, IndexGeneration
+from apps.knowledge.pipeline import vector_channel
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.keyword_channel import _keyword_phase1, keyword_candidates, keyword_scorer, phase1_terms
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
@@ -401,7 +402,8 @@ def test_a_failing_heartbeat_stops_beating_without_stopping_the_build():
     assert calls == [1]
 
 
-def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_starved_index(settings):
+def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_starved_index(settings,
+                                                                                            monkeypatch):
     """The vector channel reads its rows' BM25 columns in its own query, in each of its three
     forms (the generation's HNSW walk, an exact scan, the exact scan completing a short walk)."""
     model = EmbeddingModelFactory()
@@ -432,8 +434,13 @@ def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_
     assert {h[2]["keyword"]["rank"] is None for h in walked} == {True, False}  # vector-only hits among them
 
     settings.KNOWLEDGE_RETRIEVAL = {"hybrid_vector_ef_search": 1}
+    widened, reads = hits()
+    # The walk, then one as wide as pgvector allows, which sees all 60 rows: no scan.
+    assert len(reads) == 2 and " + 0" not in reads[0] and " + 0" not in reads[1]
+    monkeypatch.setattr(vector_channel, "EF_SEARCH_MAX", 16)  # no wider walk than the first
     starved, reads = hits()
     assert len(reads) == 2 and " + 0" not in reads[0] and " + 0" in reads[1]  # the walk, then a scan
+    monkeypatch.undo()
     settings.KNOWLEDGE_RETRIEVAL = {}
     IndexGeneration.objects.filter(pk=generation.pk).update(vector_indexed=False, keyword_indexed=False)
     scanned, reads = hits()
@@ -445,6 +452,7 @@ def test_a_hybrid_search_ranks_the_same_through_the_indexes_an_exact_scan_and_a_
                 for chunk_id, score, explain in found]
 
     assert without_vector_ranks(walked) == without_vector_ranks(scanned)
+    assert without_vector_ranks(widened) == without_vector_ranks(scanned)
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("hybrid", 123), ("vector", 345)])

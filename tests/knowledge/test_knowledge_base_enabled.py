@@ -54,6 +54,20 @@ def test_enabled_that_is_not_a_json_boolean_is_refused_and_changes_nothing(clien
     assert (kb.enabled, kb.name) == (True, name)
 
 
+def test_a_viewer_or_another_project_cannot_turn_a_kb_off(client, api_client, owner, kb):
+    from apps.projects.models import Membership
+    from tests.projects.factories import MembershipFactory
+
+    other = KnowledgeBaseFactory()
+    response = client.patch(f"{BASE}/knowledge-bases/{other.pk}", {"enabled": False}, format="json")
+    assert (response.status_code, response.json()["error"]) == (404, "knowledge_base_not_found")
+    viewer = MembershipFactory(project=owner.project, role=Membership.Role.VIEWER)
+    api_client.force_login(viewer.user)
+    response = api_client.patch(f"{BASE}/knowledge-bases/{kb.pk}", {"enabled": False}, format="json")
+    assert response.status_code == 403
+    assert set(KnowledgeBase.objects.values_list("enabled", flat=True)) == {True}
+
+
 def _change_form(kb, **overrides) -> dict:
     return {"name": kb.name, "description": "", "strategy": "auto", "min_chars": "256", "max_chars": "768",
             "overlap_chars": "96", "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "1",
@@ -82,4 +96,4 @@ def test_the_playground_of_a_kb_turned_off_says_agents_do_not_read_it(browser, k
     assert 'id="pg-kb-off"' not in browser.get(url).content.decode()
     KnowledgeBase.objects.filter(pk=kb.pk).update(enabled=False)
     page = browser.get(url).content.decode()
-    assert 'id="pg-kb-off"' in page and "Agents, turns and answers do not read this knowledge base" in page
+    assert 'id="pg-kb-off"' in page and "Agents, turns and routes' answers do not read this knowledge base" in page

@@ -365,6 +365,15 @@ def test_the_dry_run_leaves_out_a_kb_turned_off_and_says_so(bound_route):
     assert (dry_run.failure, "delivery.md" in [entry.title for entry in dry_run.entries]) == ("", False)
 
 
+def test_a_binding_row_counts_the_documents_turned_off(bound_route):
+    from apps.knowledge.models import Document
+
+    membership, route = bound_route
+    Document.objects.filter(filename="delivery.md").update(enabled=False)
+    page = _dry_run(membership, route).content.decode()
+    assert "1 of 1 completed, 1 turned off" in page and "1 of 1 completed<" in page
+
+
 def test_the_dry_run_shows_exactly_the_knowledge_a_turn_carries(bound_route):
     from rest_framework.test import APIClient
 

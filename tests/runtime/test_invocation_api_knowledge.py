@@ -53,6 +53,21 @@ def test_kb_search_then_kb_read_in_process(api_client, ksession, kroute, docs):
         "completed"]
 
 
+def test_kb_search_leaves_out_a_document_turned_off(api_client, ksession, kroute, docs):
+    from apps.knowledge.services import document_set_enabled
+
+    run_id = _ready(api_client, ksession, kroute)
+
+    def titles() -> set[str]:
+        found = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款 配送"}).json()
+        return {hit["title"] for hit in json.loads(found["text"])["hits"]}
+
+    assert "退款.md" in titles()
+    document_set_enabled(document=docs["退款.md"], enabled=False)
+    remaining = titles()
+    assert "退款.md" not in remaining and "配送.md" in remaining
+
+
 def test_kb_read_of_a_foreign_reference_is_business_rejected(api_client, ksession, kroute, docs):
     run_id = _ready(api_client, ksession, kroute)
     body = _call(api_client, ksession, kroute, run_id, "kb_read", {"ref": "not-a-reference"}).json()

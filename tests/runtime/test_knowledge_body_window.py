@@ -110,6 +110,26 @@ def test_a_write_between_the_digest_and_the_window_is_not_served(kb, kroute, mon
     assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is not None
 
 
+def test_a_document_turned_off_between_the_digest_and_the_window_is_not_served(kb, kroute, monkeypatch):
+    """Turning a document off changes no chunk version: the window's own statement checks it."""
+    from apps.knowledge.models import Document
+
+    document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
+    scope = knowledge_scope_get(route=kroute)
+    real = documents._digests_with_versions
+
+    def then_turned_off(document_ids, scope):
+        found = real(document_ids, scope)
+        Document.objects.filter(pk=document.pk).update(enabled=False)
+        return found
+
+    monkeypatch.setattr(documents, "_digests_with_versions", then_turned_off)
+    assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is None
+    monkeypatch.undo()
+    Document.objects.filter(pk=document.pk).update(enabled=True)
+    assert body_window(document_id=document.pk, scope=scope, offset=0, length=100) is not None
+
+
 def test_an_empty_window_is_refused(kb, kroute):
     document = ingest_texts(kb, {"mixed.md": MARKDOWN})["mixed.md"]
     with pytest.raises(ValueError, match="at least one byte"):

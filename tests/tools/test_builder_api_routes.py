@@ -4,7 +4,7 @@ changing nothing."""
 
 import pytest
 
-from apps.knowledge.models import RouteKnowledgeBinding
+from apps.knowledge.models import KnowledgeBase, RouteKnowledgeBinding
 from apps.projects.models import Membership
 from apps.tools.builder import route_dry_run
 from apps.tools.models import RouteToolSource
@@ -231,6 +231,8 @@ def test_dry_run_counts_bound_knowledge_bases(client, route):
     kb = KnowledgeBaseFactory(project=route.project)
     RouteKnowledgeBinding.objects.create(route=route, knowledge_base=kb)
     assert client.get(f"{BASE}/routes/store-assistant/dry-run").json()["data"]["kb_count"] == 1
+    KnowledgeBase.objects.filter(pk=kb.pk).update(enabled=False)  # bound, but agents no longer read it
+    assert client.get(f"{BASE}/routes/store-assistant/dry-run").json()["data"]["kb_count"] == 0
 
 
 def test_dry_run_of_another_projects_route_is_404(client):

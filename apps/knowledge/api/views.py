@@ -228,7 +228,7 @@ class DocumentUpdateApi(BuilderApi):
         document = selectors.document_get_editable(user=request.user, document_id=document_id)
         data = builder_validated(DocumentUpdateIn, request.data, error=DocumentInvalid, partial=True)
         if "enabled" in data:
-            document = services.document_enable(document=document, enabled=data["enabled"])
+            document = services.document_set_enabled(document=document, enabled=data["enabled"])
         return Response({"data": document_out(document)})
 
 

@@ -17,6 +17,9 @@ from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal
 from apps.knowledge.pipeline.keyword_channel import term_stats
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 
+# pgvector's largest hnsw.ef_search: a walk that wide finds every row of a smaller generation.
+EF_SEARCH_MAX = 1000
+
 
 def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
                   extra_columns: tuple[str, list], withheld: Sequence = ()) -> tuple[str, list]:
@@ -70,8 +73,14 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
     # statement (a round trip is ~0.1-0.7 ms on the search's critical path). The search worker's
     # connection keeps them for its session, and sorting on again for an exact scan, each set only
     # when it changes; any other connection sets them in a transaction around the walk.
-    walk = {"hnsw.ef_search": str(int(min(1000, max(ef_search, 2 * limit)))), "enable_sort": "off"}
+    walk = {"hnsw.ef_search": str(int(min(EF_SEARCH_MAX, max(ef_search, 2 * limit)))), "enable_sort": "off"}
     own_session = parallel.on_worker() and not connection.in_atomic_block
+
+    def walk_with(values: dict[str, str]) -> None:
+        if own_session:
+            parallel.session_settings(values)
+        else:
+            dblimits.set_settings(values, local=True)
 
     def before_a_scan() -> None:
         if own_session:
@@ -86,25 +95,35 @@ def vector_candidates(*, model: EmbeddingModel, generation_ids: Sequence, query_
             rows += cursor.fetchall()
         walked = [g for g in generation_ids if g in indexed]
         if walked:
-            # The index may return fewer rows than asked (disabled chunks, documents off): a shortfall below what
-            # the caller will show always gets an exact scan; one below the candidate limit too,
-            # while the generations are small enough to scan (20,000 rows, ~100 ms).
+            # The index may return fewer rows than asked (disabled chunks, documents off: the walk
+            # drops them after it found them). A shortfall below what the caller will show, or one
+            # below the candidate limit while the generations are small enough to scan (20,000
+            # rows, ~100 ms), is walked again as wide as pgvector allows (EF_SEARCH_MAX), unless
+            # the walk was already as wide as the generations' rows (it has seen every one); if
+            # still short of a walk that could not see them all, an exact scan. (Before, a large
+            # document turned off near the query made an exact scan of the whole generation.)
             shown = limit if need is None else need
             short = []
             with contextlib.nullcontext() if own_session else transaction.atomic():
-                if own_session:
-                    parallel.session_settings(walk)
-                else:
-                    dblimits.set_settings(walk, local=True)
+                walk_with(walk)
                 for generation_id in walked:
-                    cursor.execute(*_vector_query(dim, vector=vector, generations=generation_id, limit=limit,
-                                                  extra_columns=extra_columns, withheld=withheld))
+                    query = _vector_query(dim, vector=vector, generations=generation_id, limit=limit,
+                                          extra_columns=extra_columns, withheld=withheld)
+                    cursor.execute(*query)
                     found = cursor.fetchall()
                     if len(found) < max(limit, shown):  # only then can the generations' size matter
                         if filtered_rows is None:
                             filtered_rows = term_stats(generation_ids, []).get("#n", 0)
                         wanted = limit if filtered_rows <= knobs.vector_exact_fallback_max else shown
-                        if len(found) < wanted:
+                        # A walk as wide as the generations' rows has seen all of them.
+                        width = int(walk["hnsw.ef_search"])
+                        if len(found) < wanted and width < min(filtered_rows, EF_SEARCH_MAX):
+                            width = EF_SEARCH_MAX
+                            walk_with({**walk, "hnsw.ef_search": str(width)})
+                            cursor.execute(*query)
+                            found = cursor.fetchall()
+                            walk_with(walk)
+                        if len(found) < wanted and filtered_rows > width:
                             short.append(generation_id)
                             continue
                     rows += found

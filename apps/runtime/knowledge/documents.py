@@ -203,7 +203,8 @@ class BodyWindow:
 # The sections a window of a body overlaps, in one statement: each section's end in the body's
 # bytes from the lengths of those before it (octet_length reads a stored text's size without
 # reading the text), the text of the overlapping ones alone, the body's size, its last section's
-# chapter path, and the document's chunk-set versions (the statement's own snapshot).
+# chapter path, the document's chunk-set versions and whether it is still on (the statement's own
+# snapshot: turning a document off changes no version).
 _WINDOW_SQL = """
     WITH s AS (
         SELECT id, chapter_path, len, row_number() OVER w AS n,
@@ -217,10 +218,12 @@ _WINDOW_SQL = """
                (SELECT chapter_path FROM s ORDER BY n DESC LIMIT 1) AS last_path,
                (SELECT coalesce(array_agg(v.version ORDER BY v.generation_id), '{{}}')
                   FROM knowledge_chunksetversion v
-                 WHERE v.document_id = %(document)s AND v.generation_id = ANY(%(generations)s::uuid[])) AS versions
+                 WHERE v.document_id = %(document)s AND v.generation_id = ANY(%(generations)s::uuid[])) AS versions,
+               coalesce((SELECT d.enabled FROM knowledge_document d WHERE d.id = %(document)s), false) AS enabled
           FROM s
     )
-    SELECT whole.versions, whole.sections, whole.total, whole.last_path, p.n, p.stop - p.len, c.text, p.chapter_path
+    SELECT whole.versions, whole.sections, whole.total, whole.last_path, whole.enabled,
+           p.n, p.stop - p.len, c.text, p.chapter_path
       FROM whole LEFT JOIN (s p JOIN knowledge_chunk c ON c.id = p.id)
         ON p.stop > %(offset)s AND p.stop - p.len - %(separator)s < %(end)s
      ORDER BY p.n
@@ -231,7 +234,7 @@ _CHILD_SQL = "kind = 'child' AND NOT disabled"  # CHILD_SECTIONS
 
 def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length: int) -> BodyWindow | None:
     """Bytes `offset` to `offset + length` (length > 0) of the document's readable body in the
-    scope; None when the document is not readable now (not ready, no sections) or changed since
+    scope; None when the document is not readable now (not ready, off, no sections) or changed since
     its digest's version.
 
     The revision is the digest this process keeps (readable_digests): when it has none for the
@@ -261,9 +264,9 @@ def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length:
              "generations": list(scope.generation_ids), "offset": offset, "end": offset + length},
         )
         rows = cursor.fetchall()
-    found_versions, sections, total, last_path = rows[0][:4]
-    if not sections or tuple(found_versions) != versions.documents.get(document_id, ()):
-        return None  # no sections, or rows written since the digest's version
+    found_versions, sections, total, last_path, enabled = rows[0][:5]
+    if not enabled or not sections or tuple(found_versions) != versions.documents.get(document_id, ()):
+        return None  # turned off since, no sections, or rows written since the digest's version
     pieces, base, path = [], None, last_path
     for *_whole, n, start, text, chapter_path in rows:
         if n is None:
