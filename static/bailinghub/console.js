@@ -40,12 +40,27 @@
     return form;
   }
 
+  // A document turned off (searches and agents do not read it) has an "off" badge after its status.
+  function renderOff(badge, off, isOff) {
+    if (isOff && !off) {
+      off = document.createElement("span");
+      off.className = "bh-badge bh-off";
+      off.setAttribute("data-field", "off");
+      off.title = "Searches and agents do not read it.";
+      off.textContent = "off";
+      badge.after(" ", off);
+    } else if (!isOff && off) {
+      off.remove();
+    }
+  }
+
   function renderDocument(root, row, doc) {
     var changed = row.getAttribute("data-status") !== doc.status;
     row.setAttribute("data-status", doc.status);
     var badge = field(row, "status");
     badge.className = "bh-doc-badge bh-doc-" + doc.status;
     badge.textContent = doc.status_label;
+    renderOff(badge, field(row, "off"), doc.enabled === false);
     field(row, "progress").value = doc.percent;
     field(row, "percent").textContent = doc.percent + "%";
     field(row, "stage").textContent = doc.stage;

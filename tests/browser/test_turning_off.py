@@ -81,3 +81,21 @@ def test_the_knowledge_base_list_fits_at_1366_with_its_on_column(logged_in_page,
     off = page.locator("#result_list tbody tr", has_text="wholesale-price-lists")
     assert off.locator(".field-on img").get_attribute("alt") == "False"
     assert "auto" in off.locator(".field-model_and_strategy").inner_text()
+
+
+def test_the_kb_page_draws_the_off_badge_while_it_watches_ingestion(logged_in_page, project):
+    """The KB page polls while a document is on its way; a document turned off (or on) meanwhile
+    gains (or loses) its "off" badge without a reload."""
+    kb = KnowledgeBaseFactory(project=project, name="Live")
+    queued = Document.objects.create(knowledge_base=kb, filename="queued.md", file_type="markdown", size=10,
+                                     content_hash="0" * 64, status=Document.Status.QUEUED)
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    row = page.locator(f'tr[data-document-id="{queued.pk}"]')
+    assert row.locator("[data-field=off]").count() == 0
+    Document.objects.filter(pk=queued.pk).update(enabled=False)
+    row.locator("[data-field=off]").wait_for(timeout=15_000)
+    assert row.locator("[data-field=off]").inner_text() == "off"
+    Document.objects.filter(pk=queued.pk).update(enabled=True)
+    row.locator("[data-field=off]").wait_for(state="detached", timeout=15_000)
+    assert row.locator("[data-field=status]").inner_text() == "Queued"
