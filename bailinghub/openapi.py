@@ -267,7 +267,8 @@ CHUNK = _object({
 EMBEDDING_MODEL = _object({"id": UUID, "name": STRING, "provider": STRING, "dimension": INTEGER},
                           required=["id", "name", "provider", "dimension"])
 SEARCH_RESULT = data_of(_object({"hits": {"type": "array", "items": ANY_OBJECT}, "mode": STRING,
-                                 "timings_ms": ANY_OBJECT}, required=["hits", "mode"]))
+                                 "knowledge_base_enabled": BOOLEAN, "timings_ms": ANY_OBJECT},
+                                required=["hits", "mode", "knowledge_base_enabled"]))
 TOOL = _object({"name": STRING, "method": STRING, "path": STRING, "scope": STRING, "risk": STRING,
                 "readonly": BOOLEAN, "approval_required": BOOLEAN, "has_acc": BOOLEAN, "enabled": BOOLEAN},
                required=["name", "method", "path", "readonly", "enabled"])

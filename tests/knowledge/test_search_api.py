@@ -41,6 +41,14 @@ def test_default_is_vector_search_with_four_hits(client, kb):
     assert len(data["hits"]) == 4
 
 
+def test_a_kb_turned_off_is_still_searched_and_says_it_is_off(client, kb):
+    on = client.post(_url(kb), {"query": "退款"}, format="json").json()["data"]
+    services.knowledge_base_update(kb=kb, enabled=False)
+    off = client.post(_url(kb), {"query": "退款"}, format="json").json()["data"]
+    assert (on["knowledge_base_enabled"], off["knowledge_base_enabled"]) == (True, False)
+    assert off["hits"] == on["hits"]
+
+
 def test_explain_adds_the_channels(client, kb):
     response = client.post(_url(kb), {"query": "三十天", "hybrid": True, "explain": True, "top_k": 1},
                            format="json")

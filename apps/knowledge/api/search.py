@@ -54,7 +54,8 @@ def hit_out(hit: Hit, *, explain: bool) -> dict:
 
 class KnowledgeBaseSearchApi(BuilderApi):
     """Search one KB as an agent would: vector only by default, hybrid when asked; `explain` adds
-    each channel's rank and score and the matched keyword terms."""
+    each channel's rank and score and the matched keyword terms. A KB that is off is searched
+    too (no agent reads it): `knowledge_base_enabled` says which."""
 
     required_scope = SCOPE_DEBUG
     invalid_error = SearchInvalid
@@ -74,6 +75,7 @@ class KnowledgeBaseSearchApi(BuilderApi):
         return Response({"data": {
             "hits": [hit_out(hit, explain=data["explain"]) for hit in result.hits],
             "mode": options.mode,
+            "knowledge_base_enabled": kb.enabled,
             "fusion": (result.fusions[0] if len(result.fusions) == 1 else None) if options.mode == "hybrid" else None,
             "trace": result.trace,
             "timings_ms": {name: round(value, 2) for name, value in result.timings_ms.items()},
