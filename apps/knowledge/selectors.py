@@ -24,7 +24,6 @@ from apps.knowledge.models import (
     EmbeddingModel,
     IndexGeneration,
     KnowledgeBase,
-    RouteKnowledgeBinding,
 )
 from apps.knowledge.pipeline import retrieve
 from apps.knowledge.pipeline.candidates import Hit
@@ -482,8 +481,7 @@ def route_readable_knowledge_bases(*, route: Route) -> QuerySet[KnowledgeBase]:
 def route_knowledge_source_count(*, route: Route) -> int:
     """How many knowledge bases a route reads (routes.selectors.route_profile's knowledge_sources):
     its bound ones that are enabled."""
-    return RouteKnowledgeBinding.objects.filter(route=route, knowledge_base__project_id=route.project_id,
-                                                knowledge_base__enabled=True).count()
+    return route_readable_knowledge_bases(route=route).count()
 
 
 # Search

@@ -107,6 +107,15 @@ def query_integer(request: Any, name: str, default: int, low: int, high: int) ->
     return int(raw)
 
 
+def query_boolean(request: Any, name: str) -> bool | None:
+    """The query parameter `name` as `true` or `false`, or None when it is absent or empty;
+    anything else is 400 naming it."""
+    raw = request.query_params.get(name) or None
+    if raw is not None and raw not in ("true", "false"):
+        raise query_error(name, "true or false is required.")
+    return None if raw is None else raw == "true"
+
+
 def builder_validated(serializer_class: Any, data: Any, *, error: type[ApiError], partial: bool = False
                       ) -> dict[str, Any]:
     """A builder body checked by its serializer; refused as `error` (422) naming the first fields."""

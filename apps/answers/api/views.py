@@ -14,7 +14,7 @@ from apps.answers.api.serializers import RagFeedbackIn, RagQueryIn, rag_query_ou
 from apps.answers.errors import RagFeedbackInvalid, RagQueryInvalid, RagQueryNotFound
 from apps.core.exceptions import validation_extra, validation_message
 from apps.ledger.rag import rag_query_feedback
-from apps.projects.builder import BuilderApi, query_error, query_integer
+from apps.projects.builder import BuilderApi, query_boolean, query_error, query_integer
 from apps.projects.models import OperatorToken
 
 SCOPE_QUERY = OperatorToken.Scope.KNOWLEDGE_QUERY
@@ -67,11 +67,8 @@ class RagQueryListApi(BuilderApi):
         feedback = request.query_params.get("feedback") or None
         if feedback is not None and feedback not in FEEDBACK_FILTERS:
             raise query_error("feedback", "One of " + ", ".join(FEEDBACK_FILTERS) + " is required.")
-        grounded_raw = request.query_params.get("grounded") or None
-        if grounded_raw is not None and grounded_raw not in ("true", "false"):
-            raise query_error("grounded", "true or false is required.")
-        grounded = None if grounded_raw is None else grounded_raw == "true"
-        queryset = selectors.rag_query_list(route=route, feedback=feedback, grounded=grounded)
+        queryset = selectors.rag_query_list(route=route, feedback=feedback,
+                                            grounded=query_boolean(request, "grounded"))
         total = queryset.count()
         rows = queryset[offset:offset + limit]
         return Response({"data": [rag_query_out(row) for row in rows],

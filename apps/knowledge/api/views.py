@@ -37,6 +37,7 @@ from apps.projects.builder import (  # by_method: the URL tables use it as v.by_
     BuilderApi,
     builder_validated,
     by_method,  # noqa: F401
+    query_boolean,
     query_error,
     query_integer,
 )
@@ -68,15 +69,6 @@ def _document_status(request) -> str | None:
     if raw not in Document.Status.values:
         raise query_error("status", "One of " + ", ".join(Document.Status.values) + " is required.")
     return raw
-
-
-def _document_enabled(request) -> bool | None:
-    raw = request.query_params.get("enabled")
-    if not raw:
-        return None
-    if raw not in ("true", "false"):
-        raise query_error("enabled", "true or false is required.")
-    return raw == "true"
 
 
 def _project_id(request) -> str | None:
@@ -177,7 +169,8 @@ class DocumentListApi(BuilderApi):
     def get(self, request, kb_id):
         kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
         offset, limit = _page(request)
-        queryset = selectors.document_list(kb=kb, status=_document_status(request), enabled=_document_enabled(request))
+        queryset = selectors.document_list(kb=kb, status=_document_status(request),
+                                           enabled=query_boolean(request, "enabled"))
         total = queryset.count()
         return Response({"data": [document_out(d) for d in queryset[offset : offset + limit]],
                          "meta": {"total": total, "offset": offset, "limit": limit}})

@@ -36,6 +36,13 @@ class Candidate:
 PLACEMENT_COLUMNS = "c.parent_id, c.document_id"
 
 
+def withheld_filter(withheld: Sequence) -> tuple[str, list]:
+    """The channels' clause (leading AND included) and parameters that skip the chunks of the
+    documents in `withheld` (turned off); nothing without any, so such a search's statement stays
+    as it was."""
+    return (" AND document_id <> ALL(%s::uuid[])", [list(withheld)]) if withheld else ("", [])
+
+
 @dataclass(frozen=True)
 class Hit:
     chunk_id: Any

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from apps.knowledge.models import EmbeddingModel
-from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal
+from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal, withheld_filter
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies, word_term
@@ -183,8 +183,7 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
     owned = set(own_index)
     branches: list[str] = []
     params: list[Any] = [[_tsquery_lexeme(term) for term in chosen], [scorer.idf[term] for term in chosen]]
-    # A search without documents turned off keeps the statement as it was.
-    skip, skip_params = (" AND document_id <> ALL(%s::uuid[])", [list(withheld)]) if withheld else ("", [])
+    skip, skip_params = withheld_filter(withheld)
     for generation_id in generation_ids:
         if generation_id in owned:
             # The generation named with its index's predicate (pipeline.sql.keyword_index_create_sql):

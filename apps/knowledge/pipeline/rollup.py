@@ -111,14 +111,14 @@ def rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget:
         chosen = _choose(ranked, placed, top_k=top_k, max_docs=max_docs, rollup=rollup)
         wanted = [c.chunk_id for members in chosen.values() for c in members if c.chunk_id not in children]
         rows = _shown_rows(wanted, with_parent=rollup) if wanted else []
-        unfinished = {row["document_id"] for row in rows
-                      if row["document__status"] != Document.Status.COMPLETED or not row["document__enabled"]}
-        children.update({row["id"]: row for row in rows if row["document_id"] not in unfinished})
+        unshown = {row["document_id"] for row in rows
+                   if row["document__status"] != Document.Status.COMPLETED or not row["document__enabled"]}
+        children.update({row["id"]: row for row in rows if row["document_id"] not in unshown})
         gone = {chunk_id for chunk_id in wanted if chunk_id not in children}
         if not gone:
             break
         placed = {chunk_id: place for chunk_id, place in placed.items()
-                  if chunk_id not in gone and place[1] not in unfinished}
+                  if chunk_id not in gone and place[1] not in unshown}
     groups = {key: pairs for key, members in chosen.items()
               if (pairs := [(c, children[c.chunk_id]) for c in members if c.chunk_id in children])}
     parents = {row["parent_id"]: row["parent__text"] for row in children.values()

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from apps.core import dblimits
 from apps.knowledge.models import EmbeddingModel
 from apps.knowledge.pipeline import parallel
-from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal
+from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal, withheld_filter
 from apps.knowledge.pipeline.keyword_channel import term_stats
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 
@@ -29,11 +29,8 @@ def _vector_query(dim: int, *, vector: str, generations: Any, limit: int,
     distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
     extra, extra_params = extra_columns
     extra = f", {extra}" if extra else ""
-    filters = "kind = 'child' AND embedding IS NOT NULL AND NOT disabled"
-    filter_params: list = []
-    if withheld:  # the statement of a search without any stays as it was
-        filters += " AND document_id <> ALL(%s::uuid[])"
-        filter_params.append(list(withheld))
+    skip, filter_params = withheld_filter(withheld)
+    filters = f"kind = 'child' AND embedding IS NOT NULL AND NOT disabled{skip}"
     if not isinstance(generations, list):
         # One generation, named literally: the planner matches its partial HNSW index. The walk
         # stops at the limit, so the extra columns are computed for the returned rows only.
