@@ -34,6 +34,7 @@ def main() -> None:
     from apps.knowledge.models import Document, KnowledgeBase
     from apps.knowledge.pipeline import vector_channel
     from apps.knowledge.pipeline.embedders import embedder_for
+    from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
     from apps.knowledge.pipeline.retrieve import SearchOptions
     from apps.knowledge.selectors import knowledge_search
 
@@ -42,6 +43,7 @@ def main() -> None:
     queries = [json.loads(line)["text"] for line in args.queries.open(encoding="utf-8") if line.strip()]
     embedder = embedder_for(kb.embedding_model)
     widest = vector_channel.EF_SEARCH_MAX
+    first_walk = retrieval_settings().hybrid_vector_ef_search
     options = SearchOptions(top_k=10, mode="hybrid", embed_beside=False)
     times: dict[str, list[float]] = {"wider": [], "exact": []}
     for query in queries[:args.limit]:
@@ -52,8 +54,8 @@ def main() -> None:
         Document.objects.filter(pk__in=documents).update(enabled=False)
         try:
             for way in ("wider", "exact", "wider", "exact"):
-                # 300: no wider walk than the first (hybrid_vector_ef_search), so a short one is scanned.
-                vector_channel.EF_SEARCH_MAX = widest if way == "wider" else 300
+                # "exact": no wider walk than the first (hybrid_vector_ef_search), so a short one is scanned.
+                vector_channel.EF_SEARCH_MAX = widest if way == "wider" else first_walk
                 started = time.perf_counter()
                 result = knowledge_search(kbs=[kb], query=query, options=options)
                 elapsed = (time.perf_counter() - started) * 1000 - result.timings_ms.get("query_embedding_ms", 0)

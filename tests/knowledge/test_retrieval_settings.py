@@ -21,7 +21,7 @@ def test_defaults_are_the_measured_values():
     assert (knobs.search_candidates, knobs.vector_ef_search, knobs.generation_index_min_rows,
             knobs.hybrid_dense_weight_western, knobs.keyword_posting_budget,
             knobs.hybrid_keyword_posting_budget, knobs.hybrid_vector_ef_search) == (50, 400, 2_000, 0.6, 20_000,
-                                                                                   2_000, 300)
+                                                                                   2_000, 200)
     assert (knobs.vector_index_m, knobs.vector_index_ef_construction) == (16, 64)  # pgvector's own
     assert (knobs.hybrid_window_dense, knobs.hybrid_window_keyword, knobs.hybrid_window_shift) == (0.5, 0.75, 0.1)
     assert (knobs.hybrid_window_dense_western, knobs.hybrid_window_keyword_western,

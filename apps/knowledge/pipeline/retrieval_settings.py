@@ -56,11 +56,13 @@ class RetrievalSettings:
     # 200 → 400 took held-out vector nDCG@10 from 0.9005 to 0.9226 (an exact scan's figure).
     vector_ef_search: int = 400
     # The same floor in hybrid search, where the keyword channel finds what a longer walk would.
-    # Dureader beside 100k distractors, 100 / 150 / 200 / 250 / 300 / 400, hybrid nDCG@10 fold A
-    # 0.9445 / 0.9478 / 0.9478 / 0.9496 / 0.9496 / 0.9496, fold B 0.9155 / 0.9154 / 0.9153 /
-    # 0.9177 / 0.9217 / 0.9217. The folds disagree (A: 250, B: 300), so the larger: 250 would put
-    # hybrid below the vector channel on fold B (0.9196). See bench/README.md (stop 15).
-    hybrid_vector_ef_search: int = 300
+    # Dureader beside 100k distractors, with windows (bench/README.md, stop 35): 150 / 200 / 250 /
+    # 300, hybrid nDCG@10 fold A 0.9488 / 0.9575 / 0.9575 / 0.9575, fold B 0.9328 at all four;
+    # chosen on A (the smallest of A's best), held out B the same as 300. scifact alone (5,602
+    # chunks): fold A 0.7396 at all, fold B 0.7562 at 200 against 0.7578 at 300 — a trade made
+    # after seeing both folds: the walk is the longer channel, and 200 takes ~2.5 ms off its p50
+    # and brings the 100k p95 under 25 ms (300 was chosen at stop 15, before windows).
+    hybrid_vector_ef_search: int = 200
     vector_exact_fallback_max: int = 20_000
     # The HNSW graph a generation's index is built with (pgvector's `m` and `ef_construction`),
     # fixed when the index is built: a change reaches a KB's search at its next rebuild. The
