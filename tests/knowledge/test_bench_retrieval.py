@@ -403,6 +403,11 @@ def test_grid_chooses_on_one_fold_and_reports_on_the_other(tmp_path):
     assert report["grid"][0]["folds"]["A"]["ndcg@10"] == report["grid"][0]["folds"]["B"]["ndcg@10"] == 1.0
     assert re.search(r"chosen on A: .* -> held-out B: nDCG@10 1\.0000", stdout)
     assert re.search(r"chosen on B: .* -> held-out A: nDCG@10 1\.0000", stdout)
+    # Both search_candidates values tie at 1.0 with a dense weight of 0: the choice says so.
+    ties = {fold: sum(entry["folds"][fold]["ndcg@10"] == 1.0 for entry in report["grid"]) for fold in "AB"}
+    assert min(ties.values()) >= 2
+    for fold in "AB":
+        assert f"(the first of {ties[fold]} tied on {fold})" in stdout
 
 
 @pytest.mark.parametrize(("grid", "message"), [

@@ -489,10 +489,12 @@ class Command(BaseCommand):
             for tuned, held_out in (("A", "B"), ("B", "A")):
                 best = max(evaluated, key=lambda e: e["folds"][tuned]["ndcg@10"])
                 r = best["folds"][held_out]
+                # A tie on the tuning fold is no choice: the grid's order picked the first.
+                tied = sum(e["folds"][tuned]["ndcg@10"] == best["folds"][tuned]["ndcg@10"] for e in evaluated)
                 self.stdout.write(
                     f"{folder.name:>22}  chosen on {tuned}: {json.dumps(best['parameters'], ensure_ascii=False)} "
                     f"-> held-out {held_out}: nDCG@10 {r['ndcg@10']:.4f}  Recall@10 {r['recall@10']:.4f}  "
-                    f"MRR@10 {r['mrr@10']:.4f}")
+                    f"MRR@10 {r['mrr@10']:.4f}" + (f"  (the first of {tied} tied on {tuned})" if tied > 1 else ""))
         return evaluated
 
     def _run_mode(self, kb, mode, queries, qrels, doc_of, id_of_file, o) -> dict[str, tuple]:
