@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -476,6 +476,15 @@ def route_readable_knowledge_bases(*, route: Route) -> QuerySet[KnowledgeBase]:
     """The route's bound knowledge bases that are enabled: the ones its agents, turns, answers
     and dry runs read."""
     return route_knowledge_bases(route=route).filter(enabled=True)
+
+
+def route_source_filter(*, enabled: bool | None = True) -> Q:
+    """A filter of `Count("knowledge_bindings")` over Route rows: the bindings to KBs of the
+    route's own project (route_knowledge_bases), of those the ones on (`enabled`, the default:
+    route_readable_knowledge_bases) or off (False), or either (None). For lists that count every
+    route's sources in one query."""
+    same_project = Q(knowledge_bindings__knowledge_base__project_id=F("project_id"))
+    return same_project if enabled is None else same_project & Q(knowledge_bindings__knowledge_base__enabled=enabled)
 
 
 def route_knowledge_source_count(*, route: Route) -> int:

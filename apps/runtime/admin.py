@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, Subquery
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Subquery
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
@@ -45,7 +45,7 @@ class _BindingState(TypedDict):
 
 
 class _RouteSources(TypedDict):
-    knowledge_source_total: int
+    knowledge_source_read: int
     knowledge_source_off: int
 
 DRY_RUN_PARAM = "dry_run"
@@ -248,17 +248,16 @@ class RouteConsoleAdmin(RouteAdmin):
         route_tools_set(route=obj, sources=form.tool_sources() if change else UNSET, **policy)
 
     def get_queryset(self, request):
-        same_project = Q(knowledge_bindings__knowledge_base__project_id=F("project_id"))
         return super().get_queryset(request).annotate(
-            knowledge_source_total=Count("knowledge_bindings", filter=same_project),
-            knowledge_source_off=Count("knowledge_bindings", filter=same_project & Q(
-                knowledge_bindings__knowledge_base__enabled=False)))
+            knowledge_source_read=Count("knowledge_bindings", filter=knowledge_selectors.route_source_filter()),
+            knowledge_source_off=Count("knowledge_bindings",
+                                       filter=knowledge_selectors.route_source_filter(enabled=False)))
 
-    @admin.display(description="Knowledge sources", ordering="knowledge_source_total")
+    @admin.display(description="Knowledge sources", ordering="knowledge_source_read")
     def knowledge_sources(self, route: WithAnnotations[Route, _RouteSources]) -> str:
         """The bound knowledge bases its agents read, and how many more are bound but off."""
-        read = route.knowledge_source_total - route.knowledge_source_off
-        return f"{read} (+{route.knowledge_source_off} off)" if route.knowledge_source_off else str(read)
+        read, off = route.knowledge_source_read, route.knowledge_source_off
+        return f"{read} (+{off} off)" if off else str(read)
 
     def get_inlines(self, request, obj):
         # A new route has no project's knowledge bases to offer yet: bind them once it is saved.

@@ -17,6 +17,7 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
+from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from apps.ledger.models import Run
 from apps.projects.models import Project
@@ -98,9 +99,7 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     routes = _ranked(
         Route.objects.filter(project_id__in=ids).annotate(
             # The sources its agents read: bound KBs of its project that are on.
-            knowledge_sources=Count("knowledge_bindings", filter=Q(
-                knowledge_bindings__knowledge_base__project_id=F("project_id"),
-                knowledge_bindings__knowledge_base__enabled=True))),
+            knowledge_sources=Count("knowledge_bindings", filter=knowledge_selectors.route_source_filter())),
         partition="project_id", order=[F("key").asc()], limit=ROUTES_PER_PROJECT,
     ).order_by("key")
     for route in routes:

@@ -441,7 +441,7 @@ def test_the_route_list_counts_each_routes_knowledge_sources(bound_route):
     membership, route = bound_route
     RouteFactory(project=route.project, key="no-knowledge")
     response = _client_for(membership.user).get("/admin/routes/route/")
-    assert sorted((r.key, r.knowledge_source_total) for r in response.context["cl"].result_list) == [
+    assert sorted((r.key, r.knowledge_source_read) for r in response.context["cl"].result_list) == [
         ("no-knowledge", 0), ("store-assistant", 2)]
     assert '<td class="field-knowledge_sources">2</td>' in response.content.decode()
 
@@ -453,6 +453,8 @@ def test_the_route_list_tells_the_sources_read_from_those_turned_off(bound_route
     KnowledgeBase.objects.filter(project=route.project, name="配送").update(enabled=False)
     response = _client_for(membership.user).get("/admin/routes/route/")
     assert '<td class="field-knowledge_sources">1 (+1 off)</td>' in response.content.decode()
+    # The column sorts by what it shows first: the sources read.
+    assert [(r.knowledge_source_read, r.knowledge_source_off) for r in response.context["cl"].result_list] == [(1, 1)]
 
 
 def test_the_add_form_starts_on_the_only_project_the_operator_edits():
