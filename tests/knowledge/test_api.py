@@ -287,14 +287,17 @@ def _child_texts(document_id) -> list[str]:
                 .values_list("text", flat=True))
 
 
-def test_upload_of_windows_1252_text_that_gb18030_also_decodes_is_indexed_as_written(client, kb):
-    """GB18030 decodes these bytes too, and they were indexed as "Herr M黮ler aus M黱chen …"."""
-    data = "Herr Müller aus München grüßt Frau Öztürk\n".encode("cp1252")
-    response = _upload(client, kb.pk, upload("gruss.txt", data))
+# Bytes GB18030 decodes too, as they were indexed: "Herr M黮ler aus M黱chen …" and "捞 巩辑绰 …".
+@pytest.mark.parametrize(("name", "text", "encoding"), [
+    ("gruss.txt", "Herr Müller aus München grüßt Frau Öztürk", "cp1252"),
+    ("반품.txt", "이 문서는 반품 절차를 설명합니다. 배송비는 고객이 부담합니다.", "euc_kr"),
+])
+def test_upload_of_text_that_gb18030_also_decodes_is_indexed_as_written(client, kb, name, text, encoding):
+    response = _upload(client, kb.pk, upload(name, f"{text}\n".encode(encoding)))
     assert response.status_code == 201, response.json()
     [document] = response.json()["data"]
     assert ingest.document_ingest(document_id=document["id"]) == "completed"
-    assert _child_texts(document["id"]) == ["Herr Müller aus München grüßt Frau Öztürk"]
+    assert _child_texts(document["id"]) == [text]
 
 
 def test_upload_of_text_in_an_encoding_not_read_here_is_422(client, kb):
@@ -302,8 +305,8 @@ def test_upload_of_text_in_an_encoding_not_read_here_is_422(client, kb):
     data = "Съешь же ещё этих мягких французских булок, да выпей чаю.".encode("cp1251")
     payload = _error(_upload(client, kb.pk, upload("menu.txt", data)), 422, "document_conversion_failed")
     assert payload["message"] == ("Document conversion failed: menu.txt: The text is not recognised as UTF-8, UTF-16, "
-                                  "Chinese GB18030 or Big5, or Western European Windows-1252; save it as UTF-8 and "
-                                  "upload it again.")
+                                  "Chinese GB18030 or Big5, Japanese Shift-JIS or EUC-JP, Korean EUC-KR, or Western "
+                                  "European Windows-1252; save it as UTF-8 and upload it again.")
     assert _counts() == before
 
 

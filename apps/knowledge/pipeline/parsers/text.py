@@ -3,14 +3,20 @@
 1. the encoding a byte order mark names: UTF-8, UTF-16 or UTF-32;
 2. UTF-32 or UTF-16 without a byte order mark, little- or big-endian (`bomless_decode`);
 3. UTF-8;
-4. GB18030 (which includes GBK) or Big5 (Windows' code page 950), when the bytes read as Chinese
+4. Japanese EUC-JP, when the bytes read as Japanese in it (`japanese_decode`);
+5. Korean EUC-KR (Windows' code page 949, which includes it), when the bytes read as Korean in it
+   (`korean_decode`);
+6. GB18030 (which includes GBK) or Big5 (Windows' code page 950), when the bytes read as Chinese
    in one of them: the one whose common characters they are more of (`chinese_decode`);
-5. Windows-1252 (Western European), when the bytes read as such (`reads_as_western`).
+7. Japanese Shift-JIS (Windows' code page 932), when the bytes read as Japanese in it;
+8. Windows-1252 (Western European), when the bytes read as such (`reads_as_western`).
 
-GB18030 decodes almost any bytes, and Windows-1252 decodes all of them: without the two checks a
-German "Müller" (b"M\\xfcller") became "M黮ler", and Traditional Chinese saved as Big5 was read as
-GB18030 (three quarters of drcd's passages, as mojibake). Text in none of these (a Cyrillic or
-Greek code page, Shift-JIS, ...) fails, and is to be saved as UTF-8.
+GB18030 decodes almost any bytes, and Windows-1252 decodes all of them: without the checks a
+German "Müller" (b"M\\xfcller") became "M黮ler", Traditional Chinese saved as Big5 was read as
+GB18030 (three quarters of drcd's passages, as mojibake), and Korean saved as EUC-KR was read as
+GB18030 (every one of Django's Korean translations: its Hangul rows are GB2312's common hanzi),
+as was EUC-JP (its kana rows are GB2312's too, its kanji other hanzi). Text in none of these (a
+Cyrillic or Greek code page, ...) fails, and is to be saved as UTF-8.
 """
 
 from __future__ import annotations
@@ -68,6 +74,28 @@ _BIG5_COMMON = _runs_of("cp950", (
 # Well under traditional Chinese's share (no drcd document under 55%) and well over Western
 # text's (none, but for a capital followed by an accent: see chinese_decode).
 CHINESE_MIN_SHARE = 1 / 3
+
+# Hiragana and katakana (with the prolonged sound mark and the iteration marks): Japanese prose is
+# half kana, Chinese and Korean text has none. Read as EUC-JP or Shift-JIS, none of the bench's
+# Chinese passages (GBK or Big5, 1,500 of each set) nor Django's Korean translations was over 9%
+# kana; Django's Japanese translations were 67% kana at the median. A text under
+# JAPANESE_MIN_KANA_SHARE (kanji alone) or with fewer than JAPANESE_MIN_KANA (a word of two: Big5's
+# "日期" reads as "ら戳" in Shift-JIS) is not told from Chinese.
+_KANA = re.compile("[\u3041-\u3096\u309d\u309e\u30a1-\u30fa\u30fc-\u30fe]")
+JAPANESE_MIN_KANA_SHARE = 0.2
+JAPANESE_MIN_KANA = 3
+# EUC-KR's 2,350 Hangul syllables (KS X 1001's rows 0xB0-0xC8), the ones Korean is written with.
+# Korean read as code page 949 is nearly all of them (Django's translations: all but a few
+# symbols); the bench's Chinese passages saved as GBK, read so, at most 77% (those of over 20
+# characters outside ASCII): GB2312's hanzi of rows 0xB0-0xC8 are these syllables in EUC-KR, the
+# others hanja.
+# Code page 949's other 8,822 syllables are rare in Korean, and are what Shift-JIS reads as.
+_HANGUL = _runs_of("cp949", (lead << 8 | trail for lead in range(0xB0, 0xC9) for trail in range(0xA1, 0xFF)))
+KOREAN_MIN_SHARE = 0.95
+# Korean writes spaces between words, Chinese none between its characters: a syllable, a space,
+# a syllable, at least once per KOREAN_SYLLABLES_PER_SPACE syllables.
+_HANGUL_SPACED = re.compile("[\uac00-\ud7a3] [\uac00-\ud7a3]")
+KOREAN_SYLLABLES_PER_SPACE = 12
 
 _HIGH_MASK = b"a" * 0x80 + b"h" * 0x80
 _HIGH_RUN = re.compile(rb"hhh+")
@@ -170,6 +198,38 @@ def chinese_decode(data: bytes) -> str | None:
     return best
 
 
+def _wide(text: str) -> int:
+    """How many of `text`'s characters are outside ASCII."""
+    return len(text) - len(text.encode("ascii", errors="ignore"))
+
+
+def japanese_decode(data: bytes, encoding: str) -> str | None:
+    """`data` decoded as `encoding` (euc_jp or cp932) when at least JAPANESE_MIN_KANA_SHARE of
+    its characters outside ASCII are kana, and at least JAPANESE_MIN_KANA; else None."""
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    kana = len(_KANA.findall(text))
+    return text if kana >= JAPANESE_MIN_KANA and kana >= JAPANESE_MIN_KANA_SHARE * _wide(text) else None
+
+
+def korean_decode(data: bytes) -> str | None:
+    """`data` decoded as code page 949 (EUC-KR and its Unified Hangul Code extension) when at
+    least KOREAN_MIN_SHARE of its characters outside ASCII are Hangul syllables, spaced as words
+    (see _HANGUL_SPACED); else None. A text of a word or two is not told from Chinese."""
+    try:
+        text = data.decode("cp949")
+    except UnicodeDecodeError:
+        return None
+    wide = _wide(text)
+    syllables = wide - _wide(_HANGUL.sub("", text))
+    if not wide or syllables < KOREAN_MIN_SHARE * wide:
+        return None
+    spaced = len(_HANGUL_SPACED.findall(text))
+    return text if spaced and spaced * KOREAN_SYLLABLES_PER_SPACE >= syllables else None
+
+
 def reads_as_western(data: bytes) -> bool:
     """Whether `data` reads as Windows-1252 text: at most WESTERN_MAX_RUN_SHARE of its bytes
     above 0x7F stand in runs of three or more.
@@ -209,14 +269,17 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    chinese = chinese_decode(data)
-    if chinese is not None:
-        return chinese
+    for decode in (lambda: japanese_decode(data, "euc_jp"), lambda: korean_decode(data),
+                   lambda: chinese_decode(data), lambda: japanese_decode(data, "cp932")):
+        text = decode()
+        if text is not None:
+            return text
     if reads_as_western(data):
         # A decoding table, as the encodings package's own cp1252 passes (typeshed lists only maps).
         return codecs.charmap_decode(data, "strict", _WINDOWS_1252)[0]  # type: ignore[arg-type]
-    raise ConversionFailed("The text is not recognised as UTF-8, UTF-16, Chinese GB18030 or Big5, or Western "
-                           "European Windows-1252; save it as UTF-8 and upload it again.")
+    raise ConversionFailed("The text is not recognised as UTF-8, UTF-16, Chinese GB18030 or Big5, Japanese "
+                           "Shift-JIS or EUC-JP, Korean EUC-KR, or Western European Windows-1252; save it as "
+                           "UTF-8 and upload it again.")
 
 
 def text_decode(data: bytes) -> str:
