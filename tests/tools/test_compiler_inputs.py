@@ -128,6 +128,39 @@ def test_input_schema_deeper_than_16_levels_is_cut():
     assert codes(warnings) == ["input_schema_depth_cut"]
 
 
+def _schema_depth(node) -> int:
+    """Levels of nested schemas, the top one counted as 1 (the contract's "depth ≤16")."""
+    children = [*(node.get("properties") or {}).values(), *(node.get(key) for key in ("items", "additionalProperties"))]
+    children += [option for key in ("oneOf", "anyOf", "allOf") for option in node.get(key, ())]
+    return 1 + max((_schema_depth(child) for child in children if isinstance(child, dict)), default=0)
+
+
+def _nested(levels: int) -> dict:
+    node: dict = {"type": "string"}
+    for _ in range(levels):
+        node = {"type": "object", "properties": {"n": node}}
+    return node
+
+
+def test_a_parameter_nesting_deeper_than_16_levels_is_cut_at_16_counting_the_input_object():
+    tool, warnings = compile_one(acc=acc(), parameters=[
+        {"name": "filter", "in": "query", "content": {"application/json": {"schema": _nested(30)}}}])
+    assert _schema_depth(tool.input_schema) == 16
+    assert codes(warnings) == ["input_schema_depth_cut"]
+
+
+def test_a_body_passed_whole_under_body_is_cut_at_16_levels_counting_the_input_object():
+    tool, warnings = compile_one(acc=acc(), body={"type": "array", "items": _nested(30)})
+    assert list(tool.input_schema["properties"]) == ["body"]
+    assert _schema_depth(tool.input_schema) == 16
+    assert codes(warnings) == ["input_schema_depth_cut"]
+
+
+def test_a_flattened_body_keeps_all_16_levels():
+    tool, warnings = compile_one(acc=acc(), body=_nested(15))
+    assert _schema_depth(tool.input_schema) == 16 and codes(warnings) == []
+
+
 def test_input_schema_over_64_kib_drops_descriptions_first():
     properties = {f"p{i}": {"type": "string", "description": "d" * 900} for i in range(100)}
     tool, warnings = compile_one(acc=acc(), body={"type": "object", "properties": properties})

@@ -247,7 +247,8 @@ class _Compiler:
             if schema_node is None and isinstance(parameter.get("content"), dict) and parameter["content"]:
                 first = next(iter(parameter["content"].values()))
                 schema_node = first.get("schema") if isinstance(first, dict) else None
-            schema = projection.project(schema_node) if schema_node is not None else {}
+            # A parameter is a property of the input: one level below its top.
+            schema = projection.project(schema_node, 2) if schema_node is not None else {}
             schema = {} if schema is None else dict(schema)
             if isinstance(parameter.get("description"), str) and "description" not in schema:
                 text = clean_text(parameter["description"])[:1000]
@@ -281,15 +282,15 @@ class _Compiler:
                     body_schema = projection.project(media_object.get("schema", {}))
                     body_required = body.get("required") is True
                     self._merge_body(body_schema or {}, body_required, properties, required, locations,
-                                     body.get("description"))
+                                     body.get("description"), projection)
         return properties, required, locations, content_type
 
     @staticmethod
     def _merge_body(schema: dict[str, Any], body_required: bool, properties: dict[str, Any], required: list[str],
-                    locations: list[ParameterLocation], description: Any) -> None:
+                    locations: list[ParameterLocation], description: Any, projection: Projection) -> None:
         """An object body with plain properties is flattened into the input (each property keeps a
         body location); any other body, or one whose property names collide with a parameter, is
-        passed whole under ``body``."""
+        passed whole under ``body``, a level deeper than it was projected."""
         # Untrusted JSON: checked below before it is used as an object.
         body_properties: Any = schema.get("properties")
         flat = (schema.get("type") in (None, "object") and isinstance(body_properties, dict) and body_properties
@@ -305,6 +306,7 @@ class _Compiler:
         argument = "body"
         while argument in properties:
             argument = "_" + argument
+        schema = projection.cut(schema, 2)
         if isinstance(description, str) and "description" not in schema:
             schema = {**schema, "description": clean_text(description)[:1000]}
         properties[argument] = schema

@@ -113,6 +113,25 @@ class Projection:
         self._scalars(out, node)
         return out
 
+    def cut(self, schema: dict[str, Any], depth: int) -> dict[str, Any]:
+        """A projected `schema` placed at `depth` (projected as if at depth 1: a body only known to
+        sit under ``body`` once projected), cut as ``project`` would have cut it there."""
+        if depth >= self.max_depth:
+            structure = ("properties", "items", "additionalProperties", *_COMBINERS)
+            if any(key in schema for key in structure):
+                self.depth_cut = True
+            return {key: value for key, value in schema.items() if key not in (*structure, "required")}
+        out = dict(schema)
+        if isinstance(out.get("properties"), dict):
+            out["properties"] = {name: self.cut(sub, depth + 1) for name, sub in out["properties"].items()}
+        for key in ("items", "additionalProperties"):
+            if isinstance(out.get(key), dict):
+                out[key] = self.cut(out[key], depth + 1)
+        for key in _COMBINERS:
+            if isinstance(out.get(key), list):
+                out[key] = [self.cut(option, depth + 1) for option in out[key]]
+        return out
+
     def _describe(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
         description = node.get("description")
         if self.descriptions and isinstance(description, str):
