@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from apps.core.jsonbytes import compact_json
+from apps.core.jsonbytes import json_bytes
 
 from .errors import CapabilityChanged, ToolNotFound
 from .surface import Surface
@@ -87,9 +87,9 @@ def tool_catalog(*, surface: Surface) -> dict[str, Any]:
         "capability_revision": surface.revision,
         "tools": [],
     }
-    remaining = CATALOG_MAX_BYTES - len(compact_json(body).encode("utf-8")) - len(',"truncated":true')
+    remaining = CATALOG_MAX_BYTES - json_bytes(body) - len(',"truncated":true')
     for tool in surface.tools:
-        size = len(compact_json(tool.definition).encode("utf-8")) + 1
+        size = json_bytes(tool.definition) + 1
         if size > remaining:
             body["truncated"] = True
             break

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from apps.routes.services import route_update
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from apps.tools.services import provider_create
@@ -42,8 +44,8 @@ def test_a_repeated_route_parameter_is_invalid_route(api_client, issued, tool_ro
     refused(response, 400, "invalid_route")
 
 
-def _large_spec(operations: int, properties: int) -> bytes:
-    schema = {"type": "object", "properties": {f"field_{i}": {"type": "string", "description": "字" * 900}
+def _large_spec(operations: int, properties: int, description: str = "字" * 900) -> bytes:
+    schema = {"type": "object", "properties": {f"field_{i}": {"type": "string", "description": description}
                                                for i in range(properties)}}
     paths = {f"/things/{n}": {"post": {
         "operationId": f"thing_{n:03d}", "summary": f"Thing {n}",
@@ -53,9 +55,15 @@ def _large_spec(operations: int, properties: int) -> bytes:
     return json.dumps({"openapi": "3.0.3", "info": {"title": "large", "version": "1"}, "paths": paths}).encode()
 
 
-def test_a_catalog_over_1_mib_ends_at_the_last_whole_tool_that_fits(api_client, issued, route, tool_keys):
+# U+2028 is three bytes in UTF-8 and six as sent (DRF escapes it): 30 such tools weigh 0.8 MiB
+# unescaped and 1.6 MiB on the wire.
+@pytest.mark.parametrize(("description", "properties"), [("字" * 900, 20), ("a" + "\u2028" * 898 + "a", 10)],
+                         ids=["hanzi", "line separators"])
+def test_a_catalog_over_1_mib_ends_at_the_last_whole_tool_that_fits(api_client, issued, route, tool_keys, description,
+                                                                     properties):
     provider = provider_create(project=route.project, name="large", base_url="http://127.0.0.1:9/large",
-                               secret="large-secret", spec=_large_spec(operations=30, properties=20)).provider
+                               secret="large-secret",
+                               spec=_large_spec(operations=30, properties=properties, description=description)).provider
     names = [f"thing_{n:03d}" for n in range(30)]
     route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=names)])
     response = catalog(api_client, issued.access_token, route="store-assistant")

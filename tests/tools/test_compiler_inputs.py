@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from apps.core.jsonbytes import json_bytes
 from apps.tools.compiler import compile_spec
 from apps.tools.compiler.schema import MAX_SCHEMA_BYTES
 
@@ -159,6 +160,15 @@ def test_a_body_passed_whole_under_body_is_cut_at_16_levels_counting_the_input_o
 def test_a_flattened_body_keeps_all_16_levels():
     tool, warnings = compile_one(acc=acc(), body=_nested(15))
     assert _schema_depth(tool.input_schema) == 16 and codes(warnings) == []
+
+
+def test_input_schema_size_counts_line_separators_as_sent():
+    # 15 descriptions of 900 U+2028: 40 KB as UTF-8, 81 KB as DRF sends them (escaped, six bytes each).
+    properties = {f"p{i}": {"type": "string", "description": "a" + "\u2028" * 898 + "a"} for i in range(15)}
+    tool, warnings = compile_one(acc=acc(), body={"type": "object", "properties": properties})
+    assert json_bytes(tool.input_schema) <= MAX_SCHEMA_BYTES
+    assert "description" not in tool.input_schema["properties"]["p0"]
+    assert codes(warnings) == ["input_schema_reduced"]
 
 
 def test_input_schema_over_64_kib_drops_descriptions_first():

@@ -188,4 +188,8 @@ def _valid_pattern(pattern: str) -> bool:
 
 
 def encoded_size(schema: dict[str, Any]) -> int:
-    return len(json.dumps(schema, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    """The schema's size as a response sends it: compact UTF-8, with U+2028 and U+2029 escaped as
+    DRF's renderer escapes them (six bytes each, not three). The compiler runs without Django's
+    settings, so it does not call the renderer (apps.core.jsonbytes.json_bytes) itself."""
+    text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8")) + 3 * (text.count("\u2028") + text.count("\u2029"))
