@@ -59,6 +59,12 @@ def test_query_clean_drops_lone_surrogates():
     assert query_clean("a\ud800b") == "ab"
 
 
+def test_a_verb_counts_as_a_query_word():
+    # "get" in a name weighs 3, "thing" in a description 1: the contract's tier 4.
+    tools = [_tool("list_orders", description="A thing"), _tool("get_item", description="An item")]
+    assert _names("get thing", tools) == ["get_item", "list_orders"]
+
+
 def test_stop_words_do_not_rank():
     # Were "the" a word, a_tool would tie on words and win on shared bigrams.
     tools = [_tool("a_tool", description="the efor theo"), _tool("b_tool", description="fork")]
