@@ -488,7 +488,7 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
         except ApiError as exc:
             if exc.status >= 500:  # the knowledge service is down for now: nothing is kept, retry the same call
                 return _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
-                               text=f"{exc.message} Retry this same invocation.", retry_after_ms=5000)
+                               text=f"{exc.message} Retry this same invocation in a few seconds.")
             inv.journal_state = Journal.COMPLETED
             answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=exc.status,
                              text=compact_json(exc.as_dict()))
@@ -710,7 +710,9 @@ def invocation_tool_check(*, session: AgentSession, inv: Invocation) -> None:
 
 def invocation_resume(*, session: AgentSession, inv: Invocation) -> dict[str, Any]:
     """``POST .../resume``: the stored result, or an approved call executed once (the route was
-    re-checked by the caller; the tool is re-checked here)."""
+    re-checked by the caller; the tool is re-checked here, for a stable result too)."""
+    if result_is_stable(inv.result):
+        invocation_tool_check(session=session, inv=inv)
     return invocation_advance(inv=inv, session=session)
 
 

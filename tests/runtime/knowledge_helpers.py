@@ -4,7 +4,12 @@ fixtures are in knowledge_fixtures (load it with `pytest_plugins`)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from django.db import connection, transaction
 
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KeywordTermStat
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
@@ -83,3 +88,28 @@ def row_counts() -> dict[str, int]:
     models = (Conversation, Message, Run, MemoryNote, Document, DocumentContent, Chunk, IndexGeneration,
               KeywordTermStat)
     return {model.__name__: model.objects.count() for model in models}
+
+
+@contextmanager
+def chunks_locked() -> Iterator[None]:
+    """Another connection holds an exclusive lock on the chunk table, as a stuck migration or
+    maintenance job would."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold():
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("LOCK TABLE knowledge_chunk IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert locked.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join()

@@ -4,13 +4,16 @@ the knowledge protocol's services and budgets (no HTTP, no worker), keyed and re
 import json
 import secrets
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.routes.models import Route
+from apps.runtime.knowledge import scope as knowledge_scope
 from apps.tools.models import Invocation, InvocationJournalEntry
 from apps.tools.surface import route_surface
 from tests.ledger.helpers import open_turn, post_json
+from tests.runtime.knowledge_helpers import chunks_locked
 
 pytest_plugins = ["tests.runtime.knowledge_fixtures"]
 
@@ -94,3 +97,23 @@ def test_a_built_in_call_past_the_runs_max_tool_calls_is_refused_before_it_searc
     assert body["text"].startswith("This run has made its 1 tool call,")
     assert not [query for query in queries.captured_queries if "knowledge_chunk" in query["sql"]]
     assert Invocation.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_built_in_call_while_knowledge_is_unavailable_may_be_retried_and_keeps_nothing(api_client, ksession,
+                                                                                          kroute, docs, monkeypatch):
+    run_id = _ready(api_client, ksession, kroute)
+    ref = json.loads(_call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款"}).json()["text"])[
+        "hits"][0]["ref"]
+    before = Invocation.objects.count()
+    monkeypatch.setattr(knowledge_scope, "LOCK_TIMEOUT_MS", 100)
+    invocation_id = secrets.token_hex(32)
+    with chunks_locked():
+        body = _call(api_client, ksession, kroute, run_id, "kb_read", {"ref": ref}, invocation_id).json()
+    assert (body["state"], body["ok"], body["auto_retry_allowed"]) == ("rejected_before_dispatch", False, True)
+    # retry_after_ms and rate_limit belong to a tool's own rate limit only (the contract's words).
+    assert "retry_after_ms" not in body and "rate_limit" not in body
+    assert body["text"].endswith("Retry this same invocation in a few seconds.")
+    assert Invocation.objects.count() == before
+    again = _call(api_client, ksession, kroute, run_id, "kb_read", {"ref": ref}, invocation_id).json()
+    assert again["state"] == "executed"

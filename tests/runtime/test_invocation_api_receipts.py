@@ -124,6 +124,24 @@ def test_resume_refuses_a_tool_no_longer_authorized(shop):
     assert (response.status_code, response.json()["error"]) == (404, "tool_not_found")
 
 
+def test_resume_of_a_settled_call_refuses_a_tool_no_longer_authorized(shop):
+    """A stable result is returned only after the same re-check: the contract's resume "re-checks the
+    current authorization, then returns the stored result"."""
+    from apps.projects.models import Project
+    from apps.tools.invocations import approval_decide
+    from apps.tools.models import Approval
+    from apps.tools.route_tools import route_tools_set
+
+    invocation_id = new_id()
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 2}, invocation_id=invocation_id)
+    approval_decide(approval_id=Approval.objects.get().pk, projects=Project.objects.all(), decision_id="d-1",
+                    decision="denied")
+    assert shop.resume(invocation_id).json()["state"] == "denied"
+    route_tools_set(route=shop.route, write_tools=["stock_write"])
+    response = shop.resume(invocation_id)
+    assert (response.status_code, response.json()["error"]) == (404, "tool_not_found")
+
+
 def test_resume_refuses_a_tool_whose_execution_changed(shop):
     invocation_id = new_id()
     shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 2}, invocation_id=invocation_id)

@@ -2,12 +2,9 @@
 
 import dataclasses
 import struct
-import threading
 import uuid
-from contextlib import contextmanager
 
 import pytest
-from django.db import connection, transaction
 
 from apps.core.signing import b64decode, b64encode
 from apps.knowledge import ingest, services
@@ -24,6 +21,7 @@ from tests.runtime.knowledge_helpers import (
     DELIVERY,
     REFUND,
     T0,
+    chunks_locked,
     first_ref,
     ingest_texts,
     read,
@@ -303,31 +301,6 @@ def test_a_refused_read_changes_nothing(api_client, ksession, kroute, docs, ref)
 
 
 # The knowledge service down
-
-
-@contextmanager
-def chunks_locked():
-    """Another connection holds an exclusive lock on the chunk table, as a stuck migration or
-    maintenance job would."""
-    locked, release = threading.Event(), threading.Event()
-
-    def hold():
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("LOCK TABLE knowledge_chunk IN ACCESS EXCLUSIVE MODE")
-                locked.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    assert locked.wait(10)
-    try:
-        yield
-    finally:
-        release.set()
-        thread.join()
 
 
 @pytest.mark.django_db(transaction=True)
