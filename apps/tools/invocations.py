@@ -845,16 +845,19 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
     ``denied``; approving sends nothing — the agent's resume executes the frozen arguments once."""
     expired = False
     with transaction.atomic():
-        approval = (Approval.objects.select_for_update().filter(pk=approval_id, project__in=projects).first()
-                    if _is_uuid(approval_id) else None)
-        if approval is None:
+        invocation_pk = (Approval.objects.filter(pk=approval_id, project__in=projects)
+                         .values_list("invocation_id", flat=True).first() if _is_uuid(approval_id) else None)
+        if invocation_pk is None:
             raise ApprovalNotFound()
+        # The call first, then its approval: the order a resume takes them in (_reevaluate), so
+        # a decision and a resume of the same call wait for each other instead of deadlocking.
+        inv = _locked(invocation_pk)
+        approval = Approval.objects.select_for_update().get(pk=approval_id)
         if approval.status in (Approval.Status.APPROVED, Approval.Status.DENIED):
             if (approval.decision_id == decision_id and approval.status == decision
                     and approval.comment == comment):
                 return approval
             raise ApprovalAlreadyDecided(current_decision=approval.status)
-        inv = _locked(approval.invocation_id)
         now = timezone.now()
         if approval.status == Approval.Status.EXPIRED or approval.expires_at <= now:
             approval.status = Approval.Status.EXPIRED

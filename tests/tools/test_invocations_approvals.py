@@ -2,9 +2,12 @@
 frozen arguments once; an approval is never used twice; expired reads as denied. Decisions by the
 builder API (scope approvals:decide, project-scoped, idempotent by decision_id)."""
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -178,3 +181,53 @@ def test_a_route_forced_approval_holds_when_the_tool_s_own_rule_does_not_match(s
     assert body["state"] == "awaiting_approval"
     assert Approval.objects.get().reasons == ["route_forced"]
     assert shop.server.received == []
+
+
+def test_a_decision_waits_for_a_resume_holding_the_call_before_it_locks_the_approval(shop, transactional_db):
+    """A resume locks the call, then its approval; a decision takes them in the same order, so the
+    two wait for each other instead of deadlocking (PostgreSQL killed one as a 503)."""
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 2}, invocation_id=new_id())
+    approval = Approval.objects.get()
+    holding, release = threading.Event(), threading.Event()
+    outcome: dict = {}
+
+    def resume_in_progress():  # holds the call's row as invocation_advance does
+        try:
+            with transaction.atomic():
+                Invocation.objects.select_for_update().get(pk=approval.invocation_id)
+                holding.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def decide():
+        try:
+            outcome["status"] = approval_decide(approval_id=approval.pk, projects=[shop.route.project],
+                                                decision_id="d-1", decision="approved").status
+        finally:
+            connection.close()
+
+    holder, decider = threading.Thread(target=resume_in_progress), threading.Thread(target=decide)
+    holder.start()
+    assert holding.wait(10)
+    decider.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not _waiting_on_a_lock() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _waiting_on_a_lock()
+        # The decision waits on the call; the approval is free for the resume to take next.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM tools_approval WHERE id = %s FOR UPDATE NOWAIT", [approval.pk])
+    finally:
+        release.set()
+        holder.join(10)
+        decider.join(10)
+    assert outcome == {"status": "approved"}
+
+
+def _waiting_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock'")
+        return cursor.fetchone()[0] > 0
