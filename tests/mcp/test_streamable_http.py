@@ -4,6 +4,7 @@ completed when the server stops."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -119,3 +120,25 @@ def test_a_body_nested_past_the_parsers_stack_is_a_json_rpc_parse_error(hub, tmp
     # The SDK's own parse error (it says the recursion limit was exceeded), not a plain-text 500.
     assert (answer.status_code, answer.headers["content-type"], answer.json()["error"]["code"]) == (
         400, "application/json", -32700)
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_the_handshake_declares_the_tool_list_changes_it_sends(hub, tmp_path, version):
+    """The server sends notifications/tools/list_changed when a capability search or a new revision
+    changes the tool list; a host that follows the declared capability only listens when it is said."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}}
+    with serving(hub, tmp_path) as url:
+        answer = httpx.post(url, headers=headers, json=initialize, timeout=10)
+
+    assert answer.status_code == 200, answer.text
+    assert _json_rpc(answer)["result"]["capabilities"]["tools"] == {"listChanged": True}
+
+
+def _json_rpc(answer: httpx.Response) -> dict:
+    """The one JSON-RPC message of an answer, sent as JSON or as a server-sent event."""
+    if answer.headers["content-type"].startswith("application/json"):
+        return answer.json()
+    (data,) = [line[len("data:"):] for line in answer.text.splitlines() if line.startswith("data:")]
+    return json.loads(data)

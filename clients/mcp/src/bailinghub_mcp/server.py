@@ -10,7 +10,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 
 from bailinghub_mcp import __version__, wire
@@ -96,9 +97,22 @@ def build_server(bridge: Bridge) -> Server[Bridge]:
                 log.debug("tool list change not notified: %s", exc)
         return _result(outcome)
 
-    return Server("bailinghub-mcp", version=__version__, title="BailingHub",
-                  instructions=bridge.instructions(), lifespan=lifespan,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    return _Server("bailinghub-mcp", version=__version__, title="BailingHub",
+                   instructions=bridge.instructions(), lifespan=lifespan,
+                   on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+class _Server(Server):
+    """Declares `tools.listChanged: true` on every transport (Streamable HTTP builds its options
+    itself): the server sends `notifications/tools/list_changed` when a capability search or a
+    new capability revision changes the tool list, and a host that follows the declared
+    capability only listens for it when it is declared."""
+
+    def create_initialization_options(self, notification_options: NotificationOptions | None = None,
+                                      experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                                      extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                                     experimental_capabilities, extensions)
 
 
 def serve_stdio(bridge: Bridge) -> None:
