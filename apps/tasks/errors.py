@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from django.db import DatabaseError, IntegrityError
+
 from apps.core.errors import ApiError
+
+logger = logging.getLogger("bailinghub.tasks")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class TaskNotFound(ApiError):
@@ -93,3 +104,21 @@ class ProjectReadOnly(ApiError):
     code = "forbidden"
     status = 403
     message = "Your role in this project does not allow changing tasks."
+
+
+def task_control_required(func: Callable[P, R]) -> Callable[P, R]:
+    """A check of task control that a database fault (a missing task table, a lost connection)
+    turns into TASK_UNAVAILABLE: the contract says such faults block, and never fall back to
+    running without the task. A unique-key race (IntegrityError) is left to its caller."""
+
+    @functools.wraps(func)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except IntegrityError:
+            raise
+        except DatabaseError as exc:
+            logger.error("task control unavailable in %s: %s", func.__name__, type(exc).__name__)
+            raise TaskUnavailable() from exc
+
+    return checked

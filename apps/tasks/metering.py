@@ -21,6 +21,7 @@ from apps.tasks.errors import (
     TaskRequired,
     TaskToolNotAllowed,
     TaskWriteBudgetExhausted,
+    task_control_required,
 )
 from apps.tasks.models import Task, TaskCharge, TaskMember, TaskRun
 from apps.tasks.services import (
@@ -38,6 +39,7 @@ class Bound:
     member: TaskMember
 
 
+@task_control_required
 def invocation_task_check(*, session: AgentSession, run: Any, tool_name: str) -> Bound | None:
     """Before a call is stored: a task-enforced session must call under a run bound to its task,
     the task must be usable, its member set intact, and the tool among the member's exact tools.
@@ -54,6 +56,7 @@ def invocation_task_check(*, session: AgentSession, run: Any, tool_name: str) ->
     return Bound(task_id=link.task_id, member=link.member)
 
 
+@task_control_required
 def invocation_task_recheck(*, session: AgentSession, inv: Any) -> None:
     """Before a stored call that has not settled is re-evaluated (an approved call is then
     dispatched): the task rules as they are now. A session that joined a task after the call was
@@ -156,6 +159,7 @@ def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
     ledger_append(task, "settled", detail={"tool": charge.tool_name, "outcome": outcome})
 
 
+@task_control_required
 def receipt_task_check(*, run_id: Any) -> None:
     """A receipt of a task's invocation re-verifies the task's whole member set (a revoked or
     changed member blocks the task and the receipt answers TASK_SCOPE_BLOCKED)."""

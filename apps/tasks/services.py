@@ -28,6 +28,7 @@ from apps.tasks.errors import (
     TaskRevisionConflict,
     TaskScopeBlocked,
     TaskTransitionInvalid,
+    task_control_required,
 )
 from apps.tasks.models import Task, TaskLedgerEntry, TaskMember, TaskRun
 
@@ -276,10 +277,12 @@ def task_usable(*, task: Task) -> None:
         raise TaskExpired()
 
 
+@task_control_required
 def session_task_enforced(*, session: AgentSession) -> bool:
     return TaskMember.objects.filter(session=session).exists()
 
 
+@task_control_required
 def task_binding_resolve(*, session: AgentSession, workspace: str, client_conversation_id: str,
                          binding: dict[str, Any] | None) -> tuple[Task, TaskMember] | None:
     """The task and membership a turn is bound to, verified against the whole member set before
@@ -305,6 +308,7 @@ def task_run_pin(*, run: Any, task: Task, member: TaskMember, binding: dict[str,
     return TaskRun.objects.create(run=run, task=task, member=member, binding=binding)
 
 
+@task_control_required
 def task_run_check(*, session: AgentSession, run: Any | None) -> TaskRun | None:
     """For a task-enforced session, a request made under a run (capability search, knowledge
     search and read) must name a run pinned to a usable task; the member set is re-verified.
@@ -315,6 +319,7 @@ def task_run_check(*, session: AgentSession, run: Any | None) -> TaskRun | None:
     return task_run_verify(run=run)
 
 
+@task_control_required
 def task_run_verify(*, run: Any | None,
                     unbound: str = "This session belongs to a task: give the run_id of a turn bound to it.") -> TaskRun:
     """`task_run_check` for a session already known to be task-enforced (`run` a Run or its id);

@@ -2,6 +2,7 @@
 schema — each refused with its status and code, nothing stored and nothing sent."""
 
 import pytest
+from django.db import connection
 
 from apps.ledger.models import Run
 from apps.projects.models import Project
@@ -156,3 +157,31 @@ def test_the_invocation_id_of_another_call_is_a_conflict(shop, dispatching):
         response = shop.post(shop.body("item_read", {"item_id": "1"}, invocation_id=invocation_id, **change))
         assert (response.status_code, response.json()["error"]) == (409, "invocation_conflict")
     assert len(shop.server.received) == 1
+
+
+@pytest.fixture
+def task_tables_missing(transactional_db):
+    """The task tables gone, as on a database whose task migrations have not run."""
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE tasks_taskmember RENAME TO tasks_taskmember_gone")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE tasks_taskmember_gone RENAME TO tasks_taskmember")
+
+
+def test_a_call_while_task_control_is_unavailable_is_blocked_not_run_without_it(shop, task_tables_missing):
+    body = _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 503, "TASK_UNAVAILABLE")
+    assert body["message"] == "Task control is unavailable; nothing was run without it."
+
+
+def test_a_turn_while_task_control_is_unavailable_is_blocked(shop, task_tables_missing):
+    from rest_framework.test import APIClient
+
+    from tests.ledger.helpers import open_turn
+
+    runs = Run.objects.count()
+    response = open_turn(APIClient(), shop.token, shop.route.key, n=5)
+    assert (response.status_code, response.json()["error"]) == (503, "TASK_UNAVAILABLE")
+    assert Run.objects.count() == runs
