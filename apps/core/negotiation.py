@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
@@ -40,3 +41,14 @@ class AgentContentNegotiation(StrictContentNegotiation):
     def filter_renderers(self, renderers: Iterable[BaseRenderer], format: str) -> list[BaseRenderer]:
         renderers = list(renderers)
         return [renderer for renderer in renderers if renderer.format == format] or renderers
+
+    def select_renderer(self, request: Request, renderers: Iterable[BaseRenderer],
+                        format_suffix: str | None = None) -> tuple[BaseRenderer, str]:
+        """JSON whatever the Accept header asks: it is the only representation, and DRF answered
+        `Accept: text/html` with 406 `not_acceptable`, a code neither contract has."""
+        renderers = list(renderers)
+        try:
+            renderer, media_type = super().select_renderer(request, renderers, format_suffix)
+            return renderer, media_type
+        except NotAcceptable:
+            return renderers[0], str(renderers[0].media_type)

@@ -249,3 +249,15 @@ def test_the_clients_revoke_with_an_empty_object(api_client, agent_client, issue
                                **bearer(agent_client.token))
     assert (response.status_code, response.json()) == (200, {"revoked": True})
     assert AgentSession.objects.get().revoked_by == "client"
+
+
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "text/html;q=0.9, image/*"])
+def test_an_accept_header_without_json_still_gets_json(api_client, issued, accept):
+    """JSON is the only representation; DRF answered such requests 406 not_acceptable."""
+    ok = api_client.get(SESSION_URL, HTTP_ACCEPT=accept, **bearer(issued.access_token))
+    assert (ok.status_code, ok["Content-Type"]) == (200, "application/json")
+    assert ok.json()["session_id"] == str(issued.session.pk)
+    refused = api_client.get(SESSION_URL, HTTP_ACCEPT=accept)
+    assert (refused.status_code, refused.json()["error"]) == (401, "unauthorized")
+    workspaces = api_client.get("/agent-api/v1/workspaces", HTTP_ACCEPT=accept, **bearer(issued.access_token))
+    assert (workspaces.status_code, workspaces["Content-Type"]) == (200, "application/json")
