@@ -102,6 +102,30 @@ def test_a_lost_answer_is_reported_as_unknown_with_the_id_and_not_sent_again(hub
     assert "Do not call the tool again" in outcome.text and body["invocation_id"] in outcome.text
 
 
+def test_a_server_error_is_reported_with_the_id_to_inspect_and_not_sent_again(hub, bridge):
+    hub.script[INVOKE] = [(500, {"error": "internal_error", "message": "Internal error."})]
+    bridge.governed_tools()
+
+    outcome = bridge.invoke("issue_refund", {"order_id": "SO-1"})
+
+    (body,) = hub.sent(*INVOKE)
+    assert outcome.is_error is True
+    assert outcome.data == {"error": "internal_error", "status": 500, "message": "Internal error.",
+                            "invocation_id": body["invocation_id"], "state": "unknown"}
+    assert "Do not call the tool again" in outcome.text and body["invocation_id"] in outcome.text
+    assert bridge.invocations[body["invocation_id"]] == {"tool": "issue_refund", "state": "unknown"}
+
+
+def test_a_refusal_before_the_call_is_recorded_names_no_invocation(hub, bridge):
+    hub.script[INVOKE] = [(404, {"error": "tool_not_found", "message": "No such tool."})]
+    bridge.governed_tools()
+
+    outcome = bridge.invoke("issue_refund", {"order_id": "SO-1"})
+
+    assert outcome.data == {"error": "tool_not_found", "status": 404, "message": "No such tool."}
+    assert bridge.invocations == {}
+
+
 def test_a_401_refreshes_once_and_sends_the_same_invocation_again(hub, bridge):
     bridge.governed_tools()
     hub.script[INVOKE] = [(401, {"error": "unauthorized", "message": "Expired."})]

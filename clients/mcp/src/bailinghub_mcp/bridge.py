@@ -117,9 +117,15 @@ def _pretty(data: Any) -> str:
 def hub_failure(exc: Exception, *, invocation_id: str | None = None) -> Outcome:
     """A refused or failed request, phrased for the model."""
     if isinstance(exc, wire.HubError):
-        refused = {"error": exc.code, "status": exc.status, "message": exc.message}
-        return Outcome(f"The hub refused the request: {exc.code} ({exc.status}). {exc.message}".strip(), refused,
-                       is_error=True)
+        refused: dict[str, Any] = {"error": exc.code, "status": exc.status, "message": exc.message}
+        text = f"The hub refused the request: {exc.code} ({exc.status}). {exc.message}".strip()
+        if invocation_id is not None and exc.status >= 500:
+            # The hub had the call when it failed: it may have recorded it, even begun it.
+            refused.update(invocation_id=invocation_id, state="unknown")
+            text += (f" The hub failed while it held the call, which may or may not have been recorded. Do not "
+                     f"call the tool again: check it with inspect_invocation or resume_invocation, invocation_id "
+                     f"{invocation_id}.")
+        return Outcome(text, refused, is_error=True)
     if isinstance(exc, SessionExpired):
         return Outcome(str(exc), {"error": "session_expired"}, is_error=True)
     if isinstance(exc, wire.WireError):
@@ -326,7 +332,9 @@ class Bridge:
                 return Outcome("The workspace's tools changed since they were loaded; nothing was sent. The tool "
                                "list has been refreshed: check the tool's current description and arguments, then "
                                "decide whether to call it again.", {"error": "capability_changed"}, is_error=True)
-            return hub_failure(exc)
+            if exc.status >= 500:
+                self.invocations[invocation_id] = {"tool": name, "state": "unknown"}
+            return hub_failure(exc, invocation_id=invocation_id)
         except (wire.WireError, SessionExpired) as exc:
             if isinstance(exc, wire.WireError) and exc.sent:
                 self.invocations[invocation_id] = {"tool": name, "state": "unknown"}
