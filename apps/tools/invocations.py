@@ -569,8 +569,9 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
 
 def _existing(inv: Invocation, *, session: AgentSession, route: Route, run: Run, call: InvokeCall,
               arguments_sha256: str) -> dict[str, Any]:
+    # The contract's conflicts; the same call under another run of the session replays.
     if (inv.route_id != route.pk or inv.tool_name != call.tool or inv.arguments_sha256 != arguments_sha256
-            or inv.capability_revision != call.capability_revision or inv.run_id != run.pk):
+            or inv.capability_revision != call.capability_revision):
         raise InvocationConflict()
     return invocation_advance(inv=inv, session=session)
 

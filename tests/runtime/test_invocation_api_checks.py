@@ -159,6 +159,20 @@ def test_the_invocation_id_of_another_call_is_a_conflict(shop, dispatching):
     assert len(shop.server.received) == 1
 
 
+def test_the_same_call_under_another_run_of_the_session_replays(shop, dispatching):
+    """The contract's conflicts are a different route, tool, arguments or revision; the run is none."""
+    from tests.ledger.helpers import open_turn
+
+    invocation_id = new_id()
+    first = shop.invoke("item_read", {"item_id": "1"}, invocation_id=invocation_id).json()
+    other_run = open_turn(shop.client, shop.token, shop.route.key, n=9).json()["run_id"]
+    again = shop.post(shop.body("item_read", {"item_id": "1"}, invocation_id=invocation_id, agent_run_id=other_run))
+    assert again.status_code == 200
+    assert again.json() == first and first["state"] == "executed"
+    assert len(shop.server.received) == 1
+    assert Invocation.objects.filter(invocation_id=invocation_id).count() == 1
+
+
 @pytest.fixture
 def task_tables_missing(transactional_db):
     """The task tables gone, as on a database whose task migrations have not run."""
