@@ -448,7 +448,7 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
     arguments_sha256 = revision_of(call.arguments)
     existing = Invocation.objects.select_related("route").filter(idempotency_key=key).first()
     if existing is not None:
-        return _existing(existing, session=session, route=route, run=run, call=call,
+        return _existing(existing, session=session, route=route, call=call,
                          arguments_sha256=arguments_sha256)
     execution_pause_check(route=route)
     if not run_active:
@@ -559,7 +559,7 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
         existing = Invocation.objects.select_related("route").filter(idempotency_key=inv.idempotency_key).first()
         if existing is None:
             raise
-        return _existing(existing, session=session, route=route, run=run, call=call,
+        return _existing(existing, session=session, route=route, call=call,
                          arguments_sha256=inv.arguments_sha256)
     assert answer is not None
     if answer["state"] == State.IN_PROGRESS:
@@ -567,7 +567,7 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
     return answer
 
 
-def _existing(inv: Invocation, *, session: AgentSession, route: Route, run: Run, call: InvokeCall,
+def _existing(inv: Invocation, *, session: AgentSession, route: Route, call: InvokeCall,
               arguments_sha256: str) -> dict[str, Any]:
     # The contract's conflicts; the same call under another run of the session replays.
     if (inv.route_id != route.pk or inv.tool_name != call.tool or inv.arguments_sha256 != arguments_sha256
