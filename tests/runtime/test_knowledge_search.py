@@ -42,7 +42,6 @@ def test_a_search_answers_hints_of_the_matching_document(api_client, ksession, k
         "hints": [{
             "ref": hint["ref"],
             "title": "退款.md",
-            "chapter_path": "退款",
             "summary": REFUND,
             "revision": document_revision(title="退款.md", body=document_body(refund)),
             "score": hint["score"],

@@ -50,8 +50,7 @@ def test_an_on_demand_turn_carries_hints_instead_of_bodies(api_client, ksession,
         "hints": hints,
     }
     assert hints[0]["title"] == "退款.md"
-    assert [sorted(hint) for hint in hints] == [["chapter_path", "expires_at", "ref", "revision", "score", "summary",
-                                                   "title"]] * len(
+    assert [sorted(hint) for hint in hints] == [["expires_at", "ref", "revision", "score", "summary", "title"]] * len(
         hints)
     assert len(json.dumps(delivery, ensure_ascii=False, separators=(",", ":")).encode()) <= 4096
     assert REFUND not in json.dumps(context, ensure_ascii=False).replace(hints[0]["summary"], "")

@@ -154,14 +154,15 @@ def refs_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None,
 
 def _hints_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
                  found: list[Found]) -> list[dict[str, Any]]:
-    """One hint per document, with a reference bound to the caller, the route and `run_id`."""
+    """One hint per document, with a reference bound to the caller, the route and `run_id`: the
+    contract's six fields and no other ("每个hint仅含 ref、title、summary、revision、score、
+    expires_at"). The section a hit lies in comes with the read (chapter_path)."""
     refs, expires_at = refs_issue(session=session, route=route, run_id=run_id, scope=scope, found=found)
     hints = []
     for item, ref in zip(found, refs, strict=True):
         hints.append({
             "ref": ref,
             "title": item.document.filename,
-            "chapter_path": chapter_path_out(item.hit.chapter_path),
             "summary": json_text_prefix(item.hit.content, SUMMARY_MAX_BYTES),
             "revision": item.revision,
             "score": round(float(item.hit.score), 4),
