@@ -25,7 +25,7 @@ from typing import Any, TypedDict
 from django.db import transaction
 
 from apps.agent_auth.models import AgentSession
-from apps.core.jsonbytes import compact_json, iso_utc, json_text_prefix
+from apps.core.jsonbytes import compact_json, iso_utc, json_bytes, json_text_bytes, json_text_prefix
 from apps.core.revisions import revision_of
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
 from apps.knowledge.selectors import route_knowledge_search
@@ -87,7 +87,8 @@ class TurnRequest:
 
 
 def _bytes(value: Any) -> int:
-    return len(compact_json(value).encode("utf-8"))
+    """`value`'s size as the answer sends it (U+2028 and U+2029 escaped: six bytes each)."""
+    return json_bytes(value)
 
 
 def turn_response(*, run: Run) -> dict[str, Any]:
@@ -203,7 +204,7 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
                                   limit=route.agent_client_active_tool_limit, allowed=member_tools),
         profile_revision=route_profile(route=route, knowledge_sources=knowledge_sources)["revision"],
         capability_revision=surface.revision,
-        context_bytes=len(text.encode("utf-8")), context_tokens=token_count(text),
+        context_bytes=_bytes(context), context_tokens=token_count(text),
         stats={**memory.stats, **knowledge.stats, **fit_stats,
                "notes": len(context["memory"]["notes"]), "project_notes": len(context["memory"]["project_notes"])},
         prepare_ms=round((time.monotonic() - started) * 1000), knowledge_ms=knowledge_ms,
@@ -288,7 +289,7 @@ def _knowledge_inline(*, route: Route, request: TurnRequest) -> InlineKnowledge:
 
 
 def context_fit(context: dict[str, Any], *, max_bytes: int) -> dict[str, int]:
-    """Shrinks `context` in place until its compact JSON is at most `max_bytes` bytes.
+    """Shrinks `context` in place until it is at most `max_bytes` bytes as sent.
 
     Left out first: the oldest recent messages, then the oldest notes (route, then project), the
     summary, the lowest-ranked knowledge entries; only then are the instructions cut (and
@@ -336,5 +337,5 @@ def _instructions_cut(context: dict[str, Any], overflow: int) -> None:
         cut = max(1, overflow // 6)
         removed = text[-cut:]
         text = text[:-cut]
-        overflow -= len(compact_json(removed).encode("utf-8")) - 2
+        overflow -= json_text_bytes(removed)
     context["instructions"] = text

@@ -2,6 +2,7 @@ import json
 import re
 import uuid
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -229,14 +230,18 @@ def test_get_on_turns_is_405(api_client, issued, route):
     assert response.json()["error"] == "method_not_allowed"
 
 
-def test_a_huge_system_prompt_is_cut_to_keep_the_context_within_64_kib(api_client, issued, route):
-    route_update(route=route, system_prompt="规" * 70_000)
+# A line separator is three bytes in UTF-8 and six as the answer sends it (escaped).
+@pytest.mark.parametrize("prompt", ["规" * 70_000, "规\u2028" * 39_000], ids=["hanzi", "line separators"])
+def test_a_huge_system_prompt_is_cut_to_keep_the_context_within_64_kib(api_client, issued, route, prompt):
+    route_update(route=route, system_prompt=prompt)
     response = open_turn(api_client, issued.access_token, route.key)
     context = response.json()["context"]
-    size = len(json.dumps(context, ensure_ascii=False, separators=(",", ":")).encode())
-    assert 63 * 1024 < size <= 64 * 1024
+    sent = re.search(rb'"context":(\{.*\}),"active_tools"', response.content).group(1)
+    assert json.loads(sent) == context
+    assert 63 * 1024 < len(sent) <= 64 * 1024
+    assert Run.objects.get().context_bytes == len(sent)
     assert context["instructions_truncated"] is True
-    assert context["instructions"].startswith("【路由系统规则】\n规规")
+    assert context["instructions"].startswith("【路由系统规则】\n规")
 
 
 def test_an_ordinary_turn_makes_a_bounded_number_of_queries(api_client, issued, route):

@@ -108,6 +108,12 @@ def test_page_context_is_measured_in_utf8_bytes(api_client, issued, route):
     _refused(open_turn(api_client, issued.access_token, route.key, page_context={"f": "页" * 5462}), "page_context")
 
 
+def test_page_context_is_measured_as_sent_with_line_separators_escaped(api_client, issued, route):
+    # 5,400 U+2028: 16,208 bytes as UTF-8, 32,408 as the answer sends them (escaped, six bytes each).
+    _refused(open_turn(api_client, issued.access_token, route.key, page_context={"t": "\u2028" * 5400}),
+             "page_context")
+
+
 @pytest.mark.parametrize("value", [{"title": "a\x00b"}, {"nested": [{"x": "\x1b[31m"}]}, {"key\x07": "v"}])
 def test_page_context_strings_and_keys_obey_the_text_rules(api_client, issued, route, value):
     _refused(open_turn(api_client, issued.access_token, route.key, page_context=value), "page_context")

@@ -13,7 +13,7 @@ from typing import Any
 from rest_framework import serializers
 
 from apps.core.fields import BoundedListField, ExactFieldsSerializer, StrictCharField
-from apps.core.revisions import canonical_json
+from apps.core.jsonbytes import json_bytes
 
 USER_INPUT_MAX_CHARS = 64_000
 CONTENT_MAX_CHARS = 64_000
@@ -58,7 +58,8 @@ def _id(**kwargs) -> StrictCharField:
 
 
 class PageContextField(serializers.Field):
-    """A JSON object of at most 16 KiB (canonical JSON, UTF-8) whose keys and strings obey the text rules."""
+    """A JSON object of at most 16 KiB as the turn's answer sends it back (compact UTF-8 JSON, U+2028 and
+    U+2029 escaped) whose keys and strings obey the text rules."""
 
     default_error_messages = {"invalid": "page_context must be a JSON object."}
 
@@ -68,10 +69,10 @@ class PageContextField(serializers.Field):
         problem = _json_problem(data, "page_context", 0)
         if problem:
             raise serializers.ValidationError(problem)
-        size = len(canonical_json(data).encode("utf-8"))
+        size = json_bytes(data)
         if size > PAGE_CONTEXT_MAX_BYTES:
             raise serializers.ValidationError(
-                f"page_context is {size} bytes as canonical JSON; at most {PAGE_CONTEXT_MAX_BYTES} are allowed."
+                f"page_context is {size} bytes as JSON; at most {PAGE_CONTEXT_MAX_BYTES} are allowed."
             )
         return data
 
