@@ -330,6 +330,8 @@ KNOWLEDGE_RETRIEVAL = env.json("KNOWLEDGE_RETRIEVAL", default={})
 CELERY_BEAT_SCHEDULE = {
     **globals().get("CELERY_BEAT_SCHEDULE", {}),
     "knowledge-watchdog": {"task": "knowledge.watchdog", "schedule": float(KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)},
+    "tools-invocation-watchdog": {"task": "tools.invocation_watchdog",
+                                  "schedule": env.float("TOOL_WATCHDOG_INTERVAL_SECONDS", default=60.0)},
 }
 
 # Tool providers' signing secrets are encrypted at rest with these Fernet keys, newest first; the

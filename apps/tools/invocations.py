@@ -80,6 +80,7 @@ RECEIPT_SCHEMA = "bailing.agent-invocation-receipt.v1"
 INSPECTION_SCHEMA = "bailing.agent-invocation-inspection-capabilities.v1"
 KEY_DOMAIN = "bailinghub.tool-invocation.v1"
 DISPATCH_TASK = "tools.invocation_dispatch"
+WATCHDOG_TASK = "tools.invocation_watchdog"
 TEXT_MAX_CHARS = 8192
 
 State = Invocation.State
@@ -751,6 +752,39 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
                            inv.pk, inv.journal_state)
             return "late"
         return _record(inv, outcome)
+
+
+WATCHDOG_BATCH = 200
+
+
+def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
+    """Beat (every TOOL_WATCHDOG_INTERVAL_SECONDS): calls that no agent comes back for are not left
+    holding their task's permits. A call queued but not claimed for TOOL_DISPATCH_REQUEUE_SECONDS
+    (its message lost with a broker restart, or never sent by a process that died after commit)
+    goes to the dispatcher again, which claims it once; a claimed call with no answer past its
+    dispatch deadline becomes ``reconciliation_required``, as a resume would make it. Rows another
+    transaction holds are left for the next round."""
+    now = now or timezone.now()
+    counts = {"requeued": 0, "uncertain": 0}
+    queued = Invocation.objects.filter(
+        state=State.IN_PROGRESS, journal_state=Journal.ABSENT,
+        updated_at__lte=now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS))
+    overdue = Invocation.objects.filter(state=State.IN_PROGRESS, journal_state=Journal.DISPATCHING,
+                                        dispatch_deadline__lte=now)
+    for kind, rows in (("requeued", queued), ("uncertain", overdue)):
+        for pk in list(rows.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
+            with transaction.atomic():
+                inv = rows.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(
+                    pk=pk).first()
+                if inv is None:
+                    continue
+                if kind == "requeued":
+                    _save(inv)
+                    _send_after_commit(inv)
+                else:
+                    _uncertain(inv, reason="no answer was recorded before the dispatch deadline")
+            counts[kind] += 1
+    return counts
 
 
 def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:

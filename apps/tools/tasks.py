@@ -20,3 +20,8 @@ def invocation_dispatch_task(invocation_pk: str) -> str:
 @shared_task(name=semantic.INDEX_REBUILD, ignore_result=True)
 def tool_index_rebuild_task(provider_id: str) -> dict[str, int]:
     return semantic.index_rebuild(provider_id=provider_id)
+
+
+@shared_task(name=invocations.WATCHDOG_TASK, ignore_result=True)
+def invocation_watchdog_task() -> dict[str, int]:
+    return invocations.invocation_watchdog()

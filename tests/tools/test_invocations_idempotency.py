@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.projects.models import Project
-from apps.tools.invocations import invocation_dispatch
+from apps.tools.invocations import invocation_dispatch, invocation_watchdog
 from apps.tools.models import Approval, Invocation, InvocationJournalEntry
 from tests.tools.invocation_helpers import ROUTE, new_id
 
@@ -161,4 +161,37 @@ def test_frozen_arguments_that_cannot_be_read_are_never_sent(shop, transactional
     Invocation.objects.filter(pk=inv.pk).update(frozen_arguments="not-a-fernet-token")
     assert invocation_dispatch(invocation_pk=str(inv.pk)) == "frozen_lost"
     assert shop.resume(inv.invocation_id).json()["state"] == "rejected_before_dispatch"
+    assert shop.server.received == []
+
+
+def _undelivered() -> int:
+    from bailinghub.celery import app
+    from tests.tools.invocation_fixtures import UNDELIVERED_QUEUE  # a plugin: imported once pytest has it
+
+    with app.connection_for_write() as broker:
+        return broker.default_channel.client.llen(UNDELIVERED_QUEUE)
+
+
+def test_the_watchdog_hands_a_call_whose_message_was_lost_to_the_dispatcher_once(shop, transactional_db, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    body = shop.invoke("item_read", {"item_id": "1"}).json()
+    assert body["state"] == "in_progress" and _undelivered() == 1
+    inv = Invocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0}  # queued just now: not lost yet
+    Invocation.objects.filter(pk=inv.pk).update(
+        updated_at=timezone.now() - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS + 1))
+    assert invocation_watchdog() == {"requeued": 1, "uncertain": 0}
+    assert _undelivered() == 2
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0}  # handed over again: the clock restarts
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "executed"
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "settled"  # the first message, delivered late
+    assert len(shop.server.received) == 1
+
+
+def test_the_watchdog_makes_a_claimed_call_past_its_deadline_uncertain(shop, transactional_db, settings):
+    inv = _claimed_by_a_worker_that_died(shop, settings)
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 1}
+    inv.refresh_from_db()
+    assert (inv.state, inv.journal_state) == ("reconciliation_required", "uncertain")
+    assert shop.resume(inv.invocation_id).json()["state"] == "reconciliation_required"
     assert shop.server.received == []
