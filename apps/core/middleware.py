@@ -185,6 +185,13 @@ def body_refused(request: HttpRequest, status: int, message: str, code: str | No
     return error_page(request, status, message, code, **extra)
 
 
+def _has_body(request: HttpRequest) -> bool:
+    """Whether the request announces a body: a Content-Length above zero (or not a number), or a
+    chunked transfer."""
+    length = request.META.get("CONTENT_LENGTH") or "0"
+    return length.strip() != "0" or "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+
+
 class BodySizeLimitMiddleware:
     """Reads a request body in chunks and stops as soon as it passes the view's limit.
 
@@ -202,8 +209,8 @@ class BodySizeLimitMiddleware:
 
     def process_view(self, request: HttpRequest, view_func: ViewFunc, view_args: tuple[Any, ...],
                      view_kwargs: dict[str, Any]) -> HttpResponse | None:
-        if request.method in ("GET", "HEAD", "OPTIONS"):
-            return None
+        if request.method in ("GET", "HEAD", "OPTIONS") and not _has_body(request):
+            return None  # a body on these is unusual, but any that comes is held to the same limit
         limit = view_body_limit(view_func)
         if request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower() not in ("", "identity"):
             # Nothing decodes a content coding: a gzip body would be read as its compressed bytes,

@@ -28,6 +28,14 @@ def test_body_over_the_view_limit_is_413_with_sizes(client):
     assert body["observed_bytes"] == 1025
 
 
+@pytest.mark.parametrize("method", ["GET", "OPTIONS"])
+def test_a_body_on_a_get_or_options_is_held_to_the_same_limit(client, method):
+    response = client.generic(method, "/agent-api/test/small-echo", _json_body(1025),
+                              content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (413, "request_too_large")
+    assert response.json()["observed_bytes"] == 1025
+
+
 def test_agent_auth_answers_a_body_over_the_limit_with_its_own_code(client):
     # Agent Auth's error list is closed: request_too_large is not in it.
     response = client.post("/agent-auth/test/small-echo", _json_body(1025), content_type="application/json")

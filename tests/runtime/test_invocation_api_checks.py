@@ -1,6 +1,8 @@
 """The invocation endpoint's checks, in the contract's order: body, route, run, revision, tool, input
 schema — each refused with its status and code, nothing stored and nothing sent."""
 
+import json
+
 import pytest
 from django.db import connection
 
@@ -144,6 +146,16 @@ def test_execution_paused_is_503_and_stores_nothing(shop):
     Project.objects.filter(pk=shop.route.project_id).update(tool_execution_paused=True)
     body = _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 503, "execution_paused")
     assert "Receipts still work" in body["message"]
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_another_method_with_a_body_is_405_and_its_body_unread(shop, method):
+    """Only a POST's body is a call: its arguments are not measured, nor parsed, for another method
+    (a GET's body was parsed whole, unauthenticated, past every limit)."""
+    body = json.dumps(shop.body("item_read", {"pad": "x" * (1024 * 1024 + 10)}))
+    response = shop.client.generic(method, "/agent-api/v1/tool-invocations", body, content_type="application/json",
+                                   HTTP_AUTHORIZATION=f"Bearer {shop.token}")
+    _refused(shop, response, 405, "method_not_allowed")
 
 
 def test_an_unauthenticated_call_is_401(shop):

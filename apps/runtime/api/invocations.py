@@ -85,7 +85,11 @@ class ToolInvocationApi(InvocationApi):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Budgets before anything else, authentication included: a call over budget is refused
         # the same way whoever sends it. A body that cannot be read at all is refused after
-        # authentication, so a caller whose token has expired hears 401 and refreshes.
+        # authentication, so a caller whose token has expired hears 401 and refreshes. Only a
+        # POST's body is a call: another method is answered 405 unread.
+        if request.method != "POST":
+            super().initial(request, *args, **kwargs)
+            return
         try:
             data = request.data
         except ParseError as exc:
