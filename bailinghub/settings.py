@@ -162,6 +162,9 @@ BAILING_HTML_ERROR_PATHS = ("/agent-auth/authorize", "/agent-auth/login")
 # type or charset, a chunked body where it is not read, one over the limit) is 400 invalid_request
 # there, not 411/413/415.
 BAILING_CLOSED_ERROR_PREFIXES = ("/agent-auth/",)
+# The code of a 503 while PostgreSQL or Redis is down, where a closed list names its own (Agent
+# Auth v1: agent_auth_unavailable); service_unavailable elsewhere.
+BAILING_UNAVAILABLE_CODES = {"/agent-auth/": "agent_auth_unavailable"}
 # Agent hosts follow no redirect: APPEND_SLASH never answers under these.
 BAILING_NO_REDIRECT_PREFIXES = ("/agent-auth/", "/agent-api/")
 

@@ -207,7 +207,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return Response(error_payload(exc.status_code), status=exc.status_code)
     request = context.get("request")
     if mark(getattr(request, "_request", request), exc):
-        return Response(error_payload(503, unavailable.MESSAGE, "service_unavailable"), status=503,
+        code = unavailable.unavailable_code(getattr(request, "path", ""))
+        return Response(error_payload(503, unavailable.MESSAGE, code), status=503,
                         headers={"Retry-After": str(unavailable.RETRY_AFTER_SECONDS)})
     logger.exception("Unhandled error in %s", getattr(request, "path", "?"))
     return Response(error_payload(500), status=500)

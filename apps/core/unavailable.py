@@ -57,13 +57,25 @@ def mark(request: HttpRequest | None, exc: BaseException) -> bool:
     return True
 
 
+def unavailable_code(path: str) -> str:
+    """The error code of a 503 for a backing service down, at `path` (BAILING_UNAVAILABLE_CODES)."""
+    from django.conf import settings
+
+    from apps.core.middleware import under_prefix
+
+    for prefix, code in settings.BAILING_UNAVAILABLE_CODES.items():
+        if under_prefix(path, (prefix,)):
+            return str(code)
+    return "service_unavailable"
+
+
 def unavailable_response(request: HttpRequest) -> HttpResponse:
     from apps.core.exceptions import error_response
     from apps.core.middleware import is_json_path
 
     response: HttpResponse
     if is_json_path(request.path):
-        response = error_response(503, MESSAGE, "service_unavailable")
+        response = error_response(503, MESSAGE, unavailable_code(request.path))
     else:
         response = HttpResponse(
             "<!doctype html><title>Temporarily unavailable</title><h1>Temporarily unavailable</h1>"
