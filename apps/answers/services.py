@@ -175,8 +175,11 @@ def rag_answer_kbs(*, kbs: list[KnowledgeBase], question: str, options: SearchOp
     else:
         try:
             draft = generator.generate(question=question, evidence=evidence)
-        except GenerationFailed as exc:
-            logger.warning("RAG generation unavailable: %s", exc)
+        except Exception as exc:  # the contract: a generator's failure of any kind is a failed answer
+            if isinstance(exc, GenerationFailed):
+                logger.warning("RAG generation unavailable: %s", exc)
+            else:  # a defect to fix, still not a 500 for the caller
+                logger.exception("RAG generation failed unexpectedly")
             trace.append({"step": "generate", "ms": _ms(time.perf_counter() - generate_started), "status": "failed"})
             return _failed(question=question, trace=trace, evidence=_evidence_out(evidence, None), started=started,
                            generator=name)

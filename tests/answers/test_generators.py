@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from apps.answers.generators.base import Evidence, GenerationFailed
@@ -113,6 +115,26 @@ def test_retries_stop_at_the_bound():
 def test_reply_that_is_not_json_fails():
     with ChatServer([Reply(content="Sure! Refunds take 30 days.")]) as server, pytest.raises(GenerationFailed):
         _generator(server).generate(question="退款？", evidence=EVIDENCE)
+
+
+@pytest.mark.parametrize("reply", [{"answer": "退款需要七天。[1]", "citations": 1},
+                                   {"answer": "退款需要七天。[1]", "citations": [1], "missing_points": 3}])
+def test_reply_whose_lists_are_not_lists_fails(reply):
+    with ChatServer([Reply(content=json.dumps(reply, ensure_ascii=False))]) as server, \
+            pytest.raises(GenerationFailed, match="that is not a list"):
+        _generator(server).generate(question="退款？", evidence=EVIDENCE)
+
+
+@pytest.mark.django_db
+def test_api_reply_whose_citations_are_not_a_list_is_dependency_unavailable_and_recorded(client, route,
+                                                                                          llm_settings):
+    reply = Reply(content=json.dumps({"answer": "质量问题可以退款。[1]", "citations": 1}, ensure_ascii=False))
+    with ChatServer([reply]) as server:
+        llm_settings(server)
+        response = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json")
+    body = response.json()
+    assert (response.status_code, body["error_code"]) == (200, "DEPENDENCY_UNAVAILABLE")
+    assert RagQuery.objects.get(pk=body["query_id"]).error_code == "DEPENDENCY_UNAVAILABLE"
 
 
 @pytest.fixture

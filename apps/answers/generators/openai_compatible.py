@@ -83,6 +83,9 @@ def _reply_object(content: str) -> dict[str, Any]:
         raise GenerationFailed("The answer generator replied with something other than JSON.") from exc
     if not isinstance(value, dict) or not isinstance(value.get("answer", ""), str):
         raise GenerationFailed("The answer generator's reply has no answer text.")
+    for key in ("citations", "missing_points"):
+        if value.get(key) is not None and not isinstance(value[key], list):
+            raise GenerationFailed(f"The answer generator's reply has {key} that is not a list.")
     return value
 
 
