@@ -161,7 +161,7 @@ ERRORS: dict[str, list] = {
     "apps.knowledge.api.views.DocumentRefetchApi": [*BUILDER, *DOC_EDITABLE, kb_errors.NotUrlSource,
                                                     kb_errors.InvalidDocumentState],
     "apps.knowledge.api.search.KnowledgeBaseSearchApi": [
-        *BUILDER, *WITH_BODY, *KB_VISIBLE, (422, "invalid_search"), runtime_errors.KnowledgeUnavailable],
+        *BUILDER, *WITH_BODY, *KB_VISIBLE, (422, "invalid_search"), kb_errors.SearchUnavailable],
     "apps.answers.api.views.RagQueryApi": [*BUILDER, *WITH_BODY, *RAG_ROUTE, answer_errors.RagQueryInvalid],
     "apps.answers.api.views.RagQueryListApi": [*BUILDER, *BUILDER_PAGE, *RAG_ROUTE],
     "apps.answers.api.views.RagFeedbackApi": [*BUILDER, *WITH_BODY, *RAG_ROUTE, answer_errors.RagQueryNotFound,

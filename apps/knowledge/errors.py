@@ -160,3 +160,16 @@ class ChunkTextInvalid(ApiError):
     code = "chunk_text_invalid"
     status = 422
     message = "The chunk text is invalid."
+
+
+class SearchUnavailable(ApiError):
+    """A debug search whose query the KB's embedding model could not embed (a remote model down or
+    refusing): the embedder's message says what to check; it never holds a secret."""
+
+    code = "knowledge_unavailable"
+    status = 503
+    message = "The query could not be embedded; retry shortly."
+
+    def __init__(self, message: str | None = None, **kwargs):
+        kwargs.setdefault("headers", {"Retry-After": "5"})
+        super().__init__(message, **kwargs)

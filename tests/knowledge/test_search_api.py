@@ -97,3 +97,24 @@ def test_a_kb_of_another_project_is_404(api_client, kb):
 def test_search_requires_authentication(api_client, kb):
     response = api_client.post(_url(kb), {"query": "退款"}, format="json")
     assert (response.status_code, response.json()["error"]) == (401, "unauthorized")
+
+
+def test_a_query_the_embedding_model_cannot_embed_is_503_with_the_endpoints_message(client, owner):
+    from apps.knowledge.models import Chunk
+    from tests.knowledge.factories import EmbeddingModelFactory
+    from tests.knowledge.helpers import EmbeddingsEndpoint
+
+    with EmbeddingsEndpoint() as endpoint:
+        model = EmbeddingModelFactory(provider="openai", options={"base_url": endpoint.url})
+        kb = KnowledgeBaseFactory(project=owner.project, embedding_model=model)
+        [document] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
+        assert ingest.document_ingest(document_id=document.pk) == "completed"
+        chunks = Chunk.objects.count()
+        endpoint.statuses = [400]
+        response = client.post(_url(kb), {"query": "质量问题退款"}, format="json")
+    body = response.json()
+    assert (response.status_code, body["error"], response["Retry-After"]) == (503, "knowledge_unavailable", "5")
+    assert body["message"] == ("The query could not be embedded: The embedding endpoint refused the request "
+                               "(HTTP 400): scripted 400")
+    assert endpoint.url not in body["message"]
+    assert Chunk.objects.count() == chunks

@@ -16,7 +16,9 @@ from apps.core.fields import (
 from apps.knowledge import selectors
 from apps.knowledge.api.serializers import fusion_valid
 from apps.knowledge.api.views import SCOPE_DEBUG
+from apps.knowledge.errors import SearchUnavailable
 from apps.knowledge.pipeline.candidates import Hit
+from apps.knowledge.pipeline.embedders.base import EmbeddingFailed
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.projects.builder import BuilderApi
 
@@ -71,7 +73,10 @@ class KnowledgeBaseSearchApi(BuilderApi):
             top_k=data["top_k"], mode="hybrid" if data["hybrid"] else "vector",
             score_threshold=data["score_threshold"], explain=data["explain"], fusion=data["fusion"],
         )
-        result = selectors.knowledge_search(kbs=[kb], query=data["query"], options=options)
+        try:
+            result = selectors.knowledge_search(kbs=[kb], query=data["query"], options=options)
+        except EmbeddingFailed as exc:
+            raise SearchUnavailable(f"The query could not be embedded: {exc}") from exc
         return Response({"data": {
             "hits": [hit_out(hit, explain=data["explain"]) for hit in result.hits],
             "mode": options.mode,
