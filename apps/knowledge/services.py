@@ -169,7 +169,10 @@ def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase
     if dim is not None and dim != kb.embedding_dim:
         raise errors.EmbeddingModelFrozen()
     if "chunk_strategy" in changes:
-        changes["chunk_strategy"] = _strategy(changes["chunk_strategy"])
+        value = changes["chunk_strategy"]
+        # A partial strategy changes the fields it names and keeps the KB's others: a fixed KB
+        # given only max_chars stays fixed (it became auto, the default, without a word).
+        changes["chunk_strategy"] = _strategy({**kb.chunk_strategy, **value} if isinstance(value, dict) else value)
     if "fusion" in changes:
         _fusion(changes["fusion"])
     if "reranker" in changes:

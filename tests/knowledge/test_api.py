@@ -153,6 +153,15 @@ def test_patch_changes_the_strategy_for_the_next_rebuild(client, kb):
     assert data["index"]["active_generation"]["chunk_strategy"]["strategy"] == "auto"
 
 
+def test_a_partial_strategy_keeps_the_fields_it_does_not_name(client, kb):
+    url = f"{BASE}/knowledge-bases/{kb.pk}"
+    first = client.patch(url, {"chunk_strategy": {"strategy": "fixed", "max_chars": 400, "overlap_chars": 40}},
+                         format="json").json()["data"]["chunk_strategy"]
+    assert (first["strategy"], first["max_chars"], first["overlap_chars"]) == ("fixed", 400, 40)
+    data = client.patch(url, {"chunk_strategy": {"max_chars": 500}}, format="json").json()["data"]
+    assert data["chunk_strategy"] == {**first, "max_chars": 500}
+
+
 def test_patch_of_the_embedding_model_is_refused(client, kb):
     other = EmbeddingModelFactory()
     response = client.patch(f"{BASE}/knowledge-bases/{kb.pk}", {"embedding_model_id": str(other.pk)}, format="json")
