@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import Count, QuerySet
 
 from apps.agent_auth.models import AgentSession
+from apps.core.revisions import revision_of
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.tasks.errors import ProjectReadOnly, TaskNotFound
@@ -46,6 +47,13 @@ def member_out(member: TaskMember) -> dict[str, Any]:
             "allowed_tools": list(member.allowed_tools)}
 
 
+def task_revision_hex(task: Task) -> str:
+    """The task's control revision as agent hosts take every revision (the wire rules: 64 lowercase
+    hex): a digest of the task and its counter, new with every control action. Operators compare
+    and set on the counter itself."""
+    return revision_of({"task": str(task.pk), "revision": task.revision})
+
+
 def task_snapshot(*, session: AgentSession, task_id: str, workspace: str,
                   client_conversation_id: str) -> dict[str, Any]:
     """`bailing.agent-task.v1` for a member: never another member's details. 404 otherwise."""
@@ -56,7 +64,8 @@ def task_snapshot(*, session: AgentSession, task_id: str, workspace: str,
     if member is None:
         raise TaskNotFound()
     task = member.task
-    return {"schema_version": TASK_SCHEMA, "task_id": str(task.pk), "state": task.state, "revision": task.revision,
+    return {"schema_version": TASK_SCHEMA, "task_id": str(task.pk), "state": task.state,
+            "revision": task_revision_hex(task),
             "ledger_sequence": task.ledger_sequence, "scope_hash": task.scope_hash,
             "member_count": task.members.count(), "member": member_out(member), "policy": task_policy(task),
             "counters": task_counters(task), "snapshot_is_dispatch_permission": False}

@@ -4,10 +4,13 @@ rule of capability search, and the operator's builder API."""
 from __future__ import annotations
 
 import json
+import re
+import uuid
 
 import pytest
 
 from apps.agent_auth.services import session_revoke
+from apps.core.revisions import revision_of
 from apps.ledger.models import Run
 from apps.tasks.models import Task, TaskLedgerEntry, TaskRun
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
@@ -55,7 +58,8 @@ def test_the_snapshot_shows_only_the_callers_own_membership(world):
     url = f"/agent-api/v1/tasks/{task.pk}?workspace={world.route.key}&client_conversation_id={CONVERSATION}"
     body = _get(world, url).json()
     assert body == {
-        "schema_version": "bailing.agent-task.v1", "task_id": str(task.pk), "state": "active", "revision": 1,
+        "schema_version": "bailing.agent-task.v1", "task_id": str(task.pk), "state": "active",
+        "revision": revision_of({"task": str(task.pk), "revision": 1}),
         "ledger_sequence": 1, "scope_hash": task.scope_hash, "member_count": 1,
         "member": {"session_id": str(world.first.session.pk), "client_app_id": world.first.session.client.app_id,
                    "workspace": world.route.key, "client_conversation_id": CONVERSATION,
@@ -63,6 +67,9 @@ def test_the_snapshot_shows_only_the_callers_own_membership(world):
         "policy": {"max_write_calls": 5, "max_concurrent": 2, "expires_at": None},
         "counters": {"write_reserved": 0, "write_consumed": 0, "active_permits": 0},
         "snapshot_is_dispatch_permission": False}
+    assert re.fullmatch(r"[0-9a-f]{64}", body["revision"])  # the wire rules: every revision is 64 hex
+    task_control(task=task, user=None, request_id=str(uuid.uuid4()), expected_revision=1, action="pause")
+    assert _get(world, url).json()["revision"] == revision_of({"task": str(task.pk), "revision": 2})
     # another session, or another conversation of the member: no such task for them
     assert _get(world, url, world.second.access_token).json()["error"] == "task_not_found"
     other = f"/agent-api/v1/tasks/{task.pk}?workspace={world.route.key}&client_conversation_id=other"
