@@ -68,6 +68,15 @@ def test_later_feedback_replaces_earlier(client, plain_route):
     assert (query.helpful, query.feedback_note) == (True, "")
 
 
+def test_a_null_note_is_no_note(client, plain_route):
+    query = RagQueryFactory(route=plain_route, feedback_note="旧的")
+    response = client.post(rag_url(plain_route.key, f"queries/{query.pk}/feedback"), {"helpful": True, "note": None},
+                           format="json")
+    assert response.status_code == 200
+    query.refresh_from_db()
+    assert (query.helpful, query.feedback_note) == (True, "")
+
+
 def test_feedback_on_unknown_query_is_404(client, plain_route):
     response = client.post(rag_url(plain_route.key, "queries/8a7c1f5e-58f3-4c55-9d1c-3f7f0a6a0c11/feedback"),
                            {"helpful": True}, format="json")

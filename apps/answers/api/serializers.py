@@ -23,8 +23,12 @@ class RagQueryIn(ExactFieldsSerializer):
 
 class RagFeedbackIn(ExactFieldsSerializer):
     helpful = JSONBooleanField()
-    note = JSONStringField(max_length=RAG_NOTE_MAX_CHARS, required=False, allow_blank=True, default="",
-                           trim_whitespace=False)
+    # Optional: left out, empty or null all mean no note.
+    note = JSONStringField(max_length=RAG_NOTE_MAX_CHARS, required=False, allow_blank=True, allow_null=True,
+                           default="", trim_whitespace=False)
+
+    def validate_note(self, value: str | None) -> str:
+        return value or ""
 
 
 def rag_query_out(query: RagQuery) -> dict[str, Any]:
