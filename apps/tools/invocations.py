@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 
 from apps.agent_auth.models import AgentSession
 from apps.core.errors import ApiError
-from apps.core.jsonbytes import compact_json
+from apps.core.jsonbytes import compact_json, json_stringify_bytes
 from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
@@ -143,9 +143,9 @@ def invocation_key(*, session_id: Any, invocation_id: str) -> str:
 
 
 def arguments_bytes(arguments: Any) -> int:
-    """The arguments' size as the contract measures it: compact JSON, UTF-8, non-ASCII not escaped
-    (a lone surrogate, which the arguments' field then refuses, counts its 3 bytes)."""
-    return len(compact_json(arguments).encode("utf-8", "surrogatepass"))
+    """The arguments' size as the contract measures it: the UTF-8 bytes of
+    `JSON.stringify(arguments)` (apps.core.jsonbytes.json_stringify_bytes)."""
+    return json_stringify_bytes(arguments)
 
 
 def _strip_descriptions(node: Any) -> Any:

@@ -173,3 +173,26 @@ def test_an_invalid_request_for_an_unreadable_body_gives_the_parsers_account_onc
     assert (response.status_code, body["error"]) == (400, "invalid_request")
     assert body["message"].startswith("The body is not valid JSON: ")
     assert body["message"].count("not valid JSON") == 1
+
+
+# What JavaScript's JSON.stringify writes (node 20), for numbers Python's json writes otherwise.
+JS_NUMBERS = {1e-7: "1e-7", 1e-5: "0.00001", 1e-6: "0.000001", 1e16: "10000000000000000", 1e21: "1e+21",
+              1e20: "100000000000000000000", 1.0: "1", -0.0: "0", 1.5e-9: "1.5e-9", 123.456: "123.456",
+              -2.5: "-2.5", 5e-324: "5e-324", 1.7976931348623157e308: "1.7976931348623157e+308",
+              1234567.0: "1234567", 0.1: "0.1"}
+
+
+@pytest.mark.parametrize(("number", "written"), JS_NUMBERS.items(), ids=JS_NUMBERS.values())
+def test_numbers_are_written_as_json_stringify_writes_them(number, written):
+    from apps.core.jsonbytes import js_number, json_stringify_bytes
+
+    assert js_number(number) == written
+    assert json_stringify_bytes({"n": [number]}) == len(f'{{"n":[{written}]}}')
+
+
+def test_an_integer_past_two_to_the_53_is_written_as_the_double_javascript_holds():
+    from apps.core.jsonbytes import json_stringify_bytes
+
+    # JSON.stringify(12345678901234567890) === "12345678901234567000"; 2**60 is exact.
+    assert json_stringify_bytes(12345678901234567890) == len("12345678901234567000")
+    assert json_stringify_bytes([2**60, True, None, "字"]) == len('[1152921504606846976,true,null,"字"]'.encode())

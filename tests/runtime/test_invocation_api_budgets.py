@@ -1,5 +1,5 @@
 """The invocation endpoint's budgets come before anything else: the raw body is streamed and cut
-past 2 MiB, the arguments' compact UTF-8 JSON past 1 MiB; both 413 in the contract's shape, with
+past 2 MiB, the arguments past 1 MiB as JSON.stringify writes them (UTF-8); both 413 in the contract's shape, with
 nothing stored and nothing sent."""
 
 import json
@@ -38,6 +38,25 @@ def test_arguments_of_exactly_one_mib_pass_the_budget(shop):
     response = shop.invoke("note_add", {"text": filler}, capability_revision="0" * 64)
     assert response.status_code == 409  # past the budget: the next check (a stale revision) answers
     assert response.json()["error"] == "capability_changed"
+
+
+def _numbers_and_text(number: float, js_text: str, js_bytes: int) -> dict:
+    """Arguments of a thousand `number`s and a filler text whose JSON.stringify is `js_bytes` long."""
+    numbers = ",".join([js_text] * 1000)
+    filler = "a" * (js_bytes - len(f'{{"x":[{numbers}],"text":""}}'))
+    return {"x": [number] * 1000, "text": filler}
+
+
+def test_the_budget_measures_numbers_as_json_stringify_writes_them(shop):
+    # JavaScript writes 1e-7 where Python writes 1e-07: a thousand of them are 1,000 bytes fewer.
+    exact = _numbers_and_text(1e-7, "1e-7", MiB)
+    response = shop.invoke("note_add", exact, capability_revision="0" * 64)
+    assert response.json()["error"] == "capability_changed"  # within the budget
+    # ...and 0.00001 where Python writes 1e-05: over by one byte, and told so exactly.
+    over = _numbers_and_text(0.00001, "0.00001", MiB + 1)
+    body = _too_large(shop.invoke("note_add", over), "arguments")
+    assert body["actual_bytes"] == MiB + 1
+    assert stored() == {"invocations": 0, "approvals": 0, "journal": 0}
 
 
 def test_a_body_over_two_mib_is_cut_while_streaming(shop):
