@@ -22,8 +22,8 @@ _SEARCH_DEFINITION: dict[str, Any] = {
     "input_schema": {
         "type": "object",
         "properties": {
-            "query": {"type": "string", "minLength": 1, "maxLength": 2000,
-                      "description": "What to look for, in the user's words."},
+            "query": {"type": "string", "minLength": 1, "maxLength": 2000, "pattern": "\\S",
+                      "description": "What to look for, in the user's words (not blank)."},
             "limit": {"type": "integer", "minimum": 1, "maximum": 12,
                       "description": "How many hits at most (default 5)."},
         },

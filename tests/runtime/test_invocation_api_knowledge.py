@@ -83,6 +83,9 @@ def test_kb_search_checks_its_input_schema(api_client, ksession, kroute, docs):
     body = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "退款", "limit": 99}).json()
     assert body["state"] == "rejected_before_dispatch"
     assert "limit:" in body["text"]
+    # a blank query, which the knowledge search endpoint refuses too
+    blank = _call(api_client, ksession, kroute, run_id, "kb_search", {"query": "   "}).json()
+    assert blank["state"] == "rejected_before_dispatch" and "query:" in blank["text"]
 
 
 def test_a_built_in_call_past_the_runs_max_tool_calls_is_refused_before_it_searches(api_client, ksession, kroute,
