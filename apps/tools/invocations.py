@@ -721,13 +721,17 @@ def invocation_resume(*, session: AgentSession, inv: Invocation) -> dict[str, An
 def invocation_dispatch(*, invocation_pk: str) -> str:
     """The dispatcher task's body: claim a call proven not sent (journal ``dispatching``,
     committed), send it once, record the answer. Run twice, or after a worker died mid-send, it
-    never sends again: a claimed call without an answer becomes ``uncertain``."""
+    never sends again: a claimed call is left to the send in flight until its deadline, and past
+    it, with no answer, becomes ``uncertain`` (a second message — the watchdog's, or one
+    redelivered — must not settle a call another worker is still sending)."""
     with transaction.atomic():
         inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider", "project").filter(
             pk=invocation_pk).first()
         if inv is None or inv.state != State.IN_PROGRESS:
             return "settled"
         if inv.journal_state == Journal.DISPATCHING:
+            if inv.dispatch_deadline is not None and inv.dispatch_deadline > timezone.now():
+                return "in_flight"
             _uncertain(inv, reason="the dispatcher stopped while the call was being sent")
             return "uncertain"
         if inv.journal_state != Journal.ABSENT:

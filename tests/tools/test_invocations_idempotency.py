@@ -188,6 +188,18 @@ def test_the_watchdog_hands_a_call_whose_message_was_lost_to_the_dispatcher_once
     assert len(shop.server.received) == 1
 
 
+def test_a_second_message_for_a_call_being_sent_leaves_it_to_the_send(shop, transactional_db, settings):
+    """The watchdog's copy (or a redelivered message) meets a call another worker is sending: it
+    neither sends nor settles it, so the answer that worker gets is the one recorded."""
+    inv = _claimed_by_a_worker_that_died(shop, settings)
+    Invocation.objects.filter(pk=inv.pk).update(dispatch_deadline=timezone.now() + timedelta(seconds=30))
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "in_flight"
+    inv.refresh_from_db()
+    assert (inv.state, inv.journal_state) == ("in_progress", "dispatching")
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0}
+    assert shop.server.received == []
+
+
 def test_the_watchdog_makes_a_claimed_call_past_its_deadline_uncertain(shop, transactional_db, settings):
     inv = _claimed_by_a_worker_that_died(shop, settings)
     assert invocation_watchdog() == {"requeued": 0, "uncertain": 1}
