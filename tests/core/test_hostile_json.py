@@ -196,3 +196,10 @@ def test_an_integer_past_two_to_the_53_is_written_as_the_double_javascript_holds
     # JSON.stringify(12345678901234567890) === "12345678901234567000"; 2**60 is exact.
     assert json_stringify_bytes(12345678901234567890) == len("12345678901234567000")
     assert json_stringify_bytes([2**60, True, None, "字"]) == len('[1152921504606846976,true,null,"字"]'.encode())
+
+
+def test_a_number_written_inside_a_string_is_text():
+    from apps.core.jsonbytes import json_stringify_bytes
+
+    value = {"s": 'say "1e-07" or 1.0\\', "n": 1.0}
+    assert json_stringify_bytes(value) == len('{"s":"say \\"1e-07\\" or 1.0\\\\","n":1}')
