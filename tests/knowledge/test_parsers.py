@@ -413,6 +413,15 @@ def test_korean_saved_as_euc_kr_is_read_as_written(encoding):
     assert text_decode(data) == KOREAN
 
 
+@pytest.mark.parametrize("text", [
+    "“서울은 한국의 수도이다.” 그는 이렇게 말했다. 인구는 약 천만 명이고 · 경제의 중심지이다.\n",
+    "○ 주요 일정\n※ 회의는 오후 세 시에 시작합니다.\n○ 참석자는 모두 자료를 미리 읽어 주십시오.\n",
+    "대한민국(大韓民國)은 동아시아의 한반도 남부에 있는 공화국이다. 수도는 서울이다.\n",
+], ids=["typographic quotes", "bullets", "hanja"])
+def test_korean_with_symbols_or_hanja_is_read_as_written(text):
+    assert text_decode(text.encode("euc_kr")) == text
+
+
 def test_a_korean_file_parses_into_its_paragraphs_as_written():
     parsed = document_parse(file_type="txt", data=KOREAN.encode("euc_kr"))
     assert [block.text for section in parsed.sections for block in section.blocks] == [
