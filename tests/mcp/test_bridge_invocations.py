@@ -116,13 +116,16 @@ def test_a_server_error_is_reported_with_the_id_to_inspect_and_not_sent_again(hu
     assert bridge.invocations[body["invocation_id"]] == {"tool": "issue_refund", "state": "unknown"}
 
 
-def test_a_refusal_before_the_call_is_recorded_names_no_invocation(hub, bridge):
-    hub.script[INVOKE] = [(404, {"error": "tool_not_found", "message": "No such tool."})]
+@pytest.mark.parametrize(("status", "code"), [(404, "tool_not_found"), (503, "execution_paused"),
+                                              (503, "TASK_UNAVAILABLE")])
+def test_a_refusal_before_the_call_is_recorded_names_no_invocation(hub, bridge, status, code):
+    hub.script[INVOKE] = [(status, {"error": code, "message": "Refused."})]
     bridge.governed_tools()
 
     outcome = bridge.invoke("issue_refund", {"order_id": "SO-1"})
 
-    assert outcome.data == {"error": "tool_not_found", "status": 404, "message": "No such tool."}
+    assert outcome.data == {"error": code, "status": status, "message": "Refused."}
+    assert "Do not call" not in outcome.text
     assert bridge.invocations == {}
 
 

@@ -114,12 +114,16 @@ def _pretty(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2)
 
 
+# 5xx codes the hub answers before it records a call: nothing is there to inspect.
+REFUSED_BEFORE_RECORDING = frozenset({"execution_paused", "TASK_UNAVAILABLE"})
+
+
 def hub_failure(exc: Exception, *, invocation_id: str | None = None) -> Outcome:
     """A refused or failed request, phrased for the model."""
     if isinstance(exc, wire.HubError):
         refused: dict[str, Any] = {"error": exc.code, "status": exc.status, "message": exc.message}
         text = f"The hub refused the request: {exc.code} ({exc.status}). {exc.message}".strip()
-        if invocation_id is not None and exc.status >= 500:
+        if invocation_id is not None and exc.status >= 500 and exc.code not in REFUSED_BEFORE_RECORDING:
             # The hub had the call when it failed: it may have recorded it, even begun it.
             refused.update(invocation_id=invocation_id, state="unknown")
             text += (f" The hub failed while it held the call, which may or may not have been recorded. Do not "
@@ -332,7 +336,7 @@ class Bridge:
                 return Outcome("The workspace's tools changed since they were loaded; nothing was sent. The tool "
                                "list has been refreshed: check the tool's current description and arguments, then "
                                "decide whether to call it again.", {"error": "capability_changed"}, is_error=True)
-            if exc.status >= 500:
+            if exc.status >= 500 and exc.code not in REFUSED_BEFORE_RECORDING:
                 self.invocations[invocation_id] = {"tool": name, "state": "unknown"}
             return hub_failure(exc, invocation_id=invocation_id)
         except (wire.WireError, SessionExpired) as exc:
