@@ -336,6 +336,8 @@ CELERY_BEAT_SCHEDULE = {
     "tools-invocation-watchdog": {"task": "tools.invocation_watchdog",
                                   "schedule": env.float("TOOL_WATCHDOG_INTERVAL_SECONDS", default=60.0)},
 }
+# The governed calls' watchdog runs this often (apps.tools.invocations.invocation_watchdog).
+TOOL_WATCHDOG_INTERVAL_SECONDS = CELERY_BEAT_SCHEDULE["tools-invocation-watchdog"]["schedule"]
 
 # Tool providers' signing secrets are encrypted at rest with these Fernet keys, newest first; the
 # first encrypts, all decrypt (apps.tools.crypto). Required when DEBUG is off.

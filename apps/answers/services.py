@@ -175,7 +175,9 @@ def rag_answer_kbs(*, kbs: list[KnowledgeBase], question: str, options: SearchOp
     else:
         try:
             draft = generator.generate(question=question, evidence=evidence)
-        except Exception as exc:  # the contract: a generator's failure of any kind is a failed answer
+        except (GenerationFailed, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            # The contract: a generator's failure is a failed answer, never a 500. A database
+            # fault is not the generator's, and goes on to the 503 of an outage.
             if isinstance(exc, GenerationFailed):
                 logger.warning("RAG generation unavailable: %s", exc)
             else:  # a defect to fix, still not a 500 for the caller

@@ -75,6 +75,10 @@ class TaskUnavailable(ApiError):
     status = 503
     message = "Task control is unavailable; nothing was run without it."
 
+    def __init__(self, message: str | None = None, **kwargs):
+        kwargs.setdefault("headers", {"Retry-After": "5"})
+        super().__init__(message, **kwargs)
+
 
 class TaskInvalid(ApiError):
     code = "invalid_task"
@@ -118,7 +122,8 @@ def task_control_required(func: Callable[P, R]) -> Callable[P, R]:
         except IntegrityError:
             raise
         except DatabaseError as exc:
-            logger.error("task control unavailable in %s: %s", func.__name__, type(exc).__name__)
+            # With its traceback: a missing table and a defect in a query look alike to the caller.
+            logger.error("task control unavailable in %s: %s", func.__name__, type(exc).__name__, exc_info=True)
             raise TaskUnavailable() from exc
 
     return checked

@@ -30,10 +30,10 @@ _WORD = re.compile(r"\w+")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _WORD_WEIGHTS = (3, 2, 1)  # name, scope, description
 # Words that say nothing about which tool is meant; they would only add the same noise to most
-# tools. Verbs count ("get" in get_item): they name tools. Measured (bench/README.md, capability
-# search, 2026-12-04): counting every word loses 0.044 nDCG@10 of the lexical order on the 128
-# proxy requests; counting the verbs too is even with leaving them out (0.207 against 0.211; held
-# out 0.202 against 0.198), and closer to the contract's "each query word".
+# tools. Verbs, modals and "please" count ("get" in get_item: verbs name tools). Measured
+# (bench/README.md, capability search, 2026-12-04): counting every word loses 0.044 nDCG@10 of the
+# lexical order on the 128 proxy requests; counting these ten too is even with leaving them out
+# (0.207 against 0.211; held out 0.202 against 0.198), and closer to the contract's "each query word".
 STOP_WORDS = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "i", "in", "is", "it", "its",
     "me", "my", "of", "on", "or", "our", "that", "the", "their", "them", "there", "these", "this", "to", "us", "we",

@@ -198,7 +198,9 @@ def task_tables_missing(transactional_db):
 
 
 def test_a_call_while_task_control_is_unavailable_is_blocked_not_run_without_it(shop, task_tables_missing):
-    body = _refused(shop, shop.invoke("item_read", {"item_id": "1"}), 503, "TASK_UNAVAILABLE")
+    response = shop.invoke("item_read", {"item_id": "1"})
+    body = _refused(shop, response, 503, "TASK_UNAVAILABLE")
+    assert response["Retry-After"] == "5"
     assert body["message"] == "Task control is unavailable; nothing was run without it."
 
 
