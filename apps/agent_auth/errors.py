@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from apps.core.errors import ApiError, InvalidRequest, RateLimited, Unauthorized
 
 __all__ = [
@@ -79,9 +77,7 @@ class AgentAuthUnavailable(ApiError):
     status = 503
     message = "Agent authorization is temporarily unavailable; retry later."
 
-    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
-        kwargs.setdefault("headers", {"Retry-After": "5"})
-        super().__init__(message, **kwargs)
+    retry_after = 5
 
 
 class InvalidRoute(ApiError):

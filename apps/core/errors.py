@@ -13,12 +13,16 @@ class ApiError(Exception):
     code = "error"
     status = 400
     message = "The request could not be processed."
+    # Seconds a caller should wait before retrying, sent as Retry-After (an unavailable service).
+    retry_after: int | None = None
 
     def __init__(self, message: str | None = None, *, code: str | None = None, status: int | None = None,
                  headers: dict[str, str] | None = None, **extra: Any) -> None:
         self.message = message or self.message
         self.code = code or self.code
         self.status = status or self.status
+        if headers is None and self.retry_after is not None:
+            headers = {"Retry-After": str(self.retry_after)}
         self.headers = headers or {}
         self.extra = extra
         super().__init__(self.message)

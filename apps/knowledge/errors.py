@@ -170,6 +170,4 @@ class SearchUnavailable(ApiError):
     status = 503
     message = "The query could not be embedded; retry shortly."
 
-    def __init__(self, message: str | None = None, **kwargs):
-        kwargs.setdefault("headers", {"Retry-After": "5"})
-        super().__init__(message, **kwargs)
+    retry_after = 5

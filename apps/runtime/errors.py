@@ -10,9 +10,7 @@ class KnowledgeUnavailable(ApiError):
     status = 503
     message = "Knowledge search is unavailable right now; nothing was stored. Retry the same turn."
 
-    def __init__(self, message: str | None = None, **kwargs):
-        kwargs.setdefault("headers", {"Retry-After": "5"})
-        super().__init__(message, **kwargs)
+    retry_after = 5
 
 
 class KnowledgeReferenceInvalid(ApiError):

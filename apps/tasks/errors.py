@@ -75,9 +75,7 @@ class TaskUnavailable(ApiError):
     status = 503
     message = "Task control is unavailable; nothing was run without it."
 
-    def __init__(self, message: str | None = None, **kwargs):
-        kwargs.setdefault("headers", {"Retry-After": "5"})
-        super().__init__(message, **kwargs)
+    retry_after = 5
 
 
 class TaskInvalid(ApiError):

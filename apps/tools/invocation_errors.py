@@ -55,9 +55,7 @@ class ExecutionPaused(ApiError):
     status = 503
     message = "Tool execution is paused for this project by an operator; nothing was dispatched. Receipts still work."
 
-    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
-        kwargs.setdefault("headers", {"Retry-After": "60"})
-        super().__init__(message, **kwargs)
+    retry_after = 60
 
 
 class RunNotActive(ApiError):
