@@ -157,11 +157,21 @@ def bomless_decode(data: bytes) -> str | None:
     return None
 
 
+def _wide(text: str) -> int:
+    """How many of `text`'s characters are outside ASCII."""
+    return len(text) - len(text.encode("ascii", errors="ignore"))
+
+
+def _matched(text: str, runs: re.Pattern) -> int:
+    """How many of `text`'s characters `runs` matches: removed, they are counted without a list of
+    millions of matches (a 50 MB file)."""
+    return len(text) - len(runs.sub("", text))
+
+
 def common_share(text: str, common: re.Pattern) -> float:
     """The share of `text`'s characters outside ASCII that `common` matches (0 for none)."""
-    wide = len(text) - len(text.encode("ascii", errors="ignore"))
-    # Removed, they are counted without a list of millions of matches (a 50 MB file).
-    return (len(text) - len(common.sub("", text))) / wide if wide else 0.0
+    wide = _wide(text)
+    return _matched(text, common) / wide if wide else 0.0
 
 
 def chinese_decode(data: bytes) -> str | None:
@@ -202,11 +212,6 @@ def chinese_decode(data: bytes) -> str | None:
     return best
 
 
-def _wide(text: str) -> int:
-    """How many of `text`'s characters are outside ASCII."""
-    return len(text) - len(text.encode("ascii", errors="ignore"))
-
-
 def japanese_decode(data: bytes, encoding: str) -> str | None:
     """`data` decoded as `encoding` (euc_jp or cp932) when at least JAPANESE_MIN_KANA_SHARE of
     its characters outside ASCII are kana, and at least JAPANESE_MIN_KANA; else None."""
@@ -214,7 +219,7 @@ def japanese_decode(data: bytes, encoding: str) -> str | None:
         text = data.decode(encoding)
     except UnicodeDecodeError:
         return None
-    kana = len(text) - len(_KANA.sub("", text))  # counted without a list of matches (a 50 MB file)
+    kana = _matched(text, _KANA)
     return text if kana >= JAPANESE_MIN_KANA and kana >= JAPANESE_MIN_KANA_SHARE * _wide(text) else None
 
 
@@ -227,7 +232,7 @@ def korean_decode(data: bytes) -> str | None:
     except UnicodeDecodeError:
         return None
     wide = _wide(text)
-    syllables = wide - _wide(_HANGUL.sub("", text))
+    syllables = _matched(text, _HANGUL)
     share = KOREAN_MIN_SHARE if wide >= KOREAN_SHORT_CHARS else KOREAN_SHORT_MIN_SHARE
     if not wide or syllables < share * wide:
         return None
