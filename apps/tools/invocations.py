@@ -622,16 +622,24 @@ def _reevaluate(inv: Invocation, target: Target) -> dict[str, Any]:
             return _frozen_lost(inv)
         return _queue(inv, target)
     if inv.state == State.IN_PROGRESS:
-        if inv.journal_state == Journal.DISPATCHING and inv.dispatch_deadline and inv.dispatch_deadline <= now:
-            return _uncertain(inv, reason="no answer was recorded before the dispatch deadline")
-        if inv.journal_state == Journal.ABSENT:
-            if _thaw(inv) is None:
-                return _frozen_lost(inv)
-            if inv.updated_at <= now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS):
-                # Its message may have been lost with a broker restart; the dispatcher claims it once.
-                _save(inv)
-                _send_after_commit(inv)
+        return _in_progress_looked_after(inv, now=now)
     return result
+
+
+def _in_progress_looked_after(inv: Invocation, *, now: datetime) -> dict[str, Any]:
+    """A call in progress that a resume or the watchdog comes back to (its row locked): claimed
+    with no answer past its dispatch deadline, it becomes uncertain; queued and unclaimed for
+    TOOL_DISPATCH_REQUEUE_SECONDS, it goes to the dispatcher again (its message may have been lost
+    with a broker restart), which claims it once. Its answer, as it stands after that."""
+    if inv.journal_state == Journal.DISPATCHING and inv.dispatch_deadline and inv.dispatch_deadline <= now:
+        return _uncertain(inv, reason="no answer was recorded before the dispatch deadline")
+    if inv.journal_state == Journal.ABSENT:
+        if _thaw(inv) is None:
+            return _frozen_lost(inv)
+        if inv.updated_at <= now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS):
+            _save(inv)
+            _send_after_commit(inv)
+    return dict(inv.result or {})
 
 
 def _frozen_lost(inv: Invocation) -> dict[str, Any]:
@@ -759,6 +767,7 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
 
 
 WATCHDOG_BATCH = 200
+_WATCHDOG_OUTCOMES: dict[str, str] = {State.IN_PROGRESS: "requeued", State.RECONCILIATION_REQUIRED: "uncertain"}
 
 
 def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
@@ -766,28 +775,26 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
     holding their task's permits. A call queued but not claimed for TOOL_DISPATCH_REQUEUE_SECONDS
     (its message lost with a broker restart, or never sent by a process that died after commit)
     goes to the dispatcher again, which claims it once; a claimed call with no answer past its
-    dispatch deadline becomes ``reconciliation_required``, as a resume would make it. Rows another
-    transaction holds are left for the next round."""
+    dispatch deadline becomes ``reconciliation_required``, as a resume would make it; a queued call
+    whose frozen arguments cannot be read is settled. Rows another transaction holds are left for
+    the next round."""
     now = now or timezone.now()
-    counts = {"requeued": 0, "uncertain": 0}
+    counts = {"requeued": 0, "uncertain": 0, "settled": 0}
     queued = Invocation.objects.filter(
         state=State.IN_PROGRESS, journal_state=Journal.ABSENT,
         updated_at__lte=now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS))
     overdue = Invocation.objects.filter(state=State.IN_PROGRESS, journal_state=Journal.DISPATCHING,
                                         dispatch_deadline__lte=now)
-    for kind, rows in (("requeued", queued), ("uncertain", overdue)):
+    for rows in (queued, overdue):
         for pk in list(rows.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
             with transaction.atomic():
                 inv = rows.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(
                     pk=pk).first()
                 if inv is None:
                     continue
-                if kind == "requeued":
-                    _save(inv)
-                    _send_after_commit(inv)
-                else:
-                    _uncertain(inv, reason="no answer was recorded before the dispatch deadline")
-            counts[kind] += 1
+                state = str(_in_progress_looked_after(inv, now=now).get("state"))  # as a resume would
+            # still in progress: sent to the dispatcher again; else settled (its arguments lost)
+            counts[_WATCHDOG_OUTCOMES.get(state, "settled")] += 1
     return counts
 
 

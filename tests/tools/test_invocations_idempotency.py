@@ -177,12 +177,13 @@ def test_the_watchdog_hands_a_call_whose_message_was_lost_to_the_dispatcher_once
     body = shop.invoke("item_read", {"item_id": "1"}).json()
     assert body["state"] == "in_progress" and _undelivered() == 1
     inv = Invocation.objects.get(invocation_id=body["invocation_id"])
-    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0}  # queued just now: not lost yet
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0, "settled": 0}  # queued just now: not lost yet
     Invocation.objects.filter(pk=inv.pk).update(
         updated_at=timezone.now() - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS + 1))
-    assert invocation_watchdog() == {"requeued": 1, "uncertain": 0}
+    assert invocation_watchdog() == {"requeued": 1, "uncertain": 0, "settled": 0}
     assert _undelivered() == 2
-    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0}  # handed over again: the clock restarts
+    # handed over again: the clock restarts
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0, "settled": 0}
     assert invocation_dispatch(invocation_pk=str(inv.pk)) == "executed"
     assert invocation_dispatch(invocation_pk=str(inv.pk)) == "settled"  # the first message, delivered late
     assert len(shop.server.received) == 1
@@ -196,14 +197,27 @@ def test_a_second_message_for_a_call_being_sent_leaves_it_to_the_send(shop, tran
     assert invocation_dispatch(invocation_pk=str(inv.pk)) == "in_flight"
     inv.refresh_from_db()
     assert (inv.state, inv.journal_state) == ("in_progress", "dispatching")
-    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0}
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0, "settled": 0}
     assert shop.server.received == []
 
 
 def test_the_watchdog_makes_a_claimed_call_past_its_deadline_uncertain(shop, transactional_db, settings):
     inv = _claimed_by_a_worker_that_died(shop, settings)
-    assert invocation_watchdog() == {"requeued": 0, "uncertain": 1}
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 1, "settled": 0}
     inv.refresh_from_db()
     assert (inv.state, inv.journal_state) == ("reconciliation_required", "uncertain")
     assert shop.resume(inv.invocation_id).json()["state"] == "reconciliation_required"
+    assert shop.server.received == []
+
+
+def test_the_watchdog_settles_a_lost_call_whose_arguments_cannot_be_read(shop, transactional_db, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    body = shop.invoke("note_add", {"text": "x"}).json()
+    inv = Invocation.objects.get(invocation_id=body["invocation_id"])
+    Invocation.objects.filter(pk=inv.pk).update(
+        frozen_arguments="not-a-fernet-token",
+        updated_at=timezone.now() - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS + 1))
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0, "settled": 1}
+    inv.refresh_from_db()
+    assert inv.state == "rejected_before_dispatch"
     assert shop.server.received == []
