@@ -76,7 +76,7 @@ MIDDLEWARE = [
     # production, straight from the apps' folders in development.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.NoStoreMiddleware",
-    "apps.core.unavailable.ServiceUnavailableMiddleware",
+    "apps.core.middleware.ServiceUnavailableMiddleware",
     "apps.core.middleware.ApiExceptionMiddleware",
     "apps.core.middleware.ContentCharsetMiddleware",
     # Before anything that reads request.POST (CSRF), so no body is buffered past its limit.

@@ -1,4 +1,5 @@
-"""Request ids, no-store caching, streamed body limits and JSON errors for API paths."""
+"""Request ids, no-store caching, streamed body limits, JSON errors for API paths, and 503 while a
+backing service is down (apps.core.unavailable says which errors mean that)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from gunicorn.http.errors import ParseException
 from apps.core.errors import ApiError
 from apps.core.exceptions import STATUS_MESSAGES, error_response
 from apps.core.logging import TOKEN_PATTERN, request_id_var
-from apps.core.unavailable import mark
+from apps.core.paths import is_json_path, under_prefix
+from apps.core.unavailable import MESSAGE, RETRY_AFTER_SECONDS, mark, unavailable_code
 
 logger = logging.getLogger("bailinghub.errors")
 
@@ -37,19 +39,6 @@ CLOSE_CONNECTION = "bailing_close_connection"
 
 GetResponse = Callable[[HttpRequest], HttpResponse]
 ViewFunc = Callable[..., Any]
-
-
-def under_prefix(path: str, prefixes: tuple[str, ...]) -> bool:
-    """Whether `path` is under one of `prefixes` or is one of them without its trailing slash:
-    `/agent-api` belongs to `/agent-api/` (an agent that drops the slash gets the API's answers,
-    not a web page)."""
-    return f"{path}/".startswith(prefixes)
-
-
-def is_json_path(path: str) -> bool:
-    """Errors at `path` are JSON: under the API prefixes, except at the few browser pages there
-    (their exact paths: an unknown path beside them is the API's)."""
-    return under_prefix(path, settings.BAILING_JSON_ERROR_PREFIXES) and path not in settings.BAILING_HTML_ERROR_PATHS
 
 
 def request_id_is_valid(value: str) -> bool:
@@ -347,3 +336,39 @@ def _is_text_encoding(charset: str) -> bool:
         return bool(getattr(codecs.lookup(charset), "_is_text_encoding", True))
     except LookupError:
         return True  # Django ignores an unknown charset and reads UTF-8
+
+
+def unavailable_response(request: HttpRequest) -> HttpResponse:
+    """503 + Retry-After in the caller's shape: a JSON error under the API prefixes, else a page
+    that reloads by itself."""
+    response: HttpResponse
+    if is_json_path(request.path):
+        response = error_response(503, MESSAGE, unavailable_code(request.path))
+    else:
+        response = HttpResponse(
+            "<!doctype html><title>Temporarily unavailable</title><h1>Temporarily unavailable</h1>"
+            f"<p>{MESSAGE} This page reloads by itself.</p>"
+            f'<meta http-equiv="refresh" content="{RETRY_AFTER_SECONDS}">',
+            status=503, content_type="text/html; charset=utf-8",
+        )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class ServiceUnavailableMiddleware:
+    """Turns a 5xx of a request marked by `mark` into 503 + Retry-After. It never touches the
+    database or Redis itself, so it answers while they are down."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            response = self.get_response(request)
+        except Exception as exc:  # an exception that escaped every other handler
+            if not mark(request, exc):
+                raise
+            return unavailable_response(request)
+        if response.status_code >= 500 and getattr(request, "_backing_service_unavailable", False):
+            return unavailable_response(request)
+        return response

@@ -1,8 +1,9 @@
 """PostgreSQL or Redis down: 503 with Retry-After instead of a 500, and recovery by itself.
 
 Whatever raised it — a view, a DRF view, a middleware, the session save — an error that says a
-backing service cannot be reached marks the request (`mark`), and one middleware turns the
-resulting 5xx into a 503 in the caller's shape. Nothing is cached across requests: Django drops a
+backing service cannot be reached marks the request (`mark`), and one middleware
+(apps.core.middleware.ServiceUnavailableMiddleware) turns the resulting 5xx into a 503 in the
+caller's shape. Nothing is cached across requests: Django drops a
 connection that failed (CONN_HEALTH_CHECKS), so the first request after the server is back
 reconnects and succeeds.
 """
@@ -10,13 +11,15 @@ reconnects and succeeds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.core.signals import got_request_exception
 from django.db import InterfaceError as DatabaseInterfaceError
 from django.db import OperationalError as DatabaseOperationalError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+
+from apps.core.paths import under_prefix
 
 logger = logging.getLogger("bailinghub.errors")
 
@@ -59,32 +62,10 @@ def mark(request: HttpRequest | None, exc: BaseException) -> bool:
 
 def unavailable_code(path: str) -> str:
     """The error code of a 503 for a backing service down, at `path` (BAILING_UNAVAILABLE_CODES)."""
-    from django.conf import settings
-
-    from apps.core.middleware import under_prefix
-
     for prefix, code in settings.BAILING_UNAVAILABLE_CODES.items():
         if under_prefix(path, (prefix,)):
             return str(code)
     return "service_unavailable"
-
-
-def unavailable_response(request: HttpRequest) -> HttpResponse:
-    from apps.core.exceptions import error_response
-    from apps.core.middleware import is_json_path
-
-    response: HttpResponse
-    if is_json_path(request.path):
-        response = error_response(503, MESSAGE, unavailable_code(request.path))
-    else:
-        response = HttpResponse(
-            "<!doctype html><title>Temporarily unavailable</title><h1>Temporarily unavailable</h1>"
-            f"<p>{MESSAGE} This page reloads by itself.</p>"
-            f'<meta http-equiv="refresh" content="{RETRY_AFTER_SECONDS}">',
-            status=503, content_type="text/html; charset=utf-8",
-        )
-    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return response
 
 
 def _on_request_exception(sender: object, request: HttpRequest | None = None, **kwargs: Any) -> None:
@@ -96,22 +77,3 @@ def _on_request_exception(sender: object, request: HttpRequest | None = None, **
 
 
 got_request_exception.connect(_on_request_exception, dispatch_uid="bailinghub.core.unavailable")
-
-
-class ServiceUnavailableMiddleware:
-    """Turns a 5xx of a request marked by `mark` into 503 + Retry-After. It never touches the
-    database or Redis itself, so it answers while they are down."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        try:
-            response = self.get_response(request)
-        except Exception as exc:  # an exception that escaped every other handler
-            if not mark(request, exc):
-                raise
-            return unavailable_response(request)
-        if response.status_code >= 500 and getattr(request, "_backing_service_unavailable", False):
-            return unavailable_response(request)
-        return response

@@ -5,7 +5,8 @@ from django.views.decorators.http import require_GET
 
 from apps.core.exceptions import ConsolePermissionDenied, error_response
 from apps.core.health import readiness
-from apps.core.middleware import error_page, is_json_path
+from apps.core.middleware import error_page
+from apps.core.paths import is_json_path
 
 
 @never_cache

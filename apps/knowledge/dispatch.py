@@ -8,6 +8,7 @@ lease has run out (apps.knowledge.ingest.knowledge_watchdog).
 
 from __future__ import annotations
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -18,11 +19,9 @@ WATCHDOG = "knowledge.watchdog"
 
 
 def _send(name: str, object_id, *, run_token=None, countdown: float | None = None) -> None:
-    from bailinghub.celery import app
-
     options = {"countdown": countdown} if countdown else {}
-    app.send_task(name, args=[str(object_id)], kwargs={"run_token": str(run_token) if run_token else None},
-                  queue=settings.KNOWLEDGE_TASK_QUEUE, **options)
+    current_app.send_task(name, args=[str(object_id)], kwargs={"run_token": str(run_token) if run_token else None},
+                          queue=settings.KNOWLEDGE_TASK_QUEUE, **options)
 
 
 def document_send(document_id, *, run_token=None, countdown: float | None = None) -> None:

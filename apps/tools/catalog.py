@@ -3,13 +3,16 @@ the legacy catalog, and the active tools of a turn."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Collection
 from typing import Any
 
 from apps.core.jsonbytes import json_bytes
 
+from . import semantic
 from .errors import CapabilityChanged, ToolNotFound
-from .surface import Surface
+from .ranking import Prepared, lexical_ranking, prepare
+from .surface import Surface, SurfaceTool
 
 SEARCH_SCHEMA = "bailing.agent-capability-search.v1"
 DETAIL_SCHEMA = "bailing.agent-tool-detail.v1"
@@ -17,6 +20,43 @@ CATALOG_SCHEMA = "bailing.agent-tool-catalog.v1"
 SEARCH_DEFAULT_LIMIT = 8
 SEARCH_MAX_LIMIT = 12
 CATALOG_MAX_BYTES = 1024 * 1024 - 4096  # under the hosts' 1 MiB, with room for the renderer's margin
+LEXICAL = "lexical"
+
+
+def ranked_tools(surface: Surface, query: str, *, limit: int,
+                 allowed: Collection[str] | None = None) -> tuple[list[SurfaceTool], str]:
+    """The best ``limit`` tools of ``surface`` for ``query`` and the ranking that ordered them:
+    semantic fused with lexical when every business tool has a fresh index row (apps.tools.semantic),
+    else the contract's lexical order for the whole search. With ``allowed`` (a task member's exact
+    tools), only those, in the same order."""
+    order, matched = lexical_ranking(query, _prepared(surface))
+    scores = semantic.similarities(surface, query)
+    if scores is None:
+        ranking = LEXICAL
+    else:
+        keywords, found = semantic.keyword_ranking(surface, query, tiers=(order, matched))
+        order = semantic.fused_order(names=[tool.name for tool in surface.tools], lexical=keywords,
+                                     lexical_matched=found, semantic=scores)
+        ranking = semantic.SEMANTIC
+    if allowed is not None:
+        order = [index for index in order if surface.tools[index].name in allowed]
+    return [surface.tools[index] for index in order[:limit]], ranking
+
+
+_PREPARED: OrderedDict[str, tuple[Prepared, ...]] = OrderedDict()
+_PREPARED_MAX = 64
+
+
+def _prepared(surface: Surface) -> tuple[Prepared, ...]:
+    # The revision covers every definition, so the normalized texts of one revision never change:
+    # kept per process for the last few surfaces, so a search does not normalize 1,000 tools again.
+    prepared = _PREPARED.get(surface.revision)
+    if prepared is None or len(prepared) != len(surface.tools):
+        prepared = prepare([tool.rank_text for tool in surface.tools])
+        _PREPARED[surface.revision] = prepared
+        while len(_PREPARED) > _PREPARED_MAX:
+            _PREPARED.popitem(last=False)
+    return prepared
 
 
 def capability_search(*, surface: Surface, query: str, limit: int,
@@ -26,7 +66,7 @@ def capability_search(*, surface: Surface, query: str, limit: int,
     order answered: ``semantic`` (fused with lexical) or, while any source's index is missing or
     stale, ``lexical`` for the whole search. Under a run bound to a task, `allowed` is the member's
     exact tools: the authorization then is those, and nothing else is offered."""
-    tools, ranking = surface.search(query, limit=limit, allowed=allowed)
+    tools, ranking = ranked_tools(surface, query, limit=limit, allowed=allowed)
     total = surface.count(allowed)
     return {
         "schema_version": SEARCH_SCHEMA,
@@ -56,7 +96,7 @@ def active_tools(*, surface: Surface, query: str, limit: int,
     """A turn's `active_tools`: the best `limit` definitions for the user's input, by the search
     order. A turn bound to a task gives the member's exact tools as `allowed` and is offered only
     those: any other would be refused with TASK_TOOL_NOT_ALLOWED."""
-    return [tool.definition for tool in surface.ranked(query, limit=limit, allowed=allowed)]
+    return [tool.definition for tool in ranked_tools(surface, query, limit=limit, allowed=allowed)[0]]
 
 
 def tool_detail(*, surface: Surface, name: str, capability_revision: str) -> dict[str, Any]:

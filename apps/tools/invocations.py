@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
@@ -396,9 +397,7 @@ def _send_after_commit(inv: Invocation) -> None:
     pk = str(inv.pk)
 
     def send() -> None:
-        from bailinghub.celery import app
-
-        app.send_task(DISPATCH_TASK, args=[pk], queue=settings.TOOL_DISPATCH_QUEUE)
+        current_app.send_task(DISPATCH_TASK, args=[pk], queue=settings.TOOL_DISPATCH_QUEUE)
 
     transaction.on_commit(send, robust=True)
 

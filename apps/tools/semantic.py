@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
@@ -139,9 +140,7 @@ def index_send(provider_id: Any) -> None:
     only leaves the search lexical until the next send; nothing else depends on it."""
 
     def send() -> None:
-        from bailinghub.celery import app
-
-        app.send_task(INDEX_REBUILD, args=[str(provider_id)])
+        current_app.send_task(INDEX_REBUILD, args=[str(provider_id)])
 
     transaction.on_commit(send, robust=True)
 

@@ -36,7 +36,7 @@ from apps.routes.models import Route
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
 from .knowledge_tools import KNOWLEDGE_TOOLS
 from .models import RouteToolSource, Tool
-from .ranking import Prepared, RankText, lexical_ranking, prepare
+from .ranking import RankText
 from .selectors import tool_definition, tool_usage_guidance
 
 # The compiled fields the revision covers for every allowed tool (§2), beside the public projection.
@@ -45,7 +45,6 @@ REVISION_TOOL_FIELDS = ("name", "method", "path", "scope", "risk", "approval_req
                         "input_schema", "parameter_locations")
 # ... and what the public projection adds to them (the guidance as its text).
 REVISION_PROJECTION_FIELDS = ("description", "description_truncated", "usage_guidance_available")
-LEXICAL = "lexical"
 # The JSON-Schema keywords an input schema shown to agents may hold (ACC contract); the compiler
 # projects every schema onto them.
 INPUT_SCHEMA_KEYWORDS = frozenset({
@@ -81,31 +80,6 @@ class Surface:
     def get(self, name: str) -> SurfaceTool | None:
         return self._by_name.get(name)
 
-    def search(self, query: str, *, limit: int,
-               allowed: Collection[str] | None = None) -> tuple[list[SurfaceTool], str]:
-        """The best ``limit`` tools for ``query`` and the ranking that ordered them: semantic fused
-        with lexical when every business tool has a fresh index row (apps.tools.semantic), else
-        the contract's lexical order for the whole search. With ``allowed`` (a task member's exact
-        tools), only those, in the same order."""
-        from . import semantic
-
-        order, matched = lexical_ranking(query, _prepared(self))
-        scores = semantic.similarities(self, query)
-        if scores is None:
-            ranking = LEXICAL
-        else:
-            keywords, found = semantic.keyword_ranking(self, query, tiers=(order, matched))
-            order = semantic.fused_order(names=[tool.name for tool in self.tools], lexical=keywords,
-                                         lexical_matched=found, semantic=scores)
-            ranking = semantic.SEMANTIC
-        if allowed is not None:
-            order = [index for index in order if self.tools[index].name in allowed]
-        return [self.tools[index] for index in order[:limit]], ranking
-
-    def ranked(self, query: str, *, limit: int, allowed: Collection[str] | None = None) -> list[SurfaceTool]:
-        """The best ``limit`` tools for ``query``, in the search order (of ``allowed`` only, when given)."""
-        return self.search(query, limit=limit, allowed=allowed)[0]
-
     def count(self, allowed: Collection[str] | None = None) -> int:
         """How many tools the surface authorizes (of ``allowed`` only, when given)."""
         return len(self.tools) if allowed is None else sum(1 for tool in self.tools if tool.name in allowed)
@@ -120,22 +94,6 @@ class Surface:
             "writes": len(self.tools) - readonly,
             "approval_required": sum(1 for tool in self.tools if tool.definition["approval_required"]),
         }
-
-
-_PREPARED: OrderedDict[str, tuple[Prepared, ...]] = OrderedDict()
-_PREPARED_MAX = 64
-
-
-def _prepared(surface: Surface) -> tuple[Prepared, ...]:
-    # The revision covers every definition, so the normalized texts of one revision never change:
-    # kept per process for the last few surfaces, so a search does not normalize 1,000 tools again.
-    prepared = _PREPARED.get(surface.revision)
-    if prepared is None or len(prepared) != len(surface.tools):
-        prepared = prepare([tool.rank_text for tool in surface.tools])
-        _PREPARED[surface.revision] = prepared
-        while len(_PREPARED) > _PREPARED_MAX:
-            _PREPARED.popitem(last=False)
-    return prepared
 
 
 def route_approval_forced(*, route: Route, name: str, readonly: bool) -> bool:

