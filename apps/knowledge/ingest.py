@@ -126,15 +126,30 @@ def _parse(document: Document, *, heartbeat=None) -> parsers.ParsedDocument:
         ) from exc
 
 
-def _chunk(parsed: parsers.ParsedDocument, generation: IndexGeneration):
+def _chunk(parsed: parsers.ParsedDocument, generation: IndexGeneration, *, size: int):
+    """The document's chunks in the generation's strategy. Each child is embedded and indexed
+    with its heading path in front (index.embedding_text), so the paths are spent from the text
+    cap of a file of `size` bytes as the text was: a short file of long headings over many small
+    chunks would otherwise index many times its cap."""
     try:
-        return document_chunk(parsed=parsed, strategy=strategy_from_snapshot(generation.chunk_strategy),
-                              max_children=settings.KNOWLEDGE_MAX_CHUNKS)
+        chunked = document_chunk(parsed=parsed, strategy=strategy_from_snapshot(generation.chunk_strategy),
+                                 max_children=settings.KNOWLEDGE_MAX_CHUNKS)
     except TooManyChunks as exc:
         raise TooLargeAfterConversion(
             f"it makes more than {exc.max_children:,} chunks, the cap per document (KNOWLEDGE_MAX_CHUNKS). "
             "Split the document or use larger chunks."
         ) from exc
+    cap = text_cap(size)
+    text = sum(len(block.text) for section in parsed.sections for block in section.blocks)
+    paths = sum(len(child.chapter_path) + 1 for child in chunked.children if child.chapter_path)
+    if text + paths > cap:
+        raise TooLargeAfterConversion(
+            f"its heading paths, repeated in each of its {len(chunked.children):,} chunks, add {paths:,} "
+            f"characters to its {text:,}: more than {cap:,}, the cap for a file of {size:,} bytes "
+            f"(KNOWLEDGE_MAX_TEXT_RATIO = {settings.KNOWLEDGE_MAX_TEXT_RATIO} times its size). Shorten its "
+            "headings or use larger chunks."
+        )
+    return chunked
 
 
 def _live_generations(kb_id) -> list[IndexGeneration]:
@@ -213,7 +228,7 @@ def _document_chunks_ensure(document: Document, token, parsed: parsers.ParsedDoc
     if not needed:
         return parsed
     parsed = parsed or _parse(document, heartbeat=lambda: _document_touch(document.pk, token))
-    pieces = {generation.pk: _chunk(parsed, generation) for generation in needed}
+    pieces = {generation.pk: _chunk(parsed, generation, size=document.size) for generation in needed}
     if any(not chunked.children for chunked in pieces.values()):
         raise DocumentEmpty()
     with transaction.atomic():
@@ -439,12 +454,16 @@ def _generation_document(generation: IndexGeneration, token, document_id, model,
     if not chunks_exist(generation=generation, document=document):
         # One document failing fails the rebuild: the operator is told which one.
         try:
-            chunked = _chunk(_parse(document, heartbeat=lambda: _generation_touch(generation.pk, token)), generation)
+            chunked = _chunk(_parse(document, heartbeat=lambda: _generation_touch(generation.pk, token)), generation,
+                             size=document.size)
         except parsers.ConversionFailed as exc:
             raise PipelineError("document_conversion_failed",
                                 f"{document.filename} failed to convert: {exc}") from exc
         except PipelineError as exc:
             raise PipelineError(exc.code, f"{document.filename}: {exc.message}") from exc
+        if not chunked.children:  # it had text when it completed: a parser that reads it differently now
+            raise PipelineError("document_empty", f"{document.filename} has no text to index any more: it "
+                                "converts to none. Delete it or upload it again, then rebuild.")
         with transaction.atomic():
             locked = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
             if locked is None:

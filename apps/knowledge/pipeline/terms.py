@@ -21,6 +21,7 @@ count with it (analyzer 3), so a search scores candidates without reading their 
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import unicodedata
@@ -99,17 +100,38 @@ def has_cjk(text: str) -> bool:
 def term_frequencies(text: str, terms: Iterable[str]) -> Counter:
     """How often each of `terms` occurs in `text` (CJK terms by substring count, words by
     whole-word count), zeros left out. What BM25 reads as a term's frequency: the index stores it
-    (pipeline.index), and a search of a generation indexed before analyzer 3 recounts it here."""
+    (pipeline.index), and a search of a generation indexed before analyzer 3 recounts it here.
+    Each count is read from one pass over the text, never one scan of it per term."""
     normal = normalise(text)
     counts: Counter = Counter()
     words: Counter | None = None
+    cjk: Counter | None = None
     for term in terms:
         if is_cjk_term(term):
-            n = normal.count(term)
+            if cjk is None:
+                cjk = _cjk_counts(normal)
+            n = cjk.get(term, 0)
         else:
             if words is None:
                 words = Counter(word_terms(normal))
             n = words.get(term, 0)
         if n:
             counts[term] = n
+    return counts
+
+
+_CJK_RUN = re.compile(rf"[{CJK_CHARS}]+")
+
+
+def _cjk_counts(normal: str) -> Counter:
+    """Every CJK character's and bigram's count in `normal`, as str.count gives it: occurrences
+    that do not overlap, so a run of k equal characters holds k // 2 of their bigram."""
+    counts: Counter = Counter()
+    for run in _CJK_RUN.findall(normal):
+        counts.update(run)
+        counts.update(run[i : i + 2] for i in range(len(run) - 1) if run[i] != run[i + 1])
+        for char, group in itertools.groupby(run):
+            repeats = sum(1 for _ in group) // 2
+            if repeats:
+                counts[char + char] += repeats
     return counts

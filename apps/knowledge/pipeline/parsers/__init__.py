@@ -77,8 +77,10 @@ def _module(file_type: str):
 
 def document_parse(*, file_type: str, data: bytes, budget: TextBudget | None = None) -> ParsedDocument:
     """Bytes to structure. Raises ConversionFailed with a message an operator can act on, and
-    DocumentTooLarge as soon as the text would exceed `budget` (unbounded without one)."""
-    return _module(file_type).parse(data, budget or unlimited())
+    DocumentTooLarge as soon as the text would exceed `budget` (unbounded without one). What it
+    returns can be stored: no NUL, no lone surrogate, whatever escapes or character maps the file
+    holds (ParsedDocument.storable)."""
+    return _module(file_type).parse(data, budget or unlimited()).storable()
 
 
 def document_check(*, file_type: str, data: bytes) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,23 @@ def unlimited() -> TextBudget:
 
 
 CHAPTER_SEPARATOR = " / "
+# A character that is neither white space nor invisible formatting (zero-width spaces and joiners,
+# the word joiner, bidi marks, the soft hyphen, variation selectors, a BOM): text someone can read.
+_VISIBLE = re.compile(r"[^\s\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff]")
+# What neither PostgreSQL nor any UTF-8 encoder stores: NUL, and a surrogate without its pair.
+_UNSTORABLE = re.compile(r"\x00|[\ud800-\udfff]")
+
+
+def has_visible_text(text: str) -> bool:
+    return _VISIBLE.search(text) is not None
+
+
+def storable(text: str) -> str:
+    """`text` without NUL, each lone surrogate replaced by U+FFFD: a JSON escape (\\u0000, \\ud800)
+    or a PDF's broken character map can put them in any text a parser returns."""
+    if _UNSTORABLE.search(text) is None:
+        return text
+    return _UNSTORABLE.sub(lambda match: "" if match.group() == "\x00" else "\ufffd", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,4 +127,16 @@ class ParsedDocument:
 
     @property
     def is_empty(self) -> bool:
-        return not any(block.text.strip() for section in self.sections for block in section.blocks)
+        """No text anyone can read: only white space and invisible formatting characters."""
+        return not any(has_visible_text(block.text) for section in self.sections for block in section.blocks)
+
+    def storable(self) -> ParsedDocument:
+        """This document with every text and heading `storable`; itself when all already are."""
+        if not any(_UNSTORABLE.search(text) for section in self.sections
+                   for text in (*section.headings, *(block.text for block in section.blocks))):
+            return self
+        return ParsedDocument(file_type=self.file_type, sections=tuple(
+            Section(headings=tuple(storable(heading) for heading in section.headings),
+                    blocks=tuple(Block(text=storable(block.text), kind=block.kind, page=block.page)
+                                 for block in section.blocks))
+            for section in self.sections))

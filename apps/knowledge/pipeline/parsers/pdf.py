@@ -8,6 +8,7 @@ headings, ranked by size (the largest is level 1). Encrypted or unreadable files
 
 from __future__ import annotations
 
+import bisect
 import io
 import logging
 import math
@@ -23,6 +24,7 @@ from apps.knowledge.pipeline.parsers.base import (
     ParsedDocument,
     Section,
     TextBudget,
+    has_visible_text,
 )
 from apps.knowledge.pipeline.parsers.text import paragraphs
 from apps.knowledge.pipeline.terms import CJK_CHARS
@@ -48,9 +50,12 @@ _DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}")
 _NUMBERING = re.compile(
     r"(?:chapter|appendix|part|section|第)?[0-9a-z一二三四五六七八九十百零〇.\-:()、章节篇部条]{1,12}"
 )
+_NUMBERING_MAX_CHARS = len("appendix") + 12
 # A line set at least this much larger than the body is a heading candidate.
 HEADING_SIZE_RATIO = 1.15
 HEADING_MAX_CHARS = 120
+# An outline entry's title is cut to this (NUL-terminated titles, as some writers make, lose the NUL).
+OUTLINE_TITLE_MAX_CHARS = 300
 MAX_HEADING_LEVELS = 6
 MAX_TITLE_LINES = 3
 # When headings would hold more than this share of the text, sizes do not mark headings here.
@@ -98,9 +103,15 @@ class _Heading:
 
 
 def _declared_pages(reader) -> int:
-    """The page count the document catalog declares (read without walking the page tree)."""
-    count = reader.trailer["/Root"]["/Pages"]["/Count"]
-    return count if isinstance(count, int) else 0
+    """Whether the page tree holds pages, read without walking it: the count the catalog declares,
+    or when that is no positive integer (0, -1 and 1.0 are seen in files viewers open), the number
+    of the tree's direct kids, which the pipeline's walk then counts."""
+    tree = reader.trailer["/Root"]["/Pages"]
+    count = tree.get("/Count")
+    if isinstance(count, int) and count > 0:
+        return count
+    kids = tree.get("/Kids")
+    return len(kids) if isinstance(kids, list) else 0
 
 
 def _no_decoder(exc: Exception) -> ConversionFailed:
@@ -118,7 +129,7 @@ def _reader(data: bytes, *, walk_pages: bool = True):
     of a minute and a gigabyte — so without `walk_pages` the count the catalog declares is taken,
     and a tree that does not hold it fails in the pipeline, as the document's error."""
     from pypdf import PasswordType, PdfReader
-    from pypdf.errors import DependencyError, PyPdfError
+    from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
@@ -131,6 +142,9 @@ def _reader(data: bytes, *, walk_pages: bool = True):
                                "certificate security or rights management); upload an unprotected copy.") from exc
     except DependencyError as exc:  # e.g. the catalog in a Brotli-compressed object stream
         raise _no_decoder(exc) from exc
+    except LimitReachedError as exc:  # a page tree of more entries than pypdf reads
+        raise ConversionFailed("The PDF has more pages than can be read here (its page tree passes pypdf's limit); "
+                               "split it into smaller files.") from exc
     except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and cannot be read.") from exc
     if encrypted:
@@ -217,7 +231,9 @@ def _outline(reader) -> list[tuple[int, int, str]]:
                 title = item.title
             except (PyPdfError, DependencyError, *_READ_ERRORS):
                 continue
-            title = _SPACES.sub(" ", text_normalise(str(title or ""))).strip()
+            title = _SPACES.sub(" ", text_normalise(str(title or "").replace("\x00", ""))).strip()
+            if len(title) > OUTLINE_TITLE_MAX_CHARS:  # not a title: it would ride in every chunk's path
+                title = title[: OUTLINE_TITLE_MAX_CHARS - 1].rstrip() + "…"
             if page is not None and title:
                 entries.append((page, level, title))
 
@@ -230,27 +246,69 @@ def _outline(reader) -> list[tuple[int, int, str]]:
 
 def _outline_headings(pages: list[list[_Line]], entries) -> list[list[_Line | _Heading]]:
     """Each page's lines with the outline's headings placed in them: at the first line (after the
-    previous heading on that page) that carries the title, which the heading then replaces."""
+    previous heading on that page) that carries the title, which the heading then replaces; a
+    title no line carries goes in before that line. Work linear in the lines and the entries: each
+    line is keyed once (_TitleIndex), and a title is found by lookup, not by reading the page."""
     by_page: dict[int, list[tuple[int, str]]] = {}
     for page, level, title in entries:
         if 0 <= page < len(pages):
             by_page.setdefault(page, []).append((level, title))
     placed: list[list[_Line | _Heading]] = []
     for number, lines in enumerate(pages):
-        items: list[_Line | _Heading] = list(lines)
-        cursor = 0
-        for level, title in by_page.get(number, []):
-            wanted = _key(title)
-            found = next((index for index, item in enumerate(items) if index >= cursor
-                          and isinstance(item, _Line) and _carries(_key(item.text), wanted)), None)
+        wanted = by_page.get(number)
+        if not wanted:
+            placed.append(list(lines))
+            continue
+        index = _TitleIndex(lines)
+        replaced: dict[int, _Heading] = {}
+        before: dict[int, list[_Heading]] = {}  # headings no line carries, before the line they precede
+        cursor = 0  # the first line not yet passed
+        for level, title in wanted:
+            found = index.first_carrying(_key(title), start=cursor)
             if found is None:
-                items.insert(cursor, _Heading(level, title))
-                cursor += 1
+                before.setdefault(cursor, []).append(_Heading(level, title))
             else:
-                items[found] = _Heading(level, title)
+                replaced[found] = _Heading(level, title)
                 cursor = found + 1
+        items: list[_Line | _Heading] = []
+        for position, line in enumerate(lines):
+            items.extend(before.get(position, ()))
+            items.append(replaced.get(position, line))
+        items.extend(before.get(len(lines), ()))
         placed.append(items)
     return placed
+
+
+class _TitleIndex:
+    """The lines of a page by the titles they carry (_carries), for finding the first one at or
+    after a position: a line carries its own key, and the key without a section number in front
+    ("2.1 Scope" carries "Scope"); a title with a number in front is also carried by the line of
+    its rest ("Scope" carries "2.1 Scope")."""
+
+    def __init__(self, lines: list[_Line]):
+        self.positions: dict[str, list[int]] = {}  # title key -> the lines carrying it, in order
+        self.exact: dict[str, list[int]] = {}  # line key -> its lines, in order
+        for position, line in enumerate(lines):
+            key = _key(line.text)
+            if not key:
+                continue
+            self.exact.setdefault(key, []).append(position)
+            for title in {key, *_numbered_rests(key)}:
+                self.positions.setdefault(title, []).append(position)
+
+    def first_carrying(self, title: str, *, start: int) -> int | None:
+        if not title:
+            return None
+        candidates = [self.positions.get(title, []), *(self.exact.get(rest, []) for rest in _numbered_rests(title))]
+        firsts = [found[at] for found in candidates if (at := bisect.bisect_left(found, start)) < len(found)]
+        return min(firsts, default=None)
+
+
+def _numbered_rests(key: str) -> list[str]:
+    """What follows a section number at the start of `key`, for each way to read one there
+    (_NUMBERING is at most _NUMBERING_MAX_CHARS long); never empty."""
+    return [key[cut:] for cut in range(1, min(_NUMBERING_MAX_CHARS, len(key) - 1) + 1)
+            if _NUMBERING.fullmatch(key[:cut])]
 
 
 def _join_title(lines: list[str]) -> str:
@@ -367,7 +425,7 @@ def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
         raise ConversionFailed("The PDF is damaged and its text cannot be extracted.") from exc
     placed = _outline_headings(pages, entries) if entries else _size_headings(pages)
     sections = _sections(placed)
-    if not any(block.text.strip() for section in sections for block in section.blocks):
+    if not any(has_visible_text(block.text) for section in sections for block in section.blocks):
         raise ConversionFailed("The PDF has no extractable text (scanned pages need OCR first).")
     return ParsedDocument(file_type="pdf", sections=sections)
 
