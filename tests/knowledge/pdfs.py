@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import io
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.util import find_spec
 from typing import Any
 
@@ -120,13 +120,24 @@ def pdf_build(pages: Sequence[Sequence[Line]], *, outline: Sequence[tuple[str, i
         objects.update(_outline_objects(outline, 10 + 2 * len(pages), page_numbers))
         catalog += " /Outlines 6 0 R"
     objects[1] = catalog + " >>"
+    return pdf_write(objects)
 
+
+def pdf_objects(data: bytes) -> dict[int, bytes]:
+    """The numbered objects of a PDF that pdf_write wrote, to change one and write it again."""
+    return {int(number): body for number, body
+            in re.findall(rb"(?ms)^(\d+) 0 obj\n(.*?)\nendobj\n", data[: data.index(b"xref\n")])}
+
+
+def pdf_write(objects: Mapping[int, str | bytes]) -> bytes:
+    """A PDF file of these numbered objects (1 the catalog), with its cross-reference table."""
     out = io.BytesIO()
     out.write(b"%PDF-1.7\n")
     offsets = {}
     for number in sorted(objects):
         offsets[number] = out.tell()
-        out.write(f"{number} 0 obj\n{objects[number]}\nendobj\n".encode())
+        body = objects[number]
+        out.write(f"{number} 0 obj\n".encode() + (body.encode() if isinstance(body, str) else body) + b"\nendobj\n")
     size = max(objects) + 1
     xref = out.tell()
     out.write(f"xref\n0 {size}\n0000000000 65535 f \n".encode())

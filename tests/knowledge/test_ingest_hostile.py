@@ -5,9 +5,7 @@ Found by an audit of the pipeline (2026-12-04); each test failed before its fix.
 from __future__ import annotations
 
 import hashlib
-import io
 import random
-import re
 from collections import Counter
 from unittest import mock
 
@@ -19,7 +17,7 @@ from apps.knowledge.pipeline import parsers, terms
 from apps.knowledge.pipeline.parsers import pdf as pdf_parser
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
-from tests.knowledge.pdfs import pdf_build
+from tests.knowledge.pdfs import pdf_build, pdf_objects, pdf_write
 
 pytestmark = pytest.mark.django_db
 
@@ -241,50 +239,29 @@ def test_a_text_of_only_zero_width_characters_fails_as_empty():
 # PDF page counts: a readable PDF is not refused at upload, a page tree past the limit is not "damaged".
 
 
-def _pdf_objects(data: bytes) -> dict[int, bytes]:
-    return {int(number): body for number, body
-            in re.findall(rb"(?ms)^(\d+) 0 obj\n(.*?)\nendobj\n", data[: data.index(b"xref\n")])}
-
-
-def _pdf_write(objects: dict[int, bytes]) -> bytes:
-    out = io.BytesIO()
-    out.write(b"%PDF-1.7\n")
-    offsets = {}
-    for number in sorted(objects):
-        offsets[number] = out.tell()
-        out.write(f"{number} 0 obj\n".encode() + objects[number] + b"\nendobj\n")
-    size = max(objects) + 1
-    xref = out.tell()
-    out.write(f"xref\n0 {size}\n0000000000 65535 f \n".encode())
-    for number in range(1, size):
-        out.write(f"{offsets[number]:010d} 00000 n \n".encode() if number in offsets else b"0000000000 65535 f \n")
-    out.write(f"trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("count", [b"0", b"-1", b"1.0"])
 def test_a_pdf_whose_page_tree_has_pages_is_not_refused_at_upload_for_its_declared_count(count):
     """The upload check reads /Count instead of walking the tree, and refused "The PDF has no
     pages." (422) for a /Count of 0, negative or real, while the pipeline reads the file fine."""
-    objects = _pdf_objects(pdf_build([[("Readable text on a real page.", 12)]]))
+    objects = pdf_objects(pdf_build([[("Readable text on a real page.", 12)]]))
     objects[2] = b"<< /Type /Pages /Kids [10 0 R] /Count " + count + b" >>"
-    data = _pdf_write(objects)
+    data = pdf_write(objects)
     assert parsers.document_parse(file_type="pdf", data=data).plain_text() == "Readable text on a real page."
     [document] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("count.pdf", data)])
     assert document.status in (Document.Status.PENDING, Document.Status.QUEUED)
 
 
 def test_a_pdf_whose_page_tree_is_empty_is_still_refused_at_upload():
-    objects = _pdf_objects(pdf_build([[("Readable text on a real page.", 12)]]))
+    objects = pdf_objects(pdf_build([[("Readable text on a real page.", 12)]]))
     objects[2] = b"<< /Type /Pages /Kids [] /Count 0 >>"
     with pytest.raises(parsers.ConversionFailed, match="The PDF has no pages"):
-        parsers.document_check(file_type="pdf", data=_pdf_write(objects))
+        parsers.document_check(file_type="pdf", data=pdf_write(objects))
 
 
 def test_a_pdf_over_pypdfs_page_tree_limit_fails_saying_it_has_too_many_pages():
     """A 6 KB file of 1,000,000 blank pages passes pypdf's page-tree limit; it was reported as
     "The PDF is damaged and cannot be read."."""
-    objects = _pdf_objects(pdf_build([[("x", 12)]]))
+    objects = pdf_objects(pdf_build([[("x", 12)]]))
     objects[10] = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << >> >>"
     del objects[11]
     kid = 10
@@ -293,7 +270,7 @@ def test_a_pdf_over_pypdfs_page_tree_limit_fails_saying_it_has_too_many_pages():
                                 + f"] /Count {100 ** (level + 1)} >>".encode())
         kid = 100 + level
     objects[2] = f"<< /Type /Pages /Kids [{kid} 0 R] /Count 1000000 >>".encode()
-    data = _pdf_write(objects)
+    data = pdf_write(objects)
     document = Document.objects.create(knowledge_base=KnowledgeBaseFactory(), filename="huge.pdf", file_type="pdf",
                                        size=len(data), content_hash=hashlib.sha256(data).hexdigest())
     DocumentContent.objects.create(document=document, data=data)
