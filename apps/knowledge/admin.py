@@ -162,7 +162,8 @@ class KnowledgeBaseForm(forms.ModelForm):
             "rerank_base_url": "Optional. An HTTP rerank API: the hub posts {model, query, documents, top_n} to "
                                "{base URL}/rerank. Leave empty for no reranker.",
             "rerank_api_key_env": "The name of the environment variable that holds the key (never the key "
-                                  "itself), e.g. RERANK_API_KEY. Empty: no key is sent.",
+                                  "itself); it must start with RERANK_, e.g. RERANK_API_KEY. Empty: no key is "
+                                  "sent.",
             "rerank_timeout_ms": "A reranker slower than this is skipped: the search keeps the fused order.",
         }
 

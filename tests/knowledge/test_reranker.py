@@ -79,9 +79,9 @@ def test_each_rerank_call_writes_a_cost_record_with_the_route(kb):
 
 
 def test_the_key_is_sent_from_the_named_environment_variable(kb, monkeypatch):
-    monkeypatch.setenv("TEST_RERANK_KEY", "rk-secret-123")
+    monkeypatch.setenv("RERANK_TEST_KEY", "rk-secret-123")
     with RerankEndpoint() as endpoint:
-        kb = _configure(kb, endpoint.url, api_key_env="TEST_RERANK_KEY")
+        kb = _configure(kb, endpoint.url, api_key_env="RERANK_TEST_KEY")
         search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
     assert endpoint.headers[0]["Authorization"] == "Bearer rk-secret-123"
 
@@ -119,13 +119,13 @@ def test_a_malformed_answer_falls_back(kb):
 
 
 def test_a_missing_key_falls_back_without_calling(kb, monkeypatch):
-    monkeypatch.delenv("TEST_RERANK_ABSENT", raising=False)
+    monkeypatch.delenv("RERANK_TEST_ABSENT", raising=False)
     with RerankEndpoint() as endpoint:
-        kb = _configure(kb, endpoint.url, api_key_env="TEST_RERANK_ABSENT")
+        kb = _configure(kb, endpoint.url, api_key_env="RERANK_TEST_ABSENT")
         result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
     assert endpoint.requests == []
     assert result.trace[0]["error_code"] == "rerank_key_missing"
-    assert "TEST_RERANK_ABSENT" in result.trace[0]["message"]
+    assert "RERANK_TEST_ABSENT" in result.trace[0]["message"]
 
 
 def test_the_debug_search_shows_the_fallback(client, owner):
@@ -142,14 +142,14 @@ def test_the_debug_search_shows_the_fallback(client, owner):
 
 
 def test_the_builder_api_configures_a_reranker_and_never_shows_a_key(client, owner, monkeypatch):
-    monkeypatch.setenv("TEST_RERANK_KEY", "rk-secret-123")
+    monkeypatch.setenv("RERANK_TEST_KEY", "rk-secret-123")
     kb = KnowledgeBaseFactory(project=owner.project)
     response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {
-        "base_url": "https://rerank.example.com/v1/", "model": "m", "api_key_env": "TEST_RERANK_KEY"}},
+        "base_url": "https://rerank.example.com/v1/", "model": "m", "api_key_env": "RERANK_TEST_KEY"}},
         format="json")
     assert response.status_code == 200
     assert response.json()["data"]["reranker"] == {"base_url": "https://rerank.example.com/v1", "model": "m",
-                                                   "api_key_env": "TEST_RERANK_KEY", "candidates": 20,
+                                                   "api_key_env": "RERANK_TEST_KEY", "candidates": 20,
                                                    "timeout_ms": 3000}
     assert "rk-secret-123" not in response.content.decode()
 
@@ -235,3 +235,29 @@ def test_operators_see_their_projects_cost_records_only(owner):
     browser.force_login(owner.user)
     page = browser.get("/admin/knowledge/costrecord/").content.decode()
     assert "mine-model" in page and "other-model" not in page
+
+
+@pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "TOOL_SECRET_KEYS", "BAILING_DEMO_PASSWORD",
+                                  "RERANK_", "rerank_key", "X_RERANK_KEY"])
+def test_a_reranker_may_name_only_a_rerank_variable_for_its_key(client, owner, name):
+    """Any variable name was taken, so a project's operator could have the server's SECRET_KEY or
+    database URL sent as a bearer token to a base URL of their own."""
+    kb = KnowledgeBaseFactory(project=owner.project)
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {
+        "base_url": "https://rerank.example.com/v1/", "model": "m", "api_key_env": name}}, format="json")
+    assert response.status_code == 422
+    assert "RERANK_" in json.dumps(response.json())
+    kb.refresh_from_db()
+    assert (kb.rerank_base_url, kb.rerank_api_key_env) == ("", "")
+
+
+def test_a_key_variable_saved_before_the_rule_is_never_read(kb, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "the-servers-own-secret")
+    with RerankEndpoint() as endpoint:
+        kb = _configure(kb, endpoint.url)
+        KnowledgeBase.objects.filter(pk=kb.pk).update(rerank_api_key_env="SECRET_KEY")
+        kb.refresh_from_db()
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert endpoint.requests == [] and endpoint.headers == []
+    assert result.trace[0]["error_code"] == "rerank_key_refused"
+    assert "the-servers-own-secret" not in json.dumps(result.trace)

@@ -30,7 +30,11 @@ from apps.knowledge.pipeline.index import embedding_text
 
 logger = logging.getLogger("bailinghub.knowledge")
 
-ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,99}")
+# The key is read from an environment variable the KB names, and only from one named RERANK_…:
+# the deployment puts a reranker's key there. Any other variable of the server (SECRET_KEY,
+# DATABASE_URL, TOOL_SECRET_KEYS) would otherwise go, as a bearer token, to whatever base URL a
+# project's operator typed.
+ENV_NAME = re.compile(r"RERANK_[A-Z0-9_]{1,93}")
 CANDIDATES_MAX = 100
 TIMEOUT_MS_MIN, TIMEOUT_MS_MAX = 100, 10_000
 # A rerank answer is small (an index and a score per document); anything far larger is not one.
@@ -67,8 +71,9 @@ def reranker_validate(value: Any) -> dict[str, Any]:
         errors["reranker.model"] = ["A model name of 1–200 characters is required."]
     key_env = value.get("api_key_env", "")
     if not isinstance(key_env, str) or (key_env and not ENV_NAME.fullmatch(key_env)):
-        errors["reranker.api_key_env"] = ["The name of an environment variable (A–Z, 0–9, _) is required; "
-                                          "never the key itself."]
+        errors["reranker.api_key_env"] = ["The name of an environment variable that starts with RERANK_ "
+                                          "(A–Z, 0–9, _), such as RERANK_API_KEY, is required; never the key "
+                                          "itself. Only those variables are ever sent to a reranker."]
     candidates = value.get("candidates", 20)
     if isinstance(candidates, bool) or not isinstance(candidates, int) or not 1 <= candidates <= CANDIDATES_MAX:
         errors["reranker.candidates"] = [f"An integer from 1 to {CANDIDATES_MAX} is required."]
@@ -145,6 +150,9 @@ def rerank_call(*, config: RerankConfig, query: str, documents: Sequence[str]) -
     """[(document index, relevance score)] best first, and the usage the provider reported."""
     headers = {"Content-Type": "application/json"}
     if config.api_key_env:
+        if not ENV_NAME.fullmatch(config.api_key_env):  # saved before the RERANK_ rule
+            raise RerankFailed("rerank_key_refused", f"The environment variable {config.api_key_env} may not be "
+                               "sent to a reranker: name one that starts with RERANK_.")
         key = os.environ.get(config.api_key_env, "")
         if not key:
             raise RerankFailed("rerank_key_missing", f"The environment variable {config.api_key_env} is not set.")
