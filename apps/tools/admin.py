@@ -14,7 +14,7 @@ from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
-from django.urls import URLPattern
+from django.urls import URLPattern, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
@@ -27,7 +27,7 @@ from . import services
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
 from .errors import InvalidProvider, SpecRefusedError
-from .models import Tool, ToolProvider
+from .models import RouteToolSource, Tool, ToolProvider
 
 # A spec at its limit, as a file and pasted, plus the rest of the form.
 ADMIN_BODY_MAX_BYTES = 2 * MAX_SPEC_BYTES + 64 * 1024
@@ -125,6 +125,10 @@ class ToolProviderForm(forms.ModelForm):
         return cleaned
 
 
+# A provider's page lists its tools, each with its switch, up to this many.
+TOOL_ROWS_MAX = 200
+
+
 class ToolInline(admin.TabularInline):
     model = Tool
     fields = ["name", "method", "path", "risk", "readonly", "approval_required", "has_acc", "enabled"]
@@ -181,24 +185,40 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return urls
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolProvider]:
-        queryset: QuerySet[ToolProvider] = super().get_queryset(request).annotate(
+        # The spec (megabytes for a large API) is read only where it is used.
+        queryset: QuerySet[ToolProvider] = super().get_queryset(request).defer("spec").annotate(
             tools_n=Count("tools"), enabled_n=Count("tools", filter=Q(tools__enabled=True)))
         return queryset
 
     def get_inlines(self, request: HttpRequest, obj: ToolProvider | None) -> list[type[InlineModelAdmin]]:
-        # A new provider has no tools until its spec is saved.
-        return list(self.inlines) if obj is not None else []
+        # A new provider has no tools until its spec is saved. Past TOOL_ROWS_MAX, a row per tool
+        # made the page too large to save (each row posts its fields: DATA_UPLOAD_MAX_NUMBER_FIELDS)
+        # and to read; the Tools list, filtered to the provider, switches them then.
+        if obj is None or obj.tools.count() > TOOL_ROWS_MAX:
+            return []
+        return list(self.inlines)
 
     def get_readonly_fields(self, request: HttpRequest, obj: ToolProvider | None = None) -> list[str]:
-        report = ["spec_sha256", "spec_filename", "openapi", "title", "compiled_at", "report"]
+        report = ["spec_sha256", "spec_filename", "openapi", "title", "compiled_at", "tools_listed", "report"]
         return ["project", "name", *report] if obj else []
+
+    @admin.display(description="Tools")
+    def tools_listed(self, obj: ToolProvider) -> SafeString:
+        total = obj.tools.count()
+        enabled = obj.tools.filter(enabled=True).count()
+        link = format_html('<a href="{}?provider__id__exact={}">{} in the Tools list</a>',
+                           reverse("admin:tools_tool_changelist"), obj.pk, "All of them" if total > 1 else "It")
+        if total > TOOL_ROWS_MAX:
+            return format_html("{} tools, {} enabled: too many to switch here. {}, where they are switched on or "
+                               "off.", total, enabled, link)
+        return format_html("{} tool{}, {} enabled. {}.", total, pluralize(total), enabled, link)
 
     def get_fieldsets(self, request: HttpRequest, obj: ToolProvider | None = None) -> Any:
         spec = ("Spec", {"fields": ["spec_file", "spec_text"]})
         if obj is None:
             return [(None, {"fields": ["project", "name", "base_url", "signing_secret", "enabled"]}), spec]
         current = ("Current spec", {"fields": ["title", "openapi", "spec_filename", "spec_sha256", "compiled_at",
-                                               "report"]})
+                                               "tools_listed", "report"]})
         if not self.has_change_permission(request, obj):
             # The form-only fields have no value to show (the admin printed "None"): a reader sees
             # whether a secret is set, and no re-import.
@@ -237,11 +257,27 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         services.provider_delete(provider=obj)
 
     def get_deleted_objects(self, objs: Sequence[ToolProvider] | QuerySet[ToolProvider], request: HttpRequest
-                            ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
-        # Tools cannot be deleted one by one (they come from the spec) but go with their provider.
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        perms_needed.discard(str(Tool._meta.verbose_name))
-        return deleted, counts, perms_needed, protected
+                            ) -> tuple[list[Any], dict[str, int], set[str], list[str]]:
+        """What goes with each provider, counted: Django's own list reads every tool with its
+        provider joined, spec and all, so a provider of 20,000 tools and a 20 MB spec took
+        gigabytes per page. Its tools, their search index and the routes' sources of it go with
+        it (tools cannot be deleted one by one: they come from the spec); past calls stay in the
+        ledger without it. Nothing refuses the delete but the provider's own permission."""
+        providers = list(objs)
+        perms_needed = {str(ToolProvider._meta.verbose_name)} if not all(
+            self.has_delete_permission(request, provider) for provider in providers) else set()
+        counts = {"tool providers": len(providers), "tools": 0, "route tool sources": 0}
+        deleted: list[Any] = []
+        for provider in providers:
+            tools = Tool.objects.filter(provider=provider).count()
+            routes = list(RouteToolSource.objects.filter(provider=provider).order_by("route__name")
+                          .values_list("route__name", flat=True))
+            counts["tools"] += tools
+            counts["route tool sources"] += len(routes)
+            deleted.append(format_html("Tool provider: {}", provider.name))
+            deleted.append([f"{tools:,} tool{pluralize(tools)} and their search index",
+                            *(f"The tool source of route {name}" for name in routes)])
+        return deleted, {name: n for name, n in counts.items() if n}, perms_needed, []
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ToolProvider]) -> None:
         for provider in queryset:
@@ -378,6 +414,13 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     fields = ["provider", "name", "method", "path", "description", "scope", "risk", "readonly",
               "approval_required", "has_acc", "enabled", "compiled_json"]
     readonly_fields = [field for field in fields if isinstance(field, str) and field != "enabled"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
+        # Each row joins its provider: never its spec or compile report (a 21 MB spec made a page of
+        # 100 rows read 2 GB).
+        queryset: QuerySet[Tool] = super().get_queryset(request).select_related("provider").defer(
+            "provider__spec", "provider__compile_report")
+        return queryset
 
     @admin.display(description="Provider · endpoint", ordering="provider")
     def provider_endpoint(self, obj: Tool) -> SafeString:

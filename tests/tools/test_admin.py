@@ -3,6 +3,8 @@ before saving, re-import with a diff, switch tools; the secret is never shown.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.admin.templatetags.admin_list import result_headers
 from django.contrib.messages import get_messages
@@ -367,3 +369,49 @@ def test_the_compile_report_counts_in_words_that_agree_with_the_numbers():
 def test_the_add_form_starts_on_the_operators_only_project(browser, owner):
     response = browser.get("/admin/tools/toolprovider/add/")
     assert response.context["adminform"].form.initial["project"] == owner.project_id
+
+
+def _many_operations(count: int) -> bytes:
+    paths = {f"/items/{n}": {"get": {"operationId": f"item_get_{n}", "summary": f"Read item {n}.",
+                                     "responses": {"200": {"description": "The item."}}}} for n in range(count)}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "Many", "version": "1"}, "paths": paths}).encode()
+
+
+def test_a_provider_of_more_tools_than_its_page_lists_can_still_be_saved(browser, owner):
+    """Every tool was an editable row: past ~333 tools the page posted over Django's 1,000 fields
+    (400 TooManyFieldsSent), so the base URL, secret and switch could not be changed."""
+    from apps.tools.admin import TOOL_ROWS_MAX
+
+    provider = ToolProviderFactory(project=owner.project, spec=_many_operations(TOOL_ROWS_MAX + 1))
+    page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode()
+    assert 'name="tools-TOTAL_FORMS"' not in page
+    enabled = provider.tools.filter(enabled=True).count()
+    assert f"{TOOL_ROWS_MAX + 1} tools, {enabled} enabled: too many to switch here." in page
+    assert f'href="/admin/tools/tool/?provider__id__exact={provider.pk}"' in page
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/",
+                            {"base_url": "http://127.0.0.1:9/moved", "enabled": "on"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    provider.refresh_from_db()
+    assert provider.base_url == "http://127.0.0.1:9/moved"
+    assert provider.tools.count() == TOOL_ROWS_MAX + 1
+
+
+def test_a_small_providers_page_lists_its_tools_with_their_switches(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode()
+    total = provider.tools.count()
+    assert f'name="tools-TOTAL_FORMS" value="{total}"' in page
+    assert f"{total} tools, {total} enabled." in page
+
+
+def test_the_delete_page_counts_what_goes_with_a_provider(browser, owner):
+    """Django's list read every tool with its provider joined, spec included: a provider of 20,000
+    tools and a 21 MB spec ran two web workers out of memory."""
+    provider = ToolProviderFactory(project=owner.project, spec=_many_operations(30))
+    page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/delete/").content.decode()
+    assert "30 tools and their search index" in page
+    assert "item_get_0" not in page
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not ToolProvider.objects.filter(pk=provider.pk).exists()
+    assert not Tool.objects.filter(provider_id=provider.pk).exists()
