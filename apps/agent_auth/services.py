@@ -16,7 +16,10 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.contrib.postgres.fields import ArrayField
+from django.db import models, transaction
+from django.db.models import F, Func, Value
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from apps.agent_auth.errors import (
@@ -423,3 +426,33 @@ def session_touch(*, session: AgentSession) -> None:
         return
     AgentSession.objects.filter(pk=session.pk).update(last_used_at=now)
     session.last_used_at = now
+
+
+def _key(value: str) -> Cast:
+    return Cast(Value(value), models.CharField(max_length=64))
+
+
+@transaction.atomic
+def route_grants_rekey(*, project_id: Any, old: str, new: str | None) -> int:
+    """A route of the project renamed from `old` to `new`, or deleted (`new` None): every grant of
+    the project that names `old` — its agent clients, authorizations not yet exchanged, sessions —
+    names `new` instead, or loses it. Grants are route keys: left as they were, a rename cut its
+    agents off, and a route created later with the old key inherited every grant of the deleted
+    one. Returns how many grants changed."""
+    lists: ArrayField[list[str], list[str]] = ArrayField(models.CharField(max_length=64))
+    if new is None:
+        changed = Func(F("allowed_routes"), _key(old), function="array_remove", output_field=lists)
+    else:  # a grant that already named `new` (a stale one) keeps it once
+        changed = Func(Func(F("allowed_routes"), _key(new), function="array_remove", output_field=lists),
+                       _key(old), _key(new), function="array_replace", output_field=lists)
+    now = timezone.now()
+    return sum((
+        AgentClient.objects.filter(project_id=project_id, allowed_routes__contains=[old])
+        .update(allowed_routes=changed, updated_at=now),
+        AgentAuthorization.objects.filter(
+            client__project_id=project_id, allowed_routes__contains=[old],
+            status__in=[AgentAuthorization.Status.PENDING, AgentAuthorization.Status.APPROVED],
+        ).update(allowed_routes=changed, updated_at=now),
+        AgentSession.objects.filter(client__project_id=project_id, allowed_routes__contains=[old])
+        .update(allowed_routes=changed, updated_at=now),
+    ))

@@ -14,14 +14,18 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Subquery
-from django.utils.html import format_html_join
+from django.template.defaultfilters import pluralize
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from apps.agent_auth.models import AgentClient, AgentSession
+from apps.agent_auth.services import route_grants_rekey
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge import services as knowledge_services
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
-from apps.ledger.models import Run
+from apps.ledger.models import Conversation, MemoryNote, RagQuery, Run
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.routes.admin import RouteAdmin
 from apps.routes.models import Route
@@ -29,7 +33,7 @@ from apps.runtime.errors import KnowledgeUnavailable
 from apps.runtime.route_tools_form import RouteToolsForm, source_field_name, tools_form_for
 from apps.runtime.turns import KNOWLEDGE_QUERY_MAX_CHARS, TurnRequest, _knowledge_inline
 from apps.tools.builder import route_dry_run as route_capabilities_dry_run
-from apps.tools.models import RouteToolSource, Tool, ToolProvider
+from apps.tools.models import Invocation, RouteToolSource, Tool, ToolProvider
 from apps.tools.route_tools import POLICY_FIELDS, UNSET, route_tools_set
 
 if TYPE_CHECKING:
@@ -244,8 +248,60 @@ class RouteConsoleAdmin(RouteAdmin):
                   else {name: Route._meta.get_field(name).get_default() for name in POLICY_FIELDS})
         for name, value in stored.items():
             setattr(obj, name, value)
-        super().save_model(request, obj, form, change)
-        route_tools_set(route=obj, sources=form.tool_sources() if change else UNSET, **policy)
+        with transaction.atomic():
+            old_key = Route.objects.filter(pk=obj.pk).values_list("key", flat=True).first() if change else None
+            super().save_model(request, obj, form, change)
+            if old_key is not None and old_key != obj.key:  # its agents keep it under its new key
+                route_grants_rekey(project_id=obj.project_id, old=old_key, new=obj.key)
+            route_tools_set(route=obj, sources=form.tool_sources() if change else UNSET, **policy)
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            route_grants_rekey(project_id=obj.project_id, old=obj.key, new=None)
+            obj.delete()
+
+    def delete_queryset(self, request, queryset):
+        for route in queryset:
+            self.delete_model(request, route)
+
+    def get_deleted_objects(self, objs, request):
+        """What deleting the routes takes with them, counted, and which agent grants they end. The
+        ledger is kept: a route with conversations, runs, invocations or answers cannot be
+        deleted, and the page says to turn it off instead (Django's list blamed the operator's
+        account for lacking a permission no account has, after reading the whole history)."""
+        routes = list(objs)
+        perms_needed = set() if all(self.has_delete_permission(request, route) for route in routes) else {"route"}
+        deleted, protected = [], []
+        counts = {"routes": len(routes)}
+        for route in routes:
+            history = {
+                "conversation": Conversation.objects.filter(route=route).count(),
+                "run": Run.objects.filter(route=route).count(),
+                "tool invocation": Invocation.objects.filter(route=route).count(),
+                "knowledge answer": RagQuery.objects.filter(route=route).count(),
+            }
+            kept = ", ".join(f"{n:,} {name}{pluralize(n)}" for name, n in history.items() if n)
+            if kept:
+                protected.append(format_html("{}: the ledger keeps its {}. Turn the route off (untick Enabled) "
+                                             "instead of deleting it.", route.name, kept))
+                continue
+            clients = list(AgentClient.objects.filter(project_id=route.project_id, allowed_routes__contains=[route.key])
+                           .order_by("name").values_list("name", flat=True))
+            sessions = AgentSession.objects.filter(client__project_id=route.project_id,
+                                                   allowed_routes__contains=[route.key]).count()
+            memories = MemoryNote.objects.filter(route=route).count()
+            deleted.append(format_html("Route: {} ({})", route.name, route.key))
+            lost = [f"Agent client {name} loses access to it" for name in clients]
+            if sessions:
+                verb = pluralize(sessions, "loses,lose")
+                lost.append(f"{sessions:,} agent session{pluralize(sessions)} {verb} access to it")
+            if memories:
+                lost.append(f"{memories:,} memory note{pluralize(memories)} of its agents")
+            deleted.append(lost)
+            counts["memory notes"] = counts.get("memory notes", 0) + memories
+            counts["agent client grants"] = counts.get("agent client grants", 0) + len(clients)
+            counts["agent session grants"] = counts.get("agent session grants", 0) + sessions
+        return deleted, {name: n for name, n in counts.items() if n}, perms_needed, protected
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(
