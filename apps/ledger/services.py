@@ -16,7 +16,7 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentSession
 from apps.core.jsonbytes import compact_json
 from apps.core.revisions import revision_of
-from apps.ledger.errors import CompletionConflict
+from apps.ledger.errors import CompletionConflict, MemoryNotFound
 from apps.ledger.memory import EXECUTION_SUMMARY_KIND, execution_summary_parse
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.ledger.selectors import note_holder
@@ -154,11 +154,19 @@ def memory_note_create(*, session: AgentSession, project: Project, route: Route 
 
 @transaction.atomic
 def memory_note_update(*, note: MemoryNote, content: str) -> MemoryNote:
-    note.content = content
-    note.save(update_fields=["content", "updated_at"])
+    """The note's new content; 404 `memory_not_found` when it was deleted since it was read (a
+    PATCH racing a DELETE answered 500)."""
+    now = timezone.now()
+    if not MemoryNote.objects.filter(pk=note.pk).update(content=content, updated_at=now):
+        raise MemoryNotFound()
+    note.content, note.updated_at = content, now
     return note
 
 
 @transaction.atomic
 def memory_note_delete(*, note: MemoryNote) -> None:
-    note.delete()
+    """Delete the note; 404 `memory_not_found` when another request deleted it first (two DELETEs
+    at once both answered "deleted")."""
+    deleted, _ = MemoryNote.objects.filter(pk=note.pk).delete()
+    if not deleted:
+        raise MemoryNotFound()

@@ -471,7 +471,12 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
         risk=str(target.compiled.get("risk", "low")), state=State.IN_PROGRESS,
     )
     if target.builtin and (refused := _run_limit_refusal(inv, limit=route.max_tool_calls)) is not None:
-        return refused  # before the built-in runs; every call is checked under the run's lock where its row is made
+        # Before the built-in runs; every call is checked again under the run's lock where its row
+        # is made. A twin that took the last place meanwhile is replayed.
+        twin = Invocation.objects.select_related("route").filter(idempotency_key=key).first()
+        if twin is not None:
+            return _existing(twin, session=session, route=route, call=call, arguments_sha256=arguments_sha256)
+        return refused
     problem = schema_problem(schema=target.compiled.get("input_schema") or {}, arguments=call.arguments)
     if problem is not None:
         field, message = problem
@@ -507,14 +512,15 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
     return _create(inv, None, session=session, route=route, run=run, call=call, target=target, dispatch=True)
 
 
-def _run_limit_refusal(inv: Invocation, *, limit: int, lock: bool = False) -> dict[str, Any] | None:
+class _MadeMeanwhile(Exception):
+    """An identical call's row appeared while this one waited for the run's lock."""
+
+
+def _run_limit_refusal(inv: Invocation, *, limit: int) -> dict[str, Any] | None:
     """The answer to a new call once its run has made the route's ``max_tool_calls`` calls (every
     call stored under the run counts, whatever became of it); None while there is room. Nothing is
-    stored for a refused call, so the same call is refused the same way. With ``lock``, the run's
-    row is locked first (inside the caller's transaction), so racing calls cannot all take the last
-    place."""
-    if lock:
-        type(inv.run).objects.select_for_update().filter(pk=inv.run_id).values_list("pk", flat=True).first()
+    stored for a refused call, so the same call is refused the same way. _create asks under the
+    run's lock, so racing calls cannot all take the last place."""
     if Invocation.objects.filter(run_id=inv.run_id).count() < limit:
         return None
     said = ("The route allows no tool calls in a run (max_tool_calls is 0)." if limit == 0 else
@@ -529,11 +535,20 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
             run: Run, call: InvokeCall, journal: dict[str, Any] | None = None,
             reasons: list[str] | None = None, target: Target | None = None, dispatch: bool = False,
             bound: Bound | None = None) -> dict[str, Any]:
-    """Insert the new invocation in its first state. A racing identical call that inserted first
-    wins: this one then answers as a replay of it."""
+    """Insert the new invocation in its first state, under its run's lock. A racing identical call
+    that inserted first wins: this one then answers as a replay of it, even when the winner took
+    the run's last place (it was refused: "nothing was sent", of a write that was). A run
+    completed meanwhile takes no new call (409 run_not_active: the call was stored and sent on a
+    completed run)."""
     try:
         with transaction.atomic():
-            if (refused := _run_limit_refusal(inv, limit=route.max_tool_calls, lock=True)) is not None:
+            run_state = (type(inv.run).objects.select_for_update().filter(pk=inv.run_id)
+                         .values_list("state", flat=True).first())
+            if Invocation.objects.filter(idempotency_key=inv.idempotency_key).exists():
+                raise _MadeMeanwhile()
+            if run_state != type(inv.run).State.CONTEXT_READY:
+                raise RunNotActive()
+            if (refused := _run_limit_refusal(inv, limit=route.max_tool_calls)) is not None:
                 return refused
             if answer is not None:
                 inv.state, inv.result, inv.business_status = answer["state"], answer, None
@@ -555,7 +570,7 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
                                    write=not inv.readonly)
             elif dispatch and target is not None:
                 answer = _queue(inv, target)
-    except IntegrityError:
+    except (IntegrityError, _MadeMeanwhile):
         existing = Invocation.objects.select_related("route").filter(idempotency_key=inv.idempotency_key).first()
         if existing is None:
             raise
