@@ -4,28 +4,26 @@ server's threads would), started by one threading.Barrier."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from django.db import connection
 from rest_framework.test import APIClient
 
 
-def at_once(calls, *, timeout: float = 120):
-    """Runs each call(client) on its own thread, released together; [(status, json|exc)] in order."""
+def _run_at_once(calls: Sequence[Callable[[APIClient], Any]], *, timeout: float) -> list[Any]:
+    """Each call(client) on its own thread, released together: its result, or the exception it
+    raised (the test client re-raises a view's exception), in order."""
     barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
+    results: list[Any] = [None] * len(calls)
 
-    def worker(index, call):
+    def worker(index: int, call: Callable[[APIClient], Any]) -> None:
         try:
             client = APIClient()
             barrier.wait(timeout=30)
-            response = call(client)
-            try:
-                body = response.json()
-            except ValueError:
-                body = response.content[:300]
-            results[index] = (response.status_code, body)
-        except Exception as exc:  # the test client re-raises a view's exception: that is a 500
-            results[index] = (500, repr(exc)[:500])
+            results[index] = call(client)
+        except Exception as exc:
+            results[index] = exc
         finally:
             connection.close()
 
@@ -35,3 +33,27 @@ def at_once(calls, *, timeout: float = 120):
     for thread in threads:
         thread.join(timeout=timeout)
     return results
+
+
+def responses_at_once(calls: Sequence[Callable[[APIClient], Any]], *, timeout: float = 120) -> list[Any]:
+    """The responses of calls released together; any exception fails the test."""
+    results = _run_at_once(calls, timeout=timeout)
+    errors = [result for result in results if isinstance(result, Exception)]
+    assert not errors, errors
+    return results
+
+
+def at_once(calls: Sequence[Callable[[APIClient], Any]], *, timeout: float = 120) -> list[tuple[int, Any]]:
+    """[(status, json or the first bytes)] of calls released together; a view that raised counts
+    as a 500 with its exception."""
+    answers: list[tuple[int, Any]] = []
+    for result in _run_at_once(calls, timeout=timeout):
+        if isinstance(result, Exception):
+            answers.append((500, repr(result)[:500]))
+            continue
+        try:
+            body = result.json()
+        except ValueError:
+            body = result.content[:300]
+        answers.append((result.status_code, body))
+    return answers
