@@ -20,6 +20,7 @@ from .errors import InvalidProvider, ProviderNameTaken, SpecRefusedError
 from .models import RouteToolSource, Tool, ToolProvider, provider_name_validator
 from .semantic import index_send
 
+MIN_SECRET_CHARS = 16
 MAX_SECRET_CHARS = 512
 TOOL_FIELDS = ("method", "path", "description", "scope", "risk", "readonly", "approval_required", "has_acc",
                "compiled", "position")
@@ -86,8 +87,13 @@ def _check_base_url(base_url: str) -> None:
 
 
 def _check_secret(secret: str) -> None:
-    if not secret or len(secret) > MAX_SECRET_CHARS or not secret.isprintable():
-        raise InvalidProvider(f"secret: 1–{MAX_SECRET_CHARS} printable characters.", field="secret")
+    """A signing secret someone cannot guess: at least MIN_SECRET_CHARS printable characters, not
+    all white space (one character, or three spaces, were taken: the calls' HMAC was then no proof
+    of anything)."""
+    if (len(secret) < MIN_SECRET_CHARS or len(secret) > MAX_SECRET_CHARS or not secret.isprintable()
+            or not secret.strip()):
+        raise InvalidProvider(f"secret: {MIN_SECRET_CHARS}–{MAX_SECRET_CHARS} printable characters, not only spaces "
+                              "(leave it empty to have a random one made).", field="secret")
 
 
 def provider_fields_check(*, name: str | None = None, base_url: str | None = None, secret: str | None = None) -> None:

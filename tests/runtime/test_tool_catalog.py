@@ -62,7 +62,7 @@ def _large_spec(operations: int, properties: int, description: str = "字" * 900
 def test_a_catalog_over_1_mib_ends_at_the_last_whole_tool_that_fits(api_client, issued, route, tool_keys, description,
                                                                      properties):
     provider = provider_create(project=route.project, name="large", base_url="http://127.0.0.1:9/large",
-                               secret="large-secret",
+                               secret="large-secret-of-16-chars",
                                spec=_large_spec(operations=30, properties=properties, description=description)).provider
     names = [f"thing_{n:03d}" for n in range(30)]
     route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=names)])

@@ -49,7 +49,7 @@ def test_long_guidance_is_cut_at_whole_characters_within_both_limits(api_client,
     spec = store_spec_with("description: Returns name, price and stock for one product.",
                            f"description: {long_text}")
     provider = provider_create(project=route.project, name="long", base_url="http://127.0.0.1:9/x",
-                               secret="s3cret-value", spec=spec).provider
+                               secret="s3cret-value-of-16-chars", spec=spec).provider
     route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=["product_lookup"])])
     guidance = _detail(api_client, issued, "product_lookup", route).json()["usage_guidance"]
     assert guidance["truncated"] is True

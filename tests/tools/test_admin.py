@@ -39,7 +39,7 @@ def browser(owner) -> Client:
 
 def add_form(owner, **fields):
     data = {"project": str(owner.project_id), "name": "store", "base_url": "http://127.0.0.1:9/store",
-            "signing_secret": "admin-secret-1", "enabled": "on", "spec_text": "", **INLINE}
+            "signing_secret": "admin-secret-1-of-16-chars", "enabled": "on", "spec_text": "", **INLINE}
     data.update(fields)
     return data
 
@@ -50,7 +50,7 @@ def test_adding_a_provider_by_upload_compiles_it(browser, owner):
     assert response.status_code == 302, response.content.decode()[:3000]
     provider = ToolProvider.objects.get(project=owner.project, name="store")
     assert bytes(provider.spec) == STORE_SPEC and provider.spec_filename == "store.yaml"
-    assert provider.tools.count() == 5 and secret_decrypt(provider.secret_encrypted) == "admin-secret-1"
+    assert provider.tools.count() == 5 and secret_decrypt(provider.secret_encrypted) == "admin-secret-1-of-16-chars"
 
 
 def test_adding_a_provider_by_paste_compiles_it(browser, owner):
@@ -136,15 +136,15 @@ def test_a_preview_asks_for_the_typed_secret_again_without_showing_it(browser, o
                         add_form(owner, spec_text=STORE_SPEC.decode(), _preview="1")).content.decode()
     assert ("Type the signing secret again before saving: the one you typed is never sent back to the browser, "
             "and a blank one generates a new secret.") in page
-    assert "admin-secret-1" not in page
+    assert "admin-secret-1-of-16-chars" not in page
 
 
 def test_an_error_on_the_change_page_asks_for_the_typed_secret_again(browser, owner):
     provider = ToolProviderFactory(project=owner.project)
-    data = {"base_url": "https://u:p@store.example", "signing_secret": "new-secret-2", "enabled": "on",
+    data = {"base_url": "https://u:p@store.example", "signing_secret": "new-secret-2-of-16-chars", "enabled": "on",
             **tool_rows(provider)}
     page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data).content.decode()
-    assert "and a blank one keeps the current secret." in page and "new-secret-2" not in page
+    assert "and a blank one keeps the current secret." in page and "new-secret-2-of-16-chars" not in page
 
 
 def test_a_form_without_a_typed_secret_keeps_its_plain_help(browser, owner):
@@ -160,9 +160,9 @@ def test_a_base_url_with_credentials_is_refused_on_its_field(browser, owner):
 
 
 def test_the_secret_is_never_sent_back_to_the_browser(browser, owner):
-    provider = ToolProviderFactory(project=owner.project, secret="never-in-html")
+    provider = ToolProviderFactory(project=owner.project, secret="never-in-html-of-16-chars")
     page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode()
-    assert "never-in-html" not in page and provider.secret_encrypted not in page
+    assert "never-in-html-of-16-chars" not in page and provider.secret_encrypted not in page
     assert 'name="signing_secret"' in page
 
 

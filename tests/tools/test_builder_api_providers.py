@@ -240,7 +240,8 @@ def _reimport(client, provider, spec):
 
 def test_reimport_answers_added_removed_and_changed_tools(client, owner):
     provider = services.provider_create(project=owner.project, name="mini", base_url="https://x.example",
-                                        secret="s3cret", spec=json.dumps(_spec(a="A", b="B", c="C")).encode()
+                                        secret="s3cret-of-16-chars",
+                                        spec=json.dumps(_spec(a="A", b="B", c="C")).encode()
                                         ).provider
     data = _reimport(client, provider, _spec(a="A", b="B changed", d="D")).json()["data"]
     assert data["diff"] == {"added": ["d"], "removed": ["c"], "changed": ["b"], "routes_losing_tools": {}}

@@ -52,8 +52,8 @@ def test_a_key_that_is_not_a_fernet_key_is_a_configuration_error(settings):
 @pytest.mark.django_db
 def test_rotation_reencrypts_every_secret_with_the_newest_key(settings):
     settings.TOOL_SECRET_KEYS = [OLD]
-    provider = ToolProviderFactory(secret="rotate-me")
+    provider = ToolProviderFactory(secret="rotate-me-of-16-chars")
     settings.TOOL_SECRET_KEYS = [NEW, OLD]
     assert services.provider_secrets_rotate() == 1
     settings.TOOL_SECRET_KEYS = [NEW]
-    assert secret_decrypt(ToolProvider.objects.get(pk=provider.pk).secret_encrypted) == "rotate-me"
+    assert secret_decrypt(ToolProvider.objects.get(pk=provider.pk).secret_encrypted) == "rotate-me-of-16-chars"

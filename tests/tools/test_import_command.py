@@ -24,11 +24,11 @@ def run(*args: str) -> str:
 
 def test_import_creates_a_provider_with_a_secret_from_the_environment(monkeypatch):
     project = ProjectFactory(slug="shop")
-    monkeypatch.setenv("STORE_SECRET", "from-env")
+    monkeypatch.setenv("STORE_SECRET", "from-env-of-16-chars")
     output = run(str(FIXTURES / "store.yaml"), "--project", "shop", "--name", "store",
                  "--base-url", "http://127.0.0.1:8000/demo", "--secret-env", "STORE_SECRET")
     provider = ToolProvider.objects.get(project=project, name="store")
-    assert provider.tools.count() == 5 and provider_secret(provider=provider) == "from-env"
+    assert provider.tools.count() == 5 and provider_secret(provider=provider) == "from-env-of-16-chars"
     assert "created provider store in shop: OpenAPI 3.0.3, 5 tools (5 enabled)" in output
     assert "signing secret" not in output
 

@@ -29,7 +29,7 @@ def store_spec_with(change) -> bytes:
 
 def create(**overrides):
     arguments = {"project": ProjectFactory(), "name": "store", "base_url": "https://store.example/api",
-                 "secret": "s3cret-value", "spec": STORE_SPEC, "spec_filename": "store.yaml"}
+                 "secret": "s3cret-value-of-16-chars", "spec": STORE_SPEC, "spec_filename": "store.yaml"}
     arguments.update(overrides)
     return services.provider_create(**arguments)
 
@@ -57,11 +57,24 @@ def test_create_keeps_the_compile_report():
     assert report["warning_counts"] == {} and report["operations_skipped"] == 0
 
 
+@pytest.mark.parametrize("secret", ["x", "   ", " " * 20, "fifteen-chars-x", "tab\tinside-a-secret"])
+def test_a_weak_or_unprintable_signing_secret_is_refused(secret):
+    """One character or three spaces were taken: the calls' HMAC then proved nothing."""
+    with pytest.raises(InvalidProvider) as refused:
+        create(secret=secret)
+    assert refused.value.extra["field"] == "secret" and "16–512 printable characters" in refused.value.message
+    assert not ToolProvider.objects.exists()
+
+
+def test_a_signing_secret_of_sixteen_characters_is_taken():
+    assert create(secret="sixteen-chars-xx").provider.secret_encrypted
+
+
 def test_secret_is_encrypted_at_rest():
-    provider = create(secret="s3cret-value").provider
+    provider = create(secret="s3cret-value-of-16-chars").provider
     provider.refresh_from_db()
-    assert "s3cret-value" not in provider.secret_encrypted
-    assert provider_secret(provider=provider) == "s3cret-value"
+    assert "s3cret-value-of-16-chars" not in provider.secret_encrypted
+    assert provider_secret(provider=provider) == "s3cret-value-of-16-chars"
 
 
 def test_secret_is_nowhere_in_the_row_in_clear():
@@ -193,9 +206,9 @@ def test_tool_set_enabled_switches_one_tool():
 
 def test_provider_update_replaces_the_secret_encrypted():
     provider = create().provider
-    services.provider_update(provider=provider, secret="new-secret", base_url="https://other.example")
+    services.provider_update(provider=provider, secret="new-secret-of-16-chars", base_url="https://other.example")
     provider.refresh_from_db()
-    assert secret_decrypt(provider.secret_encrypted) == "new-secret" and provider.base_url == "https://other.example"
+    assert secret_decrypt(provider.secret_encrypted) == "new-secret-of-16-chars" and provider.base_url == "https://other.example"
 
 
 def test_provider_list_counts_tools_in_one_query(django_assert_num_queries):
