@@ -60,6 +60,12 @@ class DocumentConversionFailed(ApiError):
     message = "Document conversion failed."
 
 
+class DocumentBlank(ApiError):
+    code = "document_empty"
+    status = 422
+    message = "The document has no text."
+
+
 class DocumentInvalid(ApiError):
     code = "invalid_document"
     status = 422

@@ -221,9 +221,10 @@ def _upload_name(upload) -> str:
     return (upload.name or "").rsplit("/", 1)[-1][:255]
 
 
-def _upload_check(upload) -> tuple[str, str]:
+def _upload_check(upload, *, refuse_blank: bool = False) -> tuple[str, str]:
     """(filename, file_type) of an acceptable file: size, type (extension and content agree) and
-    the cheap part of conversion; raises the file's error otherwise."""
+    the cheap part of conversion; raises the file's error otherwise. With `refuse_blank`, a text
+    or Markdown file of only white space is refused too (document_empty)."""
     name = _upload_name(upload)
     limit = settings.KNOWLEDGE_UPLOAD_MAX_BYTES
     if upload.size > limit:
@@ -239,6 +240,8 @@ def _upload_check(upload) -> tuple[str, str]:
     except parsers.ConversionFailed as exc:
         raise errors.DocumentConversionFailed(f"Document conversion failed: {name}: {exc}",
                                               filename=name) from exc
+    if refuse_blank and parsers.text_blank(file_type=file_type, data=data):
+        raise errors.DocumentBlank(f"{name} has no text: only white space.", filename=name)
     return name, file_type
 
 
@@ -287,8 +290,8 @@ def document_upload_batch(*, kb: KnowledgeBase, files: list, user=None) -> Uploa
             # An empty file would only fail later in the pipeline; at upload it is plainly a mistake.
             refused.append(UploadRefusal(name, "document_empty", f"{name} is empty (0 bytes)."))
             continue
-        try:
-            checked.append((upload, *_upload_check(upload)))
+        try:  # the console's upload: a blank file is as plainly a mistake as an empty one
+            checked.append((upload, *_upload_check(upload, refuse_blank=True)))
         except ApiError as exc:
             refused.append(UploadRefusal(name, exc.code, exc.message))
     documents = _documents_create(kb=kb, checked=checked, user=user) if checked else []

@@ -474,3 +474,15 @@ def test_the_same_content_warning_shows_the_file_names_as_typed(browser, kb):
     assert response.status_code == 200
     assert ('<li class="warning">The file returns.md has the same content as returns.md, already in this knowledge '
             "base: searches will find its passages twice. Delete one of them unless that is intended.</li>") in page
+
+
+def test_a_file_of_only_white_space_is_refused_at_upload_as_an_empty_one_is(browser, kb):
+    """It was queued, then failed in the worker with "The document has no text to index"."""
+    files = _files(("blank.md", b"  \n\t\n   \n"), ("invisible.txt", "\u200b\u2060\n".encode()),
+                   _fixture("plain.txt"))
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files})
+    assert response.status_code == 302
+    assert list(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == ["plain.txt"]
+    notes = _messages(response)
+    assert "Not uploaded: blank.md has no text: only white space." in notes
+    assert "Not uploaded: invisible.txt has no text: only white space." in notes

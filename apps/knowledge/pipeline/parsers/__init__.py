@@ -18,9 +18,10 @@ from apps.knowledge.pipeline.parsers.base import (
     Section,
     TextBudget,
     UnsupportedFileType,
+    has_visible_text,
     unlimited,
 )
-from apps.knowledge.pipeline.parsers.text import bomless_decode, has_bom
+from apps.knowledge.pipeline.parsers.text import bomless_decode, has_bom, text_decode
 
 __all__ = ["Block", "ConversionFailed", "DocumentTooLarge", "ParsedDocument", "Section", "TextBudget",
            "UnsupportedFileType", "document_check", "document_parse", "file_type_detect"]
@@ -81,6 +82,14 @@ def document_parse(*, file_type: str, data: bytes, budget: TextBudget | None = N
     returns can be stored: no NUL, no lone surrogate, whatever escapes or character maps the file
     holds (ParsedDocument.storable)."""
     return _module(file_type).parse(data, budget or unlimited()).storable()
+
+
+def text_blank(*, file_type: str, data: bytes) -> bool:
+    """Whether a text or Markdown file (already checked) holds nothing but white space and
+    invisible formatting; False for the other types, which their parsers judge."""
+    if file_type not in ("txt", "markdown"):
+        return False
+    return not has_visible_text(text_decode(data))
 
 
 def document_check(*, file_type: str, data: bytes) -> None:
