@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.core.validators import MinValueValidator
+from django.db.models import Field, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -42,6 +43,21 @@ class ProjectScopedAdminMixin(_ModelAdminBase):
     owner or editor; superusers see everything. Model permissions are not needed on top."""
 
     project_lookup = "project"
+
+    def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest,
+                              **kwargs: Any) -> forms.Field | None:
+        """A whole-number field's form field starts at the model's own lowest value: a positive
+        field's form said "greater than or equal to 0" of -5 where 0 is refused too."""
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        lowest = max((validator.limit_value for validator in db_field.validators
+                      if isinstance(validator, MinValueValidator) and isinstance(validator.limit_value, int)),
+                     default=None)
+        if isinstance(field, forms.IntegerField) and lowest is not None and lowest > (field.min_value or 0):
+            field.min_value = lowest
+            field.validators = [validator for validator in field.validators
+                                if not isinstance(validator, MinValueValidator)] + [MinValueValidator(lowest)]
+            field.widget.attrs["min"] = lowest
+        return field
 
     def _project_of(self, obj):
         for part in self.project_lookup.split("__"):

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -469,3 +471,18 @@ def test_the_add_form_leaves_the_project_to_pick_when_the_operator_edits_several
     MembershipFactory(user=editor.user, role=Membership.Role.OWNER)
     response = _client_for(editor.user).get("/admin/routes/route/add/")
     assert "project" not in response.context["adminform"].form.initial
+
+
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_a_count_below_one_is_refused_saying_one_is_the_least(value):
+    """The form said "greater than or equal to 0" of -1, where 0 is refused too."""
+    membership = MembershipFactory(role=Membership.Role.OWNER)
+    response = _client_for(membership.user).post("/admin/routes/route/add/",
+                                                 _form_data(membership.project, knowledge_top_k=value))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Ensure this value is greater than or equal to 1." in page
+    assert "greater than or equal to 0" not in page
+    [field] = re.findall(r'<input type="number" name="knowledge_top_k"[^>]*>', page)
+    assert 'min="1"' in field
+    assert not Route.objects.filter(key="new-route").exists()
