@@ -31,8 +31,9 @@ in constant time). Otherwise ``verify_request`` raises ``InvalidSignature``; ans
 BailingHub also sends, unsigned and for information: ``X-Bailing-Tool-Scope`` (the tool's ACC
 scope), ``X-Bailing-Job-Id`` (the invocation's job), ``X-Bailing-On-Behalf-Of`` (the end user the
 agent acts for, when known) and ``X-Bailing-Idempotency-Key`` (stable across re-sends of one
-invocation: a write seen twice with the same key must take effect once). ``bailing_headers`` reads
-them.
+invocation: a write seen twice with the same key must take effect once). The scope and the end
+user are percent-encoded UTF-8 (``%D9%85…@example.com`` for an Arabic name; a ``%`` in a value is
+``%25``): decode them. ``bailing_headers`` reads them all, decoded.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 SIGNATURE_HEADER = "X-Bailing-Signature"
 TIMESTAMP_HEADER = "X-Bailing-Timestamp"
@@ -134,10 +136,11 @@ def verify_request(*, secret: Secret | Sequence[Secret], method: str, path_with_
 
 
 def bailing_headers(headers: Mapping[str, str]) -> BailingHeaders:
-    """The informational headers the hub sends beside the signature ('' when absent)."""
+    """The informational headers the hub sends beside the signature ('' when absent), the scope
+    and the end user decoded."""
     return BailingHeaders(
-        tool_scope=_header(headers, TOOL_SCOPE_HEADER) or "",
+        tool_scope=unquote(_header(headers, TOOL_SCOPE_HEADER) or ""),
         job_id=_header(headers, JOB_ID_HEADER) or "",
-        on_behalf_of=_header(headers, ON_BEHALF_OF_HEADER) or "",
+        on_behalf_of=unquote(_header(headers, ON_BEHALF_OF_HEADER) or ""),
         idempotency_key=_header(headers, IDEMPOTENCY_KEY_HEADER) or "",
     )

@@ -88,6 +88,16 @@ def _header_value(value: str) -> str:
     return value if all(char in _HEADER_SAFE for char in value) else quote(value, safe=" !#$&'()*+,/:;=?@[]~")
 
 
+def _hub_header_value(value: str) -> str:
+    """The hub's own informational headers (X-Bailing-On-Behalf-Of, -Tool-Scope) are percent-encoded
+    UTF-8 whenever they are not plain ASCII or hold a "%", so a backend decodes every value the
+    same way (apps.demo_business.verify.bailing_headers): an ASCII value with a "%" went raw while a
+    name in Arabic went encoded, and the two could not be told apart."""
+    if "%" not in value and all(char in _HEADER_SAFE for char in value):
+        return value
+    return quote(value, safe=" !#$&'()*+,/:;=?@[]~")
+
+
 def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[str, Any], secret: str,
                   job_id: str, idempotency_key: str, on_behalf_of: str, timestamp: int) -> OutboundRequest:
     path = str(compiled["path"])
@@ -131,9 +141,9 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
         "User-Agent": USER_AGENT,
         "X-Bailing-Timestamp": str(timestamp),
         "X-Bailing-Signature": signature(secret=secret, timestamp=timestamp, method=method, target=target, body=body),
-        "X-Bailing-Tool-Scope": _header_value(str(compiled.get("scope", ""))),
+        "X-Bailing-Tool-Scope": _hub_header_value(str(compiled.get("scope", ""))),
         "X-Bailing-Job-Id": job_id,
-        "X-Bailing-On-Behalf-Of": _header_value(on_behalf_of),
+        "X-Bailing-On-Behalf-Of": _hub_header_value(on_behalf_of),
         "X-Bailing-Idempotency-Key": idempotency_key,
     })
     return OutboundRequest(method=method, url=str(url), target=target, headers=headers, body=body)

@@ -124,3 +124,18 @@ def test_the_helper_imports_only_the_standard_library():
 def test_a_known_vector_for_implementations_to_mirror():
     assert signed() == {"X-Bailing-Signature": "v1=690840eca16d429063bb79b5b4088426605572d1dc31211a41c9db6156c9f914",
                         "X-Bailing-Timestamp": "1795000000"}
+
+
+@pytest.mark.parametrize("on_behalf_of", ["مستخدم@example.com", "王芳", "50%41off@example.com", "ada@example.com", ""])
+@pytest.mark.parametrize("scope", ["shop.orders.read", "商店.订单", "shop.%41"])
+def test_the_hubs_informational_headers_reach_the_backend_as_they_were(on_behalf_of, scope):
+    """A non-ASCII end user went percent-encoded and an ASCII one with a "%" went raw: the shop
+    stored "%D9%85…@example.com" as a note's author, and no decoding could serve both."""
+    from apps.tools.dispatch import request_build
+
+    request = request_build(base_url="https://shop.example", arguments={}, secret="s" * 16, job_id="job-1",
+                            idempotency_key="k1", on_behalf_of=on_behalf_of, timestamp=1_700_000_000,
+                            compiled={"method": "GET", "path": "/orders", "scope": scope, "parameter_locations": {}})
+    assert all(value.isascii() for value in request.headers.values())
+    headers = bailing_headers(request.headers)
+    assert (headers.on_behalf_of, headers.tool_scope) == (on_behalf_of, scope)
