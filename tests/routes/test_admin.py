@@ -486,3 +486,12 @@ def test_a_count_below_one_is_refused_saying_one_is_the_least(value):
     [field] = re.findall(r'<input type="number" name="knowledge_top_k"[^>]*>', page)
     assert 'min="1"' in field
     assert not Route.objects.filter(key="new-route").exists()
+
+
+def test_the_console_search_box_holds_at_most_200_characters():
+    """A search of 5,000 characters made a URL over the server's request-line limit: a bare JSON
+    414 instead of a page."""
+    membership = MembershipFactory(role=Membership.Role.OWNER)
+    page = _client_for(membership.user).get("/admin/routes/route/").content.decode()
+    [box] = re.findall(r'<input type="text"[^>]*id="searchbar"[^>]*>', page)
+    assert 'maxlength="200"' in box
