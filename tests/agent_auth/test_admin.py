@@ -321,3 +321,18 @@ def test_another_projects_session_cannot_be_revoked(agent_client):
     stranger = MembershipFactory(role=Membership.Role.OWNER)
     assert _admin(stranger).post(_session_url(session, "revoke/"), {"reason": "x"}).status_code == 302
     assert AgentSession.objects.get().revoked_at is None
+
+
+def test_a_client_saved_without_routes_is_kept_and_the_page_says_it_is_not_yet_of_use(route, owner):
+    """It saved silently; its agents then failed at sign-in with no route to ask for."""
+    admin = _admin(owner)
+    response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route, allowed_routes=[]), follow=True)
+    assert response.status_code == 200
+    assert AgentClient.objects.get(app_id="store-desktop").allowed_routes == []
+    page = response.content.decode()
+    assert "Store desktop allows no routes: its agents cannot be authorized for any workspace" in page
+
+
+def test_a_client_with_routes_gets_no_such_warning(route, other_route, owner):
+    response = _admin(owner).post("/admin/agent_auth/agentclient/add/", _client_form(route), follow=True)
+    assert "allows no routes" not in response.content.decode()
