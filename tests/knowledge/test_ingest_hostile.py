@@ -137,9 +137,9 @@ def test_term_frequencies_count_as_substring_counts_do():
     """term_frequencies read each CJK term with str.count, one scan of the text per term (32,000
     distinct characters: 3 s); its counts, non-overlapping ones included, are kept."""
     rng = random.Random(1)
-    alphabet = "哈哈哈国家國家ab 1。，𠀀かカ한"
-    for _ in range(500):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
+    alphabet = "哈哈哈国家國家ab 1。，𠀀かカ한" + "".join(chr(0x4E00 + n) for n in range(40))
+    for _ in range(500):  # few terms (counted one by one) and many (counted in one pass)
+        text = "".join(rng.choice(alphabet) for _ in range(rng.choice([rng.randrange(0, 60), 400])))
         wanted = [*dict.fromkeys(terms.keyword_terms(text)), "哈哈", "家国", "x", "国"]
         normal = terms.normalise(text)
         words = Counter(terms.word_terms(normal))

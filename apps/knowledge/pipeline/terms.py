@@ -101,16 +101,18 @@ def term_frequencies(text: str, terms: Iterable[str]) -> Counter:
     """How often each of `terms` occurs in `text` (CJK terms by substring count, words by
     whole-word count), zeros left out. What BM25 reads as a term's frequency: the index stores it
     (pipeline.index), and a search of a generation indexed before analyzer 3 recounts it here.
-    Each count is read from one pass over the text, never one scan of it per term."""
+    A few CJK terms (a query's) are counted with str.count; many (a chunk's own, when it is
+    indexed) from one pass over the text: one scan of it per term made that quadratic."""
     normal = normalise(text)
+    terms = list(terms)
     counts: Counter = Counter()
     words: Counter | None = None
     cjk: Counter | None = None
+    if sum(1 for term in terms if is_cjk_term(term)) > _CJK_SCANS_MAX:
+        cjk = _cjk_counts(normal)
     for term in terms:
         if is_cjk_term(term):
-            if cjk is None:
-                cjk = _cjk_counts(normal)
-            n = cjk.get(term, 0)
+            n = normal.count(term) if cjk is None else cjk.get(term, 0)
         else:
             if words is None:
                 words = Counter(word_terms(normal))
@@ -121,6 +123,8 @@ def term_frequencies(text: str, terms: Iterable[str]) -> Counter:
 
 
 _CJK_RUN = re.compile(rf"[{CJK_CHARS}]+")
+# Up to this many CJK terms, one str.count each beats building every count of the text.
+_CJK_SCANS_MAX = 32
 
 
 def _cjk_counts(normal: str) -> Counter:
