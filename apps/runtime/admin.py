@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.utils import display_for_value
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Subquery
 from django.template.defaultfilters import pluralize
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 from apps.agent_auth.models import AgentClient, AgentSession
 from apps.agent_auth.services import route_grants_rekey
@@ -200,7 +201,8 @@ class RouteConsoleAdmin(RouteAdmin):
     change_form_template = "admin/routes/route/change_form.html"
     form = RouteToolsForm
     inlines = [BindingInline]
-    list_display = [*RouteAdmin.list_display[:-1], "knowledge_sources", RouteAdmin.list_display[-1]]
+    # The knowledge switch with the bound knowledge bases read under it.
+    list_display = [("knowledge_sources" if name == "knowledge" else name) for name in RouteAdmin.list_display]
 
     def _providers(self, request, obj) -> list[ToolProvider]:
         # get_fieldsets and get_form both need them, for the same route, in one request.
@@ -309,11 +311,14 @@ class RouteConsoleAdmin(RouteAdmin):
             knowledge_source_off=Count("knowledge_bindings",
                                        filter=knowledge_selectors.route_source_filter(enabled=False)))
 
-    @admin.display(description="Knowledge sources", ordering="knowledge_source_read")
-    def knowledge_sources(self, route: WithAnnotations[Route, _RouteSources]) -> str:
-        """The bound knowledge bases its agents read, and how many more are bound but off."""
+    @admin.display(description="Knowledge", ordering="knowledge_source_read")
+    def knowledge_sources(self, route: WithAnnotations[Route, _RouteSources]) -> SafeString:
+        """Whether knowledge is on, then the bound knowledge bases its agents read, and how many more
+        are bound but off (what the column sorts by: the sources read)."""
         read, off = route.knowledge_source_read, route.knowledge_source_off
-        return f"{read} (+{off} off)" if off else str(read)
+        sources = f"{read} source{pluralize(read)}" + (f" (+{off} off)" if off else "")
+        return format_html('{}<br><span class="bh-muted">{}</span>',
+                           display_for_value(route.knowledge_enabled, "", boolean=True), sources)
 
     def get_inlines(self, request, obj):
         # A new route has no project's knowledge bases to offer yet: bind them once it is saved.

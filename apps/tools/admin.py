@@ -58,6 +58,10 @@ class ToolProviderForm(forms.ModelForm):
     class Meta:
         model = ToolProvider
         fields = ["project", "name", "base_url", "enabled"]
+        # The rule of provider_name_validator (services._check_name), said before the form is sent: a name
+        # such as "Store A" was refused only after submitting.
+        help_texts = {"name": "2–64 lower-case letters, digits, hyphens or underscores, starting with a letter or "
+                              "digit: no spaces or capitals, e.g. store-a. It cannot be changed later."}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

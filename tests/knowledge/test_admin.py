@@ -338,5 +338,6 @@ def test_the_kb_page_names_the_time_zone_of_its_uploads_once_in_the_header(brows
     kb = KnowledgeBaseFactory(project=owner.project)
     document = _completed(kb)
     page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
-    assert "<th>Uploaded (UTC)</th>" in page
-    assert f'<td class="bh-nowrap">{document.created_at.astimezone(UTC):%Y-%m-%d %H:%M}</td>' in page
+    assert "<th>File · type · uploaded (UTC)</th>" in page
+    assert (f'<span class="bh-muted" data-field="uploaded">{document.file_type} · '
+            f"{document.created_at.astimezone(UTC):%Y-%m-%d %H:%M}</span>") in page

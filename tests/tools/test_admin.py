@@ -91,6 +91,18 @@ def test_a_base_url_that_is_not_http_is_refused_in_a_sentence_and_nothing_is_sav
     assert not ToolProvider.objects.exists()
 
 
+def test_the_add_form_says_the_name_rule_before_a_name_is_refused(browser, owner):
+    # "Store A" was refused only after submitting; the field's help says the rule the refusal quotes.
+    help_text = browser.get("/admin/tools/toolprovider/add/").context["adminform"].form.fields["name"].help_text
+    assert help_text.startswith("2–64 lower-case letters, digits, hyphens or underscores, starting with a letter or "
+                                "digit")
+    response = browser.post("/admin/tools/toolprovider/add/",
+                            add_form(owner, name="Store A", spec_text=STORE_SPEC.decode()))
+    assert response.context["adminform"].form.errors["name"] == [
+        "Use 2–64 lower-case letters, digits, hyphens or underscores, starting with a letter or digit."]
+    assert not ToolProvider.objects.exists()
+
+
 def test_a_spec_without_operations_is_refused_on_its_field_and_nothing_is_saved(browser, owner):
     response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=NO_OPERATIONS))
     assert response.status_code == 200
