@@ -39,6 +39,18 @@ class RouteAdminForm(forms.ModelForm):
         fields = "__all__"  # noqa: DJ007 -- the admin's fieldsets choose the fields shown
         field_classes = dict.fromkeys(ROUTE_LIST_FIELDS, BlankItemsIgnoredArrayField)
 
+    def clean_key(self):
+        # The database's (project, key) constraint is checked by the form only while the project is
+        # a field of it; on a saved route's page it is not (a route stays in its project), and a
+        # key taken by another route of the project failed at the insert (500).
+        key = self.cleaned_data.get("key")
+        project = self.cleaned_data.get("project")
+        project_id = self.instance.project_id if self.instance.pk else getattr(project, "pk", None)
+        if key and project_id and Route.objects.filter(project_id=project_id, key=key).exclude(
+                pk=self.instance.pk).exists():
+            raise forms.ValidationError("A route with this key already exists in this project.")
+        return key
+
     def clean_unattended_write_tools(self):
         # A blank legacy list means "not configured" (None), not "configured as empty".
         return self.cleaned_data.get("unattended_write_tools") or None
@@ -55,6 +67,14 @@ class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["key", "name", "description"]
     list_select_related = ["project"]
     readonly_fields = ["profile_revision", "created_at", "updated_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A route stays in its project: moved, it kept the old project's agent grants (route keys),
+        # knowledge bindings and tool sources, and a route made later in the old project with its
+        # key inherited the grants.
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "project"] if obj is not None else fields
+
     fieldsets = [
         (None, {"fields": ["project", "key", "name", "description", "enabled"]}),
         ("Audience", {"fields": ["audience_policy", "allowed_audiences"]}),

@@ -104,3 +104,27 @@ def test_a_route_with_history_is_kept_and_the_page_says_to_turn_it_off(browser, 
     browser.post(f"/admin/routes/route/{temp.pk}/delete/", {"post": "yes"})
     assert Route.objects.filter(pk=temp.pk).exists()
     assert _grants(client)[0] == ["temp-route", "keep-route"]
+
+
+def test_a_route_stays_in_its_project(browser, owner, granted):
+    """Moved to another project, a route kept the old project's grants, and a route made later there
+    with its key inherited them."""
+    temp, _keep, client = granted
+    other = MembershipFactory(user=owner.user, role=Membership.Role.OWNER).project
+    data = _form_data(other, key="temp-route", name=temp.name, **{
+        "knowledge_bindings-TOTAL_FORMS": "0", "knowledge_bindings-INITIAL_FORMS": "0"})
+    response = browser.post(f"/admin/routes/route/{temp.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Route.objects.get(pk=temp.pk).project_id == owner.project_id
+    assert _grants(client)[0] == ["temp-route", "keep-route"]
+
+
+def test_renaming_a_route_onto_another_routes_key_is_refused(browser, owner, granted):
+    temp, _keep, client = granted
+    data = _form_data(owner.project, key="keep-route", name=temp.name, **{
+        "knowledge_bindings-TOTAL_FORMS": "0", "knowledge_bindings-INITIAL_FORMS": "0"})
+    response = browser.post(f"/admin/routes/route/{temp.pk}/change/", data)
+    assert response.status_code == 200
+    assert "already exists" in response.content.decode()
+    assert Route.objects.get(pk=temp.pk).key == "temp-route"
+    assert _grants(client)[0] == ["temp-route", "keep-route"]
