@@ -128,3 +128,24 @@ def test_renaming_a_route_onto_another_routes_key_is_refused(browser, owner, gra
     assert "already exists" in response.content.decode()
     assert Route.objects.get(pk=temp.pk).key == "temp-route"
     assert _grants(client)[0] == ["temp-route", "keep-route"]
+
+
+def test_grants_left_by_routes_deleted_before_are_dropped_by_the_migration(owner, granted):
+    import importlib
+
+    from django.apps import apps
+
+    _temp, _keep, client = granted
+    AgentClient.objects.filter(pk=client.pk).update(allowed_routes=["temp-route", "gone-route", "keep-route"])
+    AgentSession.objects.filter(client=client).update(allowed_routes=["gone-route", "temp-route"])
+    AgentAuthorization.objects.filter(client=client).update(allowed_routes=["gone-route"])
+    other = AgentClientFactory(allowed_routes=[])
+    RouteFactory(project=other.project, key="gone-route")
+    AgentClient.objects.filter(pk=other.pk).update(allowed_routes=["gone-route"])
+
+    migration = importlib.import_module("apps.agent_auth.migrations.0004_stale_route_grants")
+    migration.drop_stale_route_grants(apps, None)
+
+    assert _grants(client) == [["temp-route", "keep-route"], ["temp-route"], []]
+    other.refresh_from_db()
+    assert other.allowed_routes == ["gone-route"]  # a route of its own project
