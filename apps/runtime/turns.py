@@ -166,11 +166,8 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
     run = run_open(**keys, request_hash=request_hash, knowledge_delivery=request.knowledge_delivery)
     if run is None:  # the database refused a second holder of a key: replay the one that won
         return _replayed(run_list_for_turn(**keys), request_hash)
-    member_tools = None
-    if bound is not None and request.task_binding is not None:
-        task, member = bound
-        task_run_pin(run=run, task=task, member=member, binding=request.task_binding)
-        member_tools = set(member.allowed_tools)
+    pinned = (*bound, request.task_binding) if bound is not None and request.task_binding is not None else None
+    member_tools = set(pinned[1].allowed_tools) if pinned is not None else None
 
     memory = _memory_read(route=route, conversation=conversation)
     notes = route_note_list(route=route, session=session, limit=ROUTE_NOTES_IN_CONTEXT)
@@ -198,10 +195,15 @@ def _turn_freeze(*, session: AgentSession, route: Route, request: TurnRequest, r
     text = compact_json(context)
     knowledge_sources = route_knowledge_source_count(route=route)
     surface = route_surface(route=route, session=session, knowledge_sources=knowledge_sources)
+    offered = active_tools(surface=surface, query=query_clean(request.user_input),
+                           limit=route.agent_client_active_tool_limit, allowed=member_tools)
+    if pinned is not None:
+        # Last, so the task's row lock (task_run_pin) is held only to the commit: the turns of one
+        # task wait for each other there, not through each one's tool search.
+        task_run_pin(run=run, task=pinned[0], member=pinned[1], binding=pinned[2])
     return run_freeze(
         run=run, conversation=conversation, user_input=request.user_input, context=context,
-        active_tools=active_tools(surface=surface, query=query_clean(request.user_input),
-                                  limit=route.agent_client_active_tool_limit, allowed=member_tools),
+        active_tools=offered,
         profile_revision=route_profile(route=route, knowledge_sources=knowledge_sources)["revision"],
         capability_revision=surface.revision,
         context_bytes=_bytes(context), context_tokens=token_count(text),
