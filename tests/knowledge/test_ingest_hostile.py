@@ -251,6 +251,15 @@ def test_a_pdf_whose_page_tree_has_pages_is_not_refused_at_upload_for_its_declar
     assert document.status in (Document.Status.PENDING, Document.Status.QUEUED)
 
 
+def test_a_pdf_whose_page_count_and_kids_are_indirect_objects_is_taken_at_upload():
+    objects = pdf_objects(pdf_build([[("Readable text on a real page.", 12)]]))
+    objects[2] = b"<< /Type /Pages /Kids 90 0 R /Count 91 0 R >>"
+    objects[90], objects[91] = b"[10 0 R]", b"1"
+    data = pdf_write(objects)
+    assert parsers.document_parse(file_type="pdf", data=data).plain_text() == "Readable text on a real page."
+    parsers.document_check(file_type="pdf", data=data)
+
+
 def test_a_pdf_whose_page_tree_is_empty_is_still_refused_at_upload():
     objects = pdf_objects(pdf_build([[("Readable text on a real page.", 12)]]))
     objects[2] = b"<< /Type /Pages /Kids [] /Count 0 >>"

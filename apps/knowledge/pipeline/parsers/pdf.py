@@ -107,10 +107,11 @@ def _declared_pages(reader) -> int:
     or when that is no positive integer (0, -1 and 1.0 are seen in files viewers open), the number
     of the tree's direct kids, which the pipeline's walk then counts."""
     tree = reader.trailer["/Root"]["/Pages"]
-    count = tree.get("/Count")
+    # .get() hands an indirect object ("/Count 12 0 R") back as a reference: resolve it.
+    count, kids = (value.get_object() if value is not None else None
+                   for value in (tree.get("/Count"), tree.get("/Kids")))
     if isinstance(count, int) and count > 0:
         return count
-    kids = tree.get("/Kids")
     return len(kids) if isinstance(kids, list) else 0
 
 
