@@ -193,7 +193,9 @@ def _project_providers(route: Route | None) -> list[ToolProvider]:
     """The route's project's providers, each with its compiled tools (two queries)."""
     if route is None:
         return []
-    return list(ToolProvider.objects.filter(project_id=route.project_id).order_by("name").prefetch_related(
+    # Never the spec or the compile report (megabytes for a large API): the page lists the tools.
+    providers = ToolProvider.objects.filter(project_id=route.project_id).defer("spec", "compile_report")
+    return list(providers.order_by("name").prefetch_related(
         Prefetch("tools", queryset=Tool.objects.order_by("position"), to_attr="compiled_tools")))
 
 
