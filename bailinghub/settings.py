@@ -387,3 +387,6 @@ if DEMO_BUSINESS_ENABLED and not DEMO_BUSINESS_SIGNING_SECRET:
     raise ImproperlyConfigured(
         "DEMO_BUSINESS_SIGNING_SECRET is required when DEMO_BUSINESS_ENABLED is on and DEBUG is off "
         "(or set DEMO_BUSINESS_ENABLED=false).")
+if DEMO_BUSINESS_ENABLED and len(DEMO_BUSINESS_SIGNING_SECRET.strip()) < 16:  # the providers' own rule
+    raise ImproperlyConfigured("DEMO_BUSINESS_SIGNING_SECRET needs at least 16 characters, not only spaces: it is "
+                               "the signing secret of the demo tool provider.")

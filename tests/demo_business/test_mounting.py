@@ -72,3 +72,12 @@ def test_enabled_outside_development_with_a_secret_boots():
                                          DEMO_BUSINESS_SIGNING_SECRET="a-production-secret")
     assert (result.returncode, result.stdout.strip()) == (0, "True")
 
+
+
+def test_a_short_demo_signing_secret_stops_the_boot():
+    """The demo tool provider is registered with this secret, and a provider's secret has at least
+    16 characters: a shorter one failed later, inside seed_demo."""
+    result = settings_in_a_fresh_process(DEBUG="false", DEMO_BUSINESS_ENABLED="true",
+                                         DEMO_BUSINESS_SIGNING_SECRET="short-secret")
+    assert result.returncode == 1
+    assert "DEMO_BUSINESS_SIGNING_SECRET needs at least 16 characters" in result.stderr
