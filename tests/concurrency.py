@@ -32,6 +32,7 @@ def _run_at_once(calls: Sequence[Callable[[APIClient], Any]], *, timeout: float)
         thread.start()
     for thread in threads:
         thread.join(timeout=timeout)
+    assert not any(thread.is_alive() for thread in threads), f"a request did not finish in {timeout} s"
     return results
 
 

@@ -209,9 +209,11 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Tools")
     def tools_listed(self, obj: ToolProvider) -> SafeString:
         total = obj.tools.count()
+        if not total:
+            return format_html("{}", "No tools: the spec has no operation that compiled into one (see the report).")
         enabled = obj.tools.filter(enabled=True).count()
-        link = format_html('<a href="{}?provider__id__exact={}">{} in the Tools list</a>',
-                           reverse("admin:tools_tool_changelist"), obj.pk, "All of them" if total > 1 else "It")
+        link = format_html('<a href="{}?provider__id__exact={}">See {} in the Tools list</a>',
+                           reverse("admin:tools_tool_changelist"), obj.pk, "them" if total > 1 else "it")
         if total > TOOL_ROWS_MAX:
             return format_html("{} tools, {} enabled: too many to switch here. {}, where they are switched on or "
                                "off.", total, enabled, link)

@@ -53,5 +53,3 @@ def test_two_deletes_of_one_note_at_once_delete_it_once_and_the_other_hears_404(
         outcomes[tuple(sorted(status for status, _ in results))] += 1
     assert set(outcomes) <= {(200, 404)}, outcomes
 
-
-N = 8

@@ -413,7 +413,7 @@ def test_a_small_providers_page_lists_its_tools_with_their_switches(browser, own
     page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode()
     total = provider.tools.count()
     assert f'name="tools-TOTAL_FORMS" value="{total}"' in page
-    assert f"{total} tools, {total} enabled." in page
+    assert f"{total} tools, {total} enabled. <a href=" in page and "See them in the Tools list</a>." in page
 
 
 def test_the_delete_page_counts_what_goes_with_a_provider(browser, owner):

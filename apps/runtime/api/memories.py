@@ -96,9 +96,8 @@ class _MemoryNoteApi(WorkspaceApi):
 
     def delete(self, request, route, memory_id):
         note = self._get(request, memory_id)
-        note_id = str(note.pk)  # Django clears pk on delete
         memory_note_delete(note=note)
-        return Response({"status": "deleted", "memory_id": note_id})
+        return Response({"status": "deleted", "memory_id": str(note.pk)})
 
 
 class RouteMemoryApi(_MemoryNoteApi):
