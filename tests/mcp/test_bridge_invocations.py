@@ -210,3 +210,20 @@ def test_a_new_capability_revision_reloads_the_tool_list(hub, bridge):
     assert bridge.revision == changed
     (search,) = hub.sent("POST", "/agent-api/v1/workspaces/shop/capabilities/search")
     assert search == {"run_id": RUN_ID}
+
+
+def test_a_run_the_hub_no_longer_knows_gives_way_to_a_new_turn_and_the_call_goes_there(hub, bridge):
+    """After a new sign-in (another session) the bridge kept the old session's run: every tool call
+    and capability search then failed for good with run_not_found."""
+    hub.script[INVOKE] = [(404, {"error": "run_not_found", "message": "No such run for this session."})]
+    EchoInvocation(hub, "executed", text='{"sku": "SKU-1"}').install()
+    bridge.governed_tools()
+
+    outcome = bridge.invoke("lookup_product", {"query": "cup"})
+
+    first, second = hub.sent(*INVOKE)
+    turns = hub.sent("POST", "/agent-api/v1/workspaces/shop/turns")
+    assert [turn["client_turn_id"] for turn in turns] == ["session", "session-2"]
+    assert first["invocation_id"] != second["invocation_id"]
+    assert outcome.is_error is False and outcome.data["state"] == "executed"
+    assert hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete") == []  # nothing to complete there

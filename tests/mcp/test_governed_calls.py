@@ -94,3 +94,29 @@ def test_a_write_waits_for_approval_and_resume_returns_its_result_once_approved(
     assert (refund.order_id, float(refund.amount)) == ("SO-240002", 45.5)
     assert list(RequestLogEntry.objects.filter(path__endswith="/refunds")
                 .values_list("outcome", flat=True)) == ["applied"]
+
+
+def test_a_session_goes_on_in_a_new_turn_once_its_runs_tool_calls_are_spent(signed_in, workspace,
+                                                                            celery_worker_session):
+    """The bridge opened one turn for the whole MCP session, so the route's max_tool_calls (per
+    run) ended every tool of a desktop host after five calls: "This run has made its 5 tool calls"."""
+    type(workspace).objects.filter(pk=workspace.pk).update(max_tool_calls=2)
+
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            await client.list_tools()
+            return [await settled(client, await client.call_tool("lookup_product", {"query": "保温杯"}))
+                    for _ in range(5)]
+
+    results = run_async(scenario)
+
+    assert [result.structured_content["state"] for result in results] == ["executed"] * 5
+    assert Invocation.objects.count() == 5
+    runs = list(Run.objects.order_by("created_at"))
+    assert len(runs) == 3
+    assert [Invocation.objects.filter(run=run).count() for run in runs] == [2, 2, 1]
+    assert all(run.state == Run.State.COMPLETED for run in runs[:2])
+    first_reply = json.loads(Message.objects.get(run=runs[0], role="assistant").content)
+    assert first_reply["total_invocations"] == 2
+    assert {call["invocation_id"] for call in first_reply["invocations"]} == set(
+        Invocation.objects.filter(run=runs[0]).values_list("invocation_id", flat=True))

@@ -32,6 +32,8 @@ COMPLETION_SCHEMA = "bailing.agent-run-completion.v1"
 CAPABILITY_SEARCH_SCHEMA = "bailing.agent-capability-search.v1"
 TOOL_DETAIL_SCHEMA = "bailing.agent-tool-detail.v1"
 INVOCATION_SCHEMA = "bailing.agent-tool-invocation.v1"
+# How the hub's answer to a new call begins once its run has made the route's max_tool_calls.
+RUN_SPENT_TEXT = "This run has made its"
 RECEIPT_SCHEMA = "bailing.agent-invocation-receipt.v1"
 KNOWLEDGE_CAPABILITIES_SCHEMA = "bailing.agent-knowledge-capabilities.v1"
 KNOWLEDGE_SEARCH_SCHEMA = "bailing.agent-knowledge-search.v1"
@@ -154,6 +156,10 @@ class Bridge:
         self.profile: dict[str, Any] | None = None
         self.revision: str | None = None
         self.run_id: str | None = None
+        self.turns = 0  # turns opened in this MCP session
+        self.run_calls = 0  # new governed calls sent under the current run
+        self.run_calls_max: int | None = None  # the route's max_tool_calls, from the turn's governance
+        self.run_invocations: list[str] = []  # the invocation ids sent under the current run
         self.tools: dict[str, dict[str, Any]] = {}
         self.tools_changed = False
         self.conversation_id = f"mcp-{uuid.uuid4().hex}"
@@ -190,14 +196,19 @@ class Bridge:
             "resume_invocation or inspect_invocation and its invocation_id.")
 
     def ensure_run(self) -> str:
-        """The session's run, opened on first need (one turn per MCP session)."""
+        """The session's run, opened on first need: one turn per MCP session, and a new one when the
+        route's tool-call budget for a run is spent (rotate_run) or the hub no longer knows the run."""
         with self.lock:
             if self.run_id is not None:
                 return self.run_id
             if self.revision is None:
                 self.refresh_profile()
-            body: dict[str, Any] = {"client_conversation_id": self.conversation_id, "client_turn_id": "session",
-                                    "user_message_id": f"{self.conversation_id}-open", "user_input": SESSION_INPUT}
+            self.turns += 1
+            suffix = "" if self.turns == 1 else f"-{self.turns}"
+            body: dict[str, Any] = {"client_conversation_id": self.conversation_id,
+                                    "client_turn_id": f"session{suffix}",
+                                    "user_message_id": f"{self.conversation_id}-open{suffix}",
+                                    "user_input": SESSION_INPUT}
             if self._on_demand_supported():
                 body["knowledge_delivery"] = "on_demand"
             answer = self.session.call("POST", f"/agent-api/v1/workspaces/{self.route}/turns", json_body=body,
@@ -206,6 +217,9 @@ class Bridge:
             if not isinstance(run_id, str):
                 raise wire.WireError("schema_mismatch", "The turn answer has no run_id.", sent=True)
             self.run_id = run_id
+            self.run_calls, self.run_invocations = 0, []
+            limit = ((answer.get("context") or {}).get("governance") or {}).get("max_tool_calls")
+            self.run_calls_max = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
             self._adopt_revision(answer)
             for definition in answer.get("active_tools") or []:
                 self._load(definition)
@@ -221,25 +235,39 @@ class Bridge:
             raise
         return bool(caps.get("supported")) and "on_demand" in (caps.get("delivery_modes") or [])
 
+    def rotate_run(self, *, spent: bool) -> None:
+        """Leave the current run for a new turn's: completed first when its calls are spent, simply
+        forgotten when the hub no longer knows it (a new sign-in is another session)."""
+        with self.lock:
+            if spent:
+                self.complete()
+            self.run_id = None
+
+    def _run_spent(self) -> bool:
+        return self.run_calls_max is not None and self.run_calls >= self.run_calls_max
+
     def complete(self) -> None:
         """Ends the session's run, once; a summary of its governed calls is the visible reply."""
         with self.lock:
             if self.run_id is None:
                 return
             run_id, self.run_id = self.run_id, None
+            mine = set(self.run_invocations)
             calls = []
-            for key, value in list(self.invocations.items())[:50]:
+            for key, value in [item for item in self.invocations.items() if item[0] in mine][:50]:
                 # A lost answer is not a state the hub has a name for; its meaning is reconciliation's.
                 state = value["state"] if value["state"] != "unknown" else "reconciliation_required"
                 calls.append({"invocation_id": key, "tool": value["tool"], "last_known_state": state,
                               **({"next_action": "inspect_original"} if state in UNSETTLED else {})})
+            made = len(mine)
             content = "MCP session ended." if not calls else json.dumps({
                 "schema_version": "bailing.authorization-execution-summary.v1", "invocations": calls,
-                "total_invocations": len(self.invocations), "omitted_invocations": max(0, len(self.invocations) - 50),
+                "total_invocations": made, "omitted_invocations": max(0, made - 50),
             }, ensure_ascii=False)
+            suffix = "" if self.turns <= 1 else f"-{self.turns}"
             self.session.call("POST", f"/agent-api/v1/runs/{run_id}/complete", schema=COMPLETION_SCHEMA, json_body={
-                "assistant_message_id": f"{self.conversation_id}-end", "status": "completed", "content": content,
-                "runtime": "bailinghub-mcp"})
+                "assistant_message_id": f"{self.conversation_id}-end{suffix}", "status": "completed",
+                "content": content, "runtime": "bailinghub-mcp"})
 
     # -- governed tools --------------------------------------------------------------------------------------
     def _load(self, definition: Any) -> bool:
@@ -296,10 +324,13 @@ class Bridge:
     def capability_search(self, arguments: dict[str, Any]) -> Outcome:
         query = _text_argument(arguments, "query", 2000)
         with self.lock:
-            run_id = self.ensure_run()
-            found = self.session.call("POST", f"/agent-api/v1/workspaces/{self.route}/capabilities/search",
-                                      json_body={"query": query, "run_id": run_id},
-                                      schema=CAPABILITY_SEARCH_SCHEMA).body or {}
+            try:
+                found = self._search(query)
+            except wire.HubError as exc:
+                if exc.code != "run_not_found":
+                    raise
+                self.rotate_run(spent=False)  # a new sign-in is another session, with runs of its own
+                found = self._search(query)
             if found.get("capability_revision") != self.revision:
                 self.refresh_profile()
                 self._reload_tools()
@@ -313,13 +344,26 @@ class Bridge:
                 if listed else "No tool of this workspace matches; that does not prove the hub has none elsewhere.")
         return Outcome(text, data)
 
-    def invoke(self, name: str, arguments: dict[str, Any]) -> Outcome:
+    def _search(self, query: str) -> dict[str, Any]:
+        return self.session.call("POST", f"/agent-api/v1/workspaces/{self.route}/capabilities/search",
+                                 json_body={"query": query, "run_id": self.ensure_run()},
+                                 schema=CAPABILITY_SEARCH_SCHEMA).body or {}
+
+    def invoke(self, name: str, arguments: dict[str, Any], *, retried: bool = False) -> Outcome:
+        """A new governed call under the session's run. A run whose tool-call budget is spent gives
+        way to a new turn's first (the route's max_tool_calls is per run, and an MCP session has no
+        turns of its own: its tools died after five calls); a run the hub no longer knows, or
+        refuses as spent, once, and the call is sent again there."""
         with self.lock:
             if name not in self.tools:
                 raise BridgeError(f"Unknown tool {name!r}: find tools with capability_search first.")
+            if self._run_spent():
+                self.rotate_run(spent=True)
             run_id = self.ensure_run()
             revision = self.revision
-        invocation_id = secrets.token_hex(32)
+            invocation_id = secrets.token_hex(32)
+            self.run_calls += 1
+            self.run_invocations.append(invocation_id)
         body = {"invocation_id": invocation_id, "route": self.route, "capability_revision": revision,
                 "agent_run_id": run_id, "tool": name, "arguments": arguments}
         try:
@@ -336,6 +380,9 @@ class Bridge:
                 return Outcome("The workspace's tools changed since they were loaded; nothing was sent. The tool "
                                "list has been refreshed: check the tool's current description and arguments, then "
                                "decide whether to call it again.", {"error": "capability_changed"}, is_error=True)
+            if exc.code in ("run_not_found", "run_not_active") and not retried:
+                self.rotate_run(spent=False)
+                return self.invoke(name, arguments, retried=True)
             if exc.status >= 500 and exc.code not in REFUSED_BEFORE_RECORDING:
                 self.invocations[invocation_id] = {"tool": name, "state": "unknown"}
             return hub_failure(exc, invocation_id=invocation_id)
@@ -343,6 +390,10 @@ class Bridge:
             if isinstance(exc, wire.WireError) and exc.sent:
                 self.invocations[invocation_id] = {"tool": name, "state": "unknown"}
             return hub_failure(exc, invocation_id=invocation_id)
+        if (result.get("state") == "rejected_before_dispatch" and not retried
+                and str(result.get("text") or "").startswith(RUN_SPENT_TEXT)):
+            self.rotate_run(spent=True)  # the hub counted calls this bridge did not see
+            return self.invoke(name, arguments, retried=True)
         return self._invocation_outcome(result, invocation_id, name)
 
     def _invocation_outcome(self, result: dict[str, Any], invocation_id: str, name: str) -> Outcome:
