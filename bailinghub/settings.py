@@ -382,7 +382,9 @@ def _reachable(bind: str) -> str:
 # Where the hub reaches the demo shop (seed_demo registers it there): `make run`'s own address,
 # where WEB_BIND puts the web server.
 WEB_BIND = env.str("WEB_BIND", default="") or "127.0.0.1:8000"
-DEMO_BUSINESS_BASE_URL = env.str("DEMO_BUSINESS_BASE_URL", default=f"http://{_reachable(WEB_BIND)}/demo-business")
+# Where this machine reaches `make run`'s web server (its own pages, as the demo data links them).
+WEB_ORIGIN = f"http://{_reachable(WEB_BIND)}"
+DEMO_BUSINESS_BASE_URL = env.str("DEMO_BUSINESS_BASE_URL", default=f"{WEB_ORIGIN}/demo-business")
 if DEMO_BUSINESS_ENABLED and not DEMO_BUSINESS_SIGNING_SECRET:
     raise ImproperlyConfigured(
         "DEMO_BUSINESS_SIGNING_SECRET is required when DEMO_BUSINESS_ENABLED is on and DEBUG is off "

@@ -115,3 +115,19 @@ def test_without_the_demo_business_system_no_provider_is_registered(monkeypatch,
     call_command("seed_demo")
     assert not ToolProvider.objects.exists()
     assert Route.objects.filter(key="store-assistant").exists()
+
+
+def test_the_demo_has_an_agent_client_that_signs_in_on_this_hubs_page(monkeypatch, settings, capsys):
+    """README's MCP sign-in could not be followed on the demo: no agent client existed
+    ("invalid_client Unknown or disabled client_app_id")."""
+    from apps.agent_auth.models import CLIENT_TOKEN_PREFIX, AgentClient
+
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    call_command("seed_demo")
+    client = AgentClient.objects.get(app_id="demo-agent")
+    assert client.enabled and client.allowed_routes == ["store-assistant"]
+    assert client.agent_authorize_url == f"{settings.WEB_ORIGIN}/agent-auth/authorize"
+    output = capsys.readouterr().out
+    assert (f"bailinghub-mcp login --hub {settings.WEB_ORIGIN} --client-app-id demo-agent "
+            "--workspace store-assistant") in output
+    assert CLIENT_TOKEN_PREFIX not in output  # no token shown: this hub's page needs none

@@ -15,10 +15,14 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.urls import reverse
 
+from apps.agent_auth.models import AgentClient
+from apps.agent_auth.services import agent_client_create
 from apps.knowledge.models import EmbeddingModel, KnowledgeBase
 from apps.knowledge.services import document_upload, knowledge_base_create, route_knowledge_bind
 from apps.projects.models import Membership, Project
@@ -99,6 +103,7 @@ class Command(BaseCommand):
             assistant = Route.objects.get(project=project, key="store-assistant")
             kb_note = _demo_knowledge(project=project, route=assistant)
             tools_note = _demo_tools(project=project, route=assistant)
+            client_note = _demo_agent_client(project=project, route=assistant)
         if password and not os.environ.get("BAILING_DEMO_PASSWORD"):
             self.stdout.write(self.style.WARNING(
                 f"Demo operator created. Log in at /admin/ as '{username}' with password: {password}\n"
@@ -108,7 +113,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo operator '{username}' created with BAILING_DEMO_PASSWORD.")
         else:
             self.stdout.write(f"Demo data present; operator '{username}' exists.")
-        for note in (kb_note, tools_note):
+        for note in (kb_note, tools_note, client_note):
             if note:
                 self.stdout.write(note)
 
@@ -118,6 +123,7 @@ DEMO_KB = "门店知识库"
 DEMO_DOCUMENTS = ("after-sales-policy.md", "stock-handbook.md")
 DEMO_PROVIDER = "demo-shop"
 DEMO_WRITE_TOOLS = ["adjust_stock", "issue_refund", "add_customer_note"]
+DEMO_AGENT_CLIENT = "demo-agent"
 
 
 def _demo_knowledge(*, project: Project, route: Route) -> str | None:
@@ -151,3 +157,20 @@ def _demo_tools(*, project: Project, route: Route) -> str | None:
                     tools_direct_enabled=True, write_tools=DEMO_WRITE_TOOLS)
     return (f"Demo shop registered as tool provider '{DEMO_PROVIDER}' ({settings.DEMO_BUSINESS_BASE_URL}) "
             f"for route '{route.key}': {', '.join(names)}.")
+
+
+def _demo_agent_client(*, project: Project, route: Route) -> str | None:
+    """An agent client whose users sign in on this hub's own page, so an agent host (the MCP
+    bridge) can connect to the demo as README says, with no business backend of its own. Its client
+    token is never shown: this hub's page needs none."""
+    if AgentClient.objects.filter(app_id=DEMO_AGENT_CLIENT).exists():
+        return None
+    authorize_url = f"{settings.WEB_ORIGIN}{reverse('agent-auth-authorize')}"
+    try:
+        agent_client_create(project=project, app_id=DEMO_AGENT_CLIENT, name="Demo agent host",
+                            allowed_routes=[route.key], agent_authorize_url=authorize_url)
+    except ValidationError as exc:  # WEB_BIND names a host this hub's page may not be sent to over http
+        return f"No demo agent client: {authorize_url} is not a page agents may be sent to ({exc.messages[0]})"
+    return (f"Demo agent client '{DEMO_AGENT_CLIENT}' for route '{route.key}' (sign-in on this hub's page): "
+            f"bailinghub-mcp login --hub {settings.WEB_ORIGIN} --client-app-id {DEMO_AGENT_CLIENT} "
+            f"--workspace {route.key}")
