@@ -428,10 +428,12 @@ def _queue(inv: Invocation, target: Target) -> dict[str, Any]:
     return answer
 
 
-def _awaiting_text(approval: Approval) -> str:
+def _awaiting_text(approval: Approval, invocation_id: str) -> str:
+    # The id written out: the text said "{invocation_id}", a placeholder nobody filled.
     prompt = f" ({approval.prompt})" if approval.prompt else ""
-    return (f"This call needs an approver's decision{prompt}. {NOT_SENT_TEXT} Once it is approved, resume it with "
-            f"POST /agent-api/v1/tool-invocations/{{invocation_id}}/resume; do not submit it again.")
+    return (f"This call needs an approver's decision{prompt}. {NOT_SENT_TEXT} Once it is approved, resume it "
+            f"(POST /agent-api/v1/tool-invocations/{invocation_id}/resume, or your host's resume tool); do not "
+            "submit it again.")
 
 
 def _denied(inv: Invocation, *, expired: bool) -> dict[str, Any]:
@@ -563,7 +565,8 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
                     arguments_sha256=inv.arguments_sha256, risk=inv.risk,
                     prompt=str(target.compiled.get("approval_prompt") or "")[:200], reasons=reasons,
                     expires_at=timezone.now() + timedelta(seconds=settings.TOOL_APPROVAL_TTL_SECONDS))
-                answer = _settle(inv, _answer(inv, state=State.AWAITING_APPROVAL, text=_awaiting_text(approval),
+                answer = _settle(inv, _answer(inv, state=State.AWAITING_APPROVAL,
+                                              text=_awaiting_text(approval, inv.invocation_id),
                                               approval_id=str(approval.pk)))
                 if bound is not None:  # a write waiting for approval holds its share of the budget
                     charge_reserve(bound=bound, invocation_pk=inv.pk, tool_name=inv.tool_name,

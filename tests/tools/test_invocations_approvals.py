@@ -40,6 +40,9 @@ def test_a_high_risk_call_waits_for_approval_with_its_arguments_frozen(shop):
     assert (body["state"], body["ok"], body["auto_retry_allowed"], body["approval_id"]) == (
         "awaiting_approval", False, False, str(approval.pk))
     assert "Refund money to a customer" in body["text"]
+    # The id written out (the text said "{invocation_id}", a placeholder nobody filled).
+    assert f"POST /agent-api/v1/tool-invocations/{invocation_id}/resume" in body["text"]
+    assert "{invocation_id}" not in body["text"]
     inv = Invocation.objects.get(invocation_id=invocation_id)
     assert inv.frozen_arguments and "SO-1" not in inv.frozen_arguments  # encrypted at rest
     assert (approval.status, approval.reasons) == ("pending", ["risk_high"])
