@@ -227,3 +227,17 @@ def test_a_run_the_hub_no_longer_knows_gives_way_to_a_new_turn_and_the_call_goes
     assert first["invocation_id"] != second["invocation_id"]
     assert outcome.is_error is False and outcome.data["state"] == "executed"
     assert hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete") == []  # nothing to complete there
+
+
+def test_a_tool_list_taken_while_the_hub_is_down_counts_as_changed_until_one_succeeds(hub, bridge):
+    """The host got the built-in tools alone with no sign, and was never told when the workspace's
+    tools came back."""
+    hub.script[("GET", "/agent-api/v1/workspaces/shop/bootstrap")] = [
+        (503, {"error": "service_unavailable", "message": "Down."})]
+
+    assert bridge.listed_tools() == []
+    assert bridge.tools_changed is True  # the next call that reaches the hub says "list again"
+
+    names = [tool["name"] for tool in bridge.listed_tools()]
+    assert names == ["lookup_product", "issue_refund"]
+    assert bridge.tools_changed is False

@@ -294,6 +294,19 @@ class Bridge:
                 self._reload_tools()
             return list(self.tools.values())
 
+    def listed_tools(self) -> list[dict[str, Any]]:
+        """The workspace's tools for a host's tool list; none while the hub cannot be read, and then
+        the list counts as changed, so the next call that reaches the hub tells the host to list
+        again (a host that listed during an outage kept the built-in tools alone for good)."""
+        try:
+            tools = self.governed_tools()
+        except (wire.HubError, wire.WireError, SessionExpired) as exc:
+            log.warning("workspace tools unavailable: %s", exc)
+            self.tools_changed = True
+            return []
+        self.tools_changed = False
+        return tools
+
     def _reload_tools(self) -> None:
         """The capability revision changed: reload the run's active tools, and each other loaded
         tool by name (one that is gone is dropped)."""

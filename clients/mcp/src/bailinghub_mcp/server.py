@@ -63,13 +63,8 @@ def build_server(bridge: Bridge) -> Server[Bridge]:
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         tools = builtin_tools()
-        try:
-            governed = await anyio.to_thread.run_sync(bridge.governed_tools)
-        except (wire.HubError, wire.WireError, SessionExpired) as exc:
-            log.warning("workspace tools unavailable: %s", exc)
-            governed = []
+        governed = await anyio.to_thread.run_sync(bridge.listed_tools)
         tools.extend(governed_tool(definition) for definition in governed)
-        bridge.tools_changed = False
         return types.ListToolsResult(tools=tools)
 
     handlers = {
