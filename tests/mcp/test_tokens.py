@@ -84,3 +84,5 @@ def test_a_session_ended_on_the_hub_asks_for_a_new_login(signed_in, hub_url, age
 
     with pytest.raises(SessionExpired, match="bailinghub-mcp login"):
         workspaces(HubSession(store_of(signed_in)))
+    # The dead sign-in is forgotten: `status` said "sign-in valid for: 29 day(s)" after a revoke.
+    assert not (signed_in / "bailinghub-mcp" / "credentials.json").exists()

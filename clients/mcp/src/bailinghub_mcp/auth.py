@@ -235,6 +235,9 @@ class HubSession:
                 "refresh_token": stored.refresh_token}).body or {}
         except wire.HubError as exc:
             if exc.status in (400, 401):
+                # The stored refresh token is dead (revoked, or its session ended): forget the sign-in,
+                # so `status` says so instead of "valid for 29 days". The store is locked (access_token).
+                self.store.delete()
                 raise SessionExpired(f"The hub ended this sign-in ({exc.code}); run `bailinghub-mcp login` "
                                      "again.") from None
             raise
