@@ -236,11 +236,11 @@ def _upload_check(upload, *, refuse_blank: bool = False) -> tuple[str, str]:
     except parsers.UnsupportedFileType as exc:
         raise errors.UnsupportedFileType(f"Unsupported file type: {exc}", filename=name) from exc
     try:
-        parsers.document_check(file_type=file_type, data=data)
+        has_text = parsers.document_check(file_type=file_type, data=data)
     except parsers.ConversionFailed as exc:
         raise errors.DocumentConversionFailed(f"Document conversion failed: {name}: {exc}",
                                               filename=name) from exc
-    if refuse_blank and parsers.text_blank(file_type=file_type, data=data):
+    if refuse_blank and not has_text:
         raise errors.DocumentBlank(f"{name} has no text: only white space.", filename=name)
     return name, file_type
 

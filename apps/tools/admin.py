@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -198,9 +198,15 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         # A new provider has no tools until its spec is saved. Past TOOL_ROWS_MAX, a row per tool
         # made the page too large to save (each row posts its fields: DATA_UPLOAD_MAX_NUMBER_FIELDS)
         # and to read; the Tools list, filtered to the provider, switches them then.
-        if obj is None or obj.tools.count() > TOOL_ROWS_MAX:
+        if obj is None or self._counts(obj)[0] > TOOL_ROWS_MAX:
             return []
         return list(self.inlines)
+
+    @staticmethod
+    def _counts(obj: ToolProvider) -> tuple[int, int]:
+        """(tools, enabled tools): the annotations get_queryset gave the page's object."""
+        annotated = cast("WithAnnotations[ToolProvider, _ToolCounts]", obj)
+        return annotated.tools_n, annotated.enabled_n
 
     def get_readonly_fields(self, request: HttpRequest, obj: ToolProvider | None = None) -> list[str]:
         report = ["spec_sha256", "spec_filename", "openapi", "title", "compiled_at", "tools_listed", "report"]
@@ -208,10 +214,9 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Tools")
     def tools_listed(self, obj: ToolProvider) -> SafeString:
-        total = obj.tools.count()
+        total, enabled = self._counts(obj)
         if not total:
             return format_html("{}", "No tools: the spec has no operation that compiled into one (see the report).")
-        enabled = obj.tools.filter(enabled=True).count()
         link = format_html('<a href="{}?provider__id__exact={}">See {} in the Tools list</a>',
                            reverse("admin:tools_tool_changelist"), obj.pk, "them" if total > 1 else "it")
         if total > TOOL_ROWS_MAX:

@@ -83,17 +83,13 @@ def _scalar_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _header_value(value: str) -> str:
-    # Header values travel as ASCII; anything else (a name in Chinese) is percent-encoded, never dropped.
-    return value if all(char in _HEADER_SAFE for char in value) else quote(value, safe=" !#$&'()*+,/:;=?@[]~")
-
-
-def _hub_header_value(value: str) -> str:
-    """The hub's own informational headers (X-Bailing-On-Behalf-Of, -Tool-Scope) are percent-encoded
-    UTF-8 whenever they are not plain ASCII or hold a "%", so a backend decodes every value the
-    same way (apps.demo_business.verify.bailing_headers): an ASCII value with a "%" went raw while a
-    name in Arabic went encoded, and the two could not be told apart."""
-    if "%" not in value and all(char in _HEADER_SAFE for char in value):
+def _header_value(value: str, *, percent_escaped: bool = False) -> str:
+    """Header values travel as ASCII; anything else (a name in Chinese) is percent-encoded, never
+    dropped. With `percent_escaped` (the hub's own X-Bailing-On-Behalf-Of and -Tool-Scope) a "%"
+    is encoded too, so a backend decodes every value the same way
+    (apps.demo_business.verify.bailing_headers): an ASCII value with a "%" went raw while a name in
+    Arabic went encoded, and the two could not be told apart."""
+    if all(char in _HEADER_SAFE for char in value) and not (percent_escaped and "%" in value):
         return value
     return quote(value, safe=" !#$&'()*+,/:;=?@[]~")
 
@@ -141,9 +137,9 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
         "User-Agent": USER_AGENT,
         "X-Bailing-Timestamp": str(timestamp),
         "X-Bailing-Signature": signature(secret=secret, timestamp=timestamp, method=method, target=target, body=body),
-        "X-Bailing-Tool-Scope": _hub_header_value(str(compiled.get("scope", ""))),
+        "X-Bailing-Tool-Scope": _header_value(str(compiled.get("scope", "")), percent_escaped=True),
         "X-Bailing-Job-Id": job_id,
-        "X-Bailing-On-Behalf-Of": _hub_header_value(on_behalf_of),
+        "X-Bailing-On-Behalf-Of": _header_value(on_behalf_of, percent_escaped=True),
         "X-Bailing-Idempotency-Key": idempotency_key,
     })
     return OutboundRequest(method=method, url=str(url), target=target, headers=headers, body=body)

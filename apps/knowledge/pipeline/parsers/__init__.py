@@ -18,10 +18,9 @@ from apps.knowledge.pipeline.parsers.base import (
     Section,
     TextBudget,
     UnsupportedFileType,
-    has_visible_text,
     unlimited,
 )
-from apps.knowledge.pipeline.parsers.text import bomless_decode, has_bom, text_decode
+from apps.knowledge.pipeline.parsers.text import bomless_decode, has_bom
 
 __all__ = ["Block", "ConversionFailed", "DocumentTooLarge", "ParsedDocument", "Section", "TextBudget",
            "UnsupportedFileType", "document_check", "document_parse", "file_type_detect"]
@@ -84,14 +83,8 @@ def document_parse(*, file_type: str, data: bytes, budget: TextBudget | None = N
     return _module(file_type).parse(data, budget or unlimited()).storable()
 
 
-def text_blank(*, file_type: str, data: bytes) -> bool:
-    """Whether a text or Markdown file (already checked) holds nothing but white space and
-    invisible formatting; False for the other types, which their parsers judge."""
-    if file_type not in ("txt", "markdown"):
-        return False
-    return not has_visible_text(text_decode(data))
-
-
-def document_check(*, file_type: str, data: bytes) -> None:
-    """The cheap part of parsing (decoding, syntax, PDF encryption), run at upload."""
-    _module(file_type).check(data)
+def document_check(*, file_type: str, data: bytes) -> bool:
+    """The cheap part of parsing (decoding, syntax, PDF encryption), run at upload. False when a
+    text or Markdown file, once decoded, holds only white space and invisible formatting; the
+    other types' parsers judge their text later (True)."""
+    return _module(file_type).check(data) is not False

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section, TextBudget
+from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section, TextBudget, has_visible_text
 from apps.knowledge.pipeline.parsers.text import text_decode
 
 # Every pattern here runs on whatever a file puts in a heading line, so none may backtrack over
@@ -196,5 +196,6 @@ def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     return parse_text(text)
 
 
-def check(data: bytes) -> None:
-    text_decode(data)
+def check(data: bytes) -> bool:
+    """Decodes (ConversionFailed when nothing fits); whether the text holds anything visible."""
+    return has_visible_text(text_decode(data))

@@ -25,7 +25,14 @@ import codecs
 import re
 from collections.abc import Iterable
 
-from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
+from apps.knowledge.pipeline.parsers.base import (
+    Block,
+    ConversionFailed,
+    ParsedDocument,
+    Section,
+    TextBudget,
+    has_visible_text,
+)
 
 _BOMS = (
     (b"\xef\xbb\xbf", "utf-8"),
@@ -311,5 +318,6 @@ def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     return ParsedDocument(file_type="txt", sections=(Section(headings=(), blocks=blocks),) if blocks else ())
 
 
-def check(data: bytes) -> None:
-    text_decode(data)
+def check(data: bytes) -> bool:
+    """Decodes (ConversionFailed when nothing fits); whether the text holds anything visible."""
+    return has_visible_text(text_decode(data))
