@@ -12,6 +12,7 @@ from apps.routes.models import Route
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import approved_code, session_for
 from tests.projects.factories import MembershipFactory
+from tests.projects.helpers import admin_client
 from tests.routes.factories import RouteFactory
 from tests.routes.test_admin import _form_data
 
@@ -25,9 +26,7 @@ def owner():
 
 @pytest.fixture
 def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
+    return admin_client(owner.user)
 
 
 @pytest.fixture

@@ -12,20 +12,11 @@ from apps.tasks.models import Task, TaskLedgerEntry, TaskRun
 from tests.agent_auth.helpers import bearer
 from tests.concurrency import at_once
 from tests.ledger.helpers import turn_body
+from tests.tasks.test_task_api import _create_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROUNDS = 12
-CONVERSATION = "local-conversation-1"
-
-
-def _create_body(world, **overrides):
-    body = {"request_id": "op-1", "project_id": str(world.route.project_id), "name": "整理商品目录",
-            "members": [{"session_id": str(world.first.session.pk), "workspace": world.route.key,
-                         "client_conversation_id": CONVERSATION, "allowed_tools": ["adjust_stock"]}],
-            "policy": {"max_write_calls": 5, "max_concurrent": 2, "expires_at": None}}
-    body.update(overrides)
-    return body
 
 
 def _post(world, url, body):

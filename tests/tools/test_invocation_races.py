@@ -82,6 +82,21 @@ def test_identical_writes_racing_for_the_runs_last_place_never_say_nothing_was_s
 ROUNDS = 12
 
 
+def _racing_completion(shop, n: int, tool: str, arguments: dict) -> tuple[tuple, Invocation | None, bool]:
+    """Open turn n, then release a new call under its run together with the run's completion:
+    (the call's answer, its stored row, whether the row was made after the completion committed)."""
+    turn = open_turn(shop.client, shop.token, ROUTE, n)
+    assert turn.status_code == 200, turn.content
+    run_id = turn.json()["run_id"]
+    body = shop.body(tool, arguments, agent_run_id=run_id)
+    results = at_once([_post(body, shop.token),
+                       lambda client: complete_run(client, shop.token, run_id, n)])
+    assert results[1][0] == 200, results
+    completed_at = Run.objects.get(pk=run_id).completed_at
+    inv = Invocation.objects.filter(run_id=run_id).first()
+    return results[0], inv, inv is not None and inv.created_at > completed_at
+
+
 def test_a_call_racing_its_runs_completion_is_never_made_on_a_completed_run(shop, settings):
     """§2: "agent_run_id must be a run of this session and route that is still open (else 404
     run_not_found / 409 run_not_active)". A call that reaches the run after the completion
@@ -89,17 +104,9 @@ def test_a_call_racing_its_runs_completion_is_never_made_on_a_completed_run(shop
     settings.TOOL_INVOCATION_WAIT_SECONDS = 0
     late = []
     for n in range(2, 2 + ROUNDS):
-        turn = open_turn(shop.client, shop.token, ROUTE, n)
-        assert turn.status_code == 200, turn.content
-        run_id = turn.json()["run_id"]
-        body = shop.body("item_read", {"item_id": f"TEA-{n}"}, agent_run_id=run_id)
-        results = at_once([_post(body, shop.token),
-                           lambda client, run_id=run_id, n=n: complete_run(client, shop.token, run_id, n)])
-        assert results[1][0] == 200, results
-        run = Run.objects.get(pk=run_id)
-        inv = Invocation.objects.filter(run_id=run_id).first()
-        if inv is not None and inv.created_at > run.completed_at:
-            late.append((results[0], inv.state, (inv.created_at - run.completed_at).total_seconds()))
+        answer, inv, after = _racing_completion(shop, n, "item_read", {"item_id": f"TEA-{n}"})
+        if after:
+            late.append((answer, inv.state))
     assert late == [], (f"{len(late)}/{ROUNDS} calls were stored (and queued for dispatch) on a run whose "
                         f"completion had already committed: {late[:3]}")
 
@@ -109,15 +116,9 @@ def test_a_write_racing_its_runs_completion_is_not_sent_to_the_business_system(s
     whose completion (with its execution summary) had already been recorded."""
     late = []
     for n in range(2, 8):
-        run_id = open_turn(shop.client, shop.token, ROUTE, n).json()["run_id"]
-        body = shop.body("note_add", {"text": f"write {n}"}, agent_run_id=run_id)
-        results = at_once([_post(body, shop.token),
-                           lambda client, run_id=run_id, n=n: complete_run(client, shop.token, run_id, n)])
-        assert results[1][0] == 200, results
-        run = Run.objects.get(pk=run_id)
-        inv = Invocation.objects.filter(run_id=run_id).first()
-        if inv is not None and inv.created_at > run.completed_at:
-            late.append((results[0][1].get("state"), inv.dispatched_at is not None))
+        answer, inv, after = _racing_completion(shop, n, "note_add", {"text": f"write {n}"})
+        if after:
+            late.append((answer[1].get("state"), inv.dispatched_at is not None))
     sent = len(shop.server.requests_to("/api/notes"))
     assert late == [], (f"{len(late)}/6 writes were accepted after their run's completion committed, "
                         f"(state, dispatched) = {late}; the business system received {sent} writes in all")
