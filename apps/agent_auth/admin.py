@@ -227,7 +227,7 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     actions = ["revoke_sessions"]
     readonly_fields = fields = (
         "client", "device_label", "principal", "principal_id", "audience", "on_behalf_of", "allowed_routes",
-        "created_at", "last_used_at", "access_expires_at", "refresh_expires_at", "revoked_at", "revoked_by",
+        "created_at", "last_used_at", "access_expires_at", "refresh_expires_at", "revoked_at", "revoker",
         "revoked_reason", "authorization",
     )
 
@@ -235,10 +235,19 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     def routes(self, obj: AgentSession) -> str:
         return ", ".join(obj.allowed_routes or [])
 
+    @admin.display(description="Revoked by")
+    def revoker(self, obj: AgentSession) -> str:
+        """Who ended the session; an operator by name (sessions revoked before the name was kept carry
+        it at the start of the reason)."""
+        if obj.revoked_at is None:
+            return "—"
+        who = obj.get_revoked_by_display()
+        return f"{who}: {obj.revoked_by_name}" if obj.revoked_by_name else who
+
     @admin.display(description="State")
     def state(self, obj: AgentSession) -> str:
         if obj.revoked_at is not None:
-            return f"Revoked ({obj.get_revoked_by_display()}): {obj.revoked_reason}"
+            return f"Revoked ({self.revoker(obj)}): {obj.revoked_reason}"
         return "Expired" if obj.refresh_expires_at <= timezone.now() else "Active"
 
     @admin.display(description="Client", ordering="client__app_id")
@@ -267,8 +276,8 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
         revoked = 0
         for session in sessions:
             if session.revoked_at is None:
-                session_revoke(session=session, revoked_by=AgentSession.RevokedBy.OPERATOR,
-                               reason=f"{request.user.get_username()}: {reason}")
+                session_revoke(session=session, revoked_by=AgentSession.RevokedBy.OPERATOR, reason=reason,
+                               revoked_by_name=request.user.get_username())
                 revoked += 1
         self.message_user(request, ngettext("Revoked %(count)d session.", "Revoked %(count)d sessions.", revoked)
                           % {"count": revoked}, messages.SUCCESS)

@@ -155,6 +155,8 @@ class AgentSession(BaseModel):
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_by = models.CharField(max_length=16, choices=RevokedBy.choices, blank=True)
     revoked_reason = models.CharField(max_length=500, blank=True)
+    revoked_by_name = models.CharField(max_length=150, blank=True,
+                                       help_text="The operator's username, when an operator revoked the session.")
 
     class Meta:
         ordering = ["-created_at"]

@@ -272,13 +272,14 @@ def _access_expiry(now: datetime, refresh_expires_at: datetime) -> datetime:
     return min(now + ACCESS_TOKEN_TTL, refresh_expires_at)
 
 
-def _revoke(session: AgentSession, *, revoked_by: str, reason: str, now: datetime) -> bool:
+def _revoke(session: AgentSession, *, revoked_by: str, reason: str, now: datetime, revoked_by_name: str = "") -> bool:
     if session.revoked_at is not None:
         return False
     session.revoked_at = now
     session.revoked_by = revoked_by
     session.revoked_reason = reason[:500]
-    session.save(update_fields=["revoked_at", "revoked_by", "revoked_reason", "updated_at"])
+    session.revoked_by_name = revoked_by_name[:150]
+    session.save(update_fields=["revoked_at", "revoked_by", "revoked_reason", "revoked_by_name", "updated_at"])
     logger.warning("agent session %s revoked by %s: %s", session.pk, revoked_by, reason[:200])
     return True
 
@@ -384,12 +385,14 @@ def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
 
 
 @transaction.atomic
-def session_revoke(*, session: AgentSession, revoked_by: str, reason: str = "") -> AgentSession:
-    """End a session now; its tokens stop working at once. Revoking twice changes nothing."""
+def session_revoke(*, session: AgentSession, revoked_by: str, reason: str = "",
+                   revoked_by_name: str = "") -> AgentSession:
+    """End a session now; its tokens stop working at once. Revoking twice changes nothing.
+    `revoked_by_name` is the operator's username when an operator revokes it."""
     locked = AgentSession.objects.select_for_update(of=("self",)).get(pk=session.pk)
-    _revoke(locked, revoked_by=revoked_by, reason=reason, now=timezone.now())
-    session.revoked_at, session.revoked_by, session.revoked_reason = (
-        locked.revoked_at, locked.revoked_by, locked.revoked_reason
+    _revoke(locked, revoked_by=revoked_by, reason=reason, now=timezone.now(), revoked_by_name=revoked_by_name)
+    session.revoked_at, session.revoked_by, session.revoked_reason, session.revoked_by_name = (
+        locked.revoked_at, locked.revoked_by, locked.revoked_reason, locked.revoked_by_name
     )
     return locked
 

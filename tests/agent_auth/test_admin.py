@@ -128,8 +128,8 @@ def test_revoking_asks_for_a_reason_then_revokes(agent_client, owner):
     done = _revoke(admin, [issued.session], apply="1", reason="laptop stolen")
     assert done.status_code == 302
     session = AgentSession.objects.get()
-    assert session.revoked_by == "operator"
-    assert session.revoked_reason == f"{owner.user.username}: laptop stolen"
+    assert (session.revoked_by, session.revoked_by_name, session.revoked_reason) == (
+        "operator", owner.user.username, "laptop stolen")
 
 
 @pytest.mark.parametrize(("sessions", "text"), [(1, "Revoked 1 session."), (2, "Revoked 2 sessions.")])
@@ -289,8 +289,11 @@ def test_a_session_is_revoked_from_its_own_page_with_a_reason(agent_client, owne
     assert response.status_code == 302
     assert response["Location"] == _session_url(session, "change/")
     session.refresh_from_db()
-    assert (session.revoked_by, session.revoked_reason) == ("operator", f"{owner.user.username}: left the company")
-    assert "revoke/" not in admin.get(_session_url(session, "change/")).content.decode()
+    assert (session.revoked_by, session.revoked_by_name, session.revoked_reason) == (
+        "operator", owner.user.username, "left the company")
+    page = admin.get(_session_url(session, "change/")).content.decode()
+    assert "revoke/" not in page
+    assert f"An operator: {owner.user.username}" in page
 
 
 def test_a_session_page_revoke_without_a_reason_changes_nothing(agent_client, owner):

@@ -53,10 +53,11 @@ def test_an_operator_revokes_a_session_with_a_reason_and_the_agent_is_refused(lo
     page.click("input[type=submit][value=Revoke]")
 
     assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session."
-    assert "Revoked (An operator): operator: laptop stolen" in page.locator("#result_list").inner_text()
+    assert "Revoked (An operator: operator): laptop stolen" in page.locator("#result_list").inner_text()
     page.screenshot(path=str(SHOTS / "agent_session_revoked.png"), full_page=True)
     session = AgentSession.objects.get()
-    assert (session.revoked_by, session.revoked_reason) == ("operator", "operator: laptop stolen")
+    assert (session.revoked_by, session.revoked_by_name, session.revoked_reason) == (
+        "operator", "operator", "laptop stolen")
     status, body = _workspaces(live_server, issued.access_token)
     assert status == 401
     assert body == {"error": "unauthorized", "message": "Authentication is required."}
@@ -80,6 +81,7 @@ def test_an_operator_revokes_a_session_from_its_own_page(logged_in_page, live_se
     page.click("input[type=submit][value=Revoke]")
     page.wait_for_url(f"**/admin/agent_auth/agentsession/{issued.session.pk}/change/")
     assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session."
-    assert page.locator(".field-revoked_reason .readonly").inner_text() == "operator: device lost"
+    assert page.locator(".field-revoker .readonly").inner_text() == "An operator: operator"
+    assert page.locator(".field-revoked_reason .readonly").inner_text() == "device lost"
     assert page.locator("#revoke-session").count() == 0
     assert _workspaces(live_server, issued.access_token)[0] == 401
