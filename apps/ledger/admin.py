@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -66,15 +67,15 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     # sidebar and the filters, at 1366 px, about 720 px are left: with the route, the conversation and the
     # knowledge delivery in columns of their own (a route and a conversation are kept on one line each),
     # Prepare ms was cut off. The conversation reads under its route, the delivery under the context's size.
-    list_display = ["created_at", "route_conversation", "state", "context_size", "prepare_ms"]
+    list_display = ["created_at", "route_conversation", "state_shown", "context_size", "prepare_ms"]
     list_filter = ["state", ("route", admin.RelatedOnlyFieldListFilter), ("created_at", admin.DateFieldListFilter),
                    "knowledge_delivery"]
     date_hierarchy = "created_at"
     search_fields = ["=id", "client_turn_id", "user_message_id", "conversation__client_conversation_id",
                      "conversation__on_behalf_of"]
-    list_select_related = ["route", "route__project", "conversation"]
+    list_select_related = ["route", "route__project", "conversation", "session"]
     fields = readonly_fields = (
-        "id", "route", "conversation", "session", "client_turn_id", "user_message_id", "state", "request_hash",
+        "id", "route", "conversation", "session", "client_turn_id", "user_message_id", "state_shown", "request_hash",
         "knowledge_delivery", "profile_revision", "capability_revision", "context_bytes", "context_tokens",
         "stats_pretty", "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
         "model", "runtime", "usage_pretty", "completion_fingerprint", "completed_at", "context_pretty",
@@ -85,6 +86,22 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Route · conversation", ordering="route")
     def route_conversation(self, obj: Run) -> SafeString:
         return format_html('{}<br><span class="bh-muted">{}</span>', obj.route, obj.conversation)
+
+    @admin.display(description="State", ordering="state")
+    def state_shown(self, obj: Run) -> SafeString:
+        """The run's state, and for a run left open whether its session can still complete it: a run of
+        a revoked or expired session stays "Context ready" for good (nothing can complete it)."""
+        state = obj.get_state_display()
+        if obj.state != Run.State.CONTEXT_READY:
+            return format_html("{}", state)
+        session = obj.session
+        if session.revoked_at is not None:
+            ended = "the session was revoked"
+        elif session.refresh_expires_at <= timezone.now():
+            ended = "the session has ended"
+        else:
+            return format_html("{}", state)
+        return format_html('{}<br><span class="bh-muted">never completed: {}</span>', state, ended)
 
     @admin.display(description="Context · delivery", ordering="context_bytes")
     def context_size(self, obj: Run) -> SafeString:

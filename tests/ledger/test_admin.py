@@ -1,10 +1,15 @@
 """The operator's read-only ledger, scoped to their projects."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from apps.agent_auth.models import AgentSession
+from apps.agent_auth.services import session_revoke
 from apps.ledger.models import Conversation, MemoryNote, Run
 from apps.projects.models import Membership
 from tests.ledger.helpers import complete_run, ledger_counts, open_turn, post_json
@@ -241,3 +246,30 @@ def test_the_run_page_keeps_the_raw_json_one_click_away(ledger, viewer):
     raw = page.split('<details class="bh-raw">', 1)[1].split("</details>", 1)[0]
     assert "The context as JSON" in raw
     assert "&quot;memory_refs&quot;: [" in raw
+
+
+def test_an_open_run_of_an_ended_session_says_it_will_never_be_completed(api_client, issued, route, viewer):
+    open_turn(api_client, issued.access_token, route.key, 1)
+    admin = _admin(viewer.user)
+    run = Run.objects.get()
+    assert run.state == Run.State.CONTEXT_READY
+    assert "never completed" not in admin.get("/admin/ledger/run/").content.decode()
+
+    session_revoke(session=issued.session, revoked_by=AgentSession.RevokedBy.AGENT, reason="signed out")
+    listed = admin.get("/admin/ledger/run/").content.decode()
+    assert "Context ready<br><span class=\"bh-muted\">never completed: the session was revoked</span>" in listed
+    page = admin.get(f"/admin/ledger/run/{run.pk}/change/").content.decode()
+    assert "never completed: the session was revoked" in page
+    run.refresh_from_db()
+    assert run.state == Run.State.CONTEXT_READY
+
+    AgentSession.objects.filter(pk=issued.session.pk).update(revoked_at=None,
+                                                             refresh_expires_at=timezone.now() - timedelta(seconds=1))
+    assert "never completed: the session has ended" in admin.get("/admin/ledger/run/").content.decode()
+
+
+def test_a_completed_run_of_a_revoked_session_reads_completed(ledger, issued, viewer):
+    session_revoke(session=issued.session, revoked_by=AgentSession.RevokedBy.AGENT, reason="signed out")
+    listed = _admin(viewer.user).get("/admin/ledger/run/").content.decode()
+    assert "Completed" in listed
+    assert "never completed" not in listed
