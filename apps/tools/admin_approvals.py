@@ -500,6 +500,17 @@ class InvocationInline(ReadOnlyAdminMixin, admin.TabularInline):
     def approval_state(self, obj: Invocation) -> SafeString:
         return approval_summary(obj)
 
+    @admin.display(description="Sent with")
+    def sent_as(self, obj: Invocation) -> SafeString:
+        """The headers that name this call to the business system: once its arguments are deleted, they
+        are how a person checking an uncertain write finds it there."""
+        if obj.journal_state == Invocation.JournalState.ABSENT:
+            return format_html('<span class="bh-muted">{}</span>', "not sent")
+        return format_html(
+            "<code>X-Bailing-Job-Id: {}</code><br><code>X-Bailing-Idempotency-Key: {}</code>"
+            '<div class="help">The business system received the call with these headers: look it up there by '
+            "them.</div>", obj.pk, obj.idempotency_key)
+
     @admin.display(description="Timings")
     def call_timings(self, obj: Invocation) -> SafeString:
         return timings(obj)
@@ -533,8 +544,8 @@ class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
     fields = readonly_fields = (
         "invocation_id", "tool_name", "provider_name", "route", "run_link", "state_badge", "business_status",
         "journal_state", "approval_state", "principal_id", "on_behalf_of", "device", "readonly", "risk",
-        "arguments_size", "arguments_sha256", "capability_revision", "execution_fingerprint", "call_timings",
-        "result_pretty", "journal_entries",
+        "arguments_size", "arguments_sha256", "sent_as", "capability_revision", "execution_fingerprint",
+        "call_timings", "result_pretty", "journal_entries",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Invocation]:
@@ -604,6 +615,17 @@ class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
     def arguments_size(self, obj: Invocation) -> str:
         kept = "kept encrypted until the result is stable" if getattr(obj, "arguments_kept", False) else "not kept"
         return f"{obj.arguments_bytes} bytes ({kept})"
+
+    @admin.display(description="Sent with")
+    def sent_as(self, obj: Invocation) -> SafeString:
+        """The headers that name this call to the business system: once its arguments are deleted, they
+        are how a person checking an uncertain write finds it there."""
+        if obj.journal_state == Invocation.JournalState.ABSENT:
+            return format_html('<span class="bh-muted">{}</span>', "not sent")
+        return format_html(
+            "<code>X-Bailing-Job-Id: {}</code><br><code>X-Bailing-Idempotency-Key: {}</code>"
+            '<div class="help">The business system received the call with these headers: look it up there by '
+            "them.</div>", obj.pk, obj.idempotency_key)
 
     @admin.display(description="Timings")
     def call_timings(self, obj: Invocation) -> SafeString:

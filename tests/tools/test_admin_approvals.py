@@ -459,3 +459,16 @@ def test_the_invocation_timings_are_in_the_console_time_zone(owner, approval, se
     asked = timezone.localtime(approval.invocation.created_at, timezone.get_fixed_timezone(8 * 60))
     page = owner.get(f"/admin/tools/invocation/{approval.invocation.pk}/change/").content.decode()
     assert f"asked {asked:%H:%M:%S}.{asked.microsecond // 1000:03d} CST" in page
+
+
+def test_a_sent_call_names_the_headers_the_business_system_knows_it_by(owner, approval):
+    invocation = approval.invocation
+    page = owner.get(f"/admin/tools/invocation/{invocation.pk}/change/").content.decode()
+    assert invocation.idempotency_key not in page
+    assert re.search(r'field-sent_as">.*?not sent', page, re.S)
+
+    Invocation.objects.filter(pk=invocation.pk).update(journal_state=Invocation.JournalState.UNCERTAIN,
+                                                       state=Invocation.State.RECONCILIATION_REQUIRED)
+    page = owner.get(f"/admin/tools/invocation/{invocation.pk}/change/").content.decode()
+    assert f"<code>X-Bailing-Job-Id: {invocation.pk}</code>" in page
+    assert f"<code>X-Bailing-Idempotency-Key: {invocation.idempotency_key}</code>" in page
