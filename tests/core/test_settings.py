@@ -131,3 +131,31 @@ def test_the_demo_shop_is_registered_where_web_bind_puts_the_web_server(bind, ur
 def test_an_explicit_demo_shop_address_wins_over_web_bind():
     assert _setting("DEMO_BUSINESS_BASE_URL", {"WEB_BIND": "127.0.0.1:8201",
                                                "DEMO_BUSINESS_BASE_URL": "http://shop.internal/x"}) == "http://shop.internal/x"
+
+
+_HTTPS_PROBE = """
+import django; django.setup()
+from django.test import Client
+plain, secure = Client(), Client()
+page = plain.get("/admin/login/")
+health = plain.get("/healthz")
+hsts = secure.get("/healthz", secure=True)
+print(page.status_code, page.get("Location", "-"), health.status_code, hsts.get("Strict-Transport-Security", "-"))
+"""
+
+
+@pytest.mark.parametrize(("env_overrides", "printed"), [
+    ({}, "200 - 200 -"),
+    ({"SECURE_SSL_REDIRECT": "true", "SECURE_HSTS_SECONDS": "31536000"},
+     "301 https://testserver/admin/login/ 200 max-age=31536000"),
+    ({"SECURE_HSTS_SECONDS": "600", "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true"},
+     "200 - 200 max-age=600; includeSubDomains"),
+])
+def test_https_only_is_the_deployments_choice_and_spares_the_health_probe(env_overrides, printed):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SECURE_")}
+    env.update({"DJANGO_SETTINGS_MODULE": "bailinghub.settings", "DEBUG": "false", "SECRET_KEY": "x" * 50,
+                "ALLOWED_HOSTS": "testserver", **env_overrides})
+    result = subprocess.run([sys.executable, "-c", _HTTPS_PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == printed
