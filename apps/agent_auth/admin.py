@@ -247,7 +247,9 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     @admin.display(description="State")
     def state(self, obj: AgentSession) -> str:
         if obj.revoked_at is not None:
-            return f"Revoked ({self.revoker(obj)}): {obj.revoked_reason}"
+            if obj.revoked_by_name:
+                return f"Revoked by {obj.revoked_by_name}: {obj.revoked_reason}"
+            return f"Revoked ({obj.get_revoked_by_display()}): {obj.revoked_reason}"
         return "Expired" if obj.refresh_expires_at <= timezone.now() else "Active"
 
     @admin.display(description="Client", ordering="client__app_id")

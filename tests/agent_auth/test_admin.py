@@ -130,6 +130,8 @@ def test_revoking_asks_for_a_reason_then_revokes(agent_client, owner):
     session = AgentSession.objects.get()
     assert (session.revoked_by, session.revoked_by_name, session.revoked_reason) == (
         "operator", owner.user.username, "laptop stolen")
+    listed = admin.get("/admin/agent_auth/agentsession/").content.decode()
+    assert f"Revoked by {owner.user.username}: laptop stolen" in listed
 
 
 @pytest.mark.parametrize(("sessions", "text"), [(1, "Revoked 1 session."), (2, "Revoked 2 sessions.")])
@@ -315,8 +317,10 @@ def test_a_viewer_cannot_revoke_from_the_session_page(agent_client, viewer):
 def test_a_revoked_session_cannot_be_revoked_again(agent_client, owner):
     session = session_for(agent_client).session
     session_revoke(session=session, revoked_by=AgentSession.RevokedBy.AGENT, reason="signed out")
-    assert _admin(owner).post(_session_url(session, "revoke/"), {"reason": "again"}).status_code == 403
+    admin = _admin(owner)
+    assert admin.post(_session_url(session, "revoke/"), {"reason": "again"}).status_code == 403
     assert (AgentSession.objects.get().revoked_by, AgentSession.objects.get().revoked_reason) == ("agent", "signed out")
+    assert "Revoked (The agent): signed out" in admin.get("/admin/agent_auth/agentsession/").content.decode()
 
 
 def test_another_projects_session_cannot_be_revoked(agent_client):

@@ -53,7 +53,7 @@ def test_an_operator_revokes_a_session_with_a_reason_and_the_agent_is_refused(lo
     page.click("input[type=submit][value=Revoke]")
 
     assert page.locator(".messagelist .success").inner_text() == "Revoked 1 session."
-    assert "Revoked (An operator: operator): laptop stolen" in page.locator("#result_list").inner_text()
+    assert "Revoked by operator: laptop stolen" in page.locator("#result_list").inner_text()
     page.screenshot(path=str(SHOTS / "agent_session_revoked.png"), full_page=True)
     session = AgentSession.objects.get()
     assert (session.revoked_by, session.revoked_by_name, session.revoked_reason) == (
