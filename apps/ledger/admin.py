@@ -19,6 +19,22 @@ from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.tools.admin_approvals import InvocationInline
 
 
+def run_state(run: Run) -> SafeString:
+    """The run's state, and for a run left open whether its session can still complete it: a run of
+    a revoked or expired session stays "Context ready" for good (nothing can complete it)."""
+    state = run.get_state_display()
+    if run.state != Run.State.CONTEXT_READY:
+        return format_html("{}", state)
+    session = run.session
+    if session.revoked_at is not None:
+        ended = "the session was revoked"
+    elif session.refresh_expires_at <= timezone.now():
+        ended = "the session has ended"
+    else:
+        return format_html("{}", state)
+    return format_html('{}<br><span class="bh-muted">never completed: {}</span>', state, ended)
+
+
 class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Shown inside a conversation the operator may already see (project-scoped there)."""
 
@@ -37,9 +53,16 @@ class MessageInline(ReadOnlyInline):
 
 class RunInline(ReadOnlyInline):
     model = Run
-    fields = readonly_fields = ("run_link", "client_turn_id", "state", "profile_revision", "capability_revision",
-                                "prepare_ms", "created_at", "completed_at")
+    fields = readonly_fields = ("run_link", "client_turn_id", "state_shown", "profile_revision",
+                                "capability_revision", "prepare_ms", "created_at", "completed_at")
     ordering = ["created_at"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("session")
+
+    @admin.display(description="State")
+    def state_shown(self, obj: Run) -> SafeString:
+        return run_state(obj)
 
     @admin.display(description="Run")
     def run_link(self, obj: Run) -> str:
@@ -89,19 +112,7 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="State", ordering="state")
     def state_shown(self, obj: Run) -> SafeString:
-        """The run's state, and for a run left open whether its session can still complete it: a run of
-        a revoked or expired session stays "Context ready" for good (nothing can complete it)."""
-        state = obj.get_state_display()
-        if obj.state != Run.State.CONTEXT_READY:
-            return format_html("{}", state)
-        session = obj.session
-        if session.revoked_at is not None:
-            ended = "the session was revoked"
-        elif session.refresh_expires_at <= timezone.now():
-            ended = "the session has ended"
-        else:
-            return format_html("{}", state)
-        return format_html('{}<br><span class="bh-muted">never completed: {}</span>', state, ended)
+        return run_state(obj)
 
     @admin.display(description="Context · delivery", ordering="context_bytes")
     def context_size(self, obj: Run) -> SafeString:

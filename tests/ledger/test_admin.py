@@ -260,6 +260,8 @@ def test_an_open_run_of_an_ended_session_says_it_will_never_be_completed(api_cli
     assert "Context ready<br><span class=\"bh-muted\">never completed: the session was revoked</span>" in listed
     page = admin.get(f"/admin/ledger/run/{run.pk}/change/").content.decode()
     assert "never completed: the session was revoked" in page
+    page = admin.get(f"/admin/ledger/conversation/{run.conversation_id}/change/").content.decode()
+    assert "never completed: the session was revoked" in page
     run.refresh_from_db()
     assert run.state == Run.State.CONTEXT_READY
 
