@@ -500,17 +500,6 @@ class InvocationInline(ReadOnlyAdminMixin, admin.TabularInline):
     def approval_state(self, obj: Invocation) -> SafeString:
         return approval_summary(obj)
 
-    @admin.display(description="Sent with")
-    def sent_as(self, obj: Invocation) -> SafeString:
-        """The headers that name this call to the business system: once its arguments are deleted, they
-        are how a person checking an uncertain write finds it there."""
-        if obj.journal_state == Invocation.JournalState.ABSENT:
-            return format_html('<span class="bh-muted">{}</span>', "not sent")
-        return format_html(
-            "<code>X-Bailing-Job-Id: {}</code><br><code>X-Bailing-Idempotency-Key: {}</code>"
-            '<div class="help">The business system received the call with these headers: look it up there by '
-            "them.</div>", obj.pk, obj.idempotency_key)
-
     @admin.display(description="Timings")
     def call_timings(self, obj: Invocation) -> SafeString:
         return timings(obj)
