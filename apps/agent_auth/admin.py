@@ -118,6 +118,13 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def routes(self, obj: AgentClient) -> str:
         return ", ".join(obj.allowed_routes or [])
 
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentClient | None = None) -> list[str]:
+        # A client stays in its project, as a route does: moved, its sessions (approved by the old
+        # project's business backend for the old project's users) resolved their route keys in the
+        # new project, and the new project's members read the old one's sessions and authorizations.
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "project"] if obj is not None else fields
+
     def formfield_for_dbfield(self, db_field: models.Field[Any, Any], request: HttpRequest,
                               **kwargs: Any) -> forms.Field | None:
         if db_field.name == "allowed_routes":

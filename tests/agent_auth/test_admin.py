@@ -245,6 +245,25 @@ def test_opening_the_rotate_address_does_not_rotate(agent_client, owner):
     assert client_get_by_token(token=agent_client.token) == agent_client
 
 
+def test_a_client_stays_in_its_project(agent_client, owner):
+    """An operator who edits two projects cannot move a client from one to the other: its sessions
+    (approved for the first project's users) would then reach the second's route of the same key."""
+    from tests.routes.factories import RouteFactory
+
+    elsewhere = RouteFactory(key="store-assistant", name="Another project's assistant")
+    MembershipFactory(project=elsewhere.project, user=owner.user, role=Membership.Role.EDITOR)
+    issued = session_for(agent_client, routes=["store-assistant"])
+    response = _admin(owner).post(f"/admin/agent_auth/agentclient/{agent_client.pk}/change/", {
+        "project": str(elsewhere.project.pk), "app_id": agent_client.app_id, "name": agent_client.name,
+        "enabled": "on", "allowed_routes": ["store-assistant"], "agent_authorize_url": agent_client.agent_authorize_url,
+        "authorization_rate_limit": str(agent_client.authorization_rate_limit)})
+    assert response.status_code == 302
+    agent_client.refresh_from_db()
+    assert agent_client.project_id == owner.project_id
+    workspaces = Client().get("/agent-api/v1/workspaces", HTTP_AUTHORIZATION=f"Bearer {issued.access_token}").json()
+    assert [workspace["name"] for workspace in workspaces["workspaces"]] == ["门店助手"]
+
+
 def test_a_viewer_has_no_rotate_button_and_cannot_post_one(agent_client, viewer):
     admin = _admin(viewer)
     page = admin.get(f"/admin/agent_auth/agentclient/{agent_client.pk}/change/")
