@@ -15,7 +15,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from apps.agent_auth.models import AgentClient, AgentSession
-from apps.agent_auth.selectors import client_get_by_token, session_get_by_access_token
+from apps.agent_auth.selectors import client_get_by_token, session_approver_current, session_get_by_access_token
 from apps.agent_auth.services import session_touch
 
 
@@ -70,7 +70,8 @@ def _bearer(request: Request) -> str | None:
 
 class AgentBearerAuthentication(BaseAuthentication):
     """`Authorization: Bearer bha_...`. `request.auth` is the AgentSession (client loaded),
-    `request.user` its AgentPrincipal. Revoked or expired sessions and disabled clients fail."""
+    `request.user` its AgentPrincipal. Revoked or expired sessions, disabled clients, and sessions
+    whose approving BailingHub account has left the client's project fail."""
 
     def authenticate(self, request: Request) -> tuple[AgentPrincipal, AgentSession] | None:
         token = _bearer(request)
@@ -84,6 +85,7 @@ class AgentBearerAuthentication(BaseAuthentication):
             or now >= session.access_expires_at
             or now >= session.refresh_expires_at
             or not session.client.enabled
+            or not session_approver_current(session=session)
         ):
             raise AuthenticationFailed()
         session_touch(session=session)

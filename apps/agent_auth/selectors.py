@@ -46,13 +46,25 @@ def session_get_by_access_token(*, token: str) -> AgentSession | None:
     if not token.startswith(ACCESS_TOKEN_PREFIX):
         return None
     session = (
-        AgentSession.objects.select_related("client")
+        AgentSession.objects.select_related("client", "authorization")
         .filter(access_token_hash=token_hash(token))
         .first()
     )
     if session is None or not token_matches(token, session.access_token_hash):
         return None
     return session
+
+
+def session_approver_current(*, session: AgentSession) -> bool:
+    """Whether the BailingHub account that approved `session` on the hub's own authorization page
+    could still approve it: active, and a member of the client's project (or a superuser). The
+    session acts for that account, so it ends with the account's place in the project, as the
+    account's console access does. A session a business backend approved has no such account."""
+    authorization = session.authorization
+    if authorization is None or authorization.decided_by_id is None:
+        return True
+    return User.objects.filter(pk=authorization.decided_by_id, is_active=True).filter(
+        Q(is_superuser=True) | Q(memberships__project_id=session.client.project_id)).exists()
 
 
 def authorization_get_for_client(*, client: AgentClient, authorization_id: uuid.UUID) -> AgentAuthorization | None:

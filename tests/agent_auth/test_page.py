@@ -399,3 +399,52 @@ def test_a_csrf_refusal_elsewhere_is_not_the_sign_in_page(browser):
     response = browser.post("/admin/login/", {"username": "x", "password": "y"})
     assert response.status_code == 403
     assert "Your answer was not accepted" not in response.content.decode()
+
+
+def _page_tokens(api_client, browser, started, member) -> dict:
+    """The agent host's tokens after `member` approved on the page."""
+    path, verifier = started
+    browser.force_login(member)
+    browser.get(path)
+    location = urlsplit(_post(browser, path, {"decision": "approve", "routes": ["store-assistant"]})["Location"])
+    return api_client.post("/agent-auth/v1/token", {
+        "grant_type": "authorization_code", "client_app_id": AgentAuthorization.objects.get().client.app_id,
+        "code": parse_qs(location.query)["code"][0], "redirect_uri": REDIRECT_URI, "code_verifier": verifier,
+    }, format="json").json()
+
+
+@pytest.mark.parametrize("leave", ["membership_deleted", "account_deactivated"])
+def test_a_session_approved_on_the_page_ends_when_its_approver_leaves_the_project(api_client, browser, started,
+                                                                                   member, leave):
+    """The session acts for the account that approved it: once that account is no longer a member
+    (or no longer active), its agent reads and refreshes nothing more."""
+    tokens = _page_tokens(api_client, browser, started, member)
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {tokens['access_token']}"}
+    assert api_client.get("/agent-api/v1/workspaces/store-assistant/bootstrap", **bearer).status_code == 200
+    if leave == "membership_deleted":
+        Membership.objects.filter(user=member).delete()
+    else:
+        member.is_active = False
+        member.save(update_fields=["is_active"])
+    before = AgentSession.objects.values_list("access_token_hash", "revoked_at").get()
+    response = api_client.get("/agent-api/v1/workspaces/store-assistant/bootstrap", **bearer)
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
+    refreshed = api_client.post("/agent-auth/v1/token", {
+        "grant_type": "refresh_token", "client_app_id": tokens["client_app_id"],
+        "refresh_token": tokens["refresh_token"]}, format="json")
+    assert refreshed.status_code == 400
+    assert refreshed.json()["error"] == "invalid_grant"
+    assert AgentSession.objects.values_list("access_token_hash", "revoked_at").get() == before
+
+
+def test_a_session_approved_on_the_page_holds_while_its_approver_is_a_member(api_client, browser, started, member):
+    tokens = _page_tokens(api_client, browser, started, member)
+    Membership.objects.filter(user=member).update(role=Membership.Role.VIEWER)
+    refreshed = api_client.post("/agent-auth/v1/token", {
+        "grant_type": "refresh_token", "client_app_id": tokens["client_app_id"],
+        "refresh_token": tokens["refresh_token"]}, format="json")
+    assert refreshed.status_code == 200
+    response = api_client.get("/agent-api/v1/workspaces/store-assistant/bootstrap",
+                              HTTP_AUTHORIZATION=f"Bearer {refreshed.json()['access_token']}")
+    assert response.status_code == 200
