@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
+from apps.agent_auth.selectors import session_approver_current_expression
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
@@ -211,12 +212,15 @@ class SessionStateFilter(admin.SimpleListFilter):
     parameter_name = "state"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return [("active", "Active"), ("revoked", "Revoked"), ("expired", "Expired")]
+        return [("active", "Active"), ("revoked", "Revoked"), ("expired", "Expired"),
+                ("approver_left", "Its approver left")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         now = timezone.now()
         if self.value() == "active":
-            return queryset.filter(revoked_at__isnull=True, refresh_expires_at__gt=now)
+            return queryset.filter(revoked_at__isnull=True, refresh_expires_at__gt=now, approver_current=True)
+        if self.value() == "approver_left":
+            return queryset.filter(revoked_at__isnull=True, refresh_expires_at__gt=now, approver_current=False)
         if self.value() == "revoked":
             return queryset.filter(revoked_at__isnull=False)
         if self.value() == "expired":
@@ -251,13 +255,21 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
         who = obj.get_revoked_by_display()
         return f"{who}: {obj.revoked_by_name}" if obj.revoked_by_name else who
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentSession]:
+        queryset: QuerySet[AgentSession] = super().get_queryset(request)
+        return queryset.annotate(approver_current=session_approver_current_expression())
+
     @admin.display(description="State")
     def state(self, obj: AgentSession) -> str:
         if obj.revoked_at is not None:
             if obj.revoked_by_name:
                 return f"Revoked by {obj.revoked_by_name}: {obj.revoked_reason}"
             return f"Revoked ({obj.get_revoked_by_display()}): {obj.revoked_reason}"
-        return "Expired" if obj.refresh_expires_at <= timezone.now() else "Active"
+        if obj.refresh_expires_at <= timezone.now():
+            return "Expired"
+        if not getattr(obj, "approver_current", True):
+            return "Ended: the account that approved it is no longer a member of the project (or is inactive)"
+        return "Active"
 
     @admin.display(description="Client", ordering="client__app_id")
     def app(self, obj: AgentSession) -> str:

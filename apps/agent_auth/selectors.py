@@ -10,9 +10,11 @@ for runtime endpoints — the route's `agent_client_enabled`.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Q
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
+from django.db.models.expressions import Combinable
 
 from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, InvalidRoute, RouteUnavailable
 from apps.agent_auth.models import (
@@ -55,6 +57,13 @@ def session_get_by_access_token(*, token: str) -> AgentSession | None:
     return session
 
 
+def _approvers(*, user: Any, project: Any) -> QuerySet[User]:
+    """`user` while they could still approve an agent of `project`: active, and a member of it (or a
+    superuser). Values or OuterRefs."""
+    return User.objects.filter(pk=user, is_active=True).filter(
+        Q(is_superuser=True) | Q(memberships__project_id=project))
+
+
 def session_approver_current(*, session: AgentSession) -> bool:
     """Whether the BailingHub account that approved `session` on the hub's own authorization page
     could still approve it: active, and a member of the client's project (or a superuser). The
@@ -63,8 +72,14 @@ def session_approver_current(*, session: AgentSession) -> bool:
     authorization = session.authorization
     if authorization is None or authorization.decided_by_id is None:
         return True
-    return User.objects.filter(pk=authorization.decided_by_id, is_active=True).filter(
-        Q(is_superuser=True) | Q(memberships__project_id=session.client.project_id)).exists()
+    return _approvers(user=authorization.decided_by_id, project=session.client.project_id).exists()
+
+
+def session_approver_current_expression() -> ExpressionWrapper[Combinable]:
+    """`session_approver_current` as a column of a session query (the console's lists)."""
+    approver = _approvers(user=OuterRef("authorization__decided_by_id"), project=OuterRef("client__project_id"))
+    return ExpressionWrapper(Q(authorization__decided_by__isnull=True) | Exists(approver),
+                             output_field=BooleanField())
 
 
 def authorization_get_for_client(*, client: AgentClient, authorization_id: uuid.UUID) -> AgentAuthorization | None:

@@ -448,3 +448,20 @@ def test_a_session_approved_on_the_page_holds_while_its_approver_is_a_member(api
     response = api_client.get("/agent-api/v1/workspaces/store-assistant/bootstrap",
                               HTTP_AUTHORIZATION=f"Bearer {refreshed.json()['access_token']}")
     assert response.status_code == 200
+
+
+def test_the_console_lists_a_session_whose_approver_left_as_ended_not_active(api_client, browser, started, member,
+                                                                              route):
+    _page_tokens(api_client, browser, started, member)
+    owner = Client()
+    owner.force_login(MembershipFactory(project=route.project, role=Membership.Role.OWNER).user)
+    listed = owner.get("/admin/agent_auth/agentsession/").content.decode()
+    assert '<td class="field-state">Active</td>' in listed
+    assert owner.get("/admin/agent_auth/agentsession/", {"state": "active"}).context["cl"].result_count == 1
+
+    Membership.objects.filter(user=member).delete()
+    listed = owner.get("/admin/agent_auth/agentsession/").content.decode()
+    assert "Ended: the account that approved it is no longer a member of the project (or is inactive)" in listed
+    assert '<td class="field-state">Active</td>' not in listed
+    assert owner.get("/admin/agent_auth/agentsession/", {"state": "active"}).context["cl"].result_count == 0
+    assert owner.get("/admin/agent_auth/agentsession/", {"state": "approver_left"}).context["cl"].result_count == 1
