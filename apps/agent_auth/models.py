@@ -105,6 +105,10 @@ class AgentAuthorization(BaseModel):
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+", help_text="Set when approved on BailingHub's own page.")
+    # Kept when `decided_by` is emptied by the account's deletion: a session approved on the page
+    # ends with its approving account, deleted included.
+    decided_on_page = models.BooleanField(default=False, help_text="Decided by a BailingHub account on the hub's "
+                                                                   "own authorization page.")
     principal = models.JSONField(null=True, blank=True)
     on_behalf_of = models.CharField(max_length=191, blank=True)
     # The name the business shows for the end user or shop ("signed in for …"); it grants nothing.

@@ -68,17 +68,20 @@ def session_approver_current(*, session: AgentSession) -> bool:
     """Whether the BailingHub account that approved `session` on the hub's own authorization page
     could still approve it: active, and a member of the client's project (or a superuser). The
     session acts for that account, so it ends with the account's place in the project, as the
-    account's console access does. A session a business backend approved has no such account."""
+    account's console access does; a deleted account ends it too. A session a business backend
+    approved has no such account."""
     authorization = session.authorization
-    if authorization is None or authorization.decided_by_id is None:
+    if authorization is None or not authorization.decided_on_page:
         return True
+    if authorization.decided_by_id is None:
+        return False
     return _approvers(user=authorization.decided_by_id, project=session.client.project_id).exists()
 
 
 def session_approver_current_expression() -> ExpressionWrapper[Combinable]:
     """`session_approver_current` as a column of a session query (the console's lists)."""
     approver = _approvers(user=OuterRef("authorization__decided_by_id"), project=OuterRef("client__project_id"))
-    return ExpressionWrapper(Q(authorization__decided_by__isnull=True) | Exists(approver),
+    return ExpressionWrapper(Q(authorization__isnull=True) | Q(authorization__decided_on_page=False) | Exists(approver),
                              output_field=BooleanField())
 
 

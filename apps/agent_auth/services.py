@@ -202,6 +202,7 @@ def authorization_approve(
     authorization.status = AgentAuthorization.Status.APPROVED
     authorization.decided_at = now
     authorization.decided_by = decided_by
+    authorization.decided_on_page = decided_by is not None
     authorization.principal = principal
     authorization.on_behalf_of = on_behalf_of
     authorization.subject_display_name = (subject_display or {}).get("name", "")
@@ -220,6 +221,7 @@ def authorization_deny(*, client: AgentClient, authorization_id: uuid.UUID, deci
     authorization.status = AgentAuthorization.Status.DENIED
     authorization.decided_at = timezone.now()
     authorization.decided_by = decided_by
+    authorization.decided_on_page = decided_by is not None
     authorization.save()
     logger.info("agent authorization %s denied", authorization.pk)
     return _with_query(authorization.redirect_uri, {"error": "access_denied", "state": authorization.state})

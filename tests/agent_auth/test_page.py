@@ -4,12 +4,15 @@ from datetime import timedelta
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentAuthorization, AgentSession
 from apps.projects.models import Membership
 from tests.agent_auth.factories import AgentClientFactory, pkce_pair
+from tests.agent_auth.helpers import session_for
 from tests.projects.factories import MembershipFactory, UserFactory
 from tests.routes.factories import RouteFactory
 
@@ -413,7 +416,7 @@ def _page_tokens(api_client, browser, started, member) -> dict:
     }, format="json").json()
 
 
-@pytest.mark.parametrize("leave", ["membership_deleted", "account_deactivated"])
+@pytest.mark.parametrize("leave", ["membership_deleted", "account_deactivated", "account_deleted"])
 def test_a_session_approved_on_the_page_ends_when_its_approver_leaves_the_project(api_client, browser, started,
                                                                                    member, leave):
     """The session acts for the account that approved it: once that account is no longer a member
@@ -423,6 +426,9 @@ def test_a_session_approved_on_the_page_ends_when_its_approver_leaves_the_projec
     assert api_client.get("/agent-api/v1/workspaces/store-assistant/bootstrap", **bearer).status_code == 200
     if leave == "membership_deleted":
         Membership.objects.filter(user=member).delete()
+    elif leave == "account_deleted":
+        member.delete()  # the authorization's decided_by becomes NULL
+        assert AgentAuthorization.objects.get().decided_by_id is None
     else:
         member.is_active = False
         member.save(update_fields=["is_active"])
@@ -465,3 +471,19 @@ def test_the_console_lists_a_session_whose_approver_left_as_ended_not_active(api
     assert '<td class="field-state">Active</td>' not in listed
     assert owner.get("/admin/agent_auth/agentsession/", {"state": "active"}).context["cl"].result_count == 0
     assert owner.get("/admin/agent_auth/agentsession/", {"state": "approver_left"}).context["cl"].result_count == 1
+
+
+def test_page_decisions_made_before_the_flag_are_marked_by_the_migration(api_client, browser, started, member,
+                                                                          route):
+    _page_tokens(api_client, browser, started, member)
+    backend = session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key])).session
+    AgentAuthorization.objects.update(decided_on_page=False)  # as the rows were before the migration
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    executor = MigrationExecutor(connection)
+    executor.migrate([("agent_auth", "0005_session_revoked_by_name")])
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert dict(AgentAuthorization.objects.values_list("decided_by_id", "decided_on_page")) == {
+        member.pk: True, None: False}
+    assert AgentAuthorization.objects.get(decided_by=None).pk == backend.authorization_id
