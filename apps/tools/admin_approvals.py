@@ -92,11 +92,17 @@ class FrozenArguments:
     """The frozen arguments of one invocation, as the approval page shows them: pretty JSON, a
     bounded preview, or why there is nothing to show."""
 
-    def __init__(self, invocation: Invocation) -> None:
+    HIDDEN = ("Hidden from you: the tool marks its arguments sensitive (audit.sensitive), so only members who may "
+              "decide its approvals see them.")
+
+    def __init__(self, invocation: Invocation, *, hidden: bool = False) -> None:
         self.total_bytes = invocation.arguments_bytes
         self.sha256 = invocation.arguments_sha256
         self.absent_reason = ""
         self.text = ""
+        if hidden:
+            self.absent_reason = self.HIDDEN
+            return
         if not invocation.frozen_arguments:
             self.absent_reason = ("No longer kept: the call has a stable result, and its frozen arguments are deleted "
                                   "then." if invocation.result is not None else "Nothing was frozen for this call.")
@@ -219,6 +225,18 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     def has_decide_permission(self, request: HttpRequest, approval: Approval) -> bool:
         return approval.project_id in self.editable_project_ids(request)
 
+    def _arguments(self, request: HttpRequest, approval: Approval) -> FrozenArguments:
+        """The call's frozen arguments as this operator may read them: a tool that marks them
+        sensitive (ACC `audit.sensitive`, read from the provider's current tool; a tool no longer
+        there counts as sensitive) shows them only to members who may decide."""
+        inv = approval.invocation
+        if self.has_decide_permission(request, approval):
+            return FrozenArguments(inv)
+        compiled = (Tool.objects.filter(provider_id=inv.provider_id, name=inv.tool_name)
+                    .values_list("compiled", flat=True).first() if inv.provider_id else {})
+        sensitive = compiled is None or bool(compiled.get("audit_sensitive"))
+        return FrozenArguments(inv, hidden=sensitive)
+
     @admin.display(description="Tool", ordering="tool_name")
     def tool(self, obj: Approval) -> SafeString:
         provider = obj.invocation.provider_name
@@ -326,7 +344,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             "risk_badge": risk_badge(approval.risk),
             "reasons": approval_reasons_html(list(approval.reasons or [])),
             "invocation_badge": invocation_state_badge(inv),
-            "arguments": FrozenArguments(inv),
+            "arguments": self._arguments(request, approval),
             "preview_chars": ARGUMENTS_PREVIEW_CHARS,
             "journal": [{"entry": entry, "detail": json.dumps(entry.detail, ensure_ascii=False, sort_keys=True)
                          if entry.detail else ""} for entry in journal],
@@ -380,7 +398,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     def arguments_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The whole frozen snapshot as pretty JSON text, loaded only when the operator expands it."""
         approval = self._approval(request, object_id, arguments=True)
-        frozen = FrozenArguments(approval.invocation)
+        frozen = self._arguments(request, approval)
+        if frozen.absent_reason == FrozenArguments.HIDDEN:
+            raise PermissionDenied
         if not frozen.available:
             return HttpResponse(frozen.absent_reason, status=410, content_type="text/plain; charset=utf-8")
         response = HttpResponse(frozen.text, content_type="text/plain; charset=utf-8")

@@ -472,3 +472,29 @@ def test_a_sent_call_names_the_headers_the_business_system_knows_it_by(owner, ap
     page = owner.get(f"/admin/tools/invocation/{invocation.pk}/change/").content.decode()
     assert f"<code>X-Bailing-Job-Id: {invocation.pk}</code>" in page
     assert f"<code>X-Bailing-Idempotency-Key: {invocation.idempotency_key}</code>" in page
+
+
+def _mark_sensitive(approval: Approval, sensitive: bool) -> None:
+    from apps.tools.models import Tool
+
+    tool = Tool.objects.get(provider_id=approval.invocation.provider_id, name=approval.tool_name)
+    tool.compiled = {**tool.compiled, "audit_sensitive": sensitive}
+    tool.save(update_fields=["compiled"])
+
+
+def test_a_viewer_reads_the_arguments_of_a_tool_not_marked_sensitive(viewer, approval):
+    _mark_sensitive(approval, False)
+    assert "&quot;order_id&quot;: 1001" in viewer.get(_detail(approval)).content.decode()
+    arguments = viewer.get(f"{QUEUE}{approval.pk}/arguments/")
+    assert arguments.status_code == 200
+    assert '"order_id": 1001' in arguments.content.decode()
+
+
+def test_the_arguments_of_a_sensitive_tool_show_only_to_members_who_may_decide(owner, viewer, approval):
+    _mark_sensitive(approval, True)
+    page = viewer.get(_detail(approval)).content.decode()
+    assert "order_id" not in page
+    assert "Hidden from you: the tool marks its arguments sensitive (audit.sensitive)" in page
+    assert viewer.get(f"{QUEUE}{approval.pk}/arguments/").status_code == 403
+    assert "&quot;order_id&quot;: 1001" in owner.get(_detail(approval)).content.decode()
+    assert '"order_id": 1001' in owner.get(f"{QUEUE}{approval.pk}/arguments/").content.decode()
