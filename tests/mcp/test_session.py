@@ -47,6 +47,7 @@ def test_knowledge_search_gives_hints_and_knowledge_read_gives_the_text_behind_a
     assert found.structured_content["status"] == "ok"
     assert found.structured_content["hints"][0]["title"] == "退款.md"
     assert "knowledge_read" in text_of(found)
+    assert "A score only orders these hits (it is not a relevance probability" in text_of(found)
     assert page.is_error is False
     assert page.structured_content["schema_version"] == "bailing.agent-knowledge-read.v1"
     assert REFUND[:20] in page.structured_content["content"] and REFUND[:20] in text_of(page)

@@ -478,7 +478,8 @@ class Bridge:
         elif not hints:
             text = "No matching knowledge in this workspace."
         else:
-            text = ("Reference-only hints; read one with knowledge_read(ref):\n" + _pretty(hints)
+            text = ("Reference-only hints; read one with knowledge_read(ref). A score only orders these hits (it is "
+                    "not a relevance probability: the first hit may not answer the question):\n" + _pretty(hints)
                     + ("\n(more matched than fit)" if found.get("truncated") else ""))
         return Outcome(text, found, is_error=status in ("unavailable", "disabled"))
 
