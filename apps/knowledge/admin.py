@@ -13,6 +13,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
@@ -297,17 +298,51 @@ class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
         return f"{obj.error_code}: {obj.error_message}" if obj.error_code else ""
 
 
+class RowRouteSelect(AutocompleteSelect):
+    """A route autocomplete that labels its row's own route from the row, read with it: the
+    admin's widget looks it up again, a query per bound route."""
+
+    row_labels: dict[str, str] = {}
+
+    def optgroups(self, name, value, attr=None):
+        selected = {str(v) for v in value if str(v) not in self.choices.field.empty_values}
+        if not selected or not selected <= self.row_labels.keys():
+            return super().optgroups(name, value, attr)
+        options = [] if self.is_required else [self.create_option(name, "", "", False, 0)]
+        for key in sorted(selected):
+            options.append(self.create_option(name, key, self.row_labels[key], selected, len(options)))
+        return [(None, options, 0)]
+
+
+class RouteBindingForm(forms.ModelForm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.route_id is not None:
+            widget = self.fields["route"].widget
+            widget = getattr(widget, "widget", widget)  # inside the admin's add/change links
+            widget.row_labels = {str(self.instance.route_id): str(self.instance.route)}
+
+
 class RouteBindingInline(ProjectScopedInlineMixin, admin.TabularInline):
+    """The routes reading the KB. A route is picked by searching, not from a select of every
+    route in each row: a KB read by 100 of 460 routes rendered 46,000 options and read the routes
+    (their prompts too) once a row, besides the route and KB of each row's title (63 s, 4 MB)."""
+
     model = RouteKnowledgeBinding
+    form = RouteBindingForm
     extra = 0
     verbose_name = "route reading this knowledge base"
     verbose_name_plural = "routes reading this knowledge base"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("route", "knowledge_base")
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "route":
             from apps.routes.models import Route
 
             kwargs["queryset"] = Route.objects.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
+            kwargs["widget"] = RowRouteSelect(db_field, self.admin_site)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 

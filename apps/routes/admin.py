@@ -66,6 +66,9 @@ class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_filter = ["enabled", "agent_client_enabled", "tools_direct_enabled", "knowledge_enabled", "project"]
     search_fields = ["key", "name", "description"]
     list_select_related = ["project"]
+    # Meta's ordering, said here because the console's queryset counts (a GROUP BY drops it): the
+    # route autocomplete (a KB's routes) paged routes in no order.
+    ordering = ["project__name", "key"]
     readonly_fields = ["profile_revision", "created_at", "updated_at"]
 
     def get_readonly_fields(self, request, obj=None):

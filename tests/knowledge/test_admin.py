@@ -341,3 +341,33 @@ def test_the_kb_page_names_the_time_zone_of_its_uploads_once_in_the_header(brows
     assert "<th>File · type · uploaded (UTC)</th>" in page
     assert (f'<span class="bh-muted" data-field="uploaded">{document.file_type} · '
             f"{document.created_at.astimezone(UTC):%Y-%m-%d %H:%M}</span>") in page
+
+
+def test_the_kb_page_reads_its_routes_in_queries_that_do_not_grow_with_them(browser, owner):
+    """A route is picked by searching (autocomplete): no row lists every route of the project,
+    and no row reads its route or its KB again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.routes.factories import RouteFactory
+
+    kb = KnowledgeBaseFactory(project=owner.project)
+    routes = RouteFactory.create_batch(6, project=owner.project)
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    for route in routes[:2]:
+        services.route_knowledge_bind(route=route, knowledge_base=kb)
+    browser.get(url)  # the first page fills caches (content types, say) with queries of its own
+    with CaptureQueriesContext(connection) as two:
+        browser.get(url)
+    for route in routes[2:]:
+        services.route_knowledge_bind(route=route, knowledge_base=kb)
+    with CaptureQueriesContext(connection) as six:
+        page = browser.get(url).content.decode()
+    assert len(six.captured_queries) == len(two.captured_queries)
+    selects = re.findall(r'<select name="route_bindings-\d+-route".*?</select>', page, re.S)
+    assert len(selects) == 6
+    # Each row's select holds its own route alone; the others are found by searching.
+    selected = [re.findall(r'<option value="([^"]+)" selected>', select) for select in selects]
+    assert sorted(selected) == sorted([str(route.pk)] for route in routes)
+    assert all(select.count("<option") == 1 for select in selects)
+    assert 'data-ajax--url="/admin/autocomplete/"' in selects[0]
