@@ -7,11 +7,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.validators import MinValueValidator
-from django.db.models import Field, QuerySet
+from django.db.models import CASCADE, PROTECT, RESTRICT, Field, ForeignObjectRel, Model, Q, QuerySet
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.text import capfirst
 
 from apps.core.exceptions import ConsolePermissionDenied
 from apps.projects.models import Membership, OperatorToken, Project
@@ -36,6 +37,86 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# How far a delete's cascade is followed (project → client → session → conversation → run → invocation
+# → journal entry is six steps).
+DELETION_DEPTH = 8
+
+
+def deletion_counted(model_admin: admin.ModelAdmin, objs: Any, request: HttpRequest
+                     ) -> tuple[list[Any], dict[str, int], set[str], list[str]]:
+    """What deleting `objs` takes with it, counted: the admin's get_deleted_objects, in a query or
+    two per model the delete cascades to, whatever the number of rows. Django's own list loads
+    and prints every row it would delete: a knowledge base of 5,000 documents (100,000 chunks)
+    took 150 s and 1 GB, an agent client of 250 sessions 85 s, a project over five minutes.
+
+    The relations are Django's (the ones its collector follows): a CASCADE is followed, a PROTECT
+    or RESTRICT one that refers to a row being deleted refuses the delete, as the collector does.
+    A model whose admin may not delete one of its rows (one of them is asked) is named in the
+    permissions needed, as in Django's list."""
+    objs = list(objs)
+    if not objs:
+        return [], {}, set(), []
+    model = model_admin.model
+    opts = model._meta
+    admin_site = model_admin.admin_site
+    # Each model the delete reaches, with the lookups from it to the deleted rows' primary keys.
+    cascades: dict[type[Model], list[str]] = {}
+    protecting: dict[type[Model], list[str]] = {}
+
+    def follow(current: type[Model], lookup: str, chain: frozenset[type[Model]]) -> None:
+        for rel in current._meta.get_fields(include_hidden=True):
+            if not (isinstance(rel, ForeignObjectRel) and (rel.one_to_many or rel.one_to_one)):
+                continue
+            related: type[Model] = rel.related_model  # type: ignore[assignment]  # a model class here
+            path = f"{rel.field.name}__{lookup}"
+            if rel.on_delete in (PROTECT, RESTRICT):
+                protecting.setdefault(related, []).append(path)
+            elif rel.on_delete is CASCADE and related not in chain and len(chain) < DELETION_DEPTH:
+                cascades.setdefault(related, []).append(path)
+                follow(related, path, chain | {related})
+
+    follow(model, "pk", frozenset({model}))
+    pks = [obj.pk for obj in objs]
+
+    def reached(related: type[Model], paths: list[str]) -> QuerySet[Any]:
+        condition = Q()
+        for path in paths:
+            condition |= Q(**{f"{path}__in": pks})
+        return related._base_manager.filter(condition)
+
+    perms_needed = set() if all(model_admin.has_delete_permission(request, obj) for obj in objs) \
+        else {str(opts.verbose_name)}
+    counts = {str(opts.verbose_name_plural): len(objs)}
+    taken = []
+    for related, paths in cascades.items():
+        rows = reached(related, paths)
+        n = rows.count()
+        if not n:
+            continue
+        counts[str(related._meta.verbose_name_plural)] = n
+        taken.append(f"{n:,} {related._meta.verbose_name if n == 1 else related._meta.verbose_name_plural}")
+        if admin_site.is_registered(related) and not admin_site.get_model_admin(related).has_delete_permission(
+                request, rows.first()):
+            perms_needed.add(str(related._meta.verbose_name))
+    protected = []
+    for related, paths in protecting.items():
+        n = reached(related, paths).count()
+        if n:
+            protected.append(f"{n:,} {related._meta.verbose_name if n == 1 else related._meta.verbose_name_plural}")
+
+    def line(obj: Any) -> str:
+        try:
+            url = reverse(f"{admin_site.name}:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+        except NoReverseMatch:
+            return format_html("{}: {}", capfirst(opts.verbose_name), obj)
+        return format_html('{}: <a href="{}">{}</a>', capfirst(opts.verbose_name), url, obj)
+
+    deleted: list[Any] = [line(obj) for obj in objs]
+    if taken:
+        deleted += [taken] if len(objs) == 1 else ["With them, in all:", taken]
+    return deleted, counts, perms_needed, protected
 
 
 class ProjectScopedAdminMixin(_ModelAdminBase):
@@ -107,6 +188,10 @@ class ProjectScopedAdminMixin(_ModelAdminBase):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_change_permission(request, obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest
+                            ) -> tuple[list[Any], dict[str, int], set[str], list[str]]:
+        return deletion_counted(self, objs, request)
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         """An operator who edits one project has no project to pick on an add form."""

@@ -3,6 +3,7 @@ from datetime import UTC
 
 import pytest
 from django.contrib.messages import get_messages
+from django.db.models import Count
 from django.test import Client
 
 from apps.knowledge import ingest, services
@@ -371,3 +372,48 @@ def test_the_kb_page_reads_its_routes_in_queries_that_do_not_grow_with_them(brow
     assert sorted(selected) == sorted([str(route.pk)] for route in routes)
     assert all(select.count("<option") == 1 for select in selects)
     assert 'data-ajax--url="/admin/autocomplete/"' in selects[0]
+
+
+def test_the_kb_delete_page_counts_what_goes_with_it_in_queries_that_do_not_grow(browser, owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    kb = KnowledgeBaseFactory(project=owner.project)
+    _completed(kb)
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/delete/"
+    browser.get(url)  # the first page fills caches (content types, say) with queries of its own
+    with CaptureQueriesContext(connection) as one:
+        browser.get(url)
+    _completed(kb, "products.csv")
+    _completed(kb, "plain.txt")
+    with CaptureQueriesContext(connection) as three:
+        response = browser.get(url)
+    assert len(three.captured_queries) == len(one.captured_queries)
+    page = response.content.decode()
+    assert response.context["perms_lacking"] == set()
+    counted = dict(response.context["model_count"])
+    assert counted["documents"] == 3
+    assert "<li>3 documents</li>" in page
+    chunks = counted["chunks"]
+    assert chunks == kb.documents.aggregate(n=Count("chunks"))["n"] > 3
+    assert f"<li>{chunks:,} chunks</li>" in page
+
+
+def test_a_counted_delete_names_the_protected_rows_that_refuse_it(rf):
+    """Deleting an embedding model a KB uses is refused (PROTECT): the count says so, as Django's
+    collector would."""
+    from django.contrib import admin
+    from django.contrib.auth import get_user_model
+
+    from apps.projects.admin import deletion_counted
+
+    kb = KnowledgeBaseFactory()
+    request = rf.get("/")
+    request.user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-the-test")
+    deleted, counts, perms_needed, protected = deletion_counted(
+        admin.site.get_model_admin(EmbeddingModel), [kb.embedding_model], request)
+    assert protected == ["1 knowledge base"]
+    assert counts == {"embedding models": 1}
+    assert perms_needed == set()
+    assert deleted == [f'Embedding model: <a href="/admin/knowledge/embeddingmodel/{kb.embedding_model_id}/change/">'
+                       f"{kb.embedding_model}</a>"]
