@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -87,8 +88,11 @@ class RagQueryAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         return own + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
-        routes = (Route.objects.filter(project__in=project_list_visible(user=request.user), rag_queries__isnull=False)
-                  .distinct().select_related("project").order_by("project__name", "key"))
+        # Routes that have answers, asked once a route (an index probe each): a join over the answers
+        # with a DISTINCT over whole route rows (prompts and all) read every answer on every page.
+        answered = RagQuery.objects.filter(route=OuterRef("pk"))
+        routes = (Route.objects.filter(Exists(answered), project__in=project_list_visible(user=request.user))
+                  .only("name", "key").order_by("project__name", "key"))
         extra_context = {**(extra_context or {}), "report_routes": [
             (route, reverse("admin:ledger_ragquery_report", args=[route.pk])) for route in routes]}
         return super().changelist_view(request, extra_context)

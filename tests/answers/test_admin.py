@@ -214,3 +214,20 @@ def test_search_playground_asks_its_query_in_rag_mode_by_post(console, kb):
     response = console.post(form.group(1), {"question": form.group(2)})
     assert response.status_code == 200
     assert 'id="rag-result"' in response.content.decode()
+
+
+def test_the_report_links_probe_each_route_for_answers_rather_than_read_them_all(console, route):
+    """The routes with a quality report are found with an EXISTS probe a route: a join of every
+    answer, made DISTINCT over whole route rows, read all of them on each page of the history."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for i in range(3):
+        RagQueryFactory(route=route, question=f"问题{i}")
+    RouteFactory(project=route.project)  # no answers: no report link
+    with CaptureQueriesContext(connection) as captured:
+        response = console.get(reverse("admin:ledger_ragquery_changelist"))
+    assert [linked.pk for linked, _ in response.context["report_routes"]] == [route.pk]
+    route_reads = [q["sql"] for q in captured.captured_queries if '"ledger_ragquery"' in q["sql"]
+                   and q["sql"].startswith('SELECT DISTINCT "routes_route"."id", "routes_route"."created_at"')]
+    assert route_reads == []
