@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import cast
 
 from django import forms
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from apps.routes.admin import RouteAdminForm
 from apps.tools.errors import RouteToolsInvalid
@@ -17,6 +19,28 @@ from apps.tools.route_tools import SourceSpec, route_tools_check
 
 SOURCE_PREFIX = "tools_from_"
 PICKS = {"class": "bh-tool-picks"}
+
+
+class ToolPicks(forms.CheckboxSelectMultiple):
+    """Checkboxes written as Django's templates write them (the same HTML), in one pass: a project of
+    300 providers offers 3,000 boxes on a route's page, and a template include a box took 2 s."""
+
+    def render(self, name, value, attrs=None, renderer=None) -> SafeString:
+        widget = self.get_context(name, value, attrs)["widget"]
+        box = '<div>\n    <label{}><input type="checkbox" name="{}" value="{}"{}>\n {}</label>\n\n</div>'
+        boxes = format_html_join("", box, (
+            (format_html(' for="{}"', option["attrs"]["id"]) if option["attrs"].get("id") else "",
+             option["name"], option["value"], _attrs(option["attrs"]), option["label"])
+            for _group, options, _index in widget["optgroups"] for option in options))
+        own = widget["attrs"]
+        return format_html("<div{}{}>{}\n</div>", format_html(' id="{}"', own["id"]) if own.get("id") else "",
+                           format_html(' class="{}"', own["class"]) if own.get("class") else "", boxes)
+
+
+def _attrs(attrs: dict) -> SafeString:
+    """django/forms/widgets/attrs.html: False leaves a name out, True writes it bare."""
+    return format_html_join("", " {}{}", ((name, "" if value is True else format_html('="{}"', value))
+                                         for name, value in attrs.items() if value is not False))
 
 
 def source_field_name(provider: ToolProvider) -> str:
@@ -35,13 +59,13 @@ def _tool_label(tool: Tool) -> str:
 
 class RouteToolsForm(RouteAdminForm):
     write_tools = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS), label="Write tools",
+        required=False, widget=ToolPicks(attrs=PICKS), label="Write tools",
         help_text="Write tools agents may call. Only compiled write tools allowed by a source above count.")
     force_approval_tools = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS), label="Force approval tools",
+        required=False, widget=ToolPicks(attrs=PICKS), label="Force approval tools",
         help_text="Write tools that always need an approver's decision on this route, beyond the ACC rules.")
     unattended_write_tools = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS), label="Unattended write tools (legacy)",
+        required=False, widget=ToolPicks(attrs=PICKS), label="Unattended write tools (legacy)",
         help_text="Legacy: when any is picked, every other write tool needs approval. Cannot be combined with "
                   "force approval tools.")
 
@@ -111,7 +135,7 @@ def tools_form_for(providers: list[ToolProvider]) -> type[RouteToolsForm]:
         tools = compiled_tools(provider)
         count = len(tools)
         attrs[source_field_name(provider)] = forms.MultipleChoiceField(
-            required=False, widget=forms.CheckboxSelectMultiple(attrs=PICKS),
+            required=False, widget=ToolPicks(attrs=PICKS),
             label=f"Tools from {provider.name}",
             choices=[(tool.name, _tool_label(tool)) for tool in tools],
             help_text=f"The allow list of this source: {count} compiled tool{'s' if count != 1 else ''}"
