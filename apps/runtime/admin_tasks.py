@@ -34,7 +34,7 @@ from apps.routes.models import Route
 from apps.tasks import selectors, services
 from apps.tasks.errors import TaskInvalid, TaskRequestConflict, TaskRevisionConflict, TaskTransitionInvalid
 from apps.tasks.models import Task, TaskLedgerEntry
-from apps.tools.surface import route_surface
+from apps.tools.surface import route_surface, route_surfaces
 
 MEMBER_ROWS = 4
 LEDGER_SHOWN = 20
@@ -95,8 +95,9 @@ def project_tool_options(project: Project) -> list[ToolOption]:
     """Every tool an operator may grant on each of the project's routes, as the operator's view of
     the surface shows it; a member's own surface is checked again on submit."""
     options = []
-    for route in Route.objects.filter(project=project).order_by("key"):
-        for tool in route_surface(route=route, session=None).tools:
+    routes = list(Route.objects.filter(project=project).order_by("key"))
+    for route, surface in zip(routes, route_surfaces(routes=routes, session=None), strict=True):
+        for tool in surface.tools:
             options.append(ToolOption(route=route.key, name=tool.name, readonly=bool(tool.definition["readonly"])))
     return options
 

@@ -339,3 +339,33 @@ def test_the_list_shows_when_a_task_was_created_in_the_console_time_zone(world, 
     task = _task(world)
     created = timezone.localtime(task.created_at, timezone.get_fixed_timezone(8 * 60))
     assert f"{created:%Y-%m-%d %H:%M} CST" in owner.get(LIST_URL).content.decode()
+
+
+def test_the_create_form_reads_every_routes_tools_in_queries_that_do_not_grow_with_the_routes(world, owner, tools):
+    """The tools a member may be given are each route's surface: read for all the project's routes
+    at once, not three queries a route."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def reads() -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as captured:
+            response = owner.get(ADD_URL + f"?project={world.route.project.pk}")
+        return len(captured.captured_queries), response.content.decode()
+
+    reads()  # the first page fills caches (content types, compiled tools) with queries of its own
+    few, _ = reads()
+    provider = ToolProviderFactory(project=world.route.project, name="warehouse")
+    more = [RouteFactory(project=world.route.project, key=f"shop-{n}") for n in range(3)]
+    for route in more:
+        route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=["order_status"])],
+                        tools_direct_enabled=True)
+    reads()  # the new provider's compiled tools are read once, then cached
+    many, page = reads()
+    assert many == few
+    assert all(f'value="shop-{n}:order_status"' in page for n in range(3))
+
+    from apps.tools.surface import route_surface, route_surfaces
+
+    routes = [world.route, *more]
+    assert [surface.revision for surface in route_surfaces(routes=routes, session=None)] == [
+        route_surface(route=route, session=None).revision for route in routes]
