@@ -45,10 +45,23 @@ class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
         return True
 
 
+# A conversation's page shows its newest messages and runs, up to these many: a conversation of
+# thousands of turns printed every one of them.
+MESSAGE_ROWS_MAX = 200
+RUN_ROWS_MAX = 100
+
+
 class MessageInline(ReadOnlyInline):
     model = Message
     fields = readonly_fields = ("sequence", "role", "kind", "client_message_id", "content", "created_at")
     ordering = ["sequence"]
+    conversation: Conversation | None = None  # the page's, set by ConversationAdmin.get_inline_instances
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if self.conversation is not None:
+            queryset = queryset.filter(sequence__gt=self.conversation.message_count - MESSAGE_ROWS_MAX)
+        return queryset
 
 
 class RunInline(ReadOnlyInline):
@@ -57,8 +70,16 @@ class RunInline(ReadOnlyInline):
                                 "capability_revision", "prepare_ms", "created_at", "completed_at")
     ordering = ["created_at"]
 
+    conversation: Conversation | None = None  # the page's, set by ConversationAdmin.get_inline_instances
+
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("session")
+        queryset = super().get_queryset(request).select_related("session")
+        if self.conversation is not None:
+            newest = list(Run.objects.filter(conversation=self.conversation).order_by("-created_at")
+                          .values_list("created_at", flat=True)[RUN_ROWS_MAX - 1:RUN_ROWS_MAX])
+            if newest:
+                queryset = queryset.filter(created_at__gte=newest[0])
+        return queryset
 
     @admin.display(description="State")
     def state_shown(self, obj: Run) -> SafeString:
@@ -79,8 +100,27 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     search_fields = ["client_conversation_id", "on_behalf_of", "principal_id"]
     list_select_related = ["route", "route__project"]
     fields = readonly_fields = ("route", "session", "client_conversation_id", "on_behalf_of", "principal_id",
-                                "message_count", "last_message_at", "created_at")
+                                "message_count", "history", "last_message_at", "created_at")
     inlines = [MessageInline, RunInline]
+
+    def get_inline_instances(self, request, obj=None):
+        instances = super().get_inline_instances(request, obj)
+        for inline in instances:
+            if isinstance(inline, MessageInline | RunInline):
+                inline.conversation = obj
+        return instances
+
+    @admin.display(description="History")
+    def history(self, obj: Conversation) -> SafeString:
+        messages = format_html('<a href="{}?conversation__id__exact={}">all its messages</a>',
+                               reverse("admin:ledger_message_changelist"), obj.pk)
+        runs = format_html('<a href="{}?conversation__id__exact={}">all its runs</a>',
+                           reverse("admin:ledger_run_changelist"), obj.pk)
+        if obj.message_count > MESSAGE_ROWS_MAX:
+            return format_html("Below: the newest {} of {} messages and the newest {} runs. See {} and {}.",
+                               MESSAGE_ROWS_MAX, obj.message_count, RUN_ROWS_MAX, messages, runs)
+        return format_html("Below: every message and run (the newest {} runs at most). See {} and {} in their "
+                           "lists.", RUN_ROWS_MAX, messages, runs)
 
 
 @admin.register(Run)

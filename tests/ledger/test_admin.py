@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.services import session_revoke
-from apps.ledger.models import Conversation, MemoryNote, Run
+from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.projects.models import Membership
 from tests.ledger.helpers import complete_run, ledger_counts, open_turn, post_json
 from tests.projects.factories import MembershipFactory
@@ -275,3 +275,38 @@ def test_a_completed_run_of_a_revoked_session_reads_completed(ledger, issued, vi
     listed = _admin(viewer.user).get("/admin/ledger/run/").content.decode()
     assert "Completed" in listed
     assert "never completed" not in listed
+
+
+def test_a_long_conversation_shows_its_newest_messages_and_runs_and_links_the_rest(api_client, issued, route, viewer,
+                                                                                monkeypatch):
+    from apps.ledger import admin as ledger_admin
+
+    monkeypatch.setattr(ledger_admin, "MESSAGE_ROWS_MAX", 3)
+    monkeypatch.setattr(ledger_admin, "RUN_ROWS_MAX", 2)
+    for n in range(1, 4):
+        run_id = open_turn(api_client, issued.access_token, route.key, n).json()["run_id"]
+        complete_run(api_client, issued.access_token, run_id, n, content=f"答复 {n}")
+    conversation = Conversation.objects.get()
+    assert conversation.message_count == 6
+    admin = _admin(viewer.user)
+    response = admin.get(f"/admin/ledger/conversation/{conversation.pk}/change/")
+    inlines = {formset.opts.model: formset for formset in response.context["inline_admin_formsets"]}
+    assert [form.instance.sequence for form in inlines[Message].formset.forms] == [4, 5, 6]
+    newest_runs = list(Run.objects.order_by("-created_at").values_list("pk", flat=True)[:2])
+    assert sorted(form.instance.pk for form in inlines[Run].formset.forms) == sorted(newest_runs)
+    page = response.content.decode()
+    assert "the newest 3 of 6 messages and the newest 2 runs" in page
+
+    listed = admin.get("/admin/ledger/message/", {"conversation__id__exact": str(conversation.pk)})
+    assert listed.status_code == 200
+    assert listed.context["cl"].result_count == 6
+    runs = admin.get("/admin/ledger/run/", {"conversation__id__exact": str(conversation.pk)})
+    assert runs.status_code == 200
+    assert runs.context["cl"].result_count == 3
+
+
+def test_a_short_conversation_shows_every_message(ledger, viewer):
+    response = _admin(viewer.user).get(f"/admin/ledger/conversation/{ledger.conversation_id}/change/")
+    inlines = {formset.opts.model: formset for formset in response.context["inline_admin_formsets"]}
+    assert [form.instance.sequence for form in inlines[Message].formset.forms] == [1, 2]
+    assert "Below: every message and run" in response.content.decode()
