@@ -20,8 +20,11 @@ WATCHDOG = "knowledge.watchdog"
 
 def _send(name: str, object_id, *, run_token=None, countdown: float | None = None) -> None:
     options = {"countdown": countdown} if countdown else {}
+    # ignore_result: sent by name, Celery cannot know the task ignores its result, and with a Redis
+    # result backend it would subscribe this process to the task's result channel — for good (no
+    # one reads it), and with Redis down it retries that subscription for 20 s before sending.
     current_app.send_task(name, args=[str(object_id)], kwargs={"run_token": str(run_token) if run_token else None},
-                          queue=settings.KNOWLEDGE_TASK_QUEUE, **options)
+                          queue=settings.KNOWLEDGE_TASK_QUEUE, ignore_result=True, **options)
 
 
 def document_send(document_id, *, run_token=None, countdown: float | None = None) -> None:

@@ -397,7 +397,8 @@ def _send_after_commit(inv: Invocation) -> None:
     pk = str(inv.pk)
 
     def send() -> None:
-        current_app.send_task(DISPATCH_TASK, args=[pk], queue=settings.TOOL_DISPATCH_QUEUE)
+        # Nobody reads its result: see apps.knowledge.dispatch._send on ignore_result.
+        current_app.send_task(DISPATCH_TASK, args=[pk], queue=settings.TOOL_DISPATCH_QUEUE, ignore_result=True)
 
     transaction.on_commit(send, robust=True)
 

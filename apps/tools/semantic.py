@@ -140,7 +140,8 @@ def index_send(provider_id: Any) -> None:
     only leaves the search lexical until the next send; nothing else depends on it."""
 
     def send() -> None:
-        current_app.send_task(INDEX_REBUILD, args=[str(provider_id)])
+        # Nobody reads its result: see apps.knowledge.dispatch._send on ignore_result.
+        current_app.send_task(INDEX_REBUILD, args=[str(provider_id)], ignore_result=True)
 
     transaction.on_commit(send, robust=True)
 
