@@ -32,7 +32,7 @@ import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -341,10 +341,43 @@ class _SliceOver(Exception):
     """This task has run its time slice; a new task continues the same run."""
 
 
+# The database went away under a run (a restart, a failover, a connection dropped between them):
+# nothing is wrong with the document or the rebuild, so it is not failed — an operator would find
+# a sound document failed with "an unexpected error" after every database restart. Another
+# attempt runs instead, counted against KNOWLEDGE_MAX_ATTEMPTS like a killed worker's. Only the
+# connection breaking counts (no SQLSTATE: the client lost it; class 08; the server shutting down
+# or starting) and a deadlock or serialization failure: other OperationalErrors (a statement
+# timeout, a value PostgreSQL cannot store) would fail the same way every time.
+_TRANSIENT_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "40P01", "40001"})
+
+
+def _connection_broke(exc: BaseException) -> bool:
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _TRANSIENT_SQLSTATES
+
+
+def _connection_lost(queryset, pk, token, send) -> None:
+    """Let go of the run's lease and send the work again shortly, on a new connection; with the
+    database still down, the lease runs out and the watchdog sends it once it is back."""
+    connection.close()  # the broken one; the next query connects again
+    try:
+        with transaction.atomic():
+            now = timezone.now()
+            if queryset.filter(pk=pk, run_token=token).update(run_token=None, heartbeat_at=now, updated_at=now):
+                send(pk, countdown=_heartbeat_seconds())
+    except DatabaseError:
+        logger.warning("The database is still unavailable; the watchdog hands %s over once it is back.", pk)
+
+
 def document_ingest(*, document_id, run_token: str | None = None) -> str:
     """Run a document's pipeline from where it stands. Returns what happened: completed,
-    awaiting_confirmation, continued (in a new task), failed, skipped, lease_lost, or rescheduled
-    (another run's lease is live: this task comes back when it runs out)."""
+    awaiting_confirmation, continued (in a new task), failed, skipped, lease_lost, connection_lost
+    (the database went away: sent again), or rescheduled (another run's lease is live: this task
+    comes back when it runs out)."""
     claim = _document_claim(document_id, run_token)
     if claim.busy_until is not None:
         dispatch.document_send(document_id, countdown=_retry_countdown(claim.busy_until))
@@ -366,7 +399,12 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
         _document_fail(document_id, token, "embedding_failed", str(exc))
     except PipelineError as exc:
         _document_fail(document_id, token, exc.code, exc.message)
-    except Exception:
+    except Exception as exc:
+        if _connection_broke(exc):
+            logger.warning("Ingesting document %s lost its database connection; it is tried again.", document_id,
+                           exc_info=True)
+            _connection_lost(Document.objects, document_id, token, dispatch.document_send)
+            return "connection_lost"
         # The task boundary: record the failure so the document is not stuck, keep the details in the log.
         logger.exception("Ingesting document %s failed", document_id)
         _document_fail(document_id, token, "ingest_error",
@@ -566,7 +604,13 @@ def generation_build(*, generation_id, run_token: str | None = None) -> str:
         _generation_fail(generation_id, token, exc.code, exc.message)
     except EmbeddingFailed as exc:
         _generation_fail(generation_id, token, "embedding_failed", str(exc))
-    except Exception:
+    except Exception as exc:
+        if _connection_broke(exc):
+            logger.warning("Rebuilding generation %s lost its database connection; it is tried again.", generation_id,
+                           exc_info=True)
+            _connection_lost(IndexGeneration.objects.filter(status=IndexGeneration.Status.BUILDING), generation_id,
+                             token, dispatch.generation_send)
+            return "connection_lost"
         logger.exception("Rebuilding generation %s failed", generation_id)
         _generation_fail(generation_id, token, "rebuild_error",
                          "An unexpected error stopped the rebuild; the active index is unchanged. Start it again.")

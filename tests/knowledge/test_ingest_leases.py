@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from apps.knowledge import services
-from apps.knowledge.models import Document, IndexGeneration
+from apps.knowledge.ingest import _connection_broke
+from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
 from bailinghub.celery import app as celery_app
-from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts, upload, wait_for, wait_for_status
 from tests.knowledge.test_worker import _database_url
 
@@ -225,3 +226,51 @@ def test_a_knowledge_base_deleted_while_a_worker_writes_chunks_waits_for_it_and_
     assert "error" not in deleter
     assert not KnowledgeBase.objects.filter(pk=kb.pk).exists()
     assert Chunk.objects.filter(document_id=document.pk).count() == 0
+
+
+def _connections_drop() -> int:
+    """End every other connection to the test database, as a database restart or a failover does
+    (the server is back at once)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_a_document_whose_database_connection_drops_mid_embedding_completes_on_its_own(
+        settings, celery_worker_session):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 4
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
+    text = "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(12))
+    [document] = services.document_upload(kb=kb, files=[upload("sections.md", f"# 规章\n\n{text}\n".encode())])
+    wait_for(lambda: Document.objects.filter(pk=document.pk, status="embedding", progress_done__gte=2).exists(),
+             message="the worker to be embedding")
+    assert _connections_drop() >= 1
+    finished = wait_for_status(document.pk, "completed", "failed")
+    assert (finished.status, finished.error_code, finished.attempts) == ("completed", "", 2)
+    children = Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD)
+    assert sorted(children.values_list("index", flat=True)) == list(range(12))
+
+
+def test_a_rebuild_whose_database_connection_drops_mid_build_activates_on_its_own(settings, celery_worker_session):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 4
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
+    ingest_texts(kb, {"rules.md": "# 规章\n\n" + "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(12))})
+    EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).delete()  # the rebuild embeds again
+    generation = services.knowledge_base_rebuild(kb=kb)
+    wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk, status="building", progress_total=1).exists()
+             and Chunk.objects.filter(generation=generation).exists(), message="the rebuild to be embedding")
+    assert _connections_drop() >= 1
+    wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk).exclude(status="building").first(),
+             message="the rebuild to finish")
+    generation.refresh_from_db()
+    assert (generation.status, generation.error_code, generation.attempts) == ("active", "", 2)
+    assert IndexGeneration.objects.filter(knowledge_base=kb, status="active").count() == 1
+
+
+def test_a_statement_timeout_is_not_taken_for_a_lost_connection():
+    """It would time out again at every attempt: the document fails at once, with the reason logged."""
+    with pytest.raises(OperationalError) as raised, transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = 1")
+        cursor.execute("SELECT pg_sleep(1)")
+    assert (raised.value.__cause__.sqlstate, _connection_broke(raised.value)) == ("57014", False)
