@@ -191,13 +191,21 @@ def _document_claim(document_id, run_token: str | None) -> Claim:
             return Claim()
         held = run_token and document.run_token and str(document.run_token) == run_token
         if not held and document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS and not lease_live(document):
-            _document_mark_failed(document, "ingest_attempts_exhausted",
-                                  f"The pipeline did not finish in {document.attempts} attempts; retry the document.")
+            _document_mark_failed(document, "ingest_attempts_exhausted", _attempts_spent(document.attempts))
             return Claim()
         if document.status == Document.Status.PENDING:
             document.status = Document.Status.QUEUED
             document.queued_at = timezone.now()
         return lease_claim(document, run_token=run_token, update_fields=("status", "queued_at"))
+
+
+def _attempts_spent(attempts: int) -> str:
+    """Why a document ran out of attempts, for the operator: a run is only counted when a worker
+    takes the document, so each one ended with its worker gone — the document that crashes its
+    worker (a file that exhausts its memory) fails this way, and retrying it as it is crashes again."""
+    return (f"The pipeline did not finish in {attempts} attempts: each time, the worker running it stopped before "
+            "it was done (it was killed, for instance out of memory, or lost the database); the worker's log says "
+            "which. If this file is what stops the worker, split it before retrying it.")
 
 
 def _document_mark_failed(document: Document, code: str, message: str) -> None:
@@ -653,8 +661,7 @@ def knowledge_watchdog() -> dict[str, int]:
             if document is None:
                 continue
             if document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
-                _document_mark_failed(document, "ingest_stalled",
-                                      f"The pipeline stopped responding {document.attempts} times; retry the document.")
+                _document_mark_failed(document, "ingest_stalled", _attempts_spent(document.attempts))
                 failed += 1
                 continue
             lease_release(document)

@@ -251,6 +251,23 @@ def test_the_watchdog_fails_a_document_out_of_attempts(settings):
     assert ingest.knowledge_watchdog()["failed"] == 1
     document.refresh_from_db()
     assert (document.status, document.error_code) == ("failed", "ingest_stalled")
+    assert document.error_message.startswith("The pipeline did not finish in 3 attempts: each time, the worker "
+                                             "running it stopped before it was done")
+
+
+def test_a_document_whose_worker_died_at_every_attempt_fails_saying_so(settings):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 60
+    settings.KNOWLEDGE_MAX_ATTEMPTS = 3
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    # The third run's worker was killed mid-parse; its message, redelivered after its lease ran out, comes back.
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.PARSING, attempts=3, run_token="1" * 32,
+                                                   heartbeat_at=timezone.now() - timedelta(seconds=120))
+    assert _ingest(document) == "skipped"
+    document.refresh_from_db()
+    assert (document.status, document.error_code) == ("failed", "ingest_attempts_exhausted")
+    assert "the worker running it stopped before it was done" in document.error_message
+    assert "split it before retrying it" in document.error_message
 
 
 # Rebuild
