@@ -2,13 +2,16 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from django.conf import settings as django_settings
 
-from apps.core.management.commands.devserver import child_commands, child_environment
+from apps.core.management.commands.devserver import child_commands, child_environment, supervise
 from bailinghub.celery import app as celery_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,3 +91,73 @@ def test_make_run_serves_on_web_bind_when_it_is_set(monkeypatch):
     default = Command().create_parser("manage.py", "devserver").parse_args([]).addr
     assert (chosen, default) == ("127.0.0.1:8123", "127.0.0.1:8000")
     assert _option(child_commands(addr=chosen)["web"], "--bind") == "127.0.0.1:8123"
+
+
+class _Output:
+    """What the supervised children and the supervisor wrote, line by line (from several threads)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self.lock:
+            self.lines.extend(text.splitlines())
+
+    def flush(self) -> None:
+        pass
+
+    def pids(self, name: str) -> list[int]:
+        with self.lock:
+            return [int(line.split()[2]) for line in self.lines if line.startswith(f"[{name}] pid ")]
+
+
+_SLEEPER = [sys.executable, "-c", "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"]
+
+
+def _wait(predicate, message: str):
+    deadline = time.monotonic() + 60
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {message}"
+        time.sleep(0.05)
+    return value
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def _supervised(commands, **options):
+    out, stopping = _Output(), threading.Event()
+    result: list[list[str]] = []
+    thread = threading.Thread(target=lambda: result.append(supervise(commands, env=dict(os.environ), out=out,
+                                                                     stopping=stopping, **options)))
+    thread.start()
+    return out, stopping, thread, result
+
+
+def test_a_child_killed_is_started_again_and_the_others_keep_running():
+    out, stopping, thread, result = _supervised({"worker": _SLEEPER, "web": _SLEEPER})
+    try:
+        [worker] = _wait(lambda: out.pids("worker"), "the worker to start")
+        [web] = _wait(lambda: out.pids("web"), "the web server to start")
+        os.kill(worker, signal.SIGKILL)  # as the OOM killer does
+        [_, again] = _wait(lambda: out.pids("worker")[1:] and out.pids("worker"), "the worker to start again")
+        assert (again != worker, _alive(again), _alive(web)) == (True, True, True)
+    finally:
+        stopping.set()
+        thread.join(60)
+    assert (result, _alive(again), _alive(web)) == ([["worker", "web"]], False, False)
+
+
+def test_a_child_that_keeps_dying_stops_everything():
+    crashing = [sys.executable, "-c", "raise SystemExit(3)"]
+    out, stopping, thread, result = _supervised({"worker": crashing, "web": _SLEEPER}, restart_limit=3)
+    [web] = _wait(lambda: out.pids("web"), "the web server to start")
+    thread.join(60)
+    assert (result, stopping.is_set(), _alive(web)) == ([["worker", "web"]], True, False)
+    assert "[worker] exited (3) 3 times in 60 s: stopping" in out.lines

@@ -5,7 +5,7 @@
 helps with the default one. The default queue's own processes never take a large task, so a
 big upload never holds up the small ones. Each child's output is prefixed ([web], [worker],
 [worker-large]); Ctrl-C (SIGINT) or SIGTERM stops them all and waits for them, so the caller can
-then stop the embedded PostgreSQL and Redis cleanly.
+then stop the embedded PostgreSQL and Redis cleanly. A child that dies is started again (`supervise`).
 """
 
 from __future__ import annotations
@@ -66,6 +66,63 @@ def child_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
 
+# A child that dies is started again, unless it died this many times within RESTART_WINDOW_SECONDS:
+# then it is crash-looping (a port in use, a broken setting) and make run stops with the reason.
+RESTART_LIMIT = 5
+RESTART_WINDOW_SECONDS = 60.0
+
+
+def _start(name: str, command: list[str], env: dict[str, str], out: TextIO,
+           ) -> tuple[subprocess.Popen[bytes], threading.Thread]:
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # noqa: S603
+    pump = threading.Thread(target=_pump, args=(name, child.stdout, out), daemon=True)
+    pump.start()
+    return child, pump
+
+
+def supervise(commands: dict[str, list[str]], *, env: dict[str, str], out: TextIO, stopping: threading.Event,
+              restart_limit: int = RESTART_LIMIT, restart_window: float = RESTART_WINDOW_SECONDS) -> list[str]:
+    """Run `commands` side by side, each one's output prefixed with its name, until `stopping` is
+    set; then SIGTERM them all and wait (SIGKILL after 30 s). A child that exits meanwhile is
+    started again: a worker's parent killed by the OOM killer must not take the web server, the
+    other worker and (through `embedded exec`) PostgreSQL and Redis down with it. One that exits
+    `restart_limit` times within `restart_window` seconds stops everything. Returns the names run."""
+    children: dict[str, subprocess.Popen[bytes]] = {}
+    pumps: list[threading.Thread] = []
+    exits: dict[str, list[float]] = {name: [] for name in commands}
+    for name, command in commands.items():
+        children[name], pump = _start(name, command, env, out)
+        pumps.append(pump)
+    while not stopping.wait(0.2):
+        for name, child in children.items():
+            code = child.poll()
+            if code is None:
+                continue
+            now = time.monotonic()
+            exits[name] = [moment for moment in exits[name] if moment > now - restart_window] + [now]
+            if len(exits[name]) >= restart_limit:
+                out.write(f"[{name}] exited ({code}) {len(exits[name])} times in {restart_window:.0f} s: stopping\n")
+                stopping.set()
+                break
+            out.write(f"[{name}] exited ({code}); starting it again\n")
+            children[name], pump = _start(name, commands[name], env, out)
+            pumps.append(pump)
+        out.flush()
+    for child in children.values():
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    for child in children.values():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    for pump in pumps:
+        pump.join(timeout=2)
+    return list(children)
+
+
 class Command(BaseCommand):
     help = "Run the web server and the Celery workers for development (used by `make run`)."
 
@@ -81,18 +138,6 @@ class Command(BaseCommand):
         env = child_environment()
         commands = child_commands(addr=addr)
         os.makedirs(os.path.dirname(settings.CELERY_BEAT_SCHEDULE_FILENAME), exist_ok=True)
-        children: dict[str, subprocess.Popen[bytes]] = {}
-        pumps: list[threading.Thread] = []
-        for name, command in commands.items():
-            child = subprocess.Popen(  # noqa: S603
-                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-            )
-            children[name] = child
-            pump = threading.Thread(target=_pump, args=(name, child.stdout, sys.stdout), daemon=True)
-            pump.start()
-            pumps.append(pump)
-        self.stdout.write(self.style.SUCCESS(f"BailingHub at http://{addr}/admin/  (Ctrl-C stops everything)"))
-
         stopping = threading.Event()
 
         def stop(signum: int, _frame: FrameType | None) -> None:
@@ -100,18 +145,6 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        while not stopping.is_set() and all(child.poll() is None for child in children.values()):
-            time.sleep(0.2)
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        for child in children.values():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-        for pump in pumps:
-            pump.join(timeout=2)
-        self.stdout.write(f"stopped {', '.join(children)}")
+        self.stdout.write(self.style.SUCCESS(f"BailingHub at http://{addr}/admin/  (Ctrl-C stops everything)"))
+        stopped = supervise(commands, env=env, out=sys.stdout, stopping=stopping)
+        self.stdout.write(f"stopped {', '.join(stopped)}")
