@@ -175,6 +175,37 @@ def test_json_outside_the_strict_limits_fails_conversion_with_the_reason(data, r
     assert str(failed.value).startswith("The file is not valid JSON: ")
 
 
+REFUSED_CONTAINERS = ("The file holds 11 JSON objects and arrays, more than a document may (10, "
+                      "KNOWLEDGE_JSON_MAX_CONTAINERS). Split the document.")
+
+
+@pytest.mark.parametrize("check", [document_parse, document_check])
+def test_a_json_of_more_containers_than_allowed_is_refused_before_it_is_parsed(settings, check):
+    """`[{},{},…]`: 50-60 times its size as Python objects, and no text for the budget to stop."""
+    settings.KNOWLEDGE_JSON_MAX_CONTAINERS = 10
+    with pytest.raises(ConversionFailed) as failed:
+        check(file_type="json", data=b"[" + b",".join([b"{}"] * 10) + b"]")
+    assert str(failed.value) == REFUSED_CONTAINERS
+
+
+def test_a_large_json_upload_is_held_to_the_container_limit_without_a_full_parse(settings):
+    settings.KNOWLEDGE_JSON_MAX_CONTAINERS = 10
+    padding = b" " * (4 * 1024 * 1024)  # past the upload check's full-parse size
+    with pytest.raises(ConversionFailed) as failed:
+        document_check(file_type="json", data=b"[" + b",".join([b"[]"] * 10) + b"]" + padding)
+    assert str(failed.value) == REFUSED_CONTAINERS
+
+
+def test_braces_inside_strings_are_not_containers(settings):
+    settings.KNOWLEDGE_JSON_MAX_CONTAINERS = 10
+    data = b'[{"code": "' + b"{[" * 40 + b'", "quoted": "a \\\" {[ b"}, {"n": 1}]'
+    parsed = document_parse(file_type="json", data=data)
+    assert [block.text for block in parsed.sections[0].blocks] == [
+        "[0].code: " + "{[" * 40 + "\n[0].quoted: a \" {[ b", "[1].n: 1"]
+    ten = b"[" + b",".join([b"{}"] * 9) + b"]"
+    assert document_parse(file_type="json", data=ten).sections == ()
+
+
 def test_csv_rows_become_records_with_header_names(fixture_bytes):
     parsed = _parse(fixture_bytes, "products.csv")
     assert [block.text for block in parsed.sections[0].blocks] == [

@@ -8,6 +8,12 @@ The upload check parses a file of up to FULL_CHECK_MAX_BYTES in full. A larger f
 decoded and looked at (its nesting, its first character): the strict parse holds the whole
 document as Python objects, 8 to 15 times the file's size, which is the worker's job, not the web
 process's. Such a file, if it is not valid JSON, fails in the pipeline with the same reason.
+
+Held as Python objects, a file of many small containers (`[{},{},…]`) takes 50 to 60 times its
+size (a 48 MiB one passed 2.3 GB in a worker), and empty containers spend nothing from the text
+budget. So a file holding more objects and arrays than KNOWLEDGE_JSON_MAX_CONTAINERS is refused
+before it is parsed, at upload and in the pipeline: counted outside strings, and only when the
+plain count of `{` and `[` is already over the limit.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from django.conf import settings
 
 from apps.core.parsers import JSON_MAX_DEPTH, InvalidJSON, nested_too_deep, strict_json_loads
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
@@ -25,6 +33,7 @@ _BODY_PREFIX = re.compile(r"^The body (?:is not valid JSON: |is )")
 FULL_CHECK_MAX_BYTES = 4 * 1024 * 1024
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _VALUE_START = frozenset('{["-0123456789tfn')
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 # Python's decoder messages (3.11 and 3.12) in an operator's words; one not listed is shown as it is.
 _DECODE_WORDS = {
     "Expecting value": "expected a value",
@@ -72,9 +81,22 @@ def _leaves(value: Any, path: str, budget: TextBudget) -> list[str]:
     return [line]
 
 
+def _containers_check(text: str) -> None:
+    limit = settings.KNOWLEDGE_JSON_MAX_CONTAINERS
+    if text.count("{") + text.count("[") <= limit:
+        return
+    bare = _STRING.sub("", text)
+    count = bare.count("{") + bare.count("[")
+    if count > limit:
+        raise ConversionFailed(f"The file holds {count:,} JSON objects and arrays, more than a document may "
+                               f"({limit:,}, KNOWLEDGE_JSON_MAX_CONTAINERS). Split the document.")
+
+
 def _load(data: bytes) -> Any:
+    text = text_decode(data)
+    _containers_check(text)
     try:
-        return strict_json_loads(text_decode(data))
+        return strict_json_loads(text)
     except InvalidJSON as exc:
         # A syntax error keeps the decoder's error as its cause; the strict parser words it for an API.
         if isinstance(exc.__cause__, json.JSONDecodeError):
@@ -100,6 +122,7 @@ def _look(data: bytes) -> None:
     """What a large file's upload check can afford: the text decodes, nests no deeper than the
     strict limit, and starts like a JSON value."""
     text = text_decode(data)
+    _containers_check(text)
     if nested_too_deep(text):
         raise ConversionFailed(f"The file is not valid JSON: nested deeper than {JSON_MAX_DEPTH} levels.")
     start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
