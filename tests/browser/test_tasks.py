@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from apps.agent_auth.models import AgentSession
 from apps.tasks.models import Task
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
 from apps.tools.route_tools import SourceSpec, route_tools_set
@@ -137,3 +138,20 @@ def test_the_task_page_fits_a_narrow_window(logged_in_page, operator, route, age
     assert page.locator("#task-members tr[data-member]").count() == 1
     _shot(page, "task_narrow")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
+
+
+def test_the_create_page_fits_1366_px_whatever_a_sessions_label(logged_in_page, route):
+    """A session's label names its client, principal, device and routes; a select is as wide as its
+    longest option, and a long one ran the page past the screen."""
+    client = AgentClientFactory(project=route.project, allowed_routes=[route.key])
+    session = session_for(client, principal={**PRINCIPAL, "id": "u-" + "9" * 100},
+                          on_behalf_of="ada." + "y" * 150 + "@example.com").session
+    AgentSession.objects.filter(pk=session.pk).update(device_label="工作站 " + "x" * 120)
+    page = logged_in_page
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto("/admin/tasks/task/add/")
+    select = page.locator("select[name=m0-session]")
+    assert "x" * 120 in select.inner_text()
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    assert select.evaluate("e => e.getBoundingClientRect().right") <= 1366
+    _shot(page, "task_create_long_session")
