@@ -274,6 +274,8 @@ KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=20_000)
 # A JSON document's objects and arrays, counted before it is parsed: each is a Python object of
 # ~150 bytes in the worker, and an empty one adds no text for the caps above to stop.
 KNOWLEDGE_JSON_MAX_CONTAINERS = env.int("KNOWLEDGE_JSON_MAX_CONTAINERS", default=1_000_000)
+# A CSV document's rows (the header aside): each is a block of ~110 bytes in the worker, however short.
+KNOWLEDGE_CSV_MAX_ROWS = env.int("KNOWLEDGE_CSV_MAX_ROWS", default=1_000_000)
 KNOWLEDGE_DEFAULT_CHUNK_STRATEGY = env.json(
     "KNOWLEDGE_DEFAULT_CHUNK_STRATEGY",
     default={"strategy": "auto", "min_chars": 256, "max_chars": 768, "overlap_chars": 96},

@@ -206,6 +206,24 @@ def test_braces_inside_strings_are_not_containers(settings):
     assert document_parse(file_type="json", data=ten).sections == ()
 
 
+@pytest.mark.parametrize("check", [document_parse, document_check])
+def test_a_csv_of_more_rows_than_allowed_is_refused(settings, check):
+    """A block a row, ~110 bytes each however short: 4.5 million one-letter rows held 660 MiB."""
+    settings.KNOWLEDGE_CSV_MAX_ROWS = 3
+    with pytest.raises(ConversionFailed) as failed:
+        check(file_type="csv", data=b"name\na\nb\nc\nd\n")
+    assert str(failed.value) == ("The file has more than 3 rows, more than a document may (KNOWLEDGE_CSV_MAX_ROWS). "
+                                 "Split the file.")
+
+
+def test_a_csv_at_the_row_limit_is_read_whole_and_blank_rows_do_not_count(settings):
+    settings.KNOWLEDGE_CSV_MAX_ROWS = 3
+    data = b"name\na\n,\nb\n\nc\n"
+    document_check(file_type="csv", data=data)
+    parsed = document_parse(file_type="csv", data=data)
+    assert [block.text for block in parsed.sections[0].blocks] == ["name: a", "name: b", "name: c"]
+
+
 def test_csv_rows_become_records_with_header_names(fixture_bytes):
     parsed = _parse(fixture_bytes, "products.csv")
     assert [block.text for block in parsed.sections[0].blocks] == [
