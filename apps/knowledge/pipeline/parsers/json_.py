@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
-from apps.core.parsers import JSON_MAX_DEPTH, InvalidJSON, nested_too_deep, strict_json_loads
+from apps.core.parsers import JSON_MAX_DEPTH, InvalidJSON, json_brackets, nested_too_deep, strict_json_loads
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
 from apps.knowledge.pipeline.parsers.text import text_decode
 
@@ -33,7 +33,6 @@ _BODY_PREFIX = re.compile(r"^The body (?:is not valid JSON: |is )")
 FULL_CHECK_MAX_BYTES = 4 * 1024 * 1024
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _VALUE_START = frozenset('{["-0123456789tfn')
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 # Python's decoder messages (3.11 and 3.12) in an operator's words; one not listed is shown as it is.
 _DECODE_WORDS = {
     "Expecting value": "expected a value",
@@ -85,8 +84,8 @@ def _containers_check(text: str) -> None:
     limit = settings.KNOWLEDGE_JSON_MAX_CONTAINERS
     if text.count("{") + text.count("[") <= limit:
         return
-    bare = _STRING.sub("", text)
-    count = bare.count("{") + bare.count("[")
+    brackets = json_brackets(text)
+    count = brackets.count("{") + brackets.count("[")
     if count > limit:
         raise ConversionFailed(f"The file holds {count:,} JSON objects and arrays, more than a document may "
                                f"({limit:,}, KNOWLEDGE_JSON_MAX_CONTAINERS). Split the document.")
