@@ -227,14 +227,17 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
 
     def _arguments(self, request: HttpRequest, approval: Approval) -> FrozenArguments:
         """The call's frozen arguments as this operator may read them: a tool that marks them
-        sensitive (ACC `audit.sensitive`, read from the provider's current tool; a tool no longer
-        there counts as sensitive) shows them only to members who may decide."""
+        sensitive (ACC `audit.sensitive`, read from the provider's current tool; a tool or provider no
+        longer there counts as sensitive) shows them only to members who may decide."""
         inv = approval.invocation
         if self.has_decide_permission(request, approval):
             return FrozenArguments(inv)
-        compiled = (Tool.objects.filter(provider_id=inv.provider_id, name=inv.tool_name)
-                    .values_list("compiled", flat=True).first() if inv.provider_id else {})
-        sensitive = compiled is None or bool(compiled.get("audit_sensitive"))
+        if inv.provider_id is None:  # a built-in tool has no provider name; a deleted provider's call keeps it
+            sensitive = bool(inv.provider_name)
+        else:
+            compiled = (Tool.objects.filter(provider_id=inv.provider_id, name=inv.tool_name)
+                        .values_list("compiled", flat=True).first())
+            sensitive = compiled is None or bool(compiled.get("audit_sensitive"))
         return FrozenArguments(inv, hidden=sensitive)
 
     @admin.display(description="Tool", ordering="tool_name")

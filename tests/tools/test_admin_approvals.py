@@ -498,3 +498,13 @@ def test_the_arguments_of_a_sensitive_tool_show_only_to_members_who_may_decide(o
     assert viewer.get(f"{QUEUE}{approval.pk}/arguments/").status_code == 403
     assert "&quot;order_id&quot;: 1001" in owner.get(_detail(approval)).content.decode()
     assert '"order_id": 1001' in owner.get(f"{QUEUE}{approval.pk}/arguments/").content.decode()
+
+
+def test_the_arguments_of_a_deleted_providers_call_show_only_to_members_who_may_decide(owner, viewer, approval):
+    _mark_sensitive(approval, False)
+    approval.invocation.provider.delete()
+    invocation = Invocation.objects.get(pk=approval.invocation_id)
+    assert (invocation.provider_id, invocation.provider_name != "") == (None, True)
+    assert "Hidden from you" in viewer.get(_detail(approval)).content.decode()
+    assert viewer.get(f"{QUEUE}{approval.pk}/arguments/").status_code == 403
+    assert "&quot;order_id&quot;: 1001" in owner.get(_detail(approval)).content.decode()
