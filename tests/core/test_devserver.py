@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.conf import settings as django_settings
 
-from apps.core.management.commands.devserver import child_commands, child_environment, supervise
+from apps.core.management.commands.devserver import CrashLoop, child_commands, child_environment, supervise
 from bailinghub.celery import app as celery_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,10 +132,17 @@ def _alive(pid: int) -> bool:
 
 
 def _supervised(commands, **options):
+    """Run supervise in a thread; `result` gets its return value, or the exception it raised."""
     out, stopping = _Output(), threading.Event()
-    result: list[list[str]] = []
-    thread = threading.Thread(target=lambda: result.append(supervise(commands, env=dict(os.environ), out=out,
-                                                                     stopping=stopping, **options)))
+    result: list[object] = []
+
+    def run() -> None:
+        try:
+            result.append(supervise(commands, env=dict(os.environ), out=out, stopping=stopping, **options))
+        except Exception as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=run)
     thread.start()
     return out, stopping, thread, result
 
@@ -156,8 +163,33 @@ def test_a_child_killed_is_started_again_and_the_others_keep_running():
 
 def test_a_child_that_keeps_dying_stops_everything():
     crashing = [sys.executable, "-c", "raise SystemExit(3)"]
-    out, stopping, thread, result = _supervised({"worker": crashing, "web": _SLEEPER}, restart_limit=3)
+    out, _stopping, thread, result = _supervised({"worker": crashing, "web": _SLEEPER}, restart_limit=3)
     [web] = _wait(lambda: out.pids("web"), "the web server to start")
     thread.join(60)
-    assert (result, stopping.is_set(), _alive(web)) == ([["worker", "web"]], True, False)
+    [error] = result
+    assert (type(error), str(error), _alive(web)) == (CrashLoop, "[worker] exited (3) 3 times in 60 s: stopping",
+                                                       False)
     assert "[worker] exited (3) 3 times in 60 s: stopping" in out.lines
+
+
+def test_a_child_that_cannot_be_started_again_stops_the_others(monkeypatch):
+    """Popen fails under the memory pressure a restart is for: the others must not be left running
+    (holding the port) while embedded exec stops PostgreSQL and Redis."""
+    from apps.core.management.commands import devserver
+
+    started = []
+    real_start = devserver._start
+
+    def start(name, command, env, out):
+        if started.count(name):
+            raise OSError(12, "Cannot allocate memory")
+        started.append(name)
+        return real_start(name, command, env, out)
+
+    monkeypatch.setattr(devserver, "_start", start)
+    out, _stopping, thread, result = _supervised({"worker": [sys.executable, "-c", "raise SystemExit(3)"],
+                                                 "web": _SLEEPER})
+    [web] = _wait(lambda: out.pids("web"), "the web server to start")
+    thread.join(60)
+    [error] = result
+    assert (type(error), _alive(web)) == (OSError, False)

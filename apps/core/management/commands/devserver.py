@@ -22,7 +22,7 @@ from typing import IO, Any, TextIO
 from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 def _pump(name: str, stream: IO[bytes], out: TextIO) -> None:
@@ -80,46 +80,60 @@ def _start(name: str, command: list[str], env: dict[str, str], out: TextIO,
     return child, pump
 
 
+class CrashLoop(CommandError):
+    """A child exited `restart_limit` times within `restart_window` seconds: make run stops, failed."""
+
+
 def supervise(commands: dict[str, list[str]], *, env: dict[str, str], out: TextIO, stopping: threading.Event,
               restart_limit: int = RESTART_LIMIT, restart_window: float = RESTART_WINDOW_SECONDS) -> list[str]:
     """Run `commands` side by side, each one's output prefixed with its name, until `stopping` is
     set; then SIGTERM them all and wait (SIGKILL after 30 s). A child that exits meanwhile is
     started again: a worker's parent killed by the OOM killer must not take the web server, the
     other worker and (through `embedded exec`) PostgreSQL and Redis down with it. One that exits
-    `restart_limit` times within `restart_window` seconds stops everything. Returns the names run."""
+    `restart_limit` times within `restart_window` seconds stops everything (CrashLoop), and so does
+    anything that goes wrong here (a child that cannot be started again): the others are stopped
+    whatever happens, so none is left holding the port. Returns the names run."""
     children: dict[str, subprocess.Popen[bytes]] = {}
     pumps: list[threading.Thread] = []
     exits: dict[str, list[float]] = {name: [] for name in commands}
-    for name, command in commands.items():
-        children[name], pump = _start(name, command, env, out)
-        pumps.append(pump)
-    while not stopping.wait(0.2):
-        for name, child in children.items():
-            code = child.poll()
-            if code is None:
-                continue
-            now = time.monotonic()
-            exits[name] = [moment for moment in exits[name] if moment > now - restart_window] + [now]
-            if len(exits[name]) >= restart_limit:
-                out.write(f"[{name}] exited ({code}) {len(exits[name])} times in {restart_window:.0f} s: stopping\n")
-                stopping.set()
-                break
-            out.write(f"[{name}] exited ({code}); starting it again\n")
-            children[name], pump = _start(name, commands[name], env, out)
+    crashed = ""
+    try:
+        for name, command in commands.items():
+            children[name], pump = _start(name, command, env, out)
             pumps.append(pump)
-        out.flush()
-    for child in children.values():
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    for child in children.values():
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-    for pump in pumps:
-        pump.join(timeout=2)
+        while not stopping.wait(0.2) and not crashed:
+            for name, child in children.items():
+                code = child.poll()
+                if code is None:
+                    continue
+                if code == -signal.SIGINT:  # Ctrl-C reached the children first: we are stopping
+                    stopping.set()
+                    break
+                now = time.monotonic()
+                exits[name] = [moment for moment in exits[name] if moment > now - restart_window] + [now]
+                if len(exits[name]) >= restart_limit:
+                    crashed = f"[{name}] exited ({code}) {len(exits[name])} times in {restart_window:.0f} s: stopping"
+                    out.write(f"{crashed}\n")
+                    break
+                out.write(f"[{name}] exited ({code}); starting it again\n")
+                children[name], pump = _start(name, commands[name], env, out)
+                pumps.append(pump)
+            out.flush()
+    finally:
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        for pump in pumps:
+            pump.join(timeout=2)
+    if crashed:
+        raise CrashLoop(crashed)
     return list(children)
 
 
