@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import utils as admin_utils
 from django.contrib.auth import get_user_model
 from django.core.validators import MinValueValidator
 from django.db.models import CASCADE, PROTECT, RESTRICT, Field, ForeignObjectRel, Model, Q, QuerySet
@@ -52,9 +53,11 @@ def deletion_counted(model_admin: admin.ModelAdmin, objs: Any, request: HttpRequ
     took 150 s and 1 GB, an agent client of 250 sessions 85 s, a project over five minutes.
 
     The relations are Django's (the ones its collector follows): a CASCADE is followed, a PROTECT
-    or RESTRICT one that refers to a row being deleted refuses the delete, as the collector does.
-    A model whose admin may not delete one of its rows (one of them is asked) is named in the
-    permissions needed, as in Django's list."""
+    one that refers to a row being deleted refuses the delete, as the collector does. A model whose
+    admin may not delete one of its rows (one of them is asked: cascaded rows are of the deleted
+    row's project) is named in the permissions needed, as in Django's list. Where the graph has what
+    this count does not follow as the collector does (a RESTRICT, which the collector lets pass when
+    the restricting row goes too; a cascade deeper than DELETION_DEPTH), Django's own list is made."""
     objs = list(objs)
     if not objs:
         return [], {}, set(), []
@@ -64,20 +67,29 @@ def deletion_counted(model_admin: admin.ModelAdmin, objs: Any, request: HttpRequ
     # Each model the delete reaches, with the lookups from it to the deleted rows' primary keys.
     cascades: dict[type[Model], list[str]] = {}
     protecting: dict[type[Model], list[str]] = {}
+    exact = True
 
     def follow(current: type[Model], lookup: str, chain: frozenset[type[Model]]) -> None:
+        nonlocal exact
         for rel in current._meta.get_fields(include_hidden=True):
             if not (isinstance(rel, ForeignObjectRel) and (rel.one_to_many or rel.one_to_one)):
                 continue
             related: type[Model] = rel.related_model  # type: ignore[assignment]  # a model class here
             path = f"{rel.field.name}__{lookup}"
-            if rel.on_delete in (PROTECT, RESTRICT):
+            if rel.on_delete is RESTRICT:
+                exact = False
+            elif rel.on_delete is PROTECT:
                 protecting.setdefault(related, []).append(path)
-            elif rel.on_delete is CASCADE and related not in chain and len(chain) < DELETION_DEPTH:
+            elif rel.on_delete is CASCADE and related not in chain:
+                if len(chain) >= DELETION_DEPTH:
+                    exact = False
+                    continue
                 cascades.setdefault(related, []).append(path)
                 follow(related, path, chain | {related})
 
     follow(model, "pk", frozenset({model}))
+    if not exact:
+        return admin_utils.get_deleted_objects(objs, request, admin_site)
     pks = [obj.pk for obj in objs]
 
     def reached(related: type[Model], paths: list[str]) -> QuerySet[Any]:
