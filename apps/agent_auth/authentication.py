@@ -15,7 +15,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from apps.agent_auth.models import AgentClient, AgentSession
-from apps.agent_auth.selectors import client_get_by_token, session_approver_current, session_get_by_access_token
+from apps.agent_auth.selectors import client_get_by_token, session_get_by_access_token, session_live
 from apps.agent_auth.services import session_touch
 
 
@@ -81,11 +81,9 @@ class AgentBearerAuthentication(BaseAuthentication):
         now = timezone.now()
         if (
             session is None
-            or session.revoked_at is not None
             or now >= session.access_expires_at
-            or now >= session.refresh_expires_at
             or not session.client.enabled
-            or not session_approver_current(session=session)
+            or not session_live(session=session, now=now)
         ):
             raise AuthenticationFailed()
         session_touch(session=session)

@@ -10,11 +10,11 @@ for runtime endpoints — the route's `agent_client_enabled`.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
-from django.db.models.expressions import Combinable
 
 from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, InvalidRoute, RouteUnavailable
 from apps.agent_auth.models import (
@@ -67,9 +67,8 @@ def _approvers(*, user: Any, project: Any) -> QuerySet[User]:
 def session_approver_current(*, session: AgentSession) -> bool:
     """Whether the BailingHub account that approved `session` on the hub's own authorization page
     could still approve it: active, and a member of the client's project (or a superuser). The
-    session acts for that account, so it ends with the account's place in the project, as the
-    account's console access does; a deleted account ends it too. A session a business backend
-    approved has no such account."""
+    session acts for that account, so it ends when the account leaves the project, is deactivated
+    or deleted. A session a business backend approved has no such account."""
     authorization = session.authorization
     if authorization is None or not authorization.decided_on_page:
         return True
@@ -78,11 +77,30 @@ def session_approver_current(*, session: AgentSession) -> bool:
     return _approvers(user=authorization.decided_by_id, project=session.client.project_id).exists()
 
 
-def session_approver_current_expression() -> ExpressionWrapper[Combinable]:
-    """`session_approver_current` as a column of a session query (the console's lists)."""
-    approver = _approvers(user=OuterRef("authorization__decided_by_id"), project=OuterRef("client__project_id"))
-    return ExpressionWrapper(Q(authorization__isnull=True) | Q(authorization__decided_on_page=False) | Exists(approver),
-                             output_field=BooleanField())
+def session_live(*, session: AgentSession, now: datetime) -> bool:
+    """Whether `session` can still be used: not revoked, not expired, its approver still current.
+    The one rule behind the bearer check, task members and the console's states."""
+    return session.is_active(now) and session_approver_current(session=session)
+
+
+def session_approver_current_q(prefix: str = "") -> Q:
+    """`session_approver_current` as a condition of a query of sessions, or of rows whose session is
+    at `prefix` (``"session__"``)."""
+    approver = _approvers(user=OuterRef(f"{prefix}authorization__decided_by_id"),
+                          project=OuterRef(f"{prefix}client__project_id"))
+    return (Q(**{f"{prefix}authorization__isnull": True}) | Q(**{f"{prefix}authorization__decided_on_page": False})
+            | Q(Exists(approver)))
+
+
+def session_live_q(now: datetime, prefix: str = "") -> Q:
+    """`session_live` as a condition of a query (see session_approver_current_q for `prefix`)."""
+    return (Q(**{f"{prefix}revoked_at__isnull": True, f"{prefix}refresh_expires_at__gt": now})
+            & session_approver_current_q(prefix))
+
+
+def session_approver_current_expression(prefix: str = "") -> ExpressionWrapper[Q]:
+    """`session_approver_current` as a column (the console's lists)."""
+    return ExpressionWrapper(session_approver_current_q(prefix), output_field=BooleanField())
 
 
 def authorization_get_for_client(*, client: AgentClient, authorization_id: uuid.UUID) -> AgentAuthorization | None:

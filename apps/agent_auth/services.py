@@ -46,7 +46,7 @@ from apps.agent_auth.models import (
     AgentSession,
 )
 from apps.agent_auth.ratelimit import rate_limit_hit
-from apps.agent_auth.selectors import authorization_page_route_choices, session_approver_current
+from apps.agent_auth.selectors import authorization_page_route_choices, session_live
 from apps.core.tokens import secrets_equal, token_generate, token_hash
 from apps.projects.models import Project
 from apps.projects.selectors import project_role
@@ -368,7 +368,7 @@ def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
             _revoke(session, revoked_by=AgentSession.RevokedBy.SYSTEM, reason="rotated refresh token reused", now=now)
             reused = True
         else:
-            if not session.is_active(now) or not session_approver_current(session=session):
+            if not session_live(session=session, now=now):
                 raise InvalidGrant("The session has ended.")
             access, refresh = token_generate(ACCESS_TOKEN_PREFIX), token_generate(REFRESH_TOKEN_PREFIX)
             current.rotated_at = now

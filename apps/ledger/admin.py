@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from apps.agent_auth.selectors import session_approver_current_expression
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.tools.admin_approvals import InvocationInline
@@ -21,7 +22,8 @@ from apps.tools.admin_approvals import InvocationInline
 
 def run_state(run: Run) -> SafeString:
     """The run's state, and for a run left open whether its session can still complete it: a run of
-    a revoked or expired session stays "Context ready" for good (nothing can complete it)."""
+    a revoked or expired session, or of one whose approving account left the project, stays
+    "Context ready" for good (nothing can complete it)."""
     state = run.get_state_display()
     if run.state != Run.State.CONTEXT_READY:
         return format_html("{}", state)
@@ -30,6 +32,8 @@ def run_state(run: Run) -> SafeString:
         ended = "the session was revoked"
     elif session.refresh_expires_at <= timezone.now():
         ended = "the session has ended"
+    elif not getattr(run, "approver_current", True):  # the lists annotate it (session_approver_current)
+        ended = "the account that approved the session left the project"
     else:
         return format_html("{}", state)
     return format_html('{}<br><span class="bh-muted">never completed: {}</span>', state, ended)
@@ -73,7 +77,8 @@ class RunInline(ReadOnlyInline):
     conversation: Conversation | None = None  # the page's, set by ConversationAdmin.get_inline_instances
 
     def get_queryset(self, request):
-        queryset = super().get_queryset(request).select_related("session")
+        queryset = super().get_queryset(request).select_related("session").annotate(
+            approver_current=session_approver_current_expression("session__"))
         if self.conversation is not None:
             newest = list(Run.objects.filter(conversation=self.conversation).order_by("-created_at")
                           .values_list("created_at", flat=True)[RUN_ROWS_MAX - 1:RUN_ROWS_MAX])
@@ -150,6 +155,9 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Route · conversation", ordering="route")
     def route_conversation(self, obj: Run) -> SafeString:
         return format_html('{}<br><span class="bh-muted">{}</span>', obj.route, obj.conversation)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(approver_current=session_approver_current_expression("session__"))
 
     @admin.display(description="State", ordering="state")
     def state_shown(self, obj: Run) -> SafeString:

@@ -26,6 +26,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import session_live, session_live_q
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.projects.models import Project
@@ -167,9 +168,8 @@ class CreatePage:
     def __init__(self, project: Project, data: Any | None = None) -> None:
         self.project = project
         now = timezone.now()
-        self.sessions = [s for s in AgentSession.objects.select_related("client").filter(
-            client__project=project, revoked_at__isnull=True, refresh_expires_at__gt=now).order_by(
-            "client__app_id", "on_behalf_of", "created_at") if s.is_active(now)]
+        self.sessions = list(AgentSession.objects.select_related("client").filter(
+            session_live_q(now), client__project=project).order_by("client__app_id", "on_behalf_of", "created_at"))
         self.routes = list(Route.objects.filter(project=project).order_by("key").values_list("key", flat=True))
         self.tools = project_tool_options(project)
         self.policy = TaskPolicyForm(data, initial={"request_id": _fresh_request_id(), "max_concurrent": 1})
@@ -417,7 +417,8 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def _detail_page(self, request: HttpRequest, task: Task, *, confirm: dict[str, Any] | None = None,
                      status: int = 200) -> TemplateResponse:
         can_control = self.has_control_permission(request, task)
-        members = list(task.members.select_related("session", "session__client").order_by("position"))
+        members = list(task.members.select_related("session", "session__client", "session__authorization")
+                       .order_by("position"))
         ledger = list(TaskLedgerEntry.objects.filter(task=task).order_by("-sequence")[:LEDGER_SHOWN])
         context = {
             **self.admin_site.each_context(request),
@@ -488,4 +489,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 def _session_state(session: AgentSession) -> str:
     if session.revoked_at is not None:
         return "revoked"
-    return "active" if session.is_active(timezone.now()) else "expired"
+    now = timezone.now()
+    if not session.is_active(now):
+        return "expired"
+    return "active" if session_live(session=session, now=now) else "approver left"

@@ -17,6 +17,7 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import session_live_q
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from apps.ledger.models import Run
@@ -131,8 +132,7 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     sessions = (
         AgentSession.objects.filter(client__project_id__in=ids)
         .values("client__project_id")
-        .annotate(total=Count("id"), active=Count("id", filter=Q(revoked_at__isnull=True,
-                                                                 refresh_expires_at__gt=now)))
+        .annotate(total=Count("id"), active=Count("id", filter=session_live_q(now)))
     )
     for row in sessions:
         board = boards[row["client__project_id"]]

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import session_live
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
 from apps.routes.validators import ROUTE_KEY_RE, TOOL_NAME_RE
@@ -97,7 +98,7 @@ def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) ->
             valid_ids.add(member.session_id)
         except ValueError:
             pass
-    found = {str(s.pk): s for s in AgentSession.objects.select_related("client").filter(
+    found = {str(s.pk): s for s in AgentSession.objects.select_related("client", "authorization").filter(
         pk__in=valid_ids, client__project=project)}
     now = timezone.now()
     for index, member in enumerate(members):
@@ -108,6 +109,8 @@ def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) ->
             continue
         if not session.is_active(now):
             invalid.add(f"{name}.session_id", "The session is revoked or expired.")
+        elif not session_live(session=session, now=now):
+            invalid.add(f"{name}.session_id", "The account that approved the session has left the project.")
         granted = set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
         if not ROUTE_KEY_RE.fullmatch(member.workspace) or member.workspace not in granted:
             invalid.add(f"{name}.workspace", "Not a workspace this session may use.")
@@ -251,6 +254,8 @@ def _member_changed(member: TaskMember, now: datetime) -> str | None:
         return "a member session was revoked"
     if not session.is_active(now):
         return "a member session expired"
+    if not session_live(session=session, now=now):
+        return "the account that approved a member session left the project"
     if (session.principal_id, session.on_behalf_of, session.client.app_id) != (
             member.principal_id, member.on_behalf_of, member.client_app_id):
         return "a member session changed identity"
@@ -260,7 +265,7 @@ def _member_changed(member: TaskMember, now: datetime) -> str | None:
 def task_members_verify(*, task: Task) -> None:
     """Re-verify the whole member set; any revoked or changed member blocks the task."""
     now = timezone.now()
-    for member in task.members.select_related("session__client"):
+    for member in task.members.select_related("session__client", "session__authorization"):
         reason = _member_changed(member, now)
         if reason is not None:
             task_block(task=task, reason=reason)

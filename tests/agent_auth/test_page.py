@@ -487,3 +487,41 @@ def test_page_decisions_made_before_the_flag_are_marked_by_the_migration(api_cli
     assert dict(AgentAuthorization.objects.values_list("decided_by_id", "decided_on_page")) == {
         member.pk: True, None: False}
     assert AgentAuthorization.objects.get(decided_by=None).pk == backend.authorization_id
+
+
+def test_a_session_whose_approver_left_is_no_task_member_no_active_session_and_its_run_says_so(
+        api_client, browser, started, member, route):
+    from apps.ledger.models import Run
+    from apps.runtime.dashboard import dashboard_projects
+    from apps.tasks.errors import TaskInvalid, TaskScopeBlocked
+    from apps.tasks.models import Task
+    from apps.tasks.services import MemberSpec, PolicySpec, task_create, task_members_verify
+    from tests.ledger.helpers import open_turn
+
+    tokens = _page_tokens(api_client, browser, started, member)
+    session = AgentSession.objects.get()
+    assert open_turn(api_client, tokens["access_token"], route.key).status_code == 200
+    owner = MembershipFactory(project=route.project, role=Membership.Role.OWNER).user
+    spec = MemberSpec(session_id=str(session.pk), workspace=route.key, client_conversation_id="c-1")
+    task, _ = task_create(project=route.project, user=owner, request_id="t-1", members=[spec], policy=PolicySpec())
+    [board] = dashboard_projects(user=owner)
+    assert board.sessions_active == 1
+
+    Membership.objects.filter(user=member).delete()
+    with pytest.raises(TaskInvalid) as invalid:
+        task_create(project=route.project, user=owner, request_id="t-2", members=[spec], policy=PolicySpec())
+    assert invalid.value.message == "members[0].session_id: The account that approved the session has left the project."
+    with pytest.raises(TaskScopeBlocked):
+        task_members_verify(task=task)
+    task.refresh_from_db()
+    assert (task.state, task.blocked_reason) == (
+        Task.State.BLOCKED, "the account that approved a member session left the project")
+    [board] = dashboard_projects(user=owner)
+    assert board.sessions_active == 0
+    console = Client()
+    console.force_login(owner)
+    run = Run.objects.get()
+    assert "never completed: the account that approved the session left the project" in console.get(
+        f"/admin/ledger/run/{run.pk}/change/").content.decode()
+    assert "never completed: the account that approved the session left the project" in console.get(
+        "/admin/ledger/run/").content.decode()
