@@ -369,3 +369,36 @@ def test_the_create_form_reads_every_routes_tools_in_queries_that_do_not_grow_wi
     routes = [world.route, *more]
     assert [surface.revision for surface in route_surfaces(routes=routes, session=None)] == [
         route_surface(route=route, session=None).revision for route in routes]
+
+
+def test_route_surfaces_are_each_routes_own_surface(world, tools):
+    """route_surfaces reads several routes at once; each must be what route_surface gives alone:
+    direct tools off, knowledge on with and without a knowledge base, several allow lists of one
+    provider, write tools, with and without a session."""
+    from apps.knowledge.services import route_knowledge_bind
+    from apps.routes.services import route_update
+    from apps.tools.surface import route_surface, route_surfaces
+    from tests.knowledge.factories import KnowledgeBaseFactory
+
+    project = world.route.project
+    provider = ToolProviderFactory(project=project, name="warehouse")
+    reads = route_tools_set(route=RouteFactory(project=project, key="reads"), tools_direct_enabled=True,
+                            sources=[SourceSpec(provider=provider, allowed_tools=["order_status"])])
+    writes = route_tools_set(route=RouteFactory(project=project, key="writes"), tools_direct_enabled=True,
+                             sources=[SourceSpec(provider=provider, allowed_tools=["order_status", "stock_adjust"])],
+                             write_tools=["stock_adjust"])
+    off = route_tools_set(route=RouteFactory(project=project, key="off"), tools_direct_enabled=False,
+                          sources=[SourceSpec(provider=provider, allowed_tools=["order_status"])])
+    no_kb = route_update(route=route_tools_set(route=RouteFactory(project=project, key="no-kb"),
+                                               tools_direct_enabled=True, sources=[]), knowledge_enabled=True)
+    with_kb = route_update(route=route_tools_set(route=RouteFactory(project=project, key="with-kb"),
+                                                 tools_direct_enabled=True, sources=[]), knowledge_enabled=True)
+    route_knowledge_bind(route=with_kb, knowledge_base=KnowledgeBaseFactory(project=project))
+    routes = [world.route, writes, reads, off, no_kb, with_kb]  # the larger allow list first
+    for session in (None, world.first.session):
+        together = route_surfaces(routes=routes, session=session)
+        alone = [route_surface(route=route, session=session) for route in routes]
+        assert [(s.revision, [tool.name for tool in s.tools]) for s in together] == [
+            (s.revision, [tool.name for tool in s.tools]) for s in alone]
+    names = [[tool.name for tool in surface.tools] for surface in together]
+    assert "stock_adjust" in names[1] and "stock_adjust" not in names[2] and names[3] == [] and names[4] != names[5]
