@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from django.contrib import admin
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -121,11 +122,14 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
                                reverse("admin:ledger_message_changelist"), obj.pk)
         runs = format_html('<a href="{}?conversation__id__exact={}">all its runs</a>',
                            reverse("admin:ledger_run_changelist"), obj.pk)
-        if obj.message_count > MESSAGE_ROWS_MAX:
-            return format_html("Below: the newest {} of {} messages and the newest {} runs. See {} and {}.",
-                               MESSAGE_ROWS_MAX, obj.message_count, RUN_ROWS_MAX, messages, runs)
-        return format_html("Below: every message and run (the newest {} runs at most). See {} and {} in their "
-                           "lists.", RUN_ROWS_MAX, messages, runs)
+        run_count = Run.objects.filter(conversation=obj).count()
+        shown_messages = (f"the newest {MESSAGE_ROWS_MAX} of {obj.message_count} messages"
+                          if obj.message_count > MESSAGE_ROWS_MAX
+                          else f"its {obj.message_count} message{pluralize(obj.message_count)}")
+        shown_runs = (f"the newest {RUN_ROWS_MAX} of {run_count} runs" if run_count > RUN_ROWS_MAX
+                      else f"its {run_count} run{pluralize(run_count)}")
+        return format_html("Below: {} and {}. See {} and {} in their lists.", shown_messages, shown_runs,
+                           messages, runs)
 
 
 @admin.register(Run)

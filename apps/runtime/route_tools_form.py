@@ -27,6 +27,8 @@ class ToolPicks(forms.CheckboxSelectMultiple):
 
     def render(self, name, value, attrs=None, renderer=None) -> SafeString:
         widget = self.get_context(name, value, attrs)["widget"]
+        if any(group for group, _options, _index in widget["optgroups"]):  # grouped choices: Django's own
+            return super().render(name, value, attrs, renderer)
         box = '<div>\n    <label{}><input type="checkbox" name="{}" value="{}"{}>\n {}</label>\n\n</div>'
         boxes = format_html_join("", box, (
             (format_html(' for="{}"', option["attrs"]["id"]) if option["attrs"].get("id") else "",

@@ -292,7 +292,7 @@ def test_a_long_conversation_shows_its_newest_messages_and_runs_and_links_the_re
     newest_runs = list(Run.objects.order_by("-created_at").values_list("pk", flat=True)[:2])
     assert sorted(form.instance.pk for form in inlines[Run].formset.forms) == sorted(newest_runs)
     page = response.content.decode()
-    assert "the newest 3 of 6 messages and the newest 2 runs" in page
+    assert "Below: the newest 3 of 6 messages and the newest 2 of 3 runs." in page
 
     listed = admin.get("/admin/ledger/message/", {"conversation__id__exact": str(conversation.pk)})
     assert listed.status_code == 200
@@ -306,4 +306,4 @@ def test_a_short_conversation_shows_every_message(ledger, viewer):
     response = _admin(viewer.user).get(f"/admin/ledger/conversation/{ledger.conversation_id}/change/")
     inlines = {formset.opts.model: formset for formset in response.context["inline_admin_formsets"]}
     assert [form.instance.sequence for form in inlines[Message].formset.forms] == [1, 2]
-    assert "Below: every message and run" in response.content.decode()
+    assert "Below: its 2 messages and its 1 run." in response.content.decode()

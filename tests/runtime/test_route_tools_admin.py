@@ -222,13 +222,18 @@ def test_the_tool_picks_render_in_templates_that_do_not_grow_with_the_tools(clie
     assert box_templates() == one
 
 
-def test_the_tool_picks_are_written_as_djangos_templates_write_them():
+@pytest.mark.parametrize(("attrs", "choices"), [
+    ({"id": "id_tools_from_x"}, [("a", "a — GET /a <b>"), ("b", "b — POST /b")]),
+    ({}, [("a", "a"), ("b", 'b "quoted" & <tag>')]),
+    ({"id": "id_x", "disabled": True, "aria-describedby": "help_x"}, [("a", "a")]),
+    ({"id": "id_x", "data-off": False}, [("a", "a")]),
+    ({"id": "id_x"}, [("reads", [("a", "a"), ("b", "b")]), ("writes", [("c", "c")])]),
+])
+def test_the_tool_picks_are_written_as_djangos_templates_write_them(attrs, choices):
     from django import forms
 
     from apps.runtime.route_tools_form import PICKS, ToolPicks
 
-    choices = [("a", "a — GET /a <b>"), ("b", "b — POST /b")]
     ours, djangos = ToolPicks(attrs=PICKS), forms.CheckboxSelectMultiple(attrs=PICKS)
     ours.choices = djangos.choices = choices
-    assert ours.render("tools_from_x", ["a"], {"id": "id_tools_from_x"}) == djangos.render(
-        "tools_from_x", ["a"], {"id": "id_tools_from_x"})
+    assert ours.render("tools_from_x", ["a"], attrs) == djangos.render("tools_from_x", ["a"], attrs)
