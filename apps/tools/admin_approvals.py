@@ -88,6 +88,19 @@ def approval_reasons_html(reasons: list[str]) -> SafeString:
                             ((reason, approval_reason_text(reason)) for reason in reasons))
 
 
+# What an approver reads when the agent's resume would be refused (invocations.invocation_blocker).
+BLOCKER_TEXTS = {
+    "capability_changed": (
+        "This call can no longer run as it was asked: the tool changed since then (its provider's spec was "
+        "re-imported or its base URL changed how the call is sent). Approving runs nothing: the agent's resume is "
+        "refused (capability_changed) and it has to make a new call with the current tool."),
+    "tool_not_found": (
+        "This call can no longer run: its tool is no longer on the route for this agent (the provider was deleted "
+        "or switched off, or the tool was removed, switched off or taken off the route). Approving runs nothing: "
+        "the agent's resume is refused (tool_not_found)."),
+}
+
+
 class FrozenArguments:
     """The frozen arguments of one invocation, as the approval page shows them: pretty JSON, a
     bounded preview, or why there is nothing to show."""
@@ -334,6 +347,11 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         # The tool as the provider's spec describes it, while the provider still has it (a built-in has none).
         tool = (Tool.objects.filter(provider_id=inv.provider_id, name=inv.tool_name).only("pk", "description")
                 .first() if inv.provider_id else None)
+        # A call still waiting for its approval (pending, or approved and not yet resumed) may no
+        # longer be able to run: a re-import changed its tool, or the tool is gone from the route.
+        waiting = inv.state == Invocation.State.AWAITING_APPROVAL and (
+            reading == "pending" or (reading == "approved" and approval.used_at is None))
+        blocker = invocations.invocation_blocker(inv=inv) if waiting else ""
         context = {
             **self.admin_site.each_context(request),
             "title": f"Approval: {approval.tool_name}",
@@ -356,6 +374,8 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             "may_decide_role": self.has_decide_permission(request, approval),
             "form": form,
             "paused": approval.project.tool_execution_paused,
+            "blocker": blocker,
+            "blocker_text": BLOCKER_TEXTS.get(blocker, ""),
         }
         return TemplateResponse(request, "admin/tools/approval/detail.html", context, status=status)
 

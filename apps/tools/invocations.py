@@ -196,6 +196,22 @@ def _current_target(*, inv: Invocation, session: AgentSession) -> Target:
     return target
 
 
+def invocation_blocker(*, inv: Invocation) -> str:
+    """Why the agent's resume of ``inv`` would be refused before anything runs, read as the resume
+    reads it (``_current_target``): ``tool_not_found`` (the tool left the caller's surface: its
+    provider was deleted or switched off, or the tool was removed, switched off or taken off the
+    route) or ``capability_changed`` (its execution fingerprint changed, e.g. a re-import changed
+    its path); empty when nothing stands in the way. Read-only: the approval page asks it so that an
+    approver is not told that a call which can no longer run "runs if approved"."""
+    try:
+        _current_target(inv=inv, session=inv.session)
+    except ToolNotFound:
+        return ToolNotFound.code
+    except CapabilityChanged:
+        return CapabilityChanged.code
+    return ""
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from apps.demo_business.models import Refund
 from apps.tools.models import Approval, Invocation, Tool
 from apps.tools.route_tools import SourceSpec, route_tools_set
+from apps.tools.services import provider_delete, provider_reimport
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
 from tests.browser.layout import assert_changelist_fits
@@ -238,3 +239,53 @@ def test_the_queue_names_the_tool_the_agent_and_the_route_and_fits_at_1366(logge
     assert [text for td in cells if _UUID.search(text := page.evaluate(_MAIN_TEXT, td))] == []
 
     assert_changelist_fits(page, last_header="asked · expires")
+
+
+def test_an_approval_whose_tool_changed_says_the_call_can_no_longer_run(logged_in_page, store_route, agent):
+    """A re-import moved the tool's path while its call waited: the page said "exactly these run if
+    approved" and, once approved, "the agent's next resume executes the frozen arguments once",
+    while the resume is refused with capability_changed and nothing ever runs."""
+    page = logged_in_page
+    api = APIClient()
+    approval = pending_approval(api, agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    provider_reimport(provider=approval.invocation.provider,
+                      spec=STORE_SPEC.replace(b"/stock/adjustments:", b"/stock/corrections:"))
+
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    blocked = page.locator("#approval-blocked")
+    assert blocked.get_attribute("data-blocker") == "capability_changed"
+    assert "can no longer run" in blocked.inner_text() and "Deny it" in blocked.inner_text()
+    assert "exactly these run if approved" not in page.locator("#approval-arguments").inner_text()
+    _shot(page, "approval-tool-changed")
+
+    page.click("#approve-button")
+    page.wait_for_url(re.compile(rf".*/admin/tools/approval/{approval.pk}/change/"))
+    assert "cannot be" in page.locator("#decision-unusable").inner_text()
+    assert "Not used yet" not in page.locator("#decision").inner_text()
+    resumed = api.generic("POST", f"{INVOKE_URL}/{invocation_id(1)}/resume", "{}", content_type="application/json",
+                          **bearer(agent.access_token))
+    assert (resumed.status_code, resumed.json()["error"]) == (409, "capability_changed")
+
+
+def test_an_approval_whose_provider_was_deleted_says_the_call_can_no_longer_run(logged_in_page, store_route, agent):
+    page = logged_in_page
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    provider_delete(provider=approval.invocation.provider)
+
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    assert page.locator("#approval-blocked").get_attribute("data-blocker") == "tool_not_found"
+    assert page.locator("#approve-button").count() == 1
+
+
+def test_an_approval_whose_tool_did_not_change_shows_no_warning(logged_in_page, store_route, agent):
+    page = logged_in_page
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    # Rewording is not a change of execution (contracts §2): the approved call still runs.
+    provider_reimport(provider=approval.invocation.provider,
+                      spec=STORE_SPEC.replace(b"summary: Adjust stock", b"summary: Adjust stock on hand"))
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    assert page.locator("#approval-blocked").count() == 0
+    assert "exactly these run if approved" in page.locator("#approval-arguments").inner_text()
