@@ -23,7 +23,7 @@ from apps.core.errors import ApiError
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin
 
-from . import services
+from . import invocations, services
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
 from .errors import InvalidProvider, SpecRefusedError
@@ -290,6 +290,13 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                             *(f"The tool source of route {name}" for name in routes)])
         return deleted, {name: n for name, n in counts.items() if n}, perms_needed, []
 
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+                    ) -> HttpResponse:
+        # Calls waiting for an approval lose their tool with it: said before the operator confirms.
+        provider = self.get_object(request, object_id) if request.method == "GET" else None
+        stranded = invocations.approvals_stranded(provider=provider, compiled_by_name=None) if provider else {}
+        return super().delete_view(request, object_id, {**(extra_context or {}), "stranded": stranded})
+
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ToolProvider]) -> None:
         for provider in queryset:
             services.provider_delete(provider=provider)
@@ -303,6 +310,9 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         form = context["adminform"].form
         context["compile_preview"] = render_report(form.compile_result.report()) if form.compile_result else ""
         context["compile_diff"] = form.diff.as_dict() if form.diff else None
+        if form.diff and form.compile_result and obj is not None:
+            context["compile_diff"]["stranded"] = invocations.approvals_stranded(
+                provider=obj, compiled_by_name={tool.name: tool.as_dict() for tool in form.compile_result.tools})
         context["preview_button"] = PREVIEW_BUTTON
         # A reader's page has no form to preview: the button led to a 403.
         context["can_import"] = self.has_add_permission(request) if add else self.has_change_permission(request, obj)

@@ -212,6 +212,27 @@ def invocation_blocker(*, inv: Invocation) -> str:
     return ""
 
 
+def approvals_stranded(*, provider: ToolProvider, compiled_by_name: dict[str, dict[str, Any]] | None
+                       ) -> dict[str, int]:
+    """The provider's calls still waiting for their approval (pending, or approved and not yet
+    resumed) that could not run once ``compiled_by_name`` replaces its tools (``None``: once the
+    provider is deleted), counted by tool name: their tool is gone, or its execution fingerprint
+    changes, so their agents' resume is refused (``invocation_blocker``). Reads only: a re-import's
+    preview and a delete's confirmation say it before the operator goes ahead."""
+    now = timezone.now()
+    waiting = (Invocation.objects.filter(provider=provider, state=State.AWAITING_APPROVAL)
+               .filter(models.Q(approval__status=Approval.Status.PENDING, approval__expires_at__gt=now)
+                       | models.Q(approval__status=Approval.Status.APPROVED, approval__used_at__isnull=True))
+               .values_list("tool_name", "execution_fingerprint", "route__key").order_by("tool_name"))
+    stranded: dict[str, int] = {}
+    for name, fingerprint, route_key in waiting:
+        compiled = (compiled_by_name or {}).get(name)
+        if compiled is None or execution_fingerprint(route_key=route_key, provider=provider,
+                                                     compiled=compiled) != fingerprint:
+            stranded[name] = stranded.get(name, 0) + 1
+    return stranded
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 

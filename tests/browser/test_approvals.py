@@ -5,6 +5,7 @@ run's page in the ledger shows the journal. Screenshots land in /tmp/shots/."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -289,3 +290,41 @@ def test_an_approval_whose_tool_did_not_change_shows_no_warning(logged_in_page, 
     page.goto(f"/admin/tools/approval/{approval.pk}/change/")
     assert page.locator("#approval-blocked").count() == 0
     assert "exactly these run if approved" in page.locator("#approval-arguments").inner_text()
+
+
+def test_a_reimport_preview_names_the_waiting_calls_it_would_strand(logged_in_page, store_route, agent, tmp_path):
+    """The preview listed the changed tools and routes, but not that a call waiting for approval
+    would never run once the re-import moved its tool's path."""
+    page = logged_in_page
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    moved = tmp_path / "store.yaml"
+    moved.write_bytes(STORE_SPEC.replace(b"/stock/adjustments:", b"/stock/corrections:"))
+    reworded = tmp_path / "store-reworded.yaml"
+    reworded.write_bytes(STORE_SPEC.replace(b"summary: Adjust stock", b"summary: Adjust stock on hand"))
+    provider = approval.invocation.provider
+
+    page.goto(f"/admin/tools/toolprovider/{provider.pk}/change/")
+    page.click("text=Re-import")
+    page.set_input_files("input[name=spec_file]", str(moved))
+    page.click("input[name=_preview]")
+    assert "stock_adjust (1)" in page.locator("#compile-stranded").inner_text()
+    _shot(page, "reimport-stranded")
+
+    if not page.locator("input[name=spec_file]").is_visible():  # the section stays open after a preview
+        page.click("text=Re-import")
+    page.set_input_files("input[name=spec_file]", str(reworded))
+    page.click("input[name=_preview]")
+    assert "Changed: stock_adjust" in page.locator("#compile-diff").inner_text()
+    assert page.locator("#compile-stranded").count() == 0
+    provider.refresh_from_db()
+    assert provider.spec_sha256 == hashlib.sha256(STORE_SPEC).hexdigest()
+
+
+def test_deleting_a_provider_names_the_waiting_calls_it_would_strand(logged_in_page, store_route, agent):
+    page = logged_in_page
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    page.goto(f"/admin/tools/toolprovider/{approval.invocation.provider_id}/delete/")
+    assert "stock_adjust (1)" in page.locator("#delete-stranded").inner_text()
+    _shot(page, "provider-delete-stranded")
