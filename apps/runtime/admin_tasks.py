@@ -61,6 +61,20 @@ def budget_text(task: Task) -> str:
     return f"{task.write_consumed} / {task.write_reserved} / {limit}"
 
 
+def budget_note(task: Task) -> str:
+    """What a full write budget means for the task's members, beside its counters (empty while
+    writes are left): the state stays ``active``, so the counters alone did not say that every new
+    write call is refused. 0 (read only) is said by the policy itself."""
+    limit = task.max_write_calls
+    if not limit or task.write_reserved + task.write_consumed < limit:
+        return ""
+    if task.write_consumed >= limit:
+        return ("Used up: every new write call is refused (TASK_WRITE_BUDGET_EXHAUSTED); reads still run. A task's "
+                "budget is frozen: for more writes, create a new task.")
+    return ("Fully reserved by writes awaiting approval or dispatch: new write calls are refused "
+            "(TASK_WRITE_BUDGET_EXHAUSTED) until one of them is denied or refused before it is sent.")
+
+
 def permits_text(task: Task) -> str:
     return f"{task.active_permits} / {task.max_concurrent}"
 
@@ -428,6 +442,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "task": task,
             "state_badge": state_badge(task.state),
             "budget": budget_text(task),
+            "budget_note": budget_note(task),
             "permits": permits_text(task),
             "policy": selectors.task_policy(task),
             "members": [{"member": m, "session_state": _session_state(m.session)} for m in members],
@@ -449,7 +464,8 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         # admin_view already marks it never-cache (no-store).
         return JsonResponse({"state": task.state, "revision": task.revision,
                              "ledger_sequence": task.ledger_sequence, "counters": selectors.task_counters(task),
-                             "budget": budget_text(task), "permits": permits_text(task)})
+                             "budget": budget_text(task), "budget_note": budget_note(task),
+                             "permits": permits_text(task)})
 
     def control_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         task = self._task(request, object_id)

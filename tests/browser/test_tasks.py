@@ -155,3 +155,27 @@ def test_the_create_page_fits_1366_px_whatever_a_sessions_label(logged_in_page, 
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     assert select.evaluate("e => e.getBoundingClientRect().right") <= 1366
     _shot(page, "task_create_long_session")
+
+
+def test_a_task_page_says_when_its_write_budget_refuses_new_writes(logged_in_page, route, agent, operator):
+    """At 2 / 0 / 2 the task still read `active` with nothing else: an operator could not tell that
+    every new write of its members was being refused (TASK_WRITE_BUDGET_EXHAUSTED)."""
+    page = logged_in_page
+    task, _ = task_create(project=route.project, user=operator, request_id="rq-budget", name="stocktake",
+                          members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                              client_conversation_id="c-1")], policy=PolicySpec(max_write_calls=2))
+    page.goto(f"/admin/tasks/task/{task.pk}/change/")
+    assert page.locator("#task-budget-note").inner_text() == ""
+
+    # The note follows the live counters, without a reload.
+    Task.objects.filter(pk=task.pk).update(write_consumed=1, write_reserved=1)
+    page.wait_for_function("document.getElementById('task-budget').textContent === '1 / 1 / 2'")
+    assert "Fully reserved" in page.locator("#task-budget-note").inner_text()
+    Task.objects.filter(pk=task.pk).update(write_consumed=2, write_reserved=0)
+    page.wait_for_function("document.getElementById('task-budget').textContent === '2 / 0 / 2'")
+    assert "TASK_WRITE_BUDGET_EXHAUSTED" in page.locator("#task-budget-note").inner_text()
+
+    page.reload()
+    note = page.locator("#task-budget-note").inner_text()
+    assert note.startswith("Used up") and "create a new task" in note
+    _shot(page, "task-budget-used-up")

@@ -266,7 +266,7 @@ def test_the_live_endpoint_gives_state_and_counters_only(world, owner):
     assert "no-store" in response["Cache-Control"]
     assert response.json() == {"state": "active", "revision": 1, "ledger_sequence": 1,
                                "counters": {"write_reserved": 0, "write_consumed": 0, "active_permits": 0},
-                               "budget": "0 / 0 / 5", "permits": "0 / 1"}
+                               "budget": "0 / 0 / 5", "budget_note": "", "permits": "0 / 1"}
 
 
 def test_the_dashboard_counts_active_tasks_and_links_to_them(world, owner):

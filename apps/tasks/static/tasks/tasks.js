@@ -45,6 +45,7 @@
         .then(function (data) {
           if (!data) { return; }
           text("task-budget", data.budget);
+          text("task-budget-note", data.budget_note || "");
           text("task-permits", data.permits);
           text("task-revision", data.revision);
           text("task-ledger-sequence", data.ledger_sequence);
