@@ -644,13 +644,37 @@ def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = T
         return dict(inv.result or {})
     execution_pause_check(route=inv.route)
     invocation_task_recheck(session=session, inv=inv)
-    target = _current_target(inv=inv, session=session)
+    try:
+        target = _current_target(inv=inv, session=session)
+    except (ToolNotFound, CapabilityChanged):
+        _approved_unrunnable(inv)
+        raise
     with transaction.atomic():
         inv = _locked(inv.pk)
         answer = _reevaluate(inv, target)
     if wait and answer.get("state") == State.IN_PROGRESS:
         return invocation_wait(inv=inv)
     return answer
+
+
+def _approved_unrunnable(inv: Invocation) -> None:
+    """An approved call whose tool changed or left the caller's surface can never run: its approval
+    is for the tool as it was frozen. Settled as ``rejected_before_dispatch`` (nothing was sent), as
+    the dispatcher settles such a call (``_prepare``), so that it stops holding its task's write
+    reservation and stops reading as awaiting approval for good; the resume that found it still
+    answers the refusal. A pending one is left as it is: it may still be denied, or its tool come
+    back."""
+    with transaction.atomic():
+        inv = _locked(inv.pk)
+        if inv.state != State.AWAITING_APPROVAL:
+            return
+        approval = Approval.objects.select_for_update().filter(invocation=inv).first()
+        if approval is None or approval.status != Approval.Status.APPROVED or approval.used_at is not None:
+            return
+        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                             text=f"The tool changed or is no longer available since this call was approved. "
+                                  f"{NOT_SENT_TEXT} Discover the tools again and make a new call if it is still "
+                                  "needed."))
 
 
 def _reevaluate(inv: Invocation, target: Target) -> dict[str, Any]:

@@ -267,6 +267,10 @@ def test_an_approval_whose_tool_changed_says_the_call_can_no_longer_run(logged_i
     resumed = api.generic("POST", f"{INVOKE_URL}/{invocation_id(1)}/resume", "{}", content_type="application/json",
                           **bearer(agent.access_token))
     assert (resumed.status_code, resumed.json()["error"]) == (409, "capability_changed")
+    # The refused resume settles the approved call: it never reads as still waiting to be used.
+    page.reload()
+    assert "Never used" in page.locator("#decision-unusable").inner_text()
+    assert page.locator("#approval-blocked").count() == 0
 
 
 def test_an_approval_whose_provider_was_deleted_says_the_call_can_no_longer_run(logged_in_page, store_route, agent):

@@ -259,3 +259,48 @@ def test_a_capability_search_under_a_bound_run_finds_only_the_members_tools(shop
     body = response.json()
     assert response.status_code == 200, body
     assert ([tool["name"] for tool in body["tools"]], body["discovery"]["authorized_total"]) == (["item_read"], 1)
+
+
+def test_an_approved_call_whose_tool_changed_gives_its_task_write_back_and_sends_nothing(shop, dispatching):
+    """Approved, then its tool's execution changed (here its provider's base URL): the resume was
+    refused with capability_changed, but the call stayed `awaiting_approval` for good and held its
+    task's write reservation for good - an approved approval never expires."""
+    from apps.tools.models import Invocation
+
+    task, _ = _task(shop, [shop.session], tools=("refund_issue",), max_write_calls=3)
+    invocation_id = _approved_refund(shop, _bound_run(shop, shop.token, task))
+    task.refresh_from_db()
+    assert task.write_reserved == 1
+    shop.provider.base_url = shop.provider.base_url + "/v2"
+    shop.provider.save(update_fields=["base_url"])
+
+    response = _resume(shop.token, invocation_id)
+    assert (response.status_code, response.json()["error"]) == (409, "capability_changed")
+    task.refresh_from_db()
+    assert (task.write_reserved, task.write_consumed, task.active_permits) == (0, 0, 0)
+    inv = Invocation.objects.get()
+    assert (inv.state, inv.result["state"], inv.frozen_arguments) == (
+        "rejected_before_dispatch", "rejected_before_dispatch", "")
+    # Settled: the next resume replays the stored result (contracts §2), which says what to do.
+    again = _resume(shop.token, invocation_id)
+    assert (again.status_code, again.json()["state"], again.json()["auto_retry_allowed"]) == (
+        200, "rejected_before_dispatch", False)
+    assert "make a new call" in again.json()["text"]
+    assert shop.server.received == []
+
+
+def test_a_pending_call_whose_tool_changed_stays_pending(shop, dispatching):
+    """Only an approved call is settled: a pending one may still be denied, or its tool come back."""
+    from apps.tools.models import Invocation
+
+    task, _ = _task(shop, [shop.session], tools=("refund_issue",), max_write_calls=3)
+    body = _body(shop, _bound_run(shop, shop.token, task), tool="refund_issue",
+                 arguments={"order_id": "SO-1", "amount": 5})
+    assert _post(shop.token, body).json()["state"] == "awaiting_approval"
+    shop.provider.base_url = shop.provider.base_url + "/v2"
+    shop.provider.save(update_fields=["base_url"])
+    response = _resume(shop.token, body["invocation_id"])
+    assert (response.status_code, response.json()["error"]) == (409, "capability_changed")
+    assert Invocation.objects.get().state == "awaiting_approval"
+    task.refresh_from_db()
+    assert task.write_reserved == 1
