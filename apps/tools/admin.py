@@ -339,6 +339,7 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                     diff = outcome.diff
                     messages.info(request, f"Re-imported: {len(diff.added)} added, {len(diff.removed)} removed, "
                                            f"{len(diff.changed)} changed.")
+                self._warn_stranded(request, provider)
                 return
             if form.spec_bytes is None:  # the form refuses a new provider without a spec
                 raise ValueError("A new tool provider needs a spec.")
@@ -361,6 +362,19 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if not outcome.result.acc_present:
             messages.warning(request, "The spec declares no x-agent-capability: every tool is disabled until you "
                                       "enable it; read-only was inferred from GET/HEAD.")
+
+    @staticmethod
+    def _warn_stranded(request: HttpRequest, provider: ToolProvider) -> None:
+        """A new base URL, a re-import or switching the provider off can leave calls waiting for an
+        approval unable to run (only a re-import has a preview): said once saved."""
+        enabled = {name: compiled for name, compiled in
+                   provider.tools.filter(enabled=True).values_list("name", "compiled")} if provider.enabled else None
+        stranded = invocations.approvals_stranded(provider=provider, compiled_by_name=enabled)
+        if stranded:
+            messages.warning(request, format_html(
+                "Calls waiting for an approval cannot run as this provider now is: {}. Their agents' resume is "
+                "refused and their approval pages say so; deny the pending ones there.",
+                format_html_join(", ", "<code>{}</code> ({})", stranded.items())))
 
     def save_related(self, request: HttpRequest, form: ToolProviderForm, formsets: Iterable[Any],
                      change: bool) -> None:

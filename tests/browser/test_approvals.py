@@ -332,3 +332,21 @@ def test_deleting_a_provider_names_the_waiting_calls_it_would_strand(logged_in_p
     page.goto(f"/admin/tools/toolprovider/{approval.invocation.provider_id}/delete/")
     assert "stock_adjust (1)" in page.locator("#delete-stranded").inner_text()
     _shot(page, "provider-delete-stranded")
+
+
+def test_saving_a_new_base_url_names_the_waiting_calls_it_strands(logged_in_page, store_route, agent):
+    """A new base URL changes how every tool is sent, so a waiting call can no longer run; the
+    change form has no preview for it, and saving said only "changed successfully"."""
+    page = logged_in_page
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    provider = approval.invocation.provider
+    page.goto(f"/admin/tools/toolprovider/{provider.pk}/change/")
+    page.click("input[name=_continue]")
+    assert "Calls waiting for an approval" not in page.locator(".messagelist").inner_text()
+
+    page.fill("input[name=base_url]", provider.base_url + "/v2")
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist li.warning")
+    assert "stock_adjust (1)" in page.locator(".messagelist li.warning").inner_text()
+    _shot(page, "provider-base-url-stranded")
