@@ -349,7 +349,7 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if not getattr(obj, "_bh_may_pause", False):
             return badge
         return format_html('{} <a class="button" href="{}">{}</a>', badge,
-                           reverse("admin:tools_approval_execution", args=[obj.pk]),
+                           reverse("admin:tools_approval_execution", args=[obj.pk]) + "?from=project",
                            "Resume…" if paused else "Pause…")
 
     def get_queryset(self, request):

@@ -438,6 +438,10 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             raise Http404("No such project.")
         if project.pk not in self.editable_project_ids(request):
             raise PermissionDenied
+        # Opened from the project's page, the switch leads back there (Cancel and done alike);
+        # the URL is built here, never taken from the request.
+        back = (reverse("admin:projects_project_change", args=[project.pk]) if request.GET.get("from") == "project"
+                else reverse("admin:tools_approval_changelist"))
         form = PauseForm(request.POST if request.method == "POST" else None)
         if form.is_valid():
             paused = bool(form.cleaned_data["paused"])
@@ -447,7 +451,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
                                           "dispatch nothing (503 execution_paused) until you resume it.")
             else:
                 messages.success(request, f"Tool execution resumed for {project.name}.")
-            return HttpResponseRedirect(reverse("admin:tools_approval_changelist"))
+            return HttpResponseRedirect(back)
         pending = Approval.objects.filter(project=project, status=Status.PENDING,
                                           expires_at__gt=timezone.now()).count()
         context = {
@@ -457,6 +461,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             "project": project,
             "form": form,
             "pending": pending,
+            "back": back,
         }
         return TemplateResponse(request, "admin/tools/approval/execution.html", context)
 

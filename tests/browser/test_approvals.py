@@ -350,3 +350,23 @@ def test_saving_a_new_base_url_names_the_waiting_calls_it_strands(logged_in_page
     page.wait_for_selector(".messagelist li.warning")
     assert "stock_adjust (1)" in page.locator(".messagelist li.warning").inner_text()
     _shot(page, "provider-base-url-stranded")
+
+
+def test_pausing_from_the_project_page_leads_back_to_it(logged_in_page, project, store_route):
+    """The project page's Pause… (and its Cancel) led to the approval queue: the operator lost the
+    page they were on and had to find the project again to see its switch."""
+    page = logged_in_page
+    project_url = f"/admin/projects/project/{project.pk}/change/"
+    page.goto(project_url)
+    page.click(".field-tool_execution a.button")
+    assert page.locator(".breadcrumbs").inner_text().startswith("Home › Tools › Approvals")
+    page.click("a.cancel-link")
+    page.wait_for_url(re.compile(rf".*{project_url}$"))
+
+    page.click(".field-tool_execution a.button")
+    page.click("#execution-confirm")
+    page.wait_for_url(re.compile(rf".*{project_url}$"))
+    assert "paused" in page.locator(".field-tool_execution").inner_text()
+    assert "Tool execution is paused" in page.locator(".messagelist").inner_text()
+    project.refresh_from_db()
+    assert project.tool_execution_paused is True

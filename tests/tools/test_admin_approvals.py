@@ -400,7 +400,7 @@ def test_the_run_page_query_count_does_not_grow_with_its_invocations(api_client,
 
 def test_the_project_page_shows_the_pause_switch_instead_of_a_checkbox(owner, route):
     page = owner.get(f"/admin/projects/project/{route.project.pk}/change/").content.decode()
-    assert f'href="/admin/tools/approval/execution/{route.project.pk}/"' in page
+    assert f'href="/admin/tools/approval/execution/{route.project.pk}/?from=project"' in page
     assert 'name="tool_execution_paused"' not in page
 
 
