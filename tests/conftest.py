@@ -109,6 +109,10 @@ def database_free_before_teardown(django_db_setup, django_db_blocker):
     from apps.knowledge.pipeline import parallel
 
     parallel.shutdown()
+    # On a new connection of its own: this thread's may have been ended from the server side by a
+    # test that drops connections as a database restart does (a fresh clone's teardown once failed
+    # with AdminShutdown on it, every test passed).
+    connection.close()
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         # Idle ones only: a connection still running a statement now is a leak of a test's own
         # work, and DROP DATABASE is left to say so.
