@@ -36,7 +36,7 @@ from django.db import transaction
 from apps.knowledge.pipeline.embedders import Embedder, EmbeddingFailed, embedder_class
 from apps.knowledge.pipeline.terms import keyword_terms
 
-from .models import Tool, ToolEmbedding
+from .models import Tool, ToolEmbedding, ToolProvider
 
 if TYPE_CHECKING:
     from .surface import Surface
@@ -162,13 +162,18 @@ def index_rebuild(*, provider_id: Any) -> dict[str, int]:
     for start in range(0, len(todo), embedder.batch_size):
         batch = todo[start:start + embedder.batch_size]
         vectors = embedder.embed_documents([texts[pk] for pk in batch])
-        existing = set(Tool.objects.filter(pk__in=batch).values_list("pk", flat=True))
-        ToolEmbedding.objects.bulk_create(
-            [ToolEmbedding(tool_id=pk, model=label, text_sha256=hashes[pk], embedding=vector)
-             for pk, vector in zip(batch, vectors, strict=True) if pk in existing],
-            update_conflicts=True, unique_fields=["tool", "model"], update_fields=["text_sha256", "embedding",
-                                                                                  "updated_at"],
-        )
+        with transaction.atomic():
+            # The provider's row, locked as its delete and re-import lock it: the tools read here stay
+            # until these rows are written (a delete between the two failed on the foreign key).
+            if ToolProvider.objects.select_for_update(no_key=True).filter(pk=provider_id).first() is None:
+                break  # deleted meanwhile: nothing to do
+            existing = set(Tool.objects.filter(pk__in=batch).values_list("pk", flat=True))
+            ToolEmbedding.objects.bulk_create(
+                [ToolEmbedding(tool_id=pk, model=label, text_sha256=hashes[pk], embedding=vector)
+                 for pk, vector in zip(batch, vectors, strict=True) if pk in existing],
+                update_conflicts=True, unique_fields=["tool", "model"], update_fields=["text_sha256", "embedding",
+                                                                                      "updated_at"],
+            )
         built += len(existing)
     dropped, _ = ToolEmbedding.objects.filter(tool_id__in=hashes).exclude(model=label).delete()
     return {"tools": len(tools), "embedded": built, "dropped": dropped}

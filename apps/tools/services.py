@@ -241,9 +241,14 @@ def provider_update(*, provider: ToolProvider, base_url: str | None = None, secr
 
 
 @transaction.atomic
+@transaction.atomic
 def provider_delete(*, provider: ToolProvider) -> None:
-    """Remove a provider and its tools."""
-    provider.delete()
+    """Remove a provider and its tools. The provider's row is locked first, as a re-import locks it
+    and as the tool index locks it to write (semantic.index_rebuild): an index row written between
+    the delete's reading of them and its commit failed the delete on its foreign key."""
+    locked = ToolProvider.objects.select_for_update().filter(pk=provider.pk).first()
+    if locked is not None:
+        locked.delete()
 
 
 def tool_set_enabled(*, tool: Tool, enabled: bool) -> Tool:
