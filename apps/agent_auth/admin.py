@@ -25,7 +25,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
-from apps.agent_auth.selectors import session_approver_current_expression
+from apps.agent_auth.selectors import session_approver_current_expression, session_live_q
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
@@ -218,7 +218,7 @@ class SessionStateFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         now = timezone.now()
         if self.value() == "active":
-            return queryset.filter(revoked_at__isnull=True, refresh_expires_at__gt=now, approver_current=True)
+            return queryset.filter(session_live_q(now))
         if self.value() == "approver_left":
             return queryset.filter(revoked_at__isnull=True, refresh_expires_at__gt=now, approver_current=False)
         if self.value() == "revoked":
