@@ -120,12 +120,17 @@ def json_brackets(text: str) -> str:
     return _NOT_BRACKET.sub("", _STRING.sub("", text))
 
 
+def brackets_too_deep(brackets: str) -> bool:
+    """Whether brackets (json_brackets) nest deeper than JSON_MAX_DEPTH."""
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > JSON_MAX_DEPTH
+
+
 def nested_too_deep(text: str) -> bool:
     """Whether JSON text nests arrays and objects deeper than JSON_MAX_DEPTH (strings skipped),
     at C speed and before the decoder recurses into it."""
     if text.count("[") + text.count("{") <= JSON_MAX_DEPTH:
         return False
-    return max(accumulate(map(_STEP.__getitem__, json_brackets(text))), default=0) > JSON_MAX_DEPTH
+    return brackets_too_deep(json_brackets(text))
 
 
 def _path(parent: str, key: str | int) -> str:

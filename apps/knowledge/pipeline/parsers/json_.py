@@ -24,7 +24,14 @@ from typing import Any
 
 from django.conf import settings
 
-from apps.core.parsers import JSON_MAX_DEPTH, InvalidJSON, json_brackets, nested_too_deep, strict_json_loads
+from apps.core.parsers import (
+    JSON_MAX_DEPTH,
+    InvalidJSON,
+    brackets_too_deep,
+    json_brackets,
+    nested_too_deep,
+    strict_json_loads,
+)
 from apps.knowledge.pipeline.parsers.base import Block, ConversionFailed, ParsedDocument, Section, TextBudget
 from apps.knowledge.pipeline.parsers.text import text_decode
 
@@ -80,15 +87,18 @@ def _leaves(value: Any, path: str, budget: TextBudget) -> list[str]:
     return [line]
 
 
-def _containers_check(text: str) -> None:
+def _containers_check(text: str) -> str | None:
+    """ConversionFailed past KNOWLEDGE_JSON_MAX_CONTAINERS; the text's brackets when it had to read
+    them (so that a caller does not read them again), else None."""
     limit = settings.KNOWLEDGE_JSON_MAX_CONTAINERS
     if text.count("{") + text.count("[") <= limit:
-        return
+        return None
     brackets = json_brackets(text)
     count = brackets.count("{") + brackets.count("[")
     if count > limit:
         raise ConversionFailed(f"The file holds {count:,} JSON objects and arrays, more than a document may "
                                f"({limit:,}, KNOWLEDGE_JSON_MAX_CONTAINERS). Split the document.")
+    return brackets
 
 
 def _load(data: bytes) -> Any:
@@ -121,8 +131,8 @@ def _look(data: bytes) -> None:
     """What a large file's upload check can afford: the text decodes, nests no deeper than the
     strict limit, and starts like a JSON value."""
     text = text_decode(data)
-    _containers_check(text)
-    if nested_too_deep(text):
+    brackets = _containers_check(text)
+    if brackets_too_deep(brackets) if brackets is not None else nested_too_deep(text):
         raise ConversionFailed(f"The file is not valid JSON: nested deeper than {JSON_MAX_DEPTH} levels.")
     start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
     if start == len(text) or text[start] not in _VALUE_START:
