@@ -323,6 +323,9 @@ KNOWLEDGE_LARGE_TASK_QUEUE = env.str("KNOWLEDGE_LARGE_TASK_QUEUE", default="know
 KNOWLEDGE_TASK_SLICE_SECONDS = env.int("KNOWLEDGE_TASK_SLICE_SECONDS", default=600)
 KNOWLEDGE_HEARTBEAT_STALE_SECONDS = env.int("KNOWLEDGE_HEARTBEAT_STALE_SECONDS", default=300)
 KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
+# A run that loses its database connection (a restart, a failover) gives its attempt back and is
+# sent again; a document or rebuild that loses it this many times fails, naming the database.
+KNOWLEDGE_MAX_CONNECTION_LOSSES = env.int("KNOWLEDGE_MAX_CONNECTION_LOSSES", default=10)
 KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = env.int("KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS", default=120)
 # PostgreSQL's maintenance_work_mem while a worker builds a generation's HNSW and GIN indexes
 # (apps.knowledge.generation_indexes): the HNSW build is several times faster while the graph fits.

@@ -214,7 +214,8 @@ def _document_mark_failed(document: Document, code: str, message: str) -> None:
     document.error_message = message[:2000]
     document.failed_at = timezone.now()
     document.run_token = None
-    document.save(update_fields=["status", "error_code", "error_message", "failed_at", "run_token", "updated_at"])
+    document.save(update_fields=["status", "error_code", "error_message", "failed_at", "run_token",
+                                 "connection_losses", "updated_at"])
 
 
 def _url_shown(document_id) -> str:
@@ -351,11 +352,16 @@ class _SliceOver(Exception):
 
 # The database went away under a run (a restart, a failover, a connection dropped between them):
 # nothing is wrong with the document or the rebuild, so it is not failed — an operator would find
-# a sound document failed with "an unexpected error" after every database restart. Another
-# attempt runs instead, counted against KNOWLEDGE_MAX_ATTEMPTS like a killed worker's. Only the
-# connection breaking counts (no SQLSTATE: the client lost it; class 08; the server shutting down
-# or starting) and a deadlock or serialization failure: other OperationalErrors (a statement
-# timeout, a value PostgreSQL cannot store) would fail the same way every time.
+# a sound document failed with "an unexpected error" after every database restart. The run gives
+# its attempt back and the work is sent again: attempts count runs whose worker went away, and a
+# database restart ends every run in flight at once, so charging them would fail sound documents
+# with advice about the file. Losses have their own bound (KNOWLEDGE_MAX_CONNECTION_LOSSES), so a
+# database that keeps dropping connections (or a document whose query crashes the server) still
+# ends, failed with a message that names the database. With the database still down, nothing can
+# be recorded: the lease runs out and the watchdog sends the work, as for a worker that died.
+# Only the connection breaking counts (no SQLSTATE: the client lost it; class 08; the server
+# shutting down or starting) and a deadlock or serialization failure: other OperationalErrors (a
+# statement timeout, a value PostgreSQL cannot store) would fail the same way every time.
 _TRANSIENT_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "40P01", "40001"})
 
 
@@ -368,17 +374,42 @@ def _connection_broke(exc: BaseException) -> bool:
     return sqlstate is None or sqlstate.startswith("08") or sqlstate in _TRANSIENT_SQLSTATES
 
 
-def _connection_lost(queryset, pk, token, send) -> None:
-    """Let go of the run's lease and send the work again shortly, on a new connection; with the
+def _connections_lost_message(losses: int, work: str, then: str) -> str:
+    return (f"The database connection was lost {losses} times while {work} (a database restart, a failover, or a "
+            f"connection pooler or network dropping connections); the worker's log has each one. {then}")
+
+
+def _connection_lost(queryset, pk, token, send, fail) -> None:
+    """Let go of the run's lease, giving its attempt back, and send the work again shortly, on a
+    new connection; `fail(row, losses)` once it has lost KNOWLEDGE_MAX_CONNECTION_LOSSES. With the
     database still down, the lease runs out and the watchdog sends it once it is back."""
     connection.close()  # the broken one; the next query connects again
     try:
         with transaction.atomic():
-            now = timezone.now()
-            if queryset.filter(pk=pk, run_token=token).update(run_token=None, heartbeat_at=now, updated_at=now):
-                send(pk, countdown=_heartbeat_seconds())
+            row = queryset.select_for_update(of=("self",)).filter(pk=pk, run_token=token).first()
+            if row is None:
+                return
+            row.connection_losses += 1
+            if row.connection_losses >= settings.KNOWLEDGE_MAX_CONNECTION_LOSSES:
+                fail(row, row.connection_losses)
+                return
+            row.attempts = max(0, row.attempts - 1)
+            lease_release(row)
+            row.save(update_fields=["run_token", "heartbeat_at", "attempts", "connection_losses", "updated_at"])
+            send(pk, countdown=_heartbeat_seconds())
     except DatabaseError:
         logger.warning("The database is still unavailable; the watchdog hands %s over once it is back.", pk)
+
+
+def _document_connections_lost(document: Document, losses: int) -> None:
+    _document_mark_failed(document, "ingest_connection_lost", _connections_lost_message(
+        losses, "this document was ingested", "Retry the document once the database is stable."))
+
+
+def _generation_connections_lost(generation: IndexGeneration, losses: int) -> None:
+    _generation_mark_failed(generation, "rebuild_connection_lost", _connections_lost_message(
+        losses, "the index was rebuilt", "The active index is unchanged; start the rebuild again once the "
+        "database is stable."))
 
 
 def document_ingest(*, document_id, run_token: str | None = None) -> str:
@@ -411,7 +442,8 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
         if _connection_broke(exc):
             logger.warning("Ingesting document %s lost its database connection; it is tried again.", document_id,
                            exc_info=True)
-            _connection_lost(Document.objects, document_id, token, dispatch.document_send)
+            _connection_lost(Document.objects, document_id, token, dispatch.document_send,
+                             _document_connections_lost)
             return "connection_lost"
         # The task boundary: record the failure so the document is not stuck, keep the details in the log.
         logger.exception("Ingesting document %s failed", document_id)
@@ -465,7 +497,8 @@ def _generation_mark_failed(generation: IndexGeneration, code: str, message: str
     generation.error_message = message[:2000]
     generation.failed_at = timezone.now()
     generation.run_token = None
-    generation.save(update_fields=["status", "error_code", "error_message", "failed_at", "run_token", "updated_at"])
+    generation.save(update_fields=["status", "error_code", "error_message", "failed_at", "run_token",
+                                   "connection_losses", "updated_at"])
     chunks_delete(generation_id=generation.pk)
 
 
@@ -617,7 +650,7 @@ def generation_build(*, generation_id, run_token: str | None = None) -> str:
             logger.warning("Rebuilding generation %s lost its database connection; it is tried again.", generation_id,
                            exc_info=True)
             _connection_lost(IndexGeneration.objects.filter(status=IndexGeneration.Status.BUILDING), generation_id,
-                             token, dispatch.generation_send)
+                             token, dispatch.generation_send, _generation_connections_lost)
             return "connection_lost"
         logger.exception("Rebuilding generation %s failed", generation_id)
         _generation_fail(generation_id, token, "rebuild_error",

@@ -131,6 +131,8 @@ class IndexGeneration(BaseModel):
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    connection_losses = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Runs that lost their database connection (not counted as attempts).")
     run_token = models.UUIDField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -197,6 +199,8 @@ class Document(BaseModel):
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    connection_losses = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Runs that lost their database connection (not counted as attempts).")
     progress_done = models.PositiveIntegerField(default=0, help_text="Chunks embedded.")
     progress_total = models.PositiveIntegerField(default=0, help_text="Chunks to embed.")
     run_token = models.UUIDField(null=True, blank=True, help_text="The worker run that holds this document.")

@@ -334,13 +334,13 @@ def _document_requeue(document: Document, *changed: str) -> Document:
     document.status = Document.Status.QUEUED
     document.error_code = ""
     document.error_message = ""
-    document.attempts = 0
+    document.attempts = document.connection_losses = 0
     document.run_token = None
     document.queued_at = now
     document.heartbeat_at = now
     document.failed_at = None
-    document.save(update_fields=["status", *changed, "error_code", "error_message", "attempts", "run_token",
-                                 "queued_at", "heartbeat_at", "failed_at", "updated_at"])
+    document.save(update_fields=["status", *changed, "error_code", "error_message", "attempts", "connection_losses",
+                                 "run_token", "queued_at", "heartbeat_at", "failed_at", "updated_at"])
     dispatch.document_send(document.pk)
     return document
 

@@ -239,7 +239,9 @@ def _connections_drop() -> int:
 
 def test_a_document_whose_database_connection_drops_mid_embedding_completes_on_its_own(
         settings, celery_worker_session):
+    """Without spending an attempt: one attempt is all it has here."""
     settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 4
+    settings.KNOWLEDGE_MAX_ATTEMPTS = 1
     kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
     text = "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(12))
     [document] = services.document_upload(kb=kb, files=[upload("sections.md", f"# 规章\n\n{text}\n".encode())])
@@ -247,13 +249,15 @@ def test_a_document_whose_database_connection_drops_mid_embedding_completes_on_i
              message="the worker to be embedding")
     assert _connections_drop() >= 1
     finished = wait_for_status(document.pk, "completed", "failed")
-    assert (finished.status, finished.error_code, finished.attempts) == ("completed", "", 2)
+    assert (finished.status, finished.error_code, finished.attempts, finished.connection_losses) == (
+        "completed", "", 1, 1)
     children = Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD)
     assert sorted(children.values_list("index", flat=True)) == list(range(12))
 
 
 def test_a_rebuild_whose_database_connection_drops_mid_build_activates_on_its_own(settings, celery_worker_session):
     settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 4
+    settings.KNOWLEDGE_MAX_ATTEMPTS = 1
     kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
     ingest_texts(kb, {"rules.md": "# 规章\n\n" + "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(12))})
     EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).delete()  # the rebuild embeds again
@@ -264,8 +268,75 @@ def test_a_rebuild_whose_database_connection_drops_mid_build_activates_on_its_ow
     wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk).exclude(status="building").first(),
              message="the rebuild to finish")
     generation.refresh_from_db()
-    assert (generation.status, generation.error_code, generation.attempts) == ("active", "", 2)
+    assert (generation.status, generation.error_code, generation.attempts, generation.connection_losses) == (
+        "active", "", 1, 1)
     assert IndexGeneration.objects.filter(knowledge_base=kb, status="active").count() == 1
+
+
+def _connection_broken_in_every_run(rows, pk) -> set:
+    """Drop the database connections once in each run that claims row `pk` of `rows`, as soon as its
+    claim is committed, until the row is no longer in progress; the run tokens it broke."""
+    broken: set = set()
+
+    def settled() -> bool:
+        row = rows.filter(pk=pk).values("status", "run_token").get()
+        if row["status"] in ("completed", "failed", "active", "awaiting_confirmation"):
+            return True
+        if row["run_token"] is not None and row["run_token"] not in broken:
+            broken.add(row["run_token"])
+            _connections_drop()
+        return False
+
+    wait_for(settled, timeout=120, message="the work to settle while every run loses its connection")
+    return broken
+
+
+def test_a_document_whose_database_connection_breaks_in_every_run_fails_naming_the_database(
+        settings, celery_worker_session):
+    """Connection losses have their own bound: the document is not sent round for ever, and the
+    operator is told it was the database, not the file; a retry once it is stable completes it."""
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 4
+    settings.KNOWLEDGE_MAX_ATTEMPTS = 2
+    settings.KNOWLEDGE_MAX_CONNECTION_LOSSES = 3
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
+    text = "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(12))
+    [document] = services.document_upload(kb=kb, files=[upload("sections.md", f"# 规章\n\n{text}\n".encode())])
+
+    broken = _connection_broken_in_every_run(Document.objects, document.pk)
+
+    failed = Document.objects.get(pk=document.pk)
+    assert (len(broken), failed.status, failed.error_code, failed.attempts, failed.connection_losses,
+            failed.run_token) == (3, "failed", "ingest_connection_lost", 1, 3, None)
+    assert failed.error_message.startswith("The database connection was lost 3 times while this document was "
+                                           "ingested")
+    assert failed.error_message.endswith("Retry the document once the database is stable.")
+
+    services.document_retry(document=failed)
+    finished = wait_for_status(document.pk, "completed", "failed")
+    assert (finished.status, finished.error_code, finished.attempts, finished.connection_losses) == (
+        "completed", "", 1, 0)
+
+
+def test_a_rebuild_whose_database_connection_breaks_in_every_run_fails_and_keeps_the_active_index(
+        settings, celery_worker_session):
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 4
+    settings.KNOWLEDGE_MAX_ATTEMPTS = 2
+    settings.KNOWLEDGE_MAX_CONNECTION_LOSSES = 3
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
+    ingest_texts(kb, {"rules.md": "# 规章\n\n" + "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(12))})
+    active = IndexGeneration.objects.get(knowledge_base=kb, status="active")
+    EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).delete()  # the rebuild embeds again
+    generation = services.knowledge_base_rebuild(kb=kb)
+
+    broken = _connection_broken_in_every_run(IndexGeneration.objects, generation.pk)
+
+    generation.refresh_from_db()
+    assert (len(broken), generation.status, generation.error_code, generation.attempts,
+            generation.connection_losses) == (3, "failed", "rebuild_connection_lost", 1, 3)
+    assert generation.error_message.startswith("The database connection was lost 3 times while the index was "
+                                               "rebuilt")
+    assert list(IndexGeneration.objects.filter(knowledge_base=kb, status="active")) == [active]
+    assert not Chunk.objects.filter(generation=generation).exists()
 
 
 def test_a_statement_timeout_is_not_taken_for_a_lost_connection():
