@@ -267,6 +267,8 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
             return f"Revoked ({obj.get_revoked_by_display()}): {obj.revoked_reason}"
         if obj.refresh_expires_at <= timezone.now():
             return "Expired"
+        if obj.authorization_id is None:
+            return "Ended: its authorization record was deleted, so nothing says who approved it"
         if not getattr(obj, "approver_current", True):
             return "Ended: the account that approved it is no longer a member of the project (or is inactive)"
         return "Active"

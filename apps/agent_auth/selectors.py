@@ -68,9 +68,14 @@ def session_approver_current(*, session: AgentSession) -> bool:
     """Whether the BailingHub account that approved `session` on the hub's own authorization page
     could still approve it: active, and a member of the client's project (or a superuser). The
     session acts for that account, so it ends when the account leaves the project, is deactivated
-    or deleted. A session a business backend approved has no such account."""
+    or deleted. A session a business backend approved has no such account. Every session is made
+    from its authorization (code_exchange), and the product never deletes one: a session whose
+    authorization row is gone (an operator's or a database's delete) has nothing left to say who
+    approved it, and is not current."""
     authorization = session.authorization
-    if authorization is None or not authorization.decided_on_page:
+    if authorization is None:
+        return False
+    if not authorization.decided_on_page:
         return True
     if authorization.decided_by_id is None:
         return False
@@ -88,8 +93,8 @@ def session_approver_current_q(prefix: str = "") -> Q:
     at `prefix` (``"session__"``)."""
     approver = _approvers(user=OuterRef(f"{prefix}authorization__decided_by_id"),
                           project=OuterRef(f"{prefix}client__project_id"))
-    return (Q(**{f"{prefix}authorization__isnull": True}) | Q(**{f"{prefix}authorization__decided_on_page": False})
-            | Q(Exists(approver)))
+    return (Q(**{f"{prefix}authorization__isnull": False})
+            & (Q(**{f"{prefix}authorization__decided_on_page": False}) | Q(Exists(approver))))
 
 
 def session_live_q(now: datetime, prefix: str = "") -> Q:

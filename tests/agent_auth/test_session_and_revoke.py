@@ -2,11 +2,15 @@ import json
 from datetime import UTC, timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
-from apps.agent_auth.models import AgentSession
+from apps.agent_auth.models import AgentAuthorization, AgentRefreshToken, AgentSession
+from apps.agent_auth.selectors import session_live_q
+from apps.projects.models import Membership
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
+from tests.projects.factories import MembershipFactory
 
 SESSION_URL = "/agent-auth/v1/session"
 REVOKE_URL = "/agent-auth/v1/revoke"
@@ -261,3 +265,39 @@ def test_an_accept_header_without_json_still_gets_json(api_client, issued, accep
     assert (refused.status_code, refused.json()["error"]) == (401, "unauthorized")
     workspaces = api_client.get("/agent-api/v1/workspaces", HTTP_ACCEPT=accept, **bearer(issued.access_token))
     assert (workspaces.status_code, workspaces["Content-Type"]) == (200, "application/json")
+
+
+def _session_written():
+    session = AgentSession.objects.values_list("access_token_hash", "access_expires_at", "last_used_at", "revoked_at",
+                                               "updated_at").get()
+    return session, list(AgentRefreshToken.objects.values_list("token_hash", "generation", "rotated_at"))
+
+
+def test_a_session_whose_authorization_row_is_gone_is_refused_and_nothing_is_written(api_client, agent_client,
+                                                                                     issued):
+    """Every session is made from its authorization, and the product never deletes one: a session
+    whose row is gone (a database's delete; the FK is SET_NULL) has nothing left to say who
+    approved it, so it fails closed rather than passing for one a business backend approved."""
+    AgentSession.objects.update(last_used_at=timezone.now() - timedelta(minutes=5))  # a use would write it
+    AgentAuthorization.objects.filter(pk=issued.session.authorization_id).delete()
+    assert AgentSession.objects.get().authorization_id is None
+    before = _session_written()
+
+    response = api_client.get(SESSION_URL, **bearer(issued.access_token))
+    assert (response.status_code, response.json()["error"]) == (401, "unauthorized")
+    refreshed = api_client.post("/agent-auth/v1/token", {
+        "grant_type": "refresh_token", "client_app_id": agent_client.app_id, "refresh_token": issued.refresh_token,
+    }, format="json")
+    assert (refreshed.status_code, refreshed.json()["error"]) == (400, "invalid_grant")
+    assert _session_written() == before
+    assert not AgentSession.objects.filter(session_live_q(timezone.now())).exists()
+
+
+def test_the_console_lists_a_session_whose_authorization_row_is_gone_as_ended(agent_client, issued, route):
+    AgentAuthorization.objects.filter(pk=issued.session.authorization_id).delete()
+    owner = Client()
+    owner.force_login(MembershipFactory(project=route.project, role=Membership.Role.OWNER).user)
+    listed = owner.get("/admin/agent_auth/agentsession/").content.decode()
+    assert "Ended: its authorization record was deleted, so nothing says who approved it" in listed
+    assert '<td class="field-state">Active</td>' not in listed
+    assert owner.get("/admin/agent_auth/agentsession/", {"state": "active"}).context["cl"].result_count == 0
