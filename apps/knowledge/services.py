@@ -361,7 +361,10 @@ def document_refetch(*, document: Document) -> Document:
 
 @transaction.atomic
 def document_confirm(*, document: Document) -> Document:
-    """Let an awaiting document go on to embedding."""
+    """Let an awaiting document go on to embedding: a new run, with attempts of its own, as a retry
+    starts one. The run that made the preview finished; counted on, the attempts spent getting
+    there failed the document at once (ingest_attempts_exhausted) when it was the last one — with
+    KNOWLEDGE_MAX_ATTEMPTS=1, every confirmed document."""
     document = _document_locked(document)
     if document.status != Document.Status.AWAITING_CONFIRMATION:
         raise errors.InvalidDocumentState(f"Invalid document state: {document.status}; only a document "
@@ -371,7 +374,9 @@ def document_confirm(*, document: Document) -> Document:
     document.confirmed_at = now
     document.heartbeat_at = now
     document.run_token = None
-    document.save(update_fields=["status", "confirmed_at", "heartbeat_at", "run_token", "updated_at"])
+    document.attempts = document.connection_losses = 0
+    document.save(update_fields=["status", "confirmed_at", "heartbeat_at", "run_token", "attempts",
+                                 "connection_losses", "updated_at"])
     dispatch.document_send(document.pk)
     return document
 

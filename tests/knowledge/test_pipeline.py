@@ -125,6 +125,21 @@ def test_a_confirmed_document_is_embedded():
     assert _children(document, embedding__isnull=False).count() == 5
 
 
+def test_a_confirmed_document_is_embedded_whatever_attempts_its_preview_took(settings):
+    """The confirmation starts a run of its own: the preview's run (here the one attempt allowed)
+    finished, and counting it failed the document the moment it was confirmed."""
+    settings.KNOWLEDGE_MAX_ATTEMPTS = 1
+    kb = KnowledgeBaseFactory(require_confirmation=True)
+    [document] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
+    assert _ingest(document) == "awaiting_confirmation"
+    assert Document.objects.get(pk=document.pk).attempts == 1
+    services.document_confirm(document=document)
+    assert _ingest(document) == "completed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code, document.attempts) == ("completed", "", 1)
+    assert _children(document, embedding__isnull=False).count() == 5
+
+
 def test_confirming_a_document_not_awaiting_confirmation_is_refused():
     kb = KnowledgeBaseFactory()
     [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
