@@ -7,16 +7,64 @@ with another principal's session.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
-from django.db.models import Q, QuerySet
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import F, Lookup, Q, QuerySet
+from django.utils.text import smart_split, unescape_string_literal
 
 from apps.agent_auth.models import AgentSession
+from apps.knowledge.pipeline.terms import keyword_terms
 from apps.ledger.errors import MemoryNotFound, RunNotFound
 from apps.ledger.memory import SUMMARY_SCAN_MESSAGES, LedgerMessage
-from apps.ledger.models import Conversation, MemoryNote, Message, Run
+from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
 from apps.projects.models import Project
 from apps.routes.models import Route
+
+
+class _AnyOf(Lookup):
+    """`lhs = ANY(rhs)`, rhs an ARRAY(subquery): run once, its array can be an index condition (an
+    IN (subquery) under an OR is checked row by row)."""
+
+    lookup_name = "any_of"
+
+    def as_sql(self, compiler, connection):
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
+
+
+def message_terms(content: str) -> list[str]:
+    """The distinct keyword terms a message is found by (Message.search_terms)."""
+    return list(dict.fromkeys(keyword_terms(content[:MESSAGE_TERMS_CHARS])))
+
+
+def message_search(queryset: QuerySet[Message], text: str) -> QuerySet[Message]:
+    """The messages of `queryset` that match every word of `text` (quotes keep words together, as
+    in the admin's search): a word matches a message that contains its terms (a whole word, its
+    English stem; a CJK phrase by its characters and adjacent pairs, so as a phrase but in rare
+    cases), or whose client message id, run id, conversation id or `on_behalf_of` is exactly it.
+
+    Each word is one condition on indexed columns (the terms' GIN index, the client message id's,
+    the run's, the conversation's), which PostgreSQL ORs in a bitmap; a conversation is looked up
+    first, as an array, not as a per-row subquery, which would scan the messages."""
+    for bit in smart_split(text):
+        if bit[:1] in {'"', "'"} and bit[-1:] == bit[:1]:
+            bit = unescape_string_literal(bit)
+        bit = bit.strip()
+        if not bit:
+            continue
+        conversations = Conversation.objects.filter(Q(client_conversation_id=bit) | Q(on_behalf_of=bit)).order_by()
+        match = Q(client_message_id=bit) | Q(_AnyOf(F("conversation_id"), ArraySubquery(conversations.values("id"))))
+        terms = message_terms(bit)
+        if terms:
+            match |= Q(search_terms__contains=terms)
+        with contextlib.suppress(ValueError):
+            match |= Q(run_id=uuid.UUID(bit))
+        queryset = queryset.filter(match)
+    return queryset
+
 
 ROUTE_NOTES_LIMIT_DEFAULT, ROUTE_NOTES_LIMIT_MAX = 20, 100
 PROJECT_NOTES_LIMIT_DEFAULT, PROJECT_NOTES_LIMIT_MAX = 12, 50

@@ -7,10 +7,11 @@ lock only keeps the common path free of IntegrityErrors and makes message number
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
@@ -18,8 +19,8 @@ from apps.core.jsonbytes import compact_json
 from apps.core.revisions import revision_of
 from apps.ledger.errors import CompletionConflict, MemoryNotFound
 from apps.ledger.memory import EXECUTION_SUMMARY_KIND, execution_summary_parse
-from apps.ledger.models import Conversation, MemoryNote, Message, Run
-from apps.ledger.selectors import note_holder
+from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
+from apps.ledger.selectors import message_terms, note_holder
 from apps.projects.models import Project
 from apps.routes.models import Route
 
@@ -65,7 +66,29 @@ def _message_append(*, conversation: Conversation, run: Run, role: str, client_m
     conversation.last_message_at = now
     conversation.save(update_fields=["message_count", "last_message_at", "updated_at"])
     return Message.objects.create(conversation=conversation, run=run, sequence=conversation.message_count,
-                                  role=role, kind=kind, client_message_id=client_message_id, content=content)
+                                  role=role, kind=kind, client_message_id=client_message_id, content=content,
+                                  search_terms=message_terms(content))
+
+
+def message_terms_fill(*, batch: int = 2000) -> int:
+    """Writes the search terms of every message, a batch per statement (run by the migration that
+    added them; run it again if knowledge.pipeline.terms changes its terms). Plain SQL, so that it
+    runs on the table as any migration leaves it. Returns the messages written."""
+    written, after = 0, None
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, left(content, %s) FROM ledger_message WHERE %s::uuid IS NULL OR id > %s::uuid "
+                "ORDER BY id LIMIT %s", [MESSAGE_TERMS_CHARS, after, after, batch])
+            rows = cursor.fetchall()
+            if not rows:
+                return written
+            cursor.execute(
+                "UPDATE ledger_message AS m SET search_terms = ARRAY(SELECT jsonb_array_elements_text(v.value)) "
+                "FROM jsonb_each(%s::jsonb) AS v WHERE m.id = v.key::uuid",
+                [json.dumps({str(pk): message_terms(content) for pk, content in rows}, ensure_ascii=False)])
+        written += len(rows)
+        after = rows[-1][0]
 
 
 def run_freeze(*, run: Run, conversation: Conversation, user_input: str, context: dict[str, Any],

@@ -307,3 +307,77 @@ def test_a_short_conversation_shows_every_message(ledger, viewer):
     inlines = {formset.opts.model: formset for formset in response.context["inline_admin_formsets"]}
     assert [form.instance.sequence for form in inlines[Message].formset.forms] == [1, 2]
     assert "Below: its 2 messages and its 1 run." in response.content.decode()
+
+
+@pytest.fixture
+def searchable(api_client, issued, route):
+    """Two turns of one conversation and one of another: words, a Chinese phrase, ids to find them by."""
+    runs = []
+    for n, (asked, answered, conversation) in enumerate([
+        ("My refund has not arrived", "已为您查询：包裹在杭州转运中心。", "local-conversation-1"),
+        ("发票抬头写错了，可以重开吗？", "可以重开增值税专用发票。", "local-conversation-1"),
+        ("Where is my parcel?", "退貨已受理。", "conversation-10"),
+    ], start=1):
+        run_id = open_turn(api_client, issued.access_token, route.key, n, user_input=asked,
+                           client_conversation_id=conversation).json()["run_id"]
+        complete_run(api_client, issued.access_token, run_id, n, content=answered)
+        runs.append(Run.objects.get(pk=run_id))
+    return runs
+
+
+def _found(user, text: str) -> list[str]:
+    response = _admin(user).get("/admin/ledger/message/", {"q": text})
+    assert response.status_code == 200
+    return sorted(message.content for message in response.context["cl"].queryset)
+
+
+def test_the_message_search_finds_words_and_chinese_phrases_by_their_terms(searchable, viewer):
+    assert _found(viewer.user, "refunds") == ["My refund has not arrived"]  # a word by its stem
+    assert _found(viewer.user, "转运中心") == ["已为您查询：包裹在杭州转运中心。"]
+    assert _found(viewer.user, "增值税 重开") == ["可以重开增值税专用发票。"]  # every word
+    assert _found(viewer.user, "退货") == ["退貨已受理。"]  # Traditional folded onto Simplified
+    assert _found(viewer.user, "运转") == []  # the characters, not in that order
+
+
+def test_the_message_search_finds_ids_exactly(searchable, viewer):
+    first, _second, third = searchable
+    assert _found(viewer.user, str(first.pk)) == ["My refund has not arrived", "已为您查询：包裹在杭州转运中心。"]
+    assert _found(viewer.user, "conversation-10") == ["Where is my parcel?", "退貨已受理。"]
+    assert _found(viewer.user, "conversation-1") == []  # a conversation id is matched whole
+    assert _found(viewer.user, "assistant-message-3") == ["退貨已受理。"]
+    assert len(_found(viewer.user, third.conversation.on_behalf_of)) == 6
+
+
+def test_the_message_search_shows_no_other_projects_messages(searchable):
+    stranger = MembershipFactory(role=Membership.Role.OWNER)
+    assert _found(stranger.user, "refund") == []
+
+
+def test_the_message_search_reads_no_content_by_substring_and_counts_no_whole_list(searchable, viewer):
+    """A substring match of the content reads every message of the operator's projects (1 to 2 s
+    at 200,000); so does the whole list's count beside the search's."""
+    with CaptureQueriesContext(connection) as queries:
+        response = _admin(viewer.user).get("/admin/ledger/message/", {"q": "转运中心"})
+    assert response.context["cl"].result_count == 1
+    assert response.context["cl"].full_result_count is None
+    assert not [q["sql"] for q in queries if "LIKE" in q["sql"] and "ledger_message" in q["sql"]]
+
+
+def test_the_terms_of_messages_written_before_them_are_filled(searchable):
+    from apps.ledger.services import message_terms_fill
+
+    Message.objects.update(search_terms=[])
+    assert message_terms_fill(batch=2) == 6
+    found = Message.objects.filter(search_terms__contains=["转运", "中心"])
+    assert [message.content for message in found] == ["已为您查询：包裹在杭州转运中心。"]
+
+
+def test_the_message_pages_do_not_read_the_search_terms(searchable, viewer):
+    """A CJK message's terms (its characters and pairs) are larger than its text."""
+    admin = _admin(viewer.user)
+    message = Message.objects.order_by("sequence").first()
+    with CaptureQueriesContext(connection) as queries:
+        for path in ("/admin/ledger/message/", f"/admin/ledger/message/{message.pk}/change/",
+                     f"/admin/ledger/conversation/{message.conversation_id}/change/"):
+            assert admin.get(path).status_code == 200
+    assert not [q["sql"] for q in queries if '"ledger_message"."search_terms"' in q["sql"]]
