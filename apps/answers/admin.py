@@ -23,6 +23,7 @@ from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.ledger.models import RAG_QUESTION_MAX_CHARS, RagQuery
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_visible
+from apps.routes.admin import RouteListFilter
 from apps.routes.models import Route
 
 REPORT_DAY_CHOICES = (7, 30, 90)
@@ -48,7 +49,7 @@ class AskForm(forms.Form):
 class RagQueryAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     list_display = ("question_short", "route", "outcome", "confidence_shown", "feedback", "latency", "created_at")
     list_display_links = ("question_short",)
-    list_filter = ("route", "grounded", "useful", "helpful", "error_code", "created_at")
+    list_filter = (("route", RouteListFilter), "grounded", "useful", "helpful", "error_code", "created_at")
     list_select_related = ("route",)
     search_fields = ("question",)
     date_hierarchy = "created_at"

@@ -1,7 +1,7 @@
 """A read-only ledger for operators: conversations, messages and runs (states, revisions, timings,
 the frozen context), and memory notes per route, each filterable by route and by date. Nothing
 here writes: ledger rows change only in `apps.ledger.services`. Route filters offer only the
-routes of rows the operator may see (RelatedOnlyFieldListFilter), never other projects' route names."""
+routes of the projects the operator may see (RouteListFilter), never other projects' route names."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from apps.agent_auth.selectors import session_approver_current_expression
 from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
 from apps.ledger.selectors import message_search
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
+from apps.routes.admin import RouteListFilter
 from apps.tools.admin_approvals import InvocationInline
 
 
@@ -102,7 +103,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     project_lookup = "route__project"
     list_display = ["client_conversation_id", "route", "on_behalf_of", "principal_id", "message_count",
                     "last_message_at", "created_at"]
-    list_filter = [("route", admin.RelatedOnlyFieldListFilter), ("created_at", admin.DateFieldListFilter)]
+    list_filter = [("route", RouteListFilter), ("created_at", admin.DateFieldListFilter)]
     date_hierarchy = "created_at"
     search_fields = ["client_conversation_id", "on_behalf_of", "principal_id"]
     list_select_related = ["route", "route__project"]
@@ -141,7 +142,7 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     # knowledge delivery in columns of their own (a route and a conversation are kept on one line each),
     # Prepare ms was cut off. The conversation reads under its route, the delivery under the context's size.
     list_display = ["created_at", "route_conversation", "state_shown", "context_size", "prepare_ms"]
-    list_filter = ["state", ("route", admin.RelatedOnlyFieldListFilter), ("created_at", admin.DateFieldListFilter),
+    list_filter = ["state", ("route", RouteListFilter), ("created_at", admin.DateFieldListFilter),
                    "knowledge_delivery"]
     # No date drill-down: it read every row of the list (DISTINCT months, MIN/MAX) on each load, 350 ms
     # at 200,000 messages and growing with the ledger; the created_at filter slices by date instead.
@@ -194,7 +195,7 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
 class MessageAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "conversation__route__project"
     list_display = ["created_at", "route", "conversation_link", "sequence", "role", "kind", "short_content"]
-    list_filter = [("conversation__route", admin.RelatedOnlyFieldListFilter), "role",
+    list_filter = [("conversation__route", RouteListFilter), "role",
                    ("created_at", admin.DateFieldListFilter)]
     # No date drill-down: it read every row of the list (DISTINCT months, MIN/MAX) on each load, 350 ms
     # at 200,000 messages and growing with the ledger; the created_at filter slices by date instead.
@@ -266,7 +267,7 @@ def readable(value: Any) -> SafeString:
 class MemoryNoteAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "project"
     list_display = ["scope", "route", "project", "on_behalf_of", "principal_id", "short_content", "updated_at"]
-    list_filter = ["scope", ("route", admin.RelatedOnlyFieldListFilter)]
+    list_filter = ["scope", ("route", RouteListFilter)]
     search_fields = ["on_behalf_of", "principal_id", "content"]
     list_select_related = ["route", "project"]
     fields = readonly_fields = ("scope", "project", "route", "on_behalf_of", "principal_tenant", "principal_id",

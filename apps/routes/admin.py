@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.contrib.postgres.forms import SimpleArrayField
+from django.db.models import Count
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -27,6 +28,50 @@ class BlankItemsIgnoredArrayField(SimpleArrayField):
         if isinstance(value, str):
             value = [item.strip() for item in value.split(self.delimiter) if item.strip()]
         return super().to_python(value)
+
+
+class RouteListFilter(admin.RelatedFieldListFilter):
+    """A filter by route that offers the routes of the projects the operator can see, read from the
+    route table. RelatedOnlyFieldListFilter read the distinct routes of the whole list instead: 30 to
+    50 ms at 100,000 runs or 200,000 messages, on every load, growing with the ledger. A route of the
+    operator's with no rows here is offered too, and gives an empty list.
+
+    Past ROUTE_FILTER_LINKS routes the choices are a drop-down with a Filter button (a link each was
+    a sidebar of hundreds of links); counts ("Show counts") are one GROUP BY, not a count per route."""
+
+    template = "admin/bh_route_filter.html"
+
+    def __init__(self, field, request, params, model, model_admin, field_path):
+        # The drop-down's "All" sends the parameter empty: no filter, rather than a route id of "".
+        lookup = f"{field_path}__{field.target_field.name}__exact"
+        if params.get(lookup) in ([""], ""):
+            params.pop(lookup)
+        super().__init__(field, request, params, model, model_admin, field_path)
+
+    def field_choices(self, field, request, model_admin):
+        routes = Route.objects.only("id", "key", "name").order_by("key")
+        if not request.user.is_superuser:
+            routes = routes.filter(project_id__in=ProjectScopedAdminMixin.visible_project_ids(request))
+        return [(route.pk, str(route)) for route in routes]
+
+    def get_facet_queryset(self, changelist):
+        filtered = changelist.get_queryset(self.request, exclude_parameters=self.expected_parameters())
+        counts = dict(filtered.order_by().values_list(self.field_path).annotate(rows=Count("pk")))
+        return {f"{pk}__c": counts.get(pk, 0) for pk, _ in self.lookup_choices}
+
+    def choices(self, changelist):
+        choices = list(super().choices(changelist))
+        self.as_select = len(choices) > ROUTE_FILTER_LINKS
+        if self.as_select:
+            # The drop-down's form keeps the list's other parameters (filters, search, ordering).
+            self.kept_params = [(name, value) for name, values in changelist.filter_params.items()
+                                if name not in self.expected_parameters() for value in values]
+            for choice, (pk, _) in zip(choices[1:], self.lookup_choices, strict=False):
+                choice["value"] = pk
+        return choices
+
+
+ROUTE_FILTER_LINKS = 30
 
 
 # The comma-separated lists an operator types (the tool lists are picked from choices: route_tools_form).

@@ -31,6 +31,7 @@ from apps.core.timefmt import local_clock, local_time, time_ago
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
+from apps.routes.admin import RouteListFilter
 
 from . import invocations
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
@@ -198,7 +199,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     # Few columns, so the list fits beside the filters; the approval's page has everything else.
     list_display = ["tool", "status_badge", "risk_level", "prompt_text", "asked_by", "age"]
     list_display_links = ["tool"]
-    list_filter = [ApprovalStatusFilter, ("invocation__route", admin.RelatedOnlyFieldListFilter), "risk", "project"]
+    list_filter = [ApprovalStatusFilter, ("invocation__route", RouteListFilter), "risk", "project"]
     search_fields = ["tool_name", "prompt", "invocation__on_behalf_of", "invocation__principal_id"]
     list_select_related = ["project", "invocation", "invocation__route", "invocation__session",
                            "invocation__session__client", "invocation__run__conversation"]
@@ -573,7 +574,7 @@ class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
     # journal under the state, the run under the duration, and the time breaks between its date and its
     # clock (the admin keeps a date column on one line); the invocation's page has them all.
     list_display = ["created", "tool_route", "state_summary", "approval_state", "duration_run"]
-    list_filter = ["state", "tool_name", ("route", admin.RelatedOnlyFieldListFilter), "journal_state",
+    list_filter = ["state", "tool_name", ("route", RouteListFilter), "journal_state",
                    InvocationStateFilter, ("created_at", admin.DateFieldListFilter)]
     search_fields = ["=invocation_id", "tool_name", "on_behalf_of", "principal_id"]
     list_select_related = ["route", "approval"]
