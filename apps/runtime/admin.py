@@ -54,6 +54,12 @@ class _RouteSources(TypedDict):
     knowledge_source_off: int
 
 DRY_RUN_PARAM = "dry_run"
+# A route's page offers every provider of its project as tool picks up to this many providers; past
+# it, the picks of the route's own sources and of the providers the operator adds (ADD_SOURCE_PARAM):
+# 280 providers of 10 tools were 2,800 boxes, a 1.1 MB page 73,000 px tall.
+ROUTE_PAGE_PROVIDERS_ALL = 20
+ADD_SOURCE_PARAM = "add_source"
+ADD_SOURCE_FORM = "bh-add-source"
 TOOLS_FIELDSET = "Tools (agent direct)"
 
 
@@ -189,14 +195,51 @@ def route_dry_run(*, route: Route, question: str, page_title: str = "") -> DryRu
                   bytes=sum(len(e.content.encode("utf-8")) for e in entries))
 
 
-def _project_providers(route: Route | None) -> list[ToolProvider]:
-    """The route's project's providers, each with its compiled tools (two queries)."""
+@dataclass
+class ProviderPicks:
+    """The providers whose tools a route's page offers as picks (`shown`, each with its compiled
+    tools), and the other providers of its project (`others`), offered to be added as a source."""
+
+    shown: list[ToolProvider]
+    others: list[ToolProvider]
+    added: list[str]  # the ids asked for with ADD_SOURCE_PARAM that are shown (kept on the next add)
+
+
+def _project_providers(route: Route | None, *, added: list[str]) -> ProviderPicks:
+    """The picks of the route's project's providers, all of them up to ROUTE_PAGE_PROVIDERS_ALL;
+    past that, those of the route's own sources and of the providers in `added`. At most four queries."""
     if route is None:
-        return []
+        return ProviderPicks(shown=[], others=[], added=[])
+    providers = list(ToolProvider.objects.filter(project_id=route.project_id).only("id", "name", "enabled")
+                     .order_by("name"))
+    if len(providers) <= ROUTE_PAGE_PROVIDERS_ALL:
+        keep = {provider.pk for provider in providers}
+    else:
+        keep = set(RouteToolSource.objects.filter(route=route).values_list("provider_id", flat=True))
+        keep |= {provider.pk for provider in providers if str(provider.pk) in added}
     # Never the spec or the compile report (megabytes for a large API): the page lists the tools.
-    providers = ToolProvider.objects.filter(project_id=route.project_id).defer("spec", "compile_report")
-    return list(providers.order_by("name").prefetch_related(
-        Prefetch("tools", queryset=Tool.objects.order_by("position"), to_attr="compiled_tools")))
+    shown: list[ToolProvider] = list(
+        ToolProvider.objects.filter(pk__in=keep).defer("spec", "compile_report").order_by("name")
+        .prefetch_related(Prefetch("tools", queryset=Tool.objects.order_by("position"), to_attr="compiled_tools")))
+    return ProviderPicks(shown=shown, others=[provider for provider in providers if provider.pk not in keep],
+                         added=[str(provider.pk) for provider in shown if str(provider.pk) in added])
+
+
+def _source_adder(picks: ProviderPicks) -> SafeString:
+    """The "add a tool source" drop-down, submitted by the GET form the page's template writes
+    outside the admin's form (ADD_SOURCE_FORM): it reopens the page with that provider's picks."""
+    kept = format_html_join("", '<input type="hidden" name="{}" value="{}" form="{}">',
+                            ((ADD_SOURCE_PARAM, pk, ADD_SOURCE_FORM) for pk in picks.added))
+    options = format_html_join("", '<option value="{}">{}</option>', (
+        (provider.pk, provider.name + ("" if provider.enabled else " (switched off)")) for provider in picks.others))
+    return format_html(
+        '<p class="bh-source-adder" id="tool-sources">Below: the tools of {} of the project\'s {} providers (this '
+        'route\'s sources and those you add). '
+        '<label for="id_{}">Add a source:</label> <select name="{}" id="id_{}" form="{}">{}</select>{} '
+        '<button type="submit" class="button" form="{}">Show its tools</button> '
+        '<span class="bh-muted">(reopens this page: save your changes first)</span></p>',
+        len(picks.shown), len(picks.shown) + len(picks.others), ADD_SOURCE_PARAM, ADD_SOURCE_PARAM, ADD_SOURCE_PARAM,
+        ADD_SOURCE_FORM, options, kept, ADD_SOURCE_FORM)
 
 
 class RouteConsoleAdmin(RouteAdmin):
@@ -206,12 +249,12 @@ class RouteConsoleAdmin(RouteAdmin):
     # The knowledge switch with the bound knowledge bases read under it.
     list_display = [("knowledge_sources" if name == "knowledge" else name) for name in RouteAdmin.list_display]
 
-    def _providers(self, request, obj) -> list[ToolProvider]:
+    def _providers(self, request, obj) -> ProviderPicks:
         # get_fieldsets and get_form both need them, for the same route, in one request.
         cache = request.__dict__.setdefault("_route_tool_providers", {})
         key = obj.pk if obj is not None else None
         if key not in cache:
-            cache[key] = _project_providers(obj)
+            cache[key] = _project_providers(obj, added=request.GET.getlist(ADD_SOURCE_PARAM))
         return cache[key]
 
     @admin.display(description="Tool sources")
@@ -222,26 +265,29 @@ class RouteConsoleAdmin(RouteAdmin):
             (source.provider.name, ", ".join(source.allowed_tools) or "—") for source in sources)) or "—"
 
     def get_fieldsets(self, request, obj=None):
+        adder: SafeString | str = ""
         if obj is not None and not self.has_change_permission(request, obj):
             sources = ["tool_sources"]
         else:
-            sources = [source_field_name(provider) for provider in self._providers(request, obj)]
+            picks = self._providers(request, obj)
+            sources = [source_field_name(provider) for provider in picks.shown]
+            adder = _source_adder(picks) if picks.others else ""
         fieldsets = []
         for name, options in super().get_fieldsets(request, obj):
             if name == TOOLS_FIELDSET:
                 options = {**options, "fields": [
                     "tools_direct_enabled", "permission", *sources, "write_tools", "force_approval_tools",
                     "unattended_write_tools", "max_tool_calls"],
-                    "description": ("Tool sources: tick the tools of each provider this route allows (its "
-                                    "compiled operations). Write tools and forced approvals are picked from the "
-                                    "sources' write tools." if obj is not None else
-                                    "Save the route first: its tool sources are picked from its project's "
-                                    "providers.")}
+                    "description": (format_html(
+                        "Tool sources: tick the tools of each provider this route allows (its compiled "
+                        "operations). Write tools and forced approvals are picked from the sources' write "
+                        "tools.{}", adder) if obj is not None else
+                        "Save the route first: its tool sources are picked from its project's providers.")}
             fieldsets.append((name, options))
         return fieldsets
 
     def get_form(self, request, obj=None, change=False, **kwargs):
-        kwargs["form"] = tools_form_for(self._providers(request, obj))
+        kwargs["form"] = tools_form_for(self._providers(request, obj).shown)
         return super().get_form(request, obj, change, **kwargs)
 
     def save_model(self, request, obj, form, change):

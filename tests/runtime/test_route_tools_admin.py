@@ -2,6 +2,8 @@
 tools and forced approvals picked from those sources, every pick checked by apps.tools.route_tools
 and saved through route_tools_set; refusals shown next to their field with nothing changed."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -237,3 +239,46 @@ def test_the_tool_picks_are_written_as_djangos_templates_write_them(attrs, choic
     ours, djangos = ToolPicks(attrs=PICKS), forms.CheckboxSelectMultiple(attrs=PICKS)
     ours.choices = djangos.choices = choices
     assert ours.render("tools_from_x", ["a"], attrs) == djangos.render("tools_from_x", ["a"], attrs)
+
+
+@pytest.fixture
+def many_providers(monkeypatch, owner, route, store):
+    """A project past the page's limit: the route's source `store`, and `billing` and `crm`."""
+    from apps.runtime import admin as runtime_admin
+
+    monkeypatch.setattr(runtime_admin, "ROUTE_PAGE_PROVIDERS_ALL", 2)
+    route_tools_set(route=route, sources=[SourceSpec(provider=store, allowed_tools=["order_status"])])
+    return {name: ToolProviderFactory(project=owner.project, name=name) for name in ("billing", "crm")}
+
+
+def test_past_the_limit_the_page_offers_its_sources_picks_and_the_other_providers_to_add(client, route, store,
+                                                                                        many_providers):
+    """Every provider's picks on the page made it 1.1 MB at 280 providers of 10 tools."""
+    response = client.get(f"/admin/routes/route/{route.pk}/change/")
+    form = response.context["adminform"].form
+    assert [name for name in form.fields if name.startswith("tools_from_")] == [source_field_name(store)]
+    assert form[source_field_name(store)].value() == ["order_status"]
+    page = response.content.decode()
+    adder = page.split('<select name="add_source"', 1)[1].split("</select>", 1)[0]
+    assert [(str(p.pk), p.name) for p in many_providers.values()] == re.findall(r'<option value="([^"]+)">([^<]+)<',
+                                                                                  adder)
+    assert '<form id="bh-add-source" method="get" action="#tool-sources" hidden></form>' in page
+
+
+def test_an_added_provider_is_offered_and_its_picks_saved_as_a_source(client, route, store, many_providers):
+    billing = many_providers["billing"]
+    url = f"/admin/routes/route/{route.pk}/change/?add_source={billing.pk}"
+    form = client.get(url).context["adminform"].form
+    assert [name for name in form.fields if name.startswith("tools_from_")] == [
+        source_field_name(billing), source_field_name(store)]
+    response = client.post(url, _form(route, **{source_field_name(store): ["order_status"],
+                                                source_field_name(billing): ["product_lookup"]}))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert _state(route)[4] == [("billing", ["product_lookup"]), ("store", ["order_status"])]
+
+
+def test_another_projects_provider_cannot_be_added(client, route, many_providers):
+    foreign = ToolProviderFactory(name="foreign")
+    form = client.get(f"/admin/routes/route/{route.pk}/change/", {"add_source": str(foreign.pk)}
+                      ).context["adminform"].form
+    assert source_field_name(foreign) not in form.fields
