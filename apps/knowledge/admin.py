@@ -639,7 +639,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     actions = ["retry_documents", "confirm_documents", "refetch_documents", "turn_off_documents", "turn_on_documents"]
     fields = readonly_fields = ("knowledge_base", "filename", "source_url", "fetched_at", "file_type", "size",
                                 "content_hash", "status_badge", "in_search",
-                                "error_code", "error_message", "attempts", "progress", "queued_at",
+                                "error_code", "error_message", "attempts", "connection_losses", "progress", "queued_at",
                                 "parsing_started_at", "chunking_started_at", "awaiting_confirmation_at", "confirmed_at",
                                 "embedding_started_at", "completed_at", "failed_at", "heartbeat_at")
 

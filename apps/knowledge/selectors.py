@@ -394,7 +394,10 @@ def _document_stage_text(document: Document, *, position: int | None, working: d
     if status == Document.Status.COMPLETED:
         return f"{_count(document.progress_total, 'passage')} embedded"
     if status == Document.Status.FAILED:
-        return f"failed after {_count(document.attempts, 'attempt')}"
+        # Lost connections are not attempts (ingest._connection_lost): a document failed by them
+        # read "failed after 1 attempt", naming neither.
+        losses = f" and {_count(document.connection_losses, 'lost database connection')}"
+        return f"failed after {_count(document.attempts, 'attempt')}" + (losses if document.connection_losses else "")
     return status
 
 
@@ -406,7 +409,8 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     documents = list(
         document_list(kb=kb).only(
             "id", "filename", "file_type", "size", "status", "enabled", "error_code", "error_message", "attempts",
-            "progress_done", "progress_total", "queued_at", "created_at", "run_token", "heartbeat_at",
+            "connection_losses", "progress_done", "progress_total", "queued_at", "created_at", "run_token",
+            "heartbeat_at",
         )[:limit]
     )
     positions = document_queue_positions(documents=documents)

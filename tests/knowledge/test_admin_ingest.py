@@ -341,6 +341,20 @@ def test_the_status_endpoint_needs_a_login(kb):
     assert response["Location"].startswith("/admin/login/")
 
 
+def test_a_document_failed_by_lost_database_connections_says_so_beside_its_attempts(browser, kb,
+                                                                                   django_assert_num_queries):
+    lost, crashed = services.document_upload(kb=kb, files=[upload("plain.txt"), upload("policy.zh.md")])
+    Document.objects.filter(pk=lost.pk).update(status=Document.Status.FAILED, attempts=1, connection_losses=10,
+                                               error_code="ingest_connection_lost")
+    Document.objects.filter(pk=crashed.pk).update(status=Document.Status.FAILED, attempts=3,
+                                                  error_code="ingest_attempts_exhausted")
+    with django_assert_num_queries(9):  # none per failed document: the losses are read with the rows
+        body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    stages = {row["filename"]: row["stage"] for row in body["documents"]}
+    assert stages == {"plain.txt": "failed after 1 attempt and 10 lost database connections",
+                      "policy.zh.md": "failed after 3 attempts"}
+
+
 def test_the_status_endpoint_runs_a_fixed_number_of_queries(browser, kb, django_assert_num_queries):
     now = timezone.now()
     for n in range(6):
