@@ -213,7 +213,7 @@ class SessionStateFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         return [("active", "Active"), ("revoked", "Revoked"), ("expired", "Expired"),
-                ("approver_left", "Its approver left")]
+                ("approver_left", "Its approver left (or its authorization was deleted)")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         now = timezone.now()

@@ -35,6 +35,8 @@ def run_state(run: Run) -> SafeString:
         ended = "the session was revoked"
     elif session.refresh_expires_at <= timezone.now():
         ended = "the session has ended"
+    elif session.authorization_id is None:
+        ended = "the session's authorization record was deleted"
     elif not getattr(run, "approver_current", True):  # the lists annotate it (session_approver_current)
         ended = "the account that approved the session left the project"
     else:

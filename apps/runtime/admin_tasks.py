@@ -508,4 +508,6 @@ def _session_state(session: AgentSession) -> str:
     now = timezone.now()
     if not session.is_active(now):
         return "expired"
+    if session.authorization_id is None:
+        return "authorization deleted"
     return "active" if session_live(session=session, now=now) else "approver left"

@@ -109,6 +109,8 @@ def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) ->
             continue
         if not session.is_active(now):
             invalid.add(f"{name}.session_id", "The session is revoked or expired.")
+        elif session.authorization_id is None:
+            invalid.add(f"{name}.session_id", "The session's authorization record was deleted.")
         elif not session_live(session=session, now=now):
             invalid.add(f"{name}.session_id", "The account that approved the session has left the project.")
         granted = set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
@@ -254,6 +256,8 @@ def _member_changed(member: TaskMember, now: datetime) -> str | None:
         return "a member session was revoked"
     if not session.is_active(now):
         return "a member session expired"
+    if session.authorization_id is None:
+        return "a member session's authorization record was deleted"
     if not session_live(session=session, now=now):
         return "the account that approved a member session left the project"
     if (session.principal_id, session.on_behalf_of, session.client.app_id) != (

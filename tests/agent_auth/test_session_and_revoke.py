@@ -301,3 +301,33 @@ def test_the_console_lists_a_session_whose_authorization_row_is_gone_as_ended(ag
     assert "Ended: its authorization record was deleted, so nothing says who approved it" in listed
     assert '<td class="field-state">Active</td>' not in listed
     assert owner.get("/admin/agent_auth/agentsession/", {"state": "active"}).context["cl"].result_count == 0
+
+
+def test_a_session_whose_authorization_row_is_gone_is_named_so_by_tasks_and_runs(api_client, issued, route):
+    from apps.ledger.models import Run
+    from apps.tasks.errors import TaskInvalid, TaskScopeBlocked
+    from apps.tasks.models import Task
+    from apps.tasks.services import MemberSpec, PolicySpec, task_create, task_members_verify
+    from tests.ledger.helpers import open_turn
+
+    assert open_turn(api_client, issued.access_token, route.key).status_code == 200
+    owner = MembershipFactory(project=route.project, role=Membership.Role.OWNER).user
+    spec = MemberSpec(session_id=str(issued.session.pk), workspace=route.key, client_conversation_id="c-1")
+    task, _ = task_create(project=route.project, user=owner, request_id="t-1", members=[spec], policy=PolicySpec())
+
+    AgentAuthorization.objects.filter(pk=issued.session.authorization_id).delete()
+    with pytest.raises(TaskInvalid) as invalid:
+        task_create(project=route.project, user=owner, request_id="t-2", members=[spec], policy=PolicySpec())
+    assert invalid.value.message == "members[0].session_id: The session's authorization record was deleted."
+    assert Task.objects.count() == 1
+    with pytest.raises(TaskScopeBlocked):
+        task_members_verify(task=task)
+    task.refresh_from_db()
+    assert (task.state, task.blocked_reason) == (
+        Task.State.BLOCKED, "a member session's authorization record was deleted")
+    console = Client()
+    console.force_login(owner)
+    run = Run.objects.get()
+    assert "never completed: the session&#x27;s authorization record was deleted" in console.get(
+        f"/admin/ledger/run/{run.pk}/change/").content.decode()
+    assert ">authorization deleted<" in console.get(f"/admin/tasks/task/{task.pk}/change/").content.decode()
