@@ -27,6 +27,7 @@ from django.utils.translation import ngettext
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.selectors import session_approver_current_expression, session_live_q
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
+from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.routes.models import Route
@@ -104,7 +105,7 @@ def _route_choices(request: HttpRequest) -> list[tuple[str, str]]:
 
 
 @admin.register(AgentClient)
-class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+class AgentClientAdmin(IdentifierFieldsMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     list_display = ["app_id", "name", "project", "enabled", "routes", "client_token_rotated_at"]
     list_filter = ["enabled", "project"]
     search_fields = ["app_id", "name"]
@@ -114,6 +115,8 @@ class AgentClientAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
               "authorization_rate_limit", "client_token_rotated_at", "created_at", "updated_at"]
     actions = ["rotate_client_token"]
     change_form_template = "agent_auth/admin/agentclient_change_form.html"
+    # Left to right as stored (apps.core.bidi): the list's column; the form keeps its input.
+    identifier_fields = ("app_id",)
 
     @admin.display(description="Routes")
     def routes(self, obj: AgentClient) -> str:
@@ -229,7 +232,7 @@ class SessionStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(AgentSession)
-class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+class AgentSessionAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "client__project"
     list_display = ["device_label", "on_behalf_of", "app", "routes", "last_used_at", "state"]
     list_filter = [SessionStateFilter, "client"]
@@ -241,6 +244,8 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
         "created_at", "last_used_at", "access_expires_at", "refresh_expires_at", "revoked_at", "revoker",
         "revoked_reason", "authorization",
     )
+    # Chosen by the agent host or the business backend: left to right as stored (apps.core.bidi).
+    identifier_fields = ("principal_id", "on_behalf_of")
 
     @admin.display(description="Routes")
     def routes(self, obj: AgentSession) -> str:
@@ -253,7 +258,7 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
         if obj.revoked_at is None:
             return "—"
         who = obj.get_revoked_by_display()
-        return f"{who}: {obj.revoked_by_name}" if obj.revoked_by_name else who
+        return format_html("{}: {}", who, text_html(obj.revoked_by_name)) if obj.revoked_by_name else who
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentSession]:
         queryset: QuerySet[AgentSession] = super().get_queryset(request)
@@ -263,8 +268,8 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     def state(self, obj: AgentSession) -> str:
         if obj.revoked_at is not None:
             if obj.revoked_by_name:
-                return f"Revoked by {obj.revoked_by_name}: {obj.revoked_reason}"
-            return f"Revoked ({obj.get_revoked_by_display()}): {obj.revoked_reason}"
+                return format_html("Revoked by {}: {}", text_html(obj.revoked_by_name), text_html(obj.revoked_reason))
+            return format_html("Revoked ({}): {}", obj.get_revoked_by_display(), text_html(obj.revoked_reason))
         if obj.refresh_expires_at <= timezone.now():
             return "Expired"
         if obj.authorization_id is None:
@@ -274,8 +279,8 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
         return "Active"
 
     @admin.display(description="Client", ordering="client__app_id")
-    def app(self, obj: AgentSession) -> str:
-        return obj.client.app_id
+    def app(self, obj: AgentSession) -> SafeString:
+        return identifier_html(obj.client.app_id)
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         return request.user.is_staff and (request.user.is_superuser or bool(self.editable_project_ids(request)))
@@ -349,7 +354,7 @@ class AgentSessionAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
 
 
 @admin.register(AgentAuthorization)
-class AgentAuthorizationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+class AgentAuthorizationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "client__project"
     # Between the sidebar and the filters, at 1366 px, about 720 px are left: seven columns, three of them
     # dates kept on one line, ran past them and Decided at was cut off. The expiry reads under the creation
@@ -363,6 +368,7 @@ class AgentAuthorizationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin
         "decided_at", "decided_by", "principal", "on_behalf_of", "allowed_routes", "code_expires_at",
         "code_used_at", "created_at",
     )
+    identifier_fields = ("on_behalf_of",)
 
     @admin.display(description="Created · expires", ordering="created_at")
     def created(self, obj: AgentAuthorization) -> SafeString:
@@ -371,7 +377,8 @@ class AgentAuthorizationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin
 
     @admin.display(description="Client · device", ordering="client")
     def client_device(self, obj: AgentAuthorization) -> SafeString:
-        return format_html('{}<br><span class="bh-muted">{}</span>', obj.client, obj.device_label)
+        return format_html('{} ({})<br><span class="bh-muted">{}</span>', text_html(obj.client.name),
+                           identifier_html(obj.client.app_id), text_html(obj.device_label))
 
     @admin.display(description="Status · decided", ordering="status")
     def status_decided(self, obj: AgentAuthorization) -> SafeString:

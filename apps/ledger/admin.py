@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.agent_auth.selectors import session_approver_current_expression
+from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
 from apps.ledger.selectors import message_search
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
@@ -62,9 +63,13 @@ RUN_ROWS_MAX = 100
 
 class MessageInline(ReadOnlyInline):
     model = Message
-    fields = readonly_fields = ("sequence", "role", "kind", "client_message_id", "content", "created_at")
+    fields = readonly_fields = ("sequence", "role", "kind", "message_id", "content", "created_at")
     ordering = ["sequence"]
     conversation: Conversation | None = None  # the page's, set by ConversationAdmin.get_inline_instances
+
+    @admin.display(description="Client message id")
+    def message_id(self, obj: Message) -> SafeString:
+        return identifier_html(obj.client_message_id)
 
     def get_queryset(self, request):
         queryset = super().get_queryset(request).defer("search_terms")  # the search's, often larger than the text
@@ -75,11 +80,15 @@ class MessageInline(ReadOnlyInline):
 
 class RunInline(ReadOnlyInline):
     model = Run
-    fields = readonly_fields = ("run_link", "client_turn_id", "state_shown", "profile_revision",
+    fields = readonly_fields = ("run_link", "turn_id", "state_shown", "profile_revision",
                                 "capability_revision", "prepare_ms", "created_at", "completed_at")
     ordering = ["created_at"]
 
     conversation: Conversation | None = None  # the page's, set by ConversationAdmin.get_inline_instances
+
+    @admin.display(description="Client turn id")
+    def turn_id(self, obj: Run) -> SafeString:
+        return identifier_html(obj.client_turn_id)
 
     def get_queryset(self, request):
         queryset = super().get_queryset(request).select_related("session").annotate(
@@ -101,7 +110,7 @@ class RunInline(ReadOnlyInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+class ConversationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "route__project"
     list_display = ["client_conversation_id", "route", "on_behalf_of", "principal_id", "message_count",
                     "last_message_at", "created_at"]
@@ -112,6 +121,8 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
     fields = readonly_fields = ("route", "session", "client_conversation_id", "on_behalf_of", "principal_id",
                                 "message_count", "history", "last_message_at", "created_at")
     inlines = [MessageInline, RunInline]
+    # Chosen by the agent: shown left to right as stored (apps.core.bidi).
+    identifier_fields = ("client_conversation_id", "on_behalf_of", "principal_id")
 
     def get_inline_instances(self, request, obj=None):
         instances = super().get_inline_instances(request, obj)
@@ -137,7 +148,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.Model
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "route__project"
     # Few columns, so the list fits beside the filters; the run page has everything else. Between the
     # sidebar and the filters, at 1366 px, about 720 px are left: with the route, the conversation and the
@@ -152,17 +163,23 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
                      "conversation__on_behalf_of"]
     list_select_related = ["route", "route__project", "conversation", "session"]
     fields = readonly_fields = (
-        "id", "route", "conversation", "session", "client_turn_id", "user_message_id", "state_shown", "request_hash",
+        "id", "route", "in_conversation", "session", "client_turn_id", "user_message_id", "state_shown", "request_hash",
         "knowledge_delivery", "profile_revision", "capability_revision", "context_bytes", "context_tokens",
         "stats_pretty", "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
         "model", "runtime", "usage_pretty", "completion_fingerprint", "completed_at", "context_pretty",
     )
     # The run's tool calls: state, business status, journal, approval and timings of each.
     inlines = [InvocationInline]
+    identifier_fields = ("client_turn_id", "user_message_id", "assistant_message_id")
 
     @admin.display(description="Route · conversation", ordering="route")
     def route_conversation(self, obj: Run) -> SafeString:
-        return format_html('{}<br><span class="bh-muted">{}</span>', obj.route, obj.conversation)
+        return format_html('{}<br><span class="bh-muted">{}</span>', text_html(obj.route),
+                           conversation_label(obj.conversation))
+
+    @admin.display(description="Conversation")
+    def in_conversation(self, obj: Run) -> SafeString:
+        return conversation_link(obj.conversation)
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(approver_current=session_approver_current_expression("session__"))
@@ -194,7 +211,7 @@ class RunAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+class MessageAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "conversation__route__project"
     list_display = ["created_at", "route", "conversation_link", "sequence", "role", "kind", "short_content"]
     list_filter = [("conversation__route", RouteListFilter), "role",
@@ -211,8 +228,13 @@ class MessageAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin
     # A search's page does not also count the whole list ("N total"): another read of every message.
     show_full_result_count = False
     list_select_related = ["conversation", "conversation__route"]
-    fields = readonly_fields = ("conversation", "run", "sequence", "role", "kind", "client_message_id",
+    fields = readonly_fields = ("in_conversation", "run", "sequence", "role", "kind", "client_message_id",
                                 "content_text", "created_at")
+    identifier_fields = ("client_message_id",)
+
+    @admin.display(description="Conversation")
+    def in_conversation(self, obj: Message) -> SafeString:
+        return conversation_link(obj.conversation)
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("search_terms")  # the search's, often larger than the text
@@ -228,7 +250,7 @@ class MessageAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin
     def conversation_link(self, obj: Message) -> str:
         return format_html('<a href="{}">{}</a>', reverse("admin:ledger_conversation_change",
                                                           args=[obj.conversation_id]),
-                           obj.conversation.client_conversation_id)
+                           identifier_html(obj.conversation.client_conversation_id))
 
     @admin.display(description="Content")
     def short_content(self, obj: Message) -> str:
@@ -237,6 +259,17 @@ class MessageAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin
     @admin.display(description="Content")
     def content_text(self, obj: Message) -> SafeString:
         return format_html('<pre class="bh-pre">{}</pre>', obj.content)
+
+
+def conversation_label(conversation: Conversation) -> SafeString:
+    """A conversation as its __str__ reads, with each id left to right as stored (apps.core.bidi)."""
+    return format_html("{} ({})", identifier_html(conversation.client_conversation_id),
+                       identifier_html(conversation.on_behalf_of))
+
+
+def conversation_link(conversation: Conversation) -> SafeString:
+    return format_html('<a href="{}">{}</a>', reverse("admin:ledger_conversation_change", args=[conversation.pk]),
+                       conversation_label(conversation))
 
 
 def pretty_json(value: Any) -> str:
@@ -266,7 +299,7 @@ def readable(value: Any) -> SafeString:
 
 
 @admin.register(MemoryNote)
-class MemoryNoteAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+class MemoryNoteAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "project"
     list_display = ["scope", "route", "project", "on_behalf_of", "principal_id", "short_content", "updated_at"]
     list_filter = ["scope", ("route", RouteListFilter)]
@@ -275,6 +308,7 @@ class MemoryNoteAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
     fields = readonly_fields = ("scope", "project", "route", "on_behalf_of", "principal_tenant", "principal_id",
                                 "content", "created_by_session",
                                 "created_at", "updated_at")
+    identifier_fields = ("on_behalf_of", "principal_tenant", "principal_id")
 
     @admin.display(description="Content")
     def short_content(self, obj: MemoryNote) -> str:

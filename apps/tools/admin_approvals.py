@@ -27,6 +27,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
+from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.timefmt import local_clock, local_time, time_ago
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
@@ -257,21 +258,23 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     @admin.display(description="Tool", ordering="tool_name")
     def tool(self, obj: Approval) -> SafeString:
         provider = obj.invocation.provider_name
-        return format_html('{}<br><span class="bh-muted">{}</span>', obj.tool_name,
-                           f"from {provider}" if provider else "built in")
+        return format_html('{}<br><span class="bh-muted">{}</span>', identifier_html(obj.tool_name),
+                           format_html("from {}", text_html(provider)) if provider else "built in")
 
     @admin.display(description="Risk", ordering="risk")
     def risk_level(self, obj: Approval) -> SafeString:
         return risk_badge(obj.risk)
 
     @admin.display(description="Prompt")
-    def prompt_text(self, obj: Approval) -> str:
-        return obj.prompt or "—"
+    def prompt_text(self, obj: Approval) -> SafeString:
+        return text_html(obj.prompt)
 
     @admin.display(description="Asked by · from")
     def asked_by(self, obj: Approval) -> SafeString:
         # Names first, as on the approval's page; the app id and the route's key stay beside them as
-        # secondary ids (.bh-id) and the run's id in its link's title, for support.
+        # secondary ids (.bh-id) and the run's id in its link's title, for support. Every value here
+        # came from an agent or a person: identifiers read left to right, names keep their direction,
+        # and none reorders the words between them (apps.core.bidi).
         inv = obj.invocation
         client, route, run = inv.session.client, inv.route, inv.run
         return format_html(
@@ -281,10 +284,11 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             '<span class="bh-route">{} · {} <span class="bh-id" title="The route\'s key">{}</span></span>'
             '<span class="bh-run"><a href="{}" title="The run\'s id: {}">Run</a> '
             '<span class="bh-muted">in conversation {}</span></span>',
-            inv.on_behalf_of or "—", inv.principal_id or "—",
-            client.name, inv.session.device_label, client.app_id,
-            obj.project.name, route.name, route.key,
-            reverse("admin:ledger_run_change", args=[run.pk]), run.pk, run.conversation.client_conversation_id)
+            identifier_html(inv.on_behalf_of), identifier_html(inv.principal_id),
+            text_html(client.name), text_html(inv.session.device_label), identifier_html(client.app_id),
+            text_html(obj.project.name), text_html(route.name), identifier_html(route.key),
+            reverse("admin:ledger_run_change", args=[run.pk]), run.pk,
+            identifier_html(run.conversation.client_conversation_id))
 
     @admin.display(description="Asked · expires", ordering="created_at")
     def age(self, obj: Approval) -> SafeString:
@@ -498,7 +502,7 @@ def approval_summary(inv: Invocation) -> SafeString:
     reading = approval_reading(approval)
     who = ""
     if approval.decided_at is not None:
-        who = format_html(" by {} at {}", approval.approver_label or "—",
+        who = format_html(" by {} at {}", text_html(approval.approver_label),
                           local_time(approval.decided_at, "Y-m-d H:i:s T"))
     return format_html('<a href="{}">{}</a>{}', reverse("admin:tools_approval_change", args=[approval.pk]),
                        reading_badge(reading), who)
@@ -565,7 +569,7 @@ def invocation_state_badge(inv: Invocation) -> SafeString:
 
 
 @admin.register(Invocation)
-class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
+class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     """Every governed tool call, read-only. Writes happen only in apps.tools.invocations."""
 
     # As the Tools list: between the sidebar and the filters, at 1366 px, about 720 px are left, and nine
@@ -585,6 +589,9 @@ class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
         "arguments_size", "arguments_sha256", "sent_as", "capability_revision", "execution_fingerprint",
         "call_timings", "result_pretty", "journal_entries",
     )
+
+    # Chosen by the agent: shown left to right as stored (apps.core.bidi).
+    identifier_fields = ("invocation_id", "principal_id", "on_behalf_of")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Invocation]:
         queryset: QuerySet[Invocation] = super().get_queryset(request)
@@ -627,7 +634,8 @@ class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
 
     @admin.display(description="Tool · route", ordering="tool_name")
     def tool_route(self, obj: Invocation) -> SafeString:
-        return format_html('{}<br><span class="bh-muted">{}</span>', obj.tool_name, obj.route)
+        return format_html('{}<br><span class="bh-muted">{}</span>', identifier_html(obj.tool_name),
+                           text_html(obj.route))
 
     @admin.display(description="State · business · journal", ordering="state")
     def state_summary(self, obj: Invocation) -> SafeString:
@@ -646,8 +654,8 @@ class InvocationAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAd
                            obj.run_id, str(obj.run_id)[:8])
 
     @admin.display(description="Agent")
-    def device(self, obj: Invocation) -> str:
-        return f"{obj.session.device_label} · {obj.session.client.app_id}"
+    def device(self, obj: Invocation) -> SafeString:
+        return format_html("{} · {}", text_html(obj.session.device_label), identifier_html(obj.session.client.app_id))
 
     @admin.display(description="Arguments")
     def arguments_size(self, obj: Invocation) -> str:

@@ -131,7 +131,7 @@ def test_revoking_asks_for_a_reason_then_revokes(agent_client, owner):
     assert (session.revoked_by, session.revoked_by_name, session.revoked_reason) == (
         "operator", owner.user.username, "laptop stolen")
     listed = admin.get("/admin/agent_auth/agentsession/").content.decode()
-    assert f"Revoked by {owner.user.username}: laptop stolen" in listed
+    assert f"Revoked by <bdi>{owner.user.username}</bdi>: <bdi>laptop stolen</bdi>" in listed
 
 
 @pytest.mark.parametrize(("sessions", "text"), [(1, "Revoked 1 session."), (2, "Revoked 2 sessions.")])
@@ -314,7 +314,7 @@ def test_a_session_is_revoked_from_its_own_page_with_a_reason(agent_client, owne
         "operator", owner.user.username, "left the company")
     page = admin.get(_session_url(session, "change/")).content.decode()
     assert "revoke/" not in page
-    assert f"An operator: {owner.user.username}" in page
+    assert f"An operator: <bdi>{owner.user.username}</bdi>" in page
 
 
 def test_a_session_page_revoke_without_a_reason_changes_nothing(agent_client, owner):
@@ -339,7 +339,7 @@ def test_a_revoked_session_cannot_be_revoked_again(agent_client, owner):
     admin = _admin(owner)
     assert admin.post(_session_url(session, "revoke/"), {"reason": "again"}).status_code == 403
     assert (AgentSession.objects.get().revoked_by, AgentSession.objects.get().revoked_reason) == ("agent", "signed out")
-    assert "Revoked (The agent): signed out" in admin.get("/admin/agent_auth/agentsession/").content.decode()
+    assert "Revoked (The agent): <bdi>signed out</bdi>" in admin.get("/admin/agent_auth/agentsession/").content.decode()
 
 
 def test_another_projects_session_cannot_be_revoked(agent_client):

@@ -117,7 +117,7 @@ def test_an_operator_approves_a_refund_and_the_agent_resume_executes_it_once(
     assert inline.count() == 1
     journal = [item.get_attribute("data-journal") for item in page.locator("[data-journal]").all()]
     assert journal == ["dispatching", "response_recorded", "completed"]
-    assert "by operator at" in page.content()
+    assert "by <bdi>operator</bdi> at" in page.content()
     _shot(page, "run-invocations")
 
     page.goto(f"/admin/tools/invocation/{approval.invocation_id}/change/")

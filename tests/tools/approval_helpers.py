@@ -16,9 +16,9 @@ def invocation_id(n: int) -> str:
     return hashlib.sha256(f"approval-test-{n}".encode()).hexdigest()
 
 
-def turn(client, token: str, *, route_key: str, n: int) -> dict[str, Any]:
+def turn(client, token: str, *, route_key: str, n: int, conversation: str = "") -> dict[str, Any]:
     """An open run: its ``run_id`` and ``capability_revision``."""
-    response = open_turn(client, token, route_key, n, client_conversation_id=f"approvals-{n}")
+    response = open_turn(client, token, route_key, n, client_conversation_id=conversation or f"approvals-{n}")
     assert response.status_code in (200, 201), response.content
     return response.json()
 
@@ -37,14 +37,16 @@ def call(client, token: str, run: dict[str, Any], *, route_key: str, n: int, too
 
 
 def invoke(client, token: str, *, route_key: str, n: int, tool: str = "order_refund",
-           arguments: dict[str, Any] | None = None):
-    run = turn(client, token, route_key=route_key, n=n)
+           arguments: dict[str, Any] | None = None, conversation: str = ""):
+    run = turn(client, token, route_key=route_key, n=n, conversation=conversation)
     return call(client, token, run, route_key=route_key, n=n, tool=tool, arguments=arguments)
 
 
 def pending_approval(client, token: str, *, route_key: str = "store-assistant", n: int = 1,
-                     tool: str = "order_refund", arguments: dict[str, Any] | None = None) -> Approval:
-    response = invoke(client, token, route_key=route_key, n=n, tool=tool, arguments=arguments)
+                     tool: str = "order_refund", arguments: dict[str, Any] | None = None,
+                     conversation: str = "") -> Approval:
+    response = invoke(client, token, route_key=route_key, n=n, tool=tool, arguments=arguments,
+                      conversation=conversation)
     assert response.status_code == 200, response.content
     answer = response.json()
     assert answer["state"] == "awaiting_approval", answer

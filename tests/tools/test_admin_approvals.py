@@ -31,6 +31,10 @@ pytest_plugins = ["tests.tools.surface_fixtures"]
 QUEUE = "/admin/tools/approval/"
 
 
+def ident(value: str) -> str:
+    return f'<span class="bh-ident" dir="ltr">{value}</span>'
+
+
 @pytest.fixture
 def route(db):
     return RouteFactory(key="store-assistant", name="门店助手", tools_direct_enabled=True)
@@ -99,10 +103,10 @@ def test_the_queue_lists_the_projects_approvals_with_tool_risk_prompt_and_asker(
 def test_the_queue_names_the_agent_client_and_the_route_with_their_ids_beside(owner, approval, route):
     page = owner.get(QUEUE).content.decode()
     client = approval.invocation.session.client
-    assert f'{client.name} <span class="bh-muted">on ' in page
-    assert f"title=\"The agent client's app id\">{client.app_id}</span>" in page
-    assert (f"{route.project.name} · 门店助手 <span class=\"bh-id\" title=\"The route's key\">store-assistant</span>"
-            in page)
+    assert f'<bdi>{client.name}</bdi> <span class="bh-muted">on ' in page
+    assert f"title=\"The agent client's app id\">{ident(client.app_id)}</span>" in page
+    assert (f"<bdi>{route.project.name}</bdi> · <bdi>门店助手</bdi> "
+            f"<span class=\"bh-id\" title=\"The route's key\">{ident('store-assistant')}</span>" in page)
     assert f"title=\"The run's id: {approval.invocation.run_id}\">Run</a>" in page
 
 
@@ -195,7 +199,7 @@ def test_approving_calls_the_decision_service_once(owner, approval, monkeypatch)
 def test_a_decided_approval_shows_who_when_and_the_comment_and_no_buttons(owner, approval):
     _decide(owner, approval, "approved", comment="ok to refund")
     page = owner.get(_detail(approval)).content.decode()
-    assert 'id="decision-approver">owner<' in page
+    assert 'id="decision-approver"><bdi>owner</bdi><' in page
     assert "ok to refund" in page
     assert 'id="approve-button"' not in page
 
@@ -347,7 +351,7 @@ def test_the_run_page_lists_its_invocations_with_state_and_approval(owner, appro
     page = owner.get(f"/admin/ledger/run/{approval.invocation.run_id}/change/").content.decode()
     assert "order_refund" in page
     assert 'data-state="denied"' in page
-    assert "by owner at" in page
+    assert "by <bdi>owner</bdi> at" in page
     assert "absent: never dispatched" in page
 
 

@@ -1,0 +1,94 @@
+"""What the console shows of values it did not write, so that right-to-left text cannot reorder them.
+
+Two kinds of value. An identifier an agent or a backend chose (a conversation id, a principal, an
+e-mail, an invocation or message id, an app id) is read and copied character by character: it is
+shown in its stored order, left to right, whatever its letters (`.bh-ident` in console.css overrides
+the bidi algorithm inside an isolate). Without it `conv-مستخدم-935e06` reads `conv-935-مستخدمe06`,
+even alone in a table cell. Text a person wrote (a name, a prompt, a device label, a comment) keeps
+the bidi algorithm, so Arabic or Hebrew reads as written, but in a `<bdi>`: its direction cannot leak
+into the words around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+if TYPE_CHECKING:
+    # Mixed into ModelAdmin subclasses: typed as one so its super() calls are checked.
+    _ModelAdminBase = admin.ModelAdmin[Any]
+else:
+    _ModelAdminBase = object
+
+EMPTY = "—"
+
+
+def identifier_html(value: object, *, empty: str = EMPTY) -> SafeString:
+    """An identifier in its stored order, left to right, isolated from the text around it (escaped)."""
+    if value is None or value == "":
+        return format_html("{}", empty)
+    # dir="ltr" isolates it even without the stylesheet; the class adds the override.
+    return format_html('<span class="bh-ident" dir="ltr">{}</span>', value)
+
+
+def text_html(value: object, *, empty: str = EMPTY) -> SafeString:
+    """Free text in a `<bdi>`: its own direction inside, none outside (escaped)."""
+    if value is None or value == "":
+        return format_html("{}", empty)
+    return format_html("<bdi>{}</bdi>", value)
+
+
+# One per model and field, so a page's fieldsets and read-only fields hold the same callable.
+_IDENTIFIER_DISPLAYS: dict[tuple[type[Model], str], Callable[[Model], SafeString]] = {}
+
+
+def _identifier_display(model: type[Model], name: str) -> Callable[[Model], SafeString]:
+    known = _IDENTIFIER_DISPLAYS.get((model, name))
+    if known is not None:
+        return known
+    label = str(getattr(model._meta.get_field(name), "verbose_name", name))
+
+    @admin.display(description=label, ordering=name)
+    def show(obj: Model) -> SafeString:
+        return identifier_html(getattr(obj, name))
+
+    # The column and the read-only row keep the field's CSS class (field-<name>).
+    show.__name__ = name
+    return _IDENTIFIER_DISPLAYS.setdefault((model, name), show)
+
+
+class IdentifierFieldsMixin(_ModelAdminBase):
+    """Shows the model fields named in ``identifier_fields`` with identifier_html, in the list's columns
+    and the page's read-only fields, wherever list_display and fields name them (not in fieldsets).
+
+    The admin renders a model field itself, before looking at the ModelAdmin (``lookup_field``); a
+    callable in their place is rendered as HTML and keeps the field's label, ordering and CSS class.
+    """
+
+    identifier_fields: tuple[str, ...] = ()
+
+    def _identifiers(self, names: Sequence[Any], among: Collection[str] | None = None) -> list[Any]:
+        return [_identifier_display(self.model, name)
+                if isinstance(name, str) and name in self.identifier_fields and (among is None or name in among)
+                else name for name in names]
+
+    # Any: the stubs type these as names only, where the admin takes callables too.
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return self._identifiers(super().get_list_display(request))
+
+    def get_sortable_by(self, request: HttpRequest) -> Any:
+        return self._identifiers(super().get_sortable_by(request))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self._identifiers(super().get_readonly_fields(request, obj))
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Only a read-only one: an input stays an input.
+        readonly = set(super().get_readonly_fields(request, obj))
+        return self._identifiers(super().get_fields(request, obj), readonly)

@@ -1,0 +1,20 @@
+"""``{% load bidi %}``: ``{{ value|identifier }}`` and ``{{ value|bdi }}`` (apps.core.bidi)."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString
+
+from apps.core.bidi import identifier_html, text_html
+
+register = template.Library()
+
+
+@register.filter
+def identifier(value: object) -> SafeString:
+    return identifier_html(value)
+
+
+@register.filter
+def bdi(value: object) -> SafeString:
+    return text_html(value)
