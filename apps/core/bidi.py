@@ -1,16 +1,18 @@
 """What the console shows of values it did not write, so that right-to-left text cannot reorder them.
 
 Two kinds of value. An identifier an agent or a backend chose (a conversation id, a principal, an
-e-mail, an invocation or message id, an app id) is read and copied character by character: it is
-shown in its stored order, left to right, whatever its letters (`.bh-ident` in console.css overrides
-the bidi algorithm inside an isolate). Without it `conv-مستخدم-935e06` reads `conv-935-مستخدمe06`,
-even alone in a table cell. Text a person wrote (a name, a prompt, a device label, a comment) keeps
-the bidi algorithm, so Arabic or Hebrew reads as written, but in a `<bdi>`: its direction cannot leak
-into the words around it.
+e-mail, an invocation or message id, an app id) is read and copied character by character: one that
+mixes scripts is shown in its stored order, left to right (`.bh-ident` in console.css overrides the
+bidi algorithm inside an isolate; without it `conv-مستخدم-935e06` reads `conv-935-مستخدمe06`, even
+alone in a table cell), one in a right-to-left script only as that script reads, and the invisible
+characters that steer the algorithm are named, not obeyed. Text a person wrote (a name, a prompt,
+a device label, a comment) keeps the bidi algorithm, so Arabic or Hebrew reads as written, but in a
+`<bdi>`: its direction cannot leak into the words around it.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +31,31 @@ else:
 EMPTY = "—"
 
 
+# The invisible characters that steer the bidi algorithm (ALM, LRM, RLM, the embeddings and
+# overrides, the isolates): inside an id they would reorder what follows them, even under the
+# override, so the console names them instead (`conv-\u202egpj.exe` is not `conv-exe.jpg`).
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _directions(text: str) -> tuple[bool, bool]:
+    """Whether `text` holds a strong left-to-right letter, and a strong right-to-left one."""
+    kinds = {unicodedata.bidirectional(char) for char in text}
+    return "L" in kinds, bool(kinds & {"R", "AL"})
+
+
 def identifier_html(value: object, *, empty: str = EMPTY) -> SafeString:
-    """An identifier in its stored order, left to right, isolated from the text around it (escaped)."""
+    """An identifier as stored, isolated from the text around it (escaped), its bidi controls named
+    (U+202E). One that mixes left-to-right and right-to-left letters reads in its stored order, left
+    to right; one of right-to-left letters only (a principal `مستخدم`) reads as its script is read:
+    drawn left to right, it would be backwards to the people who write it."""
     if value is None or value == "":
         return format_html("{}", empty)
+    text = "".join(f"<U+{ord(char):04X}>" if char in BIDI_CONTROLS else char for char in str(value))
+    ltr, rtl = _directions(text)
+    if rtl and not ltr:
+        return format_html('<bdi class="bh-ident-rtl">{}</bdi>', text)
     # dir="ltr" isolates it even without the stylesheet; the class adds the override.
-    return format_html('<span class="bh-ident" dir="ltr">{}</span>', value)
+    return format_html('<span class="bh-ident" dir="ltr">{}</span>', text)
 
 
 def text_html(value: object, *, empty: str = EMPTY) -> SafeString:

@@ -1,8 +1,9 @@
 """Right-to-left ids in a real browser: an agent acting for مستخدم@example.com (principal مستخدم) in
 conversation conv-مستخدم-935e06 asks for a call needing approval. On the approval queue, the
-approval's page and the ledger's conversations, each id is laid out in its stored order, left to right,
-character by character (the bidi algorithm showed conv-935-مستخدمe06), and the words before it
-stay before it. Screenshots land in /tmp/shots/."""
+approval's page and the ledger's conversations, an id that mixes scripts is laid out in its stored
+order, left to right, character by character (the bidi algorithm showed conv-935-مستخدمe06); one in
+Arabic letters only reads right to left, as Arabic does; and the words before an id stay before it.
+Screenshots land in /tmp/shots/."""
 
 from __future__ import annotations
 
@@ -80,6 +81,14 @@ def assert_left_to_right(element, text: str) -> None:
     assert [left for left, _ in lefts] == sorted({left for left, _ in lefts}), lefts
 
 
+def assert_right_to_left(element, text: str) -> None:
+    """Each character of `text` lies left of the one stored before it, on one line: as its script reads."""
+    lefts = element.evaluate(_CHAR_LEFTS, text)
+    assert lefts is not None, f"{text} is not shown"
+    assert len({top for _, top in lefts}) == 1, lefts
+    assert [left for left, _ in lefts] == sorted({left for left, _ in lefts}, reverse=True), lefts
+
+
 def assert_reads_before(element, first: str, then: str) -> None:
     """`first` starts before `then`: on a line above, or left of it on the same line."""
     assert element.evaluate(_TEXT_LEFT, first) < element.evaluate(_TEXT_LEFT, then)
@@ -95,7 +104,7 @@ def test_the_approval_queue_shows_the_agents_ids_in_stored_order(logged_in_page,
     assert_reads_before(run, "in conversation", CONVERSATION)
     asker = row.locator(".bh-asker")
     assert_left_to_right(asker, ON_BEHALF_OF)
-    assert_left_to_right(asker.locator(".bh-muted"), PRINCIPAL_ID)
+    assert_right_to_left(asker.locator(".bh-muted"), PRINCIPAL_ID)
 
 
 def test_an_approvals_page_shows_the_agents_ids_in_stored_order(logged_in_page, approval):
@@ -106,7 +115,7 @@ def test_an_approvals_page_shows_the_agents_ids_in_stored_order(logged_in_page, 
     assert_left_to_right(run, CONVERSATION)
     assert_reads_before(run, "· conversation", CONVERSATION)
     assert_left_to_right(page.locator("#approval-asker"), ON_BEHALF_OF)
-    assert_left_to_right(page.locator("#approval-asker .bh-muted"), PRINCIPAL_ID)
+    assert_right_to_left(page.locator("#approval-asker .bh-muted"), PRINCIPAL_ID)
 
 
 def test_the_conversations_list_shows_the_agents_ids_in_stored_order(logged_in_page, approval):
@@ -116,7 +125,7 @@ def test_the_conversations_list_shows_the_agents_ids_in_stored_order(logged_in_p
     row = page.locator("#result_list tbody tr")
     assert_left_to_right(row.locator(".field-client_conversation_id"), CONVERSATION)
     assert_left_to_right(row.locator(".field-on_behalf_of"), ON_BEHALF_OF)
-    assert_left_to_right(row.locator(".field-principal_id"), PRINCIPAL_ID)
+    assert_right_to_left(row.locator(".field-principal_id"), PRINCIPAL_ID)
 
 
 def test_an_id_overrides_the_bidi_algorithm_inside_an_isolate(logged_in_page, approval):

@@ -11,6 +11,21 @@ def test_an_identifier_reads_left_to_right_in_an_isolate_and_is_escaped():
     assert identifier_html("conv-مستخدم-<b>") == '<span class="bh-ident" dir="ltr">conv-مستخدم-&lt;b&gt;</span>'
 
 
+def test_an_identifier_in_a_right_to_left_script_only_reads_as_that_script_in_an_isolate():
+    # Drawn left to right, مستخدم would be backwards to the people who write it; digits and
+    # punctuation do not make it mixed.
+    assert identifier_html("مستخدم-935") == '<bdi class="bh-ident-rtl">مستخدم-935</bdi>'
+    assert identifier_html("משתמש&") == '<bdi class="bh-ident-rtl">משתמש&amp;</bdi>'
+
+
+def test_an_identifiers_bidi_controls_are_named_not_obeyed():
+    # U+202E would draw what follows it right to left, even under the override: "conv-exe.jpg".
+    assert identifier_html("conv-\u202egpj.exe") == (
+        '<span class="bh-ident" dir="ltr">conv-&lt;U+202E&gt;gpj.exe</span>')
+    assert identifier_html("\u2067مستخدم\u2069\u200f") == (
+        '<span class="bh-ident" dir="ltr">&lt;U+2067&gt;مستخدم&lt;U+2069&gt;&lt;U+200F&gt;</span>')
+
+
 def test_text_keeps_its_direction_in_a_bdi_and_is_escaped():
     assert text_html("متجر <i>") == "<bdi>متجر &lt;i&gt;</bdi>"
 
