@@ -42,22 +42,30 @@ class RouteListFilter(admin.RelatedFieldListFilter):
     template = "admin/bh_route_filter.html"
 
     def __init__(self, field, request, params, model, model_admin, field_path):
-        # The drop-down's "All" sends the parameter empty: no filter, rather than a route id of "".
+        # The drop-down sends one parameter: empty for "All" (no filter, rather than a route id of
+        # ""), NO_ROUTE for the rows without a route (the links' `__isnull=True`).
         lookup = f"{field_path}__{field.target_field.name}__exact"
         if params.get(lookup) in ([""], ""):
             params.pop(lookup)
+        elif params.get(lookup) in ([NO_ROUTE], NO_ROUTE):
+            params.pop(lookup)
+            params[f"{field_path}__isnull"] = ["True"]
         super().__init__(field, request, params, model, model_admin, field_path)
 
     def field_choices(self, field, request, model_admin):
-        routes = Route.objects.only("id", "key", "name").order_by("key")
+        routes = Route.objects.select_related("project").only("id", "key", "name", "project__name")
         if not request.user.is_superuser:
             routes = routes.filter(project_id__in=ProjectScopedAdminMixin.visible_project_ids(request))
-        return [(route.pk, str(route)) for route in routes]
+        routes = sorted(routes, key=lambda route: (route.key, route.project.name))
+        # Route keys are unique within a project: across projects, the project tells them apart.
+        several = len({route.project_id for route in routes}) > 1
+        return [(route.pk, f"{route} · {route.project.name}" if several else str(route)) for route in routes]
 
     def get_facet_queryset(self, changelist):
         filtered = changelist.get_queryset(self.request, exclude_parameters=self.expected_parameters())
         counts = dict(filtered.order_by().values_list(self.field_path).annotate(rows=Count("pk")))
-        return {f"{pk}__c": counts.get(pk, 0) for pk, _ in self.lookup_choices}
+        # "__c" is the rows without a route, where the field allows none (memory notes of a project).
+        return {**{f"{pk}__c": counts.get(pk, 0) for pk, _ in self.lookup_choices}, "__c": counts.get(None, 0)}
 
     def choices(self, changelist):
         choices = list(super().choices(changelist))
@@ -68,10 +76,13 @@ class RouteListFilter(admin.RelatedFieldListFilter):
                                 if name not in self.expected_parameters() for value in values]
             for choice, (pk, _) in zip(choices[1:], self.lookup_choices, strict=False):
                 choice["value"] = pk
+            if self.include_empty_choice:
+                choices[-1]["value"] = NO_ROUTE
         return choices
 
 
 ROUTE_FILTER_LINKS = 30
+NO_ROUTE = "none"  # the drop-down's value for the rows without a route
 
 
 # The comma-separated lists an operator types (the tool lists are picked from choices: route_tools_form).

@@ -424,6 +424,50 @@ def test_many_routes_are_offered_in_a_drop_down_that_keeps_the_other_filters(led
     assert list(response.context["cl"].queryset) == [ledger]
 
 
+@pytest.mark.parametrize("path", LEDGER_LISTS_WITH_A_ROUTE_FILTER)
+def test_every_list_with_a_route_filter_shows_its_counts(ledger, viewer, path):
+    """The memory notes' route may be empty (a project's notes): its count is asked for as well."""
+    from tests.routes.factories import RouteFactory
+
+    RouteFactory(project=ledger.route.project, key="quiet-route", name="A quiet route")
+    response = _admin(viewer.user).get(path, {"_facets": "True"})
+    assert response.status_code == 200
+    routes = next(spec for spec in response.context["cl"].filter_specs if spec.title == "route")
+    assert [choice["display"] for choice in routes.choices(response.context["cl"])][1:3] == [
+        "A quiet route (quiet-route) (0)", f"门店助手 (store-assistant) ({response.context['cl'].result_count})"]
+
+
+def test_a_project_note_without_a_route_is_counted_and_found_by_the_links_and_by_the_drop_down(
+        ledger, viewer, monkeypatch):
+    from apps.routes import admin as routes_admin
+
+    project_note = MemoryNote.objects.create(scope=MemoryNote.Scope.PROJECT, project=ledger.route.project,
+                                             on_behalf_of="ada@example.com", content="项目备忘")
+    admin = _admin(viewer.user)
+    page = admin.get("/admin/ledger/memorynote/", {"_facets": "True"}).content.decode()
+    assert "门店助手 (store-assistant) (1)" in page and "- (1)" in page
+    assert list(admin.get("/admin/ledger/memorynote/", {"route__isnull": "True"}).context["cl"].queryset) == [
+        project_note]
+    monkeypatch.setattr(routes_admin, "ROUTE_FILTER_LINKS", 1)
+    page = admin.get("/admin/ledger/memorynote/").content.decode()
+    assert f'<option value="{routes_admin.NO_ROUTE}">-</option>' in page
+    response = admin.get("/admin/ledger/memorynote/", {"route__id__exact": routes_admin.NO_ROUTE})
+    assert list(response.context["cl"].queryset) == [project_note]
+    assert f'<option value="{routes_admin.NO_ROUTE}" selected>-</option>' in response.content.decode()
+
+
+def test_routes_of_several_projects_are_told_apart_by_their_projects(ledger, route):
+    from tests.routes.factories import RouteFactory
+
+    other = RouteFactory(key=route.key, name=route.name)
+    member = MembershipFactory(project=route.project, role=Membership.Role.VIEWER).user
+    MembershipFactory(project=other.project, user=member, role=Membership.Role.VIEWER)
+    response = _admin(member).get("/admin/ledger/run/")
+    routes = next(spec for spec in response.context["cl"].filter_specs if spec.title == "route")
+    assert sorted(name for _, name in routes.lookup_choices) == sorted(
+        [f"门店助手 (store-assistant) · {route.project.name}", f"门店助手 (store-assistant) · {other.project.name}"])
+
+
 def test_the_route_filter_counts_each_routes_rows(ledger, viewer):
     from tests.routes.factories import RouteFactory
 
