@@ -376,7 +376,8 @@ def _connection_broke(exc: BaseException) -> bool:
 
 def _connections_lost_message(losses: int, work: str, then: str) -> str:
     return (f"The database connection was lost {losses} times while {work} (a database restart, a failover, or a "
-            f"connection pooler or network dropping connections); the worker's log has each one. {then}")
+            f"connection pooler or network dropping connections; a deadlock the database broke counts too); the "
+            f"worker's log has each one. {then}")
 
 
 def _connection_lost(queryset, pk, token, send, fail) -> None:

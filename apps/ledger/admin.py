@@ -240,7 +240,7 @@ class MessageAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdmin
         return super().get_queryset(request).defer("search_terms")  # the search's, often larger than the text
 
     def get_search_results(self, request, queryset, search_term):
-        return message_search(queryset, search_term), False
+        return message_search(queryset=queryset, text=search_term), False
 
     @admin.display(description="Route", ordering="conversation__route__key")
     def route(self, obj: Message) -> str:

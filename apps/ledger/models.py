@@ -52,7 +52,13 @@ class Conversation(BaseModel):
             models.UniqueConstraint(fields=["session", "route", "client_conversation_id"],
                                     name="ledger_conversation_unique_client_id"),
         ]
-        indexes = [models.Index(fields=["route", "on_behalf_of", "-created_at"])]
+        indexes = [
+            models.Index(fields=["route", "on_behalf_of", "-created_at"]),
+            # The operators' message search matches a conversation id or on-behalf-of exactly, in
+            # every route they can see (selectors.message_search).
+            models.Index(fields=["client_conversation_id"], name="ledger_conversation_client_id"),
+            models.Index(fields=["on_behalf_of"], name="ledger_conversation_on_behalf"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.client_conversation_id} ({self.on_behalf_of})"
@@ -83,7 +89,7 @@ class Message(BaseModel):
     # characters and bigrams: knowledge.pipeline.terms), written with the message: the operators'
     # message search reads them through a GIN index (selectors.message_search). A substring match
     # of `content` read every message in the operator's projects, 1 to 2 s at 200,000 messages.
-    search_terms = ArrayField(models.TextField(), default=list, blank=True, editable=False)
+    search_terms = ArrayField(models.TextField(), default=list, db_default=[], blank=True, editable=False)
 
     class Meta:
         ordering = ["conversation", "sequence"]

@@ -35,14 +35,15 @@ class _AnyOf(Lookup):
         return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
 
 
-def message_terms(content: str) -> list[str]:
+def message_terms(*, content: str) -> list[str]:
     """The distinct keyword terms a message is found by (Message.search_terms)."""
     return list(dict.fromkeys(keyword_terms(content[:MESSAGE_TERMS_CHARS])))
 
 
-def message_search(queryset: QuerySet[Message], text: str) -> QuerySet[Message]:
-    """The messages of `queryset` that match every word of `text` (quotes keep words together, as
-    in the admin's search): a word matches a message that contains its terms (a whole word, its
+def message_search(*, queryset: QuerySet[Message], text: str) -> QuerySet[Message]:
+    """The messages of `queryset` that match every word of `text` (quotes make one search word of
+    several, as in the admin's search: an id with a space in it; its words must all be in the
+    message, in any order): a word matches a message that contains its terms (a whole word, its
     English stem; a CJK phrase by its characters and adjacent pairs, so as a phrase but in rare
     cases), or whose client message id, run id, conversation id or `on_behalf_of` is exactly it.
 
@@ -57,7 +58,7 @@ def message_search(queryset: QuerySet[Message], text: str) -> QuerySet[Message]:
             continue
         conversations = Conversation.objects.filter(Q(client_conversation_id=bit) | Q(on_behalf_of=bit)).order_by()
         match = Q(client_message_id=bit) | Q(_AnyOf(F("conversation_id"), ArraySubquery(conversations.values("id"))))
-        terms = message_terms(bit)
+        terms = message_terms(content=bit)
         if terms:
             match |= Q(search_terms__contains=terms)
         with contextlib.suppress(ValueError):

@@ -67,27 +67,42 @@ def _message_append(*, conversation: Conversation, run: Run, role: str, client_m
     conversation.save(update_fields=["message_count", "last_message_at", "updated_at"])
     return Message.objects.create(conversation=conversation, run=run, sequence=conversation.message_count,
                                   role=role, kind=kind, client_message_id=client_message_id, content=content,
-                                  search_terms=message_terms(content))
+                                  search_terms=message_terms(content=content))
 
 
-def message_terms_fill(*, batch: int = 2000) -> int:
-    """Writes the search terms of every message, a batch per statement (run by the migration that
-    added them; run it again if knowledge.pipeline.terms changes its terms). Plain SQL, so that it
-    runs on the table as any migration leaves it. Returns the messages written."""
-    written, after = 0, None
+# A fill reads this many messages at a time and writes their terms in statements of at most this
+# many characters of text: 2,000 long Chinese messages made one statement of ~340 MB of terms.
+FILL_READ_ROWS, FILL_WRITE_CHARS = 500, 1_000_000
+
+
+def message_terms_fill(*, every: bool = False) -> int:
+    """Writes the search terms of the messages that have none (of every message with `every`: run
+    it so if knowledge.pipeline.terms changes its terms), committing as it goes: cut short, it
+    takes up where it stopped (ledger 0005 runs it). Plain SQL, so that it runs on the table as any
+    migration leaves it. Returns the messages read."""
+    read, after = 0, None
     while True:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT id, left(content, %s) FROM ledger_message WHERE %s::uuid IS NULL OR id > %s::uuid "
-                "ORDER BY id LIMIT %s", [MESSAGE_TERMS_CHARS, after, after, batch])
+                "SELECT id, left(content, %s) FROM ledger_message WHERE (%s::uuid IS NULL OR id > %s::uuid) "
+                "AND (%s OR (search_terms = '{}' AND content <> '')) ORDER BY id LIMIT %s",
+                [MESSAGE_TERMS_CHARS, after, after, every, FILL_READ_ROWS])
             rows = cursor.fetchall()
             if not rows:
-                return written
-            cursor.execute(
-                "UPDATE ledger_message AS m SET search_terms = ARRAY(SELECT jsonb_array_elements_text(v.value)) "
-                "FROM jsonb_each(%s::jsonb) AS v WHERE m.id = v.key::uuid",
-                [json.dumps({str(pk): message_terms(content) for pk, content in rows}, ensure_ascii=False)])
-        written += len(rows)
+                return read
+            batch: dict[str, list[str]] = {}
+            chars = 0
+            for index, (pk, content) in enumerate(rows):
+                batch[str(pk)] = message_terms(content=content)
+                chars += len(content)
+                if chars >= FILL_WRITE_CHARS or index == len(rows) - 1:
+                    cursor.execute(
+                        "UPDATE ledger_message AS m SET search_terms = "
+                        "ARRAY(SELECT jsonb_array_elements_text(v.value)) "
+                        "FROM jsonb_each(%s::jsonb) AS v WHERE m.id = v.key::uuid",
+                        [json.dumps(batch, ensure_ascii=False)])
+                    batch, chars = {}, 0
+        read += len(rows)
         after = rows[-1][0]
 
 

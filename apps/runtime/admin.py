@@ -195,7 +195,7 @@ def route_dry_run(*, route: Route, question: str, page_title: str = "") -> DryRu
                   bytes=sum(len(e.content.encode("utf-8")) for e in entries))
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProviderPicks:
     """The providers whose tools a route's page offers as picks (`shown`, each with its compiled
     tools), and the other providers of its project (`others`), offered to be added as a source."""

@@ -364,15 +364,6 @@ def test_the_message_search_reads_no_content_by_substring_and_counts_no_whole_li
     assert not [q["sql"] for q in queries if "LIKE" in q["sql"] and "ledger_message" in q["sql"]]
 
 
-def test_the_terms_of_messages_written_before_them_are_filled(searchable):
-    from apps.ledger.services import message_terms_fill
-
-    Message.objects.update(search_terms=[])
-    assert message_terms_fill(batch=2) == 6
-    found = Message.objects.filter(search_terms__contains=["转运", "中心"])
-    assert [message.content for message in found] == ["已为您查询：包裹在杭州转运中心。"]
-
-
 def test_the_message_pages_do_not_read_the_search_terms(searchable, viewer):
     """A CJK message's terms (its characters and pairs) are larger than its text."""
     admin = _admin(viewer.user)
