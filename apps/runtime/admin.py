@@ -225,11 +225,13 @@ def _project_providers(route: Route | None, *, added: list[str]) -> ProviderPick
                          added=[str(provider.pk) for provider in shown if str(provider.pk) in added])
 
 
-def _source_adder(picks: ProviderPicks) -> SafeString:
+def _source_adder(picks: ProviderPicks, *, params: list[tuple[str, str]]) -> SafeString:
     """The "add a tool source" drop-down, submitted by the GET form the page's template writes
-    outside the admin's form (ADD_SOURCE_FORM): it reopens the page with that provider's picks."""
-    kept = format_html_join("", '<input type="hidden" name="{}" value="{}" form="{}">',
-                            ((ADD_SOURCE_PARAM, pk, ADD_SOURCE_FORM) for pk in picks.added))
+    outside the admin's form (ADD_SOURCE_FORM): it reopens the page with that provider's picks, and
+    the page's other parameters (`params`: the list's filters that Save returns to)."""
+    kept = format_html_join("", '<input type="hidden" name="{}" value="{}" form="{}">', (
+        *((ADD_SOURCE_PARAM, pk, ADD_SOURCE_FORM) for pk in picks.added),
+        *((name, value, ADD_SOURCE_FORM) for name, value in params if name != ADD_SOURCE_PARAM)))
     options = format_html_join("", '<option value="{}">{}</option>', (
         (provider.pk, provider.name + ("" if provider.enabled else " (switched off)")) for provider in picks.others))
     return format_html(
@@ -271,7 +273,8 @@ class RouteConsoleAdmin(RouteAdmin):
         else:
             picks = self._providers(request, obj)
             sources = [source_field_name(provider) for provider in picks.shown]
-            adder = _source_adder(picks) if picks.others else ""
+            params = [(name, value) for name, values in request.GET.lists() for value in values]
+            adder = _source_adder(picks, params=params) if picks.others else ""
         fieldsets = []
         for name, options in super().get_fieldsets(request, obj):
             if name == TOOLS_FIELDSET:

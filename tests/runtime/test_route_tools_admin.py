@@ -277,6 +277,16 @@ def test_an_added_provider_is_offered_and_its_picks_saved_as_a_source(client, ro
     assert _state(route)[4] == [("billing", ["product_lookup"]), ("store", ["order_status"])]
 
 
+def test_adding_a_source_keeps_the_lists_filters_that_save_returns_to(client, route, many_providers):
+    billing = many_providers["billing"]
+    page = client.get(f"/admin/routes/route/{route.pk}/change/", {
+        "_changelist_filters": "enabled__exact=1", "add_source": str(billing.pk)}).content.decode()
+    assert ('<input type="hidden" name="_changelist_filters" value="enabled__exact=1" form="bh-add-source">'
+            in page)
+    assert f'<input type="hidden" name="add_source" value="{billing.pk}" form="bh-add-source">' in page
+    assert page.count('name="add_source" value=') == 1  # the kept one, not again from the page's own
+
+
 def test_another_projects_provider_cannot_be_added(client, route, many_providers):
     foreign = ToolProviderFactory(name="foreign")
     form = client.get(f"/admin/routes/route/{route.pk}/change/", {"add_source": str(foreign.pk)}
