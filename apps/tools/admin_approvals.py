@@ -582,7 +582,8 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
                    InvocationStateFilter, ("created_at", admin.DateFieldListFilter)]
     search_fields = ["=invocation_id", "tool_name", "on_behalf_of", "principal_id"]
     list_select_related = ["route", "approval"]
-    date_hierarchy = "created_at"
+    # No date drill-down: its DISTINCT days and MIN/MAX read every call of the list on each load (33 ms
+    # at 50,000 calls, growing with the ledger); the created_at filter slices by date instead.
     fields = readonly_fields = (
         "invocation_id", "tool_name", "provider_name", "route", "run_link", "state_badge", "business_status",
         "journal_state", "approval_state", "principal_id", "on_behalf_of", "device", "readonly", "risk",
