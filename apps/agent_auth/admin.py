@@ -25,7 +25,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
-from apps.agent_auth.selectors import session_approver_current_expression, session_live_q
+from apps.agent_auth.selectors import SessionEnd, session_approver_current_expression, session_end, session_live_q
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.timefmt import local_time
@@ -231,6 +231,14 @@ class SessionStateFilter(admin.SimpleListFilter):
         return queryset
 
 
+_SESSION_ENDS = {
+    SessionEnd.EXPIRED: "Expired",
+    SessionEnd.AUTHORIZATION_DELETED: "Ended: its authorization record was deleted, so nothing says who approved it",
+    SessionEnd.APPROVER_LEFT: ("Ended: the account that approved it is no longer a member of the project (or is "
+                               "inactive)"),
+}
+
+
 @admin.register(AgentSession)
 class AgentSessionAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "client__project"
@@ -270,13 +278,8 @@ class AgentSessionAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScoped
             if obj.revoked_by_name:
                 return format_html("Revoked by {}: {}", text_html(obj.revoked_by_name), text_html(obj.revoked_reason))
             return format_html("Revoked ({}): {}", obj.get_revoked_by_display(), text_html(obj.revoked_reason))
-        if obj.refresh_expires_at <= timezone.now():
-            return "Expired"
-        if obj.authorization_id is None:
-            return "Ended: its authorization record was deleted, so nothing says who approved it"
-        if not getattr(obj, "approver_current", True):
-            return "Ended: the account that approved it is no longer a member of the project (or is inactive)"
-        return "Active"
+        end = session_end(session=obj, now=timezone.now(), approver_current=getattr(obj, "approver_current", True))
+        return _SESSION_ENDS[end] if end is not None else "Active"
 
     @admin.display(description="Client", ordering="client__app_id")
     def app(self, obj: AgentSession) -> SafeString:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -82,10 +83,34 @@ def session_approver_current(*, session: AgentSession) -> bool:
     return _approvers(user=authorization.decided_by_id, project=session.client.project_id).exists()
 
 
+class SessionEnd(StrEnum):
+    """Why a session can no longer be used (session_end)."""
+
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+    AUTHORIZATION_DELETED = "authorization_deleted"
+    APPROVER_LEFT = "approver_left"
+
+
+def session_end(*, session: AgentSession, now: datetime, approver_current: bool | None = None) -> SessionEnd | None:
+    """Why `session` can no longer be used, the first that applies, or None while it can: revoked,
+    expired, its authorization row gone, its approver no longer current. `approver_current` is the
+    value a list annotated (session_approver_current_expression); without it, it is read."""
+    if session.revoked_at is not None:
+        return SessionEnd.REVOKED
+    if not session.is_active(now):
+        return SessionEnd.EXPIRED
+    if session.authorization_id is None:
+        return SessionEnd.AUTHORIZATION_DELETED
+    if approver_current is None:
+        approver_current = session_approver_current(session=session)
+    return None if approver_current else SessionEnd.APPROVER_LEFT
+
+
 def session_live(*, session: AgentSession, now: datetime) -> bool:
-    """Whether `session` can still be used: not revoked, not expired, its approver still current.
-    The one rule behind the bearer check, task members and the console's states."""
-    return session.is_active(now) and session_approver_current(session=session)
+    """Whether `session` can still be used (session_end says why not). The one rule behind the
+    bearer check, task members and the console's states."""
+    return session_end(session=session, now=now) is None
 
 
 def session_approver_current_q(prefix: str = "") -> Q:

@@ -15,13 +15,20 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from apps.agent_auth.selectors import session_approver_current_expression
+from apps.agent_auth.selectors import SessionEnd, session_approver_current_expression, session_end
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
 from apps.ledger.selectors import message_search
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.routes.admin import RouteListFilter
 from apps.tools.admin_approvals import InvocationInline
+
+_RUN_SESSION_ENDS = {
+    SessionEnd.REVOKED: "the session was revoked",
+    SessionEnd.EXPIRED: "the session has ended",
+    SessionEnd.AUTHORIZATION_DELETED: "the session's authorization record was deleted",
+    SessionEnd.APPROVER_LEFT: "the account that approved the session left the project",
+}
 
 
 def run_state(run: Run) -> SafeString:
@@ -31,18 +38,11 @@ def run_state(run: Run) -> SafeString:
     state = run.get_state_display()
     if run.state != Run.State.CONTEXT_READY:
         return format_html("{}", state)
-    session = run.session
-    if session.revoked_at is not None:
-        ended = "the session was revoked"
-    elif session.refresh_expires_at <= timezone.now():
-        ended = "the session has ended"
-    elif session.authorization_id is None:
-        ended = "the session's authorization record was deleted"
-    elif not getattr(run, "approver_current", True):  # the lists annotate it (session_approver_current)
-        ended = "the account that approved the session left the project"
-    else:
+    # The lists annotate approver_current (session_approver_current_expression).
+    end = session_end(session=run.session, now=timezone.now(), approver_current=getattr(run, "approver_current", True))
+    if end is None:
         return format_html("{}", state)
-    return format_html('{}<br><span class="bh-muted">never completed: {}</span>', state, ended)
+    return format_html('{}<br><span class="bh-muted">never completed: {}</span>', state, _RUN_SESSION_ENDS[end])
 
 
 class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):

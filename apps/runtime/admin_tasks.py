@@ -26,7 +26,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import session_live, session_live_q
+from apps.agent_auth.selectors import session_end, session_live_q
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.projects.models import Project
@@ -503,11 +503,5 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
 
 def _session_state(session: AgentSession) -> str:
-    if session.revoked_at is not None:
-        return "revoked"
-    now = timezone.now()
-    if not session.is_active(now):
-        return "expired"
-    if session.authorization_id is None:
-        return "authorization deleted"
-    return "active" if session_live(session=session, now=now) else "approver left"
+    end = session_end(session=session, now=timezone.now())
+    return "active" if end is None else end.value.replace("_", " ")

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import session_live
+from apps.agent_auth.selectors import SessionEnd, session_end
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
 from apps.routes.validators import ROUTE_KEY_RE, TOOL_NAME_RE
@@ -89,6 +89,21 @@ def task_scope_hash(*, members: list[dict[str, Any]], policy: dict[str, Any]) ->
     return revision_of({"members": members, "policy": policy})
 
 
+# Why a session cannot be a member: refused at creation, and the reason a task blocks.
+_MEMBER_REFUSALS = {
+    SessionEnd.REVOKED: "The session is revoked or expired.",
+    SessionEnd.EXPIRED: "The session is revoked or expired.",
+    SessionEnd.AUTHORIZATION_DELETED: "The session's authorization record was deleted.",
+    SessionEnd.APPROVER_LEFT: "The account that approved the session has left the project.",
+}
+_MEMBER_BLOCKS = {
+    SessionEnd.REVOKED: "a member session was revoked",
+    SessionEnd.EXPIRED: "a member session expired",
+    SessionEnd.AUTHORIZATION_DELETED: "a member session's authorization record was deleted",
+    SessionEnd.APPROVER_LEFT: "the account that approved a member session left the project",
+}
+
+
 def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) -> dict[str, AgentSession]:
     ids = {m.session_id for m in members}
     valid_ids = set()
@@ -107,12 +122,9 @@ def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) ->
         if session is None:
             invalid.add(f"{name}.session_id", "No such agent session in this project.")
             continue
-        if not session.is_active(now):
-            invalid.add(f"{name}.session_id", "The session is revoked or expired.")
-        elif session.authorization_id is None:
-            invalid.add(f"{name}.session_id", "The session's authorization record was deleted.")
-        elif not session_live(session=session, now=now):
-            invalid.add(f"{name}.session_id", "The account that approved the session has left the project.")
+        end = session_end(session=session, now=now)
+        if end is not None:
+            invalid.add(f"{name}.session_id", _MEMBER_REFUSALS[end])
         granted = set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
         if not ROUTE_KEY_RE.fullmatch(member.workspace) or member.workspace not in granted:
             invalid.add(f"{name}.workspace", "Not a workspace this session may use.")
@@ -252,14 +264,9 @@ def task_block(*, task: Task, reason: str) -> Task:
 
 def _member_changed(member: TaskMember, now: datetime) -> str | None:
     session = member.session
-    if session.revoked_at is not None:
-        return "a member session was revoked"
-    if not session.is_active(now):
-        return "a member session expired"
-    if session.authorization_id is None:
-        return "a member session's authorization record was deleted"
-    if not session_live(session=session, now=now):
-        return "the account that approved a member session left the project"
+    end = session_end(session=session, now=now)
+    if end is not None:
+        return _MEMBER_BLOCKS[end]
     if (session.principal_id, session.on_behalf_of, session.client.app_id) != (
             member.principal_id, member.on_behalf_of, member.client_app_id):
         return "a member session changed identity"

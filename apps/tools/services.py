@@ -241,7 +241,6 @@ def provider_update(*, provider: ToolProvider, base_url: str | None = None, secr
 
 
 @transaction.atomic
-@transaction.atomic
 def provider_delete(*, provider: ToolProvider) -> None:
     """Remove a provider and its tools. The provider's row is locked first, as a re-import locks it
     and as the tool index locks it to write (semantic.index_rebuild): an index row written between
