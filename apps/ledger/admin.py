@@ -222,9 +222,10 @@ class MessageAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdmin
     # substring match of the content and the ids read every message of the operator's projects
     # (1 to 2 s at 200,000 messages). The fields named here only show the search box.
     search_fields = ["content"]
-    search_help_text = (f"Finds the messages that contain every word or Chinese phrase you type (whole words; a "
-                        f"message's first {MESSAGE_TERMS_CHARS:,} characters), or whose conversation id, on-behalf-of "
-                        "user, message id or run id is exactly one of them.")
+    search_help_text = (f"Finds the messages that contain every word, \"quoted phrase\" or Chinese phrase you type "
+                        f"(whole words; a phrase's words in that order; a message's first {MESSAGE_TERMS_CHARS:,} "
+                        "characters), or whose conversation id, on-behalf-of user, message id or run id is exactly "
+                        "one of them.")
     # A search's page does not also count the whole list ("N total"): another read of every message.
     show_full_result_count = False
     list_select_related = ["conversation", "conversation__route"]

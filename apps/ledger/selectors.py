@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from functools import cache
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import F, Lookup, Q, QuerySet
+from django.db.models.functions import Left
+from django.db.models.lookups import Regex
 from django.utils.text import smart_split, unescape_string_literal
 
 from apps.agent_auth.models import AgentSession
-from apps.knowledge.pipeline.terms import keyword_terms
+from apps.knowledge.pipeline.han import folding_table
+from apps.knowledge.pipeline.terms import CJK_CHARS, keyword_terms, normalise, term_runs
 from apps.ledger.errors import MemoryNotFound, RunNotFound
 from apps.ledger.memory import SUMMARY_SCAN_MESSAGES, LedgerMessage
 from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
@@ -42,14 +46,25 @@ def message_terms(*, content: str) -> list[str]:
 
 def message_search(*, queryset: QuerySet[Message], text: str) -> QuerySet[Message]:
     """The messages of `queryset` that match every word of `text` (quotes make one search word of
-    several, as in the admin's search: an id with a space in it; its words must all be in the
-    message, in any order): a word matches a message that contains its terms (a whole word, its
-    English stem; a CJK phrase by its characters and adjacent pairs, so as a phrase but in rare
-    cases), or whose client message id, run id, conversation id or `on_behalf_of` is exactly it.
+    several, as in the admin's search: a phrase, or an id with a space in it): a word matches a
+    message whose client message id, run id, conversation id or `on_behalf_of` is exactly it, or
+    whose content contains it.
+
+    Content is matched by keyword terms (a whole word, by its English stem; a CJK run by its
+    characters and adjacent pairs). A word of several terms in a row — a quoted phrase, a word
+    joined by punctuation ("refund-policy"), a CJK run of more than two characters — is a phrase:
+    its words must also stand in the content in that order, next to each other, as typed (not by
+    stem: "refund policies" does not find "refund policy"), in any case, full-width or
+    Traditional form, with any run of spaces and punctuation between two words and none needed
+    next to a CJK run; so "refund policy" finds "REFUND-policy" but not "policy refund", and
+    退款政策 does not find 政策…退款. A message is searched in its first MESSAGE_TERMS_CHARS
+    characters, the ones its terms are made of, for phrases too: a phrase that only occurs beyond
+    them is not found, as a word that only occurs beyond them is not.
 
     Each word is one condition on indexed columns (the terms' GIN index, the client message id's,
-    the run's, the conversation's), which PostgreSQL ORs in a bitmap; a conversation is looked up
-    first, as an array, not as a per-row subquery, which would scan the messages."""
+    the run's, the conversation's), which PostgreSQL ORs in a bitmap; a phrase's order is a regular
+    expression checked only on the rows whose terms matched, which the index found. A conversation
+    is looked up first, as an array, not as a per-row subquery, which would scan the messages."""
     for bit in smart_split(text):
         if bit[:1] in {'"', "'"} and bit[-1:] == bit[:1]:
             bit = unescape_string_literal(bit)
@@ -60,11 +75,56 @@ def message_search(*, queryset: QuerySet[Message], text: str) -> QuerySet[Messag
         match = Q(client_message_id=bit) | Q(_AnyOf(F("conversation_id"), ArraySubquery(conversations.values("id"))))
         terms = message_terms(content=bit)
         if terms:
-            match |= Q(search_terms__contains=terms)
+            contains = Q(search_terms__contains=terms)
+            runs = term_runs(bit[:MESSAGE_TERMS_CHARS])
+            if len(runs) > 1 or (runs[0][1] and len(runs[0][0]) > 2):
+                contains &= Q(Regex(Left("content", MESSAGE_TERMS_CHARS), _phrase_pattern(runs)))
+            match |= contains
         with contextlib.suppress(ValueError):
             match |= Q(run_id=uuid.UUID(bit))
         queryset = queryset.filter(match)
     return queryset
+
+
+# What may stand between two words of a phrase, and next to a phrase's first or last word: not a
+# letter or digit (as the database's locale classifies them: C.UTF-8's or en_US.UTF-8's are
+# Unicode's), or a CJK character, which keyword_terms cuts a word at.
+_BETWEEN = "[^[:alnum:]]"
+_WORD_EDGE = f"[^[:alnum:]]|[{CJK_CHARS}]"
+
+
+def _phrase_pattern(runs: list[tuple[str, bool]]) -> str:
+    """A regular expression (PostgreSQL's) of the runs (terms.term_runs) in a row: whole words, with
+    at least one separator between two of them; CJK runs anywhere, next to their neighbours or not."""
+    parts = []
+    for i, (run, cjk) in enumerate(runs):
+        if i:
+            parts.append(_BETWEEN + ("*" if cjk or runs[i - 1][1] else "+"))
+        parts.append("".join(_character_pattern(char) for char in run))
+    pattern = "".join(parts)
+    if not runs[0][1]:
+        pattern = f"(?:^|{_WORD_EDGE})" + pattern
+    if not runs[-1][1]:
+        pattern += f"(?:{_WORD_EDGE}|$)"
+    return pattern
+
+
+def _character_pattern(char: str) -> str:
+    """`char` (a letter, digit or CJK character in normal form) or any character that reads as it
+    in terms.normalise, one for one: its other cases, its full-width form, its Traditional forms."""
+    candidates = {char, char.upper(), char.title(), *_traditional_forms().get(char, "")}
+    candidates |= {chr(ord(c) + 0xFEE0) for c in candidates if c.isascii() and c.isalnum()}
+    forms = sorted(c for c in candidates if len(c) == 1 and (c == char or normalise(c) == char))
+    return forms[0] if len(forms) == 1 else f"[{''.join(forms)}]"
+
+
+@cache
+def _traditional_forms() -> dict[str, str]:
+    """{Simplified character: the Traditional characters han.fold folds onto it}."""
+    forms: dict[str, str] = {}
+    for code, simplified in folding_table().items():
+        forms[simplified] = forms.get(simplified, "") + chr(code)
+    return forms
 
 
 ROUTE_NOTES_LIMIT_DEFAULT, ROUTE_NOTES_LIMIT_MAX = 20, 100

@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.services import session_revoke
-from apps.ledger.models import Conversation, MemoryNote, Message, Run
+from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
+from apps.ledger.selectors import message_search
 from apps.projects.models import Membership
 from tests.ledger.helpers import complete_run, ledger_counts, open_turn, post_json
 from tests.projects.factories import MembershipFactory
@@ -363,6 +364,82 @@ def test_the_message_search_reads_no_content_by_substring_and_counts_no_whole_li
     assert response.context["cl"].result_count == 1
     assert response.context["cl"].full_result_count is None
     assert not [q["sql"] for q in queries if "LIKE" in q["sql"] and "ledger_message" in q["sql"]]
+
+
+@pytest.fixture
+def phrases(api_client, issued, route) -> dict[str, str]:
+    """Messages that hold "refund" and "policy" (退款 and 政策) as a phrase and otherwise, and a
+    conversation whose id has spaces in it."""
+    texts = {
+        "phrase": "Our refund policy changed.", "joined": "REFUND-policy: 30 days.",
+        "broken": "Refund\n  policy applies.", "reversed": "The policy on a refund.",
+        "far": "refund " + "word " * 500 + "policy", "prefix": "A prefund policy, then a refund.",
+        # The phrase only beyond the characters a message is searched in.
+        "beyond": "Policy, then refund. " + "x" * MESSAGE_TERMS_CHARS + " refund policy",
+        "cjk": "我们的退款政策已更新。", "cjk_scattered": "政策：款政不同于退款。",
+        "traditional": "退貨政策已公佈。", "parcel": "Where is my parcel?", "depot": "It left the depot.",
+    }
+    pairs = [("phrase", "joined"), ("broken", "reversed"), ("far", "prefix"), ("beyond", "cjk"),
+             ("cjk_scattered", "traditional"), ("parcel", "depot")]
+    for n, (asked, answered) in enumerate(pairs, start=1):
+        conversation = "shop 7 refund policy" if asked == "parcel" else "local-conversation-1"
+        run_id = open_turn(api_client, issued.access_token, route.key, n, user_input=texts[asked],
+                           client_conversation_id=conversation).json()["run_id"]
+        complete_run(api_client, issued.access_token, run_id, n, content=texts[answered])
+    assert Message.objects.count() == 12
+    return texts
+
+
+def _texts(texts: dict[str, str], *names: str) -> list[str]:
+    return sorted(texts[name] for name in names)
+
+
+def test_a_quoted_phrase_finds_its_words_in_that_order_next_to_each_other(phrases, viewer):
+    assert _found(viewer.user, '"refund policy"') == _texts(phrases, "phrase", "joined", "broken")
+    assert _found(viewer.user, "'Refund, POLICY'") == _texts(phrases, "phrase", "joined", "broken")
+    assert _found(viewer.user, '"policy refund"') == []
+
+
+def test_a_word_joined_by_punctuation_is_a_phrase(phrases, viewer):
+    assert _found(viewer.user, "refund-policy") == _texts(phrases, "phrase", "joined", "broken")
+
+
+def test_unquoted_words_match_in_any_order_by_their_stems(phrases, viewer):
+    assert _found(viewer.user, "policies refund") == _texts(phrases, "phrase", "joined", "broken", "reversed", "far",
+                                                              "prefix", "beyond")
+
+
+def test_a_chinese_phrase_finds_its_characters_only_in_that_order(phrases, viewer):
+    assert _found(viewer.user, "退款政策") == _texts(phrases, "cjk")
+    assert _found(viewer.user, '"退款政策"') == _texts(phrases, "cjk")
+    assert _found(viewer.user, "退货政策") == _texts(phrases, "traditional")  # Traditional folded onto Simplified
+
+
+def test_a_phrase_is_searched_in_the_characters_the_terms_are_made_of(phrases, viewer):
+    """A phrase only beyond a message's first MESSAGE_TERMS_CHARS characters is not found, as a
+    word only there is not; one within them is."""
+    assert _found(viewer.user, '"then refund"') == _texts(phrases, "beyond")
+    assert phrases["beyond"] not in _found(viewer.user, '"refund policy"')
+
+
+def test_a_quoted_id_with_spaces_still_finds_its_conversation(phrases, viewer):
+    assert _found(viewer.user, '"shop 7 refund policy"') == _texts(phrases, "parcel", "depot")
+
+
+def test_a_phrase_is_checked_on_the_rows_the_terms_index_found(phrases):
+    queryset = message_search(queryset=Message.objects.all(), text='"refund policy"')
+    with connection.cursor() as cursor:
+        # A dozen rows: reading them all, or the whole foreign key's index in order, is cheaper still.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        sql, params = queryset.query.sql_with_params()
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Bitmap Index Scan on ledger_message_search_terms" in plan, plan
+    assert "Seq Scan on ledger_message" not in plan, plan
+    # The phrase's order: a filter of the rows the bitmap found, not a condition that reads others.
+    filtered = r'Bitmap Heap Scan on ledger_message .*\n.*Recheck Cond: .*\n.*Filter: .*"left"\(content, \d+\) ~ '
+    assert re.search(filtered, plan), plan
 
 
 def test_the_message_pages_do_not_read_the_search_terms(searchable, viewer):

@@ -70,6 +70,12 @@ def keyword_terms(text: str) -> list[str]:
     return terms
 
 
+def term_runs(text: str) -> list[tuple[str, bool]]:
+    """The runs keyword_terms cuts `text`'s normal form into, in order, each with whether it is a
+    CJK run (its characters and pairs are terms) or a word (one term, when not too long)."""
+    return [(match.group(), match.lastgroup == "cjk") for match in _TOKEN.finditer(normalise(text))]
+
+
 def normalise(text: str) -> str:
     """The form keyword_terms reads text in (NFKC, lower case, Han folded): count terms in this."""
     if not unicodedata.is_normalized("NFKC", text):
