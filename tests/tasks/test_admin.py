@@ -402,3 +402,14 @@ def test_route_surfaces_are_each_routes_own_surface(world, tools):
             (s.revision, [tool.name for tool in s.tools]) for s in alone]
     names = [[tool.name for tool in surface.tools] for surface in together]
     assert "stock_adjust" in names[1] and "stock_adjust" not in names[2] and names[3] == [] and names[4] != names[5]
+
+
+def test_a_tasks_breadcrumbs_keep_its_name_in_an_isolate(world, owner):
+    """A name with U+202E or Arabic letters, raw, reordered the trail (Home › Tasks › name)."""
+    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="rq-rtl",
+                          name="إعادة \u202eالتخزين <i>", members=[MemberSpec(
+                              session_id=str(world.first.session.pk), workspace=world.route.key,
+                              client_conversation_id="conv-1", allowed_tools=())], policy=PolicySpec())
+    page = owner.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
+    trail = re.search(r'<div class="breadcrumbs">(.*?)</div>', page, re.S).group(1)
+    assert trail.rstrip().endswith(f"&rsaquo; <bdi>{escape(task.name)}</bdi>")

@@ -4,6 +4,8 @@ direction inside a <bdi> (apps.core.bidi). Before, conv-مستخدم-935e06 read
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.utils.html import escape
@@ -66,6 +68,22 @@ def test_an_approvals_page_shows_an_agents_id_left_to_right_isolated_and_escaped
 def test_an_approvals_page_shows_the_invocation_id_left_to_right(approval, owner):
     page = owner.get(f"/admin/tools/approval/{approval.pk}/change/").content.decode()
     assert ident(approval.invocation.invocation_id) in page
+
+
+def _breadcrumbs(page: str) -> str:
+    return re.search(r'<div class="breadcrumbs">(.*?)</div>', page, re.S).group(1)
+
+
+def test_an_approvals_breadcrumbs_show_the_tool_name_as_an_identifier(approval, owner):
+    page = owner.get(f"/admin/tools/approval/{approval.pk}/change/").content.decode()
+    assert _breadcrumbs(page).rstrip().endswith(f"&rsaquo; {ident(approval.tool_name)}")
+
+
+def test_the_execution_switchs_breadcrumbs_keep_the_projects_name_in_an_isolate(approval, owner, route):
+    route.project.name = "مشروع \u202e<i>"
+    route.project.save(update_fields=["name"])
+    page = owner.get(f"/admin/tools/approval/execution/{route.project.pk}/").content.decode()
+    assert _breadcrumbs(page).rstrip().endswith(f"&rsaquo; Tool execution — <bdi>{escape(route.project.name)}</bdi>")
 
 
 @pytest.mark.parametrize("url", ["/admin/tools/approval/", "/admin/tools/approval/{pk}/change/"])
