@@ -1,6 +1,7 @@
-"""The console's breadcrumbs: an object's name or id in them is isolated as everywhere else in the
-console (apps.core.bidi), so a name holding U+202E or Arabic letters cannot reorder the trail
-(Home › Routes › <name> › Delete). Django's pages printed the object's str raw."""
+"""The console's breadcrumbs, a change page's heading and the delete page's sentence: an object's
+name or id in them is isolated as everywhere else in the console (apps.core.bidi), so a name
+holding U+202E or Arabic letters cannot reorder the text around it (Home › Routes › <name> ›
+Delete). Django's pages printed the object's str raw."""
 
 from __future__ import annotations
 
@@ -85,3 +86,16 @@ def test_a_users_password_page_isolates_the_user_in_its_breadcrumbs():
     client = Client()
     client.force_login(admin_user)
     assert_isolated(crumbs(client, f"/admin/auth/user/{user.pk}/password/"), NAME)
+
+
+def test_the_change_pages_heading_isolates_the_object(console, route):
+    page = console.get(f"/admin/routes/route/{route.pk}/change/").content.decode()
+    heading = re.search(r"<h2>(.*?)</h2>", page, re.S).group(1)
+    assert heading == f"<bdi>{escape(str(route))}</bdi>"
+
+
+def test_the_delete_pages_sentence_isolates_the_object(console, route):
+    page = console.get(f"/admin/routes/route/{route.pk}/delete/").content.decode()
+    sentence = re.search(r"<p>(Are you sure you want to delete .*?)</p>", page, re.S).group(1)
+    assert f"\"<bdi>{escape(str(route))}</bdi>\"?" in sentence
+    assert sentence.count("\u202e") == 1 and 'id="deleted-objects"' in page and 'name="post" value="yes"' in page
