@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from apps.knowledge.models import Chunk, ChunkEdit
+from apps.knowledge.services import chunk_text_edit
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 from tests.knowledge.test_chunk_overrides import DAMAGED, EDITED, HANDBOOK
@@ -82,3 +83,21 @@ def test_an_operator_edits_a_chunks_text_and_sees_the_change_recorded(logged_in_
     page.screenshot(path=str(SHOTS / "chunks-edited.png"), full_page=True)
     assert ChunkEdit.objects.get().user == operator
     assert any(EDITED in text for text in _playground_titles(page, kb, "pictures emailed"))
+
+
+def test_the_chunks_page_is_readable_in_a_phone_width_window(logged_in_page, project, operator):
+    """At 390 px the fixed-layout table left the text column one character wide (a chunk read one
+    letter a line) and the changes table ran the page 66 px past the window."""
+    _, document = _handbook(project)
+    damaged = Chunk.objects.get(document=document, kind="child", text=DAMAGED)
+    chunk_text_edit(chunk=damaged, text=EDITED, user=operator)
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/admin/knowledge/document/{document.pk}/chunks/")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "chunks-390.png"), full_page=True)
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    widths = page.locator(".ck-text").evaluate_all("es => es.map(e => e.getBoundingClientRect().width)")
+    assert len(widths) >= 2 and min(widths) >= 250
+    assert page.locator(f"#chunk-{damaged.pk} input.ck-disable").is_visible()
+    assert page.locator("#ck-history .ck-diff").first.evaluate("e => e.getBoundingClientRect().width") >= 150
