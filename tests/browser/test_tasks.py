@@ -179,3 +179,19 @@ def test_a_task_page_says_when_its_write_budget_refuses_new_writes(logged_in_pag
     note = page.locator("#task-budget-note").inner_text()
     assert note.startswith("Used up") and "create a new task" in note
     _shot(page, "task-budget-used-up")
+
+
+def test_the_create_page_is_usable_in_a_phone_width_window(logged_in_page, route, agent):
+    """At 390 px the admin stacks a label over its field, and the 200 px the wide layout gives each
+    label became its height: a 200 px gap under every label, and the help texts, still indented
+    210 px, ran the page 195 px past the window."""
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/admin/tasks/task/add/")
+    _shot(page, "task_create_390")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    for name in ("name", "m0-session", "m0-workspace", "max_write_calls"):
+        row = page.locator(f".form-row[data-field='{name}']")
+        label_bottom = row.locator("label").first.evaluate("e => e.getBoundingClientRect().bottom")
+        field_top = row.locator(f"[name='{name}']").evaluate("e => e.getBoundingClientRect().top")
+        assert field_top - label_bottom < 30, name
