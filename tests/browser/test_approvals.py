@@ -370,3 +370,17 @@ def test_pausing_from_the_project_page_leads_back_to_it(logged_in_page, project,
     assert "Tool execution is paused" in page.locator(".messagelist").inner_text()
     project.refresh_from_db()
     assert project.tool_execution_paused is True
+
+
+def test_the_approval_page_fits_a_phone_width_window(logged_in_page, store_route, agent):
+    """At 390 px "What the agent was told" — the resume path with the invocation's 64-character id,
+    one unbreakable word — made the page 733 px wide: every line of the page scrolled sideways."""
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    _shot(page, "approval-390")
+    told = page.locator("#approval-journal p", has_text="What the agent was told")
+    assert approval.invocation.invocation_id in told.inner_text().replace("\n", "")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
