@@ -80,3 +80,19 @@ def test_a_write_tool_no_source_allows_is_refused_next_to_the_field(logged_in_pa
     assert Route.objects.get(pk=route.pk).write_tools == []
     error.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "route_tools_refused.png"))
+
+
+def test_the_tool_picks_fit_a_phone_width_window(logged_in_page, route, store):
+    """At 390 px the picks' 36em minimum width (480 px) passed the window, and the page's box cut
+    them: "lookup_product — GET /products · read-onl"; a switched-off tool's note was cut away."""
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/admin/routes/route/{route.pk}/change/")
+    picks = page.locator("div.bh-tool-picks")
+    assert picks.count() >= 4
+    page.locator(f".field-{source_field_name(store)}").scroll_into_view_if_needed()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "route_tools_390.png"))
+    rights = picks.evaluate_all("es => es.map(e => e.getBoundingClientRect().right)")
+    assert max(rights) <= 390
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
