@@ -246,3 +246,17 @@ def test_deleting_a_token_says_to_revoke_it_and_deletes_nothing(owner):
     text = page.content.decode()
     assert "A builder API token is not deleted: revoke it" in text and "site administrators" not in text
     assert OperatorToken.objects.filter(pk=token.pk, revoked_at__isnull=True).exists()
+
+
+@pytest.mark.parametrize("name", ["ci \u202e", "\u2067ci", "c\u200fi"])
+def test_an_operator_token_name_with_a_bidi_control_is_refused(owner, name):
+    """The token is shown once, after its name: a name with U+202E laid the rest of the message out
+    backwards, the token too ("MKT7fP…_pohb" for "bhop_…PKM"), for the operator to copy."""
+    response = admin_client(owner.user).post("/admin/projects/operatortoken/add/", {
+        "name": name, "scopes": ["knowledge:ingest"]})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["name"] == [
+        "Invisible direction controls (such as U+202E) are not allowed in a name: they reorder the text "
+        "shown after it."]
+    assert "copy it now" not in response.content.decode()
+    assert OperatorToken.objects.count() == 0
