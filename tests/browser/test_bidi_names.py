@@ -1,0 +1,38 @@
+"""A name an operator typed with an invisible direction control (U+202E, right-to-left override)
+in a real browser: Django's "was added successfully" message and the breadcrumbs put the name in a
+link, and the override ran on past the link, laying the words after it out backwards
+(“Handbook .woleb niaga ti tide yam uoY .yllufsseccus dedda saw ”2v). Screenshots in /tmp/shots/."""
+
+from __future__ import annotations
+
+from apps.knowledge.models import KnowledgeBase
+from tests.browser.layout import SHOTS
+from tests.browser.test_rtl_ids import _CHAR_LEFTS
+from tests.knowledge.factories import EmbeddingModelFactory
+
+NAME = "Handbook \u202e v2"
+
+
+def _left_to_right(page, selector: str, text: str) -> bool:
+    lefts = page.locator(selector).first.evaluate(_CHAR_LEFTS, text)
+    assert lefts is not None, f"{text!r} not under {selector}"
+    return [left for left, _ in lefts] == sorted(left for left, _ in lefts)
+
+
+def test_words_after_a_name_with_an_override_read_left_to_right(logged_in_page, project):
+    EmbeddingModelFactory()
+    page = logged_in_page
+    page.goto("/admin/knowledge/knowledgebase/add/")
+    page.select_option("#id_project", label=project.name)
+    page.fill("#id_name", NAME)
+    page.select_option("#id_embedding_model", index=1)
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist .success")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "bidi-name-added.png"))
+    kb = KnowledgeBase.objects.get(name=NAME)
+    assert _left_to_right(page, ".messagelist .success", "was added successfully")
+
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/search/")
+    page.screenshot(path=str(SHOTS / "bidi-name-playground.png"))
+    assert _left_to_right(page, "div.breadcrumbs", "Search playground")
