@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 from django.db.models import Model
 from django.http import HttpRequest
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeData, SafeString, mark_safe
 
 if TYPE_CHECKING:
     # Mixed into ModelAdmin subclasses: typed as one so its super() calls are checked.
@@ -56,6 +56,14 @@ def identifier_html(value: object, *, empty: str = EMPTY) -> SafeString:
         return format_html('<bdi class="bh-ident-rtl">{}</bdi>', text)
     # dir="ltr" isolates it even without the stylesheet; the class adds the override.
     return format_html('<span class="bh-ident" dir="ltr">{}</span>', text)
+
+
+def message_html(message: object) -> SafeString:
+    """A console message (escaped unless it is already HTML) with its bidi controls named
+    (<U+202E>): a message names objects by what an operator or an agent typed, often outside any
+    element that could isolate it, and an override there ran on to the message's end."""
+    html = str(conditional_escape(message if isinstance(message, SafeData) else str(message)))
+    return mark_safe("".join(f"&lt;U+{ord(char):04X}&gt;" if char in BIDI_CONTROLS else char for char in html))  # noqa: S308 -- escaped above
 
 
 def text_html(value: object, *, empty: str = EMPTY) -> SafeString:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django.template import Context, Template
+from django.utils.html import format_html
 
-from apps.core.bidi import identifier_html, text_html
+from apps.core.bidi import identifier_html, message_html, text_html
 
 
 def test_an_identifier_reads_left_to_right_in_an_isolate_and_is_escaped():
@@ -38,3 +39,10 @@ def test_the_template_filters_wrap_and_escape():
     rendered = Template("{% load bidi %}{{ id|identifier }} · {{ name|bdi }}").render(
         Context({"id": "مستخدم<b>", "name": "اسم<i>"}))
     assert rendered == '<span class="bh-ident" dir="ltr">مستخدم&lt;b&gt;</span> · <bdi>اسم&lt;i&gt;</bdi>'
+
+
+def test_a_messages_bidi_controls_are_named_and_its_html_kept_or_escaped():
+    # A name typed with U+202E laid the rest of the message out backwards.
+    assert message_html("Task a\u202e <b> created.") == "Task a&lt;U+202E&gt; &lt;b&gt; created."
+    assert message_html(format_html('The {} “<a href="/x/">{}</a>” was added.', "route", "r\u2067")) == (
+        'The route “<a href="/x/">r&lt;U+2067&gt;</a>” was added.')
