@@ -88,3 +88,15 @@ def test_operator_asks_the_playground_in_rag_mode(logged_in_page, project):
     assert page.locator("#rag-result").count() == 0
     assert RagQuery.objects.count() == 0
     page.screenshot(path=str(SHOTS / "rag_playground_error.png"), full_page=True)
+
+
+def test_the_rag_mode_question_fits_a_phone_width_window(logged_in_page, project):
+    """At 390 px the question box (70 characters wide) ran the page 169 px past the window."""
+    kb = KnowledgeBaseFactory(project=project, name="After-sales")
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/admin/ledger/ragquery/ask/{kb.pk}/")
+    page.screenshot(path=str(SHOTS / "rag_ask_390.png"), full_page=True)
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.locator("input[name=question]").evaluate("e => e.getBoundingClientRect().right") <= 390
+    assert page.locator("#rag-ask-form input[type=submit]").evaluate("e => e.getBoundingClientRect().right") <= 390
