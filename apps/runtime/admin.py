@@ -17,7 +17,9 @@ from django.contrib import admin
 from django.contrib.admin.utils import display_for_value
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Subquery
+from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -402,13 +404,32 @@ class RouteConsoleAdmin(RouteAdmin):
                     formset.changed_objects.append((binding, ["knowledge_base"]))
         return None
 
+    def get_urls(self):
+        dry_run = path("<path:object_id>/dry-run/", self.admin_site.admin_view(self.dry_run_view),
+                       name="routes_route_dry_run")
+        return [dry_run, *super().get_urls()]
+
+    def dry_run_view(self, request, object_id):
+        """The dry-run panel posts its question here: a question of up to 2000 Chinese characters is
+        18 KB in a URL, past any web server's request line. It answers the route's page, whose own
+        form still saves to the route's change URL; nothing of the route is written here."""
+        change_url = reverse("admin:routes_route_change", args=[object_id])
+        if request.method != "POST":
+            return redirect(f"{change_url}?{request.GET.urlencode()}" if request.GET else change_url)
+        question = request.POST.copy()
+        request.method = "GET"  # render the page as its GET does; the route's form is never bound
+        return self.change_view(request, object_id, form_url=change_url, extra_context={"dry_run_data": question})
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = dict(extra_context or {})
+        dry_run_data = extra_context.pop("dry_run_data", None)
         route = self.get_object(request, object_id)
         if route is not None and request.method in ("GET", "HEAD"):
             bound = list(knowledge_selectors.route_knowledge_bases(route=route))
             readable = sum(1 for kb in bound if kb.enabled)
-            dry_run_form = DryRunForm(request.GET if DRY_RUN_PARAM in request.GET else None)
+            if dry_run_data is None and DRY_RUN_PARAM in request.GET:  # a link made before the panel posted
+                dry_run_data = request.GET
+            dry_run_form = DryRunForm(dry_run_data)
             extra_context.update({
                 "dry_run_form": dry_run_form,
                 "dry_run_sources": readable,

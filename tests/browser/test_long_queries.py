@@ -1,6 +1,6 @@
-"""The longest query the forms allow, 2000 CJK characters, typed into the search playground and the
-RAG Ask page and submitted, under pytest-django's live server and under gunicorn as `make run`
-starts it. Percent-encoded that is 18 KB: no GET of it passes gunicorn's request line limit
+"""The longest query the forms allow, 2000 CJK characters, typed into the search playground, the
+RAG Ask page and a route's dry-run panel and submitted, under pytest-django's live server and under
+gunicorn as `make run` starts it. Percent-encoded that is 18 KB: no GET of it passes gunicorn's request line limit
 (4094 bytes, 8190 at most), so the forms and the playground's buttons post it."""
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from django.conf import settings
 from django.test import Client
 
 from apps.knowledge.models import PlaygroundQuery
+from apps.knowledge.services import route_knowledge_bind
 from apps.ledger.models import RagQuery
 from tests.browser.conftest import browser_page
 from tests.gunicorn_server import gunicorn_start
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 from tests.knowledge.test_admin_search import POLICY
+from tests.routes.factories import RouteFactory
 
 LONG_QUERY = ("自签收之日起七天内商品完好可申请无理由退款换货不收取费用" * 100)[:2000]
 
@@ -67,6 +69,13 @@ def kb(project):
     kb = KnowledgeBaseFactory(project=project, name="After-sales")
     ingest_texts(kb, {"policy.md": POLICY})
     return kb
+
+
+@pytest.fixture
+def route(project, kb):
+    route = RouteFactory(project=project, key="store-assistant", name="门店助手", knowledge_enabled=True)
+    route_knowledge_bind(route=route, knowledge_base=kb)
+    return route
 
 
 def _search_url(kb) -> str:
@@ -123,6 +132,20 @@ def test_a_question_of_2000_chinese_characters_is_asked_on_the_rag_page(console,
     assert page.inner_text("#rag-result .rag-badge") == "answered"
     assert page.input_value("input[name=question]") == LONG_QUERY
     assert RagQuery.objects.count() == 0
+
+
+def test_a_dry_run_of_2000_chinese_characters_runs_on_the_route_page(console, route):
+    """The dry-run panel sent its question in the URL: under gunicorn, 414 "URI Too Long" for any
+    question past about 450 Chinese characters, though the field takes 2000."""
+    page = console
+    page.goto(f"/admin/routes/route/{route.pk}/change/")
+    page.fill("#id_dry_run", LONG_QUERY)
+    with page.expect_navigation() as navigation:
+        page.click("#dry-run input[type=submit]")
+    assert navigation.value.status == 200
+    page.wait_for_selector("[data-dry-run-result]")
+    assert page.locator("[data-dry-run-result] article.bh-entry").count() >= 1
+    assert page.input_value("#id_dry_run") == LONG_QUERY
 
 
 @pytest.mark.parametrize(("path", "field"), [(_search_url, "query"), (_ask_url, "question")])

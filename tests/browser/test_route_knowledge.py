@@ -144,3 +144,19 @@ def test_a_long_knowledge_base_name_does_not_push_the_route_page_wider_than_the_
     assert last_column is not None and group is not None
     assert last_column["x"] + last_column["width"] <= group["x"] + group["width"] + 1  # every column in view
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
+
+
+def test_the_route_saves_after_a_dry_run(logged_in_page, route, kbs):
+    """The dry run posts to a page of its own; the route's form on the page it answers still saves
+    the route, and a second dry run still runs."""
+    page = _open(logged_in_page, route)
+    page.fill("#id_dry_run", "退款要几天？")
+    _follow(page, page.locator("#dry-run input[type=submit]"))
+    assert page.locator("[data-dry-run-result]").count() == 1
+    page.fill("#id_name", "门店助手 2")
+    _follow(page, page.locator("input[name=_continue]"))
+    assert "was changed successfully" in page.locator(".messagelist .success").inner_text()
+    assert Route.objects.get(pk=route.pk).name == "门店助手 2"
+    page.fill("#id_dry_run", "送达要几天？")
+    _follow(page, page.locator("#dry-run input[type=submit]"))
+    assert page.locator("[data-dry-run-result] p strong[data-entries]").count() == 1

@@ -496,3 +496,27 @@ def test_the_console_search_box_holds_at_most_200_characters():
     page = _client_for(membership.user).get("/admin/routes/route/").content.decode()
     [box] = re.findall(r'<input type="text"[^>]*id="searchbar"[^>]*>', page)
     assert 'maxlength="200"' in box
+
+
+def test_a_posted_dry_run_answers_the_route_page_and_changes_nothing(bound_route):
+    membership, route = bound_route
+    before = (route.name, route.updated_at)
+    response = _client_for(membership.user).post(f"/admin/routes/route/{route.pk}/dry-run/",
+                                                 {"dry_run": "退款要几天？", "name": "changed"})
+    assert response.status_code == 200
+    assert response.context["dry_run"].entries[0].title == "refund.md"
+    assert f'action="/admin/routes/route/{route.pk}/change/"' in response.content.decode()
+    route.refresh_from_db()
+    assert (route.name, route.updated_at) == before
+
+
+def test_an_operator_of_another_project_cannot_post_a_dry_run(bound_route):
+    from tests.ledger.helpers import ledger_counts
+
+    _, route = bound_route
+    before = ledger_counts()
+    response = _client_for(MembershipFactory().user).post(f"/admin/routes/route/{route.pk}/dry-run/",
+                                                          {"dry_run": "退款要几天？"})
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/"
+    assert ledger_counts() == before
