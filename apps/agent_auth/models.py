@@ -16,6 +16,7 @@ from django.db import models
 
 from apps.agent_auth.validators import validate_agent_authorize_url, validate_app_id, validate_route_keys
 from apps.core.models import BaseModel
+from apps.core.validators import validate_shown_name
 from apps.projects.models import Project
 
 AUTHORIZATION_TTL = timedelta(seconds=600)
@@ -47,7 +48,7 @@ class AgentClient(BaseModel):
         "app id", max_length=64, unique=True, validators=[validate_app_id],
         help_text="Public identifier the local agent sends as client_app_id, e.g. 'store-desktop'.",
     )
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, validators=[validate_shown_name])
     # NULL (not "") until a token is issued, so rows without one never collide on the unique index.
     client_token_hash = models.CharField(max_length=64, null=True, unique=True, editable=False)  # noqa: DJ001
     client_token_rotated_at = models.DateTimeField(null=True, editable=False)

@@ -22,6 +22,8 @@ from django.http import HttpRequest
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeData, SafeString, mark_safe
 
+from apps.core.validators import BIDI_CONTROLS
+
 if TYPE_CHECKING:
     # Mixed into ModelAdmin subclasses: typed as one so its super() calls are checked.
     _ModelAdminBase = admin.ModelAdmin[Any]
@@ -31,10 +33,6 @@ else:
 EMPTY = "—"
 
 
-# The invisible characters that steer the bidi algorithm (ALM, LRM, RLM, the embeddings and
-# overrides, the isolates): inside an id they would reorder what follows them, even under the
-# override, so the console names them instead (`conv-\u202egpj.exe` is not `conv-exe.jpg`).
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def _directions(text: str) -> tuple[bool, bool]:

@@ -26,6 +26,7 @@ from django.db.models import Q
 from pgvector.django import VectorField
 
 from apps.core.models import BaseModel
+from apps.core.validators import validate_shown_name
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.projects.models import Project
 from apps.routes.models import Route
@@ -68,7 +69,7 @@ class Fusion(models.TextChoices):
 
 class KnowledgeBase(BaseModel):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="knowledge_bases")
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, validators=[validate_shown_name])
     description = models.TextField(blank=True, max_length=2000)
     # Off: no route reads this KB (agent knowledge, turns, answers, dry runs); its documents, index
     # and bindings stay, ingestion goes on, and operators can still try searches in the playground.

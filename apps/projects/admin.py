@@ -15,7 +15,6 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
-from apps.core.bidi import BIDI_CONTROLS
 from apps.core.exceptions import ConsolePermissionDenied
 from apps.projects.models import Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
@@ -380,14 +379,6 @@ class OperatorTokenForm(forms.ModelForm):
     class Meta:
         model = OperatorToken
         fields = ["name", "scopes", "expires_at"]
-
-    def clean_name(self):
-        # The token is shown once, right after its name: an override there would lay it out backwards.
-        name = self.cleaned_data["name"]
-        if any(char in BIDI_CONTROLS for char in name):
-            raise forms.ValidationError("Invisible direction controls (such as U+202E) are not allowed in a name: "
-                                        "they reorder the text shown after it.")
-        return name
 
     def clean_expires_at(self):
         expires_at = self.cleaned_data.get("expires_at")

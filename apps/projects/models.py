@@ -8,6 +8,7 @@ from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
 
 from apps.core.models import BaseModel
+from apps.core.validators import validate_shown_name
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -21,7 +22,7 @@ slug_validator = RegexValidator(
 class Project(BaseModel):
     """Owner of routes, knowledge bases and tool providers; operators are members with roles."""
 
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, validators=[validate_shown_name])
     slug = models.CharField(max_length=64, unique=True, validators=[slug_validator])
     description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
     members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
@@ -71,7 +72,7 @@ class OperatorToken(BaseModel):
         TASKS_WRITE = "tasks:write", "tasks:write"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="operator_tokens")
-    name = models.CharField(max_length=120)
+    name = models.CharField(max_length=120, validators=[validate_shown_name])
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     prefix = models.CharField(max_length=16, editable=False, help_text="The first characters, to recognise it.")
     scopes = ArrayField(models.CharField(max_length=32, choices=Scope.choices), default=list, size=16)

@@ -13,6 +13,7 @@ from django.core.validators import MaxLengthValidator, MaxValueValidator, MinVal
 from django.db import models
 
 from apps.core.models import BaseModel
+from apps.core.validators import validate_shown_name
 from apps.projects.models import Project
 from apps.routes.validators import (
     BoundedListValidator,
@@ -56,7 +57,7 @@ class Route(BaseModel):
         validators=[validate_route_key],
         help_text="The workspace key agents use, e.g. 'store-assistant'. Never 'auto'.",
     )
-    name = models.CharField(max_length=256)
+    name = models.CharField(max_length=256, validators=[validate_shown_name])
     description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
     enabled = models.BooleanField(default=True)
 

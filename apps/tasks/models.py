@@ -11,6 +11,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from apps.core.models import BaseModel
+from apps.core.validators import validate_shown_name
 from apps.projects.models import Project
 
 
@@ -22,7 +23,7 @@ class Task(BaseModel):
         CANCELLED = "cancelled", "cancelled"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tasks")
-    name = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=200, blank=True, validators=[validate_shown_name])
     request_id = models.CharField(max_length=128)
     request_hash = models.CharField(max_length=64, editable=False)
     state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE, db_index=True)

@@ -202,6 +202,7 @@ def test_builder_creates_a_task_once_per_request_id(world):
     ({"policy": {"max_write_calls": "5"}}, "policy.max_write_calls"),
     ({"colour": "blue"}, "colour"),
     ({"project_id": "00000000-0000-4000-8000-000000000000"}, "project_id"),
+    ({"name": "整理\u202e目录"}, "name"),  # shown in the console beside other text
 ])
 def test_builder_refuses_an_invalid_task_with_422_naming_the_field(world, overrides, field):
     response = _post(world, "/api/v1/builder/tasks", _create_body(world, **overrides))

@@ -13,6 +13,7 @@ from apps.core.fields import (
     JSONStringField,
     JSONUUIDField,
 )
+from apps.core.validators import validate_shown_name
 from apps.tasks.models import Task
 from apps.tasks.selectors import member_out, task_counters, task_policy
 from apps.tasks.services import CONCURRENT_MAX, MEMBERS_MAX, TOOLS_PER_MEMBER_MAX, WRITE_CALLS_MAX
@@ -38,7 +39,8 @@ class PolicyIn(ExactFieldsSerializer):
 class TaskCreateIn(ExactFieldsSerializer):
     request_id = JSONStringField(max_length=REQUEST_ID_MAX)
     project_id = JSONUUIDField()
-    name = JSONStringField(max_length=200, required=False, allow_blank=True, default="")
+    name = JSONStringField(max_length=200, required=False, allow_blank=True, default="",
+                           validators=[validate_shown_name])
     members = BoundedListField(child=MemberIn(), min_length=1, max_length=MEMBERS_MAX)
     policy = PolicyIn(required=False)
 

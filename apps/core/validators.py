@@ -1,0 +1,19 @@
+"""Validators for text the console shows a person beside other text."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+
+# The invisible characters that steer the bidi algorithm (ALM, LRM, RLM, the embeddings and
+# overrides, the isolates): inside an id they would reorder what follows them, even under the
+# override, so the console names them instead (`conv-\u202egpj.exe` is not `conv-exe.jpg`).
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def validate_shown_name(value: str) -> None:
+    """A name the console prints in sentences, options, headings and messages: none of the
+    BIDI_CONTROLS, which would reorder the text shown after it (a one-time token, "was added
+    successfully") wherever the name is not in an isolate of its own."""
+    if any(char in BIDI_CONTROLS for char in value):
+        raise ValidationError("Invisible direction controls (such as U+202E) are not allowed in a name: they "
+                              "reorder the text shown after it.", code="bidi_control")
