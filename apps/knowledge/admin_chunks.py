@@ -16,7 +16,7 @@ from django.urls import path, reverse
 
 from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
-from apps.knowledge.chunk_overrides import TEXT_MAX_CHARS
+from apps.knowledge.chunk_overrides import text_max_chars
 from apps.knowledge.models import Document
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
 
@@ -25,9 +25,14 @@ CHUNKS_ON_PAGE = 500
 
 class ChunkTextForm(forms.Form):
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "style": "width:100%;max-width:60em"}),
-                           max_length=TEXT_MAX_CHARS, strip=True,
+                           strip=True,
                            help_text="Only this chunk is re-embedded and re-indexed; its section's text follows. "
                                      "Give back the original text to remove the edit.")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The browser stops where the service does (chunk_overrides checks it, and says so).
+        self.fields["text"].widget.attrs["maxlength"] = str(text_max_chars())
 
 
 def chunk_urls(model_admin) -> list:

@@ -323,11 +323,17 @@ def _embed(*, document: Document, chunk: Chunk, text: str) -> None:
         cache_store(model=model, vectors=dict(zip(missing, vectors, strict=True)))
 
 
+def text_max_chars() -> int:
+    """The longest text an edit gives a chunk: a parent's size (KNOWLEDGE_PARENT_MAX_CHARS), at
+    most TEXT_MAX_CHARS."""
+    return min(TEXT_MAX_CHARS, getattr(settings, "KNOWLEDGE_PARENT_MAX_CHARS", TEXT_MAX_CHARS))
+
+
 def _clean_text(text: str) -> str:
     text = (text or "").replace("\r\n", "\n").strip()
     if not text:
         raise errors.ChunkTextInvalid("The text cannot be empty.", fields={"text": ["This field is required."]})
-    limit = min(TEXT_MAX_CHARS, getattr(settings, "KNOWLEDGE_PARENT_MAX_CHARS", TEXT_MAX_CHARS))
+    limit = text_max_chars()
     if len(text) > limit:
         raise errors.ChunkTextInvalid(f"The text can be at most {limit} characters (it has {len(text)}).",
                                       fields={"text": [f"At most {limit} characters (it has {len(text)})."]})

@@ -144,6 +144,12 @@ def test_an_empty_edit_shows_the_error_next_to_the_field_and_changes_nothing(con
     assert _unchanged(damaged) == before
 
 
+def test_the_edit_box_stops_where_the_service_does(console, document, damaged, settings):
+    settings.KNOWLEDGE_PARENT_MAX_CHARS = 40
+    page = console.get(_action_url(document, damaged, "edit")).content.decode()
+    assert re.search(r'<textarea name="text"[^>]*maxlength="40"', page)
+
+
 def test_an_edit_over_the_limit_is_refused_next_to_the_field(console, document, damaged, settings):
     settings.KNOWLEDGE_PARENT_MAX_CHARS = 40
     before = _unchanged(damaged)
