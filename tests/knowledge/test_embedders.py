@@ -1,7 +1,9 @@
 import json
 import math
+import re
 from http.server import BaseHTTPRequestHandler
 
+import numpy as np
 import pytest
 
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
@@ -36,6 +38,41 @@ def test_local_e5_embeds_passages_and_queries_in_384_dimensions():
     query = embedder.embed_query("退款多久到账？")
     assert len(refund) == len(hours) == len(query) == 384
     assert _cosine(query, refund) > _cosine(query, hours)
+
+
+def test_a_query_adapter_maps_each_query_vector_and_leaves_documents_alone(settings, tmp_path):
+    """KNOWLEDGE_E5_QUERY_ADAPTER: the query is searched as W·q, normalised (here W swaps the first
+    two coordinates and halves the rest); passages keep the model's vectors; a model's option
+    {"query_adapter": false} opts out."""
+    plain = E5Embedder(name="multilingual-e5-small", dimension=384)
+    query, passage = plain.embed_query("退款多久到账？"), plain.embed_documents(["退款会在三个工作日内原路退回。"])[0]
+    matrix = np.diag(np.full(384, 0.5, dtype=np.float32))
+    matrix[[0, 1]] = matrix[[1, 0]] * 2
+    path = tmp_path / "adapter.npy"
+    np.save(path, matrix)
+    settings.KNOWLEDGE_E5_QUERY_ADAPTER = str(path)
+    mapped = matrix @ np.asarray(query, dtype=np.float32)
+    expected = mapped / np.linalg.norm(mapped)
+    assert np.allclose(plain.embed_query("退款多久到账？"), expected, atol=1e-6)
+    assert math.isclose(float(np.linalg.norm(plain.embed_query("退款多久到账？"))), 1.0, rel_tol=1e-5)
+    assert plain.embed_documents(["退款会在三个工作日内原路退回。"])[0] == passage
+    opted_out = E5Embedder(name="multilingual-e5-small", dimension=384, options={"query_adapter": False})
+    assert opted_out.embed_query("退款多久到账？") == query
+
+
+@pytest.mark.parametrize("content,message", [
+    (np.eye(3, dtype=np.float32), "holds a (3, 3) array, not 384 × 384"),
+    (None, "cannot read"),
+])
+def test_a_query_adapter_that_is_not_384_by_384_fails_clearly(settings, tmp_path, content, message):
+    path = tmp_path / "adapter.npy"
+    if content is not None:
+        np.save(path, content)
+    else:
+        path.write_bytes(b"not an array")
+    settings.KNOWLEDGE_E5_QUERY_ADAPTER = str(path)
+    with pytest.raises(EmbeddingFailed, match=re.escape(message)):
+        E5Embedder(name="multilingual-e5-small", dimension=384).embed_query("退款")
 
 
 def test_use_embeds_in_512_dimensions():

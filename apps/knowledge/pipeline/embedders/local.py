@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 
+import numpy as np
 from django.conf import settings
 
 from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
@@ -42,6 +43,31 @@ def _e5():
             "lazily in the worker process (no --preload, no embedding in a Celery parent)."
         )
     return _engine
+
+
+_adapter_lock = threading.Lock()
+_adapters: dict[str, np.ndarray] = {}
+
+
+def query_adapter() -> np.ndarray | None:
+    """The linear map KNOWLEDGE_E5_QUERY_ADAPTER names (a 384 × 384 float32 .npy; none when empty),
+    loaded once per path: a query's vector q is searched as W·q, normalised. Documents' vectors are
+    the model's own, so the map can change, or go, without re-embedding anything
+    (bench/query_adapter.py trains it and measures it)."""
+    path = settings.KNOWLEDGE_E5_QUERY_ADAPTER
+    if not path:
+        return None
+    with _adapter_lock:
+        if path not in _adapters:
+            try:
+                matrix = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as error:
+                raise EmbeddingFailed(f"KNOWLEDGE_E5_QUERY_ADAPTER: cannot read {path}: {error}") from error
+            if matrix.shape != (E5Embedder.native_dimension, E5Embedder.native_dimension):
+                raise EmbeddingFailed(f"KNOWLEDGE_E5_QUERY_ADAPTER: {path} holds a {matrix.shape} array, "
+                                      "not 384 × 384.")
+            _adapters[path] = matrix.astype(np.float32)
+        return _adapters[path]
 
 
 def _e5_numpy():
@@ -70,4 +96,8 @@ class E5Embedder(Embedder):
     def embed_query(self, text: str) -> list[float]:
         with _lock:
             vector = _e5().query(text)
+        adapter = query_adapter() if self.options.get("query_adapter", True) is not False else None
+        if adapter is not None:
+            mapped = adapter @ np.asarray(vector, dtype=np.float32)
+            vector = mapped / np.linalg.norm(mapped)
         return self._checked([vector.tolist()], 1)[0]
