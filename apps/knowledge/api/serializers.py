@@ -12,6 +12,7 @@ from apps.core.fields import (
     JSONStringField,
     JSONUUIDField,
 )
+from apps.core.validators import validate_shown_name
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, Fusion, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline.rerank import RerankConfig
 from apps.knowledge.selectors import document_stage_times, document_state
@@ -27,7 +28,7 @@ def fusion_valid(value: str) -> None:
 
 class KnowledgeBaseCreateIn(ExactFieldsSerializer):
     project_id = JSONUUIDField()
-    name = JSONStringField(max_length=200)
+    name = JSONStringField(max_length=200, validators=[validate_shown_name])
     description = JSONStringField(max_length=2000, required=False, allow_blank=True, default="")
     enabled = JSONBooleanField(required=False, default=True)
     embedding_model_id = JSONUUIDField()
@@ -47,7 +48,7 @@ class DocumentRegisterIn(ExactFieldsSerializer):
 
 
 class KnowledgeBaseUpdateIn(ExactFieldsSerializer):
-    name = JSONStringField(max_length=200, required=False)
+    name = JSONStringField(max_length=200, required=False, validators=[validate_shown_name])
     description = JSONStringField(max_length=2000, required=False, allow_blank=True)
     enabled = JSONBooleanField(required=False)
     chunk_strategy = JSONObjectField(required=False)
