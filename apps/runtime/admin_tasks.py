@@ -28,6 +28,7 @@ from django.utils.safestring import SafeString
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_end, session_live_q
 from apps.core.timefmt import local_time
+from apps.core.validators import validate_shown_name
 from apps.projects.admin import ProjectScopedAdminMixin
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable
@@ -131,7 +132,8 @@ class ProjectPickForm(forms.Form):
 class TaskPolicyForm(forms.Form):
     """Only the shape is checked here: the ranges are the service's (one place decides them)."""
 
-    name = forms.CharField(required=False, max_length=200, widget=forms.TextInput(attrs={"class": "vTextField"}))
+    name = forms.CharField(required=False, max_length=200, validators=[validate_shown_name],
+                           widget=forms.TextInput(attrs={"class": "vTextField"}))
     max_write_calls = forms.IntegerField(
         required=False, label="Write budget (max write calls)",
         help_text="Empty: unlimited. 0: read only. Every call of a write tool counts, idempotent ones included.")

@@ -413,3 +413,11 @@ def test_a_tasks_breadcrumbs_keep_its_name_in_an_isolate(world, owner):
     page = owner.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
     trail = re.search(r'<div class="breadcrumbs">(.*?)</div>', page, re.S).group(1)
     assert trail.rstrip().endswith(f"&rsaquo; <bdi>{escape(task.name)}</bdi>")
+
+
+def test_the_create_form_refuses_a_name_with_a_bidi_control(world, owner, tools):
+    """As the builder API's task name does (apps.core.validators.validate_shown_name)."""
+    response = owner.post(ADD_URL, _form(world, name="Stocktake\u202e"))
+    assert response.status_code == 422
+    assert "Invisible direction controls" in _field_errors(response.content.decode(), "name")
+    assert Task.objects.count() == 0
