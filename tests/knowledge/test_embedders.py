@@ -169,3 +169,10 @@ def test_openai_connection_refused_is_transient_then_fails():
     embedder = _openai("http://127.0.0.1:9", max_retries=1)
     with pytest.raises(EmbeddingFailed, match="kept failing after 2 attempts"):
         embedder.embed_query("a")
+
+
+def test_a_query_adapter_option_that_is_not_a_boolean_is_refused():
+    """{"query_adapter": "false"} once mapped the queries of a model meant to opt out."""
+    with pytest.raises(EmbeddingFailed, match=r"query_adapter option .* must be true or false"):
+        E5Embedder(name="multilingual-e5-small", dimension=384, options={"query_adapter": "false"})
+

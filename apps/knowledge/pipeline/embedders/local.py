@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -82,6 +83,14 @@ def _e5_numpy():
 
 class E5Embedder(Embedder):
     native_dimension = 384
+
+    def __init__(self, *, name: str, dimension: int, options: dict[str, Any] | None = None) -> None:
+        super().__init__(name=name, dimension=dimension, options=options)
+        # Refused when the model is registered, as number options are: "false" or 0 would map the
+        # queries of a model that meant to opt out.
+        if not isinstance(self.options.get("query_adapter", True), bool):
+            raise EmbeddingFailed(f"The query_adapter option of embedding model {self.name} must be true or false, "
+                                  f"not {self.options['query_adapter']!r}.")
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
