@@ -176,3 +176,10 @@ def test_a_query_adapter_option_that_is_not_a_boolean_is_refused():
     with pytest.raises(EmbeddingFailed, match=r"query_adapter option .* must be true or false"):
         E5Embedder(name="multilingual-e5-small", dimension=384, options={"query_adapter": "false"})
 
+
+def test_a_query_adapter_in_an_npz_archive_fails_clearly(settings, tmp_path):
+    path = tmp_path / "adapter.npz"
+    np.savez(path, w=np.eye(384, dtype=np.float32))
+    settings.KNOWLEDGE_E5_QUERY_ADAPTER = str(path)
+    with pytest.raises(EmbeddingFailed, match=re.escape("is not one .npy array")):
+        E5Embedder(name="multilingual-e5-small", dimension=384).embed_query("退款")

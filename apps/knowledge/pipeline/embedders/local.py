@@ -64,6 +64,8 @@ def query_adapter() -> np.ndarray | None:
                 matrix = np.load(path, allow_pickle=False)
             except (OSError, ValueError) as error:
                 raise EmbeddingFailed(f"KNOWLEDGE_E5_QUERY_ADAPTER: cannot read {path}: {error}") from error
+            if not isinstance(matrix, np.ndarray):  # an .npz archive loads as an NpzFile
+                raise EmbeddingFailed(f"KNOWLEDGE_E5_QUERY_ADAPTER: {path} is not one .npy array.")
             if matrix.shape != (E5Embedder.native_dimension, E5Embedder.native_dimension):
                 raise EmbeddingFailed(f"KNOWLEDGE_E5_QUERY_ADAPTER: {path} holds a {matrix.shape} array, "
                                       "not 384 × 384.")
