@@ -8,6 +8,8 @@ with another principal's session.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import sys
 import uuid
 from functools import cache
 
@@ -18,7 +20,6 @@ from django.db.models.lookups import Regex
 from django.utils.text import smart_split, unescape_string_literal
 
 from apps.agent_auth.models import AgentSession
-from apps.knowledge.pipeline.han import folding_table
 from apps.knowledge.pipeline.terms import CJK_CHARS, keyword_terms, normalise, term_runs
 from apps.ledger.errors import MemoryNotFound, RunNotFound
 from apps.ledger.memory import SUMMARY_SCAN_MESSAGES, LedgerMessage
@@ -111,19 +112,25 @@ def _phrase_pattern(runs: list[tuple[str, bool]]) -> str:
 
 def _character_pattern(char: str) -> str:
     """`char` (a letter, digit or CJK character in normal form) or any character that reads as it
-    in terms.normalise, one for one: its other cases, its full-width form, its Traditional forms."""
-    candidates = {char, char.upper(), char.title(), *_traditional_forms().get(char, "")}
-    candidates |= {chr(ord(c) + 0xFEE0) for c in candidates if c.isascii() and c.isalnum()}
-    forms = sorted(c for c in candidates if len(c) == 1 and (c == char or normalise(c) == char))
+    in terms.normalise, one for one: its other cases, its full-width and half-width forms, its
+    compatibility forms (a Kangxi radical for a Han character), its Traditional forms."""
+    candidates = {char, *_forms_of().get(char, "")}
+    # In a word, Σ reads as ς at its end (str.lower's final sigma), though alone it reads as σ.
+    candidates |= {c for c in (char.upper(), char.title()) if len(c) == 1 and normalise(f"x{c}") == f"x{char}"}
+    forms = sorted(candidates)
     return forms[0] if len(forms) == 1 else f"[{''.join(forms)}]"
 
 
 @cache
-def _traditional_forms() -> dict[str, str]:
-    """{Simplified character: the Traditional characters han.fold folds onto it}."""
+def _forms_of() -> dict[str, str]:
+    """{a character in normal form: every other character terms.normalise reads as it alone} (one
+    pass over Unicode, about half a second, once per process)."""
     forms: dict[str, str] = {}
-    for code, simplified in folding_table().items():
-        forms[simplified] = forms.get(simplified, "") + chr(code)
+    for code in itertools.chain(range(0xD800), range(0xE000, sys.maxunicode + 1)):
+        char = chr(code)
+        read = normalise(char)
+        if len(read) == 1 and read != char:
+            forms[read] = forms.get(read, "") + char
     return forms
 
 

@@ -544,3 +544,22 @@ def test_the_route_filter_counts_each_routes_rows(ledger, viewer):
     page = _admin(viewer.user).get("/admin/ledger/message/", {"_facets": "True"}).content.decode()
     assert "A quiet route (quiet-route) (0)" in page
     assert "门店助手 (store-assistant) (2)" in page
+
+
+@pytest.fixture
+def compatibility_forms(api_client, issued, route) -> dict[str, str]:
+    """Messages whose words normalise (terms.normalise) to the phrases searched, one character for
+    one, through forms the phrase's pattern once left out."""
+    texts = {"halfwidth": "ﾃｽﾄ結果をご確認ください。", "kangxi": "请阅读使⽤说明。",  # U+2F64, from a PDF
+             "greek": "ΟΔΟΣ ΛΕΩΦΟΡΟΣ 12", "other": "Nothing here."}
+    for n, (asked, answered) in enumerate([("halfwidth", "kangxi"), ("greek", "other")], start=1):
+        run_id = open_turn(api_client, issued.access_token, route.key, n, user_input=texts[asked],
+                           client_conversation_id="local-conversation-1").json()["run_id"]
+        complete_run(api_client, issued.access_token, run_id, n, content=texts[answered])
+    return texts
+
+
+@pytest.mark.parametrize("phrase,name", [("テスト結果", "halfwidth"), ("使用说明", "kangxi"),
+                                         ('"οδος λεωφορος"', "greek")])
+def test_a_phrase_finds_every_form_its_terms_match(compatibility_forms, viewer, phrase, name):
+    assert _found(viewer.user, phrase) == [compatibility_forms[name]]
