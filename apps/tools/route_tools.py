@@ -92,7 +92,9 @@ def _policy_check(*, route: Route, allowed: dict[str, Tool]) -> None:
     for field in ("write_tools", "force_approval_tools", "unattended_write_tools"):
         _write_tools_check(field, getattr(route, field), allowed)
     try:
-        route.full_clean()
+        # Not the name, which no tool setting changes: one stored before validate_shown_name with a
+        # bidi control would refuse every tool change, and the builder API cannot rename a route.
+        route.full_clean(exclude=["name"])
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise RouteToolsInvalid(f"{field}: {messages[0]}", field=field) from None

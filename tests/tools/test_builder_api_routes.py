@@ -6,6 +6,7 @@ import pytest
 
 from apps.knowledge.models import KnowledgeBase, RouteKnowledgeBinding
 from apps.projects.models import Membership
+from apps.routes.models import Route
 from apps.tools.builder import route_dry_run
 from apps.tools.models import RouteToolSource
 from tests.knowledge.factories import KnowledgeBaseFactory
@@ -238,3 +239,12 @@ def test_dry_run_counts_bound_knowledge_bases(client, route):
 def test_dry_run_of_another_projects_route_is_404(client):
     RouteFactory(key="foreign")
     error(client.get(f"{BASE}/routes/foreign/dry-run"), 404, "route_not_found")
+
+
+def test_patch_changes_the_tools_of_a_route_named_before_names_refused_bidi_controls(client, route, provider):
+    """validate_shown_name came after such names were stored; the builder API cannot rename a route."""
+    Route.objects.filter(pk=route.pk).update(name="Shop\u202eA")
+    response = _patch(client, {"tools": {"sources": _sources(provider, "product_lookup")}})
+    assert response.status_code == 200, response.json()
+    assert list(RouteToolSource.objects.filter(route=route).values_list("allowed_tools", flat=True)) == [
+        ["product_lookup"]]
