@@ -520,3 +520,16 @@ def test_an_operator_of_another_project_cannot_post_a_dry_run(bound_route):
     assert response.status_code == 302
     assert response["Location"] == "/admin/"
     assert ledger_counts() == before
+
+
+def test_a_dry_run_posted_in_a_popup_answers_the_popup(bound_route):
+    """The route page opened from a related-object "+"/pencil keeps its popup after a dry run (its
+    form still carries _popup, so saving closes the popup)."""
+    membership, route = bound_route
+    client = _client_for(membership.user)
+    page = client.get(f"/admin/routes/route/{route.pk}/change/", {"_popup": "1"}).content.decode()
+    [action] = re.findall(r'<form method="post" action="([^"]*)" class="bh-dry-run-form"', page)
+    response = client.post(action.split("#")[0], {"dry_run": "退款要几天？"})
+    assert response.status_code == 200
+    assert response.context["is_popup"] is True
+    assert response.context["dry_run"].entries[0].title == "refund.md"
