@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
+import unicodedata
 import uuid
 from functools import cache
 
@@ -89,25 +90,37 @@ def message_search(*, queryset: QuerySet[Message], text: str) -> QuerySet[Messag
 
 # What may stand between two words of a phrase, and next to a phrase's first or last word: not a
 # letter or digit (as the database's locale classifies them: C.UTF-8's or en_US.UTF-8's are
-# Unicode's), or a CJK character, which keyword_terms cuts a word at.
-_BETWEEN = "[^[:alnum:]]"
-_WORD_EDGE = f"[^[:alnum:]]|[{CJK_CHARS}]"
-
-
+# Unicode's), a combining mark, which keyword_terms cuts a word at though the database counts it a
+# letter (a Thai tone mark, a Devanagari vowel sign: ที่นี่ is the runs ท and น), or a CJK character.
 def _phrase_pattern(runs: list[tuple[str, bool]]) -> str:
     """A regular expression (PostgreSQL's) of the runs (terms.term_runs) in a row: whole words, with
     at least one separator between two of them; CJK runs anywhere, next to their neighbours or not."""
+    between, edge = _separators()
     parts = []
     for i, (run, cjk) in enumerate(runs):
         if i:
-            parts.append(_BETWEEN + ("*" if cjk or runs[i - 1][1] else "+"))
+            parts.append(between + ("*" if cjk or runs[i - 1][1] else "+"))
         parts.append("".join(_character_pattern(char) for char in run))
     pattern = "".join(parts)
     if not runs[0][1]:
-        pattern = f"(?:^|{_WORD_EDGE})" + pattern
+        pattern = f"(?:^|{edge})" + pattern
     if not runs[-1][1]:
-        pattern += f"(?:{_WORD_EDGE}|$)"
+        pattern += f"(?:{edge}|$)"
     return pattern
+
+
+@cache
+def _separators() -> tuple[str, str]:
+    """(a separator between two words, a word's edge), as PostgreSQL regular expression atoms."""
+    ranges: list[list[int]] = []
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    marks = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+    return f"(?:[^[:alnum:]]|[{marks}])", f"[^[:alnum:]]|[{marks}]|[{CJK_CHARS}]"
 
 
 def _character_pattern(char: str) -> str:

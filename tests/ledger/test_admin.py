@@ -563,3 +563,19 @@ def compatibility_forms(api_client, issued, route) -> dict[str, str]:
                                          ('"οδος λεωφορος"', "greek")])
 def test_a_phrase_finds_every_form_its_terms_match(compatibility_forms, viewer, phrase, name):
     assert _found(viewer.user, phrase) == [compatibility_forms[name]]
+
+
+@pytest.fixture
+def marked_words(api_client, issued, route) -> dict[str, str]:
+    """Words with combining marks, which keyword_terms cuts into several runs (ที่นี่: ท and น)."""
+    texts = {"thai": "ร้านอยู่ที่นี่ครับ ที่นี่", "hindi": "मैं हिंदी बोलता हूँ", "arabic": "اسمي مُحَمَّد", "other": "Nothing."}
+    for n, (asked, answered) in enumerate([("thai", "hindi"), ("arabic", "other")], start=1):
+        run_id = open_turn(api_client, issued.access_token, route.key, n, user_input=texts[asked],
+                           client_conversation_id="local-conversation-1").json()["run_id"]
+        complete_run(api_client, issued.access_token, run_id, n, content=texts[answered])
+    return texts
+
+
+@pytest.mark.parametrize("word,name", [("ที่นี่", "thai"), ("हिंदी", "hindi"), ("مُحَمَّد", "arabic")])
+def test_a_word_with_combining_marks_is_found(marked_words, viewer, word, name):
+    assert _found(viewer.user, word) == [marked_words[name]]
