@@ -63,8 +63,10 @@ def test_a_query_adapter_maps_each_query_vector_and_leaves_documents_alone(setti
 @pytest.mark.parametrize("content,message", [
     (np.eye(3, dtype=np.float32), "holds a (3, 3) array, not 384 × 384"),
     (None, "cannot read"),
+    (np.zeros((384, 384), dtype=np.float32), "a vector of no direction"),
+    (np.full((384, 384), np.nan, dtype=np.float32), "a vector of no direction"),
 ])
-def test_a_query_adapter_that_is_not_384_by_384_fails_clearly(settings, tmp_path, content, message):
+def test_a_query_adapter_file_that_cannot_map_a_query_fails_clearly(settings, tmp_path, content, message):
     path = tmp_path / "adapter.npy"
     if content is not None:
         np.save(path, content)

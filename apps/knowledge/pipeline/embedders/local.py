@@ -110,5 +110,9 @@ class E5Embedder(Embedder):
         adapter = query_adapter() if self.options.get("query_adapter", True) is not False else None
         if adapter is not None:
             mapped = adapter @ np.asarray(vector, dtype=np.float32)
-            vector = mapped / np.linalg.norm(mapped)
+            norm = float(np.linalg.norm(mapped))
+            if not (np.isfinite(norm) and norm > 0):
+                raise EmbeddingFailed("KNOWLEDGE_E5_QUERY_ADAPTER maps this query to a vector of no direction "
+                                      "(zero or not finite): check the matrix.")
+            vector = mapped / norm
         return self._checked([vector.tolist()], 1)[0]
