@@ -171,7 +171,9 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
     each row's cosine similarity to the query (None without an embedding). A
     generation in `own_index` is read through its own GIN index, the others through the shared
     one, each term's postings intersected with their lexemes. No chunk of a document in
-    `withheld` (turned off) is read.
+    `withheld` (turned off) is read. Chunks tied at the cut go by their text's hash, then id: the
+    same texts pass whichever ingestion made them (by id alone, a random UUID, two ingests of
+    scifact ranked apart by up to 0.003 keyword nDCG@10; bench/README.md, stop 40).
 
     The terms are rows of an array, each joined laterally to its postings: one scan per index
     in the plan whatever the number of terms. (A branch per term, UNION ALL, made the planner
@@ -188,12 +190,13 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
         if generation_id in owned:
             # The generation named with its index's predicate (pipeline.sql.keyword_index_create_sql):
             # the planner matches the partial index, and no other index serves the clause.
-            branches.append("SELECT id FROM knowledge_chunk WHERE generation_id::text = %s AND kind = 'child' "  # noqa: S608 -- fixed SQL
+            branches.append("SELECT id, text_hash FROM knowledge_chunk "  # noqa: S608 -- fixed SQL
+                            "WHERE generation_id::text = %s AND kind = 'child' "
                             f"AND search_vector @@ t.term::tsquery AND NOT disabled{skip}")
             params += [str(generation_id), *skip_params]
     shared = [g for g in generation_ids if g not in owned]
     if shared:
-        branches.append("SELECT id FROM knowledge_chunk "  # noqa: S608 -- fixed SQL
+        branches.append("SELECT id, text_hash FROM knowledge_chunk "  # noqa: S608 -- fixed SQL
                         f"WHERE search_vector @@ (%s::tsquery && t.term::tsquery) AND NOT disabled{skip}")
         params += [" | ".join(_tsquery_lexeme(generation_lexeme(g)) for g in shared), *skip_params]
     columns, column_params = scorer.row_columns()
@@ -205,7 +208,7 @@ def _keyword_phase1(generation_ids: Sequence, scorer: KeywordScorer, limit: int,
         cursor.execute(
             "WITH best AS (SELECT h.id FROM unnest(%s::text[], %s::float8[]) AS t(term, w) "  # noqa: S608 -- fixed SQL
             f"CROSS JOIN LATERAL ({' UNION ALL '.join(branches)}) AS h "
-            "GROUP BY h.id ORDER BY sum(t.w) DESC, h.id LIMIT %s) "
+            "GROUP BY h.id, h.text_hash ORDER BY sum(t.w) DESC, h.text_hash, h.id LIMIT %s) "
             f"SELECT {columns}, {PLACEMENT_COLUMNS}{similarity} FROM best JOIN knowledge_chunk c ON c.id = best.id",
             [*params, limit, *column_params, *similarity_params],
         )
