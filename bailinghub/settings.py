@@ -302,11 +302,12 @@ KNOWLEDGE_EMBED_THREADS = env.int("KNOWLEDGE_EMBED_THREADS", default=1)
 # embedded 6x fewer passages per CPU-second than one (bench/embed_speed.py); raise it on a
 # machine with cores to spare.
 KNOWLEDGE_EMBED_DOCUMENT_THREADS = env.int("KNOWLEDGE_EMBED_DOCUMENT_THREADS", default=1)
-# A linear map applied to every query vector of the local e5 model (a 384 × 384 .npy; empty: none),
-# for a domain with judged queries of its own: bench/query_adapter.py trains one and measures it on
-# held-out queries. None ships: one trained on the four dev sets raised the vector channel on
-# held-out folds and not hybrid search (bench/README.md, stop 40). A model's option
-# {"query_adapter": false} leaves its queries as the model embeds them.
+# A linear map applied to the local e5 model's knowledge-search query vectors (not tool search's;
+# a 384 × 384 .npy; empty: none), for a domain with judged queries of its own:
+# bench/query_adapter.py trains one and measures it on held-out queries. None ships: one trained
+# on the four dev sets raised the vector channel on held-out folds and not hybrid search
+# (bench/README.md, stop 40). A model's option {"query_adapter": false} leaves its queries as
+# the model embeds them.
 KNOWLEDGE_E5_QUERY_ADAPTER = env.str("KNOWLEDGE_E5_QUERY_ADAPTER", default="")
 KNOWLEDGE_OPENAI_TIMEOUT_SECONDS = env.float("KNOWLEDGE_OPENAI_TIMEOUT_SECONDS", default=60.0)
 KNOWLEDGE_OPENAI_MAX_RETRIES = env.int("KNOWLEDGE_OPENAI_MAX_RETRIES", default=5)

@@ -109,13 +109,8 @@ def text_sha256(text: str) -> str:
 
 def embedder_config() -> dict[str, Any]:
     config: dict[str, Any] = dict(getattr(settings, "TOOL_EMBEDDER", None) or {})
-    provider, options = str(config.get("provider", "local")), dict(config.get("options") or {})
-    if provider == "local":
-        # KNOWLEDGE_E5_QUERY_ADAPTER is trained on knowledge queries and passages; tool
-        # descriptions are indexed without it, so a tool query mapped by it misses them.
-        options.setdefault("query_adapter", False)
-    return {"provider": provider, "name": str(config.get("name", "multilingual-e5-small")),
-            "dimension": int(config.get("dimension", 384)), "options": options}
+    return {"provider": str(config.get("provider", "local")), "name": str(config.get("name", "multilingual-e5-small")),
+            "dimension": int(config.get("dimension", 384)), "options": dict(config.get("options") or {})}
 
 
 def embedder_label() -> str:

@@ -53,11 +53,12 @@ def test_a_query_adapter_maps_each_query_vector_and_leaves_documents_alone(setti
     settings.KNOWLEDGE_E5_QUERY_ADAPTER = str(path)
     mapped = matrix @ np.asarray(query, dtype=np.float32)
     expected = mapped / np.linalg.norm(mapped)
-    assert np.allclose(plain.embed_query("退款多久到账？"), expected, atol=1e-6)
-    assert math.isclose(float(np.linalg.norm(plain.embed_query("退款多久到账？"))), 1.0, rel_tol=1e-5)
+    assert np.allclose(plain.embed_knowledge_query("退款多久到账？"), expected, atol=1e-6)
+    assert math.isclose(float(np.linalg.norm(plain.embed_knowledge_query("退款多久到账？"))), 1.0, rel_tol=1e-5)
+    assert plain.embed_query("退款多久到账？") == query  # other searches (tools) are not mapped
     assert plain.embed_documents(["退款会在三个工作日内原路退回。"])[0] == passage
     opted_out = E5Embedder(name="multilingual-e5-small", dimension=384, options={"query_adapter": False})
-    assert opted_out.embed_query("退款多久到账？") == query
+    assert opted_out.embed_knowledge_query("退款多久到账？") == query
 
 
 @pytest.mark.parametrize("content,message", [
@@ -74,7 +75,7 @@ def test_a_query_adapter_file_that_cannot_map_a_query_fails_clearly(settings, tm
         path.write_bytes(b"not an array")
     settings.KNOWLEDGE_E5_QUERY_ADAPTER = str(path)
     with pytest.raises(EmbeddingFailed, match=re.escape(message)):
-        E5Embedder(name="multilingual-e5-small", dimension=384).embed_query("退款")
+        E5Embedder(name="multilingual-e5-small", dimension=384).embed_knowledge_query("退款")
 
 
 def test_use_embeds_in_512_dimensions():
@@ -184,4 +185,4 @@ def test_a_query_adapter_in_an_npz_archive_fails_clearly(settings, tmp_path):
     np.savez(path, w=np.eye(384, dtype=np.float32))
     settings.KNOWLEDGE_E5_QUERY_ADAPTER = str(path)
     with pytest.raises(EmbeddingFailed, match=re.escape("is not one .npy array")):
-        E5Embedder(name="multilingual-e5-small", dimension=384).embed_query("退款")
+        E5Embedder(name="multilingual-e5-small", dimension=384).embed_knowledge_query("退款")

@@ -146,9 +146,9 @@ def _watch_query_embeddings(monkeypatch) -> list[tuple[str, str]]:
         embedder = real(model)
 
         class Watched:
-            def embed_query(self, text):
+            def embed_knowledge_query(self, text):
                 seen.append((threading.current_thread().name, text))
-                return embedder.embed_query(text)
+                return embedder.embed_knowledge_query(text)
 
         return Watched()
 
@@ -320,7 +320,7 @@ def test_an_embedding_error_on_the_worker_reaches_the_caller_waiting_for_the_vec
     threads = []
 
     class Down:
-        def embed_query(self, text):
+        def embed_knowledge_query(self, text):
             threads.append(threading.current_thread().name)
             raise RuntimeError("embedder down")
 

@@ -204,7 +204,7 @@ def _vector_channel(*, model: EmbeddingModel, query: str = "", query_vector: lis
         query_vector = embedded.result()
     try:
         if query_vector is None:
-            query_vector = embedder_for(model).embed_query(query)
+            query_vector = embedder_for(model).embed_knowledge_query(query)
     except BaseException as error:
         if embedded is not None and not embedded.done():
             embedded.set_exception(error)
@@ -274,7 +274,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         if beside is None:
             embedded = None
             started = time.perf_counter()
-            query_vector = embedder_for(model).embed_query(query)
+            query_vector = embedder_for(model).embed_knowledge_query(query)
             _add(timings, "query_embedding_ms", (time.perf_counter() - started) * 1000)
             if hybrid:
                 # The vector channel alone on the second connection.

@@ -71,6 +71,11 @@ class Embedder(ABC):
     @abstractmethod
     def embed_query(self, text: str) -> list[float]: ...
 
+    def embed_knowledge_query(self, text: str) -> list[float]:
+        """A knowledge search's query: embed_query's vector, which an embedder may map for the
+        knowledge base's passages (the local e5 model's KNOWLEDGE_E5_QUERY_ADAPTER)."""
+        return self.embed_query(text)
+
     def _checked(self, vectors: list[list[float]], count: int) -> list[list[float]]:
         if len(vectors) != count or any(len(vector) != self.dimension for vector in vectors):
             got = len(vectors[0]) if vectors else 0

@@ -107,12 +107,18 @@ class E5Embedder(Embedder):
     def embed_query(self, text: str) -> list[float]:
         with _lock:
             vector = _e5().query(text)
-        adapter = query_adapter() if self.options.get("query_adapter", True) is not False else None
-        if adapter is not None:
-            mapped = adapter @ np.asarray(vector, dtype=np.float32)
-            norm = float(np.linalg.norm(mapped))
-            if not (np.isfinite(norm) and norm > 0):
-                raise EmbeddingFailed("KNOWLEDGE_E5_QUERY_ADAPTER maps this query to a vector of no direction "
-                                      "(zero or not finite): check the matrix.")
-            vector = mapped / norm
         return self._checked([vector.tolist()], 1)[0]
+
+    def embed_knowledge_query(self, text: str) -> list[float]:
+        """The query mapped by KNOWLEDGE_E5_QUERY_ADAPTER, unless the model's option
+        {"query_adapter": false} opts out; other searches (tools) take embed_query's vector."""
+        vector = self.embed_query(text)
+        adapter = query_adapter() if self.options.get("query_adapter", True) else None
+        if adapter is None:
+            return vector
+        mapped = adapter @ np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(mapped))
+        if not (np.isfinite(norm) and norm > 0):
+            raise EmbeddingFailed("KNOWLEDGE_E5_QUERY_ADAPTER maps this query to a vector of no direction "
+                                  "(zero or not finite): check the matrix.")
+        return self._checked([(mapped / norm).tolist()], 1)[0]
