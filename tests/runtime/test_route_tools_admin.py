@@ -2,6 +2,7 @@
 tools and forced approvals picked from those sources, every pick checked by apps.tools.route_tools
 and saved through route_tools_set; refusals shown next to their field with nothing changed."""
 
+import html
 import re
 
 import pytest
@@ -292,3 +293,20 @@ def test_another_projects_provider_cannot_be_added(client, route, many_providers
     form = client.get(f"/admin/routes/route/{route.pk}/change/", {"add_source": str(foreign.pk)}
                       ).context["adminform"].form
     assert source_field_name(foreign) not in form.fields
+
+
+def test_saving_after_a_dry_run_returns_to_the_filtered_list(client, route):
+    """The dry-run panel posted to its own URL without the list's filters, and the page it answered
+    saved the route to the bare change URL: Save went back to the whole, unfiltered list."""
+    filters = {"_changelist_filters": "enabled__exact=1&q=store"}
+    page = client.get(f"/admin/routes/route/{route.pk}/change/", filters).content.decode()
+    [action] = re.findall(r'<form method="post" action="([^"]*)" class="bh-dry-run-form"', page)
+    action = html.unescape(action).split("#")[0]
+    assert action == f"/admin/routes/route/{route.pk}/dry-run/?_changelist_filters=enabled__exact%3D1%26q%3Dstore"
+    answered = client.post(action, {"dry_run": "退款要几天？"})
+    assert answered.status_code == 200 and answered.context["dry_run_form"].is_valid()
+    [form_action] = re.findall(r'<form [^>]*action="([^"]*)"[^>]*id="route_form"', answered.content.decode())
+    saved = client.post(html.unescape(form_action), _form(route, name="Store desk", _save="Save"))
+    assert saved.status_code == 302
+    assert saved["Location"] == "/admin/routes/route/?enabled__exact=1&q=store"
+    assert Route.objects.get(pk=route.pk).name == "Store desk"
