@@ -206,6 +206,10 @@ class KnowledgeBaseForm(forms.ModelForm):
         if any(name in self.errors for name in RERANK_FORM_FIELDS):
             return
         if not data.get("rerank_base_url") and not data.get("rerank_model"):
+            if data.get("rerank_api_key_env"):  # saved as off, the variable's name would be dropped unsaid
+                self.add_error("rerank_api_key_env", "A key variable belongs to a reranker: give the reranker's "
+                                                     "base URL and model, or leave this empty.")
+                return
             data["reranker"] = None
             return
         value = {"base_url": data.get("rerank_base_url") or "", "model": data.get("rerank_model") or "",

@@ -204,6 +204,28 @@ def test_the_admin_form_shows_a_bad_reranker_setting_beside_its_field(owner):
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
 
+def test_the_admin_form_refuses_a_key_variable_without_a_reranker(owner):
+    """Typed without a base URL and model, the variable's name was saved as no reranker: dropped
+    without a word."""
+    from django.test import Client
+
+    kb = KnowledgeBaseFactory(project=owner.project)
+    browser = Client()
+    browser.force_login(owner.user)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
+        "name": "renamed", "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
+        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "", "rerank_model": "",
+        "rerank_api_key_env": "RERANK_API_KEY", "rerank_candidates": "20", "rerank_timeout_ms": "3000",
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 200
+    field = response.content.decode().split("field-rerank_api_key_env", 1)[1].split("</div>\n", 2)[0]
+    assert "errorlist" in field and "base URL and model" in field
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
 def test_the_admin_form_sets_fusion_and_a_reranker(owner):
     from django.test import Client
 
