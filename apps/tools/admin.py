@@ -3,8 +3,11 @@ secret is write-only (never shown, never sent back to the browser)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import json
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -29,9 +32,13 @@ from .compiler.types import CompileResult
 from .errors import InvalidProvider, SpecRefusedError
 from .models import RouteToolSource, Tool, ToolProvider
 
-# A spec at its limit, as a file and pasted, plus the rest of the form.
-ADMIN_BODY_MAX_BYTES = 2 * MAX_SPEC_BYTES + 64 * 1024
+# A spec at its limit as a file, pasted, and carried from a preview (base64 of zlib: at worst a third
+# over its size, plus zlib's few bytes), plus the rest of the form.
+ADMIN_BODY_MAX_BYTES = 2 * MAX_SPEC_BYTES + (MAX_SPEC_BYTES * 4 // 3 + 64 * 1024) + 64 * 1024
 PREVIEW_BUTTON = "_preview"
+# A spec file the form read (previewed, or shown again for another field's error) goes back to the
+# browser in this hidden field, so Save needs no second upload: a browser never refills a file input.
+CARRIED_SPEC_FIELD = "previewed_spec"
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -93,7 +100,20 @@ class ToolProviderForm(forms.ModelForm):
             return upload.read(), upload.name
         if text.strip():
             return text.encode("utf-8"), ""
+        carried = self.data.get(CARRIED_SPEC_FIELD)
+        if carried and self.data.get(CARRIED_SPEC_FIELD + "_keep"):  # unticked: the page's spec stays as it is
+            try:
+                return spec_uncarry(carried)
+            except ValueError:
+                self.add_error("spec_file", "The previewed file could not be read back; choose it again.")
         return None, ""
+
+    @property
+    def carried_spec(self) -> str:
+        """The hidden field's value when the page is shown again: the spec file this form read."""
+        if self.spec_bytes is None or not self.spec_filename:
+            return ""  # nothing read, or pasted text (the text box shows it again itself)
+        return spec_carry(self.spec_bytes, self.spec_filename)
 
     def clean(self) -> dict[str, Any]:
         super().clean()  # ModelForm's returns self.cleaned_data (its stubs allow None)
@@ -124,9 +144,32 @@ class ToolProviderForm(forms.ModelForm):
         if PREVIEW_BUTTON in self.data and not self.errors:
             raise forms.ValidationError(
                 "Preview only: nothing is saved yet. Review the compile report below, then press Save"
-                + (" (choose the file again)." if self.cleaned_data.get("spec_file") else "."),
+                + (f" (it saves {self.spec_filename}, kept from the preview: no need to choose it again)."
+                   if self.spec_filename else "."),
                 code="preview")
         return cleaned
+
+
+def spec_carry(spec: bytes, filename: str) -> str:
+    """A spec file and its name as one hidden field's value: `base64(name) "." base64(zlib(spec))`."""
+    return (base64.urlsafe_b64encode(filename.encode("utf-8")).decode("ascii") + "."
+            + base64.b64encode(zlib.compress(spec, 6)).decode("ascii"))
+
+
+def spec_uncarry(value: str) -> tuple[bytes, str]:
+    """spec_carry's value back; ValueError for anything else, or a spec past the limit once inflated.
+    It is the operator's own input like a pasted spec, and is compiled again the same way."""
+    name_part, _, data_part = value.partition(".")
+    inflater = zlib.decompressobj()
+    try:
+        filename = base64.urlsafe_b64decode(name_part.encode("ascii")).decode("utf-8")
+        spec = inflater.decompress(base64.b64decode(data_part.encode("ascii"), validate=True), MAX_SPEC_BYTES + 1)
+    except (UnicodeError, binascii.Error, zlib.error) as exc:
+        raise ValueError("not a carried spec") from exc
+    whole = inflater.eof and not inflater.unconsumed_tail and len(spec) <= MAX_SPEC_BYTES
+    if not whole or not filename or len(filename) > 255:
+        raise ValueError("not a carried spec")
+    return spec, filename
 
 
 # A provider's page lists its tools, each with its switch, up to this many.
@@ -314,6 +357,7 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             context["compile_diff"]["stranded"] = invocations.approvals_stranded(
                 provider=obj, compiled_by_name={tool.name: tool.as_dict() for tool in form.compile_result.tools})
         context["preview_button"] = PREVIEW_BUTTON
+        context["carried_spec"] = (CARRIED_SPEC_FIELD, form.carried_spec, form.spec_filename)
         # A reader's page has no form to preview: the button led to a 403.
         context["can_import"] = self.has_add_permission(request) if add else self.has_change_permission(request, obj)
         if _only_preview(form):

@@ -39,11 +39,13 @@ def test_an_operator_previews_saves_and_switches_tools(logged_in_page, project):
     page.screenshot(path=str(SHOTS / "tools_provider_preview.png"), full_page=True)
     assert not ToolProvider.objects.exists()
 
+    # The file previewed is kept: Save needs no second upload (a browser never refills a file input).
+    assert "Save with store.yaml, the file read above" in page.inner_text("#carried-spec")
     page.fill("input[name=signing_secret]", "browser-secret-1")
-    page.set_input_files("input[name=spec_file]", str(FIXTURES / "store.yaml"))
     page.click("input[name=_save]")
     page.wait_for_url(re.compile(r".*/admin/tools/toolprovider/$"))
     provider = ToolProvider.objects.get(name="store")
+    assert provider.spec_filename == "store.yaml" and bytes(provider.spec) == (FIXTURES / "store.yaml").read_bytes()
     page.goto(f"/admin/tools/toolprovider/{provider.pk}/change/")
     rows = page.locator("#tools-group tbody tr.form-row")
     assert rows.count() == 5

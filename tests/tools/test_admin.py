@@ -3,7 +3,11 @@ before saving, re-import with a diff, switch tools; the secret is never shown.""
 
 from __future__ import annotations
 
+import base64
+import html
 import json
+import re
+import zlib
 
 import pytest
 from django.contrib.admin.templatetags.admin_list import result_headers
@@ -13,6 +17,8 @@ from django.test import Client
 from django.utils.text import capfirst
 
 from apps.projects.models import Membership
+from apps.tools.admin import spec_carry, spec_uncarry
+from apps.tools.compiler.loader import MAX_SPEC_BYTES
 from apps.tools.crypto import secret_decrypt
 from apps.tools.models import Tool, ToolProvider
 from tests.projects.factories import MembershipFactory, ProjectFactory
@@ -141,6 +147,86 @@ def test_preview_shows_the_compile_report_and_saves_nothing(browser, owner):
     assert "<code>acc_risk_level_invalid</code></td><td>everything_wrong</td>" in page
     assert "risk high" in page
     assert not ToolProvider.objects.exists()
+
+
+def _carried(page: str) -> str:
+    [value] = re.findall(r'<input type="hidden" name="previewed_spec" value="([^"]*)">', page)
+    return html.unescape(value)
+
+
+def test_a_previewed_file_is_saved_without_choosing_it_again(browser, owner):
+    """A browser never refills a file input: after a preview the operator had to choose the file
+    again, or Save said "Upload a spec file"."""
+    upload = SimpleUploadedFile("store.yaml", STORE_SPEC, content_type="application/yaml")
+    page = browser.post("/admin/tools/toolprovider/add/",
+                        add_form(owner, spec_file=upload, _preview="1")).content.decode()
+    assert "then press Save (it saves store.yaml, kept from the preview: no need to choose it again)." in page
+    assert '<input type="checkbox" name="previewed_spec_keep" checked>' in page
+    assert not ToolProvider.objects.exists()
+    response = browser.post("/admin/tools/toolprovider/add/",
+                            add_form(owner, previewed_spec=_carried(page), previewed_spec_keep="on"))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    provider = ToolProvider.objects.get(project=owner.project, name="store")
+    assert (bytes(provider.spec), provider.spec_filename, provider.tools.count()) == (STORE_SPEC, "store.yaml", 5)
+
+
+def test_a_file_shown_again_for_another_fields_error_is_kept_too(browser, owner):
+    upload = SimpleUploadedFile("store.yaml", STORE_SPEC, content_type="application/yaml")
+    page = browser.post("/admin/tools/toolprovider/add/",
+                        add_form(owner, name="Store A", spec_file=upload)).content.decode()
+    assert spec_uncarry(_carried(page)) == (STORE_SPEC, "store.yaml")
+
+
+def test_a_pasted_spec_is_not_carried_twice(browser, owner):
+    page = browser.post("/admin/tools/toolprovider/add/",
+                        add_form(owner, spec_text=STORE_SPEC.decode(), _preview="1")).content.decode()
+    assert 'name="previewed_spec"' not in page
+
+
+def test_an_unticked_previewed_file_is_not_saved(browser, owner):
+    carried = spec_carry(STORE_SPEC, "store.yaml")
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, previewed_spec=carried))
+    assert response.context["adminform"].form.errors == {"spec_file": ["Upload a spec file or paste one below."]}
+    assert not ToolProvider.objects.exists()
+
+
+def test_a_new_file_takes_the_previewed_ones_place(browser, owner):
+    upload = SimpleUploadedFile("no_acc.json", (FIXTURES / "no_acc.json").read_bytes(), content_type="application/json")
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(
+        owner, spec_file=upload, previewed_spec=spec_carry(STORE_SPEC, "store.yaml"), previewed_spec_keep="on"))
+    assert response.status_code == 302
+    assert ToolProvider.objects.get(name="store").spec_filename == "no_acc.json"
+
+
+@pytest.mark.parametrize("carried", [
+    "not base64 at all", "c3RvcmUueWFtbA==.AAAA", ".", "c3RvcmUueWFtbA==." + base64.b64encode(b"plain").decode(),
+    # Past the limit once inflated: 20 MiB + 1 of spaces in a few KB.
+    "c3RvcmUueWFtbA==." + base64.b64encode(zlib.compress(b" " * (MAX_SPEC_BYTES + 1), 9)).decode(),
+    # A name of 256 characters.
+    base64.urlsafe_b64encode(b"a" * 256).decode() + "." + base64.b64encode(zlib.compress(STORE_SPEC)).decode(),
+])
+def test_a_carried_spec_that_cannot_be_read_back_is_refused_and_saves_nothing(browser, owner, carried):
+    response = browser.post("/admin/tools/toolprovider/add/",
+                            add_form(owner, previewed_spec=carried, previewed_spec_keep="on"))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["spec_file"] == [
+        "The previewed file could not be read back; choose it again."]
+    assert not ToolProvider.objects.exists()
+
+
+def test_a_previewed_re_import_is_saved_from_the_carried_file(browser, owner):
+    provider = ToolProviderFactory(project=owner.project)
+    refs = (FIXTURES / "refs.yaml").read_bytes()
+    upload = SimpleUploadedFile("refs.yaml", refs, content_type="application/yaml")
+    data = {"base_url": provider.base_url, "enabled": "on", **tool_rows(provider)}
+    page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/",
+                        {**data, "spec_file": upload, "_preview": "1"}).content.decode()
+    assert "2 added, 5 removed, 0 changed, 0 unchanged" in page and provider.tools.count() == 5
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/",
+                            {**data, "previewed_spec": _carried(page), "previewed_spec_keep": "on"})
+    assert response.status_code == 302
+    provider.refresh_from_db()
+    assert (bytes(provider.spec), provider.spec_filename, provider.tools.count()) == (refs, "refs.yaml", 2)
 
 
 def test_a_preview_asks_for_the_typed_secret_again_without_showing_it(browser, owner):
