@@ -6,6 +6,8 @@ and not re-sent."""
 from __future__ import annotations
 
 import re
+import time
+from dataclasses import replace
 
 import pytest
 from bailinghub_mcp import wire
@@ -241,3 +243,23 @@ def test_a_tool_list_taken_while_the_hub_is_down_counts_as_changed_until_one_suc
     names = [tool["name"] for tool in bridge.listed_tools()]
     assert names == ["lookup_product", "issue_refund"]
     assert bridge.tools_changed is False
+
+
+@pytest.mark.parametrize("answer", [(503, {"error": "agent_auth_unavailable", "message": "Down."}), (502, {})],
+                         ids=["hub_error", "wire_error"])
+def test_a_refresh_that_fails_before_the_call_is_sent_names_no_invocation(hub, bridge, answer):
+    """The access token is refreshed before the call goes out; a refresh the hub failed was shown
+    as the call's own failure: "may or may not have been recorded, do not call again", with an
+    invocation id the hub never saw, listed as reconciliation_required when the run completed."""
+    bridge.governed_tools()
+    expired = replace(bridge.session.credentials, access_expires_at=time.time())
+    bridge.session.store.save(expired)
+    bridge.session.credentials = expired
+    hub.script[("POST", "/agent-auth/v1/token")] = [answer]
+
+    outcome = bridge.invoke("issue_refund", {"order_id": "SO-1"})
+
+    assert hub.sent(*INVOKE) == []
+    assert outcome.is_error is True and outcome.data["error"] == "refresh_failed"
+    assert "invocation_id" not in outcome.data and "Do not call" not in outcome.text
+    assert bridge.invocations == {}

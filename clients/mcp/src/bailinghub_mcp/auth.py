@@ -191,14 +191,14 @@ class HubSession:
 
     def call(self, method: str, path: str, *, json_body: Any = None, expect: int = 200, schema: str | None = None,
              headers: dict[str, str] | None = None) -> wire.Answer:
-        token = self.access_token()
+        token = self._token()
         try:
             return wire.send(self.client, method, path, json_body=json_body, token=token, expect=expect,
                              schema=schema, headers=headers)
         except wire.HubError as exc:
             if exc.status != 401:
                 raise
-        token = self.access_token(force_refresh_of=token)
+        token = self._token(force_refresh_of=token)
         try:
             return wire.send(self.client, method, path, json_body=json_body, token=token, expect=expect,
                              schema=schema, headers=headers)
@@ -206,6 +206,18 @@ class HubSession:
             if exc.status == 401:
                 raise SessionExpired("The hub refused the refreshed token; run `bailinghub-mcp login` again.") from None
             raise
+
+    def _token(self, *, force_refresh_of: str | None = None) -> str:
+        """The access token for a call. A refresh that fails is reported as not sent: the call itself
+        never ran (it was not made, or refused as unauthorized), whatever became of the refresh."""
+        try:
+            return self.access_token(force_refresh_of=force_refresh_of)
+        except wire.HubError as exc:
+            detail = f"the hub answered {exc.status} {exc.code}"
+        except wire.WireError as exc:
+            detail = exc.message
+        raise wire.WireError("refresh_failed", f"The access token could not be refreshed ({detail}); the request "
+                             "was not run.") from None
 
     def access_token(self, *, force_refresh_of: str | None = None) -> str:
         with self.lock:
