@@ -1,4 +1,4 @@
-"""JSON-RPC envelopes checked before the MCP SDK reads them (Streamable HTTP).
+"""JSON-RPC envelopes checked before the MCP SDK reads them (Streamable HTTP, and stdio's lines).
 
 The SDK answers an envelope it cannot validate with -32602 (invalid params) and a multi-kilobyte
 dump of its validation errors, takes `"id": null` for a notification (202, no answer), and refuses
@@ -21,6 +21,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 # The SDK's own limit for a message; refused here first so the answer is JSON-RPC.
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -72,9 +73,28 @@ def envelope_problem(message: Any) -> str | None:
     return None
 
 
+def error_message(code: int, message: str, request_id: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id if _valid_id(request_id) else None,
+            "error": {"code": code, "message": message}}
+
+
+def line_error(line: str) -> dict[str, Any] | None:
+    """The JSON-RPC error that answers one line of stdio, or None when the line is a message MCP
+    accepts. (Over stdio the SDK drops any other line in silence: a host waits for ever for the
+    answer to a request it got wrong, and a parse error is never said.)"""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return error_message(PARSE_ERROR, f"Parse error: {str(exc)[:120]}")
+    problem = envelope_problem(message)
+    if problem is None:
+        return None
+    return error_message(INVALID_REQUEST, f"Invalid Request: {problem}",
+                         message.get("id") if isinstance(message, dict) else None)
+
+
 async def _answer(send: Send, status: int, message: str, request_id: Any = None) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": request_id if _valid_id(request_id) else None,
-                       "error": {"code": INVALID_REQUEST, "message": message}}).encode()
+    body = json.dumps(error_message(INVALID_REQUEST, message, request_id)).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
@@ -148,4 +168,4 @@ class JsonRpcEnvelope:
         await self.app(scope, replay, send)
 
 
-__all__ = ["JsonRpcEnvelope", "envelope_problem"]
+__all__ = ["JsonRpcEnvelope", "envelope_problem", "line_error"]

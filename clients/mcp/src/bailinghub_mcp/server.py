@@ -4,20 +4,24 @@ one MCP session per process) or Streamable HTTP on 127.0.0.1."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import math
+import os
+from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from bailinghub_mcp import __version__, wire
 from bailinghub_mcp.auth import HubSession, SessionExpired
 from bailinghub_mcp.bridge import BUILTIN_TOOLS, Bridge, BridgeError, Outcome, hub_failure
-from bailinghub_mcp.envelope import JsonRpcEnvelope
+from bailinghub_mcp.envelope import JsonRpcEnvelope, line_error
 
 log = logging.getLogger("bailinghub_mcp")
 
@@ -110,12 +114,38 @@ class _Server(Server):
                                                      experimental_capabilities, extensions)
 
 
+async def _checked_lines(lines: AsyncIterable[str],
+                         answers: MemoryObjectSendStream[SessionMessage]) -> AsyncIterator[str]:
+    """stdin's lines for the SDK; one that is no JSON-RPC message MCP accepts gets its JSON-RPC
+    error here instead (the SDK drops it without a word), a blank one is skipped."""
+    async for line in lines:
+        if not line.strip():
+            continue
+        error = line_error(line)
+        if error is None:
+            yield line
+        else:
+            await answers.send(SessionMessage(types.JSONRPCError.model_validate(error)))
+
+
+async def _forward(answers: MemoryObjectReceiveStream[SessionMessage], write_stream: Any) -> None:
+    async with answers:
+        async for message in answers:
+            await write_stream.send(message)
+
+
 def serve_stdio(bridge: Bridge) -> None:
     server = build_server(bridge)
 
     async def run() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        answers, to_forward = anyio.create_memory_object_stream[SessionMessage](math.inf)
+        # Read as the SDK reads stdin (UTF-8, undecodable bytes replaced), from a descriptor of our own.
+        stdin = anyio.wrap_file(open(os.dup(0), encoding="utf-8", errors="replace"))  # noqa: SIM115
+        lines = cast("anyio.AsyncFile[str]", _checked_lines(stdin, answers))
+        async with stdio_server(stdin=lines) as (read_stream, write_stream), anyio.create_task_group() as errors:
+            errors.start_soon(_forward, to_forward, write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
+            errors.cancel_scope.cancel()
 
     anyio.run(run)
 
