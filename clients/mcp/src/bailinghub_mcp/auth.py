@@ -25,6 +25,7 @@ from bailinghub_mcp.credentials import Credentials, CredentialsError, TokenStore
 
 REFRESH_MARGIN_SECONDS = 30
 CALLBACK_PATH = "/callback"
+CALLBACK_IDLE_SECONDS = 30
 ROUTE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 
 
@@ -44,27 +45,31 @@ def device_label() -> str:
 
 
 class LoopbackListener:
-    """Waits for the one redirect the browser brings back. Only a request on the callback path
-    carrying this login's `state` counts; anything else is answered 400 and ignored (a page that
-    guessed the port cannot finish, or break, the login)."""
+    """Waits for the one redirect the browser brings back. Only the first request on the callback
+    path carrying this login's `state` counts; anything else is answered 400 and ignored (a page
+    that guessed the port cannot finish, or break, the login)."""
 
     def __init__(self, state: str) -> None:
         self.state = state
         self.result: dict[str, str] | None = None
         self.done = threading.Event()
+        taking = threading.Lock()
         listener = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            timeout = CALLBACK_IDLE_SECONDS  # a connection that sends nothing is dropped
+
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 query = {key: values[0] for key, values in parse_qs(parts.query).items() if len(values) == 1}
-                # Bytes: compare_digest raises on a str with non-ASCII characters.
-                if parts.path != CALLBACK_PATH or listener.done.is_set() or not secrets.compare_digest(
-                        query.get("state", "").encode(), listener.state.encode()):
-                    self._answer(400, "This is not the sign-in this program is waiting for.")
-                    return
-                listener.result = query
-                listener.done.set()
+                with taking:
+                    # Bytes: compare_digest raises on a str with non-ASCII characters.
+                    if parts.path != CALLBACK_PATH or listener.done.is_set() or not secrets.compare_digest(
+                            query.get("state", "").encode(), listener.state.encode()):
+                        self._answer(400, "This is not the sign-in this program is waiting for.")
+                        return
+                    listener.result = query
+                    listener.done.set()
                 if "code" in query:
                     self._answer(200, "Signed in to BailingHub. You can close this window.")
                 else:
@@ -83,7 +88,9 @@ class LoopbackListener:
             def log_message(self, format: str, *args: Any) -> None:  # the callback URL holds the code
                 pass
 
-        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        # A thread per connection: browsers open speculative connections they may never use, and one
+        # connection at a time kept the callback waiting behind such an idle one.
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.redirect_uri = f"http://127.0.0.1:{self.server.server_port}{CALLBACK_PATH}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
