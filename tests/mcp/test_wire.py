@@ -138,3 +138,12 @@ def test_a_hub_slower_than_the_timeout_is_given_up_and_the_request_counted_as_se
         send(fake_hub)
     assert (refused.value.reason, refused.value.sent) == ("timeout", True)
     assert time.monotonic() - started < 1.4
+
+
+def test_a_body_its_content_encoding_cannot_decode_is_refused_and_counted_as_sent(fake_hub):
+    """httpx's DecodingError went past every rule: a governed call whose answer came back so was
+    not recorded as unknown, and the model was not told to inspect it rather than call again."""
+    fake_hub.answer = (200, {"Content-Encoding": "gzip"}, b'{"schema_version": "not gzip"}', 0)
+    with pytest.raises(wire.WireError) as refused:
+        send(fake_hub)
+    assert (refused.value.reason, refused.value.sent) == ("undecodable", True)

@@ -121,6 +121,10 @@ def _read_bounded(response: httpx.Response, deadline: float, what: str) -> bytes
             chunks.append(chunk)
     except httpx.TimeoutException:
         raise WireError("timeout", f"The answer to {what} took over {TIMEOUT_SECONDS:.0f} s.", sent=True) from None
+    except httpx.DecodingError:
+        encoding = response.headers.get("Content-Encoding", "")[:40]
+        raise WireError("undecodable", f"The answer to {what} could not be decoded as its Content-Encoding "
+                        f"{encoding!r} says.", sent=True) from None
     except httpx.TransportError as exc:
         raise WireError("connection_lost", f"The answer to {what} was cut off: {type(exc).__name__}.",
                         sent=True) from None
