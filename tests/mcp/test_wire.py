@@ -147,3 +147,11 @@ def test_a_body_its_content_encoding_cannot_decode_is_refused_and_counted_as_sen
     with pytest.raises(wire.WireError) as refused:
         send(fake_hub)
     assert (refused.value.reason, refused.value.sent) == ("undecodable", True)
+
+
+def test_a_body_nested_past_the_parsers_stack_is_refused_as_not_json(fake_hub):
+    """json's RecursionError went past every rule, as a DecodingError did."""
+    fake_hub.answer = (200, {}, b"[" * 200_000 + b"]" * 200_000, 0)
+    with pytest.raises(wire.WireError) as refused:
+        send(fake_hub)
+    assert (refused.value.reason, refused.value.sent) == ("not_json", True)

@@ -134,7 +134,7 @@ def _read_bounded(response: httpx.Response, deadline: float, what: str) -> bytes
 def _json_object(raw: bytes, what: str, status: int) -> dict[str, Any]:
     try:
         body = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested past json's stack
         raise WireError("not_json", f"The hub's {status} to {what} is not JSON.", sent=True) from None
     if not isinstance(body, dict):
         raise WireError("not_json", f"The hub's {status} to {what} is not a JSON object.", sent=True)
