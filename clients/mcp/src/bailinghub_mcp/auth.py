@@ -268,21 +268,25 @@ class HubSession:
 
 def logout(store: TokenStore, *, transport: httpx.BaseTransport | None = None) -> str:
     """Revokes the session on the hub (by refresh token, which works even when the access token
-    has expired), then deletes the stored tokens whatever the hub said."""
-    try:
-        credentials = store.load()
-    except CredentialsError:
+    has expired), then deletes the stored tokens whatever the hub said. Under the store's lock: a
+    server's refresh under way saves its rotated pair first, and none saves one after the delete."""
+    if not store.path.exists():  # nothing to lock for (the lock would create the directory)
         return "Not signed in."
-    outcome = "revoked on the hub"
-    try:
-        with wire.new_client(credentials.hub, transport=transport) as client:
-            answer = wire.send(client, "POST", "/agent-auth/v1/revoke", json_body={
-                "client_app_id": credentials.client_app_id, "refresh_token": credentials.refresh_token})
-            if (answer.body or {}).get("revoked") is not True:
-                outcome = "the hub did not confirm the revocation"
-    except wire.HubError as exc:
-        outcome = f"the hub refused the revocation ({exc.code}); it may have ended already"
-    except wire.WireError as exc:
-        outcome = f"the hub could not be reached ({exc.reason}); the session ends when it expires"
-    store.delete()
+    with store.locked():
+        try:
+            credentials = store.load()
+        except CredentialsError:
+            return "Not signed in."
+        outcome = "revoked on the hub"
+        try:
+            with wire.new_client(credentials.hub, transport=transport) as client:
+                answer = wire.send(client, "POST", "/agent-auth/v1/revoke", json_body={
+                    "client_app_id": credentials.client_app_id, "refresh_token": credentials.refresh_token})
+                if (answer.body or {}).get("revoked") is not True:
+                    outcome = "the hub did not confirm the revocation"
+        except wire.HubError as exc:
+            outcome = f"the hub refused the revocation ({exc.code}); it may have ended already"
+        except wire.WireError as exc:
+            outcome = f"the hub could not be reached ({exc.reason}); the session ends when it expires"
+        store.delete()
     return f"Signed out: {outcome}; local tokens deleted."
