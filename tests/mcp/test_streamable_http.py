@@ -142,3 +142,17 @@ def _json_rpc(answer: httpx.Response) -> dict:
         return answer.json()
     (data,) = [line[len("data:"):] for line in answer.text.splitlines() if line.startswith("data:")]
     return json.loads(data)
+
+
+def test_a_host_or_origin_the_sdk_refuses_is_refused_before_the_body_is_checked(hub, tmp_path):
+    """The envelope took any Host or Origin naming a loopback host for one the SDK admits, so these
+    bodies got its 400 (read in full) where the SDK's DNS-rebinding refusal belongs: the SDK admits
+    an explicit port only, and an Origin only over http."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
+    foreign = [("Origin", "http://localhost"), ("Origin", "https://127.0.0.1:8765"), ("Host", "localhost")]
+    with serving(hub, tmp_path) as url:
+        statuses = [httpx.post(url, headers={**headers, name: value}, json=batch, timeout=5).status_code
+                    for name, value in foreign]
+
+    assert statuses == [403, 403, 421]

@@ -27,23 +27,17 @@ INVALID_REQUEST = -32600
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def _host_of(value: str) -> str:
-    """`127.0.0.1:8765` → `127.0.0.1`, `[::1]:8765` → `::1`, `http://localhost:1` → `localhost`."""
-    value = value.split("://", 1)[-1].split("/", 1)[0]
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+# What the SDK admits when it serves 127.0.0.1 (its DNS-rebinding protection): a loopback Host with
+# an explicit port, and an Origin, when there is one, of http:// on such a host.
+LOOPBACK_HOSTS = ("127.0.0.1:", "localhost:", "[::1]:")
+LOOPBACK_ORIGINS = tuple(f"http://{host}" for host in LOOPBACK_HOSTS)
 
 
 def _loopback(scope: Scope) -> bool:
-    """Host, and Origin when there is one, name this machine."""
+    """Host, and Origin when there is one, are ones the SDK admits."""
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers") or []}
     origin = headers.get("origin")
-    return _host_of(headers.get("host", "")) in LOOPBACK_HOSTS and (
-        origin is None or _host_of(origin) in LOOPBACK_HOSTS)
+    return headers.get("host", "").startswith(LOOPBACK_HOSTS) and (not origin or origin.startswith(LOOPBACK_ORIGINS))
 
 
 def _valid_id(value: Any) -> bool:
