@@ -855,10 +855,22 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
     (its message lost with a broker restart, or never sent by a process that died after commit)
     goes to the dispatcher again, which claims it once; a claimed call with no answer past its
     dispatch deadline becomes ``reconciliation_required``, as a resume would make it; a queued call
-    whose frozen arguments cannot be read is settled. Rows another transaction holds are left for
-    the next round."""
+    whose frozen arguments cannot be read is settled; so is a call whose approval expired with
+    nobody deciding (``denied``, as a resume would make it: it gives back its task's write
+    reservation and drops its frozen arguments). Rows another transaction holds are left for the
+    next round."""
     now = now or timezone.now()
     counts = {"requeued": 0, "uncertain": 0, "settled": 0}
+    lapsed = Invocation.objects.filter(state=State.AWAITING_APPROVAL, approval__status=Approval.Status.PENDING,
+                                       approval__expires_at__lte=now)
+    for pk in list(lapsed.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
+        with transaction.atomic():
+            inv = lapsed.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(
+                pk=pk).first()
+            if inv is None:
+                continue
+            _approval_lapsed(inv, now=now)
+        counts["settled"] += 1
     queued = Invocation.objects.filter(
         state=State.IN_PROGRESS, journal_state=Journal.ABSENT,
         updated_at__lte=now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS))
@@ -875,6 +887,17 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
             # still in progress: sent to the dispatcher again; else settled (its arguments lost)
             counts[_WATCHDOG_OUTCOMES.get(state, "settled")] += 1
     return counts
+
+
+def _approval_lapsed(inv: Invocation, *, now: datetime) -> None:
+    """``inv`` (its row locked, so no decision is taken meanwhile) waits for an approval that
+    expired undecided: the approval is marked expired and the call denied."""
+    approval = Approval.objects.select_for_update().get(invocation=inv)
+    if approval.status != Approval.Status.PENDING or approval.expires_at > now:
+        return
+    approval.status = Approval.Status.EXPIRED
+    approval.save(update_fields=["status", "updated_at"])
+    _denied(inv, expired=True)
 
 
 def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:

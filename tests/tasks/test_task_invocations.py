@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import timedelta
 
 from django.db import connection
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.tasks.models import Task
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
+from apps.tools.invocations import invocation_watchdog
+from apps.tools.models import Approval
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.ledger.helpers import open_turn
 from tests.projects.factories import MembershipFactory
@@ -131,6 +135,20 @@ def test_an_uncertain_write_keeps_its_reservation(shop, dispatching, settings):
     task.refresh_from_db()
     assert (task.write_reserved, task.write_consumed, task.active_permits) == (1, 0, 1)
     assert Task.objects.get(pk=task.pk).charges.get().outcome == "uncertain"
+
+
+def test_a_write_whose_approval_expired_undecided_gives_its_reservation_back(shop):
+    task, _ = _task(shop, [shop.session], tools=("refund_issue",), max_write_calls=1)
+    run_id = _bound_run(shop, shop.token, task)
+    refund = {"order_id": "SO-1", "amount": 5}
+    assert _post(shop.token, _body(shop, run_id, "refund_issue", refund)).json()["state"] == "awaiting_approval"
+    Approval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    invocation_watchdog()
+    task.refresh_from_db()
+    assert (task.write_reserved, task.write_consumed, task.active_permits) == (0, 0, 0)
+    again = _post(shop.token, _body(shop, run_id, "refund_issue", {**refund, "order_id": "SO-2"}))
+    assert (again.status_code, again.json()["state"]) == (200, "awaiting_approval")
+    assert shop.server.received == []
 
 
 def test_a_receipt_re_verifies_the_member_set(shop, dispatching):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.projects.tokens import operator_token_create
-from apps.tools.invocations import approval_decide
+from apps.tools.invocations import approval_decide, invocation_watchdog
 from apps.tools.models import Approval, Invocation
 from tests.projects.factories import MembershipFactory
 from tests.tools.invocation_helpers import new_id, stored
@@ -101,6 +101,19 @@ def test_an_expired_approval_reads_as_denied(shop):
     Approval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     assert shop.resume(invocation_id).json()["state"] == "denied"
     assert shop.receipt(invocation_id).json()["approval"]["status"] == "denied"
+    assert shop.server.received == []
+
+
+def test_the_watchdog_denies_a_call_whose_approval_expired_undecided(shop):
+    """Nobody resumes it: the watchdog settles it as a resume would, and its frozen arguments go."""
+    invocation_id = new_id()
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1}, invocation_id=invocation_id)
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0, "settled": 0}  # not expired yet
+    Approval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert invocation_watchdog() == {"requeued": 0, "uncertain": 0, "settled": 1}
+    invocation = Invocation.objects.select_related("approval").get()
+    assert (invocation.state, invocation.frozen_arguments, invocation.approval.status) == ("denied", "", "expired")
+    assert shop.resume(invocation_id).json()["state"] == "denied"
     assert shop.server.received == []
 
 
