@@ -51,6 +51,7 @@ class MemberSpec:
     workspace: str
     client_conversation_id: str
     allowed_tools: tuple[str, ...] = ()
+    client_app_id: str | None = None  # optional: when given, it must be the session's client app
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,8 @@ def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) ->
         end = session_end(session=session, now=now)
         if end is not None:
             invalid.add(f"{name}.session_id", _MEMBER_REFUSALS[end])
+        if member.client_app_id is not None and member.client_app_id != session.client.app_id:
+            invalid.add(f"{name}.client_app_id", "Not the client app of this session.")
         granted = set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
         if not ROUTE_KEY_RE.fullmatch(member.workspace) or member.workspace not in granted:
             invalid.add(f"{name}.workspace", "Not a workspace this session may use.")
@@ -162,7 +165,10 @@ def _validate(project: Project, members: list[MemberSpec], policy: PolicySpec) -
 
 
 def _request_hash(*, name: str, members: list[MemberSpec], policy: PolicySpec) -> str:
-    return revision_of({"name": name, "members": [asdict(m) for m in members], "policy": _policy_public(policy)})
+    # A member without client_app_id hashes as it did before the field existed: earlier requests still replay.
+    shown = [{key: value for key, value in asdict(m).items() if key != "client_app_id" or value is not None}
+             for m in members]
+    return revision_of({"name": name, "members": shown, "policy": _policy_public(policy)})
 
 
 def task_create(*, project: Project, user: Any, request_id: str, members: list[MemberSpec], policy: PolicySpec,

@@ -211,6 +211,26 @@ def test_builder_refuses_an_invalid_task_with_422_naming_the_field(world, overri
     assert Task.objects.count() == 0
 
 
+def _member_with_app(world, app_id):
+    member = _create_body(world)["members"][0]
+    return [{**member, "client_app_id": app_id}]
+
+
+def test_builder_takes_the_contracts_member_shape_with_client_app_id(world):
+    members = _member_with_app(world, world.first.session.client.app_id)
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, members=members))
+    assert response.status_code == 201, response.json()
+    assert Task.objects.get().members.get().client_app_id == world.first.session.client.app_id
+
+
+def test_builder_refuses_a_member_whose_client_app_id_is_not_the_sessions(world):
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, members=_member_with_app(world, "other-app")))
+    body = response.json()
+    assert (response.status_code, body["error"], list(body["fields"])) == (
+        422, "invalid_task", ["members[0].client_app_id"]), body
+    assert Task.objects.count() == 0
+
+
 def test_builder_control_is_compare_and_set(world):
     task_id = _post(world, "/api/v1/builder/tasks", _create_body(world)).json()["data"]["id"]
     url = f"/api/v1/builder/tasks/{task_id}/control"

@@ -23,6 +23,8 @@ REQUEST_ID_MAX = 128
 
 class MemberIn(ExactFieldsSerializer):
     session_id = JSONStringField(max_length=64)
+    # The contract's member shape names it; the session decides it, so a given one must be the session's.
+    client_app_id = JSONStringField(max_length=128, required=False)
     workspace = JSONStringField(max_length=64)
     client_conversation_id = JSONStringField(max_length=255)
     allowed_tools = BoundedListField(child=JSONStringField(max_length=64), max_length=TOOLS_PER_MEMBER_MAX,

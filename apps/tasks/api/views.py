@@ -74,7 +74,8 @@ class TaskCreateApi(TaskBuilderApi):
             project=project, user=request.user, request_id=data["request_id"], name=data["name"],
             members=[services.MemberSpec(session_id=m["session_id"], workspace=m["workspace"],
                                          client_conversation_id=m["client_conversation_id"],
-                                         allowed_tools=tuple(m["allowed_tools"])) for m in data["members"]],
+                                         allowed_tools=tuple(m["allowed_tools"]),
+                                         client_app_id=m.get("client_app_id")) for m in data["members"]],
             policy=services.PolicySpec(max_write_calls=policy.get("max_write_calls"),
                                        max_concurrent=policy.get("max_concurrent", 1),
                                        expires_at=policy.get("expires_at")))
