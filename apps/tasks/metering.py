@@ -94,8 +94,9 @@ def charge_reserve(*, bound: Bound, invocation_pk: Any, tool_name: str, write: b
         raise TaskWriteBudgetExhausted()
     task.write_reserved += 1
     task.save(update_fields=["write_reserved", "updated_at"])
-    TaskCharge.objects.create(task=task, invocation_pk=invocation_pk, tool_name=tool_name, write=write,
-                              reserved=True)
+    # A call refused for now keeps its released charge (charge_settle): it is reserved again.
+    TaskCharge.objects.update_or_create(invocation_pk=invocation_pk, defaults={
+        "task": task, "tool_name": tool_name, "write": write, "reserved": True})
     ledger_append(task, "write_reserved", detail={"tool": tool_name})
 
 

@@ -598,17 +598,7 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
             if journal is not None:
                 InvocationJournalEntry.objects.create(invocation=inv, state=Journal.COMPLETED, detail=journal)
             if reasons is not None and target is not None:
-                approval = Approval.objects.create(
-                    invocation=inv, project_id=inv.project_id, tool_name=inv.tool_name,
-                    arguments_sha256=inv.arguments_sha256, risk=inv.risk,
-                    prompt=str(target.compiled.get("approval_prompt") or "")[:200], reasons=reasons,
-                    expires_at=timezone.now() + timedelta(seconds=settings.TOOL_APPROVAL_TTL_SECONDS))
-                answer = _settle(inv, _answer(inv, state=State.AWAITING_APPROVAL,
-                                              text=_awaiting_text(approval, inv.invocation_id),
-                                              approval_id=str(approval.pk)))
-                if bound is not None:  # a write waiting for approval holds its share of the budget
-                    charge_reserve(bound=bound, invocation_pk=inv.pk, tool_name=inv.tool_name,
-                                   write=not inv.readonly)
+                answer = _approval_open(inv, target, reasons=reasons, bound=bound)
             elif dispatch and target is not None:
                 answer = _queue(inv, target)
     except (IntegrityError, _MadeMeanwhile):
@@ -620,6 +610,21 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
     assert answer is not None
     if answer["state"] == State.IN_PROGRESS:
         return invocation_wait(inv=inv)
+    return answer
+
+
+def _approval_open(inv: Invocation, target: Target, *, reasons: list[str], bound: Bound | None) -> dict[str, Any]:
+    """The call (its row locked, nothing sent) now waits for an approver: its Approval, its answer
+    ``awaiting_approval``, and, for a write of a task, its share of the task's budget."""
+    approval = Approval.objects.create(
+        invocation=inv, project_id=inv.project_id, tool_name=inv.tool_name,
+        arguments_sha256=inv.arguments_sha256, risk=inv.risk,
+        prompt=str(target.compiled.get("approval_prompt") or "")[:200], reasons=reasons,
+        expires_at=timezone.now() + timedelta(seconds=settings.TOOL_APPROVAL_TTL_SECONDS))
+    answer = _settle(inv, _answer(inv, state=State.AWAITING_APPROVAL, text=_awaiting_text(approval, inv.invocation_id),
+                                  approval_id=str(approval.pk)))
+    if bound is not None:  # a write waiting for approval holds its share of the budget
+        charge_reserve(bound=bound, invocation_pk=inv.pk, tool_name=inv.tool_name, write=not inv.readonly)
     return answer
 
 
@@ -697,8 +702,15 @@ def _reevaluate(inv: Invocation, target: Target) -> dict[str, Any]:
         approval.save(update_fields=["used_at", "updated_at"])
         return _queue(inv, target)
     if inv.state == State.REJECTED_BEFORE_DISPATCH and inv.journal_state == Journal.ABSENT:
-        if _thaw(inv) is None:
+        arguments = _thaw(inv)
+        if arguments is None:
             return _frozen_lost(inv)
+        # Refused only for now (rate limit, pause), it is tried again as a new call would be: a call
+        # the route has since made need approval waits for one (an approved call has had its own).
+        if not Approval.objects.filter(invocation=inv).exists():
+            reasons = approval_reasons(target=target, arguments=arguments)
+            if reasons:
+                return _approval_open(inv, target, reasons=reasons, bound=bound_for_run(run_id=inv.run_id))
         return _queue(inv, target)
     if inv.state == State.IN_PROGRESS:
         return _in_progress_looked_after(inv, now=now)

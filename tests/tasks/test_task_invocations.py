@@ -16,6 +16,7 @@ from apps.tasks.models import Task
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
 from apps.tools.invocations import invocation_watchdog
 from apps.tools.models import Approval
+from apps.tools.route_tools import route_tools_set
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.ledger.helpers import open_turn
 from tests.projects.factories import MembershipFactory
@@ -149,6 +150,21 @@ def test_a_write_whose_approval_expired_undecided_gives_its_reservation_back(sho
     again = _post(shop.token, _body(shop, run_id, "refund_issue", {**refund, "order_id": "SO-2"}))
     assert (again.status_code, again.json()["state"]) == (200, "awaiting_approval")
     assert shop.server.received == []
+
+
+def test_a_write_refused_for_now_that_must_now_wait_for_approval_reserves_its_budget_again(shop):
+    task, _ = _task(shop, [shop.session], tools=("limited_write",), max_write_calls=5, max_concurrent=3)
+    run_id = _bound_run(shop, shop.token, task)
+    for n in range(2):
+        assert _post(shop.token, _body(shop, run_id, "limited_write", {"n": n})).json()["state"] == "in_progress"
+    body = _body(shop, run_id, "limited_write", {"n": 3})
+    assert _post(shop.token, body).json()["state"] == "rejected_before_dispatch"  # its permit given back
+    route_tools_set(route=shop.route, force_approval_tools=["limited_write"])
+    resumed = APIClient().generic("POST", f"/agent-api/v1/tool-invocations/{body['invocation_id']}/resume", "{}",
+                                  content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {shop.token}")
+    assert (resumed.status_code, resumed.json()["state"]) == (200, "awaiting_approval")
+    task.refresh_from_db()
+    assert (task.write_reserved, task.write_consumed, task.active_permits) == (3, 0, 2)
 
 
 def test_a_receipt_re_verifies_the_member_set(shop, dispatching):

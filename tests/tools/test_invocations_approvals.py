@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from apps.projects.tokens import operator_token_create
 from apps.tools.invocations import approval_decide, invocation_watchdog
 from apps.tools.models import Approval, Invocation
+from apps.tools.route_tools import route_tools_set
 from tests.projects.factories import MembershipFactory
 from tests.tools.invocation_helpers import new_id, stored
 
@@ -187,6 +188,22 @@ def test_a_route_forced_approval_applies(shop):
     assert body["state"] == "awaiting_approval"
     assert Approval.objects.get().reasons == ["route_forced"]
     assert stored()["approvals"] == 1
+
+
+def test_a_call_refused_for_now_waits_for_an_approval_the_route_has_forced_since(shop):
+    """A rate-limited call is tried again as a new one would be: the route's new rule applies."""
+    for n in range(2):
+        assert shop.invoke("limited_write", {"n": n}).json()["state"] == "in_progress"
+    invocation_id = new_id()
+    assert shop.invoke("limited_write", {"n": 3}, invocation_id=invocation_id).json()["state"] == \
+        "rejected_before_dispatch"
+    route_tools_set(route=shop.route, force_approval_tools=["limited_write"])
+    body = shop.resume(invocation_id).json()
+    invocation = Invocation.objects.select_related("approval").get(invocation_id=invocation_id)
+    assert (body["state"], body["approval_id"]) == ("awaiting_approval", str(invocation.approval.pk))
+    assert (invocation.state, invocation.journal_state, invocation.approval.reasons) == (
+        "awaiting_approval", "absent", ["route_forced"])
+    assert shop.server.received == []
 
 
 def test_a_route_forced_approval_holds_when_the_tool_s_own_rule_does_not_match(shop):
