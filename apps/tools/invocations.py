@@ -246,6 +246,18 @@ def _argument(arguments: dict[str, Any], param: str) -> tuple[bool, Any]:
     return True, node
 
 
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: ``true`` is not ``1`` and ``false`` not ``0`` (Python's ``==`` says
+    they are), numbers compare by value, arrays and objects item by item."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[key], b[key]) for key in a)
+    return bool(a == b)
+
+
 def _rule_matches(rule: dict[str, Any], arguments: dict[str, Any]) -> bool:
     """One ``approval.when`` rule. A value the rule cannot compare needs approval (fails closed)."""
     found, actual = _argument(arguments, str(rule.get("param", "")))
@@ -261,8 +273,8 @@ def _rule_matches(rule: dict[str, Any], arguments: dict[str, Any]) -> bool:
                      "<=": actual <= expected}[op])
     if op == "==":
         return bool(actual == expected)
-    if op == "!=":
-        return bool(actual != expected)
+    if op == "!=":  # by JSON's equality: `1 != true` holds (Python's `1 != True` does not, and skipped the approval)
+        return not _json_equal(actual, expected)
     if op == "in":
         return actual in expected if isinstance(expected, list) else True
     if op == "contains":

@@ -12,8 +12,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.projects.tokens import operator_token_create
-from apps.tools.invocations import approval_decide, invocation_watchdog
-from apps.tools.models import Approval, Invocation
+from apps.tools.invocations import Target, approval_decide, approval_reasons, invocation_watchdog
+from apps.tools.models import Approval, Invocation, ToolProvider
 from apps.tools.route_tools import route_tools_set
 from tests.projects.factories import MembershipFactory
 from tests.tools.invocation_helpers import new_id, stored
@@ -178,6 +178,15 @@ def test_a_bad_decision_body_is_refused_naming_the_field(shop, body, field):
     assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
     assert field in response.json()["fields"]
     assert Approval.objects.get().status == "pending"
+
+
+@pytest.mark.parametrize(("value", "needed"), [(True, False), (1, True), (1.0, True), ("true", True),
+                                             ([True], True), (None, True)])
+def test_a_not_equal_rule_compares_as_json_does(value, needed):
+    """`dry_run != true` needs approval for 1: in JSON, 1 is not true (Python's `1 != True` is False)."""
+    target = Target(name="stock_write", provider=ToolProvider(), fingerprint="", forced_approval=False,
+                    compiled={"approval_rules": [{"param": "dry_run", "op": "!=", "value": True}]})
+    assert bool(approval_reasons(target=target, arguments={"dry_run": value})) is needed
 
 
 def test_a_route_forced_approval_applies(shop):
