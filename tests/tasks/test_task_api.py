@@ -77,8 +77,10 @@ def test_the_snapshot_shows_only_the_callers_own_membership(world):
 
 
 @pytest.mark.parametrize("query", ["", "?workspace=store-assistant", "?workspace=a&client_conversation_id=b&x=1",
-                                   "?workspace=a&workspace=b&client_conversation_id=c"])
-def test_a_snapshot_without_exactly_its_two_parameters_is_400(world, query):
+                                   "?workspace=a&workspace=b&client_conversation_id=c",
+                                   "?workspace=%00&client_conversation_id=c",
+                                   f"?workspace=store-assistant&client_conversation_id={CONVERSATION}%00"])
+def test_a_snapshot_without_exactly_its_two_printable_parameters_is_400(world, query):
     task = _task(world)
     response = _get(world, f"/agent-api/v1/tasks/{task.pk}{query}")
     assert (response.status_code, response.json()["error"]) == (400, "invalid_request")

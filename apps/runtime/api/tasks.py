@@ -29,8 +29,10 @@ class TaskSnapshotApi(AgentApi):
         values = {}
         for name in sorted(_SNAPSHOT_PARAMS):
             given = params.getlist(name)
-            if len(given) != 1 or not given[0] or len(given[0]) > 255:
-                raise InvalidRequest(f"{name}: exactly one value of 1 to 255 characters is required.",
-                                     fields={name: ["Exactly one value of 1 to 255 characters is required."]})
+            # Printable: a NUL reached the database, which refuses it (500).
+            if len(given) != 1 or not given[0] or len(given[0]) > 255 or not given[0].isprintable():
+                raise InvalidRequest(f"{name}: exactly one value of 1 to 255 printable characters is required.",
+                                     fields={name: ["Exactly one value of 1 to 255 printable characters is "
+                                                    "required."]})
             values[name] = given[0]
         return Response(task_snapshot(session=self.session, task_id=task_id, **values))
