@@ -20,6 +20,7 @@ from apps.knowledge.models import KnowledgeBase
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.routes.models import Route
+from apps.routes.validators import ROUTE_KEY_RE
 
 from . import services
 from .errors import (
@@ -56,7 +57,10 @@ ROUTE_FIELD_PATHS = {
 
 def route_get_visible(*, user: Any, route_key: str, project_id: uuid.UUID | None = None) -> Route:
     """The route with this key in a project the user may see. Route keys are unique per project:
-    when several of the user's projects have one, ``project_id`` must say which."""
+    when several of the user's projects have one, ``project_id`` must say which. A key no route can
+    have is not looked up (one with a NUL reached PostgreSQL, which refuses it: 500)."""
+    if not ROUTE_KEY_RE.fullmatch(route_key):
+        raise RouteNotFound()
     routes = Route.objects.filter(key=route_key, project__in=project_list_visible(user=user))
     if project_id is not None:
         routes = routes.filter(project_id=project_id)

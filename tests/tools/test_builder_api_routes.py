@@ -79,6 +79,17 @@ def test_get_another_projects_route_is_404(client):
     error(client.get(f"{BASE}/routes/foreign"), 404, "route_not_found")
 
 
+@pytest.mark.parametrize("path", ["routes/store%00assistant", "routes/store%00assistant/dry-run"])
+def test_a_key_no_route_can_have_is_404(client, route, path):
+    error(client.get(f"{BASE}/{path}"), 404, "route_not_found")
+
+
+def test_patching_a_key_no_route_can_have_is_404_and_changes_nothing(client, route):
+    before = snapshot()
+    error(_patch(client, {"tools": {"permission": "read_only"}}, key="store%00assistant"), 404, "route_not_found")
+    assert snapshot() == before
+
+
 def test_get_a_key_two_of_the_callers_projects_have_needs_project_id(client, owner, route):
     second = MembershipFactory(user=owner.user, role=Membership.Role.OWNER)
     RouteFactory(project=second.project, key="store-assistant")
