@@ -17,6 +17,7 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import SessionEnd, session_end
 from apps.core.revisions import revision_of
+from apps.ledger.models import CLIENT_ID_MAX_CHARS
 from apps.projects.models import Project
 from apps.routes.validators import ROUTE_KEY_RE, TOOL_NAME_RE
 from apps.tasks.errors import (
@@ -140,8 +141,12 @@ def _validate(project: Project, members: list[MemberSpec], policy: PolicySpec) -
         invalid.add("members", f"Between 1 and {MEMBERS_MAX} members are required.")
     for index, member in enumerate(members):
         name = f"members[{index}]"
-        if not member.client_conversation_id or len(member.client_conversation_id) > 255:
-            invalid.add(f"{name}.client_conversation_id", "1 to 255 characters are required.")
+        # As a turn's own (apps.runtime.api.serializers): an id no turn can send could never be bound,
+        # and the member's session, task-enforced for good, could open no turn in that conversation.
+        conversation = member.client_conversation_id
+        if not conversation or len(conversation) > CLIENT_ID_MAX_CHARS or not conversation.isprintable():
+            invalid.add(f"{name}.client_conversation_id",
+                        f"1 to {CLIENT_ID_MAX_CHARS} printable characters are required, as in a turn.")
         if len(member.allowed_tools) > TOOLS_PER_MEMBER_MAX:
             invalid.add(f"{name}.allowed_tools", f"At most {TOOLS_PER_MEMBER_MAX} tools.")
         bad = [tool for tool in member.allowed_tools if not isinstance(tool, str) or not TOOL_NAME_RE.fullmatch(tool)]

@@ -179,8 +179,8 @@ def test_policy_errors_of_the_service_are_shown_beside_their_fields(world, owner
 def test_a_member_without_conversation_id_is_told_beside_that_field(world, owner, tools):
     response = owner.post(ADD_URL, _form(world, **{"m0-client_conversation_id": ""}))
     assert response.status_code == 422
-    assert "1 to 255 characters are required." in _field_errors(response.content.decode(),
-                                                                 "m0-client_conversation_id")
+    assert "1 to 191 printable characters are required, as in a turn." in _field_errors(
+        response.content.decode(), "m0-client_conversation_id")
     assert Task.objects.count() == 0
 
 

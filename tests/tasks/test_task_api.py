@@ -213,6 +213,23 @@ def test_builder_refuses_an_invalid_task_with_422_naming_the_field(world, overri
     assert Task.objects.count() == 0
 
 
+@pytest.mark.parametrize("conversation", ["c" * 192, "c\nd", "c\td"])
+def test_builder_refuses_a_member_conversation_no_turn_can_name(world, conversation):
+    """Turn ids are 1–191 printable characters: such a member could never be bound, and its session,
+    task-enforced for good, could open no turn in that conversation."""
+    members = [{**_create_body(world)["members"][0], "client_conversation_id": conversation}]
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, members=members))
+    body = response.json()
+    assert (response.status_code, body["error"], list(body["fields"])) == (
+        422, "invalid_task", ["members[0].client_conversation_id"]), body
+    assert Task.objects.count() == 0
+
+
+def test_builder_takes_a_member_conversation_of_191_characters(world):
+    members = [{**_create_body(world)["members"][0], "client_conversation_id": "c" * 191}]
+    assert _post(world, "/api/v1/builder/tasks", _create_body(world, members=members)).status_code == 201
+
+
 def _member_with_app(world, app_id):
     member = _create_body(world)["members"][0]
     return [{**member, "client_app_id": app_id}]
