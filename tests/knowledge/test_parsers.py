@@ -506,6 +506,26 @@ def test_text_in_an_encoding_not_read_here_fails_conversion(data):
                                  "UTF-8 and upload it again.")
 
 
+# UTF-8 with a few bytes that are not: the French one was ingested as GB18030 ("Caf茅 cr猫me"),
+# the others refused as "not recognised as UTF-8", with the advice to save them as UTF-8.
+DAMAGED_UTF8 = {
+    "French with Latin-1 bytes": ("« L’été dernier, j’ai acheté un pâté. »\n".encode() * 3 + b"Gr\xfc\xdfe\n",
+                                   "2 invalid byte sequences, the first at byte 155 (line 4)"),
+    "Chinese cut inside its last character": ("售后服务政策：七天内可申请退货。\n".encode() * 2 + "运".encode()[:2],
+                                              "1 invalid byte sequence, at byte 98 (line 3)"),
+    "Chinese with two stray bytes": ("退货需七天。".encode() + b"\xff" + "运费由买方负担。".encode() + b"\xfe",
+                                     "2 invalid byte sequences, the first at byte 18 (line 1)"),
+}
+
+
+@pytest.mark.parametrize(("data", "what"), DAMAGED_UTF8.values(), ids=DAMAGED_UTF8.keys())
+def test_utf8_with_a_few_invalid_bytes_fails_saying_where_they_are(data, what):
+    with pytest.raises(ConversionFailed) as failed:
+        document_check(file_type="txt", data=data)
+    assert str(failed.value) == (f"The text is UTF-8 except for {what}: the file was cut short, or bytes of another "
+                                 "encoding were pasted into it. Correct it, save it as UTF-8 and upload it again.")
+
+
 def _pdf_sections(data: bytes) -> list[tuple[str | None, list[tuple[int, str]]]]:
     parsed = document_parse(file_type="pdf", data=data)
     return [(section.chapter_path, [(block.page, block.text) for block in section.blocks])
