@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ from apps.knowledge.ingest import _connection_broke
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
 from bailinghub.celery import app as celery_app
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
-from tests.knowledge.helpers import ingest_texts, upload, wait_for, wait_for_status
+from tests.knowledge.helpers import EmbeddingsEndpoint, ingest_texts, upload, wait_for, wait_for_status
 from tests.knowledge.test_worker import _database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -345,3 +346,47 @@ def test_a_statement_timeout_is_not_taken_for_a_lost_connection():
         cursor.execute("SET LOCAL statement_timeout = 1")
         cursor.execute("SELECT pg_sleep(1)")
     assert (raised.value.__cause__.sqlstate, _connection_broke(raised.value)) == ("57014", False)
+
+
+class _HungEmbeddings(EmbeddingsEndpoint):
+    """An embeddings endpoint that takes every request and never answers in time."""
+
+    def answer(self, path, body, headers):
+        time.sleep(3)
+        return super().answer(path, body, headers)
+
+
+def test_an_embeddings_endpoint_that_hangs_fails_the_document_before_its_lease_runs_out(settings):
+    """Retrying a hung endpoint outlasted the lease (the defaults: 6 attempts of 60 s, 6.5 minutes
+    of a 5-minute lease), so the watchdog handed the document to a second worker while the first
+    still waited, and so on: the endpoint's failure was never recorded, and the document failed
+    out of attempts as if its worker had been killed."""
+    from apps.knowledge import ingest
+
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 2
+    with _HungEmbeddings() as endpoint:
+        model = EmbeddingModelFactory(provider="openai", options={
+            "base_url": endpoint.url, "timeout_seconds": 0.5, "max_retries": 5, "backoff_seconds": 0})
+        [document] = services.document_upload(kb=KnowledgeBaseFactory(embedding_model=model),
+                                              files=[upload("plain.txt")])
+        outcome = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = ingest.document_ingest(document_id=document.pk)
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        try:
+            while worker.is_alive():  # the watchdog, on a short timer
+                ingest.knowledge_watchdog()
+                worker.join(0.1)
+        finally:
+            worker.join(60)
+    document.refresh_from_db()
+    assert outcome == {"result": "failed"}
+    assert (document.status, document.error_code, document.attempts) == ("failed", "embedding_failed", 1)
+    assert document.error_message.startswith("The embedding endpoint kept failing after 2 attempts (connection "
+                                             "failed: timed out)")

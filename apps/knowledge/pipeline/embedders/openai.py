@@ -25,6 +25,15 @@ logger = logging.getLogger("bailinghub.knowledge")
 MAX_BACKOFF_SECONDS = 30.0
 
 
+def _retry_window_seconds() -> float:
+    """How long one call may go on retrying: half a pipeline lease. A run proves it is alive between
+    batches, so a call that outlasted the lease (the defaults' 6 attempts of 60 s took 6.5 minutes
+    of a 5-minute one) had the watchdog hand the document to another worker while this one still
+    waited: the endpoint's failure was never recorded, and the document failed out of attempts as
+    if its workers had been killed."""
+    return settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS / 2
+
+
 class _Transient(Exception):
     def __init__(self, reason: str, retry_after: float | None = None):
         super().__init__(reason)
@@ -66,7 +75,7 @@ class OpenAIEmbedder(Embedder):
         backoff = self.number_option("backoff_seconds")
         self.backoff = settings.KNOWLEDGE_OPENAI_BACKOFF_SECONDS if backoff is None else backoff
 
-    def _post(self, texts: list[str]) -> list[list[float]]:
+    def _post(self, texts: list[str], *, timeout: float) -> list[list[float]]:
         body: dict = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.options.get("send_dimensions"):
             body["dimensions"] = self.dimension
@@ -78,7 +87,7 @@ class OpenAIEmbedder(Embedder):
             self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 -- operator's URL
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 -- operator's URL
                 payload = json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as error:
             message = _error_message(error.read())
@@ -100,20 +109,21 @@ class OpenAIEmbedder(Embedder):
 
     def _with_retries(self, texts: list[str]) -> list[list[float]]:
         attempt = 0
+        deadline = time.monotonic() + _retry_window_seconds()
         while True:
             try:
-                return self._post(texts)
+                return self._post(texts, timeout=min(self.timeout, max(deadline - time.monotonic(), 0.1)))
             except _Transient as transient:
                 attempt += 1
-                if attempt > self.max_retries:
-                    raise EmbeddingFailed(
-                        f"The embedding endpoint kept failing after {attempt} attempts ({transient.reason}); "
-                        "check that it is up, then retry."
-                    ) from transient
                 delay = transient.retry_after
                 if delay is None:
                     delay = self.backoff * (2 ** (attempt - 1))
                 delay = min(delay, MAX_BACKOFF_SECONDS)
+                if attempt > self.max_retries or time.monotonic() + delay >= deadline:
+                    raise EmbeddingFailed(
+                        f"The embedding endpoint kept failing after {attempt} attempts ({transient.reason}); "
+                        "check that it is up, then retry."
+                    ) from transient
                 logger.warning("Embedding endpoint %s: %s; retry %d in %.1fs", self.url, transient.reason,
                                attempt, delay)
                 time.sleep(delay)
