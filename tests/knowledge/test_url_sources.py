@@ -157,6 +157,19 @@ def test_extra_fields_in_a_url_registration_are_refused(client, kb, local, site)
     assert Document.objects.filter(knowledge_base=kb).count() == 0
 
 
+# The name a URL's last path segment decodes to, as an upload's name is kept (Django drops the
+# characters that do not print): "%00" was a 500 (PostgreSQL stores no NUL), a bidi control
+# showed "a\u202etxt.md" as "adm.txt" in the console, a line break split the document's row.
+@pytest.mark.parametrize(("path", "filename"), [("/a%00b.txt", "ab.txt"), ("/a%E2%80%AEtxt.md", "atxt.md"),
+                                                ("/new%0Aline.txt", "newline.txt"), ("/%00", "127.0.0.1")])
+def test_a_url_whose_name_decodes_to_characters_that_do_not_print_is_registered_without_them(
+        client, kb, site, local, path, filename):
+    response = _register(client, kb, site.url(path))
+    assert response.status_code == 201, response.content
+    assert response.json()["data"][0]["filename"] == filename
+    assert Document.objects.get(knowledge_base=kb).filename == filename
+
+
 def test_every_resolved_address_is_checked():
     with pytest.raises(FetchRefused) as refused:
         addresses_check(["93.184.216.34", "10.0.0.1"])

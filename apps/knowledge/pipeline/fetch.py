@@ -118,9 +118,12 @@ def url_check(url: str) -> None:
 
 
 def filename_for(url: str) -> str:
+    """The URL's last path segment, decoded, as an upload's name is kept: without the characters
+    that do not print (Django's multipart parser drops them from a file's name), which a
+    percent-escape can put in it — NUL, which PostgreSQL cannot store, line breaks, bidi controls."""
     parts = urlsplit(url)
-    name = posixpath.basename(unquote(parts.path.rstrip("/"))) or parts.hostname or "document"
-    return name[:255]
+    name = "".join(char for char in posixpath.basename(unquote(parts.path.rstrip("/"))) if char.isprintable())
+    return (name or parts.hostname or "document")[:255]
 
 
 def file_type_guess(url: str) -> str:
