@@ -60,6 +60,19 @@ def test_markdown_multi_line_comment_and_containers_are_dropped():
     assert [block.text for block in parsed.sections[0].blocks] == ["容器内容。"]
 
 
+def test_markdown_text_that_opens_a_comment_it_never_closes_keeps_the_rest_of_the_document():
+    """`<!--` in prose opened a comment no `-->` closed, and the rest of the file was dropped: the
+    document completed with its first sentence as its only chunk."""
+    parsed = parse_text("Write `<!--` to open an HTML comment.\n\n# Refunds\n\nRefunds take seven days.\n")
+    assert [(s.chapter_path, [b.text for b in s.blocks]) for s in parsed.sections] == [
+        (None, ["Write `<!--` to open an HTML comment."]), ("Refunds", ["Refunds take seven days."])]
+
+
+def test_markdown_comments_inside_a_line_are_dropped():
+    parsed = parse_text("Keep <!-- not this --> this, <!-- nor this -->and this.\n")
+    assert [b.text for s in parsed.sections for b in s.blocks] == ["Keep  this, and this."]
+
+
 def test_markdown_script_blocks_are_dropped():
     parsed = parse_text("<script setup>\nimport X from './x.vue'\n</script>\n\n# 标题\n\n正文。\n")
     assert [(s.chapter_path, [b.text for b in s.blocks]) for s in parsed.sections] == [("标题", ["正文。"])]

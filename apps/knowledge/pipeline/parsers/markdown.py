@@ -91,8 +91,11 @@ def _drop_front_matter(lines: list[str]) -> list[str]:
 
 
 def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
-    """Remove <!-- … --> from one line; returns the rest and whether a comment stays open."""
+    """Remove <!-- … --> from one line; returns the rest and whether a comment stays open. Only a
+    comment that starts the line stays open past it: one after text closes on its line or is text
+    (prose that writes `<!--` opened a comment no `-->` closed, and the rest of the file was lost)."""
     out: list[str] = []
+    after_text = False
     position = 0
     while position < len(line):
         if in_comment:
@@ -103,7 +106,8 @@ def _strip_comments(line: str, in_comment: bool) -> tuple[str, bool]:
             in_comment = False
         else:
             start = line.find("<!--", position)
-            if start < 0:
+            after_text = after_text or bool(line[position:max(start, position)].strip())
+            if start < 0 or (after_text and line.find("-->", start + 4) < 0):
                 out.append(line[position:])
                 break
             out.append(line[position:start])
