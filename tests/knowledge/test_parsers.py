@@ -255,6 +255,23 @@ def test_a_csv_cell_longer_than_the_csv_modules_default_field_limit_is_one_value
     assert [block.text for block in parsed.sections[0].blocks] == [f"sku: A-1; description: {cell.strip()}"]
 
 
+# A malformed row was refused without saying where: in a file of thousands of rows, the operator
+# could not find it.
+MALFORMED_CSV = {
+    "text after a closing quote": (b"name,size\n" + b"tv,5\n" * 5000 + b'"monitor" 27,6\nx,y\n',
+                                   "',' expected after '\"', in the row that starts at line 5,002"),
+    "a quote never closed": (b'name,note\nA-1,"keep the receipt\n' + b"B-2,ok\n" * 3,
+                             "unexpected end of data, in the row that starts at line 2"),
+}
+
+
+@pytest.mark.parametrize(("data", "where"), MALFORMED_CSV.values(), ids=MALFORMED_CSV.keys())
+def test_a_malformed_csv_row_fails_conversion_naming_the_line_it_starts_at(data, where):
+    with pytest.raises(ConversionFailed) as failed:
+        document_check(file_type="csv", data=data)
+    assert str(failed.value) == f"The file is not valid CSV: {where}."
+
+
 def test_pdf_text_keeps_page_numbers(fixture_bytes):
     parsed = _parse(fixture_bytes, "sample.pdf")
     blocks = parsed.sections[0].blocks

@@ -50,6 +50,7 @@ def _rows(data: bytes) -> Iterator[list[str]]:
     reader = csv.reader(_lines(text), delimiter=delimiter, strict=True)
     limit = settings.KNOWLEDGE_CSV_MAX_ROWS + 1  # the header row is not counted
     kept = 0
+    start = 1  # the line the row being read starts at (a quoted cell may span lines)
     try:
         for row in reader:
             if any(cell.strip() for cell in row):
@@ -58,8 +59,9 @@ def _rows(data: bytes) -> Iterator[list[str]]:
                     raise ConversionFailed(f"The file has more than {limit - 1:,} rows, more than a document may "
                                            "(KNOWLEDGE_CSV_MAX_ROWS). Split the file.")
                 yield row
+            start = reader.line_num + 1
     except csv.Error as exc:
-        raise ConversionFailed(f"The file is not valid CSV: {exc}.") from exc
+        raise ConversionFailed(f"The file is not valid CSV: {exc}, in the row that starts at line {start:,}.") from exc
 
 
 def _record(header: list[str], row: list[str], budget: TextBudget) -> str:
