@@ -28,6 +28,7 @@ urlpatterns = [
 if settings.DEMO_BUSINESS_ENABLED:
     urlpatterns.append(path("demo-business/", include("apps.demo_business.urls")))
 
+handler400 = "apps.core.views.bad_request"
 handler403 = "apps.core.views.permission_denied"
 handler404 = "apps.core.views.not_found"
 handler500 = "apps.core.views.server_error"

@@ -1,9 +1,10 @@
+from django.core.exceptions import DisallowedHost, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from apps.core.exceptions import ConsolePermissionDenied, error_response
+from apps.core.exceptions import ConsolePermissionDenied, error_response, suspicious_message
 from apps.core.health import readiness
 from apps.core.middleware import error_page
 from apps.core.paths import is_json_path
@@ -36,6 +37,18 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
         return error_page(request, 404, "This page does not exist, or it belongs to a project you are not a "
                                         "member of.")
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refused before any view read it (more files or fields than a form may
+    carry): in the console, a page that names the limit and leads back — Django's own is a bare
+    "Bad Request (400)", as an operator who chose too many files to upload got."""
+    if is_json_path(request.path):
+        return error_response(400)
+    if _console_path(request.path) and not isinstance(exception, DisallowedHost):  # the page reads the host
+        reason = suspicious_message(exception) if isinstance(exception, SuspiciousOperation) else None
+        return error_page(request, 400, f"{reason or 'The request could not be read.'} Nothing was saved.")
+    return defaults.bad_request(request, exception)
 
 
 def _site_wide_admin_page(request: HttpRequest) -> bool:

@@ -169,6 +169,32 @@ def test_an_oversize_upload_is_an_html_page_with_a_way_back_and_stores_nothing(b
     assert Document.objects.count() == 0
 
 
+def test_more_files_than_a_request_may_carry_is_a_console_page_saying_so(owner, kb, settings):
+    """Choosing over DATA_UPLOAD_MAX_NUMBER_FILES files was Django's bare "Bad Request (400)": the
+    form is read (by the CSRF check, before the view) and refused before the KB page can say why."""
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 3
+    browser = Client(enforce_csrf_checks=True)  # as a browser's post is checked
+    browser.force_login(owner.user)
+    back = f"http://testserver/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    form = browser.get(back).content.decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/",
+                            {"csrfmiddlewaretoken": token,
+                             "files": _files(*((f"{n}.txt", b"text") for n in range(4)))}, HTTP_REFERER=back)
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "<title>Bad request | " in page
+    assert "The request has more than 3 files. Nothing was saved." in page
+    assert f'<a class="button" id="bh-error-back" href="{back}">Go back</a>' in page
+    assert Document.objects.count() == 0
+
+
+def test_a_console_request_for_a_host_not_served_stays_a_plain_400(browser):
+    """The console's error page reads the request's host (to trust its Referer): not for this one."""
+    response = browser.get("/admin/", HTTP_HOST="evil.example", HTTP_REFERER="http://evil.example/")
+    assert response.status_code == 400
+
+
 def test_an_oversize_page_links_to_the_console_when_the_referer_is_another_site(browser, kb, settings):
     settings.KNOWLEDGE_UPLOAD_MAX_BYTES = 1000
     settings.KNOWLEDGE_UPLOAD_MAX_FILES = 1
