@@ -6,7 +6,9 @@ on exit) around any request handler; `LocalJSONServer` answers each JSON POST in
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,3 +60,49 @@ class LocalJSONServer(LocalServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+
+class TricklingServer:
+    """A peer that answers too slowly as a whole but never slowly enough for one read to time out:
+    on a raw socket it reads one request, sends the first `head` bytes of `answer` at once, then a
+    byte every `gap` seconds up to `tail` (the end by default), and the rest at once. `outcomes` gets
+    "whole" when the answer was all sent, "cut" when the client hung up first; `handled` is set
+    after each connection. A context manager."""
+
+    def __init__(self, answer: bytes, *, head: int = 0, gap: float = 0.035, tail: int | None = None) -> None:
+        self.answer, self.head, self.gap = answer, head, gap
+        self.tail = len(answer) if tail is None else tail
+        self.outcomes: list[str] = []
+        self.handled = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.listener.getsockname()[1]
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed on exit
+                return
+            with conn:
+                conn.recv(65536)
+                try:
+                    conn.sendall(self.answer[:self.head])
+                    for byte in self.answer[self.head:self.tail]:
+                        time.sleep(self.gap)
+                        conn.sendall(bytes([byte]))
+                    conn.sendall(self.answer[self.tail:])
+                    self.outcomes.append("whole")
+                except OSError:
+                    self.outcomes.append("cut")
+            self.handled.set()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.listener.close()

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import httpcore
 import httpx
+
+from apps.core.outbound import deadline as outbound_deadline
+from apps.core.outbound import deadline_client
 
 SIGNATURE_VERSION = "v1"
 USER_AGENT = "BailingHub-Dispatcher/1"
@@ -150,71 +152,11 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
 _local = threading.local()
 
 
-def _within_deadline(timeout: float | None) -> float | None:
-    """A socket operation's timeout, cut to what is left of this thread's call (request_send's
-    deadline); at least a millisecond, so a call past it fails at once as a timeout."""
-    deadline: float | None = getattr(_local, "deadline", None)
-    if deadline is None:
-        return timeout
-    left = max(deadline - time.monotonic(), 0.001)
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A connection whose every read and write keeps to the call's deadline. httpx's timeouts are
-    per operation: a server sending its status line a byte at a time, each within the timeout,
-    held a dispatcher for as long as it liked."""
-
-    def __init__(self, stream: httpcore.NetworkStream) -> None:
-        self._stream = stream
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _within_deadline(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _within_deadline(timeout))
-
-    def close(self) -> None:
-        self._stream.close()
-
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _within_deadline(timeout)))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
-        self._backend = httpcore.SyncBackend()
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._backend.connect_tcp(host, port, _within_deadline(timeout), local_address,
-                                                         socket_options))
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Any = None) -> httpcore.NetworkStream:  # pragma: no cover -- never used
-        return _DeadlineStream(self._backend.connect_unix_socket(path, _within_deadline(timeout), socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self._backend.sleep(seconds)
-
-
 def _client() -> httpx.Client:
     # One pooled client per thread: connections to a business system are reused across calls.
     client = getattr(_local, "client", None)
     if client is None:
-        transport = httpx.HTTPTransport(verify=True, trust_env=False)
-        # httpx takes no network backend of its own choosing; its pool (httpx 0.28, pinned) is
-        # replaced by one with the same defaults whose connections keep to each call's deadline.
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-        transport._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(verify=True, trust_env=False),
-            max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry, network_backend=_DeadlineBackend())
-        client = httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
+        client = deadline_client(follow_redirects=False)
         _local.client = client
     return client
 
@@ -230,11 +172,8 @@ def request_send(request: OutboundRequest, *, timeout_ms: int, max_bytes: int) -
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    _local.deadline = deadline  # every read and write of the exchange keeps to it (_DeadlineStream)
-    try:
+    with outbound_deadline(deadline):  # every connect, read and write of the exchange keeps to it
         return _send(request, timeout=timeout, deadline=deadline, max_bytes=max_bytes, elapsed=elapsed)
-    finally:
-        _local.deadline = None
 
 
 def _send(request: OutboundRequest, *, timeout: httpx.Timeout, deadline: float, max_bytes: int,

@@ -108,6 +108,22 @@ def test_a_slow_reranker_times_out_and_falls_back(kb):
     assert result.trace[0]["latency_ms"] < 900
 
 
+def test_a_reranker_trickling_its_answer_times_out_at_the_deadline(kb):
+    """Each byte within the timeout, the whole far over it: the search waited for all of it before
+    it fell back."""
+    from tests.local_server import TricklingServer
+
+    body = json.dumps({"results": []}).encode()
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    # The headers trickled, the body at once with their last byte: read whole without the deadline.
+    with TricklingServer(answer, tail=answer.index(b"{")) as endpoint:
+        kb = _configure(kb, f"http://127.0.0.1:{endpoint.port}/v1", timeout_ms=300)
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+        assert endpoint.handled.wait(10)
+    assert result.trace[0]["error_code"] == "rerank_timeout"
+    assert endpoint.outcomes == ["cut"]
+
+
 def test_a_malformed_answer_falls_back(kb):
     body = json.dumps({"results": [{"index": 99, "relevance_score": 1.0}]}).encode()
     with RerankEndpoint(body=body) as endpoint:

@@ -308,3 +308,18 @@ def test_unchanged_content_keeps_its_confirmation(client, owner, site, local):
     _ingest(document_id)
     services.document_refetch(document=Document.objects.get(pk=document_id))
     assert _ingest(document_id).status == "completed"
+
+
+def test_a_source_trickling_its_headers_times_out_at_the_deadline(client, kb, local, settings):
+    """Each byte within the timeout, the whole far over it: httpx's per-read timeout never fired, and
+    the worker waited for the page to its end before it said url_timeout."""
+    from tests.local_server import TricklingServer
+
+    settings.KNOWLEDGE_URL_TIMEOUT_SECONDS = 0.4
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/markdown\r\nContent-Length: 8\r\n\r\n# Policy"
+    # The headers trickled, the body at once with their last byte: read whole without the deadline.
+    with TricklingServer(answer, tail=answer.index(b"#")) as source:
+        document = _ingest(_register(client, kb, f"http://127.0.0.1:{source.port}/policy.md").json()["data"][0]["id"])
+        assert source.handled.wait(10)
+    assert (document.status, document.error_code) == ("failed", "url_timeout")
+    assert source.outcomes == ["cut"]

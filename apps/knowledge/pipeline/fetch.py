@@ -30,6 +30,9 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpx
 from django.conf import settings
 
+from apps.core.outbound import deadline as outbound_deadline
+from apps.core.outbound import deadline_client
+
 URL_MAX_CHARS = 2000
 MAX_REDIRECTS = 3
 CONTENT_TYPES = {
@@ -167,7 +170,8 @@ def url_fetch(url: str) -> Fetched:
     origin = url_parse(url).hostname
     current = url
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False) as client:
+        with outbound_deadline(deadline), deadline_client(timeout=httpx.Timeout(timeout),
+                                                          follow_redirects=False) as client:
             for _hop in range(MAX_REDIRECTS + 1):
                 response, data = _get(client, current, deadline=deadline, max_bytes=max_bytes)
                 if not response.is_redirect:

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 from django.db import DatabaseError, transaction
 
+from apps.core.outbound import deadline as outbound_deadline
+from apps.core.outbound import deadline_client
 from apps.knowledge.models import Chunk, CostRecord, KnowledgeBase
 from apps.knowledge.pipeline.index import embedding_text
 
@@ -161,8 +163,8 @@ def rerank_call(*, config: RerankConfig, query: str, documents: Sequence[str]) -
     timeout = httpx.Timeout(config.timeout_ms / 1000)
     deadline = time.monotonic() + config.timeout_ms / 1000
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client, client.stream(
-                "POST", f"{config.base_url}/rerank", json=body, headers=headers) as response:
+        with outbound_deadline(deadline), deadline_client(timeout=timeout, follow_redirects=False) as client, \
+                client.stream("POST", f"{config.base_url}/rerank", json=body, headers=headers) as response:
             if response.status_code != 200:
                 raise RerankFailed("rerank_http_error", f"The reranker answered HTTP {response.status_code}.")
             data = bytearray()

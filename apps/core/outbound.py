@@ -1,0 +1,96 @@
+"""Outbound HTTP that keeps to a deadline as a whole.
+
+httpx's timeouts are per operation: each read may take the whole timeout, so a peer that sends its
+status line (or its body) a byte at a time, each byte within the timeout, holds the caller for as
+long as it trickles. A client from `deadline_client` connects through streams that cut every
+connect, read and write to what is left of the deadline set with `deadline(...)` on this thread;
+past it, an operation fails at once as httpx's own timeout (ConnectTimeout, ReadTimeout,
+WriteTimeout), so each caller's handling of a timeout serves unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpcore
+import httpx
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def deadline(at: float) -> Iterator[None]:
+    """Every socket operation of a `deadline_client` on this thread, inside the block, ends by `at`
+    (time.monotonic() seconds); an enclosing deadline that is sooner stays."""
+    previous: float | None = getattr(_local, "deadline", None)
+    _local.deadline = at if previous is None else min(previous, at)
+    try:
+        yield
+    finally:
+        _local.deadline = previous
+
+
+def _within_deadline(timeout: float | None) -> float | None:
+    """An operation's timeout cut to what is left of the deadline; at least a millisecond, so an
+    operation past it fails at once as a timeout."""
+    at: float | None = getattr(_local, "deadline", None)
+    if at is None:
+        return timeout
+    left = max(at - time.monotonic(), 0.001)
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _within_deadline(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _within_deadline(timeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _within_deadline(timeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._backend.connect_tcp(host, port, _within_deadline(timeout), local_address,
+                                                         socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._backend.connect_unix_socket(path, _within_deadline(timeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def deadline_client(**options: Any) -> httpx.Client:
+    """An httpx.Client (TLS verified, no proxies or settings from the environment) whose connections
+    keep to this thread's `deadline`. `options` are httpx.Client's (timeout, follow_redirects…)."""
+    transport = httpx.HTTPTransport(verify=True, trust_env=False)
+    # httpx takes no network backend of the caller's choosing: its pool (httpx 0.28, pinned) is
+    # replaced by one with httpx's default limits whose connections keep to the deadline.
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=httpx.create_ssl_context(verify=True, trust_env=False),
+        max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry, network_backend=_DeadlineBackend())
+    return httpx.Client(transport=transport, trust_env=False, **options)
