@@ -175,6 +175,23 @@ def test_api_generator_timeout_is_dependency_unavailable(client, route, llm_sett
     assert RagQuery.objects.get(pk=body["query_id"]).error_code == "DEPENDENCY_UNAVAILABLE"
 
 
+def test_a_generator_trickling_its_reply_is_cut_at_the_timeout():
+    """Each byte within the timeout, the whole far over it: urllib's per-read timeout never fired,
+    and the agent's question waited for the whole reply."""
+    from tests.local_server import TricklingServer
+
+    body = json.dumps({"choices": [{"message": {"content": "{}"}}]}).encode()
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    # The headers trickled, the body at once with their last byte: read whole without the deadline.
+    with TricklingServer(answer, tail=answer.index(b"{")) as server:
+        generator = OpenAICompatibleGenerator(base_url=f"http://127.0.0.1:{server.port}/v1", model="tiny-chat",
+                                              api_key="", timeout_seconds=0.4, max_retries=0)
+        with pytest.raises(GenerationFailed, match="did not answer in time"):
+            generator.generate(question="质量问题多久可以退款？", evidence=EVIDENCE[:1])
+        assert server.handled.wait(10)
+    assert server.outcomes == ["cut"]
+
+
 @pytest.mark.django_db
 def test_api_unreachable_generator_is_dependency_unavailable(client, route, settings):
     settings.RAG_GENERATOR = "openai_compatible"

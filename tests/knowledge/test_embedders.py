@@ -174,6 +174,29 @@ def test_openai_connection_refused_is_transient_then_fails():
         embedder.embed_query("a")
 
 
+def test_openai_an_endpoint_trickling_its_answer_is_cut_at_the_timeout():
+    """Each byte within the timeout, the whole far over it: urllib's per-read timeout never fired,
+    and a trickling endpoint held the worker past its lease."""
+    from tests.local_server import TricklingServer
+
+    body = json.dumps({"data": [{"index": 0, "embedding": [1.0, 2.0, 3.0, 4.0]}]}).encode()
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    # The headers trickled, the body at once with their last byte: read whole without the deadline.
+    with TricklingServer(answer, tail=answer.index(b"{")) as endpoint:
+        embedder = _openai(f"http://127.0.0.1:{endpoint.port}/v1", max_retries=0, timeout_seconds=0.4)
+        with pytest.raises(EmbeddingFailed, match=r"kept failing after 1 attempts \(connection failed: timed out"):
+            embedder.embed_query("a")
+        assert endpoint.handled.wait(10)
+    assert endpoint.outcomes == ["cut"]
+
+
+def test_openai_a_redirect_is_refused_with_its_status():
+    with _Endpoint([(307, {"Location": "http://127.0.0.1:9/v1/embeddings"})]) as endpoint, \
+            pytest.raises(EmbeddingFailed, match=r"refused the request \(HTTP 307\)"):
+        _openai(endpoint.url).embed_query("a")
+    assert len(endpoint.requests) == 1
+
+
 def test_a_query_adapter_option_that_is_not_a_boolean_is_refused():
     """{"query_adapter": "false"} once mapped the queries of a model meant to opt out."""
     with pytest.raises(EmbeddingFailed, match=r"query_adapter option .* must be true or false"):

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from typing import Any
+
+import httpx
 
 from apps.answers.generators.base import (
     Draft,
@@ -30,6 +30,8 @@ from apps.answers.generators.base import (
     strip_markers,
     term_set,
 )
+from apps.core.outbound import deadline as outbound_deadline
+from apps.core.outbound import deadline_client
 
 logger = logging.getLogger(__name__)
 
@@ -150,17 +152,20 @@ class OpenAICompatibleGenerator:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(  # noqa: S310 -- http(s) only, checked in __init__
-            self.url, data=json.dumps(body, ensure_ascii=False).encode("utf-8"), headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 -- configured URL
-                return json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as error:
-            if error.code == 429 or error.code >= 500:
-                raise _Transient(f"HTTP {error.code}") from error
-            raise GenerationFailed(f"The answer generator refused the request (HTTP {error.code}).") from error
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+            # `timeout` for the whole exchange, not for each read (apps.core.outbound).
+            with outbound_deadline(time.monotonic() + timeout), \
+                    deadline_client(timeout=timeout, follow_redirects=False) as client:
+                response = client.post(self.url, content=json.dumps(body, ensure_ascii=False).encode("utf-8"),
+                                       headers=headers)
+        except httpx.HTTPError as error:
             raise _Transient(type(error).__name__) from error
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Transient(f"HTTP {response.status_code}")
+        if not response.is_success:
+            raise GenerationFailed(f"The answer generator refused the request (HTTP {response.status_code}).")
+        try:
+            return json.loads(response.content.decode("utf-8"))
         except ValueError as error:
             raise GenerationFailed("The answer generator answered with invalid JSON.") from error
 

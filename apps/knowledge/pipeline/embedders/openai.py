@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import time
-import urllib.error
-import urllib.request
 
+import httpx
 from django.conf import settings
 
+from apps.core.outbound import deadline as outbound_deadline
+from apps.core.outbound import deadline_client
 from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
 
 logger = logging.getLogger("bailinghub.knowledge")
@@ -41,8 +42,8 @@ class _Transient(Exception):
         self.retry_after = retry_after
 
 
-def _retry_after(error: urllib.error.HTTPError) -> float | None:
-    value = error.headers.get("Retry-After") if error.headers else None
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
     try:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
@@ -83,21 +84,24 @@ class OpenAIEmbedder(Embedder):
         key = os.environ.get(self.api_key_env, "")
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(  # noqa: S310 -- http(s) only, checked in __init__
-            self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
-        )
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 -- operator's URL
-                payload = json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as error:
-            message = _error_message(error.read())
-            if error.code == 429 or error.code >= 500:
-                raise _Transient(f"HTTP {error.code}: {message}", _retry_after(error)) from error
-            raise EmbeddingFailed(
-                f"The embedding endpoint refused the request (HTTP {error.code}): {message}"
-            ) from error
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-            raise _Transient(f"connection failed: {getattr(error, 'reason', error)}") from error
+            # `timeout` for the whole exchange: a read at a time, an endpoint trickling its answer
+            # outlasted the pipeline's lease (apps.core.outbound).
+            with outbound_deadline(time.monotonic() + timeout), \
+                    deadline_client(timeout=timeout, follow_redirects=False) as client:
+                response = client.post(self.url, content=json.dumps(body).encode("utf-8"), headers=headers)
+        except httpx.TimeoutException as error:
+            raise _Transient("connection failed: timed out") from error
+        except httpx.HTTPError as error:
+            raise _Transient(f"connection failed: {type(error).__name__}") from error
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Transient(f"HTTP {response.status_code}: {_error_message(response.content)}",
+                             _retry_after(response))
+        if not response.is_success:
+            raise EmbeddingFailed(f"The embedding endpoint refused the request (HTTP {response.status_code}): "
+                                  f"{_error_message(response.content)}")
+        try:
+            payload = json.loads(response.content.decode("utf-8"))
         except ValueError as error:
             raise EmbeddingFailed("The embedding endpoint answered with invalid JSON.") from error
         try:
