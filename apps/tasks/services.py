@@ -233,8 +233,10 @@ def ledger_append(task: Task, kind: str, *, actor: str = "", request_id: str = "
 
 
 def task_control(*, task: Task, user: Any, request_id: str, expected_revision: int, action: str) -> Task:
-    """Pause, resume or cancel with compare-and-set on the control revision. The same request_id
-    replays its first answer; a stale revision is a conflict, never retried with a newer one."""
+    """Pause, resume or cancel with compare-and-set on the control revision; a stale revision is a
+    conflict, never retried with a newer one. The same request_id again (with the same action and
+    expected revision, else a conflict) acts no more and answers the task as it now stands: its
+    state and revision may have moved on since the first answer."""
     if action not in _ACTIONS:
         raise TaskInvalid("action: One of pause, resume, cancel.", fields={"action": ["One of pause, resume, cancel."]})
     with transaction.atomic():
