@@ -100,6 +100,17 @@ def test_text_without_headings_is_one_section_without_a_path(fixture_bytes):
     ]
 
 
+@pytest.mark.parametrize("separator", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f"])
+def test_a_separating_control_keeps_the_words_apart(separator):
+    """A form feed (a page break), a vertical tab or a record separator was deleted: "end of page"
+    and "Next page" became one word, "pageNext", that no search for either finds."""
+    assert text_decode(f"end of page{separator}Next page".encode()) == "end of page Next page"
+
+
+def test_other_controls_are_still_dropped():
+    assert text_decode(b"a\x01b\x1bc\x7fd\te\nf") == "abcd\te\nf"
+
+
 def test_gb18030_text_is_detected(fixture_bytes):
     parsed = _parse(fixture_bytes, "gb18030.txt")
     assert [block.text for block in parsed.sections[0].blocks] == [

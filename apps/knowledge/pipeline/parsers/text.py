@@ -41,8 +41,11 @@ _BOMS = (
     (b"\xff\xfe", "utf-16-le"),
     (b"\xfe\xff", "utf-16-be"),
 )
-# C0 controls other than tab and newline, and DEL: noise in text, harmful in a tsvector.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# The C0 controls that separate (vertical tab, form feed — a page break —, the file, group, record
+# and unit separators) become a space: deleted, they glued the words on either side into one.
+_SEPARATING = re.compile(r"[\x0b\x0c\x1c-\x1f]")
+# The other C0 controls than tab and newline, and DEL: noise in text, harmful in a tsvector.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
 _BLANK_LINES = re.compile(r"\n[ \t\u3000]*\n")
 
 # UTF-16 or UTF-32 without a byte order mark is recognised from this many bytes at the start.
@@ -330,7 +333,7 @@ def text_decode(data: bytes) -> str:
     """Bytes to text with newlines normalised, in the first encoding that fits (see the module
     docstring); ConversionFailed when none does."""
     text = _decode(data).replace("\r\n", "\n").replace("\r", "\n").replace("\ufeff", "")
-    return _CONTROL.sub("", text)
+    return _CONTROL.sub("", _SEPARATING.sub(" ", text))
 
 
 def paragraphs(text: str) -> list[str]:
