@@ -62,7 +62,7 @@ def test_an_operator_creates_a_task_from_a_session_pauses_and_resumes_it(logged_
     _shot(page, "task-create")
     page.click("#create-task")
     error = page.locator('[data-field="m0-client_conversation_id"] .errorlist')
-    assert error.inner_text() == "1 to 255 characters are required."
+    assert error.inner_text() == "1 to 191 printable characters are required, as in a turn."
     assert Task.objects.count() == 0
     _shot(page, "task-create-error")
 
