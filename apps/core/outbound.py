@@ -4,8 +4,8 @@ httpx's timeouts are per operation: each read may take the whole timeout, so a p
 status line (or its body) a byte at a time, each byte within the timeout, holds the caller for as
 long as it trickles. A client from `deadline_client` connects through streams that cut every
 connect, read and write to what is left of the deadline set with `deadline(...)` on this thread;
-past it, an operation fails at once as httpx's own timeout (ConnectTimeout, ReadTimeout,
-WriteTimeout), so each caller's handling of a timeout serves unchanged.
+past it, an operation fails at once, unattempted, as httpx's own timeout (ConnectTimeout,
+ReadTimeout, WriteTimeout), so each caller's handling of a timeout serves unchanged.
 """
 
 from __future__ import annotations
@@ -34,13 +34,16 @@ def deadline(at: float) -> Iterator[None]:
         _local.deadline = previous
 
 
-def _within_deadline(timeout: float | None) -> float | None:
-    """An operation's timeout cut to what is left of the deadline; at least a millisecond, so an
-    operation past it fails at once as a timeout."""
+def _within_deadline(timeout: float | None, expired: type[Exception]) -> float | None:
+    """An operation's timeout cut to what is left of the deadline; past it, `expired` (httpcore's
+    timeout for the operation) without trying: a read given even a millisecond returns what is
+    already buffered, so a peer sending faster than that was never cut."""
     at: float | None = getattr(_local, "deadline", None)
     if at is None:
         return timeout
-    left = max(at - time.monotonic(), 0.001)
+    left = at - time.monotonic()
+    if left <= 0:
+        raise expired("the outbound deadline has passed")
     return left if timeout is None else min(timeout, left)
 
 
@@ -49,17 +52,18 @@ class _DeadlineStream(httpcore.NetworkStream):
         self._stream = stream
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _within_deadline(timeout))
+        return self._stream.read(max_bytes, _within_deadline(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _within_deadline(timeout))
+        self._stream.write(buffer, _within_deadline(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
         self._stream.close()
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                   timeout: float | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _within_deadline(timeout)))
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
+                                                      _within_deadline(timeout, httpcore.ConnectTimeout)))
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
@@ -71,12 +75,13 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Any = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._backend.connect_tcp(host, port, _within_deadline(timeout), local_address,
-                                                         socket_options))
+        return _DeadlineStream(self._backend.connect_tcp(
+            host, port, _within_deadline(timeout, httpcore.ConnectTimeout), local_address, socket_options))
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Any = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._backend.connect_unix_socket(path, _within_deadline(timeout), socket_options))
+        return _DeadlineStream(self._backend.connect_unix_socket(
+            path, _within_deadline(timeout, httpcore.ConnectTimeout), socket_options))
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)

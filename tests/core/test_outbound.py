@@ -34,3 +34,17 @@ def test_an_inner_deadline_cannot_extend_an_outer_one():
         assert server.handled.wait(10)
     assert server.outcomes == ["cut"]
 
+
+
+def test_an_answer_already_received_is_not_read_past_the_deadline():
+    # The headers come at once, the body a moment later: it is all in the socket's buffer, ready,
+    # by the time the client reads it past the deadline. A read given a millisecond returned it at
+    # once, so a peer sending faster than a read a millisecond was never cut.
+    head = ANSWER.index(b"hello")
+    with TricklingServer(ANSWER, head=head, gap=0.05, tail=head + 1) as server, deadline_client(timeout=5) as client:
+        at = time.monotonic() + 0.5
+        with deadline(at), client.stream("GET", f"http://127.0.0.1:{server.port}/") as response:
+            assert server.handled.wait(10)
+            time.sleep(max(at - time.monotonic(), 0) + 0.05)
+            with pytest.raises(httpx.ReadTimeout):
+                response.read()
