@@ -167,7 +167,9 @@ def spec_uncarry(value: str) -> tuple[bytes, str]:
     except (UnicodeError, binascii.Error, zlib.error) as exc:
         raise ValueError("not a carried spec") from exc
     whole = inflater.eof and not inflater.unconsumed_tail and len(spec) <= MAX_SPEC_BYTES
-    if not whole or not filename or len(filename) > 255:
+    # A name an upload can have: Django's parser drops what does not print (a NUL, which PostgreSQL
+    # cannot store, was a 500 on save).
+    if not whole or not filename or len(filename) > 255 or not filename.isprintable():
         raise ValueError("not a carried spec")
     return spec, filename
 

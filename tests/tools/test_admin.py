@@ -204,6 +204,9 @@ def test_a_new_file_takes_the_previewed_ones_place(browser, owner):
     "c3RvcmUueWFtbA==." + base64.b64encode(zlib.compress(b" " * (MAX_SPEC_BYTES + 1), 9)).decode(),
     # A name of 256 characters.
     base64.urlsafe_b64encode(b"a" * 256).decode() + "." + base64.b64encode(zlib.compress(STORE_SPEC)).decode(),
+    # A name no upload can have: a NUL (PostgreSQL refuses it: the save was a 500), a line break.
+    base64.urlsafe_b64encode(b"store\x00.yaml").decode() + "." + base64.b64encode(zlib.compress(STORE_SPEC)).decode(),
+    base64.urlsafe_b64encode(b"store\n.yaml").decode() + "." + base64.b64encode(zlib.compress(STORE_SPEC)).decode(),
 ])
 def test_a_carried_spec_that_cannot_be_read_back_is_refused_and_saves_nothing(browser, owner, carried):
     response = browser.post("/admin/tools/toolprovider/add/",
