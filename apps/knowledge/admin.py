@@ -206,7 +206,9 @@ class KnowledgeBaseForm(forms.ModelForm):
         if any(name in self.errors for name in RERANK_FORM_FIELDS):
             return
         if not data.get("rerank_base_url") and not data.get("rerank_model"):
-            if data.get("rerank_api_key_env"):  # saved as off, the variable's name would be dropped unsaid
+            # Typed (saved as off, the variable's name would be dropped unsaid); the saved one the box
+            # shows goes with the reranker being turned off.
+            if data.get("rerank_api_key_env") and "rerank_api_key_env" in self.changed_data:
                 self.add_error("rerank_api_key_env", "A key variable belongs to a reranker: give the reranker's "
                                                      "base URL and model, or leave this empty.")
                 return

@@ -242,6 +242,27 @@ def test_the_admin_form_refuses_a_key_variable_without_a_reranker(owner):
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
 
+def test_the_admin_form_turns_a_keyed_reranker_off_when_its_base_url_and_model_are_cleared(owner):
+    """The key variable's box shows the saved name: "leave empty for no reranker" (the base URL's
+    help) was refused beside the key, which the operator had not typed."""
+    from django.test import Client
+
+    kb = _configure(KnowledgeBaseFactory(project=owner.project), "https://rerank.example.com/v1",
+                    api_key_env="RERANK_API_KEY")
+    browser = Client()
+    browser.force_login(owner.user)
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
+        "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
+        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "", "rerank_model": "",
+        "rerank_api_key_env": "RERANK_API_KEY", "rerank_candidates": "20", "rerank_timeout_ms": "2000",
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 302, response.content.decode()[:3000]
+    kb.refresh_from_db()
+    assert (kb.rerank_base_url, kb.rerank_model, kb.rerank_api_key_env) == ("", "", "")
+
+
 def test_the_admin_form_sets_fusion_and_a_reranker(owner):
     from django.test import Client
 
