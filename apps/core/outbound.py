@@ -87,6 +87,17 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
+def url_unrequestable(url: str) -> str | None:
+    """Why httpx could make no request to `url`, or None. httpx refuses some URLs only when it sends
+    (a host with an empty or over-long label fails the socket's IDNA encoding: UnicodeError), and
+    others with InvalidURL: neither is one of its HTTPError, which is all a caller handles."""
+    try:
+        httpx.URL(url).raw_host.decode("ascii").encode("idna")
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        return str(exc)[:200]
+    return None
+
+
 def deadline_client(**options: Any) -> httpx.Client:
     """An httpx.Client (TLS verified, no proxies or settings from the environment) whose connections
     keep to this thread's `deadline`. `options` are httpx.Client's (timeout, follow_redirects…)."""

@@ -175,6 +175,15 @@ def test_api_generator_timeout_is_dependency_unavailable(client, route, llm_sett
     assert RagQuery.objects.get(pk=body["query_id"]).error_code == "DEPENDENCY_UNAVAILABLE"
 
 
+@pytest.mark.parametrize("url", ["http://llm..example.com/v1", "http://[::1/v1"])
+def test_a_generator_base_url_no_request_can_be_made_to_fails_generation(url):
+    """httpx refuses such a URL only when it sends (UnicodeError, InvalidURL): it escaped
+    GenerationFailed, a 500 for the agent's question."""
+    with pytest.raises(GenerationFailed, match="base URL is not a URL a request can be made to"):
+        OpenAICompatibleGenerator(base_url=url, model="tiny-chat", api_key="", timeout_seconds=1,
+                                  max_retries=0).generate(question="质量问题多久可以退款？", evidence=EVIDENCE[:1])
+
+
 def test_a_generator_trickling_its_reply_is_cut_at_the_timeout():
     """Each byte within the timeout, the whole far over it: urllib's per-read timeout never fired,
     and the agent's question waited for the whole reply."""

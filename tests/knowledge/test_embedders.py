@@ -174,6 +174,15 @@ def test_openai_connection_refused_is_transient_then_fails():
         embedder.embed_query("a")
 
 
+@pytest.mark.parametrize("url", ["http://rerank..example.com/v1", "http://[::1/v1", f"http://{'a' * 64}.example/v1"])
+def test_openai_a_base_url_no_request_can_be_made_to_fails_embedding(url):
+    """A host with an empty or over-long label, or an unclosed IPv6 bracket: httpx refuses it only
+    when it sends (UnicodeError, InvalidURL), which escaped as neither transient nor EmbeddingFailed:
+    a 500 in a search or a turn. (urllib's ValueError was caught, as "invalid JSON".)"""
+    with pytest.raises(EmbeddingFailed, match=r"base_url .* is not a URL a request can be made to"):
+        _openai(url, max_retries=0).embed_query("a")
+
+
 def test_openai_an_endpoint_trickling_its_answer_is_cut_at_the_timeout():
     """Each byte within the timeout, the whole far over it: urllib's per-read timeout never fired,
     and a trickling endpoint held the worker past its lease."""

@@ -31,7 +31,7 @@ from apps.answers.generators.base import (
     term_set,
 )
 from apps.core.outbound import deadline as outbound_deadline
-from apps.core.outbound import deadline_client
+from apps.core.outbound import deadline_client, url_unrequestable
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +143,10 @@ class OpenAICompatibleGenerator:
         if not model:
             raise GenerationFailed("The answer generator is not configured (no model).")
         self.url = f"{base}/chat/completions"
+        unrequestable = url_unrequestable(self.url)
+        if unrequestable is not None:
+            raise GenerationFailed(f"The answer generator's base URL is not a URL a request can be made to "
+                                   f"({unrequestable}).")
         self.model = model
         self.api_key = api_key
         self.timeout = max(0.1, float(timeout_seconds))

@@ -18,7 +18,7 @@ import httpx
 from django.conf import settings
 
 from apps.core.outbound import deadline as outbound_deadline
-from apps.core.outbound import deadline_client
+from apps.core.outbound import deadline_client, url_unrequestable
 from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
 
 logger = logging.getLogger("bailinghub.knowledge")
@@ -68,6 +68,10 @@ class OpenAIEmbedder(Embedder):
         if not base_url.startswith(("http://", "https://")):
             raise EmbeddingFailed(f"Embedding model {self.name} needs an http(s) base_url option.")
         self.url = f"{base_url}/embeddings"
+        unrequestable = url_unrequestable(self.url)
+        if unrequestable is not None:
+            raise EmbeddingFailed(f"Embedding model {self.name}: its base_url option is not a URL a request can be "
+                                  f"made to ({unrequestable}).")
         self.model = str(self.options.get("model") or self.name)
         self.api_key_env = str(self.options.get("api_key_env") or "KNOWLEDGE_OPENAI_API_KEY")
         self.timeout = float(self.number_option("timeout_seconds") or settings.KNOWLEDGE_OPENAI_TIMEOUT_SECONDS)
