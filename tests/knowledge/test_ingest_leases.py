@@ -363,10 +363,12 @@ def test_an_embeddings_endpoint_that_hangs_fails_the_document_before_its_lease_r
     out of attempts as if its worker had been killed."""
     from apps.knowledge import ingest
 
-    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 2
+    # Retries may take half the lease: two attempts of 1.5 s in 3 s, with 3 s to spare for parsing
+    # on a loaded machine before the watchdog would take the document (2 s of lease once left none).
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 6
     with _HungEmbeddings() as endpoint:
         model = EmbeddingModelFactory(provider="openai", options={
-            "base_url": endpoint.url, "timeout_seconds": 0.5, "max_retries": 5, "backoff_seconds": 0})
+            "base_url": endpoint.url, "timeout_seconds": 1.5, "max_retries": 5, "backoff_seconds": 0})
         [document] = services.document_upload(kb=KnowledgeBaseFactory(embedding_model=model),
                                               files=[upload("plain.txt")])
         outcome = {}
