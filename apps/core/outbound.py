@@ -110,3 +110,26 @@ def deadline_client(**options: Any) -> httpx.Client:
         max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry, network_backend=_DeadlineBackend())
     return httpx.Client(transport=transport, trust_env=False, **options)
+
+
+class AnswerTooLarge(Exception):
+    """An answer's body past the caller's limit; reading stopped there."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"The answer is over {max_bytes:,} bytes.")
+        self.max_bytes = max_bytes
+
+
+def post_within(url: str, *, content: bytes, headers: dict[str, str], timeout: float,
+                max_bytes: int) -> tuple[httpx.Response, bytes]:
+    """POST `content` to `url`, the whole exchange within `timeout` seconds, no redirect followed:
+    the (closed) response, for its status and headers, and its body — AnswerTooLarge when that
+    passes `max_bytes`, read no further. httpx.HTTPError (its timeouts included) as httpx raises it."""
+    with deadline(time.monotonic() + timeout), deadline_client(timeout=timeout, follow_redirects=False) as client, \
+            client.stream("POST", url, content=content, headers=headers) as response:
+        data = bytearray()
+        for piece in response.iter_bytes():
+            data += piece
+            if len(data) > max_bytes:
+                raise AnswerTooLarge(max_bytes)
+        return response, bytes(data)

@@ -201,6 +201,15 @@ def test_a_generator_trickling_its_reply_is_cut_at_the_timeout():
     assert server.outcomes == ["cut"]
 
 
+def test_a_generator_reply_past_its_limit_fails_without_being_read_whole(monkeypatch):
+    from apps.answers.generators import openai_compatible
+
+    monkeypatch.setattr(openai_compatible, "REPLY_MAX_BYTES", 64)
+    with ChatServer([reply_json("质量问题的商品可以在三十天内退款。[1]", [1])]) as server, \
+            pytest.raises(GenerationFailed, match="reply is over 64 bytes"):
+        _generator(server).generate(question="质量问题多久可以退款？", evidence=EVIDENCE)
+
+
 @pytest.mark.django_db
 def test_api_unreachable_generator_is_dependency_unavailable(client, route, settings):
     settings.RAG_GENERATOR = "openai_compatible"

@@ -199,6 +199,14 @@ def test_openai_an_endpoint_trickling_its_answer_is_cut_at_the_timeout():
     assert endpoint.outcomes == ["cut"]
 
 
+def test_openai_an_answer_past_its_limit_fails_without_being_read_whole(monkeypatch):
+    from apps.knowledge.pipeline.embedders import openai
+
+    monkeypatch.setattr(openai, "ANSWER_MAX_BYTES", 40)
+    with _Endpoint([(200, {})]) as endpoint, pytest.raises(EmbeddingFailed, match="answer is over 40 bytes"):
+        _openai(endpoint.url).embed_documents(["a", "b", "c"])
+
+
 def test_openai_a_redirect_is_refused_with_its_status():
     with _Endpoint([(307, {"Location": "http://127.0.0.1:9/v1/embeddings"})]) as endpoint, \
             pytest.raises(EmbeddingFailed, match=r"refused the request \(HTTP 307\)"):

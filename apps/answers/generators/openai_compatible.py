@@ -30,8 +30,7 @@ from apps.answers.generators.base import (
     strip_markers,
     term_set,
 )
-from apps.core.outbound import deadline as outbound_deadline
-from apps.core.outbound import deadline_client, url_unrequestable
+from apps.core.outbound import AnswerTooLarge, post_within, url_unrequestable
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +38,8 @@ SUPPORT_MIN = 0.6
 BACKOFF_SECONDS = 0.25
 BACKOFF_MAX_SECONDS = 2.0
 EVIDENCE_CHARS = 1500
+# A chat completion's whole answer: the reply asked for is a short JSON object.
+REPLY_MAX_BYTES = 4 * 1024 * 1024
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered evidence you are given. Reply with one JSON object and "
@@ -158,10 +159,10 @@ class OpenAICompatibleGenerator:
             headers["Authorization"] = f"Bearer {self.api_key}"
         try:
             # `timeout` for the whole exchange, not for each read (apps.core.outbound).
-            with outbound_deadline(time.monotonic() + timeout), \
-                    deadline_client(timeout=timeout, follow_redirects=False) as client:
-                response = client.post(self.url, content=json.dumps(body, ensure_ascii=False).encode("utf-8"),
-                                       headers=headers)
+            response, data = post_within(self.url, content=json.dumps(body, ensure_ascii=False).encode("utf-8"),
+                                         headers=headers, timeout=timeout, max_bytes=REPLY_MAX_BYTES)
+        except AnswerTooLarge as error:
+            raise GenerationFailed(f"The answer generator's reply is over {REPLY_MAX_BYTES:,} bytes.") from error
         except httpx.HTTPError as error:
             raise _Transient(type(error).__name__) from error
         if response.status_code == 429 or response.status_code >= 500:
@@ -169,7 +170,7 @@ class OpenAICompatibleGenerator:
         if not response.is_success:
             raise GenerationFailed(f"The answer generator refused the request (HTTP {response.status_code}).")
         try:
-            return json.loads(response.content.decode("utf-8"))
+            return json.loads(data.decode("utf-8"))
         except ValueError as error:
             raise GenerationFailed("The answer generator answered with invalid JSON.") from error
 

@@ -17,13 +17,14 @@ import time
 import httpx
 from django.conf import settings
 
-from apps.core.outbound import deadline as outbound_deadline
-from apps.core.outbound import deadline_client, url_unrequestable
+from apps.core.outbound import AnswerTooLarge, post_within, url_unrequestable
 from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
 
 logger = logging.getLogger("bailinghub.knowledge")
 
 MAX_BACKOFF_SECONDS = 30.0
+# One batch's answer: 256 vectors of 3,072 floats as JSON are about 16 MB.
+ANSWER_MAX_BYTES = 64 * 1024 * 1024
 
 
 def _retry_window_seconds() -> float:
@@ -91,21 +92,22 @@ class OpenAIEmbedder(Embedder):
         try:
             # `timeout` for the whole exchange: a read at a time, an endpoint trickling its answer
             # outlasted the pipeline's lease (apps.core.outbound).
-            with outbound_deadline(time.monotonic() + timeout), \
-                    deadline_client(timeout=timeout, follow_redirects=False) as client:
-                response = client.post(self.url, content=json.dumps(body).encode("utf-8"), headers=headers)
+            response, data = post_within(self.url, content=json.dumps(body).encode("utf-8"), headers=headers,
+                                         timeout=timeout, max_bytes=ANSWER_MAX_BYTES)
+        except AnswerTooLarge as error:
+            raise EmbeddingFailed(f"The embedding endpoint's answer is over {ANSWER_MAX_BYTES:,} bytes.") from error
         except httpx.TimeoutException as error:
             raise _Transient("connection failed: timed out") from error
         except httpx.HTTPError as error:
             raise _Transient(f"connection failed: {type(error).__name__}") from error
         if response.status_code == 429 or response.status_code >= 500:
-            raise _Transient(f"HTTP {response.status_code}: {_error_message(response.content)}",
+            raise _Transient(f"HTTP {response.status_code}: {_error_message(data)}",
                              _retry_after(response))
         if not response.is_success:
             raise EmbeddingFailed(f"The embedding endpoint refused the request (HTTP {response.status_code}): "
-                                  f"{_error_message(response.content)}")
+                                  f"{_error_message(data)}")
         try:
-            payload = json.loads(response.content.decode("utf-8"))
+            payload = json.loads(data.decode("utf-8"))
         except ValueError as error:
             raise EmbeddingFailed("The embedding endpoint answered with invalid JSON.") from error
         try:
