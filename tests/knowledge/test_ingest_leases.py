@@ -154,14 +154,12 @@ def test_a_document_committed_by_a_web_process_that_died_before_enqueueing_is_co
     assert (finished.status, finished.attempts) == ("completed", 1)
 
 
-def test_a_document_deleted_while_its_pdf_is_parsed_stops_the_parse_at_its_next_heartbeat(settings):
+def _ingest_in_thread(document) -> tuple[threading.Thread, dict]:
+    """The document's ingestion started in a thread (a worker beside the test); its result lands in
+    the dict under "result"."""
     from apps.knowledge import ingest
-    from tests.knowledge.test_ingest_limits import _pdf, _stored, _text_ops
 
-    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 1
-    settings.KNOWLEDGE_MAX_TEXT_RATIO = 10_000
-    document = _stored(KnowledgeBaseFactory(), "long.pdf", "pdf", _pdf(content=_text_ops(2_000), pages=200))
-    outcome = {}
+    outcome: dict = {}
 
     def run() -> None:
         try:
@@ -171,6 +169,16 @@ def test_a_document_deleted_while_its_pdf_is_parsed_stops_the_parse_at_its_next_
 
     worker = threading.Thread(target=run)
     worker.start()
+    return worker, outcome
+
+
+def test_a_document_deleted_while_its_pdf_is_parsed_stops_the_parse_at_its_next_heartbeat(settings):
+    from tests.knowledge.test_ingest_limits import _pdf, _stored, _text_ops
+
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 1
+    settings.KNOWLEDGE_MAX_TEXT_RATIO = 10_000
+    document = _stored(KnowledgeBaseFactory(), "long.pdf", "pdf", _pdf(content=_text_ops(2_000), pages=200))
+    worker, outcome = _ingest_in_thread(document)
     try:
         wait_for(lambda: Document.objects.filter(pk=document.pk, status="parsing").exists(), timeout=30,
                  message="the parse to start")
@@ -362,6 +370,7 @@ def test_an_embeddings_endpoint_that_hangs_fails_the_document_before_its_lease_r
     still waited, and so on: the endpoint's failure was never recorded, and the document failed
     out of attempts as if its worker had been killed."""
     from apps.knowledge import ingest
+    from tests.knowledge.test_ingest_limits import _stored
 
     # Retries may take half the lease: two attempts of 1.5 s in 3 s, with 3 s to spare for parsing
     # on a loaded machine before the watchdog would take the document (2 s of lease once left none).
@@ -369,18 +378,11 @@ def test_an_embeddings_endpoint_that_hangs_fails_the_document_before_its_lease_r
     with _HungEmbeddings() as endpoint:
         model = EmbeddingModelFactory(provider="openai", options={
             "base_url": endpoint.url, "timeout_seconds": 1.5, "max_retries": 5, "backoff_seconds": 0})
-        [document] = services.document_upload(kb=KnowledgeBaseFactory(embedding_model=model),
-                                              files=[upload("plain.txt")])
-        outcome = {}
-
-        def run() -> None:
-            try:
-                outcome["result"] = ingest.document_ingest(document_id=document.pk)
-            finally:
-                connection.close()
-
-        worker = threading.Thread(target=run)
-        worker.start()
+        # Stored without the upload's dispatch: a Celery worker left running by an earlier test
+        # took the queued ingestion beside this one ("rescheduled").
+        document = _stored(KnowledgeBaseFactory(embedding_model=model), "plain.txt", "txt",
+                           "退货政策：质量问题三十天内可退。".encode())
+        worker, outcome = _ingest_in_thread(document)
         try:
             while worker.is_alive():  # the watchdog, on a short timer
                 ingest.knowledge_watchdog()
