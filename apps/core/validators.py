@@ -1,4 +1,5 @@
-"""Validators for text the console shows a person beside other text."""
+"""Validators for text the console shows a person beside other text, and the length of the ids a
+client sends."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ from django.core.exceptions import ValidationError
 # The invisible characters that steer the bidi algorithm (ALM, LRM, RLM, the embeddings and
 # overrides, the isolates): inside an id they would reorder what follows them, even under the
 # override, so the console names them instead (`conv-\u202egpj.exe` is not `conv-exe.jpg`).
+# An id a client sends (a conversation's, a turn's, a message's): 1 to this many printable
+# characters, as a turn takes them; the ledger's columns are this wide, and a task member's
+# conversation id is held to it too.
+CLIENT_ID_MAX_CHARS = 191
+
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 

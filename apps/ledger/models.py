@@ -24,10 +24,10 @@ from django.db.models import Q
 
 from apps.agent_auth.models import AgentSession
 from apps.core.models import BaseModel
+from apps.core.validators import CLIENT_ID_MAX_CHARS
 from apps.projects.models import Project
 from apps.routes.models import Route
 
-CLIENT_ID_MAX_CHARS = 191
 # A message is found by the terms of this many of its first characters: 32,000 CJK characters give
 # about 37,000 distinct terms (170 KB, 30 ms to cut); a turn's whole 512 KiB would give several
 # times that, for a search no one makes.

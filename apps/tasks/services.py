@@ -17,7 +17,7 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import SessionEnd, session_end
 from apps.core.revisions import revision_of
-from apps.ledger.models import CLIENT_ID_MAX_CHARS
+from apps.core.validators import CLIENT_ID_MAX_CHARS
 from apps.projects.models import Project
 from apps.routes.validators import ROUTE_KEY_RE, TOOL_NAME_RE
 from apps.tasks.errors import (
