@@ -238,3 +238,22 @@ def test_api_route_override_picks_the_generator(client, route, settings):
         body = client.post(rag_url(route.key), {"question": "换货收费吗？"}, format="json").json()
     assert body["answer"] == "换货不收取费用。[1]"
     assert server.requests[0]["body"]["model"] == "route-model"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("bad", ["\u0000", "\ud800"])
+def test_api_reply_with_text_no_database_stores_is_answered_and_recorded_without_it(client, route, llm_settings,
+                                                                                    bad):
+    """A model's JSON may escape NUL or a lone surrogate into its answer or missing points: the lone
+    surrogate answered 500 (no UTF-8 encoder takes it), NUL an answer without its record."""
+    content = json.dumps({"answer": f"质量问题的商品可以在三十天内退款{bad}。[1]", "citations": [1],
+                          "missing_points": [f"运费{bad}由谁承担"]})
+    with ChatServer([Reply(content=content)]) as server:
+        llm_settings(server)
+        response = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["query_id"] is not None and body["error_code"] is None
+    assert bad not in body["answer"] and all(bad not in point for point in body["missing_points"])
+    record = RagQuery.objects.get(pk=body["query_id"])
+    assert record.answer == body["answer"] and record.missing_points == body["missing_points"]

@@ -31,6 +31,7 @@ from apps.answers.generators.base import (
     term_set,
 )
 from apps.core.outbound import AnswerTooLarge, post_within, url_unrequestable
+from apps.knowledge.pipeline.parsers.base import storable
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +96,11 @@ def _reply_object(content: str) -> dict[str, Any]:
 def check_reply(reply: dict[str, Any], evidence: list[Evidence]) -> Draft:
     """The draft a reply makes, with every citation and sentence checked against the evidence."""
     by_ref = {item.ref: item for item in evidence}
-    answer = str(reply.get("answer") or "").strip()
+    # A JSON reply may escape NUL or a lone surrogate into its text, which no record (or UTF-8
+    # answer) can hold: a lone surrogate answered 500, NUL an answer without its record.
+    answer = storable(str(reply.get("answer") or "")).strip()
     listed = [n for n in reply.get("citations") or [] if isinstance(n, int) and not isinstance(n, bool)]
-    missing = [str(p)[:500] for p in reply.get("missing_points") or [] if isinstance(p, str) and p.strip()][:20]
+    missing = [storable(p[:500]) for p in reply.get("missing_points") or [] if isinstance(p, str) and p.strip()][:20]
     grounded = True
     cited: list[int] = []
     for n in [*markers(answer), *listed]:
