@@ -213,9 +213,10 @@ def memory_assemble(*, messages: Iterable[LedgerMessage], prior_messages: int,
             if len(entry["content"]) > settings.per_message_chars:
                 entry["content"] = entry["content"][: settings.per_message_chars]
                 entry["truncated"] = True
-                truncated += 1
             if len(entry["content"]) > remaining:
-                break
+                break  # left out, not truncated: it was counted as both
+            if entry["truncated"]:
+                truncated += 1
         remaining -= len(entry["content"])
         recent_reversed.append(entry)
         consumed += 1

@@ -102,3 +102,12 @@ def test_next_action_is_only_inspect_original_and_only_for_pending_states():
         {"invocation_id": "b" * 64, "tool": "t", "last_known_state": "awaiting_approval",
          "next_action": "inspect_original"},
     ]
+
+
+def test_a_message_cut_to_its_allowance_but_left_out_by_the_budget_is_not_counted_truncated():
+    """"abcdefghij" is cut to 6 characters, then does not fit the 4 left of the budget: it is left out,
+    not truncated (the run's stats counted it as both)."""
+    memory = memory_assemble(messages=_messages("xyz", "abcdefghij"), prior_messages=2,
+                             settings=_settings(recent_budget_chars=7, per_message_chars=6))
+    assert [entry["content"] for entry in memory.recent] == ["xyz"]
+    assert memory.stats == {"recent_included": 1, "recent_truncated": 0, "recent_left_out": 1}
