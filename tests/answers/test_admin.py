@@ -3,9 +3,11 @@ import re
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from apps.answers.services import rag_query_answer
 from apps.ledger.models import RagQuery
+from apps.ledger.rag import rag_query_feedback
 from tests.answers.factories import RagQueryFactory
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.routes.factories import RouteFactory
@@ -231,3 +233,12 @@ def test_the_report_links_probe_each_route_for_answers_rather_than_read_them_all
     joins = [q["sql"] for q in captured.captured_queries
              if 'FROM "routes_route"' in q["sql"] and 'JOIN "ledger_ragquery"' in q["sql"]]
     assert joins == []
+
+
+def test_detail_isolates_a_feedback_note_from_the_date_after_it(console, route):
+    """A note is free text from the feedback API, which takes U+202E: outside an isolate it ran on
+    over the feedback's date printed after it, reversing it."""
+    query = RagQueryFactory(route=route, question="换货收费吗？")
+    rag_query_feedback(query=query, helpful=False, note="\u202e太慢<b>")
+    page = console.get(reverse("admin:ledger_ragquery_change", args=[query.pk])).content.decode()
+    assert f"— <bdi>{escape(chr(0x202e) + '太慢<b>')}</bdi> (" in page
