@@ -242,3 +242,15 @@ def test_detail_isolates_a_feedback_note_from_the_date_after_it(console, route):
     rag_query_feedback(query=query, helpful=False, note="\u202e太慢<b>")
     page = console.get(reverse("admin:ledger_ragquery_change", args=[query.pk])).content.decode()
     assert f"— <bdi>{escape(chr(0x202e) + '太慢<b>')}</bdi> (" in page
+
+
+def test_evidence_isolates_a_file_name_and_chapter_from_the_words_after_them(console, route):
+    """A document's title is its uploaded file name and its chapter path comes from the file's
+    headings, both of which may hold U+202E: outside an isolate it ran on over "— cited" and the score."""
+    query = RagQueryFactory(route=route, question="换货收费吗？")
+    RagQuery.objects.filter(pk=query.pk).update(evidence=[{
+        "ref": 1, "document_title": "政策\u202e.md", "chapter_path": "退款\u202e / 质量", "quote": "换货不收取费用。",
+        "score": 0.9, "cited": True, "document_id": "", "chunk_id": ""}])
+    page = console.get(reverse("admin:ledger_ragquery_change", args=[query.pk])).content.decode()
+    assert "[1] <bdi>政策\u202e.md</bdi> — cited" in page
+    assert "<bdi>退款\u202e / 质量</bdi>\n    · score 0.900" in page
