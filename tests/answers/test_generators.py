@@ -4,7 +4,7 @@ import pytest
 
 from apps.answers.generators.base import Evidence, GenerationFailed
 from apps.answers.generators.extractive import ExtractiveGenerator
-from apps.answers.generators.openai_compatible import OpenAICompatibleGenerator
+from apps.answers.generators.openai_compatible import MISSING_POINTS_MAX, OpenAICompatibleGenerator, check_reply
 from apps.ledger.models import RagQuery
 from tests.answers.conftest import rag_url
 from tests.answers.helpers import ChatServer, Reply, reply_json
@@ -257,3 +257,14 @@ def test_api_reply_with_text_no_database_stores_is_answered_and_recorded_without
     assert bad not in body["answer"] and all(bad not in point for point in body["missing_points"])
     record = RagQuery.objects.get(pk=body["query_id"])
     assert record.answer == body["answer"] and record.missing_points == body["missing_points"]
+
+
+def test_a_reply_citing_thousands_of_numbers_names_a_bounded_list_of_missing_points():
+    """Each citation or sentence the evidence does not hold added a missing point without end (a
+    record and an answer of 60,000 of them); the citations were also deduplicated through a list,
+    quadratic (about 12 s of CPU for these, measured: no timed assertion here, STYLE.md)."""
+    reply = {"answer": "换货不收取费用。[1]" + "会员双倍积分。" * 1000, "citations": list(range(1, 60_001))}
+    draft = check_reply(reply, EVIDENCE)
+    assert draft.grounded is False and draft.cited == [1, 2]
+    assert len(draft.missing_points) == MISSING_POINTS_MAX
+    assert draft.missing_points[0] == "Citation [3] names no evidence."

@@ -39,6 +39,8 @@ SUPPORT_MIN = 0.6
 BACKOFF_SECONDS = 0.25
 BACKOFF_MAX_SECONDS = 2.0
 EVIDENCE_CHARS = 1500
+# Missing points an answer names at most: the reply's own, then the checks' findings.
+MISSING_POINTS_MAX = 20
 # A chat completion's whole answer: the reply asked for is a short JSON object.
 REPLY_MAX_BYTES = 4 * 1024 * 1024
 
@@ -100,12 +102,11 @@ def check_reply(reply: dict[str, Any], evidence: list[Evidence]) -> Draft:
     # answer) can hold: a lone surrogate answered 500, NUL an answer without its record.
     answer = storable(str(reply.get("answer") or "")).strip()
     listed = [n for n in reply.get("citations") or [] if isinstance(n, int) and not isinstance(n, bool)]
-    missing = [storable(p[:500]) for p in reply.get("missing_points") or [] if isinstance(p, str) and p.strip()][:20]
+    missing = [storable(p[:500]) for p in reply.get("missing_points") or [] if isinstance(p, str) and p.strip()]
+    missing = missing[:MISSING_POINTS_MAX]
     grounded = True
-    cited: list[int] = []
-    for n in [*markers(answer), *listed]:
-        if n not in cited:
-            cited.append(n)
+    # In order, once each: a list's membership test made a reply of many citations quadratic.
+    cited = list(dict.fromkeys([*markers(answer), *listed]))
     for n in cited:
         if n not in by_ref:
             grounded = False
@@ -132,7 +133,7 @@ def check_reply(reply: dict[str, Any], evidence: list[Evidence]) -> Draft:
         for n in own:
             quotes[n] = f"{quotes[n]} {claim}" if n in quotes else claim
     return Draft(answer=answer, cited=sorted(n for n in cited if n in by_ref), quotes=quotes,
-                 grounded=grounded, missing_points=missing, found=bool(answer),
+                 grounded=grounded, missing_points=missing[:MISSING_POINTS_MAX], found=bool(answer),
                  support=1.0 if grounded and answer else 0.0)
 
 
