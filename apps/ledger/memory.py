@@ -106,7 +106,7 @@ def execution_summary_parse(content: str) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the interpreter's limit: a 500 of every completion
         return None
     if not isinstance(data, dict) or data.get("schema_version") != EXECUTION_SUMMARY_SCHEMA:
         return None

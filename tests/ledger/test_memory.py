@@ -111,3 +111,10 @@ def test_a_message_cut_to_its_allowance_but_left_out_by_the_budget_is_not_counte
                              settings=_settings(recent_budget_chars=7, per_message_chars=6))
     assert [entry["content"] for entry in memory.recent] == ["xyz"]
     assert memory.stats == {"recent_included": 1, "recent_truncated": 0, "recent_left_out": 1}
+
+
+def test_content_nested_past_the_interpreters_limit_is_not_a_summary():
+    """json.loads raises RecursionError, not ValueError, for a content nested thousands deep: the
+    completion that carried it answered 500 (its recognition ran on every completion)."""
+    deep = '{"a":' + "[" * 30_000 + "]" * 30_000 + "}"
+    assert execution_summary_parse(deep) is None

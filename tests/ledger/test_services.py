@@ -3,9 +3,9 @@
 import pytest
 from django.db import IntegrityError, transaction
 
-from apps.ledger.models import Run
+from apps.ledger.models import Message, Run
 from apps.ledger.services import conversation_lock, run_open
-from tests.ledger.helpers import open_turn
+from tests.ledger.helpers import complete_run, open_turn
 
 
 @pytest.fixture
@@ -52,3 +52,14 @@ def test_a_run_is_found_only_on_its_own_route(run, issued, route):
     assert run_get_for_route(session=issued.session, route=route, run_id=run.pk) == run
     with pytest.raises(RunNotFound):
         run_get_for_route(session=issued.session, route=RouteFactory(project=route.project), run_id=run.pk)
+
+
+def test_a_completion_whose_content_is_nested_thousands_deep_is_stored_as_text(api_client, issued, run):
+    """Recognising an execution summary parsed the content with json.loads, whose RecursionError
+    (not a ValueError) answered the completion 500."""
+    content = '{"a":' + "[" * 30_000 + "]" * 30_000 + "}"
+    api_client.raise_request_exception = False
+    response = complete_run(api_client, issued.access_token, str(run.pk), content=content)
+    assert response.status_code == 200
+    message = Message.objects.get(role=Message.Role.ASSISTANT)
+    assert (message.kind, message.content) == (Message.Kind.TEXT, content)
