@@ -268,3 +268,15 @@ def test_a_reply_citing_thousands_of_numbers_names_a_bounded_list_of_missing_poi
     assert draft.grounded is False and draft.cited == [1, 2]
     assert len(draft.missing_points) == MISSING_POINTS_MAX
     assert draft.missing_points[0] == "Citation [3] names no evidence."
+
+
+@pytest.mark.django_db
+def test_api_reply_nested_thousands_deep_is_dependency_unavailable_and_recorded(client, route, llm_settings):
+    """The reply was parsed with json.loads, whose RecursionError (not a ValueError) answered 500."""
+    with ChatServer([Reply(content="[" * 100_000 + "]" * 100_000)]) as server:
+        llm_settings(server)
+        response = client.post(rag_url(route.key), {"question": "质量问题多久可以退款？"}, format="json")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["error_code"] == "DEPENDENCY_UNAVAILABLE"
+    assert RagQuery.objects.get(pk=body["query_id"]).error_code == "DEPENDENCY_UNAVAILABLE"

@@ -85,7 +85,7 @@ def _reply_object(content: str) -> dict[str, Any]:
         text = text.strip("`").removeprefix("json").strip()
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested thousands deep: RecursionError answered 500
         raise GenerationFailed("The answer generator replied with something other than JSON.") from exc
     if not isinstance(value, dict) or not isinstance(value.get("answer", ""), str):
         raise GenerationFailed("The answer generator's reply has no answer text.")
@@ -175,7 +175,7 @@ class OpenAICompatibleGenerator:
             raise GenerationFailed(f"The answer generator refused the request (HTTP {response.status_code}).")
         try:
             return json.loads(data.decode("utf-8"))
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise GenerationFailed("The answer generator answered with invalid JSON.") from error
 
     def generate(self, *, question: str, evidence: list[Evidence]) -> Draft:
