@@ -113,7 +113,9 @@ def check_reply(reply: dict[str, Any], evidence: list[Evidence]) -> Draft:
             missing.append(f"Citation [{n}] names no evidence.")
     evidence_terms = {item.ref: term_set(item.text) for item in evidence}
     idf, _ = idf_weights(evidence_terms.values())
-    quotes: dict[int, str] = {}
+    # Each ref's claims, joined once at the end: adding each claim to a string copied it whole (a
+    # reply of 150,000 sentences citing [1], within the reply's bytes, took 15 s).
+    claims_of: dict[int, list[str]] = {}
     supported_terms: set[str] = set()
     for sentence in claims(answer):
         own = [n for n in markers(sentence) if n in by_ref]
@@ -131,7 +133,8 @@ def check_reply(reply: dict[str, Any], evidence: list[Evidence]) -> Draft:
             continue
         supported_terms |= terms
         for n in own:
-            quotes[n] = f"{quotes[n]} {claim}" if n in quotes else claim
+            claims_of.setdefault(n, []).append(claim)
+    quotes = {n: " ".join(texts) for n, texts in claims_of.items()}
     return Draft(answer=answer, cited=sorted(n for n in cited if n in by_ref), quotes=quotes,
                  grounded=grounded, missing_points=missing[:MISSING_POINTS_MAX], found=bool(answer),
                  support=1.0 if grounded and answer else 0.0)
