@@ -207,6 +207,19 @@ def test_openai_an_answer_past_its_limit_fails_without_being_read_whole(monkeypa
         _openai(endpoint.url).embed_documents(["a", "b", "c"])
 
 
+@pytest.mark.parametrize(("status", "message"), [
+    (200, "answered with invalid JSON"), (400, r"refused the request \(HTTP 400\): \[\[\[")])
+def test_openai_an_answer_nested_past_the_parsers_stack_fails_clearly(status, message):
+    """json.loads raised RecursionError, which no caller handles: a 500 in a search or a turn."""
+    from tests.local_server import TricklingServer
+
+    body = b"[" * 100_000
+    answer = b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        status, len(body), body)
+    with TricklingServer(answer, head=len(answer)) as endpoint, pytest.raises(EmbeddingFailed, match=message):
+        _openai(f"http://127.0.0.1:{endpoint.port}/v1", max_retries=0).embed_query("a")
+
+
 def test_openai_a_redirect_is_refused_with_its_status():
     with _Endpoint([(307, {"Location": "http://127.0.0.1:9/v1/embeddings"})]) as endpoint, \
             pytest.raises(EmbeddingFailed, match=r"refused the request \(HTTP 307\)"):

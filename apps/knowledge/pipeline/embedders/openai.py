@@ -54,7 +54,7 @@ def _retry_after(response: httpx.Response) -> float | None:
 def _error_message(body: bytes) -> str:
     try:
         payload = json.loads(body.decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's stack
         return body.decode("utf-8", "replace")[:200]
     error = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(error, dict):
@@ -108,7 +108,7 @@ class OpenAIEmbedder(Embedder):
                                   f"{_error_message(data)}")
         try:
             payload = json.loads(data.decode("utf-8"))
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise EmbeddingFailed("The embedding endpoint answered with invalid JSON.") from error
         try:
             rows = sorted(payload["data"], key=lambda row: row["index"])
