@@ -23,7 +23,7 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 def json_object(body: bytes, *, allowed: frozenset[str]) -> dict[str, Any]:
     try:
         data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested past json's stack
         raise InvalidJson() from None
     if not isinstance(data, dict):
         raise InvalidJson()

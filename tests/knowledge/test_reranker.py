@@ -124,6 +124,16 @@ def test_a_reranker_trickling_its_answer_times_out_at_the_deadline(kb):
     assert endpoint.outcomes == ["cut"]
 
 
+def test_an_answer_nested_past_the_parsers_stack_falls_back(kb):
+    """json's RecursionError escaped the reranker's handling: the search was a 500."""
+    with RerankEndpoint(body=b"[" * 100_000) as endpoint:
+        kb = _configure(kb, endpoint.url)
+        fused = _fused(kb)
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert [hit.chunk_id for hit in result.hits] == fused
+    assert result.trace[0]["error_code"] == "rerank_bad_response"
+
+
 def test_a_malformed_answer_falls_back(kb):
     body = json.dumps({"results": [{"index": 99, "relevance_score": 1.0}]}).encode()
     with RerankEndpoint(body=body) as endpoint:

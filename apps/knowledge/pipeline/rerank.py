@@ -180,7 +180,7 @@ def rerank_call(*, config: RerankConfig, query: str, documents: Sequence[str]) -
         raise RerankFailed("rerank_unreachable", f"The reranker could not be reached ({type(exc).__name__}).") from exc
     try:
         payload = httpx.Response(200, content=bytes(data)).json()
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past json's stack
         raise RerankFailed("rerank_bad_response", "The reranker's answer is not JSON.") from exc
     usage = payload.get("usage") or payload.get("meta") if isinstance(payload, dict) else None
     return _parse(payload, count=len(documents)), usage if isinstance(usage, dict) else {}
