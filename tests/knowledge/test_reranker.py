@@ -197,6 +197,9 @@ def test_a_null_reranker_turns_it_off(client, owner):
     ({"base_url": "https://rerank.example.com", "model": "m", "candidates": 0}, "reranker.candidates"),
     ({"base_url": "https://rerank.example.com", "model": "m", "api_key": "sk"}, "reranker.api_key"),
     ("https://rerank.example.com", "reranker"),
+    # PostgreSQL refuses NUL in text: these were saved and answered 500.
+    ({"base_url": "https://rerank\u0000.example.com", "model": "m"}, "reranker.base_url"),
+    ({"base_url": "https://rerank.example.com", "model": "m\u0000"}, "reranker.model"),
 ])
 def test_a_bad_reranker_config_is_422_and_changes_nothing(client, owner, reranker, field):
     kb = KnowledgeBaseFactory(project=owner.project)

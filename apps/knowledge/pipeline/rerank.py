@@ -69,8 +69,8 @@ def reranker_validate(value: Any) -> dict[str, Any]:
         errors["reranker.base_url"] = ["An http(s) URL without credentials, query or fragment is required "
                                        "(at most 500 characters)."]
     model = value.get("model")
-    if not isinstance(model, str) or not model.strip() or len(model) > 200:
-        errors["reranker.model"] = ["A model name of 1–200 characters is required."]
+    if not isinstance(model, str) or not model.strip() or len(model) > 200 or not model.isprintable():
+        errors["reranker.model"] = ["A model name of 1–200 printable characters is required."]
     key_env = value.get("api_key_env", "")
     if not isinstance(key_env, str) or (key_env and not ENV_NAME.fullmatch(key_env)):
         errors["reranker.api_key_env"] = ["The name of an environment variable that starts with RERANK_ "
@@ -90,7 +90,7 @@ def reranker_validate(value: Any) -> dict[str, Any]:
 
 
 def base_url_valid(url: str) -> bool:
-    if len(url) > 500 or any(ch.isspace() for ch in url):
+    if len(url) > 500 or not url.isprintable() or any(ch.isspace() for ch in url):
         return False
     try:
         parts = urlsplit(url)
