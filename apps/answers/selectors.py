@@ -17,6 +17,7 @@ from apps.answers.errors import RagQueryNotFound, RouteAmbiguous, RouteNotFound
 from apps.ledger.models import RagQuery
 from apps.projects.selectors import project_list_visible
 from apps.routes.models import Route
+from apps.routes.validators import ROUTE_KEY_RE
 
 REPORT_DAYS_DEFAULT = 30
 REPORT_DAYS_MAX = 365
@@ -25,7 +26,10 @@ TOP_UNANSWERED = 10
 
 def route_get_for_operator(*, user, route_key: str, project_id: str | None = None) -> Route:
     """The route with this key in a project the operator can see; RouteNotFound otherwise. With
-    the key in several of their projects, `project_id` names which (RouteAmbiguous without it)."""
+    the key in several of their projects, `project_id` names which (RouteAmbiguous without it). A
+    key no route can have is not looked up (one with a NUL reached PostgreSQL, which refuses it: 500)."""
+    if not ROUTE_KEY_RE.fullmatch(route_key):
+        raise RouteNotFound()
     routes = Route.objects.filter(key=route_key, project__in=project_list_visible(user=user)).select_related("project")
     if project_id is not None:
         routes = routes.filter(project_id=project_id)

@@ -1,4 +1,5 @@
 import datetime as dt
+import json
 
 import pytest
 from django.utils import timezone
@@ -107,6 +108,19 @@ def test_feedback_through_another_projects_route_is_404(client, plain_route):
     assert response.json()["error"] == "route_not_found"
     theirs.refresh_from_db()
     assert theirs.helpful is None
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("GET", "queries"), ("GET", "report"), ("POST", "query"),
+    ("POST", "queries/00000000-0000-0000-0000-000000000000/feedback"),
+])
+def test_a_route_key_with_a_nul_is_404_not_500(client, plain_route, method, path):
+    # The key reached PostgreSQL, which refuses NUL in text: 500 internal_error.
+    before = RagQuery.objects.count()
+    body = json.dumps({"question": "退款要几天"} if path == "query" else {"helpful": True})
+    response = client.generic(method, rag_url("a%00b", path), body, content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (404, "route_not_found")
+    assert RagQuery.objects.count() == before
 
 
 @pytest.mark.parametrize(
