@@ -116,6 +116,13 @@ def test_create_with_an_invalid_field_is_422_naming_it(client, owner, field, val
     (json.dumps({"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {},
                  "components": {"schemas": {"A": {"$ref": "#/components/schemas/B"},
                                             "B": {"$ref": "#/components/schemas/A"}}}}), "ref_loop"),
+    # A NUL (a JSON \u0000 or a YAML \0 escape), which PostgreSQL cannot store, reached the
+    # provider's compile report and its tools: 500.
+    (json.dumps({"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+                 "paths": {"/a\u0000": {"get": {"operationId": "a", "responses": {"200": {"description": "ok"}}}}}}),
+     "spec_not_parseable"),
+    ('openapi: 3.0.3\ninfo: {title: t, version: "1"}\npaths:\n  "/a\\0":\n    get:\n      operationId: a\n'
+     '      responses: {"200": {description: ok}}\n', "spec_not_parseable"),
 ])
 def test_create_with_a_refused_spec_is_422_with_the_reason(client, owner, spec, reason):
     before = snapshot()

@@ -70,12 +70,40 @@ def parse(data: bytes) -> dict[str, Any]:
                               f"The spec is neither JSON nor YAML ({_yaml_problem(exc)})."[:500]) from None
     if not isinstance(document, dict):
         raise SpecRefused("spec_not_openapi", "The spec is not an OpenAPI document (its top level is not an object).")
-    if not is_json:
-        if _expanded_size(document) > MAX_EXPANDED_NODES:
-            raise SpecRefused("spec_too_large",
-                              f"The spec's YAML aliases expand to more than {MAX_EXPANDED_NODES} nodes.")
-        return _as_json(document)
-    return document
+    if not is_json and _expanded_size(document) > MAX_EXPANDED_NODES:
+        raise SpecRefused("spec_too_large",
+                          f"The spec's YAML aliases expand to more than {MAX_EXPANDED_NODES} nodes.")
+    parsed: dict[str, Any] = document if is_json else _as_json(document)
+    # A NUL comes from an escape (JSON \u0000, YAML \0 \x00 \u0000): no walk for a spec without one.
+    if ("\\" in text or "\x00" in text) and (where := _nul_pointer(parsed)) is not None:
+        raise SpecRefused("spec_not_parseable", "The spec holds a NUL character, which cannot be stored.",
+                          pointer=where)
+    return parsed
+
+
+# Texts the compiler cleans of control characters (compiler.text.clean_text) before keeping them.
+_CLEANED_TEXTS = frozenset({"title", "summary", "description"})
+
+
+def _nul_pointer(document: Any) -> str | None:
+    """The JSON pointer of the first key or string holding a NUL (for a key, its object's), walked
+    without recursion; None when there is none. Titles, summaries and descriptions are cleaned
+    by the compiler instead."""
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return pointer
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if "\x00" in key:
+                    return pointer
+                if not (isinstance(child, str) and key in _CLEANED_TEXTS):
+                    stack.append((child, f"{pointer}/{key.replace('~', '~0').replace('/', '~1')}"))
+        elif isinstance(node, list):
+            stack.extend((child, f"{pointer}/{index}") for index, child in enumerate(node))
+    return None
 
 
 def _json_problem(exc: ValueError | RecursionError) -> str:
