@@ -3,13 +3,15 @@ each operator's own."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.forms import inlineformset_factory
 
 from apps.projects.admin import MembershipForm, MembershipFormSet
 from apps.projects.models import Membership, OperatorToken, Project
-from apps.projects.tokens import operator_token_create
+from apps.projects.tokens import operator_token_create, operator_token_hash
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.projects.helpers import admin_client
 
@@ -195,6 +197,19 @@ def test_an_owner_may_step_down_once_another_member_is_owner(owner):
                                              _project_form(project, rows, initial=2))
     assert response.status_code == 302
     assert sorted(project.memberships.values_list("user__username", "role")) == [("ada", "owner"), ("olivia", "viewer")]
+
+
+def test_a_new_operator_token_is_shown_on_the_answer_and_never_travels_in_a_cookie(owner):
+    """The token was put in a message, and messages go in the signed (not encrypted) `messages`
+    cookie first: the redirect after the add carried the token to the browser's cookie jar and back."""
+    browser = admin_client(owner.user)
+    response = browser.post("/admin/projects/operatortoken/add/", {"name": "ci", "scopes": ["knowledge:ingest"]})
+    shown = re.search(r"bhop_[A-Za-z0-9_-]{43}", response.content.decode())
+    assert shown is not None
+    assert OperatorToken.objects.get(name="ci").token_hash == operator_token_hash(shown[0])
+    assert (response.status_code, "messages" in response.cookies) == (200, False)
+    assert "no-store" in response["Cache-Control"]
+    assert shown[0] not in browser.get("/admin/projects/operatortoken/").content.decode()
 
 
 def test_an_operator_token_cannot_be_created_already_expired(owner):
