@@ -74,8 +74,15 @@ def _check_name(name: str) -> None:
 
 
 def _check_base_url(base_url: str) -> None:
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    # A URL urlsplit refuses (an unclosed or bad IPv6 bracket) was a 500; a bad port or a space
+    # was saved, and no call could ever be made to it.
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 -- raises on a malformed or out-of-range port
+    except ValueError:
+        raise InvalidProvider("base_url: not a well-formed URL.", field="base_url") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not base_url.isprintable() or any(
+            char.isspace() for char in base_url):
         raise InvalidProvider("base_url: use an absolute http:// or https:// URL.", field="base_url")
     if parts.username or parts.password:
         raise InvalidProvider("base_url: credentials do not belong in the URL; use the signing secret.",

@@ -95,6 +95,12 @@ def test_create_with_a_name_taken_in_the_project_is_409(client, owner):
     ("name", "Not A Name", "name"),
     ("base_url", "ftp://shop.example", "base_url"),
     ("base_url", "https://user:pw@shop.example", "base_url"),
+    # A URL urlsplit refuses answered 500; a port out of range or a space was saved, never callable.
+    ("base_url", "http://[::1", "base_url"),
+    ("base_url", "https://[shop]/", "base_url"),
+    ("base_url", "https://shop.example:999999", "base_url"),
+    ("base_url", "https://shop.example:http", "base_url"),
+    ("base_url", "https://shop .example", "base_url"),
     ("enabled", "yes", "enabled"),
     ("spec", 12, "spec"),
     ("color", "red", "color"),
