@@ -172,6 +172,11 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "apps.agent_auth.pages.csrf_failure"  # HTML on the sign-in pages; Django's elsewhere
 SESSION_COOKIE_HTTPONLY = True
+# Messages wait for the next page in the session (a row in the database), not in Django's default
+# `messages` cookie: that one is signed, not encrypted, and a one-time token or a generated signing
+# secret shown in a message went to the browser's cookie jar and back in clear. A message leaves the
+# session when it is shown.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", False) else None

@@ -56,6 +56,33 @@ def test_creating_a_client_shows_its_token_once_on_its_page(route, other_route, 
     assert TOKEN_RE.findall(admin.get(response["Location"]).content.decode()) == []
 
 
+def _cookies_and_session(admin) -> str:
+    """Everything the browser holds and the session row keeps, as text."""
+    from django.contrib.sessions.models import Session
+
+    cookies = " ".join(f"{name}={morsel.value}" for name, morsel in admin.cookies.items())
+    sessions = " ".join(str(row.get_decoded()) for row in Session.objects.all())
+    return cookies + " " + sessions
+
+
+def test_a_new_client_token_never_travels_in_a_cookie_and_leaves_the_session_once_shown(route, other_route, owner):
+    """Messages went in Django's default `messages` cookie, signed, not encrypted: the redirect after
+    the add carried the token to the browser's cookie jar and back in clear."""
+    admin = _admin(owner)
+    response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route))
+    assert "messages" not in response.cookies
+    [token] = TOKEN_RE.findall(admin.get(response["Location"]).content.decode())
+    assert token not in _cookies_and_session(admin)
+
+
+def test_a_rotated_client_token_never_travels_in_a_cookie(agent_client, owner):
+    admin = _admin(owner)
+    response = admin.post(f"/admin/agent_auth/agentclient/{agent_client.pk}/rotate-token/")
+    assert "messages" not in response.cookies
+    [token] = TOKEN_RE.findall(admin.get(response["Location"]).content.decode())
+    assert token not in _cookies_and_session(admin)
+
+
 def test_a_client_needs_existing_routes_and_a_safe_authorization_url(route, owner):
     admin = _admin(owner)
     for changes in ({"allowed_routes": ["store-assistant", "payroll"]},

@@ -154,6 +154,21 @@ def _carried(page: str) -> str:
     return html.unescape(value)
 
 
+def test_a_generated_signing_secret_never_travels_in_a_cookie(browser, owner):
+    """Shown in a message, which went in Django's `messages` cookie (signed, not encrypted)."""
+    from django.contrib.sessions.models import Session
+
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, signing_secret="",
+                                                                        spec_text=STORE_SPEC.decode()))
+    assert response.status_code == 302 and "messages" not in response.cookies
+    page = browser.get(response["Location"]).content.decode()
+    secret = secret_decrypt(ToolProvider.objects.get(name="store").secret_encrypted)
+    assert f"<code>{secret}</code>" in page
+    held = " ".join(f"{name}={morsel.value}" for name, morsel in browser.cookies.items())
+    held += " ".join(str(row.get_decoded()) for row in Session.objects.all())
+    assert secret not in held
+
+
 def test_a_previewed_file_is_saved_without_choosing_it_again(browser, owner):
     """A browser never refills a file input: after a preview the operator had to choose the file
     again, or Save said "Upload a spec file"."""
