@@ -137,6 +137,8 @@ class KnowledgeBaseForm(forms.ModelForm):
     """The chunk strategy as four fields; together they build the same validated object the
     builder API takes (`strategy_parse`), and its errors land next to the field they are about."""
 
+    user = None  # set per request by KnowledgeBaseAdmin.get_form (services.reranker_key_check)
+
     strategy = forms.ChoiceField(label="Chunk strategy", choices=STRATEGY_CHOICES, help_text=STRATEGY_HELP)
     min_chars = forms.IntegerField(
         label="Minimum characters", min_value=0,
@@ -218,10 +220,16 @@ class KnowledgeBaseForm(forms.ModelForm):
                  "api_key_env": data.get("rerank_api_key_env") or "", "candidates": data.get("rerank_candidates"),
                  "timeout_ms": data.get("rerank_timeout_ms")}
         try:
-            reranker_validate(value)
+            fields = reranker_validate(value)
         except RerankConfigInvalid as exc:
             for key, field_messages in exc.fields.items():
                 self.add_error("rerank_" + key.removeprefix("reranker."), field_messages)
+            return
+        try:
+            services.reranker_key_check(kb=self.instance if self.instance.pk else None, fields=fields,
+                                        user=self.user)
+        except errors.KnowledgeBaseInvalid:
+            self.add_error("rerank_api_key_env", services.RERANK_KEY_SUPERUSER)
             return
         data["reranker"] = value
 
@@ -355,6 +363,11 @@ class RouteBindingInline(ProjectScopedInlineMixin, admin.TabularInline):
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = KnowledgeBaseForm
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        form.user = request.user  # a class made for this request: its reranker key check reads the user
+        return form
     # Six columns, the model and the strategy in one, so the list fits beside the sidebar and the
     # filters at 1366 px.
     list_display = ["name", "project", "on", "model_and_strategy", "document_count", "confirms"]

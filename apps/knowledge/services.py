@@ -120,6 +120,24 @@ def _reranker(value: Any) -> dict:
         raise errors.KnowledgeBaseInvalid(f"reranker: {exc}", fields=exc.fields) from exc
 
 
+RERANK_KEY_SUPERUSER = ("Only a superuser may name a key variable for a reranker, or point a reranker that "
+                        "sends one elsewhere: the key is the deployment's, and the base URL receives it.")
+
+
+def reranker_key_check(*, kb: KnowledgeBase | None, fields: dict, user: Any) -> None:
+    """A key variable names a secret of the whole deployment, sent to the reranker's base URL: a
+    project's operator who could set both had any RERANK_ key sent to a host of their own. Others
+    than superusers keep a keyed reranker as a superuser set it (the same variable, the same base
+    URL), or have none. `user` None: a caller of the code itself (seeds, commands)."""
+    if user is None or user.is_superuser or not fields["rerank_api_key_env"]:
+        return
+    if kb is not None and (kb.rerank_api_key_env, kb.rerank_base_url) == (
+            fields["rerank_api_key_env"], fields["rerank_base_url"]):
+        return
+    raise errors.KnowledgeBaseInvalid(f"reranker.api_key_env: {RERANK_KEY_SUPERUSER}",
+                                      fields={"reranker.api_key_env": [RERANK_KEY_SUPERUSER]})
+
+
 @transaction.atomic
 def knowledge_base_create(
     *,
@@ -143,6 +161,7 @@ def knowledge_base_create(
         )
     strategy = _strategy(chunk_strategy)
     rerank_fields = _reranker(reranker)
+    reranker_key_check(kb=None, fields=rerank_fields, user=user)
     _fusion(fusion)
     if KnowledgeBase.objects.filter(project=project, name=name).exists():
         raise errors.KnowledgeBaseNameTaken()
@@ -158,9 +177,10 @@ def knowledge_base_create(
 
 
 @transaction.atomic
-def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase:
+def knowledge_base_update(*, kb: KnowledgeBase, user: Any = None, **changes: Any) -> KnowledgeBase:
     """Change name, description, enabled, chunk_strategy (used by the next rebuild),
-    require_confirmation, fusion or the reranker. The embedding model and dimension cannot change."""
+    require_confirmation, fusion or the reranker (a key variable: reranker_key_check, for `user`).
+    The embedding model and dimension cannot change."""
     kb = KnowledgeBase.objects.select_for_update(of=("self",)).get(pk=kb.pk)
     model_id = changes.pop("embedding_model_id", None)
     if model_id is not None and str(model_id) != str(kb.embedding_model_id):
@@ -176,7 +196,9 @@ def knowledge_base_update(*, kb: KnowledgeBase, **changes: Any) -> KnowledgeBase
     if "fusion" in changes:
         _fusion(changes["fusion"])
     if "reranker" in changes:
-        changes.update(_reranker(changes.pop("reranker")))
+        rerank_fields = _reranker(changes.pop("reranker"))
+        reranker_key_check(kb=kb, fields=rerank_fields, user=user)
+        changes.update(rerank_fields)
     if "name" in changes and KnowledgeBase.objects.filter(project=kb.project, name=changes["name"]).exclude(
         pk=kb.pk
     ).exists():

@@ -167,8 +167,14 @@ def test_the_debug_search_shows_the_fallback(client, owner):
     assert response.json()["data"]["hits"]
 
 
+def _superuser(membership):
+    membership.user.is_superuser = True
+    membership.user.save(update_fields=["is_superuser"])
+
+
 def test_the_builder_api_configures_a_reranker_and_never_shows_a_key(client, owner, monkeypatch):
     monkeypatch.setenv("RERANK_TEST_KEY", "rk-secret-123")
+    _superuser(owner)  # a key variable is the deployment's: a superuser names it
     kb = KnowledgeBaseFactory(project=owner.project)
     response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {
         "base_url": "https://rerank.example.com/v1/", "model": "m", "api_key_env": "RERANK_TEST_KEY"}},
@@ -178,6 +184,34 @@ def test_the_builder_api_configures_a_reranker_and_never_shows_a_key(client, own
                                                    "api_key_env": "RERANK_TEST_KEY", "candidates": 20,
                                                    "timeout_ms": 3000}
     assert "rk-secret-123" not in response.content.decode()
+
+
+KEYED = {"base_url": "https://rerank.example.com/v1", "model": "m", "api_key_env": "RERANK_TEST_KEY"}
+
+
+@pytest.mark.parametrize("setting", [KEYED, {**KEYED, "base_url": "https://attacker.example/v1"}])
+def test_a_project_owner_cannot_send_a_deployment_key_to_a_base_url_of_their_choosing(client, owner, setting):
+    """Any RERANK_ variable was taken from any operator who may edit a KB: pointed at a host of
+    their own, a search sent the deployment's key there."""
+    kb = KnowledgeBaseFactory(project=owner.project)
+    if setting["base_url"] != KEYED["base_url"]:  # a keyed reranker a superuser set, pointed elsewhere
+        services.knowledge_base_update(kb=kb, reranker=KEYED)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": setting}, format="json")
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_knowledge_base"
+    assert "superuser" in response.json()["fields"]["reranker.api_key_env"][0]
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
+def test_a_project_owner_keeps_a_superusers_keyed_reranker_while_changing_the_rest(client, owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    services.knowledge_base_update(kb=kb, reranker=KEYED)
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {**KEYED, "candidates": 5},
+                                                                         "name": "renamed"}, format="json")
+    assert response.status_code == 200
+    kb.refresh_from_db()
+    assert (kb.name, kb.rerank_api_key_env, kb.rerank_candidates) == ("renamed", "RERANK_TEST_KEY", 5)
 
 
 def test_a_null_reranker_turns_it_off(client, owner):
@@ -279,6 +313,7 @@ def test_the_admin_form_turns_a_keyed_reranker_off_when_its_base_url_and_model_a
 def test_the_admin_form_sets_fusion_and_a_reranker(owner):
     from django.test import Client
 
+    _superuser(owner)  # a key variable is the deployment's: a superuser names it
     kb = KnowledgeBaseFactory(project=owner.project)
     browser = Client()
     browser.force_login(owner.user)
@@ -294,6 +329,27 @@ def test_the_admin_form_sets_fusion_and_a_reranker(owner):
     kb.refresh_from_db()
     assert (kb.fusion, kb.rerank_base_url, kb.rerank_model, kb.rerank_api_key_env, kb.rerank_candidates,
             kb.rerank_timeout_ms) == ("rrf", "https://rerank.example.com/v1", "m", "RERANK_KEY", 30, 2500)
+
+
+def test_the_admin_form_refuses_a_key_variable_from_a_project_owner(owner):
+    from django.test import Client
+
+    kb = KnowledgeBaseFactory(project=owner.project)
+    browser = Client()
+    browser.force_login(owner.user)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
+        "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
+        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "https://attacker.example/v1",
+        "rerank_model": "m", "rerank_api_key_env": "RERANK_KEY", "rerank_candidates": "30",
+        "rerank_timeout_ms": "2500",
+        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+    })
+    assert response.status_code == 200
+    field = response.content.decode().split("field-rerank_api_key_env", 1)[1].split("</div>\n", 2)[0]
+    assert "errorlist" in field and "Only a superuser may name a key variable" in field
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
 
 def test_operators_see_their_projects_cost_records_only(owner):

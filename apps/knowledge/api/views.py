@@ -140,7 +140,7 @@ class KnowledgeBaseUpdateApi(BuilderApi):
     def patch(self, request, kb_id):
         kb = selectors.knowledge_base_get_editable(user=request.user, kb_id=kb_id)
         data = _validated(KnowledgeBaseUpdateIn, request.data, partial=True)
-        kb = services.knowledge_base_update(kb=kb, **data)
+        kb = services.knowledge_base_update(kb=kb, user=request.user, **data)
         return Response({"data": knowledge_base_out(kb)})
 
 
