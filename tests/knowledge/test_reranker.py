@@ -245,24 +245,33 @@ def test_a_bad_reranker_config_is_422_and_changes_nothing(client, owner, reranke
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
 
-def test_the_admin_form_shows_a_bad_reranker_setting_beside_its_field(owner):
+def _admin_post(owner, kb, **fields):
+    """The KB's console page posted by `owner`: its settings as they are, a keyless reranker at
+    rerank.example.com, and `fields` over them."""
     from django.test import Client
 
-    kb = KnowledgeBaseFactory(project=owner.project)
     browser = Client()
     browser.force_login(owner.user)
-    before = KnowledgeBase.objects.values().get(pk=kb.pk)
-    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
+    return browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
         "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
         "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "https://rerank.example.com/v1",
-        "rerank_model": "m", "rerank_api_key_env": "sk-live-abc", "rerank_candidates": "20",
-        "rerank_timeout_ms": "3000",
+        "rerank_model": "m", "rerank_api_key_env": "", "rerank_candidates": "20", "rerank_timeout_ms": "3000",
         "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
-        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
+        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0", **fields,
     })
-    page = response.content.decode()
+
+
+def _key_field(response) -> str:
+    """The key variable's row of the page, its errors included."""
+    return response.content.decode().split("field-rerank_api_key_env", 1)[1].split("</div>\n", 2)[0]
+
+
+def test_the_admin_form_shows_a_bad_reranker_setting_beside_its_field(owner):
+    kb = KnowledgeBaseFactory(project=owner.project)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = _admin_post(owner, kb, rerank_api_key_env="sk-live-abc")
     assert response.status_code == 200
-    field = page.split("field-rerank_api_key_env", 1)[1].split("</div>\n", 2)[0]
+    field = _key_field(response)
     assert "errorlist" in field and "environment variable" in field
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
@@ -270,21 +279,12 @@ def test_the_admin_form_shows_a_bad_reranker_setting_beside_its_field(owner):
 def test_the_admin_form_refuses_a_key_variable_without_a_reranker(owner):
     """Typed without a base URL and model, the variable's name was saved as no reranker: dropped
     without a word."""
-    from django.test import Client
-
     kb = KnowledgeBaseFactory(project=owner.project)
-    browser = Client()
-    browser.force_login(owner.user)
     before = KnowledgeBase.objects.values().get(pk=kb.pk)
-    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
-        "name": "renamed", "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
-        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "", "rerank_model": "",
-        "rerank_api_key_env": "RERANK_API_KEY", "rerank_candidates": "20", "rerank_timeout_ms": "3000",
-        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
-        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
-    })
+    response = _admin_post(owner, kb, name="renamed", rerank_base_url="", rerank_model="",
+                           rerank_api_key_env="RERANK_API_KEY")
     assert response.status_code == 200
-    field = response.content.decode().split("field-rerank_api_key_env", 1)[1].split("</div>\n", 2)[0]
+    field = _key_field(response)
     assert "errorlist" in field and "base URL and model" in field
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
@@ -292,39 +292,20 @@ def test_the_admin_form_refuses_a_key_variable_without_a_reranker(owner):
 def test_the_admin_form_turns_a_keyed_reranker_off_when_its_base_url_and_model_are_cleared(owner):
     """The key variable's box shows the saved name: "leave empty for no reranker" (the base URL's
     help) was refused beside the key, which the operator had not typed."""
-    from django.test import Client
-
     kb = _configure(KnowledgeBaseFactory(project=owner.project), "https://rerank.example.com/v1",
                     api_key_env="RERANK_API_KEY")
-    browser = Client()
-    browser.force_login(owner.user)
-    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
-        "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
-        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "", "rerank_model": "",
-        "rerank_api_key_env": "RERANK_API_KEY", "rerank_candidates": "20", "rerank_timeout_ms": "2000",
-        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
-        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
-    })
+    response = _admin_post(owner, kb, rerank_base_url="", rerank_model="", rerank_api_key_env="RERANK_API_KEY",
+                           rerank_timeout_ms="2000")
     assert response.status_code == 302, response.content.decode()[:3000]
     kb.refresh_from_db()
     assert (kb.rerank_base_url, kb.rerank_model, kb.rerank_api_key_env) == ("", "", "")
 
 
 def test_the_admin_form_sets_fusion_and_a_reranker(owner):
-    from django.test import Client
-
     _superuser(owner)  # a key variable is the deployment's: a superuser names it
     kb = KnowledgeBaseFactory(project=owner.project)
-    browser = Client()
-    browser.force_login(owner.user)
-    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
-        "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
-        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "https://rerank.example.com/v1",
-        "rerank_model": "m", "rerank_api_key_env": "RERANK_KEY", "rerank_candidates": "30",
-        "rerank_timeout_ms": "2500",
-        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
-        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
-    })
+    response = _admin_post(owner, kb, rerank_api_key_env="RERANK_KEY", rerank_candidates="30",
+                           rerank_timeout_ms="2500")
     assert response.status_code == 302, response.content.decode()[:3000]
     kb.refresh_from_db()
     assert (kb.fusion, kb.rerank_base_url, kb.rerank_model, kb.rerank_api_key_env, kb.rerank_candidates,
@@ -332,22 +313,11 @@ def test_the_admin_form_sets_fusion_and_a_reranker(owner):
 
 
 def test_the_admin_form_refuses_a_key_variable_from_a_project_owner(owner):
-    from django.test import Client
-
     kb = KnowledgeBaseFactory(project=owner.project)
-    browser = Client()
-    browser.force_login(owner.user)
     before = KnowledgeBase.objects.values().get(pk=kb.pk)
-    response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/change/", {
-        "name": kb.name, "description": "", "strategy": "auto", "min_chars": "0", "max_chars": "200",
-        "overlap_chars": "0", "fusion": "rrf", "rerank_base_url": "https://attacker.example/v1",
-        "rerank_model": "m", "rerank_api_key_env": "RERANK_KEY", "rerank_candidates": "30",
-        "rerank_timeout_ms": "2500",
-        "generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
-        "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0",
-    })
+    response = _admin_post(owner, kb, rerank_base_url="https://attacker.example/v1", rerank_api_key_env="RERANK_KEY")
     assert response.status_code == 200
-    field = response.content.decode().split("field-rerank_api_key_env", 1)[1].split("</div>\n", 2)[0]
+    field = _key_field(response)
     assert "errorlist" in field and "Only a superuser may name a key variable" in field
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
