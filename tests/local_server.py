@@ -5,6 +5,7 @@ on exit) around any request handler; `LocalJSONServer` answers each JSON POST in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -67,7 +68,9 @@ class TricklingServer:
     on a raw socket it reads one request, sends the first `head` bytes of `answer` at once, then a
     byte every `gap` seconds up to `tail` (the end by default), and the rest at once. `outcomes` gets
     "whole" when the answer was all sent, "cut" when the client hung up first; `handled` is set
-    after each connection. A context manager."""
+    after each connection. A context manager; leaving it waits for the connection in hand to end,
+    so `outcomes` is complete after the block (a client can read the last byte before the server
+    thread has written down "whole")."""
 
     def __init__(self, answer: bytes, *, head: int = 0, gap: float = 0.035, tail: int | None = None) -> None:
         self.answer, self.head, self.gap = answer, head, gap
@@ -105,4 +108,8 @@ class TricklingServer:
         return self
 
     def __exit__(self, *exc):
+        # close() alone does not wake a thread blocked in accept(); shutdown() does (Linux).
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
+        self.thread.join(timeout=30)
