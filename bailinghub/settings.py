@@ -349,6 +349,9 @@ KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS = env.int("KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS", d
 KNOWLEDGE_URL_TIMEOUT_SECONDS = env.float("KNOWLEDGE_URL_TIMEOUT_SECONDS", default=20.0)
 KNOWLEDGE_URL_MAX_BYTES = env.int("KNOWLEDGE_URL_MAX_BYTES", default=20 * 1024 * 1024)
 KNOWLEDGE_URL_ALLOWED_NETWORKS = env.list("KNOWLEDGE_URL_ALLOWED_NETWORKS", default=[])
+# A KB's reranker is called at the address its base URL resolves to, checked the same way: a
+# reranker inside the deployment's own network (e.g. "10.2.0.0/16") needs its network here.
+KNOWLEDGE_RERANK_ALLOWED_NETWORKS = env.list("KNOWLEDGE_RERANK_ALLOWED_NETWORKS", default=[])
 KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS = env.int("KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS", default=60)
 # Hybrid search outside a transaction runs its vector channel on a second connection, beside the
 # keyword channel (apps.knowledge.pipeline.parallel): one more connection per process.

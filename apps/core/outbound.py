@@ -6,15 +6,23 @@ long as it trickles. A client from `deadline_client` connects through streams th
 connect, read and write to what is left of the deadline set with `deadline(...)` on this thread;
 past it, an operation fails at once, unattempted, as httpx's own timeout (ConnectTimeout,
 ReadTimeout, WriteTimeout), so each caller's handling of a timeout serves unchanged.
+
+Where an operator names the host (a URL source, a reranker), `pinned` checks every address the host
+resolves to and aims the request at one of them: only the public internet, unless the deployment
+allows a network.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import ipaddress
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -133,3 +141,77 @@ def post_within(url: str, *, content: bytes, headers: dict[str, str], timeout: f
             if len(data) > max_bytes:
                 raise AnswerTooLarge(max_bytes)
         return response, bytes(data)
+
+
+class AddressRefused(Exception):
+    """A host the hub will not connect to: `code` "address_refused" (an address outside the public
+    internet the deployment has not allowed) or "unresolvable"."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def networks_parse(cidrs: Sequence[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """A deployment's allowed networks (CIDRs); ValueError names the one that is not a network."""
+    networks = []
+    for cidr in cidrs:
+        try:
+            networks.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError as exc:
+            raise ValueError(f"{cidr!r} is not a network (CIDR, e.g. 10.1.0.0/16).") from exc
+    return networks
+
+
+def addresses_check(addresses: Sequence[str], allowed: Sequence[str]) -> list[str]:
+    """The addresses, if every one is a global unicast address or inside an `allowed` network
+    (CIDRs). Anything else — private, loopback, link-local, carrier-grade NAT, multicast, reserved,
+    unspecified, IPv4 mapped into IPv6 included — is AddressRefused, so a cloud metadata endpoint or
+    the hub's own database is never reached on an operator's say-so."""
+    networks = networks_parse(allowed)
+    if not addresses:
+        raise AddressRefused("unresolvable", "The host does not resolve.")
+    for text in addresses:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if (address.is_global and not address.is_multicast) or any(address in network for network in networks):
+            continue
+        raise AddressRefused("address_refused", "The host resolves to a private, loopback, link-local or otherwise "
+                                                "non-public address, which is refused.")
+    return list(addresses)
+
+
+def host_resolve(host: str, port: int, allowed: Sequence[str]) -> list[str]:
+    """Every address of `host`, each checked (addresses_check)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise AddressRefused("unresolvable", "The host does not resolve.") from exc
+    return addresses_check(list(dict.fromkeys(str(info[4][0]) for info in infos)), allowed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pinned:
+    """A request aimed at an address that was checked: `url` names the address itself, `headers`
+    carry the URL's own host and `extensions` its TLS server name (httpx's), so a DNS answer that
+    changes between the check and the connection (DNS rebinding) cannot send it elsewhere."""
+
+    url: str
+    headers: dict[str, str]
+    extensions: dict[str, Any]
+
+
+def pinned(url: str, allowed: Sequence[str]) -> Pinned:
+    """`url` (http or https, with a host) aimed at its host's first address, every address of which
+    is checked (host_resolve); AddressRefused otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AddressRefused("unresolvable", "The URL has no http(s) host.")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    address = host_resolve(parts.hostname, port, allowed)[0]
+    literal = f"[{address}]" if ":" in address else address
+    return Pinned(url=urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, "")),
+                  headers={"Host": parts.netloc.rsplit("@", 1)[-1]},
+                  extensions={"sni_hostname": parts.hostname} if parts.scheme == "https" else {})

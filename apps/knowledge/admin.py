@@ -163,7 +163,8 @@ class KnowledgeBaseForm(forms.ModelForm):
             "fusion": "How hybrid searches combine the vector and keyword rankings. Adaptive convex (the default) "
                       "weighs normalised scores per query; RRF (k=60) sums 1 / (60 + rank) over the channels.",
             "rerank_base_url": "Optional. An HTTP rerank API: the hub posts {model, query, documents, top_n} to "
-                               "{base URL}/rerank. Leave empty for no reranker.",
+                               "{base URL}/rerank, at a public address or in the deployment's "
+                               "KNOWLEDGE_RERANK_ALLOWED_NETWORKS. Leave empty for no reranker.",
             "rerank_api_key_env": "The name of the environment variable that holds the key (never the key "
                                   "itself); it must start with RERANK_, e.g. RERANK_API_KEY. Empty: no key is "
                                   "sent.",

@@ -26,19 +26,18 @@ class KnowledgeConfig(AppConfig):
         from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 
         retrieval_settings()  # a bad KNOWLEDGE_RETRIEVAL stops the boot here, naming the key
-        self._url_networks_check()
+        self._allowed_networks_check()
         post_migrate.connect(_default_embedding_models, sender=self)
 
     @staticmethod
-    def _url_networks_check() -> None:
-        import ipaddress
-
+    def _allowed_networks_check() -> None:
         from django.conf import settings
         from django.core.exceptions import ImproperlyConfigured
 
-        for cidr in settings.KNOWLEDGE_URL_ALLOWED_NETWORKS:
+        from apps.core.outbound import networks_parse
+
+        for name in ("KNOWLEDGE_URL_ALLOWED_NETWORKS", "KNOWLEDGE_RERANK_ALLOWED_NETWORKS"):
             try:
-                ipaddress.ip_network(cidr, strict=False)
+                networks_parse(getattr(settings, name))
             except ValueError as exc:
-                raise ImproperlyConfigured(f"KNOWLEDGE_URL_ALLOWED_NETWORKS: {cidr!r} is not a network "
-                                           "(CIDR, e.g. 10.1.0.0/16).") from exc
+                raise ImproperlyConfigured(f"{name}: {exc}") from exc

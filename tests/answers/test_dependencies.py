@@ -45,7 +45,8 @@ def test_database_failure_during_retrieval_is_dependency_unavailable(client, rou
     assert body["query_id"] is None
 
 
-def test_a_configured_reranker_is_a_trace_step_and_its_cost_names_the_route(client, route, kb):
+def test_a_configured_reranker_is_a_trace_step_and_its_cost_names_the_route(client, route, kb, settings):
+    settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the endpoint's address
     from apps.knowledge.models import CostRecord
     from tests.knowledge.rerankers import RerankEndpoint
 
@@ -57,7 +58,8 @@ def test_a_configured_reranker_is_a_trace_step_and_its_cost_names_the_route(clie
     assert CostRecord.objects.get().route_id == route.pk
 
 
-def test_a_failing_reranker_keeps_the_fused_order_and_the_answer(client, route, kb):
+def test_a_failing_reranker_keeps_the_fused_order_and_the_answer(client, route, kb, settings):
+    settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the endpoint's address
     from tests.knowledge.rerankers import RerankEndpoint
 
     with RerankEndpoint(status=500) as endpoint:

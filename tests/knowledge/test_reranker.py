@@ -24,6 +24,14 @@ QUERY = "质量问题退款要几天"
 OPTIONS = dict(mode="hybrid", top_k=10, rollup=False)
 
 
+@pytest.fixture(autouse=True)
+def local_rerankers(settings):
+    """The endpoints here listen on 127.0.0.1, an address outside the public internet: allowed as a
+    deployment allows a reranker in its own network. Tests of the refusal empty it."""
+    settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    return settings
+
+
 @pytest.fixture
 def kb():
     kb = KnowledgeBaseFactory()
@@ -359,3 +367,92 @@ def test_a_key_variable_saved_before_the_rule_is_never_read(kb, monkeypatch):
     assert endpoint.requests == [] and endpoint.headers == []
     assert result.trace[0]["error_code"] == "rerank_key_refused"
     assert "the-servers-own-secret" not in json.dumps(result.trace)
+
+
+# --- Where a reranker may be: the public internet, or a network the deployment allows ---------------
+
+
+@pytest.mark.parametrize("base_url", [
+    "http://127.0.0.1:8080/v1", "http://localhost:8080/v1", "http://10.0.0.5/v1", "http://169.254.169.254/v1",
+    "http://[::1]:8080/v1", "http://[::ffff:127.0.0.1]/v1", "http://100.64.0.1/v1", "http://0.0.0.0/v1",
+])
+def test_a_reranker_at_an_address_outside_the_public_internet_is_refused_when_saved(client, owner, local_rerankers,
+                                                                                  base_url):
+    """Any operator who could edit a KB pointed its reranker at the hub's own network, and each search
+    reported the HTTP status an internal service answered (a port scan by trace)."""
+    local_rerankers.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = []
+    _superuser(owner)  # not a question of who: the deployment decides where rerankers may be
+    kb = KnowledgeBaseFactory(project=owner.project)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {
+        "base_url": base_url, "model": "m"}}, format="json")
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_knowledge_base"
+    assert "KNOWLEDGE_RERANK_ALLOWED_NETWORKS" in response.json()["fields"]["reranker.base_url"][0]
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
+def test_a_network_the_deployment_allows_takes_a_reranker(client, owner, local_rerankers):
+    local_rerankers.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = ["10.2.0.0/16"]
+    kb = KnowledgeBaseFactory(project=owner.project)
+    response = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {
+        "base_url": "http://10.2.7.1:9000/v1", "model": "m"}}, format="json")
+    assert response.status_code == 200
+    assert KnowledgeBase.objects.get(pk=kb.pk).rerank_base_url == "http://10.2.7.1:9000/v1"
+    refused = client.patch(f"/api/v1/builder/knowledge-bases/{kb.pk}", {"reranker": {
+        "base_url": "http://10.3.7.1:9000/v1", "model": "m"}}, format="json")
+    assert (refused.status_code, list(refused.json()["fields"])) == (422, ["reranker.base_url"])
+
+
+def test_a_search_does_not_call_a_reranker_whose_host_resolves_outside_the_allowed_networks(kb, local_rerankers):
+    """Checked when saved, and again when called: the host's address may have changed since (DNS),
+    or the deployment's networks."""
+    with RerankEndpoint() as endpoint:
+        kb = _configure(kb, endpoint.url.replace("127.0.0.1", "localhost"))
+        fused = _fused(kb)
+        local_rerankers.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = ["10.0.0.0/8"]
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert [hit.chunk_id for hit in result.hits] == fused
+    assert (result.trace[0]["status"], result.trace[0]["error_code"]) == ("failed", "rerank_address_refused")
+    assert endpoint.requests == []
+    assert CostRecord.objects.get(call_kind="rerank").error_code == "rerank_address_refused"
+
+
+def test_the_reranker_is_called_at_the_address_checked_with_its_own_host_name(kb, monkeypatch):
+    """The connection goes to the address that was checked, not to a second DNS answer (rebinding):
+    a name only the check can resolve is reached, and the reranker sees its own host name."""
+    from apps.core import outbound
+
+    checked = outbound.host_resolve
+
+    def resolve(host, port, allowed):
+        return checked("127.0.0.1" if host == "reranker.invalid" else host, port, allowed)
+
+    monkeypatch.setattr(outbound, "host_resolve", resolve)
+    with RerankEndpoint() as endpoint:
+        url = endpoint.url.replace("127.0.0.1", "reranker.invalid")
+        kb = _configure(kb, url)
+        result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
+    assert (result.trace[0]["status"], len(endpoint.requests)) == ("ok", 1)
+    assert endpoint.headers[0]["Host"] == url.split("/")[2]
+
+
+def test_the_admin_form_refuses_a_reranker_in_the_hubs_own_network_beside_its_field(owner, local_rerankers):
+    local_rerankers.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = []
+    kb = KnowledgeBaseFactory(project=owner.project)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = _admin_post(owner, kb, rerank_base_url="http://169.254.169.254/latest")
+    assert response.status_code == 200
+    field = response.content.decode().split("field-rerank_base_url", 1)[1].split("</div>\n", 2)[0]
+    assert "errorlist" in field and "KNOWLEDGE_RERANK_ALLOWED_NETWORKS" in field
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
+@pytest.mark.parametrize("name", ["KNOWLEDGE_URL_ALLOWED_NETWORKS", "KNOWLEDGE_RERANK_ALLOWED_NETWORKS"])
+def test_a_setting_of_allowed_networks_that_is_not_one_stops_the_boot_naming_it(settings, name):
+    from django.apps import apps
+    from django.core.exceptions import ImproperlyConfigured
+
+    setattr(settings, name, ["10.0.0.0/8", "intranet"])
+    with pytest.raises(ImproperlyConfigured, match=f"{name}: 'intranet' is not a network"):
+        apps.get_app_config("knowledge")._allowed_networks_check()

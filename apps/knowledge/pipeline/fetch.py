@@ -3,9 +3,8 @@
 The worker fetches; an operator's URL is never trusted to point somewhere harmless:
 
 * http and https only, no credentials in the URL, at most URL_MAX_CHARS characters;
-* the host is resolved and *every* address checked: anything that is not a global unicast
-  address (private, loopback, link-local, carrier-grade NAT, multicast, reserved, unspecified,
-  IPv4 mapped into IPv6 included) is refused unless settings.KNOWLEDGE_URL_ALLOWED_NETWORKS (CIDRs)
+* the host is resolved and *every* address checked (apps.core.outbound.pinned): anything that is
+  not a global unicast address is refused unless settings.KNOWLEDGE_URL_ALLOWED_NETWORKS (CIDRs)
   permits it — so a cloud metadata endpoint or the hub's own database is never fetched;
 * the connection goes to the address that was checked (the URL's host is sent as the Host header
   and the TLS server name), so a DNS answer that changes between the check and the connection
@@ -20,18 +19,17 @@ Each refusal is a FetchRefused with a stable code the document fails with.
 
 from __future__ import annotations
 
-import ipaddress
 import posixpath
-import socket
 import time
 from dataclasses import dataclass
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 from django.conf import settings
 
+from apps.core import outbound
+from apps.core.outbound import AddressRefused, deadline_client
 from apps.core.outbound import deadline as outbound_deadline
-from apps.core.outbound import deadline_client
 
 URL_MAX_CHARS = 2000
 MAX_REDIRECTS = 3
@@ -82,42 +80,30 @@ def url_parse(url: str):
     return parts
 
 
-def _allowed_networks() -> list:
-    return [ipaddress.ip_network(cidr, strict=False) for cidr in settings.KNOWLEDGE_URL_ALLOWED_NETWORKS]
+def _refused(exc: AddressRefused) -> FetchRefused:
+    if exc.code == "unresolvable":
+        return FetchRefused("url_unresolvable", "The URL's host does not resolve.")
+    return FetchRefused("url_address_refused", "The URL's host resolves to a private, loopback, link-local or "
+                                               "otherwise non-public address, which is refused.")
 
 
 def addresses_check(addresses: list[str]) -> list[str]:
     """The addresses, if every one may be fetched; FetchRefused `url_address_refused` otherwise."""
-    allowed = _allowed_networks()
-    if not addresses:
-        raise FetchRefused("url_unresolvable", "The URL's host does not resolve.")
-    for text in addresses:
-        address = ipaddress.ip_address(text.split("%", 1)[0])
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if address.is_global and not address.is_multicast:
-            continue
-        if any(address in network for network in allowed):
-            continue
-        raise FetchRefused("url_address_refused", "The URL's host resolves to a private, loopback, link-local or "
-                                                  "otherwise non-public address, which is refused.")
-    return addresses
-
-
-def host_resolve(host: str, port: int) -> list[str]:
-    """Every address of `host`, each checked (addresses_check)."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise FetchRefused("url_unresolvable", "The URL's host does not resolve.") from exc
-    return addresses_check(list(dict.fromkeys(str(info[4][0]) for info in infos)))
+        return outbound.addresses_check(addresses, settings.KNOWLEDGE_URL_ALLOWED_NETWORKS)
+    except AddressRefused as exc:
+        raise _refused(exc) from exc
 
 
 def url_check(url: str) -> None:
     """Whether `url` may be registered: well formed, and its host resolves only to addresses that
     may be fetched. The worker checks again when it fetches."""
     parts = url_parse(url)
-    host_resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    try:
+        outbound.host_resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
+                              settings.KNOWLEDGE_URL_ALLOWED_NETWORKS)
+    except AddressRefused as exc:
+        raise _refused(exc) from exc
 
 
 def filename_for(url: str) -> str:
@@ -136,15 +122,13 @@ def file_type_guess(url: str) -> str:
 
 
 def _get(client: httpx.Client, url: str, *, deadline: float, max_bytes: int) -> tuple[httpx.Response, bytes]:
-    parts = url_parse(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = host_resolve(parts.hostname, port)[0]
-    host_header = parts.netloc.rsplit("@", 1)[-1]
-    literal = f"[{address}]" if ":" in address else address
-    target = urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, ""))
-    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
-    with client.stream("GET", target, headers={"Host": host_header, "Accept": ", ".join(CONTENT_TYPES)},
-                       extensions=extensions) as response:
+    url_parse(url)
+    try:
+        target = outbound.pinned(url, settings.KNOWLEDGE_URL_ALLOWED_NETWORKS)
+    except AddressRefused as exc:
+        raise _refused(exc) from exc
+    with client.stream("GET", target.url, headers={**target.headers, "Accept": ", ".join(CONTENT_TYPES)},
+                       extensions=target.extensions) as response:
         if response.is_redirect:
             return response, b""
         if response.status_code != 200:

@@ -4,7 +4,9 @@
 
 A KB turns it on with a base URL and a model (KnowledgeBase.rerank_*); the key is read at call
 time from the environment variable the KB names, so it is never stored nor shown. The call has a
-bounded timeout. Whatever goes wrong (no key, a timeout, a refused or malformed answer), the
+bounded timeout, and goes to a public address, or to another one only inside the deployment's
+KNOWLEDGE_RERANK_ALLOWED_NETWORKS (apps.core.outbound.pinned): an operator's base URL cannot make
+searches probe the hub's own network. Whatever goes wrong (no key, a timeout, a refused or malformed answer), the
 search keeps the fused order and its trace says so: a reranker never fails a search. Each call,
 answered or not, writes one CostRecord (`call_kind: "rerank"`), and a failing record write
 never fails the search either.
@@ -23,10 +25,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from django.conf import settings
 from django.db import DatabaseError, transaction
 
+from apps.core import outbound
+from apps.core.outbound import AddressRefused, deadline_client
 from apps.core.outbound import deadline as outbound_deadline
-from apps.core.outbound import deadline_client
 from apps.knowledge.models import Chunk, CostRecord, KnowledgeBase
 from apps.knowledge.pipeline.index import embedding_text
 
@@ -68,6 +72,8 @@ def reranker_validate(value: Any) -> dict[str, Any]:
     if not isinstance(base_url, str) or not base_url_valid(base_url):
         errors["reranker.base_url"] = ["An http(s) URL without credentials, query or fragment is required "
                                        "(at most 500 characters)."]
+    elif base_url_refused(base_url):
+        errors["reranker.base_url"] = [ADDRESS_REFUSED]
     model = value.get("model")
     if not isinstance(model, str) or not model.strip() or len(model) > 200 or not model.isprintable():
         errors["reranker.model"] = ["A model name of 1–200 printable characters is required."]
@@ -99,6 +105,23 @@ def base_url_valid(url: str) -> bool:
         return False
     return (parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.username
             and not parts.password and not parts.query and not parts.fragment)
+
+
+ADDRESS_REFUSED = ("The base URL's host resolves to a private, loopback, link-local or otherwise non-public "
+                   "address: a reranker there is called only inside the deployment's "
+                   "KNOWLEDGE_RERANK_ALLOWED_NETWORKS.")
+
+
+def base_url_refused(url: str) -> bool:
+    """Whether the host of a (valid) base URL resolves to an address a search would not call. A host
+    that does not resolve now is not refused: the search says so when it calls."""
+    parts = urlsplit(url)
+    try:
+        outbound.host_resolve(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80),
+                              settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS)
+    except AddressRefused as exc:
+        return exc.code == "address_refused"
+    return False
 
 
 @dataclass(frozen=True)
@@ -163,8 +186,15 @@ def rerank_call(*, config: RerankConfig, query: str, documents: Sequence[str]) -
     timeout = httpx.Timeout(config.timeout_ms / 1000)
     deadline = time.monotonic() + config.timeout_ms / 1000
     try:
+        target = outbound.pinned(f"{config.base_url}/rerank", settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS)
+    except AddressRefused as exc:
+        if exc.code == "unresolvable":
+            raise RerankFailed("rerank_unreachable", "The reranker's host does not resolve.") from exc
+        raise RerankFailed("rerank_address_refused", ADDRESS_REFUSED) from exc
+    try:
         with outbound_deadline(deadline), deadline_client(timeout=timeout, follow_redirects=False) as client, \
-                client.stream("POST", f"{config.base_url}/rerank", json=body, headers=headers) as response:
+                client.stream("POST", target.url, json=body, headers={**headers, **target.headers},
+                              extensions=target.extensions) as response:
             if response.status_code != 200:
                 raise RerankFailed("rerank_http_error", f"The reranker answered HTTP {response.status_code}.")
             data = bytearray()
