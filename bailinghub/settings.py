@@ -151,9 +151,10 @@ MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 # per-view overrides); Django's own whole-body check would answer first with a bare 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_048_576)
-# Path prefixes whose responses are never cached, and those whose errors are JSON: the
+# Path prefixes whose responses are never cached (the builder API's too: it answers one-time
+# secrets, a generated provider signing secret), and those whose errors are JSON: the
 # /agent-auth/ pages for people (authorize, login) answer their errors as HTML pages.
-BAILING_NO_STORE_PREFIXES = ("/agent-auth/", "/agent-api/")
+BAILING_NO_STORE_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/")
 BAILING_JSON_ERROR_PREFIXES = ("/agent-auth/", "/agent-api/", "/api/", "/healthz", "/readyz", "/demo-business/")
 # ...except the browser pages of agent auth, whose errors are HTML pages for a person (these exact
 # paths: anything else under /agent-auth/ is the API's).

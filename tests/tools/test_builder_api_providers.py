@@ -79,6 +79,18 @@ def test_create_without_a_secret_generates_one_shown_once(client, owner):
     assert client.get(f"{BASE}/tool-providers/{provider.pk}").json()["data"].get("signing_secret") is None
 
 
+def test_builder_answers_are_never_cached(client, owner):
+    """The answer with a generated signing secret went out cacheable: a shared cache or the browser's
+    disk kept the secret shown once."""
+    body = _body(owner)
+    del body["secret"]
+    created = client.post(f"{BASE}/tool-providers", body, format="json")
+    refused = client.post(f"{BASE}/tool-providers", {}, format="json")
+    listed = client.get(f"{BASE}/tool-providers")
+    assert [(r.status_code, r["Cache-Control"], r["Pragma"]) for r in (created, refused, listed)] == [
+        (201, "no-store", "no-cache"), (422, "no-store", "no-cache"), (200, "no-store", "no-cache")]
+
+
 def test_create_takes_the_spec_as_a_json_object(client, owner):
     response = _create(client, owner, spec=_spec(ping="Ping the shop"))
     assert [tool["name"] for tool in response.json()["data"]["tools"]] == ["ping"]
