@@ -80,6 +80,19 @@ def permits_text(task: Task) -> str:
     return f"{task.active_permits} / {task.max_concurrent}"
 
 
+def permits_note(task: Task) -> str:
+    """What permits held by uncertain calls mean, beside the counter (empty when none is): they are
+    never given back, so the counter alone read as calls still running."""
+    uncertain = selectors.task_uncertain_permits(task)
+    if not uncertain:
+        return ""
+    held = f"{uncertain} held by {'a call' if uncertain == 1 else 'calls'} whose outcome is uncertain, for good"
+    if uncertain >= task.max_concurrent:
+        return (f"{held}: no new call can run (TASK_DISPATCH_UNCERTAIN). Check the business system, then cancel "
+                "the task and create another for what is left.")
+    return f"{held}: {task.max_concurrent - uncertain} left for new calls."
+
+
 def _fresh_request_id() -> str:
     return f"{_REQUEST_PREFIX}{uuid.uuid4()}"
 
@@ -446,6 +459,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "budget": budget_text(task),
             "budget_note": budget_note(task),
             "permits": permits_text(task),
+            "permits_note": permits_note(task),
             "policy": selectors.task_policy(task),
             "members": [{"member": m, "session_state": _session_state(m.session)} for m in members],
             "runs": selectors.task_runs_summary(task=task),
@@ -467,7 +481,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return JsonResponse({"state": task.state, "revision": task.revision,
                              "ledger_sequence": task.ledger_sequence, "counters": selectors.task_counters(task),
                              "budget": budget_text(task), "budget_note": budget_note(task),
-                             "permits": permits_text(task)})
+                             "permits": permits_text(task), "permits_note": permits_note(task)})
 
     def control_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         task = self._task(request, object_id)

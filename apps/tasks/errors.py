@@ -70,6 +70,14 @@ class TaskConcurrencyExhausted(ApiError):
     message = "The task already has as many calls in flight as it allows; retry when one finishes."
 
 
+class TaskDispatchUncertain(ApiError):
+    code = "TASK_DISPATCH_UNCERTAIN"
+    status = 409
+    message = ("Every dispatch permit of the task is held by a call whose outcome is uncertain (it may have "
+               "reached the business system; no trusted answer was recorded). Such calls keep their permits, so "
+               "retrying will not free one: the task can run no more calls.")
+
+
 class TaskUnavailable(ApiError):
     code = "TASK_UNAVAILABLE"
     status = 503

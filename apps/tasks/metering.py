@@ -17,6 +17,7 @@ from django.db.models import F
 from apps.agent_auth.models import AgentSession
 from apps.tasks.errors import (
     TaskConcurrencyExhausted,
+    TaskDispatchUncertain,
     TaskPaused,
     TaskRequired,
     TaskToolNotAllowed,
@@ -102,8 +103,10 @@ def charge_reserve(*, bound: Bound, invocation_pk: Any, tool_name: str, write: b
 
 def charge_permit(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bool) -> None:
     """A call about to be handed to the dispatcher: a dispatch permit (and, for a write not yet
-    reserved, its reservation). Paused → TASK_PAUSED; no permit free → TASK_CONCURRENCY_EXHAUSTED;
-    no budget → TASK_WRITE_BUDGET_EXHAUSTED. Inside the caller's transaction."""
+    reserved, its reservation). Paused → TASK_PAUSED; no permit free → TASK_CONCURRENCY_EXHAUSTED
+    while a call in flight holds one (it frees it when it settles), TASK_DISPATCH_UNCERTAIN when
+    only uncertain calls hold them (they keep them: a retry would wait for nothing); no budget →
+    TASK_WRITE_BUDGET_EXHAUSTED. Inside the caller's transaction."""
     task = _locked(bound.task_id)
     task_usable(task=task)
     if task.state == Task.State.PAUSED:
@@ -114,7 +117,9 @@ def charge_permit(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bo
     if charge.permit:
         return
     if task.active_permits >= task.max_concurrent:
-        raise TaskConcurrencyExhausted()
+        if TaskCharge.objects.filter(task=task, permit=True, outcome=TaskCharge.Outcome.OPEN).exists():
+            raise TaskConcurrencyExhausted()
+        raise TaskDispatchUncertain()
     if write and not charge.reserved:
         if not _budget_left(task):
             raise TaskWriteBudgetExhausted()

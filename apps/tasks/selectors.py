@@ -12,7 +12,7 @@ from apps.core.revisions import revision_of
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.tasks.errors import ProjectReadOnly, TaskNotFound
-from apps.tasks.models import Task, TaskMember
+from apps.tasks.models import Task, TaskCharge, TaskMember
 
 TASK_SCHEMA = "bailing.agent-task.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
@@ -39,6 +39,12 @@ def task_policy(task: Task) -> dict[str, Any]:
 def task_counters(task: Task) -> dict[str, int]:
     return {"write_reserved": task.write_reserved, "write_consumed": task.write_consumed,
             "active_permits": task.active_permits}
+
+
+def task_uncertain_permits(task: Task) -> int:
+    """How many of the task's dispatch permits are held by calls whose outcome is uncertain: they
+    keep them (contracts-beyond-seeds §5), for the task's life."""
+    return TaskCharge.objects.filter(task=task, permit=True, outcome=TaskCharge.Outcome.UNCERTAIN).count()
 
 
 def member_out(member: TaskMember) -> dict[str, Any]:

@@ -266,7 +266,31 @@ def test_the_live_endpoint_gives_state_and_counters_only(world, owner):
     assert "no-store" in response["Cache-Control"]
     assert response.json() == {"state": "active", "revision": 1, "ledger_sequence": 1,
                                "counters": {"write_reserved": 0, "write_consumed": 0, "active_permits": 0},
-                               "budget": "0 / 0 / 5", "budget_note": "", "permits": "0 / 1"}
+                               "budget": "0 / 0 / 5", "budget_note": "", "permits": "0 / 1", "permits_note": ""}
+
+
+def test_permits_held_by_uncertain_calls_are_said_beside_the_counter(world, owner):
+    """They are never given back: "2 / 2" read as two calls still running, and the agents' calls were
+    refused as if one would finish."""
+    import uuid
+
+    from apps.tasks.metering import Bound, charge_permit, charge_settle
+
+    task = _task(world, max_write_calls=5, max_concurrent=2)
+    bound = Bound(task_id=task.pk, member=task.members.get())
+    first, second = uuid.uuid4(), uuid.uuid4()
+    for call in (first, second):
+        charge_permit(bound=bound, invocation_pk=call, tool_name="stock_adjust", write=True)
+    charge_settle(invocation_pk=first, outcome="uncertain")
+    live = owner.get(reverse("admin:tasks_task_live", args=[task.pk])).json()
+    assert (live["permits"], live["permits_note"]) == (
+        "2 / 2", "1 held by a call whose outcome is uncertain, for good: 1 left for new calls.")
+    charge_settle(invocation_pk=second, outcome="uncertain")
+    page = owner.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
+    note = page.split('id="task-permits-note">', 1)[1].split("</span>", 1)[0]
+    assert note == ("2 held by calls whose outcome is uncertain, for good: no new call can run "
+                    "(TASK_DISPATCH_UNCERTAIN). Check the business system, then cancel the task and create another "
+                    "for what is left.")
 
 
 def test_the_dashboard_counts_active_tasks_and_links_to_them(world, owner):

@@ -6,7 +6,13 @@ import uuid
 
 import pytest
 
-from apps.tasks.errors import TaskConcurrencyExhausted, TaskPaused, TaskToolNotAllowed, TaskWriteBudgetExhausted
+from apps.tasks.errors import (
+    TaskConcurrencyExhausted,
+    TaskDispatchUncertain,
+    TaskPaused,
+    TaskToolNotAllowed,
+    TaskWriteBudgetExhausted,
+)
 from apps.tasks.metering import Bound, charge_permit, charge_reserve, charge_settle, invocation_task_check
 from apps.tasks.models import Task, TaskCharge
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
@@ -84,6 +90,23 @@ def test_permits_are_bounded_by_max_concurrent_reads_included(task):
     with pytest.raises(TaskConcurrencyExhausted):
         charge_permit(bound=_bound(task), invocation_pk=uuid.uuid4(), tool_name="get_order", write=False)
     assert _counters(task) == (0, 0, 2)
+
+
+def test_permits_held_only_by_uncertain_calls_refuse_as_dispatch_uncertain(task):
+    """An uncertain call keeps its permit for good: TASK_CONCURRENCY_EXHAUSTED (429, "retry when one
+    finishes") had agents retry for a permit no call would ever give back."""
+    calls = [uuid.uuid4(), uuid.uuid4()]
+    for call in calls:
+        charge_permit(bound=_bound(task), invocation_pk=call, tool_name="get_order", write=False)
+    charge_settle(invocation_pk=calls[0], outcome="uncertain")
+    with pytest.raises(TaskConcurrencyExhausted):  # the other is still in flight: it will finish
+        charge_permit(bound=_bound(task), invocation_pk=uuid.uuid4(), tool_name="get_order", write=False)
+    charge_settle(invocation_pk=calls[1], outcome="uncertain")
+    with pytest.raises(TaskDispatchUncertain) as refused:
+        charge_permit(bound=_bound(task), invocation_pk=uuid.uuid4(), tool_name="adjust_stock", write=True)
+    assert (refused.value.code, refused.value.status) == ("TASK_DISPATCH_UNCERTAIN", 409)
+    assert _counters(task) == (0, 0, 2)
+    assert TaskCharge.objects.count() == 2
 
 
 def test_a_paused_task_grants_no_permit(world, task):

@@ -47,6 +47,7 @@
           text("task-budget", data.budget);
           text("task-budget-note", data.budget_note || "");
           text("task-permits", data.permits);
+          text("task-permits-note", data.permits_note || "");
           text("task-revision", data.revision);
           text("task-ledger-sequence", data.ledger_sequence);
           var badge = document.querySelector("#task-state [data-task-state]");
