@@ -112,6 +112,40 @@ def _postgres_url_from_uri(uri: str) -> str:
     return f"postgres://postgres@/postgres?host={socket_dir}"
 
 
+# How long a start may take in all. pgserver gives `pg_ctl start` 10 s and raises TimeoutExpired
+# past it, while the postmaster goes on starting: on a loaded machine (a CI box, a test run beside
+# others) a new cluster's first start took longer, and `up` failed.
+POSTGRES_START_SECONDS = 120.0
+
+
+def _postgres_ready() -> bool:
+    """The postmaster runs and says it is ready (postmaster.pid's status line)."""
+    try:
+        lines = (PG_DIR / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return False
+    return len(lines) >= 8 and lines[7].strip() == "ready" and _postgres_pid() is not None
+
+
+def _pgserver_get(pgserver):
+    """pgserver's server for PG_DIR, started if needed. When pgserver stops waiting for pg_ctl, wait
+    (until POSTGRES_START_SECONDS) for the postmaster to be ready and ask again: pgserver then finds it
+    running. A postmaster that died starting is started again."""
+    deadline = time.monotonic() + POSTGRES_START_SECONDS
+    while True:
+        try:
+            return pgserver.get_server(PG_DIR, cleanup_mode=None)
+        except subprocess.TimeoutExpired:
+            # pgserver (0.1.4, pinned) keeps the half-made handle and would hand it out again.
+            pgserver.postgres_server.PostgresServer._instances.pop(PG_DIR.resolve(), None)
+            while not _postgres_ready() and _postgres_pid() is not None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if time.monotonic() >= deadline:
+                raise
+            if _postgres_pid() is None:
+                _postgres_clear_stale_pid()
+
+
 def postgres_start() -> tuple[str, bool]:
     """Start the embedded PostgreSQL unless it runs; return (DATABASE_URL, started_here)."""
     import warnings
@@ -123,7 +157,7 @@ def postgres_start() -> tuple[str, bool]:
         already = _postgres_pid() is not None
         if not already:
             _postgres_clear_stale_pid()
-        server = pgserver.get_server(PG_DIR, cleanup_mode=None)
+        server = _pgserver_get(pgserver)
         url = _postgres_url_from_uri(server.get_uri())
         if not already:
             _postgres_tune(url)

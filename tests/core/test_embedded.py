@@ -92,3 +92,26 @@ def test_pid_files_left_by_killed_servers_are_recognised_and_cleared(var_dir):
     assert run.returncode == 0, err
     assert out.strip() == "connected"
     assert _alive(os.getpid())  # the stale Redis pid was not signalled
+
+
+def test_a_start_slower_than_pgservers_wait_is_waited_for(tmp_path):
+    """pgserver stops waiting for `pg_ctl start` after 10 s while the postmaster goes on starting; on
+    a loaded machine a new cluster's first start took longer and `embedded up` failed (a CI run's
+    fixture did). Here pg_ctl launches the server without waiting (-W) and pgserver is told it timed
+    out, as it is then: the start is waited for all the same."""
+    code = ("import subprocess, pgserver.postgres_server as ps; original = ps.pg_ctl\n"
+            "def hasty(args, **kw):\n"
+            "    if 'start' not in args: return original(args, **kw)\n"
+            "    original(['-W' if a == '-w' else a for a in args], **kw)\n"
+            "    raise subprocess.TimeoutExpired('pg_ctl start', kw.get('timeout'))\n"
+            "ps.pg_ctl = hasty\n"
+            "from bailinghub import embedded; import psycopg\n"
+            "url, started = embedded.postgres_start()\n"
+            "print(started, psycopg.connect(url).execute('SELECT 1').fetchone()[0])\n")
+    env = _env(tmp_path)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=180)
+        assert (done.returncode, done.stdout.strip()) == (0, "True 1"), done.stderr[-3000:]
+    finally:
+        subprocess.run([sys.executable, "-m", "bailinghub.embedded", "down"], cwd=ROOT, env=env, timeout=120)

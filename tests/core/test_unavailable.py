@@ -39,8 +39,9 @@ def stack(tmp_path_factory):
                SECRET_KEY="unavailable-test-" + "k" * 40, DJANGO_SETTINGS_MODULE="bailinghub.settings")
     server = None
     try:
-        up = subprocess.run([sys.executable, "-m", "bailinghub.embedded", "up"], cwd=ROOT, env=env, check=True,
+        up = subprocess.run([sys.executable, "-m", "bailinghub.embedded", "up"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
+        assert up.returncode == 0, up.stderr[-4000:]
         env.update(line.split("=", 1) for line in up.stdout.split())
         migrate = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
                                  capture_output=True, text=True, timeout=300)
