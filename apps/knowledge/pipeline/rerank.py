@@ -6,10 +6,10 @@ A KB turns it on with a base URL and a model (KnowledgeBase.rerank_*); the key i
 time from the environment variable the KB names, so it is never stored nor shown. The call has a
 bounded timeout, and goes to a public address, or to another one only inside the deployment's
 KNOWLEDGE_RERANK_ALLOWED_NETWORKS (apps.core.outbound.pinned): an operator's base URL cannot make
-searches probe the hub's own network. Whatever goes wrong (no key, a timeout, a refused or malformed answer), the
-search keeps the fused order and its trace says so: a reranker never fails a search. Each call,
-answered or not, writes one CostRecord (`call_kind: "rerank"`), and a failing record write
-never fails the search either.
+searches probe the hub's own network. Whatever goes wrong (no key, a timeout, a refused or
+malformed answer), the search keeps the fused order and its trace says so: a reranker never fails
+a search. Each call, answered or not, writes one CostRecord (`call_kind: "rerank"`), and a failing
+record write never fails the search either.
 """
 
 from __future__ import annotations
