@@ -384,6 +384,13 @@ TOOL_DISPATCH_GRACE_SECONDS = env.int("TOOL_DISPATCH_GRACE_SECONDS", default=10)
 TOOL_DISPATCH_REQUEUE_SECONDS = env.int("TOOL_DISPATCH_REQUEUE_SECONDS", default=30)
 # At most this much of a business answer is read; the rest is never downloaded.
 TOOL_RESPONSE_MAX_BYTES = env.int("TOOL_RESPONSE_MAX_BYTES", default=256 * 1024)
+# Tool providers are business systems, often on the deployment's own network: any address is
+# called except these (CIDRs) — cloud metadata services (169.254.169.254 and IPv6 link-local,
+# AWS's fd00:ec2::254, Alibaba's 100.100.100.200), unspecified, multicast and broadcast. An
+# operator's base URL (or a DNS answer that changes later) never reaches them.
+TOOL_PROVIDER_DENIED_NETWORKS = env.list("TOOL_PROVIDER_DENIED_NETWORKS", default=[
+    "169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32", "0.0.0.0/8", "::/128",
+    "224.0.0.0/4", "ff00::/8", "255.255.255.255/32"])
 # The dispatcher's queue (empty: the default queue) and its hard time limit (timeout_ms is at most 600 s).
 TOOL_DISPATCH_QUEUE = env.str("TOOL_DISPATCH_QUEUE", default="") or None
 TOOL_DISPATCH_TASK_TIME_LIMIT = env.int("TOOL_DISPATCH_TASK_TIME_LIMIT", default=630)

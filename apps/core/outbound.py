@@ -7,9 +7,8 @@ connect, read and write to what is left of the deadline set with `deadline(...)`
 past it, an operation fails at once, unattempted, as httpx's own timeout (ConnectTimeout,
 ReadTimeout, WriteTimeout), so each caller's handling of a timeout serves unchanged.
 
-Where an operator names the host (a URL source, a reranker), `pinned` checks every address the host
-resolves to and aims the request at one of them: only the public internet, unless the deployment
-allows a network.
+Where an operator names the host (a URL source, a reranker, a tool provider), `pinned` checks every
+address the host resolves to against an AddressPolicy and aims the request at one of them.
 """
 
 from __future__ import annotations
@@ -144,8 +143,8 @@ def post_within(url: str, *, content: bytes, headers: dict[str, str], timeout: f
 
 
 class AddressRefused(Exception):
-    """A host the hub will not connect to: `code` "address_refused" (an address outside the public
-    internet the deployment has not allowed) or "unresolvable"."""
+    """A host the hub will not connect to: `code` "address_refused" (an address its policy refuses)
+    or "unresolvable"."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -154,7 +153,7 @@ class AddressRefused(Exception):
 
 
 def networks_parse(cidrs: Sequence[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    """A deployment's allowed networks (CIDRs); ValueError names the one that is not a network."""
+    """A deployment's networks (CIDRs); ValueError names the one that is not a network."""
     networks = []
     for cidr in cidrs:
         try:
@@ -164,32 +163,45 @@ def networks_parse(cidrs: Sequence[str]) -> list[ipaddress.IPv4Network | ipaddre
     return networks
 
 
-def addresses_check(addresses: Sequence[str], allowed: Sequence[str]) -> list[str]:
-    """The addresses, if every one is a global unicast address or inside an `allowed` network
-    (CIDRs). Anything else — private, loopback, link-local, carrier-grade NAT, multicast, reserved,
-    unspecified, IPv4 mapped into IPv6 included — is AddressRefused, so a cloud metadata endpoint or
-    the hub's own database is never reached on an operator's say-so."""
-    networks = networks_parse(allowed)
-    if not addresses:
-        raise AddressRefused("unresolvable", "The host does not resolve.")
-    for text in addresses:
-        address = ipaddress.ip_address(text.split("%", 1)[0])
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if (address.is_global and not address.is_multicast) or any(address in network for network in networks):
-            continue
-        raise AddressRefused("address_refused", "The host resolves to a private, loopback, link-local or otherwise "
-                                                "non-public address, which is refused.")
-    return list(addresses)
+@dataclasses.dataclass(frozen=True)
+class AddressPolicy:
+    """Where an operator's URL may lead. `public_only`: global unicast addresses, and those inside
+    `allowed` (CIDRs) — anything else (private, loopback, link-local, carrier-grade NAT, multicast,
+    reserved, unspecified) is refused, so a cloud metadata endpoint or the hub's own database is
+    never reached on an operator's say-so. Otherwise any address outside `denied`. IPv4 mapped into
+    IPv6 is judged as IPv4."""
+
+    public_only: bool
+    allowed: Sequence[str] = ()
+    denied: Sequence[str] = ()
+
+    def check(self, addresses: Sequence[str]) -> list[str]:
+        """The addresses, if the policy takes every one; AddressRefused otherwise."""
+        allowed, denied = networks_parse(self.allowed), networks_parse(self.denied)
+        if not addresses:
+            raise AddressRefused("unresolvable", "The host does not resolve.")
+        for text in addresses:
+            address = ipaddress.ip_address(text.split("%", 1)[0])
+            if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+                address = address.ipv4_mapped
+            if any(address in network for network in denied):
+                raise AddressRefused("address_refused", "The host resolves to an address that is refused (a cloud "
+                                                        "metadata service, link-local, multicast or unspecified).")
+            if not self.public_only or (address.is_global and not address.is_multicast) or any(
+                    address in network for network in allowed):
+                continue
+            raise AddressRefused("address_refused", "The host resolves to a private, loopback, link-local or "
+                                                    "otherwise non-public address, which is refused.")
+        return list(addresses)
 
 
-def host_resolve(host: str, port: int, allowed: Sequence[str]) -> list[str]:
-    """Every address of `host`, each checked (addresses_check)."""
+def host_resolve(host: str, port: int, policy: AddressPolicy) -> list[str]:
+    """Every address of `host`, each checked against `policy`."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise AddressRefused("unresolvable", "The host does not resolve.") from exc
-    return addresses_check(list(dict.fromkeys(str(info[4][0]) for info in infos)), allowed)
+    return policy.check(list(dict.fromkeys(str(info[4][0]) for info in infos)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,14 +215,14 @@ class Pinned:
     extensions: dict[str, Any]
 
 
-def pinned(url: str, allowed: Sequence[str]) -> Pinned:
+def pinned(url: str, policy: AddressPolicy) -> Pinned:
     """`url` (http or https, with a host) aimed at its host's first address, every address of which
-    is checked (host_resolve); AddressRefused otherwise."""
+    `policy` takes (host_resolve); AddressRefused otherwise."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AddressRefused("unresolvable", "The URL has no http(s) host.")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = host_resolve(parts.hostname, port, allowed)[0]
+    address = host_resolve(parts.hostname, port, policy)[0]
     literal = f"[{address}]" if ":" in address else address
     return Pinned(url=urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, "")),
                   headers={"Host": parts.netloc.rsplit("@", 1)[-1]},

@@ -13,7 +13,16 @@ class ToolsConfig(AppConfig):
     verbose_name = "Tools"
 
     def ready(self) -> None:
+        from django.conf import settings
+        from django.core.exceptions import ImproperlyConfigured
+
+        from apps.core.outbound import networks_parse
+
         checks.register(check_secret_keys, checks.Tags.security, deploy=True)
+        try:
+            networks_parse(settings.TOOL_PROVIDER_DENIED_NETWORKS)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"TOOL_PROVIDER_DENIED_NETWORKS: {exc}") from exc
 
 
 def check_secret_keys(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[checks.CheckMessage]:

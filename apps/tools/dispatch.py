@@ -9,8 +9,9 @@ percent-encoded, query, headers, JSON body) and signs the request the way
 
 ``request_send`` is the one function that talks HTTP to a business system; only the dispatcher
 task reaches it (through ``apps.tools.invocations.invocation_dispatch``). It follows no redirect,
-verifies TLS, keeps to the tool's ``timeout_ms`` for the whole exchange and reads at most
-``max_bytes`` of the answer.
+verifies TLS, keeps to the tool's ``timeout_ms`` for the whole exchange, reads at most
+``max_bytes`` of the answer, and connects only to an address outside
+settings.TOOL_PROVIDER_DENIED_NETWORKS (cloud metadata services and the like), the one it checked.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from django.conf import settings
 
+from apps.core.outbound import AddressPolicy, AddressRefused, deadline_client, pinned
 from apps.core.outbound import deadline as outbound_deadline
-from apps.core.outbound import deadline_client
 
 SIGNATURE_VERSION = "v1"
 USER_AGENT = "BailingHub-Dispatcher/1"
@@ -152,6 +154,11 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
 _local = threading.local()
 
 
+def address_policy() -> AddressPolicy:
+    """Where a business call may go: anywhere but settings.TOOL_PROVIDER_DENIED_NETWORKS."""
+    return AddressPolicy(public_only=False, denied=settings.TOOL_PROVIDER_DENIED_NETWORKS)
+
+
 def _client() -> httpx.Client:
     # One pooled client per thread: connections to a business system are reused across calls.
     client = getattr(_local, "client", None)
@@ -179,8 +186,12 @@ def request_send(request: OutboundRequest, *, timeout_ms: int, max_bytes: int) -
 def _send(request: OutboundRequest, *, timeout: httpx.Timeout, deadline: float, max_bytes: int,
           elapsed: Callable[[], int]) -> Outcome:
     try:
-        with _client().stream(request.method, request.url, headers=request.headers, content=request.body,
-                              timeout=timeout) as response:
+        target = pinned(request.url, address_policy())
+    except AddressRefused as exc:
+        return Outcome(kind="not_sent", reason=exc.code, elapsed_ms=elapsed())
+    try:
+        with _client().stream(request.method, target.url, headers={**request.headers, **target.headers},
+                              content=request.body, timeout=timeout, extensions=target.extensions) as response:
             chunks: list[bytes] = []
             size = 0
             truncated = False

@@ -425,8 +425,8 @@ def test_the_reranker_is_called_at_the_address_checked_with_its_own_host_name(kb
 
     checked = outbound.host_resolve
 
-    def resolve(host, port, allowed):
-        return checked("127.0.0.1" if host == "reranker.invalid" else host, port, allowed)
+    def resolve(host, port, policy):
+        return checked("127.0.0.1" if host == "reranker.invalid" else host, port, policy)
 
     monkeypatch.setattr(outbound, "host_resolve", resolve)
     with RerankEndpoint() as endpoint:

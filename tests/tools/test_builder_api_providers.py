@@ -103,6 +103,25 @@ def test_create_with_a_name_taken_in_the_project_is_409(client, owner):
     assert snapshot() == before
 
 
+@pytest.mark.parametrize("base_url", [
+    "http://169.254.169.254/latest", "http://[fe80::1]/api", "http://100.100.100.200/api", "http://0.0.0.0:8080/api",
+    "http://[::ffff:169.254.169.254]/api", "http://[fd00:ec2::254]/api", "http://224.0.0.1/api",
+])
+def test_a_base_url_at_a_cloud_metadata_or_link_local_address_is_refused(client, owner, base_url):
+    """A project's operator pointed a provider at the cloud's metadata service: an agent's GET tool
+    then returned the machine's credentials as the call's text."""
+    before = snapshot()
+    body = error(_create(client, owner, base_url=base_url), 422, "invalid_tool_provider")
+    assert "TOOL_PROVIDER_DENIED_NETWORKS" in body["fields"]["base_url"][0]
+    assert snapshot() == before
+
+
+def test_a_business_system_on_the_deployments_own_network_is_taken(client, owner):
+    for name, base_url in (("loopback", "http://localhost:8080/api"), ("intranet", "http://10.20.0.7/api")):
+        assert _create(client, owner, name=name, base_url=base_url).status_code == 201
+    assert sorted(ToolProvider.objects.values_list("name", flat=True)) == ["intranet", "loopback"]
+
+
 @pytest.mark.parametrize(("field", "value", "path"), [
     ("name", "Not A Name", "name"),
     ("base_url", "ftp://shop.example", "base_url"),

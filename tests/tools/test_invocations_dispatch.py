@@ -3,6 +3,8 @@ each kind of answer gives."""
 
 import hashlib
 
+import pytest
+
 from apps.demo_business.verify import bailing_headers
 from apps.tools.invocations import invocation_key
 from apps.tools.models import Invocation, InvocationJournalEntry
@@ -111,3 +113,47 @@ def test_an_unreachable_backend_is_not_dispatched(shop, dispatching):
     assert (body["state"], body["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
     assert "could not be reached" in body["text"]
     assert _journal(body["invocation_id"]) == ["dispatching", "completed"]
+
+
+def test_a_call_whose_host_now_resolves_to_a_denied_address_is_not_sent(shop, dispatching, settings):
+    """Checked when the provider is saved, and again at each call: the host's address may have
+    changed since (DNS), or the deployment's denied networks."""
+    settings.TOOL_PROVIDER_DENIED_NETWORKS = [*settings.TOOL_PROVIDER_DENIED_NETWORKS, "127.0.0.0/8"]
+    invocation_id = new_id()
+    body = shop.invoke("item_read", {"item_id": "1"}, invocation_id=invocation_id).json()
+    assert (body["state"], body["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
+    assert "address_refused" in body["text"]
+    assert shop.server.received == []
+    entry = InvocationJournalEntry.objects.filter(invocation__invocation_id=invocation_id).order_by("created_at").last()
+    assert entry.detail == {"outcome": "not_sent", "reason": "address_refused"}
+
+
+def test_the_call_goes_to_the_address_checked_with_the_providers_own_host_name(shop, dispatching, monkeypatch):
+    """The connection goes to the address that was checked, not to a second DNS answer (rebinding):
+    a name only the check can resolve is reached, and the business system sees its own host name."""
+    from apps.core import outbound
+    from apps.tools.models import ToolProvider
+
+    checked = outbound.host_resolve
+
+    def resolve(host, port, policy):
+        return checked("127.0.0.1" if host == "shop.invalid" else host, port, policy)
+
+    monkeypatch.setattr(outbound, "host_resolve", resolve)
+    provider = ToolProvider.objects.get(name="shop")
+    netloc = provider.base_url.split("/")[2].replace("127.0.0.1", "shop.invalid")
+    ToolProvider.objects.filter(pk=provider.pk).update(base_url=provider.base_url.replace("127.0.0.1", "shop.invalid"))
+    shop.server.respond("/api/items", body=b'{"name":"tea"}')
+    body = shop.invoke("item_read", {"item_id": "1"}).json()
+    assert (body["state"], body["text"]) == ("executed", '{"name":"tea"}')
+    [received] = shop.server.received
+    assert (received.headers["Host"], received.signature_valid) == (netloc, True)
+
+
+def test_a_denied_networks_setting_that_is_not_one_stops_the_boot_naming_it(settings):
+    from django.apps import apps
+    from django.core.exceptions import ImproperlyConfigured
+
+    settings.TOOL_PROVIDER_DENIED_NETWORKS = ["169.254.0.0/16", "metadata"]
+    with pytest.raises(ImproperlyConfigured, match="TOOL_PROVIDER_DENIED_NETWORKS: 'metadata' is not a network"):
+        apps.get_app_config("tools").ready()

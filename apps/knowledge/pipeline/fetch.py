@@ -28,7 +28,7 @@ import httpx
 from django.conf import settings
 
 from apps.core import outbound
-from apps.core.outbound import AddressRefused, deadline_client
+from apps.core.outbound import AddressPolicy, AddressRefused, deadline_client
 from apps.core.outbound import deadline as outbound_deadline
 
 URL_MAX_CHARS = 2000
@@ -80,6 +80,10 @@ def url_parse(url: str):
     return parts
 
 
+def _policy() -> AddressPolicy:
+    return AddressPolicy(public_only=True, allowed=settings.KNOWLEDGE_URL_ALLOWED_NETWORKS)
+
+
 def _refused(exc: AddressRefused) -> FetchRefused:
     if exc.code == "unresolvable":
         return FetchRefused("url_unresolvable", "The URL's host does not resolve.")
@@ -90,7 +94,7 @@ def _refused(exc: AddressRefused) -> FetchRefused:
 def addresses_check(addresses: list[str]) -> list[str]:
     """The addresses, if every one may be fetched; FetchRefused `url_address_refused` otherwise."""
     try:
-        return outbound.addresses_check(addresses, settings.KNOWLEDGE_URL_ALLOWED_NETWORKS)
+        return _policy().check(addresses)
     except AddressRefused as exc:
         raise _refused(exc) from exc
 
@@ -100,8 +104,7 @@ def url_check(url: str) -> None:
     may be fetched. The worker checks again when it fetches."""
     parts = url_parse(url)
     try:
-        outbound.host_resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
-                              settings.KNOWLEDGE_URL_ALLOWED_NETWORKS)
+        outbound.host_resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), _policy())
     except AddressRefused as exc:
         raise _refused(exc) from exc
 
@@ -124,7 +127,7 @@ def file_type_guess(url: str) -> str:
 def _get(client: httpx.Client, url: str, *, deadline: float, max_bytes: int) -> tuple[httpx.Response, bytes]:
     url_parse(url)
     try:
-        target = outbound.pinned(url, settings.KNOWLEDGE_URL_ALLOWED_NETWORKS)
+        target = outbound.pinned(url, _policy())
     except AddressRefused as exc:
         raise _refused(exc) from exc
     with client.stream("GET", target.url, headers={**target.headers, "Accept": ", ".join(CONTENT_TYPES)},

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from apps.core import outbound
-from apps.core.outbound import AddressRefused, deadline_client
+from apps.core.outbound import AddressPolicy, AddressRefused, deadline_client
 from apps.core.outbound import deadline as outbound_deadline
 from apps.knowledge.models import Chunk, CostRecord, KnowledgeBase
 from apps.knowledge.pipeline.index import embedding_text
@@ -112,13 +112,17 @@ ADDRESS_REFUSED = ("The base URL's host resolves to a private, loopback, link-lo
                    "KNOWLEDGE_RERANK_ALLOWED_NETWORKS.")
 
 
+def _policy() -> AddressPolicy:
+    return AddressPolicy(public_only=True, allowed=settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS)
+
+
 def base_url_refused(url: str) -> bool:
     """Whether the host of a (valid) base URL resolves to an address a search would not call. A host
     that does not resolve now is not refused: the search says so when it calls."""
     parts = urlsplit(url)
     try:
         outbound.host_resolve(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80),
-                              settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS)
+                              _policy())
     except AddressRefused as exc:
         return exc.code == "address_refused"
     return False
@@ -186,7 +190,7 @@ def rerank_call(*, config: RerankConfig, query: str, documents: Sequence[str]) -
     timeout = httpx.Timeout(config.timeout_ms / 1000)
     deadline = time.monotonic() + config.timeout_ms / 1000
     try:
-        target = outbound.pinned(f"{config.base_url}/rerank", settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS)
+        target = outbound.pinned(f"{config.base_url}/rerank", _policy())
     except AddressRefused as exc:
         if exc.code == "unresolvable":
             raise RerankFailed("rerank_unreachable", "The reranker's host does not resolve.") from exc
