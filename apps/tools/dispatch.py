@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 from django.conf import settings
@@ -159,12 +159,15 @@ def address_policy() -> AddressPolicy:
     return AddressPolicy(public_only=False, denied=settings.TOOL_PROVIDER_DENIED_NETWORKS)
 
 
-def _client() -> httpx.Client:
-    # One pooled client per thread: connections to a business system are reused across calls.
-    client = getattr(_local, "client", None)
+def _client(origin: str) -> httpx.Client:
+    """This thread's pooled client for one origin (scheme, host name, port): connections to a
+    business system are reused across calls. Requests name the address they checked, so a pool
+    shared by every origin would hand a TLS connection made (and verified) for one host name to
+    another host served at the same address."""
+    clients: dict[str, httpx.Client] = _local.__dict__.setdefault("clients", {})
+    client = clients.get(origin)
     if client is None:
-        client = deadline_client(follow_redirects=False)
-        _local.client = client
+        client = clients[origin] = deadline_client(follow_redirects=False)
     return client
 
 
@@ -189,9 +192,11 @@ def _send(request: OutboundRequest, *, timeout: httpx.Timeout, deadline: float, 
         target = pinned(request.url, address_policy())
     except AddressRefused as exc:
         return Outcome(kind="not_sent", reason=exc.code, elapsed_ms=elapsed())
+    parts = urlsplit(request.url)
+    client = _client(f"{parts.scheme}://{parts.netloc.lower()}")
     try:
-        with _client().stream(request.method, target.url, headers={**request.headers, **target.headers},
-                              content=request.body, timeout=timeout, extensions=target.extensions) as response:
+        with client.stream(request.method, target.url, headers={**request.headers, **target.headers},
+                           content=request.body, timeout=timeout, extensions=target.extensions) as response:
             chunks: list[bytes] = []
             size = 0
             truncated = False

@@ -40,3 +40,37 @@ def test_the_next_call_on_the_thread_has_its_own_deadline():
         outcome = request_send(_request(prompt), timeout_ms=5000, max_bytes=1024)
     assert (outcome.kind, outcome.status, outcome.body, outcome.truncated) == ("response", 200, b'{"ok":true}', False)
     assert prompt.outcomes == ["whole"]
+
+
+def test_connections_are_pooled_per_host_name_not_per_address():
+    """Requests name the address they checked: one pool for every origin reused the connection made
+    for one host name (its TLS verified for that name) for another host at the same address."""
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.local_server import LocalServer
+
+    seen: list[tuple[str, int]] = []
+
+    class KeepAlive(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.headers["Host"].split(":")[0], self.client_address[1]))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    with LocalServer(KeepAlive) as server:
+        for host in ("localhost", "127.0.0.1", "localhost", "127.0.0.1"):
+            request = OutboundRequest(method="POST", url=f"http://{host}:{server.port}/api/notes", target="/api/notes",
+                                      headers={"Content-Type": "application/json"}, body=b"{}")
+            assert request_send(request, timeout_ms=5000, max_bytes=1024).status == 200
+    ports = {host: {port for name, port in seen if name == host} for host in ("localhost", "127.0.0.1")}
+    assert [name for name, _ in seen] == ["localhost", "127.0.0.1", "localhost", "127.0.0.1"]
+    assert (len(ports["localhost"]), len(ports["127.0.0.1"])) == (1, 1)  # each name kept its connection
+    assert ports["localhost"] != ports["127.0.0.1"]
