@@ -86,6 +86,14 @@ class ScriptedHub:
     def sent(self, method: str, path: str) -> list[dict[str, Any] | None]:
         return [body for m, p, body, _ in self.requests if (m, p) == (method, path)]
 
+    def wait_for(self, method: str, path: str, *, timeout: float = 30) -> None:
+        """Until the hub has received a request to (method, path): a client that holds a lock while
+        it waits for the answer holds it from then on, however late its thread was scheduled."""
+        deadline = time.monotonic() + timeout
+        while not self.sent(method, path):
+            assert time.monotonic() < deadline, f"no {method} {path} reached the hub in {timeout} s"
+            time.sleep(0.01)
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()

@@ -33,7 +33,10 @@ def test_a_logout_during_a_refresh_leaves_no_tokens_behind(hub, tmp_path):
     hub.script[("POST", "/agent-auth/v1/revoke")] = [(200, {"revoked": True})]
     refreshing = threading.Thread(target=session.access_token)
     refreshing.start()
-    time.sleep(0.3)  # the refresh is on its way to the hub
+    # The refresh holds the store's lock from before it sends until it has saved the rotated pair:
+    # once the hub has its request, logout waits for that lock. (A fixed sleep let logout go first
+    # when the thread was slow to start, and it revoked bhr_first.)
+    hub.wait_for(*TOKEN)
 
     said = logout(store)
     refreshing.join(timeout=10)
