@@ -66,14 +66,17 @@ class LocalJSONServer(LocalServer):
 class TricklingServer:
     """A peer that answers too slowly as a whole but never slowly enough for one read to time out:
     on a raw socket it reads one request, sends the first `head` bytes of `answer` at once, then a
-    byte every `gap` seconds up to `tail` (the end by default), and the rest at once. `outcomes` gets
+    byte every `gap` seconds up to `tail` (the end by default), and the rest at once; with `hold`, it
+    sends nothing after the first `head` bytes until the test sets that event (or leaves the block),
+    so what the client has read by then is the head alone, however late it was to read. `outcomes` gets
     "whole" when the answer was all sent, "cut" when the client hung up first; `handled` is set
     after each connection. A context manager; leaving it waits for the connection in hand to end,
     so `outcomes` is complete after the block (a client can read the last byte before the server
     thread has written down "whole")."""
 
-    def __init__(self, answer: bytes, *, head: int = 0, gap: float = 0.035, tail: int | None = None) -> None:
-        self.answer, self.head, self.gap = answer, head, gap
+    def __init__(self, answer: bytes, *, head: int = 0, gap: float = 0.035, tail: int | None = None,
+                 hold: threading.Event | None = None) -> None:
+        self.answer, self.head, self.gap, self.hold = answer, head, gap, hold
         self.tail = len(answer) if tail is None else tail
         self.outcomes: list[str] = []
         self.handled = threading.Event()
@@ -94,6 +97,8 @@ class TricklingServer:
                 conn.recv(65536)
                 try:
                     conn.sendall(self.answer[:self.head])
+                    if self.hold is not None:
+                        self.hold.wait(30)
                     for byte in self.answer[self.head:self.tail]:
                         time.sleep(self.gap)
                         conn.sendall(bytes([byte]))
@@ -108,6 +113,8 @@ class TricklingServer:
         return self
 
     def __exit__(self, *exc):
+        if self.hold is not None:
+            self.hold.set()
         # close() alone does not wake a thread blocked in accept(); shutdown() does (Linux).
         with contextlib.suppress(OSError):
             self.listener.shutdown(socket.SHUT_RDWR)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import httpx
@@ -37,13 +38,18 @@ def test_an_inner_deadline_cannot_extend_an_outer_one():
 
 
 def test_an_answer_already_received_is_not_read_past_the_deadline():
-    # The headers come at once, the body a moment later: it is all in the socket's buffer, ready,
-    # by the time the client reads it past the deadline. A read given a millisecond returned it at
-    # once, so a peer sending faster than a read a millisecond was never cut.
+    # The headers come at once, the body once the client has read them: it is all in the socket's
+    # buffer, ready, by the time the client reads it past the deadline. A read given a millisecond
+    # returned it at once, so a peer sending faster than a read a millisecond was never cut. (The
+    # body is held until the headers are read: sent 50 ms after them, it reached a client scheduled
+    # late together with them, was read with them, and no read was left to be cut.)
     head = ANSWER.index(b"hello")
-    with TricklingServer(ANSWER, head=head, gap=0.05, tail=head + 1) as server, deadline_client(timeout=5) as client:
-        at = time.monotonic() + 0.5
+    headers_read = threading.Event()
+    with TricklingServer(ANSWER, head=head, gap=0.05, tail=head + 1, hold=headers_read) as server, \
+            deadline_client(timeout=5) as client:
+        at = time.monotonic() + 1
         with deadline(at), client.stream("GET", f"http://127.0.0.1:{server.port}/") as response:
+            headers_read.set()
             assert server.handled.wait(10)
             time.sleep(max(at - time.monotonic(), 0) + 0.05)
             with pytest.raises(httpx.ReadTimeout):
