@@ -105,12 +105,14 @@ def http_json(method: str, url: str, body: dict | None = None, token: str | None
 
 
 class Lines:
-    """A subprocess's stderr, line by line, with a deadline (a stuck CLI fails the test, not the run)."""
+    """A subprocess's stderr, line by line, with a deadline (a stuck CLI fails the test, not the run).
+    Only the pump thread reads the stream: what it has not handed over yet is in no one else's reach."""
 
     def __init__(self, stream) -> None:
         self.queue: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+        self.pump = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self.pump.start()
 
     def _pump(self, stream) -> None:
         for line in stream:
@@ -126,6 +128,12 @@ class Lines:
             self.seen.append(line)
             if predicate(line):
                 return line
+
+    def rest(self, timeout: float = 30.0) -> str:
+        """The lines not taken by wait_for, once the stream has ended (the process exited)."""
+        self.pump.join(timeout)
+        assert not self.pump.is_alive(), f"the stream did not end in {timeout} s; got {self.seen!r}"
+        return "".join(iter_queue(self.queue))
 
 
 @dataclass
@@ -163,8 +171,9 @@ def decide(hub_url: str, client, login: Login, *, approve: bool = True) -> str:
 
 def finish(login: Login) -> tuple[int, str]:
     returncode = login.process.wait(timeout=30)
-    rest = login.process.stderr.read() if login.process.stderr else ""
-    output = "".join(login.lines.seen) + "".join(iter_queue(login.lines.queue)) + rest
+    # Not stderr.read() here beside the pump: a line the pump had read but not yet queued was in
+    # neither the queue nor what read() found (the denied login's "not approved" went missing).
+    output = "".join(login.lines.seen) + login.lines.rest()
     stdout = login.process.stdout.read() if login.process.stdout else ""
     return returncode, output + stdout
 
