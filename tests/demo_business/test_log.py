@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection
 from django.test import Client
 
+from apps.demo_business import views
 from apps.demo_business.models import RequestLogEntry, StockAdjustment, StockLevel
 
 from .conftest import ShopClient
@@ -88,9 +91,18 @@ def most_in_flight(entries: list[RequestLogEntry]) -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_log_shows_how_many_calls_were_in_flight_at_once(mounted, settings):
+def test_the_log_shows_how_many_calls_were_in_flight_at_once(mounted, settings, monkeypatch):
     settings.DEMO_BUSINESS_RESPONSE_DELAY_MS = 300
     barrier = threading.Barrier(3)
+    # Each call, after its delay, waits until all three have been received: a thread scheduled
+    # 300 ms late (a loaded machine) arrived after another had answered, and two were in flight.
+    in_flight = threading.Barrier(3)
+
+    def delay_then_meet(seconds: float) -> None:
+        time.sleep(seconds)
+        in_flight.wait(timeout=60)
+
+    monkeypatch.setattr(views, "time", SimpleNamespace(time=time.time, sleep=delay_then_meet))
 
     def send(number: int):
         try:
