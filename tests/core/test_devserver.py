@@ -115,6 +115,14 @@ class _Output:
 _SLEEPER = [sys.executable, "-c", "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"]
 
 
+def _crashing_once(go: Path) -> list[str]:
+    """A child that exits (3) as soon as `go` exists: the test creates it once the web server has
+    printed its pid. (Crashing at once, it could stop everything before a web server slow to start
+    had printed it: the test then waited 60 s for a pid that never came.)"""
+    return [sys.executable, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+            "raise SystemExit(3)", str(go)]
+
+
 def _wait(predicate, message: str):
     deadline = time.monotonic() + 60
     while not (value := predicate()):
@@ -161,10 +169,13 @@ def test_a_child_killed_is_started_again_and_the_others_keep_running():
     assert (result, _alive(again), _alive(web)) == ([["worker", "web"]], False, False)
 
 
-def test_a_child_that_keeps_dying_stops_everything():
-    crashing = [sys.executable, "-c", "raise SystemExit(3)"]
-    out, _stopping, thread, result = _supervised({"worker": crashing, "web": _SLEEPER}, restart_limit=3)
-    [web] = _wait(lambda: out.pids("web"), "the web server to start")
+def test_a_child_that_keeps_dying_stops_everything(tmp_path):
+    go = tmp_path / "go"
+    out, _stopping, thread, result = _supervised({"worker": _crashing_once(go), "web": _SLEEPER}, restart_limit=3)
+    try:
+        [web] = _wait(lambda: out.pids("web"), "the web server to start")
+    finally:
+        go.touch()  # also when the web server never started: the worker must not wait for ever
     thread.join(60)
     [error] = result
     assert (type(error), str(error), _alive(web)) == (CrashLoop, "[worker] exited (3) 3 times in 60 s: stopping",
@@ -172,7 +183,7 @@ def test_a_child_that_keeps_dying_stops_everything():
     assert "[worker] exited (3) 3 times in 60 s: stopping" in out.lines
 
 
-def test_a_child_that_cannot_be_started_again_stops_the_others(monkeypatch):
+def test_a_child_that_cannot_be_started_again_stops_the_others(monkeypatch, tmp_path):
     """Popen fails under the memory pressure a restart is for: the others must not be left running
     (holding the port) while embedded exec stops PostgreSQL and Redis."""
     from apps.core.management.commands import devserver
@@ -187,9 +198,12 @@ def test_a_child_that_cannot_be_started_again_stops_the_others(monkeypatch):
         return real_start(name, command, env, out)
 
     monkeypatch.setattr(devserver, "_start", start)
-    out, _stopping, thread, result = _supervised({"worker": [sys.executable, "-c", "raise SystemExit(3)"],
-                                                 "web": _SLEEPER})
-    [web] = _wait(lambda: out.pids("web"), "the web server to start")
+    go = tmp_path / "go"
+    out, _stopping, thread, result = _supervised({"worker": _crashing_once(go), "web": _SLEEPER})
+    try:
+        [web] = _wait(lambda: out.pids("web"), "the web server to start")
+    finally:
+        go.touch()  # also when the web server never started: the worker must not wait for ever
     thread.join(60)
     [error] = result
     assert (type(error), _alive(web)) == (OSError, False)
