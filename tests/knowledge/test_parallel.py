@@ -221,9 +221,19 @@ def test_a_search_whose_worker_connection_died_finds_the_same_hits(kb, monkeypat
 
 
 def _terminate_soon(pid, after=0.3):
+    """Terminate backend `pid` `after` seconds into its pg_sleep. (Counted from the killer's start,
+    a worker thread slow to start the job was terminated while idle: its first statement then
+    failed at once, was rightly run again on a new connection, and nothing was raised.)"""
     def terminate():
-        time.sleep(after)
         with connections["default"].cursor() as cursor:  # this thread's own connection
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT query FROM pg_stat_activity WHERE pid = %s AND state = 'active'", [pid])
+                row = cursor.fetchone()
+                if row and "pg_sleep" in row[0]:
+                    break
+                time.sleep(0.01)
+            time.sleep(after)
             cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
         connections["default"].close()
 
