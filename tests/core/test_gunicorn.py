@@ -17,6 +17,7 @@ import http.client
 import json
 import socket
 import time
+import uuid
 
 import pytest
 
@@ -70,11 +71,22 @@ def _settled_lines(log, quiet: float = 0.5) -> int:
     return count
 
 
+def _lines_from(log, mark: bytes) -> list[bytes]:
+    """The access log's lines from the first one holding `mark` on."""
+    lines = log.read_bytes().split(b"\n")[:-1]
+    first = next((n for n, line in enumerate(lines) if mark in line), len(lines))
+    return lines[first:]
+
+
 def test_a_request_cannot_forge_or_colour_access_log_lines(server):
     port, log = server
-    before = _settled_lines(log)
+    _settled_lines(log)
+    # This test's lines are found by a mark in the first one's path, not by counting the lines
+    # before it: a line of an earlier test written late (its worker stalled after answering) was
+    # counted as this test's own, a flaky [GET, GET, GET].
+    mark = uuid.uuid4().hex
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    forging = "x%0d%0a127.0.0.1%20%22POST%20/forged%22%20200%1b%5b31m%00"
+    forging = f"{mark}x%0d%0a127.0.0.1%20%22POST%20/forged%22%20200%1b%5b31m%00"
     conn.request("GET", f"/agent-api/v1/workspaces/{forging}/system-info")
     conn.getresponse().read()
     conn.request("GET", "/healthz")
@@ -82,9 +94,9 @@ def test_a_request_cannot_forge_or_colour_access_log_lines(server):
     conn.close()
 
     deadline = time.monotonic() + 10
-    while log.read_bytes().count(b"\n") < before + 2 and time.monotonic() < deadline:
+    while len(_lines_from(log, mark.encode())) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    lines = log.read_bytes().split(b"\n")[before:-1]
+    lines = _lines_from(log, mark.encode())
     assert [line.split(b'"')[1].split(b" ")[0] for line in lines] == [b"GET", b"GET"]
     forged = lines[0]
     assert b"\\x0d\\x0a127.0.0.1 " in forged and b"\\x1b[31m\\x00/system-info" in forged
