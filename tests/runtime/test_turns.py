@@ -74,6 +74,14 @@ def test_the_same_turn_again_replays_the_same_bytes(api_client, issued, route):
     assert ledger_counts() == {"Conversation": 1, "Message": 1, "Run": 1, "MemoryNote": 0}
 
 
+def test_a_turn_is_sent_as_measured_whatever_the_accept_header(api_client, issued, route):
+    first = open_turn(api_client, issued.access_token, route.key)
+    again = post_json(api_client, turn_url(route.key), turn_body(), issued.access_token,
+                      HTTP_ACCEPT="application/json; indent=8")
+    assert again.status_code == 200
+    assert again.content == first.content
+
+
 def test_a_replay_after_completion_answers_the_original_context(api_client, issued, route):
     first = open_turn(api_client, issued.access_token, route.key)
     complete_run(api_client, issued.access_token, first.json()["run_id"])

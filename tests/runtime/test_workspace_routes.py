@@ -124,6 +124,13 @@ def test_bootstrap_answers_304_to_a_weak_or_listed_etag(api_client, issued):
     assert _bootstrap(api_client, issued, HTTP_IF_NONE_MATCH=f'"other", W/{etag}').status_code == 304
 
 
+def test_an_indent_in_accept_changes_neither_the_bytes_nor_the_etag(api_client, issued):
+    plain = _bootstrap(api_client, issued)
+    indented = _bootstrap(api_client, issued, HTTP_ACCEPT="application/json; indent=8")
+    assert indented.content == plain.content
+    assert indented["ETag"] == plain["ETag"]
+
+
 def test_a_changed_prompt_changes_revision_and_etag(api_client, issued, route):
     first = _bootstrap(api_client, issued)
     route_update(route=route, system_prompt="你是新的门店助手。")

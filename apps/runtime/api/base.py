@@ -25,6 +25,7 @@ from apps.agent_auth.errors import (
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import route_admits_audience, session_route_get
 from apps.agent_auth.validators import route_key_is_valid
+from apps.core.jsonbytes import CompactJSONRenderer
 from apps.core.negotiation import AgentContentNegotiation
 from apps.core.revisions import revision_of
 from apps.routes.models import Route
@@ -33,11 +34,16 @@ from apps.tools.errors import AgentDirectDisabled
 
 
 class AgentApi(APIView):
-    """An endpoint for a local agent holding an access token."""
+    """An endpoint for a local agent holding an access token.
+
+    Answers are rendered compact whatever the Accept header asks: an `indent` made the bytes
+    sent differ from the bytes measured (a turn's 64 KiB context, a listing's 1 MiB) and from
+    the representation an ETag names."""
 
     authentication_classes = [AgentBearerAuthentication]
     permission_classes = [IsAuthenticated]
     content_negotiation_class = AgentContentNegotiation
+    renderer_classes = [CompactJSONRenderer]
 
     @property
     def session(self) -> AgentSession:
