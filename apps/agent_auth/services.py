@@ -270,8 +270,13 @@ def _enabled_client(client_app_id: str) -> AgentClient:
     return client
 
 
+# An access token ends this long before its session at the latest: the wire rules want the
+# session's refresh_expires_at *later* than the current access token's expires_at.
+ACCESS_ENDS_BEFORE_SESSION = timedelta(seconds=1)
+
+
 def _access_expiry(now: datetime, refresh_expires_at: datetime) -> datetime:
-    return min(now + ACCESS_TOKEN_TTL, refresh_expires_at)
+    return min(now + ACCESS_TOKEN_TTL, refresh_expires_at - ACCESS_ENDS_BEFORE_SESSION)
 
 
 def _revoke(session: AgentSession, *, revoked_by: str, reason: str, now: datetime, revoked_by_name: str = "") -> bool:
@@ -368,7 +373,8 @@ def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
             _revoke(session, revoked_by=AgentSession.RevokedBy.SYSTEM, reason="rotated refresh token reused", now=now)
             reused = True
         else:
-            if not session_live(session=session, now=now):
+            # In its last second a session has no access token left to give.
+            if not session_live(session=session, now=now) or _access_expiry(now, session.refresh_expires_at) <= now:
                 raise InvalidGrant("The session has ended.")
             access, refresh = token_generate(ACCESS_TOKEN_PREFIX), token_generate(REFRESH_TOKEN_PREFIX)
             current.rotated_at = now

@@ -280,10 +280,22 @@ def test_refresh_for_a_disabled_client_is_invalid_client(api_client, agent_clien
     assert AgentRefreshToken.objects.count() == 1
 
 
-def test_an_access_token_is_capped_at_the_session_end(api_client, agent_client):
+def test_an_access_token_ends_before_its_session(api_client, agent_client):
+    """Capped at the session's end, the access token ended with it: in a session's last 15 minutes
+    GET /session answered expires_at == refresh_expires_at, which the wire rules want later."""
     issued = session_for(agent_client)
     end = timezone.now() + timedelta(seconds=100)
     AgentSession.objects.update(refresh_expires_at=end)
     body = api_client.post(URL, _refresh_body(agent_client, issued.refresh_token), format="json").json()
-    assert body["expires_in"] <= 100
-    assert AgentSession.objects.get().access_expires_at == end
+    assert body["expires_in"] < body["refresh_expires_in"] <= 100
+    assert AgentSession.objects.get().access_expires_at == end - timedelta(seconds=1)
+    session = api_client.get("/agent-auth/v1/session", **bearer(body["access_token"])).json()
+    assert session["refresh_expires_at"] > session["expires_at"]
+
+
+def test_refresh_in_a_sessions_last_second_is_invalid_grant(api_client, agent_client):
+    issued = session_for(agent_client)
+    AgentSession.objects.update(refresh_expires_at=timezone.now() + timedelta(milliseconds=900))
+    response = api_client.post(URL, _refresh_body(agent_client, issued.refresh_token), format="json")
+    _assert_refused(response, 400, "invalid_grant")
+    assert AgentRefreshToken.objects.count() == 1
