@@ -254,3 +254,22 @@ def test_evidence_isolates_a_file_name_and_chapter_from_the_words_after_them(con
     page = console.get(reverse("admin:ledger_ragquery_change", args=[query.pk])).content.decode()
     assert "[1] <bdi>政策\u202e.md</bdi> — cited" in page
     assert "<bdi>退款\u202e / 质量</bdi>\n    · score 0.900" in page
+
+
+def test_rag_mode_isolates_each_missing_point(console, kb, monkeypatch):
+    """The points are a model's text (a question's parts), joined by "; ": a U+202E in one ran on
+    over the separators and the points after it, reversing them."""
+    from dataclasses import replace
+
+    from apps.answers import services as answers
+
+    asked = answers.rag_answer_kbs
+
+    def with_missing_points(**kwargs):
+        return replace(asked(**kwargs), useful=True, missing_points=["保修\u202e期限", "运费"])
+
+    monkeypatch.setattr(answers, "rag_answer_kbs", with_missing_points)
+    page = console.post(reverse("admin:ledger_ragquery_ask", args=[kb.pk]), {"question": "换货收费吗？"})
+    html = page.content.decode()
+    missing = html.split('id="rag-missing">', 1)[1].split("</p>", 1)[0]
+    assert missing == "Missing: <bdi>保修\u202e期限</bdi>; <bdi>运费</bdi>"
