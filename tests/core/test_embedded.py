@@ -99,10 +99,14 @@ def test_a_start_slower_than_pgservers_wait_is_waited_for(tmp_path):
     a loaded machine a new cluster's first start took longer and `embedded up` failed (a CI run's
     fixture did). Here pg_ctl launches the server without waiting (-W) and pgserver is told it timed
     out, as it is then: the start is waited for all the same."""
-    code = ("import subprocess, pgserver.postgres_server as ps; original = ps.pg_ctl\n"
+    # After pgserver's 10 s the server's log exists (pgserver prints it): -W returns before the
+    # shell that starts the postmaster has created it, so the stand-in waits for it too.
+    code = ("import pathlib, subprocess, time, pgserver.postgres_server as ps; original = ps.pg_ctl\n"
             "def hasty(args, **kw):\n"
             "    if 'start' not in args: return original(args, **kw)\n"
             "    original(['-W' if a == '-w' else a for a in args], **kw)\n"
+            "    log = pathlib.Path(args[args.index('-l') + 1])\n"
+            "    while not log.exists(): time.sleep(0.01)\n"
             "    raise subprocess.TimeoutExpired('pg_ctl start', kw.get('timeout'))\n"
             "ps.pg_ctl = hasty\n"
             "from bailinghub import embedded; import psycopg\n"
