@@ -1,11 +1,12 @@
-"""Five console lists and the knowledge base's documents table in Chromium at 1366×900, the admin's
+"""Console lists and the knowledge base's documents table in Chromium at 1366×900, the admin's
 sidebar and filters open, as a project owner: every column and row action is inside its box, no
 sideways scrolling. A browser audit found Business status, Journal state, Approval, Duration ms and
 Run of the Invocations list behind a scrollbar (only "BUSI" showed), and the last column of the Runs
 (Prepare ms), Agent authorizations (Decided at) and Routes (Knowledge enabled, Updated at) lists cut
-off, and a failed document's Retry button clipped to "Re". One row of each, seeded the real way (an
-agent's approved call of a high-risk tool, then executed), as wide as their cells usually get.
-Screenshots land in /tmp/shots/list-widths-*.png."""
+off, and a failed document's Retry button clipped to "Re"; a later one the Conversations list's Last
+message at and Created at ("LA", "De") and the Tasks list's Created ("CREA"). One row of each, seeded
+the real way (an agent's approved call of a high-risk tool, then executed; a task of the agent's
+session), as wide as their cells usually get. Screenshots land in /tmp/shots/list-widths-*.png."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from rest_framework.test import APIClient
 
 from apps.knowledge.models import Document
 from apps.projects.models import Project
+from apps.tasks.services import MemberSpec, PolicySpec, task_create
 from apps.tools.invocations import approval_decide
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
@@ -37,8 +39,8 @@ FAILED_REASON = ("Document conversion failed: the PDF has no text layer (a scann
 @pytest.fixture
 def seeded(project, operator):
     """A route drawing the store tools, an agent's approved and executed refund on it (an
-    authorization, a run, an invocation), and a knowledge base with a failed document and one
-    awaiting confirmation."""
+    authorization, a conversation, a run, an invocation), a task of the agent's session, and a
+    knowledge base with a failed document and one awaiting confirmation."""
     route = RouteFactory(project=project, key="store-assistant", name="Store assistant", tools_direct_enabled=True,
                          knowledge_enabled=True)
     provider = ToolProviderFactory(project=project, name="store", spec=STORE_SPEC)
@@ -55,6 +57,10 @@ def seeded(project, operator):
         state=Invocation.State.EXECUTED, journal_state=Invocation.JournalState.COMPLETED, business_status=200,
         result={"refund_id": "R-1"}, dispatched_at=now, responded_at=now, settled_at=now, duration_ms=1234)
     Approval.objects.filter(pk=approval.pk).update(used_at=now)
+    task_create(project=project, user=operator, request_id="rq-widths", name="Restock shelf 4 after the audit",
+                members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                    client_conversation_id="restock-4", allowed_tools=("order_refund",))],
+                policy=PolicySpec(max_write_calls=20, max_concurrent=4))
     kb = KnowledgeBaseFactory(project=project, name="After-sales handbook")
     Document.objects.create(knowledge_base=kb, filename=FAILED_FILE, file_type="pdf", size=10, content_hash="0" * 64,
                             status=Document.Status.FAILED, attempts=3, error_code="document_conversion_failed",
@@ -71,6 +77,8 @@ LISTS = [
     ("runs", "/admin/ledger/run/"),
     ("agent-authorizations", "/admin/agent_auth/agentauthorization/"),
     ("routes", "/admin/routes/route/"),
+    ("conversations", "/admin/ledger/conversation/"),
+    ("tasks", "/admin/tasks/task/"),
 ]
 
 

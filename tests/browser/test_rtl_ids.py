@@ -124,8 +124,9 @@ def test_the_conversations_list_shows_the_agents_ids_in_stored_order(logged_in_p
     _shot(page, "rtl-conversations")
     row = page.locator("#result_list tbody tr")
     assert_left_to_right(row.locator(".field-client_conversation_id"), CONVERSATION)
-    assert_left_to_right(row.locator(".field-on_behalf_of"), ON_BEHALF_OF)
-    assert_right_to_left(row.locator(".field-principal_id"), PRINCIPAL_ID)
+    asker = row.locator(".field-asker")
+    assert_left_to_right(asker, ON_BEHALF_OF)
+    assert_right_to_left(asker.locator(".bh-muted"), PRINCIPAL_ID)
 
 
 def test_an_id_overrides_the_bidi_algorithm_inside_an_isolate(logged_in_page, approval):
