@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from django.core.exceptions import ValidationError
@@ -66,7 +67,13 @@ def loopback_redirect_uri_problem(value: str) -> str | None:
 
 
 def validate_agent_authorize_url(value: str) -> None:
-    """HTTPS, or HTTP on an explicit-port 127.0.0.1 / [::1] for development; no query or fragment."""
+    """HTTPS, or HTTP on an explicit-port 127.0.0.1 / [::1] for development; no query or fragment,
+    and no space, control or invisible formatting character (urlsplit takes them all, even in the
+    host: the agent's user would be sent to a page no browser opens, or one that reads other than
+    it is)."""
+    if any(unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp") for char in value or ""):
+        raise ValidationError("The URL must not contain spaces, control characters or invisible formatting "
+                              "characters (such as U+202E).", code="authorize_url_characters")
     parts, port = _split(value or "")
     if parts is None or parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValidationError("Enter an https:// URL.", code="authorize_url_scheme")

@@ -93,6 +93,24 @@ def test_a_client_needs_existing_routes_and_a_safe_authorization_url(route, owne
     assert AgentClient.objects.count() == 0
 
 
+@pytest.mark.parametrize("url", [
+    "https://business.example .com/agent/authorize",
+    "https://business.example.com/agent\tauthorize",
+    "https://business.example.com/agent/\x01authorize",
+    "https://business.example.com/agent/\u202eexe.authorize",
+    "https://business.example.com/agent/authorize\u200f",
+])
+def test_an_authorization_url_with_spaces_or_invisible_characters_is_refused_beside_its_field(route, other_route, owner,
+                                                                                              url):
+    """The browser walk saved "https://exa mple.com/auth" and a U+202E override: the agent's user was
+    to be sent to a page no browser can open, or to one that reads other than it is."""
+    response = _admin(owner).post("/admin/agent_auth/agentclient/add/", _client_form(route, agent_authorize_url=url))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {"agent_authorize_url": [
+        "The URL must not contain spaces, control characters or invisible formatting characters (such as U+202E)."]}
+    assert AgentClient.objects.count() == 0
+
+
 def test_rotating_shows_the_new_token_once_and_kills_the_old(agent_client, owner):
     admin = _admin(owner)
     response = admin.post("/admin/agent_auth/agentclient/", {
