@@ -10,7 +10,6 @@ from django.contrib.auth import get_user_model
 from django.core.validators import MinValueValidator
 from django.db.models import CASCADE, PROTECT, RESTRICT, Field, ForeignObjectRel, Model, Q, QuerySet
 from django.http import HttpRequest
-from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -427,19 +426,25 @@ class OperatorTokenAdmin(admin.ModelAdmin):
         row, token = operator_token_create(user=request.user, name=form.cleaned_data["name"],
                                            scopes=form.cleaned_data["scopes"],
                                            expires_at=form.cleaned_data.get("expires_at"))
-        obj.pk, obj.user, obj.created_at, obj.updated_at = row.pk, row.user, row.created_at, row.updated_at
+        obj.pk, obj.user, obj.prefix = row.pk, row.user, row.prefix
+        obj.created_at, obj.updated_at = row.created_at, row.updated_at
         obj._state.adding = False
         request._operator_token_created = token  # type: ignore[attr-defined]  # for response_add, once
 
     def response_add(self, request, obj, post_url_continue=None):
-        """The new token on the answer itself, never in a message: messages go in the signed, not
-        encrypted, `messages` cookie (or the session row), and the token would travel and rest there."""
+        """The new token in a message on the page the add redirects to, as a new agent-client token.
+        It was the answer to the form's POST itself: reloading it (the browser's "Confirm Form
+        Resubmission") posted the form again and minted a second live token, the first one never to
+        be seen again. Messages wait in the session (MESSAGE_STORAGE), never in a cookie, and leave
+        it once shown."""
         token = getattr(request, "_operator_token_created", None)
-        if token is None:
-            return super().response_add(request, obj, post_url_continue)
-        return TemplateResponse(request, "admin/projects/operatortoken/created.html", {
-            **self.admin_site.each_context(request), "title": "New builder API token", "opts": self.opts,
-            "original": obj, "token": token})
+        if token is not None:
+            messages.warning(request, format_html(
+                "New builder API token “{}” — copy it now, it will not be shown again: "
+                '<code id="operator-token">{}</code> <button type="button" class="button" '
+                "onclick=\"navigator.clipboard.writeText(document.getElementById('operator-token').textContent)\">"
+                "Copy</button>", obj.name, token))
+        return super().response_add(request, obj, post_url_continue)
 
     def delete_view(self, request, object_id, extra_context=None):
         raise ConsolePermissionDenied("A builder API token is not deleted: revoke it (the “Revoke the selected "

@@ -199,17 +199,24 @@ def test_an_owner_may_step_down_once_another_member_is_owner(owner):
     assert sorted(project.memberships.values_list("user__username", "role")) == [("ada", "owner"), ("olivia", "viewer")]
 
 
-def test_a_new_operator_token_is_shown_on_the_answer_and_never_travels_in_a_cookie(owner):
-    """The token was put in a message, and messages go in the signed (not encrypted) `messages`
-    cookie first: the redirect after the add carried the token to the browser's cookie jar and back."""
+def test_a_new_operator_token_is_shown_once_and_never_travels_in_a_cookie(owner):
+    """Messages went in the signed (not encrypted) `messages` cookie first: the redirect after the
+    add carried the token to the browser's cookie jar and back. They wait in the session now, and
+    leave it once shown."""
+    from django.contrib.sessions.models import Session
+
     browser = admin_client(owner.user)
     response = browser.post("/admin/projects/operatortoken/add/", {"name": "ci", "scopes": ["knowledge:ingest"]})
-    shown = re.search(r"bhop_[A-Za-z0-9_-]{43}", response.content.decode())
-    assert shown is not None
+    assert (response.status_code, "messages" in response.cookies) == (302, False)
+    page = browser.get(response["Location"])
+    shown = re.findall(r"bhop_[A-Za-z0-9_-]{43}", page.content.decode())
+    assert len(shown) == 1
     assert OperatorToken.objects.get(name="ci").token_hash == operator_token_hash(shown[0])
-    assert (response.status_code, "messages" in response.cookies) == (200, False)
-    assert "no-store" in response["Cache-Control"]
-    assert shown[0] not in browser.get("/admin/projects/operatortoken/").content.decode()
+    assert "no-store" in page["Cache-Control"]
+    held = " ".join(f"{name}={morsel.value}" for name, morsel in browser.cookies.items())
+    held += " ".join(str(row.get_decoded()) for row in Session.objects.all())
+    assert shown[0] not in held
+    assert shown[0] not in browser.get(response["Location"]).content.decode()
 
 
 def test_an_operator_token_cannot_be_created_already_expired(owner):
