@@ -50,7 +50,10 @@ class _ToolCounts(TypedDict):
 
 
 class ToolProviderForm(forms.ModelForm):
-    base_url = forms.URLField(max_length=2000, assume_scheme="https",
+    # The admin's URL width (30em), not the browser's default 20 characters: there a provider's base URL
+    # (the demo shop's http://127.0.0.1:8000/demo-business) was cut off inside its field.
+    base_url = forms.URLField(max_length=2000, assume_scheme="https", label="Base URL",
+                              widget=forms.URLInput(attrs={"class": "vURLField"}),
                               help_text="Where the business system serves the spec's paths, e.g. "
                                         "https://shop.example/api.")
     signing_secret = forms.CharField(

@@ -85,3 +85,17 @@ def test_a_tools_compiled_definition_wraps_inside_the_page(logged_in_page, proje
     assert compiled.evaluate("e => e.scrollWidth <= e.clientWidth")
     row_right = page.locator(".form-row.field-compiled_json").evaluate("e => e.getBoundingClientRect().right")
     assert compiled.evaluate("e => e.getBoundingClientRect().right") <= row_right <= width
+
+
+def test_a_providers_base_url_is_shown_whole_beside_its_label(logged_in_page, project):
+    """The field was the browser's default 20 characters wide, labelled "Base url": on the demo shop's
+    page "http://127.0.0.1:8000/demo-business" showed as "http://127.0.0.1:800", the operator unable
+    to read where the hub sends its calls without scrolling inside the field."""
+    provider = ToolProviderFactory(project=project, name="demo-shop", base_url="http://127.0.0.1:8000/demo-business")
+    page = logged_in_page
+    page.goto(f"/admin/tools/toolprovider/{provider.pk}/change/")
+    field = page.locator("input[name=base_url]")
+    assert field.input_value() == "http://127.0.0.1:8000/demo-business"
+    assert field.evaluate("e => e.scrollWidth <= e.clientWidth")
+    assert page.locator(".field-base_url label").inner_text() == "Base URL:"
+    page.locator(".field-base_url").screenshot(path=str(SHOTS / "tools_provider_base_url.png"))
