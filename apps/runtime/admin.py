@@ -63,6 +63,7 @@ ROUTE_PAGE_PROVIDERS_ALL = 20
 ADD_SOURCE_PARAM = "add_source"
 ADD_SOURCE_FORM = "bh-add-source"
 TOOLS_FIELDSET = "Tools (agent direct)"
+KNOWLEDGE_FIELDSET = "Knowledge"
 
 
 class BindingInline(admin.TabularInline):
@@ -288,6 +289,11 @@ class RouteConsoleAdmin(RouteAdmin):
                         "operations). Write tools and forced approvals are picked from the sources' write "
                         "tools.{}", adder) if obj is not None else
                         "Save the route first: its tool sources are picked from its project's providers.")}
+            elif name == KNOWLEDGE_FIELDSET and obj is None:
+                # The add page has neither the bindings below nor the dry-run panel the help points to.
+                options = {**options, "description": "How a turn searches the knowledge bases this route reads. "
+                                                     "Save the route first: its page then binds them and "
+                                                     "dry-runs a turn."}
             fieldsets.append((name, options))
         return fieldsets
 

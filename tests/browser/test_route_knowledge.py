@@ -160,3 +160,22 @@ def test_the_route_saves_after_a_dry_run(logged_in_page, route, kbs):
     page.fill("#id_dry_run", "送达要几天？")
     _follow(page, page.locator("#dry-run input[type=submit]"))
     assert page.locator("[data-dry-run-result] p strong[data-entries]").count() == 1
+
+
+def test_the_add_page_says_where_knowledge_bases_are_bound_once_the_route_is_saved(logged_in_page, route):
+    """The Knowledge help promised knowledge bases "bound below" and "the dry-run panel at the bottom
+    of the page" on the add page too, which has neither: both appear once the route is saved."""
+    page = logged_in_page
+    page.goto("/admin/routes/route/add/")
+    help_text = page.locator("fieldset", has=page.locator("input[name=knowledge_enabled]")).locator(
+        ".description").inner_text()
+    assert help_text == ("How a turn searches the knowledge bases this route reads. Save the route first: its "
+                         "page then binds them and dry-runs a turn.")
+    assert page.locator("#dry-run").count() == 0
+    assert page.locator("#knowledge_bindings-group").count() == 0
+
+    page.goto(f"/admin/routes/route/{route.pk}/change/")
+    help_text = page.locator("fieldset", has=page.locator("input[name=knowledge_enabled]")).locator(
+        ".description").inner_text()
+    assert "try it in the dry-run panel at the bottom of the page" in help_text
+    assert page.locator("#dry-run").count() == 1
