@@ -173,6 +173,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "apps.agent_auth.pages.csrf_failure"  # HTML on the sign-in pages; Django's elsewhere
 SESSION_COOKIE_HTTPONLY = True
+# Where a sign-in goes when its `next` is missing or off-site (Django drops those): the console. The
+# default, /accounts/profile/, is no page here, and a correct password on a link carrying an off-site
+# `next` ended on a 404.
+LOGIN_REDIRECT_URL = "admin:index"
 # Messages wait for the next page in the session (a row in the database), not in Django's default
 # `messages` cookie: that one is signed, not encrypted, and a one-time token or a generated signing
 # secret shown in a message went to the browser's cookie jar and back in clear. A message leaves the
