@@ -212,6 +212,13 @@ def test_the_task_page_offers_pause_and_cancel_for_an_active_task(world, owner):
     assert task.scope_hash in html
 
 
+def test_the_task_page_counts_its_ledger_entries_without_1_entries(world, owner):
+    """A new task's page read "Ledger 1 entries" (the number is refreshed live, the noun was not)."""
+    page = owner.get(reverse("admin:tasks_task_change", args=[_task(world).pk])).content.decode()
+    assert '<dt>Ledger entries</dt><dd><span id="task-ledger-sequence">1</span></dd>' in page
+    assert "entries</dd>" not in page
+
+
 def test_pausing_with_the_revision_shown(world, owner):
     task = _task(world)
     response = _control(owner, task, "pause", task.revision)
