@@ -313,9 +313,9 @@ class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
         return f"{obj.error_code}: {obj.error_message}" if obj.error_code else ""
 
 
-class RowRouteSelect(AutocompleteSelect):
-    """A route autocomplete that labels its row's own route from the row, read with it: the
-    admin's widget looks it up again, a query per bound route."""
+class RowAutocompleteSelect(AutocompleteSelect):
+    """An autocomplete that labels its row's own choice (a route, a knowledge base) from the row,
+    read with it: the admin's widget looks it up again, a query per bound row."""
 
     row_labels: dict[str, str] = {}
 
@@ -357,7 +357,7 @@ class RouteBindingInline(ProjectScopedInlineMixin, admin.TabularInline):
             from apps.routes.models import Route
 
             kwargs["queryset"] = Route.objects.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
-            kwargs["widget"] = RowRouteSelect(db_field, self.admin_site)
+            kwargs["widget"] = RowAutocompleteSelect(db_field, self.admin_site)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
@@ -375,6 +375,9 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_filter = ["project", "enabled", "embedding_model"]
     search_fields = ["name", "description"]
     list_select_related = ["project", "embedding_model"]
+    # Meta's ordering, said here because the queryset counts documents (a GROUP BY drops it): the
+    # route page's knowledge base search (autocomplete) pages through this queryset.
+    ordering = ["project__name", "name"]
     inlines = [GenerationInline, RouteBindingInline]
 
     def get_queryset(self, request):

@@ -533,3 +533,61 @@ def test_a_dry_run_posted_in_a_popup_answers_the_popup(bound_route):
     assert response.status_code == 200
     assert response.context["is_popup"] is True
     assert response.context["dry_run"].entries[0].title == "refund.md"
+
+
+def test_past_the_select_limit_a_binding_row_picks_its_knowledge_base_by_searching(owner_route, model, monkeypatch):
+    """A project of many KBs: no row lists them all, and no row reads its KB again."""
+    from apps.knowledge.services import route_knowledge_bind
+    from apps.runtime import admin as runtime_admin
+
+    monkeypatch.setattr(runtime_admin, "BINDING_CHOICES_MAX", 2, raising=False)
+    membership, route = owner_route
+    kbs = [_kb(route.project, model, f"kb-{n}") for n in range(5)]
+    client = _client_for(membership.user)
+    url = f"/admin/routes/route/{route.pk}/change/"
+    route_knowledge_bind(route=route, knowledge_base=kbs[0])
+    client.get(url)
+    with CaptureQueriesContext(connection) as one:
+        client.get(url)
+    for kb in kbs[1:4]:
+        route_knowledge_bind(route=route, knowledge_base=kb)
+    with CaptureQueriesContext(connection) as four:
+        page = client.get(url).content.decode()
+    assert len(four.captured_queries) == len(one.captured_queries)
+    selects = re.findall(r'<select name="knowledge_bindings-(?:\d+|__prefix__)-knowledge_base".*?</select>', page, re.S)
+    assert len(selects) == 6  # four rows, the new one and the template for more
+    assert all('data-ajax--url="/admin/autocomplete/"' in select for select in selects)
+    selected = [re.findall(r'<option value="([^"]+)" selected>([^<]*)</option>', select) for select in selects[:4]]
+    assert sorted(selected) == sorted([(str(kb.pk), kb.name)] for kb in kbs[:4])
+    assert "kb-4" not in page
+
+
+def test_past_the_select_limit_a_knowledge_base_picked_by_searching_is_bound(owner_route, model, monkeypatch):
+    from apps.runtime import admin as runtime_admin
+
+    monkeypatch.setattr(runtime_admin, "BINDING_CHOICES_MAX", 2, raising=False)
+    membership, route = owner_route
+    kbs = [_kb(route.project, model, f"kb-{n}") for n in range(3)]
+    foreign = _kb(ProjectFactory(), model, "别人的知识库")
+    client = _client_for(membership.user)
+    refused = client.post(f"/admin/routes/route/{route.pk}/change/",
+                          _route_form(route, [{"knowledge_base": str(foreign.pk)}]))
+    assert refused.status_code == 200
+    assert _bound(route) == []
+    response = client.post(f"/admin/routes/route/{route.pk}/change/",
+                           _route_form(route, [{"knowledge_base": str(kbs[2].pk)}]))
+    assert response.status_code == 302
+    assert _bound(route) == ["kb-2"]
+
+
+def test_the_knowledge_base_search_of_a_binding_row_finds_only_the_operators_knowledge_bases(owner_route, model):
+    membership, route = owner_route
+    for name in ("售后政策 b", "售后政策 a", "售后政策 c"):
+        _kb(route.project, model, name)
+    _kb(ProjectFactory(), model, "售后政策 别人的")
+    response = _client_for(membership.user).get("/admin/autocomplete/", {
+        "app_label": "knowledge", "model_name": "routeknowledgebinding", "field_name": "knowledge_base",
+        "term": "售后"})
+    assert response.status_code == 200
+    # In name order, as the results are paged through.
+    assert [result["text"] for result in response.json()["results"]] == ["售后政策 a", "售后政策 b", "售后政策 c"]
