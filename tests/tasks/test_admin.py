@@ -452,3 +452,39 @@ def test_the_create_form_refuses_a_name_with_a_bidi_control(world, owner, tools)
     assert response.status_code == 422
     assert "Invisible direction controls" in _field_errors(response.content.decode(), "name")
     assert Task.objects.count() == 0
+
+
+def test_past_the_select_limit_a_members_session_is_picked_by_searching(world, owner, tools, monkeypatch):
+    """A project of many active sessions: no row lists them all, and a session found by searching
+    makes the task as one picked from the list did."""
+    from apps.runtime import admin_tasks
+
+    monkeypatch.setattr(admin_tasks, "SESSION_CHOICES_MAX", 1, raising=False)
+    html = owner.get(ADD_URL).content.decode()
+    selects = re.findall(r'<select name="m\d-session".*?</select>', html, re.S)
+    assert len(selects) == 4
+    search_url = f"/admin/tasks/task/sessions/{world.route.project.pk}/"
+    assert all(f'data-ajax--url="{search_url}"' in select for select in selects)
+    assert str(world.first.session.pk) not in html and str(world.second.session.pk) not in html
+    response = owner.post(ADD_URL, _form(world, **{"m0-session": str(world.second.session.pk)}))
+    assert response.status_code == 302
+    assert Task.objects.get().members.get().session_id == world.second.session.pk
+
+
+def test_the_session_search_finds_the_projects_active_sessions_by_user_or_principal(world, owner):
+    from apps.agent_auth.services import session_revoke
+    from apps.runtime.admin_tasks import session_label
+
+    url = f"/admin/tasks/task/sessions/{world.route.project.pk}/"
+    found = owner.get(url, {"term": "u-1002"}).json()
+    assert found == {"results": [{"id": str(world.second.session.pk), "text": session_label(world.second.session)}],
+                     "pagination": {"more": False}}
+    session_revoke(session=world.second.session, revoked_by="operator", reason="left")
+    assert owner.get(url, {"term": "u-1002"}).json()["results"] == []
+    assert [row["id"] for row in owner.get(url).json()["results"]] == [str(world.first.session.pk)]
+
+
+def test_the_session_search_of_another_project_is_a_404(world, owner):
+    other = AgentClientFactory(project=ProjectFactory(), allowed_routes=[])
+    session_for(other, principal=PRINCIPAL)
+    assert owner.get(f"/admin/tasks/task/sessions/{other.project.pk}/").status_code == 404
