@@ -3,14 +3,15 @@ knowledge bases with document counts by status, its agent sessions, its pending 
 active tasks and its recent runs.
 
 It reads every app (routes, agent_auth, knowledge, ledger), which only runtime may import. The
-number of queries is fixed — one per kind of row, whatever the number of projects or rows — and
-each list is capped, so a busy project never makes the page slow.
+number of queries is fixed — one per kind of row (two at most for the recent runs), whatever the
+number of projects or rows — and each list is capped, so a busy project never makes the page slow.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Window
 from django.db.models.functions import Coalesce, RowNumber
@@ -159,14 +160,35 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     for row in active_tasks:
         boards[row["project_id"]].tasks_active = row["n"]
 
-    runs = _ranked(
-        Run.objects.filter(route__project_id__in=ids).select_related("route", "conversation")
-        .only("id", "state", "created_at", "completed_at", "context_bytes", "route__key", "route__name",
-              "route__project_id", "conversation__on_behalf_of"),
-        partition="route__project_id", order=[F("created_at").desc(), F("id").desc()], limit=RUNS_PER_PROJECT,
-    ).order_by("-created_at", "-id")
-    for run in runs:
+    for run in _recent_runs(ids):
         boards[run.route.project_id].recent_runs.append(run)
 
     return [boards[p.pk] for p in projects]
+
+
+def _recent_runs(ids: list) -> list[Run]:
+    """The newest RUNS_PER_PROJECT runs of each project, newest first. The newest runs of all the
+    projects come first, as many as every project may show (an index scan that stops there); only a
+    project with fewer among them is then ranked alone, in a second query. Ranking every run of every
+    project in one window sorted the whole ledger on each load: 137 ms at 100,000 runs, spilling to disk."""
+    runs = (Run.objects.select_related("route", "conversation")
+            .only("id", "state", "created_at", "completed_at", "context_bytes", "route__key", "route__name",
+                  "route__project_id", "conversation__on_behalf_of"))
+    order = [F("created_at").desc(), F("id").desc()]
+    limit = RUNS_PER_PROJECT * len(ids)
+    newest = list(runs.filter(route__project_id__in=ids).order_by(*order)[:limit])
+    shown: dict[Any, list[Run]] = {pk: [] for pk in ids}
+    for run in newest:
+        if len(shown[run.route.project_id]) < RUNS_PER_PROJECT:
+            shown[run.route.project_id].append(run)
+    # Fewer than `limit` rows are every run of these projects: nothing older is left to rank.
+    short = [pk for pk, picked in shown.items() if len(picked) < RUNS_PER_PROJECT] if len(newest) == limit else []
+    if short:
+        for pk in short:
+            shown[pk] = []
+        for run in _ranked(runs.filter(route__project_id__in=short), partition="route__project_id", order=order,
+                           limit=RUNS_PER_PROJECT):
+            shown[run.route.project_id].append(run)
+    return sorted((run for picked in shown.values() for run in picked), key=lambda run: (run.created_at, run.pk),
+                  reverse=True)
 

@@ -93,6 +93,22 @@ def test_a_project_panel_shows_its_recent_runs_newest_first(a, b):
     assert f"/admin/ledger/run/{second}/change/" in admin_client(a.user).get("/admin/").content.decode()
 
 
+def test_a_quiet_projects_recent_runs_are_shown_beside_a_busier_projects_newer_ones(a, b, monkeypatch):
+    """The newest runs of all projects are read first; a project with fewer of them than it shows
+    (bravo, whose one run is older than alpha's newest) is ranked alone."""
+    from rest_framework.test import APIClient
+
+    from apps.runtime import dashboard
+
+    monkeypatch.setattr(dashboard, "RUNS_PER_PROJECT", 2)
+    # Alpha's four new runs are the newest four of all, as many as the two projects show.
+    opened = [open_turn(APIClient(), a.access_token, a.route.key, n, client_conversation_id=f"c-{n}").json()["run_id"]
+              for n in range(2, 6)]
+    response = admin_client(UserFactory(is_superuser=True)).get("/admin/")
+    assert [str(run.pk) for run in _board(response, "alpha").recent_runs] == [opened[3], opened[2]]
+    assert [run.pk for run in _board(response, "bravo").recent_runs] == [b.run.pk]
+
+
 def test_a_superuser_sees_every_project(a, b):
     root = UserFactory(is_superuser=True)
     response = admin_client(root).get("/admin/")
