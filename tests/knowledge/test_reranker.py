@@ -342,6 +342,18 @@ def test_operators_see_their_projects_cost_records_only(owner):
     assert "mine-model" in page and "other-model" not in page
 
 
+def test_the_cost_record_list_reads_its_newest_page_by_an_index():
+    """The console's list is newest first: read in an index's order, a page stops at its last row
+    rather than sorting every record (57 ms at 50,000). Sorting is made dearer than any index here,
+    so the plan sorts only when no index gives that order."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_sort = off")
+    plan = CostRecord.objects.order_by(*CostRecord._meta.ordering)[:100].explain()
+    assert "Sort" not in plan
+
+
 @pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "TOOL_SECRET_KEYS", "BAILING_DEMO_PASSWORD",
                                   "RERANK_", "rerank_key", "X_RERANK_KEY"])
 def test_a_reranker_may_name_only_a_rerank_variable_for_its_key(client, owner, name):
