@@ -19,7 +19,7 @@ from apps.agent_auth.selectors import SessionEnd, session_approver_current_expre
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.timefmt import local_time
 from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
-from apps.ledger.selectors import message_search
+from apps.ledger.selectors import message_search, run_search
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.routes.admin import RouteListFilter
 from apps.tools.admin_approvals import InvocationInline
@@ -184,8 +184,12 @@ class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixi
                    "knowledge_delivery"]
     # No date drill-down: it read every row of the list (DISTINCT months, MIN/MAX) on each load, 350 ms
     # at 200,000 messages and growing with the ledger; the created_at filter slices by date instead.
-    search_fields = ["=id", "client_turn_id", "user_message_id", "conversation__client_conversation_id",
-                     "conversation__on_behalf_of"]
+    # The search is selectors.run_search (get_search_results), by exact ids on indexed columns: a
+    # substring match of the ids read every run of the operator's projects, for the page and again
+    # for its count (330 to 430 ms at 100,000 runs). The fields named here only show the search box.
+    search_fields = ["client_turn_id"]
+    search_help_text = ("Finds the runs whose run id, client turn id, user message id, conversation id or "
+                        "on-behalf-of user is exactly each word you type (quote one with spaces in it).")
     list_select_related = ["route", "route__project", "conversation", "session"]
     fields = readonly_fields = (
         "id", "route", "in_conversation", "session", "client_turn_id", "user_message_id", "state_shown", "request_hash",
@@ -208,6 +212,9 @@ class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixi
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(approver_current=session_approver_current_expression("session__"))
+
+    def get_search_results(self, request, queryset, search_term):
+        return run_search(queryset=queryset, text=search_term), False
 
     @admin.display(description="State", ordering="state")
     def state_shown(self, obj: Run) -> SafeString:

@@ -169,6 +169,12 @@ class Run(BaseModel):
                                     condition=~Q(assistant_message_id=""),
                                     name="ledger_run_unique_assistant_message"),
         ]
+        indexes = [
+            # The console's run search matches these exactly (selectors.run_search); the unique
+            # constraints' indexes start with the session or the conversation.
+            models.Index(fields=["client_turn_id"], name="ledger_run_client_turn_id"),
+            models.Index(fields=["user_message_id"], name="ledger_run_user_message_id"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.state})"

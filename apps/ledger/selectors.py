@@ -88,6 +88,29 @@ def message_search(*, queryset: QuerySet[Message], text: str) -> QuerySet[Messag
     return queryset
 
 
+def run_search(*, queryset: QuerySet[Run], text: str) -> QuerySet[Run]:
+    """The runs of `queryset` that match every word of `text` (quotes make one word of several, as
+    in the admin's search): a word matches a run whose id, client turn id or user message id is
+    exactly it, or whose conversation's client id or `on_behalf_of` is.
+
+    Each word is one condition on indexed columns, which PostgreSQL ORs in a bitmap; the
+    conversations are looked up first, as an array, not as a per-row subquery. A substring match
+    of these columns read every run of the operator's projects, twice (the page and its count)."""
+    for bit in smart_split(text):
+        if bit[:1] in {'"', "'"} and bit[-1:] == bit[:1]:
+            bit = unescape_string_literal(bit)
+        bit = bit.strip()
+        if not bit:
+            continue
+        conversations = Conversation.objects.filter(Q(client_conversation_id=bit) | Q(on_behalf_of=bit)).order_by()
+        match = (Q(client_turn_id=bit) | Q(user_message_id=bit)
+                 | Q(_AnyOf(F("conversation_id"), ArraySubquery(conversations.values("id")))))
+        with contextlib.suppress(ValueError):
+            match |= Q(id=uuid.UUID(bit))
+        queryset = queryset.filter(match)
+    return queryset
+
+
 # What may stand between two words of a phrase, and next to a phrase's first or last word: not a
 # letter or digit (as the database's locale classifies them: C.UTF-8's or en_US.UTF-8's are
 # Unicode's), a combining mark, which keyword_terms cuts a word at though the database counts it a

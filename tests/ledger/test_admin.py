@@ -366,6 +366,32 @@ def test_the_message_search_reads_no_content_by_substring_and_counts_no_whole_li
     assert not [q["sql"] for q in queries if "LIKE" in q["sql"] and "ledger_message" in q["sql"]]
 
 
+def _runs_found(user, text: str) -> list[str]:
+    response = _admin(user).get("/admin/ledger/run/", {"q": text})
+    assert response.status_code == 200
+    return sorted(run.client_turn_id for run in response.context["cl"].queryset)
+
+
+def test_the_run_search_finds_runs_by_their_ids_exactly(searchable, viewer):
+    first, second, third = searchable
+    assert _runs_found(viewer.user, str(second.pk)) == ["turn-2"]
+    assert _runs_found(viewer.user, "turn-3") == ["turn-3"]
+    assert _runs_found(viewer.user, "message-1") == ["turn-1"]
+    assert _runs_found(viewer.user, "local-conversation-1") == ["turn-1", "turn-2"]
+    assert _runs_found(viewer.user, "conversation-1") == []  # an id is matched whole
+    assert _runs_found(viewer.user, f"local-conversation-1 {first.user_message_id}") == ["turn-1"]  # every word
+    assert _runs_found(viewer.user, third.conversation.on_behalf_of) == ["turn-1", "turn-2", "turn-3"]
+
+
+def test_the_run_search_reads_no_id_by_substring(searchable, viewer):
+    """A substring match of the ids reads every run of the operator's projects, for the page and
+    again for its count (330 to 430 ms at 100,000 runs)."""
+    with CaptureQueriesContext(connection) as queries:
+        response = _admin(viewer.user).get("/admin/ledger/run/", {"q": "turn-2"})
+    assert response.context["cl"].result_count == 1
+    assert not [q["sql"] for q in queries if "LIKE" in q["sql"] and "ledger_run" in q["sql"]]
+
+
 @pytest.fixture
 def phrases(api_client, issued, route) -> dict[str, str]:
     """Messages that hold "refund" and "policy" (退款 and 政策) as a phrase and otherwise, and a
