@@ -459,11 +459,13 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if project is None:
             raise Http404("No such project.")
         sessions = live_sessions(project)
-        for word in request.GET.get("term", "").split():
+        # PostgreSQL takes no NUL in text: a term holding one was a 500; such a character matches nothing.
+        for word in request.GET.get("term", "").replace("\x00", " ").split():
             sessions = sessions.filter(Q(client__app_id__icontains=word) | Q(on_behalf_of__icontains=word)
                                        | Q(principal_id__icontains=word) | Q(device_label__icontains=word))
         page = request.GET.get("page", "1")
-        first = (int(page) - 1) * SESSIONS_PER_PAGE if page.isdigit() and int(page) > 0 else 0
+        # A page past any real one (a number past PostgreSQL's OFFSET range was a 500) reads the first.
+        first = (int(page) - 1) * SESSIONS_PER_PAGE if page.isdecimal() and 0 < int(page) < 100_000 else 0
         rows = list(sessions[first:first + SESSIONS_PER_PAGE + 1])
         return JsonResponse({"results": [{"id": str(s.pk), "text": session_label(s)} for s in rows[:SESSIONS_PER_PAGE]],
                              "pagination": {"more": len(rows) > SESSIONS_PER_PAGE}})

@@ -484,6 +484,15 @@ def test_the_session_search_finds_the_projects_active_sessions_by_user_or_princi
     assert [row["id"] for row in owner.get(url).json()["results"]] == [str(world.first.session.pk)]
 
 
+@pytest.mark.parametrize("query", [{"term": "u-1002\x00"}, {"term": "u-1002", "page": "9" * 30},
+                                   {"term": "u-1002", "page": "-1"}])
+def test_a_hostile_session_search_is_no_500(world, owner, query):
+    url = f"/admin/tasks/task/sessions/{world.route.project.pk}/"
+    response = owner.get(url, query)
+    assert (response.status_code, [row["id"] for row in response.json()["results"]]) == (
+        200, [str(world.second.session.pk)])
+
+
 def test_the_session_search_of_another_project_is_a_404(world, owner):
     other = AgentClientFactory(project=ProjectFactory(), allowed_routes=[])
     session_for(other, principal=PRINCIPAL)
