@@ -28,6 +28,7 @@ from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.selectors import SessionEnd, session_approver_current_expression, session_end, session_live_q
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
+from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.routes.models import Route
@@ -42,15 +43,8 @@ def connection_snippets(*, client: AgentClient, hub_url: str) -> list[str]:
 
 
 def _token_message(request: HttpRequest, client: AgentClient, token: str, verb: str) -> None:
-    messages.warning(
-        request,
-        format_html(
-            "{} client token for {} — copy it now, it will not be shown again: <code id=\"client-token\">{}</code> "
-            "<button type=\"button\" class=\"button\" onclick=\"navigator.clipboard.writeText("
-            "document.getElementById('client-token').textContent)\">Copy</button>",
-            verb, client.app_id, token,
-        ),
-    )
+    secret_message(request, lead=f"{verb} client token for {client.app_id} — copy it now, it will not be shown again",
+                   secret=token, element_id="client-token")
 
 
 def own_authorize_url(request: HttpRequest) -> str:

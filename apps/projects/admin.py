@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.text import capfirst
 
 from apps.core.exceptions import ConsolePermissionDenied
+from apps.core.secret_messages import secret_message
 from apps.projects.models import Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.tokens import operator_token_create, operator_token_revoke
@@ -439,11 +440,8 @@ class OperatorTokenAdmin(admin.ModelAdmin):
         it once shown."""
         token = getattr(request, "_operator_token_created", None)
         if token is not None:
-            messages.warning(request, format_html(
-                "New builder API token “{}” — copy it now, it will not be shown again: "
-                '<code id="operator-token">{}</code> <button type="button" class="button" '
-                "onclick=\"navigator.clipboard.writeText(document.getElementById('operator-token').textContent)\">"
-                "Copy</button>", obj.name, token))
+            secret_message(request, lead=f"New builder API token “{obj.name}” — copy it now, it will not be shown "
+                                         "again", secret=token, element_id="operator-token")
         return super().response_add(request, obj, post_url_continue)
 
     def delete_view(self, request, object_id, extra_context=None):

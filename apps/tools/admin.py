@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import ngettext
 
 from apps.core.errors import ApiError
+from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin
 
@@ -405,9 +406,8 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             setattr(obj, attribute, getattr(provider, attribute))
         obj._state.adding = False
         if not data.get("signing_secret"):
-            messages.warning(request, format_html(
-                "A signing secret was generated; configure it on the business side now, it is not shown again: "
-                "<code>{}</code>", secret))
+            secret_message(request, lead="A signing secret was generated; configure it on the business side now, it "
+                                         "is not shown again", secret=secret, element_id="signing-secret")
         if not outcome.result.acc_present:
             messages.warning(request, "The spec declares no x-agent-capability: every tool is disabled until you "
                                       "enable it; read-only was inferred from GET/HEAD.")
