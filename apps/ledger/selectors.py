@@ -46,6 +46,25 @@ def message_terms(*, content: str) -> list[str]:
     return list(dict.fromkeys(keyword_terms(content[:MESSAGE_TERMS_CHARS])))
 
 
+def search_words(text: str) -> list[str]:
+    """The words of an admin search box's `text`, as Django's admin splits them: quotes make one word
+    of several; empty words are dropped."""
+    words = []
+    for bit in smart_split(text):
+        if bit[:1] in {'"', "'"} and bit[-1:] == bit[:1]:
+            bit = unescape_string_literal(bit)
+        if bit.strip():
+            words.append(bit.strip())
+    return words
+
+
+def _conversations_named(word: str) -> ArraySubquery:
+    """The ids of the conversations whose client id or on-behalf-of user is `word`, as an array
+    looked up once (not a per-row subquery)."""
+    return ArraySubquery(Conversation.objects.filter(Q(client_conversation_id=word) | Q(on_behalf_of=word))
+                         .order_by().values("id"))
+
+
 def message_search(*, queryset: QuerySet[Message], text: str) -> QuerySet[Message]:
     """The messages of `queryset` that match every word of `text` (quotes make one search word of
     several, as in the admin's search: a phrase, or an id with a space in it): a word matches a
@@ -67,14 +86,9 @@ def message_search(*, queryset: QuerySet[Message], text: str) -> QuerySet[Messag
     the run's, the conversation's), which PostgreSQL ORs in a bitmap; a phrase's order is a regular
     expression checked only on the rows whose terms matched, which the index found. A conversation
     is looked up first, as an array, not as a per-row subquery, which would scan the messages."""
-    for bit in smart_split(text):
-        if bit[:1] in {'"', "'"} and bit[-1:] == bit[:1]:
-            bit = unescape_string_literal(bit)
-        bit = bit.strip()
-        if not bit:
-            continue
-        conversations = Conversation.objects.filter(Q(client_conversation_id=bit) | Q(on_behalf_of=bit)).order_by()
-        match = Q(client_message_id=bit) | Q(_AnyOf(F("conversation_id"), ArraySubquery(conversations.values("id"))))
+    for bit in search_words(text):
+        conversations = _conversations_named(bit)
+        match = Q(client_message_id=bit) | Q(_AnyOf(F("conversation_id"), conversations))
         terms = message_terms(content=bit)
         if terms:
             contains = Q(search_terms__contains=terms)
@@ -96,15 +110,10 @@ def run_search(*, queryset: QuerySet[Run], text: str) -> QuerySet[Run]:
     Each word is one condition on indexed columns, which PostgreSQL ORs in a bitmap; the
     conversations are looked up first, as an array, not as a per-row subquery. A substring match
     of these columns read every run of the operator's projects, twice (the page and its count)."""
-    for bit in smart_split(text):
-        if bit[:1] in {'"', "'"} and bit[-1:] == bit[:1]:
-            bit = unescape_string_literal(bit)
-        bit = bit.strip()
-        if not bit:
-            continue
-        conversations = Conversation.objects.filter(Q(client_conversation_id=bit) | Q(on_behalf_of=bit)).order_by()
+    for bit in search_words(text):
+        conversations = _conversations_named(bit)
         match = (Q(client_turn_id=bit) | Q(user_message_id=bit)
-                 | Q(_AnyOf(F("conversation_id"), ArraySubquery(conversations.values("id")))))
+                 | Q(_AnyOf(F("conversation_id"), conversations)))
         with contextlib.suppress(ValueError):
             match |= Q(id=uuid.UUID(bit))
         queryset = queryset.filter(match)
