@@ -1,11 +1,11 @@
-# Built concurrently: searches go on writing cost records while it is built.
+# A plain (not concurrent) build: the cost records table is written after each embedding or rerank
+# call, which waits for the build, and a concurrent build cannot be unapplied inside a transaction,
+# as the migration tests of earlier knowledge migrations do.
 
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    atomic = False
 
     dependencies = [
         ('knowledge', '0019_alter_knowledgebase_name'),
@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        AddIndexConcurrently(
+        migrations.AddIndex(
             model_name='costrecord',
             index=models.Index(fields=['-created_at', '-id'], name='knowledge_costrecord_newest'),
         ),
