@@ -131,3 +131,20 @@ def test_the_demo_has_an_agent_client_that_signs_in_on_this_hubs_page(monkeypatc
     assert (f"bailinghub-mcp login --hub {settings.WEB_ORIGIN} --client-app-id demo-agent "
             "--workspace store-assistant") in output
     assert CLIENT_TOKEN_PREFIX not in output  # no token shown: this hub's page needs none
+
+
+def test_the_printed_mcp_sign_in_command_runs_where_make_run_was_started(monkeypatch, capsys):
+    """make run printed `bailinghub-mcp login ...`, but make install puts the bridge in .venv/bin,
+    which make run never adds to PATH: typed as printed, the command was not found."""
+    import os
+    import shutil
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a fresh shell: the venv is not activated
+    monkeypatch.chdir(Path(sys.executable).parents[2])  # the clone, whose .venv runs the tests
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    call_command("seed_demo")
+    line = next(line for line in capsys.readouterr().out.splitlines() if " login --hub " in line)
+    program = line.split(": ", 1)[1].split(" login ", 1)[0]
+    assert shutil.which(program) or (os.path.isfile(program) and os.access(program, os.X_OK)), line

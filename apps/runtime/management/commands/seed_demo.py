@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import sys
 from pathlib import Path
 
 from django.conf import settings
@@ -118,6 +120,23 @@ class Command(BaseCommand):
                 self.stdout.write(note)
 
 
+def _shown(path: Path) -> str:
+    """`path` as the operator types it where make run was started: relative when it is below."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _mcp_command() -> str:
+    """How to run the MCP bridge from here: its name when PATH finds it, else its path beside this
+    interpreter (`make install` puts it in the venv, and make run adds nothing to PATH)."""
+    script = Path(sys.executable).with_name("bailinghub-mcp")
+    if shutil.which("bailinghub-mcp") or not script.exists():
+        return "bailinghub-mcp"
+    return _shown(script)
+
+
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 DEMO_KB = "门店知识库"
 DEMO_DOCUMENTS = ("after-sales-policy.md", "stock-handbook.md")
@@ -172,5 +191,5 @@ def _demo_agent_client(*, project: Project, route: Route) -> str | None:
     except ValidationError as exc:  # WEB_BIND names a host this hub's page may not be sent to over http
         return f"No demo agent client: {authorize_url} is not a page agents may be sent to ({exc.messages[0]})"
     return (f"Demo agent client '{DEMO_AGENT_CLIENT}' for route '{route.key}' (sign-in on this hub's page): "
-            f"bailinghub-mcp login --hub {settings.WEB_ORIGIN} --client-app-id {DEMO_AGENT_CLIENT} "
+            f"{_mcp_command()} login --hub {settings.WEB_ORIGIN} --client-app-id {DEMO_AGENT_CLIENT} "
             f"--workspace {route.key}")
