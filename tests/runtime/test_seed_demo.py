@@ -148,3 +148,24 @@ def test_the_printed_mcp_sign_in_command_runs_where_make_run_was_started(monkeyp
     line = next(line for line in capsys.readouterr().out.splitlines() if " login --hub " in line)
     program = line.split(": ", 1)[1].split(" login ", 1)[0]
     assert shutil.which(program) or (os.path.isfile(program) and os.access(program, os.X_OK)), line
+
+
+def test_seeding_again_says_how_to_set_the_operators_password(seeded, monkeypatch, capsys):
+    """The password is shown once, on the first run: a later run only said the operator exists,
+    and a BAILING_DEMO_PASSWORD set then was silently ignored (the login with it failed)."""
+    capsys.readouterr()
+    monkeypatch.delenv("BAILING_DEMO_PASSWORD")
+    call_command("seed_demo")
+    assert "manage.py changepassword operator" in capsys.readouterr().out
+
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", "another-pass-456")
+    call_command("seed_demo")
+    output = capsys.readouterr().out
+    assert "BAILING_DEMO_PASSWORD was not applied" in output
+    assert "manage.py changepassword operator" in output
+    seeded.refresh_from_db()
+    assert seeded.check_password(PASSWORD)  # still the first run's password, as README says
+
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    call_command("seed_demo")
+    assert "not applied" not in capsys.readouterr().out

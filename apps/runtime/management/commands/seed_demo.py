@@ -113,8 +113,15 @@ class Command(BaseCommand):
             ))
         elif password:
             self.stdout.write(f"Demo operator '{username}' created with BAILING_DEMO_PASSWORD.")
+        elif os.environ.get("BAILING_DEMO_PASSWORD") and not user.check_password(os.environ["BAILING_DEMO_PASSWORD"]):
+            self.stdout.write(self.style.WARNING(
+                f"BAILING_DEMO_PASSWORD was not applied: operator '{username}' already exists and keeps its "
+                f"password (the variable chooses it on the first run only). To set a new one: "
+                f"{_change_password_command(username)}"
+            ))
         else:
-            self.stdout.write(f"Demo data present; operator '{username}' exists.")
+            self.stdout.write(f"Demo data present; operator '{username}' exists (its password was shown on the "
+                              f"first run; to set a new one: {_change_password_command(username)}).")
         for note in (kb_note, tools_note, client_note):
             if note:
                 self.stdout.write(note)
@@ -126,6 +133,11 @@ def _shown(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def _change_password_command(username: str) -> str:
+    """The command that sets the demo operator's password again, with this interpreter (the venv's)."""
+    return f"DEBUG=true {_shown(Path(sys.executable))} manage.py changepassword {username}"
 
 
 def _mcp_command() -> str:
