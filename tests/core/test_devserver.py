@@ -3,14 +3,18 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from django.conf import settings as django_settings
+from django.core.management import CommandError, call_command
 
+from apps.core.management.commands import devserver
 from apps.core.management.commands.devserver import CrashLoop, child_commands, child_environment, supervise
 from bailinghub.celery import app as celery_app
 
@@ -207,3 +211,22 @@ def test_a_child_that_cannot_be_started_again_stops_the_others(monkeypatch, tmp_
     thread.join(60)
     [error] = result
     assert (type(error), _alive(web)) == (OSError, False)
+
+
+def test_a_port_in_use_stops_make_run_at_once_naming_web_bind(monkeypatch):
+    """With the port taken, make run migrated, seeded, printed "BailingHub at <addr>" and then let
+    gunicorn retry the port for about 30 s (five starts, ~50 "Connection in use" lines) before it
+    stopped, never saying how to choose another port."""
+    def no_set_up(*args, **kwargs):
+        raise AssertionError(f"set-up ran: {args}")
+
+    monkeypatch.setattr(devserver, "call_command", no_set_up)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        addr = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(CommandError, match=r"already in use.*WEB_BIND="):
+            call_command("devserver", addr=addr)
+    # The port is free again: the command goes on to its set-up.
+    with pytest.raises(AssertionError, match="set-up ran"):
+        call_command("devserver", addr=addr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -137,6 +138,27 @@ def supervise(commands: dict[str, list[str]], *, env: dict[str, str], out: TextI
     return list(children)
 
 
+def address_in_use(addr: str) -> bool:
+    """True if something already listens on `addr` (host:port, as gunicorn's --bind takes it).
+    Binds as gunicorn does (SO_REUSEADDR, so a socket left in TIME_WAIT is no conflict); an address
+    this cannot read (a unix: socket, an unknown host) is left to gunicorn to report."""
+    host, sep, port = addr.rpartition(":")
+    if addr.startswith("unix:") or not sep or not port.isdigit():
+        return False
+    try:
+        family, kind, proto, _name, sockaddr = socket.getaddrinfo(
+            host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError):
+        return False
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(sockaddr)
+        except OSError:
+            return True
+    return False
+
+
 class Command(BaseCommand):
     help = "Run the web server and the Celery workers for development (used by `make run`)."
 
@@ -146,6 +168,13 @@ class Command(BaseCommand):
         parser.add_argument("--no-seed", action="store_true")
 
     def handle(self, *args: Any, addr: str, no_seed: bool, **options: Any) -> None:
+        # Before anything else: gunicorn would retry the port for 30 s, five times over, and the demo
+        # data would register the demo shop at an address another program answers.
+        if address_in_use(addr):
+            raise CommandError(
+                f"{addr} is already in use (another server listens there). Stop it, or choose another "
+                f"address: WEB_BIND=127.0.0.1:8001 make run (a ./var/ seeded under {addr} keeps the demo "
+                f"shop and the demo agent's sign-in page there: make clean first).")
         call_command("migrate", interactive=False, verbosity=1)
         if not no_seed:
             call_command("seed_demo")
