@@ -360,7 +360,14 @@ def _exec(command: list[str]) -> int:
         signal.signal(signal.SIGTERM, forward)
         return child.wait()
     finally:
-        _release(marker, stop_database=embedded_database, stop_redis=embedded_redis)
+        stopped = _release(marker, stop_database=embedded_database, stop_redis=embedded_redis)
+        # Said on stderr (stdout is the command's): after Ctrl-C on make run, what still runs.
+        if stopped:
+            print(f"embedded servers stopped: {', '.join(stopped)}", file=sys.stderr)
+        elif embedded_database or embedded_redis:
+            print("embedded servers keep running: " + (
+                "pinned by `embedded up` (make services-down stops them)" if PIN_FILE.exists()
+                else "another command still uses them (the last one to leave stops them)"), file=sys.stderr)
 
 
 def main(argv: list[str]) -> int:

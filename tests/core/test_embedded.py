@@ -63,6 +63,8 @@ def test_the_first_user_leaving_does_not_stop_servers_a_later_user_still_uses(va
                             f"time.sleep(0.5)\n{CONNECT}")
     _, first_err = first.communicate(timeout=120)
     assert first.returncode == 0, first_err
+    # Each says what it left behind (after Ctrl-C, make run's last line said only "stopped web, ...").
+    assert "embedded servers keep running: another command still uses them" in first_err
     postmaster = _postmaster_pid(var_dir)
     assert _alive(postmaster)
 
@@ -70,6 +72,7 @@ def test_the_first_user_leaving_does_not_stop_servers_a_later_user_still_uses(va
 
     assert second.returncode == 0, err
     assert out.strip() == "connected"
+    assert "embedded servers stopped: redis, postgres" in err
     # The last user stopped both servers.
     assert not _alive(postmaster)
     assert not (var_dir / "redis" / "redis.sock").exists() or not _alive(
