@@ -4,7 +4,8 @@ settings around bailinghub.wsgi, on this test run's database.
 - A body refused past its limit closes the connection, announced: the client's next request
   goes on a new connection instead of being lost on one gunicorn drops after promising keep-alive.
 - The access log escapes control characters a client put in its request: one request, one line.
-- A stop signal that reaches a worker before its own handlers are installed is not lost.
+- A stop signal that reaches a worker before its own handlers are installed is not lost, and a
+  second one during the first's handler (Ctrl-C: SIGINT, then the master's SIGQUIT) does not hang it.
 - A request gunicorn refuses itself (a request line or headers over its limits, a malformed line)
   is answered like every API error: JSON, never stored, with no credential repeated.
 - A chunked body that cannot be read (a malformed chunk, a stream cut off) is the client's 400,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import time
 import uuid
@@ -158,6 +160,55 @@ def test_a_stop_signal_that_reaches_a_worker_before_its_handlers_is_not_lost(dja
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_a_second_stop_signal_during_the_first_ones_handler_does_not_hang_the_worker():
+    """Ctrl-C on make run reaches a worker as SIGINT and, from its master, as SIGQUIT: the second
+    handler ran while the first held the thread pool's lock in its shutdown, waited for it forever,
+    and the worker was SIGKILLed 20 s later (two stops in eight here, each 25 s instead of 7)."""
+    import signal
+    import threading
+
+    from gunicorn.config import Config
+    from gunicorn.glogging import Logger
+    from gunicorn.workers.gthread import ThreadWorker
+
+    from bailinghub import gunicorn as settings_module
+
+    config = Config()
+    worker = ThreadWorker(0, os.getppid(), [], None, 30, config, Logger(config))
+    worker.tpool = worker.get_thread_pool()
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        signal.signal(signal.SIGQUIT, worker.handle_quit)  # as gunicorn's init_signals puts them
+        signal.signal(signal.SIGINT, worker.handle_quit)
+        settings_module.post_worker_init(worker)
+        queue, second = worker.tpool._work_queue, []
+
+        class SecondSignalInsideShutdown:  # put() runs under the pool's shutdown lock
+            def put(self, item):
+                if not second:
+                    second.append(True)
+                    signal.getsignal(signal.SIGQUIT)(signal.SIGQUIT, None)  # as the interpreter would, here
+                queue.put(item)
+
+        worker.tpool._work_queue = SecondSignalInsideShutdown()
+        exited = []
+
+        def first_signal():
+            try:
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+            except SystemExit as exc:
+                exited.append(exc.code)
+
+        thread = threading.Thread(target=first_signal, daemon=True)
+        thread.start()
+        thread.join(10)
+        assert second and exited == [0], "the worker hung in its second quit handler"
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        worker.tmp.close()
 
 
 def _chunked(port: int, path: str, pieces: list[bytes]) -> tuple[int, dict, str | None]:
