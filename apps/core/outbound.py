@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -215,15 +215,36 @@ class Pinned:
     extensions: dict[str, Any]
 
 
-def pinned(url: str, policy: AddressPolicy) -> Pinned:
-    """`url` (http or https, with a host) aimed at its host's first address, every address of which
-    `policy` takes (host_resolve); AddressRefused otherwise."""
+def url_addresses(url: str, policy: AddressPolicy) -> list[str]:
+    """Every address of the host of `url` (http or https), each checked against `policy`
+    (host_resolve); AddressRefused otherwise."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AddressRefused("unresolvable", "The URL has no http(s) host.")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = host_resolve(parts.hostname, port, policy)[0]
+    return host_resolve(parts.hostname, _port(parts), policy)
+
+
+def url_refused(url: str, policy: AddressPolicy) -> bool:
+    """Whether the host of `url` resolves now to an address `policy` refuses: what an operator's
+    form checks when saving. A host that does not resolve from here now is not refused: the call
+    says so when it is made."""
+    try:
+        url_addresses(url, policy)
+    except AddressRefused as exc:
+        return exc.code == "address_refused"
+    return False
+
+
+def _port(parts: SplitResult) -> int:
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def pinned(url: str, policy: AddressPolicy) -> Pinned:
+    """`url` (http or https, with a host) aimed at its host's first address, every address of which
+    `policy` takes (url_addresses); AddressRefused otherwise."""
+    address = url_addresses(url, policy)[0]
+    parts = urlsplit(url)
     literal = f"[{address}]" if ":" in address else address
-    return Pinned(url=urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, "")),
+    return Pinned(url=urlunsplit((parts.scheme, f"{literal}:{_port(parts)}", parts.path or "/", parts.query, "")),
                   headers={"Host": parts.netloc.rsplit("@", 1)[-1]},
                   extensions={"sni_hostname": parts.hostname} if parts.scheme == "https" else {})

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.core.outbound import AddressRefused, host_resolve
+from apps.core.outbound import url_refused
 from apps.projects.models import Project
 
 from .compiler import CompiledTool, CompileResult, SpecRefused, compile_spec
@@ -93,13 +93,10 @@ def _check_base_url(base_url: str) -> None:
         raise InvalidProvider("base_url: the base URL takes no query or fragment.", field="base_url")
     if len(base_url) > 2000:
         raise InvalidProvider("base_url: at most 2000 characters.", field="base_url")
-    try:  # a host that does not resolve from here now is kept: the call says so when it is made
-        host_resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), address_policy())
-    except AddressRefused as exc:
-        if exc.code == "address_refused":
-            raise InvalidProvider("base_url: the host resolves to an address business calls never go to (a cloud "
-                                  "metadata service, link-local, multicast or unspecified; "
-                                  "TOOL_PROVIDER_DENIED_NETWORKS).", field="base_url") from None
+    if url_refused(base_url, address_policy()):
+        raise InvalidProvider("base_url: the host resolves to an address business calls never go to (a cloud "
+                              "metadata service, link-local, multicast or unspecified; TOOL_PROVIDER_DENIED_NETWORKS).",
+                              field="base_url")
 
 
 def _check_secret(secret: str) -> None:

@@ -103,7 +103,6 @@ def check_reply(reply: dict[str, Any], evidence: list[Evidence]) -> Draft:
     answer = storable(str(reply.get("answer") or "")).strip()
     listed = [n for n in reply.get("citations") or [] if isinstance(n, int) and not isinstance(n, bool)]
     missing = [storable(p[:500]) for p in reply.get("missing_points") or [] if isinstance(p, str) and p.strip()]
-    missing = missing[:MISSING_POINTS_MAX]
     grounded = True
     # In order, once each: a list's membership test made a reply of many citations quadratic.
     cited = list(dict.fromkeys([*markers(answer), *listed]))

@@ -102,9 +102,9 @@ def addresses_check(addresses: list[str]) -> list[str]:
 def url_check(url: str) -> None:
     """Whether `url` may be registered: well formed, and its host resolves only to addresses that
     may be fetched. The worker checks again when it fetches."""
-    parts = url_parse(url)
+    url_parse(url)
     try:
-        outbound.host_resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), _policy())
+        outbound.url_addresses(url, _policy())
     except AddressRefused as exc:
         raise _refused(exc) from exc
 

@@ -117,15 +117,8 @@ def _policy() -> AddressPolicy:
 
 
 def base_url_refused(url: str) -> bool:
-    """Whether the host of a (valid) base URL resolves to an address a search would not call. A host
-    that does not resolve now is not refused: the search says so when it calls."""
-    parts = urlsplit(url)
-    try:
-        outbound.host_resolve(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80),
-                              _policy())
-    except AddressRefused as exc:
-        return exc.code == "address_refused"
-    return False
+    """Whether the host of a (valid) base URL resolves now to an address a search would not call."""
+    return outbound.url_refused(url, _policy())
 
 
 @dataclass(frozen=True)
