@@ -31,6 +31,14 @@ from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
+from apps.routes.admin import (
+    ROUTE_CHOICES_MAX,
+    RouteKeySearchSelectMultiple,
+    RouteKeysField,
+    project_routes,
+    route_key_label,
+    routes_listed,
+)
 from apps.routes.models import Route
 
 
@@ -85,17 +93,39 @@ def _missing_object_redirect(model_admin: admin.ModelAdmin, request: HttpRequest
     return response
 
 
-def _route_choices(request: HttpRequest) -> list[tuple[str, str]]:
-    queryset = Route.objects.select_related("project").order_by("project__name", "key")
-    if not request.user.is_superuser:
-        queryset = queryset.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
-    routes = list(queryset)
+ALLOWED_ROUTES_HELP = "The routes of the client's project that its agents may ask for."
+
+
+def _route_choices(routes: list[Route]) -> list[tuple[str, str]]:
     several_projects = len({route.project_id for route in routes}) > 1
     labels: dict[str, list[str]] = {}
     for route in routes:
-        label = f"{route.name} ({route.key})" + (f" · {route.project.name}" if several_projects else "")
+        label = route_key_label(route) + (f" · {route.project.name}" if several_projects else "")
         labels.setdefault(route.key, []).append(label)
     return [(key, " / ".join(names)) for key, names in labels.items()]
+
+
+def allowed_routes_field(request: HttpRequest, client: AgentClient | None) -> forms.Field | None:
+    """The allowed routes of `client`: ticked from its project's routes, or past ROUTE_CHOICES_MAX
+    picked by searching them; either takes only its project's. A new client's are ticked from the
+    routes of the projects the operator may change (its project is picked on the same form), or,
+    past ROUTE_CHOICES_MAX of them, picked on its page once it is saved (None)."""
+    if client is not None:
+        routes = project_routes(client.project_id)
+        listed = routes_listed(routes)
+        if listed is None:
+            return RouteKeysField(routes, label="Allowed routes", required=False, help_text=ALLOWED_ROUTES_HELP,
+                                  widget=RouteKeySearchSelectMultiple(project_id=client.project_id))
+    else:
+        queryset = Route.objects.select_related("project").only("id", "key", "name", "project__name").order_by(
+            "project__name", "key")
+        if not request.user.is_superuser:
+            queryset = queryset.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
+        listed = routes_listed(queryset)
+        if listed is None:
+            return None
+    return forms.MultipleChoiceField(label="Allowed routes", choices=_route_choices(listed), required=False,
+                                     widget=forms.CheckboxSelectMultiple, help_text=ALLOWED_ROUTES_HELP)
 
 
 @admin.register(AgentClient)
@@ -116,21 +146,45 @@ class AgentClientAdmin(IdentifierFieldsMixin, ProjectScopedAdminMixin, admin.Mod
     def routes(self, obj: AgentClient) -> str:
         return ", ".join(obj.allowed_routes or [])
 
+    def _allowed_routes_field(self, request: HttpRequest, obj: AgentClient | None) -> forms.Field | None:
+        # get_fields and get_form both need it, for the same client, in one request.
+        cache = request.__dict__.setdefault("_bh_allowed_routes_field", {})
+        key = obj.pk if obj is not None else None
+        if key not in cache:
+            cache[key] = allowed_routes_field(request, obj)
+        return cache[key]  # type: ignore[no-any-return]
+
+    def get_fields(self, request: HttpRequest, obj: AgentClient | None = None) -> Any:
+        fields = list(super().get_fields(request, obj))
+        if obj is None and "allowed_routes" in fields and self._allowed_routes_field(request, None) is None:
+            fields[fields.index("allowed_routes")] = "routes_after_save"
+        return fields
+
     def get_readonly_fields(self, request: HttpRequest, obj: AgentClient | None = None) -> list[str]:
         # A client stays in its project, as a route does: moved, its sessions (approved by the old
         # project's business backend for the old project's users) resolved their route keys in the
         # new project, and the new project's members read the old one's sessions and authorizations.
         fields = list(super().get_readonly_fields(request, obj))
-        return [*fields, "project"] if obj is not None else fields
+        return [*fields, "project"] if obj is not None else [*fields, "routes_after_save"]
+
+    @admin.display(description="Allowed routes")
+    def routes_after_save(self, obj: AgentClient) -> str:
+        return (f"Picked on the client's page once it is saved: past {ROUTE_CHOICES_MAX} routes they are found "
+                "by searching its project's routes.")
+
+    def get_form(self, request: HttpRequest, obj: AgentClient | None = None, change: bool = False,
+                 **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        field = self._allowed_routes_field(request, obj)
+        if "allowed_routes" in form.base_fields and field is not None:
+            form.base_fields["allowed_routes"] = field
+        return form
 
     def formfield_for_dbfield(self, db_field: models.Field[Any, Any], request: HttpRequest,
                               **kwargs: Any) -> forms.Field | None:
         if db_field.name == "allowed_routes":
-            return forms.MultipleChoiceField(
-                label="Allowed routes", choices=_route_choices(request), required=False,
-                widget=forms.CheckboxSelectMultiple,
-                help_text="The routes of the client's project that its agents may ask for.",
-            )
+            # Its choices depend on the client (get_form), which this is not told.
+            return forms.MultipleChoiceField(label="Allowed routes", required=False)
         if db_field.name == "agent_authorize_url":
             kwargs["widget"] = AuthorizeUrlWidget(own_url=own_authorize_url(request))
         return super().formfield_for_dbfield(db_field, request, **kwargs)

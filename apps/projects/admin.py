@@ -132,6 +132,26 @@ def deletion_counted(model_admin: admin.ModelAdmin, objs: Any, request: HttpRequ
     return deleted, counts, perms_needed, protected
 
 
+# A page of an autocomplete past any real one (a number past PostgreSQL's OFFSET range was a 500)
+# reads the first.
+AUTOCOMPLETE_PAGES_MAX = 100_000
+
+
+def autocomplete_words(request: HttpRequest) -> list[str]:
+    """The words of the search term Django's autocomplete sends (`term`). PostgreSQL takes no NUL
+    in text: a term holding one was a 500; such a character separates words and matches nothing."""
+    return request.GET.get("term", "").replace("\x00", " ").split()
+
+
+def autocomplete_page(request: HttpRequest, queryset: QuerySet[Any], *, per_page: int) -> tuple[list[Any], bool]:
+    """The page of an ordered `queryset` Django's autocomplete asks for (`page`, from 1), and whether
+    more follow."""
+    page = request.GET.get("page", "1")
+    first = (int(page) - 1) * per_page if page.isdecimal() and 0 < int(page) < AUTOCOMPLETE_PAGES_MAX else 0
+    rows = list(queryset[first:first + per_page + 1])
+    return rows[:per_page], len(rows) > per_page
+
+
 class ProjectScopedAdminMixin(_ModelAdminBase):
     """Operators see rows of the projects they belong to and change those where they are
     owner or editor; superusers see everything. Model permissions are not needed on top."""

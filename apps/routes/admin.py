@@ -8,13 +8,18 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.postgres.forms import SimpleArrayField
-from django.db.models import Count
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from apps.core.timefmt import local_time
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words
+from apps.projects.selectors import project_list_editable
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
 
@@ -85,6 +90,96 @@ ROUTE_FILTER_LINKS = 30
 NO_ROUTE = "none"  # the drop-down's value for the rows without a route
 
 
+# Past this many routes in a project, a console field that picks its route keys (an agent client's
+# allowed routes, a task member's workspace) finds them by searching (RouteAdmin.keys_view) rather
+# than listing them all: at 2,000 routes the agent client page was 2,000 checkboxes (415 KB in
+# 0.36 s) and the task create page four selects of 2,000 keys.
+ROUTE_CHOICES_MAX = 100
+ROUTES_PER_PAGE = 20
+# As many keys as a field may hold (an agent client's allowed routes, ROUTE_LIST_MAX), and more than
+# a search field labels on a page sent back with an error.
+ROUTE_KEYS_POSTED_MAX = 128
+
+
+def project_routes(project_id: Any) -> QuerySet[Route]:
+    """A project's routes as a route key field offers them: by key, without their prompts."""
+    return Route.objects.filter(project_id=project_id).only("id", "project_id", "key", "name").order_by("key")
+
+
+def routes_listed(routes: QuerySet[Route]) -> list[Route] | None:
+    """`routes` to list as choices, or None past ROUTE_CHOICES_MAX: they are then searched."""
+    listed = list(routes[:ROUTE_CHOICES_MAX + 1])
+    return listed if len(listed) <= ROUTE_CHOICES_MAX else None
+
+
+def route_key_label(route: Route) -> str:
+    return f"{route.name} ({route.key})"
+
+
+class RouteKeySearchSelect(AutocompleteSelect):
+    """Django's autocomplete over one project's route keys (RouteAdmin.keys_view). The field it
+    serves is a RouteKeyField or RouteKeysField of the project's routes, which takes only those."""
+
+    def __init__(self, *, project_id: Any, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(Route._meta.get_field("key"), admin.site, attrs={"style": "width: 34em", **(attrs or {})})
+        self.project_id = project_id
+
+    def get_url(self) -> str:
+        return reverse("admin:routes_route_keys", args=[self.project_id])
+
+    def optgroups(self, name: str, value: Any, attr: Any = None) -> list[Any]:
+        """The chosen keys, labelled from the field's routes in one query (Django's own reads a
+        foreign key the field here is not). A posted key that is not one of them is left out, and
+        so is one PostgreSQL cannot compare (a NUL)."""
+        keys = [str(key) for key in value if key and "\x00" not in str(key)][:ROUTE_KEYS_POSTED_MAX]
+        blank = not (self.is_required or self.allow_multiple_selected)
+        options = [self.create_option(name, "", "", False, 0)] if blank else []
+        routes = self.choices.queryset.filter(key__in=keys) if keys else []
+        labels = {route.key: route_key_label(route) for route in routes}
+        for key in dict.fromkeys(keys):
+            if key in labels:
+                options.append(self.create_option(name, key, labels[key], True, len(options)))
+        return [(None, options, 0)]
+
+
+class RouteKeySearchSelectMultiple(RouteKeySearchSelect, forms.SelectMultiple):
+    pass
+
+
+class RouteKeyField(forms.ModelChoiceField):
+    """One route key of `queryset` (a project's routes), cleaned to the key ("" for none)."""
+
+    def __init__(self, queryset: QuerySet[Route], **kwargs: Any) -> None:
+        kwargs.setdefault("error_messages", {"invalid_choice": "No route with this key in the project."})
+        super().__init__(queryset, to_field_name="key", **kwargs)
+
+    def label_from_instance(self, obj: Route) -> str:
+        return route_key_label(obj)
+
+    def clean(self, value: Any) -> str:  # type: ignore[override]  # a key, not the route
+        route = super().clean(value)
+        return route.key if route is not None else ""
+
+
+class RouteKeysField(forms.ModelMultipleChoiceField):
+    """Route keys of `queryset` (a project's routes), cleaned to a list of keys in the order given.
+    A key holding a NUL is refused as one that is not there (Django's own check)."""
+
+    def __init__(self, queryset: QuerySet[Route], **kwargs: Any) -> None:
+        kwargs.setdefault("error_messages", {"invalid_choice": "No route with the key %(value)s in the project."})
+        super().__init__(queryset, to_field_name="key", **kwargs)
+
+    def label_from_instance(self, obj: Route) -> str:
+        return route_key_label(obj)
+
+    def clean(self, value: Any) -> list[str]:  # type: ignore[override]  # keys, not routes
+        keys = [str(key) for key in value] if isinstance(value, list | tuple) else value
+        if isinstance(keys, list) and len(keys) > ROUTE_KEYS_POSTED_MAX:
+            raise ValidationError(f"At most {ROUTE_KEYS_POSTED_MAX} routes.", code="too_many")
+        super().clean(keys)
+        return list(dict.fromkeys(keys or []))
+
+
 # The comma-separated lists an operator types (the tool lists are picked from choices: route_tools_form).
 ROUTE_LIST_FIELDS = ("allowed_audiences", "system_info_domains", "system_info_boundaries")
 
@@ -126,6 +221,24 @@ class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     # route autocomplete (a KB's routes) paged routes in no order.
     ordering = ["project__name", "key"]
     readonly_fields = ["profile_revision", "created_at", "updated_at"]
+
+    def get_urls(self):
+        keys = path("keys/<uuid:project_id>/", self.admin_site.admin_view(self.keys_view), name="routes_route_keys")
+        return [keys, *super().get_urls()]
+
+    def keys_view(self, request: HttpRequest, project_id) -> JsonResponse:
+        """The search of a route key field past ROUTE_CHOICES_MAX: the routes of a project the operator
+        may change whose key or name holds each word of the term, by key, a page at a time, as
+        Django's autocomplete reads them. Another project's (or none's) is a 404."""
+        project = project_list_editable(user=request.user).filter(pk=project_id).first()
+        if project is None:
+            raise Http404("No such project.")
+        routes = project_routes(project.pk)
+        for word in autocomplete_words(request):
+            routes = routes.filter(Q(key__icontains=word) | Q(name__icontains=word))
+        rows, more = autocomplete_page(request, routes, per_page=ROUTES_PER_PAGE)
+        return JsonResponse({"results": [{"id": route.key, "text": route_key_label(route)} for route in rows],
+                             "pagination": {"more": more}})
 
     def get_readonly_fields(self, request, obj=None):
         # A route stays in its project: moved, it kept the old project's agent grants (route keys),

@@ -30,7 +30,7 @@ from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_end, session_live_q
 from apps.core.timefmt import local_time
 from apps.core.validators import validate_shown_name
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable
 from apps.routes.models import Route
@@ -459,16 +459,12 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if project is None:
             raise Http404("No such project.")
         sessions = live_sessions(project)
-        # PostgreSQL takes no NUL in text: a term holding one was a 500; such a character matches nothing.
-        for word in request.GET.get("term", "").replace("\x00", " ").split():
+        for word in autocomplete_words(request):
             sessions = sessions.filter(Q(client__app_id__icontains=word) | Q(on_behalf_of__icontains=word)
                                        | Q(principal_id__icontains=word) | Q(device_label__icontains=word))
-        page = request.GET.get("page", "1")
-        # A page past any real one (a number past PostgreSQL's OFFSET range was a 500) reads the first.
-        first = (int(page) - 1) * SESSIONS_PER_PAGE if page.isdecimal() and 0 < int(page) < 100_000 else 0
-        rows = list(sessions[first:first + SESSIONS_PER_PAGE + 1])
-        return JsonResponse({"results": [{"id": str(s.pk), "text": session_label(s)} for s in rows[:SESSIONS_PER_PAGE]],
-                             "pagination": {"more": len(rows) > SESSIONS_PER_PAGE}})
+        rows, more = autocomplete_page(request, sessions, per_page=SESSIONS_PER_PAGE)
+        return JsonResponse({"results": [{"id": str(s.pk), "text": session_label(s)} for s in rows],
+                             "pagination": {"more": more}})
 
     def _create_page(self, request: HttpRequest, *, pick: ProjectPickForm, page: CreatePage | None,
                      status: int = 200) -> TemplateResponse:

@@ -407,3 +407,101 @@ def test_a_client_saved_without_routes_is_kept_and_the_page_says_it_is_not_yet_o
 def test_a_client_with_routes_gets_no_such_warning(route, other_route, owner):
     response = _admin(owner).post("/admin/agent_auth/agentclient/add/", _client_form(route), follow=True)
     assert "allows no routes" not in response.content.decode()
+
+
+def _change_form(client, **changes):
+    data = {"app_id": client.app_id, "name": client.name, "enabled": "on", "allowed_routes": client.allowed_routes,
+            "agent_authorize_url": client.agent_authorize_url,
+            "authorization_rate_limit": str(client.authorization_rate_limit)}
+    data.update(changes)
+    return data
+
+
+@pytest.fixture
+def searched(monkeypatch):
+    """Past this many routes in a project, route keys are picked by searching."""
+    from apps.routes import admin as routes_admin
+
+    monkeypatch.setattr(routes_admin, "ROUTE_CHOICES_MAX", 1)
+
+
+@pytest.fixture
+def two_projects(agent_client, owner):
+    """The owner edits a second project with a route of the same key and one of its own."""
+    from tests.routes.factories import RouteFactory
+
+    elsewhere = RouteFactory(key="store-assistant", name="Another project's assistant")
+    RouteFactory(project=elsewhere.project, key="elsewhere-only")
+    MembershipFactory(project=elsewhere.project, user=owner.user, role=Membership.Role.EDITOR)
+    return elsewhere.project
+
+
+def test_a_clients_page_offers_only_its_projects_routes(agent_client, owner, two_projects):
+    """An operator of two projects was offered both projects' routes, which the save then refused."""
+    response = _admin(owner).get(f"/admin/agent_auth/agentclient/{agent_client.pk}/change/")
+    field = response.context["adminform"].form.fields["allowed_routes"]
+    assert field.choices == [("hr-helpdesk", "HR Helpdesk (hr-helpdesk)"),
+                             ("store-assistant", "门店助手 (store-assistant)")]
+
+
+def test_past_the_route_limit_a_clients_routes_are_picked_by_searching(agent_client, owner, searched):
+    admin = _admin(owner)
+    url = f"/admin/agent_auth/agentclient/{agent_client.pk}/change/"
+    html = admin.get(url).content.decode()
+    assert 'type="checkbox" name="allowed_routes"' not in html
+    select = re.search(r'<select name="allowed_routes".*?</select>', html, re.S).group(0)
+    assert f'data-ajax--url="/admin/routes/route/keys/{agent_client.project_id}/"' in select
+    assert re.findall(r'<option value="([^"]+)" selected>', select) == ["store-assistant", "hr-helpdesk"]
+    assert admin.post(url, _change_form(agent_client, allowed_routes=["hr-helpdesk"])).status_code == 302
+    agent_client.refresh_from_db()
+    assert agent_client.allowed_routes == ["hr-helpdesk"]
+
+
+@pytest.mark.parametrize("posted", [["store-assistant", "elsewhere-only"], ["no-such-route"], ["hr\x00helpdesk"],
+                                    [f"route-{n}" for n in range(129)]])
+@pytest.mark.parametrize("mode", ["listed", "searched"])
+def test_a_client_takes_no_route_but_its_projects_and_changes_nothing(agent_client, owner, two_projects, posted,
+                                                                      mode, monkeypatch):
+    from apps.routes import admin as routes_admin
+
+    if mode == "searched":
+        monkeypatch.setattr(routes_admin, "ROUTE_CHOICES_MAX", 1)
+    url = f"/admin/agent_auth/agentclient/{agent_client.pk}/change/"
+    response = _admin(owner).post(url, _change_form(agent_client, name="Renamed", allowed_routes=posted))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["allowed_routes"]
+    stored = AgentClient.objects.get(pk=agent_client.pk)
+    assert (stored.name, stored.allowed_routes) == (agent_client.name, ["store-assistant", "hr-helpdesk"])
+
+
+def test_past_the_route_limit_a_new_clients_routes_are_picked_once_it_is_saved(route, other_route, owner, searched):
+    admin = _admin(owner)
+    html = admin.get("/admin/agent_auth/agentclient/add/").content.decode()
+    assert 'name="allowed_routes"' not in html
+    assert "Picked on the client&#x27;s page once it is saved" in html
+    response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route))
+    client = AgentClient.objects.get(app_id="store-desktop")
+    assert (response.status_code, client.allowed_routes) == (302, [])
+
+
+def test_the_route_search_finds_the_projects_routes_by_key_or_name(agent_client, owner, two_projects):
+    url = f"/admin/routes/route/keys/{agent_client.project_id}/"
+    admin = _admin(owner)
+    assert admin.get(url, {"term": "HR"}).json() == {
+        "results": [{"id": "hr-helpdesk", "text": "HR Helpdesk (hr-helpdesk)"}], "pagination": {"more": False}}
+    assert [row["id"] for row in admin.get(url).json()["results"]] == ["hr-helpdesk", "store-assistant"]
+
+
+@pytest.mark.parametrize("query", [{"term": "store\x00"}, {"term": "store", "page": "9" * 30},
+                                   {"term": "store", "page": "-1"}])
+def test_a_hostile_route_search_is_no_500(agent_client, owner, query):
+    response = _admin(owner).get(f"/admin/routes/route/keys/{agent_client.project_id}/", query)
+    assert (response.status_code, [row["id"] for row in response.json()["results"]]) == (200, ["store-assistant"])
+
+
+def test_the_route_search_of_a_project_the_operator_may_not_change_is_a_404(agent_client, viewer):
+    from tests.routes.factories import RouteFactory
+
+    admin = _admin(viewer)
+    assert admin.get(f"/admin/routes/route/keys/{agent_client.project_id}/").status_code == 404
+    assert admin.get(f"/admin/routes/route/keys/{RouteFactory().project_id}/").status_code == 404
