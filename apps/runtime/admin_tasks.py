@@ -33,6 +33,7 @@ from apps.core.validators import validate_shown_name
 from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable
+from apps.routes.admin import RouteKeyField, RouteKeySearchSelect, project_routes, routes_listed
 from apps.routes.models import Route
 from apps.tasks import selectors, services
 from apps.tasks.errors import TaskInvalid, TaskRequestConflict, TaskRevisionConflict, TaskTransitionInvalid
@@ -198,17 +199,21 @@ class MemberForm(forms.Form):
                                              widget=forms.TextInput(attrs={"class": "vTextField"}))
     allowed_tools = forms.MultipleChoiceField(required=False, label="Tools", widget=forms.CheckboxSelectMultiple)
 
-    def __init__(self, *args: Any, sessions: list[AgentSession], routes: list[str], tools: list[ToolOption],
-                 searched: Project | None = None, **kwargs: Any) -> None:
-        """`searched`: the project whose active sessions are searched for, in place of `sessions`."""
+    def __init__(self, *args: Any, project: Project, sessions: list[AgentSession] | None,
+                 routes: list[str] | None, tools: list[ToolOption], **kwargs: Any) -> None:
+        """`sessions`, `routes`: the choices of the project's, or None when they are searched for."""
         super().__init__(*args, **kwargs)
-        if searched is None:
+        if sessions is not None:
             self._set_choices("session", [("", "— none —")] + [(str(s.pk), session_label(s)) for s in sessions])
         else:
             self.fields["session"] = SessionChoiceField(
-                queryset=live_sessions(searched), required=False, label="Agent session",
-                widget=SessionSearchSelect(project=searched))
-        self._set_choices("workspace", [("", "—")] + [(key, key) for key in routes])
+                queryset=live_sessions(project), required=False, label="Agent session",
+                widget=SessionSearchSelect(project=project))
+        if routes is not None:
+            self._set_choices("workspace", [("", "—")] + [(key, key) for key in routes])
+        else:
+            self.fields["workspace"] = RouteKeyField(project_routes(project.pk), required=False, label="Workspace",
+                                                     widget=RouteKeySearchSelect(project_id=project.pk))
         self._set_choices("allowed_tools", [(tool.value, tool.name) for tool in tools])
 
     def _set_choices(self, name: str, choices: list[tuple[str, str]]) -> None:
@@ -239,11 +244,12 @@ class CreatePage:
         self.project = project
         self.sessions = list(live_sessions(project)[:SESSION_CHOICES_MAX + 1])
         self.sessions_searched = len(self.sessions) > SESSION_CHOICES_MAX
-        self.routes = list(Route.objects.filter(project=project).order_by("key").values_list("key", flat=True))
+        listed = routes_listed(project_routes(project.pk))
+        self.routes = [route.key for route in listed] if listed is not None else None
         self.tools = project_tool_options(project)
         self.policy = TaskPolicyForm(data, initial={"request_id": _fresh_request_id(), "max_concurrent": 1})
-        self.members = [MemberForm(data, prefix=f"m{index}", sessions=self.sessions, routes=self.routes,
-                                   tools=self.tools, searched=project if self.sessions_searched else None)
+        self.members = [MemberForm(data, prefix=f"m{index}", project=project, routes=self.routes, tools=self.tools,
+                                   sessions=None if self.sessions_searched else self.sessions)
                         for index in range(MEMBER_ROWS)]
         self.errors: list[str] = []
 
@@ -286,7 +292,8 @@ class CreatePage:
         """Each member's tools must be on the surface its own session sees on that workspace."""
         used = live_sessions(self.project).filter(pk__in=[spec.session_id for spec in specs])
         sessions = {str(s.pk): s for s in used}
-        routes = {route.key: route for route in Route.objects.filter(project=self.project)}
+        routes = {route.key: route for route in Route.objects.filter(
+            project=self.project, key__in=[spec.workspace for spec in specs])}
         for form, spec in zip(self.used_rows(), specs, strict=True):
             session, route = sessions.get(spec.session_id), routes.get(spec.workspace)
             if session is None or route is None or not spec.allowed_tools or form.errors:

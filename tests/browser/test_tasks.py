@@ -195,3 +195,24 @@ def test_the_create_page_is_usable_in_a_phone_width_window(logged_in_page, route
         label_bottom = row.locator("label").first.evaluate("e => e.getBoundingClientRect().bottom")
         field_top = row.locator(f"[name='{name}']").evaluate("e => e.getBoundingClientRect().top")
         assert field_top - label_bottom < 30, name
+
+
+def test_a_workspace_found_by_searching_shows_only_its_tools(logged_in_page, route, agent, monkeypatch):
+    """Past the route limit the workspace is Django's autocomplete, which announces a choice through
+    jQuery only: the row still shows that workspace's tools alone."""
+    from apps.routes import admin as routes_admin
+    from apps.tools.models import ToolProvider
+
+    other = RouteFactory(project=route.project, key="hr-helpdesk", name="HR Helpdesk")
+    route_tools_set(route=other, sources=[SourceSpec(provider=ToolProvider.objects.get(name="store"),
+                                                     allowed_tools=["order_status"])], tools_direct_enabled=True)
+    monkeypatch.setattr(routes_admin, "ROUTE_CHOICES_MAX", 1)
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    row = page.locator('[data-member-row="0"]')
+    assert row.locator('label.bh-tool[data-route="hr-helpdesk"]').is_visible()
+    row.locator("select[name=m0-workspace] + .select2 .select2-selection").click()
+    page.locator(".select2-search__field").fill("store")
+    page.locator(".select2-results__option", has_text="门店助手 (store-assistant)").click()
+    assert row.locator('label.bh-tool[data-route="store-assistant"]').first.is_visible()
+    assert row.locator('label.bh-tool[data-route="hr-helpdesk"]').is_hidden()

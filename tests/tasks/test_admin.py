@@ -15,6 +15,7 @@ from django.utils.html import escape
 
 from apps.ledger.models import Run
 from apps.projects.models import Membership
+from apps.routes.models import Route
 from apps.tasks.models import Task, TaskLedgerEntry
 from apps.tasks.services import MemberSpec, PolicySpec, task_create
 from apps.tools.route_tools import SourceSpec, route_tools_set
@@ -497,3 +498,37 @@ def test_the_session_search_of_another_project_is_a_404(world, owner):
     other = AgentClientFactory(project=ProjectFactory(), allowed_routes=[])
     session_for(other, principal=PRINCIPAL)
     assert owner.get(f"/admin/tasks/task/sessions/{other.project.pk}/").status_code == 404
+
+
+def test_past_the_route_limit_a_members_workspace_is_picked_by_searching(world, owner, tools, monkeypatch):
+    """A project of many routes: no row lists their keys, and a workspace found by searching makes
+    the task as one picked from the list did."""
+    from apps.routes import admin as routes_admin
+
+    RouteFactory(project=world.route.project, key="unchosen-route")
+    monkeypatch.setattr(routes_admin, "ROUTE_CHOICES_MAX", 1)
+    html = owner.get(ADD_URL).content.decode()
+    selects = re.findall(r'<select name="m\d-workspace".*?</select>', html, re.S)
+    assert len(selects) == 4
+    search_url = f"/admin/routes/route/keys/{world.route.project.pk}/"
+    assert all(f'data-ajax--url="{search_url}"' in select for select in selects)
+    assert "unchosen-route" not in html
+    response = owner.post(ADD_URL, _form(world))
+    assert response.status_code == 302
+    assert Task.objects.get().members.get().workspace == world.route.key
+
+
+@pytest.mark.parametrize("workspace", ["elsewhere", "no-such-route", "store-\x00assistant"])
+@pytest.mark.parametrize("route_choices_max", [100, 1])
+def test_a_member_takes_no_workspace_but_its_projects_and_nothing_is_created(world, owner, tools, monkeypatch,
+                                                                              workspace, route_choices_max):
+    from apps.routes import admin as routes_admin
+
+    RouteFactory(project=ProjectFactory(), key="elsewhere")
+    MembershipFactory(project=Route.objects.get(key="elsewhere").project, user=world.owner.user,
+                      role=Membership.Role.OWNER)
+    monkeypatch.setattr(routes_admin, "ROUTE_CHOICES_MAX", route_choices_max)
+    response = owner.post(ADD_URL, _form(world, **{"m0-workspace": workspace}))
+    assert response.status_code == 422
+    assert _field_errors(response.content.decode(), "m0-workspace")
+    assert Task.objects.count() == 0

@@ -20,7 +20,12 @@
     rows.forEach(function (row) {
       filterTools(row);
       var select = row.querySelector("select[name$='-workspace']");
-      if (select) { select.addEventListener("change", function () { filterTools(row); }); }
+      if (!select) { return; }
+      // A workspace picked by searching (Django's autocomplete, select2) is announced through jQuery
+      // only; jQuery's handler hears a plain select's own change too.
+      var jQuery = window.django && window.django.jQuery;
+      if (jQuery) { jQuery(select).on("change", function () { filterTools(row); }); }
+      else { select.addEventListener("change", function () { filterTools(row); }); }
     });
     var add = document.getElementById("add-member");
     if (!add) { return; }
