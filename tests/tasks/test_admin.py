@@ -532,3 +532,22 @@ def test_a_member_takes_no_workspace_but_its_projects_and_nothing_is_created(wor
     assert response.status_code == 422
     assert _field_errors(response.content.decode(), "m0-workspace")
     assert Task.objects.count() == 0
+
+
+def test_the_tool_picks_walk_only_the_routes_with_agent_direct_tools(world, tools, monkeypatch):
+    """A route with agent-direct tools off has none to offer; at 2,000 such routes, walking their
+    surfaces was most of the create page."""
+    from apps.runtime import admin_tasks
+    from apps.tools.surface import route_surfaces
+
+    RouteFactory(project=world.route.project, key="no-tools", tools_direct_enabled=False)
+    walked = []
+
+    def spy(*, routes, session):
+        walked.extend(route.key for route in routes)
+        return route_surfaces(routes=routes, session=session)
+
+    monkeypatch.setattr(admin_tasks, "route_surfaces", spy)
+    options = admin_tasks.project_tool_options(world.route.project)
+    assert walked == [world.route.key]
+    assert [option.value for option in options] == ["store-assistant:order_status", "store-assistant:stock_adjust"]
