@@ -163,7 +163,11 @@ class Invocation(BaseModel):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["run", "created_at"], name="invocation_run_created")]
+        indexes = [
+            models.Index(fields=["run", "created_at"], name="invocation_run_created"),
+            # The invocation list's filter by tool walks its names down this index (invocation_tool_names).
+            models.Index(fields=["project", "tool_name"], name="invocation_project_tool"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} [{self.state}]"

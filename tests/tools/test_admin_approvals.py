@@ -512,3 +512,67 @@ def test_the_arguments_of_a_deleted_providers_call_show_only_to_members_who_may_
     assert "Hidden from you" in viewer.get(_detail(approval)).content.decode()
     assert viewer.get(f"{QUEUE}{approval.pk}/arguments/").status_code == 403
     assert "&quot;order_id&quot;: 1001" in owner.get(_detail(approval)).content.decode()
+
+
+INVOCATIONS = "/admin/tools/invocation/"
+
+
+def _called(invocation: Invocation, *names: str, project: Project | None = None) -> None:
+    """More calls like `invocation` (reached the real way), of other tools or in another project."""
+    fields = {field.attname: getattr(invocation, field.attname) for field in Invocation._meta.concrete_fields
+              if not field.primary_key and field.attname not in ("idempotency_key", "created_at", "updated_at")}
+    for index, name in enumerate(names):
+        Invocation.objects.create(**{**fields, "tool_name": name, "idempotency_key": f"{name}-{index}-{project}",
+                                     "project_id": project.pk if project else invocation.project_id})
+
+
+def _tool_names(response) -> list[str]:
+    spec = next(spec for spec in response.context["cl"].filter_specs if spec.title == "tool name")
+    return [name for name, _ in spec.lookup_choices]
+
+
+def test_the_tool_filter_offers_the_names_called_in_the_operators_projects(owner, approval):
+    _called(approval.invocation, "stock_adjust", "order_status")
+    _called(approval.invocation, "elsewhere_only", project=ProjectFactory())
+    assert _tool_names(owner.get(INVOCATIONS)) == ["order_refund", "order_status", "stock_adjust"]
+    listed = owner.get(INVOCATIONS, {"tool_name": "stock_adjust"}).context["cl"].result_list
+    assert [row.tool_name for row in listed] == ["stock_adjust"]
+
+
+def test_the_tool_filter_reads_no_distinct_over_the_invocations(owner, approval):
+    """Django's filter listed DISTINCT tool_name over every call the operator may see, a scan that
+    grew with the ledger; the names are walked down the (project, tool_name) index instead."""
+    with CaptureQueriesContext(connection) as queries:
+        assert owner.get(INVOCATIONS).status_code == 200
+    assert not [query["sql"] for query in queries if query["sql"].startswith("SELECT DISTINCT")
+                and '"tools_invocation"."tool_name"' in query["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN SELECT tool_name FROM tools_invocation WHERE project_id = %s AND tool_name > '' "
+                       "ORDER BY tool_name LIMIT 1", [approval.invocation.project_id])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "invocation_project_tool" in plan and "Sort" not in plan
+
+
+def test_past_thirty_tool_names_the_filter_is_a_drop_down_keeping_the_lists_parameters(owner, approval):
+    _called(approval.invocation, *(f"tool_{n:02d}" for n in range(30)))
+    html = owner.get(INVOCATIONS, {"state__exact": "awaiting_approval"}).content.decode()
+    form = re.search(r'<form method="get" class="bh-filter-select">.*?</form>', html, re.S).group(0)
+    assert '<select name="tool_name"' in form
+    assert '<input type="hidden" name="state__exact" value="awaiting_approval">' in form
+    assert '<option value="tool_29">tool_29</option>' in form
+    # The drop-down's "All" sends an empty name: the whole list, not the calls of a tool named "".
+    all_tools = owner.get(INVOCATIONS, {"tool_name": ""}).context["cl"]
+    assert len(all_tools.result_list) == 31
+
+
+@pytest.mark.parametrize(("query", "listed"), [({"tool_name": "order_refund\x00"}, 0), ({"tool_name": "no_such"}, 0),
+                                               ({"tool_name": "order_refund", "p": "9" * 30}, 1)])
+def test_a_hostile_tool_filter_is_no_500(owner, approval, query, listed):
+    response = owner.get(INVOCATIONS, query)
+    assert (response.status_code, len(response.context["cl"].result_list)) == (200, listed)
+
+
+def test_a_tool_name_with_a_nul_says_so(owner, approval):
+    response = owner.get(INVOCATIONS, {"tool_name": "order_refund\x00"})
+    assert "No tool name holds a NUL character: no call is listed." in response.content.decode()
