@@ -86,3 +86,25 @@ def test_a_plain_http_authorization_page_is_refused_next_to_the_field(logged_in_
     error = page.locator(".field-agent_authorize_url .errorlist")
     assert "Plain http:// is only allowed on 127.0.0.1" in error.inner_text()
     assert AgentClient.objects.count() == 0
+
+
+def test_past_the_route_limit_a_clients_routes_are_found_by_searching(logged_in_page, routes, monkeypatch):
+    """The page stays usable with many routes: the chosen routes are shown, another is found by
+    typing part of its name and saved."""
+    from apps.routes import admin as routes_admin
+    from tests.agent_auth.factories import AgentClientFactory
+
+    client = AgentClientFactory(project=routes[0].project, allowed_routes=["store-assistant"])
+    monkeypatch.setattr(routes_admin, "ROUTE_CHOICES_MAX", 1)
+    page = logged_in_page
+    page.goto(f"/admin/agent_auth/agentclient/{client.pk}/change/")
+    chosen = page.locator(".field-allowed_routes .select2-selection__choice")
+    assert chosen.count() == 1 and "Store assistant (store-assistant)" in chosen.inner_text()
+    page.locator(".field-allowed_routes .select2-search__field").fill("helpdesk")
+    page.locator(".select2-results__option", has_text="HR helpdesk (hr-helpdesk)").click()
+    page.click("input[name=_save]")
+    page.wait_for_url(re.compile(r".*/admin/agent_auth/agentclient/$"))
+    client.refresh_from_db()
+    assert client.allowed_routes == ["store-assistant", "hr-helpdesk"]
+    page.goto(f"/admin/agent_auth/agentclient/{client.pk}/change/")
+    page.screenshot(path=str(SHOTS / "agent-client-routes-searched.png"), full_page=True)
