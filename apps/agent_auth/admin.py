@@ -202,7 +202,7 @@ class AgentClientAdmin(IdentifierFieldsMixin, ProjectScopedAdminMixin, admin.Mod
             _token_message(request, obj, agent_client_token_rotate(client=obj), "New")
         if not obj.allowed_routes:  # saved, but not yet of use: say so rather than let it fail at sign-in
             messages.warning(request, f"{obj.name} allows no routes: its agents cannot be authorized for any "
-                                      "workspace until you tick at least one under Allowed routes.")
+                                      "workspace until you choose at least one under Allowed routes.")
 
     def response_add(self, request: HttpRequest, obj: AgentClient,
                      post_url_continue: str | None = None) -> HttpResponse:

@@ -479,9 +479,12 @@ def test_past_the_route_limit_a_new_clients_routes_are_picked_once_it_is_saved(r
     html = admin.get("/admin/agent_auth/agentclient/add/").content.decode()
     assert 'name="allowed_routes"' not in html
     assert "Picked on the client&#x27;s page once it is saved" in html
-    response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route))
+    response = admin.post("/admin/agent_auth/agentclient/add/", _client_form(route), follow=True)
     client = AgentClient.objects.get(app_id="store-desktop")
-    assert (response.status_code, client.allowed_routes) == (302, [])
+    assert (response.redirect_chain[-1][0], client.allowed_routes) == (
+        f"/admin/agent_auth/agentclient/{client.pk}/change/", [])
+    # Its page, where they are picked by searching (there is no box to tick).
+    assert "until you choose at least one under Allowed routes" in response.content.decode()
 
 
 def test_the_route_search_finds_the_projects_routes_by_key_or_name(agent_client, owner, two_projects):
