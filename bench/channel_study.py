@@ -238,20 +238,30 @@ def splade(study: Study, model: Path) -> None:
 
 
 def title(study: Study) -> None:
-    """BM25 with the title counted r times, alone and w × minmax(cosine) + (1 − w) × BM25 / best."""
+    """BM25 with the title counted r times, alone and fused with the cosine."""
+    keyword_variants(study, [(r, f"bm25, title x{r}", lambda r=r: study.bm25(study.title_index(r)))
+                             for r in TITLE_REPEATS], DENSE_WEIGHTS, "the title once (the engine)", "any repeat")
+
+
+def keyword_variants(study: Study, variants: list[tuple[object, str, Callable[[], dict[str, np.ndarray]]]],
+                     weights: tuple[float, ...], first_label: str, any_label: str) -> None:
+    """Each variant of the keyword channel (key, label, its scores) alone and fused, w × minmax(cosine)
+    + (1 − w) × BM25 / best for each w of `weights`; then w chosen on a fold with the first variant,
+    and (variant, w) chosen on a fold among all, each reported on the other fold."""
     dense = study.dense()
-    results = {}
-    for repeats in TITLE_REPEATS:
-        channel = study.bm25(study.title_index(repeats))
-        print(line(f"bm25, title x{repeats}", study.folds(channel.__getitem__)), flush=True)
-        for w in DENSE_WEIGHTS:
-            results[(repeats, w)] = study.folds(
+    labels, results = {}, {}
+    for key, label, make in variants:
+        channel = make()
+        labels[key] = label
+        print(line(label, study.folds(channel.__getitem__)), flush=True)
+        for w in weights:
+            results[(key, w)] = study.folds(
                 lambda q, w=w, channel=channel: w * fs._minmax(dense[q]) + (1 - w) * by_best(channel[q]))
-            print(line(f"title x{repeats}, w {w}", results[(repeats, w)]), flush=True)
-    print("the title once (the engine):")
-    ws.held_out(results, [k for k in results if k[0] == 1], lambda k: f"w {k[1]}")
-    print("any repeat:")
-    ws.held_out(results, list(results), lambda k: f"title x{k[0]}, w {k[1]}")
+            print(line(f"  fused at w {w}", results[(key, w)]), flush=True)
+    print(f"{first_label}:")
+    ws.held_out(results, [k for k in results if k[0] == variants[0][0]], lambda k: f"w {k[1]}")
+    print(f"{any_label}:")
+    ws.held_out(results, list(results), lambda k: f"{labels[k[0]]}, w {k[1]}")
 
 
 def bm25(study: Study) -> None:
@@ -293,19 +303,10 @@ def word_pairs(text: str) -> list[str]:
 
 
 def bigrams(study: Study) -> None:
-    dense, words, pairs = study.dense(), study.bm25(), study.bm25(study.pairs_index())
-    results = {}
-    for beta in PAIR_WEIGHTS:
-        channel = {q: words[q] + beta * pairs[q] for q in words}
-        print(line(f"bm25 + {beta} x pairs", study.folds(channel.__getitem__)))
-        for w in DENSE_WEIGHTS[1:4]:
-            results[(beta, w)] = study.folds(
-                lambda q, w=w, channel=channel: w * fs._minmax(dense[q]) + (1 - w) * by_best(channel[q]))
-            print(line(f"  fused at w {w}", results[(beta, w)]), flush=True)
-    print("without pairs (beta 0):")
-    ws.held_out(results, [k for k in results if k[0] == 0], lambda k: f"w {k[1]}")
-    print("with them:")
-    ws.held_out(results, list(results), lambda k: f"beta {k[0]}, w {k[1]}")
+    words, pairs = study.bm25(), study.bm25(study.pairs_index())
+    keyword_variants(study, [(beta, f"bm25 + {beta} x pairs", lambda beta=beta: {q: words[q] + beta * pairs[q]
+                                                                               for q in words})
+                             for beta in PAIR_WEIGHTS], DENSE_WEIGHTS[1:4], "without pairs (beta 0)", "with them")
 
 
 def engine_fusion(query: str, cosine: np.ndarray, bm25: np.ndarray, window: np.ndarray, share: float) -> np.ndarray:
