@@ -5,6 +5,7 @@ A KB's search playground (POST, or GET for a short link) runs selectors.knowledg
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, TypedDict
@@ -22,6 +23,7 @@ from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
@@ -313,11 +315,26 @@ class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
         return f"{obj.error_code}: {obj.error_message}" if obj.error_code else ""
 
 
+# The route page's knowledge base search names the route's project in its URL: the admin's
+# autocomplete knows only the field it serves, and offered the KBs of every project the operator
+# sees, which the route's binding then refused.
+SEARCH_PROJECT_PARAM = "project"
+
+
 class RowAutocompleteSelect(AutocompleteSelect):
     """An autocomplete that labels its row's own choice (a route, a knowledge base) from the row,
-    read with it: the admin's widget looks it up again, a query per bound row."""
+    read with it: the admin's widget looks it up again, a query per bound row. Given a project, its
+    search asks for that project's choices only (SEARCH_PROJECT_PARAM)."""
 
     row_labels: dict[str, str] = {}
+
+    def __init__(self, *args, project_id=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.project_id = project_id
+
+    def get_url(self) -> str:
+        url = super().get_url()
+        return url if self.project_id is None else f"{url}?{urlencode({SEARCH_PROJECT_PARAM: self.project_id})}"
 
     def optgroups(self, name, value, attr=None):
         selected = {str(v) for v in value if str(v) not in self.choices.field.empty_values}
@@ -382,6 +399,16 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(document_total=Count("documents"))
+
+    def get_search_results(self, request, queryset, search_term):
+        queryset, duplicates = super().get_search_results(request, queryset, search_term)
+        if SEARCH_PROJECT_PARAM in request.GET and request.GET.get("model_name") == "routeknowledgebinding":
+            try:  # a route page's binding row: its route's project's KBs
+                project = uuid.UUID(request.GET[SEARCH_PROJECT_PARAM])
+            except ValueError:
+                return queryset.none(), duplicates
+            queryset = queryset.filter(project_id=project)
+        return queryset, duplicates
 
     def get_readonly_fields(self, request, obj=None):
         return ["project", "embedding_model", "embedding_dim"] if obj else []

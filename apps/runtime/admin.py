@@ -76,8 +76,7 @@ BINDING_CHOICES_MAX = 100
 
 class BindingInline(admin.TabularInline):
     """One row per knowledge base the route reads; the choices are the route's project's KBs (past
-    BINDING_CHOICES_MAX, found by searching the KBs the operator may see: the field still takes only
-    the route's project's)."""
+    BINDING_CHOICES_MAX, found by searching them)."""
 
     model = RouteKnowledgeBinding
     extra = 1
@@ -105,6 +104,7 @@ class BindingInline(admin.TabularInline):
         listed = list(kbs[:BINDING_CHOICES_MAX + 1])
         # Read by formfield_for_foreignkey, which super().get_formset calls without the route.
         request._bh_binding_searched = searched = len(listed) > BINDING_CHOICES_MAX
+        request._bh_binding_project = obj.project_id if obj else None
         formset = super().get_formset(request, obj, **kwargs)
         # Every row's select offers the same choices: read them once, not once per row.
         choices = [("", "---------"), *((kb.pk, f"{kb.name} · {kb.embedding_model.name}") for kb in listed)]
@@ -127,7 +127,8 @@ class BindingInline(admin.TabularInline):
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "knowledge_base" and getattr(request, "_bh_binding_searched", False):
-            kwargs["widget"] = RowAutocompleteSelect(db_field, self.admin_site)
+            kwargs["widget"] = RowAutocompleteSelect(db_field, self.admin_site,
+                                                     project_id=getattr(request, "_bh_binding_project", None))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     # The parent route's permissions decide (project membership), not Django model permissions.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from apps.knowledge.models import RouteKnowledgeBinding
 from apps.ledger.models import Conversation, Message, Run
@@ -179,3 +180,26 @@ def test_the_add_page_says_where_knowledge_bases_are_bound_once_the_route_is_sav
         ".description").inner_text()
     assert "try it in the dry-run panel at the bottom of the page" in help_text
     assert page.locator("#dry-run").count() == 1
+
+
+def test_past_the_select_limit_a_knowledge_base_is_found_by_searching_the_routes_project_only(
+        logged_in_page, route, kbs, operator, monkeypatch):
+    """An operator of two projects: searching a binding row offers this route's project's KBs only
+    (the other project's would be refused on save), and the one picked is bound."""
+    from apps.projects.models import Membership
+    from apps.runtime import admin as runtime_admin
+    from tests.projects.factories import MembershipFactory
+
+    monkeypatch.setattr(runtime_admin, "BINDING_CHOICES_MAX", 1)
+    elsewhere = MembershipFactory(user=operator, role=Membership.Role.OWNER).project
+    KnowledgeBaseFactory(project=elsewhere, name="售后政策 (另一个项目)", embedding_model=kbs[0].embedding_model)
+    page = _open(logged_in_page, route)
+    page.locator("#knowledge_bindings-group .field-knowledge_base .select2-selection").first.click()
+    page.locator(".select2-search__field").fill("售后")
+    options = page.locator(".select2-results__option:not(.loading-results)")
+    # The search answers as typed: the list is right once it shows the whole term's answer.
+    expect(options).to_have_text(["售后政策"])
+    options.first.click()
+    _follow(page, page.locator("input[name=_continue]"))
+    assert list(RouteKnowledgeBinding.objects.filter(route=route).values_list("knowledge_base__name", flat=True)) \
+        == ["售后政策"]

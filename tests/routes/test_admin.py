@@ -556,7 +556,7 @@ def test_past_the_select_limit_a_binding_row_picks_its_knowledge_base_by_searchi
     assert len(four.captured_queries) == len(one.captured_queries)
     selects = re.findall(r'<select name="knowledge_bindings-(?:\d+|__prefix__)-knowledge_base".*?</select>', page, re.S)
     assert len(selects) == 6  # four rows, the new one and the template for more
-    assert all('data-ajax--url="/admin/autocomplete/"' in select for select in selects)
+    assert all(f'data-ajax--url="/admin/autocomplete/?project={route.project_id}"' in select for select in selects)
     selected = [re.findall(r'<option value="([^"]+)" selected>([^<]*)</option>', select) for select in selects[:4]]
     assert sorted(selected) == sorted([(str(kb.pk), kb.name)] for kb in kbs[:4])
     assert "kb-4" not in page
@@ -578,6 +578,35 @@ def test_past_the_select_limit_a_knowledge_base_picked_by_searching_is_bound(own
                            _route_form(route, [{"knowledge_base": str(kbs[2].pk)}]))
     assert response.status_code == 302
     assert _bound(route) == ["kb-2"]
+
+
+def test_past_the_select_limit_a_binding_rows_search_offers_only_the_routes_projects_knowledge_bases(
+        owner_route, model, monkeypatch):
+    """An operator of two projects searching a route's binding row: the other project's KBs, which
+    the row would refuse, are not offered."""
+    from apps.runtime import admin as runtime_admin
+
+    monkeypatch.setattr(runtime_admin, "BINDING_CHOICES_MAX", 2, raising=False)
+    membership, route = owner_route
+    other = MembershipFactory(user=membership.user, role=Membership.Role.OWNER).project
+    for name in ("售后政策 a", "售后政策 b", "售后政策 c"):
+        _kb(route.project, model, name)
+    _kb(other, model, "售后政策 另一个项目")
+    client = _client_for(membership.user)
+    page = client.get(f"/admin/routes/route/{route.pk}/change/").content.decode()
+    urls = set(re.findall(r'data-ajax--url="([^"]+)"', page))
+    assert urls == {f"/admin/autocomplete/?project={route.project_id}"}
+    search = {"app_label": "knowledge", "model_name": "routeknowledgebinding", "field_name": "knowledge_base",
+              "term": "售后"}
+    found = client.get("/admin/autocomplete/", {**search, "project": str(route.project_id)})
+    assert [result["text"] for result in found.json()["results"]] == ["售后政策 a", "售后政策 b", "售后政策 c"]
+    elsewhere = client.get("/admin/autocomplete/", {**search, "project": str(other.pk)})
+    assert [result["text"] for result in elsewhere.json()["results"]] == ["售后政策 另一个项目"]
+    stranger = client.get("/admin/autocomplete/", {**search, "project": str(ProjectFactory().pk)})
+    assert stranger.status_code == 200 and stranger.json()["results"] == []
+    for hostile in ("not-a-uuid", "\x00", "1" * 40):
+        response = client.get("/admin/autocomplete/", {**search, "project": hostile})
+        assert response.status_code == 200 and response.json()["results"] == []
 
 
 def test_the_knowledge_base_search_of_a_binding_row_finds_only_the_operators_knowledge_bases(owner_route, model):
