@@ -526,3 +526,16 @@ def test_a_file_of_only_white_space_is_refused_at_upload_as_an_empty_one_is(brow
     notes = _messages(response)
     assert "Not uploaded: blank.md has no text: only white space." in notes
     assert "Not uploaded: invisible.txt has no text: only white space." in notes
+
+
+@pytest.mark.parametrize(("failed", "link"), [
+    (1, "The 1 failed document of this knowledge base"),
+    (2, "All 2 failed documents of this knowledge base"),
+])
+def test_the_link_to_the_failed_documents_counts_them_in_words(browser, kb, failed, link):
+    documents = services.document_upload(kb=kb, files=[upload("plain.txt"), upload("policy.zh.md")])
+    Document.objects.filter(pk__in=[d.pk for d in documents[:failed]]).update(
+        status=Document.Status.FAILED, error_code="ingest_attempts_exhausted")
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    [text] = re.findall(r'status__exact=failed">([^<]*)</a>', page)
+    assert text == link
