@@ -3,6 +3,8 @@ knowledge bases and their documents by status, its agent sessions and its recent
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -158,3 +160,10 @@ def test_the_dashboard_query_count_does_not_grow_with_rows(a, b, django_assert_n
         response = client.get("/admin/")
     assert len(response.context["dashboard"]) == 3
     assert len(_board(response, "alpha").recent_runs) == 5
+
+
+def test_a_tile_of_one_names_it_in_the_singular(a, b):
+    page = admin_client(a.user).get("/admin/").content.decode()
+    tiles = dict(re.findall(r'data-stat="(\w+)">1</span><span class="bh-tile-label">([^<]*)', page))
+    assert tiles == {"routes": "route", "knowledge_bases": "knowledge base", "sessions_active": "active agent session ",
+                     "runs_last_day": "run in the last 24 h"}
