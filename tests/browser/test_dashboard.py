@@ -62,3 +62,22 @@ def test_a_dashboard_run_opens_the_run_page(logged_in_page, world):
     page.locator(f"[data-panel=recent_runs] tr[data-run='{world.run.pk}'] a").click()
     page.wait_for_url(f"**/admin/ledger/run/{world.run.pk}/change/")
     assert page.locator(".bh-context dt", has_text="instructions").count() == 1
+
+
+# The panels whose right edge passes the inside of their project's box (its border and padding).
+_PANELS_PAST_THE_BOX = """section => {
+  const style = getComputedStyle(section);
+  const inner = section.getBoundingClientRect().right - parseFloat(style.borderRightWidth)
+                - parseFloat(style.paddingRight);
+  return [...section.querySelectorAll('.bh-panel')]
+    .filter(panel => panel.getBoundingClientRect().right > inner + 0.5)
+    .map(panel => panel.dataset.panel);
+}"""
+
+
+def test_on_a_phone_the_panels_stay_inside_their_project_box(logged_in_page, world):
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    _dashboard(page)
+    assert page.locator("#project-bailing-retail").evaluate(_PANELS_PAST_THE_BOX) == []
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
