@@ -15,11 +15,13 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.demo_business.models import Refund
+from apps.tools.invocations import approval_decide
 from apps.tools.models import Approval, Invocation, Tool
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from apps.tools.services import provider_delete, provider_reimport
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
+from tests.browser.contrast import contrast_ratio
 from tests.browser.layout import assert_changelist_fits
 from tests.demo_business.conftest import TEST_SECRET, mount
 from tests.routes.factories import RouteFactory
@@ -384,3 +386,23 @@ def test_the_approval_page_fits_a_phone_width_window(logged_in_page, store_route
     told = page.locator("#approval-journal p", has_text="What the agent was told")
     assert approval.invocation.invocation_id in told.inner_text().replace("\n", "")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_decisions_comment_reads_as_clearly_as_the_text_around_it(logged_in_page, store_route, agent, operator,
+                                                                   scheme):
+    """Django's blockquote style — 11 px, #777 — made the approver's comment the faintest text of the
+    page, and in the dark theme grey on near-black."""
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    approval_decide(approval_id=approval.pk, projects=[store_route.project], decision_id="decision-1",
+                    decision="approved", comment="Counted twice with the shift lead.", approver=operator)
+    page = logged_in_page
+    page.emulate_media(color_scheme=scheme)
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    _shot(page, f"approval-comment-{scheme}")
+    comment = page.locator("#decision-comment")
+    assert comment.inner_text() == "Counted twice with the shift lead."
+    assert contrast_ratio(comment) >= 7
+    size = "e => parseFloat(getComputedStyle(e).fontSize)"
+    assert comment.evaluate(size) == page.locator("#decision .bh-decided p").first.evaluate(size)
