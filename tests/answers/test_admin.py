@@ -83,6 +83,12 @@ def test_report_page_draws_both_charts(console, route):
     assert "运费谁出？" in page
 
 
+def test_the_report_of_one_question_says_question(console, route):
+    RagQueryFactory(route=route)
+    page = console.get(reverse("admin:ledger_ragquery_report", args=[route.pk])).content.decode()
+    assert '<span class="rag-value" id="rag-volume">1</span><span class="rag-label">question</span>' in page
+
+
 def test_report_of_another_projects_route_is_404(console):
     response = console.get(reverse("admin:ledger_ragquery_report", args=[RouteFactory().pk]))
     assert response.status_code == 404
