@@ -220,6 +220,11 @@ def test_the_task_page_counts_its_ledger_entries_without_1_entries(world, owner)
     assert "entries</dd>" not in page
 
 
+def test_a_write_budget_of_one_reads_1_write_call(world, owner):
+    page = owner.get(reverse("admin:tasks_task_change", args=[_task(world, max_write_calls=1).pk])).content.decode()
+    assert "<dt>Write budget</dt><dd>1 write call</dd>" in page
+
+
 def test_pausing_with_the_revision_shown(world, owner):
     task = _task(world)
     response = _control(owner, task, "pause", task.revision)
