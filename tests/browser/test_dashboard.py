@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.contrast import contrast_ratio
 from tests.projects.helpers import project_world
 
 SHOTS = Path("/tmp/shots")
@@ -81,3 +82,12 @@ def test_on_a_phone_the_panels_stay_inside_their_project_box(logged_in_page, wor
     _dashboard(page)
     assert page.locator("#project-bailing-retail").evaluate(_PANELS_PAST_THE_BOX) == []
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_tiles_number_stands_out_from_its_tile(logged_in_page, world, scheme):
+    """The dark theme kept the light theme's teal: 2.9:1 on a dark tile."""
+    page = logged_in_page
+    page.emulate_media(color_scheme=scheme)
+    _dashboard(page)
+    assert contrast_ratio(page.locator("#project-bailing-retail [data-stat=routes]")) >= 4.5
