@@ -91,3 +91,16 @@ def test_a_tiles_number_stands_out_from_its_tile(logged_in_page, world, scheme):
     page.emulate_media(color_scheme=scheme)
     _dashboard(page)
     assert contrast_ratio(page.locator("#project-bailing-retail [data-stat=routes]")) >= 4.5
+
+
+@pytest.mark.parametrize(("system", "picked"), [("light", "dark"), ("dark", "light")])
+def test_the_consoles_colours_follow_the_theme_picked_in_the_header(logged_in_page, world, system, picked):
+    """The console's colours followed only the system's scheme: with a light system and the header's
+    toggle on dark, the documents' counts were dark green on the dark theme's near-black."""
+    page = logged_in_page
+    page.emulate_media(color_scheme=system)
+    page.add_init_script(f"localStorage.setItem('theme', '{picked}')")  # what Django's toggle stores
+    _dashboard(page)
+    assert page.evaluate("document.documentElement.dataset.theme") == picked
+    assert contrast_ratio(page.locator("[data-panel=knowledge_bases] [data-status=completed]")) >= 4.5
+    assert contrast_ratio(page.locator("#project-bailing-retail [data-stat=routes]")) >= 4.5
