@@ -271,6 +271,21 @@ def test_large_arguments_show_a_bounded_preview_and_load_whole_on_demand(api_cli
     assert note in whole.content.decode()
 
 
+def test_small_arguments_give_their_size_once(owner, approval):
+    """Under a kilobyte the size read "60 bytes as sent (60 bytes)"."""
+    page = owner.get(_detail(approval)).content.decode()
+    meta = re.search(r'<p class="bh-arguments-meta bh-muted">([^<]*)<', page).group(1)
+    assert meta == f"{approval.invocation.arguments_bytes}\xa0bytes as sent · SHA-256 "
+
+
+def test_large_arguments_give_their_exact_size_beside_the_rounded_one(api_client, issued, tool_route, owner):
+    big = pending_approval(api_client, issued.access_token, tool="stock_adjust",
+                           arguments={"sku": "SKU-1", "quantity": 500, "note": "库存盘点说明。" * 100})
+    page = owner.get(_detail(big)).content.decode()
+    meta = re.search(r'<p class="bh-arguments-meta bh-muted">([^<]*)<', page).group(1)
+    assert meta == f"2.1\xa0KB as sent ({big.invocation.arguments_bytes} bytes) · SHA-256 "
+
+
 def test_the_queue_never_reads_the_frozen_arguments(api_client, issued, tool_route, owner):
     for n in range(1, 4):
         pending_approval(api_client, issued.access_token, n=n)
