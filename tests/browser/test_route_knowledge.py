@@ -203,3 +203,16 @@ def test_past_the_select_limit_a_knowledge_base_is_found_by_searching_the_routes
     _follow(page, page.locator("input[name=_continue]"))
     assert list(RouteKnowledgeBinding.objects.filter(route=route).values_list("knowledge_base__name", flat=True)) \
         == ["售后政策"]
+
+
+def test_on_a_phone_the_dry_runs_advice_to_bind_a_knowledge_base_wraps(logged_in_page, project):
+    """The advice, a sentence in a badge kept on one line, made the page 458 px wide at 390."""
+    bare = RouteFactory(project=project, key="hr-helpdesk", name="HR Helpdesk", knowledge_enabled=True)
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    _open(page, bare)
+    advice = page.locator(".bh-dry-run-summary .bh-warn")
+    assert advice.inner_text() == "Bind a knowledge base above, or turns carry no knowledge."
+    assert advice.evaluate("e => e.getBoundingClientRect().right") <= page.locator("#dry-run").evaluate(
+        "e => e.getBoundingClientRect().right")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
