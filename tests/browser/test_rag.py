@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from apps.answers.services import rag_query_answer
 from apps.knowledge.models import RouteKnowledgeBinding
 from apps.ledger.models import RagQuery
 from apps.ledger.rag import rag_query_feedback
 from tests.answers.factories import RagQueryFactory
+from tests.browser.contrast import contrast_ratio
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, ingest_texts
 from tests.routes.factories import RouteFactory
@@ -100,3 +103,20 @@ def test_the_rag_mode_question_fits_a_phone_width_window(logged_in_page, project
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     assert page.locator("input[name=question]").evaluate("e => e.getBoundingClientRect().right") <= 390
     assert page.locator("#rag-ask-form input[type=submit]").evaluate("e => e.getBoundingClientRect().right") <= 390
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_cited_passage_and_the_feedback_read_in_both_themes(logged_in_page, project, scheme):
+    """In the dark theme a cited passage kept its pale blue box under the theme's light text (1.1:1),
+    and "not helpful" stayed dark red on near-black."""
+    route = _seed(project)
+    page = logged_in_page
+    page.emulate_media(color_scheme=scheme)
+    page.goto(f"/admin/ledger/ragquery/?route__id__exact={route.pk}")
+    page.screenshot(path=str(SHOTS / f"rag_history_{scheme}.png"), full_page=True)
+    assert contrast_ratio(page.locator("#result_list .rag-feedback-no").first) >= 4.5
+    assert contrast_ratio(page.locator("#result_list .rag-feedback-yes").first) >= 4.5
+    page.locator("#result_list a", has_text="质量问题的商品可以在多少天内退款").click()
+    page.wait_for_selector("#rag-answer")
+    page.screenshot(path=str(SHOTS / f"rag_detail_{scheme}.png"), full_page=True)
+    assert contrast_ratio(page.locator("#rag-evidence-1.rag-cited .rag-quote")) >= 4.5
