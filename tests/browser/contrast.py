@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-# The WCAG contrast ratio of an element's text colour against the first opaque background behind it
-# (itself or an ancestor; the page's canvas is white when none is set).
-_CONTRAST = """element => {
+# The WCAG contrast ratio of an element's text colour (or an SVG shape's `fill` or `stroke`) against the
+# first opaque background behind it (itself or an ancestor; the page's canvas is white when none is set).
+_CONTRAST = """(element, property) => {
   const rgb = value => (value.match(/[\\d.]+/g) || []).map(Number);
   const luminance = ([r, g, b]) => {
     const linear = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
@@ -15,11 +15,12 @@ _CONTRAST = """element => {
     const color = rgb(getComputedStyle(e).backgroundColor);
     if (color.length === 3 || color[3] === 1) { back = color.slice(0, 3); break; }
   }
-  const [light, dark] = [luminance(rgb(getComputedStyle(element).color)), luminance(back)].sort((a, b) => b - a);
+  const [light, dark] = [luminance(rgb(getComputedStyle(element)[property])), luminance(back)].sort((a, b) => b - a);
   return (light + 0.05) / (dark + 0.05);
 }"""
 
 
-def contrast_ratio(locator) -> float:
-    """The contrast ratio (1 to 21) of the text of the element at `locator` against its background."""
-    return locator.evaluate(_CONTRAST)
+def contrast_ratio(locator, *, colour: str = "color") -> float:
+    """The contrast ratio (1 to 21) of the element at `locator` — its text, or the SVG `colour` given
+    ("fill", "stroke") — against its background."""
+    return locator.evaluate(_CONTRAST, colour)

@@ -120,3 +120,16 @@ def test_a_cited_passage_and_the_feedback_read_in_both_themes(logged_in_page, pr
     page.wait_for_selector("#rag-answer")
     page.screenshot(path=str(SHOTS / f"rag_detail_{scheme}.png"), full_page=True)
     assert contrast_ratio(page.locator("#rag-evidence-1.rag-cited .rag-quote")) >= 4.5
+
+
+def test_the_reports_charts_read_in_the_dark_theme(logged_in_page, project):
+    """The charts kept the light theme's grey labels (3.3:1 on near-black, at 11 px) and dark green line
+    (2.9:1)."""
+    route = _seed(project)
+    page = logged_in_page
+    page.emulate_media(color_scheme="dark")
+    page.goto(f"/admin/ledger/ragquery/report/{route.pk}/")
+    page.screenshot(path=str(SHOTS / "rag_report_dark.png"), full_page=True)
+    assert contrast_ratio(page.locator("#rag-helpful-chart .rag-tick").first, colour="fill") >= 4.5
+    assert contrast_ratio(page.locator("#rag-helpful-chart .rag-line").first, colour="stroke") >= 3
+    assert contrast_ratio(page.locator("#rag-helpful-chart .rag-dot").first, colour="fill") >= 3
