@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from apps.answers import charts, selectors, services
+from apps.core.timefmt import local_time
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.ledger.models import RAG_QUESTION_MAX_CHARS, RagQuery
@@ -47,7 +48,7 @@ class AskForm(forms.Form):
 
 @admin.register(RagQuery)
 class RagQueryAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
-    list_display = ("question_short", "route", "outcome", "confidence_shown", "feedback", "latency", "created_at")
+    list_display = ("question_short", "route", "outcome", "confidence_shown", "feedback", "latency", "created")
     list_display_links = ("question_short",)
     list_filter = (("route", RouteListFilter), "grounded", "useful", "helpful", "error_code", "created_at")
     list_select_related = ("route",)
@@ -59,6 +60,12 @@ class RagQueryAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     @admin.display(description="Question", ordering="question")
     def question_short(self, obj: RagQuery) -> str:
         return obj.question[:90] + ("…" if len(obj.question) > 90 else "")
+
+    # As in the ledger's lists: "2026-12-05 16:46 UTC" in the console's time zone, on two lines if it must
+    # (Django's "Dec. 5, 2026, 4:46 p.m." on one line pushed the column out of the box at 1366 px).
+    @admin.display(description="Created at", ordering="created_at")
+    def created(self, obj: RagQuery) -> str:
+        return local_time(obj.created_at)
 
     @admin.display(description="Confidence", ordering="confidence")
     def confidence_shown(self, obj: RagQuery) -> str:

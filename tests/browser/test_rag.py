@@ -14,6 +14,7 @@ from apps.ledger.models import RagQuery
 from apps.ledger.rag import rag_query_feedback
 from tests.answers.factories import RagQueryFactory
 from tests.browser.contrast import contrast_ratio
+from tests.browser.layout import assert_changelist_fits, changelist_at_1366
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, ingest_texts
 from tests.routes.factories import RouteFactory
@@ -133,3 +134,11 @@ def test_the_reports_charts_read_in_the_dark_theme(logged_in_page, project):
     assert contrast_ratio(page.locator("#rag-helpful-chart .rag-tick").first, colour="fill") >= 4.5
     assert contrast_ratio(page.locator("#rag-helpful-chart .rag-line").first, colour="stroke") >= 3
     assert contrast_ratio(page.locator("#rag-helpful-chart .rag-dot").first, colour="fill") >= 3
+
+
+def test_every_column_of_the_question_history_fits_at_1366(logged_in_page, project):
+    """With the sidebar and the filters open, "Created at" was behind a scrollbar (only "C" showed)."""
+    route = _seed(project)
+    changelist_at_1366(logged_in_page, f"/admin/ledger/ragquery/?route__id__exact={route.pk}", rows=8,
+                       shot="list-widths-rag-queries.png")
+    assert_changelist_fits(logged_in_page, last_header="created at")
