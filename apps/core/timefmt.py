@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 from django.utils.dateformat import format as date_format
@@ -24,6 +24,13 @@ def local_clock(value: datetime, *, with_date: bool = False) -> str:
     return f"{day}{local:%H:%M:%S}.{local.microsecond // 1000:03d} {date_format(local, 'T')}"
 
 
+def ago(value: datetime) -> str:
+    """"3 minutes ago", or "just now" under a minute (Django's timesince says "0 minutes")."""
+    if timezone.now() - value < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(value)} ago"
+
+
 def time_ago(value: datetime) -> SafeString:
-    """"3 minutes ago", with the moment itself (ISO 8601, to the second) in its title."""
-    return format_html('<span title="{}">{} ago</span>', value.isoformat(timespec="seconds"), timesince(value))
+    """`ago`, with the moment itself (ISO 8601, to the second) in its title."""
+    return format_html('<span title="{}">{}</span>', value.isoformat(timespec="seconds"), ago(value))

@@ -8,9 +8,11 @@ import re
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from apps.agent_auth.services import session_revoke
 from apps.knowledge.models import Document, KnowledgeBase
+from apps.ledger.models import Run
 from apps.projects.models import Membership
 from tests.agent_auth.helpers import session_for
 from tests.knowledge.factories import KnowledgeBaseFactory
@@ -167,3 +169,11 @@ def test_a_tile_of_one_names_it_in_the_singular(a, b):
     tiles = dict(re.findall(r'data-stat="(\w+)">1</span><span class="bh-tile-label">([^<]*)', page))
     assert tiles == {"routes": "route", "knowledge_bases": "knowledge base", "sessions_active": "active agent session ",
                      "runs_last_day": "run in the last 24 h"}
+
+
+def test_a_run_opened_under_a_minute_ago_was_just_now(a, b):
+    """Django's timesince read "0 minutes ago"."""
+    Run.objects.filter(pk=a.run.pk).update(created_at=timezone.now())
+    page = admin_client(a.user).get("/admin/").content.decode()
+    [when] = re.findall(rf'<tr data-run="{a.run.pk}">\s*<td><a [^>]*>([^<]*)</a>', page)
+    assert when == "just now"

@@ -1,0 +1,16 @@
+"""``{% load timefmt %}``: ``{{ moment|ago }}`` — "3 minutes ago", or "just now" (apps.core.timefmt)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django import template
+
+from apps.core import timefmt
+
+register = template.Library()
+
+
+@register.filter
+def ago(value: datetime) -> str:
+    return timefmt.ago(value)
