@@ -142,3 +142,14 @@ def test_every_column_of_the_question_history_fits_at_1366(logged_in_page, proje
     changelist_at_1366(logged_in_page, f"/admin/ledger/ragquery/?route__id__exact={route.pk}", rows=8,
                        shot="list-widths-rag-queries.png")
     assert_changelist_fits(logged_in_page, last_header="created at")
+
+
+def test_the_reports_periods_are_evenly_spaced(logged_in_page, project):
+    """The links' margin (meant for the answer page's links) made "Last 7 days   · 30 days · 90 days"."""
+    route = _seed(project)
+    page = logged_in_page
+    page.goto(f"/admin/ledger/ragquery/report/{route.pk}/")
+    periods = page.locator(".rag-links").first
+    week, month, quarter = (periods.locator(selector).evaluate("e => e.getBoundingClientRect()")
+                            for selector in ("a[href='?days=7']", "strong", "a[href='?days=90']"))
+    assert abs((month["left"] - week["right"]) - (quarter["left"] - month["right"])) < 1
