@@ -25,6 +25,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import ngettext
 
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_end, session_live_q
@@ -453,9 +454,10 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                                "submit again; nothing was created.")
             return self._create_page(request, pick=pick, page=page, status=409)
         if created:
+            members = ngettext("{} member", "{} members", len(specs)).format(len(specs))
             messages.success(request, format_html(
-                "Task {} created with {} member(s). Its sessions must now carry the task binding on every turn.",
-                str(task), len(specs)))
+                "Task {} created with {}. Its sessions must now carry the task binding on every turn.",
+                str(task), members))
         else:
             messages.info(request, f"Task {task} was already created by this form; nothing new was created.")
         return HttpResponseRedirect(reverse("admin:tasks_task_change", args=[task.pk]))

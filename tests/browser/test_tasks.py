@@ -71,7 +71,7 @@ def test_an_operator_creates_a_task_from_a_session_pauses_and_resumes_it(logged_
     page.wait_for_url(re.compile(r".*/admin/tasks/task/[0-9a-f-]{36}/change/$"))
     task = Task.objects.get()
     assert task.members.get().allowed_tools == ["stock_adjust"]
-    assert "created with 1 member" in page.locator(".messagelist").inner_text()
+    assert "created with 1 member. " in page.locator(".messagelist").inner_text()
     assert _badge(page) == "active"
     assert page.locator("#task-budget").inner_text() == "0 / 0 / 2"
 

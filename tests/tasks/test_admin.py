@@ -148,6 +148,18 @@ def test_creating_a_task_from_a_session(world, owner, tools):
         world.first.session.pk, world.route.key, "conv-1", ["stock_adjust"])
 
 
+def test_the_created_message_counts_the_members_in_words(world, owner, tools):
+    one = owner.post(ADD_URL, _form(world), follow=True)
+    assert "created with 1 member. Its sessions" in one.content.decode()
+    two = owner.post(ADD_URL, _form(world, **{"request_id": "console:form-2", "m0-client_conversation_id": "conv-3",
+                                              "m1-session": str(world.second.session.pk),
+                                              "m1-workspace": world.route.key, "m1-client_conversation_id": "conv-2",
+                                              "m1-allowed_tools": [f"{world.route.key}:stock_adjust"]}),
+                     follow=True)
+    assert Task.objects.count() == 2
+    assert "created with 2 members. Its sessions" in two.content.decode()
+
+
 def test_a_double_submit_creates_one_task(world, owner, tools):
     first = owner.post(ADD_URL, _form(world))
     second = owner.post(ADD_URL, _form(world), follow=True)
