@@ -197,6 +197,26 @@ def test_the_create_page_is_usable_in_a_phone_width_window(logged_in_page, route
         assert field_top - label_bottom < 30, name
 
 
+def test_on_a_phone_the_task_pages_values_have_the_width_of_the_page(logged_in_page, operator, route, agent):
+    """At 390 px the budget's longest label took most of the row, its values a 60 px column: "3 write
+    calls" on three lines. The labels now stand above their values."""
+    task, _ = task_create(project=route.project, user=operator, request_id="rq-phone", name="stocktake",
+                          members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                              client_conversation_id="c-1")], policy=PolicySpec(max_write_calls=3))
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/admin/tasks/task/{task.pk}/change/")
+    _shot(page, "task_390")
+    for grid in page.locator(".bh-task-grid").all():
+        width = grid.evaluate("e => e.getBoundingClientRect().width")
+        for value in grid.locator("dd").all():
+            assert value.evaluate("e => e.getBoundingClientRect().width") >= width * 0.9, value.inner_text()
+    budget = page.locator("#task-counters dd", has_text="write calls")
+    assert budget.inner_text() == "3 write calls"
+    line = budget.evaluate("e => parseFloat(getComputedStyle(e).lineHeight) || 20")
+    assert budget.evaluate("e => e.getBoundingClientRect().height") < 1.5 * line
+
+
 def test_a_workspace_found_by_searching_shows_only_its_tools(logged_in_page, route, agent, monkeypatch):
     """Past the route limit the workspace is Django's autocomplete, which announces a choice through
     jQuery only: the row still shows that workspace's tools alone."""
