@@ -84,6 +84,23 @@ def test_on_a_phone_the_panels_stay_inside_their_project_box(logged_in_page, wor
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
 
 
+def test_on_a_phone_a_recent_run_shows_all_its_cells_without_scrolling(logged_in_page, world):
+    """Five columns were wider than the panel at 390 px: the state and context scrolled out of sight."""
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    _dashboard(page)
+    panel = page.locator("[data-panel=recent_runs]")
+    assert panel.evaluate("e => e.scrollWidth <= e.clientWidth")
+    right = panel.evaluate("e => e.getBoundingClientRect().right")
+    row = panel.locator(f"tr[data-run='{world.run.pk}']")
+    for cell in row.locator("td").all():
+        assert cell.evaluate("e => e.getBoundingClientRect().right") <= right, cell.inner_text()
+    assert row.locator(".bh-badge").is_visible()
+    # Without the table's head, the size says what it is.
+    assert row.locator(".bh-run-context").evaluate("e => getComputedStyle(e, '::before').content") == '"context "'
+    page.screenshot(path=str(SHOTS / "dashboard-390-runs.png"), full_page=True)
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_a_tiles_number_stands_out_from_its_tile(logged_in_page, world, scheme):
     """The dark theme kept the light theme's teal: 2.9:1 on a dark tile."""
