@@ -286,6 +286,9 @@ KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=20_000)
 KNOWLEDGE_JSON_MAX_CONTAINERS = env.int("KNOWLEDGE_JSON_MAX_CONTAINERS", default=1_000_000)
 # A CSV document's rows (the header aside): each is a block of ~110 bytes in the worker, however short.
 KNOWLEDGE_CSV_MAX_ROWS = env.int("KNOWLEDGE_CSV_MAX_ROWS", default=1_000_000)
+# A PDF document's pages, counted before they are read (the declared count at upload): each is
+# ~2.5 KB of Python objects in the worker however empty, and an empty page adds no text.
+KNOWLEDGE_PDF_MAX_PAGES = env.int("KNOWLEDGE_PDF_MAX_PAGES", default=10_000)
 KNOWLEDGE_DEFAULT_CHUNK_STRATEGY = env.json(
     "KNOWLEDGE_DEFAULT_CHUNK_STRATEGY",
     default={"strategy": "auto", "min_chars": 256, "max_chars": 768, "overlap_chars": 96},

@@ -268,8 +268,9 @@ def test_a_pdf_whose_page_tree_is_empty_is_still_refused_at_upload():
 
 
 def test_a_pdf_over_pypdfs_page_tree_limit_fails_saying_it_has_too_many_pages():
-    """A 6 KB file of 1,000,000 blank pages passes pypdf's page-tree limit; it was reported as
-    "The PDF is damaged and cannot be read."."""
+    """A 6 KB file of 1,000,000 blank pages (one page, referred to a million times) passes
+    pypdf's page-tree limit; it was reported as "The PDF is damaged and cannot be read."; it is
+    now refused at KNOWLEDGE_PDF_MAX_PAGES, before pypdf's walk."""
     objects = pdf_objects(pdf_build([[("x", 12)]]))
     objects[10] = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << >> >>"
     del objects[11]
@@ -286,4 +287,4 @@ def test_a_pdf_over_pypdfs_page_tree_limit_fails_saying_it_has_too_many_pages():
     assert ingest.document_ingest(document_id=document.pk) == "failed"
     document.refresh_from_db()
     assert document.error_code == "document_conversion_failed"
-    assert "more pages than can be read here" in document.error_message, document.error_message
+    assert "The PDF has more than 10,000 pages" in document.error_message, document.error_message

@@ -251,3 +251,70 @@ def test_a_json_file_under_the_full_check_size_is_still_parsed_in_full_at_upload
     data = _flat_json(200, tail=b', "k00000001": 2}')
     with pytest.raises(ConversionFailed, match="duplicate key 'k00000001'"):
         document_check(file_type="json", data=data)
+
+
+# PDF pages: each is ~2.5 KB of Python objects in the worker however empty (99,000 empty pages, a
+# 10 MB file, took 310 MB and 7 s to fail as "no extractable text").
+
+TOO_MANY_PAGES = ("The PDF has more than 3 pages, more than a document may (KNOWLEDGE_PDF_MAX_PAGES). "
+                  "Split it into smaller files.")
+
+
+def _unflattened(monkeypatch) -> None:
+    """pypdf's page list is never built: it holds an object for every page, however many."""
+    from pypdf import PdfReader
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("pypdf walked the whole page tree")
+
+    monkeypatch.setattr(PdfReader, "_flatten", refused)
+
+
+def test_a_pdf_of_more_pages_than_allowed_is_refused_before_pypdf_walks_its_pages(settings, monkeypatch):
+    settings.KNOWLEDGE_PDF_MAX_PAGES = 3
+    _unflattened(monkeypatch)
+    with pytest.raises(ConversionFailed) as failed:
+        document_parse(file_type="pdf", data=_pdf(content=_text_ops(1), pages=4))
+    assert str(failed.value) == TOO_MANY_PAGES
+
+
+def test_a_pdf_whose_page_count_understates_its_pages_is_refused_in_the_pipeline(settings, monkeypatch):
+    settings.KNOWLEDGE_PDF_MAX_PAGES = 3
+    data = _pdf(content=_text_ops(1), pages=4).replace(b"/Count 4", b"/Count 1")
+    document_check(file_type="pdf", data=data)  # the upload check takes the declared count
+    _unflattened(monkeypatch)
+    with pytest.raises(ConversionFailed) as failed:
+        document_parse(file_type="pdf", data=data)
+    assert str(failed.value) == TOO_MANY_PAGES
+
+
+def test_a_pdf_declaring_more_pages_than_allowed_is_refused_at_upload(settings):
+    settings.KNOWLEDGE_PDF_MAX_PAGES = 3
+    with pytest.raises(ConversionFailed) as failed:
+        document_check(file_type="pdf", data=_pdf(content=_text_ops(1), pages=4))
+    assert str(failed.value) == TOO_MANY_PAGES
+
+
+def test_a_pdf_at_the_page_limit_is_read_whole(settings):
+    settings.KNOWLEDGE_PDF_MAX_PAGES = 3
+    data = _pdf(content=_text_ops(1), pages=3)
+    document_check(file_type="pdf", data=data)
+    parsed = document_parse(file_type="pdf", data=data)
+    assert [block.page for section in parsed.sections for block in section.blocks] == [1, 2, 3]
+
+
+def test_a_pdf_over_the_page_limit_fails_alone_leaving_the_kbs_other_documents_searchable(settings):
+    kb = KnowledgeBaseFactory()
+    [good] = services.document_upload(kb=kb, files=[upload("good.txt", b"Refunds take seven days.")])
+    assert ingest.document_ingest(document_id=good.pk) == "completed"
+    settings.KNOWLEDGE_PDF_MAX_PAGES = 3
+    bad = _stored(kb, "pages.pdf", "pdf", _pdf(content=_text_ops(1), pages=4))
+    assert ingest.document_ingest(document_id=bad.pk) == "failed"
+    bad.refresh_from_db()
+    assert (bad.status, bad.error_code, bad.error_message) == (
+        "failed", "document_conversion_failed", f"Document conversion failed: {TOO_MANY_PAGES}")
+    assert not Chunk.objects.filter(document_id=bad.pk).exists()
+    good.refresh_from_db()
+    assert good.status == "completed"
+    assert [chunk.text for chunk in Chunk.objects.filter(document_id=good.pk, kind=Chunk.Kind.CHILD)] == [
+        "Refunds take seven days."]

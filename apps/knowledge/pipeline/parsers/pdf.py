@@ -17,6 +17,8 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from apps.knowledge.pipeline.parsers.base import (
     Block,
     ConversionFailed,
@@ -65,6 +67,8 @@ MAX_HEADING_SHARE = 0.5
 # second: a tiny stream that inflates to megabytes (or one stream shared by thousands of pages)
 # is refused before pypdf parses it, and the work stays proportional to the file's size.
 CONTENT_BYTES_PER_CHAR = 1
+# pypdf's page_tree_maximum_depth: a deeper tree is refused by its walk.
+_PAGE_TREE_MAX_DEPTH = 100
 
 
 def text_normalise(text: str) -> str:
@@ -115,6 +119,47 @@ def _declared_pages(reader) -> int:
     return len(kids) if isinstance(kids, list) else 0
 
 
+def _pages_over(reader, limit: int) -> bool:
+    """Whether the page tree holds more than `limit` pages, found by walking it and stopping at
+    the first page past the limit. pypdf's own walk (`len(reader.pages)`) builds an object for
+    every page first: 99,000 empty pages (a 10 MB file) took 250 MB and 11 s before a word was
+    read. Pages and nodes are counted at each reference, as pypdf counts them (a 6 KB file can
+    refer to one page a million times); a cycle or a tree deeper than pypdf's limit is left for
+    pypdf's walk to refuse, as damage."""
+    from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, PdfObject
+
+    stack: list[tuple[PdfObject, frozenset]] = [(reader.trailer["/Root"]["/Pages"], frozenset())]
+    pages = nodes = 0
+    while stack:
+        item, ancestors = stack.pop()
+        node = item.get_object()
+        if not isinstance(node, DictionaryObject):
+            continue
+        kids = node.get("/Kids")
+        kids = kids.get_object() if kids is not None else None
+        if node.get("/Type") != "/Page" and isinstance(kids, ArrayObject):
+            key = (item.idnum, item.generation) if isinstance(item, IndirectObject) else id(node)
+            if key in ancestors or len(ancestors) >= _PAGE_TREE_MAX_DEPTH:
+                continue
+            nodes += 1
+            # Writers give a node two kids or more, so a tree has fewer nodes than pages; twice
+            # the limit, and the depth besides, leaves room for an odd writer.
+            if nodes > 2 * limit + _PAGE_TREE_MAX_DEPTH:
+                return True
+            inside = ancestors | {key}
+            stack.extend((kid, inside) for kid in reversed(kids))
+            continue
+        pages += 1
+        if pages > limit:
+            return True
+    return False
+
+
+def _too_many_pages(limit: int) -> ConversionFailed:
+    return ConversionFailed(f"The PDF has more than {limit:,} pages, more than a document may "
+                            "(KNOWLEDGE_PDF_MAX_PAGES). Split it into smaller files.")
+
+
 def _no_decoder(exc: Exception) -> ConversionFailed:
     """pypdf raises DependencyError, which is no PyPdfError, for a stream filter or a cipher it
     knows but has no decoder for here: Brotli without the brotli package, JBIG2 without the
@@ -125,10 +170,11 @@ def _no_decoder(exc: Exception) -> ConversionFailed:
 
 
 def _reader(data: bytes, *, walk_pages: bool = True):
-    """An open reader of a readable, unencrypted PDF with pages. Counting the pages walks the
-    whole page tree — at upload, in the web process, a 50 MB file of 300,000 tiny pages took most
-    of a minute and a gigabyte — so without `walk_pages` the count the catalog declares is taken,
-    and a tree that does not hold it fails in the pipeline, as the document's error."""
+    """An open reader of a readable, unencrypted PDF of at most KNOWLEDGE_PDF_MAX_PAGES pages.
+    Counting the pages walks the whole page tree — at upload, in the web process, a 50 MB file of
+    300,000 tiny pages took most of a minute and a gigabyte — so without `walk_pages` the count
+    the catalog declares is taken, and a tree that does not hold it fails in the pipeline, as the
+    document's error. With it, the tree is walked only up to the page limit (_pages_over)."""
     from pypdf import PasswordType, PdfReader
     from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 
@@ -137,7 +183,10 @@ def _reader(data: bytes, *, walk_pages: bool = True):
         # A PDF that only restricts printing or copying opens with the empty password, in any viewer
         # as here: its text is read. One that asks for a password to open is refused.
         encrypted = reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED
-        pages = None if encrypted else len(reader.pages) if walk_pages else _declared_pages(reader)
+        limit = settings.KNOWLEDGE_PDF_MAX_PAGES
+        declared = None if encrypted or walk_pages else _declared_pages(reader)
+        over = not encrypted and (_pages_over(reader, limit) if walk_pages else declared > limit)
+        pages = None if encrypted or over else len(reader.pages) if walk_pages else declared
     except NotImplementedError as exc:  # a security handler pypdf lacks: certificate, Microsoft IRM
         raise ConversionFailed("The PDF is protected by a security handler that cannot be opened here (such as "
                                "certificate security or rights management); upload an unprotected copy.") from exc
@@ -150,6 +199,8 @@ def _reader(data: bytes, *, walk_pages: bool = True):
         raise ConversionFailed("The PDF is damaged and cannot be read.") from exc
     if encrypted:
         raise ConversionFailed("The PDF is encrypted; upload a copy without a password.")
+    if over:
+        raise _too_many_pages(limit)
     if not pages or pages < 0:
         raise ConversionFailed("The PDF has no pages.")
     return reader
