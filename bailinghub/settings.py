@@ -284,6 +284,9 @@ KNOWLEDGE_MAX_CHUNKS = env.int("KNOWLEDGE_MAX_CHUNKS", default=20_000)
 # A JSON document's objects and arrays, counted before it is parsed: each is a Python object of
 # ~150 bytes in the worker, and an empty one adds no text for the caps above to stop.
 KNOWLEDGE_JSON_MAX_CONTAINERS = env.int("KNOWLEDGE_JSON_MAX_CONTAINERS", default=1_000_000)
+# And its values (numbers, strings, objects, arrays), counted the same way: all are held as Python
+# objects before any text is made (a million small ones, ~300 MB in the worker).
+KNOWLEDGE_JSON_MAX_VALUES = env.int("KNOWLEDGE_JSON_MAX_VALUES", default=1_000_000)
 # A CSV document's rows (the header aside): each is a block of ~110 bytes in the worker, however short.
 KNOWLEDGE_CSV_MAX_ROWS = env.int("KNOWLEDGE_CSV_MAX_ROWS", default=1_000_000)
 # A PDF document's pages, counted before they are read (the declared count at upload): each is

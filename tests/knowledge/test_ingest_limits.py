@@ -318,3 +318,14 @@ def test_a_pdf_over_the_page_limit_fails_alone_leaving_the_kbs_other_documents_s
     assert good.status == "completed"
     assert [chunk.text for chunk in Chunk.objects.filter(document_id=good.pk, kind=Chunk.Kind.CHILD)] == [
         "Refunds take seven days."]
+
+
+def test_a_json_document_of_more_values_than_allowed_fails_with_the_limit_and_stores_nothing(settings):
+    settings.KNOWLEDGE_JSON_MAX_VALUES = 10
+    document = _stored(KnowledgeBaseFactory(), "values.json", "json", json.dumps(list(range(11))).encode())
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code, document.error_message) == (
+        "failed", "document_conversion_failed", "Document conversion failed: The file holds more than 10 JSON "
+        "values, more than a document may (KNOWLEDGE_JSON_MAX_VALUES). Split the document.")
+    assert not Chunk.objects.filter(document_id=document.pk).exists()

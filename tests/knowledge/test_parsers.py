@@ -230,6 +230,33 @@ def test_braces_inside_strings_are_not_containers(settings):
     assert document_parse(file_type="json", data=ten).sections == ()
 
 
+REFUSED_VALUES = ("The file holds more than 10 JSON values, more than a document may (KNOWLEDGE_JSON_MAX_VALUES). "
+                  "Split the document.")
+
+
+@pytest.mark.parametrize("check", [document_parse, document_check])
+def test_a_json_of_more_values_than_allowed_is_refused_before_it_is_parsed(settings, monkeypatch, check):
+    """`{"k1": 1, …}`: 4 million members took 920 MB as Python objects before the text budget saw one."""
+    settings.KNOWLEDGE_JSON_MAX_VALUES = 10
+
+    def unparsed(*_args, **_kwargs):
+        raise AssertionError("the document was parsed")
+
+    monkeypatch.setattr("apps.knowledge.pipeline.parsers.json_.strict_json_loads", unparsed)
+    with pytest.raises(ConversionFailed) as failed:
+        check(file_type="json", data=b"{" + b",".join(b'"k%d": 1' % i for i in range(11)) + b"}")
+    assert str(failed.value) == REFUSED_VALUES
+
+
+def test_a_json_at_the_value_limit_is_parsed_and_commas_in_strings_are_not_values(settings):
+    settings.KNOWLEDGE_JSON_MAX_VALUES = 10
+    data = b'["a, b, c, d, e, f, g, h, i, j, k, l", ' + b", ".join([b"1"] * 9) + b"]"
+    document_check(file_type="json", data=data)
+    parsed = document_parse(file_type="json", data=data)
+    assert [block.text for block in parsed.sections[0].blocks] == [
+        "[0]: a, b, c, d, e, f, g, h, i, j, k, l", *(f"[{index}]: 1" for index in range(1, 10))]
+
+
 @pytest.mark.parametrize("check", [document_parse, document_check])
 def test_a_csv_of_more_rows_than_allowed_is_refused(settings, check):
     """A block a row, ~110 bytes each however short: 4.5 million one-letter rows held 660 MiB."""

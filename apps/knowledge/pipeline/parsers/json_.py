@@ -14,6 +14,11 @@ size (a 48 MiB one passed 2.3 GB in a worker), and empty containers spend nothin
 budget. So a file holding more objects and arrays than KNOWLEDGE_JSON_MAX_CONTAINERS is refused
 before it is parsed, at upload and in the pipeline: counted outside strings, and only when the
 plain count of `{` and `[` is already over the limit.
+
+Values are held whole before the text budget sees any of them: a 50 MB object of 4 million
+`"k1": 1` members took 920 MB and 21 s to fail as too large, 12 million numbers in an array
+680 MB. So a file of more than KNOWLEDGE_JSON_MAX_VALUES values is refused the same way, before
+it is parsed: a value follows each comma outside strings.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from apps.knowledge.pipeline.parsers.text import text_decode
 # The strict parser words its reasons for a request body.
 _BODY_PREFIX = re.compile(r"^The body (?:is not valid JSON: |is )")
 FULL_CHECK_MAX_BYTES = 4 * 1024 * 1024
+# A string, as apps.core.parsers.json_brackets skips it (an unterminated one runs to the end).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _VALUE_START = frozenset('{["-0123456789tfn')
 # Python's decoder messages (3.11 and 3.12) in an operator's words; one not listed is shown as it is.
@@ -87,23 +94,27 @@ def _leaves(value: Any, path: str, budget: TextBudget) -> list[str]:
     return [line]
 
 
-def _containers_check(text: str) -> str | None:
-    """ConversionFailed past KNOWLEDGE_JSON_MAX_CONTAINERS; the text's brackets when it had to read
-    them (so that a caller does not read them again), else None."""
-    limit = settings.KNOWLEDGE_JSON_MAX_CONTAINERS
-    if text.count("{") + text.count("[") <= limit:
+def _size_check(text: str) -> str | None:
+    """ConversionFailed past KNOWLEDGE_JSON_MAX_CONTAINERS or KNOWLEDGE_JSON_MAX_VALUES; the
+    text's brackets when it had to read them (so that a caller does not read them again), else None."""
+    containers, values = settings.KNOWLEDGE_JSON_MAX_CONTAINERS, settings.KNOWLEDGE_JSON_MAX_VALUES
+    if text.count("{") + text.count("[") <= containers and text.count(",") < values:
         return None
-    brackets = json_brackets(text)
+    outside = _STRING.sub("", text)
+    brackets = json_brackets(outside)
     count = brackets.count("{") + brackets.count("[")
-    if count > limit:
+    if count > containers:
         raise ConversionFailed(f"The file holds {count:,} JSON objects and arrays, more than a document may "
-                               f"({limit:,}, KNOWLEDGE_JSON_MAX_CONTAINERS). Split the document.")
+                               f"({containers:,}, KNOWLEDGE_JSON_MAX_CONTAINERS). Split the document.")
+    if outside.count(",") >= values:
+        raise ConversionFailed(f"The file holds more than {values:,} JSON values, more than a document may "
+                               "(KNOWLEDGE_JSON_MAX_VALUES). Split the document.")
     return brackets
 
 
 def _load(data: bytes) -> Any:
     text = text_decode(data)
-    _containers_check(text)
+    _size_check(text)
     try:
         return strict_json_loads(text)
     except InvalidJSON as exc:
@@ -131,7 +142,7 @@ def _look(data: bytes) -> None:
     """What a large file's upload check can afford: the text decodes, nests no deeper than the
     strict limit, and starts like a JSON value."""
     text = text_decode(data)
-    brackets = _containers_check(text)
+    brackets = _size_check(text)
     if brackets_too_deep(brackets) if brackets is not None else nested_too_deep(text):
         raise ConversionFailed(f"The file is not valid JSON: nested deeper than {JSON_MAX_DEPTH} levels.")
     start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]  # matches the empty string
