@@ -217,6 +217,21 @@ def test_chunking_stops_at_the_cap_before_reading_the_sections_after_it():
     assert read_past_the_cap == []
 
 
+def test_a_code_block_of_many_short_lines_is_cut_without_listing_every_line():
+    # An unclosed fence of 9 million one-character lines (a 19 MB Markdown file) held 1.3 GB:
+    # every line's span was listed before the first piece was cut, ~120 bytes a line (24 MB here).
+    code = "```\n" + "x\n" * 200_000
+    parsed = parse_text(code)
+    tracemalloc.start()
+    try:
+        chunked = document_chunk(parsed=parsed, strategy=_strategy(max_chars=768), max_children=2_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [len(child.text) for child in chunked.children] == [767] * 520 + [len(code.strip()) - 520 * 768]
+    assert peak < 2 * len(code)  # the children themselves are the text once over
+
+
 def test_a_flood_of_tiny_paragraphs_is_placed_one_parent_at_a_time():
     # 300,000 one-character paragraphs in one section: placing them all before cutting the first
     # parent held ~70 bytes a paragraph (over 20 MB here); one parent at a time holds ~1,300.
