@@ -289,6 +289,9 @@ KNOWLEDGE_JSON_MAX_CONTAINERS = env.int("KNOWLEDGE_JSON_MAX_CONTAINERS", default
 KNOWLEDGE_JSON_MAX_VALUES = env.int("KNOWLEDGE_JSON_MAX_VALUES", default=1_000_000)
 # A CSV document's rows (the header aside): each is a block of ~110 bytes in the worker, however short.
 KNOWLEDGE_CSV_MAX_ROWS = env.int("KNOWLEDGE_CSV_MAX_ROWS", default=1_000_000)
+# A text or Markdown document's paragraphs (code blocks and tables count too): each is ~100 bytes
+# in the worker however short, and a short one spends little of the text caps above.
+KNOWLEDGE_MAX_PARAGRAPHS = env.int("KNOWLEDGE_MAX_PARAGRAPHS", default=1_000_000)
 # A PDF document's pages, counted before they are read (the declared count at upload): each is
 # ~2.5 KB of Python objects in the worker however empty, and an empty page adds no text.
 KNOWLEDGE_PDF_MAX_PAGES = env.int("KNOWLEDGE_PDF_MAX_PAGES", default=10_000)

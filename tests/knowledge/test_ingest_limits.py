@@ -329,3 +329,14 @@ def test_a_json_document_of_more_values_than_allowed_fails_with_the_limit_and_st
         "failed", "document_conversion_failed", "Document conversion failed: The file holds more than 10 JSON "
         "values, more than a document may (KNOWLEDGE_JSON_MAX_VALUES). Split the document.")
     assert not Chunk.objects.filter(document_id=document.pk).exists()
+
+
+def test_a_text_document_of_more_paragraphs_than_allowed_fails_with_the_limit_and_stores_nothing(settings):
+    settings.KNOWLEDGE_MAX_PARAGRAPHS = 3
+    document = _stored(KnowledgeBaseFactory(), "short.txt", "txt", b"a\n\nb\n\nc\n\nd")
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code, document.error_message) == (
+        "failed", "document_conversion_failed", "Document conversion failed: The document has more than 3 "
+        "paragraphs, more than a document may (KNOWLEDGE_MAX_PARAGRAPHS). Split it into smaller files.")
+    assert not Chunk.objects.filter(document_id=document.pk).exists()

@@ -230,6 +230,33 @@ def test_braces_inside_strings_are_not_containers(settings):
     assert document_parse(file_type="json", data=ten).sections == ()
 
 
+REFUSED_PARAGRAPHS = ("The document has more than 3 paragraphs, more than a document may (KNOWLEDGE_MAX_PARAGRAPHS). "
+                      "Split it into smaller files.")
+
+
+@pytest.mark.parametrize(("file_type", "data"), [
+    ("txt", b"a\n\nb\n \nc\n\n\n\nd"),
+    ("markdown", b"# A\n\na\n\n```\nb\n```\n\n| c |\n\n## D\n\nd"),
+])
+def test_a_document_of_more_paragraphs_than_allowed_is_refused(settings, file_type, data):
+    """A block a paragraph, ~100 bytes each however short: 6.5 million one-letter paragraphs held
+    570-620 MB and took 40-75 s before failing over the chunk cap."""
+    settings.KNOWLEDGE_MAX_PARAGRAPHS = 3
+    with pytest.raises(ConversionFailed) as failed:
+        document_parse(file_type=file_type, data=data)
+    assert str(failed.value) == REFUSED_PARAGRAPHS
+
+
+@pytest.mark.parametrize(("file_type", "data", "texts"), [
+    ("txt", b"a\n\nb\n \nc\n\n\n\n", ["a", "b", "c"]),
+    ("markdown", b"# A\n\na\n\n```\nb\n```\n\n## D\n\n| c |", ["a", "```\nb\n```", "| c |"]),
+])
+def test_a_document_at_the_paragraph_limit_is_read_whole(settings, file_type, data, texts):
+    settings.KNOWLEDGE_MAX_PARAGRAPHS = 3
+    parsed = document_parse(file_type=file_type, data=data)
+    assert [block.text for section in parsed.sections for block in section.blocks] == texts
+
+
 REFUSED_VALUES = ("The file holds more than 10 JSON values, more than a document may (KNOWLEDGE_JSON_MAX_VALUES). "
                   "Split the document.")
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import re
 
-from apps.knowledge.pipeline.parsers.base import Block, ParsedDocument, Section, TextBudget, has_visible_text
+from apps.knowledge.pipeline.parsers.base import (
+    Block,
+    ParagraphCount,
+    ParsedDocument,
+    Section,
+    TextBudget,
+    has_visible_text,
+)
 from apps.knowledge.pipeline.parsers.text import text_decode
 
 # Every pattern here runs on whatever a file puts in a heading line, so none may backtrack over
@@ -121,6 +128,7 @@ class _Builder:
         self.sections: list[Section] = []
         self.stack: list[tuple[int, str]] = []
         self.blocks: list[Block] = []
+        self.count = ParagraphCount()
         self.paragraph: list[str] = []
 
     def flush_paragraph(self) -> None:
@@ -130,7 +138,11 @@ class _Builder:
         if not text.strip():
             return
         is_table = all(line.lstrip().startswith("|") for line in lines if line.strip())
-        self.blocks.append(Block(text=text.strip(), kind="table" if is_table else "paragraph"))
+        self.add(Block(text=text.strip(), kind="table" if is_table else "paragraph"))
+
+    def add(self, block: Block) -> None:
+        self.count.add()
+        self.blocks.append(block)
 
     def flush_section(self) -> None:
         self.flush_paragraph()
@@ -158,7 +170,7 @@ def parse_text(text: str) -> ParsedDocument:
             fence_lines.append(line)
             stripped = line.strip()
             if stripped.startswith(fence) and set(stripped) == {fence[0]}:
-                builder.blocks.append(Block(text="\n".join(fence_lines), kind="code"))
+                builder.add(Block(text="\n".join(fence_lines), kind="code"))
                 fence, fence_lines = None, []
             continue
         if raw_block is not None:
@@ -189,7 +201,7 @@ def parse_text(text: str) -> ParsedDocument:
             continue
         builder.paragraph.append(line)
     if fence is not None:  # an unclosed fence runs to the end, as in CommonMark
-        builder.blocks.append(Block(text="\n".join(fence_lines), kind="code"))
+        builder.add(Block(text="\n".join(fence_lines), kind="code"))
     builder.flush_section()
     return ParsedDocument(file_type="markdown", sections=tuple(builder.sections))
 

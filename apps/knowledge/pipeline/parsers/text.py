@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from apps.knowledge.pipeline.parsers.base import (
     Block,
     ConversionFailed,
+    ParagraphCount,
     ParsedDocument,
     Section,
     TextBudget,
@@ -336,16 +337,33 @@ def text_decode(data: bytes) -> str:
     return _CONTROL.sub("", _SEPARATING.sub(" ", text))
 
 
+def _paragraphs(text: str) -> Iterator[str]:
+    """paragraphs(text), one at a time."""
+    start = 0
+    for blank in _BLANK_LINES.finditer(text):
+        part = text[start:blank.start()].strip()
+        if part:
+            yield part
+        start = blank.end()
+    part = text[start:].strip()
+    if part:
+        yield part
+
+
 def paragraphs(text: str) -> list[str]:
     """Blank-line separated paragraphs, trimmed, empty ones dropped."""
-    return [part.strip() for part in _BLANK_LINES.split(text) if part.strip()]
+    return list(_paragraphs(text))
 
 
 def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     text = text_decode(data)
     budget.spend(len(text))  # no more text than the file holds: counted once
-    blocks = tuple(Block(text=paragraph) for paragraph in paragraphs(text))
-    return ParsedDocument(file_type="txt", sections=(Section(headings=(), blocks=blocks),) if blocks else ())
+    count = ParagraphCount()
+    blocks = []
+    for paragraph in _paragraphs(text):
+        count.add()
+        blocks.append(Block(text=paragraph))
+    return ParsedDocument(file_type="txt", sections=(Section(headings=(), blocks=tuple(blocks)),) if blocks else ())
 
 
 def check(data: bytes) -> bool:
