@@ -289,6 +289,9 @@ KNOWLEDGE_JSON_MAX_CONTAINERS = env.int("KNOWLEDGE_JSON_MAX_CONTAINERS", default
 KNOWLEDGE_JSON_MAX_VALUES = env.int("KNOWLEDGE_JSON_MAX_VALUES", default=1_000_000)
 # A CSV document's rows (the header aside): each is a block of ~110 bytes in the worker, however short.
 KNOWLEDGE_CSV_MAX_ROWS = env.int("KNOWLEDGE_CSV_MAX_ROWS", default=1_000_000)
+# And a row's cells (a spreadsheet's columns at most): the csv module holds a row whole, ~60 bytes a
+# cell however short, before the caps above see it.
+KNOWLEDGE_CSV_MAX_COLUMNS = env.int("KNOWLEDGE_CSV_MAX_COLUMNS", default=16_384)
 # A text or Markdown document's paragraphs (code blocks and tables count too): each is ~100 bytes
 # in the worker however short, and a short one spends little of the text caps above.
 KNOWLEDGE_MAX_PARAGRAPHS = env.int("KNOWLEDGE_MAX_PARAGRAPHS", default=1_000_000)

@@ -340,3 +340,14 @@ def test_a_text_document_of_more_paragraphs_than_allowed_fails_with_the_limit_an
         "failed", "document_conversion_failed", "Document conversion failed: The document has more than 3 "
         "paragraphs, more than a document may (KNOWLEDGE_MAX_PARAGRAPHS). Split it into smaller files.")
     assert not Chunk.objects.filter(document_id=document.pk).exists()
+
+
+def test_a_csv_document_with_a_row_of_more_cells_than_allowed_fails_with_the_limit_and_stores_nothing(settings):
+    settings.KNOWLEDGE_CSV_MAX_COLUMNS = 3
+    document = _stored(KnowledgeBaseFactory(), "wide.csv", "csv", b"name\n" + b",".join([b"12"] * 4) + b"\n")
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code, document.error_message) == (
+        "failed", "document_conversion_failed", "Document conversion failed: The row that starts at line 2 has "
+        "more than 3 cells, more than a row may (KNOWLEDGE_CSV_MAX_COLUMNS). Check its delimiters, or split the file.")
+    assert not Chunk.objects.filter(document_id=document.pk).exists()
