@@ -8,12 +8,13 @@ from pypdf.errors import DependencyError
 
 from apps.knowledge.pipeline.parsers import (
     ConversionFailed,
+    TextBudget,
     UnsupportedFileType,
     document_check,
     document_parse,
     file_type_detect,
 )
-from apps.knowledge.pipeline.parsers.markdown import heading_clean, parse_text
+from apps.knowledge.pipeline.parsers.markdown import TICK_LINES, heading_clean, parse_text
 from apps.knowledge.pipeline.parsers.text import text_decode
 from tests.knowledge.pdfs import pdf_build, pdf_catalog_in_object_stream, pdf_content_filtered, without_brotli
 
@@ -810,6 +811,15 @@ def test_200_kb_of_adversarial_headings_parse_in_time_linear_in_their_size(unit)
     heading = "# x" + unit * (990 // len(unit)) + "y\n\n正文。\n\n"
     adversarial = heading * (MARKDOWN_SIZE // len(heading) + 1)
     assert _markdown_parse_seconds(adversarial) <= 20 * _markdown_parse_seconds(_normal_markdown())
+
+
+def test_markdown_parsing_reports_progress_while_it_runs():
+    """The pipeline's heartbeat: 5 million heading lines took a minute or two with none."""
+    calls = []
+    budget = TextBudget(max_chars=10**9, on_progress=lambda: calls.append(1), progress_seconds=0)
+    document_parse(file_type="markdown", data=b"# h\n" * (3 * TICK_LINES), budget=budget)
+    # Once as the text is spent, then every TICK_LINES lines.
+    assert len(calls) == 1 + 3
 
 
 def test_a_markdown_line_too_long_for_a_heading_stays_as_text():

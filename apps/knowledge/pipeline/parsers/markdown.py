@@ -158,14 +158,22 @@ class _Builder:
         self.stack.append((level, title))
 
 
-def parse_text(text: str) -> ParsedDocument:
+# Lines between two calls of the budget's tick: 5 million heading lines (20 MB) take a minute or
+# two, and the pipeline's heartbeat rides on the tick (a run silent for
+# KNOWLEDGE_HEARTBEAT_STALE_SECONDS is handed to another worker).
+TICK_LINES = 10_000
+
+
+def parse_text(text: str, budget: TextBudget | None = None) -> ParsedDocument:
     lines = _drop_front_matter(text.split("\n"))
     builder = _Builder()
     fence: str | None = None
     fence_lines: list[str] = []
     raw_block: str | None = None
     in_comment = False
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
+        if budget is not None and not number % TICK_LINES:
+            budget.tick()
         if fence is not None:
             fence_lines.append(line)
             stripped = line.strip()
@@ -209,7 +217,7 @@ def parse_text(text: str) -> ParsedDocument:
 def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     text = text_decode(data)
     budget.spend(len(text))  # no more text than the file holds: counted once
-    return parse_text(text)
+    return parse_text(text, budget)
 
 
 def check(data: bytes) -> bool:
