@@ -3,7 +3,10 @@ DATABASE_URL/REDIS_URL); nothing here mocks the database or the broker."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
@@ -46,6 +49,24 @@ def api_client() -> APIClient:
 # Whether this process's session worker is up: once started it stays up for the rest of the
 # session and takes every task any later test queues.
 _session_worker = {"running": False}
+
+
+@pytest.fixture(scope="session")
+def embedded_var_dir():
+    """Makes a var dir for a separate embedded PostgreSQL and Redis, outside pytest's own temporary
+    folder. Run as root, pgserver runs postgres as the user `pgserver` and opens the folders above
+    its data directory to it; a pytest session starting meanwhile on the machine closes
+    /tmp/pytest-of-root to its owner again, and the postgres of a test there could not restart
+    ("could not access directory … Permission denied"). Removed at the end of the session."""
+    made: list[Path] = []
+
+    def make(name: str) -> Path:
+        made.append(Path(tempfile.mkdtemp(prefix=f"bailing-{name}-")))
+        return made[-1]
+
+    yield make
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

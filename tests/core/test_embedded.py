@@ -17,8 +17,8 @@ CONNECT = ("import os, psycopg, redis; psycopg.connect(os.environ['DATABASE_URL'
 
 
 @pytest.fixture(scope="module")
-def var_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("embedded-var")
+def var_dir(embedded_var_dir):
+    return embedded_var_dir("embedded-var")
 
 
 def _env(var_dir: Path) -> dict[str, str]:
@@ -97,7 +97,7 @@ def test_pid_files_left_by_killed_servers_are_recognised_and_cleared(var_dir):
     assert _alive(os.getpid())  # the stale Redis pid was not signalled
 
 
-def test_a_start_slower_than_pgservers_wait_is_waited_for(tmp_path):
+def test_a_start_slower_than_pgservers_wait_is_waited_for(embedded_var_dir):
     """pgserver stops waiting for `pg_ctl start` after 10 s while the postmaster goes on starting; on
     a loaded machine a new cluster's first start took longer and `embedded up` failed (a CI run's
     fixture did). Here pg_ctl launches the server without waiting (-W) and pgserver is told it timed
@@ -115,7 +115,7 @@ def test_a_start_slower_than_pgservers_wait_is_waited_for(tmp_path):
             "from bailinghub import embedded; import psycopg\n"
             "url, started = embedded.postgres_start()\n"
             "print(started, psycopg.connect(url).execute('SELECT 1').fetchone()[0])\n")
-    env = _env(tmp_path)
+    env = _env(embedded_var_dir("slow-start"))
     try:
         done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=180)

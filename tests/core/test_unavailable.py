@@ -33,9 +33,9 @@ def _embedded(env: dict[str, str], code: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(embedded_var_dir):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "TEST_DATABASE_NAME"}}
-    env.update(BAILING_VAR_DIR=str(tmp_path_factory.mktemp("unavailable-var")), DEBUG="false",
+    env.update(BAILING_VAR_DIR=str(embedded_var_dir("unavailable-var")), DEBUG="false",
                SECRET_KEY="unavailable-test-" + "k" * 40, DJANGO_SETTINGS_MODULE="bailinghub.settings")
     server = None
     try:
