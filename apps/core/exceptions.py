@@ -74,8 +74,10 @@ def error_payload(status: int, message: str | None = None, code: str | None = No
 
 
 def error_response(status: int, message: str | None = None, code: str | None = None, **extra: Any) -> JsonResponse:
+    # Compact, as CompactJSONRenderer renders every answer of an agent view: an error answered
+    # before any view runs (an unknown path, a body over its budget) is no different on the wire.
     return JsonResponse(error_payload(status, message, code, **extra), status=status,
-                        json_dumps_params={"ensure_ascii": False})
+                        json_dumps_params={"ensure_ascii": False, "separators": (",", ":")})
 
 
 FIELD_ERRORS_SHOWN = 10
