@@ -13,6 +13,7 @@ from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.tasks.errors import ProjectReadOnly, TaskNotFound
 from apps.tasks.models import Task, TaskCharge, TaskMember
+from apps.tasks.services import task_state_current
 
 TASK_SCHEMA = "bailing.agent-task.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
@@ -69,7 +70,7 @@ def task_snapshot(*, session: AgentSession, task_id: str, workspace: str,
         client_conversation_id=client_conversation_id).first())
     if member is None:
         raise TaskNotFound()
-    task = member.task
+    task = task_state_current(task=member.task)
     return {"schema_version": TASK_SCHEMA, "task_id": str(task.pk), "state": task.state,
             "revision": task_revision_hex(task),
             "ledger_sequence": task.ledger_sequence, "scope_hash": task.scope_hash,

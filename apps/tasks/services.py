@@ -296,6 +296,19 @@ def task_members_verify(*, task: Task) -> None:
             raise TaskScopeBlocked()
 
 
+def task_state_current(*, task: Task) -> Task:
+    """``task`` as a read shows it: a task whose member set no longer holds (a revoked, expired or
+    changed member) is blocked first, as the next bound call would find it, so no view calls
+    ``active`` a task the contract says is blocked. Returns the task re-read when it was blocked."""
+    if task.state in (Task.State.BLOCKED, Task.State.CANCELLED):
+        return task
+    try:
+        task_members_verify(task=task)
+    except TaskScopeBlocked:
+        return Task.objects.get(pk=task.pk)
+    return task
+
+
 def task_usable(*, task: Task) -> None:
     """The states in which a bound turn, search or read may not proceed."""
     if task.state == Task.State.CANCELLED:

@@ -332,3 +332,30 @@ def test_a_list_limit_outside_1_to_200_or_not_ascii_digits_is_400(world, limit):
     response = world.api.get(f"/api/v1/builder/tasks?limit={limit}", **_op(world))
     body = response.json()
     assert (response.status_code, body["error"], list(body["fields"])) == (400, "invalid_request", ["limit"])
+
+
+def test_the_snapshot_after_a_member_is_revoked_says_the_task_is_blocked(world):
+    members = [MemberSpec(session_id=str(s.session.pk), workspace=world.route.key, client_conversation_id=CONVERSATION)
+               for s in (world.first, world.second)]
+    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="two", members=members,
+                          policy=PolicySpec())
+    session_revoke(session=world.second.session, revoked_by="operator")
+    url = f"/agent-api/v1/tasks/{task.pk}?workspace={world.route.key}&client_conversation_id={CONVERSATION}"
+    response = _get(world, url)
+    assert response.status_code == 200
+    assert (response.json()["state"], response.json()["revision"]) == (
+        "blocked", revision_of({"task": str(task.pk), "revision": 2}))
+    task.refresh_from_db()
+    assert (task.state, task.blocked_reason) == ("blocked", "a member session was revoked")
+
+
+def test_the_builder_read_after_a_member_is_revoked_says_the_task_is_blocked(world):
+    members = [MemberSpec(session_id=str(s.session.pk), workspace=world.route.key, client_conversation_id=CONVERSATION)
+               for s in (world.first, world.second)]
+    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="two", members=members,
+                          policy=PolicySpec())
+    session_revoke(session=world.second.session, revoked_by="operator")
+    response = world.api.get(f"/api/v1/builder/tasks/{task.pk}", **_op(world))
+    assert response.status_code == 200
+    data = response.json()["data"]
+    assert (data["state"], data["revision"], data["blocked_reason"]) == ("blocked", 2, "a member session was revoked")

@@ -84,7 +84,7 @@ class TaskCreateApi(TaskBuilderApi):
 
 class TaskGetApi(TaskBuilderApi):
     def get(self, request, task_id):
-        task = selectors.task_get_visible(user=request.user, task_id=task_id)
+        task = services.task_state_current(task=selectors.task_get_visible(user=request.user, task_id=task_id))
         return Response({"data": task_detail_out(task, runs=selectors.task_runs_summary(task=task))})
 
 
