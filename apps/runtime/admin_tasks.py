@@ -507,7 +507,8 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        task = self._task(request, object_id)
+        # A revoked or expired member blocks the task: the page says so, as the agent's reads do.
+        task = services.task_state_current(task=self._task(request, object_id))
         if request.method == "POST":
             # The page has no form of its own: controls post to their own URL.
             return HttpResponseRedirect(reverse("admin:tasks_task_change", args=[task.pk]))
@@ -546,7 +547,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def live_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
         """The counters the task page refreshes: states and counts only."""
-        task = self._task(request, object_id)
+        task = services.task_state_current(task=self._task(request, object_id))
         # admin_view already marks it never-cache (no-store).
         return JsonResponse({"state": task.state, "revision": task.revision,
                              "ledger_sequence": task.ledger_sequence, "counters": selectors.task_counters(task),

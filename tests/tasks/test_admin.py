@@ -568,3 +568,21 @@ def test_the_tool_picks_walk_only_the_routes_with_agent_direct_tools(world, tool
     options = admin_tasks.project_tool_options(world.route.project)
     assert walked == [world.route.key]
     assert [option.value for option in options] == ["store-assistant:order_status", "store-assistant:stock_adjust"]
+
+
+def test_a_task_whose_member_was_revoked_reads_blocked_on_its_page_and_its_live_counters(world, owner):
+    """The agent's and the builder's reads say blocked; the operator's page said active with the
+    member's session shown revoked beside it, and offered Pause."""
+    from apps.agent_auth.services import session_revoke
+
+    task = _task(world)
+    live = owner.get(reverse("admin:tasks_task_live", args=[task.pk])).json()
+    assert live["state"] == "active"
+    session_revoke(session=world.first.session, revoked_by="operator", reason="left")
+    page = owner.get(reverse("admin:tasks_task_change", args=[task.pk]))
+    assert page.status_code == 200
+    assert page.context["task"].state == "blocked"
+    assert [action["name"] for action in page.context["actions"]] == ["cancel"]
+    assert owner.get(reverse("admin:tasks_task_live", args=[task.pk])).json()["state"] == "blocked"
+    task.refresh_from_db()
+    assert (task.state, task.blocked_reason) == ("blocked", "a member session was revoked")
