@@ -320,34 +320,23 @@ def test_a_pdf_over_the_page_limit_fails_alone_leaving_the_kbs_other_documents_s
         "Refunds take seven days."]
 
 
-def test_a_json_document_of_more_values_than_allowed_fails_with_the_limit_and_stores_nothing(settings):
-    settings.KNOWLEDGE_JSON_MAX_VALUES = 10
-    document = _stored(KnowledgeBaseFactory(), "values.json", "json", json.dumps(list(range(11))).encode())
+@pytest.mark.parametrize(("setting", "name", "file_type", "data", "message"), [
+    ("KNOWLEDGE_JSON_MAX_VALUES", "values.json", "json", json.dumps(list(range(11))).encode(),
+     "The file holds more than 10 JSON values, more than a document may (KNOWLEDGE_JSON_MAX_VALUES). "
+     "Split the document."),
+    ("KNOWLEDGE_MAX_PARAGRAPHS", "short.txt", "txt", b"a\n\nb\n\nc\n\nd" + b"\n\ne" * 7,
+     "The document has more than 10 paragraphs, more than a document may (KNOWLEDGE_MAX_PARAGRAPHS). "
+     "Split it into smaller files."),
+    ("KNOWLEDGE_CSV_MAX_COLUMNS", "wide.csv", "csv", b"name\n" + b",".join([b"12"] * 11) + b"\n",
+     "The row that starts at line 2 has more than 10 cells, more than a row may (KNOWLEDGE_CSV_MAX_COLUMNS). "
+     "Check its delimiters, or split the file."),
+], ids=["json values", "text paragraphs", "csv cells"])
+def test_a_document_over_a_count_limit_fails_naming_the_limit_and_stores_nothing(settings, setting, name, file_type,
+                                                                               data, message):
+    setattr(settings, setting, 10)
+    document = _stored(KnowledgeBaseFactory(), name, file_type, data)
     assert ingest.document_ingest(document_id=document.pk) == "failed"
     document.refresh_from_db()
     assert (document.status, document.error_code, document.error_message) == (
-        "failed", "document_conversion_failed", "Document conversion failed: The file holds more than 10 JSON "
-        "values, more than a document may (KNOWLEDGE_JSON_MAX_VALUES). Split the document.")
-    assert not Chunk.objects.filter(document_id=document.pk).exists()
-
-
-def test_a_text_document_of_more_paragraphs_than_allowed_fails_with_the_limit_and_stores_nothing(settings):
-    settings.KNOWLEDGE_MAX_PARAGRAPHS = 3
-    document = _stored(KnowledgeBaseFactory(), "short.txt", "txt", b"a\n\nb\n\nc\n\nd")
-    assert ingest.document_ingest(document_id=document.pk) == "failed"
-    document.refresh_from_db()
-    assert (document.status, document.error_code, document.error_message) == (
-        "failed", "document_conversion_failed", "Document conversion failed: The document has more than 3 "
-        "paragraphs, more than a document may (KNOWLEDGE_MAX_PARAGRAPHS). Split it into smaller files.")
-    assert not Chunk.objects.filter(document_id=document.pk).exists()
-
-
-def test_a_csv_document_with_a_row_of_more_cells_than_allowed_fails_with_the_limit_and_stores_nothing(settings):
-    settings.KNOWLEDGE_CSV_MAX_COLUMNS = 3
-    document = _stored(KnowledgeBaseFactory(), "wide.csv", "csv", b"name\n" + b",".join([b"12"] * 4) + b"\n")
-    assert ingest.document_ingest(document_id=document.pk) == "failed"
-    document.refresh_from_db()
-    assert (document.status, document.error_code, document.error_message) == (
-        "failed", "document_conversion_failed", "Document conversion failed: The row that starts at line 2 has "
-        "more than 3 cells, more than a row may (KNOWLEDGE_CSV_MAX_COLUMNS). Check its delimiters, or split the file.")
+        "failed", "document_conversion_failed", f"Document conversion failed: {message}")
     assert not Chunk.objects.filter(document_id=document.pk).exists()

@@ -141,12 +141,18 @@ def test_a_paused_task_still_opens_turns(world):
     assert response.status_code == 200
 
 
-def test_a_turn_after_a_member_is_revoked_blocks_the_task(world):
+def _task_with_second_member_revoked(world) -> Task:
+    """A task of both sessions, the second revoked since."""
     members = [MemberSpec(session_id=str(s.session.pk), workspace=world.route.key, client_conversation_id=CONVERSATION)
                for s in (world.first, world.second)]
     task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="two", members=members,
                           policy=PolicySpec())
     session_revoke(session=world.second.session, revoked_by="operator")
+    return task
+
+
+def test_a_turn_after_a_member_is_revoked_blocks_the_task(world):
+    task = _task_with_second_member_revoked(world)
     before = Run.objects.count()
     response = open_turn(world.api, world.first.access_token, world.route.key, task_binding=_binding(task))
     assert (response.status_code, response.json()["error"]) == (409, "TASK_SCOPE_BLOCKED")
@@ -335,11 +341,7 @@ def test_a_list_limit_outside_1_to_200_or_not_ascii_digits_is_400(world, limit):
 
 
 def test_the_snapshot_after_a_member_is_revoked_says_the_task_is_blocked(world):
-    members = [MemberSpec(session_id=str(s.session.pk), workspace=world.route.key, client_conversation_id=CONVERSATION)
-               for s in (world.first, world.second)]
-    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="two", members=members,
-                          policy=PolicySpec())
-    session_revoke(session=world.second.session, revoked_by="operator")
+    task = _task_with_second_member_revoked(world)
     url = f"/agent-api/v1/tasks/{task.pk}?workspace={world.route.key}&client_conversation_id={CONVERSATION}"
     response = _get(world, url)
     assert response.status_code == 200
@@ -350,11 +352,7 @@ def test_the_snapshot_after_a_member_is_revoked_says_the_task_is_blocked(world):
 
 
 def test_the_builder_read_after_a_member_is_revoked_says_the_task_is_blocked(world):
-    members = [MemberSpec(session_id=str(s.session.pk), workspace=world.route.key, client_conversation_id=CONVERSATION)
-               for s in (world.first, world.second)]
-    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id="two", members=members,
-                          policy=PolicySpec())
-    session_revoke(session=world.second.session, revoked_by="operator")
+    task = _task_with_second_member_revoked(world)
     response = world.api.get(f"/api/v1/builder/tasks/{task.pk}", **_op(world))
     assert response.status_code == 200
     data = response.json()["data"]
