@@ -39,7 +39,9 @@ def knowledge_base_list_visible(*, user, project_id=None) -> QuerySet[KnowledgeB
     )
     if project_id is not None:
         queryset = queryset.filter(project_id=project_id)
-    return queryset.order_by("project__name", "name")
+    # Project names repeat; the project's id, then the KB's, make the order total, so offset pages
+    # of the builder list neither repeat nor skip a KB.
+    return queryset.order_by("project__name", "project_id", "name", "id")
 
 
 def knowledge_base_get_visible(*, user, kb_id) -> KnowledgeBase:

@@ -20,7 +20,8 @@ def provider_list(*, projects: QuerySet[Project] | list[Project]) -> QuerySet[To
     """Providers of the given projects, with their tool counts (one query)."""
     return (ToolProvider.objects.filter(project__in=projects).select_related("project")
             .annotate(tool_count=Count("tools"), enabled_tool_count=Count("tools", filter=Q(tools__enabled=True)))
-            .order_by("project__name", "name"))
+            # A total order (project names repeat): offset pages neither repeat nor skip a provider.
+            .order_by("project__name", "project_id", "name", "id"))
 
 
 def provider_get(*, projects: QuerySet[Project] | list[Project], provider_id: uuid.UUID | str) -> ToolProvider:
