@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission, IsAuthenticated
@@ -74,13 +75,22 @@ def by_method(**views: Any) -> Any:
     """One URL, one view class per HTTP method. Attributes the middleware reads (body limits)
     come from the class handling the body (`cls`)."""
     handlers = {method.upper(): view for method, view in views.items()}
+    # Each view's APIView writes Allow with its own methods only; the URL allows every view's
+    # (a 405 to PUT on a GET|POST URL said "GET, HEAD, OPTIONS", and a client reading it found no POST).
+    offered = {method for view in handlers.values() for method in view.cls(**view.initkwargs).allowed_methods}
+    if "GET" in offered:
+        offered.add("HEAD")  # View.setup() answers HEAD with get()
+    allow = ", ".join(name.upper() for name in View.http_method_names if name.upper() in offered)
 
     @csrf_exempt
     def dispatch(request: Any, *args: Any, **kwargs: Any) -> Any:
         handler = handlers.get(request.method)
         if handler is None:
-            handler = next(iter(handlers.values()))  # its APIView answers 405 with Allow
-        return handler(request, *args, **kwargs)
+            handler = next(iter(handlers.values()))  # its APIView answers 405
+        response = handler(request, *args, **kwargs)
+        if response.has_header("Allow"):
+            response["Allow"] = allow
+        return response
 
     body_view = handlers.get("POST") or handlers.get("PATCH") or next(iter(handlers.values()))
     dispatch.cls = body_view.cls  # type: ignore[attr-defined]
