@@ -109,13 +109,14 @@ def project_editable_get(*, user: Any, project_id: str | None) -> Project | None
 
 def task_runs_summary(*, task: Task) -> list[dict[str, Any]]:
     """The task's runs, newest first, with their invocation states counted — no arguments, no bodies."""
-    rows = (task.runs.select_related("run", "member").order_by("-run__created_at")[:100])
-    out = []
-    for link in rows:
-        states: dict[str, int] = {}
-        for state in link.run.invocations.values_list("state", flat=True):
-            states[state] = states.get(state, 0) + 1
-        out.append({"run_id": str(link.run_id), "workspace": link.member.workspace,
-                    "client_conversation_id": link.member.client_conversation_id,
-                    "run_state": link.run.state, "invocations": states})
-    return out
+    rows = list(task.runs.select_related("run", "member").order_by("-run__created_at")[:100])
+    # Every run's states in one query (one per run was a hundred queries for a busy task).
+    states: dict[Any, dict[str, int]] = {link.run_id: {} for link in rows}
+    counted = (task.runs.filter(run_id__in=list(states), run__invocations__isnull=False)
+               .values_list("run_id", "run__invocations__state").annotate(n=Count("run__invocations"))
+               .order_by("run_id", "run__invocations__state"))
+    for run_id, state, n in counted:
+        states[run_id][state] = n
+    return [{"run_id": str(link.run_id), "workspace": link.member.workspace,
+             "client_conversation_id": link.member.client_conversation_id,
+             "run_state": link.run.state, "invocations": states[link.run_id]} for link in rows]
