@@ -127,6 +127,27 @@ def _postgres_ready() -> bool:
     return len(lines) >= 8 and lines[7].strip() == "ready" and _postgres_pid() is not None
 
 
+# After pgserver stopped waiting, how long the postmaster may take to write its pid file at all
+# before it is taken for one that never started.
+POSTGRES_PID_FILE_SECONDS = 30.0
+
+
+def _postgres_wait_started(deadline: float) -> None:
+    """Wait (until `deadline`) for a postmaster pgserver stopped waiting for to be ready, or to be
+    found dead: its pid file names a process that is gone, or none appeared within
+    POSTGRES_PID_FILE_SECONDS. A pid file being written (no pid yet, or no status line) is waited
+    for: pgserver reading it half-written fails on it."""
+    pid_file = PG_DIR / "postmaster.pid"
+    written_by = time.monotonic() + POSTGRES_PID_FILE_SECONDS
+    while time.monotonic() < deadline and not _postgres_ready():
+        pid = _read_pid(pid_file)
+        if pid is not None and not _pid_runs(pid, "postgres"):
+            return  # died starting
+        if pid is None and not pid_file.exists() and time.monotonic() > written_by:
+            return  # never started
+        time.sleep(0.1)
+
+
 def _pgserver_get(pgserver):
     """pgserver's server for PG_DIR, started if needed. When pgserver stops waiting for pg_ctl, wait
     (until POSTGRES_START_SECONDS) for the postmaster to be ready and ask again: pgserver then finds it
@@ -138,11 +159,10 @@ def _pgserver_get(pgserver):
         except subprocess.TimeoutExpired:
             # pgserver (0.1.4, pinned) keeps the half-made handle and would hand it out again.
             pgserver.postgres_server.PostgresServer._instances.pop(PG_DIR.resolve(), None)
-            while not _postgres_ready() and _postgres_pid() is not None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            _postgres_wait_started(deadline)
             if time.monotonic() >= deadline:
                 raise
-            if _postgres_pid() is None:
+            if not _postgres_ready():
                 _postgres_clear_stale_pid()
 
 

@@ -122,3 +122,74 @@ def test_a_start_slower_than_pgservers_wait_is_waited_for(embedded_var_dir):
         assert (done.returncode, done.stdout.strip()) == (0, "True 1"), done.stderr[-3000:]
     finally:
         subprocess.run([sys.executable, "-m", "bailinghub.embedded", "down"], cwd=ROOT, env=env, timeout=120)
+
+
+def test_after_pgservers_wait_a_pid_file_still_being_written_is_waited_for(tmp_path, monkeypatch):
+    """pgserver gave up on `pg_ctl start` before the postmaster had written postmaster.pid (a fresh
+    clone's run beside another): the start took no pid file for a dead postmaster and asked pgserver
+    again, which read the file half-written (7 of its 8 lines) and failed. Here a postmaster writes
+    its pid file in two steps after pgserver gave up: pgserver is asked again only once it is ready."""
+    import threading
+    import types
+
+    from bailinghub import embedded
+
+    monkeypatch.setattr(embedded, "PG_DIR", tmp_path)
+    postmaster = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "postgres"])
+    lines = [str(postmaster.pid), str(tmp_path), "1796492968", "5432", "", "", "  2703900    786434"]
+
+    def write_slowly() -> None:
+        time.sleep(0.3)
+        (tmp_path / "postmaster.pid").write_text("\n".join(lines) + "\n")
+        time.sleep(0.3)
+        (tmp_path / "postmaster.pid").write_text("\n".join([*lines, "ready   "]) + "\n")
+
+    asked: list[list[str]] = []
+
+    def get_server(pgdata, cleanup_mode=None):
+        try:
+            asked.append((tmp_path / "postmaster.pid").read_text().splitlines())
+        except FileNotFoundError:
+            asked.append([])
+        if len(asked) == 1:
+            threading.Thread(target=write_slowly, daemon=True).start()
+            raise subprocess.TimeoutExpired("pg_ctl start", 10)
+        return "server"
+
+    fake = types.SimpleNamespace(get_server=get_server, postgres_server=types.SimpleNamespace(
+        PostgresServer=types.SimpleNamespace(_instances={})))
+    try:
+        assert embedded._pgserver_get(fake) == "server"
+    finally:
+        postmaster.kill()
+        postmaster.wait()
+    # Asked twice: before the start, and once the postmaster said ready (never with the file half-written).
+    assert [len(seen) for seen in asked] == [0, 8]
+    assert asked[1][7].strip() == "ready"
+
+
+@pytest.mark.parametrize("left", ["nothing", "a dead postmaster's pid file"])
+def test_after_pgservers_wait_a_postmaster_that_never_started_or_died_is_started_again(tmp_path, monkeypatch, left):
+    import types
+
+    from bailinghub import embedded
+
+    monkeypatch.setattr(embedded, "PG_DIR", tmp_path)
+    monkeypatch.setattr(embedded, "POSTGRES_PID_FILE_SECONDS", 0.3)
+    if left != "nothing":
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        (tmp_path / "postmaster.pid").write_text(f"{gone.pid}\n{tmp_path}\n")
+    asked: list[bool] = []
+
+    def get_server(pgdata, cleanup_mode=None):
+        asked.append((tmp_path / "postmaster.pid").exists())
+        if len(asked) == 1:
+            raise subprocess.TimeoutExpired("pg_ctl start", 10)
+        return "server"
+
+    fake = types.SimpleNamespace(get_server=get_server, postgres_server=types.SimpleNamespace(
+        PostgresServer=types.SimpleNamespace(_instances={})))
+    assert embedded._pgserver_get(fake) == "server"
+    # Asked again to start it, the dead postmaster's pid file cleared first.
+    assert asked == [left != "nothing", False]
