@@ -33,7 +33,7 @@ from apps.core.parsers import (
     JSON_MAX_DEPTH,
     InvalidJSON,
     brackets_too_deep,
-    json_brackets,
+    json_marks,
     nested_too_deep,
     strict_json_loads,
 )
@@ -43,8 +43,6 @@ from apps.knowledge.pipeline.parsers.text import text_decode
 # The strict parser words its reasons for a request body.
 _BODY_PREFIX = re.compile(r"^The body (?:is not valid JSON: |is )")
 FULL_CHECK_MAX_BYTES = 4 * 1024 * 1024
-# A string, as apps.core.parsers.json_brackets skips it (an unterminated one runs to the end).
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _VALUE_START = frozenset('{["-0123456789tfn')
 # Python's decoder messages (3.11 and 3.12) in an operator's words; one not listed is shown as it is.
@@ -100,13 +98,13 @@ def _size_check(text: str) -> str | None:
     containers, values = settings.KNOWLEDGE_JSON_MAX_CONTAINERS, settings.KNOWLEDGE_JSON_MAX_VALUES
     if text.count("{") + text.count("[") <= containers and text.count(",") < values:
         return None
-    outside = _STRING.sub("", text)
-    brackets = json_brackets(outside)
+    marks = json_marks(text)
+    brackets = marks.replace(",", "")
     count = brackets.count("{") + brackets.count("[")
     if count > containers:
         raise ConversionFailed(f"The file holds {count:,} JSON objects and arrays, more than a document may "
                                f"({containers:,}, KNOWLEDGE_JSON_MAX_CONTAINERS). Split the document.")
-    if outside.count(",") >= values:
+    if len(marks) - len(brackets) >= values:
         raise ConversionFailed(f"The file holds more than {values:,} JSON values, more than a document may "
                                "(KNOWLEDGE_JSON_MAX_VALUES). Split the document.")
     return brackets

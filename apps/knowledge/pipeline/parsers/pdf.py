@@ -67,8 +67,6 @@ MAX_HEADING_SHARE = 0.5
 # second: a tiny stream that inflates to megabytes (or one stream shared by thousands of pages)
 # is refused before pypdf parses it, and the work stays proportional to the file's size.
 CONTENT_BYTES_PER_CHAR = 1
-# pypdf's page_tree_maximum_depth: a deeper tree is refused by its walk.
-_PAGE_TREE_MAX_DEPTH = 100
 
 
 def text_normalise(text: str) -> str:
@@ -126,8 +124,10 @@ def _pages_over(reader, limit: int) -> bool:
     read. Pages and nodes are counted at each reference, as pypdf counts them (a 6 KB file can
     refer to one page a million times); a cycle or a tree deeper than pypdf's limit is left for
     pypdf's walk to refuse, as damage."""
+    from pypdf import get_configuration
     from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, PdfObject
 
+    depth = get_configuration().page_tree_maximum_depth  # deeper, pypdf's walk refuses the tree
     stack: list[tuple[PdfObject, frozenset]] = [(reader.trailer["/Root"]["/Pages"], frozenset())]
     pages = nodes = 0
     while stack:
@@ -139,12 +139,12 @@ def _pages_over(reader, limit: int) -> bool:
         kids = kids.get_object() if kids is not None else None
         if node.get("/Type") != "/Page" and isinstance(kids, ArrayObject):
             key = (item.idnum, item.generation) if isinstance(item, IndirectObject) else id(node)
-            if key in ancestors or len(ancestors) >= _PAGE_TREE_MAX_DEPTH:
+            if key in ancestors or len(ancestors) >= depth:
                 continue
             nodes += 1
             # Writers give a node two kids or more, so a tree has fewer nodes than pages; twice
             # the limit, and the depth besides, leaves room for an odd writer.
-            if nodes > 2 * limit + _PAGE_TREE_MAX_DEPTH:
+            if nodes > 2 * limit + depth:
                 return True
             inside = ancestors | {key}
             stack.extend((kid, inside) for kid in reversed(kids))
