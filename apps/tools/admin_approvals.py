@@ -32,7 +32,7 @@ from apps.core.timefmt import local_clock, local_time, time_ago
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
-from apps.routes.admin import ROUTE_FILTER_LINKS, RouteListFilter
+from apps.routes.admin import DropDownPastLinksMixin, RouteListFilter
 
 from . import invocations
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
@@ -487,22 +487,18 @@ class InvocationStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ToolNameFilter(admin.SimpleListFilter):
+class ToolNameFilter(DropDownPastLinksMixin, admin.SimpleListFilter):
     """By tool: the names called in the operator's projects, read down the (project, tool_name) index
     (invocation_tool_names), not Django's DISTINCT over every call they may see, a scan that grew with
-    the ledger. Past ROUTE_FILTER_LINKS names, a drop-down, as the route filter (its template)."""
+    the ledger. Past ROUTE_FILTER_LINKS names, a drop-down, as the route filter."""
 
     title = "tool name"
     parameter_name = "tool_name"  # Django's own filter's, so its links keep working
-    template = "admin/bh_route_filter.html"
 
     def __init__(self, request: HttpRequest, params: dict[str, Any], model: Any, model_admin: Any) -> None:
-        if params.get(self.parameter_name) in ([""], ""):  # the drop-down's "All"
-            params.pop(self.parameter_name)
+        self.all_chosen(params, self.parameter_name)
         super().__init__(request, params, model, model_admin)
         self.lookup_kwarg = self.parameter_name  # what the drop-down's template names its select
-        self.as_select = False
-        self.kept_params: list[tuple[str, str]] = []
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         projects = None if request.user.is_superuser else list(ProjectScopedAdminMixin.visible_project_ids(request))
@@ -516,15 +512,7 @@ class ToolNameFilter(admin.SimpleListFilter):
         return queryset.filter(tool_name=name) if name else queryset
 
     def choices(self, changelist: Any) -> Any:
-        choices = list(super().choices(changelist))
-        self.as_select = len(choices) > ROUTE_FILTER_LINKS
-        if self.as_select:
-            # The drop-down's form keeps the list's other parameters (filters, search, ordering).
-            self.kept_params = [(name, value) for name, values in changelist.filter_params.items()
-                                if name != self.parameter_name for value in values]
-            for choice, (name, _) in zip(choices[1:], self.lookup_choices, strict=False):
-                choice["value"] = name  # type: ignore[typeddict-unknown-key]  # read by the template
-        return choices
+        return self.drop_down(changelist, list(super().choices(changelist)), [name for name, _ in self.lookup_choices])
 
 
 def journal_summary(entries: list[InvocationJournalEntry]) -> SafeString:
