@@ -507,8 +507,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        # A revoked or expired member blocks the task: the page says so, as the agent's reads do.
-        task = services.task_state_current(task=self._task(request, object_id))
+        task = self._task(request, object_id)
         if request.method == "POST":
             # The page has no form of its own: controls post to their own URL.
             return HttpResponseRedirect(reverse("admin:tasks_task_change", args=[task.pk]))
@@ -519,6 +518,8 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         can_control = self.has_control_permission(request, task)
         members = list(task.members.select_related("session", "session__client", "session__authorization")
                        .order_by("position"))
+        # A revoked or expired member blocks the task: the page says so, as the agent's reads do.
+        task = services.task_state_current(task=task, members=members)
         ledger = list(TaskLedgerEntry.objects.filter(task=task).order_by("-sequence")[:LEDGER_SHOWN])
         context = {
             **self.admin_site.each_context(request),

@@ -13,7 +13,6 @@ from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.tasks.errors import ProjectReadOnly, TaskNotFound
 from apps.tasks.models import Task, TaskCharge, TaskMember
-from apps.tasks.services import task_state_current
 
 TASK_SCHEMA = "bailing.agent-task.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
@@ -61,16 +60,20 @@ def task_revision_hex(task: Task) -> str:
     return revision_of({"task": str(task.pk), "revision": task.revision})
 
 
-def task_snapshot(*, session: AgentSession, task_id: str, workspace: str,
-                  client_conversation_id: str) -> dict[str, Any]:
-    """`bailing.agent-task.v1` for a member: never another member's details. 404 otherwise."""
+def task_member_get(*, session: AgentSession, task_id: str, workspace: str,
+                    client_conversation_id: str) -> TaskMember:
+    """The caller's own membership of a task, with the task; TaskNotFound (404) otherwise."""
     pk = _uuid(task_id)
     member = None if pk is None else (TaskMember.objects.select_related("task").filter(
         task_id=pk, task__project_id=session.client.project_id, session=session, workspace=workspace,
         client_conversation_id=client_conversation_id).first())
     if member is None:
         raise TaskNotFound()
-    task = task_state_current(task=member.task)
+    return member
+
+
+def task_snapshot(*, member: TaskMember, task: Task) -> dict[str, Any]:
+    """`bailing.agent-task.v1` of `task` for one of its members: never another member's details."""
     return {"schema_version": TASK_SCHEMA, "task_id": str(task.pk), "state": task.state,
             "revision": task_revision_hex(task),
             "ledger_sequence": task.ledger_sequence, "scope_hash": task.scope_hash,

@@ -7,6 +7,7 @@ and blocks are serialised per task and each ledger entry gets the next sequence 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -286,24 +287,27 @@ def _member_changed(member: TaskMember, now: datetime) -> str | None:
     return None
 
 
-def task_members_verify(*, task: Task) -> None:
-    """Re-verify the whole member set; any revoked or changed member blocks the task."""
+def task_members_verify(*, task: Task, members: Iterable[TaskMember] | None = None) -> None:
+    """Re-verify the whole member set (`members`, read with their sessions' clients and
+    authorizations, if the caller has them); any revoked or changed member blocks the task."""
     now = timezone.now()
-    for member in task.members.select_related("session__client", "session__authorization"):
+    if members is None:
+        members = task.members.select_related("session__client", "session__authorization")
+    for member in members:
         reason = _member_changed(member, now)
         if reason is not None:
             task_block(task=task, reason=reason)
             raise TaskScopeBlocked()
 
 
-def task_state_current(*, task: Task) -> Task:
+def task_state_current(*, task: Task, members: Iterable[TaskMember] | None = None) -> Task:
     """``task`` as a read shows it: a task whose member set no longer holds (a revoked, expired or
     changed member) is blocked first, as the next bound call would find it, so no view calls
     ``active`` a task the contract says is blocked. Returns the task re-read when it was blocked."""
     if task.state in (Task.State.BLOCKED, Task.State.CANCELLED):
         return task
     try:
-        task_members_verify(task=task)
+        task_members_verify(task=task, members=members)
     except TaskScopeBlocked:
         return Task.objects.get(pk=task.pk)
     return task

@@ -586,3 +586,16 @@ def test_a_task_whose_member_was_revoked_reads_blocked_on_its_page_and_its_live_
     assert owner.get(reverse("admin:tasks_task_live", args=[task.pk])).json()["state"] == "blocked"
     task.refresh_from_db()
     assert (task.state, task.blocked_reason) == ("blocked", "a member session was revoked")
+
+
+def test_the_task_page_reads_its_members_once(world, owner):
+    """The page checks the member set (a revoked member blocks the task) on the members it shows."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    task = _task(world)
+    with CaptureQueriesContext(connection) as page:
+        assert owner.get(reverse("admin:tasks_task_change", args=[task.pk])).status_code == 200
+    reads = [q["sql"] for q in page.captured_queries
+             if q["sql"].startswith("SELECT") and 'FROM "tasks_taskmember"' in q["sql"]]
+    assert len(reads) == 1, reads

@@ -7,8 +7,8 @@ from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
 from apps.runtime.api.base import AgentApi
-from apps.tasks.selectors import task_control_capabilities, task_snapshot
-from apps.tasks.services import session_task_enforced
+from apps.tasks.selectors import task_control_capabilities, task_member_get, task_snapshot
+from apps.tasks.services import session_task_enforced, task_state_current
 
 _SNAPSHOT_PARAMS = {"workspace", "client_conversation_id"}
 
@@ -35,4 +35,6 @@ class TaskSnapshotApi(AgentApi):
                                      fields={name: ["Exactly one value of 1 to 255 printable characters is "
                                                     "required."]})
             values[name] = given[0]
-        return Response(task_snapshot(session=self.session, task_id=task_id, **values))
+        member = task_member_get(session=self.session, task_id=task_id, **values)
+        # A revoked or expired member blocks the task: the snapshot says so (§5), as a bound call would.
+        return Response(task_snapshot(member=member, task=task_state_current(task=member.task)))
