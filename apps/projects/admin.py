@@ -137,6 +137,13 @@ def deletion_counted(model_admin: admin.ModelAdmin, objs: Any, request: HttpRequ
 AUTOCOMPLETE_PAGES_MAX = 100_000
 
 
+def listed_unless_over(queryset: QuerySet[Any], maximum: int) -> list[Any] | None:
+    """`queryset`'s rows to list as a field's choices, or None past `maximum` of them: the field
+    then finds them by searching (an autocomplete), and no more than maximum + 1 were read."""
+    listed = list(queryset[:maximum + 1])
+    return listed if len(listed) <= maximum else None
+
+
 def autocomplete_words(request: HttpRequest) -> list[str]:
     """The words of the search term Django's autocomplete sends (`term`). PostgreSQL takes no NUL
     in text: a term holding one was a 500; such a character separates words and matches nothing."""

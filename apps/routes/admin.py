@@ -18,7 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from apps.core.timefmt import local_time
-from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words
+from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words, listed_unless_over
 from apps.projects.selectors import project_list_editable
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
@@ -127,8 +127,7 @@ def project_routes(project_id: Any) -> QuerySet[Route]:
 
 def routes_listed(routes: QuerySet[Route]) -> list[Route] | None:
     """`routes` to list as choices, or None past ROUTE_CHOICES_MAX: they are then searched."""
-    listed = list(routes[:ROUTE_CHOICES_MAX + 1])
-    return listed if len(listed) <= ROUTE_CHOICES_MAX else None
+    return listed_unless_over(routes, ROUTE_CHOICES_MAX)
 
 
 def route_key_label(route: Route) -> str:

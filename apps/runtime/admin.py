@@ -30,7 +30,7 @@ from apps.knowledge import services as knowledge_services
 from apps.knowledge.admin import RowAutocompleteSelect
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
 from apps.ledger.models import Conversation, MemoryNote, RagQuery, Run
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import ProjectScopedAdminMixin, listed_unless_over
 from apps.routes.admin import RouteAdmin
 from apps.routes.models import Route
 from apps.runtime.errors import KnowledgeUnavailable
@@ -101,13 +101,13 @@ class BindingInline(admin.TabularInline):
     def get_formset(self, request, obj=None, **kwargs):
         kbs = KnowledgeBase.objects.filter(project_id=obj.project_id if obj else None).select_related(
             "embedding_model").order_by("name")
-        listed = list(kbs[:BINDING_CHOICES_MAX + 1])
+        listed = listed_unless_over(kbs, BINDING_CHOICES_MAX)
         # Read by formfield_for_foreignkey, which super().get_formset calls without the route.
-        request._bh_binding_searched = searched = len(listed) > BINDING_CHOICES_MAX
+        request._bh_binding_searched = searched = listed is None
         request._bh_binding_project = obj.project_id if obj else None
         formset = super().get_formset(request, obj, **kwargs)
         # Every row's select offers the same choices: read them once, not once per row.
-        choices = [("", "---------"), *((kb.pk, f"{kb.name} · {kb.embedding_model.name}") for kb in listed)]
+        choices = [("", "---------"), *((kb.pk, f"{kb.name} · {kb.embedding_model.name}") for kb in listed or [])]
 
         class BindingForm(formset.form):
             def __init__(self, *args, **kwargs):
