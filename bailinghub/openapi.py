@@ -225,8 +225,13 @@ def data_of(schema: dict[str, Any]) -> dict[str, Any]:
     return _object({"data": schema}, required=["data"])
 
 
-def page_of(schema: dict[str, Any]) -> dict[str, Any]:
-    meta = _object({"total": INTEGER, "offset": INTEGER, "limit": INTEGER}, required=["total", "offset", "limit"])
+def page_of(schema: dict[str, Any], *, cursor: bool = False) -> dict[str, Any]:
+    """A page of a listing by offset; `cursor`: a newest-first listing that also pages after a
+    cursor (`next_cursor`; `offset` is null on a cursor's page)."""
+    properties: dict[str, Any] = {"total": INTEGER, "offset": INTEGER, "limit": INTEGER}
+    if cursor:
+        properties |= {"offset": {"type": ["integer", "null"]}, "next_cursor": {"type": ["string", "null"]}}
+    meta = _object(properties, required=list(properties))
     return _object({"data": {"type": "array", "items": schema}, "meta": meta}, required=["data", "meta"])
 
 
@@ -342,6 +347,10 @@ AUTHORIZATION = _object({
 NOTE_LIMIT = OpenApiParameter("limit", int, description="How many notes, newest first.")
 PAGE = [OpenApiParameter("offset", int, description="0–1,000,000,000; default 0."),
         OpenApiParameter("limit", int, description="1–500; default 100.")]
+# Newest-first listings also page by position, which rows added meanwhile do not shift.
+NEWEST_PAGE = [*PAGE, OpenApiParameter("cursor", str, description=(
+    "The next_cursor of the page before (not with offset): rows added meanwhile shift offset pages, "
+    "never a cursor's."))]
 ROUTE_QUERY = OpenApiParameter("route", str, required=True, description="The route (workspace) key.")
 ROUTE_PROJECT = OpenApiParameter("project_id", str, description="Which project's route, when several of "
                                                                "the caller's projects have one with this key.")
@@ -495,10 +504,10 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.knowledge.api.views.KnowledgeBaseRebuildGetApi": {"get": {"responses": {200: data_of(GENERATION)}}},
     "apps.knowledge.api.views.KnowledgeBaseReportApi": {"get": {"responses": {200: data_of(ANY_OBJECT)}}},
     "apps.knowledge.api.views.DocumentListApi": {"get": {
-        "parameters": [*PAGE, OpenApiParameter("status", str),
+        "parameters": [*NEWEST_PAGE, OpenApiParameter("status", str),
                        OpenApiParameter("enabled", str, enum=["true", "false"],
                                         description="Only the documents that are on (true) or off (false).")],
-        "responses": {200: page_of(DOCUMENT)}}},
+        "responses": {200: page_of(DOCUMENT, cursor=True)}}},
     "apps.knowledge.api.views.DocumentUploadApi": {"post": {
         "request": MULTIPART_FILES, "responses": {201: data_of({"type": "array", "items": DOCUMENT})},
         "description": "Upload files (multipart), or register an external source with a JSON body "
@@ -523,10 +532,10 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
         "description": "Answer a question from the route's knowledge with cited evidence. A dependency failure "
                        "is an answer with error_code DEPENDENCY_UNAVAILABLE, never a 5xx."}},
     "apps.answers.api.views.RagQueryListApi": {"get": {
-        "parameters": [*PAGE, RAG_PROJECT,
+        "parameters": [*NEWEST_PAGE, RAG_PROJECT,
                        OpenApiParameter("feedback", str, enum=["helpful", "unhelpful", "none", "any"]),
                        OpenApiParameter("grounded", str, enum=["true", "false"])],
-        "responses": {200: page_of(RAG_RECORD)}}},
+        "responses": {200: page_of(RAG_RECORD, cursor=True)}}},
     "apps.answers.api.views.RagFeedbackApi": {"post": {
         "request": "apps.answers.api.serializers.RagFeedbackIn", "parameters": [RAG_PROJECT],
         "responses": {200: data_of(RAG_RECORD)}}},

@@ -7,8 +7,11 @@ scope of its family (``scope_family``, e.g. ``"knowledge"``)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError
+from django.db.models import Model, Q, QuerySet
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.authentication import SessionAuthentication
@@ -124,6 +127,59 @@ def query_boolean(request: Any, name: str) -> bool | None:
     if raw is not None and raw not in ("true", "false"):
         raise query_error(name, "true or false is required.")
     return None if raw is None else raw == "true"
+
+
+_CURSOR = re.compile(r"([0-9]{1,18})\.([0-9A-Za-z-]{1,64})")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _cursor_of(row: Model) -> str:
+    """A position in a newest-first listing: the row's creation time (microseconds) and its id."""
+    return f"{(row.created_at - _EPOCH) // _MICROSECOND}.{row.pk}"  # type: ignore[attr-defined]
+
+
+def _after_cursor(queryset: QuerySet, raw: str) -> QuerySet:
+    """The rows of `queryset` (ordered `-created_at`, then `id` or `-id`) that come after the
+    position `raw`; a malformed cursor is 400 naming it."""
+    match = _CURSOR.fullmatch(raw)
+    try:
+        if match is None:
+            raise ValueError
+        created_at = _EPOCH + int(match[1]) * _MICROSECOND
+        pk = queryset.model._meta.pk.to_python(match[2])
+    except (ValueError, OverflowError, ValidationError):
+        raise query_error("cursor", "The next_cursor of an earlier page of this listing is required.") from None
+    created_order, id_order = queryset.query.order_by
+    if created_order != "-created_at" or id_order not in ("id", "-id"):
+        raise ValueError(f"{queryset.model.__name__} is not listed newest first")  # a programming error
+    later_id = "id__lt" if id_order == "-id" else "id__gt"
+    return queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, **{later_id: pk}))
+
+
+def newest_first_page(request: Any, queryset: QuerySet, *, limit_max: int, offset_max: int,
+                      limit_default: int = 100) -> tuple[list[Any], dict[str, Any]]:
+    """One page of a newest-first listing and its `meta`: `{total, offset, limit, next_cursor}`.
+
+    A page is asked for by `offset`, or by `cursor` — the `next_cursor` of the page before. Rows
+    added meanwhile shift offset pages (a walk sees a row twice) but never a cursor walk: a cursor
+    is a position (creation time, id), not a row, so it also holds after its row is deleted.
+    `next_cursor` is null on the last page; `offset` is null on a cursor's page."""
+    limit = query_integer(request, "limit", limit_default, 1, limit_max)
+    raw_cursor = request.query_params.get("cursor")
+    if raw_cursor is not None and "offset" in request.query_params:
+        raise query_error("cursor", "Page by offset or by cursor, not both.")
+    total = queryset.count()
+    if raw_cursor is None:
+        offset: int | None = query_integer(request, "offset", 0, 0, offset_max)
+        rows = list(queryset[offset: offset + limit + 1])  # type: ignore[operator]
+    else:
+        offset = None
+        rows = list(_after_cursor(queryset, raw_cursor)[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, {"total": total, "offset": offset, "limit": limit,
+                  "next_cursor": _cursor_of(rows[-1]) if more else None}
 
 
 def builder_validated(serializer_class: Any, data: Any, *, error: type[ApiError], partial: bool = False

@@ -24,7 +24,9 @@ def test_list_is_newest_first_with_paging(client, plain_route):
     response = client.get(rag_url(plain_route.key, "queries"), {"limit": 1})
     assert response.status_code == 200
     assert [row["query_id"] for row in response.json()["data"]] == [str(new.pk)]
-    assert response.json()["meta"] == {"total": 2, "offset": 0, "limit": 1}
+    meta = response.json()["meta"]
+    assert (meta["total"], meta["offset"], meta["limit"]) == (2, 0, 1)
+    assert meta["next_cursor"].endswith(f".{new.pk}")
     second = client.get(rag_url(plain_route.key, "queries"), {"limit": 1, "offset": 1}).json()
     assert [row["query_id"] for row in second["data"]] == [str(old.pk)]
 

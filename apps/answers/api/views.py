@@ -14,7 +14,7 @@ from apps.answers.api.serializers import RagFeedbackIn, RagQueryIn, rag_query_ou
 from apps.answers.errors import RagFeedbackInvalid, RagQueryInvalid, RagQueryNotFound
 from apps.core.exceptions import validation_extra, validation_message
 from apps.ledger.rag import rag_query_feedback
-from apps.projects.builder import BuilderApi, query_boolean, query_error, query_integer
+from apps.projects.builder import BuilderApi, newest_first_page, query_boolean, query_error, query_integer
 from apps.projects.models import OperatorToken
 
 SCOPE_QUERY = OperatorToken.Scope.KNOWLEDGE_QUERY
@@ -62,17 +62,13 @@ class RagQueryApi(BuilderApi):
 class RagQueryListApi(BuilderApi):
     def get(self, request, route_key):
         route = _route(request, route_key)
-        offset = query_integer(request, "offset", 0, 0, OFFSET_MAX)
-        limit = query_integer(request, "limit", 100, 1, LIST_LIMIT_MAX)
         feedback = request.query_params.get("feedback") or None
         if feedback is not None and feedback not in FEEDBACK_FILTERS:
             raise query_error("feedback", "One of " + ", ".join(FEEDBACK_FILTERS) + " is required.")
         queryset = selectors.rag_query_list(route=route, feedback=feedback,
                                             grounded=query_boolean(request, "grounded"))
-        total = queryset.count()
-        rows = queryset[offset:offset + limit]
-        return Response({"data": [rag_query_out(row) for row in rows],
-                         "meta": {"total": total, "offset": offset, "limit": limit}})
+        rows, meta = newest_first_page(request, queryset, limit_max=LIST_LIMIT_MAX, offset_max=OFFSET_MAX)
+        return Response({"data": [rag_query_out(row) for row in rows], "meta": meta})
 
 
 class RagFeedbackApi(BuilderApi):

@@ -37,6 +37,7 @@ from apps.projects.builder import (  # by_method: the URL tables use it as v.by_
     BuilderApi,
     builder_validated,
     by_method,  # noqa: F401
+    newest_first_page,
     query_boolean,
     query_error,
     query_integer,
@@ -168,12 +169,10 @@ class KnowledgeBaseReportApi(BuilderApi):
 class DocumentListApi(BuilderApi):
     def get(self, request, kb_id):
         kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
-        offset, limit = _page(request)
         queryset = selectors.document_list(kb=kb, status=_document_status(request),
                                            enabled=query_boolean(request, "enabled"))
-        total = queryset.count()
-        return Response({"data": [document_out(d) for d in queryset[offset : offset + limit]],
-                         "meta": {"total": total, "offset": offset, "limit": limit}})
+        documents, meta = newest_first_page(request, queryset, limit_max=LIST_LIMIT_MAX, offset_max=OFFSET_MAX)
+        return Response({"data": [document_out(d) for d in documents], "meta": meta})
 
 
 class DocumentUploadApi(BuilderApi):
