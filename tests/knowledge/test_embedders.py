@@ -99,12 +99,15 @@ class _Endpoint(LocalServer):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 endpoint.requests.append({"path": self.path, "body": body,
                                           "authorization": self.headers.get("Authorization")})
-                status, headers = endpoint.answers.pop(0)
+                status, headers, *message = endpoint.answers.pop(0)
                 if status == 200:
                     payload = {"data": [{"index": i, "embedding": [float(i + 1)] * 4}
                                         for i in reversed(range(len(body["input"])))]}
                 else:
-                    payload = {"error": {"message": f"scripted {status}"}}
+                    key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                    text = message[0] if message else "scripted {status}"
+                    payload = {"error": {"message": text.format(status=status, key=key, head=key[:7],
+                                                                tail=key[-4:])}}
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 for key, value in headers.items():
@@ -161,6 +164,35 @@ def test_openai_fails_at_once_on_a_client_error_without_the_key(monkeypatch):
     assert str(caught.value) == "The embedding endpoint refused the request (HTTP 401): scripted 401"
     assert "sk-secret-456" not in str(caught.value)
     assert len(endpoint.requests) == 1
+
+
+@pytest.mark.parametrize(("quoted", "shown"), [
+    ("Incorrect API key provided: {head}**********{tail}. You can find your API key at "
+     "https://platform.openai.com/account/api-keys.",
+     "Incorrect API key provided: [redacted]. You can find your API key at "
+     "https://platform.openai.com/account/api-keys."),
+    ("invalid x-api-key '{key}'", "invalid x-api-key '[redacted]'"),
+    ("key rejected ({head}...{tail})", "key rejected ([redacted])"),
+    ("key rejected: ****{tail}", "key rejected: [redacted]"),
+    ("'limit' is over 2048: use a...b", "'limit' is over 2048: use a...b"),  # nothing of the key: kept
+])
+def test_openai_an_endpoint_quoting_the_key_it_refused_is_shown_without_it(monkeypatch, quoted, shown):
+    monkeypatch.setenv("TEST_EMBEDDINGS_KEY", "sk-proj-Secret9876543210-xY12")
+    with _Endpoint([(401, {}, quoted)]) as endpoint, pytest.raises(EmbeddingFailed) as caught:
+        _openai(endpoint.url, api_key_env="TEST_EMBEDDINGS_KEY").embed_documents(["a"])
+    assert str(caught.value) == f"The embedding endpoint refused the request (HTTP 401): {shown}"
+
+
+def test_openai_a_retried_failure_quoting_the_key_keeps_it_out_of_the_logs_and_the_message(monkeypatch, caplog):
+    monkeypatch.setenv("TEST_EMBEDDINGS_KEY", "sk-proj-Secret9876543210-xY12")
+    with _Endpoint([(503, {}, "overloaded for key {head}***{tail}")] * 2) as endpoint, \
+            pytest.raises(EmbeddingFailed) as caught, caplog.at_level("WARNING", logger="bailinghub.knowledge"):
+        _openai(endpoint.url, api_key_env="TEST_EMBEDDINGS_KEY", max_retries=1).embed_documents(["a"])
+    assert str(caught.value) == ("The embedding endpoint kept failing after 2 attempts (HTTP 503: overloaded for key "
+                                 "[redacted]); check that it is up, then retry.")
+    [warning] = [record.getMessage() for record in caplog.records if record.name == "bailinghub.knowledge"]
+    assert "overloaded for key [redacted]" in warning
+    assert "xY12" not in warning and "sk-proj" not in warning
 
 
 def test_openai_refuses_a_wrong_dimension():

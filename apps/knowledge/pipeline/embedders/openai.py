@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 
 import httpx
 from django.conf import settings
 
+from apps.core.logging import REDACTED, redact
 from apps.core.outbound import AnswerTooLarge, post_within, url_unrequestable
 from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
 
@@ -51,15 +53,37 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def _error_message(body: bytes) -> str:
+# A key quoted masked: a head, a run of stars or an ellipsis, a tail ("sk-proj-ab**********xY12").
+_MASKED = re.compile(r"(\S*?)(?:\*{3,}|\.{3}|…)(\S*)")
+
+
+def _without_key(text: str, key: str) -> str:
+    """`text` with `key` redacted where it appears whole, or masked with a head or a tail of it
+    (3 characters or more): endpoints quote the key they refused ("Incorrect API key provided:
+    sk-ab***…xy12"), and the message reaches a document's failure, the console and the logs."""
+    if not key:
+        return text
+    text = text.replace(key, REDACTED)
+
+    def masked(match: re.Match[str]) -> str:
+        head, tail = match[1].lstrip("'\"(`[<"), match[2].rstrip(".,;:!?'\")`]>")
+        quoted = (len(head) >= 3 and key.startswith(head)) or (len(tail) >= 3 and key.endswith(tail))
+        return match[1][: len(match[1]) - len(head)] + REDACTED + match[2][len(tail):] if quoted else match[0]
+
+    return _MASKED.sub(masked, text)
+
+
+def _error_message(body: bytes, key: str) -> str:
+    """The endpoint's own message, without the key it may quote, in 200 characters (redacted
+    from its first 1,000: the mask's pattern backtracks over a long word)."""
     try:
         payload = json.loads(body.decode("utf-8", "replace"))
     except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's stack
-        return body.decode("utf-8", "replace")[:200]
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message") or error)[:200]
-    return str(error or payload)[:200]
+        message = body.decode("utf-8", "replace")
+    else:
+        error = payload.get("error") if isinstance(payload, dict) else None
+        message = str(error.get("message") or error) if isinstance(error, dict) else str(error or payload)
+    return redact(_without_key(message[:1000], key))[:200]
 
 
 class OpenAIEmbedder(Embedder):
@@ -101,11 +125,11 @@ class OpenAIEmbedder(Embedder):
         except httpx.HTTPError as error:
             raise _Transient(f"connection failed: {type(error).__name__}") from error
         if response.status_code == 429 or response.status_code >= 500:
-            raise _Transient(f"HTTP {response.status_code}: {_error_message(data)}",
+            raise _Transient(f"HTTP {response.status_code}: {_error_message(data, key)}",
                              _retry_after(response))
         if not response.is_success:
             raise EmbeddingFailed(f"The embedding endpoint refused the request (HTTP {response.status_code}): "
-                                  f"{_error_message(data)}")
+                                  f"{_error_message(data, key)}")
         try:
             payload = json.loads(data.decode("utf-8"))
         except (ValueError, RecursionError) as error:
