@@ -36,6 +36,7 @@ from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable
 from apps.routes.admin import RouteKeyField, RouteKeySearchSelect, project_routes, routes_listed
 from apps.routes.models import Route
+from apps.routes.validators import ROUTE_KEY_RE
 from apps.tasks import selectors, services
 from apps.tasks.errors import TaskInvalid, TaskRequestConflict, TaskRevisionConflict, TaskTransitionInvalid
 from apps.tasks.models import Task, TaskLedgerEntry, TaskMember
@@ -124,17 +125,24 @@ class ToolOption:
         return f"{self.route}:{self.name}"
 
 
-def project_tool_options(project: Project) -> list[ToolOption]:
-    """Every tool an operator may grant on each of the project's routes, as the operator's view of
-    the surface shows it; a member's own surface is checked again on submit."""
-    options = []
-    # A route without agent-direct tools has none on its surface: at 2,000 routes, walking them all
-    # was 190 to 300 ms of the create page.
-    routes = list(Route.objects.filter(project=project, tools_direct_enabled=True).order_by("key"))
-    for route, surface in zip(routes, route_surfaces(routes=routes, session=None), strict=True):
-        for tool in surface.tools:
-            options.append(ToolOption(route=route.key, name=tool.name, readonly=bool(tool.definition["readonly"])))
+def route_tool_options(routes: list[Route]) -> dict[str, list[ToolOption]]:
+    """The tools an operator may grant on each of `routes`, by route key, as the operator's view of
+    the surface shows them; a member's own surface is checked again on submit. A route without
+    agent-direct tools has none and is not walked. A fixed number of queries whatever the routes."""
+    direct = sorted((route for route in routes if route.tools_direct_enabled), key=lambda route: route.key)
+    options: dict[str, list[ToolOption]] = {route.key: [] for route in routes}
+    for route, surface in zip(direct, route_surfaces(routes=direct, session=None), strict=True):
+        options[route.key] = [ToolOption(route=route.key, name=tool.name, readonly=bool(tool.definition["readonly"]))
+                              for tool in surface.tools]
     return options
+
+
+def posted_route_keys(data: Any, prefix: str) -> list[str]:
+    """The route keys a posted member row names: its workspace and the route of each tool it sent
+    (`route:name`). Only what could be a route key, so junk is never looked up."""
+    values = [data.get(f"{prefix}-workspace") or "",
+              *(value.partition(":")[0] for value in data.getlist(f"{prefix}-allowed_tools"))]
+    return [value for value in dict.fromkeys(values) if ROUTE_KEY_RE.fullmatch(value)]
 
 
 class ProjectPickForm(forms.Form):
@@ -204,7 +212,10 @@ class MemberForm(forms.Form):
 
     def __init__(self, *args: Any, project: Project, sessions: list[AgentSession] | None,
                  routes: list[str] | None, tools: list[ToolOption], **kwargs: Any) -> None:
-        """`sessions`, `routes`: the choices of the project's, or None when they are searched for."""
+        """`sessions`, `routes`: the choices of the project's, or None when they are searched for.
+        `tools`: the tools of the routes the posted row names (its workspace, its tools' routes), the
+        choices its tools are checked against; a tool of a route it does not name is no choice, as
+        one of a route without it is not."""
         super().__init__(*args, **kwargs)
         if sessions is not None:
             self._set_choices("session", [("", "— none —")] + [(str(s.pk), session_label(s)) for s in sessions])
@@ -217,6 +228,7 @@ class MemberForm(forms.Form):
         else:
             self.fields["workspace"] = RouteKeyField(project_routes(project.pk), required=False, label="Workspace",
                                                      widget=RouteKeySearchSelect(project_id=project.pk))
+        self.tools = tools
         self._set_choices("allowed_tools", [(tool.value, tool.name) for tool in tools])
 
     def _set_choices(self, name: str, choices: list[tuple[str, str]]) -> None:
@@ -234,6 +246,24 @@ class MemberForm(forms.Form):
         return bool(data.get("session"))
 
 
+def _prefixes() -> list[str]:
+    return [f"m{index}" for index in range(MEMBER_ROWS)]
+
+
+def tool_picks(form: MemberForm, *, index: int, workspace: str, listed: list[ToolOption] | None) -> dict[str, Any]:
+    """What a row's tools box shows (admin/tasks/task/_tools.html): the tools of its workspace
+    (`listed`, None when it names no route), the ones sent checked; and, kept checked after them, a
+    tool sent of another of the project's routes, which the row's error names."""
+    checked = set(form["allowed_tools"].value() or []) if form.is_bound else set()
+    options = list(listed or [])
+    shown = {option.value for option in options}
+    options += [option for option in form.tools if option.value in checked and option.value not in shown]
+    tools = [{"option": option, "checked": option.value in checked, "id": f"id_m{index}-tool-{position}",
+              "foreign": option.route != workspace} for position, option in enumerate(options)]
+    return {"row": index, "html_name": form["allowed_tools"].html_name,
+            "workspace": workspace if listed is not None else "", "tools": tools}
+
+
 _MEMBER_FIELDS = {"session_id": "session", "workspace": "workspace",
                   "client_conversation_id": "client_conversation_id", "allowed_tools": "allowed_tools"}
 _POLICY_FIELDS = {"policy.max_write_calls": "max_write_calls", "policy.max_concurrent": "max_concurrent",
@@ -249,22 +279,28 @@ class CreatePage:
         self.sessions_searched = len(self.sessions) > SESSION_CHOICES_MAX
         listed = routes_listed(project_routes(project.pk))
         self.routes = [route.key for route in listed] if listed is not None else None
-        self.tools = project_tool_options(project)
+        # A row offers only its workspace's tools, loaded when one is picked (TaskAdmin.tools_view):
+        # every tools-enabled route's tools in each row were 48,000 boxes at 300 routes of 40 tools,
+        # a 12.5 MB page. A posted row's are read here, all rows' routes in one go.
+        keys = {prefix: posted_route_keys(data, prefix) if data is not None else [] for prefix in _prefixes()}
+        wanted = {key for row_keys in keys.values() for key in row_keys}
+        self.tools = route_tool_options(list(Route.objects.filter(project=project, key__in=wanted))) if wanted else {}
         self.policy = TaskPolicyForm(data, initial={"request_id": _fresh_request_id(), "max_concurrent": 1})
-        self.members = [MemberForm(data, prefix=f"m{index}", project=project, routes=self.routes, tools=self.tools,
+        self.members = [MemberForm(data, prefix=prefix, project=project, routes=self.routes,
+                                   tools=[tool for key in keys[prefix] for tool in self.tools.get(key, [])],
                                    sessions=None if self.sessions_searched else self.sessions)
-                        for index in range(MEMBER_ROWS)]
+                        for prefix in _prefixes()]
         self.errors: list[str] = []
 
     def rows(self) -> list[dict[str, Any]]:
         rows = []
         for index, form in enumerate(self.members):
-            checked = set(form["allowed_tools"].value() or [])
             bound = form.is_bound and any(form[name].value() for name in ("session", "workspace",
                                                                           "client_conversation_id"))
+            workspace = str(form["workspace"].value() or "") if form.is_bound else ""
             rows.append({"form": form, "index": index, "shown": index == 0 or bound or bool(form.errors),
-                         "tools": [{"option": tool, "checked": tool.value in checked,
-                                    "id": f"id_m{index}-tool-{position}"} for position, tool in enumerate(self.tools)]})
+                         "tools": tool_picks(form, index=index, workspace=workspace,
+                                             listed=self.tools.get(workspace))})
         return rows
 
     def is_valid(self) -> bool:
@@ -414,6 +450,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             path("<path:object_id>/control/", wrap(self.control_view), name="tasks_task_control"),
             path("<path:object_id>/live/", wrap(self.live_view), name="tasks_task_live"),
             path("sessions/<uuid:project_id>/", wrap(self.sessions_view), name="tasks_task_sessions"),
+            path("tools/<uuid:project_id>/", wrap(self.tools_view), name="tasks_task_tools"),
             *super().get_urls(),
         ]
 
@@ -477,6 +514,23 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return JsonResponse({"results": [{"id": str(s.pk), "text": session_label(s)} for s in rows],
                              "pagination": {"more": more}})
 
+    def tools_view(self, request: HttpRequest, project_id: uuid.UUID) -> TemplateResponse:
+        """The tools box of member row `row` for the workspace `workspace` (empty: none chosen yet),
+        which the create form loads when a row's workspace is picked: that route's tools only, as the
+        page renders them after a refused submit."""
+        project = project_list_editable(user=request.user).filter(pk=project_id).first()
+        row, workspace = request.GET.get("row", ""), request.GET.get("workspace", "")
+        if project is None or not (row.isdigit() and int(row) < MEMBER_ROWS):
+            raise Http404("No such project or member row.")
+        route = Route.objects.filter(project=project, key=workspace).first() if ROUTE_KEY_RE.fullmatch(workspace) \
+            else None
+        if workspace and route is None:
+            raise Http404("No workspace with this key in the project.")
+        form = MemberForm(prefix=f"m{row}", project=project, sessions=[], routes=[], tools=[])
+        listed = route_tool_options([route])[route.key] if route is not None else None
+        return TemplateResponse(request, "admin/tasks/task/_tools.html",
+                                {"picks": tool_picks(form, index=int(row), workspace=workspace, listed=listed)})
+
     def _create_page(self, request: HttpRequest, *, pick: ProjectPickForm, page: CreatePage | None,
                      status: int = 200) -> TemplateResponse:
         context = {
@@ -489,6 +543,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "media": page.members[0].media if page is not None else forms.Media(),
             "rows": page.rows() if page is not None else [],
             "member_rows": MEMBER_ROWS,
+            "tools_url": reverse("admin:tasks_task_tools", args=[page.project.pk]) if page is not None else "",
         }
         return TemplateResponse(request, "admin/tasks/task/create.html", context, status=status)
 

@@ -1,31 +1,45 @@
-/* Task pages: the create form reveals member rows and shows each row only its workspace's tools;
+/* Task pages: the create form reveals member rows and loads each row's workspace's tools when it is picked;
    the task page refreshes its counters and state from the task's live URL every few seconds. */
 (function () {
   "use strict";
   var STATE_CLASSES = {active: "bh-ok", paused: "bh-warn", blocked: "bh-bad", cancelled: "bh-off"};
 
-  function filterTools(row) {
+  // A row's tools box holds its workspace's tools only; picking another workspace loads that
+  // route's (the page's tools URL renders the box as the server does after a refused submit).
+  function loadTools(row, url) {
     var select = row.querySelector("select[name$='-workspace']");
-    var workspace = select ? select.value : "";
-    row.querySelectorAll(".bh-tool").forEach(function (label) {
-      var match = !workspace || label.getAttribute("data-route") === workspace;
-      var box = label.querySelector("input");
-      if (match) { label.removeAttribute("data-hidden"); } else { label.setAttribute("data-hidden", ""); }
-      if (!match && box) { box.checked = false; }
-    });
+    var box = row.querySelector("[data-tools-for]");
+    if (!select || !box) { return; }
+    var wanted = select.value;
+    if (box.getAttribute("data-workspace") === wanted) { return; }
+    box.setAttribute("data-workspace", wanted);
+    box.setAttribute("aria-busy", "true");
+    var query = new URLSearchParams({workspace: wanted, row: box.getAttribute("data-tools-for")});
+    fetch(url + "?" + query.toString(), {credentials: "same-origin", headers: {"Accept": "text/html"}})
+      .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
+      .then(function (html) { if (select.value === wanted) { box.innerHTML = html; } })
+      .catch(function () {
+        if (select.value !== wanted) { return; }
+        box.removeAttribute("data-workspace");
+        box.textContent = "The workspace's tools could not be loaded: choose it again.";
+      })
+      .then(function () { if (select.value === wanted) { box.removeAttribute("aria-busy"); } });
   }
 
   function setupCreate() {
+    var members = document.querySelector("[data-tools-url]");
+    var url = members && members.getAttribute("data-tools-url");
     var rows = document.querySelectorAll("[data-member-row]");
     rows.forEach(function (row) {
-      filterTools(row);
       var select = row.querySelector("select[name$='-workspace']");
-      if (!select) { return; }
+      if (!select || !url) { return; }
+      // A browser restoring the form (back, reload) may put back another workspace than rendered.
+      loadTools(row, url);
       // A workspace picked by searching (Django's autocomplete, select2) is announced through jQuery
       // only; jQuery's handler hears a plain select's own change too.
       var jQuery = window.django && window.django.jQuery;
-      if (jQuery) { jQuery(select).on("change", function () { filterTools(row); }); }
-      else { select.addEventListener("change", function () { filterTools(row); }); }
+      if (jQuery) { jQuery(select).on("change", function () { loadTools(row, url); }); }
+      else { select.addEventListener("change", function () { loadTools(row, url); }); }
     });
     var add = document.getElementById("add-member");
     if (!add) { return; }
