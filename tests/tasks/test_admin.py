@@ -400,8 +400,8 @@ def _tools_routes(world: TaskWorld, count: int) -> list[Route]:
 
 def _tool_boxes(html: str, row: int) -> list[str]:
     """The values of member row `row`'s tool checkboxes, with a ``+`` after each one checked."""
-    return [value + ("+" if checked else "") for value, checked in re.findall(
-        rf'<input type="checkbox" id="id_m{row}-tool-\d+" name="m{row}-allowed_tools" value="([^"]*)"( checked)?>', html)]
+    box = rf'<input type="checkbox" id="id_m{row}-tool-\d+" name="m{row}-allowed_tools" value="([^"]*)"( checked)?>'
+    return [value + ("+" if checked else "") for value, checked in re.findall(box, html)]
 
 
 def test_the_create_form_draws_no_tools_before_a_workspace_is_picked(world, owner, tools):
