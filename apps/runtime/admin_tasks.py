@@ -45,6 +45,9 @@ from apps.tools.surface import route_surface, route_surfaces
 MEMBER_ROWS = 4
 SESSIONS_PER_PAGE = 20
 LEDGER_SHOWN = 20
+# A member's tools past this many are folded under their count on the task's page: 32 members of
+# 40 tools each were a members table 5,900 px tall at 1366 px wide, 25,000 px at 390.
+MEMBER_TOOLS_INLINE = 8
 _REQUEST_PREFIX = "console:"
 _STATE_CLASSES = {"active": "bh-ok", "paused": "bh-warn", "blocked": "bh-bad", "cancelled": "bh-off"}
 _ACTION_LABELS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel task"}
@@ -589,6 +592,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             "permits_note": permits_note(task),
             "policy": selectors.task_policy(task),
             "members": [{"member": m, "session_state": _session_state(m.session)} for m in members],
+            "tools_inline": MEMBER_TOOLS_INLINE,
             "runs": selectors.task_runs_summary(task=task),
             "ledger": ledger,
             "can_control": can_control,

@@ -673,3 +673,18 @@ def test_the_task_page_reads_its_members_once(world, owner):
     reads = [q["sql"] for q in page.captured_queries
              if q["sql"].startswith("SELECT") and 'FROM "tasks_taskmember"' in q["sql"]]
     assert len(reads) == 1, reads
+
+
+def test_a_members_many_tools_are_folded_under_their_count_on_the_task_page(world, owner, tools, monkeypatch):
+    """Up to MEMBER_TOOLS_INLINE a member's tools read inline; past it, under "N tools" (a <details>):
+    32 members of 40 tools were a members table 25,000 px tall at 390 px."""
+    from apps.runtime import admin_tasks
+
+    task = _task(world)  # one tool: stock_adjust
+    url = reverse("admin:tasks_task_change", args=[task.pk])
+    member = re.compile(r'<tr data-member="0">.*?</tr>', re.S)
+    inline = member.search(owner.get(url).content.decode()).group(0)
+    assert "<details" not in inline and "<code>stock_adjust</code>" in inline
+    monkeypatch.setattr(admin_tasks, "MEMBER_TOOLS_INLINE", 0, raising=False)
+    folded = member.search(owner.get(url).content.decode()).group(0)
+    assert '<details class="bh-member-tools"><summary>1 tool</summary><code>stock_adjust</code></details>' in folded
