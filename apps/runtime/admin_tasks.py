@@ -43,6 +43,9 @@ from apps.tasks.models import Task, TaskLedgerEntry, TaskMember
 from apps.tools.surface import route_surface, route_surfaces
 
 MEMBER_ROWS = 4
+# A row's tools box offers a filter by name past this many tools: 40 boxes were 40 stops of the
+# Tab key between a member's conversation id and the next member.
+TOOLS_FILTER_MIN = 12
 SESSIONS_PER_PAGE = 20
 LEDGER_SHOWN = 20
 # A member's tools past this many are folded under their count on the task's page: 32 members of
@@ -264,7 +267,8 @@ def tool_picks(form: MemberForm, *, index: int, workspace: str, listed: list[Too
     tools = [{"option": option, "checked": option.value in checked, "id": f"id_m{index}-tool-{position}",
               "foreign": option.route != workspace} for position, option in enumerate(options)]
     return {"row": index, "html_name": form["allowed_tools"].html_name,
-            "workspace": workspace if listed is not None else "", "tools": tools}
+            "workspace": workspace if listed is not None else "", "tools": tools,
+            "filtered": len(tools) > TOOLS_FILTER_MIN}
 
 
 _MEMBER_FIELDS = {"session_id": "session", "workspace": "workspace",

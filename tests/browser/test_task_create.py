@@ -82,3 +82,33 @@ def test_a_refused_form_keeps_each_rows_tools_and_the_page_fits_390_px(page, ope
     expect(_tools(page, 0)).to_have_count(2)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert Task.objects.count() == 0
+
+
+def test_a_long_tools_box_is_filtered_by_name_keeping_the_checked_ones(page, operator, sessions, monkeypatch):
+    from apps.runtime import admin_tasks
+
+    monkeypatch.setattr(admin_tasks, "TOOLS_FILTER_MIN", 1, raising=False)
+    admin_login(page, username=operator.username, password=OPERATOR_PASSWORD)
+    page.goto("/admin/tasks/task/add/")
+    page.select_option("#id_m0-workspace", "store-assistant")
+    page.check("#id_m0-tool-0")  # order_status
+    page.fill("#id_m0-tools-filter", "stock")
+    page.keyboard.press("Enter")  # filters, never submits
+    expect(page.locator("label[for='id_m0-tool-1']")).to_be_visible()
+    expect(page.locator("label[for='id_m0-tool-0']")).to_be_visible()  # checked: kept in sight
+    page.uncheck("#id_m0-tool-0")
+    page.fill("#id_m0-tools-filter", "stocks")
+    expect(page.locator("label[for='id_m0-tool-1']")).to_be_hidden()
+    expect(page.locator("label[for='id_m0-tool-0']")).to_be_hidden()
+    assert page.url.endswith("/admin/tasks/task/add/")
+
+
+def test_a_signed_out_operators_pick_says_the_tools_were_not_loaded(page, operator, sessions):
+    """The tools URL then answers with the login page (a redirect): never drawn as the tools box."""
+    admin_login(page, username=operator.username, password=OPERATOR_PASSWORD)
+    page.goto("/admin/tasks/task/add/")
+    page.context.clear_cookies()
+    page.select_option("#id_m0-workspace", "store-assistant")
+    expect(page.locator("[data-member-row='0'] .bh-tools")).to_have_text(
+        "The workspace's tools could not be loaded: choose it again.")
+    expect(page.locator("[data-member-row='0'] input[name=username]")).to_have_count(0)

@@ -688,3 +688,16 @@ def test_a_members_many_tools_are_folded_under_their_count_on_the_task_page(worl
     monkeypatch.setattr(admin_tasks, "MEMBER_TOOLS_INLINE", 0, raising=False)
     folded = member.search(owner.get(url).content.decode()).group(0)
     assert '<details class="bh-member-tools"><summary>1 tool</summary><code>stock_adjust</code></details>' in folded
+
+
+def test_a_long_tools_box_offers_a_filter_by_name(world, owner, tools, monkeypatch):
+    """Past TOOLS_FILTER_MIN tools a row's box starts with a labelled filter; below it, none."""
+    from apps.runtime import admin_tasks
+
+    url = TOOLS_URL.format(world.route.project.pk)
+    query = {"workspace": world.route.key, "row": "1"}
+    assert "bh-tools-filter" not in owner.get(url, query).content.decode()
+    monkeypatch.setattr(admin_tasks, "TOOLS_FILTER_MIN", 1, raising=False)
+    box = owner.get(url, query).content.decode()
+    assert re.search(r'<input type="search" class="bh-tools-filter" id="id_m1-tools-filter" '
+                     r'aria-label="Filter the 2 tools by name"', box)

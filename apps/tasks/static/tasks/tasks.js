@@ -16,7 +16,10 @@
     box.setAttribute("aria-busy", "true");
     var query = new URLSearchParams({workspace: wanted, row: box.getAttribute("data-tools-for")});
     fetch(url + "?" + query.toString(), {credentials: "same-origin", headers: {"Accept": "text/html"}})
-      .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
+      // A signed-out operator is redirected to the login page: not a tools box.
+      .then(function (response) {
+        return response.ok && !response.redirected ? response.text() : Promise.reject(response.status);
+      })
       .then(function (html) { if (select.value === wanted) { box.innerHTML = html; } })
       .catch(function () {
         if (select.value !== wanted) { return; }
@@ -26,7 +29,26 @@
       .then(function () { if (select.value === wanted) { box.removeAttribute("aria-busy"); } });
   }
 
+  // A long tools box filters its boxes by name; a checked one stays in sight.
+  function filterBox(input) {
+    var words = input.value.trim().toLowerCase();
+    input.parentNode.querySelectorAll(".bh-tool").forEach(function (label) {
+      var box = label.querySelector("input");
+      var name = label.querySelector("code").textContent.toLowerCase();
+      label.hidden = Boolean(words) && name.indexOf(words) < 0 && !(box && box.checked);
+    });
+  }
+
   function setupCreate() {
+    document.addEventListener("input", function (event) {
+      if (event.target.classList && event.target.classList.contains("bh-tools-filter")) { filterBox(event.target); }
+    });
+    // Enter in the filter would submit the task form.
+    document.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && event.target.classList && event.target.classList.contains("bh-tools-filter")) {
+        event.preventDefault();
+      }
+    });
     var members = document.querySelector("[data-tools-url]");
     var url = members && members.getAttribute("data-tools-url");
     var rows = document.querySelectorAll("[data-member-row]");
