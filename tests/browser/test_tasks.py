@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from apps.agent_auth.models import AgentSession
 from apps.tasks.models import Task
@@ -52,7 +53,7 @@ def test_an_operator_creates_a_task_from_a_session_pauses_and_resumes_it(logged_
     page.goto("/admin/tasks/task/add/")
     page.select_option("select[name=m0-session]", str(agent.session.pk))
     page.select_option("select[name=m0-workspace]", route.key)
-    assert page.locator(f'label.bh-tool[data-route="{route.key}"]').first.is_visible()
+    expect(page.locator(f'label.bh-tool[data-route="{route.key}"]').first).to_be_visible()  # loaded on the pick
     page.check(f'input[name=m0-allowed_tools][value="{route.key}:stock_adjust"]')
     assert page.locator('[data-member-row="1"]').is_hidden()
     page.click("#add-member")
@@ -219,7 +220,7 @@ def test_on_a_phone_the_task_pages_values_have_the_width_of_the_page(logged_in_p
 
 def test_a_workspace_found_by_searching_shows_only_its_tools(logged_in_page, route, agent, monkeypatch):
     """Past the route limit the workspace is Django's autocomplete, which announces a choice through
-    jQuery only: the row still shows that workspace's tools alone."""
+    jQuery only: the row still loads that workspace's tools alone."""
     from apps.routes import admin as routes_admin
     from apps.tools.models import ToolProvider
 
@@ -230,9 +231,108 @@ def test_a_workspace_found_by_searching_shows_only_its_tools(logged_in_page, rou
     page = logged_in_page
     page.goto("/admin/tasks/task/add/")
     row = page.locator('[data-member-row="0"]')
-    assert row.locator('label.bh-tool[data-route="hr-helpdesk"]').is_visible()
+    expect(row.locator(".bh-tools")).to_have_text("Choose a workspace to see its tools.")
     row.locator("select[name=m0-workspace] + .select2 .select2-selection").click()
     page.locator(".select2-search__field").fill("store")
     page.locator(".select2-results__option", has_text="门店助手 (store-assistant)").click()
-    assert row.locator('label.bh-tool[data-route="store-assistant"]').first.is_visible()
-    assert row.locator('label.bh-tool[data-route="hr-helpdesk"]').is_hidden()
+    expect(row.locator('label.bh-tool[data-route="store-assistant"]').first).to_be_visible()
+    expect(row.locator('label.bh-tool[data-route="hr-helpdesk"]')).to_have_count(0)
+
+
+@pytest.fixture
+def sessions(route):
+    """Two sessions that may use two workspaces with tools: store-assistant and back-office."""
+    from apps.tools.models import ToolProvider
+
+    route_tools_set(route=RouteFactory(project=route.project, key="back-office"), tools_direct_enabled=True,
+                    sources=[SourceSpec(provider=ToolProvider.objects.get(name="store"),
+                                        allowed_tools=["order_status", "stock_adjust"])], write_tools=["stock_adjust"])
+    client = AgentClientFactory(project=route.project, allowed_routes=["store-assistant", "back-office"])
+    return [session_for(client, principal={**PRINCIPAL, "id": f"u-{n}"}).session for n in (1, 2)]
+
+
+def _tools(page, row: int):
+    return page.locator(f"[data-member-row='{row}'] input[name='m{row}-allowed_tools']")
+
+
+def test_creating_a_task_of_two_members_picking_each_rows_workspace_tools(logged_in_page, sessions):
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    expect(page.locator("[data-member-row='0'] .bh-tools")).to_have_text("Choose a workspace to see its tools.")
+    expect(_tools(page, 0)).to_have_count(0)
+    page.select_option("#id_m0-session", str(sessions[0].pk))
+    page.select_option("#id_m0-workspace", "store-assistant")
+    expect(_tools(page, 0)).to_have_count(2)
+    assert _tools(page, 0).evaluate_all("boxes => boxes.map(b => b.value)") == [
+        "store-assistant:order_status", "store-assistant:stock_adjust"]
+    # the keyboard reaches the loaded boxes: conversation id, then the tools
+    page.focus("#id_m0-workspace")
+    page.keyboard.press("Tab")
+    page.keyboard.type("conv-1")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    expect(page.locator("#id_m0-tool-1")).to_be_focused()
+    page.keyboard.press("Space")
+    expect(page.locator("#id_m0-tool-1")).to_be_checked()
+
+    page.click("#add-member")
+    page.select_option("#id_m1-session", str(sessions[1].pk))
+    page.select_option("#id_m1-workspace", "store-assistant")
+    expect(_tools(page, 1)).to_have_count(2)
+    page.select_option("#id_m1-workspace", "back-office")  # another workspace: its own tools, none checked
+    expect(_tools(page, 1).first).to_have_attribute("value", "back-office:order_status")
+    page.check("#id_m1-tool-0")
+    page.fill("#id_m1-client_conversation_id", "conv-2")
+    with page.expect_navigation():
+        page.click("#create-task")
+    expect(page.locator("ul.messagelist")).to_contain_text("created with 2 members")
+    task = Task.objects.get()
+    assert page.url.endswith(f"/admin/tasks/task/{task.pk}/change/")
+    assert [(m.workspace, m.allowed_tools) for m in task.members.order_by("position")] == [
+        ("store-assistant", ["stock_adjust"]), ("back-office", ["order_status"])]
+
+
+def test_a_refused_form_keeps_each_rows_tools_and_the_page_fits_390_px(logged_in_page, sessions):
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/admin/tasks/task/add/")
+    page.select_option("#id_m0-session", str(sessions[0].pk))
+    page.select_option("#id_m0-workspace", "back-office")
+    page.check("#id_m0-tool-1")
+    with page.expect_navigation():
+        page.click("#create-task")  # no conversation id: refused
+    expect(page.locator("#task-errors")).to_be_visible()
+    expect(page.locator("#id_m0-tool-1")).to_be_checked()
+    expect(_tools(page, 0)).to_have_count(2)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert Task.objects.count() == 0
+
+
+def test_a_long_tools_box_is_filtered_by_name_keeping_the_checked_ones(logged_in_page, sessions, monkeypatch):
+    from apps.runtime import admin_tasks
+
+    monkeypatch.setattr(admin_tasks, "TOOLS_FILTER_MIN", 1, raising=False)
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    page.select_option("#id_m0-workspace", "store-assistant")
+    page.check("#id_m0-tool-0")  # order_status
+    page.fill("#id_m0-tools-filter", "stock")
+    page.keyboard.press("Enter")  # filters, never submits
+    expect(page.locator("label[for='id_m0-tool-1']")).to_be_visible()
+    expect(page.locator("label[for='id_m0-tool-0']")).to_be_visible()  # checked: kept in sight
+    page.uncheck("#id_m0-tool-0")
+    page.fill("#id_m0-tools-filter", "stocks")
+    expect(page.locator("label[for='id_m0-tool-1']")).to_be_hidden()
+    expect(page.locator("label[for='id_m0-tool-0']")).to_be_hidden()
+    assert page.url.endswith("/admin/tasks/task/add/")
+
+
+def test_a_signed_out_operators_pick_says_the_tools_were_not_loaded(logged_in_page, sessions):
+    """The tools URL then answers with the login page (a redirect): never drawn as the tools box."""
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    page.context.clear_cookies()
+    page.select_option("#id_m0-workspace", "store-assistant")
+    expect(page.locator("[data-member-row='0'] .bh-tools")).to_have_text(
+        "The workspace's tools could not be loaded: choose it again.")
+    expect(page.locator("[data-member-row='0'] input[name=username]")).to_have_count(0)
