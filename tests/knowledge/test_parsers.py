@@ -1,6 +1,7 @@
 import csv
 import io
 import struct
+import tracemalloc
 
 import pytest
 from pypdf import PdfReader
@@ -14,6 +15,7 @@ from apps.knowledge.pipeline.parsers import (
     document_parse,
     file_type_detect,
 )
+from apps.knowledge.pipeline.parsers import text as text_module
 from apps.knowledge.pipeline.parsers.markdown import TICK_LINES, heading_clean, parse_text
 from apps.knowledge.pipeline.parsers.text import text_decode
 from tests.knowledge.pdfs import pdf_build, pdf_catalog_in_object_stream, pdf_content_filtered, without_brotli
@@ -663,6 +665,82 @@ def test_utf8_with_a_few_invalid_bytes_fails_saying_where_they_are(data, what):
         document_check(file_type="txt", data=data)
     assert str(failed.value) == (f"The text is UTF-8 except for {what}: the file was cut short, or bytes of another "
                                  "encoding were pasted into it. Correct it, save it as UTF-8 and upload it again.")
+
+
+@pytest.mark.parametrize(("unit", "encoding"), [("中文的文字内容，", "gbk"), ("在歐洲，梵語的學術研究", "cp950")],
+                         ids=["GBK", "Big5"])
+def test_a_legacy_encoded_file_is_decoded_without_a_copy_of_its_text_per_encoding_tried(unit, encoding):
+    """Each encoding tried decoded the whole file, and counting its characters with re.sub listed
+    every run of them: a 50 MB GBK file peaked at 667 MB (13.5 times the file here, 14.8 for
+    Big5). Judged a chunk at a time, the one chosen decoded once: twice the file at most."""
+    data = unit.encode(encoding) * (2 * 1024 * 1024 // len(unit.encode(encoding)))
+    tracemalloc.start()
+    try:
+        text = text_decode(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text == data.decode("gb18030" if encoding == "gbk" else encoding)
+    assert peak < 3 * len(data)
+
+
+# Text in each legacy encoding read here, as the tests above have it.
+LEGACY = {
+    "GBK": ("gbk", GBK_CHINESE["laws, civil code"]),
+    "Big5": ("cp950", BIG5_CHINESE["a policy"]),
+    "EUC-KR": ("euc_kr", KOREAN),
+    "EUC-JP": ("euc_jp", JAPANESE),
+    "Shift-JIS": ("cp932", JAPANESE),
+    "Windows-1252": ("cp1252", WINDOWS_1252["German"]),
+}
+
+
+@pytest.mark.parametrize(("encoding", "text"), LEGACY.values(), ids=LEGACY.keys())
+def test_a_legacy_encoded_file_whose_first_chunks_are_ascii_is_read_in_its_encoding(encoding, text):
+    """The encoding is judged on the whole file: its first megabyte, ASCII, reads as anything."""
+    ascii_part = "Refunds take seven days.\n\n" * 40_000
+    assert text_decode((ascii_part + text).encode(encoding)) == ascii_part + text
+
+
+@pytest.mark.parametrize(("encoding", "text"), LEGACY.values(), ids=LEGACY.keys())
+def test_a_character_cut_at_the_end_of_a_chunk_is_read_whole(encoding, text):
+    data = b"a" * (text_module._CHUNK_BYTES - 1) + text.encode(encoding)
+    assert data[text_module._CHUNK_BYTES - 1] > 0x7F  # the first character outside ASCII straddles the cut
+    assert text_decode(data) == "a" * (text_module._CHUNK_BYTES - 1) + text
+
+
+def _decoded_or_refused(data: bytes) -> str:
+    try:
+        return text_decode(data)
+    except ConversionFailed as exc:
+        return f"refused: {exc}"
+
+
+CHUNKED = {
+    **{f"{name}, {encoding}": text.encode(encoding) for name, (encoding, text) in LEGACY.items()},
+    **{f"Korean, {name}": text.encode("euc_kr") for name, text in zip(
+        ["quotes", "bullets", "hanja"], [
+            "“서울은 한국의 수도이다.” 그는 이렇게 말했다. 인구는 약 천만 명이고 · 경제의 중심지이다.\n",
+            "○ 주요 일정\n※ 회의는 오후 세 시에 시작합니다.\n○ 참석자는 모두 자료를 미리 읽어 주십시오.\n",
+            "대한민국(大韓民國)은 동아시아의 한반도 남부에 있는 공화국이다. 수도는 서울이다.\n"], strict=True)},
+    **{f"Windows-1252 as GB18030: {text}": text.encode("cp1252") for text in GB18030_LOOKALIKES},
+    **{f"Windows-1252 as Big5: {text}": text.encode("cp1252") for text in BIG5_LOOKALIKES},
+    "Shift-JIS as Hangul": "「%(object)s」を追加しました。".encode("cp932"),
+    **{f"other: {name}": data for name, data in OTHER_ENCODINGS.items()},
+    **{f"damaged UTF-8: {name}": data for name, (data, _) in DAMAGED_UTF8.items()},
+    **{f"without a BOM: {name}": text.encode(encoding) for name, (encoding, text) in WITHOUT_BOM.items()},
+}
+
+
+@pytest.mark.parametrize("data", CHUNKED.values(), ids=CHUNKED.keys())
+def test_chunks_of_any_size_judge_the_encoding_as_the_whole_text_does(monkeypatch, data):
+    """Counts that span two chunks (a run of Hangul or of bytes above 0x7F, a spaced pair of
+    syllables, a character) add up as over the whole text: a chunk of 1 to 5 bytes changes nothing."""
+    whole = _decoded_or_refused(data)
+    for size in range(1, 6):
+        monkeypatch.setattr(text_module, "_CHUNK_BYTES", size)
+        monkeypatch.setattr(text_module, "_CHUNK_CHARS", size)
+        assert _decoded_or_refused(data) == whole
 
 
 def _pdf_sections(data: bytes) -> list[tuple[str | None, list[tuple[int, str]]]]:

@@ -3,11 +3,11 @@
 1. the encoding a byte order mark names: UTF-8, UTF-16 or UTF-32;
 2. UTF-32 or UTF-16 without a byte order mark, little- or big-endian (`bomless_decode`);
 3. UTF-8 (refused, saying where, when it is UTF-8 but for a few invalid bytes: `_utf8_damage`);
-4. Japanese EUC-JP, when the bytes read as Japanese in it (`japanese_decode`);
+4. Japanese EUC-JP, when the bytes read as Japanese in it (`japanese_reads`);
 5. Korean EUC-KR (Windows' code page 949, which includes it), when the bytes read as Korean in it
-   (`korean_decode`);
+   (`korean_reads`);
 6. GB18030 (which includes GBK) or Big5 (Windows' code page 950), when the bytes read as Chinese
-   in one of them: the one whose common characters they are more of (`chinese_decode`);
+   in one of them: the one whose common characters they are more of (`chinese_encoding`);
 7. Japanese Shift-JIS (Windows' code page 932), when the bytes read as Japanese in it;
 8. Windows-1252 (Western European), when the bytes read as such (`reads_as_western`).
 
@@ -17,6 +17,11 @@ GB18030 (three quarters of drcd's passages, as mojibake), and Korean saved as EU
 GB18030 (every one of Django's Korean translations: its Hangul rows are GB2312's common hanzi),
 as was EUC-JP (its kana rows are GB2312's too, its kanji other hanzi). Text in none of these (a
 Cyrillic or Greek code page, ...) fails, and is to be saved as UTF-8.
+
+Each candidate is judged on the whole file, decoded a chunk at a time (`_decoded_pieces`), and only
+the one chosen is decoded whole: decoded whole, each held a copy of the text, and counting a set's
+characters with re.sub listed every run of them, so a 50 MB GBK file peaked at 667 MB. A choice
+made on the first chunk alone would change with where a file's non-ASCII text starts.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ _SEPARATING = re.compile(r"[\x0b\x0c\x1c-\x1f]")
 # The other C0 controls than tab and newline, and DEL: noise in text, harmful in a tsvector.
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
 _BLANK_LINES = re.compile(r"\n[ \t\u3000]*\n")
+# Bytes decoded at a time while a candidate encoding is judged, and characters counted at a time.
+_CHUNK_BYTES = 256 * 1024
+_CHUNK_CHARS = 256 * 1024
 
 # UTF-16 or UTF-32 without a byte order mark is recognised from this many bytes at the start.
 _HEAD_BYTES = 8192
@@ -83,7 +91,7 @@ _BIG5_COMMON = _runs_of("cp950", (
                       for trail in (*range(0x40, 0x7F), *range(0xA1, 0xFF)))
     if code < 0xA3C0 or 0xA440 <= code <= 0xC67E))
 # Well under traditional Chinese's share (no drcd document under 55%) and well over Western
-# text's (none, but for a capital followed by an accent: see chinese_decode).
+# text's (none, but for a capital followed by an accent: see chinese_encoding).
 CHINESE_MIN_SHARE = 1 / 3
 
 # Hiragana and katakana (with the prolonged sound mark and the iteration marks): Japanese prose is
@@ -172,30 +180,54 @@ def bomless_decode(data: bytes) -> str | None:
             text = data.decode(encoding)
         except UnicodeDecodeError:
             continue
-        if not _NOT_TEXT.search(text) and len(text) - len(_CONTROLS.sub("", text)) < _spacing(text):
+        if not _NOT_TEXT.search(text) and _matched(text, _CONTROLS) < _spacing(text):
             return text
     return None
 
 
+def _pieces(text: str) -> Iterator[str]:
+    for start in range(0, len(text), _CHUNK_CHARS):
+        yield text[start:start + _CHUNK_CHARS]
+
+
+def _decoded_pieces(data: bytes, encoding: str, errors: str = "strict") -> Iterator[str]:
+    """`data` decoded as `encoding` _CHUNK_BYTES at a time, together the text a whole decode gives:
+    a character cut at the end of a chunk is completed by the next one. UnicodeDecodeError where
+    it does not decode (its position is within the chunk)."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors)
+    view = memoryview(data)
+    for start in range(0, len(data), _CHUNK_BYTES):
+        end = start + _CHUNK_BYTES
+        yield decoder.decode(view[start:end], final=end >= len(data))
+
+
 def _wide(text: str) -> int:
     """How many of `text`'s characters are outside ASCII."""
-    return len(text) - len(text.encode("ascii", errors="ignore"))
+    return sum(len(piece) - len(piece.encode("ascii", errors="ignore")) for piece in _pieces(text))
 
 
 def _matched(text: str, runs: re.Pattern) -> int:
-    """How many of `text`'s characters `runs` matches: removed, they are counted without a list of
-    millions of matches (a 50 MB file)."""
-    return len(text) - len(runs.sub("", text))
+    """How many of `text`'s characters `runs` (runs of a set of characters) matches: removed, a
+    piece at a time, they are counted without a list of millions of matches or of the text between
+    them (a run cut between two pieces counts the same)."""
+    return sum(len(piece) - len(runs.sub("", piece)) for piece in _pieces(text))
 
 
-def common_share(text: str, common: re.Pattern) -> float:
-    """The share of `text`'s characters outside ASCII that `common` matches (0 for none)."""
-    wide = _wide(text)
-    return _matched(text, common) / wide if wide else 0.0
+def _tally(data: bytes, encoding: str, runs: re.Pattern) -> tuple[int, int] | None:
+    """(characters outside ASCII, of them those `runs` matches) in `data` decoded as `encoding`,
+    or None when it does not decode; counted a chunk at a time, never holding the whole text."""
+    wide = matched = 0
+    try:
+        for piece in _decoded_pieces(data, encoding):
+            wide += _wide(piece)
+            matched += _matched(piece, runs)
+    except UnicodeDecodeError:
+        return None
+    return wide, matched
 
 
-def chinese_decode(data: bytes) -> str | None:
-    """`data` as Chinese: decoded as GB18030 or as Big5 (code page 950), whichever gives the
+def chinese_encoding(data: bytes) -> str | None:
+    """The encoding `data` reads as Chinese in: GB18030 or Big5 (code page 950), whichever gives the
     larger share of its characters outside ASCII in its encoding's common set, when that share is
     at least CHINESE_MIN_SHARE; else None. The common sets: GB2312's symbols and level-1 hanzi,
     Big5's symbols and frequently used hanzi.
@@ -219,45 +251,50 @@ def chinese_decode(data: bytes) -> str | None:
     """
     best, best_share = None, 0.0
     for encoding, common in (("gb18030", _GB2312_COMMON), ("cp950", _BIG5_COMMON)):
-        try:
-            text = data.decode(encoding)
-        except UnicodeDecodeError:
+        tally = _tally(data, encoding, common)
+        if tally is None:
             continue
-        share = common_share(text, common)
+        wide, matched = tally
+        share = matched / wide if wide else 0.0
         if share < CHINESE_MIN_SHARE or share <= best_share:  # a tie stays GB18030
             continue
         # The Western check (a pass over every byte) only when Big5 would win.
         if encoding == "gb18030" or not reads_as_western(data):
-            best, best_share = text, share
+            best, best_share = encoding, share
     return best
 
 
-def japanese_decode(data: bytes, encoding: str) -> str | None:
-    """`data` decoded as `encoding` (euc_jp or cp932) when at least JAPANESE_MIN_KANA_SHARE of
-    its characters outside ASCII are kana, and at least JAPANESE_MIN_KANA; else None."""
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError:
-        return None
-    kana = _matched(text, _KANA)
-    return text if kana >= JAPANESE_MIN_KANA and kana >= JAPANESE_MIN_KANA_SHARE * _wide(text) else None
+def japanese_reads(data: bytes, encoding: str) -> bool:
+    """Whether `data` decodes as `encoding` (euc_jp or cp932) with at least JAPANESE_MIN_KANA_SHARE
+    of its characters outside ASCII kana, and at least JAPANESE_MIN_KANA."""
+    tally = _tally(data, encoding, _KANA)
+    if tally is None:
+        return False
+    wide, kana = tally
+    return kana >= JAPANESE_MIN_KANA and kana >= JAPANESE_MIN_KANA_SHARE * wide
 
 
-def korean_decode(data: bytes) -> str | None:
-    """`data` decoded as code page 949 (EUC-KR and its Unified Hangul Code extension) when at
-    least KOREAN_MIN_SHARE of its characters outside ASCII are Hangul syllables, spaced as words
-    (see _HANGUL_SPACED); else None. A text of a word or two is not told from Chinese."""
+def korean_reads(data: bytes) -> bool:
+    """Whether `data` decodes as code page 949 (EUC-KR and its Unified Hangul Code extension) with
+    at least KOREAN_MIN_SHARE of its characters outside ASCII Hangul syllables, spaced as words
+    (see _HANGUL_SPACED). A text of a word or two is not told from Chinese."""
+    wide = syllables = spaced = 0
+    tail = ""
     try:
-        text = data.decode("cp949")
+        for piece in _decoded_pieces(data, "cp949"):
+            wide += _wide(piece)
+            syllables += _matched(piece, _HANGUL)
+            # A match is three characters: the last two not in one may begin one in the next piece.
+            text, end = tail + piece, 0
+            for match in _HANGUL_SPACED.finditer(text):
+                spaced, end = spaced + 1, match.end()
+            tail = text[max(end, len(text) - 2):]
     except UnicodeDecodeError:
-        return None
-    wide = _wide(text)
-    syllables = _matched(text, _HANGUL)
+        return False
     share = KOREAN_MIN_SHARE if wide >= KOREAN_SHORT_CHARS else KOREAN_SHORT_MIN_SHARE
     if not wide or syllables < share * wide:
-        return None
-    spaced = sum(1 for _ in _HANGUL_SPACED.finditer(text))
-    return text if spaced and spaced * KOREAN_SYLLABLES_PER_SPACE >= syllables else None
+        return False
+    return bool(spaced) and spaced * KOREAN_SYLLABLES_PER_SPACE >= syllables
 
 
 def reads_as_western(data: bytes) -> bool:
@@ -272,25 +309,42 @@ def reads_as_western(data: bytes) -> bool:
     Other Latin code pages pass, and their letters Windows-1252 lacks come out wrong (Polish ł in
     Windows-1250 as ³, Turkish ş in Windows-1254 as þ).
     """
-    # "h" for each byte above 0x7F, "a" for the others: a pattern with a literal prefix is found
-    # fast, and bytes that are clearly not Western stop early.
-    mask = data.translate(_HIGH_MASK)
-    limit = mask.count(b"h") * WESTERN_MAX_RUN_SHARE
+    # "h" for each byte above 0x7F, "a" for the others, a chunk at a time: a pattern with a literal
+    # prefix is found fast, and bytes that are clearly not Western stop early.
+    view = memoryview(data)
+    chunks = [view[start:start + _CHUNK_BYTES] for start in range(0, len(data), _CHUNK_BYTES)]
+    limit = sum(bytes(chunk).translate(_HIGH_MASK).count(b"h") for chunk in chunks) * WESTERN_MAX_RUN_SHARE
     in_runs = 0
-    for run in _HIGH_RUN.finditer(mask):
-        in_runs += run.end() - run.start()
+    carried = 0  # the bytes above 0x7F that end the chunks read so far
+    for chunk in chunks:
+        mask = bytes(chunk).translate(_HIGH_MASK)
+        body = mask.lstrip(b"h")
+        if not body:
+            carried += len(mask)
+            continue
+        run = carried + len(mask) - len(body)
+        if run >= 3:
+            in_runs += run
+        inner = body.rstrip(b"h")
+        carried = len(body) - len(inner)
+        for match in _HIGH_RUN.finditer(inner):
+            in_runs += match.end() - match.start()
         if in_runs > limit:
             return False
-    return True
+    if carried >= 3:
+        in_runs += carried
+    return in_runs <= limit
 
 
 def _utf8_damage(data: bytes, error: UnicodeDecodeError) -> ConversionFailed | None:
     """The failure to report when `data` is UTF-8 but for a few invalid sequences (at least
     UTF8_MIN_VALID_PER_INVALID characters outside ASCII decode for each that does not); else None."""
-    text = data.decode("utf-8", errors="replace")
-    replaced = text.count("\ufffd")
+    replaced = wide = 0
+    for piece in _decoded_pieces(data, "utf-8", "replace"):
+        replaced += piece.count("\ufffd")
+        wide += _wide(piece)
     invalid = replaced - data.count("\ufffd".encode())
-    if invalid <= 0 or _wide(text) - replaced < UTF8_MIN_VALID_PER_INVALID * invalid:
+    if invalid <= 0 or wide - replaced < UTF8_MIN_VALID_PER_INVALID * invalid:
         return None
     line = data.count(b"\n", 0, error.start) + 1
     where = f"byte {error.start:,} (line {line:,})"
@@ -300,11 +354,26 @@ def _utf8_damage(data: bytes, error: UnicodeDecodeError) -> ConversionFailed | N
                             "encoding were pasted into it. Correct it, save it as UTF-8 and upload it again.")
 
 
+def legacy_encoding(data: bytes) -> str | None:
+    """The first of the encodings after UTF-8 (steps 4 to 8 of the module docstring) that `data`
+    reads in, or None."""
+    if japanese_reads(data, "euc_jp"):
+        return "euc_jp"
+    if korean_reads(data):
+        return "cp949"
+    chinese = chinese_encoding(data)
+    if chinese is not None:
+        return chinese
+    if japanese_reads(data, "cp932"):
+        return "cp932"
+    return "windows-1252" if reads_as_western(data) else None
+
+
 def _decode(data: bytes) -> str:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
-                return data[len(bom):].decode(encoding)
+                return str(memoryview(data)[len(bom):], encoding)  # not a copy of the bytes first
             except UnicodeDecodeError as exc:
                 raise ConversionFailed(f"The text starts with a {encoding} byte order mark but is not "
                                        f"valid {encoding} (at byte {exc.start}).") from exc
@@ -317,14 +386,12 @@ def _decode(data: bytes) -> str:
         damaged = _utf8_damage(data, exc)
         if damaged is not None:
             raise damaged from exc
-    for decode in (lambda: japanese_decode(data, "euc_jp"), lambda: korean_decode(data),
-                   lambda: chinese_decode(data), lambda: japanese_decode(data, "cp932")):
-        text = decode()
-        if text is not None:
-            return text
-    if reads_as_western(data):
+    legacy = legacy_encoding(data)
+    if legacy == "windows-1252":
         # A decoding table, as the encodings package's own cp1252 passes (typeshed lists only maps).
         return codecs.charmap_decode(data, "strict", _WINDOWS_1252)[0]  # type: ignore[arg-type]
+    if legacy is not None:
+        return data.decode(legacy)
     raise ConversionFailed("The text is not recognised as UTF-8, UTF-16, Chinese GB18030 or Big5, Japanese "
                            "Shift-JIS or EUC-JP, Korean EUC-KR, or Western European Windows-1252; save it as "
                            "UTF-8 and upload it again.")
