@@ -112,6 +112,21 @@ def test_an_inflating_pdf_stream_is_refused_before_its_text_is_extracted():
     assert budget.used == 0
 
 
+def test_a_pdf_stream_inflating_past_pypdfs_ceiling_fails_naming_that_ceiling_and_stores_nothing():
+    """A 73 KB file whose one content stream inflates past pypdf's 75,000,000 bytes failed as too
+    large after conversion, "its text exceeds" 20 times the file's size: a cap its text never reached."""
+    data = _pdf(content=_text_ops(1) + b" " * 75_000_000, pages=1)
+    document = _stored(KnowledgeBaseFactory(), "inflating.pdf", "pdf", data)
+    assert ingest.document_ingest(document_id=document.pk) == "failed"
+    document.refresh_from_db()
+    assert (document.status, document.error_code) == ("failed", "document_conversion_failed")
+    assert document.error_message == (
+        "Document conversion failed: The PDF has a compressed stream that inflates to more than 75,000,000 bytes, "
+        "the most the PDF reader decompresses of one (pypdf's zlib_maximum_output_length): its text cannot be read "
+        "here. Upload its text as a .txt file.")
+    assert Chunk.objects.filter(document_id=document.pk).count() == 0
+
+
 def test_a_pdf_of_pages_sharing_a_stream_stops_at_the_page_that_spends_its_budget():
     budget = TextBudget(max_chars=400_000)
     with pytest.raises(DocumentTooLarge):

@@ -2,9 +2,10 @@ import csv
 import io
 import struct
 import tracemalloc
+import zlib
 
 import pytest
-from pypdf import PdfReader
+from pypdf import PdfReader, apply_configuration
 from pypdf.errors import DependencyError
 
 from apps.knowledge.pipeline.parsers import (
@@ -18,7 +19,14 @@ from apps.knowledge.pipeline.parsers import (
 from apps.knowledge.pipeline.parsers import text as text_module
 from apps.knowledge.pipeline.parsers.markdown import TICK_LINES, heading_clean, parse_text
 from apps.knowledge.pipeline.parsers.text import text_decode
-from tests.knowledge.pdfs import pdf_build, pdf_catalog_in_object_stream, pdf_content_filtered, without_brotli
+from tests.knowledge.pdfs import (
+    pdf_build,
+    pdf_catalog_in_object_stream,
+    pdf_content_filtered,
+    pdf_objects,
+    pdf_write,
+    without_brotli,
+)
 
 
 def _parse(fixture_bytes, name):
@@ -420,6 +428,42 @@ def test_a_pdf_whose_catalog_needs_a_decoder_this_server_lacks_fails_the_upload_
     with pytest.raises(ConversionFailed) as failed:
         document_check(file_type="pdf", data=data)
     assert str(failed.value) == NO_DECODER
+
+
+def _flate_padded(body: bytes, size: int) -> bytes:
+    """A Flate stream object of `body` padded with spaces to `size` bytes once inflated."""
+    packed = zlib.compress(body + b" " * (size - len(body)), 9)
+    return b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(packed), packed)
+
+
+# pdf_build's objects: 5 is the font's ToUnicode map, 11 the first page's content.
+@pytest.mark.parametrize("number", [11, 5], ids=["page content", "ToUnicode map"])
+def test_a_pdf_stream_inflating_past_pypdfs_limit_fails_naming_that_limit(number):
+    """pypdf stops inflating a stream at its zlib_maximum_output_length (75,000,000 bytes; 1,000,000
+    here). The failure was reported as the text cap: "Its text exceeds 20,000,000 characters"."""
+    objects = pdf_objects(pdf_build([[("Refunds take seven days.", 11)]]))
+    body = objects[number]
+    objects[number] = _flate_padded(body[body.index(b"stream\n") + 7:body.rindex(b"\nendstream")], 1_000_001)
+    with apply_configuration(zlib_maximum_output_length=1_000_000), pytest.raises(ConversionFailed) as failed:
+        document_parse(file_type="pdf", data=pdf_write(objects), budget=TextBudget(max_chars=10**9))
+    assert str(failed.value) == (
+        "The PDF has a compressed stream that inflates to more than 1,000,000 bytes, the most the PDF reader "
+        "decompresses of one (pypdf's zlib_maximum_output_length): its text cannot be read here. Upload its text "
+        "as a .txt file.")
+
+
+def test_a_pdf_whose_page_tree_nests_past_pypdfs_depth_fails_naming_that_limit():
+    """One page under 5,000 levels of page tree: it was reported as "more pages than can be read here"."""
+    objects = pdf_objects(pdf_build([[("Refunds take seven days.", 11)]]))
+    for level in range(5_000):
+        kid = 10 if level == 4_999 else 1_001 + level
+        objects[1_000 + level] = f"<< /Type /Pages /Kids [{kid} 0 R] /Count 1 >>".encode()
+    objects[2] = b"<< /Type /Pages /Kids [1000 0 R] /Count 1 >>"
+    with pytest.raises(ConversionFailed) as failed:
+        document_parse(file_type="pdf", data=pdf_write(objects))
+    assert str(failed.value) == (
+        "The PDF has a page tree nested deeper than 100 levels, the most the PDF reader follows (pypdf's "
+        "page_tree_maximum_depth): its text cannot be read here. Upload its text as a .txt file.")
 
 
 def test_encrypted_pdf_fails_conversion(fixture_bytes):

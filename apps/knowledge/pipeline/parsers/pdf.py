@@ -160,6 +160,40 @@ def _too_many_pages(limit: int) -> ConversionFailed:
                             "(KNOWLEDGE_PDF_MAX_PAGES). Split it into smaller files.")
 
 
+# Limits pypdf keeps itself (pypdf.Configuration), past which it raises LimitReachedError: the
+# start of its message, the setting, and what the file holds past it, in an operator's words.
+# (RunLength and Brotli streams have limits of their own, 75,000,000 bytes as Flate's by default,
+# and the same message.)
+_PYPDF_LIMITS = (
+    ("Limit reached while decompressing", "zlib_maximum_output_length",
+     "a compressed stream that inflates to more than {:,} bytes, the most the PDF reader decompresses of one"),
+    ("Maximum page tree depth reached", "page_tree_maximum_depth",
+     "a page tree nested deeper than {:,} levels, the most the PDF reader follows"),
+    ("Maximum page tree entry limit reached", "page_tree_maximum_entries",
+     "a page tree of more than {:,} entries, the most the PDF reader reads"),
+    ("Maximum page tree page entry limit exceeded", "page_tree_maximum_page_entries",
+     "pages of more than {:,} entries together, the most the PDF reader reads"),
+    ("Maximum outline depth reached", "outline_maximum_depth",
+     "bookmarks nested deeper than {:,} levels, the most the PDF reader follows"),
+)
+
+
+def _past_pypdf_limit(exc: Exception) -> ConversionFailed:
+    """The failure for a LimitReachedError, naming the limit it reports. It was reported as the
+    text cap (a stream inflating past pypdf's ceiling: "its text exceeds 20,000,000 characters") or
+    as too many pages (a page tree 5,000 levels deep over one page)."""
+    from pypdf import get_configuration
+
+    reason = str(exc)
+    for start, name, holds in _PYPDF_LIMITS:
+        if reason.startswith(start):
+            what = f"{holds.format(getattr(get_configuration(), name))} (pypdf's {name})"
+            break
+    else:
+        what = f"more than the PDF reader reads (pypdf: {reason[:200].rstrip('.')})"
+    return ConversionFailed(f"The PDF has {what}: its text cannot be read here. Upload its text as a .txt file.")
+
+
 def _no_decoder(exc: Exception) -> ConversionFailed:
     """pypdf raises DependencyError, which is no PyPdfError, for a stream filter or a cipher it
     knows but has no decoder for here: Brotli without the brotli package, JBIG2 without the
@@ -192,9 +226,8 @@ def _reader(data: bytes, *, walk_pages: bool = True):
                                "certificate security or rights management); upload an unprotected copy.") from exc
     except DependencyError as exc:  # e.g. the catalog in a Brotli-compressed object stream
         raise _no_decoder(exc) from exc
-    except LimitReachedError as exc:  # a page tree of more entries than pypdf reads
-        raise ConversionFailed("The PDF has more pages than can be read here (its page tree passes pypdf's limit); "
-                               "split it into smaller files.") from exc
+    except LimitReachedError as exc:  # e.g. a page tree deeper than pypdf follows
+        raise _past_pypdf_limit(exc) from exc
     except (PyPdfError, *_READ_ERRORS) as exc:
         raise ConversionFailed("The PDF is damaged and cannot be read.") from exc
     if encrypted:
@@ -469,8 +502,8 @@ def parse(data: bytes, budget: TextBudget) -> ParsedDocument:
     try:
         pages = _pages(reader, budget)
         entries = _outline(reader)
-    except LimitReachedError as exc:  # a stream inflating past pypdf's own ceiling
-        raise DocumentTooLarge(budget.max_chars) from exc
+    except LimitReachedError as exc:  # e.g. a stream inflating past pypdf's own ceiling
+        raise _past_pypdf_limit(exc) from exc
     except DependencyError as exc:  # e.g. a page's content in a Brotli-compressed stream
         raise _no_decoder(exc) from exc
     except (PyPdfError, *_READ_ERRORS) as exc:
