@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import io
 import re
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
-from apps.knowledge import services
+from apps.knowledge import ingest, services
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, upload, wait_for, wait_for_status
@@ -214,10 +215,28 @@ def test_a_rebuild_shows_its_generation_until_it_serves_searches(logged_in_page,
     page.screenshot(path=str(SHOTS / "kb_rebuilt.png"), full_page=False)
 
 
+@pytest.fixture
+def held_rebuilds(monkeypatch):
+    """The session worker's rebuilds wait until the test lets them go (`.set()`), at the latest when
+    the test ends. The worker runs in this process and starts a rebuild as soon as it is queued: a
+    page meant to be drawn mid-build otherwise raced it (the build took 1.3–1.7 s under load, the
+    click's redirect to the drawn page 0.9–1.4 s)."""
+    gate = threading.Event()
+    build = ingest.generation_build
+
+    def held(**kwargs):
+        gate.wait(timeout=120)
+        return build(**kwargs)
+
+    monkeypatch.setattr(ingest, "generation_build", held)
+    yield gate
+    gate.set()
+
+
 def test_the_generations_table_agrees_with_the_live_lines_once_the_rebuild_is_done(logged_in_page, project,
-                                                                                   celery_worker_session):
+                                                                                   celery_worker_session,
+                                                                                   held_rebuilds):
     kb = KnowledgeBaseFactory(project=project, name="Rebuilt")
-    # The long text keeps the rebuild going while the page is drawn.
     handbook = next(f["buffer"] for f in _batch() if f["name"] == "handbook.txt")
     for document in services.document_upload(kb=kb, files=[upload("policy.zh.md"), upload("handbook.txt", handbook)]):
         wait_for_status(document.pk, "completed")
@@ -228,6 +247,7 @@ def test_the_generations_table_agrees_with_the_live_lines_once_the_rebuild_is_do
     page.evaluate("window.__sameLoad = true")
     statuses = page.locator("#generations-group td.field-status")
     assert statuses.all_inner_texts()[0] != "Active"  # drawn while generation 2 was building
+    held_rebuilds.set()
     page.locator("[data-bh-generation] .bh-gen-active").wait_for(timeout=INGEST_TIMEOUT_MS)
     page.wait_for_function("() => document.querySelector('#generations-group td.field-status')"
                            ".textContent.trim() === 'Active'")
