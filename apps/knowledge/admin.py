@@ -49,7 +49,7 @@ from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.knowledge.playground import PlaygroundSearchForm, playground_extra, playground_hits, playground_timings
-from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
+from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -355,7 +355,7 @@ class RouteBindingForm(forms.ModelForm):
             widget.row_labels = {str(self.instance.route_id): str(self.instance.route)}
 
 
-class RouteBindingInline(ProjectScopedInlineMixin, admin.TabularInline):
+class RouteBindingInline(NamedCellsInlineMixin, ProjectScopedInlineMixin, admin.TabularInline):
     """The routes reading the KB. A route is picked by searching, not from a select of every
     route in each row: a KB read by 100 of 460 routes rendered 46,000 options and read the routes
     (their prompts too) once a row, besides the route and KB of each row's title (63 s, 4 MB)."""

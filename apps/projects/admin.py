@@ -41,6 +41,29 @@ class ReadOnlyAdminMixin:
         return False
 
 
+class _NamedCells:
+    def add_fields(self, form: forms.BaseForm, index: int | None) -> None:
+        super().add_fields(form, index)  # type: ignore[misc]
+        instance = getattr(form, "instance", None)
+        # A new row's instance has its key already (a UUID's default) but not its related rows yet.
+        row = "new row" if instance is None or instance._state.adding else str(instance)
+        for name, field in form.fields.items():
+            widget = getattr(field.widget, "widget", field.widget)  # inside the admin's related-object links
+            if widget is not None and not widget.is_hidden:
+                widget.attrs["aria-label"] = f"{field.label or capfirst(name)}: {row}"
+
+
+class NamedCellsInlineMixin:
+    """A tabular inline whose controls say what they are. Its rows' cells have no <label>: the column's
+    header names a control only to the eye, and a screen reader read a member's role as "combo box" and
+    a tool's switch as "checkbox, checked", with nothing to tell which column or row. Each control is
+    named "<column>: <row>", the row as its title cell shows it."""
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)  # type: ignore[misc]
+        return type(formset.__name__, (_NamedCells, formset), {})
+
+
 # How far a delete's cascade is followed (project → client → session → conversation → run → invocation
 # → journal entry is six steps).
 DELETION_DEPTH = 8
@@ -310,7 +333,7 @@ class MembershipFormSet(forms.BaseInlineFormSet):
                                         "before you change or remove the last one. Nothing was saved.")
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(NamedCellsInlineMixin, admin.TabularInline):
     """Owners manage who works on their project; editors and viewers see the members."""
 
     model = Membership

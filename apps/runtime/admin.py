@@ -30,7 +30,7 @@ from apps.knowledge import services as knowledge_services
 from apps.knowledge.admin import RowAutocompleteSelect
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
 from apps.ledger.models import Conversation, MemoryNote, RagQuery, Run
-from apps.projects.admin import ProjectScopedAdminMixin, listed_unless_over
+from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, listed_unless_over
 from apps.routes.admin import RouteAdmin
 from apps.routes.models import Route
 from apps.runtime.errors import KnowledgeUnavailable
@@ -74,7 +74,7 @@ KNOWLEDGE_FIELDSET = "Knowledge"
 BINDING_CHOICES_MAX = 100
 
 
-class BindingInline(admin.TabularInline):
+class BindingInline(NamedCellsInlineMixin, admin.TabularInline):
     """One row per knowledge base the route reads; the choices are the route's project's KBs (past
     BINDING_CHOICES_MAX, found by searching them)."""
 

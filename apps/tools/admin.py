@@ -25,7 +25,7 @@ from django.utils.translation import ngettext
 from apps.core.errors import ApiError
 from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
-from apps.projects.admin import ProjectScopedAdminMixin
+from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin
 
 from . import invocations, services
 from .compiler.loader import MAX_SPEC_BYTES
@@ -182,7 +182,7 @@ def spec_uncarry(value: str) -> tuple[bytes, str]:
 TOOL_ROWS_MAX = 200
 
 
-class ToolInline(admin.TabularInline):
+class ToolInline(NamedCellsInlineMixin, admin.TabularInline):
     model = Tool
     fields = ["name", "method", "path", "risk", "readonly", "approval_required", "has_acc", "enabled"]
     readonly_fields = ["name", "method", "path", "risk", "readonly", "approval_required", "has_acc"]
