@@ -84,6 +84,22 @@ def test_the_consoles_pages_have_no_serious_or_critical_axe_violations(page, ope
     assert {name: found_here for name, found_here in found.items() if found_here} == {}
 
 
+def test_the_consoles_own_tables_name_every_column(logged_in_page, journeys):
+    """A column of buttons (Retry, Run again, Pause) has a header a screen reader can read out, and a row's
+    "Run again" says which search it runs."""
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{journeys['kb'].pk}/search/")
+    page.fill("input[name=query]", "无理由退款")
+    page.click("#pg-form input[type=submit]")
+    page.wait_for_selector("#pg-results")
+    assert violations(page, impacts=("minor",), context="#pg-recent") == []
+    assert page.locator("#pg-recent .pg-rerun").get_attribute("aria-label") == "Run again: 无理由退款"
+    page.goto(f"/admin/knowledge/knowledgebase/{journeys['kb'].pk}/change/")
+    assert violations(page, impacts=("minor",), context="#kb-documents") == []
+    page.goto("/admin/tools/approval/")
+    assert violations(page, impacts=("minor",), context="#execution-panel") == []
+
+
 def test_a_tabular_rows_controls_name_their_column_and_row(logged_in_page, journeys):
     provider = journeys["provider"]
     page = logged_in_page
