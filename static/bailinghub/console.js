@@ -100,14 +100,20 @@
       var label = badge.textContent;
       counts[label] = (counts[label] || 0) + 1;
     });
-    summary.textContent = Object.keys(counts).map(function (label) {
+    setText(summary, Object.keys(counts).map(function (label) {
       return counts[label] + " " + label.toLowerCase();
-    }).join(" · ");
+    }).join(" · "));
   }
 
   function setLive(root, text) {
     var live = root.querySelector("[data-bh-live]");
-    if (live) live.textContent = text;
+    if (live) setText(live, text);
+  }
+
+  // The summary and the live note are a status region that a screen reader reads out when it changes:
+  // written again with the same words at every poll, it read "Updating live…" every two seconds.
+  function setText(element, text) {
+    if (element.textContent !== text) element.textContent = text;
   }
 
   // The "Index generations" table under the settings is drawn with the page: once the work this

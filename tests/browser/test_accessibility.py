@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
+from apps.knowledge import services as knowledge_services
 from apps.knowledge.services import route_knowledge_bind
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.browser.conftest import OPERATOR_PASSWORD, admin_login
 from tests.knowledge.factories import KnowledgeBaseFactory
-from tests.knowledge.helpers import ingest_texts
+from tests.knowledge.helpers import ingest_texts, upload
 from tests.knowledge.test_admin_search import POLICY
 from tests.routes.factories import RouteFactory
 from tests.tools.approval_helpers import pending_approval
@@ -107,3 +108,23 @@ def test_a_tabular_rows_controls_name_their_column_and_row(logged_in_page, journ
     switches = page.locator("#tools-group input[type=checkbox][name$='-enabled']")
     assert sorted(s.get_attribute("aria-label") for s in switches.all()) == sorted(
         f"Enabled: {name}" for name in provider.tools.values_list("name", flat=True))
+
+
+def test_the_live_status_line_speaks_only_when_something_changes(logged_in_page, project):
+    """The documents' summary and the live note are one status region; a poll that finds nothing new
+    leaves it alone, so a screen reader does not read "Updating live…" again every two seconds."""
+    kb = KnowledgeBaseFactory(project=project, name="Waiting")
+    knowledge_services.document_upload(kb=kb, files=[upload("plain.txt")])  # no worker: it stays queued
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
+    line = page.locator(".bh-live-line")
+    assert line.get_attribute("role") == "status"
+    page.evaluate("""() => { window.__spoken = [];
+      new MutationObserver(changes => window.__spoken.push(changes.length))
+        .observe(document.querySelector('.bh-live-line'), {childList: true, subtree: true, characterData: true}); }""")
+    # The page asks again only once it has drawn the last answer: three polls, two answers drawn.
+    for _ in range(3):
+        with page.expect_response(lambda response: f"/{kb.pk}/status/" in response.url):
+            pass
+    assert line.inner_text() == "1 queued Updating live…"
+    assert page.evaluate("window.__spoken") == []
