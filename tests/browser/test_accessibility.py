@@ -128,3 +128,13 @@ def test_the_live_status_line_speaks_only_when_something_changes(logged_in_page,
             pass
     assert line.inner_text() == "1 queued Updating live…"
     assert page.evaluate("window.__spoken") == []
+
+
+def test_showing_all_arguments_by_keyboard_keeps_the_focus_on_them(logged_in_page, journeys):
+    page = logged_in_page
+    page.goto(f"/admin/tools/approval/{journeys['approval'].pk}/change/")
+    page.focus("#arguments-expand")
+    page.keyboard.press("Enter")
+    page.wait_for_selector('#arguments-json[data-expanded="true"]')
+    assert page.evaluate("document.activeElement.id") == "arguments-json"
+    assert page.locator("#arguments-status").get_attribute("role") == "status"

@@ -23,7 +23,9 @@
         target.textContent = answer.text;
         target.setAttribute("data-expanded", "true");
         status.textContent = "Showing all of it.";
+        // The button goes; the keyboard's focus goes on to what it showed, not back to the page's start.
         button.hidden = true;
+        target.focus();
       })
       .catch(function () {
         status.textContent = "The arguments could not be loaded; try again.";
