@@ -215,6 +215,10 @@
 
   function init() {
     document.querySelectorAll("[data-bh-ingest]").forEach(start);
+    // A page that answers a form (the search playground's hits) starts the keyboard and a screen reader
+    // at the answer: from the page's top it was some forty Tab presses away, past the menu and the form.
+    var answer = document.querySelector("[data-bh-focus]");
+    if (answer) answer.focus();
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

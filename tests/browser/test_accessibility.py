@@ -138,3 +138,15 @@ def test_showing_all_arguments_by_keyboard_keeps_the_focus_on_them(logged_in_pag
     page.wait_for_selector('#arguments-json[data-expanded="true"]')
     assert page.evaluate("document.activeElement.id") == "arguments-json"
     assert page.locator("#arguments-status").get_attribute("role") == "status"
+
+
+def test_a_search_by_keyboard_lands_on_its_results(logged_in_page, journeys):
+    page = logged_in_page
+    page.goto(f"/admin/knowledge/knowledgebase/{journeys['kb'].pk}/search/")
+    page.focus("input[name=query]")
+    page.keyboard.type("无理由退款")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.wait_for_function("() => document.activeElement.id === 'pg-results'")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.closest('#hit-1') !== null") is True
