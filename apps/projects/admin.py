@@ -431,6 +431,14 @@ class OperatorTokenForm(forms.ModelForm):
         model = OperatorToken
         fields = ["name", "scopes", "expires_at"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The admin's date and time boxes stand after the words "Date:" and "Time:", which label neither
+        # of them: a screen reader read two unnamed edit fields.
+        widget = self.fields["expires_at"].widget
+        for box, part in zip(getattr(widget, "widgets", ()), ("date", "time"), strict=False):
+            box.attrs["aria-label"] = f"Expires at: {part}"
+
     def clean_expires_at(self):
         expires_at = self.cleaned_data.get("expires_at")
         if expires_at is not None and expires_at <= timezone.now():

@@ -73,6 +73,9 @@ def test_the_consoles_pages_have_no_serious_or_critical_axe_violations(page, ope
         "approval": f"/admin/tools/approval/{approval.pk}/change/",
         "invocation": f"/admin/tools/invocation/{approval.invocation.pk}/change/",
         "conversation": f"/admin/ledger/conversation/{approval.invocation.run.conversation_id}/change/",
+        "runs": "/admin/ledger/run/",
+        "new operator token": "/admin/projects/operatortoken/add/",
+        "deleting a knowledge base": f"/admin/knowledge/knowledgebase/{journeys['kb'].pk}/delete/",
     }
     for name, path in pages.items():
         page.goto(path)
