@@ -4,12 +4,16 @@ console's own widgets."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
+from django.db import transaction
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.knowledge import services as knowledge_services
+from apps.knowledge.models import Document
 from apps.knowledge.services import route_knowledge_bind
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
@@ -117,7 +121,12 @@ def test_the_live_status_line_speaks_only_when_something_changes(logged_in_page,
     """The documents' summary and the live note are one status region; a poll that finds nothing new
     leaves it alone, so a screen reader does not read "Updating live…" again every two seconds."""
     kb = KnowledgeBaseFactory(project=project, name="Waiting")
-    knowledge_services.document_upload(kb=kb, files=[upload("plain.txt")])  # no worker: it stays queued
+    # A worker's live lease on it (a test worker of this session that gets the task leaves it alone): the
+    # document stays where it is and every poll finds the same.
+    with transaction.atomic():
+        [document] = knowledge_services.document_upload(kb=kb, files=[upload("plain.txt")])
+        Document.objects.filter(pk=document.pk).update(status="embedding", progress_done=40, progress_total=120,
+                                                       run_token=uuid.uuid4(), heartbeat_at=timezone.now())
     page = logged_in_page
     page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
     line = page.locator(".bh-live-line")
@@ -129,7 +138,7 @@ def test_the_live_status_line_speaks_only_when_something_changes(logged_in_page,
     for _ in range(3):
         with page.expect_response(lambda response: f"/{kb.pk}/status/" in response.url):
             pass
-    assert line.inner_text() == "1 queued Updating live…"
+    assert line.inner_text() == "1 embedding Updating live…"
     assert page.evaluate("window.__spoken") == []
 
 
