@@ -229,17 +229,17 @@ class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixi
     def context_pretty(self, obj: Run) -> SafeString:
         return format_html(
             '<div class="bh-context">{}</div><details class="bh-raw"><summary>The context as JSON</summary>'
-            '<pre class="bh-pre">{}</pre></details>',
+            '<pre class="bh-pre" tabindex="0">{}</pre></details>',
             readable(obj.context), pretty_json(obj.context),
         )
 
     @admin.display(description="Context stats")
     def stats_pretty(self, obj: Run) -> SafeString:
-        return format_html('<pre class="bh-pre">{}</pre>', pretty_json(obj.context_stats))
+        return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', pretty_json(obj.context_stats))
 
     @admin.display(description="Usage")
     def usage_pretty(self, obj: Run) -> str:
-        return format_html('<pre class="bh-pre">{}</pre>', pretty_json(obj.usage)) if obj.usage else "—"
+        return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', pretty_json(obj.usage)) if obj.usage else "—"
 
 
 @admin.register(Message)
@@ -291,7 +291,7 @@ class MessageAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdmin
 
     @admin.display(description="Content")
     def content_text(self, obj: Message) -> SafeString:
-        return format_html('<pre class="bh-pre">{}</pre>', obj.content)
+        return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', obj.content)
 
 
 def conversation_label(conversation: Conversation) -> SafeString:
@@ -324,7 +324,9 @@ def readable(value: Any) -> SafeString:
             "", "<li>{}</li>", ((readable(item),) for item in value)))
     if isinstance(value, str):
         if "\n" in value or len(value) > 120:
-            return format_html('<pre class="bh-pre">{}</pre>', value)
+            # A .bh-pre box stops at 24em and scrolls: it takes the keyboard's focus, or only a mouse
+            # could scroll it (axe scrollable-region-focusable). So do the other boxes of these pages.
+            return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', value)
         if not value:
             return mark_safe('<span class="bh-muted">""</span>')
         return format_html('<span class="bh-str">{}</span>', value)

@@ -711,7 +711,8 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
     def result_pretty(self, obj: Invocation) -> SafeString:
         if obj.result is None:
             return format_html('<span class="bh-muted">{}</span>', "—")
-        return format_html('<pre class="bh-pre">{}</pre>', json.dumps(obj.result, ensure_ascii=False, indent=2))
+        return format_html('<pre class="bh-pre" tabindex="0">{}</pre>',
+                           json.dumps(obj.result, ensure_ascii=False, indent=2))
 
     @admin.display(description="Journal")
     def journal_entries(self, obj: Invocation) -> SafeString:

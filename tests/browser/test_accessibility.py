@@ -46,7 +46,9 @@ def violations(page, *, impacts: tuple[str, ...] = ("serious", "critical"), cont
 def journeys(project):
     """A project as an operator finds it mid-day: a route reading a knowledge base with a document, a
     tool provider, a refund waiting for approval (with its conversation and run in the ledger)."""
-    route = RouteFactory(project=project, key="store-assistant", name="门店助手", tools_direct_enabled=True)
+    # Instructions of forty lines: the run's page shows them in a box that scrolls.
+    route = RouteFactory(project=project, key="store-assistant", name="门店助手", tools_direct_enabled=True,
+                         system_prompt="\n".join(f"Rule {n}: answer from the store's own policies." for n in range(40)))
     kb = KnowledgeBaseFactory(project=project, name="After-sales")
     ingest_texts(kb, {"policy.md": POLICY})
     route_knowledge_bind(route=route, knowledge_base=kb)
@@ -77,6 +79,7 @@ def test_the_consoles_pages_have_no_serious_or_critical_axe_violations(page, ope
         "approval": f"/admin/tools/approval/{approval.pk}/change/",
         "invocation": f"/admin/tools/invocation/{approval.invocation.pk}/change/",
         "conversation": f"/admin/ledger/conversation/{approval.invocation.run.conversation_id}/change/",
+        "run": f"/admin/ledger/run/{approval.invocation.run_id}/change/",
         "runs": "/admin/ledger/run/",
         "new operator token": "/admin/projects/operatortoken/add/",
         "deleting a knowledge base": f"/admin/knowledge/knowledgebase/{journeys['kb'].pk}/delete/",
