@@ -50,7 +50,9 @@ def journeys(project):
     route = RouteFactory(project=project, key="store-assistant", name="门店助手", tools_direct_enabled=True,
                          system_prompt="\n".join(f"Rule {n}: answer from the store's own policies." for n in range(40)))
     kb = KnowledgeBaseFactory(project=project, name="After-sales")
-    ingest_texts(kb, {"policy.md": POLICY})
+    # A section long enough that the playground's passage box scrolls.
+    documents = ingest_texts(kb, {"policy.md": POLICY, "returns.md": "# 无理由退款\n\n" + "\n\n".join(
+        f"第{n}条：无理由退款在七天内办理，商品需完好。" for n in range(60))})
     route_knowledge_bind(route=route, knowledge_base=kb)
     provider = ToolProviderFactory(project=project, name="store", spec=STORE_SPEC)
     route_tools_set(route=route, sources=[SourceSpec(provider=provider, allowed_tools=["stock_adjust"])],
@@ -59,7 +61,8 @@ def journeys(project):
                                            allowed_routes=[route.key]), principal=PRINCIPAL)
     approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
                                 arguments={"sku": "SKU-1", "quantity": 500, "note": LARGE_NOTE})
-    return {"project": project, "route": route, "kb": kb, "provider": provider, "approval": approval}
+    return {"project": project, "route": route, "kb": kb, "document": documents["returns.md"], "provider": provider,
+            "approval": approval}
 
 
 def test_the_consoles_pages_have_no_serious_or_critical_axe_violations(page, operator, journeys):
@@ -81,6 +84,7 @@ def test_the_consoles_pages_have_no_serious_or_critical_axe_violations(page, ope
         "conversation": f"/admin/ledger/conversation/{approval.invocation.run.conversation_id}/change/",
         "run": f"/admin/ledger/run/{approval.invocation.run_id}/change/",
         "runs": "/admin/ledger/run/",
+        "a document's chunks": f"/admin/knowledge/document/{journeys['document'].pk}/chunks/",
         "new operator token": "/admin/projects/operatortoken/add/",
         "deleting a knowledge base": f"/admin/knowledge/knowledgebase/{journeys['kb'].pk}/delete/",
     }
