@@ -5,7 +5,6 @@ console's own widgets."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 from django.db import transaction
@@ -18,6 +17,7 @@ from apps.knowledge.services import route_knowledge_bind
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.browser.axe import violations
 from tests.browser.conftest import OPERATOR_PASSWORD, admin_login
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts, upload
@@ -26,20 +26,7 @@ from tests.routes.factories import RouteFactory
 from tests.tools.approval_helpers import pending_approval
 from tests.tools.factories import STORE_SPEC, ToolProviderFactory
 
-AXE = Path(__file__).resolve().parent / "axe" / "axe.min.js"
 LARGE_NOTE = "".join(f"第{n}行：盘点差异说明。\n" for n in range(1500))
-
-# What each finding names: the rule, its impact and the first few elements, enough to find the markup.
-AXE_RUN = """async (context) => {
-  const result = await axe.run(context || document, {resultTypes: ["violations"]});
-  return result.violations.map(v => ({rule: v.id, impact: v.impact,
-                                      nodes: v.nodes.slice(0, 5).map(n => n.target.join(" "))}));
-}"""
-
-
-def violations(page, *, impacts: tuple[str, ...] = ("serious", "critical"), context: str | None = None) -> list[dict]:
-    page.add_script_tag(path=str(AXE))
-    return [v for v in page.evaluate(AXE_RUN, context) if v["impact"] in impacts]
 
 
 @pytest.fixture

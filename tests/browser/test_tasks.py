@@ -16,6 +16,7 @@ from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_creat
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
+from tests.browser.axe import violations
 from tests.routes.factories import RouteFactory
 from tests.tools.factories import ToolProviderFactory
 
@@ -336,3 +337,48 @@ def test_a_signed_out_operators_pick_says_the_tools_were_not_loaded(logged_in_pa
     expect(page.locator("[data-member-row='0'] .bh-tools")).to_have_text(
         "The workspace's tools could not be loaded: choose it again.")
     expect(page.locator("[data-member-row='0'] input[name=username]")).to_have_count(0)
+
+
+def test_the_task_pages_have_no_serious_or_critical_axe_violations(logged_in_page, operator, route, agent):
+    """A quiet grey link in the create page's heading band ("another project", 1.02:1) and the task
+    page's faded "· live" note (4.09:1) failed axe's colour contrast."""
+    task, _ = task_create(project=route.project, user=operator, request_id="rq-axe", name="stocktake",
+                          members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                              client_conversation_id="c-1", allowed_tools=("order_status",))],
+                          policy=PolicySpec(max_write_calls=2))
+    page = logged_in_page
+    found = {}
+    for name, path in {"create": "/admin/tasks/task/add/", "task": f"/admin/tasks/task/{task.pk}/change/",
+                       "tasks": "/admin/tasks/task/"}.items():
+        page.goto(path)
+        found[name] = violations(page)
+    assert {name: found_here for name, found_here in found.items() if found_here} == {}
+
+
+def test_adding_a_member_by_keyboard_puts_the_focus_in_the_row_it_added(logged_in_page, route, agent):
+    """The last row hides the button that added it: the focus fell to the page's body."""
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    rows = int(page.locator("#add-member").get_attribute("data-max"))
+    for row in range(1, rows):
+        page.focus("#add-member")
+        page.keyboard.press("Enter")
+        expect(page.locator(f"#id_m{row}-session")).to_be_focused()
+    assert page.locator("#add-member").is_hidden()
+
+
+def test_the_task_page_tells_a_screen_reader_when_its_counters_change(logged_in_page, operator, route, agent):
+    """The counters are rewritten every 3 s; a status region speaks only when they change."""
+    task, _ = task_create(project=route.project, user=operator, request_id="rq-live", name="stocktake",
+                          members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                              client_conversation_id="c-1")], policy=PolicySpec(max_write_calls=2))
+    page = logged_in_page
+    page.goto(f"/admin/tasks/task/{task.pk}/change/")
+    status = page.locator("#task-live-status[role=status]")
+    expect(status).to_have_text("")
+    Task.objects.filter(pk=task.pk).update(write_consumed=1, active_permits=1)
+    expect(status).to_have_text("Updated: Task active; writes consumed / reserved / max 1 / 0 / 2; "
+                                "permits active / max 1 / 1.")
+    task_control(task=task, user=operator, request_id="elsewhere-1", expected_revision=1, action="pause")
+    expect(status).to_have_text("Updated: Task paused; writes consumed / reserved / max 1 / 0 / 2; "
+                                "permits active / max 1 / 1. Changed since this page loaded: reload before deciding.")

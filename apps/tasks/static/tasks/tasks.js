@@ -68,8 +68,12 @@
     function refresh() { add.hidden = !document.querySelector("[data-member-row][hidden]"); }
     add.addEventListener("click", function () {
       var next = document.querySelector("[data-member-row][hidden]");
-      if (next) { next.hidden = false; }
+      if (!next) { return; }
+      next.hidden = false;
       refresh();
+      // The focus goes to the row it added: the last row hides the button, which left it on the page's body.
+      var first = next.querySelector(".select2-selection, select:not(.select2-hidden-accessible), input:not([type=hidden])");
+      if (first) { first.focus(); }
     });
     refresh();
   }
@@ -80,6 +84,16 @@
     var url = main.getAttribute("data-live-url");
     var shown = main.getAttribute("data-revision");
     function text(id, value) { var el = document.getElementById(id); if (el) { el.textContent = value; } }
+    function shownText(id) { var el = document.getElementById(id); return el ? el.textContent : ""; }
+    // A screen reader hears the counters when they change, not every refresh (the status region
+    // is written only then).
+    var status = document.getElementById("task-live-status");
+    var badge0 = document.querySelector("#task-state [data-task-state]");
+    var heard = summary(badge0 ? badge0.getAttribute("data-task-state") : "", shownText("task-budget"),
+                        shownText("task-permits"));
+    function summary(state, budget, permits) {
+      return "Task " + state + "; writes consumed / reserved / max " + budget + "; permits active / max " + permits + ".";
+    }
     function tick() {
       fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
         .then(function (response) { return response.ok ? response.json() : null; })
@@ -99,6 +113,11 @@
           }
           var stale = document.getElementById("task-stale");
           if (stale) { stale.hidden = String(data.revision) === shown; }
+          var now = summary(data.state, data.budget, data.permits);
+          if (status && now !== heard) {
+            heard = now;
+            status.textContent = "Updated: " + now + (stale && !stale.hidden ? " Changed since this page loaded: reload before deciding." : "");
+          }
         })
         .catch(function () { /* the next tick tries again */ });
     }
