@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
 import pytest
 
 from apps.core import parsers
@@ -16,6 +14,7 @@ from apps.core.parsers import (
     json_marks,
     strict_json_loads,
 )
+from tests.memory import memory_peak
 
 
 def _refusal(text: str) -> str:
@@ -120,14 +119,10 @@ def test_the_marks_of_a_long_text_of_short_strings_are_read_without_listing_the_
     """re.sub over the whole text listed the text between its strings: four times the text (205 MB
     for a 50 MB document of `"a",`). Read a piece at a time, the marks themselves are most of it."""
     text = "[" + '"a",' * 1_000_000 + '"a"]'
-    tracemalloc.start()
-    try:
+    with memory_peak() as peak:
         marks = json_marks(text)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
     assert marks == "[" + "," * 1_000_000 + "]"
-    assert peak < len(text)
+    assert peak.bytes < len(text)
 
 
 MARKED = {

@@ -1,4 +1,3 @@
-import tracemalloc
 
 import pytest
 
@@ -8,6 +7,7 @@ from apps.knowledge.pipeline.parsers import document_parse
 from apps.knowledge.pipeline.parsers.base import ParsedDocument
 from apps.knowledge.pipeline.parsers.markdown import parse_text
 from apps.knowledge.pipeline.strategy import ChunkStrategy, StrategyInvalid, strategy_parse
+from tests.memory import memory_peak
 
 DEFAULTS = {"strategy": "auto", "min_chars": 256, "max_chars": 768, "overlap_chars": 96}
 
@@ -222,26 +222,16 @@ def test_a_code_block_of_many_short_lines_is_cut_without_listing_every_line():
     # every line's span was listed before the first piece was cut, ~120 bytes a line (24 MB here).
     code = "```\n" + "x\n" * 200_000
     parsed = parse_text(code)
-    tracemalloc.start()
-    try:
+    with memory_peak() as peak:
         chunked = document_chunk(parsed=parsed, strategy=_strategy(max_chars=768), max_children=2_000)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
     assert [len(child.text) for child in chunked.children] == [767] * 520 + [len(code.strip()) - 520 * 768]
-    assert peak < 2 * len(code)  # the children themselves are the text once over
+    assert peak.bytes < 2 * len(code)  # the children themselves are the text once over
 
 
 def test_a_flood_of_tiny_paragraphs_is_placed_one_parent_at_a_time():
     # 300,000 one-character paragraphs in one section: placing them all before cutting the first
     # parent held ~70 bytes a paragraph (over 20 MB here); one parent at a time holds ~1,300.
     parsed = _tiny_paragraphs(300_000)
-    tracemalloc.start()
-    try:
-        with pytest.raises(TooManyChunks):
-            document_chunk(parsed=parsed, strategy=_strategy(strategy="by_paragraph", max_chars=32),
-                           max_children=2_000)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 4 * 1024 * 1024
+    with memory_peak() as peak, pytest.raises(TooManyChunks):
+        document_chunk(parsed=parsed, strategy=_strategy(strategy="by_paragraph", max_chars=32), max_children=2_000)
+    assert peak.bytes < 4 * 1024 * 1024

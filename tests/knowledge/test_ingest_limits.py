@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import re
-import tracemalloc
 import zlib
 
 import pytest
@@ -23,6 +22,7 @@ from apps.knowledge.pipeline.parsers import (
 from apps.knowledge.pipeline.parsers import json_ as json_parser
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
+from tests.memory import memory_peak
 
 pytestmark = pytest.mark.django_db
 
@@ -190,12 +190,9 @@ def test_a_csv_stops_at_the_row_that_spends_its_budget_before_reading_the_rest()
 
 def _check_peak(file_type: str, data: bytes) -> int:
     """The most memory the upload check of `data` held at once (bytes, tracemalloc)."""
-    tracemalloc.start()
-    try:
+    with memory_peak() as peak:
         document_check(file_type=file_type, data=data)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return peak.bytes
 
 
 def test_the_csv_upload_check_holds_no_rows():

@@ -1,7 +1,6 @@
 import csv
 import io
 import struct
-import tracemalloc
 import zlib
 
 import pytest
@@ -27,6 +26,7 @@ from tests.knowledge.pdfs import (
     pdf_write,
     without_brotli,
 )
+from tests.memory import memory_peak
 
 
 def _parse(fixture_bytes, name):
@@ -718,14 +718,10 @@ def test_a_legacy_encoded_file_is_decoded_without_a_copy_of_its_text_per_encodin
     every run of them: a 50 MB GBK file peaked at 667 MB (13.5 times the file here, 14.8 for
     Big5). Judged a chunk at a time, the one chosen decoded once: twice the file at most."""
     data = unit.encode(encoding) * (2 * 1024 * 1024 // len(unit.encode(encoding)))
-    tracemalloc.start()
-    try:
+    with memory_peak() as peak:
         text = text_decode(data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
     assert text == data.decode("gb18030" if encoding == "gbk" else encoding)
-    assert peak < 3 * len(data)
+    assert peak.bytes < 3 * len(data)
 
 
 # Text in each legacy encoding read here, as the tests above have it.
