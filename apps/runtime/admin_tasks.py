@@ -252,6 +252,9 @@ class MemberForm(forms.Form):
         return bool(data.get("session"))
 
 
+_ROW_NUMBERS = frozenset(str(index) for index in range(MEMBER_ROWS))
+
+
 def _prefixes() -> list[str]:
     return [f"m{index}" for index in range(MEMBER_ROWS)]
 
@@ -527,7 +530,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         page renders them after a refused submit."""
         project = project_list_editable(user=request.user).filter(pk=project_id).first()
         row, workspace = request.GET.get("row", ""), request.GET.get("workspace", "")
-        if project is None or not (row.isdigit() and int(row) < MEMBER_ROWS):
+        if project is None or row not in _ROW_NUMBERS:  # not isdigit: "²" is a digit int() refuses
             raise Http404("No such project or member row.")
         route = Route.objects.filter(project=project, key=workspace).first() if ROUTE_KEY_RE.fullmatch(workspace) \
             else None

@@ -481,7 +481,9 @@ def test_the_tools_box_reads_one_route_in_queries_that_do_not_grow_with_the_rout
 
 @pytest.mark.parametrize("query", [{"workspace": "no-such-route", "row": "0"}, {"workspace": "store-\x00assistant",
                                    "row": "0"}, {"workspace": "store-assistant", "row": "4"},
-                                   {"workspace": "store-assistant", "row": "-1"}, {"workspace": "store-assistant"}])
+                                   {"workspace": "store-assistant", "row": "-1"}, {"workspace": "store-assistant"},
+                                   {"workspace": "store-assistant", "row": "²"},
+                                   {"workspace": "store-assistant", "row": "01"}])
 def test_a_tools_box_of_no_workspace_or_row_of_the_project_is_a_404(world, owner, tools, query):
     assert owner.get(TOOLS_URL.format(world.route.project.pk), query).status_code == 404
 
