@@ -22,6 +22,8 @@ pytest_plugins = ["tests.log_scanner", "pytester"]
 # one Redis without taking each other's tasks.
 celery_app.conf.task_default_queue = f"tests-{uuid.uuid4().hex[:12]}"
 settings.KNOWLEDGE_LARGE_TASK_QUEUE = f"{celery_app.conf.task_default_queue}-large"
+# The database the settings name, before a test database replaces it in the connection's settings.
+CONFIGURED_DATABASE = settings.DATABASES["default"]["NAME"]
 
 
 # Tests run with DEBUG off (Django's test runner), where tool providers' secrets need a configured
@@ -130,6 +132,10 @@ def database_free_before_teardown(django_db_setup, django_db_blocker):
     from apps.knowledge.pipeline import parallel
 
     parallel.shutdown()
+    if connection.settings_dict["NAME"] == CONFIGURED_DATABASE:
+        # No test used the database, so none was made: this one is every xdist worker's, and ending
+        # its idle connections ended another worker's new one, mid-connect, in its own teardown.
+        return
     # On a new connection of its own: this thread's may have been ended from the server side by a
     # test that drops connections as a database restart does (a fresh clone's teardown once failed
     # with AdminShutdown on it, every test passed).
