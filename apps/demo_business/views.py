@@ -160,7 +160,7 @@ def log(request: HttpRequest) -> JsonResponse:
         return _json(SignatureRejected.status, SignatureRejected().as_dict())
     after = request.GET.get("after", "0")
     entries = selectors.request_log(operation=request.GET.get("operation", ""),
-                                    after_id=int(after) if after.isdigit() else 0)
+                                    after_id=int(after) if after.isascii() and after.isdigit() else 0)
     return _json(200, {"entries": [entry.as_dict() for entry in entries]})
 
 

@@ -125,6 +125,16 @@ def test_ref_to_nothing_is_refused():
     assert error.code == "ref_unresolvable" and "#/components/parameters/Nope" in error.message
 
 
+@pytest.mark.parametrize("index", ["\u00b2", "\u0661", "1\u00b2", "9" * 30])
+def test_a_ref_into_a_list_by_an_index_that_is_not_ascii_digits_or_past_its_end_is_refused(index):
+    """`isdigit()` holds for "²", which int() refuses: the import was a 500."""
+    data = spec({"/a": {"get": {"operationId": "a", "parameters": [{"$ref": f"#/x-parameters/{index}"}],
+                                "responses": {"200": {"description": "ok"}}}}})
+    document = json.loads(data)
+    document["x-parameters"] = [{"name": "q", "in": "query", "schema": {"type": "string"}}] * 2
+    assert refusal(json.dumps(document).encode()).code == "ref_unresolvable"
+
+
 def test_ref_loop_is_refused_with_the_chain():
     components = {"schemas": {"A": {"$ref": "#/components/schemas/B"}, "B": {"$ref": "#/components/schemas/A"}}}
     error = refusal(spec({}, components=components))

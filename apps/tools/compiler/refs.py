@@ -93,7 +93,7 @@ class Resolver:
             token = token.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict):
                 node = node.get(token, _MISSING)
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            elif isinstance(node, list) and token.isascii() and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
                 node = _MISSING
