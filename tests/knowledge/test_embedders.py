@@ -175,12 +175,28 @@ def test_openai_fails_at_once_on_a_client_error_without_the_key(monkeypatch):
     ("key rejected ({head}...{tail})", "key rejected ([redacted])"),
     ("key rejected: ****{tail}", "key rejected: [redacted]"),
     ("'limit' is over 2048: use a...b", "'limit' is over 2048: use a...b"),  # nothing of the key: kept
+    ("key={head}****", "key=[redacted]"),
+    ("key {head}**{tail} refused", "key [redacted] refused"),
+    ("key {head}•••••• refused", "key [redacted] refused"),
+    ("key sk-proj-Secret98 is not valid.", "key [redacted] is not valid."),  # cut short, no mask
+    ("bad key {key} " * 40, ("bad key [redacted] " * 40)[:200]),  # past the 1,000 characters read
 ])
 def test_openai_an_endpoint_quoting_the_key_it_refused_is_shown_without_it(monkeypatch, quoted, shown):
     monkeypatch.setenv("TEST_EMBEDDINGS_KEY", "sk-proj-Secret9876543210-xY12")
     with _Endpoint([(401, {}, quoted)]) as endpoint, pytest.raises(EmbeddingFailed) as caught:
         _openai(endpoint.url, api_key_env="TEST_EMBEDDINGS_KEY").embed_documents(["a"])
     assert str(caught.value) == f"The embedding endpoint refused the request (HTTP 401): {shown}"
+
+
+@pytest.mark.parametrize("key", ["x", "EMPTY", "ollama"])
+def test_openai_a_placeholder_key_is_not_cut_out_of_the_endpoints_words(monkeypatch, key):
+    """A local endpoint's placeholder key is no secret: redacted, it was cut out of every word."""
+    monkeypatch.setenv("TEST_EMBEDDINGS_KEY", key)
+    message = "Input text exceeds maximum context length (EMPTY input?); try ollama pull"
+    with _Endpoint([(400, {}, message)]) as endpoint, pytest.raises(EmbeddingFailed) as caught:
+        _openai(endpoint.url, api_key_env="TEST_EMBEDDINGS_KEY").embed_documents(["a"])
+    assert str(caught.value) == ("The embedding endpoint refused the request (HTTP 400): Input text exceeds maximum "
+                                 "context length (EMPTY input?); try ollama pull")
 
 
 def test_openai_a_retried_failure_quoting_the_key_keeps_it_out_of_the_logs_and_the_message(monkeypatch, caplog):

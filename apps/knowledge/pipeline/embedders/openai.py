@@ -53,29 +53,43 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-# A key quoted masked: a head, a run of stars or an ellipsis, a tail ("sk-proj-ab**********xY12").
-_MASKED = re.compile(r"(\S*?)(?:\*{3,}|\.{3}|…)(\S*)")
+# A key is redacted from an endpoint's messages only when it is long enough to be a secret: a local
+# endpoint's placeholder ("x", "EMPTY", "ollama") would be cut out of every word holding it.
+KEY_MIN_CHARS = 8
+# A key quoted masked: a head, a mask (stars, bullets, an ellipsis), a tail ("sk-proj-ab*****xY12").
+_MASKED = re.compile(r"(\S*?)(?:\*{2,}|•{2,}|\.{3}|…)(\S*)")
+# A piece of a key quoted bare, cut short or after a prefix ("key=sk-proj-abcdef12").
+_KEY_PIECE = re.compile(rf"[A-Za-z0-9_\-.+/]{{{KEY_MIN_CHARS},}}")
+_NOT_KEY = re.compile(r"[^A-Za-z0-9_\-.+/]")
+# The masked pattern backtracks over a long word: it reads this much of a message.
+_MASKED_SCAN_CHARS = 1000
 
 
 def _without_key(text: str, key: str) -> str:
-    """`text` with `key` redacted where it appears whole, or masked with a head or a tail of it
-    (3 characters or more): endpoints quote the key they refused ("Incorrect API key provided:
-    sk-ab***…xy12"), and the message reaches a document's failure, the console and the logs."""
-    if not key:
-        return text
-    text = text.replace(key, REDACTED)
+    """`text` with `key` redacted where it appears whole, as a bare piece of KEY_MIN_CHARS or
+    more, or masked with 3 or more of its first or last characters: endpoints quote the key they
+    refused ("Incorrect API key provided: sk-ab***…xy12"), and the message reaches a document's
+    failure, the console and the logs. The first _MASKED_SCAN_CHARS characters of it."""
+    if len(key) < KEY_MIN_CHARS:
+        return text[:_MASKED_SCAN_CHARS]
+    # Cut after the whole key is out: a key cut here is a bare piece of it, or too short to matter.
+    text = text.replace(key, REDACTED)[:_MASKED_SCAN_CHARS]
 
     def masked(match: re.Match[str]) -> str:
-        head, tail = match[1].lstrip("'\"(`[<"), match[2].rstrip(".,;:!?'\")`]>")
-        quoted = (len(head) >= 3 and key.startswith(head)) or (len(tail) >= 3 and key.endswith(tail))
-        return match[1][: len(match[1]) - len(head)] + REDACTED + match[2][len(tail):] if quoted else match[0]
+        head, tail = _NOT_KEY.split(match[1])[-1], _NOT_KEY.split(match[2])[0].rstrip(".")
+        if not ((len(head) >= 3 and key.startswith(head)) or (len(tail) >= 3 and key.endswith(tail))):
+            return match[0]
+        return match[1][: len(match[1]) - len(head)] + REDACTED + match[2][len(tail):]
 
-    return _MASKED.sub(masked, text)
+    def bare(match: re.Match[str]) -> str:
+        piece = match[0].rstrip(".")  # a full stop after it is the sentence's
+        return REDACTED + match[0][len(piece):] if len(piece) >= KEY_MIN_CHARS and piece in key else match[0]
+
+    return _KEY_PIECE.sub(bare, _MASKED.sub(masked, text))
 
 
 def _error_message(body: bytes, key: str) -> str:
-    """The endpoint's own message, without the key it may quote, in 200 characters (redacted
-    from its first 1,000: the mask's pattern backtracks over a long word)."""
+    """The endpoint's own message, without the key it may quote, in 200 characters."""
     try:
         payload = json.loads(body.decode("utf-8", "replace"))
     except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's stack
@@ -83,7 +97,7 @@ def _error_message(body: bytes, key: str) -> str:
     else:
         error = payload.get("error") if isinstance(payload, dict) else None
         message = str(error.get("message") or error) if isinstance(error, dict) else str(error or payload)
-    return redact(_without_key(message[:1000], key))[:200]
+    return redact(_without_key(message, key))[:200]
 
 
 class OpenAIEmbedder(Embedder):
