@@ -342,7 +342,7 @@ class MembershipInline(NamedCellsInlineMixin, admin.TabularInline):
     extra = 0
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("user")
+        return super().get_queryset(request).select_related("user", "project")
 
     def has_view_permission(self, request, obj=None):
         return obj is None or request.user.is_superuser or obj.pk in ProjectScopedAdminMixin.visible_project_ids(
