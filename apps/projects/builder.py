@@ -140,8 +140,8 @@ def _cursor_of(row: Model) -> str:
 
 
 def _after_cursor(queryset: QuerySet, raw: str) -> QuerySet:
-    """The rows of `queryset` (ordered `-created_at`, then `id` or `-id`) that come after the
-    position `raw`; a malformed cursor is 400 naming it."""
+    """The rows of `queryset` (ordered `-created_at`, then `id` or `-id`: newest_first_page checks)
+    that come after the position `raw`; a malformed cursor is 400 naming it."""
     match = _CURSOR.fullmatch(raw)
     try:
         if match is None:
@@ -150,10 +150,7 @@ def _after_cursor(queryset: QuerySet, raw: str) -> QuerySet:
         pk = queryset.model._meta.pk.to_python(match[2])
     except (ValueError, OverflowError, ValidationError):
         raise query_error("cursor", "The next_cursor of an earlier page of this listing is required.") from None
-    created_order, id_order = queryset.query.order_by
-    if created_order != "-created_at" or id_order not in ("id", "-id"):
-        raise ValueError(f"{queryset.model.__name__} is not listed newest first")  # a programming error
-    later_id = "id__lt" if id_order == "-id" else "id__gt"
+    later_id = "id__lt" if queryset.query.order_by[1] == "-id" else "id__gt"
     return queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, **{later_id: pk}))
 
 
@@ -165,6 +162,8 @@ def newest_first_page(request: Any, queryset: QuerySet, *, limit_max: int, offse
     added meanwhile shift offset pages (a walk sees a row twice) but never a cursor walk: a cursor
     is a position (creation time, id), not a row, so it also holds after its row is deleted.
     `next_cursor` is null on the last page; `offset` is null on a cursor's page."""
+    if tuple(queryset.query.order_by) not in (("-created_at", "id"), ("-created_at", "-id")):
+        raise ValueError(f"{queryset.model.__name__} is not listed newest first")  # a programming error
     limit = query_integer(request, "limit", limit_default, 1, limit_max)
     raw_cursor = request.query_params.get("cursor")
     if raw_cursor is not None and "offset" in request.query_params:

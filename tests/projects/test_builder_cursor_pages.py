@@ -21,7 +21,7 @@ from tests.routes.factories import RouteFactory
 
 pytestmark = pytest.mark.django_db
 
-MOMENT = dt.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC)  # before any row made now
+MOMENT = dt.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC)
 
 
 @pytest.fixture
@@ -142,6 +142,19 @@ def test_a_cursor_walk_gives_every_rag_question_once_while_questions_land(kb, cl
     asked = iter(range(100))
 
     def ask():
-        RagQueryFactory(route=route, question=f"new {next(asked)}")
+        new = RagQueryFactory(route=route, question=f"new {next(asked)}")
+        RagQuery.objects.filter(pk=new.pk).update(created_at=MOMENT + dt.timedelta(minutes=1))
 
     assert _walk(client, url, 2, between=ask) == everything
+
+
+def test_a_list_not_ordered_newest_first_is_refused_on_its_first_page():
+    """A programming error shows on the first page, not as a 500 on the second."""
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    from apps.projects.builder import newest_first_page
+
+    request = Request(APIRequestFactory().get("/"))
+    with pytest.raises(ValueError, match="not listed newest first"):
+        newest_first_page(request, Document.objects.order_by("filename"), limit_max=10, offset_max=10)
