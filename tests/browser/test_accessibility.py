@@ -7,11 +7,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.knowledge import services as knowledge_services
 from apps.knowledge.models import Document
 from apps.knowledge.services import route_knowledge_bind
 from apps.tools.route_tools import SourceSpec, route_tools_set
@@ -20,7 +18,7 @@ from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.browser.axe import violations
 from tests.browser.conftest import OPERATOR_PASSWORD, admin_login
 from tests.knowledge.factories import KnowledgeBaseFactory
-from tests.knowledge.helpers import ingest_texts, upload
+from tests.knowledge.helpers import ingest_texts
 from tests.knowledge.test_admin_search import POLICY
 from tests.routes.factories import RouteFactory
 from tests.tools.approval_helpers import pending_approval
@@ -115,12 +113,11 @@ def test_the_live_status_line_speaks_only_when_something_changes(logged_in_page,
     """The documents' summary and the live note are one status region; a poll that finds nothing new
     leaves it alone, so a screen reader does not read "Updating live…" again every two seconds."""
     kb = KnowledgeBaseFactory(project=project, name="Waiting")
-    # A worker's live lease on it (a test worker of this session that gets the task leaves it alone): the
-    # document stays where it is and every poll finds the same.
-    with transaction.atomic():
-        [document] = knowledge_services.document_upload(kb=kb, files=[upload("plain.txt")])
-        Document.objects.filter(pk=document.pk).update(status="embedding", progress_done=40, progress_total=120,
-                                                       run_token=uuid.uuid4(), heartbeat_at=timezone.now())
+    # Written as a live worker holds it, not uploaded: every poll finds the same, and no ingest is sent
+    # (one met the live lease and was sent again two minutes later, into whatever test ran then).
+    Document.objects.create(knowledge_base=kb, filename="plain.txt", file_type="txt", size=10, content_hash="0" * 64,
+                            status="embedding", progress_done=40, progress_total=120, run_token=uuid.uuid4(),
+                            heartbeat_at=timezone.now())
     page = logged_in_page
     page.goto(f"/admin/knowledge/knowledgebase/{kb.pk}/change/")
     line = page.locator(".bh-live-line")
