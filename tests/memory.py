@@ -16,11 +16,18 @@ class Peak:
 
 @contextmanager
 def memory_peak() -> Iterator[Peak]:
-    """`with memory_peak() as peak: ...`, then `peak.bytes` (also when the block raised)."""
+    """`with memory_peak() as peak: ...`, then `peak.bytes` (also when the block raised): the peak
+    above what was held at its start. Tracing already on (PYTHONTRACEMALLOC, an outer block) stays on."""
     peak = Peak()
-    tracemalloc.start()
+    tracing = tracemalloc.is_tracing()
+    if tracing:
+        tracemalloc.reset_peak()
+    else:
+        tracemalloc.start()
+    held = tracemalloc.get_traced_memory()[0]
     try:
         yield peak
     finally:
-        peak.bytes = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        peak.bytes = tracemalloc.get_traced_memory()[1] - held
+        if not tracing:
+            tracemalloc.stop()

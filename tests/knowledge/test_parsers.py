@@ -452,6 +452,19 @@ def test_a_pdf_stream_inflating_past_pypdfs_limit_fails_naming_that_limit(number
         "as a .txt file.")
 
 
+@pytest.mark.parametrize("reason", ["Limit reached while decompressing.",  # RunLength's, Brotli's
+                                    "Limit reached while decompressing: 75000001 > 75000000"])  # LZW's
+def test_a_stream_past_another_filters_limit_is_not_named_by_flates_setting(reason):
+    """Only Flate's message carries "… bytes remaining."; the other filters have settings of their own."""
+    from pypdf.errors import LimitReachedError
+
+    from apps.knowledge.pipeline.parsers.pdf import _past_pypdf_limit
+
+    assert str(_past_pypdf_limit(LimitReachedError(reason))) == (
+        "The PDF has a compressed stream that inflates past the most the PDF reader decompresses of one: its text "
+        "cannot be read here. Upload its text as a .txt file.")
+
+
 def test_a_pdf_whose_page_tree_nests_past_pypdfs_depth_fails_naming_that_limit():
     """One page under 5,000 levels of page tree: it was reported as "more pages than can be read here"."""
     objects = pdf_objects(pdf_build([[("Refunds take seven days.", 11)]]))

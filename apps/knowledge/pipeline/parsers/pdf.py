@@ -162,11 +162,12 @@ def _too_many_pages(limit: int) -> ConversionFailed:
 
 # Limits pypdf keeps itself (pypdf.Configuration), past which it raises LimitReachedError: the
 # start of its message, the setting, and what the file holds past it, in an operator's words.
-# (RunLength and Brotli streams have limits of their own, 75,000,000 bytes as Flate's by default,
-# and the same message.)
+# (LZW, RunLength and Brotli streams have limits of their own and a message without the figure.)
 _PYPDF_LIMITS = (
-    ("Limit reached while decompressing", "zlib_maximum_output_length",
+    ("Limit reached while decompressing. ", "zlib_maximum_output_length",  # Flate's: "… N bytes remaining."
      "a compressed stream that inflates to more than {:,} bytes, the most the PDF reader decompresses of one"),
+    ("Limit reached while decompressing", None,  # LZW's, RunLength's, Brotli's, each a setting of its own
+     "a compressed stream that inflates past the most the PDF reader decompresses of one"),
     ("Maximum page tree depth reached", "page_tree_maximum_depth",
      "a page tree nested deeper than {:,} levels, the most the PDF reader follows"),
     ("Maximum page tree entry limit reached", "page_tree_maximum_entries",
@@ -187,7 +188,7 @@ def _past_pypdf_limit(exc: Exception) -> ConversionFailed:
     reason = str(exc)
     for start, name, holds in _PYPDF_LIMITS:
         if reason.startswith(start):
-            what = f"{holds.format(getattr(get_configuration(), name))} (pypdf's {name})"
+            what = f"{holds.format(getattr(get_configuration(), name))} (pypdf's {name})" if name else holds
             break
     else:
         what = f"more than the PDF reader reads (pypdf: {reason[:200].rstrip('.')})"
