@@ -98,7 +98,7 @@ def test_html_in_a_document_is_shown_escaped_with_marks_only_around_terms(browse
     ingest_texts(kb, {"page.txt": "Click <script>alert(1)</script> to get a refund & more."})
     page = browser.get(_url(kb), {"query": "alert amp", "mode": "keyword"}).content.decode()
     assert _hit_count(page) == 1
-    assert ('<div class="pg-content">Click &lt;script&gt;<mark>alert</mark>(1)&lt;/script&gt; '
+    assert ('<div class="pg-content" tabindex="0">Click &lt;script&gt;<mark>alert</mark>(1)&lt;/script&gt; '
             "to get a refund &amp; more.</div>") in page
     assert "<script>alert(1)</script>" not in page
 
