@@ -63,6 +63,11 @@ class LocalJSONServer(LocalServer):
         return f"http://127.0.0.1:{self.port}/v1"
 
 
+# How long a test waits for a peer to finish a connection: a bound for one stuck for good, not a
+# timing (a fresh clone's run, on a machine at load 10, waited out 10 s once).
+HANDLED_WAIT_SECONDS = 60
+
+
 class TricklingServer:
     """A peer that answers too slowly as a whole but never slowly enough for one read to time out:
     on a raw socket it reads one request, sends the first `head` bytes of `answer` at once, then a

@@ -8,6 +8,7 @@ from apps.answers.generators.openai_compatible import MISSING_POINTS_MAX, OpenAI
 from apps.ledger.models import RagQuery
 from tests.answers.conftest import rag_url
 from tests.answers.helpers import ChatServer, Reply, reply_json
+from tests.local_server import HANDLED_WAIT_SECONDS
 
 EVIDENCE = [
     Evidence(ref=1, document_title="policy.md", chapter_path="退款 / 质量问题",
@@ -197,7 +198,7 @@ def test_a_generator_trickling_its_reply_is_cut_at_the_timeout():
                                               api_key="", timeout_seconds=0.4, max_retries=0)
         with pytest.raises(GenerationFailed, match="did not answer in time"):
             generator.generate(question="质量问题多久可以退款？", evidence=EVIDENCE[:1])
-        assert server.handled.wait(10)
+        assert server.handled.wait(HANDLED_WAIT_SECONDS)
     assert server.outcomes == ["cut"]
 
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from apps.core.outbound import deadline, deadline_client
-from tests.local_server import TricklingServer
+from tests.local_server import HANDLED_WAIT_SECONDS, TricklingServer
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"
 
@@ -18,7 +18,7 @@ def test_a_trickled_answer_is_cut_at_the_deadline_as_a_read_timeout():
     with TricklingServer(ANSWER) as server, deadline_client(timeout=5) as client:
         with deadline(time.monotonic() + 0.3), pytest.raises(httpx.ReadTimeout):
             client.get(f"http://127.0.0.1:{server.port}/")
-        assert server.handled.wait(10)
+        assert server.handled.wait(HANDLED_WAIT_SECONDS)
     assert server.outcomes == ["cut"]
 
 
@@ -32,7 +32,7 @@ def test_an_inner_deadline_cannot_extend_an_outer_one():
     with TricklingServer(ANSWER) as server, deadline_client(timeout=5) as client:
         with deadline(time.monotonic() + 0.3), deadline(time.monotonic() + 60), pytest.raises(httpx.ReadTimeout):
             client.get(f"http://127.0.0.1:{server.port}/")
-        assert server.handled.wait(10)
+        assert server.handled.wait(HANDLED_WAIT_SECONDS)
     assert server.outcomes == ["cut"]
 
 
@@ -50,7 +50,7 @@ def test_an_answer_already_received_is_not_read_past_the_deadline():
         at = time.monotonic() + 1
         with deadline(at), client.stream("GET", f"http://127.0.0.1:{server.port}/") as response:
             headers_read.set()
-            assert server.handled.wait(10)
+            assert server.handled.wait(HANDLED_WAIT_SECONDS)
             time.sleep(max(at - time.monotonic(), 0) + 0.05)
             with pytest.raises(httpx.ReadTimeout):
                 response.read()

@@ -11,7 +11,7 @@ from apps.knowledge.pipeline.embedders.hashing import HashingEmbedder
 from apps.knowledge.pipeline.embedders.local import E5Embedder
 from apps.knowledge.pipeline.embedders.openai import OpenAIEmbedder
 from apps.knowledge.pipeline.embedders.use import UseEmbedder
-from tests.local_server import LocalServer
+from tests.local_server import HANDLED_WAIT_SECONDS, LocalServer
 
 
 def _cosine(a, b):
@@ -243,7 +243,7 @@ def test_openai_an_endpoint_trickling_its_answer_is_cut_at_the_timeout():
         embedder = _openai(f"http://127.0.0.1:{endpoint.port}/v1", max_retries=0, timeout_seconds=0.4)
         with pytest.raises(EmbeddingFailed, match=r"kept failing after 1 attempts \(connection failed: timed out"):
             embedder.embed_query("a")
-        assert endpoint.handled.wait(10)
+        assert endpoint.handled.wait(HANDLED_WAIT_SECONDS)
     assert endpoint.outcomes == ["cut"]
 
 

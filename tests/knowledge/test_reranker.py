@@ -10,6 +10,7 @@ from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 from tests.knowledge.rerankers import RerankEndpoint
+from tests.local_server import HANDLED_WAIT_SECONDS
 from tests.routes.factories import RouteFactory
 
 pytestmark = pytest.mark.django_db
@@ -126,7 +127,7 @@ def test_a_reranker_trickling_its_answer_times_out_at_the_deadline(kb):
     with TricklingServer(answer, tail=answer.index(b"{")) as endpoint:
         kb = _configure(kb, f"http://127.0.0.1:{endpoint.port}/v1", timeout_ms=300)
         result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
-        assert endpoint.handled.wait(10)
+        assert endpoint.handled.wait(HANDLED_WAIT_SECONDS)
     assert result.trace[0]["error_code"] == "rerank_timeout"
     assert endpoint.outcomes == ["cut"]
 

@@ -11,7 +11,7 @@ from apps.knowledge.models import Chunk, Document, DocumentContent
 from apps.knowledge.pipeline.fetch import FetchRefused, addresses_check
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
 from tests.knowledge.factories import KnowledgeBaseFactory
-from tests.local_server import LocalServer
+from tests.local_server import HANDLED_WAIT_SECONDS, LocalServer
 
 pytestmark = pytest.mark.django_db
 
@@ -318,6 +318,6 @@ def test_a_source_trickling_its_headers_times_out_at_the_deadline(client, kb, lo
     # The headers trickled, the body at once with their last byte: read whole without the deadline.
     with TricklingServer(answer, tail=answer.index(b"#")) as source:
         document = _ingest(_register(client, kb, f"http://127.0.0.1:{source.port}/policy.md").json()["data"][0]["id"])
-        assert source.handled.wait(10)
+        assert source.handled.wait(HANDLED_WAIT_SECONDS)
     assert (document.status, document.error_code) == ("failed", "url_timeout")
     assert source.outcomes == ["cut"]

@@ -5,7 +5,7 @@ timeouts are per read: such a backend held a dispatcher for as long as it kept t
 from __future__ import annotations
 
 from apps.tools.dispatch import OutboundRequest, request_send
-from tests.local_server import TricklingServer
+from tests.local_server import HANDLED_WAIT_SECONDS, TricklingServer
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
 
@@ -19,7 +19,7 @@ def test_a_status_line_trickled_past_the_deadline_is_uncertain():
     # 80 bytes 35 ms apart: each read within the 400 ms timeout, the whole answer far over it.
     with TricklingServer(ANSWER) as server:
         outcome = request_send(_request(server), timeout_ms=400, max_bytes=1024)
-        assert server.handled.wait(10)
+        assert server.handled.wait(HANDLED_WAIT_SECONDS)
     assert (outcome.kind, outcome.status) == ("uncertain", None)
     assert outcome.reason.startswith("timeout")
     assert server.outcomes == ["cut"]
