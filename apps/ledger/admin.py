@@ -229,17 +229,17 @@ class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixi
     def context_pretty(self, obj: Run) -> SafeString:
         return format_html(
             '<div class="bh-context">{}</div><details class="bh-raw"><summary>The context as JSON</summary>'
-            '<pre class="bh-pre" tabindex="0">{}</pre></details>',
-            readable(obj.context), pretty_json(obj.context),
+            '{}</details>',
+            readable(obj.context), scroll_box(pretty_json(obj.context)),
         )
 
     @admin.display(description="Context stats")
     def stats_pretty(self, obj: Run) -> SafeString:
-        return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', pretty_json(obj.context_stats))
+        return scroll_box(pretty_json(obj.context_stats))
 
     @admin.display(description="Usage")
     def usage_pretty(self, obj: Run) -> str:
-        return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', pretty_json(obj.usage)) if obj.usage else "—"
+        return scroll_box(pretty_json(obj.usage)) if obj.usage else "—"
 
 
 @admin.register(Message)
@@ -291,7 +291,7 @@ class MessageAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdmin
 
     @admin.display(description="Content")
     def content_text(self, obj: Message) -> SafeString:
-        return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', obj.content)
+        return scroll_box(obj.content)
 
 
 def conversation_label(conversation: Conversation) -> SafeString:
@@ -303,6 +303,12 @@ def conversation_label(conversation: Conversation) -> SafeString:
 def conversation_link(conversation: Conversation) -> SafeString:
     return format_html('<a href="{}">{}</a>', reverse("admin:ledger_conversation_change", args=[conversation.pk]),
                        conversation_label(conversation))
+
+
+def scroll_box(text: str) -> SafeString:
+    """`text` in a .bh-pre box, which stops at 24em and scrolls: it takes the keyboard's focus, or
+    only a mouse could scroll it (axe scrollable-region-focusable)."""
+    return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', text)
 
 
 def pretty_json(value: Any) -> str:
@@ -324,9 +330,7 @@ def readable(value: Any) -> SafeString:
             "", "<li>{}</li>", ((readable(item),) for item in value)))
     if isinstance(value, str):
         if "\n" in value or len(value) > 120:
-            # A .bh-pre box stops at 24em and scrolls: it takes the keyboard's focus, or only a mouse
-            # could scroll it (axe scrollable-region-focusable). So do the other boxes of these pages.
-            return format_html('<pre class="bh-pre" tabindex="0">{}</pre>', value)
+            return scroll_box(value)
         if not value:
             return mark_safe('<span class="bh-muted">""</span>')
         return format_html('<span class="bh-str">{}</span>', value)

@@ -101,6 +101,8 @@ def test_a_dry_run_shows_the_bound_sources_and_a_sample_turns_knowledge(logged_i
     result = page.locator("[data-dry-run-result]")
     assert result.locator("article.bh-entry").first.locator("strong").inner_text() == "refund.md"
     assert "退款三个工作日内原路退回" in result.locator("article.bh-entry pre").first.inner_text()
+    # An entry's box stops at 24em and scrolls: the keyboard reaches it (axe scrollable-region-focusable).
+    assert result.locator("article.bh-entry pre").first.get_attribute("tabindex") == "0"
     assert page.url.endswith("#dry-run")
     assert (Conversation.objects.count(), Message.objects.count(), Run.objects.count()) == (0, 0, 0)
     SHOTS.mkdir(parents=True, exist_ok=True)
