@@ -168,13 +168,14 @@ def newest_first_page(request: Any, queryset: QuerySet, *, limit_max: int, offse
     raw_cursor = request.query_params.get("cursor")
     if raw_cursor is not None and "offset" in request.query_params:
         raise query_error("cursor", "Page by offset or by cursor, not both.")
-    total = queryset.count()
-    if raw_cursor is None:
+    if raw_cursor is None:  # every parameter is checked before the first query
         offset: int | None = query_integer(request, "offset", 0, 0, offset_max)
-        rows = list(queryset[offset: offset + limit + 1])  # type: ignore[operator]
+        page = queryset[offset: offset + limit + 1]  # type: ignore[operator]
     else:
         offset = None
-        rows = list(_after_cursor(queryset, raw_cursor)[: limit + 1])
+        page = _after_cursor(queryset, raw_cursor)[: limit + 1]
+    total = queryset.count()
+    rows = list(page)
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, {"total": total, "offset": offset, "limit": limit,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from apps.knowledge.models import Document
@@ -125,7 +127,9 @@ def test_a_cursor_walk_keeps_the_lists_filters(client, kb):
 ])
 def test_a_bad_cursor_is_400_naming_it(client, kb, params, name):
     _document(kb, "d.txt", MOMENT)
-    response = client.get(_documents_url(kb), params)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(_documents_url(kb), params)
+    assert not [q["sql"] for q in queries if "COUNT(" in q["sql"]]  # refused before the listing's count
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_request"
     assert list(response.json()["fields"]) == [name]
