@@ -96,10 +96,15 @@ def background_tasks_finished():
     writing when the test's teardown truncates the tables deadlocks with it (or writes into the
     next test). That includes a test that never asked for the worker but queued a task (an upload
     does) after an earlier test in this process started it: the worker takes it all the same (a
-    TRUNCATE once deadlocked with such a task's row lock, tests/mcp's denied login)."""
+    TRUNCATE once deadlocked with such a task's row lock, tests/mcp's denied login).
+
+    A task sent with a countdown (an ingest's retry, a heartbeat's next check) waits in the
+    worker's timer, in none of those lists; it is revoked (drop_scheduled_tasks), or it would run
+    inside whichever test is under way when its time comes."""
     yield
     if not _session_worker["running"]:
         return
+    drop_scheduled_tasks()
     import time
 
     from celery.worker import state
@@ -112,6 +117,17 @@ def background_tasks_finished():
             if time.monotonic() > deadline:
                 raise AssertionError(f"background tasks still running after the test: {len(state.active_requests)}")
             time.sleep(0.05)
+
+
+def drop_scheduled_tasks() -> list[str]:
+    """Revokes the tasks the session's worker holds for later (countdown or eta); each is then
+    dropped, unrun, when its time comes. Returns their ids."""
+    from celery.worker import state
+
+    dropped = [request.id for request in list(state.scheduled_requests)]
+    for task_id in dropped:
+        state.revoked.add(task_id)
+    return dropped
 
 
 @pytest.fixture(scope="session", autouse=True)
