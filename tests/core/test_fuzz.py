@@ -39,6 +39,8 @@ from tests.tools.factories import ToolProviderFactory
 # A deeper run: FUZZ_MAX_EXAMPLES=100 FUZZ_TIME_BUDGET=1800 pytest tests/core/test_fuzz.py
 MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "10"))
 TIME_BUDGET_SECONDS = int(os.environ.get("FUZZ_TIME_BUDGET", "90"))
+# Past the budget each operation still gets this many negative cases: no run ends without its negative pass.
+NEGATIVE_FLOOR = 3
 # Operations that end the credentials every other operation uses get their own, spent ones.
 SPENDS_SESSION = {"revoke"}
 
@@ -110,18 +112,20 @@ def test_fuzzing_finds_no_server_error_and_no_schema_violation(world, live_serve
     failures: list[str] = []
     statuses: dict[int, int] = {}
     per_operation: dict[str, dict[int, int]] = {}
+    negative_operations: set[str] = set()
     cases = 0
     started = time.monotonic()
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 40
 
-    def fuzz(operation, mode, headers, strategy):
-        @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None, derandomize=True,
+    def fuzz(operation, mode, headers, strategy, examples):
+        @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
                   phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
         @given(case=strategy)
         def run(case):
             nonlocal cases
             cases += 1
+            negative_operations.update([operation.label] if mode == GenerationMode.NEGATIVE else [])
             response = case.call(base_url=live_server.url, session=http, headers=headers, timeout=30)
             statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
             seen = per_operation.setdefault(operation.label, {})
@@ -137,17 +141,18 @@ def test_fuzzing_finds_no_server_error_and_no_schema_violation(world, live_serve
 
         run()
 
-    # Every operation gets its positive pass whatever the time; the time budget only cuts the
-    # negative pass short (on a loaded machine), so no operation is ever starved.
+    # Every operation gets both passes whatever the time; past the time budget (a loaded machine)
+    # the negative pass runs NEGATIVE_FLOOR cases an operation instead of MAX_EXAMPLES.
     runs = [(mode, operation) for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
             for operation in operations]
     for mode, operation in runs:
+        examples = MAX_EXAMPLES
         if mode == GenerationMode.NEGATIVE and time.monotonic() - started > TIME_BUDGET_SECONDS:
-            break
+            examples = min(NEGATIVE_FLOOR, MAX_EXAMPLES)
         # Positive cases reach the real route and knowledge base; negative ones make up path parameters.
         known = _known_path_parameters(operation, world) if mode == GenerationMode.POSITIVE else None
         fuzz(operation, mode, _credentials(operation, world),
-             operation.as_strategy(generation_mode=mode, path_parameters=known or None))
+             operation.as_strategy(generation_mode=mode, path_parameters=known or None), examples)
     http.close()
 
     elapsed = time.monotonic() - started
@@ -156,6 +161,7 @@ def test_fuzzing_finds_no_server_error_and_no_schema_violation(world, live_serve
     print(f"fuzz: {len(operations)} operations, {cases} cases in {elapsed:.1f}s, statuses {sorted(statuses.items())}")
     assert not failures, "\n".join(sorted(set(failures))[:40])
     assert len(per_operation) == len(operations)
+    assert len(negative_operations) == len(operations)
     assert cases >= len(operations) * MAX_EXAMPLES
     # The spare session was spent by the revoke operation; the main one served every other call.
     assert AgentSession.objects.filter(pk=world["agent"].session.pk, revoked_at__isnull=True).exists()
