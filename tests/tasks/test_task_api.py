@@ -219,7 +219,7 @@ def test_builder_refuses_an_invalid_task_with_422_naming_the_field(world, overri
     assert Task.objects.count() == 0
 
 
-@pytest.mark.parametrize("conversation", ["c" * 192, "c\nd", "c\td"])
+@pytest.mark.parametrize("conversation", ["c" * 192, "c\nd", "c\td", "\u3000会话", "c\n"])
 def test_builder_refuses_a_member_conversation_no_turn_can_name(world, conversation):
     """Turn ids are 1–191 printable characters: such a member could never be bound, and its session,
     task-enforced for good, could open no turn in that conversation."""
@@ -234,6 +234,22 @@ def test_builder_refuses_a_member_conversation_no_turn_can_name(world, conversat
 def test_builder_takes_a_member_conversation_of_191_characters(world):
     members = [{**_create_body(world)["members"][0], "client_conversation_id": "c" * 191}]
     assert _post(world, "/api/v1/builder/tasks", _create_body(world, members=members)).status_code == 201
+
+
+@pytest.mark.parametrize("conversation", ["local-conversation-1 ", " local-conversation-1"])
+def test_builder_keeps_a_member_conversation_exactly_as_a_turn_sends_it(world, conversation):
+    """Turn ids are taken exactly, spaces included: a member conversation trimmed on the way in
+    named another conversation, and the session, task-enforced for good, could never bind a turn
+    in the one the operator gave."""
+    members = [{**_create_body(world)["members"][0], "client_conversation_id": conversation}]
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, members=members))
+    assert response.status_code == 201, response.json()
+    task = Task.objects.get()
+    assert task.members.get().client_conversation_id == conversation
+    turn = open_turn(world.api, world.first.access_token, world.route.key, client_conversation_id=conversation,
+                     task_binding=_binding(task))
+    assert turn.status_code == 200, turn.json()
+    assert TaskRun.objects.get(run_id=turn.json()["run_id"]).task_id == task.pk
 
 
 def _member_with_app(world, app_id):

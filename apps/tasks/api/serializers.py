@@ -26,7 +26,8 @@ class MemberIn(ExactFieldsSerializer):
     # The contract's member shape names it; the session decides it, so a given one must be the session's.
     client_app_id = JSONStringField(max_length=128, required=False)
     workspace = JSONStringField(max_length=64)
-    client_conversation_id = JSONStringField(max_length=255)
+    # Exactly as a turn sends it (no trimming): a trimmed id names another conversation.
+    client_conversation_id = JSONStringField(max_length=255, trim_whitespace=False)
     allowed_tools = BoundedListField(child=JSONStringField(max_length=64), max_length=TOOLS_PER_MEMBER_MAX,
                                      required=False, default=list)
 
