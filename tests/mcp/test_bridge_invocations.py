@@ -5,6 +5,7 @@ and not re-sent."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import replace
@@ -129,6 +130,28 @@ def test_a_refusal_before_the_call_is_recorded_names_no_invocation(hub, bridge, 
     assert outcome.data == {"error": code, "status": status, "message": "Refused."}
     assert "Do not call" not in outcome.text
     assert bridge.invocations == {}
+
+
+@pytest.mark.parametrize(("status", "code"), [(404, "tool_not_found"), (403, "route_not_allowed"),
+                                              (400, "invalid_request"), (503, "execution_paused")])
+def test_a_call_refused_before_it_was_recorded_is_not_in_the_runs_summary(hub, bridge, status, code):
+    """The run's summary counts the calls the hub has: one it refused unrecorded is no invocation
+    (the hub's memory read it as an omitted one, and it took a place of the route's max_tool_calls)."""
+    EchoInvocation(hub, "executed").install()
+    bridge.governed_tools()
+    hub.script[INVOKE] = [(status, {"error": code, "message": "Refused."})]
+    bridge.invoke("issue_refund", {"order_id": "SO-1"})
+    bridge.invoke("lookup_product", {"query": "cup"})
+    executed = hub.sent(*INVOKE)[1]["invocation_id"]
+
+    assert bridge.run_calls == 1
+    bridge.complete()
+
+    (completion,) = hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")
+    assert json.loads(completion["content"]) == {
+        "schema_version": "bailing.authorization-execution-summary.v1", "total_invocations": 1,
+        "omitted_invocations": 0, "invocations": [{"invocation_id": executed, "tool": "lookup_product",
+                                                   "last_known_state": "executed"}]}
 
 
 def test_a_401_refreshes_once_and_sends_the_same_invocation_again(hub, bridge):

@@ -383,6 +383,8 @@ class Bridge:
             result = self.session.call("POST", "/agent-api/v1/tool-invocations", json_body=body,
                                        schema=INVOCATION_SCHEMA).body or {}
         except wire.HubError as exc:
+            if exc.status < 500 or exc.code in REFUSED_BEFORE_RECORDING:
+                self._unrecorded(invocation_id)
             if exc.code == "capability_changed":
                 try:
                     with self.lock:
@@ -402,12 +404,23 @@ class Bridge:
         except (wire.WireError, SessionExpired) as exc:
             if isinstance(exc, wire.WireError) and exc.sent:
                 self.invocations[invocation_id] = {"tool": name, "state": "unknown"}
+            else:
+                self._unrecorded(invocation_id)
             return hub_failure(exc, invocation_id=invocation_id)
         if (result.get("state") == "rejected_before_dispatch" and not retried
                 and str(result.get("text") or "").startswith(RUN_SPENT_TEXT)):
             self.rotate_run(spent=True)  # the hub counted calls this bridge did not see
             return self.invoke(name, arguments, retried=True)
         return self._invocation_outcome(result, invocation_id, name)
+
+    def _unrecorded(self, invocation_id: str) -> None:
+        """The hub refused the call before recording it (or it was never sent): it is no invocation
+        of the run. The run's summary counts only the calls the hub has (one counted here and
+        listed nowhere read as omitted), and the route's max_tool_calls counts only those too."""
+        with self.lock:
+            if invocation_id in self.run_invocations:
+                self.run_invocations.remove(invocation_id)
+                self.run_calls -= 1
 
     def _invocation_outcome(self, result: dict[str, Any], invocation_id: str, name: str) -> Outcome:
         if result.get("invocation_id") != invocation_id:
