@@ -8,6 +8,7 @@ import pytest
 from apps.demo_business.verify import bailing_headers
 from apps.tools.invocations import invocation_key
 from apps.tools.models import Invocation, InvocationJournalEntry
+from tests.tools.business_server import BusinessServer
 from tests.tools.invocation_helpers import new_id
 
 pytest_plugins = ["tests.tools.invocation_fixtures"]
@@ -71,6 +72,26 @@ def test_a_business_5xx_on_a_read_is_business_rejected(shop, dispatching):
     shop.server.respond("/api/items", status=500, body=b"oops")
     body = shop.invoke("item_read", {"item_id": "1"}).json()
     assert (body["state"], body["business_status"]) == ("business_rejected", 500)
+
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_a_redirect_to_an_internal_address_is_not_followed(shop, dispatching, status):
+    internal = BusinessServer().start()
+    try:
+        shop.server.respond("/api/stock", status=status, body=b"moved",
+                            headers={"Location": f"{internal.base_url}/latest/meta-data/"})
+        invocation_id = new_id()
+        body = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 1}, invocation_id=invocation_id).json()
+        assert (body["state"], body["ok"], body["business_status"], body["auto_retry_allowed"]) == (
+            "business_rejected", False, status, False)
+        assert body["text"] == f"The business system answered with a redirect (HTTP {status}), which is not followed."
+        assert internal.received == []
+        assert len(shop.server.requests_to("/api/stock")) == 1
+        assert shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 1}, invocation_id=invocation_id).json() == body
+        assert len(shop.server.requests_to("/api/stock")) == 1
+        assert _journal(invocation_id) == ["dispatching", "response_recorded", "completed"]
+    finally:
+        internal.stop()
 
 
 def test_garbage_instead_of_http_is_reconciliation_required(shop, dispatching):
