@@ -991,6 +991,11 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
         answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
                          text=f"The business system failed (HTTP {status}) and may or may not have applied the "
                               f"change. {NO_NEW_WRITE}\n\n{text}")
+    elif 300 <= status < 400 and not inv.readonly:
+        # A 303 after a POST is how a form says "done, look here": the write may have been applied.
+        answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
+                         text=f"The business system answered with a redirect (HTTP {status}), which is not followed; "
+                              f"it may or may not have applied the change. {NO_NEW_WRITE}")
     elif 300 <= status < 400:
         answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status,
                          text=f"The business system answered with a redirect (HTTP {status}), which is not followed.")
