@@ -283,6 +283,22 @@ def test_builder_control_is_compare_and_set(world):
     assert TaskLedgerEntry.objects.filter(task_id=task_id).count() == 2
 
 
+@pytest.mark.parametrize("request_id", ["op-1 ", " op-1", "\top-1", "   "])
+def test_builder_refuses_a_request_id_with_spaces_at_its_edges(world, request_id):
+    """Trimmed, "op-1 " replayed the task of "op-1": a key is matched exactly or refused."""
+    created = _post(world, "/api/v1/builder/tasks", _create_body(world)).json()["data"]
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, request_id=request_id, name="另一个"))
+    body = response.json()
+    assert (response.status_code, body["error"], list(body["fields"])) == (422, "invalid_task", ["request_id"]), body
+    assert list(Task.objects.values_list("request_id", flat=True)) == ["op-1"]
+    control = _post(world, f"/api/v1/builder/tasks/{created['id']}/control",
+                    {"request_id": request_id, "expected_revision": 1, "action": "pause"})
+    assert (control.status_code, control.json()["error"], list(control.json()["fields"])) == (
+        422, "invalid_task", ["request_id"]), control.json()
+    task = Task.objects.get(pk=created["id"])
+    assert (task.state, task.revision, task.ledger.count()) == ("active", 1, 1)
+
+
 def test_builder_read_lists_runs_and_ledger_without_arguments(world):
     task = _task(world)
     open_turn(world.api, world.first.access_token, world.route.key, task_binding=_binding(task))

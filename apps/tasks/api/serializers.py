@@ -21,6 +21,12 @@ from apps.tasks.services import CONCURRENT_MAX, MEMBERS_MAX, TOOLS_PER_MEMBER_MA
 REQUEST_ID_MAX = 128
 
 
+def exact_key(value: str) -> None:
+    """An idempotency key is matched exactly: one with spaces at its edges (or of spaces only) is
+    refused, not trimmed into another request's key."""
+    if not value.strip() or value != value.strip():
+        raise serializers.ValidationError("Spaces at the start or end of a request_id are not allowed.")
+
 class MemberIn(ExactFieldsSerializer):
     session_id = JSONStringField(max_length=64)
     # The contract's member shape names it; the session decides it, so a given one must be the session's.
@@ -40,7 +46,7 @@ class PolicyIn(ExactFieldsSerializer):
 
 
 class TaskCreateIn(ExactFieldsSerializer):
-    request_id = JSONStringField(max_length=REQUEST_ID_MAX)
+    request_id = JSONStringField(max_length=REQUEST_ID_MAX, trim_whitespace=False, validators=[exact_key])
     project_id = JSONUUIDField()
     name = JSONStringField(max_length=200, required=False, allow_blank=True, default="",
                            validators=[validate_shown_name])
@@ -49,7 +55,7 @@ class TaskCreateIn(ExactFieldsSerializer):
 
 
 class TaskControlIn(ExactFieldsSerializer):
-    request_id = JSONStringField(max_length=REQUEST_ID_MAX)
+    request_id = JSONStringField(max_length=REQUEST_ID_MAX, trim_whitespace=False, validators=[exact_key])
     expected_revision = JSONIntegerField(min_value=1, max_value=2**31 - 1)
     action = serializers.ChoiceField(choices=["pause", "resume", "cancel"])
 
