@@ -434,7 +434,10 @@ class OperatorTokenForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # The admin's date and time boxes stand after the words "Date:" and "Time:", which label neither
-        # of them: a screen reader read two unnamed edit fields.
+        # of them: a screen reader read two unnamed edit fields. An existing token's page has no
+        # such field: every field of it is read-only (a token is revoked, never changed).
+        if "expires_at" not in self.fields:
+            return
         widget = self.fields["expires_at"].widget
         for box, part in zip(getattr(widget, "widgets", ()), ("date", "time"), strict=False):
             box.attrs["aria-label"] = f"Expires at: {part}"

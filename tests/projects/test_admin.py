@@ -138,6 +138,17 @@ def test_another_operators_token_page_is_hidden(owner):
     assert response["Location"] == "/admin/"
 
 
+def test_an_operators_own_token_page_opens_read_only_without_the_secret(owner):
+    mine, token = operator_token_create(user=owner.user, name="ci-bot", scopes=["knowledge:debug"])
+    response = admin_client(owner.user).get(f"/admin/projects/operatortoken/{mine.pk}/change/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "ci-bot" in page
+    assert mine.prefix in page
+    assert token not in page
+    assert 'name="expires_at' not in page  # read-only: a token does not change, it is revoked
+
+
 def test_the_revoke_action_never_reaches_another_operators_token(owner):
     colleague = MembershipFactory(project=owner.project).user
     theirs, _ = operator_token_create(user=colleague, name="theirs", scopes=["knowledge:debug"])
