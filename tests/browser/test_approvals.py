@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from apps.demo_business.models import Refund
 from apps.tools.invocations import approval_decide
-from apps.tools.models import Approval, Invocation, Tool
+from apps.tools.models import Approval, Invocation, InvocationJournalEntry, Tool
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from apps.tools.services import provider_delete, provider_reimport
 from tests.agent_auth.factories import AgentClientFactory
@@ -385,6 +385,26 @@ def test_the_approval_page_fits_a_phone_width_window(logged_in_page, store_route
     _shot(page, "approval-390")
     told = page.locator("#approval-journal p", has_text="What the agent was told")
     assert approval.invocation.invocation_id in told.inner_text().replace("\n", "")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_the_execution_journal_fits_a_phone_width_window(logged_in_page, store_route, agent):
+    """The journal's details are JSON in one <code> each; at 390 px the dispatch target, one
+    unbreakable word, pushed the table 72 px past the window and the page scrolled sideways."""
+    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "quantity": 500})
+    # The rows apps/tools/invocations.py journals for a dispatch, as they read after a real one.
+    for state, detail in [("dispatching", {"method": "POST", "target": "/demo-business/stock-adjustments"}),
+                          ("response_recorded", {"bytes": 72, "elapsed_ms": 83, "reason": "", "status": 404,
+                                                 "truncated": False}),
+                          ("completed", {"state": "business_rejected"})]:
+        InvocationJournalEntry.objects.create(invocation=approval.invocation, state=state, detail=detail)
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/admin/tools/approval/{approval.pk}/change/")
+    _shot(page, "approval-journal-390")
+    assert page.locator("#approval-journal [data-journal]").count() == 3
+    assert "/demo-business/stock-adjustments" in page.locator("#approval-journal table").inner_text().replace("\n", "")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
 
 
