@@ -406,6 +406,8 @@ def test_the_execution_journal_fits_a_phone_width_window(logged_in_page, store_r
     assert page.locator("#approval-journal [data-journal]").count() == 3
     assert "/demo-business/stock-adjustments" in page.locator("#approval-journal table").inner_text().replace("\n", "")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    details = page.locator("#approval-journal [data-journal] td:last-child")
+    assert min(details.evaluate_all("cells => cells.map(c => c.getBoundingClientRect().width)")) > 250
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
