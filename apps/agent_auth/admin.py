@@ -416,10 +416,16 @@ class AgentAuthorizationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, Project
     list_select_related = ["client", "client__project"]
     readonly_fields = fields = (
         "client", "status", "device_label", "requested_routes", "redirect_uri", "requester_ip", "expires_at",
-        "decided_at", "decided_by", "principal", "on_behalf_of", "allowed_routes", "code_expires_at",
+        "decided_at", "decided_by_name", "principal", "on_behalf_of", "allowed_routes", "code_expires_at",
         "code_used_at", "created_at",
     )
     identifier_fields = ("on_behalf_of",)
+
+    @admin.display(description="Decided by")
+    def decided_by_name(self, obj: AgentAuthorization) -> str:
+        # The name, not the admin's link to the user's page: only a site administrator may open that
+        # page, and the operator who decided followed the link to "Not allowed".
+        return obj.decided_by.get_username() if obj.decided_by else "—"
 
     @admin.display(description="Created · expires", ordering="created_at")
     def created(self, obj: AgentAuthorization) -> SafeString:

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.selectors import client_get_by_token
-from apps.agent_auth.services import session_revoke
+from apps.agent_auth.services import authorization_deny, session_revoke
 from apps.projects.models import Membership
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import authorization_for, session_for
@@ -228,6 +228,19 @@ def test_authorizations_are_read_only(agent_client, owner):
     assert "code_challenge" not in page.content.decode()
     assert admin.post(url, {"status": "approved"}).status_code == 403
     assert AgentAuthorization.objects.get().status == "pending"
+
+
+def test_an_authorizations_approver_is_named_without_a_link_an_operator_cannot_open(agent_client, owner):
+    """"Decided by" linked to the user's admin page, which only a site administrator may open: the
+    operator who decided followed it to "Not allowed"."""
+    authorization = authorization_for(agent_client)
+    authorization_deny(client=agent_client, authorization_id=authorization.pk, decided_by=owner.user)
+    page = _admin(owner).get(f"/admin/agent_auth/agentauthorization/{authorization.pk}/change/").content.decode()
+    decided_by = re.search(r'<div class="form-row field-decided_by_name">.*?<div class="readonly">(.*?)</div>', page,
+                           re.S)
+    assert decided_by is not None
+    assert decided_by.group(1) == owner.user.get_username()
+    assert "/admin/auth/user/" not in page
 
 
 def test_a_client_of_another_project_cannot_be_opened(route):
