@@ -202,6 +202,23 @@ class SessionSearchSelect(AutocompleteSelect):
         return reverse("admin:tasks_task_sessions", args=[self.project.pk])
 
 
+class SessionSelect(forms.Select):
+    """The plain select of a member's session: each option names the workspaces its session may use
+    (data-routes), so that tasks.js offers only those in the row's workspace select."""
+
+    def __init__(self, *, routes: dict[str, list[str]]) -> None:
+        super().__init__()
+        self.routes = routes
+
+    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int,
+                      subindex: int | None = None, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        routes = self.routes.get(str(value))
+        if routes is not None:
+            option["attrs"]["data-routes"] = " ".join(routes)
+        return option
+
+
 def live_sessions(project: Project) -> QuerySet[AgentSession]:
     """The project's sessions a task can be made of, in the order the create form offers them."""
     return AgentSession.objects.select_related("client").filter(
@@ -224,6 +241,10 @@ class MemberForm(forms.Form):
         one of a route without it is not."""
         super().__init__(*args, **kwargs)
         if sessions is not None:
+            # What apps.tasks.services checks a member's workspace against: the client's routes and the session's.
+            self.fields["session"].widget = SessionSelect(routes={
+                str(s.pk): [key for key in s.allowed_routes or [] if key in (s.client.allowed_routes or [])]
+                for s in sessions})
             self._set_choices("session", [("", "— none —")] + [(str(s.pk), session_label(s)) for s in sessions])
         else:
             self.fields["session"] = SessionChoiceField(

@@ -110,6 +110,22 @@ def test_an_operator_creates_a_task_from_a_session_pauses_and_resumes_it(logged_
     assert page.locator("#result_list tbody tr").count() == 1
 
 
+def test_picking_a_session_offers_only_the_workspaces_it_may_use(logged_in_page, route, agent):
+    """Every route of the project was offered whatever the session: a workspace the session may not
+    use was refused only after the submit ("Not a workspace this session may use")."""
+    RouteFactory(project=route.project, key="hr-helpdesk", name="HR Helpdesk")
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    workspace = page.locator("select[name=m0-workspace]")
+    page.select_option("select[name=m0-workspace]", "hr-helpdesk")
+    page.select_option("select[name=m0-session]", str(agent.session.pk))
+    offered = workspace.evaluate("s => [...s.options].filter(o => o.value && !o.disabled).map(o => o.value)")
+    assert offered == [route.key]
+    assert workspace.input_value() == ""  # the workspace picked before, which this session may not use
+    page.select_option("select[name=m0-session]", "")
+    assert workspace.evaluate("s => [...s.options].filter(o => o.disabled).length") == 0
+
+
 def test_a_stale_task_page_changes_nothing(logged_in_page, operator, route, agent):
     page = logged_in_page
     task, _ = task_create(project=route.project, user=operator, request_id="rq-1", name="stocktake",

@@ -29,6 +29,27 @@
       .then(function () { if (select.value === wanted) { box.removeAttribute("aria-busy"); } });
   }
 
+  // A row's workspace select offers only the routes its picked session may use (the session's option
+  // names them in data-routes; a session picked by searching does not, and limits nothing). Picking
+  // another session clears a workspace it may not use.
+  function limitWorkspaces(row, url, clear) {
+    var session = row.querySelector("select[name$='-session']");
+    var select = row.querySelector("select[name$='-workspace']");
+    if (!session || !select || select.classList.contains("admin-autocomplete")) { return; }
+    var picked = session.options[session.selectedIndex];
+    var routes = picked && picked.hasAttribute("data-routes") ? picked.getAttribute("data-routes").split(" ") : null;
+    Array.prototype.forEach.call(select.options, function (option) {
+      // Not the one a refused form kept picked: a disabled option is not submitted.
+      option.disabled = Boolean(option.value) && routes !== null && routes.indexOf(option.value) < 0 &&
+        (clear || !option.selected);
+    });
+    var current = select.options[select.selectedIndex];
+    if (clear && current && current.disabled) {
+      select.value = "";
+      if (url) { loadTools(row, url); }
+    }
+  }
+
   // A long tools box filters its boxes by name; a checked one stays in sight.
   function filterBox(input) {
     var words = input.value.trim().toLowerCase();
@@ -53,6 +74,12 @@
     var url = members && members.getAttribute("data-tools-url");
     var rows = document.querySelectorAll("[data-member-row]");
     rows.forEach(function (row) {
+      var session = row.querySelector("select[name$='-session']");
+      if (session && !session.classList.contains("admin-autocomplete")) {
+        // A refused form keeps the workspace it was refused for, beside its error.
+        limitWorkspaces(row, url, false);
+        session.addEventListener("change", function () { limitWorkspaces(row, url, true); });
+      }
       var select = row.querySelector("select[name$='-workspace']");
       if (!select || !url) { return; }
       // A browser restoring the form (back, reload) may put back another workspace than rendered.
