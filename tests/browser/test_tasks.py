@@ -17,6 +17,7 @@ from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.browser.axe import violations
+from tests.projects.factories import MembershipFactory, ProjectFactory
 from tests.routes.factories import RouteFactory
 from tests.tools.factories import ToolProviderFactory
 
@@ -124,6 +125,18 @@ def test_picking_a_session_offers_only_the_workspaces_it_may_use(logged_in_page,
     assert workspace.input_value() == ""  # the workspace picked before, which this session may not use
     page.select_option("select[name=m0-session]", "")
     assert workspace.evaluate("s => [...s.options].filter(o => o.disabled).length") == 0
+
+
+def test_the_project_pick_reads_as_the_forms_after_it(logged_in_page, route, operator):
+    """With two projects the create page first asks for one: its label stood inline before the
+    select, and the help under it started 160 px right of the select's left edge."""
+    MembershipFactory(user=operator, project=ProjectFactory(name="Warehouse"))
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    select = page.locator("#project-form select[name=project]").bounding_box()
+    help_box = page.locator("#project-form .help").bounding_box()
+    assert abs(select["x"] - help_box["x"]) <= 2
+    _shot(page, "task-create-project-pick")
 
 
 def test_a_stale_task_page_changes_nothing(logged_in_page, operator, route, agent):
