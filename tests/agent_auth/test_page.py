@@ -84,6 +84,13 @@ def test_a_post_with_a_csrf_token_but_without_login_goes_to_login(browser, start
     assert _state() == ("pending", None, 0)
 
 
+def test_the_sign_in_pages_name_the_hubs_icon(browser):
+    """Without an icon of their own the browser asked for /favicon.ico at every agent sign-in, a 404
+    and a warning in the web log each time; the console's pages name the hub's icon."""
+    login = browser.get("/agent-auth/login").content.decode()
+    assert '<link rel="icon" type="image/svg+xml" href="/static/bailinghub/favicon.svg">' in login
+
+
 def test_the_login_page_signs_in_and_returns_to_the_request(browser, started, member):
     path, _ = started
     login = browser.get("/agent-auth/login", {"next": path})
