@@ -49,7 +49,7 @@ from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.knowledge.pipeline.strategy import MAX_CHARS_RANGE, StrategyInvalid, strategy_parse
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
 from apps.knowledge.playground import PlaygroundSearchForm, playground_extra, playground_hits, playground_timings
-from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, ReadOnlyAdminMixin
+from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, ReadOnlyAdminMixin, unique_in_project
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -185,6 +185,7 @@ class KnowledgeBaseForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
+        unique_in_project(self, "name", "A knowledge base with this name already exists in this project.")
         if any(name in self.errors for name in STRATEGY_FIELDS):
             return data
         try:

@@ -160,6 +160,20 @@ def deletion_counted(model_admin: admin.ModelAdmin, objs: Any, request: HttpRequ
 AUTOCOMPLETE_PAGES_MAX = 100_000
 
 
+def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
+    """From a form's `clean`, whose model is unique by (project, field): a value another object
+    of the project has is an error beside the field. Django checks that constraint only while the
+    project is a field of the form; on a saved object's page the project is read-only, and a
+    taken value failed at the UPDATE (a 500); on the add page it said so above the form."""
+    value = form.cleaned_data.get(field)
+    instance = form.instance
+    project = form.cleaned_data.get("project")
+    project_id = getattr(project, "pk", None) if instance._state.adding else instance.project_id
+    if value and project_id and type(instance).objects.filter(project_id=project_id, **{field: value}).exclude(
+            pk=instance.pk).exists():
+        form.add_error(field, message)
+
+
 def listed_unless_over(queryset: QuerySet[Any], maximum: int) -> list[Any] | None:
     """`queryset`'s rows to list as a field's choices, or None past `maximum` of them: the field
     then finds them by searching (an autocomplete), and no more than maximum + 1 were read."""

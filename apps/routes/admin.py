@@ -18,7 +18,13 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from apps.core.timefmt import local_time
-from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words, listed_unless_over
+from apps.projects.admin import (
+    ProjectScopedAdminMixin,
+    autocomplete_page,
+    autocomplete_words,
+    listed_unless_over,
+    unique_in_project,
+)
 from apps.projects.selectors import project_list_editable
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
@@ -208,17 +214,10 @@ class RouteAdminForm(forms.ModelForm):
         fields = "__all__"  # noqa: DJ007 -- the admin's fieldsets choose the fields shown
         field_classes = dict.fromkeys(ROUTE_LIST_FIELDS, BlankItemsIgnoredArrayField)
 
-    def clean_key(self):
-        # The database's (project, key) constraint is checked by the form only while the project is
-        # a field of it; on a saved route's page it is not (a route stays in its project), and a
-        # key taken by another route of the project failed at the insert (500).
-        key = self.cleaned_data.get("key")
-        project = self.cleaned_data.get("project")
-        project_id = self.instance.project_id if self.instance.pk else getattr(project, "pk", None)
-        if key and project_id and Route.objects.filter(project_id=project_id, key=key).exclude(
-                pk=self.instance.pk).exists():
-            raise forms.ValidationError("A route with this key already exists in this project.")
-        return key
+    def clean(self):
+        data = super().clean()
+        unique_in_project(self, "key", "A route with this key already exists in this project.")
+        return data
 
     def clean_unattended_write_tools(self):
         # A blank legacy list means "not configured" (None), not "configured as empty".

@@ -68,6 +68,17 @@ def test_adding_a_provider_by_paste_compiles_it(browser, owner):
     assert "every tool is disabled until you enable it" in response.content.decode()
 
 
+def test_a_taken_name_is_refused_beside_the_name_and_nothing_is_saved(browser, owner):
+    taken = ToolProviderFactory(project=owner.project, name="store")
+    text = (FIXTURES / "no_acc.json").read_text()
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=text))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "name": ["A tool provider with this name already exists in this project."]}
+    assert list(ToolProvider.objects.values_list("pk", flat=True)) == [taken.pk]
+    assert not Tool.objects.exclude(provider=taken).exists()
+
+
 def test_a_refused_spec_is_shown_next_to_the_field_and_nothing_is_saved(browser, owner):
     response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text="swagger: '2.0'\n"))
     page = response.content.decode()
