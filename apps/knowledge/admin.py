@@ -795,7 +795,17 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             history="Turned on.")
 
     def delete_model(self, request, obj):
+        request._bh_deleted_from_kb = obj.knowledge_base_id
         services.document_delete(document=obj)
+
+    def response_delete(self, request, obj_display, obj_id):
+        """From a document's delete page back to its knowledge base's page, where the operator came
+        from (Django's default is the list of every KB's documents)."""
+        response = super().response_delete(request, obj_display, obj_id)
+        kb_id = getattr(request, "_bh_deleted_from_kb", None)
+        if response.status_code == 302 and kb_id is not None:  # not a popup's answer
+            return HttpResponseRedirect(reverse("admin:knowledge_knowledgebase_change", args=[kb_id]))
+        return response
 
     def delete_queryset(self, request, queryset):
         for document in queryset:
