@@ -175,7 +175,8 @@ class KnowledgeBaseForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        current = self.instance.chunk_strategy if self.instance.pk else settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY
+        default = settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY
+        current = default if self.instance._state.adding else self.instance.chunk_strategy
         for name in STRATEGY_FIELDS:
             self.fields[name].initial = (current or {}).get(name, settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY[name])
         # A form that leaves the retrieval fields out (they came later) keeps their defaults.
@@ -230,7 +231,7 @@ class KnowledgeBaseForm(forms.ModelForm):
                 self.add_error("rerank_" + key.removeprefix("reranker."), field_messages)
             return
         try:
-            services.reranker_key_check(kb=self.instance if self.instance.pk else None, fields=fields,
+            services.reranker_key_check(kb=None if self.instance._state.adding else self.instance, fields=fields,
                                         user=self.user)
         except errors.KnowledgeBaseInvalid:
             self.add_error("rerank_api_key_env", services.RERANK_KEY_SUPERUSER)

@@ -312,7 +312,7 @@ class MembershipForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.user_id is not None:
             self.initial["user"] = self.instance.user.username
-        if self.instance.pk is not None:
+        if not self.instance._state.adding:
             # The admin titles an inline row with the formset's own row object; validation writes the
             # posted values onto the form's instance. On a copy, a refused save (the last owner
             # demoted) leaves the title with the stored role, not the refused one.
@@ -406,7 +406,7 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Tool execution")
     def tool_execution(self, obj):
-        if obj is None or obj.pk is None:
+        if obj is None or obj._state.adding:
             return "running (pause it from the approval queue once the project exists)"
         paused = obj.tool_execution_paused
         badge = format_html('<span class="bh-badge {}">{}</span>', "bh-bad" if paused else "bh-ok",

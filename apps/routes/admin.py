@@ -313,6 +313,6 @@ class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Profile revision")
     def profile_revision(self, obj: Route) -> str:
-        if obj.pk is None:
+        if obj._state.adding:  # a new route's id is set before it is saved
             return "—"
         return route_profile(route=obj)["revision"]

@@ -86,7 +86,7 @@ class RouteToolsForm(RouteAdminForm):
         writes = [(name, f"{name} · {', '.join(providers)}") for name, providers in offered.items()]
         for name in ("write_tools", "force_approval_tools", "unattended_write_tools"):
             cast(forms.ChoiceField, self.fields[name]).choices = writes
-        if self.instance.pk is not None:
+        if not self.instance._state.adding:
             allowed = {source.provider_id: source.allowed_tools
                        for source in RouteToolSource.objects.filter(route=self.instance)}
             for provider in self.providers:

@@ -620,3 +620,15 @@ def test_the_knowledge_base_search_of_a_binding_row_finds_only_the_operators_kno
     assert response.status_code == 200
     # In name order, as the results are paged through.
     assert [result["text"] for result in response.json()["results"]] == ["售后政策 a", "售后政策 b", "售后政策 c"]
+
+
+def test_the_add_page_shows_no_profile_revision_of_a_route_not_yet_saved():
+    """A new route's id is set before it is saved: the page showed the revision of a route that
+    does not exist."""
+    membership = MembershipFactory(role=Membership.Role.EDITOR)
+    page = _client_for(membership.user).get("/admin/routes/route/add/")
+    assert page.status_code == 200
+    field = re.search(r'<div class="readonly">([^<]*)</div>', page.content.decode().split("Profile revision", 1)[1])
+    assert field is not None and field.group(1) == "—"
+    assert not re.search(r"\b[0-9a-f]{64}\b", page.content.decode())
+    assert Route.objects.count() == 0
