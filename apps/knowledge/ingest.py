@@ -31,6 +31,7 @@ import math
 import time
 from datetime import datetime, timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -413,6 +414,28 @@ def _generation_connections_lost(generation: IndexGeneration, losses: int) -> No
         "database is stable."))
 
 
+# A task that runs past CELERY_TASK_SOFT_TIME_LIMIT is interrupted (SoftTimeLimitExceeded) wherever
+# it is. Taken for an unexpected error, the document failed with "retry the document, and report
+# it": retried, it ran into the same limit again, as long later. It fails saying which limit, and where.
+_TIME_LIMIT_DOING: dict[str | None, str] = {
+    Document.Status.PARSING: "converting its text",
+    Document.Status.CHUNKING: "splitting it into chunks",
+    Document.Status.EMBEDDING: "embedding it",
+}
+
+
+def _document_time_limit_message(document_id) -> str:
+    status = Document.objects.filter(pk=document_id).values_list("status", flat=True).first()
+    limit = (f"The pipeline ran past its task's time limit (CELERY_TASK_SOFT_TIME_LIMIT = "
+             f"{settings.CELERY_TASK_SOFT_TIME_LIMIT:,} s) while {_TIME_LIMIT_DOING.get(status, 'fetching it')}. ")
+    if status == Document.Status.EMBEDDING:
+        return limit + (f"Embedding goes on in a new task every KNOWLEDGE_TASK_SLICE_SECONDS "
+                        f"({settings.KNOWLEDGE_TASK_SLICE_SECONDS:,} s), which must be well under the limit; if it "
+                        "is, one batch took this long: the embedding model is too slow or does not answer.")
+    return limit + ("Retried as it is, it stops there again: split the document, or raise the limit (and "
+                    "CELERY_TASK_TIME_LIMIT).")
+
+
 def document_ingest(*, document_id, run_token: str | None = None) -> str:
     """Run a document's pipeline from where it stands. Returns what happened: completed,
     awaiting_confirmation, continued (in a new task), failed, skipped, lease_lost, connection_lost
@@ -439,6 +462,10 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
         _document_fail(document_id, token, "embedding_failed", str(exc))
     except PipelineError as exc:
         _document_fail(document_id, token, exc.code, exc.message)
+    except SoftTimeLimitExceeded:
+        logger.warning("Ingesting document %s ran past its task's time limit", document_id, exc_info=True)
+        connection.close()  # the limit may have interrupted a query: record the failure on a new connection
+        _document_fail(document_id, token, "ingest_time_limit", _document_time_limit_message(document_id))
     except Exception as exc:
         if _connection_broke(exc):
             logger.warning("Ingesting document %s lost its database connection; it is tried again.", document_id,
@@ -646,6 +673,15 @@ def generation_build(*, generation_id, run_token: str | None = None) -> str:
         _generation_fail(generation_id, token, exc.code, exc.message)
     except EmbeddingFailed as exc:
         _generation_fail(generation_id, token, "embedding_failed", str(exc))
+    except SoftTimeLimitExceeded:
+        logger.warning("Rebuilding generation %s ran past its task's time limit", generation_id, exc_info=True)
+        connection.close()
+        _generation_fail(generation_id, token, "rebuild_time_limit", (
+            f"The rebuild ran past its task's time limit (CELERY_TASK_SOFT_TIME_LIMIT = "
+            f"{settings.CELERY_TASK_SOFT_TIME_LIMIT:,} s); the active index is unchanged. Embedding goes on in a new "
+            f"task every KNOWLEDGE_TASK_SLICE_SECONDS ({settings.KNOWLEDGE_TASK_SLICE_SECONDS:,} s), which must be "
+            "well under the limit; otherwise a document took this long to convert, or its index to build: raise "
+            "the limit (and CELERY_TASK_TIME_LIMIT), then start the rebuild again."))
     except Exception as exc:
         if _connection_broke(exc):
             logger.warning("Rebuilding generation %s lost its database connection; it is tried again.", generation_id,

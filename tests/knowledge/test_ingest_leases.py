@@ -32,7 +32,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _worker(queue: str, *, stale_seconds: int, watchdog_seconds: int = 60) -> subprocess.Popen:
+def _worker(queue: str, *, stale_seconds: int, watchdog_seconds: int = 60,
+            settings: dict[str, str] | None = None, pool: str = "solo") -> subprocess.Popen:
     env = {
         **os.environ,
         "DEBUG": "true",
@@ -44,10 +45,11 @@ def _worker(queue: str, *, stale_seconds: int, watchdog_seconds: int = 60) -> su
         "KNOWLEDGE_HEARTBEAT_STALE_SECONDS": str(stale_seconds),
         "KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS": str(watchdog_seconds),
         "OMP_NUM_THREADS": "1",
+        **(settings or {}),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--pool", "solo", "--queues", queue,
-         "--without-mingle", "--without-gossip", "--without-heartbeat", "--loglevel", "WARNING"],
+        [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--pool", pool, "--concurrency", "1",
+         "--queues", queue, "--without-mingle", "--without-gossip", "--without-heartbeat", "--loglevel", "WARNING"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
@@ -394,3 +396,75 @@ def test_an_embeddings_endpoint_that_hangs_fails_the_document_before_its_lease_r
     assert (document.status, document.error_code, document.attempts) == ("failed", "embedding_failed", 1)
     assert document.error_message.startswith("The embedding endpoint kept failing after 2 attempts (connection "
                                              "failed: timed out)")
+
+
+def _time_limit_reached(worker: subprocess.Popen) -> None:
+    """What a prefork pool does to the process running a task that reaches its soft time limit
+    (SIGUSR1: SoftTimeLimitExceeded is raised in the task). Sent by the test rather than waited
+    for: with a 2 s limit the pool let the task run 12 s in one run of this file out of two here
+    (celery/celery#6873 reports the same)."""
+    [child] = wait_for(lambda: Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split(),
+                       message="the worker's pool process")
+    os.kill(int(child), signal.SIGUSR1)
+
+
+# make run's and compose's pool, and the default limit, so that the message is known.
+TIME_LIMITED = {"CELERY_TASK_SOFT_TIME_LIMIT": "3300", "CELERY_TASK_TIME_LIMIT": "3600"}
+SLOW_EMBEDDING = {"delay_seconds": 0.2, "batch_size": 1}
+RULES = "# 规章\n\n" + "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(40))
+
+
+def test_a_document_past_its_tasks_time_limit_fails_naming_the_limit(settings):
+    """It failed as an unexpected error ("retry the document, and report it if it recurs"): retried,
+    it ran into the same limit again."""
+    queue = f"{celery_app.conf.task_default_queue}-limit"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options=SLOW_EMBEDDING))
+    [document] = services.document_upload(kb=kb, files=[upload("rules.md", RULES.encode())])
+    worker = _worker(queue, stale_seconds=300, settings=TIME_LIMITED, pool="prefork")
+    try:
+        wait_for(lambda: Document.objects.filter(pk=document.pk, status="embedding", progress_done__gte=2).exists(),
+                 timeout=120, message="the worker to be embedding")
+        _time_limit_reached(worker)
+        finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
+    finally:
+        _stop(worker)
+    assert (finished.status, finished.error_code, finished.attempts, finished.run_token) == (
+        "failed", "ingest_time_limit", 1, None)
+    assert finished.error_message == (
+        "The pipeline ran past its task's time limit (CELERY_TASK_SOFT_TIME_LIMIT = 3,300 s) while embedding it. "
+        "Embedding goes on in a new task every KNOWLEDGE_TASK_SLICE_SECONDS (600 s), which must be well under the "
+        "limit; if it is, one batch took this long: the embedding model is too slow or does not answer.")
+    assert 2 <= finished.progress_done < 40
+    assert not Chunk.objects.filter(document=document, embedding__isnull=False).exists()
+
+
+def test_a_rebuild_past_its_tasks_time_limit_fails_naming_the_limit_and_keeps_the_active_index(settings):
+    queue = f"{celery_app.conf.task_default_queue}-limit"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options=SLOW_EMBEDDING))
+    ingest_texts(kb, {"rules.md": RULES})
+    active = IndexGeneration.objects.get(knowledge_base=kb, status="active")
+    searchable = sorted(Chunk.objects.filter(generation=active).values_list("pk", flat=True))
+    EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).delete()  # the rebuild embeds again
+    generation = services.knowledge_base_rebuild(kb=kb)
+    worker = _worker(queue, stale_seconds=300, settings=TIME_LIMITED, pool="prefork")
+    try:
+        wait_for(lambda: EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).count() >= 2,
+                 timeout=120, message="the rebuild to be embedding")
+        _time_limit_reached(worker)
+        wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk).exclude(status="building").first(),
+                 timeout=120, message="the rebuild to finish")
+    finally:
+        _stop(worker)
+    generation.refresh_from_db()
+    assert (generation.status, generation.error_code, generation.attempts, generation.run_token) == (
+        "failed", "rebuild_time_limit", 1, None)
+    assert generation.error_message == (
+        "The rebuild ran past its task's time limit (CELERY_TASK_SOFT_TIME_LIMIT = 3,300 s); the active index is "
+        "unchanged. Embedding goes on in a new task every KNOWLEDGE_TASK_SLICE_SECONDS (600 s), which must be well "
+        "under the limit; otherwise a document took this long to convert, or its index to build: raise the limit "
+        "(and CELERY_TASK_TIME_LIMIT), then start the rebuild again.")
+    assert IndexGeneration.objects.get(knowledge_base=kb, status="active").pk == active.pk
+    assert sorted(Chunk.objects.filter(generation=active).values_list("pk", flat=True)) == searchable
+    assert not Chunk.objects.filter(generation=generation).exists()
