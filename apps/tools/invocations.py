@@ -419,10 +419,11 @@ _TASK_OUTCOME = {State.RECONCILIATION_REQUIRED: "uncertain", State.EXECUTED: "tr
 
 
 def _settle(inv: Invocation, answer: dict[str, Any], *, journal: str | None = None,
-            detail: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+            detail: dict[str, Any] | None = None, task_outcome: str | None = None, **fields: Any) -> dict[str, Any]:
+    """`task_outcome` overrides what the state would settle of the task's budget."""
     _save(inv, journal=journal, detail=detail, state=answer["state"], result=answer,
           business_status=answer.get("business_status"), **fields)
-    outcome = _TASK_OUTCOME.get(answer["state"])
+    outcome = task_outcome or _TASK_OUTCOME.get(answer["state"])
     if outcome is not None:  # in the same transaction as the answer
         charge_settle(invocation_pk=inv.pk, outcome=outcome)
     return answer
@@ -985,6 +986,7 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
         detail={"status": status, "bytes": len(outcome.body), "truncated": outcome.truncated,
                 "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms})
     text = _response_text(outcome)
+    task_outcome = None
     if 200 <= status < 300:
         answer = _answer(inv, state=State.EXECUTED, text=text, business_status=status)
     elif status >= 500 and not inv.readonly:
@@ -992,16 +994,20 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
                          text=f"The business system failed (HTTP {status}) and may or may not have applied the "
                               f"change. {NO_NEW_WRITE}\n\n{text}")
     elif 300 <= status < 400 and not inv.readonly:
-        # A 303 after a POST is how a form says "done, look here": the write may have been applied.
+        # A 303 after a POST is how a form says "done, look here": the write may have been applied,
+        # so the agent is told to reconcile, not that nothing happened. Its task counts the write
+        # as used (an HTTP answer came: §5's trusted answer), and its permit is free again.
         answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
                          text=f"The business system answered with a redirect (HTTP {status}), which is not followed; "
                               f"it may or may not have applied the change. {NO_NEW_WRITE}")
+        task_outcome = "trusted"
     elif 300 <= status < 400:
         answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status,
                          text=f"The business system answered with a redirect (HTTP {status}), which is not followed.")
     else:
         answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
-    _settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]}, **timing)
+    _settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]}, task_outcome=task_outcome,
+            **timing)
     return str(answer["state"])
 
 

@@ -138,6 +138,20 @@ def test_an_uncertain_write_keeps_its_reservation(shop, dispatching, settings):
     assert Task.objects.get(pk=task.pk).charges.get().outcome == "uncertain"
 
 
+def test_a_redirected_write_is_used_and_frees_its_permit(shop, dispatching):
+    """A redirect is the business system's answer: the agent is told to reconcile (the write may
+    have been applied), while the task counts the write as used and the next call may run."""
+    task, _ = _task(shop, [shop.session], max_write_calls=2, max_concurrent=1)
+    run_id = _bound_run(shop, shop.token, task)
+    shop.server.respond("/api/stock", status=303, body=b"", headers={"Location": "/orders/1"})
+    assert _post(shop.token, _body(shop, run_id)).json()["state"] == "reconciliation_required"
+    assert _counters(task) == (0, 1, 0)
+    assert Task.objects.get(pk=task.pk).charges.get().outcome == "trusted"
+    shop.server.respond("/api/stock", status=200, body=b'{"ok":true}')
+    assert _post(shop.token, _body(shop, run_id)).json()["state"] == "executed"
+    assert _counters(task) == (0, 2, 0)
+
+
 def test_a_write_whose_approval_expired_undecided_gives_its_reservation_back(shop):
     task, _ = _task(shop, [shop.session], tools=("refund_issue",), max_write_calls=1)
     run_id = _bound_run(shop, shop.token, task)
