@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from celery.signals import after_task_publish
 from cryptography.fernet import Fernet
 from django.conf import settings
 from rest_framework.test import APIClient
@@ -99,12 +100,13 @@ def background_tasks_finished():
     TRUNCATE once deadlocked with such a task's row lock, tests/mcp's denied login).
 
     A task sent with a countdown (an ingest's retry, a heartbeat's next check) waits in the
-    worker's timer, in none of those lists; it is revoked (drop_scheduled_tasks), or it would run
-    inside whichever test is under way when its time comes."""
+    worker's timer, in none of those lists, or still in Redis; it is revoked (drop_scheduled_tasks:
+    before the wait, and after it for those the test's last tasks sent), or it would run inside
+    whichever test is under way when its time comes."""
     yield
+    drop_scheduled_tasks()
     if not _session_worker["running"]:
         return
-    drop_scheduled_tasks()
     import time
 
     from celery.worker import state
@@ -117,14 +119,28 @@ def background_tasks_finished():
             if time.monotonic() > deadline:
                 raise AssertionError(f"background tasks still running after the test: {len(state.active_requests)}")
             time.sleep(0.05)
+    drop_scheduled_tasks()
+
+
+# Ids of the tasks this process sent with a countdown or an eta since the last drop_scheduled_tasks.
+_sent_for_later: list[str] = []
+
+
+@after_task_publish.connect(weak=False)
+def _note_sent_for_later(sender=None, headers=None, **kwargs) -> None:
+    if headers and headers.get("eta"):
+        _sent_for_later.append(headers["id"])
 
 
 def drop_scheduled_tasks() -> list[str]:
-    """Revokes the tasks the session's worker holds for later (countdown or eta); each is then
-    dropped, unrun, when its time comes. Returns their ids."""
+    """Revokes every task sent for later (countdown or eta) since the last call, whether the
+    session's worker holds it in its timer, has yet to take it from Redis, or is not running yet
+    (revocation is by id, in this process: the worker drops the task, unrun, when it meets it).
+    Returns their ids."""
     from celery.worker import state
 
-    dropped = [request.id for request in list(state.scheduled_requests)]
+    dropped = list(dict.fromkeys([*_sent_for_later, *(request.id for request in list(state.scheduled_requests))]))
+    _sent_for_later.clear()
     for task_id in dropped:
         state.revoked.add(task_id)
     return dropped
