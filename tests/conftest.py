@@ -136,10 +136,11 @@ def drop_scheduled_tasks() -> list[str]:
     """Revokes every task sent for later (countdown or eta) since the last call, whether the
     session's worker holds it in its timer, has yet to take it from Redis, or is not running yet
     (revocation is by id, in this process: the worker drops the task, unrun, when it meets it).
-    Returns their ids."""
+    Returns the ids revoked now (one revoked earlier stays in the timer until its time comes)."""
     from celery.worker import state
 
-    dropped = list(dict.fromkeys([*_sent_for_later, *(request.id for request in list(state.scheduled_requests))]))
+    waiting = [*_sent_for_later, *(request.id for request in list(state.scheduled_requests))]
+    dropped = [task_id for task_id in dict.fromkeys(waiting) if task_id not in state.revoked]
     _sent_for_later.clear()
     for task_id in dropped:
         state.revoked.add(task_id)
