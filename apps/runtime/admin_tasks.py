@@ -229,8 +229,10 @@ def live_sessions(project: Project) -> QuerySet[AgentSession]:
 class MemberForm(forms.Form):
     session = forms.ChoiceField(required=False, label="Agent session")
     workspace = forms.ChoiceField(required=False, label="Workspace")
+    # Kept exactly as typed, as the builder API keeps it: turns name their conversation exactly, and a
+    # trimmed id named another conversation than the agent's, where the session could never bind a turn.
     client_conversation_id = forms.CharField(required=False, max_length=255, label="Client conversation id",
-                                             widget=forms.TextInput(attrs={"class": "vTextField"}))
+                                             strip=False, widget=forms.TextInput(attrs={"class": "vTextField"}))
     allowed_tools = forms.MultipleChoiceField(required=False, label="Tools", widget=forms.CheckboxSelectMultiple)
 
     def __init__(self, *args: Any, project: Project, sessions: list[AgentSession] | None,
@@ -354,7 +356,7 @@ class CreatePage:
                     form.add_error("allowed_tools", f"{name} is a tool of {route}, not of this workspace.")
                 tools.append(name)
             out.append(services.MemberSpec(session_id=data["session"], workspace=data["workspace"],
-                                           client_conversation_id=data["client_conversation_id"].strip(),
+                                           client_conversation_id=data["client_conversation_id"],
                                            allowed_tools=tuple(tools)))
         return out
 

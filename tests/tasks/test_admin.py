@@ -16,7 +16,7 @@ from django.utils.html import escape
 from apps.ledger.models import Run
 from apps.projects.models import Membership
 from apps.routes.models import Route
-from apps.tasks.models import Task, TaskLedgerEntry
+from apps.tasks.models import Task, TaskLedgerEntry, TaskMember
 from apps.tasks.services import MemberSpec, PolicySpec, task_create
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
@@ -157,6 +157,13 @@ def test_the_created_message_counts_the_members_in_words(world, owner, tools):
                      follow=True)
     assert Task.objects.count() == 2
     assert "created with 2 members. Its sessions" in two.content.decode()
+
+
+def test_the_create_form_keeps_a_member_conversation_exactly_as_typed(world, owner, tools):
+    """As the builder API does: turns name their conversation exactly."""
+    response = owner.post(ADD_URL, _form(world, **{"m0-client_conversation_id": "conv-1 "}))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert list(TaskMember.objects.values_list("client_conversation_id", flat=True)) == ["conv-1 "]
 
 
 def test_a_double_submit_creates_one_task(world, owner, tools):
