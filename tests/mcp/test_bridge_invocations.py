@@ -154,6 +154,35 @@ def test_a_call_refused_before_it_was_recorded_is_not_in_the_runs_summary(hub, b
                                                    "last_known_state": "executed"}]}
 
 
+def test_a_call_refused_as_the_runs_last_is_not_in_the_spent_runs_summary(hub, bridge):
+    """The hub answers 200 rejected_before_dispatch, storing nothing, when the run has made its
+    max_tool_calls (lowered since the bridge read it): the call goes on in a new turn's run, and the
+    spent run's summary lists only the call the hub has."""
+    bridge.governed_tools()
+    original, answered = hub.answer, []
+
+    def answer(method, path, body):
+        if (method, path) != INVOKE:
+            return original(method, path, body)
+        answered.append(body["invocation_id"])
+        if len(answered) == 2:
+            return 200, result("rejected_before_dispatch", body["invocation_id"],
+                               text="This run has made its 1 tool call, the route's limit. Nothing is stored.")
+        return 200, result("executed", body["invocation_id"])
+
+    hub.answer = answer
+    bridge.invoke("lookup_product", {"query": "cup"})
+    outcome = bridge.invoke("lookup_product", {"query": "mug"})
+
+    assert outcome.data["state"] == "executed" and len(answered) == 3
+    (completion, *_) = hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")
+    assert json.loads(completion["content"]) == {
+        "schema_version": "bailing.authorization-execution-summary.v1", "total_invocations": 1,
+        "omitted_invocations": 0, "invocations": [{"invocation_id": answered[0], "tool": "lookup_product",
+                                                   "last_known_state": "executed"}]}
+    assert answered[1] not in bridge.run_invocations and answered[2] in bridge.run_invocations
+
+
 def test_a_401_refreshes_once_and_sends_the_same_invocation_again(hub, bridge):
     bridge.governed_tools()
     hub.script[INVOKE] = [(401, {"error": "unauthorized", "message": "Expired."})]

@@ -407,10 +407,12 @@ class Bridge:
             else:
                 self._unrecorded(invocation_id)
             return hub_failure(exc, invocation_id=invocation_id)
-        if (result.get("state") == "rejected_before_dispatch" and not retried
-                and str(result.get("text") or "").startswith(RUN_SPENT_TEXT)):
-            self.rotate_run(spent=True)  # the hub counted calls this bridge did not see
-            return self.invoke(name, arguments, retried=True)
+        if result.get("state") == "rejected_before_dispatch" and str(result.get("text") or "").startswith(
+                RUN_SPENT_TEXT):
+            self._unrecorded(invocation_id)  # refused as the run's last: the hub stored nothing
+            if not retried:
+                self.rotate_run(spent=True)  # the hub counted calls this bridge did not see
+                return self.invoke(name, arguments, retried=True)
         return self._invocation_outcome(result, invocation_id, name)
 
     def _unrecorded(self, invocation_id: str) -> None:
