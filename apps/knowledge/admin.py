@@ -186,7 +186,7 @@ class KnowledgeBaseForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        unique_in_project(self, "name", "A knowledge base with this name already exists in this project.")
+        unique_in_project(self, "name", errors.KnowledgeBaseNameTaken.message)
         if any(name in self.errors for name in STRATEGY_FIELDS):
             return data
         try:

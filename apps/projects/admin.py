@@ -164,11 +164,15 @@ def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
     """From a form's `clean`, whose model is unique by (project, field): a value another object
     of the project has is an error beside the field. Django checks that constraint only while the
     project is a field of the form; on a saved object's page the project is read-only, and a
-    taken value failed at the UPDATE (a 500); on the add page it said so above the form."""
+    taken name failed in the save (a 500); on the add page it said so above the form. `message` is
+    the one the API gives (the service's error or the constraint's). Two operators saving the same
+    name at once can still pass this check; the service or the constraint then refuses one."""
     value = form.cleaned_data.get(field)
     instance = form.instance
-    project = form.cleaned_data.get("project")
-    project_id = getattr(project, "pk", None) if instance._state.adding else instance.project_id
+    if "project" in form.fields:
+        project_id = getattr(form.cleaned_data.get("project"), "pk", None)
+    else:
+        project_id = instance.project_id
     if value and project_id and type(instance).objects.filter(project_id=project_id, **{field: value}).exclude(
             pk=instance.pk).exists():
         form.add_error(field, message)

@@ -26,7 +26,7 @@ from apps.projects.admin import (
     unique_in_project,
 )
 from apps.projects.selectors import project_list_editable
-from apps.routes.models import Route
+from apps.routes.models import ROUTE_KEY_TAKEN, Route
 from apps.routes.selectors import route_profile
 
 
@@ -216,7 +216,7 @@ class RouteAdminForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        unique_in_project(self, "key", "A route with this key already exists in this project.")
+        unique_in_project(self, "key", ROUTE_KEY_TAKEN)
         return data
 
     def clean_unattended_write_tools(self):

@@ -38,6 +38,9 @@ def _tool_list(help_text: str, *, null: bool = False) -> ArrayField:
     )
 
 
+ROUTE_KEY_TAKEN = "A route with this key already exists in this project."
+
+
 class Route(BaseModel):
     class AudiencePolicy(models.TextChoices):
         ANY = "any", "Any principal"
@@ -139,7 +142,7 @@ class Route(BaseModel):
                 fields=["project", "key"],
                 name="route_unique_key_per_project",
                 violation_error_code="route_key_taken",
-                violation_error_message="A route with this key already exists in this project.",
+                violation_error_message=ROUTE_KEY_TAKEN,
             )
         ]
         indexes = [models.Index(fields=["key"])]

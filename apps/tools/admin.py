@@ -26,6 +26,7 @@ from apps.core.errors import ApiError
 from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
 from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, unique_in_project
+from apps.tools.errors import ProviderNameTaken
 
 from . import invocations, services
 from .compiler.loader import MAX_SPEC_BYTES
@@ -121,7 +122,7 @@ class ToolProviderForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         super().clean()  # ModelForm's returns self.cleaned_data (its stubs allow None)
-        unique_in_project(self, "name", "A tool provider with this name already exists in this project.")
+        unique_in_project(self, "name", ProviderNameTaken.message)
         cleaned = self.cleaned_data
         spec, filename = self._spec()
         if spec is None and self.instance._state.adding and not self.errors.get("spec_text") \

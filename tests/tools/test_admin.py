@@ -74,7 +74,7 @@ def test_a_taken_name_is_refused_beside_the_name_and_nothing_is_saved(browser, o
     response = browser.post("/admin/tools/toolprovider/add/", add_form(owner, spec_text=text))
     assert response.status_code == 200
     assert response.context["adminform"].form.errors == {
-        "name": ["A tool provider with this name already exists in this project."]}
+        "name": ["This project already has a tool provider with that name."]}
     assert list(ToolProvider.objects.values_list("pk", flat=True)) == [taken.pk]
     assert not Tool.objects.exclude(provider=taken).exists()
 
