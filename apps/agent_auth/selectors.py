@@ -147,13 +147,15 @@ def route_admits_audience(*, route: Route, audience: str | None) -> bool:
     return bool(audience) and audience in (route.allowed_audiences or [])
 
 
-def _granted_keys(session: AgentSession) -> set[str]:
+def session_route_keys(session: AgentSession) -> set[str]:
+    """The route keys a session may use: its client's and its own (the one rule the agent API, the
+    task services and the task console read)."""
     return set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
 
 
 def session_route_list(*, session: AgentSession, require_runtime: bool = True) -> list[Route]:
     """The routes this session may use now, ordered by key (at most 128). One query."""
-    keys = _granted_keys(session)
+    keys = session_route_keys(session)
     if not keys:
         return []
     admits = Q(audience_policy=Route.AudiencePolicy.ANY)
@@ -175,7 +177,7 @@ def session_route_get(*, session: AgentSession, key: str, require_runtime: bool)
     """
     if not route_key_is_valid(key):
         raise InvalidRoute()
-    if key not in _granted_keys(session):
+    if key not in session_route_keys(session):
         raise RouteUnavailable()
     route = enabled_route_get(project_id=session.client.project_id, key=key)
     if route is None:

@@ -332,7 +332,7 @@ class MembershipFormSet(forms.BaseInlineFormSet):
 
     def clean(self) -> None:
         super().clean()
-        if any(form.errors for form in self.forms) or self.instance.pk is None:
+        if any(form.errors for form in self.forms) or self.instance._state.adding:
             return
         Project.objects.select_for_update().filter(pk=self.instance.pk).first()
         roles: dict[Any, str] = dict(Membership.objects.filter(project=self.instance).values_list("pk", "role"))
@@ -341,7 +341,7 @@ class MembershipFormSet(forms.BaseInlineFormSet):
             data = form.cleaned_data
             if not data:
                 continue
-            key = form.instance.pk or f"new-{index}"
+            key = f"new-{index}" if form.instance._state.adding else form.instance.pk
             if data.get("DELETE"):
                 roles.pop(key, None)
             elif form.has_changed() or key not in roles:

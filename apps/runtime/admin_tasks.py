@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import session_end, session_live_q
+from apps.agent_auth.selectors import session_end, session_live_q, session_route_keys
 from apps.core.timefmt import local_time
 from apps.core.validators import validate_shown_name
 from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words
@@ -243,10 +243,9 @@ class MemberForm(forms.Form):
         one of a route without it is not."""
         super().__init__(*args, **kwargs)
         if sessions is not None:
-            # What apps.tasks.services checks a member's workspace against: the client's routes and the session's.
+            # What apps.tasks.services checks a member's workspace against (session_route_keys).
             self.fields["session"].widget = SessionSelect(routes={
-                str(s.pk): [key for key in s.allowed_routes or [] if key in (s.client.allowed_routes or [])]
-                for s in sessions})
+                str(s.pk): sorted(session_route_keys(s)) for s in sessions})
             self._set_choices("session", [("", "— none —")] + [(str(s.pk), session_label(s)) for s in sessions])
         else:
             self.fields["session"] = SessionChoiceField(

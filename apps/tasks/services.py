@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import SessionEnd, session_end
+from apps.agent_auth.selectors import SessionEnd, session_end, session_route_keys
 from apps.core.revisions import revision_of
 from apps.core.validators import CLIENT_ID_MAX_CHARS
 from apps.projects.models import Project
@@ -130,7 +130,7 @@ def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) ->
             invalid.add(f"{name}.session_id", _MEMBER_REFUSALS[end])
         if member.client_app_id is not None and member.client_app_id != session.client.app_id:
             invalid.add(f"{name}.client_app_id", "Not the client app of this session.")
-        granted = set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
+        granted = session_route_keys(session)
         if not ROUTE_KEY_RE.fullmatch(member.workspace) or member.workspace not in granted:
             invalid.add(f"{name}.workspace", "Not a workspace this session may use.")
     return found

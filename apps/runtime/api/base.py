@@ -23,7 +23,7 @@ from apps.agent_auth.errors import (
     RouteUnavailable,
 )
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import route_admits_audience, session_route_get
+from apps.agent_auth.selectors import route_admits_audience, session_route_get, session_route_keys
 from apps.agent_auth.validators import route_key_is_valid
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.core.negotiation import AgentContentNegotiation
@@ -70,7 +70,7 @@ def tool_route_get(*, session: AgentSession, key: Any, require_runtime: bool) ->
     `audience_not_allowed`. One query."""
     if not isinstance(key, str) or not route_key_is_valid(key):
         raise InvalidRoute()
-    if key not in set(session.client.allowed_routes or []) & set(session.allowed_routes or []):
+    if key not in session_route_keys(session):
         raise RouteNotAllowed("This route is not within the client's and the session's allowed routes.")
     route = enabled_route_get(project_id=session.client.project_id, key=key)
     if route is None:
