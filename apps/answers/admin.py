@@ -62,7 +62,7 @@ class RagQueryAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         return obj.question[:90] + ("…" if len(obj.question) > 90 else "")
 
     # As in the ledger's lists: "2026-12-05 16:46 UTC" in the console's time zone, on two lines if it must
-    # (Django's "Dec. 5, 2026, 4:46 p.m." on one line pushed the column out of the box at 1366 px).
+    # (a date and time on one line pushed the column out of the box at 1366 px).
     @admin.display(description="Created at", ordering="created_at")
     def created(self, obj: RagQuery) -> str:
         return local_time(obj.created_at)

@@ -6,14 +6,16 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 from django.utils.dateformat import format as date_format
+from django.utils.formats import get_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 
-def local_time(value: datetime, fmt: str = "Y-m-d H:i T") -> str:
-    """`value` in the console's time zone, in Django's date format `fmt` ("T" is the zone's name)."""
-    return date_format(timezone.localtime(value), fmt)
+def local_time(value: datetime, fmt: str | None = None) -> str:
+    """`value` in the console's time zone, in Django's date format `fmt` ("T" is the zone's name);
+    by default the console's DATETIME_FORMAT (bailinghub/formats), as Django writes a date field."""
+    return date_format(timezone.localtime(value), fmt or get_format("DATETIME_FORMAT"))
 
 
 def local_clock(value: datetime, *, with_date: bool = False) -> str:

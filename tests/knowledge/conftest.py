@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from apps.projects.models import Membership
 from tests.projects.factories import MembershipFactory
@@ -22,6 +23,14 @@ def fixture_bytes():
 def owner():
     """An owner of a fresh project, for the builder API."""
     return MembershipFactory(role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def browser(owner) -> Client:
+    """Django's test client, signed in to the console as `owner`."""
+    console = Client()
+    console.force_login(owner.user)
+    return console
 
 
 @pytest.fixture

@@ -16,18 +16,6 @@ from tests.projects.factories import MembershipFactory
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
-
-
 def _completed(kb, name="policy.zh.md"):
     [document] = services.document_upload(kb=kb, files=[upload(name)])
     ingest.document_ingest(document_id=document.pk)

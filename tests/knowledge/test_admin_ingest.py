@@ -25,18 +25,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
-
-
-@pytest.fixture
 def kb(owner):
     return KnowledgeBaseFactory(project=owner.project)
 

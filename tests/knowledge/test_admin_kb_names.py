@@ -2,30 +2,15 @@
 name, in the console's words, and store nothing."""
 
 import pytest
-from django.test import Client
 
 from apps.knowledge.models import KnowledgeBase
-from apps.projects.models import Membership
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
-from tests.projects.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
 
 TAKEN = "A knowledge base with this name already exists in this project."
 EMPTY_INLINES = {"generations-TOTAL_FORMS": "0", "generations-INITIAL_FORMS": "0",
                  "route_bindings-TOTAL_FORMS": "0", "route_bindings-INITIAL_FORMS": "0"}
-
-
-@pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
 
 
 def test_adding_a_kb_under_a_taken_name_is_refused_beside_the_name(browser, owner):

@@ -26,13 +26,6 @@ def document(owner):
     return Document.objects.get(pk=document.pk)
 
 
-@pytest.fixture
-def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
-
-
 def _enabled(document) -> bool:
     return Document.objects.get(pk=document.pk).enabled
 

@@ -1,7 +1,6 @@
 """Turning a knowledge base off and on: the builder API and the console's form and list."""
 
 import pytest
-from django.test import Client
 
 from apps.knowledge.models import KnowledgeBase
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
@@ -14,13 +13,6 @@ BASE = "/api/v1/builder"
 @pytest.fixture
 def kb(owner):
     return KnowledgeBaseFactory(project=owner.project)
-
-
-@pytest.fixture
-def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
 
 
 def test_a_new_kb_is_on_unless_created_off(client, owner):

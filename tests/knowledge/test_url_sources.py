@@ -237,13 +237,6 @@ def test_the_service_refuses_a_private_address_without_the_allowlist(kb):
     assert not Document.objects.filter(knowledge_base=kb).exists()
 
 
-@pytest.fixture
-def browser(owner):
-    from django.test import Client
-
-    browser = Client()
-    browser.force_login(owner.user)
-    return browser
 
 
 def test_the_admin_registers_a_url_and_shows_it_in_the_document_list(browser, kb, site, local):
