@@ -27,6 +27,7 @@ def exact_key(value: str) -> None:
     if not value.strip() or value != value.strip():
         raise serializers.ValidationError("Spaces at the start or end of a request_id are not allowed.")
 
+
 class MemberIn(ExactFieldsSerializer):
     session_id = JSONStringField(max_length=64)
     # The contract's member shape names it; the session decides it, so a given one must be the session's.
