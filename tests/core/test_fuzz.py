@@ -29,6 +29,7 @@ from apps.knowledge.services import document_upload
 from apps.ledger.services import memory_note_create
 from apps.projects.models import Membership, OperatorToken
 from apps.projects.tokens import operator_token_create
+from apps.tasks.services import MemberSpec, PolicySpec, task_create
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.knowledge.factories import KnowledgeBaseFactory
@@ -60,9 +61,15 @@ def world(transactional_db):
     [document] = document_upload(kb=kb, files=[SimpleUploadedFile("退货政策.md", "# 退货\n\n七天无理由。".encode())],
                                  user=owner.user)
     note = memory_note_create(session=agent.session, project=project, route=route, content="喜欢简短的回答。")
+    # A task of a session of its own (a member session is task-enforced: the fuzzed one must not be).
+    member = session_for(client, principal=PRINCIPAL)
+    task, _ = task_create(project=project, user=owner.user, request_id="fuzz-task", policy=PolicySpec(),
+                          members=[MemberSpec(session_id=str(member.session.pk), workspace=route.key,
+                                              client_conversation_id="fuzz-task-conversation", allowed_tools=())])
     return {
         "route": route, "client": client, "kb": kb, "provider": provider, "operator_token": operator_token,
         "document": document, "note": note, "agent": agent, "spare": session_for(client, principal=PRINCIPAL),
+        "task": task,
     }
 
 
@@ -78,10 +85,10 @@ def _open_turn(base_url: str, world) -> str:
 
 
 def _credentials(operation, world) -> dict[str, str]:
-    path = operation.path
-    if path.startswith("/api/v1/builder/"):
-        return {"Authorization": f"Bearer {world['operator_token']}"}
     security = {name for requirement in operation.definition.raw.get("security", []) for name in requirement}
+    if operation.path.startswith("/api/v1/builder/") or "operatorToken" in security:
+        # The RAG endpoints take an operator token too: without one every case was a 401.
+        return {"Authorization": f"Bearer {world['operator_token']}"}
     if "clientToken" in security:
         return {"Authorization": f"Bearer {world['client'].token}"}
     if "agentBearer" in security:
@@ -98,7 +105,8 @@ def _known_path_parameters(operation, world) -> dict[str, str]:
              "memory_id": str(uuid.uuid4() if keep else world["note"].pk),
              "authorization_id": str(uuid.uuid4()), "session_id": str(uuid.uuid4()),
              "run_id": world.get("run_id", str(uuid.uuid4())), "name": "no_such_tool",
-             "route_key": world["route"].key, "provider_id": str(uuid.uuid4() if keep else world["provider"].pk)}
+             "route_key": world["route"].key, "provider_id": str(uuid.uuid4() if keep else world["provider"].pk),
+             "task_id": str(world["task"].pk)}
     names = {p["name"] for p in operation.definition.raw.get("parameters", []) if p.get("in") == "path"}
     return {name: known[name] for name in names if name in known}
 
@@ -161,6 +169,9 @@ def test_fuzzing_finds_no_server_error_and_no_schema_violation(world, live_serve
     print(f"fuzz: {len(operations)} operations, {cases} cases in {elapsed:.1f}s, statuses {sorted(statuses.items())}")
     assert not failures, "\n".join(sorted(set(failures))[:40])
     assert len(per_operation) == len(operations)
+    # Every operation that takes credentials got past them at least once: a fuzz answered only
+    # 401 never reached the code behind the door.
+    assert not [label for label, seen in per_operation.items() if set(seen) == {401}]
     assert len(negative_operations) == len(operations)
     assert cases >= len(operations) * MAX_EXAMPLES
     # The spare session was spent by the revoke operation; the main one served every other call.
