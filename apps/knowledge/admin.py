@@ -178,7 +178,7 @@ class KnowledgeBaseForm(forms.ModelForm):
         default = settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY
         current = default if self.instance._state.adding else self.instance.chunk_strategy
         for name in STRATEGY_FIELDS:
-            self.fields[name].initial = (current or {}).get(name, settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY[name])
+            self.fields[name].initial = (current or {}).get(name, default[name])
         # A form that leaves the retrieval fields out (they came later) keeps their defaults.
         for name in ("fusion", "rerank_candidates", "rerank_timeout_ms"):
             if name in self.fields:

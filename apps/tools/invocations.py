@@ -993,17 +993,17 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
         answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
                          text=f"The business system failed (HTTP {status}) and may or may not have applied the "
                               f"change. {NO_NEW_WRITE}\n\n{text}")
-    elif 300 <= status < 400 and not inv.readonly:
-        # A 303 after a POST is how a form says "done, look here": the write may have been applied,
-        # so the agent is told to reconcile, not that nothing happened. Its task counts the write
-        # as used (an HTTP answer came: §5's trusted answer), and its permit is free again.
-        answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
-                         text=f"The business system answered with a redirect (HTTP {status}), which is not followed; "
-                              f"it may or may not have applied the change. {NO_NEW_WRITE}")
-        task_outcome = "trusted"
     elif 300 <= status < 400:
-        answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status,
-                         text=f"The business system answered with a redirect (HTTP {status}), which is not followed.")
+        redirect = f"The business system answered with a redirect (HTTP {status}), which is not followed"
+        if inv.readonly:
+            answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=f"{redirect}.")
+        else:
+            # A 303 after a POST is how a form says "done, look here": the write may have been applied,
+            # so the agent is told to reconcile, not that nothing happened. Its task counts the write
+            # as used (an HTTP answer came: §5's trusted answer), and its permit is free again.
+            answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
+                             text=f"{redirect}; it may or may not have applied the change. {NO_NEW_WRITE}")
+            task_outcome = "trusted"
     else:
         answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
     _settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]}, task_outcome=task_outcome,
