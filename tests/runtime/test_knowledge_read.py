@@ -1,9 +1,14 @@
+import dataclasses
+import uuid
+
 import pytest
 
 from apps.runtime import knowledge
 from apps.runtime.knowledge import knowledge_scope_get
+from apps.runtime.knowledge.references import ref_decode, ref_issue
 from tests.ledger.helpers import post_json
 from tests.runtime.knowledge_helpers import (
+    chain_body,
     document_body,
     first_ref,
     ingest_texts,
@@ -11,6 +16,7 @@ from tests.runtime.knowledge_helpers import (
     read_chain,
     read_url,
     row_counts,
+    search,
 )
 
 pytest_plugins = ["tests.runtime.knowledge_fixtures"]
@@ -30,9 +36,14 @@ def _long_markdown(chars: int) -> str:
     return "\n\n".join(sections)
 
 
+# A first section no other one resembles: a search for it starts the chain at the body's start.
+OPENING = "# 序章\n\n会员积分可以在收银台兑换礼品卡，每一百积分兑换十元。"
+OPENING_QUERY = "会员积分 兑换 礼品卡"
+
+
 @pytest.fixture
 def long_document(kb):
-    return ingest_texts(kb, {"长文.md": _long_markdown(60_000)})["长文.md"]
+    return ingest_texts(kb, {"长文.md": OPENING + "\n\n" + _long_markdown(60_000)})["长文.md"]
 
 
 def test_a_short_document_is_one_page(api_client, ksession, kroute, docs):
@@ -66,10 +77,46 @@ def test_pages_follow_the_cursor_and_join_into_the_body(api_client, ksession, kr
     assert 16384 * 2 < len(body.encode()) < 131072
     ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
     pages = read_chain(api_client, ksession.access_token, kroute.key, ref)
-    assert "".join(page["content"] for page in pages) == body
+    assert "".join(page["content"] for page in pages) == chain_body(document, ref)
     assert [page["truncated"] for page in pages] == [True] * (len(pages) - 1) + [False]
     assert not any(page["budget_exhausted"] for page in pages)
     assert all(page["total_content_bytes"] == len(body.encode()) for page in pages)
+
+
+def test_a_chain_starts_at_the_section_of_its_hit(api_client, ksession, kroute, kb):
+    """A hit deep in a long document is on the first page: a chain that started at the body's
+    beginning would spend its 128 KiB before it got there (found in a trial: section 17.3 of a
+    317 KB manual was never delivered)."""
+    sentence = "Staff rotas are posted weekly and shifts may be swapped with the manager's consent. "
+    filler = sentence * 30
+    sections = [f"# Chapter {n}\n\n{filler}" for n in range(80)]
+    key = "The emergency exit key is kept in the red box behind till number four."
+    sections[70] = f"# Chapter 70\n\nKeys and alarms.\n\n{sentence * 7}{key} {sentence * 7}"
+    document = ingest_texts(kb, {"manual.md": "\n\n".join(sections)})["manual.md"]
+    body = document_body(document)
+    assert len(body.encode()) > 131072 + 10_000
+    response = search(api_client, ksession.access_token, kroute.key, "where is the emergency exit key kept")
+    hint = response.json()["hints"][0]
+    assert hint["summary"].startswith(key)  # not a prefix of the passage that stops before it
+    page = read(api_client, ksession.access_token, kroute.key, hint["ref"]).json()
+    assert page["content"].startswith("Keys and alarms.")
+    assert key in page["content"]
+    assert page["chapter_path"] == "Chapter 70"
+    assert page["total_content_bytes"] == len(body.encode())
+    pages = read_chain(api_client, ksession.access_token, kroute.key, hint["ref"], max_bytes=32768)
+    assert "".join(p["content"] for p in pages) == body[body.index("Keys and alarms."):]
+    assert (pages[-1]["truncated"], pages[-1]["next_cursor"]) == (False, None)
+
+
+def test_a_reference_whose_section_is_gone_reads_from_the_beginning(api_client, ksession, kroute, docs):
+    """A rebuild that leaves a body as it was keeps its revision and gives its sections new ids:
+    a reference issued before it still reads, from the body's start."""
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策 七天无理由退货")
+    claims, _ = ref_decode(ref, at=0)
+    moved = ref_issue(dataclasses.replace(claims, section_id=uuid.uuid4()), expires_at=claims.expires_at)
+    response = read(api_client, ksession.access_token, kroute.key, moved)
+    assert response.status_code == 200
+    assert response.json()["content"] == document_body(docs["退款.md"])
 
 
 @pytest.mark.parametrize("budgets", [(4096, 4097, 4098), (16383, 16384, 16385), (32766, 32767, 32768)])
@@ -97,7 +144,7 @@ def test_the_default_page_is_16384_bytes(api_client, ksession, kroute, long_docu
 def test_a_chain_stops_at_128_kib_of_body(api_client, ksession, kroute, long_document):
     body = document_body(long_document).encode()
     assert len(body) > 131072
-    ref = first_ref(api_client, ksession.access_token, kroute.key, "退款政策")
+    ref = first_ref(api_client, ksession.access_token, kroute.key, OPENING_QUERY)
     pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
     exposed = "".join(page["content"] for page in pages).encode()
     assert body.startswith(exposed)
@@ -110,9 +157,10 @@ def test_a_chain_stops_at_128_kib_of_body(api_client, ksession, kroute, long_doc
 
 def test_a_chain_of_single_byte_text_exposes_exactly_131072_bytes(api_client, ksession, kroute, kb):
     paragraph = "Refund policy: returns within seven days. " * 40
-    text = "\n\n".join(f"# Part {n}\n\n{paragraph}" for n in range(100))
+    text = "# Preface\n\nGift cards are sold at the till.\n\n" + "\n\n".join(
+        f"# Part {n}\n\n{paragraph}" for n in range(100))
     document = ingest_texts(kb, {"policy.md": text})["policy.md"]
-    ref = first_ref(api_client, ksession.access_token, kroute.key, "refund policy returns")
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "gift cards sold at the till")
     pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
     exposed = "".join(page["content"] for page in pages)
     assert len(exposed.encode()) == 131072
@@ -123,12 +171,14 @@ def test_a_chain_of_single_byte_text_exposes_exactly_131072_bytes(api_client, ks
 def test_a_document_of_exactly_131072_bytes_is_read_whole(api_client, ksession, kroute, kb):
     """The chain budget is the body's size: the last page ends the document and nothing is cut."""
     paragraph = "Refund policy: returns within seven days, unused and in the original box." * 20
-    count = 131072 // (len(paragraph) + 2)
-    tail = "x" * (131072 - count * (len(paragraph) + 2))
-    document = ingest_texts(kb, {"policy.txt": "\n\n".join([paragraph] * count + [tail])})["policy.txt"]
+    opening = "Gift cards are sold at the till."
+    count = (131072 - len(opening) - 2) // (len(paragraph) + 2)
+    tail = "x" * (131072 - len(opening) - 2 - count * (len(paragraph) + 2))
+    text = "\n\n".join([opening] + [paragraph] * count + [tail])
+    document = ingest_texts(kb, {"policy.txt": text})["policy.txt"]
     body = document_body(document)
     assert len(body.encode()) == 131072
-    ref = first_ref(api_client, ksession.access_token, kroute.key, "refund policy returns")
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "gift cards sold at the till")
     pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
     assert "".join(page["content"] for page in pages) == body
     assert (pages[-1]["truncated"], pages[-1]["budget_exhausted"], pages[-1]["next_cursor"]) == (False, False, None)

@@ -82,6 +82,7 @@ FLIPS = {
     "scope_revision": lambda c: dataclasses.replace(c, scope_revision="0" * 64),
     "document_revision": lambda c: dataclasses.replace(c, document_revision="f" * 64),
     "route_key": lambda c: dataclasses.replace(c, route_key="after-sales"),
+    "section_id": lambda c: dataclasses.replace(c, section_id=uuid.uuid4()),
 }
 
 

@@ -198,6 +198,7 @@ class BodyWindow:
     total_bytes: int
     chapter_path: str | None
     data: bytes
+    offset: int  # where `data` starts in the body: the `offset` asked for, or the section's start
 
 
 # The sections a window of a body overlaps, in one statement: each section's end in the body's
@@ -213,6 +214,8 @@ _WINDOW_SQL = """
                   FROM knowledge_chunk
                  WHERE generation_id = %(generation)s AND document_id = %(document)s AND {sections}) AS c
         WINDOW w AS (ORDER BY index)
+    ), at AS (
+        SELECT coalesce((SELECT stop - len FROM s WHERE id = %(section)s::uuid), %(offset)s) AS offset
     ), whole AS (
         SELECT count(*) AS sections, coalesce(max(stop), 0) AS total,
                (SELECT chapter_path FROM s ORDER BY n DESC LIMIT 1) AS last_path,
@@ -222,20 +225,23 @@ _WINDOW_SQL = """
                coalesce((SELECT d.enabled FROM knowledge_document d WHERE d.id = %(document)s), false) AS enabled
           FROM s
     )
-    SELECT whole.versions, whole.sections, whole.total, whole.last_path, whole.enabled,
+    SELECT whole.versions, whole.sections, whole.total, whole.last_path, whole.enabled, at.offset,
            p.n, p.stop - p.len, c.text, p.chapter_path
-      FROM whole LEFT JOIN (s p JOIN knowledge_chunk c ON c.id = p.id)
-        ON p.stop > %(offset)s AND p.stop - p.len - %(separator)s < %(end)s
+      FROM whole CROSS JOIN at LEFT JOIN (s p JOIN knowledge_chunk c ON c.id = p.id)
+        ON p.stop > at.offset AND p.stop - p.len - %(separator)s < at.offset + %(length)s
      ORDER BY p.n
 """
 _PARENT_SQL = "kind = 'parent' AND text <> ''"  # PARENT_SECTIONS
 _CHILD_SQL = "kind = 'child' AND NOT disabled"  # CHILD_SECTIONS
 
 
-def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length: int) -> BodyWindow | None:
+def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length: int,
+                section_id: Any = None) -> BodyWindow | None:
     """Bytes `offset` to `offset + length` (length > 0) of the document's readable body in the
-    scope; None when the document is not readable now (not ready, off, no sections) or changed since
-    its digest's version.
+    scope — from the start of section `section_id` instead, when given and still one of the body's
+    sections (a rebuild that left the body as it was gives its sections new ids: then `offset`);
+    None when the document is not readable now (not ready, off, no sections) or changed since its
+    digest's version.
 
     The revision is the digest this process keeps (readable_digests): when it has none for the
     document's current version (its first read here, after eviction, or inside a transaction that
@@ -261,10 +267,11 @@ def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length:
         cursor.execute(
             _WINDOW_SQL.format(sections=_PARENT_SQL if digest.has_parents else _CHILD_SQL),
             {"separator": len(separator), "document": document_id, "generation": generation,
-             "generations": list(scope.generation_ids), "offset": offset, "end": offset + length},
+             "generations": list(scope.generation_ids), "offset": offset, "length": length,
+             "section": section_id},
         )
         rows = cursor.fetchall()
-    found_versions, sections, total, last_path, enabled = rows[0][:5]
+    found_versions, sections, total, last_path, enabled, offset = rows[0][:6]
     if not enabled or not sections or tuple(found_versions) != versions.documents.get(document_id, ()):
         return None  # turned off since, no sections, or rows written since the digest's version
     pieces, base, path = [], None, last_path
@@ -279,7 +286,7 @@ def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length:
         pieces.append(text.encode("utf-8"))
     data = b"".join(pieces)[offset - base:][:length] if base is not None else b""
     return BodyWindow(document=documents[document_id], revision=digest.revision, total_bytes=total,
-                      chapter_path=path, data=data)
+                      chapter_path=path, data=data, offset=offset)
 
 
 def piece_texts(*, sources: Iterable, digests: dict[Any, BodyDigest], scope: KnowledgeScope) -> dict[tuple, str]:

@@ -72,8 +72,10 @@ def window_length(*, exposed: int, max_bytes: int) -> int:
 
 def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uuid.UUID | None = None,
                    cursor: str | None = None, max_bytes: int = READ_DEFAULT_BYTES) -> dict[str, Any]:
-    """`bailing.agent-knowledge-read.v1`: the next page of the document `ref` names, as long as
-    the reference is this caller's, unexpired, and its scope and document revision still hold.
+    """`bailing.agent-knowledge-read.v1`: the next page of the document `ref` names — the first
+    one starting at the section the reference's hit lies in, the chain going on from there to the
+    body's end (at most READ_CHAIN_MAX_BYTES) — as long as the reference is this caller's,
+    unexpired, and its scope and document revision still hold.
     A page reads the sections it shows and the lengths of the others, not the whole body, once
     this process keeps the document's digest (documents.body_window)."""
     at = references.now()
@@ -88,8 +90,10 @@ def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uui
             scope = knowledge_scope_get(route=route)
             if scope.revision != claims.scope_revision:
                 raise KnowledgeScopeChanged()
+            # A chain's first page starts at the section its reference's hit lies in.
             window = body_window(document_id=claims.document_id, scope=scope, offset=offset,
-                                 length=window_length(exposed=exposed, max_bytes=max_bytes))
+                                 length=window_length(exposed=exposed, max_bytes=max_bytes),
+                                 section_id=claims.section_id if cursor is None else None)
     except DatabaseError as exc:
         logger.warning("Agent knowledge read unavailable: %s", type(exc).__name__)
         raise KnowledgeUnavailable(UNAVAILABLE_MESSAGE) from exc
@@ -105,5 +109,5 @@ def knowledge_read(*, session: AgentSession, route: Route, ref: str, run_id: uui
                   chapter_path=None if path is None else json_text_prefix(path, CHAPTER_PATH_MAX_BYTES),
                   content="", trust=TRUST, next_cursor=None, truncated=False, budget_exhausted=False)
     answer.update(total_content_bytes=window.total_bytes, read_chain_max_bytes=READ_CHAIN_MAX_BYTES)
-    return _page(answer, window=window.data, total=window.total_bytes, offset=offset, exposed=exposed,
+    return _page(answer, window=window.data, total=window.total_bytes, offset=window.offset, exposed=exposed,
                  max_bytes=max_bytes, ref=ref, expires_at=claims.expires_at)

@@ -2,9 +2,10 @@
 
 A reference is a self-contained token (apps.core.signing, domain REF_DOMAIN) binding the agent
 client, session, principal and `on_behalf_of`, the route, the optional run, the scope revision, the
-document id and the document's revision. A cursor (domain CURSOR_DOMAIN) carries the reference's
-digest, the byte offset of the next page and the bytes the chain has exposed. Neither is an
-authorization: reads re-check everything they name.
+document id and the document's revision, and naming the section (chunk) its hit lies in: a reading
+chain starts there, so that a hit deep in a long document is on its first page. A cursor (domain
+CURSOR_DOMAIN) carries the reference's digest, the byte offset of the next page and the bytes the
+chain has exposed. Neither is an authorization: reads re-check everything they name.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ def now() -> float:
     return time.time()
 
 
-_REF_LAYOUT = struct.Struct(">16s16s16s16s32s32s")
+_REF_LAYOUT = struct.Struct(">16s16s16s16s16s32s32s")
 _CURSOR_LAYOUT = struct.Struct(">32sII")
-_NO_RUN = bytes(16)
+_NONE = bytes(16)  # no run, no section
 
 
 def identity_digest(session: AgentSession) -> bytes:
@@ -54,26 +55,31 @@ class RefClaims:
     document_revision: str
     route_key: str
     expires_at: int = 0
+    # The section the hit lies in (a parent chunk, or a child in a document without parents);
+    # None: the chain starts at the body's beginning.
+    section_id: uuid.UUID | None = None
 
     def pack(self) -> bytes:
         return _REF_LAYOUT.pack(
-            self.session_id.bytes, self.identity, self.run_id.bytes if self.run_id else _NO_RUN,
-            self.document_id.bytes, bytes.fromhex(self.scope_revision), bytes.fromhex(self.document_revision),
+            self.session_id.bytes, self.identity, self.run_id.bytes if self.run_id else _NONE,
+            self.document_id.bytes, self.section_id.bytes if self.section_id else _NONE,
+            bytes.fromhex(self.scope_revision), bytes.fromhex(self.document_revision),
         ) + self.route_key.encode("ascii")
 
     @classmethod
     def unpack(cls, body: bytes, *, expires_at: int) -> RefClaims:
         if len(body) <= _REF_LAYOUT.size:
             raise BadSignature("Malformed reference.")
-        session_id, identity, run_id, document_id, scope, revision = _REF_LAYOUT.unpack_from(body)
+        session_id, identity, run_id, document_id, section_id, scope, revision = _REF_LAYOUT.unpack_from(body)
         try:
             route_key = body[_REF_LAYOUT.size:].decode("ascii")
         except UnicodeDecodeError as exc:
             raise BadSignature("Malformed reference.") from exc
         return cls(
             session_id=uuid.UUID(bytes=session_id), identity=identity,
-            run_id=None if run_id == _NO_RUN else uuid.UUID(bytes=run_id), document_id=uuid.UUID(bytes=document_id),
+            run_id=None if run_id == _NONE else uuid.UUID(bytes=run_id), document_id=uuid.UUID(bytes=document_id),
             scope_revision=scope.hex(), document_revision=revision.hex(), route_key=route_key, expires_at=expires_at,
+            section_id=None if section_id == _NONE else uuid.UUID(bytes=section_id),
         )
 
 

@@ -20,6 +20,7 @@ from apps.core.jsonbytes import iso_utc, json_bytes, json_text_prefix
 from apps.knowledge.models import Document, KnowledgeBase
 from apps.knowledge.pipeline.candidates import Hit
 from apps.knowledge.pipeline.embedders import EmbeddingFailed
+from apps.knowledge.pipeline.excerpt import focused_excerpt
 from apps.knowledge.pipeline.retrieve import SearchOptions, clean_query
 from apps.knowledge.selectors import knowledge_search
 from apps.ledger.models import Run
@@ -51,6 +52,16 @@ class Found:
     document: Document
     hit: Hit
     revision: str
+    section: str  # the current text of the section the hit lies in
+
+    def summary(self, query: str) -> str:
+        """The hint's summary: the excerpt of the hit's section that the query is about, within
+        the span of the chunk that matched (pipeline.excerpt)."""
+        start, end = self.hit.metadata.get("parent_start"), self.hit.metadata.get("parent_end")
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(self.section)):
+            start = self.section.find(self.hit.content)
+            end = start + len(self.hit.content)
+        return focused_excerpt(self.section, query, max_bytes=SUMMARY_MAX_BYTES, region=(start, end))
 
 
 def chapter_path_out(path: str | None) -> str | None:
@@ -115,7 +126,7 @@ def validate_hits(*, hits: list[Hit], scope: KnowledgeScope, limit: int, one_per
         if source is None or hit.content not in source:
             continue
         seen.add(document.pk)
-        found.append(Found(document=document, hit=hit, revision=digests[document.pk].revision))
+        found.append(Found(document=document, hit=hit, revision=digests[document.pk].revision, section=source))
         if len(found) == limit:
             break
     return found
@@ -139,21 +150,22 @@ def _documents_find(*, route: Route, scope: KnowledgeScope, query: str, limit: i
 
 def refs_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
                found: list[Found]) -> tuple[list[str], int]:
-    """A reference to each found hit's document, bound to the caller, the route and `run_id`;
-    and their expiry."""
+    """A reference to each found hit's document, bound to the caller, the route and `run_id`,
+    naming the section the hit lies in (its reading chain starts there); and their expiry."""
     expires_at = REF_SIGNER.expiry(at=references.now())
     identity = references.identity_digest(session)
     refs = []
     for item in found:
         claims = references.RefClaims(session_id=session.pk, identity=identity, run_id=run_id,
                                       document_id=item.document.pk, scope_revision=scope.revision,
-                                      document_revision=item.revision, route_key=route.key)
+                                      document_revision=item.revision, route_key=route.key,
+                                      section_id=item.hit.parent_id or item.hit.chunk_id)
         refs.append(references.ref_issue(claims, expires_at=expires_at))
     return refs, expires_at
 
 
 def _hints_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | None, scope: KnowledgeScope,
-                 found: list[Found]) -> list[dict[str, Any]]:
+                 found: list[Found], query: str) -> list[dict[str, Any]]:
     """One hint per document, with a reference bound to the caller, the route and `run_id`: the
     contract's six fields and no other ("每个hint仅含 ref、title、summary、revision、score、
     expires_at"). The section a hit lies in comes with the read (chapter_path)."""
@@ -163,7 +175,7 @@ def _hints_issue(*, session: AgentSession, route: Route, run_id: uuid.UUID | Non
         hints.append({
             "ref": ref,
             "title": item.document.filename,
-            "summary": json_text_prefix(item.hit.content, SUMMARY_MAX_BYTES),
+            "summary": item.summary(query),
             "revision": item.revision,
             "score": round(float(item.hit.score), 4),
             "expires_at": iso_utc(expires_at),
@@ -208,7 +220,8 @@ def knowledge_search_hints(*, session: AgentSession, route: Route, query: str, l
     with request_bounded():
         scope = scope_or_unavailable(route)
         status, found = _documents_find(route=route, scope=scope, query=query, limit=limit)
-    hints = _hints_issue(session=session, route=route, run_id=run.pk if run else None, scope=scope, found=found)
+    hints = _hints_issue(session=session, route=route, run_id=run.pk if run else None, scope=scope, found=found,
+                         query=query)
     answer: dict[str, Any] = {"schema_version": SEARCH_SCHEMA, "route": route.key}
     if run is not None:
         answer["run_id"] = str(run.pk)
@@ -227,6 +240,7 @@ class PreparedDelivery:
     scope: KnowledgeScope
     status: str
     found: list[Found]
+    query: str
 
     def for_run(self, *, run: Run) -> dict[str, Any]:
         """`context.knowledge_delivery` (`bailing.agent-knowledge-delivery.v1`) within
@@ -240,7 +254,7 @@ class PreparedDelivery:
             "hints": [],
         }
         hints = _hints_issue(session=self.session, route=self.route, run_id=run.pk, scope=self.scope,
-                             found=self.found)
+                             found=self.found, query=self.query)
         _hints_fit(delivery, hints, max_bytes=SEARCH_MAX_BYTES)
         return delivery
 
@@ -252,4 +266,4 @@ def knowledge_delivery_prepare(*, session: AgentSession, route: Route, query: st
     with request_bounded():
         scope = scope_or_unavailable(route)
         status, found = _documents_find(route=route, scope=scope, query=query, limit=SEARCH_MAX_RESULTS)
-    return PreparedDelivery(session=session, route=route, scope=scope, status=status, found=found)
+    return PreparedDelivery(session=session, route=route, scope=scope, status=status, found=found, query=query)
