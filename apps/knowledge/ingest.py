@@ -29,7 +29,9 @@ import itertools
 import logging
 import math
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -359,7 +361,13 @@ class _SliceOver(Exception):
 # with advice about the file. Losses have their own bound (KNOWLEDGE_MAX_CONNECTION_LOSSES), so a
 # database that keeps dropping connections (or a document whose query crashes the server) still
 # ends, failed with a message that names the database. With the database still down, nothing can
-# be recorded: the lease runs out and the watchdog sends the work, as for a worker that died.
+# be recorded, so the run first waits for it, with a growing pause, up to
+# KNOWLEDGE_DATABASE_WAIT_SECONDS: a restart shorter than that costs nothing (the attempt is given
+# back and the work sent again at once); a longer outage is left to the lease, which runs out, and
+# to the watchdog, which sends the work as for a worker that died. The wait writes only under the
+# run's token, so a run the watchdog handed over meanwhile stops without writing. A task delivered
+# while the database is down waits the same way before it claims its work (its message is gone
+# once it fails, and the work with it until the watchdog sends it again).
 # Only the connection breaking counts (no SQLSTATE: the client lost it; class 08; the server
 # shutting down or starting) and a deadlock or serialization failure: other OperationalErrors (a
 # statement timeout, a value PostgreSQL cannot store) would fail the same way every time.
@@ -381,26 +389,53 @@ def _connections_lost_message(losses: int, work: str, then: str) -> str:
             f"worker's log has each one. {then}")
 
 
+_T = TypeVar("_T")
+
+
+def _database_retried(write: Callable[[], _T]) -> _T:
+    """`write()`, and again on a new connection after a growing pause (0.25 s, doubling, at most
+    5 s) while the connection keeps breaking, for up to KNOWLEDGE_DATABASE_WAIT_SECONDS; the last
+    error once they are spent, and at once any error that is not the connection breaking."""
+    deadline = time.monotonic() + settings.KNOWLEDGE_DATABASE_WAIT_SECONDS
+    pause = 0.25
+    while True:
+        try:
+            return write()
+        except DatabaseError as exc:
+            left = deadline - time.monotonic()
+            if not _connection_broke(exc) or left <= 0:
+                raise
+        connection.close()  # the broken one is not reused; the next query connects again
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 5.0)
+
+
 def _connection_lost(queryset, pk, token, send, fail) -> None:
     """Let go of the run's lease, giving its attempt back, and send the work again shortly, on a
-    new connection; `fail(row, losses)` once it has lost KNOWLEDGE_MAX_CONNECTION_LOSSES. With the
-    database still down, the lease runs out and the watchdog sends it once it is back."""
+    new connection, waiting for the database up to KNOWLEDGE_DATABASE_WAIT_SECONDS; `fail(row,
+    losses)` once it has lost KNOWLEDGE_MAX_CONNECTION_LOSSES. With the database down for longer,
+    the lease runs out and the watchdog sends the work once it is back."""
+
+    @transaction.atomic
+    def give_back() -> None:
+        row = queryset.select_for_update(of=("self",)).filter(pk=pk, run_token=token).first()
+        if row is None:  # handed over meanwhile (the wait outlasted the lease), or gone
+            return
+        row.connection_losses += 1
+        if row.connection_losses >= settings.KNOWLEDGE_MAX_CONNECTION_LOSSES:
+            fail(row, row.connection_losses)
+            return
+        row.attempts = max(0, row.attempts - 1)
+        lease_release(row)
+        row.save(update_fields=["run_token", "heartbeat_at", "attempts", "connection_losses", "updated_at"])
+        send(pk, countdown=_heartbeat_seconds())
+
     connection.close()  # the broken one; the next query connects again
     try:
-        with transaction.atomic():
-            row = queryset.select_for_update(of=("self",)).filter(pk=pk, run_token=token).first()
-            if row is None:
-                return
-            row.connection_losses += 1
-            if row.connection_losses >= settings.KNOWLEDGE_MAX_CONNECTION_LOSSES:
-                fail(row, row.connection_losses)
-                return
-            row.attempts = max(0, row.attempts - 1)
-            lease_release(row)
-            row.save(update_fields=["run_token", "heartbeat_at", "attempts", "connection_losses", "updated_at"])
-            send(pk, countdown=_heartbeat_seconds())
+        _database_retried(give_back)
     except DatabaseError:
-        logger.warning("The database is still unavailable; the watchdog hands %s over once it is back.", pk)
+        logger.warning("The database is still unavailable after %s s; the watchdog hands %s over once it is back.",
+                       settings.KNOWLEDGE_DATABASE_WAIT_SECONDS, pk)
 
 
 def _document_connections_lost(document: Document, losses: int) -> None:
@@ -441,7 +476,7 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
     awaiting_confirmation, continued (in a new task), failed, skipped, lease_lost, connection_lost
     (the database went away: sent again), or rescheduled (another run's lease is live: this task
     comes back when it runs out)."""
-    claim = _document_claim(document_id, run_token)
+    claim = _database_retried(lambda: _document_claim(document_id, run_token))
     if claim.busy_until is not None:
         dispatch.document_send(document_id, countdown=_retry_countdown(claim.busy_until))
         return "rescheduled"
@@ -656,7 +691,7 @@ def _generation_run(generation_id, token) -> str:
 def generation_build(*, generation_id, run_token: str | None = None) -> str:
     """Fill a building generation from every completed document with its frozen strategy, then
     switch it active in one transaction. A failure leaves the active generation untouched."""
-    claim = _generation_claim(generation_id, run_token)
+    claim = _database_retried(lambda: _generation_claim(generation_id, run_token))
     if claim.busy_until is not None:
         dispatch.generation_send(generation_id, countdown=_retry_countdown(claim.busy_until))
         return "rescheduled"

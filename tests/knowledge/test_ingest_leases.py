@@ -5,9 +5,11 @@ Redis and PostgreSQL; real `celery worker` processes where a worker's start matt
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -23,6 +25,7 @@ from apps.knowledge import services
 from apps.knowledge.ingest import _connection_broke
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
 from bailinghub.celery import app as celery_app
+from tests.knowledge.database_outage import DatabaseOutage
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import EmbeddingsEndpoint, ingest_texts, upload, wait_for, wait_for_status
 from tests.knowledge.test_worker import _database_url
@@ -282,6 +285,106 @@ def test_a_rebuild_whose_database_connection_drops_mid_build_activates_on_its_ow
     assert (generation.status, generation.error_code, generation.attempts, generation.connection_losses) == (
         "active", "", 1, 1)
     assert IndexGeneration.objects.filter(knowledge_base=kb, status="active").count() == 1
+
+
+@pytest.fixture
+def database_outage():
+    """A forwarder through which one worker reaches the test database, to stop and start for it
+    alone (tests.knowledge.database_outage); a short directory: a socket path has 107 bytes."""
+    directory = Path(tempfile.mkdtemp(prefix="pg-outage-", dir="/tmp"))
+    outage = DatabaseOutage(directory)
+    outage.up()
+    yield outage
+    outage.down()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _sections(count: int) -> bytes:
+    text = "\n\n".join(f"## 第{i}节\n\n第{i}条规定的内容。" for i in range(count))
+    return f"# 规章\n\n{text}\n".encode()
+
+
+# The worker's lease (8 s) outlasts the outage (3 s) and its wait for the database (20 s) outlasts
+# both; with one attempt, a run that waited for its lease to run out would fail ingest_stalled.
+_OUTAGE_WORKER = {"KNOWLEDGE_MAX_ATTEMPTS": "1", "KNOWLEDGE_DATABASE_WAIT_SECONDS": "20"}
+
+
+def test_a_document_whose_database_stops_for_a_moment_mid_embedding_completes_without_spending_an_attempt(
+        settings, database_outage):
+    queue = f"{celery_app.conf.task_default_queue}-outage"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
+    worker = _worker(queue, stale_seconds=8, watchdog_seconds=1,
+                     settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url})
+    try:
+        [document] = services.document_upload(kb=kb, files=[upload("sections.md", _sections(12))])
+        wait_for(lambda: Document.objects.filter(pk=document.pk, status="embedding", progress_done__gte=2).exists(),
+                 timeout=120, message="the worker to be embedding")
+        database_outage.down()
+        time.sleep(3)
+        database_outage.up()
+        finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
+    finally:
+        _stop(worker)
+    assert (finished.status, finished.error_code, finished.attempts, finished.connection_losses) == (
+        "completed", "", 1, 1)
+    children = Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD)
+    assert sorted(children.values_list("index", flat=True)) == list(range(12))
+
+
+def test_a_rebuild_whose_database_stops_for_a_moment_activates_without_spending_an_attempt(
+        settings, database_outage):
+    queue = f"{celery_app.conf.task_default_queue}-outage-rebuild"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
+    worker = _worker(queue, stale_seconds=8, watchdog_seconds=1,
+                     settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url})
+    try:
+        [document] = services.document_upload(kb=kb, files=[upload("sections.md", _sections(12))])
+        assert wait_for_status(document.pk, "completed", "failed", timeout=120).status == "completed"
+        active = IndexGeneration.objects.get(knowledge_base=kb, status="active")
+        EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).delete()  # the rebuild embeds again
+        generation = services.knowledge_base_rebuild(kb=kb)
+        wait_for(lambda: Chunk.objects.filter(generation=generation, embedding__isnull=True).exists()
+                 and EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).count() >= 2,
+                 timeout=120, message="the rebuild to be embedding")
+        database_outage.down()
+        time.sleep(3)
+        database_outage.up()
+        wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk).exclude(status="building").first(),
+                 timeout=120, message="the rebuild to finish")
+    finally:
+        _stop(worker)
+    generation.refresh_from_db()
+    assert (generation.status, generation.error_code, generation.attempts, generation.connection_losses) == (
+        "active", "", 1, 1)
+    active.refresh_from_db()
+    assert active.status == "retired"
+    assert Chunk.objects.filter(generation=generation, kind=Chunk.Kind.CHILD).count() == 12
+
+
+def test_a_document_delivered_while_its_workers_database_is_stopped_is_claimed_once_it_is_back(
+        settings, database_outage):
+    """The task waits for the database before it claims: failed there, its message would be gone,
+    and the document left queued until the watchdog found its lease stale (here: 10 minutes)."""
+    queue = f"{celery_app.conf.task_default_queue}-outage-claim"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    kb = KnowledgeBaseFactory()
+    worker = _worker(queue, stale_seconds=600, settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url})
+    try:
+        [first] = services.document_upload(kb=kb, files=[upload("first.txt", b"first document text")])
+        assert wait_for_status(first.pk, "completed", "failed", timeout=120).status == "completed"  # it runs
+        database_outage.down()
+        [document] = services.document_upload(kb=kb, files=[upload("second.txt", b"second document text")])
+        with celery_app.connection_for_write() as broker:
+            client = broker.default_channel.client
+            wait_for(lambda: client.llen(queue) == 0, message="the worker to take the message")
+        time.sleep(3)
+        database_outage.up()
+        finished = wait_for_status(document.pk, "completed", "failed", timeout=60)
+    finally:
+        _stop(worker)
+    assert (finished.status, finished.attempts, finished.connection_losses) == ("completed", 1, 0)
 
 
 def _connection_broken_in_every_run(rows, pk) -> set:
