@@ -22,8 +22,10 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from apps.knowledge import services
+from apps.knowledge.dispatch import DOCUMENT_INGEST
 from apps.knowledge.ingest import _connection_broke
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
+from bailinghub import embedded
 from bailinghub.celery import app as celery_app
 from tests.knowledge.database_outage import DatabaseOutage
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _worker(queue: str, *, stale_seconds: int, watchdog_seconds: int = 60,
-            settings: dict[str, str] | None = None, pool: str = "solo") -> subprocess.Popen:
+            settings: dict[str, str] | None = None, pool: str = "solo", concurrency: int = 1) -> subprocess.Popen:
     env = {
         **os.environ,
         "DEBUG": "true",
@@ -51,8 +53,9 @@ def _worker(queue: str, *, stale_seconds: int, watchdog_seconds: int = 60,
         **(settings or {}),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--pool", pool, "--concurrency", "1",
-         "--queues", queue, "--without-mingle", "--without-gossip", "--without-heartbeat", "--loglevel", "WARNING"],
+        [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--pool", pool,
+         "--concurrency", str(concurrency), "--queues", queue, "--without-mingle", "--without-gossip",
+         "--without-heartbeat", "--loglevel", "WARNING"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
@@ -157,6 +160,73 @@ def test_a_document_committed_by_a_web_process_that_died_before_enqueueing_is_co
     assert ingest.knowledge_watchdog()["requeued"] == 1  # what beat runs every minute
     finished = wait_for_status(document.pk, "completed", "failed", timeout=60)
     assert (finished.status, finished.attempts) == ("completed", 1)
+
+
+class _PrivateRedis:
+    """A redis-server of this test's own, on a Unix socket, to kill and start again (the session's
+    Redis serves the other tests)."""
+
+    def __init__(self, directory: Path):
+        self.socket = directory / "redis.sock"
+        self.url = f"redis+socket://{self.socket}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.socket.unlink(missing_ok=True)
+        self.process = subprocess.Popen(
+            [embedded.redis_server_binary(), "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm",
+             "700", "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self.socket.exists, timeout=10, message="redis-server to listen")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def _uploaded_unsent(kb, name: str, data: bytes) -> Document:
+    with transaction.atomic():
+        [document] = services.document_upload(kb=kb, files=[upload(name, data)])
+        connection.run_on_commit.clear()  # sent below, to the test's own broker
+    return document
+
+
+def _send_to(broker_url: str, document: Document, queue: str) -> None:
+    with celery_app.connection_for_write(broker_url) as broker:
+        celery_app.send_task(DOCUMENT_INGEST, args=[str(document.pk)], kwargs={"run_token": None}, queue=queue,
+                             connection=broker)
+
+
+def test_a_worker_survives_a_redis_restart_while_its_task_holds_an_unacknowledged_message(settings):
+    """kombu 5.7 stopped the worker here ("Unrecoverable error: AttributeError ... 'hostname'", see
+    bailinghub.broker): it must consume again once Redis is back, and the running task finish."""
+    queue = f"{celery_app.conf.task_default_queue}-redis-restart"
+    directory = Path(tempfile.mkdtemp(prefix="redis-restart-", dir="/tmp"))
+    redis = _PrivateRedis(directory)
+    redis.start()
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
+    # Two processes: with one free, the worker is waiting on Redis (BRPOP) and sees it go at once.
+    worker = _worker(queue, stale_seconds=600, pool="prefork", concurrency=2,
+                     settings={"CELERY_BROKER_URL": redis.url, "CELERY_RESULT_BACKEND": redis.url})
+    try:
+        running = _uploaded_unsent(kb, "sections.md", _sections(12))
+        _send_to(redis.url, running, queue)
+        wait_for(lambda: Document.objects.filter(pk=running.pk, status="embedding", progress_done__gte=2).exists(),
+                 timeout=120, message="the worker to be embedding")
+        redis.kill()
+        redis.start()
+        later = _uploaded_unsent(kb, "later.txt", b"a document sent once Redis is back")
+        _send_to(redis.url, later, queue)
+        finished = wait_for_status(later.pk, "completed", "failed", timeout=60)
+        alive = worker.poll() is None
+    finally:
+        _stop(worker)
+        redis.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+    assert (alive, finished.status, finished.attempts) == (True, "completed", 1)
+    running.refresh_from_db()
+    assert (running.status, running.attempts) == ("completed", 1)
+    assert Chunk.objects.filter(document=running, kind=Chunk.Kind.CHILD).count() == 12
 
 
 def _ingest_in_thread(document) -> tuple[threading.Thread, dict]:
