@@ -13,6 +13,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from django.utils import timezone
 from apps.knowledge import services
 from apps.knowledge.dispatch import DOCUMENT_INGEST
 from apps.knowledge.ingest import _connection_broke
-from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
+from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration, KnowledgeBase
 from bailinghub import embedded
 from bailinghub.celery import app as celery_app
 from tests.knowledge.database_outage import DatabaseOutage
@@ -379,23 +381,34 @@ def _sections(count: int) -> bytes:
 _OUTAGE_WORKER = {"KNOWLEDGE_MAX_ATTEMPTS": "1", "KNOWLEDGE_DATABASE_WAIT_SECONDS": "20"}
 
 
-def test_a_document_whose_database_stops_for_a_moment_mid_embedding_completes_without_spending_an_attempt(
-        settings, database_outage):
-    queue = f"{celery_app.conf.task_default_queue}-outage"
+@contextmanager
+def _worker_behind(database_outage, settings, queue_suffix: str, **worker) -> Iterator[KnowledgeBase]:
+    """A KB embedding a passage every 0.2 s, and a worker of its own queue whose database is
+    `database_outage`'s (stopped at the end)."""
+    queue = f"{celery_app.conf.task_default_queue}-{queue_suffix}"
     settings.KNOWLEDGE_TASK_QUEUE = queue
     kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
-    worker = _worker(queue, stale_seconds=8, watchdog_seconds=1,
-                     settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url})
+    process = _worker(queue, settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url}, **worker)
     try:
+        yield kb
+    finally:
+        _stop(process)
+
+
+def _outage(database_outage, seconds: float = 3) -> None:
+    database_outage.down()
+    time.sleep(seconds)
+    database_outage.up()
+
+
+def test_a_document_whose_database_stops_for_a_moment_mid_embedding_completes_without_spending_an_attempt(
+        settings, database_outage):
+    with _worker_behind(database_outage, settings, "outage", stale_seconds=8, watchdog_seconds=1) as kb:
         [document] = services.document_upload(kb=kb, files=[upload("sections.md", _sections(12))])
         wait_for(lambda: Document.objects.filter(pk=document.pk, status="embedding", progress_done__gte=2).exists(),
                  timeout=120, message="the worker to be embedding")
-        database_outage.down()
-        time.sleep(3)
-        database_outage.up()
+        _outage(database_outage)
         finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
-    finally:
-        _stop(worker)
     assert (finished.status, finished.error_code, finished.attempts, finished.connection_losses) == (
         "completed", "", 1, 1)
     children = Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD)
@@ -404,12 +417,7 @@ def test_a_document_whose_database_stops_for_a_moment_mid_embedding_completes_wi
 
 def test_a_rebuild_whose_database_stops_for_a_moment_activates_without_spending_an_attempt(
         settings, database_outage):
-    queue = f"{celery_app.conf.task_default_queue}-outage-rebuild"
-    settings.KNOWLEDGE_TASK_QUEUE = queue
-    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
-    worker = _worker(queue, stale_seconds=8, watchdog_seconds=1,
-                     settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url})
-    try:
+    with _worker_behind(database_outage, settings, "outage-rebuild", stale_seconds=8, watchdog_seconds=1) as kb:
         [document] = services.document_upload(kb=kb, files=[upload("sections.md", _sections(12))])
         assert wait_for_status(document.pk, "completed", "failed", timeout=120).status == "completed"
         active = IndexGeneration.objects.get(knowledge_base=kb, status="active")
@@ -418,13 +426,9 @@ def test_a_rebuild_whose_database_stops_for_a_moment_activates_without_spending_
         wait_for(lambda: Chunk.objects.filter(generation=generation, embedding__isnull=True).exists()
                  and EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).count() >= 2,
                  timeout=120, message="the rebuild to be embedding")
-        database_outage.down()
-        time.sleep(3)
-        database_outage.up()
+        _outage(database_outage)
         wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk).exclude(status="building").first(),
                  timeout=120, message="the rebuild to finish")
-    finally:
-        _stop(worker)
     generation.refresh_from_db()
     assert (generation.status, generation.error_code, generation.attempts, generation.connection_losses) == (
         "active", "", 1, 1)
@@ -437,11 +441,8 @@ def test_a_document_delivered_while_its_workers_database_is_stopped_is_claimed_o
         settings, database_outage):
     """The task waits for the database before it claims: failed there, its message would be gone,
     and the document left queued until the watchdog found its lease stale (here: 10 minutes)."""
-    queue = f"{celery_app.conf.task_default_queue}-outage-claim"
-    settings.KNOWLEDGE_TASK_QUEUE = queue
-    kb = KnowledgeBaseFactory()
-    worker = _worker(queue, stale_seconds=600, settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url})
-    try:
+    with _worker_behind(database_outage, settings, "outage-claim", stale_seconds=600) as kb:
+        queue = settings.KNOWLEDGE_TASK_QUEUE
         [first] = services.document_upload(kb=kb, files=[upload("first.txt", b"first document text")])
         assert wait_for_status(first.pk, "completed", "failed", timeout=120).status == "completed"  # it runs
         database_outage.down()
@@ -452,8 +453,6 @@ def test_a_document_delivered_while_its_workers_database_is_stopped_is_claimed_o
         time.sleep(3)
         database_outage.up()
         finished = wait_for_status(document.pk, "completed", "failed", timeout=60)
-    finally:
-        _stop(worker)
     assert (finished.status, finished.attempts, finished.connection_losses) == ("completed", 1, 0)
 
 
