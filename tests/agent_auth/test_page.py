@@ -91,6 +91,15 @@ def test_the_sign_in_pages_name_the_hubs_icon(browser):
     assert '<link rel="icon" type="image/svg+xml" href="/static/bailinghub/favicon.svg">' in login
 
 
+@pytest.mark.parametrize("path", ["/agent-auth/login", "/admin/login/"])
+def test_every_page_names_the_icon_from_one_template(browser, path):
+    """The icon's link was spelled in both base templates (the sign-in pages' and the console's):
+    a change to one left the other naming the old icon. Both include bailinghub/icon.html, once."""
+    response = browser.get(path)
+    assert [template.name for template in response.templates].count("bailinghub/icon.html") == 1
+    assert response.content.decode().count('rel="icon"') == 1
+
+
 def test_the_login_page_signs_in_and_returns_to_the_request(browser, started, member):
     path, _ = started
     login = browser.get("/agent-auth/login", {"next": path})
