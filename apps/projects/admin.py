@@ -8,7 +8,8 @@ from django.contrib import admin, messages
 from django.contrib.admin import utils as admin_utils
 from django.contrib.auth import get_user_model
 from django.core.validators import MinValueValidator
-from django.db.models import CASCADE, PROTECT, RESTRICT, Field, ForeignObjectRel, Model, Q, QuerySet
+from django.db.models import CASCADE, PROTECT, RESTRICT, Field, ForeignObjectRel, Model, Q, QuerySet, Value
+from django.db.models.functions import Lower
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -17,7 +18,7 @@ from django.utils.text import capfirst
 
 from apps.core.exceptions import ConsolePermissionDenied
 from apps.core.secret_messages import secret_message
-from apps.projects.models import Membership, OperatorToken, Project
+from apps.projects.models import PROJECT_NAME_TAKEN, Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.tokens import operator_token_create, operator_token_revoke
 
@@ -387,8 +388,20 @@ def project_is_owned(*, request, project: Project) -> bool:
     return project.pk in request._bh_owned_projects
 
 
+class ProjectForm(forms.ModelForm):
+    def clean_name(self) -> str:
+        """A name another project has, in any case, is an error beside the field — as the constraint
+        (project_unique_name_ci) compares them; the constraint's own check would say it above the form."""
+        name = self.cleaned_data["name"]
+        if Project.objects.alias(key=Lower("name")).filter(key=Lower(Value(name))).exclude(
+                pk=self.instance.pk).exists():
+            raise forms.ValidationError(PROJECT_NAME_TAKEN, code="unique")
+        return name
+
+
 @admin.register(Project)
 class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    form = ProjectForm
     project_lookup = "pk"
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
+from django.db.models.functions import Lower
 
 from apps.core.models import BaseModel
 from apps.core.validators import validate_shown_name
@@ -17,6 +18,8 @@ slug_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9-]{1,63}$",
     "Use 2–64 lower-case letters, digits or hyphens, starting with a letter or digit.",
 )
+
+PROJECT_NAME_TAKEN = "Another project already has this name (names are compared ignoring case)."
 
 
 class Project(BaseModel):
@@ -32,6 +35,11 @@ class Project(BaseModel):
 
     class Meta:
         ordering = ["name"]
+        # Operators tell projects apart by name: every project select, filter and breadcrumb shows the
+        # name alone, so two "Bailing Retail" (or "Bailing retail") were two identical choices.
+        constraints = [models.UniqueConstraint(
+            Lower("name"), name="project_unique_name_ci",
+            violation_error_message=PROJECT_NAME_TAKEN)]
 
     def __str__(self) -> str:
         return self.name

@@ -1,7 +1,8 @@
 """Offset pages of the builder API's lists, walked to the end, give every row once. Project names
-repeat (only slugs are unique), so a list ordered by project name and row name alone has ties, and
-PostgreSQL orders tied rows differently from one LIMIT/OFFSET to the next: pages repeated some
-knowledge bases (or tool providers) and skipped others."""
+repeated then (only slugs were unique), so a list ordered by project name and row name alone had
+ties, and PostgreSQL orders tied rows differently from one LIMIT/OFFSET to the next: pages repeated
+some knowledge bases (or tool providers) and skipped others. Names are unique now; the rows of
+different projects still share their own names."""
 
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def _walk(client: APIClient, url: str, limit: int) -> list[str]:
 
 @pytest.fixture
 def operator():
-    """An owner of three projects that share one name."""
+    """An owner of three projects."""
     user = UserFactory()
-    for _ in range(PROJECTS):
-        MembershipFactory(project=ProjectFactory(name="Retail"), user=user)
+    for n in range(PROJECTS):
+        MembershipFactory(project=ProjectFactory(name=f"Retail {n}"), user=user)
     return user
 
 
