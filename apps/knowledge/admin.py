@@ -383,6 +383,7 @@ class RouteBindingInline(NamedCellsInlineMixin, ProjectScopedInlineMixin, admin.
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = KnowledgeBaseForm
+    unique_constraints = {"knowledge_base_unique_name_per_project": errors.KnowledgeBaseNameTaken.code}
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)

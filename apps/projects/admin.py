@@ -8,14 +8,16 @@ from django.contrib import admin, messages
 from django.contrib.admin import utils as admin_utils
 from django.contrib.auth import get_user_model
 from django.core.validators import MinValueValidator
+from django.db import IntegrityError
 from django.db.models import CASCADE, PROTECT, RESTRICT, Field, ForeignObjectRel, Model, Q, QuerySet, Value
 from django.db.models.functions import Lower
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
+from apps.core.errors import ApiError
 from apps.core.exceptions import ConsolePermissionDenied
 from apps.core.secret_messages import secret_message
 from apps.projects.models import PROJECT_NAME_TAKEN, Membership, OperatorToken, Project
@@ -167,7 +169,8 @@ def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
     project is a field of the form; on a saved object's page the project is read-only, and a
     taken name failed in the save (a 500); on the add page it said so above the form. `message` is
     the one the API gives (the service's error or the constraint's). Two operators saving the same
-    name at once can still pass this check; the service or the constraint then refuses one."""
+    name at once can both pass this check; the constraint then refuses one save, which the admin
+    answers as this check would (ProjectScopedAdminMixin.unique_constraints)."""
     value = form.cleaned_data.get(field)
     instance = form.instance
     if "project" in form.fields:
@@ -177,6 +180,16 @@ def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
     if value and project_id and type(instance).objects.filter(project_id=project_id, **{field: value}).exclude(
             pk=instance.pk).exists():
         form.add_error(field, message)
+
+
+def unique_violated(exc: BaseException | None) -> str | None:
+    """The unique constraint whose violation raised `exc` — an IntegrityError, or a service's error
+    raised from (or while handling) one — or None."""
+    while exc is not None:
+        if isinstance(exc, IntegrityError):
+            return getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def listed_unless_over(queryset: QuerySet[Any], maximum: int) -> list[Any] | None:
@@ -206,6 +219,33 @@ class ProjectScopedAdminMixin(_ModelAdminBase):
     owner or editor; superusers see everything. Model permissions are not needed on top."""
 
     project_lookup = "project"
+    # The unique constraints that the form checks (unique_in_project) but two saves at once can
+    # both pass, each with the code of the error its service raises when it sees the other's row
+    # first ("" when there is no service check): the later save's write then broke the constraint,
+    # or the service refused it, and either was a 500.
+    unique_constraints: dict[str, str] = {}
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """A save refused by one of `unique_constraints` is answered as the form answers a taken
+        name: the admin's transaction has rolled back (nothing of this save is kept), and the page
+        is made again, once, in a new one, where the other save's row is there to be found. Any
+        other integrity error is a bug and stays one."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except (IntegrityError, ApiError) as exc:
+            if request.method != "POST" or not self.unique_race(exc):
+                raise
+        for _, uploads in request.FILES.lists():
+            for upload in uploads:
+                upload.seek(0)  # the form reads them again
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def unique_race(self, exc: BaseException) -> bool:
+        """Whether `exc` is another save's row taking a value of one of `unique_constraints`."""
+        if isinstance(exc, ApiError) and exc.code in filter(None, self.unique_constraints.values()):
+            return True
+        return unique_violated(exc) in self.unique_constraints
 
     def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest,
                               **kwargs: Any) -> forms.Field | None:
@@ -403,6 +443,7 @@ class ProjectForm(forms.ModelForm):
 class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = ProjectForm
     project_lookup = "pk"
+    unique_constraints = {"project_unique_name_ci": ""}
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}

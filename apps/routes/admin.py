@@ -226,6 +226,7 @@ class RouteAdminForm(forms.ModelForm):
 
 class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = RouteAdminForm
+    unique_constraints = {"route_unique_key_per_project": ""}
     # Between the sidebar and the filters, at 1366 px, about 720 px are left: the switches' long headers
     # (kept on one line) and the update time (a date, kept on one line) ran past them, and Knowledge
     # enabled and Updated at were cut off. The key reads under the name, the switches have short headers

@@ -220,6 +220,7 @@ def breaking_at_slashes(text: str) -> SafeString:
 @admin.register(ToolProvider)
 class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = ToolProviderForm
+    unique_constraints = {"tool_provider_unique_name": ProviderNameTaken.code}
     # As the Tools list: between the sidebar and the filters, at 1366 px, about 720 px are left, and nine
     # columns ran about 350 px past them. The base URL reads under the name (cut after two lines, whole in
     # its title), the enabled tools beside their total, and the OpenAPI version under the compile time;
@@ -399,8 +400,10 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             outcome = services.provider_create(project=data["project"], name=data["name"],
                                                base_url=data["base_url"], secret=secret, spec=form.spec_bytes,
                                                spec_filename=form.spec_filename, enabled=data["enabled"])
-        except ApiError as exc:  # a race the form could not see (a name taken meanwhile)
-            messages.error(request, exc.message)
+        except ApiError as exc:
+            # A name taken meanwhile is answered beside the field (changeform_view); anything else here.
+            if not self.unique_race(exc):
+                messages.error(request, exc.message)
             raise
         provider = outcome.provider
         for attribute in ("pk", "secret_encrypted", "spec", "spec_sha256", "spec_filename", "openapi_version",
