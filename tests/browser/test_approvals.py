@@ -388,23 +388,29 @@ def test_the_approval_page_fits_a_phone_width_window(logged_in_page, store_route
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_the_execution_journal_fits_a_phone_width_window(logged_in_page, store_route, agent):
+def test_the_execution_journal_fits_a_phone_width_window(logged_in_page, demo_route, agent, operator,
+                                                         celery_worker_session):
     """The journal's details are JSON in one <code> each; at 390 px the dispatch target, one
-    unbreakable word, pushed the table 72 px past the window and the page scrolled sideways."""
-    approval = pending_approval(APIClient(), agent.access_token, tool="stock_adjust",
-                                arguments={"sku": "SKU-1", "quantity": 500})
-    # The rows apps/tools/invocations.py journals for a dispatch, as they read after a real one.
-    for state, detail in [("dispatching", {"method": "POST", "target": "/demo-business/stock-adjustments"}),
-                          ("response_recorded", {"bytes": 72, "elapsed_ms": 83, "reason": "", "status": 404,
-                                                 "truncated": False}),
-                          ("completed", {"state": "business_rejected"})]:
-        InvocationJournalEntry.objects.create(invocation=approval.invocation, state=state, detail=detail)
+    unbreakable word, pushed the table 72 px past the window and the page scrolled sideways. The
+    journal is the one a real call writes (approved, resumed, dispatched to the demo shop), not
+    rows made by hand that could drift from what apps/tools/invocations.py writes."""
+    api = APIClient()
+    approval = pending_approval(api, agent.access_token, tool="issue_refund", arguments=REFUND)
+    approval_decide(approval_id=approval.pk, projects=[demo_route.project], decision_id="decision-1",
+                    decision="approved", approver=operator)
+    resumed = api.generic("POST", f"{INVOKE_URL}/{invocation_id(1)}/resume", "{}", content_type="application/json",
+                          **bearer(agent.access_token))
+    assert (resumed.status_code, resumed.json()["state"]) == (200, "executed")
+    target = InvocationJournalEntry.objects.get(invocation=approval.invocation, state="dispatching").detail["target"]
+    assert target.startswith("/demo-business/")
     page = logged_in_page
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"/admin/tools/approval/{approval.pk}/change/")
     _shot(page, "approval-journal-390")
-    assert page.locator("#approval-journal [data-journal]").count() == 3
-    assert "/demo-business/stock-adjustments" in page.locator("#approval-journal table").inner_text().replace("\n", "")
+    journal = page.locator("#approval-journal [data-journal]")
+    assert [row.get_attribute("data-journal") for row in journal.all()] == [
+        "dispatching", "response_recorded", "completed"]
+    assert target in page.locator("#approval-journal table").inner_text().replace("\n", "")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     details = page.locator("#approval-journal [data-journal] td:last-child")
     assert min(details.evaluate_all("cells => cells.map(c => c.getBoundingClientRect().width)")) > 250
