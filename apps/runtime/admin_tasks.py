@@ -191,15 +191,47 @@ class SessionChoiceField(forms.ModelChoiceField):
         return session_label(obj)
 
 
+def session_workspaces(session: AgentSession) -> list[str]:
+    """The workspaces a member row of `session` may name, as its session option gives them to
+    tasks.js (data-routes, or `routes` in a search result): what apps.tasks.services checks a
+    member's workspace against."""
+    return sorted(session_route_keys(session))
+
+
 class SessionSearchSelect(AutocompleteSelect):
-    """Django's autocomplete, asking the create page's own search of the project's active sessions."""
+    """Django's autocomplete, asking the create page's own search of the project's active sessions.
+    The session a refused form kept is rendered with its workspaces (data-routes), as the plain
+    select's options are; one found by searching brings them in its result."""
 
     def __init__(self, *, project: Project) -> None:
         super().__init__(TaskMember._meta.get_field("session"), admin.site, attrs={"style": "width: 100%"})
         self.project = project
+        self.routes: dict[str, list[str]] = {}
 
     def get_url(self) -> str:
         return reverse("admin:tasks_task_sessions", args=[self.project.pk])
+
+    def optgroups(self, name: str, value: Any, attrs: dict[str, Any] | None = None) -> Any:
+        picked = [str(v) for v in value if v and _is_uuid(str(v))]
+        self.routes = {str(s.pk): session_workspaces(s)
+                       for s in live_sessions(self.project).filter(pk__in=picked)} if picked else {}
+        return super().optgroups(name, value, attrs)
+
+    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int,
+                      subindex: int | None = None, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        routes = self.routes.get(str(value))
+        if routes is not None:
+            option["attrs"]["data-routes"] = " ".join(routes)
+        return option
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 class SessionSelect(forms.Select):
@@ -243,9 +275,7 @@ class MemberForm(forms.Form):
         one of a route without it is not."""
         super().__init__(*args, **kwargs)
         if sessions is not None:
-            # What apps.tasks.services checks a member's workspace against (session_route_keys).
-            self.fields["session"].widget = SessionSelect(routes={
-                str(s.pk): sorted(session_route_keys(s)) for s in sessions})
+            self.fields["session"].widget = SessionSelect(routes={str(s.pk): session_workspaces(s) for s in sessions})
             self._set_choices("session", [("", "— none —")] + [(str(s.pk), session_label(s)) for s in sessions])
         else:
             self.fields["session"] = SessionChoiceField(
@@ -543,7 +573,8 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             sessions = sessions.filter(Q(client__app_id__icontains=word) | Q(on_behalf_of__icontains=word)
                                        | Q(principal_id__icontains=word) | Q(device_label__icontains=word))
         rows, more = autocomplete_page(request, sessions, per_page=SESSIONS_PER_PAGE)
-        return JsonResponse({"results": [{"id": str(s.pk), "text": session_label(s)} for s in rows],
+        return JsonResponse({"results": [{"id": str(s.pk), "text": session_label(s), "routes": session_workspaces(s)}
+                                         for s in rows],
                              "pagination": {"more": more}})
 
     def tools_view(self, request: HttpRequest, project_id: uuid.UUID) -> TemplateResponse:

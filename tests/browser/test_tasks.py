@@ -127,6 +127,36 @@ def test_picking_a_session_offers_only_the_workspaces_it_may_use(logged_in_page,
     assert workspace.evaluate("s => [...s.options].filter(o => o.disabled).length") == 0
 
 
+def test_a_session_found_by_searching_offers_only_the_workspaces_it_may_use(logged_in_page, route, agent,
+                                                                            monkeypatch):
+    """Past SESSION_CHOICES_MAX the session is Django's autocomplete: its options come from the search,
+    without the workspaces of the plain select's, and every workspace stayed offered."""
+    from apps.runtime import admin_tasks
+
+    RouteFactory(project=route.project, key="hr-helpdesk", name="HR Helpdesk")
+    monkeypatch.setattr(admin_tasks, "SESSION_CHOICES_MAX", 0)
+    page = logged_in_page
+    page.goto("/admin/tasks/task/add/")
+    row = page.locator('[data-member-row="0"]')
+    workspace = page.locator("select[name=m0-workspace]")
+    page.select_option("select[name=m0-workspace]", "hr-helpdesk")
+    row.locator("select[name=m0-session] + .select2 .select2-selection").click()
+    page.locator(".select2-search__field").fill(PRINCIPAL["id"])
+    page.locator(".select2-results__option", has_text=agent.session.client.app_id).click()
+    _shot(page, "task-create-session-searched")
+    offered = workspace.evaluate("s => [...s.options].filter(o => o.value && !o.disabled).map(o => o.value)")
+    assert offered == [route.key]
+    assert workspace.input_value() == ""  # the workspace picked before, which this session may not use
+
+    # A refused form keeps the searched session, still narrowing its row's workspaces.
+    page.select_option("select[name=m0-workspace]", route.key)
+    page.click("#create-task")
+    page.wait_for_selector(".errornote, .errorlist")
+    _shot(page, "task-create-session-searched-refused")
+    assert workspace.evaluate("s => [...s.options].filter(o => o.value && !o.disabled).map(o => o.value)") == [
+        route.key]
+
+
 def test_the_project_pick_reads_as_the_forms_after_it(logged_in_page, route, operator):
     """With two projects the create page first asks for one: its label stood inline before the
     select, and the help under it started 160 px right of the select's left edge."""

@@ -577,7 +577,8 @@ def test_the_session_search_finds_the_projects_active_sessions_by_user_or_princi
 
     url = f"/admin/tasks/task/sessions/{world.route.project.pk}/"
     found = owner.get(url, {"term": "u-1002"}).json()
-    assert found == {"results": [{"id": str(world.second.session.pk), "text": session_label(world.second.session)}],
+    assert found == {"results": [{"id": str(world.second.session.pk), "text": session_label(world.second.session),
+                                  "routes": sorted(world.second.session.allowed_routes)}],
                      "pagination": {"more": False}}
     session_revoke(session=world.second.session, revoked_by="operator", reason="left")
     assert owner.get(url, {"term": "u-1002"}).json()["results"] == []

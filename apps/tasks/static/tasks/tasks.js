@@ -29,15 +29,27 @@
       .then(function () { if (select.value === wanted) { box.removeAttribute("aria-busy"); } });
   }
 
-  // A row's workspace select offers only the routes its picked session may use (the session's option
-  // names them in data-routes; a session picked by searching does not, and limits nothing). Picking
-  // another session clears a workspace it may not use.
+  // The routes the picked session may use: its option names them in data-routes (the plain select's
+  // options, and the one a refused form kept in a searched select); a session found by searching
+  // brings them in its search result (select2 keeps it as the option's data). None picked: null.
+  function sessionRoutes(session) {
+    var picked = session.options[session.selectedIndex];
+    if (!picked || !picked.value) { return null; }
+    if (picked.hasAttribute("data-routes")) { return picked.getAttribute("data-routes").split(" "); }
+    var jQuery = window.django && window.django.jQuery;
+    if (!jQuery || !jQuery(session).hasClass("select2-hidden-accessible")) { return null; }
+    var found = jQuery(session).select2("data")[0];
+    return found && Array.isArray(found.routes) ? found.routes : null;
+  }
+
+  // A row's workspace select offers only the routes its picked session may use, whether the session
+  // was picked from the list or found by searching. Picking another session clears a workspace it may
+  // not use.
   function limitWorkspaces(row, url, clear) {
     var session = row.querySelector("select[name$='-session']");
     var select = row.querySelector("select[name$='-workspace']");
     if (!session || !select || select.classList.contains("admin-autocomplete")) { return; }
-    var picked = session.options[session.selectedIndex];
-    var routes = picked && picked.hasAttribute("data-routes") ? picked.getAttribute("data-routes").split(" ") : null;
+    var routes = sessionRoutes(session);
     Array.prototype.forEach.call(select.options, function (option) {
       // Not the one a refused form kept picked: a disabled option is not submitted.
       option.disabled = Boolean(option.value) && routes !== null && routes.indexOf(option.value) < 0 &&
@@ -75,10 +87,16 @@
     var rows = document.querySelectorAll("[data-member-row]");
     rows.forEach(function (row) {
       var session = row.querySelector("select[name$='-session']");
-      if (session && !session.classList.contains("admin-autocomplete")) {
+      var jQuery = window.django && window.django.jQuery;
+      if (session) {
         // A refused form keeps the workspace it was refused for, beside its error.
         limitWorkspaces(row, url, false);
-        session.addEventListener("change", function () { limitWorkspaces(row, url, true); });
+        // A session found by searching (select2) is announced through jQuery only, as a workspace is.
+        if (session.classList.contains("admin-autocomplete") && jQuery) {
+          jQuery(session).on("change", function () { limitWorkspaces(row, url, true); });
+        } else {
+          session.addEventListener("change", function () { limitWorkspaces(row, url, true); });
+        }
       }
       var select = row.querySelector("select[name$='-workspace']");
       if (!select || !url) { return; }
@@ -86,7 +104,6 @@
       loadTools(row, url);
       // A workspace picked by searching (Django's autocomplete, select2) is announced through jQuery
       // only; jQuery's handler hears a plain select's own change too.
-      var jQuery = window.django && window.django.jQuery;
       if (jQuery) { jQuery(select).on("change", function () { loadTools(row, url); }); }
       else { select.addEventListener("change", function () { loadTools(row, url); }); }
     });
