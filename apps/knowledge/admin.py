@@ -19,7 +19,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
-from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -31,6 +30,12 @@ from apps.core.errors import ApiError
 from apps.core.timefmt import time_ago
 from apps.knowledge import errors, selectors, services
 from apps.knowledge.admin_chunks import chunk_urls
+from apps.knowledge.admin_uploads import (
+    batch_refusal_message,
+    body_too_large_message,
+    refusal_message,
+    upload_help,
+)
 from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
     ChunkSetVersion,
@@ -95,11 +100,7 @@ class UploadForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["files"].widget.attrs["accept"] = ",".join(UPLOAD_EXTENSIONS)
-        self.fields["files"].help_text = (
-            f"txt, md, json, csv or pdf — up to {settings.KNOWLEDGE_UPLOAD_MAX_FILES} files at once, "
-            f"{filesizeformat(settings.KNOWLEDGE_UPLOAD_MAX_BYTES)} each. Files that cannot be accepted are "
-            "named with the reason; the others are uploaded."
-        )
+        self.fields["files"].help_text = upload_help()
 
 
 STRATEGY_CHOICES = [
@@ -527,12 +528,12 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             return self._back(kb)
         form = UploadForm(request.POST, request.FILES)
         if not form.is_valid():
-            self.message_user(request, "The upload could not be read; choose the files again.", messages.ERROR)
+            self.message_user(request, batch_refusal_message("unreadable", ""), messages.ERROR)
             return self._back(kb)
         try:
             batch = services.document_upload_batch(kb=kb, files=form.cleaned_data["files"], user=request.user)
         except ApiError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
+            self.message_user(request, batch_refusal_message(exc.code, exc.message), messages.ERROR)
             return self._back(kb)
         if batch.documents:
             names = ", ".join(d.filename for d in batch.documents)
@@ -549,10 +550,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                                                "find its passages twice. Delete one of them unless that is intended.",
                                       messages.WARNING)
         for refusal in batch.refused:
-            # Most reasons name the file already ("empty.txt is empty"); the others get its name first.
-            named = (refusal.message if refusal.filename in refusal.message
-                     else f"{refusal.filename} — {refusal.message}")
-            self.message_user(request, f"Not uploaded: {named}", messages.ERROR)
+            self.message_user(request, refusal_message(refusal), messages.ERROR)
         return self._back(kb)
 
     def register_url_view(self, request, object_id):
@@ -673,11 +671,7 @@ def upload_view_limits(view):
 
 
 def upload_too_large_payload(*, max_bytes: int, observed_bytes: int) -> dict:
-    files = settings.KNOWLEDGE_UPLOAD_MAX_FILES
-    return {"message": f"The upload is over {filesizeformat(max_bytes)}: one upload takes at most "
-                       f"{files} file{'' if files == 1 else 's'} of up to "
-                       f"{filesizeformat(settings.KNOWLEDGE_UPLOAD_MAX_BYTES)} each. Nothing was saved; "
-                       "upload fewer or smaller files."}
+    return {"message": body_too_large_message(max_bytes=max_bytes)}
 
 
 @admin.register(Document)

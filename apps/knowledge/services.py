@@ -228,9 +228,14 @@ def upload_body_max_bytes() -> int:
 
 @dataclass(frozen=True)
 class UploadRefusal:
+    """A file of a batch refused: its error's code and message (the API's), its size, and the
+    parser's own words (`detail`) for an unsupported or unreadable file, for the console's message."""
+
     filename: str
     code: str
     message: str
+    size: int = 0
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -310,12 +315,13 @@ def document_upload_batch(*, kb: KnowledgeBase, files: list, user=None) -> Uploa
         name = _upload_name(upload)
         if not upload.size:
             # An empty file would only fail later in the pipeline; at upload it is plainly a mistake.
-            refused.append(UploadRefusal(name, "document_empty", f"{name} is empty (0 bytes)."))
+            refused.append(UploadRefusal(name, "document_empty", f"{name} is empty (0 bytes).", size=0))
             continue
         try:  # the console's upload: a blank file is as plainly a mistake as an empty one
             checked.append((upload, *_upload_check(upload, refuse_blank=True)))
         except ApiError as exc:
-            refused.append(UploadRefusal(name, exc.code, exc.message))
+            refused.append(UploadRefusal(name, exc.code, exc.message, size=upload.size,
+                                         detail=str(exc.__cause__ or "")))
     documents = _documents_create(kb=kb, checked=checked, user=user) if checked else []
     return UploadBatch(documents=documents, refused=refused)
 

@@ -105,7 +105,7 @@ def test_an_operator_creates_a_kb_uploads_a_batch_and_watches_it_complete(logged
         page.click("#kb-upload-submit")
     messages = page.locator(".messagelist").inner_text()
     assert "Uploaded 5 documents: " in messages
-    assert "Not uploaded: setup.exe — Unsupported file type: .exe is not supported" in messages
+    assert "Not uploaded: setup.exe — unsupported type: .exe is not supported" in messages
     # Mark this page load: a reload would lose the mark.
     page.evaluate("window.__sameLoad = true")
     page.screenshot(path=str(SHOTS / "kb_ingest_mid.png"), full_page=True)
@@ -170,8 +170,8 @@ def test_an_oversize_upload_shows_a_console_page_with_a_way_back(logged_in_page,
         page.click("#kb-upload-submit")
     assert page.title().startswith("Upload too large")
     assert page.locator(".errornote").inner_text() == (
-        "The upload is over 1.0\xa0MB: one upload takes at most 1 file of up to 1000\xa0bytes each. "
-        "Nothing was saved; upload fewer or smaller files.")
+        "Nothing was uploaded: the upload is over 1.0\xa0MB; one upload takes up to 1 file at once, "
+        "1000\xa0bytes each. Upload fewer or smaller files.")
     page.screenshot(path=str(SHOTS / "kb_upload_too_large.png"), full_page=True)
     page.click("#bh-error-back")
     page.wait_for_url(f"**{kb_url}")

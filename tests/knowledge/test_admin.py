@@ -166,7 +166,7 @@ def test_an_upload_error_is_shown_and_nothing_is_created(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
     with open(FIXTURES / "broken.json", "rb") as handle:
         response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": [handle]}, follow=True)
-    assert "Document conversion failed: broken.json" in response.content.decode()
+    assert "Not uploaded: broken.json — cannot be read: the file is not valid JSON" in response.content.decode()
     assert Document.objects.count() == 0
 
 

@@ -70,11 +70,11 @@ def test_a_batch_keeps_its_good_files_and_names_each_bad_one_with_its_reason(bro
                         "progress shows below.")
     assert len(notes) == 4
     assert notes[1:3] == [
-        "Not uploaded: setup.exe — Unsupported file type: .exe is not supported; upload one of: csv, json, "
+        "Not uploaded: setup.exe — unsupported type: .exe is not supported; upload one of: csv, json, "
         "markdown, md, pdf, text, txt.",
-        "Not uploaded: empty.txt is empty (0 bytes).",
+        "Not uploaded: empty.txt — empty (0 bytes).",
     ]
-    assert notes[3] == ("Not uploaded: Document conversion failed: broken.json: The file is not valid JSON: "
+    assert notes[3] == ("Not uploaded: broken.json — cannot be read: the file is not valid JSON: "
                         "expected a value at line 1, column 12.")
 
 
@@ -83,7 +83,7 @@ def test_the_refusals_are_shown_on_the_kb_page_after_the_upload(browser, kb):
     response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files}, follow=True)
     page = response.content.decode()
     assert response.status_code == 200
-    assert "Not uploaded: notes.docx — Unsupported file type: .docx is not supported" in page
+    assert "Not uploaded: notes.docx — unsupported type: .docx is not supported" in page
     assert "Uploaded 1 document: plain.txt. It is queued for indexing; its progress shows below." in page
 
 
@@ -91,7 +91,7 @@ def test_a_file_without_an_extension_is_refused_in_one_sentence_and_nothing_is_s
     response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/",
                             {"files": _files(("README", b"plain words"))})
     assert _messages(response) == [
-        "Not uploaded: README — Unsupported file type: a file without an extension is not supported; upload one "
+        "Not uploaded: README — unsupported type: a file without an extension is not supported; upload one "
         "of: csv, json, markdown, md, pdf, text, txt."]
     assert not Document.objects.filter(knowledge_base=kb).exists()
 
@@ -119,8 +119,8 @@ def test_a_file_over_the_per_file_limit_is_named_and_the_others_are_stored(brows
     response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files})
     assert response.status_code == 302
     assert list(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == ["plain.txt"]
-    assert _messages(response)[1] == ("Not uploaded: File too large: large.txt is 2400 bytes; "
-                                      "the limit is 2000.")
+    assert _messages(response)[1] == (
+        "Not uploaded: large.txt — too large: 2.3\xa0KB, over the limit of 2.0\xa0KB a file.")
 
 
 def test_too_many_files_refuse_the_whole_batch(browser, kb, settings):
@@ -128,14 +128,15 @@ def test_too_many_files_refuse_the_whole_batch(browser, kb, settings):
     files = _files(*[(f"{n}.txt", b"text.") for n in range(3)])
     response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {"files": files})
     assert response.status_code == 302
-    assert _messages(response) == ["At most 2 files per upload."]
+    assert _messages(response) == [
+        "Nothing was uploaded: one upload takes up to 2 files at once, 50.0\xa0MB each; choose fewer files."]
     assert Document.objects.count() == 0
 
 
 def test_an_upload_without_files_says_so(browser, kb):
     response = browser.post(f"/admin/knowledge/knowledgebase/{kb.pk}/upload/", {})
     assert response.status_code == 302
-    assert _messages(response) == ["At least one file is required."]
+    assert _messages(response) == ["Nothing was uploaded: choose at least one file."]
     assert Document.objects.count() == 0
 
 
@@ -150,8 +151,8 @@ def test_an_oversize_upload_is_an_html_page_with_a_way_back_and_stores_nothing(b
     assert response.status_code == 413
     assert response["Content-Type"] == "text/html; charset=utf-8"
     assert "<title>Upload too large | " in page
-    assert ("The upload is over 1.0\xa0MB: one upload takes at most 2 files of up to 1000\xa0bytes each. "
-            "Nothing was saved; upload fewer or smaller files.") in page
+    assert ("Nothing was uploaded: the upload is over 1.0\xa0MB; one upload takes up to 2 files at once, "
+            "1000\xa0bytes each. Upload fewer or smaller files.") in page
     assert f'<a class="button" id="bh-error-back" href="{back}">Go back</a>' in page
     assert "bailinghub/console.css" in page
     assert Document.objects.count() == 0
@@ -512,8 +513,8 @@ def test_a_file_of_only_white_space_is_refused_at_upload_as_an_empty_one_is(brow
     assert response.status_code == 302
     assert list(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == ["plain.txt"]
     notes = _messages(response)
-    assert "Not uploaded: blank.md has no text: only white space." in notes
-    assert "Not uploaded: invisible.txt has no text: only white space." in notes
+    assert "Not uploaded: blank.md — no text, only white space." in notes
+    assert "Not uploaded: invisible.txt — no text, only white space." in notes
 
 
 @pytest.mark.parametrize(("failed", "link"), [
