@@ -66,6 +66,25 @@ def js_number(value: float) -> str:
     return f"{digits[0]}{'.' + digits[1:] if k > 1 else ''}e{'+' if n > 0 else '-'}{abs(n - 1)}"
 
 
+# JSON.stringify writes an integral number below this magnitude as digits alone (1, not 1.0), and
+# one at or above it with an exponent (1e+21), as Python writes that float.
+_JS_PLAIN_INTEGER_LIMIT = 1e21
+
+
+def js_numbers(value: Any) -> Any:
+    """`value` with its numbers as a JavaScript host holds and writes them: an integral float below
+    1e21 in magnitude becomes an int (1.0, 1e0 and 10e-1 are the number 1, -0.0 is 0), so that two
+    spellings a host cannot tell apart are one value — in a hash, and in what is sent on. Booleans
+    and strings are left alone; nesting is bounded by the parser (JSON_MAX_DEPTH)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < _JS_PLAIN_INTEGER_LIMIT:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: js_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [js_numbers(item) for item in value]
+    return value
+
+
 # In compact JSON from Python's json: a string (skipped whole, so a number inside one is text), or
 # a number as Python writes it (an int, or a float's repr).
 _STRING_OR_NUMBER = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?(?:e[-+]\d+)?)')

@@ -26,7 +26,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ from redis.exceptions import RedisError
 
 from apps.agent_auth.models import AgentSession
 from apps.core.errors import ApiError
-from apps.core.jsonbytes import compact_json, json_stringify_bytes
+from apps.core.jsonbytes import compact_json, js_numbers, json_stringify_bytes
 from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
@@ -496,7 +496,9 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
                       call: InvokeCall, builtin: BuiltinRunner) -> dict[str, Any]:
     """``POST /tool-invocations`` after the budgets and the route and run checks: the answer of
     the call keyed by (session, ``invocation_id``) — a new one, or the existing one replayed or
-    re-evaluated."""
+    re-evaluated. The arguments' numbers are taken as a JavaScript host writes them (js_numbers):
+    the hash, the approval rules, the frozen copy and the business request all see 1, never 1.0."""
+    call = replace(call, arguments=js_numbers(call.arguments))
     key = invocation_key(session_id=session.pk, invocation_id=call.invocation_id)
     arguments_sha256 = revision_of(call.arguments)
     existing = Invocation.objects.select_related("route").filter(idempotency_key=key).first()

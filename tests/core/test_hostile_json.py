@@ -203,3 +203,16 @@ def test_a_number_written_inside_a_string_is_text():
 
     value = {"s": 'say "1e-07" or 1.0\\', "n": 1.0}
     assert json_stringify_bytes(value) == len('{"s":"say \\"1e-07\\" or 1.0\\\\","n":1}')
+
+
+@pytest.mark.parametrize("value, held", [
+    ({"q": 1.0, "n": [-0.0, 1e20, 2.5]}, {"q": 1, "n": [0, 10**20, 2.5]}),
+    ([1e21, True, False, None, "1.0"], [1e21, True, False, None, "1.0"]),
+], ids=["integral floats", "left alone"])
+def test_js_numbers_holds_numbers_as_javascript_writes_them(value, held):
+    from apps.core.jsonbytes import js_numbers
+
+    out = js_numbers(value)
+    assert out == held
+    assert [type(item) for item in (out if isinstance(out, list) else out["n"])] == [
+        type(item) for item in (held if isinstance(held, list) else held["n"])]
