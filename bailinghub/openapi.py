@@ -62,7 +62,8 @@ def _code(error: type[ApiError] | Code) -> Code:
 EVERY = [(503, "service_unavailable")]
 WITH_BODY = [(400, "invalid_json"), (400, "invalid_request"), (413, "request_too_large"),
              (415, "unsupported_media_type")]
-# Agent Auth and the tool contract name a body they cannot parse invalid_request (malformed_body).
+# Agent Auth, the tool contract and so the whole agent API name a body they cannot parse
+# invalid_request (malformed_body).
 STRICT_BODY = [code for code in WITH_BODY if code != (400, "invalid_json")]
 # Agent Auth's error list is closed: another media type or charset, or a body over the limit, is
 # invalid_request too, not 415 or 413.
@@ -105,20 +106,20 @@ ERRORS: dict[str, list] = {
     "apps.runtime.api.views.WorkspaceListApi": [*AGENT],
     "apps.runtime.api.views.WorkspaceSystemInfoApi": [*WORKSPACE],
     "apps.runtime.api.views.WorkspaceBootstrapApi": [*WORKSPACE],
-    "apps.runtime.api.turns.TurnOpenApi": [*WORKSPACE, *WITH_BODY, ledger_errors.TurnConflict,
+    "apps.runtime.api.turns.TurnOpenApi": [*WORKSPACE, *STRICT_BODY, ledger_errors.TurnConflict,
                                            runtime_errors.KnowledgeUnavailable],
-    "apps.runtime.api.turns.RunCompleteApi": [*WORKSPACE, *WITH_BODY, ledger_errors.RunNotFound,
+    "apps.runtime.api.turns.RunCompleteApi": [*WORKSPACE, *STRICT_BODY, ledger_errors.RunNotFound,
                                               ledger_errors.CompletionConflict],
-    "apps.runtime.api.memories.RouteMemoriesApi": [*WORKSPACE, *WITH_BODY],
-    "apps.runtime.api.memories.RouteMemoryApi": [*WORKSPACE, *WITH_BODY, ledger_errors.MemoryNotFound],
-    "apps.runtime.api.memories.ProjectMemoriesApi": [*WORKSPACE, *WITH_BODY],
-    "apps.runtime.api.memories.ProjectMemoryApi": [*WORKSPACE, *WITH_BODY, ledger_errors.MemoryNotFound],
+    "apps.runtime.api.memories.RouteMemoriesApi": [*WORKSPACE, *STRICT_BODY],
+    "apps.runtime.api.memories.RouteMemoryApi": [*WORKSPACE, *STRICT_BODY, ledger_errors.MemoryNotFound],
+    "apps.runtime.api.memories.ProjectMemoriesApi": [*WORKSPACE, *STRICT_BODY],
+    "apps.runtime.api.memories.ProjectMemoryApi": [*WORKSPACE, *STRICT_BODY, ledger_errors.MemoryNotFound],
     "apps.runtime.api.knowledge.KnowledgeCapabilitiesApi": [*WORKSPACE],
     "apps.runtime.api.knowledge.KnowledgeSearchApi": [
-        *WORKSPACE, *WITH_BODY, ledger_errors.RunNotFound, runtime_errors.RunNotActive,
+        *WORKSPACE, *STRICT_BODY, ledger_errors.RunNotFound, runtime_errors.RunNotActive,
         runtime_errors.KnowledgeUnavailable],
     "apps.runtime.api.knowledge.KnowledgeReadApi": [
-        *WORKSPACE, *WITH_BODY, runtime_errors.KnowledgeReferenceInvalid, runtime_errors.KnowledgeReferenceExpired,
+        *WORKSPACE, *STRICT_BODY, runtime_errors.KnowledgeReferenceInvalid, runtime_errors.KnowledgeReferenceExpired,
         runtime_errors.KnowledgeScopeChanged, runtime_errors.KnowledgeChanged, ledger_errors.RunNotFound,
         runtime_errors.RunNotActive, runtime_errors.KnowledgeUnavailable],
     "apps.runtime.api.tools.CapabilitySearchApi": [*TOOL_ROUTE, *STRICT_BODY, ledger_errors.RunNotFound],

@@ -27,8 +27,11 @@ def _answers(world, body, **kwargs) -> dict[str, tuple[int, str | None]]:
 
 
 # The tool contract and Agent Auth (whose error codes are a closed list) name a body they cannot
-# parse `invalid_request`; the others say `invalid_json`.
-INVALID_REQUEST_FAMILY = ("capability_search", "authorization_create", "token", "revoke", "authorization_approve",
+# parse `invalid_request`, and the whole agent API answers as the tool contract does (no agent
+# contract names `invalid_json`); the builder API says `invalid_json`.
+AGENT_API = ("turn_open", "run_complete", "memory_create", "memory_update", "project_memory_create",
+             "project_memory_update", "knowledge_search", "knowledge_read", "capability_search")
+INVALID_REQUEST_FAMILY = (*AGENT_API, "authorization_create", "token", "revoke", "authorization_approve",
                           "authorization_deny")
 FAMILY_CODES = {(name, "invalid_json"): "invalid_request" for name in INVALID_REQUEST_FAMILY}
 
@@ -140,11 +143,11 @@ def test_bytes_that_are_not_utf8_json_are_400_invalid_json(world, body):
     assert row_counts() == before
 
 
-def test_the_invalid_json_message_says_what_and_where(world):
+def test_the_unparseable_body_message_says_what_and_where(world):
     response = send(world, "memory_create", '{"content": {"max_chars": 1e999}}')
     assert response.status_code == 400
     body = response.json()
-    assert body["error"] == "invalid_json"
+    assert body["error"] == "invalid_request"
     assert "content.max_chars" in body["message"]
 
 

@@ -88,7 +88,9 @@ def test_every_published_view_declares_its_errors_and_shapes():
 
 
 @pytest.mark.parametrize("path, method", [("/agent-auth/v1/token", "post"), ("/agent-auth/v1/authorizations", "post"),
-                                          ("/agent-api/v1/workspaces/{route}/capabilities/search", "post")])
+                                          ("/agent-api/v1/workspaces/{route}/capabilities/search", "post"),
+                                          ("/agent-api/v1/workspaces/{route}/turns", "post"),
+                                          ("/agent-api/v1/runs/{run_id}/complete", "post")])
 def test_operations_that_call_an_unreadable_body_invalid_request_do_not_list_invalid_json(schema, path, method):
     codes_400 = schema["paths"][path][method]["responses"]["400"]["content"]["application/json"]["schema"][
         "allOf"][1]["properties"]["error"]["enum"]

@@ -153,6 +153,16 @@ def _refused(response, field):
     assert Message.objects.filter(role="assistant").count() == 0
 
 
+@pytest.mark.parametrize("raw", ['{"status": "completed"', '{"status": NaN}', '{"a": 1, "a": 2}'])
+def test_a_body_that_is_not_json_is_invalid_request_as_on_the_tool_endpoints(api_client, issued, run_id, raw):
+    response = post_json(api_client, complete_url(run_id), raw, issued.access_token)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert response["Cache-Control"] == "no-store"
+    run = Run.objects.get()
+    assert (run.state, run.completion_fingerprint) == ("context_ready", "")
+    assert Message.objects.filter(role="assistant").count() == 0
+
+
 @pytest.mark.parametrize("field", ["reasoning", "hidden_reasoning", "reasoning_content", "thinking", "extra"])
 def test_hidden_reasoning_or_any_unknown_field_is_refused(api_client, issued, run_id, field):
     _refused(complete_run(api_client, issued.access_token, run_id, **{field: "chain of thought"}), field)

@@ -169,7 +169,7 @@ def test_a_body_that_is_not_an_object_is_refused(api_client, issued, route):
 def test_malformed_json_is_refused(api_client, issued, route, raw):
     response = post_json(api_client, turn_url(route.key), raw, issued.access_token)
     assert response.status_code == 400
-    assert response.json()["error"] == "invalid_json"
+    assert response.json()["error"] == "invalid_request"
     assert ledger_counts() == NOTHING
 
 
@@ -177,7 +177,7 @@ def test_a_repeated_key_is_refused_not_silently_picked(api_client, issued, route
     body = json.dumps(turn_body())[:-1] + ', "user_input": "另一个"}'
     response = post_json(api_client, turn_url(route.key), body, issued.access_token)
     assert response.status_code == 400
-    assert response.json()["error"] == "invalid_json"
+    assert response.json()["error"] == "invalid_request"
     assert ledger_counts() == NOTHING
 
 

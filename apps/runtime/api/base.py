@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from rest_framework.exceptions import ParseError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,6 +26,7 @@ from apps.agent_auth.errors import (
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import route_admits_audience, session_route_get, session_route_keys
 from apps.agent_auth.validators import route_key_is_valid
+from apps.core.errors import malformed_body
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.core.negotiation import AgentContentNegotiation
 from apps.core.revisions import revision_of
@@ -38,12 +40,21 @@ class AgentApi(APIView):
 
     Answers are rendered compact whatever the Accept header asks: an `indent` made the bytes
     sent differ from the bytes measured (a turn's 64 KiB context, a listing's 1 MiB) and from
-    the representation an ETag names."""
+    the representation an ETag names.
+
+    A body that cannot be parsed is 400 `invalid_request`, with the parser's account of what and
+    where, on every endpoint: the tool contract names that code for it (§2), and no agent
+    contract names another (turns and complete said `invalid_json`)."""
 
     authentication_classes = [AgentBearerAuthentication]
     permission_classes = [IsAuthenticated]
     content_negotiation_class = AgentContentNegotiation
     renderer_classes = [CompactJSONRenderer]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, ParseError):
+            exc = malformed_body(exc.detail)
+        return super().handle_exception(exc)
 
     @property
     def session(self) -> AgentSession:

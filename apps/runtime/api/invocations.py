@@ -59,10 +59,7 @@ class ResumeSerializer(ExactFieldsSerializer):
 
 
 def _body(request: Request) -> Any:
-    try:
-        data = request.data
-    except ParseError as exc:
-        raise malformed_body(exc.detail) from None
+    data = request.data
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")
     return data

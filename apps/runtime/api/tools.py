@@ -8,10 +8,9 @@ import re
 
 from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
-from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 
-from apps.core.errors import InvalidRequest, malformed_body
+from apps.core.errors import InvalidRequest
 from apps.core.fields import ExactFieldsSerializer, StrictCharField
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.ledger.selectors import run_get_for_route, run_user_input
@@ -59,11 +58,7 @@ class CapabilitySearchApi(ToolApi):
     body_max_bytes = SEARCH_BODY_MAX_BYTES
 
     def post(self, request, route):
-        try:
-            payload = request.data
-        except ParseError as exc:
-            raise malformed_body(exc.detail) from None
-        serializer = CapabilitySearchSerializer(data=payload)
+        serializer = CapabilitySearchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         query = data["query"]
