@@ -16,6 +16,7 @@ from uuid import UUID
 from rest_framework import serializers
 
 from apps.core.parsers import lone_surrogate_path
+from apps.core.validators import uuid_parse
 
 _UNSAFE_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
@@ -55,10 +56,11 @@ class StrictCharField(serializers.CharField):
 
 
 class JSONUUIDField(serializers.UUIDField):
-    """A UUID written as a JSON string (DRF would also take an integer as a UUID's 128 bits)."""
+    """A UUID written as a JSON string in the 8-4-4-4-12 form (uuid_parse): DRF would also take an
+    integer as a UUID's 128 bits, and braces, `urn:uuid:` or no dashes."""
 
     def to_internal_value(self, data: Any) -> UUID:
-        if not isinstance(data, str):
+        if not isinstance(data, str) or uuid_parse(data) is None:
             self.fail("invalid", value=str(data)[:64])
         return super().to_internal_value(data)
 

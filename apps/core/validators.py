@@ -1,7 +1,10 @@
-"""Validators for text the console shows a person beside other text, and the length of the ids a
-client sends."""
+"""Validators for text the console shows a person beside other text, the length of the ids a
+client sends, and the one form of a UUID a client may send."""
 
 from __future__ import annotations
+
+import re
+import uuid
 
 from django.core.exceptions import ValidationError
 
@@ -23,3 +26,21 @@ def validate_shown_name(value: str) -> None:
     if any(char in BIDI_CONTROLS for char in value):
         raise ValidationError("Invisible direction controls (such as U+202E) are not allowed in a name: they "
                               "reorder the text shown after it.", code="bidi_control")
+
+
+# A UUID as RFC 9562 writes it: 8-4-4-4-12 hex digits (upper- or lower-case, as §4 lets a reader
+# take it). uuid.UUID() also reads braces, `urn:uuid:`, no dashes and dashes anywhere — spellings
+# no contract names, which made one row answer to many ids.
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def uuid_parse(value: object) -> uuid.UUID | None:
+    """`value` as a UUID when it is one, or a string in the 8-4-4-4-12 form; None otherwise. Every
+    id a client sends as "a UUID" (in a path, a query or a body) is read by this, and a None is
+    the endpoint's own answer for an id that names nothing (404 `run_not_found`, ...) or a bad
+    field."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+        return uuid.UUID(value)
+    return None

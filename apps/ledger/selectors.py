@@ -21,6 +21,7 @@ from django.db.models.lookups import Regex
 from django.utils.text import smart_split, unescape_string_literal
 
 from apps.agent_auth.models import AgentSession
+from apps.core.validators import uuid_parse
 from apps.knowledge.pipeline.terms import CJK_CHARS, keyword_terms, normalise, term_runs
 from apps.ledger.errors import MemoryNotFound, RunNotFound
 from apps.ledger.memory import SUMMARY_SCAN_MESSAGES, LedgerMessage
@@ -202,11 +203,11 @@ def run_list_for_turn_key(*, session: AgentSession, route: Route, client_convers
 
 
 def run_get_for_session(*, session: AgentSession, run_id: str | uuid.UUID) -> Run:
-    """The run `run_id` when `session` opened it; 404 `run_not_found` otherwise (malformed ids too)."""
-    try:
-        pk = uuid.UUID(str(run_id))
-    except ValueError as exc:
-        raise RunNotFound() from exc
+    """The run `run_id` when `session` opened it; 404 `run_not_found` otherwise (malformed ids,
+    and a UUID in another spelling than 8-4-4-4-12, too)."""
+    pk = uuid_parse(run_id)
+    if pk is None:
+        raise RunNotFound()
     run = Run.objects.select_related("route", "conversation").filter(pk=pk, session=session).first()
     if run is None:
         raise RunNotFound()
@@ -273,10 +274,9 @@ def project_note_list(*, project: Project, session: AgentSession,
 
 
 def _one(queryset: QuerySet[MemoryNote], note_id) -> MemoryNote:
-    try:
-        pk = uuid.UUID(str(note_id))
-    except ValueError as exc:
-        raise MemoryNotFound() from exc
+    pk = uuid_parse(note_id)
+    if pk is None:
+        raise MemoryNotFound()
     note = queryset.filter(pk=pk).first()
     if note is None:
         raise MemoryNotFound()

@@ -9,6 +9,7 @@ from django.db.models import Count, QuerySet
 
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
+from apps.core.validators import uuid_parse
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.tasks.errors import ProjectReadOnly, TaskNotFound
@@ -25,10 +26,7 @@ def task_control_capabilities(*, enforced: bool) -> dict[str, Any]:
 
 
 def _uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except (ValueError, AttributeError):
-        return None
+    return uuid_parse(value)
 
 
 def task_policy(task: Task) -> dict[str, Any]:

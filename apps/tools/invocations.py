@@ -42,6 +42,7 @@ from apps.core.errors import ApiError
 from apps.core.jsonbytes import compact_json, js_numbers, json_stringify_bytes
 from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
+from apps.core.validators import uuid_parse
 from apps.projects.models import Project
 from apps.routes.models import Route
 from apps.tasks.metering import (
@@ -1066,11 +1067,7 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
 
 
 def _is_uuid(value: Any) -> bool:
-    try:
-        uuid.UUID(str(value))
-    except ValueError:
-        return False
-    return True
+    return uuid_parse(value) is not None
 
 
 def approval_answer(approval: Approval) -> dict[str, Any]:

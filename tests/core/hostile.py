@@ -126,3 +126,15 @@ def send(world: World, name: str, body: bytes | str, *, content_type: str = "app
 
 def random_uuid() -> str:
     return str(uuid.uuid4())
+
+
+# The other spellings uuid.UUID() reads as the same UUID; an id in a path or a body is taken only in
+# the 8-4-4-4-12 form (either case), so each of these names no row.
+NON_CANONICAL_UUID_FORMS = ["braces", "no_dashes", "urn", "dashes_elsewhere"]
+
+
+def non_canonical_uuid(value: str, form: str) -> str:
+    """`value` (a UUID in the 8-4-4-4-12 form) written in another `form` uuid.UUID() accepts."""
+    bare = value.replace("-", "")
+    return {"braces": "{" + value + "}", "no_dashes": bare, "urn": "urn:uuid:" + value,
+            "dashes_elsewhere": f"{bare[:12]}-{bare[12:16]}-{bare[16:20]}-{bare[20:24]}-{bare[24:]}"}[form]

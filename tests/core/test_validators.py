@@ -51,3 +51,15 @@ def test_the_project_form_refuses_it_beside_the_field_and_creates_nothing(django
         "Invisible direction controls (such as U+202E) are not allowed in a name: they reorder the text shown "
         "after it."]
     assert not ProjectFactory._meta.model.objects.exists()
+
+
+def test_uuid_parse_takes_the_8_4_4_4_12_form_in_either_case_only():
+    import uuid
+
+    from apps.core.validators import uuid_parse
+    from tests.core.hostile import NON_CANONICAL_UUID_FORMS, non_canonical_uuid
+
+    value = uuid.uuid4()
+    assert uuid_parse(str(value)) == uuid_parse(str(value).upper()) == uuid_parse(value) == value
+    assert [uuid_parse(non_canonical_uuid(str(value), form)) for form in NON_CANONICAL_UUID_FORMS] == [None] * 4
+    assert [uuid_parse(other) for other in (value.int, f" {value}", f"{value}\n", "", None)] == [None] * 5

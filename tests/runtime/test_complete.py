@@ -5,6 +5,7 @@ import pytest
 from apps.ledger.models import Message, Run
 from apps.routes.services import route_update
 from tests.agent_auth.helpers import session_for
+from tests.core.hostile import NON_CANONICAL_UUID_FORMS, non_canonical_uuid
 from tests.ledger.helpers import (
     complete_run,
     complete_url,
@@ -128,6 +129,21 @@ def test_an_unknown_run_is_not_found(api_client, issued, run_id):
     response = complete_run(api_client, issued.access_token, run_id)
     assert response.status_code == 404
     assert response.json()["error"] == "run_not_found"
+
+
+@pytest.mark.parametrize("form", NON_CANONICAL_UUID_FORMS)
+def test_a_run_id_in_another_spelling_is_not_found(api_client, issued, run_id, form):
+    """§6: run_id is a UUID — the 8-4-4-4-12 form; braces, urn:uuid: or moved dashes name no run."""
+    response = complete_run(api_client, issued.access_token, non_canonical_uuid(run_id, form))
+    assert (response.status_code, response.json()["error"]) == (404, "run_not_found")
+    run = Run.objects.get()
+    assert (run.state, run.completion_fingerprint) == ("context_ready", "")
+    assert Message.objects.filter(role="assistant").count() == 0
+
+
+def test_a_run_id_in_upper_case_is_the_same_run(api_client, issued, run_id):
+    response = complete_run(api_client, issued.access_token, run_id.upper())
+    assert (response.status_code, response.json()["run_id"]) == (200, run_id)
 
 
 def test_completion_needs_the_agent_bearer(api_client, run_id):

@@ -11,6 +11,7 @@ from apps.projects.models import Project
 from apps.routes.models import Route
 from apps.tools.models import Invocation
 from apps.tools.route_tools import route_tools_set
+from tests.core.hostile import NON_CANONICAL_UUID_FORMS, non_canonical_uuid
 from tests.tools.invocation_helpers import new_id, stored
 
 pytest_plugins = ["tests.tools.invocation_fixtures"]
@@ -213,3 +214,9 @@ def test_a_turn_while_task_control_is_unavailable_is_blocked(shop, task_tables_m
     response = open_turn(APIClient(), shop.token, shop.route.key, n=5)
     assert (response.status_code, response.json()["error"]) == (503, "TASK_UNAVAILABLE")
     assert Run.objects.count() == runs
+
+
+@pytest.mark.parametrize("form", NON_CANONICAL_UUID_FORMS)
+def test_an_agent_run_id_in_another_spelling_is_invalid_request(shop, form):
+    body = shop.body("item_read", {"item_id": "1"}, agent_run_id=non_canonical_uuid(shop.run_id, form))
+    assert "agent_run_id" in _refused(shop, shop.post(body), 400, "invalid_request")["fields"]

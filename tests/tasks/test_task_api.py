@@ -15,6 +15,7 @@ from apps.ledger.models import Run
 from apps.tasks.models import Task, TaskLedgerEntry, TaskRun
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
 from tests.agent_auth.helpers import bearer
+from tests.core.hostile import NON_CANONICAL_UUID_FORMS, non_canonical_uuid
 from tests.ledger.helpers import open_turn
 
 pytestmark = pytest.mark.django_db
@@ -389,3 +390,17 @@ def test_the_builder_read_after_a_member_is_revoked_says_the_task_is_blocked(wor
     assert response.status_code == 200
     data = response.json()["data"]
     assert (data["state"], data["revision"], data["blocked_reason"]) == ("blocked", 2, "a member session was revoked")
+
+
+@pytest.mark.parametrize("form", NON_CANONICAL_UUID_FORMS)
+def test_a_task_id_in_another_spelling_is_not_found_by_agent_or_builder(world, form):
+    task = _task(world)
+    task_id = non_canonical_uuid(str(task.pk), form)
+    snapshot = _get(world, f"/agent-api/v1/tasks/{task_id}?workspace={world.route.key}"
+                           f"&client_conversation_id={CONVERSATION}")
+    read = world.api.get(f"/api/v1/builder/tasks/{task_id}", **_op(world))
+    control = _post(world, f"/api/v1/builder/tasks/{task_id}/control",
+                    {"request_id": "p", "expected_revision": 1, "action": "pause"})
+    assert [(r.status_code, r.json()["error"]) for r in (snapshot, read, control)] == [(404, "task_not_found")] * 3
+    task.refresh_from_db()
+    assert (task.state, task.revision, TaskLedgerEntry.objects.filter(task=task).count()) == ("active", 1, 1)

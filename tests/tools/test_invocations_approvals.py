@@ -15,6 +15,7 @@ from apps.projects.tokens import operator_token_create
 from apps.tools.invocations import Target, approval_decide, approval_reasons, invocation_watchdog
 from apps.tools.models import Approval, Invocation, ToolProvider
 from apps.tools.route_tools import route_tools_set
+from tests.core.hostile import NON_CANONICAL_UUID_FORMS, non_canonical_uuid
 from tests.projects.factories import MembershipFactory
 from tests.tools.invocation_helpers import new_id, stored
 
@@ -163,6 +164,22 @@ def test_deciding_needs_the_approvals_scope(shop):
     response = _decide(_decision_client(shop.route.project, scopes=("tools:write",)), Approval.objects.get().pk)
     assert (response.status_code, response.json()["error"]) == (403, "insufficient_scope")
     assert Approval.objects.get().status == "pending"
+
+
+@pytest.mark.parametrize("form", NON_CANONICAL_UUID_FORMS)
+def test_an_approval_id_in_another_spelling_is_not_found(shop, form):
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    approval = Approval.objects.get()
+    response = _decide(_decision_client(shop.route.project), non_canonical_uuid(str(approval.pk), form))
+    assert (response.status_code, response.json()["error"]) == (404, "approval_not_found")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decision_id, approval.decided_at) == ("pending", "", None)
+
+
+def test_an_approval_id_in_upper_case_is_the_same_approval(shop):
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    response = _decide(_decision_client(shop.route.project), str(Approval.objects.get().pk).upper())
+    assert (response.status_code, response.json()["data"]["status"]) == (200, "approved")
 
 
 @pytest.mark.parametrize("body, field", [

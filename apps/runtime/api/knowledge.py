@@ -6,13 +6,12 @@ CompactJSONRenderer, the renderer the byte budgets are measured with.
 
 from __future__ import annotations
 
-import uuid
-
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.core.fields import ExactFieldsSerializer, StrictCharField
 from apps.core.jsonbytes import CompactJSONRenderer
+from apps.core.validators import uuid_parse
 from apps.runtime import knowledge
 from apps.runtime.api.base import WorkspaceApi
 from apps.runtime.api.serializers import allowed_characters
@@ -35,11 +34,10 @@ class StrictIntegerField(serializers.IntegerField):
 
 class RunIdField(StrictCharField):
     def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            raise serializers.ValidationError("run_id must be a UUID.") from None
+        run_id = uuid_parse(super().to_internal_value(data))
+        if run_id is None:
+            raise serializers.ValidationError("run_id must be a UUID (8-4-4-4-12 hex digits).")
+        return run_id
 
 
 class KnowledgeSearchSerializer(ExactFieldsSerializer):

@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
+from apps.core.validators import uuid_parse
 from apps.projects.builder import BuilderApi, builder_validated, query_integer
 from apps.tasks import selectors, services
 from apps.tasks.api.serializers import TaskControlIn, TaskCreateIn, task_detail_out, task_out
@@ -26,12 +27,10 @@ def _query_uuid(request: Any, name: str) -> uuid.UUID | None:
     values = request.query_params.getlist(name)
     if not values:
         return None
-    try:
-        if len(values) != 1:
-            raise ValueError
-        return uuid.UUID(values[0])
-    except ValueError:
-        raise InvalidRequest(f"{name}: A UUID is required.", fields={name: ["A UUID is required."]}) from None
+    value = uuid_parse(values[0]) if len(values) == 1 else None
+    if value is None:
+        raise InvalidRequest(f"{name}: A UUID is required.", fields={name: ["A UUID is required."]})
+    return value
 
 
 class TaskBuilderApi(BuilderApi):

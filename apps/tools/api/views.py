@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.core.errors import ApiError
+from apps.core.validators import uuid_parse
 from apps.projects.builder import BuilderApi, builder_validated, query_error, query_integer
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_visible
@@ -44,10 +45,10 @@ def _project_id(request: Request) -> uuid.UUID | None:
     raw = request.query_params.get("project_id")
     if not raw:
         return None
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise query_error("project_id", "A project UUID is required.") from None
+    project_id = uuid_parse(raw)
+    if project_id is None:
+        raise query_error("project_id", "A project UUID is required.")
+    return project_id
 
 
 def _page(request: Request) -> tuple[int, int]:
