@@ -73,7 +73,8 @@ CLIENT = [(401, "unauthorized")]
 WORKSPACE = [*AGENT, auth_errors.InvalidRoute, auth_errors.RouteNotAllowed, auth_errors.RouteUnavailable,
              auth_errors.AgentClientDisabled, auth_errors.AudienceNotAllowed]
 TOOL_ROUTE = [*WORKSPACE, tool_errors.AgentDirectDisabled]
-BUILDER = [(401, "unauthorized"), InsufficientScope]
+# Every builder operation refuses a query parameter given more than once (query_repeated_check).
+BUILDER = [(401, "unauthorized"), InsufficientScope, (400, "invalid_request")]
 BUILDER_PAGE = [(400, "invalid_request")]
 KB_VISIBLE = [kb_errors.KnowledgeBaseNotFound]
 KB_EDITABLE = [kb_errors.KnowledgeBaseNotFound, kb_errors.KnowledgeForbidden]

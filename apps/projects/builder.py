@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from apps.core.errors import ApiError, InvalidRequest
 from apps.core.exceptions import validation_extra, validation_message
 from apps.core.parsers import InvalidJSON
+from apps.core.query import query_repeated_check
 from apps.projects.authentication import OperatorTokenAuthentication
 from apps.projects.models import OperatorToken
 
@@ -59,13 +60,18 @@ class BuilderApi(APIView):
 
     A body that is JSON but holds a value no field can take (``1e999``, a key with a lone
     surrogate) is answered like any invalid field — 422 with the view's ``invalid_error`` naming it —
-    not as unparseable text (400 ``invalid_json``)."""
+    not as unparseable text (400 ``invalid_json``). A query parameter given more than once is 400
+    on every operation, as on the agent API (query_repeated_check)."""
 
     authentication_classes = [OperatorTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated, HasTokenScope]
     required_scope: str | None = None
     scope_family: str | tuple[str, ...] = "knowledge"  # a read needs a scope of one of these families
     invalid_error: type[ApiError] = InvalidFields
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authentication and scope first: 401 and 403 before 400
+        query_repeated_check(request.query_params)
 
     def handle_exception(self, exc):
         if isinstance(exc, InvalidJSON) and exc.value_refused and exc.path:

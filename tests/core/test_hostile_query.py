@@ -43,6 +43,18 @@ def test_a_bad_paging_number_is_400_naming_the_parameter(world, param, value):
     assert answers == {name: (400, "invalid_request", [param]) for name in ("knowledge_bases", "documents", "chunks")}
 
 
+@pytest.mark.parametrize("query", ["limit=1&limit=2", "offset=0&offset=1", "limit=5&limit=5"])
+def test_a_repeated_parameter_is_400_naming_it_on_builder_lists_and_agent_tool_reads(world, query):
+    name = query.split("=", 1)[0]
+    answers = {}
+    for list_name, url in _lists(world).items():
+        response = _get(world, f"{url}?{query}")
+        answers[list_name] = (response.status_code, response.json()["error"], response.json().get("field"))
+    agent = APIClient().get(f"/agent-api/v1/tools?route={world.route_key}&{query}", **bearer(world.access_token))
+    answers["agent_catalog"] = (agent.status_code, agent.json()["error"], agent.json().get("field"))
+    assert answers == {key: (400, "invalid_request", name) for key in answers}
+
+
 def test_a_limit_over_the_maximum_is_400(world):
     response = _get(world, "/api/v1/builder/knowledge-bases?limit=501")
     assert (response.status_code, response.json()["error"]) == (400, "invalid_request")

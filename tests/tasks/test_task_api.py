@@ -404,3 +404,18 @@ def test_a_task_id_in_another_spelling_is_not_found_by_agent_or_builder(world, f
     assert [(r.status_code, r.json()["error"]) for r in (snapshot, read, control)] == [(404, "task_not_found")] * 3
     task.refresh_from_db()
     assert (task.state, task.revision, TaskLedgerEntry.objects.filter(task=task).count()) == ("active", 1, 1)
+
+
+@pytest.mark.parametrize("query", ["limit=1&limit=2", "cursor=a&cursor=a", "project_id=x&project_id=x"])
+def test_the_builder_list_refuses_a_repeated_parameter_as_the_agent_api_does(world, query):
+    response = world.api.get(f"/api/v1/builder/tasks?{query}", **_op(world))
+    body = response.json()
+    name = query.split("=", 1)[0]
+    assert (response.status_code, body["error"], body["field"], list(body["fields"])) == (
+        400, "invalid_request", name, [name])
+
+
+def test_a_builder_create_with_a_repeated_parameter_is_refused_and_creates_nothing(world):
+    response = _post(world, "/api/v1/builder/tasks?request_id=a&request_id=b", _create_body(world))
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+    assert (Task.objects.count(), TaskLedgerEntry.objects.count()) == (0, 0)

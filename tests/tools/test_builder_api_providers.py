@@ -236,6 +236,20 @@ def test_list_with_a_bad_limit_is_400(client):
     error(client.get(f"{BASE}/tool-providers?limit=0"), 400, "invalid_request")
 
 
+@pytest.mark.parametrize("query", ["limit=1&limit=2", "offset=0&offset=0", "project_id=x&project_id=y"])
+def test_list_with_a_repeated_parameter_is_400_naming_it_as_the_agent_api_does(client, query):
+    body = error(client.get(f"{BASE}/tool-providers?{query}"), 400, "invalid_request")
+    name = query.split("=", 1)[0]
+    assert (body["field"], list(body["fields"])) == (name, [name])
+
+
+def test_a_write_with_a_repeated_parameter_is_refused_and_changes_nothing(client, owner):
+    before = snapshot()
+    response = client.post(f"{BASE}/tool-providers?a=1&a=2", _body(owner), format="json")
+    assert error(response, 400, "invalid_request")["field"] == "a"
+    assert snapshot() == before
+
+
 def test_get_answers_the_tools_and_compile_report(client, owner):
     provider = ToolProviderFactory(project=owner.project)
     data = client.get(f"{BASE}/tool-providers/{provider.pk}").json()["data"]

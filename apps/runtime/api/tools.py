@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from apps.core.errors import InvalidRequest
 from apps.core.fields import ExactFieldsSerializer, StrictCharField
 from apps.core.jsonbytes import CompactJSONRenderer
+from apps.core.query import query_repeated_check
 from apps.ledger.selectors import run_get_for_route, run_user_input
 from apps.routes.validators import TOOL_NAME_RE
 from apps.runtime.api.base import ToolRouteApi
@@ -77,9 +78,7 @@ def _query_params(request, allowed: set[str]) -> dict[str, str]:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise InvalidRequest(f"Unknown query parameter: {', '.join(unknown)}.", field=unknown[0])
-    repeated = sorted(key for key in params if len(params.getlist(key)) > 1)
-    if repeated:
-        raise InvalidRequest(f"Query parameter given more than once: {', '.join(repeated)}.", field=repeated[0])
+    query_repeated_check(params)
     return {key: params[key] for key in params}
 
 
