@@ -19,13 +19,27 @@ CLIENT_ID_MAX_CHARS = 191
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
+def _bidi_controls_refuse(value: str, *, what: str) -> None:
+    if any(char in BIDI_CONTROLS for char in value):
+        raise ValidationError(f"Invisible direction controls (such as U+202E) are not allowed in {what}: they "
+                              "reorder the text shown after it.", code="bidi_control")
+
+
 def validate_shown_name(value: str) -> None:
     """A name the console prints in sentences, options, headings and messages: none of the
     BIDI_CONTROLS, which would reorder the text shown after it (a one-time token, "was added
     successfully") wherever the name is not in an isolate of its own."""
-    if any(char in BIDI_CONTROLS for char in value):
-        raise ValidationError("Invisible direction controls (such as U+202E) are not allowed in a name: they "
-                              "reorder the text shown after it.", code="bidi_control")
+    _bidi_controls_refuse(value, what="a name")
+
+
+def validate_shown_text(value: str) -> None:
+    """Free text one operator writes for the others to read (an approval's comment): the same rule
+    as a name. The console shows it in an isolate of its own (dir=auto), where right-to-left text
+    reads as written without these controls, and where an override still makes the words say
+    something else
+    (`ok <U+202E>gpj.exe` reads `ok exe.jpg`). Text an agent or an end user sends (a turn, a memory
+    note) is not held to it: it is kept as sent and shown in an isolate (apps.core.bidi)."""
+    _bidi_controls_refuse(value, what="this text")
 
 
 # A UUID as RFC 9562 writes it: 8-4-4-4-12 hex digits (upper- or lower-case, as §4 lets a reader

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.core.validators import BIDI_CONTROLS
 from apps.projects.tokens import operator_token_create
 from apps.tools.invocations import Target, approval_decide, approval_reasons, invocation_watchdog
 from apps.tools.models import Approval, Invocation, ToolProvider
@@ -164,6 +165,26 @@ def test_deciding_needs_the_approvals_scope(shop):
     response = _decide(_decision_client(shop.route.project, scopes=("tools:write",)), Approval.objects.get().pk)
     assert (response.status_code, response.json()["error"]) == (403, "insufficient_scope")
     assert Approval.objects.get().status == "pending"
+
+
+@pytest.mark.parametrize("control", sorted(BIDI_CONTROLS))
+def test_a_comment_with_a_bidi_control_is_refused_as_a_name_is(shop, control):
+    """The comment is shown to other operators: U+202E in it reorders what they read after it."""
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    response = _decide(_decision_client(shop.route.project), Approval.objects.get().pk,
+                       comment=f"refund ok {control}gpj.exe")
+    body = response.json()
+    assert (response.status_code, body["error"], list(body["fields"])) == (400, "invalid_request", ["comment"])
+    assert "U+202E" in body["message"]
+    approval = Approval.objects.get()
+    assert (approval.status, approval.comment, approval.decision_id) == ("pending", "", "")
+    assert Invocation.objects.get().state == "awaiting_approval"
+
+
+def test_a_right_to_left_comment_without_controls_is_kept_as_written(shop):
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1})
+    response = _decide(_decision_client(shop.route.project), Approval.objects.get().pk, comment="موافق على الاسترداد")
+    assert (response.status_code, response.json()["data"]["comment"]) == (200, "موافق على الاسترداد")
 
 
 @pytest.mark.parametrize("form", NON_CANONICAL_UUID_FORMS)

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from apps.core.errors import InvalidRequest
 from apps.core.exceptions import validation_extra, validation_message
 from apps.core.fields import ExactFieldsSerializer, JSONStringField
+from apps.core.validators import validate_shown_text
 from apps.projects.builder import BuilderApi
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_editable
@@ -31,7 +32,8 @@ def _decision_id(value: str) -> None:
 class DecisionIn(ExactFieldsSerializer):
     decision_id = JSONStringField(max_length=128, trim_whitespace=False, validators=[_decision_id])
     decision = serializers.ChoiceField(choices=["approved", "denied"])
-    comment = JSONStringField(max_length=2000, required=False, allow_blank=True, default="", trim_whitespace=False)
+    comment = JSONStringField(max_length=2000, required=False, allow_blank=True, default="", trim_whitespace=False,
+                              validators=[validate_shown_text])
 
     def validate_decision(self, value: Any) -> str:
         if not isinstance(self.initial_data.get("decision"), str):
