@@ -105,6 +105,12 @@ def test_a_limit_that_is_not_an_integer_is_refused(api_client, issued, notes_url
     assert response.json()["fields"] == {"limit": ["A valid integer is required."]}
 
 
+def test_a_repeated_limit_is_refused_as_on_the_tool_reads(api_client, issued, notes_url):
+    response = api_client.get(f"{notes_url}?limit=1&limit=50", **bearer(issued.access_token))
+    body = response.json()
+    assert (response.status_code, body["error"], body["field"]) == (400, "invalid_request", "limit")
+
+
 @pytest.mark.parametrize("content", ["", "   ", "\n\t"])
 def test_empty_content_is_refused(api_client, issued, notes_url, content):
     response = _save(api_client, issued.access_token, notes_url, content)

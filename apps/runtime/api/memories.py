@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from apps.core.errors import InvalidRequest
 from apps.core.jsonbytes import iso_utc, json_bytes
+from apps.core.query import query_repeated_check
 from apps.ledger.models import MemoryNote
 from apps.ledger.selectors import (
     PROJECT_NOTES_LIMIT_DEFAULT,
@@ -24,6 +25,7 @@ MEMORIES_SCHEMA = "bailing.agent-memories.v1"
 
 
 def _limit(request, default: int) -> int:
+    query_repeated_check(request.query_params)  # `?limit=1&limit=50` read the last one
     raw = request.query_params.get("limit")
     if raw is None:
         return default
