@@ -38,6 +38,7 @@ from apps.knowledge.admin_uploads import (
 )
 from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
+    KNOWLEDGE_BASE_NAME_CONSTRAINT,
     ChunkSetVersion,
     CostRecord,
     Document,
@@ -384,7 +385,7 @@ class RouteBindingInline(NamedCellsInlineMixin, ProjectScopedInlineMixin, admin.
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = KnowledgeBaseForm
-    unique_constraints = {"knowledge_base_unique_name_per_project": errors.KnowledgeBaseNameTaken.code}
+    unique_constraints = {KNOWLEDGE_BASE_NAME_CONSTRAINT: errors.KnowledgeBaseNameTaken.code}
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)

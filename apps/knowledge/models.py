@@ -67,6 +67,9 @@ class Fusion(models.TextChoices):
     RRF = "rrf", "Reciprocal rank fusion (k=60)"
 
 
+KNOWLEDGE_BASE_NAME_CONSTRAINT = "knowledge_base_unique_name_per_project"
+
+
 class KnowledgeBase(BaseModel):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="knowledge_bases")
     name = models.CharField(max_length=200, validators=[validate_shown_name])
@@ -104,7 +107,7 @@ class KnowledgeBase(BaseModel):
     class Meta:
         ordering = ["project__name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "name"], name="knowledge_base_unique_name_per_project"),
+            models.UniqueConstraint(fields=["project", "name"], name=KNOWLEDGE_BASE_NAME_CONSTRAINT),
         ]
 
     def __str__(self) -> str:

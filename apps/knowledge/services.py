@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,10 +15,12 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.core.errors import ApiError
+from apps.core.integrity import unique_violated
 from apps.knowledge import dispatch, errors
 from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
     EMBEDDING_MAX_DIMENSION,
+    KNOWLEDGE_BASE_NAME_CONSTRAINT,
     Document,
     DocumentContent,
     EmbeddingModel,
@@ -165,11 +169,12 @@ def knowledge_base_create(
     _fusion(fusion)
     if KnowledgeBase.objects.filter(project=project, name=name).exists():
         raise errors.KnowledgeBaseNameTaken()
-    kb = KnowledgeBase.objects.create(
-        project=project, name=name, description=description, embedding_model=embedding_model,
-        embedding_dim=embedding_dim, chunk_strategy=strategy, require_confirmation=require_confirmation,
-        fusion=fusion, enabled=enabled, created_by=user, **rerank_fields,
-    )
+    with _name_race():
+        kb = KnowledgeBase.objects.create(
+            project=project, name=name, description=description, embedding_model=embedding_model,
+            embedding_dim=embedding_dim, chunk_strategy=strategy, require_confirmation=require_confirmation,
+            fusion=fusion, enabled=enabled, created_by=user, **rerank_fields,
+        )
     now = timezone.now()
     IndexGeneration.objects.create(knowledge_base=kb, number=1, status=IndexGeneration.Status.ACTIVE,
                                    chunk_strategy=generation_snapshot(strategy), started_at=now, activated_at=now)
@@ -208,8 +213,22 @@ def knowledge_base_update(*, kb: KnowledgeBase, user: Any = None, **changes: Any
         if field not in allowed:
             raise errors.KnowledgeBaseInvalid(f"{field} cannot be changed.", fields={field: ["Cannot be changed."]})
         setattr(kb, field, value)
-    kb.save()
+    with _name_race():
+        kb.save()
     return kb
+
+
+@contextmanager
+def _name_race() -> Iterator[None]:
+    """A KB write in its own savepoint: another save that took the name since this one's check
+    (two at once) is the check's error, not an IntegrityError (a 500)."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as exc:
+        if unique_violated(exc) == KNOWLEDGE_BASE_NAME_CONSTRAINT:
+            raise errors.KnowledgeBaseNameTaken() from exc
+        raise
 
 
 # Documents

@@ -19,6 +19,7 @@ from django.utils.text import capfirst
 
 from apps.core.errors import ApiError
 from apps.core.exceptions import ConsolePermissionDenied
+from apps.core.integrity import unique_violated
 from apps.core.secret_messages import secret_message
 from apps.projects.models import PROJECT_NAME_TAKEN, Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
@@ -180,16 +181,6 @@ def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
     if value and project_id and type(instance).objects.filter(project_id=project_id, **{field: value}).exclude(
             pk=instance.pk).exists():
         form.add_error(field, message)
-
-
-def unique_violated(exc: BaseException | None) -> str | None:
-    """The unique constraint whose violation raised `exc` — an IntegrityError, or a service's error
-    raised from (or while handling) one — or None."""
-    while exc is not None:
-        if isinstance(exc, IntegrityError):
-            return getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 def listed_unless_over(queryset: QuerySet[Any], maximum: int) -> list[Any] | None:
