@@ -200,6 +200,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "apps.core.exceptions.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # OPTIONS answers {} with the URL's methods in Allow, on every API (agent, Agent Auth, builder, RAG).
+    "DEFAULT_METADATA_CLASS": "apps.core.metadata.AllowOnlyMetadata",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rest_framework.metadata import BaseMetadata
-from rest_framework.request import Request
-from rest_framework.views import APIView
+
+if TYPE_CHECKING:  # DRF imports this module while rest_framework.views loads (DEFAULT_METADATA_CLASS)
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 
 class AllowOnlyMetadata(BaseMetadata):

@@ -20,7 +20,6 @@ from rest_framework.views import APIView
 
 from apps.core.errors import ApiError, InvalidRequest
 from apps.core.exceptions import validation_extra, validation_message
-from apps.core.metadata import AllowOnlyMetadata
 from apps.core.parsers import InvalidJSON
 from apps.core.query import query_repeated_check
 from apps.projects.authentication import OperatorTokenAuthentication
@@ -66,7 +65,6 @@ class BuilderApi(APIView):
 
     authentication_classes = [OperatorTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated, HasTokenScope]
-    metadata_class = AllowOnlyMetadata  # type: ignore[assignment]  # the stubs name an instance; DRF calls a class
     required_scope: str | None = None
     scope_family: str | tuple[str, ...] = "knowledge"  # a read needs a scope of one of these families
     invalid_error: type[ApiError] = InvalidFields

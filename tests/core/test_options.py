@@ -1,4 +1,4 @@
-"""OPTIONS on the agent API and the builder API names the methods of the URL (`Allow`) and nothing
+"""OPTIONS on the agent API, Agent Auth and the builder API names the methods of the URL (`Allow`) and nothing
 else: DRF's metadata described the view class ({"name": "Tool Invocation Api", "renders": [...],
 "parses": [...]}), internals no client needs. Every answer under the agent prefixes, OPTIONS and
 405s included, is `Cache-Control: no-store`."""
@@ -35,6 +35,15 @@ def test_options_on_the_builder_api_names_every_method_of_the_url_and_describes_
     response = APIClient().options("/api/v1/builder/knowledge-bases", **bearer(world.operator_token))
     assert (response.status_code, response.json(), response["Allow"], response["Cache-Control"]) == (
         200, {}, "GET, POST, HEAD, OPTIONS", "no-store")
+
+
+@pytest.mark.parametrize("path", ["/agent-auth/v1/token", "/agent-auth/v1/authorizations",
+                                  "/agent-auth/v1/revoke"])
+def test_options_on_agent_auth_describes_nothing(world, path):
+    """Agent Auth's views were left on DRF's description ({"name": "Token Api", ...})."""
+    response = APIClient().options(path)
+    assert (response.status_code, response.json(), response["Cache-Control"]) == (200, {}, "no-store")
+    assert "OPTIONS" in response["Allow"]
 
 
 @pytest.mark.parametrize("path", ["/agent-api/v1/tool-invocations", "/agent-api/v1/workspaces",

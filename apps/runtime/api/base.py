@@ -28,7 +28,6 @@ from apps.agent_auth.selectors import route_admits_audience, session_route_get, 
 from apps.agent_auth.validators import route_key_is_valid
 from apps.core.errors import malformed_body
 from apps.core.jsonbytes import CompactJSONRenderer
-from apps.core.metadata import AllowOnlyMetadata
 from apps.core.negotiation import AgentContentNegotiation
 from apps.core.revisions import revision_of
 from apps.routes.models import Route
@@ -51,7 +50,6 @@ class AgentApi(APIView):
     permission_classes = [IsAuthenticated]
     content_negotiation_class = AgentContentNegotiation
     renderer_classes = [CompactJSONRenderer]
-    metadata_class = AllowOnlyMetadata  # type: ignore[assignment]  # the stubs name an instance; DRF calls a class
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ParseError):
