@@ -6,7 +6,6 @@ and blocks are serialised per task and each ledger entry gets the next sequence 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -18,7 +17,7 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import SessionEnd, session_end, session_route_keys
 from apps.core.revisions import revision_of
-from apps.core.validators import CLIENT_ID_MAX_CHARS
+from apps.core.validators import CLIENT_ID_MAX_CHARS, uuid_parse
 from apps.projects.models import Project
 from apps.routes.validators import ROUTE_KEY_RE, TOOL_NAME_RE
 from apps.tasks.errors import (
@@ -109,13 +108,7 @@ _MEMBER_BLOCKS = {
 
 def _sessions(project: Project, members: list[MemberSpec], invalid: _Invalid) -> dict[str, AgentSession]:
     ids = {m.session_id for m in members}
-    valid_ids = set()
-    for member in members:
-        try:
-            uuid.UUID(member.session_id)
-            valid_ids.add(member.session_id)
-        except ValueError:
-            pass
+    valid_ids = {m.session_id for m in members if uuid_parse(m.session_id) is not None}
     found = {str(s.pk): s for s in AgentSession.objects.select_related("client", "authorization").filter(
         pk__in=valid_ids, client__project=project)}
     now = timezone.now()

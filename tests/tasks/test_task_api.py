@@ -253,6 +253,26 @@ def test_builder_keeps_a_member_conversation_exactly_as_a_turn_sends_it(world, c
     assert TaskRun.objects.get(run_id=turn.json()["run_id"]).task_id == task.pk
 
 
+def test_builder_takes_a_member_session_id_in_upper_case(world):
+    """A UUID is read in either case (RFC 9562 §4): an upper-case session id named no session."""
+    members = [{**_create_body(world)["members"][0], "session_id": str(world.first.session.pk).upper()}]
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, members=members))
+    assert response.status_code == 201, response.json()
+    assert Task.objects.get().members.get().session_id == world.first.session.pk
+    again = _post(world, "/api/v1/builder/tasks", _create_body(world))  # the same request, in lower case
+    assert (again.status_code, again.json()["data"]["id"]) == (200, response.json()["data"]["id"])
+
+
+@pytest.mark.parametrize("spelling", ["{%s}", "urn:uuid:%s"])
+def test_builder_refuses_a_member_session_id_in_another_spelling(world, spelling):
+    members = [{**_create_body(world)["members"][0], "session_id": spelling % world.first.session.pk}]
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, members=members))
+    body = response.json()
+    assert (response.status_code, body["error"], body["fields"]) == (
+        422, "invalid_task", {"members[0].session_id": ["No such agent session in this project."]}), body
+    assert Task.objects.count() == 0
+
+
 def _member_with_app(world, app_id):
     member = _create_body(world)["members"][0]
     return [{**member, "client_app_id": app_id}]

@@ -13,7 +13,7 @@ from apps.core.fields import (
     JSONStringField,
     JSONUUIDField,
 )
-from apps.core.validators import validate_shown_name
+from apps.core.validators import uuid_parse, validate_shown_name
 from apps.tasks.models import Task
 from apps.tasks.selectors import member_out, task_counters, task_policy
 from apps.tasks.services import CONCURRENT_MAX, MEMBERS_MAX, TOOLS_PER_MEMBER_MAX, WRITE_CALLS_MAX
@@ -30,6 +30,13 @@ def exact_key(value: str) -> None:
 
 class MemberIn(ExactFieldsSerializer):
     session_id = JSONStringField(max_length=64)
+
+    def validate_session_id(self, value: str) -> str:
+        """A UUID in either case is the session's id as the hub writes it (lower case); anything
+        else is kept, to be refused as naming no session."""
+        parsed = uuid_parse(value)
+        return str(parsed) if parsed is not None else value
+
     # The contract's member shape names it; the session decides it, so a given one must be the session's.
     client_app_id = JSONStringField(max_length=128, required=False)
     workspace = JSONStringField(max_length=64)
