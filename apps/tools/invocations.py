@@ -572,19 +572,34 @@ class _MadeMeanwhile(Exception):
     """An identical call's row appeared while this one waited for the run's lock."""
 
 
-def _run_limit_refusal(inv: Invocation, *, limit: int) -> dict[str, Any] | None:
-    """The answer to a new call once its run has made the route's ``max_tool_calls`` calls (every
-    call stored under the run counts, whatever became of it); None while there is room. Nothing is
-    stored for a refused call, so the same call is refused the same way. _create asks under the
-    run's lock, so racing calls cannot all take the last place."""
-    if Invocation.objects.filter(run_id=inv.run_id).count() < limit:
+def _refusal_cap(limit: int) -> int:
+    """How many calls a run may have refused before dispatch for good (their arguments did not fit
+    the tool's schema): they do not spend ``max_tool_calls``, but a model repeating bad calls
+    stops here, so a run keeps at most ``limit`` + this many rows."""
+    return max(10, 2 * limit)
+
+
+def _run_limit_refusal(inv: Invocation, *, limit: int, refusal: bool = False) -> dict[str, Any] | None:
+    """The answer to a new call once its run has made the route's ``max_tool_calls`` calls, or, for
+    a call refused before dispatch (``refusal``), once the run has had _refusal_cap such refusals;
+    None while there is room. A call settled as ``rejected_before_dispatch`` was never sent and
+    never will be, so it does not count as made; an unsettled one (a rate limit's, retried later)
+    does. Nothing is stored for a refused call, so the same call is refused the same way. _create
+    asks under the run's lock, so racing calls cannot all take the last place."""
+    calls = Invocation.objects.filter(run_id=inv.run_id)
+    never_sent = models.Q(state=State.REJECTED_BEFORE_DISPATCH, settled_at__isnull=False)
+    if calls.exclude(never_sent).count() >= limit:
+        said = ("The route allows no tool calls in a run (max_tool_calls is 0)." if limit == 0 else
+                f"This run has made its {limit} tool call{'' if limit == 1 else 's'}, the most the route allows "
+                "in one run (max_tool_calls).")
+        then = "Answer with what you have, or complete this run and go on in a new turn."
+    elif refusal and calls.filter(never_sent).count() >= (cap := _refusal_cap(limit)):
+        said = f"This run has had {cap} calls refused for their arguments, the most one run may have."
+        then = ("This call's arguments do not fit the tool's input_schema either: call again only with arguments "
+                "that do, or answer with what you have.")
+    else:
         return None
-    said = ("The route allows no tool calls in a run (max_tool_calls is 0)." if limit == 0 else
-            f"This run has made its {limit} tool call{'' if limit == 1 else 's'}, the most the route allows in "
-            "one run (max_tool_calls).")
-    return _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                   text=f"{said} {NOT_SENT_TEXT} Answer with what you have, or complete this run and go on "
-                        "in a new turn.")
+    return _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, text=f"{said} {NOT_SENT_TEXT} {then}")
 
 
 def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSession, route: Route,
@@ -604,7 +619,8 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
                 raise _MadeMeanwhile()
             if run_state != type(inv.run).State.CONTEXT_READY:
                 raise RunNotActive()
-            if (refused := _run_limit_refusal(inv, limit=route.max_tool_calls)) is not None:
+            refusal = answer is not None and answer["state"] == State.REJECTED_BEFORE_DISPATCH
+            if (refused := _run_limit_refusal(inv, limit=route.max_tool_calls, refusal=refusal)) is not None:
                 return refused
             if answer is not None:
                 inv.state, inv.result, inv.business_status = answer["state"], answer, None

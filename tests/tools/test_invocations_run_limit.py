@@ -1,6 +1,7 @@
 """The route's ``max_tool_calls`` (advertised to hosts in the profile's governance) holds on the
 server: once a run has made that many calls, a new call in it is ``rejected_before_dispatch``,
-nothing is stored and nothing is sent. Replays are not new calls; a new run has room again."""
+nothing is stored and nothing is sent. Replays are not new calls; a new run has room again. A call
+refused for its arguments (never sent) is not a call made; those have their own, higher cap."""
 
 import json
 import threading
@@ -49,21 +50,43 @@ def test_a_call_past_the_routes_max_tool_calls_is_refused_and_changes_nothing(sh
     assert (stored(), len(shop.server.received)) == (before, sent)
 
 
-def test_calls_refused_by_the_schema_count_and_a_new_run_has_room_again(shop):
+def test_calls_refused_by_the_schema_do_not_spend_the_runs_max_tool_calls(shop, dispatching):
     _limit(shop, 2)
-    for _ in range(2):  # stored as rejected_before_dispatch: made calls all the same
+    for _ in range(5):  # stored as rejected_before_dispatch: never sent, so not calls made
         assert shop.invoke("stock_write", {"sku": ""}).json()["state"] == "rejected_before_dispatch"
-    refused_id = new_id()
-    _refused(shop.invoke("stock_write", {"sku": ""}, invocation_id=refused_id), refused_id, "stock_write")
-    assert Invocation.objects.count() == 2
+    assert shop.invoke("item_read", {"item_id": "TEA-1"}).json()["state"] == "executed"
+    assert shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 1}).json()["state"] == "executed"
+    before, sent = stored(), len(shop.server.received)
 
+    refused_id = new_id()
+    _refused(shop.invoke("item_read", {"item_id": "TEA-2"}, invocation_id=refused_id), refused_id, "item_read")
+    assert (stored(), len(shop.server.received)) == (before, sent)
+    assert Invocation.objects.count() == 7
+
+
+def test_refusals_have_their_own_cap_and_a_good_call_still_has_room(shop, dispatching):
+    _limit(shop, 2)  # the cap: max(10, 2 x 2) = 10
+    for _ in range(10):
+        assert shop.invoke("stock_write", {"sku": ""}).json()["state"] == "rejected_before_dispatch"
+    before = stored()
+
+    refused_id = new_id()
+    _refused(shop.invoke("stock_write", {"sku": ""}, invocation_id=refused_id), refused_id, "stock_write",
+             text="This run has had 10 calls refused for their arguments, the most one run may have. Nothing was "
+                  "sent to the business system. This call's arguments do not fit the tool's input_schema either: "
+                  "call again only with arguments that do, or answer with what you have.")
+    assert stored() == before
+    assert shop.invoke("item_read", {"item_id": "TEA-1"}).json()["state"] == "executed"
+
+
+def test_a_new_run_has_room_again(shop, dispatching):
+    _limit(shop, 1)
+    assert shop.invoke("item_read", {"item_id": "TEA-1"}).json()["state"] == "executed"
     later = open_turn(shop.client, shop.token, ROUTE, n=2)
     assert later.status_code == 200, later.content
-    body = shop.body("stock_write", {"sku": ""}, agent_run_id=later.json()["run_id"])
-    answer = shop.post(body).json()
-    assert (answer["state"], answer["text"].startswith("The arguments do not fit")) == (
-        "rejected_before_dispatch", True)
-    assert Invocation.objects.count() == 3
+    body = shop.body("item_read", {"item_id": "TEA-1"}, agent_run_id=later.json()["run_id"])
+    assert shop.post(body).json()["state"] == "executed"
+    assert Invocation.objects.count() == 2
 
 
 def test_a_route_that_allows_no_tool_calls_refuses_the_first(shop):
@@ -78,7 +101,7 @@ def test_a_route_that_allows_no_tool_calls_refuses_the_first(shop):
 
 def test_racing_calls_cannot_all_take_the_last_place(shop, dispatching):
     _limit(shop, 1)
-    bodies = [shop.body("stock_write", {"sku": ""}) for _ in range(6)]  # refused by the schema: nothing dispatched
+    bodies = [shop.body("item_read", {"item_id": f"TEA-{n}"}) for n in range(6)]
     states: list[str] = []
     barrier = threading.Barrier(len(bodies))
 
