@@ -157,7 +157,8 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(
         required=False, max_length=2000, strip=True,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": 2000}),
-        help_text="Kept with the decision and shown to other operators (at most 2,000 characters).")
+        help_text="Kept with the decision and shown to other operators; a denial's comment is also told to the "
+                  "agent (its first 500 characters), so it can explain or correct. At most 2,000 characters.")
     # A fresh key per rendered form: sending the same form twice replays, it never decides twice.
     decision_id = forms.RegexField(regex=r"^[A-Za-z0-9._:-]{1,128}$", widget=forms.HiddenInput,
                                    error_messages={"required": "Reload the page and decide again.",

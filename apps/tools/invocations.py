@@ -40,9 +40,10 @@ from redis.exceptions import RedisError
 from apps.agent_auth.models import AgentSession
 from apps.core.errors import ApiError
 from apps.core.jsonbytes import compact_json, js_numbers, json_stringify_bytes
+from apps.core.logging import redact
 from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
-from apps.core.validators import uuid_parse
+from apps.core.validators import BIDI_CONTROLS, uuid_parse
 from apps.projects.models import Project
 from apps.routes.models import Route
 from apps.tasks.metering import (
@@ -95,6 +96,7 @@ EXECUTION_FIELDS = ("name", "method", "path", "scope", "risk", "approval_require
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 NOT_SENT_TEXT = "Nothing was sent to the business system."
+COMMENT_MAX_CHARS = 500  # of an approver's comment in a denied answer
 NO_NEW_WRITE = ("Do not submit a new write and do not repeat it with another tool: a person must check the business "
                 "system first. Resume this same invocation_id to read its recorded state.")
 
@@ -488,9 +490,19 @@ def _awaiting_text(approval: Approval, invocation_id: str) -> str:
             "submit it again.")
 
 
-def _denied(inv: Invocation, *, expired: bool) -> dict[str, Any]:
+def _denied(inv: Invocation, *, expired: bool, comment: str = "") -> dict[str, Any]:
     why = "expired before anyone decided" if expired else "was denied"
-    return _settle(inv, _answer(inv, state=State.DENIED, text=f"The approval for this call {why}. {NOT_SENT_TEXT}"))
+    said = f" The approver's comment: \u201c{_comment_text(comment)}\u201d" if comment.strip() else ""
+    return _settle(inv, _answer(inv, state=State.DENIED,
+                                text=f"The approval for this call {why}.{said} {NOT_SENT_TEXT}"))
+
+
+def _comment_text(comment: str) -> str:
+    """The approver's reason as the agent reads it, so the model can explain or correct: one line,
+    no direction controls (they would reorder the text around it), no credential, at most
+    COMMENT_MAX_CHARS."""
+    text = " ".join(redact("".join(char for char in comment if char not in BIDI_CONTROLS)).split())
+    return text if len(text) <= COMMENT_MAX_CHARS else text[: COMMENT_MAX_CHARS - 1] + "\u2026"
 
 
 def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_active: bool,
@@ -727,7 +739,8 @@ def _reevaluate(inv: Invocation, target: Target) -> dict[str, Any]:
         if approval.status == Approval.Status.PENDING:
             return result
         if approval.status != Approval.Status.APPROVED or approval.used_at is not None:
-            return _denied(inv, expired=approval.status == Approval.Status.EXPIRED)
+            return _denied(inv, expired=approval.status == Approval.Status.EXPIRED,
+                           comment=approval.comment if approval.status == Approval.Status.DENIED else "")
         if _thaw(inv) is None:
             return _frozen_lost(inv)
         approval.used_at = now
@@ -1076,7 +1089,7 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
             approval.decided_at = now
             approval.save()
             if decision == Approval.Status.DENIED and inv.state == State.AWAITING_APPROVAL:
-                _denied(inv, expired=False)
+                _denied(inv, expired=False, comment=comment)
     if expired:
         raise ApprovalExpired()
     return approval
