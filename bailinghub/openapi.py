@@ -435,8 +435,9 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
         200: versioned("bailing.agent-system-info.v1", {"binding": ANY_OBJECT}, ["binding"])}}},
     "apps.runtime.api.views.WorkspaceBootstrapApi": {"get": {"responses": {
         200: versioned("bailing.agent-runtime-profile.v1", {"workspace": ANY_OBJECT, "profile": ANY_OBJECT,
-                                                            "capabilities": ANY_OBJECT},
-                       ["workspace", "profile", "capabilities"]), 304: None}}},
+                                                            "capabilities": ANY_OBJECT,
+                                                            "active_tools": {"type": "array", "items": ANY_OBJECT}},
+                       ["workspace", "profile", "capabilities", "active_tools"]), 304: None}}},
     "apps.runtime.api.turns.TurnOpenApi": {"post": {"request": TurnSerializer, "responses": {
         200: versioned("bailing.agent-turn-context.v1", {"run_id": UUID, "context": ANY_OBJECT}, ["run_id"])}}},
     "apps.runtime.api.turns.RunCompleteApi": {"post": {"request": CompletionSerializer, "responses": {

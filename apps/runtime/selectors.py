@@ -10,7 +10,7 @@ from apps.core.revisions import revision_of
 from apps.knowledge import selectors as knowledge_selectors
 from apps.routes.models import Route
 from apps.routes.selectors import route_profile
-from apps.tools.surface import route_capability_summary
+from apps.tools.surface import capability_summary, route_surface
 
 WORKSPACES_SCHEMA = "bailing.agent-workspaces.v1"
 PROFILE_SCHEMA = "bailing.agent-runtime-profile.v1"
@@ -31,13 +31,17 @@ def workspace_list(*, routes: list[Route]) -> dict[str, Any]:
 
 
 def workspace_bootstrap(*, route: Route, session: AgentSession) -> dict[str, Any]:
-    """`bailing.agent-runtime-profile.v1`: never a credential, model, provider URL or secret."""
+    """`bailing.agent-runtime-profile.v1`: never a credential, model, provider URL or secret.
+    `active_tools` (contracts-beyond-seeds §6) are the first `active_limit` definitions of the
+    surface in its own order — there is no user input to rank by yet; each turn offers its best."""
     knowledge_sources = route_knowledge_source_count(route=route)
+    surface = route_surface(route=route, session=session, knowledge_sources=knowledge_sources)
     return {
         "schema_version": PROFILE_SCHEMA,
         "workspace": workspace_entry(route=route),
         "profile": route_profile(route=route, knowledge_sources=knowledge_sources),
-        "capabilities": route_capability_summary(route=route, session=session, knowledge_sources=knowledge_sources),
+        "capabilities": capability_summary(route=route, surface=surface),
+        "active_tools": [tool.definition for tool in surface.tools[: route.agent_client_active_tool_limit]],
     }
 
 

@@ -309,7 +309,13 @@ def route_capability_summary(*, route: Route, session: AgentSession | None,
     """Bootstrap `capabilities`: the revision and counts of the tools `session` may use on `route`
     (its authorized surface; empty while direct tools are off). With no session, as an operator
     sees it (the builder dry-run and the route page)."""
-    summary = route_surface(route=route, session=session, knowledge_sources=knowledge_sources).summary()
+    return capability_summary(route=route,
+                              surface=route_surface(route=route, session=session, knowledge_sources=knowledge_sources))
+
+
+def capability_summary(*, route: Route, surface: Surface) -> dict[str, Any]:
+    """Bootstrap `capabilities` of a surface already built."""
+    summary = surface.summary()
     return {
         "revision": summary["revision"],
         "authorized_total": summary["authorized_total"],

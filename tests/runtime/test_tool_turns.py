@@ -38,6 +38,22 @@ def test_bootstrap_counts_forced_approvals_and_the_active_limit(api_client, issu
             capabilities["active_limit"]) == (5, 3, 3, 3)
 
 
+def test_bootstrap_carries_the_first_active_limit_tools_of_the_surface(api_client, issued, tool_route):
+    """contracts-beyond-seeds §6: "Tool definitions (bootstrap `active_tools`, capability search
+    `tools`)": the bootstrap has them, before any turn; with no user input yet, the surface's own
+    order (the route's sources and allow lists, then the built-in tools)."""
+    route_update(route=tool_route, agent_client_active_tool_limit=3)
+    body = _bootstrap(api_client, issued)
+    surface = route_surface(route=tool_route, session=issued.session)
+    assert body["active_tools"] == [tool.definition for tool in surface.tools[:3]]
+    assert len(surface.tools) > 3
+
+
+def test_bootstrap_active_tools_are_empty_while_direct_tools_are_off(api_client, issued, tool_route):
+    route_tools_set(route=tool_route, tools_direct_enabled=False)
+    assert _bootstrap(api_client, issued)["active_tools"] == []
+
+
 def test_bootstrap_is_empty_while_direct_tools_are_off(api_client, issued, tool_route):
     route_tools_set(route=tool_route, tools_direct_enabled=False)
     capabilities = _bootstrap(api_client, issued)["capabilities"]

@@ -81,7 +81,7 @@ def test_bootstrap_is_the_runtime_profile(api_client, issued, route):
     response = _bootstrap(api_client, issued)
     assert response.status_code == 200
     body = response.json()
-    assert list(body) == ["schema_version", "workspace", "profile", "capabilities"]
+    assert list(body) == ["schema_version", "workspace", "profile", "capabilities", "active_tools"]
     assert body["schema_version"] == "bailing.agent-runtime-profile.v1"
     assert body["workspace"] == {"route": "store-assistant", "name": "门店助手", "description": "门店店员助手。"}
     profile = body["profile"]
@@ -102,6 +102,7 @@ def test_bootstrap_is_the_runtime_profile(api_client, issued, route):
     assert body["capabilities"] == {"revision": route_surface(route=route, session=issued.session).revision,
                                     "authorized_total": 0, "active_limit": 8,
                                     "readonly": 0, "writes": 0, "approval_required": 0}
+    assert body["active_tools"] == []
     assert response["ETag"] == f'"{revision_of(body)}"'
 
 
