@@ -29,7 +29,7 @@ def test_the_tool_list_is_the_bridge_tools_and_the_workspace_tools_with_their_sc
     assert lookup.input_schema["type"] == "object" and "query" in lookup.input_schema["properties"]
     assert set(refund.input_schema["required"]) >= {"order_id", "amount"}
     assert (lookup.annotations.read_only_hint, refund.annotations.read_only_hint) == (True, False)
-    assert "approval_required: True" in refund.description and "risk: high" in refund.description
+    assert "approval_required: true" in refund.description and "risk: high" in refund.description
 
 
 def test_knowledge_search_gives_hints_and_knowledge_read_gives_the_text_behind_a_ref(signed_in):

@@ -3,6 +3,7 @@ one MCP session per process) or Streamable HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -40,9 +41,15 @@ def builtin_tools() -> list[types.Tool]:
             for name, spec in BUILTIN_TOOLS.items()]
 
 
+def _fact(value: Any) -> str:
+    # As JSON writes it (true, false, null), right under the JSON schema the model reads; a word
+    # such as a scope or a risk level stays unquoted.
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def governed_tool(definition: dict[str, Any]) -> types.Tool:
     """A workspace tool as an MCP tool: its own input schema; its governance in the description."""
-    facts = ", ".join(f"{key}: {definition.get(key)}" for key in ALL_DEFINITION_KEYS if key in definition)
+    facts = ", ".join(f"{key}: {_fact(definition[key])}" for key in ALL_DEFINITION_KEYS if key in definition)
     description = f"{definition.get('description') or ''}\n[BailingHub governed tool; {facts}]".strip()
     return _mcp_tool(definition["name"], description, definition["input_schema"],
                      read_only=bool(definition.get("readonly")), idempotent=bool(definition.get("idempotent")))
