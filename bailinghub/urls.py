@@ -1,6 +1,12 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.renderers import (
+    OpenApiJsonRenderer,
+    OpenApiJsonRenderer2,
+    OpenApiYamlRenderer,
+    OpenApiYamlRenderer2,
+)
 from drf_spectacular.views import SpectacularAPIView
 
 from apps.core import views as core_views
@@ -20,7 +26,10 @@ urlpatterns = [
     path("api/v1/routes/", include("apps.answers.api.urls")),  # answers: RAG query, records, feedback, report
     path("api/v1/builder/", include("apps.tools.api.urls")),
     path("api/v1/builder/", include("apps.tasks.api.urls")),  # tasks: create, read, pause / resume / cancel
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),  # ?format=yaml for YAML
+    # JSON unless asked otherwise (?format=yaml, or an Accept of YAML), as the README says:
+    # drf-spectacular's own order answers YAML to a plain Accept: */*.
+    path("api/schema/", SpectacularAPIView.as_view(renderer_classes=[
+        OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer, OpenApiYamlRenderer2]), name="api-schema"),
 ]
 
 # The demo business system is a separate backend that happens to share the process; it is not

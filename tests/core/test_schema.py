@@ -28,6 +28,13 @@ def test_schema_generation_validates_without_warnings(tmp_path):
     assert yaml.safe_load(out.read_text())["openapi"] == "3.1.0"
 
 
+def test_schema_is_json_by_default_as_the_readme_says(client):
+    response = client.get("/api/schema/", HTTP_ACCEPT="*/*")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/vnd.oai.openapi+json")
+    assert json.loads(response.content)["openapi"].startswith("3.1")
+
+
 def test_schema_is_served_as_yaml_too(client):
     response = client.get("/api/schema/", {"format": "yaml"})
     assert response.status_code == 200
