@@ -318,7 +318,8 @@ ROUTE_DRY_RUN = _object({
                              "readonly": INTEGER, "writes": INTEGER, "approval_required": INTEGER},
                             required=["revision", "authorized_total", "active_limit", "readonly", "writes",
                                       "approval_required"]),
-}, required=["route_key", "kb_count", "capabilities"])
+    "builtin_tools": {"type": "array", "items": STRING},
+}, required=["route_key", "kb_count", "capabilities", "builtin_tools"])
 REDIRECT = _object({"redirect_uri": STRING}, required=["redirect_uri"])
 REVOKED = _object({"revoked": {"const": True}}, required=["revoked"])
 # Optional subject display (Agent Auth 0.5.0+): the name the business shows; it grants nothing.

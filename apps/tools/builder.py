@@ -36,7 +36,7 @@ from .errors import (
 from .models import RouteToolSource, ToolProvider
 from .route_tools import UNSET, SourceSpec, route_tools_set
 from .selectors import provider_get
-from .surface import route_capability_summary, route_surface
+from .surface import capability_summary, route_surface
 
 MAX_KNOWLEDGE_BINDINGS = 64
 # route_tools_set's field names, as the builder API's body names them.
@@ -190,11 +190,15 @@ def route_dry_run(*, route: Route) -> dict[str, Any]:
     ``capabilities`` — as an operator sees it (a principal acting on someone's behalf). Reads only;
     the console's route page and the builder API's dry-run both show this."""
     kb_count = knowledge_selectors.route_knowledge_source_count(route=route)
+    surface = route_surface(route=route, session=None, knowledge_sources=kb_count)
     return {
         "kb_count": kb_count,
         "knowledge_enabled": route.knowledge_enabled,
         "agent_direct_enabled": route.tools_direct_enabled,
-        "capabilities": route_capability_summary(route=route, session=None, knowledge_sources=kb_count),
+        "capabilities": capability_summary(route=route, surface=surface),
+        # Counted in `capabilities` with the business tools (agents see and call them alike), so
+        # named here: a 5-tool provider's route with knowledge reads "7 tools".
+        "builtin_tools": [tool.name for tool in surface.tools if tool.tool is None],
     }
 
 

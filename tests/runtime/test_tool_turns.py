@@ -3,6 +3,7 @@
 from apps.knowledge.services import route_knowledge_bind
 from apps.ledger.models import Run
 from apps.routes.services import route_update
+from apps.tools.builder import route_dry_run
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from apps.tools.services import provider_reimport
 from apps.tools.surface import route_surface
@@ -52,6 +53,17 @@ def test_bootstrap_carries_the_first_active_limit_tools_of_the_surface(api_clien
 def test_bootstrap_active_tools_are_empty_while_direct_tools_are_off(api_client, issued, tool_route):
     route_tools_set(route=tool_route, tools_direct_enabled=False)
     assert _bootstrap(api_client, issued)["active_tools"] == []
+
+
+def test_the_dry_run_names_the_built_in_tools_its_counts_include(api_client, issued, tool_route):
+    route_update(route=tool_route, knowledge_enabled=True)
+    route_knowledge_bind(route=tool_route, knowledge_base=KnowledgeBaseFactory(project=tool_route.project))
+    dry_run = route_dry_run(route=tool_route)
+    assert (dry_run["capabilities"]["authorized_total"], dry_run["builtin_tools"]) == (6, ["kb_search", "kb_read"])
+
+
+def test_a_route_without_knowledge_has_no_built_in_tools(api_client, issued, tool_route):
+    assert route_dry_run(route=tool_route)["builtin_tools"] == []
 
 
 def test_bootstrap_is_empty_while_direct_tools_are_off(api_client, issued, tool_route):
