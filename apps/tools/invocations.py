@@ -1142,6 +1142,8 @@ def invocation_receipt(*, inv: Invocation) -> dict[str, Any]:
     result = inv.result if _result_valid(inv, inv.result) else None
     return {
         "schema_version": RECEIPT_SCHEMA,
+        # Both say what reading this receipt does (§2 fixes them), not what the call did: that is
+        # dispatch_state, journal_state and result.
         "read_only": True,
         "business_operation_performed": False,
         "invocation_id": inv.invocation_id,
