@@ -7,6 +7,9 @@ from typing import Any
 from apps.core.revisions import revision_of
 from apps.routes.models import Route
 
+# The section markers of the runtime contract's bootstrap (agent-client-runtime-api.zh.md:
+# "instructions": "【路由系统规则】\n...\n\n【本地 Agent 补充规则】\n..."), fixed whatever the route's
+# language: hosts built on that page find the two parts by them.
 ROUTE_RULES_LABEL = "【路由系统规则】"
 AGENT_RULES_LABEL = "【本地 Agent 补充规则】"
 
