@@ -164,9 +164,28 @@ class DecisionForm(forms.Form):
                                    error_messages={"required": "Reload the page and decide again.",
                                                    "invalid": "Reload the page and decide again."})
 
+    # Shown, and required to approve, only when the approver is the person the agent acts for.
+    own_call = forms.BooleanField(required=False, label="I approve a call made on my own behalf")
+
+    OWN_CALL_REQUIRED = ("The agent makes this call on your behalf: approving it yourself needs the box "
+                         "“I approve a call made on my own behalf” ticked, or another owner or editor to decide. "
+                         "Nothing was recorded.")
+
     @classmethod
     def fresh(cls) -> DecisionForm:
         return cls(initial={"decision_id": f"{_DECISION_ID_PREFIX}{uuid.uuid4()}"})
+
+
+def approver_relation(invocation: Invocation, user: Any) -> str:
+    """How the approver relates to the person the agent acts for: ``self`` when the agent's session
+    was signed in on BailingHub's own page by this very account (its principal is this account);
+    ``same_name`` when a business backend signed it in for a user named as this account; else ``""``."""
+    authorization = invocation.session.authorization
+    if authorization is not None and authorization.decided_on_page and authorization.decided_by_id == user.pk:
+        return "self"
+    if invocation.on_behalf_of and invocation.on_behalf_of == user.get_username():
+        return "same_name"
+    return ""
 
 
 class PauseForm(forms.Form):
@@ -332,7 +351,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         unknown one (no hint that it exists)."""
         queryset: QuerySet[Approval] = self.get_queryset(request).select_related(
             "project", "invocation", "invocation__route", "invocation__session", "invocation__session__client",
-            "invocation__run", "invocation__run__conversation",
+            "invocation__session__authorization", "approver", "invocation__run", "invocation__run__conversation",
         ).defer("invocation__run__context_snapshot", "invocation__run__active_tools_snapshot")
         if not arguments:
             queryset = queryset.defer("invocation__frozen_arguments")
@@ -383,6 +402,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             "paused": approval.project.tool_execution_paused,
             "blocker": blocker,
             "blocker_text": BLOCKER_TEXTS.get(blocker, ""),
+            "approver_relation": approver_relation(inv, request.user),
+            # Kept readable for every operator afterwards: the approver was the person the agent acts for.
+            "self_approved": approval.approver is not None and approver_relation(inv, approval.approver) == "self",
         }
         return TemplateResponse(request, "admin/tools/approval/detail.html", context, status=status)
 
@@ -399,6 +421,12 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         if not form.is_valid():
             return self._detail_page(request, approval, form=form)
         data = form.cleaned_data
+        # Four eyes in the console: the contract names no refusal for this (the builder API decides
+        # as before), so the console asks the person the agent acts for to say so, not to be stopped.
+        if (data["decision"] == Status.APPROVED and not data["own_call"] and approval.status == Status.PENDING
+                and approver_relation(approval.invocation, request.user) == "self"):
+            form.add_error(None, DecisionForm.OWN_CALL_REQUIRED)
+            return self._detail_page(request, approval, form=form, status=400)
         replay = approval.decision_id == data["decision_id"]
         try:
             decided = invocations.approval_decide(
