@@ -4,6 +4,7 @@ authorizations change only through services (revoke action), never through a for
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -31,6 +32,7 @@ from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
+from apps.projects.models import Project
 from apps.routes.admin import (
     ROUTE_CHOICES_MAX,
     RouteKeySearchSelectMultiple,
@@ -96,6 +98,46 @@ def _missing_object_redirect(model_admin: admin.ModelAdmin, request: HttpRequest
 ALLOWED_ROUTES_HELP = "The routes of the client's project that its agents may ask for."
 
 
+class RouteCheckboxes(forms.CheckboxSelectMultiple):
+    """A new client's route ticks, each naming (``data-projects``) the projects with a route of its key:
+    the form's script then shows only the routes of the project chosen above it. The save still
+    refuses another project's key (AgentClient.clean), for a browser without the script."""
+
+    def __init__(self, projects_by_key: dict[str, list[str]]) -> None:
+        super().__init__()
+        self.projects_by_key = projects_by_key
+
+    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int,
+                      subindex: int | None = None, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        option["attrs"]["data-projects"] = " ".join(self.projects_by_key.get(str(value), []))
+        return option
+
+    class Media:
+        js = ["agent_auth/client_routes.js"]
+
+
+def _add_form_project(request: HttpRequest) -> str | None:
+    """The project a new client's form is opened for, when it is known before the operator picks it:
+    the one project they may change, or the one the address names (``?project=``) if they may change
+    it. A posted form is checked against every project they may change, so that the save names the
+    keys it refuses (AgentClient.clean)."""
+    if request.method != "GET":
+        return None
+    editable = {str(pk) for pk in ProjectScopedAdminMixin.editable_project_ids(request)}
+    named = request.GET.get("project", "")
+    if named in editable or (request.user.is_superuser and _is_project(named)):
+        return named
+    return next(iter(editable)) if len(editable) == 1 and not request.user.is_superuser else None
+
+
+def _is_project(value: str) -> bool:
+    try:
+        return Project.objects.filter(pk=uuid.UUID(value)).exists()
+    except ValueError:
+        return False
+
+
 def _route_choices(routes: list[Route]) -> list[tuple[str, str]]:
     several_projects = len({route.project_id for route in routes}) > 1
     labels: dict[str, list[str]] = {}
@@ -119,11 +161,21 @@ def allowed_routes_field(request: HttpRequest, client: AgentClient | None) -> fo
     else:
         queryset = Route.objects.select_related("project").only("id", "key", "name", "project__name").order_by(
             "project__name", "key")
-        if not request.user.is_superuser:
+        project_id = _add_form_project(request)
+        if project_id is not None:
+            queryset = queryset.filter(project_id=project_id)
+        elif not request.user.is_superuser:
             queryset = queryset.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
         listed = routes_listed(queryset)
         if listed is None:
             return None
+        projects_by_key: dict[str, list[str]] = {}
+        for route in listed:
+            projects_by_key.setdefault(route.key, []).append(str(route.project_id))
+        return forms.MultipleChoiceField(label="Allowed routes", choices=_route_choices(listed), required=False,
+                                         widget=RouteCheckboxes(projects_by_key),
+                                         help_text="The routes of the project chosen above that its agents may ask "
+                                                   "for.")
     return forms.MultipleChoiceField(label="Allowed routes", choices=_route_choices(listed), required=False,
                                      widget=forms.CheckboxSelectMultiple, help_text=ALLOWED_ROUTES_HELP)
 
