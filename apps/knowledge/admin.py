@@ -675,6 +675,18 @@ def upload_too_large_payload(*, max_bytes: int, observed_bytes: int) -> dict:
     return {"message": body_too_large_message(max_bytes=max_bytes)}
 
 
+# The pipeline's failures that the same bytes meet again (apps/knowledge/ingest.py): the file cannot
+# be parsed, holds no text, or converts to more text than a document may hold. A retry reads the
+# stored bytes again and fails the same way; an embedding endpoint down, a worker lost, a time limit
+# or a database hiccup (embedding_failed, ingest_*) may pass on another attempt.
+RETRY_CANNOT_FIX = frozenset({"document_conversion_failed", "document_empty", "document_too_large_after_conversion"})
+
+
+def retry_cannot_fix(document: Document) -> bool:
+    """A failed document whose failure lies in its own bytes: retrying it as it is cannot help."""
+    return document.status == Document.Status.FAILED and document.error_code in RETRY_CANNOT_FIX
+
+
 @admin.register(Document)
 class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "knowledge_base__project"
@@ -762,6 +774,17 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Retry the selected failed documents", permissions=["change"])
     def retry_documents(self, request, queryset):
+        unfixable = list(queryset.filter(status=Document.Status.FAILED, error_code__in=RETRY_CANNOT_FIX)
+                         .values_list("filename", flat=True))
+        if unfixable:
+            self.message_user(request, format_html(
+                "Not retried: {} — {} on {} own content, and a retry reads the same bytes. Upload a corrected file "
+                "on the knowledge base's page, then delete the failed one.", ", ".join(unfixable[:10]),
+                ngettext("it failed", "they failed", len(unfixable)), ngettext("its", "their", len(unfixable))),
+                messages.WARNING)
+            queryset = queryset.exclude(status=Document.Status.FAILED, error_code__in=RETRY_CANNOT_FIX)
+            if not queryset.exists():
+                return
         self._each(request, queryset, services.document_retry, lambda n: ngettext(
             "Queued %(count)d document.", "Queued %(count)d documents.", n) % {"count": n},
             history="Queued for another attempt.")
@@ -868,6 +891,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 selectors.chunk_list_preview(document=document).defer("embedding", "search_vector")[:500]
             )
             extra_context["can_change"] = self.has_change_permission(request, document)
+            extra_context["retry_cannot_fix"] = retry_cannot_fix(document)
         # Every field is read-only: nothing to save here (retry, confirm, turning off and on, and delete
         # have their own buttons).
         extra_context.update(show_save=False, show_save_and_continue=False, show_save_and_add_another=False)

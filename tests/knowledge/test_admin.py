@@ -23,6 +23,15 @@ def _completed(kb, name="policy.zh.md"):
     return document
 
 
+def _failed_transiently(kb, name="no-text.pdf"):
+    """A failed document that another attempt may ingest (its embeddings endpoint was down): one that
+    failed on its own bytes is not retried (test_admin_document_retry)."""
+    document = _completed(kb, name)
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED, error_code="embedding_failed")
+    document.refresh_from_db()
+    return document
+
+
 def test_the_kb_page_shows_documents_with_progress_and_failures_with_reasons(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
     _completed(kb)
@@ -205,7 +214,7 @@ def test_the_document_page_previews_chunks_with_chapter_paths(browser, owner):
 
 def test_the_retry_action_requeues_failed_documents(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
-    failed = _completed(kb, "no-text.pdf")
+    failed = _failed_transiently(kb)
     done = _completed(kb, "plain.txt")
     browser.post("/admin/knowledge/document/", {"action": "retry_documents",
                                                 "_selected_action": [str(failed.pk), str(done.pk)]})
@@ -217,7 +226,7 @@ def test_the_retry_action_requeues_failed_documents(browser, owner):
                                                (["no-text.pdf", "no-text.pdf"], "Queued 2 documents.")])
 def test_the_retry_action_counts_in_words_that_agree_with_the_number(browser, owner, failures, text):
     kb = KnowledgeBaseFactory(project=owner.project)
-    ids = [str(_completed(kb, name).pk) for name in failures]
+    ids = [str(_failed_transiently(kb, name).pk) for name in failures]
     response = browser.post("/admin/knowledge/document/", {"action": "retry_documents", "_selected_action": ids})
     assert [str(message) for message in get_messages(response.wsgi_request)] == [text]
 
@@ -297,7 +306,7 @@ def test_an_openai_model_without_an_http_base_url_is_refused_in_the_admin(admin_
 def test_a_document_page_shows_the_actions_its_state_allows(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
     completed = _completed(kb, "products.csv")
-    failed = _completed(kb, "no-text.pdf")
+    failed = _failed_transiently(kb)
     page = browser.get(f"/admin/knowledge/document/{completed.pk}/change/").content.decode()
     # An uploaded file that is indexed can only be turned off.
     assert re.findall(r'action="/admin/knowledge/document/[^/]+/([a-z-]+)/"', page) == ["turn-off"]
