@@ -23,6 +23,7 @@ from apps.core.integrity import unique_violated
 from apps.core.secret_messages import secret_message
 from apps.projects.models import PROJECT_NAME_TAKEN, Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
+from apps.projects.services import membership_set
 from apps.projects.tokens import operator_token_create, operator_token_revoke
 
 if TYPE_CHECKING:
@@ -470,13 +471,28 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return project_list_visible(user=request.user)
 
     def has_add_permission(self, request):
-        return request.user.is_superuser
+        # A project's owner already decides who works on it; they may start another one, which they own.
+        return request.user.is_superuser or (
+            request.user.is_staff and Membership.objects.filter(user=request.user, role=Membership.Role.OWNER).exists())
 
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):
-            raise ConsolePermissionDenied("Only a site administrator can create a project. Ask one to create it "
-                                          "and make you its owner.")
+            raise ConsolePermissionDenied("Only a site administrator or the owner of a project can create a project. "
+                                          "Ask one to create it and make you its owner.")
         return super().add_view(request, form_url, extra_context)
+
+    def get_inlines(self, request, obj):
+        # A new project has no members to list: its creator becomes its owner when it is saved.
+        return [] if obj is None else super().get_inlines(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            # Never ownerless: its members are added on its page, once it exists, by an owner. Inside the
+            # add view's transaction, so the project and its owner are saved together or not at all.
+            membership_set(project=obj, user=request.user, role=Membership.Role.OWNER)
+            self.message_user(request, f"You are the owner of {obj.name}: add its other members on its page.",
+                              messages.INFO)
 
     def has_change_permission(self, request, obj=None):
         if obj is None:

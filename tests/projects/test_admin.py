@@ -104,15 +104,46 @@ def test_an_owner_cannot_delete_the_project(owner):
     assert owner.project.__class__.objects.filter(pk=owner.project.pk).exists()
 
 
-def test_an_owner_cannot_create_projects_and_is_told_who_can(owner):
-    client = admin_client(owner.user)
+def test_an_editor_cannot_create_projects_and_is_told_who_can(owner):
+    editor = MembershipFactory(project=owner.project, role=Membership.Role.EDITOR, user=UserFactory(username="ed"))
+    client = admin_client(editor.user)
     page = client.get("/admin/projects/project/add/")
     assert page.status_code == 403
-    assert "Only a site administrator can create a project" in page.content.decode()
+    assert "Only a site administrator or the owner of a project can create a project" in page.content.decode()
     assert "editor role" not in page.content.decode()  # not a matter of their role in a project
     posted = client.post("/admin/projects/project/add/", {"name": "Mine", "slug": "mine"})
     assert posted.status_code == 403
     assert list(owner.project.__class__.objects.values_list("pk", flat=True)) == [owner.project.pk]
+
+
+def _new_project(name: str, slug: str) -> dict[str, str]:
+    return {"name": name, "slug": slug, "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+            "memberships-MIN_NUM_FORMS": "0", "memberships-MAX_NUM_FORMS": "1000"}
+
+
+def test_an_owner_creates_a_project_and_owns_it(owner):
+    """h4 (A2): the demo operator, an owner, could not create a project at all."""
+    response = admin_client(owner.user).post("/admin/projects/project/add/", _new_project("Outlet Stores",
+                                                                                           "outlet-stores"))
+    assert response.status_code == 302
+    created = Project.objects.get(slug="outlet-stores")
+    assert list(created.memberships.values_list("user__username", "role")) == [("olivia", "owner")]
+
+
+def test_a_site_administrator_who_creates_a_project_is_its_first_owner(db):
+    """A project made by a site administrator started with no member at all: nobody but site
+    administrators could open it, and members could be added only after its first save."""
+    root = UserFactory(username="root", is_staff=True, is_superuser=True)
+    response = admin_client(root).post("/admin/projects/project/add/", _new_project("HR Helpdesk", "hr"), follow=True)
+    created = Project.objects.get(slug="hr")
+    assert list(created.memberships.values_list("user__username", "role")) == [("root", "owner")]
+    assert "You are the owner of HR Helpdesk: add its other members on its page." in response.content.decode()
+
+
+def test_a_refused_project_leaves_no_membership_behind(owner):
+    response = admin_client(owner.user).post("/admin/projects/project/add/", _new_project("Taken", owner.project.slug))
+    assert response.status_code == 200
+    assert list(Membership.objects.values_list("project_id", flat=True)) == [owner.project.pk]
 
 
 def test_a_forbidden_change_without_a_reason_speaks_of_the_role(owner):
