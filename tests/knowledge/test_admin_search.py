@@ -468,3 +468,12 @@ def test_a_model_row_with_options_that_are_not_an_object_is_a_configuration_erro
     assert (f"The search could not run: The options of embedding model {policy_kb.embedding_model.name} must be "
             "a JSON object, like {&quot;batch_size&quot;: 16}, not a list.") in response.content.decode()
     assert _hit_count(response.content.decode()) == 0
+
+
+def test_a_passage_under_no_heading_says_where_it_is_not_that_a_chapter_is_missing(browser, viewer):
+    """h4: "no chapter" in italics on every hit of a flat file read like an error."""
+    kb = KnowledgeBaseFactory(project=viewer.project)
+    ingest_texts(kb, {"returns.txt": "Rain jackets can be returned within 30 days with the receipt."})
+    page = browser.get(_url(kb), {"query": "rain jacket returned", "top_k": "1"}).content.decode()
+    assert "top of the document, under no heading</span>" in page
+    assert "<em>no chapter</em>" not in page

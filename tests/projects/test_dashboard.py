@@ -177,3 +177,11 @@ def test_a_run_opened_under_a_minute_ago_was_just_now(a, b):
     page = admin_client(a.user).get("/admin/").content.decode()
     [when] = re.findall(rf'<tr data-run="{a.run.pk}">\s*<td><a [^>]*>([^<]*)</a>', page)
     assert when == "just now"
+
+
+def test_a_project_no_agent_signed_in_to_says_so_rather_than_zero_of_zero():
+    """h4: "0 active agent sessions of 0" read like a broken counter."""
+    quiet = MembershipFactory(role=Membership.Role.OWNER, project=ProjectFactory(slug="quiet"))
+    page = admin_client(quiet.user).get("/admin/").content.decode()
+    assert '<span class="bh-muted" data-stat="sessions_none">· no agent has signed in yet</span>' in page
+    assert "of 0</span>" not in page
