@@ -29,6 +29,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.timefmt import local_clock, local_time, time_ago
+from apps.core.validators import validate_shown_text
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
@@ -155,7 +156,7 @@ class DecisionForm(forms.Form):
                                  error_messages={"required": "Press Approve or Deny.",
                                                  "invalid_choice": "Press Approve or Deny."})
     comment = forms.CharField(
-        required=False, max_length=2000, strip=True,
+        required=False, max_length=2000, strip=True, validators=[validate_shown_text],
         widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": 2000}),
         help_text="Kept with the decision and shown to other operators; a denial's comment is also told to the "
                   "agent (its first 500 characters), so it can explain or correct. At most 2,000 characters.")

@@ -233,6 +233,15 @@ def test_a_comment_over_2000_characters_is_refused_next_to_the_field(owner, appr
     assert _state(approval) == ("pending", "", "awaiting_approval")
 
 
+def test_a_comment_with_a_direction_override_is_refused_next_to_the_field(owner, approval):
+    """The builder API refuses it (validate_shown_text); the console took it, and the comment,
+    shown to other operators and told to the agent, read otherwise than it was written."""
+    response = _decide(owner, approval, "denied", comment="ok \u202egpj.exe")
+    assert response.status_code == 200
+    assert "Invisible direction controls" in response.content.decode()
+    assert _state(approval) == ("pending", "", "awaiting_approval")
+
+
 def test_a_decision_without_approve_or_deny_is_refused(owner, approval):
     response = _decide(owner, approval, "maybe")
     assert response.status_code == 200
