@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.conf import settings
@@ -582,12 +582,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if not self.has_view_or_change_permission(request, kb):
             raise PermissionDenied
         status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
-        can_change = self.has_change_permission(request, kb)
-        for row in status["documents"]:
-            row["retry_url"] = (reverse("admin:knowledge_document_retry", args=[row["id"]])
-                                if can_change and row["status"] == Document.Status.FAILED else None)
-            row["confirm_url"] = (reverse("admin:knowledge_document_confirm", args=[row["id"]])
-                                  if can_change and row["status"] == Document.Status.AWAITING_CONFIRMATION else None)
+        _document_actions(status["documents"], can_change=self.has_change_permission(request, kb))
         return JsonResponse(status, json_dumps_params={"ensure_ascii": False})  # admin_view adds no-store
 
     def rebuild_view(self, request, object_id):
@@ -651,6 +646,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         if kb is not None:
             can_change = self.has_change_permission(request, kb)
             status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
+            _document_actions(status["documents"], can_change=can_change)
             extra_context.update({
                 "upload_form": UploadForm(),
                 "url_form": extra_context.get("url_form") or UrlSourceForm(),
@@ -685,6 +681,21 @@ RETRY_CANNOT_FIX = frozenset({"document_conversion_failed", "document_empty", "d
 def retry_cannot_fix(document: Document) -> bool:
     """A failed document whose failure lies in its own bytes: retrying it as it is cannot help."""
     return document.status == Document.Status.FAILED and document.error_code in RETRY_CANNOT_FIX
+
+
+def _document_actions(rows: list[dict[str, Any]], *, can_change: bool) -> None:
+    """The KB page's action of each document row (the page and its polling read the same):
+    `retry_url` for a failure another attempt may get past, `advice_url` (the document's page, with
+    what to do instead) for one in its own bytes, `confirm_url` for one awaiting confirmation."""
+    for row in rows:
+        failed = can_change and row["status"] == Document.Status.FAILED
+        cannot_fix = row.get("error_code") in RETRY_CANNOT_FIX
+        row["retry_url"] = (reverse("admin:knowledge_document_retry", args=[row["id"]])
+                            if failed and not cannot_fix else None)
+        row["advice_url"] = (reverse("admin:knowledge_document_change", args=[row["id"]])
+                             if failed and cannot_fix else None)
+        row["confirm_url"] = (reverse("admin:knowledge_document_confirm", args=[row["id"]])
+                              if can_change and row["status"] == Document.Status.AWAITING_CONFIRMATION else None)
 
 
 @admin.register(Document)

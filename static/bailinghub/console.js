@@ -54,6 +54,16 @@
     }
   }
 
+  // A failure in the file's own bytes: its page says what helps (a retry fails the same way).
+  function adviceLink(url) {
+    var link = document.createElement("a");
+    link.href = url;
+    link.className = "bh-nowrap";
+    link.title = "A retry reads the same file and fails the same way.";
+    link.textContent = "What to do";
+    return link;
+  }
+
   function renderDocument(root, row, doc) {
     var changed = row.getAttribute("data-status") !== doc.status;
     row.setAttribute("data-status", doc.status);
@@ -69,6 +79,7 @@
       var actions = field(row, "actions");
       actions.textContent = "";
       if (doc.retry_url) actions.append(actionForm(root, doc.retry_url, "Retry"));
+      if (doc.advice_url) actions.append(adviceLink(doc.advice_url));
       if (doc.confirm_url) actions.append(actionForm(root, doc.confirm_url, "Confirm"));
     }
   }

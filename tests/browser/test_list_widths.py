@@ -32,8 +32,9 @@ from tests.tools.factories import STORE_SPEC, ToolProviderFactory
 
 SHOTS = Path("/tmp/shots")
 FAILED_FILE = "after-sales-returns-and-refunds-policy-2026.pdf"
-FAILED_REASON = ("Document conversion failed: the PDF has no text layer (a scanned image); export it with its "
-                 "text or upload the source document.")
+# A failure another attempt may get past, so its row offers Retry (a conversion failure offers advice).
+FAILED_REASON = ("The embeddings endpoint did not answer within 30 s after 3 attempts; retry the document once "
+                 "it answers again.")
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def seeded(project, operator):
                 policy=PolicySpec(max_write_calls=20, max_concurrent=4))
     kb = KnowledgeBaseFactory(project=project, name="After-sales handbook")
     Document.objects.create(knowledge_base=kb, filename=FAILED_FILE, file_type="pdf", size=10, content_hash="0" * 64,
-                            status=Document.Status.FAILED, attempts=3, error_code="document_conversion_failed",
+                            status=Document.Status.FAILED, attempts=3, error_code="embedding_failed",
                             error_message=FAILED_REASON, failed_at=now)
     # Its badge and its progress bar are kept on one line: with it, the table ran past its box.
     Document.objects.create(knowledge_base=kb, filename="returns-faq.md", file_type="markdown", size=10,

@@ -223,9 +223,9 @@ def test_the_status_endpoint_reports_each_document_with_its_stage_and_reason(bro
     assert {k: rows["policy.zh.md"][k] for k in ("id", "status", "status_label", "percent", "stage", "retry_url")} == {
         "id": str(completed.pk), "status": "completed", "status_label": "Completed", "percent": 100,
         "stage": "5 passages embedded", "retry_url": None}
-    assert {k: rows["no-text.pdf"][k] for k in ("status", "percent", "error_code", "retry_url")} == {
-        "status": "failed", "percent": 0, "error_code": failed.error_code,
-        "retry_url": f"/admin/knowledge/document/{failed.pk}/retry/"}
+    assert {k: rows["no-text.pdf"][k] for k in ("status", "percent", "error_code", "retry_url", "advice_url")} == {
+        "status": "failed", "percent": 0, "error_code": failed.error_code, "retry_url": None,
+        "advice_url": f"/admin/knowledge/document/{failed.pk}/change/"}  # a retry reads the same scan
     assert rows["no-text.pdf"]["error_message"] == ("Document conversion failed: The PDF has no extractable text "
                                                     "(scanned pages need OCR first).")
     assert (body["settled"], body["active_chunks"]) == (True, 5)
@@ -528,3 +528,22 @@ def test_the_link_to_the_failed_documents_counts_them_in_words(browser, kb, fail
     page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
     [text] = re.findall(r'status__exact=failed">([^<]*)</a>', page)
     assert text == link
+
+
+@pytest.mark.parametrize(("error_code", "action"), [("document_conversion_failed", "advice"),
+                                                    ("document_empty", "advice"), ("embedding_failed", "retry"),
+                                                    ("ingest_time_limit", "retry")])
+def test_a_failed_row_offers_retry_only_where_another_attempt_may_pass(browser, kb, error_code, action):
+    """A failure in the file's own bytes fails the same way on every retry (h4's trial: a JSON syntax
+    error offered only Retry on the KB page): its row links to the document's page, which says what
+    helps; the page and its polling offer the same."""
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED, error_code=error_code,
+                                                   error_message="It failed.")
+    [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
+    retry = f"/admin/knowledge/document/{document.pk}/retry/"
+    advice = f"/admin/knowledge/document/{document.pk}/change/"
+    assert (row["retry_url"], row["advice_url"]) == ((retry, None) if action == "retry" else (None, advice))
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert (f'action="{retry}"' in page, f'href="{advice}" class="bh-nowrap"' in page) == (
+        action == "retry", action == "advice")
