@@ -547,3 +547,10 @@ def test_a_failed_row_offers_retry_only_where_another_attempt_may_pass(browser, 
     page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
     assert (f'action="{retry}"' in page, f'href="{advice}" class="bh-nowrap"' in page) == (
         action == "retry", action == "advice")
+
+
+def test_the_kb_page_says_how_its_chunks_and_a_documents_passages_differ(browser, kb):
+    """The index box counted chunks and the rows passages, with nothing saying the two differ."""
+    _ingested(kb, "policy.zh.md")
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert "a document's progress counts passages, the text the embedder reads: each chunk" in " ".join(page.split())
