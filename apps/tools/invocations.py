@@ -594,19 +594,22 @@ def _refusal_cap(limit: int) -> int:
 def _run_limit_refusal(inv: Invocation, *, limit: int, refusal: bool = False) -> dict[str, Any] | None:
     """The answer to a new call once its run has made the route's ``max_tool_calls`` calls, or, for
     a call refused before dispatch (``refusal``), once the run has had _refusal_cap such refusals;
-    None while there is room. A call settled as ``rejected_before_dispatch`` was never sent and
-    never will be, so it does not count as made; an unsettled one (a rate limit's, retried later)
-    does. Nothing is stored for a refused call, so the same call is refused the same way. _create
-    asks under the run's lock, so racing calls cannot all take the last place."""
+    None while there is room. A call settled as ``rejected_before_dispatch`` before any attempt to
+    send it (its arguments, the tool changed, the project paused) never reached the business system
+    and never will, so it does not count as made; one the dispatcher tried to send (the business
+    system could not be reached) does, or a run could knock on a system that is down without end;
+    so does an unsettled one (a rate limit's, retried later). Nothing is stored for a refused call,
+    so the same call is refused the same way. _create asks under the run's lock, so racing calls
+    cannot all take the last place."""
     calls = Invocation.objects.filter(run_id=inv.run_id)
-    never_sent = models.Q(state=State.REJECTED_BEFORE_DISPATCH, settled_at__isnull=False)
+    never_sent = models.Q(state=State.REJECTED_BEFORE_DISPATCH, settled_at__isnull=False, dispatched_at__isnull=True)
     if calls.exclude(never_sent).count() >= limit:
         said = ("The route allows no tool calls in a run (max_tool_calls is 0)." if limit == 0 else
                 f"This run has made its {limit} tool call{'' if limit == 1 else 's'}, the most the route allows "
                 "in one run (max_tool_calls).")
         then = "Answer with what you have, or complete this run and go on in a new turn."
     elif refusal and calls.filter(never_sent).count() >= (cap := _refusal_cap(limit)):
-        said = f"This run has had {cap} calls refused for their arguments, the most one run may have."
+        said = f"This run has had {cap} calls refused before they were sent, the most one run may have."
         then = ("This call's arguments do not fit the tool's input_schema either: call again only with arguments "
                 "that do, or answer with what you have.")
     else:

@@ -64,6 +64,22 @@ def test_calls_refused_by_the_schema_do_not_spend_the_runs_max_tool_calls(shop, 
     assert Invocation.objects.count() == 7
 
 
+def test_calls_the_dispatcher_could_not_deliver_spend_the_runs_max_tool_calls(shop, dispatching):
+    """Not sent either, but the hub knocked on the business system: a run must not knock on one that
+    is down without end (review of the change above)."""
+    from tests.tools.business_server import free_port_refusing
+
+    _limit(shop, 2)
+    type(shop.provider).objects.filter(pk=shop.provider.pk).update(base_url=free_port_refusing())
+    for _ in range(2):
+        body = shop.invoke("item_read", {"item_id": "TEA-1"}).json()
+        assert (body["state"], "could not be reached" in body["text"]) == ("rejected_before_dispatch", True)
+    before = stored()
+    refused_id = new_id()
+    _refused(shop.invoke("item_read", {"item_id": "TEA-1"}, invocation_id=refused_id), refused_id, "item_read")
+    assert stored() == before
+
+
 def test_refusals_have_their_own_cap_and_a_good_call_still_has_room(shop, dispatching):
     _limit(shop, 2)  # the cap: max(10, 2 x 2) = 10
     for _ in range(10):
@@ -72,7 +88,7 @@ def test_refusals_have_their_own_cap_and_a_good_call_still_has_room(shop, dispat
 
     refused_id = new_id()
     _refused(shop.invoke("stock_write", {"sku": ""}, invocation_id=refused_id), refused_id, "stock_write",
-             text="This run has had 10 calls refused for their arguments, the most one run may have. Nothing was "
+             text="This run has had 10 calls refused before they were sent, the most one run may have. Nothing was "
                   "sent to the business system. This call's arguments do not fit the tool's input_schema either: "
                   "call again only with arguments that do, or answer with what you have.")
     assert stored() == before
