@@ -4,7 +4,6 @@ authorizations change only through services (revoke action), never through a for
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -25,12 +24,13 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
-from apps.agent_auth.models import AgentAuthorization, AgentClient, AgentSession
+from apps.agent_auth.models import ROUTES_NOT_IN_PROJECT, AgentAuthorization, AgentClient, AgentSession
 from apps.agent_auth.selectors import SessionEnd, session_approver_current_expression, session_end, session_live_q
 from apps.agent_auth.services import agent_client_token_rotate, session_revoke
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
+from apps.core.validators import uuid_parse
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.models import Project
 from apps.routes.admin import (
@@ -118,24 +118,22 @@ class RouteCheckboxes(forms.CheckboxSelectMultiple):
 
 
 def _add_form_project(request: HttpRequest) -> str | None:
-    """The project a new client's form is opened for, when it is known before the operator picks it:
-    the one project they may change, or the one the address names (``?project=``) if they may change
-    it. A posted form is checked against every project they may change, so that the save names the
-    keys it refuses (AgentClient.clean)."""
-    if request.method != "GET":
-        return None
+    """The project a new client's form is for, when it is known: on a posted form the project it
+    names, on an opened one the one the address names (``?project=``), either if the operator may
+    change it; else the one project they may change. The routes offered are that project's, on the
+    page and in the save alike: a save that offered every project's routes could swap the ticked
+    boxes for the searched field past ROUTE_CHOICES_MAX and drop them. Other keys are refused by
+    AgentClient.clean, naming them."""
     editable = {str(pk) for pk in ProjectScopedAdminMixin.editable_project_ids(request)}
-    named = request.GET.get("project", "")
+    named = (request.POST if request.method == "POST" else request.GET).get("project", "")
     if named in editable or (request.user.is_superuser and _is_project(named)):
         return named
     return next(iter(editable)) if len(editable) == 1 and not request.user.is_superuser else None
 
 
 def _is_project(value: str) -> bool:
-    try:
-        return Project.objects.filter(pk=uuid.UUID(value)).exists()
-    except ValueError:
-        return False
+    parsed = uuid_parse(value)
+    return parsed is not None and Project.objects.filter(pk=parsed).exists()
 
 
 def _route_choices(routes: list[Route]) -> list[tuple[str, str]]:
@@ -173,6 +171,7 @@ def allowed_routes_field(request: HttpRequest, client: AgentClient | None) -> fo
         for route in listed:
             projects_by_key.setdefault(route.key, []).append(str(route.project_id))
         return forms.MultipleChoiceField(label="Allowed routes", choices=_route_choices(listed), required=False,
+                                         error_messages={"invalid_choice": ROUTES_NOT_IN_PROJECT},
                                          widget=RouteCheckboxes(projects_by_key),
                                          help_text="The routes of the project chosen above that its agents may ask "
                                                    "for.")

@@ -40,6 +40,10 @@ def _route_list(help_text: str, *, size: int = ROUTE_LIST_MAX) -> ArrayField[lis
     )
 
 
+# Keys given as a client's allowed routes that are not routes of its project.
+ROUTES_NOT_IN_PROJECT = "No route with these keys in the project: %(value)s."
+
+
 class AgentClient(BaseModel):
     """A registered agent app: public app id, hashed client token for its business backend."""
 
@@ -79,8 +83,7 @@ class AgentClient(BaseModel):
                     .values_list("key", flat=True))
         unknown = [key for key in self.allowed_routes if key not in known]
         if unknown:
-            raise ValidationError({"allowed_routes": "No route with these keys in the project: "
-                                                     + ", ".join(unknown) + "."})
+            raise ValidationError({"allowed_routes": ROUTES_NOT_IN_PROJECT % {"value": ", ".join(unknown)}})
 
 
 class AgentAuthorization(BaseModel):

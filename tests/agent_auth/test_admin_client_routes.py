@@ -80,3 +80,18 @@ def test_the_save_still_refuses_another_projects_route_and_creates_nothing(super
     assert response.status_code == 200
     assert "No route with these keys in the project: hr-people" in response.content.decode()
     assert not AgentClient.objects.exists()
+
+
+def test_a_posted_form_past_the_listing_limit_keeps_its_ticks(superuser, route, other_route, elsewhere, monkeypatch):
+    """The save offered every project's routes while the page offered the chosen project's: past
+    ROUTE_CHOICES_MAX of all of them, the ticked boxes became a note and the client was saved with
+    no route (review)."""
+    from apps.routes import admin as routes_admin
+
+    monkeypatch.setattr(routes_admin, "ROUTE_CHOICES_MAX", 3)  # route's project has 2, all projects 4
+    response = superuser.post(ADD, {
+        "project": str(route.project.pk), "app_id": "store-desktop", "name": "Store desktop", "enabled": "on",
+        "allowed_routes": ["store-assistant", "hr-helpdesk"],
+        "agent_authorize_url": "https://business.example.com/agent/authorize", "authorization_rate_limit": "10"})
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    assert sorted(AgentClient.objects.get(app_id="store-desktop").allowed_routes) == ["hr-helpdesk", "store-assistant"]
