@@ -66,10 +66,14 @@ def test_the_migration_renames_later_duplicates_and_keeps_the_first():
         third = ProjectFactory(name="BAILING RETAIL", slug="third")
         long_one = ProjectFactory(name="L" * 200, slug="long-one")
         long_two = ProjectFactory(name="l" * 200, slug="long-two")
+        # Python folds "İ" to "i̇" (two characters), PostgreSQL's lower() to "i", as 0008's index does.
+        dotted = ProjectFactory(name="İzmir Store", slug="dotted")
+        plain = ProjectFactory(name="izmir store", slug="plain")
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     names = dict(Project.objects.values_list("slug", "name"))
     assert names == {first.slug: "Bailing Retail", second.slug: "bailing retail (3)",
                      numbered.slug: "Bailing Retail (2)", third.slug: "BAILING RETAIL (4)",
-                     long_one.slug: "L" * 200, long_two.slug: "l" * 196 + " (2)"}
+                     long_one.slug: "L" * 200, long_two.slug: "l" * 196 + " (2)",
+                     dotted.slug: "İzmir Store", plain.slug: "izmir store (2)"}
