@@ -70,3 +70,9 @@ def test_json_escapes_count_against_the_budget():
     excerpt = focused_excerpt(text, "refund window days", max_bytes=128)
     assert excerpt.startswith('The refund "window" is seven days.')
     assert json_text_bytes(excerpt) <= 128
+
+
+def test_a_chinese_name_in_an_english_section_leaves_its_sentences_apart():
+    text = "Ask 王经理 about rotas. " + FILLER * 8 + KEY + " " + FILLER * 8
+    excerpt = focused_excerpt(text, "where is the emergency exit key kept", max_bytes=512)
+    assert excerpt.startswith(KEY)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.knowledge.pipeline.keyword_channel import query_terms
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
+from apps.knowledge.pipeline.terms import query_terms
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 

@@ -108,6 +108,21 @@ def test_a_chain_starts_at_the_section_of_its_hit(api_client, ksession, kroute, 
     assert (pages[-1]["truncated"], pages[-1]["next_cursor"]) == (False, None)
 
 
+def test_a_chain_that_starts_inside_a_document_still_stops_at_128_kib(api_client, ksession, kroute, kb):
+    key = "# 钥匙\n\n紧急出口的钥匙放在四号收银台后面的红色盒子里。"
+    document = ingest_texts(kb, {"长文.md": OPENING + "\n\n" + key + "\n\n" + _long_markdown(60_000)})["长文.md"]
+    body = document_body(document)
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "紧急出口 钥匙 红色盒子")
+    start = body.index("紧急出口的钥匙")
+    assert start > 0 and len(body[start:].encode()) > 131072
+    pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
+    exposed = "".join(page["content"] for page in pages)
+    assert body[start:].startswith(exposed)
+    assert 131072 - 3 < len(exposed.encode()) <= 131072
+    assert (pages[-1]["truncated"], pages[-1]["budget_exhausted"], pages[-1]["next_cursor"]) == (True, True, None)
+    assert pages[-1]["total_content_bytes"] == len(body.encode())
+
+
 def test_a_reference_whose_section_is_gone_reads_from_the_beginning(api_client, ksession, kroute, docs):
     """A rebuild that leaves a body as it was keeps its revision and gives its sections new ids:
     a reference issued before it still reads, from the body's start."""

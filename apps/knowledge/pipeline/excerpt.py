@@ -16,9 +16,8 @@ budget is cut, at a space when there is one near the cut. It never starts inside
 from __future__ import annotations
 
 from apps.core.jsonbytes import json_text_bytes, json_text_prefix
-from apps.knowledge.pipeline.keyword_channel import query_terms
-from apps.knowledge.pipeline.terms import has_cjk, is_cjk_term, keyword_terms
-from apps.knowledge.pipeline.windows import SENTENCE_END, WESTERN_SENTENCE_END, sentence_pieces
+from apps.knowledge.pipeline.terms import has_cjk, is_cjk_term, keyword_terms, query_terms
+from apps.knowledge.pipeline.windows import WESTERN_SENTENCE_END, sentence_pieces
 
 CJK_CHARACTER_WEIGHT = 0.25
 # A cut inside an over-long sentence backs up to a space at most this many characters away.
@@ -45,8 +44,9 @@ def focused_excerpt(text: str, query: str, *, max_bytes: int, region: tuple[int,
     (the whole text when None or empty)."""
     if json_text_bytes(text) <= max_bytes:
         return text
-    ends = SENTENCE_END if has_cjk(text) else WESTERN_SENTENCE_END
-    sentences = sentence_pieces(text, len(text), ends)  # whole sentences, however long
+    # Chinese and Western sentence ends in any text: one Chinese name in an English section must not
+    # make its sentences one (windows.py chooses by script, for its widths; an excerpt needs no width).
+    sentences = sentence_pieces(text, len(text), WESTERN_SENTENCE_END)  # whole sentences, however long
     if not sentences:
         return json_text_prefix(text, max_bytes)
     lo, hi = region if region and region[0] < region[1] else (0, len(text))

@@ -18,7 +18,7 @@ from apps.knowledge.models import EmbeddingModel
 from apps.knowledge.pipeline.candidates import PLACEMENT_COLUMNS, vector_literal, withheld_filter
 from apps.knowledge.pipeline.index import embedding_text, generation_lexeme
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
-from apps.knowledge.pipeline.terms import keyword_terms, term_frequencies, word_term
+from apps.knowledge.pipeline.terms import query_terms, term_frequencies
 
 K1 = 0.9
 B = 0.4
@@ -99,22 +99,6 @@ def keyword_row_columns(terms: Sequence[str], *, stored_tf: bool) -> tuple[str, 
     return "c.id, c.text, c.chapter_path, greatest(length(c.search_vector) - 1, 0)", []
 
 
-# Lucene's English stop words (its StandardAnalyzer's set), as terms. A query leaves them out of
-# its keyword terms unless nothing else is left; the index keeps them. In a small KB a shared "to"
-# or "at" weighs half a content word (its idf over three documents), and it ranked a store's
-# opening hours first for "How long do I have to return an item?". In a big one their idf is
-# already near zero (scifact: bench/README.md, stop 26).
-QUERY_STOP_WORDS = frozenset(word_term(word) for word in [
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
-    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
-    "will", "with"])
-
-
-def query_terms(query: str) -> list[str]:
-    """The query's keyword terms, each once, in order; English stop words left out unless the
-    query has nothing else."""
-    terms = list(dict.fromkeys(keyword_terms(query)))
-    return [term for term in terms if term not in QUERY_STOP_WORDS] or terms
 
 
 def keyword_scorer(*, generation_ids: Sequence, query: str, stored_tf: bool = False,

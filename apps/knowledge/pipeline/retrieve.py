@@ -70,11 +70,12 @@ from apps.knowledge.pipeline import parallel
 from apps.knowledge.pipeline.candidates import Candidate, Hit
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.fusion import RRF_K, adaptive_dense_weight, fuse, window_scores, window_shares
-from apps.knowledge.pipeline.keyword_channel import keyword_candidates, keyword_row_columns, keyword_scorer, query_terms
+from apps.knowledge.pipeline.keyword_channel import keyword_candidates, keyword_row_columns, keyword_scorer
 from apps.knowledge.pipeline.rerank import RerankConfig, rerank
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
 from apps.knowledge.pipeline.rollup import rollup
 from apps.knowledge.pipeline.terms import ANALYZER as KEYWORD_ANALYZER
+from apps.knowledge.pipeline.terms import query_terms
 from apps.knowledge.pipeline.vector_channel import vector_candidates, vector_scores
 
 MODES = ("vector", "keyword", "hybrid")

@@ -10,7 +10,7 @@ ASCII forms), lower case, and Traditional Chinese folded onto Simplified (pipeli
   English Snowball stem, so "claims", "claimed" and "claiming" are one term (BM25 on
   scifact-train 0.667 → 0.698; dropping English stop words as well changed nothing measurable
   there, BM25's idf already ignores them, so the index keeps them; a query leaves them out of its
-  keyword terms, for small KBs: pipeline.keyword_channel.query_terms).
+  keyword terms, for small KBs: query_terms).
 
 No dictionary segmenter: good on product codes and names; one can replace the CJK part later
 (change both sides here, and bump ANALYZER so existing indexes are rebuilt).
@@ -145,3 +145,21 @@ def _cjk_counts(normal: str) -> Counter:
             if repeats:
                 counts[char + char] += repeats
     return counts
+
+
+# Lucene's English stop words (its StandardAnalyzer's set), as terms. A query leaves them out of
+# its keyword terms unless nothing else is left; the index keeps them. In a small KB a shared "to"
+# or "at" weighs half a content word (its idf over three documents), and it ranked a store's
+# opening hours first for "How long do I have to return an item?". In a big one their idf is
+# already near zero (scifact: bench/README.md, stop 26).
+QUERY_STOP_WORDS = frozenset(word_term(word) for word in [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
+    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+    "will", "with"])
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's keyword terms, each once, in order; English stop words left out unless the
+    query has nothing else."""
+    terms = list(dict.fromkeys(keyword_terms(query)))
+    return [term for term in terms if term not in QUERY_STOP_WORDS] or terms
