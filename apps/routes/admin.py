@@ -26,7 +26,7 @@ from apps.projects.admin import (
     unique_in_project,
 )
 from apps.projects.selectors import project_list_editable
-from apps.routes.models import ROUTE_KEY_TAKEN, Route
+from apps.routes.models import ROUTE_KEY_CONSTRAINT, ROUTE_KEY_TAKEN, Route
 from apps.routes.selectors import route_profile
 
 
@@ -226,7 +226,7 @@ class RouteAdminForm(forms.ModelForm):
 
 class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = RouteAdminForm
-    unique_constraints = {"route_unique_key_per_project": ""}
+    unique_constraints = {ROUTE_KEY_CONSTRAINT: ""}
     # Between the sidebar and the filters, at 1366 px, about 720 px are left: the switches' long headers
     # (kept on one line) and the update time (a date, kept on one line) ran past them, and Knowledge
     # enabled and Updated at were cut off. The key reads under the name, the switches have short headers

@@ -39,6 +39,7 @@ def _tool_list(help_text: str, *, null: bool = False) -> ArrayField:
 
 
 ROUTE_KEY_TAKEN = "A route with this key already exists in this project."
+ROUTE_KEY_CONSTRAINT = "route_unique_key_per_project"
 
 
 class Route(BaseModel):
@@ -140,7 +141,7 @@ class Route(BaseModel):
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "key"],
-                name="route_unique_key_per_project",
+                name=ROUTE_KEY_CONSTRAINT,
                 violation_error_code="route_key_taken",
                 violation_error_message=ROUTE_KEY_TAKEN,
             )

@@ -30,7 +30,7 @@ from django.utils.translation import ngettext
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_end, session_live_q, session_route_keys
 from apps.core.timefmt import local_time
-from apps.core.validators import validate_shown_name
+from apps.core.validators import uuid_parse, validate_shown_name
 from apps.projects.admin import ProjectScopedAdminMixin, autocomplete_page, autocomplete_words
 from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable
@@ -212,7 +212,7 @@ class SessionSearchSelect(AutocompleteSelect):
         return reverse("admin:tasks_task_sessions", args=[self.project.pk])
 
     def optgroups(self, name: str, value: Any, attrs: dict[str, Any] | None = None) -> Any:
-        picked = [str(v) for v in value if v and _is_uuid(str(v))]
+        picked = [str(v) for v in value if v and uuid_parse(str(v)) is not None]
         self.routes = {str(s.pk): session_workspaces(s)
                        for s in live_sessions(self.project).filter(pk__in=picked)} if picked else {}
         return super().optgroups(name, value, attrs)
@@ -224,14 +224,6 @@ class SessionSearchSelect(AutocompleteSelect):
         if routes is not None:
             option["attrs"]["data-routes"] = " ".join(routes)
         return option
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 class SessionSelect(forms.Select):
@@ -614,10 +606,9 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def _task(self, request: HttpRequest, object_id: str) -> Task:
         """Another project's task is a 404, as an unknown one."""
-        try:
-            pk = uuid.UUID(str(object_id))
-        except ValueError:
-            raise Http404("No such task.") from None
+        pk = uuid_parse(str(object_id))
+        if pk is None:
+            raise Http404("No such task.")
         task = self.get_queryset(request).select_related("project", "created_by").filter(pk=pk).first()
         if task is None:
             raise Http404("No such task.")

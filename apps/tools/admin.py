@@ -32,7 +32,7 @@ from . import invocations, services
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
 from .errors import InvalidProvider, SpecRefusedError
-from .models import RouteToolSource, Tool, ToolProvider
+from .models import TOOL_PROVIDER_NAME_CONSTRAINT, RouteToolSource, Tool, ToolProvider
 
 # A spec at its limit as a file, pasted, and carried from a preview (base64 of zlib: at worst a third
 # over its size, plus zlib's few bytes), plus the rest of the form.
@@ -220,7 +220,7 @@ def breaking_at_slashes(text: str) -> SafeString:
 @admin.register(ToolProvider)
 class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = ToolProviderForm
-    unique_constraints = {"tool_provider_unique_name": ProviderNameTaken.code}
+    unique_constraints = {TOOL_PROVIDER_NAME_CONSTRAINT: ProviderNameTaken.code}
     # As the Tools list: between the sidebar and the filters, at 1366 px, about 720 px are left, and nine
     # columns ran about 350 px past them. The base URL reads under the name (cut after two lines, whole in
     # its title), the enabled tools beside their total, and the OpenAPI version under the compile time;

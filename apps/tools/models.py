@@ -13,6 +13,9 @@ provider_name_validator = RegexValidator(
 )
 
 
+TOOL_PROVIDER_NAME_CONSTRAINT = "tool_provider_unique_name"
+
+
 class ToolProvider(BaseModel):
     """A business system whose OpenAPI spec is compiled into tools. The signing secret is stored only
     encrypted (apps.tools.crypto); the spec is kept byte for byte as uploaded."""
@@ -31,7 +34,7 @@ class ToolProvider(BaseModel):
     compiled_at = models.DateTimeField(editable=False)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "name"], name="tool_provider_unique_name")]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name=TOOL_PROVIDER_NAME_CONSTRAINT)]
         ordering = ["project__name", "name"]
 
     def __str__(self) -> str:
