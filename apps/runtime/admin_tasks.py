@@ -198,7 +198,22 @@ def session_workspaces(session: AgentSession) -> list[str]:
     return sorted(session_route_keys(session))
 
 
-class SessionSearchSelect(AutocompleteSelect):
+class _SessionRoutesMixin:
+    """A session select whose options name the workspaces their session may use (data-routes:
+    {session id: route keys} in `routes`), for tasks.js."""
+
+    routes: dict[str, list[str]]
+
+    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int,
+                      subindex: int | None = None, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)  # type: ignore[misc]
+        routes = self.routes.get(str(value))
+        if routes is not None:
+            option["attrs"]["data-routes"] = " ".join(routes)
+        return option
+
+
+class SessionSearchSelect(_SessionRoutesMixin, AutocompleteSelect):
     """Django's autocomplete, asking the create page's own search of the project's active sessions.
     The session a refused form kept is rendered with its workspaces (data-routes), as the plain
     select's options are; one found by searching brings them in its result."""
@@ -217,30 +232,14 @@ class SessionSearchSelect(AutocompleteSelect):
                        for s in live_sessions(self.project).filter(pk__in=picked)} if picked else {}
         return super().optgroups(name, value, attrs)
 
-    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int,
-                      subindex: int | None = None, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
-        option = super().create_option(name, value, label, selected, index, subindex, attrs)
-        routes = self.routes.get(str(value))
-        if routes is not None:
-            option["attrs"]["data-routes"] = " ".join(routes)
-        return option
 
-
-class SessionSelect(forms.Select):
+class SessionSelect(_SessionRoutesMixin, forms.Select):
     """The plain select of a member's session: each option names the workspaces its session may use
     (data-routes), so that tasks.js offers only those in the row's workspace select."""
 
     def __init__(self, *, routes: dict[str, list[str]]) -> None:
         super().__init__()
         self.routes = routes
-
-    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int,
-                      subindex: int | None = None, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
-        option = super().create_option(name, value, label, selected, index, subindex, attrs)
-        routes = self.routes.get(str(value))
-        if routes is not None:
-            option["attrs"]["data-routes"] = " ".join(routes)
-        return option
 
 
 def live_sessions(project: Project) -> QuerySet[AgentSession]:
