@@ -4,18 +4,16 @@ opens it. Screenshots land in /tmp/shots/."""
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from rest_framework.test import APIClient
 
-from apps.agent_auth.services import authorization_approve_by_user, code_exchange
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
-from tests.agent_auth.helpers import PRINCIPAL, authorization_for, session_for
+from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.browser.layout import assert_changelist_fits
 from tests.routes.factories import RouteFactory
-from tests.tools.approval_helpers import pending_approval
+from tests.tools.approval_helpers import pending_approval, session_signed_in_on_page
 from tests.tools.factories import STORE_SPEC, ToolProviderFactory
 
 SHOTS = Path("/tmp/shots")
@@ -79,19 +77,10 @@ def test_the_approval_queue_keeps_its_columns_on_a_desktop(logged_in_page, agent
     assert_changelist_fits(page, last_header="asked · expires")
 
 
-def _signed_in_on_page(agent_client, user):
-    authorization = authorization_for(agent_client)
-    redirect = authorization_approve_by_user(authorization_id=authorization.pk, user=user,
-                                             allowed_routes=list(authorization.requested_routes))
-    code = parse_qs(urlsplit(redirect).query)["code"][0]
-    return code_exchange(client_app_id=agent_client.app_id, code=code, redirect_uri=authorization.redirect_uri,
-                         code_verifier=authorization.verifier)
-
-
 @pytest.mark.parametrize("width", [1366, 390])
 def test_approving_ones_own_agents_call_asks_to_say_so(logged_in_page, agent_client, operator, width):
     """h4's B8: the operator approved the refund their own agent asked for, in one click, unwarned."""
-    approval = pending_approval(APIClient(), _signed_in_on_page(agent_client, operator).access_token)
+    approval = pending_approval(APIClient(), session_signed_in_on_page(agent_client, operator).access_token)
     page = logged_in_page
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"/admin/tools/approval/{approval.pk}/change/")

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+from apps.agent_auth.services import authorization_approve_by_user, code_exchange
 from apps.tools.models import Approval
+from tests.agent_auth.helpers import authorization_for
 from tests.ledger.helpers import open_turn, post_json
 
 INVOKE_URL = "/agent-api/v1/tool-invocations"
@@ -51,3 +54,13 @@ def pending_approval(client, token: str, *, route_key: str = "store-assistant", 
     answer = response.json()
     assert answer["state"] == "awaiting_approval", answer
     return Approval.objects.select_related("invocation").get(pk=answer["approval_id"])
+
+
+def session_signed_in_on_page(agent_client, user):
+    """A session signed in on BailingHub's own authorization page by ``user``: the agent acts for them."""
+    authorization = authorization_for(agent_client)
+    redirect = authorization_approve_by_user(authorization_id=authorization.pk, user=user,
+                                             allowed_routes=list(authorization.requested_routes))
+    code = parse_qs(urlsplit(redirect).query)["code"][0]
+    return code_exchange(client_app_id=agent_client.app_id, code=code, redirect_uri=authorization.redirect_uri,
+                         code_verifier=authorization.verifier)

@@ -4,19 +4,16 @@ call takes an explicit acknowledgement; a colleague decides as before."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit
-
 import pytest
 from django.test import Client
 
-from apps.agent_auth.services import authorization_approve_by_user, code_exchange
 from apps.projects.models import Membership
 from apps.tools.models import Approval
 from tests.agent_auth.factories import AgentClientFactory
-from tests.agent_auth.helpers import PRINCIPAL, authorization_for, session_for
+from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.projects.factories import MembershipFactory, UserFactory
 from tests.routes.factories import RouteFactory
-from tests.tools.approval_helpers import pending_approval
+from tests.tools.approval_helpers import pending_approval, session_signed_in_on_page
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
 
@@ -50,19 +47,9 @@ def _logged_in(user) -> Client:
     return client
 
 
-def _signed_in_on_page(agent_client, user):
-    """A session signed in on BailingHub's own authorization page by ``user``: the agent acts for them."""
-    authorization = authorization_for(agent_client)
-    redirect = authorization_approve_by_user(authorization_id=authorization.pk, user=user,
-                                             allowed_routes=list(authorization.requested_routes))
-    code = parse_qs(urlsplit(redirect).query)["code"][0]
-    return code_exchange(client_app_id=agent_client.app_id, code=code, redirect_uri=authorization.redirect_uri,
-                         code_verifier=authorization.verifier)
-
-
 @pytest.fixture
 def own_approval(api_client, agent_client, grace, tool_route) -> Approval:
-    return pending_approval(api_client, _signed_in_on_page(agent_client, grace).access_token)
+    return pending_approval(api_client, session_signed_in_on_page(agent_client, grace).access_token)
 
 
 def _approve(client: Client, approval: Approval, **extra: str):
