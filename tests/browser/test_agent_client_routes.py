@@ -60,3 +60,22 @@ def test_a_project_without_routes_says_so(page, projects):
     page.select_option("select[name=project]", label="Empty")
     assert page.locator("#id_allowed_routes input[name=allowed_routes]:visible").count() == 0
     assert page.locator("#allowed-routes-none").is_visible()
+
+
+def test_a_form_opened_for_one_project_offers_to_open_for_another(page, projects):
+    """Opened for a project (?project=), the form holds only its routes: choosing another said that
+    project had no routes (review). It now offers to open the form for the one chosen."""
+    retail, hr = projects
+    UserFactory(username="root", is_staff=True, is_superuser=True, password=PASSWORD)
+    admin_login(page, username="root", password=PASSWORD)
+    page.goto(f"/admin/agent_auth/agentclient/add/?project={retail.pk}")
+    shown = "#id_allowed_routes input[name=allowed_routes]:visible"
+    assert sorted(box.get_attribute("value") for box in page.locator(shown).all()) == ["outlet-faq",
+                                                                                      "store-assistant"]
+    page.select_option("select[name=project]", str(hr.pk))
+    assert page.locator(shown).count() == 0
+    note = page.locator("#allowed-routes-none")
+    assert note.is_visible() and "no routes yet" not in note.inner_text()
+    with page.expect_navigation():
+        page.click("#allowed-routes-reopen")
+    assert [box.get_attribute("value") for box in page.locator(shown).all()] == ["hr-helpdesk"]

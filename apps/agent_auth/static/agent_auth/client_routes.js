@@ -4,6 +4,24 @@
 (function () {
   "use strict";
 
+  // A form opened for one project (?project=) lists that project's routes only: another project
+  // chosen on it has routes the page does not hold, so the note offers to open it for that one.
+  var openedFor = new URLSearchParams(window.location.search).get("project");
+
+  function explain(note, chosen) {
+    note.textContent = "";
+    if (openedFor && chosen !== openedFor) {
+      note.append("This form lists the routes of the project it was opened for. ");
+      var link = document.createElement("a");
+      link.href = "?project=" + encodeURIComponent(chosen);
+      link.id = "allowed-routes-reopen";
+      link.textContent = "Open it for the project chosen above";
+      note.append(link, " (what you typed here is not kept).");
+    } else {
+      note.append("This project has no routes yet: add one under Routes, then allow it here.");
+    }
+  }
+
   function sync(select, boxes, note) {
     var chosen = select.value;
     var shown = 0;
@@ -15,6 +33,7 @@
       if (fits) shown += 1;
     });
     note.hidden = !chosen || shown > 0;
+    if (!note.hidden) explain(note, chosen);
   }
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -26,7 +45,6 @@
     var note = document.createElement("p");
     note.id = "allowed-routes-none";
     note.className = "help";
-    note.textContent = "This project has no routes yet: add one under Routes, then allow it here.";
     list.parentNode.insertBefore(note, list.nextSibling);
     sync(select, boxes, note);
     select.addEventListener("change", function () { sync(select, boxes, note); });
