@@ -50,14 +50,19 @@ def _approvals(agent_client, count: int) -> None:
         approval.save(update_fields=["prompt"])  # a test's fixture: the ACC prompt as h4's shop had it
 
 
+def _queue_of_three(page, agent_client, *, width: int, height: int):
+    """The approvals queue holding three pending approvals, at `width` px (a screenshot of it)."""
+    _approvals(agent_client, 3)
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto("/admin/tools/approval/")
+    _shot(page, f"approvals-queue-{width}")
+    return page
+
+
 def test_the_approval_queue_is_readable_on_a_phone(logged_in_page, agent_client):
     """At 390 px the six columns squeezed the prompt to 3–4 characters a line and the table
     scrolled sideways (h4's 80-mobile-approvals.png): each approval is a card there."""
-    _approvals(agent_client, 3)
-    page = logged_in_page
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.goto("/admin/tools/approval/")
-    _shot(page, "approvals-queue-390")
+    page = _queue_of_three(logged_in_page, agent_client, width=390, height=844)
     assert page.locator("#result_list tbody tr").count() == 3
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     box = page.locator("#changelist .results")
@@ -68,11 +73,7 @@ def test_the_approval_queue_is_readable_on_a_phone(logged_in_page, agent_client)
 
 
 def test_the_approval_queue_keeps_its_columns_on_a_desktop(logged_in_page, agent_client):
-    _approvals(agent_client, 3)
-    page = logged_in_page
-    page.set_viewport_size({"width": 1366, "height": 768})
-    page.goto("/admin/tools/approval/")
-    _shot(page, "approvals-queue-1366")
+    page = _queue_of_three(logged_in_page, agent_client, width=1366, height=768)
     assert page.locator("#result_list thead th").count() == 6
     assert_changelist_fits(page, last_header="asked · expires")
 

@@ -87,46 +87,39 @@ def test_resume_before_a_decision_still_awaits(shop):
     assert shop.server.received == []
 
 
-def test_denied_is_final_and_nothing_is_sent(shop):
+def _denied(shop, *, comment: str, amount: int = 1) -> tuple[str, dict]:
+    """A refund call an approver denied with `comment`: its invocation_id and the agent's resume."""
     invocation_id = new_id()
-    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1}, invocation_id=invocation_id)
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": amount}, invocation_id=invocation_id)
     approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
-                    decision="denied", comment="no")
-    body = shop.resume(invocation_id).json()
+                    decision="denied", comment=comment)
+    return invocation_id, shop.resume(invocation_id).json()
+
+
+def test_denied_is_final_and_nothing_is_sent(shop):
+    invocation_id, body = _denied(shop, comment="no")
     assert (body["state"], body["ok"], body["auto_retry_allowed"]) == ("denied", False, False)
     assert Invocation.objects.get(invocation_id=invocation_id).frozen_arguments == ""
     assert shop.server.received == []
 
 
 def test_a_denial_tells_the_agent_the_approvers_comment(shop):
-    invocation_id = new_id()
-    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 150}, invocation_id=invocation_id)
-    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
-                    decision="denied", comment="Not 150 — the delivery note says 15.")
-    assert shop.resume(invocation_id).json()["text"] == (
+    _, body = _denied(shop, comment="Not 150 — the delivery note says 15.", amount=150)
+    assert body["text"] == (
         "The approval for this call was denied. The approver's comment: “Not 150 — the delivery note says "
         "15.” Nothing was sent to the business system.")
 
 
 def test_the_comment_reaches_the_agent_bounded_on_one_line_without_direction_controls_or_tokens(shop):
-    invocation_id = new_id()
-    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1}, invocation_id=invocation_id)
-    comment = "Use\n‮SO-2‬ token bha_" + "A" * 30 + " " + "x" * 600
-    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
-                    decision="denied", comment=comment)
-    said = shop.resume(invocation_id).json()["text"]
-    quoted = said.split("“")[1].split("”")[0]
+    _, body = _denied(shop, comment="Use\n‮SO-2‬ token bha_" + "A" * 30 + " " + "x" * 600)
+    quoted = body["text"].split("“")[1].split("”")[0]
     assert quoted == "Use SO-2 token [redacted] " + "x" * 473 + "…"
     assert len(quoted) == 500
 
 
 def test_a_denial_without_a_comment_says_only_that(shop):
-    invocation_id = new_id()
-    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 1}, invocation_id=invocation_id)
-    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
-                    decision="denied", comment="")
-    assert shop.resume(invocation_id).json()["text"] == (
-        "The approval for this call was denied. Nothing was sent to the business system.")
+    _, body = _denied(shop, comment="")
+    assert body["text"] == "The approval for this call was denied. Nothing was sent to the business system."
 
 
 def test_an_expired_approval_reads_as_denied(shop):
