@@ -3,7 +3,10 @@ saves at once, both past the service's own check) with the error that check rais
 
 from __future__ import annotations
 
-from django.db import IntegrityError
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from django.db import IntegrityError, transaction
 
 
 def unique_violated(exc: BaseException | None) -> str | None:
@@ -14,3 +17,17 @@ def unique_violated(exc: BaseException | None) -> str | None:
             return getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+@contextmanager
+def unique_race(constraint: str, error: Callable[[], Exception]) -> Iterator[None]:
+    """Run a write in its own savepoint; when it breaks `constraint` (another save took the value
+    since the caller's own check), raise `error()` — the check's error — instead of the
+    IntegrityError (a 500). Any other integrity failure stays what it is."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as exc:
+        if unique_violated(exc) == constraint:
+            raise error() from exc
+        raise

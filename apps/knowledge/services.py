@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +14,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.core.errors import ApiError
-from apps.core.integrity import unique_violated
+from apps.core.integrity import unique_race
 from apps.knowledge import dispatch, errors
 from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
@@ -218,17 +217,10 @@ def knowledge_base_update(*, kb: KnowledgeBase, user: Any = None, **changes: Any
     return kb
 
 
-@contextmanager
-def _name_race() -> Iterator[None]:
+def _name_race() -> AbstractContextManager[None]:
     """A KB write in its own savepoint: another save that took the name since this one's check
     (two at once) is the check's error, not an IntegrityError (a 500)."""
-    try:
-        with transaction.atomic():
-            yield
-    except IntegrityError as exc:
-        if unique_violated(exc) == KNOWLEDGE_BASE_NAME_CONSTRAINT:
-            raise errors.KnowledgeBaseNameTaken() from exc
-        raise
+    return unique_race(KNOWLEDGE_BASE_NAME_CONSTRAINT, errors.KnowledgeBaseNameTaken)
 
 
 # Documents

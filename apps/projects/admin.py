@@ -21,7 +21,7 @@ from apps.core.errors import ApiError
 from apps.core.exceptions import ConsolePermissionDenied
 from apps.core.integrity import unique_violated
 from apps.core.secret_messages import secret_message
-from apps.projects.models import PROJECT_NAME_TAKEN, Membership, OperatorToken, Project
+from apps.projects.models import PROJECT_NAME_CONSTRAINT, PROJECT_NAME_TAKEN, Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import membership_set
 from apps.projects.tokens import operator_token_create, operator_token_revoke
@@ -423,7 +423,7 @@ def project_is_owned(*, request, project: Project) -> bool:
 class ProjectForm(forms.ModelForm):
     def clean_name(self) -> str:
         """A name another project has, in any case, is an error beside the field — as the constraint
-        (project_unique_name_ci) compares them; the constraint's own check would say it above the form."""
+        (PROJECT_NAME_CONSTRAINT) compares them; the constraint's own check would say it above the form."""
         name = self.cleaned_data["name"]
         if Project.objects.alias(key=Lower("name")).filter(key=Lower(Value(name))).exclude(
                 pk=self.instance.pk).exists():
@@ -435,7 +435,7 @@ class ProjectForm(forms.ModelForm):
 class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = ProjectForm
     project_lookup = "pk"
-    unique_constraints = {"project_unique_name_ci": ""}
+    unique_constraints = {PROJECT_NAME_CONSTRAINT: ""}
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}

@@ -20,6 +20,7 @@ slug_validator = RegexValidator(
 )
 
 PROJECT_NAME_TAKEN = "Another project already has this name (names are compared ignoring case)."
+PROJECT_NAME_CONSTRAINT = "project_unique_name_ci"
 
 
 class Project(BaseModel):
@@ -38,7 +39,7 @@ class Project(BaseModel):
         # Operators tell projects apart by name: every project select, filter and breadcrumb shows the
         # name alone, so two "Bailing Retail" (or "Bailing retail") were two identical choices.
         constraints = [models.UniqueConstraint(
-            Lower("name"), name="project_unique_name_ci",
+            Lower("name"), name=PROJECT_NAME_CONSTRAINT,
             violation_error_message=PROJECT_NAME_TAKEN)]
 
     def __str__(self) -> str:

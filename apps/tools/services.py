@@ -9,9 +9,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from apps.core.integrity import unique_race
 from apps.core.outbound import url_refused
 from apps.projects.models import Project
 
@@ -19,7 +20,7 @@ from .compiler import CompiledTool, CompileResult, SpecRefused, compile_spec
 from .crypto import secret_encrypt, secret_rotate
 from .dispatch import address_policy
 from .errors import InvalidProvider, ProviderNameTaken, SpecRefusedError
-from .models import RouteToolSource, Tool, ToolProvider, provider_name_validator
+from .models import TOOL_PROVIDER_NAME_CONSTRAINT, RouteToolSource, Tool, ToolProvider, provider_name_validator
 from .semantic import index_send
 
 MIN_SECRET_CHARS = 16
@@ -149,16 +150,13 @@ def provider_create(*, project: Project, name: str, base_url: str, secret: str, 
     result = spec_compile(spec=spec)
     if ToolProvider.objects.filter(project=project, name=name).exists():
         raise ProviderNameTaken(field="name")
-    try:
-        with transaction.atomic():
-            provider = ToolProvider.objects.create(
-                project=project, name=name, base_url=base_url, secret_encrypted=secret_encrypt(secret),
-                enabled=enabled, spec=spec, spec_sha256=result.sha256, spec_filename=spec_filename[:255],
-                openapi_version=result.openapi_version, title=result.title[:500],
-                compile_report=result.report(), compiled_at=timezone.now(),
-            )
-    except IntegrityError:
-        raise ProviderNameTaken(field="name") from None
+    with unique_race(TOOL_PROVIDER_NAME_CONSTRAINT, lambda: ProviderNameTaken(field="name")):
+        provider = ToolProvider.objects.create(
+            project=project, name=name, base_url=base_url, secret_encrypted=secret_encrypt(secret),
+            enabled=enabled, spec=spec, spec_sha256=result.sha256, spec_filename=spec_filename[:255],
+            openapi_version=result.openapi_version, title=result.title[:500],
+            compile_report=result.report(), compiled_at=timezone.now(),
+        )
     Tool.objects.bulk_create([
         Tool(provider=provider, name=tool.name, enabled=tool.enabled, **_tool_fields(tool, position))
         for position, tool in enumerate(result.tools)

@@ -4,33 +4,15 @@ the check's own answer, 409 knowledge_base_name_taken, with one row."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
-from django.db.models.signals import pre_save
 
 from apps.knowledge.models import KnowledgeBase
-from tests.concurrency import at_once
+from tests.concurrency import at_once_past_the_check
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BASE = "/api/v1/builder"
-
-
-def _meeting_before_the_write(calls: list) -> list[tuple[int, Any]]:
-    """The calls released together, each held just before its KB's INSERT or UPDATE until the
-    other has come that far too: both have passed the service's look for the name."""
-    meet = threading.Barrier(len(calls), timeout=30)
-
-    def receiver(sender: Any, **kwargs: Any) -> None:
-        meet.wait()
-    pre_save.connect(receiver, sender=KnowledgeBase, weak=False)
-    try:
-        return at_once(calls)
-    finally:
-        pre_save.disconnect(receiver, sender=KnowledgeBase)
 
 
 def _logged_in(owner, call):
@@ -44,8 +26,9 @@ def test_two_creates_of_one_name_at_once_are_one_kb_and_one_409(owner):
     model = EmbeddingModelFactory()
     body = {"project_id": str(owner.project_id), "name": "退款政策", "embedding_model_id": str(model.pk),
             "embedding_dim": model.dimension}
-    answers = _meeting_before_the_write(
-        [_logged_in(owner, lambda client: client.post(f"{BASE}/knowledge-bases", body, format="json"))] * 2)
+    answers = at_once_past_the_check(
+        [_logged_in(owner, lambda client: client.post(f"{BASE}/knowledge-bases", body, format="json"))] * 2,
+        KnowledgeBase)
     assert sorted(status for status, _ in answers) == [201, 409], answers
     [(_, refused)] = [answer for answer in answers if answer[0] == 409]
     assert refused["error"] == "knowledge_base_name_taken"
@@ -59,7 +42,7 @@ def test_two_renames_to_one_name_at_once_leave_one_of_them_as_it_was(owner):
     def rename(kb):
         return _logged_in(owner, lambda client: client.patch(f"{BASE}/knowledge-bases/{kb.pk}", {"name": "售后"},
                                                              format="json"))
-    answers = _meeting_before_the_write([rename(first), rename(second)])
+    answers = at_once_past_the_check([rename(first), rename(second)], KnowledgeBase)
     assert sorted(status for status, _ in answers) == [200, 409], answers
     [(_, refused)] = [answer for answer in answers if answer[0] == 409]
     assert refused["error"] == "knowledge_base_name_taken"
