@@ -21,12 +21,13 @@ slug_validator = RegexValidator(
 
 PROJECT_NAME_TAKEN = "Another project already has this name (names are compared ignoring case)."
 PROJECT_NAME_CONSTRAINT = "project_unique_name_ci"
+PROJECT_NAME_MAX = 200
 
 
 class Project(BaseModel):
     """Owner of routes, knowledge bases and tool providers; operators are members with roles."""
 
-    name = models.CharField(max_length=200, validators=[validate_shown_name])
+    name = models.CharField(max_length=PROJECT_NAME_MAX, validators=[validate_shown_name])
     slug = models.CharField(max_length=64, unique=True, validators=[slug_validator])
     description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
     members: models.ManyToManyField[User, Membership] = models.ManyToManyField(

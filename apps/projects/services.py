@@ -3,8 +3,10 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
+from django.db.models import Value
+from django.db.models.functions import Lower
 
-from apps.projects.models import Membership, Project
+from apps.projects.models import PROJECT_NAME_MAX, Membership, Project
 
 logger = logging.getLogger("bailinghub.projects")
 
@@ -18,6 +20,17 @@ def project_create(*, name: str, slug: str, description: str = "", owner=None) -
     if owner is not None:
         Membership.objects.create(project=project, user=owner, role=Membership.Role.OWNER)
     return project
+
+
+def project_name_free(name: str) -> str:
+    """`name`, or when another project holds it (ignoring case, as the unique index compares them)
+    the first of "Name (2)", "Name (3)", … that none holds, within the field's length."""
+    candidate, number = name, 1
+    while Project.objects.annotate(folded=Lower("name")).filter(folded=Lower(Value(candidate))).exists():
+        number += 1
+        suffix = f" ({number})"
+        candidate = name[:PROJECT_NAME_MAX - len(suffix)].rstrip() + suffix
+    return candidate
 
 
 @transaction.atomic

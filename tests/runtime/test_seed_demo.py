@@ -8,8 +8,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from apps.projects.models import Membership, Project
+from apps.projects.services import project_name_free
 from apps.routes.models import Route
-from tests.projects.factories import UserFactory
+from tests.projects.factories import ProjectFactory, UserFactory
 from tests.projects.helpers import admin_client, row_counts
 
 pytestmark = pytest.mark.django_db
@@ -169,3 +170,30 @@ def test_seeding_again_says_how_to_set_the_operators_password(seeded, monkeypatc
     monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
     call_command("seed_demo")
     assert "not applied" not in capsys.readouterr().out
+
+
+def test_a_project_that_took_the_demo_name_is_left_alone_and_the_demo_one_is_numbered(monkeypatch):
+    """Seeding stopped on the unique name (an IntegrityError out of `make run`) when another
+    project already held "Bailing Retail" in any case."""
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    other = ProjectFactory(name="BAILING retail", slug="someone-elses")
+    call_command("seed_demo")
+    demo = Project.objects.get(slug="bailing-retail")
+    assert demo.name == "Bailing Retail (2)"
+    other.refresh_from_db()
+    assert (other.name, other.members.count()) == ("BAILING retail", 0)
+    assert Membership.objects.get(user__username="operator").project == demo
+    before = row_counts()
+    call_command("seed_demo")
+    assert row_counts() == before
+    assert Project.objects.get(slug="bailing-retail").name == "Bailing Retail (2)"
+
+
+def test_a_free_name_is_numbered_past_every_taken_one_within_the_field():
+    ProjectFactory(name="Shop")
+    ProjectFactory(name="shop (2)")
+    assert project_name_free("Shop") == "Shop (3)"
+    assert project_name_free("Another") == "Another"
+    long = "x" * 200
+    ProjectFactory(name=long)
+    assert project_name_free(long) == "x" * 196 + " (2)"

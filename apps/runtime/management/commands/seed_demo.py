@@ -28,7 +28,7 @@ from apps.agent_auth.services import agent_client_create
 from apps.knowledge.models import EmbeddingModel, KnowledgeBase
 from apps.knowledge.services import document_upload, knowledge_base_create, route_knowledge_bind
 from apps.projects.models import Membership, Project
-from apps.projects.services import membership_set
+from apps.projects.services import membership_set, project_create, project_name_free
 from apps.routes.models import Route
 from apps.routes.services import route_create
 from apps.tools.models import ToolProvider
@@ -78,15 +78,21 @@ DEMO_ROUTES = [
 ]
 
 
+DEMO_PROJECT_SLUG = "bailing-retail"
+DEMO_PROJECT_NAME = "Bailing Retail"
+
+
 class Command(BaseCommand):
     help = "Load demo data (idempotent)."
 
     def handle(self, *args, **options):
         with transaction.atomic():
-            project, _ = Project.objects.get_or_create(
-                slug="bailing-retail",
-                defaults={"name": "Bailing Retail", "description": "Demo project: a retail chain."},
-            )
+            # Found by its slug; a project of another slug that already took the name leaves the demo
+            # one "Bailing Retail (2)" (names are unique) rather than stopping `make run`.
+            project = Project.objects.filter(slug=DEMO_PROJECT_SLUG).first()
+            if project is None:
+                project = project_create(name=project_name_free(DEMO_PROJECT_NAME), slug=DEMO_PROJECT_SLUG,
+                                         description="Demo project: a retail chain.")
             for spec in DEMO_ROUTES:
                 if not Route.objects.filter(project=project, key=spec["key"]).exists():
                     route_create(project=project, **spec)
