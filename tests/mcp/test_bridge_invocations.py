@@ -315,3 +315,30 @@ def test_a_refresh_that_fails_before_the_call_is_sent_names_no_invocation(hub, b
     assert outcome.is_error is True and outcome.data["error"] == "refresh_failed"
     assert "invocation_id" not in outcome.data and "Do not call" not in outcome.text
     assert bridge.invocations == {}
+
+
+def test_calls_refused_before_they_were_sent_do_not_end_the_turn_early(hub, bridge):
+    """The hub does not count a call it refused before sending it (bad arguments) toward the
+    route's max_tool_calls; the bridge did, and started a new turn after two typos."""
+    original, invoked = hub.answer, []
+    refused = "The arguments do not fit the tool's input_schema. Nothing was sent to the business system."
+
+    def answer(method, path, body):
+        if path.endswith("/turns"):
+            status, turn = original(method, path, body)
+            return status, {**turn, "context": {"governance": {"max_tool_calls": 2}}}
+        if (method, path) == INVOKE:
+            invoked.append(body["invocation_id"])
+            if len(invoked) <= 2:
+                return 200, result("rejected_before_dispatch", body["invocation_id"], text=refused)
+            return 200, result("executed", body["invocation_id"])
+        return original(method, path, body)
+    hub.answer = answer
+    bridge.governed_tools()
+
+    outcomes = [bridge.invoke("lookup_product", {"query": query}) for query in (1, 2, "cup", "mug", "pot")]
+
+    assert [outcome.data["state"] for outcome in outcomes] == ["rejected_before_dispatch"] * 2 + ["executed"] * 3
+    turns = hub.sent("POST", "/agent-api/v1/workspaces/shop/turns")
+    assert [turn["client_turn_id"] for turn in turns] == ["session", "session-2"]  # after two calls made
+    assert len(hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")) == 1

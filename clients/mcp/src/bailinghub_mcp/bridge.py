@@ -413,7 +413,18 @@ class Bridge:
             if not retried:
                 self.rotate_run(spent=True)  # the hub counted calls this bridge did not see
                 return self.invoke(name, arguments, retried=True)
+        elif result.get("state") == "rejected_before_dispatch":
+            self._uncounted(invocation_id)
         return self._invocation_outcome(result, invocation_id, name)
+
+    def _uncounted(self, invocation_id: str) -> None:
+        """A call refused before it was sent (its arguments, a changed tool, a paused project) does
+        not spend the route's max_tool_calls: counted here, five typos ended a turn early. The hub
+        does count one its dispatcher tried to send; counting that one too few here costs only a
+        refused request before the new turn (the hub's "run has made its" answer, above)."""
+        with self.lock:
+            if invocation_id in self.run_invocations:
+                self.run_calls -= 1
 
     def _unrecorded(self, invocation_id: str) -> None:
         """The hub refused the call before recording it (or it was never sent): it is no invocation
