@@ -152,19 +152,42 @@ def arguments_bytes(arguments: Any) -> int:
     return json_stringify_bytes(arguments)
 
 
-def _strip_descriptions(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {key: _strip_descriptions(value) for key, value in node.items() if key != "description"}
-    if isinstance(node, list):
-        return [_strip_descriptions(item) for item in node]
-    return node
+_SUBSCHEMA_KEYS = ("items", "additionalProperties")
+_SUBSCHEMA_LISTS = ("oneOf", "anyOf", "allOf")
+
+
+def _subschemas_mapped(schema: dict[str, Any], change: Callable[[Any], Any]) -> dict[str, Any]:
+    """A copy of one input-schema node with ``change`` applied to each of its direct subschemas.
+    The members of ``properties`` are argument names, not keywords: an argument may be called
+    ``description`` or ``nullable``, and a walk that took every key for a keyword dropped it."""
+    out = dict(schema)
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {name: change(sub) for name, sub in out["properties"].items()}
+    for key in _SUBSCHEMA_KEYS:
+        if isinstance(out.get(key), dict):
+            out[key] = change(out[key])
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [change(option) for option in out[key]]
+    return out
+
+
+def _strip_descriptions(schema: Any) -> Any:
+    """The input schema without its ``description`` annotations; everything that decides what is
+    sent stays, an argument called ``description`` included."""
+    if not isinstance(schema, dict):
+        return schema
+    out = _subschemas_mapped(schema, _strip_descriptions)
+    out.pop("description", None)
+    return out
 
 
 def execution_fingerprint(*, route_key: str, provider: ToolProvider | None, compiled: dict[str, Any]) -> str:
     """SHA-256 over the route, the provider's name and base URL hash, and the tool's execution
     fields — not the secret (it rotates) and not descriptions or guidance (rewording must not
     block resuming an approved call)."""
-    fields = {key: _strip_descriptions(compiled.get(key)) for key in EXECUTION_FIELDS}
+    fields = {key: compiled.get(key) for key in EXECUTION_FIELDS}
+    fields["input_schema"] = _strip_descriptions(fields["input_schema"])
     return revision_of({
         "route": route_key,
         "provider": provider.name if provider else None,
@@ -309,11 +332,10 @@ def approval_reasons(*, target: Target, arguments: dict[str, Any]) -> list[str]:
 def _validation_schema(node: Any) -> Any:
     """An agent input schema (OpenAPI flavoured: ``nullable``, boolean exclusive bounds) as the JSON
     Schema 2020-12 that validates the same values."""
-    if isinstance(node, list):
-        return [_validation_schema(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: _validation_schema(value) for key, value in node.items() if key != "nullable"}
+    out = _subschemas_mapped(node, _validation_schema)
+    out.pop("nullable", None)
     for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         if isinstance(out.get(exclusive), bool) and out.pop(exclusive) and bound in out:
             out[exclusive] = out.pop(bound)
