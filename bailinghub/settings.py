@@ -76,6 +76,7 @@ MIDDLEWARE = [
     # production, straight from the apps' folders in development.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.NoStoreMiddleware",
+    "apps.core.middleware.HttpsRequiredMiddleware",
     "apps.core.middleware.ServiceUnavailableMiddleware",
     "apps.core.middleware.ApiExceptionMiddleware",
     "apps.core.middleware.ContentCharsetMiddleware",
@@ -190,7 +191,11 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIN
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Agent hosts follow no redirect (contracts-beyond-seeds §6), so the agent APIs are never sent to
+# HTTPS: apps.core.middleware.HttpsRequiredMiddleware refuses them in JSON over plain HTTP instead.
+# Agent Auth's own sign-in and authorization pages are browser pages and keep the redirect.
+BAILING_HTTPS_REFUSED_PREFIXES = ("/agent-auth/v1/", "/agent-api/")
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^agent-auth/v1(/|$)", r"^agent-api(/|$)"]
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

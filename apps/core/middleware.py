@@ -181,6 +181,25 @@ def _has_body(request: HttpRequest) -> bool:
     return length.strip() != "0" or "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
 
 
+class HttpsRequiredMiddleware:
+    """While the deployment sends plain HTTP to HTTPS (SECURE_SSL_REDIRECT), a plain-HTTP request to
+    an agent API is refused in JSON — 403 ``https_required``, 400 ``invalid_request`` on Agent
+    Auth's closed list — instead of redirected: agent hosts follow no redirect (contracts-beyond-seeds
+    §6) and would only see a 301 they cannot act on. Its body is not read, nor its token checked."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if (settings.SECURE_SSL_REDIRECT and not request.is_secure()
+                and under_prefix(request.path, settings.BAILING_HTTPS_REFUSED_PREFIXES)):
+            if _has_body(request):
+                request.META[CLOSE_CONNECTION] = True  # its unread body may still be on its way
+            return body_refused(request, 403, "This API is served over HTTPS only: send the request to its "
+                                              "https:// address.", "https_required")
+        return self.get_response(request)
+
+
 class BodySizeLimitMiddleware:
     """Reads a request body in chunks and stops as soon as it passes the view's limit.
 
