@@ -263,13 +263,15 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _argument(arguments: dict[str, Any], param: str) -> tuple[bool, Any]:
-    node: Any = arguments
+def _argument_values(arguments: dict[str, Any], param: str) -> list[Any]:
+    """The values a rule's dotted ``param`` names in the arguments: one, or none when the path is
+    absent. A path through an array names the value in each of its items (``lines.qty`` is every
+    line's qty): such a rule never matched, and a call with a line over 100 was sent unapproved."""
+    nodes: list[Any] = [arguments]
     for part in param.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
+        items = [item for node in nodes for item in (node if isinstance(node, list) else [node])]
+        nodes = [item[part] for item in items if isinstance(item, dict) and part in item]
+    return nodes
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -285,13 +287,16 @@ def _json_equal(a: Any, b: Any) -> bool:
 
 
 def _rule_matches(rule: dict[str, Any], arguments: dict[str, Any]) -> bool:
-    """One ``approval.when`` rule. A value the rule cannot compare needs approval (fails closed)."""
-    found, actual = _argument(arguments, str(rule.get("param", "")))
+    """One ``approval.when`` rule: it matches when any value its param names does (an array's
+    items each on their own). A value the rule cannot compare needs approval (fails closed)."""
+    values = _argument_values(arguments, str(rule.get("param", "")))
     op, expected = rule.get("op"), rule.get("value")
     if op == "exists":
-        return found if expected in (None, True) else not found
-    if not found:
-        return False
+        return bool(values) if expected in (None, True) else not values
+    return any(_value_matches(op, actual, expected) for actual in values)
+
+
+def _value_matches(op: Any, actual: Any, expected: Any) -> bool:
     if op in (">", ">=", "<", "<="):
         if not (_number(actual) and _number(expected)):
             return True

@@ -335,3 +335,24 @@ def _waiting_on_a_lock() -> bool:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "AND wait_event_type = 'Lock'")
         return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.parametrize(("rule", "arguments", "needed"), [
+    ({"param": "lines.qty", "op": ">", "value": 100}, {"lines": [{"qty": 5}, {"qty": 150}]}, True),
+    ({"param": "lines.qty", "op": ">", "value": 100}, {"lines": [{"qty": 5}, {"qty": 100}]}, False),
+    ({"param": "lines.qty", "op": ">", "value": 100}, {"lines": []}, False),
+    ({"param": "lines.qty", "op": ">", "value": 100}, {"lines": {"qty": 150}}, True),
+    ({"param": "lines.qty", "op": ">", "value": 100}, {"lines": [{"qty": "many"}]}, True),
+    ({"param": "order.lines.sku", "op": "in", "value": ["TEA-1"]},
+     {"order": {"lines": [{"sku": "CUP-2"}, {"sku": "TEA-1"}]}}, True),
+    ({"param": "lines.note", "op": "exists"}, {"lines": [{"qty": 1}, {"note": "gift"}]}, True),
+    ({"param": "lines.note", "op": "exists"}, {"lines": [{"qty": 1}]}, False),
+    ({"param": "lines.note", "op": "exists", "value": False}, {"lines": [{"qty": 1}]}, True),
+    ({"param": "tags", "op": "contains", "value": "vip"}, {"tags": ["new", "vip"]}, True),
+])
+def test_a_rule_through_an_array_matches_when_any_item_does(rule, arguments, needed):
+    """`lines.qty > 100` never matched when lines is an array (the path stopped at the list), so a
+    call with a line over 100 needed no approval."""
+    target = Target(name="stock_write", provider=ToolProvider(), fingerprint="", forced_approval=False,
+                    compiled={"approval_rules": [rule]})
+    assert bool(approval_reasons(target=target, arguments=arguments)) is needed
