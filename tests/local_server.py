@@ -13,12 +13,17 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# How often a test server's serve_forever looks whether shutdown() was asked (the standard library's
+# 0.5 s made every test that stops a server wait about that long in its teardown).
+SHUTDOWN_POLL_SECONDS = 0.01
+
 
 class LocalServer:
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,
+                                       kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS})
 
     @property
     def port(self) -> int:

@@ -18,6 +18,7 @@ from django.test import override_settings
 
 from apps.core.logging import RedactSecretsFilter
 from tests.agent_auth.factories import AgentClientFactory, pkce_pair
+from tests.local_server import SHUTDOWN_POLL_SECONDS
 from tests.routes.factories import RouteFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +45,8 @@ class LoopbackListener:
                 pass
 
         self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,
+                                       kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS})
         self.thread.start()
         self.redirect_uri = f"http://127.0.0.1:{self.server.server_port}/callback"
 

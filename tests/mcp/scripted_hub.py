@@ -14,6 +14,8 @@ from typing import Any
 
 from bailinghub_mcp.credentials import Credentials, TokenStore
 
+from tests.local_server import SHUTDOWN_POLL_SECONDS
+
 REVISION = "a" * 64
 RUN_ID = "6f1c1b7e-5d2a-4c1e-9a53-0d1f6f3f2b10"
 LOOKUP = {"name": "lookup_product", "description": "Find a product.", "scope": "shop.catalog.read", "risk": "low",
@@ -58,7 +60,8 @@ class ScriptedHub:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+                         daemon=True).start()
 
     def answer(self, method: str, path: str, body: Any) -> tuple:
         queued = self.script.get((method, path))

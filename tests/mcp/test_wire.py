@@ -10,6 +10,8 @@ import time
 import pytest
 from bailinghub_mcp import wire
 
+from tests.local_server import SHUTDOWN_POLL_SECONDS
+
 
 class MisbehavingHub:
     """Answers every request with the scripted (status, headers, body, delay); counts the paths asked."""
@@ -53,7 +55,8 @@ class MisbehavingHub:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+                         daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()

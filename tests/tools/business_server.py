@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from apps.demo_business.verify import InvalidSignature, verify_request
+from tests.local_server import SHUTDOWN_POLL_SECONDS
 
 SECRET = "business-signing-secret-for-tests"
 
@@ -116,7 +117,8 @@ class BusinessServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+                                       kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS})
 
     @property
     def base_url(self) -> str:
