@@ -166,7 +166,8 @@ def test_a_write_whose_approval_expired_undecided_gives_its_reservation_back(sho
     assert shop.server.received == []
 
 
-def test_a_write_refused_for_now_that_must_now_wait_for_approval_reserves_its_budget_again(shop):
+def test_a_write_refused_for_now_that_must_now_wait_for_approval_reserves_its_budget_again(shop, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0  # no worker takes shop's dispatches: the first two stay in progress
     task, _ = _task(shop, [shop.session], tools=("limited_write",), max_write_calls=5, max_concurrent=3)
     run_id = _bound_run(shop, shop.token, task)
     for n in range(2):

@@ -261,8 +261,9 @@ def test_a_route_forced_approval_applies(shop):
     assert stored()["approvals"] == 1
 
 
-def test_a_call_refused_for_now_waits_for_an_approval_the_route_has_forced_since(shop):
+def test_a_call_refused_for_now_waits_for_an_approval_the_route_has_forced_since(shop, settings):
     """A rate-limited call is tried again as a new one would be: the route's new rule applies."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0  # no worker takes shop's dispatches: the first two stay in progress
     for n in range(2):
         assert shop.invoke("limited_write", {"n": n}).json()["state"] == "in_progress"
     invocation_id = new_id()
