@@ -64,16 +64,20 @@ class LoopbackListener:
                 query = {key: values[0] for key, values in parse_qs(parts.query).items() if len(values) == 1}
                 with taking:
                     # Bytes: compare_digest raises on a str with non-ASCII characters.
-                    if parts.path != CALLBACK_PATH or listener.done.is_set() or not secrets.compare_digest(
+                    if parts.path != CALLBACK_PATH or listener.result is not None or not secrets.compare_digest(
                             query.get("state", "").encode(), listener.state.encode()):
                         self._answer(400, "This is not the sign-in this program is waiting for.")
                         return
                     listener.result = query
+                # The browser's page is written before the login goes on: a denied login ends the
+                # program at once, which cut the page off ("connection closed", not the reason).
+                try:
+                    if "code" in query:
+                        self._answer(200, "Signed in to BailingHub. You can close this window.")
+                    else:
+                        self._answer(200, "The sign-in was not approved. You can close this window.")
+                finally:
                     listener.done.set()
-                if "code" in query:
-                    self._answer(200, "Signed in to BailingHub. You can close this window.")
-                else:
-                    self._answer(200, "The sign-in was not approved. You can close this window.")
 
             def _answer(self, status: int, text: str) -> None:
                 body = f"<!doctype html><meta charset=utf-8><title>bailinghub-mcp</title><p>{html.escape(text)}"
