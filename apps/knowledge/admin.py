@@ -654,6 +654,8 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 "status_url": reverse("admin:knowledge_knowledgebase_status", args=[kb.pk]),
                 "document_total": kb.document_total,
                 "report": selectors.knowledge_base_report(kb=kb, failures_limit=0),
+                "searchable_chunks": selectors.generation_searchable_chunk_count(
+                    generation=selectors.generation_active(kb=kb)),
                 "can_change": can_change,
             })
         return super().change_view(request, object_id, form_url, extra_context)

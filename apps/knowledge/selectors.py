@@ -98,6 +98,15 @@ def generation_active(*, kb: KnowledgeBase) -> IndexGeneration | None:
     return IndexGeneration.objects.filter(knowledge_base=kb, status=IndexGeneration.Status.ACTIVE).first()
 
 
+def generation_searchable_chunk_count(*, generation: IndexGeneration | None) -> int:
+    """How many of `generation`'s chunks a search can return now: those of completed documents
+    that are on (chunk_queryset_searchable). A document still embedding has chunks in the
+    generation already, and one turned off keeps its own; neither is searched."""
+    if generation is None:
+        return 0
+    return chunk_queryset_searchable(generation_ids=[generation.pk]).count()
+
+
 def generation_latest(*, kb: KnowledgeBase) -> IndexGeneration | None:
     """The most recent generation (to show a rebuild's progress or failure)."""
     return IndexGeneration.objects.filter(knowledge_base=kb).order_by("-number").first()
@@ -461,8 +470,7 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
             "error_message": generation.error_message or None,
         },
         # Counted once nothing moves any more (polling stops there), not on every poll.
-        "active_chunks": None if active is None else Chunk.objects.filter(
-            generation=active, kind=Chunk.Kind.CHILD).count(),
+        "active_chunks": None if active is None else generation_searchable_chunk_count(generation=active),
         "settled": settled,
     }
 

@@ -554,3 +554,21 @@ def test_the_kb_page_says_how_its_chunks_and_a_documents_passages_differ(browser
     _ingested(kb, "policy.zh.md")
     page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
     assert "a document's progress counts passages, the text the embedder reads: each chunk" in " ".join(page.split())
+
+
+def test_the_chunk_count_on_the_kb_page_is_what_searches_can_return(browser, kb):
+    """A document still embedding has its chunks in the active generation already, and one turned
+    off keeps its own: the page's "what searches return" counted both (5,014 chunks while a
+    3 MB upload embedded, when searches could return a hundred). It counts the searchable ones."""
+    searchable = _ingested(kb, "policy.zh.md")
+    embedding = _ingested(kb, "plain.txt")
+    turned_off = _ingested(kb, "policy.zh.md")
+    Document.objects.filter(pk=embedding.pk).update(status=Document.Status.EMBEDDING)
+    Document.objects.filter(pk=turned_off.pk).update(enabled=False)
+    assert searchable.chunks.filter(kind="child").count() == 5
+    page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert re.search(r"Chunks searches can return: <span data-bh-chunks>5</span>", page)
+
+    Document.objects.filter(pk=embedding.pk).update(status=Document.Status.FAILED)  # settled: polling counts
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    assert (body["settled"], body["active_chunks"]) == (True, 5)
