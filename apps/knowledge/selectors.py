@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -314,9 +314,11 @@ def document_queue_positions(*, documents: Iterable[Document]) -> dict:
     return positions
 
 
-def document_working_counts(*, lanes: Iterable[str]) -> dict[str, int]:
-    """How many documents the workers of each lane are parsing, chunking or embedding now."""
-    return {lane: Document.objects.filter(_lane_filter(lane), status__in=WORKING_STATUSES).count()
+def document_working_counts(*, lanes: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """How many documents the workers of each lane are parsing, chunking or embedding now
+    (`count`), and the newest heartbeat among them (`heartbeat_at`): whether that lane moves."""
+    return {lane: Document.objects.filter(_lane_filter(lane), status__in=WORKING_STATUSES).aggregate(
+                count=Count("id"), heartbeat_at=Max("heartbeat_at"))
             for lane in set(lanes)}
 
 
@@ -378,20 +380,43 @@ def _worker_silence(row: Document | IndexGeneration) -> str:
     return f"no word from its worker for {_duration(silent)}; {handover}"
 
 
-def _document_stage(document: Document, *, position: int | None, working: dict[str, int]) -> str:
+def _document_stage(document: Document, *, position: int | None, working: dict[str, dict[str, Any]]) -> str:
     return _document_stage_text(document, position=position, working=working) + (
         _joined(" — ", _worker_silence(document)) if document.status in WORKING_STATUSES else "")
 
 
-def _document_stage_text(document: Document, *, position: int | None, working: dict[str, int]) -> str:
+def _queue_stalled(document: Document, *, lane: dict[str, Any]) -> str:
+    """For a queued document whose lane does not move — nothing ingesting there while it waited a
+    minute, or what is ingesting silent for a minute (workers killed, or never started) — how
+    long, and what to check; nothing while the lane moves. Without it the row read "1st in line"
+    (and "2 documents ingesting now") for as long as no worker ran."""
+    now = timezone.now()
+    if lane.get("count"):
+        heartbeat = lane.get("heartbeat_at")
+        silent = (now - heartbeat).total_seconds() if heartbeat else 0.0
+        if silent < WORKER_SILENT_SECONDS:
+            return ""
+        return (f"no word from the workers ingesting them for {_duration(silent)}; "
+                "if this goes on, check that the Celery workers are running")
+    waited = (now - document.queued_at).total_seconds() if document.queued_at else 0.0
+    if waited < WORKER_SILENT_SECONDS:
+        return ""
+    return (f"no worker has started on it in {_duration(waited)}; "
+            "if this goes on, check that the Celery workers are running")
+
+
+def _document_stage_text(document: Document, *, position: int | None, working: dict[str, dict[str, Any]]) -> str:
     status = document.status
     if status == Document.Status.QUEUED:
         if position is None:
             return "queued"
         lane = document_queue_lane(size=document.size)
-        busy = working.get(lane, 0)
+        activity = working.get(lane, {})
+        busy = activity.get("count", 0)
         line = "in line for large documents" if lane == "large" else "in line"
-        return f"queued — {_ordinal(position)} {line}" + (f"; {_count(busy, 'document')} ingesting now" if busy else "")
+        ingesting = f"; {_count(busy, 'document')} ingesting now" if busy else ""
+        stalled = _joined(" — ", _queue_stalled(document, lane=activity))
+        return f"queued — {_ordinal(position)} {line}{ingesting}{stalled}"
     if status == Document.Status.PENDING:
         return "waiting to be queued"
     # Counted in passages, what the embedder reads: the chunks and their sentence windows (a

@@ -572,3 +572,34 @@ def test_the_chunk_count_on_the_kb_page_is_what_searches_can_return(browser, kb)
     Document.objects.filter(pk=embedding.pk).update(status=Document.Status.FAILED)  # settled: polling counts
     body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
     assert (body["settled"], body["active_chunks"]) == (True, 5)
+
+
+def test_a_queued_document_no_worker_takes_says_so_after_a_minute(browser, kb):
+    """With the workers stopped, an upload read "queued — 1st in line" for as long as nobody
+    looked at the workers; after a minute with nothing ingesting in its lane, it says so."""
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/status/"
+    fresh = _queued(kb, "plain.txt", at=timezone.now() - dt.timedelta(seconds=20))
+    row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(fresh.pk))
+    assert row["stage"] == "queued — 1st in line"  # a worker may still be on its way
+
+    Document.objects.filter(pk=fresh.pk).update(queued_at=timezone.now() - dt.timedelta(minutes=3))
+    row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(fresh.pk))
+    assert row["stage"] == ("queued — 1st in line — no worker has started on it in 3 min; "
+                            "if this goes on, check that the Celery workers are running")
+
+
+def test_queued_documents_behind_silent_workers_say_so(browser, kb):
+    """Workers killed mid-ingest: the rows they held say "no word from its worker"; the queued
+    rows behind them said "2 documents ingesting now" with nothing ingesting at all."""
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/status/"
+    waiting = _queued(kb, "plain.txt", at=timezone.now() - dt.timedelta(minutes=4))
+    [held] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
+    Document.objects.filter(pk=held.pk).update(status=Document.Status.EMBEDDING, run_token=uuid.uuid4(),
+                                               heartbeat_at=timezone.now() - dt.timedelta(seconds=5))
+    row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(waiting.pk))
+    assert row["stage"] == "queued — 1st in line; 1 document ingesting now"  # it moves
+
+    Document.objects.filter(pk=held.pk).update(heartbeat_at=timezone.now() - dt.timedelta(minutes=2))
+    row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(waiting.pk))
+    assert row["stage"] == ("queued — 1st in line; 1 document ingesting now — no word from the workers "
+                            "ingesting them for 2 min; if this goes on, check that the Celery workers are running")
