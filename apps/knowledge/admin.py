@@ -694,7 +694,8 @@ def _document_actions(rows: list[dict[str, Any]], *, can_change: bool) -> None:
         cannot_fix = row.get("error_code") in RETRY_CANNOT_FIX
         row["retry_url"] = (reverse("admin:knowledge_document_retry", args=[row["id"]])
                             if failed and not cannot_fix else None)
-        row["advice_url"] = (reverse("admin:knowledge_document_change", args=[row["id"]])
+        # Straight to the advice: it sits below the document's fields, past the fold.
+        row["advice_url"] = (reverse("admin:knowledge_document_change", args=[row["id"]]) + "#document-fix"
                              if failed and cannot_fix else None)
         row["confirm_url"] = (reverse("admin:knowledge_document_confirm", args=[row["id"]])
                               if can_change and row["status"] == Document.Status.AWAITING_CONFIRMATION else None)

@@ -152,8 +152,12 @@ def test_a_failed_scan_shows_its_reason_and_what_to_do_instead_of_retry(logged_i
     assert page.evaluate("window.__sameLoad") is True
     page.screenshot(path=str(SHOTS / "kb_failed_advice.png"), full_page=True)
     advice.click()
-    page.wait_for_url(f"**/admin/knowledge/document/{document.pk}/change/")
+    page.wait_for_url(f"**/admin/knowledge/document/{document.pk}/change/#document-fix")
     assert "Retrying cannot fix this." in page.locator("#document-fix").inner_text()
+    # The advice sits below the document's twenty-odd fields: the link lands on it, not on the
+    # top of the page where nothing says what to do.
+    box = page.locator("#document-fix").bounding_box()
+    assert box is not None and 0 <= box["y"] < page.viewport_size["height"]
 
 
 def test_a_transient_failure_retries_in_place(logged_in_page, project, celery_worker_session):

@@ -225,7 +225,7 @@ def test_the_status_endpoint_reports_each_document_with_its_stage_and_reason(bro
         "stage": "5 passages embedded", "retry_url": None}
     assert {k: rows["no-text.pdf"][k] for k in ("status", "percent", "error_code", "retry_url", "advice_url")} == {
         "status": "failed", "percent": 0, "error_code": failed.error_code, "retry_url": None,
-        "advice_url": f"/admin/knowledge/document/{failed.pk}/change/"}  # a retry reads the same scan
+        "advice_url": f"/admin/knowledge/document/{failed.pk}/change/#document-fix"}  # a retry reads the same scan
     assert rows["no-text.pdf"]["error_message"] == ("Document conversion failed: The PDF has no extractable text "
                                                     "(scanned pages need OCR first).")
     assert (body["settled"], body["active_chunks"]) == (True, 5)
@@ -542,7 +542,7 @@ def test_a_failed_row_offers_retry_only_where_another_attempt_may_pass(browser, 
                                                    error_message="It failed.")
     [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
     retry = f"/admin/knowledge/document/{document.pk}/retry/"
-    advice = f"/admin/knowledge/document/{document.pk}/change/"
+    advice = f"/admin/knowledge/document/{document.pk}/change/#document-fix"
     assert (row["retry_url"], row["advice_url"]) == ((retry, None) if action == "retry" else (None, advice))
     page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
     assert (f'action="{retry}"' in page, f'href="{advice}" class="bh-nowrap"' in page) == (
