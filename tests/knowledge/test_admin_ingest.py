@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.knowledge import ingest, services
-from apps.knowledge.models import Document, DocumentContent
+from apps.knowledge.models import Document, DocumentContent, KnowledgeBase
 from apps.projects.models import Membership
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, upload
@@ -603,3 +603,15 @@ def test_queued_documents_behind_silent_workers_say_so(browser, kb):
     row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(waiting.pk))
     assert row["stage"] == ("queued — 1st in line; 1 document ingesting now — no word from the workers "
                             "ingesting them for 2 min; if this goes on, check that the Celery workers are running")
+
+
+def test_a_turned_off_kb_says_so_at_the_top_of_its_page(browser, kb):
+    """Turned off, the KB's page read "Active … serving searches" at its top, the one sign of it
+    the Enabled box far down under Settings; the playground said it, the KB page did not."""
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/change/"
+    assert 'id="kb-off"' not in browser.get(url).content.decode()
+    KnowledgeBase.objects.filter(pk=kb.pk).update(enabled=False)
+    page = browser.get(url).content.decode()
+    notice = re.search(r'<p class="errornote" id="kb-off">(.*?)</p>', page, re.S)
+    assert notice and "Agents, turns and routes' answers do not read this knowledge base" in notice.group(1)
+    assert page.index('id="kb-off"') < page.index('id="kb-index"')
