@@ -101,3 +101,16 @@ def test_the_chunks_page_is_readable_in_a_phone_width_window(logged_in_page, pro
     assert len(widths) >= 2 and min(widths) >= 250
     assert page.locator(f"#chunk-{damaged.pk} input.ck-disable").is_visible()
     assert page.locator("#ck-history .ck-diff").first.evaluate("e => e.getBoundingClientRect().width") >= 150
+
+
+def test_the_open_chunks_button_stays_one_button_on_a_phone(logged_in_page, project):
+    """At 390 px the link's label wrapped inline: two ragged fragments of a button, the second
+    one's background hanging off the first."""
+    page = logged_in_page
+    _kb, document = _handbook(project)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/admin/knowledge/document/{document.pk}/change/")
+    link = page.locator("#document-chunks-link")
+    assert link.evaluate("e => e.getClientRects().length") == 1
+    box = link.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
