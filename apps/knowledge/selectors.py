@@ -374,9 +374,13 @@ def _worker_silence(row: Document | IndexGeneration) -> str:
     if silent < WORKER_SILENT_SECONDS:
         return ""
     left = (expires - now).total_seconds()
+    interval = settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS
+    if left <= -2 * interval:
+        # Two watchdog runs should have handed it over by now: no worker (or no beat) runs one.
+        return (f"no word from its worker for {_duration(silent)}; no worker has taken it over "
+                f"{_duration(-left)} after it could: check that the Celery workers and their beat are running")
     handover = (f"another worker takes it over in {_duration(left)} if it stays silent" if left > 0 else
-                "another worker takes it over when a worker's watchdog next runs "
-                f"(every {_duration(settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)})")
+                f"another worker takes it over when a worker's watchdog next runs (every {_duration(interval)})")
     return f"no word from its worker for {_duration(silent)}; {handover}"
 
 

@@ -615,3 +615,19 @@ def test_a_turned_off_kb_says_so_at_the_top_of_its_page(browser, kb):
     notice = re.search(r'<p class="errornote" id="kb-off">(.*?)</p>', page, re.S)
     assert notice and "Agents, turns and routes' answers do not read this knowledge base" in notice.group(1)
     assert page.index('id="kb-off"') < page.index('id="kb-index"')
+
+
+def test_a_silent_document_nobody_takes_over_stops_promising_a_watchdog(browser, kb, settings):
+    """With every worker down (so no watchdog runs either), a killed run's row promised "another
+    worker takes it over when a worker's watchdog next runs (every 60 s)" for as long as they stayed
+    down; two intervals past the lease, it says nothing is taking it over and what to check."""
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 300
+    settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS = 60
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(
+        status=Document.Status.EMBEDDING, progress_done=3, progress_total=4, run_token=uuid.uuid4(),
+        heartbeat_at=timezone.now() - dt.timedelta(seconds=600))
+    [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
+    assert row["stage"] == (
+        "embedding 3/4 passages — no word from its worker for 10 min; no worker has taken it over 5 min after it "
+        "could: check that the Celery workers and their beat are running")
