@@ -367,9 +367,20 @@ def _worker_silence(row: Document | IndexGeneration) -> str:
     silent for a while (a killed worker, or one stuck in a long parse), for how long, and when the
     watchdog hands the row to another worker (when its lease runs out)."""
     expires = lease_expires_at(row)
-    if expires is None or row.heartbeat_at is None:  # no run holds it (the second, for the type checker)
-        return ""
     now = timezone.now()
+    if row.run_token is None:
+        # No run holds it: handed back to the queue (by the watchdog, or by a run that lost its
+        # database connection), or a rebuild no worker has claimed yet. A minute with nobody
+        # taking it means nobody consumes its queue (a large-queue worker down, say): it read as
+        # progressing ("Building 4/15 documents") for as long as that lasted.
+        since = row.heartbeat_at or getattr(row, "started_at", None)
+        waiting = (now - since).total_seconds() if since else 0.0
+        if waiting < WORKER_SILENT_SECONDS:
+            return ""
+        return (f"waiting {_duration(waiting)} for a worker to take it (again); if this goes on, check that the "
+                "Celery workers are running")
+    if expires is None or row.heartbeat_at is None:  # for the type checker: a held row has both
+        return ""
     silent = (now - row.heartbeat_at).total_seconds()
     if silent < WORKER_SILENT_SECONDS:
         return ""

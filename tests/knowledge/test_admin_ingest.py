@@ -273,9 +273,14 @@ def test_a_document_whose_worker_went_silent_says_so_and_when_it_is_handed_over(
         "embedding 3/4 passages — no word from its worker for 7 min; another worker takes it over when a "
         "worker's watchdog next runs (every 60 s)")
 
-    # Released by its run (no token): nobody holds it, so no worker is silent.
-    Document.objects.filter(pk=document.pk).update(run_token=None)
+    # Released (no token: handed back to the queue), no worker is silent; but after a minute with
+    # nobody taking it, nobody consumes its queue, and the row says so.
+    Document.objects.filter(pk=document.pk).update(run_token=None, heartbeat_at=timezone.now())
     assert browser.get(url).json()["documents"][0]["stage"] == "embedding 3/4 passages"
+    Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - dt.timedelta(seconds=400))
+    assert browser.get(url).json()["documents"][0]["stage"] == (
+        "embedding 3/4 passages — waiting 7 min for a worker to take it (again); if this goes on, check that "
+        "the Celery workers are running")
 
 
 def test_a_parsing_document_with_a_silent_worker_says_so_too(browser, kb):
@@ -631,3 +636,16 @@ def test_a_silent_document_nobody_takes_over_stops_promising_a_watchdog(browser,
     assert row["stage"] == (
         "embedding 3/4 passages — no word from its worker for 10 min; no worker has taken it over 5 min after it "
         "could: check that the Celery workers and their beat are running")
+
+
+def test_a_rebuild_handed_back_with_no_worker_to_take_it_says_so(browser, kb):
+    """The watchdog re-sent a killed rebuild to the large queue, whose worker was down: the line
+    read "Building 4/15 documents — searches keep using the active generation …" as if it moved."""
+    _ingested(kb, "policy.zh.md")
+    generation = services.knowledge_base_rebuild(kb=kb)
+    type(generation).objects.filter(pk=generation.pk).update(
+        run_token=None, progress_done=4, progress_total=15, heartbeat_at=timezone.now() - dt.timedelta(minutes=3))
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    assert body["generation"]["text"].endswith(
+        "— searches keep using the active generation until this one is complete; waiting 3 min for a worker to "
+        "take it (again); if this goes on, check that the Celery workers are running")
