@@ -263,15 +263,30 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _argument_values(arguments: dict[str, Any], param: str) -> list[Any]:
-    """The values a rule's dotted ``param`` names in the arguments: one, or none when the path is
-    absent. A path through an array names the value in each of its items (``lines.qty`` is every
-    line's qty): such a rule never matched, and a call with a line over 100 was sent unapproved."""
+def _argument_values(arguments: dict[str, Any], param: str) -> tuple[list[Any], bool]:
+    """The values a rule's dotted ``param`` names in the arguments, and whether some branch lacks
+    it. A path through an array (arrays in arrays too) names the value in each of its items
+    (``lines.qty`` is every line's qty): such a rule never matched, and a call with a line over 100
+    was sent unapproved. An item that is not an object lacks the rest of the path."""
     nodes: list[Any] = [arguments]
+    missing = False
     for part in param.split("."):
-        items = [item for node in nodes for item in (node if isinstance(node, list) else [node])]
-        nodes = [item[part] for item in items if isinstance(item, dict) and part in item]
-    return nodes
+        found = []
+        for item in _items(nodes):
+            if isinstance(item, dict) and part in item:
+                found.append(item[part])
+            else:
+                missing = True
+        nodes = found
+    return nodes, missing or not nodes
+
+
+def _items(nodes: list[Any]) -> list[Any]:
+    """The nodes with every array, however deeply nested, replaced by its items."""
+    flat: list[Any] = []
+    for node in nodes:
+        flat.extend(_items(node) if isinstance(node, list) else [node])
+    return flat
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -289,10 +304,10 @@ def _json_equal(a: Any, b: Any) -> bool:
 def _rule_matches(rule: dict[str, Any], arguments: dict[str, Any]) -> bool:
     """One ``approval.when`` rule: it matches when any value its param names does (an array's
     items each on their own). A value the rule cannot compare needs approval (fails closed)."""
-    values = _argument_values(arguments, str(rule.get("param", "")))
+    values, missing = _argument_values(arguments, str(rule.get("param", "")))
     op, expected = rule.get("op"), rule.get("value")
-    if op == "exists":
-        return bool(values) if expected in (None, True) else not values
+    if op == "exists":  # present in any item, or (exists: false) absent from any
+        return bool(values) if expected in (None, True) else missing
     return any(_value_matches(op, actual, expected) for actual in values)
 
 
@@ -302,12 +317,17 @@ def _value_matches(op: Any, actual: Any, expected: Any) -> bool:
             return True
         return bool({">": actual > expected, ">=": actual >= expected, "<": actual < expected,
                      "<=": actual <= expected}[op])
+    # An array's items match `==` and `in` each on their own too (`skus in ["TEA-1"]` never
+    # matched skus ["TEA-1", "CUP-2"]).
+    items = _items([actual]) if isinstance(actual, list) else []
     if op == "==":
-        return bool(actual == expected)
+        return bool(actual == expected) or any(item == expected for item in items)
     if op == "!=":  # by JSON's equality: `1 != true` holds (Python's `1 != True` does not, and skipped the approval)
         return not _json_equal(actual, expected)
     if op == "in":
-        return actual in expected if isinstance(expected, list) else True
+        if not isinstance(expected, list):
+            return True
+        return actual in expected or any(item in expected for item in items)
     if op == "contains":
         if (isinstance(actual, str) and isinstance(expected, str)) or isinstance(actual, list):
             return expected in actual

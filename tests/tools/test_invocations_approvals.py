@@ -350,6 +350,19 @@ def _waiting_on_a_lock() -> bool:
     ({"param": "lines.note", "op": "exists"}, {"lines": [{"qty": 1}]}, False),
     ({"param": "lines.note", "op": "exists", "value": False}, {"lines": [{"qty": 1}]}, True),
     ({"param": "tags", "op": "contains", "value": "vip"}, {"tags": ["new", "vip"]}, True),
+    # exists: false fails closed through an array: any item without the field (review, high)
+    ({"param": "lines.approved_by", "op": "exists", "value": False},
+     {"lines": [{"approved_by": "m1"}, {"sku": "B"}]}, True),
+    ({"param": "lines.approved_by", "op": "exists", "value": False},
+     {"lines": [{"approved_by": "m1"}, {"approved_by": "m2"}]}, False),
+    ({"param": "lines.qty", "op": ">", "value": 100}, {"lines": [[{"qty": 150}], [{"qty": 1}]]}, True),
+    ({"param": "lines.qty", "op": ">", "value": 100}, {"lines": ["x", {"qty": 150}]}, True),
+    ({"param": "lines.qty", "op": "exists", "value": False}, {"lines": ["x", {"qty": 150}]}, True),
+    ({"param": "skus", "op": "in", "value": ["TEA-1"]}, {"skus": ["TEA-1", "CUP-2"]}, True),
+    ({"param": "skus", "op": "in", "value": ["TEA-1"]}, {"skus": ["CUP-2"]}, False),
+    ({"param": "skus", "op": "==", "value": "TEA-1"}, {"skus": ["CUP-2", "TEA-1"]}, True),
+    ({"param": "skus", "op": "==", "value": ["CUP-2"]}, {"skus": ["CUP-2"]}, True),
+    ({"param": "skus", "op": "in", "value": "TEA-1"}, {"skus": []}, True),
 ])
 def test_a_rule_through_an_array_matches_when_any_item_does(rule, arguments, needed):
     """`lines.qty > 100` never matched when lines is an array (the path stopped at the list), so a
