@@ -59,11 +59,16 @@ def _tables_emptied(database: str) -> None:
     from django.db import connections, transaction
 
     connection = connections[database]
-    tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+    tables = sorted(connection.introspection.django_table_names(only_existing=True, include_views=False))
     if not tables:
         return
     quote = connection.ops.quote_name
     with transaction.atomic(using=database), connection.cursor() as cursor:
+        # As TRUNCATE's lock would, wait first for writes another connection still has open (a
+        # test's thread finishing late): DELETE alone would not see their rows, and they would
+        # appear in the next test. A connection stuck in its transaction fails here, loudly.
+        cursor.execute("SET LOCAL lock_timeout = '120s'")
+        cursor.execute(f"LOCK TABLE {', '.join(quote(table) for table in tables)} IN SHARE ROW EXCLUSIVE MODE")
         for table in tables:
             cursor.execute(f"DELETE FROM {quote(table)}")  # noqa: S608 -- the models' own table names
         cursor.execute(" UNION ALL ".join(f"(SELECT 1 FROM {quote(table)} LIMIT 1)"  # noqa: S608 -- the same names
