@@ -6,6 +6,7 @@ unset, the embedded servers of bailinghub.embedded are started (or reused) under
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import unquote
@@ -195,7 +196,8 @@ SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
 # HTTPS: apps.core.middleware.HttpsRequiredMiddleware refuses them in JSON over plain HTTP instead.
 # Agent Auth's own sign-in and authorization pages are browser pages and keep the redirect.
 BAILING_HTTPS_REFUSED_PREFIXES = ("/agent-auth/v1/", "/agent-api/")
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^agent-auth/v1(/|$)", r"^agent-api(/|$)"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$",
+                          *(rf"^{re.escape(prefix.strip('/'))}(/|$)" for prefix in BAILING_HTTPS_REFUSED_PREFIXES)]
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
