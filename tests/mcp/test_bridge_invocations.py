@@ -342,3 +342,28 @@ def test_calls_refused_before_they_were_sent_do_not_end_the_turn_early(hub, brid
     turns = hub.sent("POST", "/agent-api/v1/workspaces/shop/turns")
     assert [turn["client_turn_id"] for turn in turns] == ["session", "session-2"]  # after two calls made
     assert len(hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")) == 1
+
+
+def test_a_call_refused_for_now_still_counts_toward_the_turn(hub, bridge):
+    """A rate limit's refusal (auto_retry_allowed) is a call the hub counts: the bridge keeps it
+    counted, so the third call of a two-call turn goes to a new turn without a refused request."""
+    original = hub.answer
+
+    def answer(method, path, body):
+        if path.endswith("/turns"):
+            status, turn = original(method, path, body)
+            return status, {**turn, "context": {"governance": {"max_tool_calls": 2}}}
+        if (method, path) == INVOKE:
+            limited = len(hub.sent(*INVOKE)) == 1
+            return 200, result("rejected_before_dispatch" if limited else "executed", body["invocation_id"],
+                               auto_retry_allowed=limited, text="Rate limited." if limited else "")
+        return original(method, path, body)
+    hub.answer = answer
+    bridge.governed_tools()
+
+    for query in ("cup", "mug", "pot"):
+        bridge.invoke("lookup_product", {"query": query})
+
+    turns = hub.sent("POST", "/agent-api/v1/workspaces/shop/turns")
+    assert [turn["client_turn_id"] for turn in turns] == ["session", "session-2"]
+    assert len(hub.sent(*INVOKE)) == 3

@@ -413,15 +413,16 @@ class Bridge:
             if not retried:
                 self.rotate_run(spent=True)  # the hub counted calls this bridge did not see
                 return self.invoke(name, arguments, retried=True)
-        elif result.get("state") == "rejected_before_dispatch":
+        elif result.get("state") == "rejected_before_dispatch" and not result.get("auto_retry_allowed"):
             self._uncounted(invocation_id)
         return self._invocation_outcome(result, invocation_id, name)
 
     def _uncounted(self, invocation_id: str) -> None:
-        """A call refused before it was sent (its arguments, a changed tool, a paused project) does
-        not spend the route's max_tool_calls: counted here, five typos ended a turn early. The hub
-        does count one its dispatcher tried to send; counting that one too few here costs only a
-        refused request before the new turn (the hub's "run has made its" answer, above)."""
+        """A call refused for good before it was sent (its arguments, a changed tool) does not spend
+        the route's max_tool_calls: counted here, five typos ended a turn early. One refused for now
+        (auto_retry_allowed: a rate limit) stays counted, as the hub counts it; one the hub counts
+        and this bridge does not costs only a refused request before the new turn (the hub's "run
+        has made its" answer, above)."""
         with self.lock:
             if invocation_id in self.run_invocations:
                 self.run_calls -= 1
