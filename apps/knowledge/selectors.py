@@ -9,10 +9,11 @@ one statement.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -320,6 +321,25 @@ def document_working_counts(*, lanes: Iterable[str]) -> dict[str, dict[str, Any]
     return {lane: Document.objects.filter(_lane_filter(lane), status__in=WORKING_STATUSES).aggregate(
                 count=Count("id"), heartbeat_at=Max("heartbeat_at"))
             for lane in set(lanes)}
+
+
+def documents_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
+    """Per project, its documents queued for over WORKER_SILENT_SECONDS in a lane where no worker
+    moves (nothing ingesting there, or what is ingesting silent as long): {project_id: {"documents":
+    n, "since": the oldest one's queue time}}. Empty while every lane moves. Two statements per
+    lane at most, whatever the number of projects: the dashboard's sign that the workers are down
+    (each KB page says it per document; the landing page said the KBs were ready)."""
+    cutoff = timezone.now() - timedelta(seconds=WORKER_SILENT_SECONDS)
+    lanes = ["default"] if settings.KNOWLEDGE_TASK_QUEUE else ["default", "large"]
+    stalled = Q(pk__in=[])
+    for lane, activity in document_working_counts(lanes=lanes).items():
+        heartbeat = activity.get("heartbeat_at")
+        if not (activity.get("count") and heartbeat is not None and heartbeat >= cutoff):
+            stalled |= _lane_filter(lane)
+    rows = (Document.objects.filter(stalled, knowledge_base__project_id__in=list(project_ids),
+                                    status=Document.Status.QUEUED, queued_at__lt=cutoff)
+            .values("knowledge_base__project_id").annotate(documents=Count("id"), since=Min("queued_at")))
+    return {row["knowledge_base__project_id"]: {"documents": row["documents"], "since": row["since"]} for row in rows}
 
 
 def document_progress_percent(*, document: Document) -> int:

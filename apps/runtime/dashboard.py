@@ -1,6 +1,6 @@
 """What the console's landing page shows for each project an operator may see: its routes, its
 knowledge bases with document counts by status, its agent sessions, its pending tool approvals, its
-active tasks and its recent runs.
+active tasks, its recent runs, and documents that wait for a worker no one runs.
 
 It reads every app (routes, agent_auth, knowledge, ledger), which only runtime may import. The
 number of queries is fixed — one per kind of row (two at most for the recent runs), whatever the
@@ -62,6 +62,8 @@ class ProjectDashboard:
     recent_runs: list[Run] = field(default_factory=list)
     approvals_pending: int = 0
     tasks_active: int = 0
+    # Documents queued over a minute where no worker moves: {"documents": n, "since": datetime}.
+    waiting_for_a_worker: dict[str, Any] | None = None
 
 
 def _ranked(queryset, *, partition: str, order: list, limit: int):
@@ -159,6 +161,9 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     )
     for row in active_tasks:
         boards[row["project_id"]].tasks_active = row["n"]
+
+    for project_id, waiting in knowledge_selectors.documents_waiting_for_a_worker(project_ids=ids).items():
+        boards[project_id].waiting_for_a_worker = waiting
 
     for run in _recent_runs(ids):
         boards[run.route.project_id].recent_runs.append(run)

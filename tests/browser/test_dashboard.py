@@ -121,3 +121,25 @@ def test_the_consoles_colours_follow_the_theme_picked_in_the_header(logged_in_pa
     assert page.evaluate("document.documentElement.dataset.theme") == picked
     assert contrast_ratio(page.locator("[data-panel=knowledge_bases] [data-status=completed]")) >= 4.5
     assert contrast_ratio(page.locator("#project-bailing-retail [data-stat=routes]")) >= 4.5
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_documents_waiting_for_a_worker_are_named_in_the_projects_header(logged_in_page, world, width):
+    from django.utils import timezone
+
+    from apps.knowledge.models import Document
+
+    Document.objects.filter(knowledge_base=world.kb).update(
+        status=Document.Status.QUEUED, queued_at=timezone.now() - timezone.timedelta(minutes=7))
+    logged_in_page.set_viewport_size({"width": width, "height": 900})
+    page = _dashboard(logged_in_page)
+    notice = page.locator("#project-bailing-retail [data-stat=waiting_for_a_worker]")
+    assert notice.is_visible()
+    assert "2 documents queued for 7" in notice.inner_text()
+    box = notice.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"dashboard-waiting-{width}.png"))
+    notice.get_by_role("link", name="See the queued documents").click()
+    page.wait_for_url("**/admin/knowledge/document/?status__exact=queued")
+    assert page.locator("#result_list tbody tr").count() == 2

@@ -185,3 +185,35 @@ def test_a_project_no_agent_signed_in_to_says_so_rather_than_zero_of_zero():
     page = admin_client(quiet.user).get("/admin/").content.decode()
     assert '<span class="bh-muted" data-stat="sessions_none">· no agent has signed in yet</span>' in page
     assert "of 0</span>" not in page
+
+
+def _queued(document, *, ago: float, status: str = Document.Status.QUEUED, heartbeat_ago: float | None = None):
+    now = timezone.now()
+    Document.objects.filter(pk=document.pk).update(
+        status=status, queued_at=now - timezone.timedelta(seconds=ago),
+        heartbeat_at=None if heartbeat_ago is None else now - timezone.timedelta(seconds=heartbeat_ago))
+
+
+def test_documents_queued_for_minutes_with_no_worker_ingesting_are_named_on_the_landing_page(a, b):
+    """With every worker down, the landing page called the KB ready and counted the uploads "in
+    progress"; only each KB's own page said that nothing moved."""
+    for document in a.documents.values():
+        _queued(document, ago=300)
+    _queued(b.documents["bravo-refund.md"], ago=30)  # bravo's waited half a minute: nothing to say yet
+    response = admin_client(a.user).get("/admin/")
+    waiting = _board(response, "alpha").waiting_for_a_worker
+    assert (waiting["documents"], round((timezone.now() - waiting["since"]).total_seconds() / 60)) == (2, 5)
+    page = response.content.decode()
+    assert re.search(r"2 documents queued for 5\xa0minutes with no worker ingesting: check that the Celery "
+                     r"workers are running", page), page
+    assert admin_client(a.user).get("/admin/knowledge/document/?status__exact=queued").status_code == 200
+    assert _board(admin_client(b.user).get("/admin/"), "bravo").waiting_for_a_worker is None
+
+
+@pytest.mark.parametrize(("heartbeat_ago", "waiting"), [(10, None), (300, 1)])
+def test_a_queue_is_stalled_only_while_what_it_ingests_is_silent(a, b, heartbeat_ago, waiting):
+    """A document queued for minutes behind one a worker is embedding now is only in line."""
+    _queued(a.documents["alpha-refund.md"], ago=300)
+    _queued(a.documents["alpha-delivery.md"], ago=400, status=Document.Status.EMBEDDING, heartbeat_ago=heartbeat_ago)
+    board = _board(admin_client(a.user).get("/admin/"), "alpha")
+    assert (board.waiting_for_a_worker or {}).get("documents") == waiting
