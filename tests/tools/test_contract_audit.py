@@ -70,3 +70,42 @@ def test_an_argument_called_nullable_still_has_its_type_checked(shop):
     assert (body["state"], body["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
     assert body["text"].startswith("The arguments do not fit the tool's input schema: nullable: ")
     assert shop.server.received == []
+
+
+def test_calls_waiting_on_an_unchanged_tool_across_the_upgrade_keep_their_approval(shop, settings):
+    """Migration 0007: a call made before the fingerprint read `description` arguments holds the old
+    reading; while its tool is unchanged it takes the new one and resumes, where it answered 409
+    capability_changed. One whose tool changed since stays refused."""
+    import importlib
+
+    from django.apps import apps
+
+    from apps.tools.invocations import execution_fingerprint
+
+    migration = importlib.import_module("apps.tools.migrations.0007_execution_fingerprints_keep_description_arguments")
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    _schema_set(shop, "refund_issue", lambda schema: schema["properties"].update(description={"type": "string"}))
+    kept, changed = new_id(), new_id()
+    for invocation_id in (kept, changed):
+        shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 5, "description": invocation_id[:8]},
+                    invocation_id=invocation_id)
+    tool = Tool.objects.get(provider=shop.provider, name="refund_issue")
+    before = copy.deepcopy(tool.compiled)
+    before["input_schema"]["properties"]["order_id"]["maxLength"] = 3  # as the tool was when `changed` was made
+    old = {invocation_id: migration._old_fingerprint(route_key=shop.route.key, provider=shop.provider,
+                                                     compiled=compiled)
+           for invocation_id, compiled in ((kept, tool.compiled), (changed, before))}
+    assert old[kept] != execution_fingerprint(route_key=shop.route.key, provider=shop.provider, compiled=tool.compiled)
+    for invocation_id, fingerprint in old.items():
+        Invocation.objects.filter(invocation_id=invocation_id).update(execution_fingerprint=fingerprint)
+
+    migration.fingerprints_renewed(apps, None)
+
+    for approval in Approval.objects.all():
+        approval_decide(approval_id=approval.pk, projects=[shop.route.project], decision_id=f"d-{approval.pk}",
+                        decision="approved")
+    resumed = shop.resume(kept)
+    assert (resumed.status_code, resumed.json()["state"]) == (200, "in_progress")
+    refused = shop.resume(changed)
+    assert (refused.status_code, refused.json()["error"]) == (409, "capability_changed")
+    assert Invocation.objects.get(invocation_id=changed).execution_fingerprint == old[changed]
