@@ -47,7 +47,7 @@ def test_the_kb_page_shows_documents_with_progress_and_failures_with_reasons(bro
     assert failed.error_message.startswith("Document conversion failed: The PDF has no extractable text")
     # A scan without text fails the same way on a retry: its row says what to do on its page instead.
     assert f"/admin/knowledge/document/{failed.pk}/retry/" not in page
-    assert f'href="/admin/knowledge/document/{failed.pk}/change/" class="bh-nowrap"' in page
+    assert f'href="/admin/knowledge/document/{failed.pk}/change/#document-fix" class="bh-nowrap"' in page
     assert "Rebuild with the current strategy" in page
 
 
