@@ -491,6 +491,15 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         obj.created_at, obj.updated_at = kb.created_at, kb.updated_at
         obj._state.adding = False
 
+    def response_add(self, request, obj, post_url_continue=None):
+        """A plain Save of a new KB opens its page, where its documents are uploaded; it landed on
+        the list, one click and a search away from the next step."""
+        response = super().response_add(request, obj, post_url_continue)
+        other_choice = {"_addanother", "_continue", "_popup"} & set(request.POST)
+        if isinstance(response, HttpResponseRedirect) and not other_choice:
+            return HttpResponseRedirect(reverse("admin:knowledge_knowledgebase_change", args=[obj.pk]))
+        return response
+
     def delete_model(self, request, obj):
         services.knowledge_base_delete(kb=obj)
 

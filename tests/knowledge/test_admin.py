@@ -111,6 +111,7 @@ def test_creating_a_kb_in_the_admin_goes_through_the_service(browser, owner):
     })
     assert response.status_code == 302, response.content.decode()[:2000]
     kb = KnowledgeBase.objects.get(name="售后")
+    assert response["Location"] == f"/admin/knowledge/knowledgebase/{kb.pk}/change/"  # its page, to upload to
     assert (kb.embedding_dim, kb.chunk_strategy) == (32, {"strategy": "by_section", "min_chars": 100,
                                                           "max_chars": 600, "overlap_chars": 0})
     assert IndexGeneration.objects.filter(knowledge_base=kb, status="active").count() == 1
