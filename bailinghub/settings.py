@@ -404,6 +404,11 @@ TOOL_SECRET_KEYS = env.list("TOOL_SECRET_KEYS", default=[])
 # Governed tool invocations (apps.tools.invocations). A web request waits this long for a dispatched
 # call to settle, then answers in_progress (agent hosts time out after 15 s).
 TOOL_INVOCATION_WAIT_SECONDS = env.float("TOOL_INVOCATION_WAIT_SECONDS", default=8.0)
+if not 0 <= TOOL_INVOCATION_WAIT_SECONDS <= 12:
+    raise ImproperlyConfigured(
+        f"TOOL_INVOCATION_WAIT_SECONDS must be between 0 and 12, not {TOOL_INVOCATION_WAIT_SECONDS:g}: agent hosts "
+        "give up on a request after 15 s (contracts-beyond-seeds §6), and a call still unsettled then answers "
+        "in_progress for the host to resume.")
 # A pending approval expires after this long, and then reads as denied.
 TOOL_APPROVAL_TTL_SECONDS = env.int("TOOL_APPROVAL_TTL_SECONDS", default=24 * 3600)
 # Past a tool's timeout_ms plus this grace, a dispatch with no recorded answer is uncertain.

@@ -159,3 +159,12 @@ def test_https_only_is_the_deployments_choice_and_spares_the_health_probe(env_ov
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == printed
+
+
+@pytest.mark.parametrize(("value", "booted"), [("12", True), ("0", True), ("20", False), ("-1", False)])
+def test_the_invocation_wait_stays_inside_the_hosts_15_second_timeout(value, booted):
+    """Set above 15 s, a call's answer came after the host had given up on it."""
+    result = _boot({"DEBUG": "true", "TOOL_INVOCATION_WAIT_SECONDS": value})
+    assert (result.returncode == 0) is booted, result.stderr
+    if not booted:
+        assert f"TOOL_INVOCATION_WAIT_SECONDS must be between 0 and 12, not {value}" in result.stderr
