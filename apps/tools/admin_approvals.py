@@ -78,7 +78,7 @@ _RULE_PREFIX = "approval_when: "
 
 
 def approval_reason_text(reason: str) -> str:
-    """An approval reason (invocations.approval_reasons' rule name) as an operator reads it."""
+    """An approval reason (call_checks.approval_reasons' rule name) as an operator reads it."""
     if reason.startswith(_RULE_PREFIX):
         return f"the arguments match the tool's approval rule “{reason[len(_RULE_PREFIX):]}”"
     return _REASON_TEXTS.get(reason, reason)

@@ -80,7 +80,7 @@ def test_calls_waiting_on_an_unchanged_tool_across_the_upgrade_keep_their_approv
 
     from django.apps import apps
 
-    from apps.tools.invocations import execution_fingerprint
+    from apps.tools.call_checks import execution_fingerprint
 
     migration = importlib.import_module("apps.tools.migrations.0007_execution_fingerprints_keep_description_arguments")
     settings.TOOL_INVOCATION_WAIT_SECONDS = 0

@@ -39,7 +39,7 @@ def _old_fingerprint(*, route_key: str, provider: Any, compiled: dict[str, Any])
 
 
 def fingerprints_renewed(apps, schema_editor) -> None:
-    from apps.tools.invocations import execution_fingerprint
+    from apps.tools.call_checks import execution_fingerprint
 
     Invocation = apps.get_model("tools", "Invocation")
     Tool = apps.get_model("tools", "Tool")
