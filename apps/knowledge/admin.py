@@ -663,8 +663,9 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 "status_url": reverse("admin:knowledge_knowledgebase_status", args=[kb.pk]),
                 "document_total": kb.document_total,
                 "report": selectors.knowledge_base_report(kb=kb, failures_limit=0),
-                "searchable_chunks": selectors.generation_searchable_chunk_count(
-                    generation=selectors.generation_active(kb=kb)),
+                # The status counts them once the KB is settled; counted here only while it moves.
+                "searchable_chunks": status["active_chunks"] if status["active_chunks"] is not None else (
+                    selectors.generation_searchable_chunk_count(generation=selectors.generation_active(kb=kb))),
                 "can_change": can_change,
             })
         return super().change_view(request, object_id, form_url, extra_context)

@@ -9,7 +9,7 @@ one statement.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -329,12 +329,12 @@ def documents_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, d
     n, "since": the oldest one's queue time}}. Empty while every lane moves. Two statements per
     lane at most, whatever the number of projects: the dashboard's sign that the workers are down
     (each KB page says it per document; the landing page said the KBs were ready)."""
-    cutoff = timezone.now() - timedelta(seconds=WORKER_SILENT_SECONDS)
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=WORKER_SILENT_SECONDS)
     lanes = ["default"] if settings.KNOWLEDGE_TASK_QUEUE else ["default", "large"]
     stalled = Q(pk__in=[])
     for lane, activity in document_working_counts(lanes=lanes).items():
-        heartbeat = activity.get("heartbeat_at")
-        if not (activity.get("count") and heartbeat is not None and heartbeat >= cutoff):
+        if not (activity.get("count") and _lane_silence(activity, now=now) < WORKER_SILENT_SECONDS):
             stalled |= _lane_filter(lane)
     rows = (Document.objects.filter(stalled, knowledge_base__project_id__in=list(project_ids),
                                     status=Document.Status.QUEUED, queued_at__lt=cutoff)
@@ -420,6 +420,13 @@ def _document_stage(document: Document, *, position: int | None, working: dict[s
         _joined(" — ", _worker_silence(document)) if document.status in WORKING_STATUSES else "")
 
 
+def _lane_silence(activity: dict[str, Any], *, now: datetime) -> float:
+    """Seconds since the newest heartbeat of what a lane is ingesting (document_working_counts);
+    0 before its first one."""
+    heartbeat = activity.get("heartbeat_at")
+    return (now - heartbeat).total_seconds() if heartbeat else 0.0
+
+
 def _queue_stalled(document: Document, *, lane: dict[str, Any]) -> str:
     """For a queued document whose lane does not move — nothing ingesting there while it waited a
     minute, or what is ingesting silent for a minute (workers killed, or never started) — how
@@ -427,8 +434,7 @@ def _queue_stalled(document: Document, *, lane: dict[str, Any]) -> str:
     (and "2 documents ingesting now") for as long as no worker ran."""
     now = timezone.now()
     if lane.get("count"):
-        heartbeat = lane.get("heartbeat_at")
-        silent = (now - heartbeat).total_seconds() if heartbeat else 0.0
+        silent = _lane_silence(lane, now=now)
         if silent < WORKER_SILENT_SECONDS:
             return ""
         return (f"no word from the workers ingesting them for {_duration(silent)}; "
