@@ -2,7 +2,7 @@
 a read-only invocation ledger.
 
 Nothing here decides or changes a governed row itself: a decision goes through
-``apps.tools.invocations.approval_decide`` (the one decision service, which the builder API calls
+``apps.tools.approvals.approval_decide`` (the one decision service, which the builder API calls
 too) and the pause switch through ``apps.projects.services.project_tool_execution_set``. Lists never
 load the frozen arguments (they can be 1 MiB, encrypted): only an approval's own page decrypts them,
 shows a bounded preview, and serves the whole snapshot on demand from a separate URL.
@@ -35,7 +35,7 @@ from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
 from apps.routes.admin import DropDownPastLinksMixin, RouteListFilter
 
-from . import invocations
+from . import approvals, invocation_transitions, invocations
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
 from .models import Approval, Invocation, InvocationJournalEntry, Tool
 from .selectors import invocation_tool_names
@@ -126,7 +126,7 @@ class FrozenArguments:
             return
         # The engine owns the crypto and the integrity check (the decrypted JSON must hash to the
         # invocation's arguments_sha256).
-        value = invocations._thaw(invocation)
+        value = invocation_transitions._thaw(invocation)
         if value is None:
             self.absent_reason = ("The frozen arguments cannot be read (their encryption key is gone or they do not "
                                   "match their hash): approving would execute nothing.")
@@ -430,7 +430,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             return self._detail_page(request, approval, form=form, status=400)
         replay = approval.decision_id == data["decision_id"]
         try:
-            decided = invocations.approval_decide(
+            decided = approvals.approval_decide(
                 approval_id=approval.pk, projects=project_list_editable(user=request.user),
                 decision_id=data["decision_id"], decision=data["decision"], comment=data["comment"],
                 approver=request.user)
@@ -629,7 +629,7 @@ def invocation_state_badge(inv: Invocation) -> SafeString:
 
 @admin.register(Invocation)
 class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
-    """Every governed tool call, read-only. Writes happen only in apps.tools.invocations."""
+    """Every governed tool call, read-only. Writes happen only in apps.tools.invocations and approvals."""
 
     # As the Tools list: between the sidebar and the filters, at 1366 px, about 720 px are left, and nine
     # columns ran past them: Business status, Journal state, Approval, Duration ms and Run were behind a

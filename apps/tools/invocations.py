@@ -13,21 +13,21 @@ Every transition is an update of the Invocation row (locked) and, when it concer
 journal entry, in one transaction. A state is never inferred from a missing row: ``journal_state``
 ``absent`` is what proves a call was never sent, and only such a call may be dispatched — once,
 by ``invocation_dispatch`` (the Celery task's body), which commits ``dispatching`` before the
-request leaves. Approvals gate transitions; deciding one sends nothing. What a call's arguments and
-its compiled tool decide on their own (the fingerprint, approval reasons, the schema check) is
-apps.tools.call_checks.
+request leaves. Approvals gate transitions; deciding one sends nothing
+(apps.tools.approvals). What a call's arguments and its compiled tool decide on their own (the
+fingerprint, approval reasons, the schema check) is apps.tools.call_checks; what every transition
+is written with (the answer, the locked row's update and journal entry) is
+apps.tools.invocation_transitions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import re
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -41,10 +41,8 @@ from redis.exceptions import RedisError
 from apps.agent_auth.models import AgentSession
 from apps.core.errors import ApiError
 from apps.core.jsonbytes import compact_json, js_numbers, json_stringify_bytes
-from apps.core.logging import redact
 from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
-from apps.core.validators import BIDI_CONTROLS, uuid_parse
 from apps.projects.models import Project
 from apps.routes.models import Route
 from apps.tasks.metering import (
@@ -52,23 +50,32 @@ from apps.tasks.metering import (
     bound_for_run,
     charge_permit,
     charge_reserve,
-    charge_settle,
     invocation_task_check,
     invocation_task_recheck,
 )
 
 from . import dispatch
+from .approvals import _approval_lapsed, _denied, approval_status
 from .call_checks import Target, approval_reasons, execution_fingerprint, schema_problem
-from .crypto import SecretUnreadable, secret_decrypt, secret_encrypt
+from .crypto import SecretUnreadable
 from .errors import CapabilityChanged, ToolNotFound
-from .invocation_errors import (
-    ApprovalAlreadyDecided,
-    ApprovalExpired,
-    ApprovalNotFound,
-    ExecutionPaused,
-    InvocationConflict,
-    InvocationNotFound,
-    RunNotActive,
+from .invocation_errors import ExecutionPaused, InvocationConflict, InvocationNotFound, RunNotActive
+from .invocation_transitions import (
+    NO_NEW_WRITE,
+    NOT_SENT_TEXT,
+    TEXT_MAX_CHARS,
+    Journal,
+    State,
+    _answer,
+    _freeze,
+    _frozen_lost,
+    _locked,
+    _save,
+    _settle,
+    _settled_channel,
+    _thaw,
+    _uncertain,
+    result_is_stable,
 )
 from .models import Approval, Invocation, InvocationJournalEntry, Tool, ToolProvider
 from .ratelimit import rate_limit_take
@@ -80,23 +87,11 @@ if TYPE_CHECKING:  # the ledger sits above tools: its Run is only named here, ne
 
 logger = logging.getLogger("bailinghub.tools")
 
-SCHEMA_VERSION = "bailing.agent-tool-invocation.v1"
 RECEIPT_SCHEMA = "bailing.agent-invocation-receipt.v1"
 INSPECTION_SCHEMA = "bailing.agent-invocation-inspection-capabilities.v1"
 KEY_DOMAIN = "bailinghub.tool-invocation.v1"
 DISPATCH_TASK = "tools.invocation_dispatch"
 WATCHDOG_TASK = "tools.invocation_watchdog"
-TEXT_MAX_CHARS = 8192
-
-State = Invocation.State
-Journal = Invocation.JournalState
-UNSTABLE_STATES = (State.IN_PROGRESS, State.AWAITING_APPROVAL)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-NOT_SENT_TEXT = "Nothing was sent to the business system."
-COMMENT_MAX_CHARS = 500  # of an approver's comment in a denied answer
-NO_NEW_WRITE = ("Do not submit a new write and do not repeat it with another tool: a person must check the business "
-                "system first. Resume this same invocation_id to read its recorded state.")
 
 
 @dataclass(frozen=True)
@@ -197,91 +192,6 @@ def approvals_stranded(*, provider: ToolProvider, compiled_by_name: dict[str, di
     return stranded
 
 
-def _clean_text(text: str) -> str:
-    text = _CONTROL.sub("\ufffd", text)
-    return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
-
-
-def _answer(inv: Invocation, *, state: str, text: str, business_status: int | None = None,
-            auto_retry_allowed: bool = False, **extra: Any) -> dict[str, Any]:
-    answer: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "invocation_id": inv.invocation_id,
-        "route": inv.route.key,
-        "tool": inv.tool_name,
-        "state": state,
-        "ok": state == State.EXECUTED,
-        "auto_retry_allowed": auto_retry_allowed,
-        "text": _clean_text(text),
-    }
-    if business_status is not None:
-        answer["business_status"] = business_status
-    answer.update({key: value for key, value in extra.items() if value is not None})
-    return answer
-
-
-def result_is_stable(result: Any) -> bool:
-    """Replayed as-is: any state but ``in_progress`` and ``awaiting_approval``, and no automatic retry."""
-    return (isinstance(result, dict) and result.get("state") not in UNSTABLE_STATES
-            and result.get("auto_retry_allowed") is False)
-
-
-def _freeze(arguments: dict[str, Any]) -> str:
-    return secret_encrypt(compact_json(arguments))
-
-
-def _thaw(inv: Invocation) -> dict[str, Any] | None:
-    if not inv.frozen_arguments:
-        return None
-    try:
-        value = json.loads(secret_decrypt(inv.frozen_arguments))
-    except (SecretUnreadable, ValueError):
-        return None
-    if not isinstance(value, dict) or revision_of(value) != inv.arguments_sha256:
-        return None
-    return value
-
-
-def _save(inv: Invocation, *, journal: str | None = None, detail: dict[str, Any] | None = None,
-          **fields: Any) -> None:
-    """One transition: the row's new fields and, for a dispatch step, its journal entry (the
-    caller holds the row lock inside a transaction). A stable result drops the frozen arguments."""
-    for name, value in fields.items():
-        setattr(inv, name, value)
-    if journal is not None:
-        inv.journal_state = journal
-    if result_is_stable(inv.result):
-        inv.frozen_arguments = ""
-        inv.settled_at = inv.settled_at or timezone.now()
-    if inv.state != State.IN_PROGRESS and fields.get("state") is not None:
-        pk = inv.pk
-        transaction.on_commit(lambda: _notify_settled(pk))
-    inv.save()
-    if journal is not None:
-        InvocationJournalEntry.objects.create(invocation=inv, state=journal, detail=detail or {})
-
-
-# How a settled state settles what the call held of its task's budget (apps.tasks.metering).
-_TASK_OUTCOME = {State.RECONCILIATION_REQUIRED: "uncertain", State.EXECUTED: "trusted",
-                 State.BUSINESS_REJECTED: "trusted", State.REJECTED_BEFORE_DISPATCH: "released",
-                 State.DENIED: "released"}
-
-
-def _settle(inv: Invocation, answer: dict[str, Any], *, journal: str | None = None,
-            detail: dict[str, Any] | None = None, task_outcome: str | None = None, **fields: Any) -> dict[str, Any]:
-    """`task_outcome` overrides what the state would settle of the task's budget."""
-    _save(inv, journal=journal, detail=detail, state=answer["state"], result=answer,
-          business_status=answer.get("business_status"), **fields)
-    outcome = task_outcome or _TASK_OUTCOME.get(answer["state"])
-    if outcome is not None:  # in the same transaction as the answer
-        charge_settle(invocation_pk=inv.pk, outcome=outcome)
-    return answer
-
-
-def _locked(pk: Any) -> Invocation:
-    return Invocation.objects.select_for_update(of=("self",)).select_related("route").get(pk=pk)
-
-
 def _paused(project_id: Any) -> bool:
     return bool(Project.objects.filter(pk=project_id).values_list("tool_execution_paused", flat=True).first())
 
@@ -334,21 +244,6 @@ def _awaiting_text(approval: Approval, invocation_id: str) -> str:
     return (f"This call needs an approver's decision{prompt}. {NOT_SENT_TEXT} Once it is approved, resume it "
             f"(POST /agent-api/v1/tool-invocations/{invocation_id}/resume, or your host's resume tool); do not "
             "submit it again.")
-
-
-def _denied(inv: Invocation, *, expired: bool, comment: str = "") -> dict[str, Any]:
-    why = "expired before anyone decided" if expired else "was denied"
-    said = f" The approver's comment: \u201c{_comment_text(comment)}\u201d" if comment.strip() else ""
-    return _settle(inv, _answer(inv, state=State.DENIED,
-                                text=f"The approval for this call {why}.{said} {NOT_SENT_TEXT}"))
-
-
-def _comment_text(comment: str) -> str:
-    """The approver's reason as the agent reads it, so the model can explain or correct: one line,
-    no direction controls (they would reorder the text around it), no credential, at most
-    COMMENT_MAX_CHARS."""
-    text = " ".join(redact("".join(char for char in comment if char not in BIDI_CONTROLS)).split())
-    return text if len(text) <= COMMENT_MAX_CHARS else text[: COMMENT_MAX_CHARS - 1] + "\u2026"
 
 
 def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_active: bool,
@@ -627,32 +522,6 @@ def _in_progress_looked_after(inv: Invocation, *, now: datetime) -> dict[str, An
     return dict(inv.result or {})
 
 
-def _frozen_lost(inv: Invocation) -> dict[str, Any]:
-    return _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                                text=f"The exact arguments of this call are no longer available. {NOT_SENT_TEXT} "
-                                     "Make a new call if it is still needed."))
-
-
-def _uncertain(inv: Invocation, *, reason: str, detail: dict[str, Any] | None = None) -> dict[str, Any]:
-    answer = _answer(inv, state=State.RECONCILIATION_REQUIRED,
-                     text=f"The call may have reached the business system, but no trusted answer was recorded "
-                          f"({reason}). It is not known whether it took effect. {NO_NEW_WRITE}")
-    return _settle(inv, answer, journal=Journal.UNCERTAIN, detail={"reason": reason, **(detail or {})})
-
-
-def _settled_channel(pk: Any) -> str:
-    return f"bailinghub:tools:invocation-settled:{pk}"
-
-
-def _notify_settled(pk: Any) -> None:
-    # A wake-up for requests waiting on this call; they re-read the row, so a lost message only
-    # costs them their fallback poll.
-    try:
-        redis_client().publish(_settled_channel(pk), b"1")
-    except RedisError:
-        logger.warning("Invocation %s: could not notify waiting requests.", pk)
-
-
 def invocation_wait(*, inv: Invocation, seconds: float | None = None) -> dict[str, Any]:
     """Wait (bounded, TOOL_INVOCATION_WAIT_SECONDS) for a dispatched call to settle; its stored
     answer then, or ``in_progress`` as it stands. Woken by the dispatcher's Redis notice, with a
@@ -795,17 +664,6 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
     return counts
 
 
-def _approval_lapsed(inv: Invocation, *, now: datetime) -> None:
-    """``inv`` (its row locked, so no decision is taken meanwhile) waits for an approval that
-    expired undecided: the approval is marked expired and the call denied."""
-    approval = Approval.objects.select_for_update().get(invocation=inv)
-    if approval.status != Approval.Status.PENDING or approval.expires_at > now:
-        return
-    approval.status = Approval.Status.EXPIRED
-    approval.save(update_fields=["status", "updated_at"])
-    _denied(inv, expired=True)
-
-
 def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
     """The signed request of a claimed call, or why it is not sent (its state is then settled)."""
     if inv.project.tool_execution_paused:
@@ -890,76 +748,6 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
     _settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]}, task_outcome=task_outcome,
             **timing)
     return str(answer["state"])
-
-
-def approval_status(approval: Approval | None, *, now: datetime | None = None) -> str:
-    """none | pending | approved | denied — an expired approval reads as denied."""
-    if approval is None:
-        return "none"
-    if approval.status == Approval.Status.PENDING:
-        return "denied" if approval.expires_at <= (now or timezone.now()) else "pending"
-    return "approved" if approval.status == Approval.Status.APPROVED else "denied"
-
-
-def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project] | models.QuerySet[Project],
-                    decision_id: str, decision: str, comment: str = "", approver: Any = None) -> Approval:
-    """Decide a pending approval once. ``decision_id`` is the idempotency key: the same decision
-    again replays; any other decision on a decided approval is 409 ``approval_already_decided``;
-    an expired one is 409 ``approval_expired`` (and reads as denied). Denying settles the call as
-    ``denied``; approving sends nothing — the agent's resume executes the frozen arguments once."""
-    expired = False
-    with transaction.atomic():
-        invocation_pk = (Approval.objects.filter(pk=approval_id, project__in=projects)
-                         .values_list("invocation_id", flat=True).first() if _is_uuid(approval_id) else None)
-        if invocation_pk is None:
-            raise ApprovalNotFound()
-        # The call first, then its approval: the order a resume takes them in (_reevaluate), so
-        # a decision and a resume of the same call wait for each other instead of deadlocking.
-        inv = _locked(invocation_pk)
-        approval = Approval.objects.select_for_update().get(pk=approval_id)
-        if approval.status in (Approval.Status.APPROVED, Approval.Status.DENIED):
-            if (approval.decision_id == decision_id and approval.status == decision
-                    and approval.comment == comment):
-                return approval
-            raise ApprovalAlreadyDecided(current_decision=approval.status)
-        now = timezone.now()
-        if approval.status == Approval.Status.EXPIRED or approval.expires_at <= now:
-            approval.status = Approval.Status.EXPIRED
-            approval.save(update_fields=["status", "updated_at"])
-            if inv.state == State.AWAITING_APPROVAL:
-                _denied(inv, expired=True)
-            expired = True
-        else:
-            approval.status = decision
-            approval.decision_id = decision_id
-            approval.comment = comment
-            approval.approver = approver if getattr(approver, "pk", None) else None
-            approval.approver_label = str(getattr(approver, "username", "") or "")[:191]
-            approval.decided_at = now
-            approval.save()
-            if decision == Approval.Status.DENIED and inv.state == State.AWAITING_APPROVAL:
-                _denied(inv, expired=False, comment=comment)
-    if expired:
-        raise ApprovalExpired()
-    return approval
-
-
-def _is_uuid(value: Any) -> bool:
-    return uuid_parse(value) is not None
-
-
-def approval_answer(approval: Approval) -> dict[str, Any]:
-    """The builder API's view of a decided approval."""
-    return {
-        "approval_id": str(approval.pk),
-        "status": approval_status(approval),
-        "decision_id": approval.decision_id or None,
-        "comment": approval.comment,
-        "approver": approval.approver_label or None,
-        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
-        "expires_at": approval.expires_at.isoformat(),
-        "tool": approval.tool_name,
-    }
 
 
 _DISPATCH_STATES: dict[str, str] = {Journal.ABSENT: "not_dispatched", Journal.RESPONSE_RECORDED: "attempted",

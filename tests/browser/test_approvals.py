@@ -15,7 +15,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.demo_business.models import Refund
-from apps.tools.invocations import approval_decide
+from apps.tools.approvals import approval_decide
 from apps.tools.models import Approval, Invocation, InvocationJournalEntry, Tool
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from apps.tools.services import provider_delete, provider_reimport

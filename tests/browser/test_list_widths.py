@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from apps.knowledge.models import Document
 from apps.projects.models import Project
 from apps.tasks.services import MemberSpec, PolicySpec, task_create
-from apps.tools.invocations import approval_decide
+from apps.tools.approvals import approval_decide
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory

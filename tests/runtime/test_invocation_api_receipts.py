@@ -128,7 +128,7 @@ def test_resume_of_a_settled_call_refuses_a_tool_no_longer_authorized(shop):
     """A stable result is returned only after the same re-check: the contract's resume "re-checks the
     current authorization, then returns the stored result"."""
     from apps.projects.models import Project
-    from apps.tools.invocations import approval_decide
+    from apps.tools.approvals import approval_decide
     from apps.tools.models import Approval
     from apps.tools.route_tools import route_tools_set
 

@@ -204,7 +204,7 @@ def test_a_receipt_re_verifies_the_member_set(shop, dispatching):
 
 
 def _approved_refund(shop, run_id):
-    from apps.tools.invocations import approval_decide
+    from apps.tools.approvals import approval_decide
     from apps.tools.models import Approval
 
     invocation_id = new_id()

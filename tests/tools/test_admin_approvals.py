@@ -1,7 +1,7 @@
 """The approval queue, the execution pause switch and the invocation ledger in the operator console.
 
 Approvals are reached the real way (an agent's call through the invocation endpoint); decisions go
-through the one decision service, apps.tools.invocations.approval_decide."""
+through the one decision service, apps.tools.approvals.approval_decide."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.projects.models import Membership, Project
-from apps.tools import invocations
+from apps.tools import approvals
 from apps.tools.admin_approvals import approval_reason_text
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
@@ -123,7 +123,7 @@ def test_pending_approvals_come_first_then_the_newest(api_client, issued, tool_r
     first = pending_approval(api_client, issued.access_token, n=1)
     second = pending_approval(api_client, issued.access_token, n=2)
     third = pending_approval(api_client, issued.access_token, n=3)
-    invocations.approval_decide(approval_id=third.pk, projects=Project.objects.all(), decision_id="d-3",
+    approvals.approval_decide(approval_id=third.pk, projects=Project.objects.all(), decision_id="d-3",
                                 decision="denied")
     response = owner.get(QUEUE)
     assert [row.pk for row in response.context["cl"].result_list] == [second.pk, first.pk, third.pk]
@@ -181,13 +181,13 @@ def test_a_viewer_cannot_decide(viewer, approval):
 
 def test_approving_calls_the_decision_service_once(owner, approval, monkeypatch):
     calls = []
-    real = invocations.approval_decide
+    real = approvals.approval_decide
 
     def spy(**kwargs):
         calls.append(kwargs)
         return real(**kwargs)
 
-    monkeypatch.setattr(invocations, "approval_decide", spy)
+    monkeypatch.setattr(approvals, "approval_decide", spy)
     response = _decide(owner, approval, "approved", comment="金额核对无误")
     assert response.status_code == 302
     assert [(c["decision"], c["comment"], c["approver"].username) for c in calls] == [

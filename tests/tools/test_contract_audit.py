@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from apps.tools.invocations import approval_decide
+from apps.tools.approvals import approval_decide
 from apps.tools.models import Approval, Invocation, Tool
 from tests.tools.invocation_helpers import new_id, stored
 

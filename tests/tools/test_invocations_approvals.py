@@ -13,8 +13,9 @@ from rest_framework.test import APIClient
 
 from apps.core.validators import BIDI_CONTROLS
 from apps.projects.tokens import operator_token_create
+from apps.tools.approvals import approval_decide
 from apps.tools.call_checks import Target, approval_reasons
-from apps.tools.invocations import approval_decide, invocation_watchdog
+from apps.tools.invocations import invocation_watchdog
 from apps.tools.models import Approval, Invocation, ToolProvider
 from apps.tools.route_tools import route_tools_set
 from tests.core.hostile import NON_CANONICAL_UUID_FORMS, non_canonical_uuid

@@ -89,7 +89,7 @@ def test_the_rate_limit_holds_across_sessions(shop, dispatching):
 def test_while_paused_invoke_and_resume_answer_503_and_receipts_work(shop, dispatching):
     invocation_id = new_id()
     shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 3}, invocation_id=invocation_id)
-    from apps.tools.invocations import approval_decide
+    from apps.tools.approvals import approval_decide
 
     approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d",
                     decision="approved")

@@ -1,6 +1,6 @@
 """The builder API's approval decision: ``POST /api/v1/builder/approvals/{id}/decision``, operator
 token scope ``approvals:decide``, scoped to the projects the operator may edit (another project's
-approval is 404). The decision is ``apps.tools.invocations.approval_decide``, as in the admin."""
+approval is 404). The decision is ``apps.tools.approvals.approval_decide``, as in the admin."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from apps.core.validators import validate_shown_text
 from apps.projects.builder import BuilderApi
 from apps.projects.models import OperatorToken
 from apps.projects.selectors import project_list_editable
-from apps.tools.invocations import approval_answer, approval_decide
+from apps.tools.approvals import approval_answer, approval_decide
 
 DECISION_BODY_MAX_BYTES = 16 * 1024
 _DECISION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

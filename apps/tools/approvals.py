@@ -1,0 +1,121 @@
+"""Approvals of governed tool calls: an approval's status as the agent and the builder API read it,
+the one decision service (``approval_decide``, which the admin and the builder API call), and a
+denied or expired approval settling its call as ``denied``. Deciding sends nothing: an approved call
+runs when its agent resumes it (apps.tools.invocations), and a pending one that expires with nobody
+deciding is settled by the watchdog (``_approval_lapsed``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from apps.core.logging import redact
+from apps.core.validators import BIDI_CONTROLS, uuid_parse
+from apps.projects.models import Project
+
+from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
+from .invocation_transitions import NOT_SENT_TEXT, State, _answer, _locked, _settle
+from .models import Approval, Invocation
+
+COMMENT_MAX_CHARS = 500  # of an approver's comment in a denied answer
+
+
+def _denied(inv: Invocation, *, expired: bool, comment: str = "") -> dict[str, Any]:
+    why = "expired before anyone decided" if expired else "was denied"
+    said = f" The approver's comment: \u201c{_comment_text(comment)}\u201d" if comment.strip() else ""
+    return _settle(inv, _answer(inv, state=State.DENIED,
+                                text=f"The approval for this call {why}.{said} {NOT_SENT_TEXT}"))
+
+
+def _comment_text(comment: str) -> str:
+    """The approver's reason as the agent reads it, so the model can explain or correct: one line,
+    no direction controls (they would reorder the text around it), no credential, at most
+    COMMENT_MAX_CHARS."""
+    text = " ".join(redact("".join(char for char in comment if char not in BIDI_CONTROLS)).split())
+    return text if len(text) <= COMMENT_MAX_CHARS else text[: COMMENT_MAX_CHARS - 1] + "\u2026"
+
+
+def _approval_lapsed(inv: Invocation, *, now: datetime) -> None:
+    """``inv`` (its row locked, so no decision is taken meanwhile) waits for an approval that
+    expired undecided: the approval is marked expired and the call denied."""
+    approval = Approval.objects.select_for_update().get(invocation=inv)
+    if approval.status != Approval.Status.PENDING or approval.expires_at > now:
+        return
+    approval.status = Approval.Status.EXPIRED
+    approval.save(update_fields=["status", "updated_at"])
+    _denied(inv, expired=True)
+
+
+def approval_status(approval: Approval | None, *, now: datetime | None = None) -> str:
+    """none | pending | approved | denied — an expired approval reads as denied."""
+    if approval is None:
+        return "none"
+    if approval.status == Approval.Status.PENDING:
+        return "denied" if approval.expires_at <= (now or timezone.now()) else "pending"
+    return "approved" if approval.status == Approval.Status.APPROVED else "denied"
+
+
+def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project] | models.QuerySet[Project],
+                    decision_id: str, decision: str, comment: str = "", approver: Any = None) -> Approval:
+    """Decide a pending approval once. ``decision_id`` is the idempotency key: the same decision
+    again replays; any other decision on a decided approval is 409 ``approval_already_decided``;
+    an expired one is 409 ``approval_expired`` (and reads as denied). Denying settles the call as
+    ``denied``; approving sends nothing — the agent's resume executes the frozen arguments once."""
+    expired = False
+    with transaction.atomic():
+        invocation_pk = (Approval.objects.filter(pk=approval_id, project__in=projects)
+                         .values_list("invocation_id", flat=True).first() if _is_uuid(approval_id) else None)
+        if invocation_pk is None:
+            raise ApprovalNotFound()
+        # The call first, then its approval: the order a resume takes them in (invocations._reevaluate), so
+        # a decision and a resume of the same call wait for each other instead of deadlocking.
+        inv = _locked(invocation_pk)
+        approval = Approval.objects.select_for_update().get(pk=approval_id)
+        if approval.status in (Approval.Status.APPROVED, Approval.Status.DENIED):
+            if (approval.decision_id == decision_id and approval.status == decision
+                    and approval.comment == comment):
+                return approval
+            raise ApprovalAlreadyDecided(current_decision=approval.status)
+        now = timezone.now()
+        if approval.status == Approval.Status.EXPIRED or approval.expires_at <= now:
+            approval.status = Approval.Status.EXPIRED
+            approval.save(update_fields=["status", "updated_at"])
+            if inv.state == State.AWAITING_APPROVAL:
+                _denied(inv, expired=True)
+            expired = True
+        else:
+            approval.status = decision
+            approval.decision_id = decision_id
+            approval.comment = comment
+            approval.approver = approver if getattr(approver, "pk", None) else None
+            approval.approver_label = str(getattr(approver, "username", "") or "")[:191]
+            approval.decided_at = now
+            approval.save()
+            if decision == Approval.Status.DENIED and inv.state == State.AWAITING_APPROVAL:
+                _denied(inv, expired=False, comment=comment)
+    if expired:
+        raise ApprovalExpired()
+    return approval
+
+
+def _is_uuid(value: Any) -> bool:
+    return uuid_parse(value) is not None
+
+
+def approval_answer(approval: Approval) -> dict[str, Any]:
+    """The builder API's view of a decided approval."""
+    return {
+        "approval_id": str(approval.pk),
+        "status": approval_status(approval),
+        "decision_id": approval.decision_id or None,
+        "comment": approval.comment,
+        "approver": approval.approver_label or None,
+        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
+        "expires_at": approval.expires_at.isoformat(),
+        "tool": approval.tool_name,
+    }
