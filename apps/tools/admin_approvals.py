@@ -629,7 +629,7 @@ def invocation_state_badge(inv: Invocation) -> SafeString:
 
 @admin.register(Invocation)
 class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
-    """Every governed tool call, read-only. Writes happen only in apps.tools.invocations and approvals."""
+    """Every governed tool call, read-only. Writes happen only in apps.tools.invocations, approvals and delivery."""
 
     # As the Tools list: between the sidebar and the filters, at 1366 px, about 720 px are left, and nine
     # columns ran past them: Business status, Journal state, Approval, Duration ms and Run were behind a

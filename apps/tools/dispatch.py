@@ -8,7 +8,7 @@ percent-encoded, query, headers, JSON body) and signs the request the way
     X-Bailing-Signature: v1=<hex HMAC-SHA256(provider secret, canonical string)>
 
 ``request_send`` is the one function that talks HTTP to a business system; only the dispatcher
-task reaches it (through ``apps.tools.invocations.invocation_dispatch``). It follows no redirect,
+task reaches it (through ``apps.tools.delivery.invocation_dispatch``). It follows no redirect,
 verifies TLS, keeps to the tool's ``timeout_ms`` for the whole exchange, reads at most
 ``max_bytes`` of the answer, and connects only to an address outside
 settings.TOOL_PROVIDER_DENIED_NETWORKS (cloud metadata services and the like), the one it checked.

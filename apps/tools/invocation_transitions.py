@@ -1,8 +1,9 @@
 """What every transition of a governed tool call is written with, shared by the state machine
-(apps.tools.invocations) and the approvals (apps.tools.approvals): the answer an agent reads, the
-frozen arguments, the locked row's update with its journal entry and its task's settlement, the
-notice to requests waiting for a call to settle, and the two settlements that more than one path
-reaches (the arguments lost; no trusted answer)."""
+(apps.tools.invocations), the approvals (apps.tools.approvals) and the worker's side of dispatch
+(apps.tools.delivery): the answer an agent reads, the frozen arguments, the locked row's update with
+its journal entry and its task's settlement, the notice to requests waiting for a call to settle,
+and the two settlements that both the state machine and the worker reach (the arguments lost; no
+trusted answer)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@
 Every transition is an update of the Invocation row (locked) and, when it concerns the dispatch, a
 journal entry, in one transaction. A state is never inferred from a missing row: ``journal_state``
 ``absent`` is what proves a call was never sent, and only such a call may be dispatched — once,
-by ``invocation_dispatch`` (the Celery task's body), which commits ``dispatching`` before the
-request leaves. Approvals gate transitions; deciding one sends nothing
+by ``invocation_dispatch`` (the Celery task's body, apps.tools.delivery), which commits
+``dispatching`` before the request leaves. Approvals gate transitions; deciding one sends nothing
 (apps.tools.approvals). What a call's arguments and its compiled tool decide on their own (the
 fingerprint, approval reasons, the schema check) is apps.tools.call_checks; what every transition
 is written with (the answer, the locked row's update and journal entry) is
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import re
 import time
 from collections.abc import Callable
@@ -54,16 +53,12 @@ from apps.tasks.metering import (
     invocation_task_recheck,
 )
 
-from . import dispatch
 from .approvals import _approval_lapsed, _denied, approval_status
 from .call_checks import Target, approval_reasons, execution_fingerprint, schema_problem
-from .crypto import SecretUnreadable
 from .errors import CapabilityChanged, ToolNotFound
 from .invocation_errors import ExecutionPaused, InvocationConflict, InvocationNotFound, RunNotActive
 from .invocation_transitions import (
-    NO_NEW_WRITE,
     NOT_SENT_TEXT,
-    TEXT_MAX_CHARS,
     Journal,
     State,
     _answer,
@@ -77,15 +72,12 @@ from .invocation_transitions import (
     _uncertain,
     result_is_stable,
 )
-from .models import Approval, Invocation, InvocationJournalEntry, Tool, ToolProvider
+from .models import Approval, Invocation, InvocationJournalEntry, ToolProvider
 from .ratelimit import rate_limit_take
-from .selectors import provider_secret
 from .surface import SurfaceTool, route_approval_forced, route_surface
 
 if TYPE_CHECKING:  # the ledger sits above tools: its Run is only named here, never imported at run time
     from apps.ledger.models import Run
-
-logger = logging.getLogger("bailinghub.tools")
 
 RECEIPT_SCHEMA = "bailing.agent-invocation-receipt.v1"
 INSPECTION_SCHEMA = "bailing.agent-invocation-inspection-capabilities.v1"
@@ -453,7 +445,7 @@ def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = T
 def _approved_unrunnable(inv: Invocation) -> None:
     """An approved call whose tool changed or left the caller's surface can never run: its approval
     is for the tool as it was frozen. Settled as ``rejected_before_dispatch`` (nothing was sent), as
-    the dispatcher settles such a call (``_prepare``), so that it stops holding its task's write
+    the dispatcher settles such a call (``delivery._prepare``), so that it stops holding its task's write
     reservation and stops reading as awaiting approval for good; the resume that found it still
     answers the refusal. A pending one is left as it is: it may still be denied, or its tool come
     back."""
@@ -580,46 +572,6 @@ def invocation_resume(*, session: AgentSession, inv: Invocation) -> dict[str, An
     return invocation_advance(inv=inv, session=session)
 
 
-def invocation_dispatch(*, invocation_pk: str) -> str:
-    """The dispatcher task's body: claim a call proven not sent (journal ``dispatching``,
-    committed), send it once, record the answer. Run twice, or after a worker died mid-send, it
-    never sends again: a claimed call is left to the send in flight until its deadline, and past
-    it, with no answer, becomes ``uncertain`` (a second message — the watchdog's, or one
-    redelivered — must not settle a call another worker is still sending)."""
-    with transaction.atomic():
-        inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider", "project").filter(
-            pk=invocation_pk).first()
-        if inv is None or inv.state != State.IN_PROGRESS:
-            return "settled"
-        if inv.journal_state == Journal.DISPATCHING:
-            if inv.dispatch_deadline is not None and inv.dispatch_deadline > timezone.now():
-                return "in_flight"
-            _uncertain(inv, reason="the dispatcher stopped while the call was being sent")
-            return "uncertain"
-        if inv.journal_state != Journal.ABSENT:
-            return "settled"
-        prepared = _prepare(inv)
-        if isinstance(prepared, str):
-            return prepared
-        request, timeout_ms = prepared
-        now = timezone.now()
-        _save(inv, journal=Journal.DISPATCHING, detail={"method": request.method, "target": request.target[:500]},
-              dispatched_at=now,
-              dispatch_deadline=now + timedelta(milliseconds=timeout_ms, seconds=settings.TOOL_DISPATCH_GRACE_SECONDS))
-    outcome = dispatch.request_send(request, timeout_ms=timeout_ms, max_bytes=settings.TOOL_RESPONSE_MAX_BYTES)
-    with transaction.atomic():
-        found = Invocation.objects.select_for_update(of=("self",)).select_related("route").filter(
-            pk=invocation_pk).first()
-        if found is None:
-            return "deleted"
-        inv = found
-        if inv.journal_state != Journal.DISPATCHING:
-            logger.warning("Invocation %s: an answer arrived after it was marked %s; kept in the log only.",
-                           inv.pk, inv.journal_state)
-            return "late"
-        return _record(inv, outcome)
-
-
 WATCHDOG_BATCH = 200
 _WATCHDOG_OUTCOMES: dict[str, str] = {State.IN_PROGRESS: "requeued", State.RECONCILIATION_REQUIRED: "uncertain"}
 
@@ -662,92 +614,6 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
             # still in progress: sent to the dispatcher again; else settled (its arguments lost)
             counts[_WATCHDOG_OUTCOMES.get(state, "settled")] += 1
     return counts
-
-
-def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
-    """The signed request of a claimed call, or why it is not sent (its state is then settled)."""
-    if inv.project.tool_execution_paused:
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
-                             text=f"Tool execution is paused for this project. {NOT_SENT_TEXT} Resume this same "
-                                  "invocation later."))
-        return "paused"
-    arguments = _thaw(inv)
-    if arguments is None:
-        _frozen_lost(inv)
-        return "frozen_lost"
-    provider = inv.provider
-    tool = Tool.objects.filter(provider=provider, name=inv.tool_name).first() if provider else None
-    if (provider is None or tool is None or not provider.enabled or not tool.enabled
-            or execution_fingerprint(route_key=inv.route.key, provider=provider, compiled=tool.compiled)
-            != inv.execution_fingerprint):
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The tool changed or was switched off since this call was made. {NOT_SENT_TEXT}"))
-        return "tool_changed"
-    try:
-        request = dispatch.request_build(
-            base_url=provider.base_url, compiled=tool.compiled, arguments=arguments,
-            secret=provider_secret(provider=provider), job_id=str(inv.pk), idempotency_key=inv.idempotency_key,
-            on_behalf_of=inv.on_behalf_of, timestamp=int(time.time()))
-    except dispatch.ArgumentUnplaceable as exc:
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The arguments cannot be sent: {exc.field}: {exc.message} {NOT_SENT_TEXT}"))
-        return "unplaceable"
-    except SecretUnreadable:
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The provider's signing secret cannot be read by this hub. {NOT_SENT_TEXT}"))
-        return "secret_unreadable"
-    return request, int(tool.compiled.get("timeout_ms") or 30000)
-
-
-def _response_text(outcome: dispatch.Outcome) -> str:
-    text = outcome.body.decode("utf-8", errors="replace")
-    if outcome.truncated:
-        text = text[: TEXT_MAX_CHARS - 120] + f"… [the answer was cut: {outcome.reason}]"
-    return text
-
-
-def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
-    now = timezone.now()
-    timing: dict[str, Any] = {"responded_at": now, "duration_ms": outcome.elapsed_ms}
-    if outcome.kind == "not_sent":
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The business system could not be reached ({outcome.reason}). {NOT_SENT_TEXT}"),
-                journal=Journal.COMPLETED, detail={"outcome": "not_sent", "reason": outcome.reason}, **timing)
-        return "not_sent"
-    if outcome.kind != "response" or outcome.status is None:
-        _uncertain(inv, reason=outcome.reason or "no answer", detail={"elapsed_ms": outcome.elapsed_ms})
-        return "uncertain"
-    status = outcome.status
-    # The answer is recorded and the call completed in one transaction: both journal entries,
-    # one row update.
-    InvocationJournalEntry.objects.create(
-        invocation=inv, state=Journal.RESPONSE_RECORDED,
-        detail={"status": status, "bytes": len(outcome.body), "truncated": outcome.truncated,
-                "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms})
-    text = _response_text(outcome)
-    task_outcome = None
-    if 200 <= status < 300:
-        answer = _answer(inv, state=State.EXECUTED, text=text, business_status=status)
-    elif status >= 500 and not inv.readonly:
-        answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
-                         text=f"The business system failed (HTTP {status}) and may or may not have applied the "
-                              f"change. {NO_NEW_WRITE}\n\n{text}")
-    elif 300 <= status < 400:
-        redirect = f"The business system answered with a redirect (HTTP {status}), which is not followed"
-        if inv.readonly:
-            answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=f"{redirect}.")
-        else:
-            # A 303 after a POST is how a form says "done, look here": the write may have been applied,
-            # so the agent is told to reconcile, not that nothing happened. Its task counts the write
-            # as used (an HTTP answer came: §5's trusted answer), and its permit is free again.
-            answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
-                             text=f"{redirect}; it may or may not have applied the change. {NO_NEW_WRITE}")
-            task_outcome = "trusted"
-    else:
-        answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
-    _settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]}, task_outcome=task_outcome,
-            **timing)
-    return str(answer["state"])
 
 
 _DISPATCH_STATES: dict[str, str] = {Journal.ABSENT: "not_dispatched", Journal.RESPONSE_RECORDED: "attempted",

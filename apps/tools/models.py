@@ -112,8 +112,8 @@ class ToolEmbedding(BaseModel):
 class Invocation(BaseModel):
     """One governed tool call of an agent, keyed by ``idempotency_key`` (SHA-256 over a domain tag,
     the session id and the agent's ``invocation_id``). Changed only by ``apps.tools.invocations``
-    (and its ``approvals``, through ``invocation_transitions``): each transition updates this row
-    and appends its journal entry in one transaction.
+    (and its ``approvals`` and ``delivery``, through ``invocation_transitions``): each transition
+    updates this row and appends its journal entry in one transaction.
 
     ``state`` is the contract's result state; ``journal_state`` is where the dispatch stands
     (``absent`` until the dispatcher claims it: proven not sent). ``frozen_arguments`` is the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from apps.tools import invocations, semantic
+from apps.tools import delivery, invocations, semantic
 
 
 # Acknowledged late and rejected when its worker is lost, so a message is never dropped; run twice,
@@ -14,7 +14,7 @@ from apps.tools import invocations, semantic
              soft_time_limit=settings.TOOL_DISPATCH_TASK_TIME_LIMIT,
              time_limit=settings.TOOL_DISPATCH_TASK_TIME_LIMIT + 30)
 def invocation_dispatch_task(invocation_pk: str) -> str:
-    return invocations.invocation_dispatch(invocation_pk=invocation_pk)
+    return delivery.invocation_dispatch(invocation_pk=invocation_pk)
 
 
 @shared_task(name=semantic.INDEX_REBUILD, ignore_result=True)

@@ -393,7 +393,7 @@ def test_the_execution_journal_fits_a_phone_width_window(logged_in_page, demo_ro
     """The journal's details are JSON in one <code> each; at 390 px the dispatch target, one
     unbreakable word, pushed the table 72 px past the window and the page scrolled sideways. The
     journal is the one a real call writes (approved, resumed, dispatched to the demo shop), not
-    rows made by hand that could drift from what apps/tools/invocations.py writes."""
+    rows made by hand that could drift from what apps/tools/invocations.py and delivery.py write."""
     api = APIClient()
     approval = pending_approval(api, agent.access_token, tool="issue_refund", arguments=REFUND)
     approval_decide(approval_id=approval.pk, projects=[demo_route.project], decision_id="decision-1",

@@ -269,7 +269,7 @@ def test_crash_boundaries_never_lose_or_double_count_budget(shop, transactional_
 
     from django.utils import timezone
 
-    from apps.tools.invocations import invocation_dispatch
+    from apps.tools.delivery import invocation_dispatch
     from apps.tools.models import Invocation, InvocationJournalEntry
 
     settings.TOOL_INVOCATION_WAIT_SECONDS = 0

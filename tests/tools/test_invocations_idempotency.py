@@ -10,7 +10,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.projects.models import Project
-from apps.tools.invocations import invocation_dispatch, invocation_watchdog
+from apps.tools.delivery import invocation_dispatch
+from apps.tools.invocations import invocation_watchdog
 from apps.tools.models import Approval, Invocation, InvocationJournalEntry
 from tests.tools.invocation_helpers import ROUTE, new_id
 
