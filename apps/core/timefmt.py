@@ -36,3 +36,12 @@ def ago(value: datetime) -> str:
 def time_ago(value: datetime) -> SafeString:
     """`ago`, with the moment itself (ISO 8601, to the second) in its title."""
     return format_html('<span title="{}">{}</span>', value.isoformat(timespec="seconds"), ago(value))
+
+
+def short_duration(seconds: float) -> str:
+    """A wait as a status line says it: "45 s", "5 min", "3 h"."""
+    if seconds < 90:
+        return f"{int(seconds)} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"

@@ -9,7 +9,6 @@ one statement.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +16,8 @@ from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from apps.core.timefmt import short_duration
+from apps.core.workers import WORKER_SILENT_SECONDS, queue_moves, queue_stall, queued_before
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
 from apps.knowledge.leases import lease_expires_at
 from apps.knowledge.models import (
@@ -266,9 +267,6 @@ STAGE_PERCENT: dict[str, int] = {
 }
 # A document in one of these needs nobody but a person (or nothing at all) to move on.
 SETTLED_STATUSES = (Document.Status.COMPLETED, Document.Status.FAILED, Document.Status.AWAITING_CONFIRMATION)
-# A worker heartbeats after every embedding batch (seconds apart); a minute without one is worth
-# saying on the KB page, long before the lease runs out (KNOWLEDGE_HEARTBEAT_STALE_SECONDS).
-WORKER_SILENT_SECONDS = 60
 WORKING_STATUSES = (Document.Status.PARSING, Document.Status.CHUNKING, Document.Status.EMBEDDING)
 
 
@@ -330,14 +328,13 @@ def documents_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, d
     lane at most, whatever the number of projects: the dashboard's sign that the workers are down
     (each KB page says it per document; the landing page said the KBs were ready)."""
     now = timezone.now()
-    cutoff = now - timedelta(seconds=WORKER_SILENT_SECONDS)
     lanes = ["default"] if settings.KNOWLEDGE_TASK_QUEUE else ["default", "large"]
     stalled = Q(pk__in=[])
     for lane, activity in document_working_counts(lanes=lanes).items():
-        if not (activity.get("count") and _lane_silence(activity, now=now) < WORKER_SILENT_SECONDS):
+        if not queue_moves(activity, now=now):
             stalled |= _lane_filter(lane)
     rows = (Document.objects.filter(stalled, knowledge_base__project_id__in=list(project_ids),
-                                    status=Document.Status.QUEUED, queued_at__lt=cutoff)
+                                    status=Document.Status.QUEUED, queued_at__lt=queued_before(now=now))
             .values("knowledge_base__project_id").annotate(documents=Count("id"), since=Min("queued_at")))
     return {row["knowledge_base__project_id"]: {"documents": row["documents"], "since": row["since"]} for row in rows}
 
@@ -370,14 +367,6 @@ def _generation_text(generation: IndexGeneration) -> str:
     return "retired"
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{int(seconds)} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{round(seconds / 3600)} h"
-
-
 def _joined(separator: str, clause: str) -> str:
     return separator + clause if clause else ""
 
@@ -397,7 +386,7 @@ def _worker_silence(row: Document | IndexGeneration) -> str:
         waiting = (now - since).total_seconds() if since else 0.0
         if waiting < WORKER_SILENT_SECONDS:
             return ""
-        return (f"waiting {_duration(waiting)} for a worker to take it (again); if this goes on, check that the "
+        return (f"waiting {short_duration(waiting)} for a worker to take it (again); if this goes on, check that the "
                 "Celery workers are running")
     if expires is None or row.heartbeat_at is None:  # for the type checker: a held row has both
         return ""
@@ -408,11 +397,11 @@ def _worker_silence(row: Document | IndexGeneration) -> str:
     interval = settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS
     if left <= -2 * interval:
         # Two watchdog runs should have handed it over by now: no worker (or no beat) runs one.
-        return (f"no word from its worker for {_duration(silent)}; no worker has taken it over "
-                f"{_duration(-left)} after it could: check that the Celery workers and their beat are running")
-    handover = (f"another worker takes it over in {_duration(left)} if it stays silent" if left > 0 else
-                f"another worker takes it over when a worker's watchdog next runs (every {_duration(interval)})")
-    return f"no word from its worker for {_duration(silent)}; {handover}"
+        return (f"no word from its worker for {short_duration(silent)}; no worker has taken it over "
+                f"{short_duration(-left)} after it could: check that the Celery workers and their beat are running")
+    handover = (f"another worker takes it over in {short_duration(left)} if it stays silent" if left > 0 else
+                f"another worker takes it over when a worker's watchdog next runs (every {short_duration(interval)})")
+    return f"no word from its worker for {short_duration(silent)}; {handover}"
 
 
 def _document_stage(document: Document, *, position: int | None, working: dict[str, dict[str, Any]]) -> str:
@@ -420,29 +409,18 @@ def _document_stage(document: Document, *, position: int | None, working: dict[s
         _joined(" — ", _worker_silence(document)) if document.status in WORKING_STATUSES else "")
 
 
-def _lane_silence(activity: dict[str, Any], *, now: datetime) -> float:
-    """Seconds since the newest heartbeat of what a lane is ingesting (document_working_counts);
-    0 before its first one."""
-    heartbeat = activity.get("heartbeat_at")
-    return (now - heartbeat).total_seconds() if heartbeat else 0.0
-
-
 def _queue_stalled(document: Document, *, lane: dict[str, Any]) -> str:
-    """For a queued document whose lane does not move — nothing ingesting there while it waited a
-    minute, or what is ingesting silent for a minute (workers killed, or never started) — how
-    long, and what to check; nothing while the lane moves. Without it the row read "1st in line"
-    (and "2 documents ingesting now") for as long as no worker ran."""
-    now = timezone.now()
-    if lane.get("count"):
-        silent = _lane_silence(lane, now=now)
-        if silent < WORKER_SILENT_SECONDS:
-            return ""
-        return (f"no word from the workers ingesting them for {_duration(silent)}; "
-                "if this goes on, check that the Celery workers are running")
-    waited = (now - document.queued_at).total_seconds() if document.queued_at else 0.0
-    if waited < WORKER_SILENT_SECONDS:
+    """For a document queued a minute in a lane that does not move — nothing ingesting there, or
+    what is ingesting silent for a minute (workers killed, or never started) — how long, and what
+    to check; nothing while the lane moves. Without it the row read "1st in line" (and "2
+    documents ingesting now") for as long as no worker ran."""
+    stall = queue_stall(lane, queued_at=document.queued_at, now=timezone.now())
+    if stall is None:
         return ""
-    return (f"no worker has started on it in {_duration(waited)}; "
+    if stall.holding:
+        return (f"no word from the workers ingesting them for {short_duration(stall.seconds)}; "
+                "if this goes on, check that the Celery workers are running")
+    return (f"no worker has started on it in {short_duration(stall.seconds)}; "
             "if this goes on, check that the Celery workers are running")
 
 

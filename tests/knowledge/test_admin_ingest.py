@@ -610,6 +610,19 @@ def test_queued_documents_behind_silent_workers_say_so(browser, kb):
                             "ingesting them for 2 min; if this goes on, check that the Celery workers are running")
 
 
+def test_a_document_queued_seconds_ago_behind_silent_workers_is_only_in_line_yet(browser, kb):
+    """As the dashboard (and a tool call's page) judge it, apps.core.workers: a document that has
+    just come has not waited for anyone yet, whatever the workers ahead of it do; the KB page
+    called it stalled from its first second while the dashboard waited a minute."""
+    url = f"/admin/knowledge/knowledgebase/{kb.pk}/status/"
+    fresh = _queued(kb, "plain.txt", at=timezone.now() - dt.timedelta(seconds=10))
+    [held] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
+    Document.objects.filter(pk=held.pk).update(status=Document.Status.EMBEDDING, run_token=uuid.uuid4(),
+                                               heartbeat_at=timezone.now() - dt.timedelta(minutes=2))
+    row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(fresh.pk))
+    assert row["stage"] == "queued — 1st in line; 1 document ingesting now"
+
+
 def test_a_turned_off_kb_says_so_at_the_top_of_its_page(browser, kb):
     """Turned off, the KB's page read "Active … serving searches" at its top, the one sign of it
     the Enabled box far down under Settings; the playground said it, the KB page did not."""

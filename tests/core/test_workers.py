@@ -1,0 +1,64 @@
+"""Whether a queue's workers move (apps.core.workers): the one judgement behind the console's
+"waiting for a worker" signs for documents and for tool calls."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from apps.core.timefmt import short_duration
+from apps.core.workers import WORKER_SILENT_SECONDS, QueueStall, queue_moves, queue_silence, queue_stall
+
+NOW = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
+
+
+def _ago(seconds: float) -> datetime:
+    return NOW - timedelta(seconds=seconds)
+
+
+def test_a_minute_is_the_silence_worth_saying():
+    assert WORKER_SILENT_SECONDS == 60
+
+
+@pytest.mark.parametrize(("activity", "moves"), [
+    ({"count": 1, "heartbeat_at": _ago(5)}, True),
+    ({"count": 3, "heartbeat_at": _ago(59)}, True),
+    ({"count": 1, "heartbeat_at": None}, True),  # claimed, not reported yet: not a silence
+    ({"count": 1, "heartbeat_at": _ago(60)}, False),
+    ({"count": 2, "heartbeat_at": _ago(600)}, False),
+    ({"count": 0, "heartbeat_at": None}, False),  # nothing held: nothing says a worker is there
+    ({}, False),
+])
+def test_a_queue_moves_while_its_workers_hold_work_and_speak(activity, moves):
+    assert queue_moves(activity, now=NOW) is moves
+
+
+def test_silence_counts_from_the_newest_word():
+    assert (queue_silence({"count": 1, "heartbeat_at": _ago(125)}, now=NOW),
+            queue_silence({"count": 1, "heartbeat_at": None}, now=NOW)) == (125.0, 0.0)
+
+
+def test_an_item_queued_a_minute_with_nothing_held_waits_since_it_was_queued():
+    assert queue_stall({"count": 0, "heartbeat_at": None}, queued_at=_ago(300), now=NOW) == QueueStall(
+        holding=False, seconds=300.0)
+
+
+def test_an_item_behind_silent_workers_waits_since_their_last_word():
+    assert queue_stall({"count": 2, "heartbeat_at": _ago(120)}, queued_at=_ago(400), now=NOW) == QueueStall(
+        holding=True, seconds=120.0)
+
+
+@pytest.mark.parametrize(("activity", "queued_at"), [
+    ({"count": 0, "heartbeat_at": None}, _ago(59)),  # a worker may still be on its way
+    ({"count": 2, "heartbeat_at": _ago(600)}, _ago(10)),  # silent workers, but it has only just come
+    ({"count": 1, "heartbeat_at": _ago(5)}, _ago(600)),  # in line behind work that moves
+    ({"count": 0, "heartbeat_at": None}, None),  # never queued
+])
+def test_nothing_is_said_while_the_queue_moves_or_the_item_is_fresh(activity, queued_at):
+    assert queue_stall(activity, queued_at=queued_at, now=NOW) is None
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(45, "45 s"), (89.9, "89 s"), (300, "5 min"), (3 * 3600, "3 h")])
+def test_a_wait_reads_in_its_unit(seconds, text):
+    assert short_duration(seconds) == text
