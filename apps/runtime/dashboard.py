@@ -1,6 +1,6 @@
 """What the console's landing page shows for each project an operator may see: its routes, its
 knowledge bases with document counts by status, its agent sessions, its pending tool approvals, its
-active tasks, its recent runs, and documents that wait for a worker no one runs.
+active tasks, its recent runs, and documents and tool calls that wait for a worker no one runs.
 
 It reads every app (routes, agent_auth, knowledge, ledger), which only runtime may import. The
 number of queries is fixed — one per kind of row (two at most for the recent runs), whatever the
@@ -26,6 +26,7 @@ from apps.projects.models import Project
 from apps.projects.selectors import project_list_visible
 from apps.routes.models import Route
 from apps.tasks.models import Task
+from apps.tools import selectors as tool_selectors
 from apps.tools.models import Approval
 
 ROUTES_PER_PROJECT = 20
@@ -64,6 +65,9 @@ class ProjectDashboard:
     tasks_active: int = 0
     # Documents queued over a minute where no worker moves: {"documents": n, "since": datetime}.
     waiting_for_a_worker: dict[str, Any] | None = None
+    # Tool calls queued for dispatch over a minute while no worker moves the dispatch queue:
+    # {"calls": n, "since": datetime, "queue": the queue's name}.
+    calls_waiting_for_a_worker: dict[str, Any] | None = None
 
 
 def _ranked(queryset, *, partition: str, order: list, limit: int):
@@ -164,6 +168,8 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
 
     for project_id, waiting in knowledge_selectors.documents_waiting_for_a_worker(project_ids=ids).items():
         boards[project_id].waiting_for_a_worker = waiting
+    for project_id, waiting in tool_selectors.invocations_waiting_for_a_worker(project_ids=ids).items():
+        boards[project_id].calls_waiting_for_a_worker = {**waiting, "queue": tool_selectors.dispatch_queue_name()}
 
     for run in _recent_runs(ids):
         boards[run.route.project_id].recent_runs.append(run)

@@ -160,6 +160,9 @@ class Invocation(BaseModel):
     frozen_arguments = models.TextField(blank=True, editable=False)
     dispatch_deadline = models.DateTimeField(null=True, blank=True,
                                              help_text="Past it, a dispatch without an answer is uncertain.")
+    # When it was last handed to the dispatcher (a call proven not sent); a re-send of the same
+    # message (the watchdog's, a resume's) keeps it: how long the call has waited for a worker.
+    queued_at = models.DateTimeField(null=True, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
     responded_at = models.DateTimeField(null=True, blank=True)
     settled_at = models.DateTimeField(null=True, blank=True)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
+from django.utils import timezone
 
+from apps.core.timefmt import short_duration
+from apps.core.workers import queue_moves, queue_stall, queued_before
 from apps.projects.models import Project
 
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
 from .crypto import secret_decrypt
 from .errors import ToolProviderNotFound
-from .models import Tool, ToolProvider
+from .models import Invocation, Tool, ToolProvider
 
 
 def provider_list(*, projects: QuerySet[Project] | list[Project]) -> QuerySet[ToolProvider]:
@@ -113,3 +118,50 @@ def invocation_tool_names(*, project_ids: list[Any] | None) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(_TOOL_NAMES_SQL, [project_ids, INVOCATION_TOOL_NAMES_MAX])
         return [name for (name,) in cursor.fetchall()]
+
+
+# Calls proven not sent that wait for the dispatcher to claim them; claimed ones being sent.
+_QUEUED = Q(state=Invocation.State.IN_PROGRESS, journal_state=Invocation.JournalState.ABSENT)
+_SENDING = Q(state=Invocation.State.IN_PROGRESS, journal_state=Invocation.JournalState.DISPATCHING)
+
+
+def dispatch_queue_name() -> str:
+    """The Celery queue the dispatcher task is sent to (TOOL_DISPATCH_QUEUE, else the default one)."""
+    return str(settings.TOOL_DISPATCH_QUEUE or settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def dispatch_activity() -> dict[str, Any]:
+    """What the dispatch queue's workers hold now — calls claimed and being sent (`count`) — and
+    the newest claim among them (`heartbeat_at`), in one statement: whether the queue moves, as
+    apps.core.workers judges it (the same judgement as a document's ingestion lane)."""
+    return Invocation.objects.filter(_SENDING).aggregate(count=Count("id"), heartbeat_at=Max("dispatched_at"))
+
+
+def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
+    """Per project, its calls queued for dispatch over WORKER_SILENT_SECONDS while no worker moves
+    the dispatch queue: {project_id: {"calls": n, "since": the oldest one's queue time}}. Empty while
+    it moves. Two statements at most, whatever the number of projects: the dashboard's sign that
+    the workers are down (an agent only ever reads in_progress, and the watchdog re-sends)."""
+    now = timezone.now()
+    if queue_moves(dispatch_activity(), now=now):
+        return {}
+    rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids), queued_at__lt=queued_before(now=now))
+            .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
+    return {row["project_id"]: {"calls": row["calls"], "since": row["since"]} for row in rows}
+
+
+def invocation_dispatch_stall(*, inv: Invocation) -> str:
+    """For a call queued for dispatch a minute while no worker moves the dispatch queue: how long,
+    and what to check; nothing otherwise (a worker may still be on its way, or the call is not
+    queued)."""
+    if not (inv.state == Invocation.State.IN_PROGRESS and inv.journal_state == Invocation.JournalState.ABSENT):
+        return ""
+    stall = queue_stall(dispatch_activity(), queued_at=inv.queued_at, now=timezone.now())
+    if stall is None:
+        return ""
+    queue = dispatch_queue_name()
+    check = (f"check that a Celery worker consumes the dispatch queue \u201c{queue}\u201d (make run starts one; "
+             f"on a server: celery -A bailinghub worker --queues {queue})")
+    if stall.holding:
+        return f"no word from the workers sending calls for {short_duration(stall.seconds)}: {check}"
+    return f"no worker has taken it from the dispatch queue in {short_duration(stall.seconds)}: {check}"

@@ -1,0 +1,224 @@
+"""Tool calls queued for dispatch that no worker takes: the console says so (the dashboard, per
+project; the call's own page, with what to check), judged as documents waiting to be ingested are
+(apps.core.workers). The `shop` fixture sends the dispatcher's messages to a queue no worker
+consumes: every worker of the dispatch queue is down."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from apps.projects.models import Membership
+from apps.tools.invocations import invocation_watchdog
+from apps.tools.models import Invocation
+from apps.tools.selectors import dispatch_activity, invocation_dispatch_stall, invocations_waiting_for_a_worker
+from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
+
+pytest_plugins = ["tests.tools.invocation_fixtures"]
+
+UNDELIVERED_QUEUE = "test-invocations-undelivered"  # the shop fixture's: no worker consumes it
+
+IN_PROGRESS_TEXT = ("The call is being executed. Resume this same invocation_id to read its result; do not submit "
+                    "it again.")
+
+
+@pytest.fixture
+def queued(shop, settings) -> Invocation:
+    """A call the agent made, answered in_progress: proven not sent, waiting for the dispatcher."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    body = shop.invoke("item_read", {"item_id": "1"}).json()
+    assert (body["state"], body["text"]) == ("in_progress", IN_PROGRESS_TEXT)
+    return Invocation.objects.get(invocation_id=body["invocation_id"])
+
+
+@pytest.fixture
+def owner(shop) -> Client:
+    user = UserFactory(username="owner", is_staff=True, is_superuser=False)
+    MembershipFactory(project=shop.route.project, user=user, role=Membership.Role.OWNER)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _queued_ago(inv: Invocation, seconds: float) -> None:
+    Invocation.objects.filter(pk=inv.pk).update(queued_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def _sending(shop, *, claimed_ago: float) -> Invocation:
+    """Another call a worker claimed `claimed_ago` seconds ago and is sending now."""
+    body = shop.invoke("item_read", {"item_id": "2"}).json()
+    inv = Invocation.objects.get(invocation_id=body["invocation_id"])
+    now = timezone.now()
+    Invocation.objects.filter(pk=inv.pk).update(
+        journal_state=Invocation.JournalState.DISPATCHING, dispatched_at=now - timedelta(seconds=claimed_ago),
+        dispatch_deadline=now + timedelta(minutes=5))
+    return inv
+
+
+def test_a_queued_call_records_when_it_was_queued(queued):
+    assert queued.journal_state == Invocation.JournalState.ABSENT
+    assert queued.queued_at is not None
+    assert abs((timezone.now() - queued.queued_at).total_seconds()) < 60
+
+
+def test_the_watchdogs_resend_keeps_the_time_it_was_queued(queued, settings):
+    """The watchdog (or a resume) sends a lost message again: the call has waited no less for it."""
+    long_ago = timezone.now() - timedelta(minutes=10)
+    Invocation.objects.filter(pk=queued.pk).update(queued_at=long_ago, updated_at=long_ago)
+    assert invocation_watchdog() == {"requeued": 1, "uncertain": 0, "settled": 0}
+    queued.refresh_from_db()
+    assert (queued.queued_at, queued.updated_at > long_ago) == (long_ago, True)
+
+
+def test_the_dispatch_queue_moves_while_a_worker_sends_and_speaks(shop):
+    assert dispatch_activity() == {"count": 0, "heartbeat_at": None}
+    sending = _sending(shop, claimed_ago=5)
+    sending.refresh_from_db()
+    assert dispatch_activity() == {"count": 1, "heartbeat_at": sending.dispatched_at}
+
+
+def test_calls_queued_over_a_minute_with_no_worker_are_counted_per_project(shop, queued):
+    _queued_ago(queued, 300)
+    waiting = invocations_waiting_for_a_worker(project_ids=[shop.route.project_id, ProjectFactory().pk])
+    assert list(waiting) == [shop.route.project_id]
+    assert waiting[shop.route.project_id]["calls"] == 1
+    assert round((timezone.now() - waiting[shop.route.project_id]["since"]).total_seconds() / 60) == 5
+
+
+def test_a_call_queued_under_a_minute_is_not_counted_yet(shop, queued):
+    _queued_ago(queued, 30)
+    assert invocations_waiting_for_a_worker(project_ids=[shop.route.project_id]) == {}
+
+
+@pytest.mark.parametrize(("claimed_ago", "calls"), [(10, None), (300, 1)])
+def test_the_dispatch_queue_stalls_only_while_what_it_sends_is_silent(shop, queued, claimed_ago, calls):
+    """A call queued for minutes while a worker claimed another seconds ago is only in line."""
+    _queued_ago(queued, 300)
+    _sending(shop, claimed_ago=claimed_ago)
+    waiting = invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])
+    assert waiting.get(shop.route.project_id, {}).get("calls") == calls
+
+
+def test_a_settled_call_is_never_counted(shop, queued):
+    Invocation.objects.filter(pk=queued.pk).update(
+        state=Invocation.State.EXECUTED, journal_state=Invocation.JournalState.COMPLETED,
+        queued_at=timezone.now() - timedelta(minutes=5))
+    assert invocations_waiting_for_a_worker(project_ids=[shop.route.project_id]) == {}
+
+
+def test_a_queued_calls_stall_names_the_wait_and_the_dispatch_queue(queued):
+    _queued_ago(queued, 300)
+    queued.refresh_from_db()
+    assert invocation_dispatch_stall(inv=queued) == (
+        f"no worker has taken it from the dispatch queue in 5 min: check that a Celery worker consumes the "
+        f"dispatch queue \u201c{UNDELIVERED_QUEUE}\u201d (make run starts one; on a server: celery -A bailinghub "
+        f"worker --queues {UNDELIVERED_QUEUE})")
+
+
+def test_a_call_behind_silent_sends_says_how_long_they_have_been_silent(shop, queued):
+    _queued_ago(queued, 300)
+    _sending(shop, claimed_ago=120)
+    queued.refresh_from_db()
+    assert invocation_dispatch_stall(inv=queued).startswith(
+        "no word from the workers sending calls for 2 min: check that a Celery worker consumes the dispatch queue")
+
+
+def test_the_dispatch_queue_is_the_default_one_when_none_is_set(queued, settings):
+    settings.TOOL_DISPATCH_QUEUE = None
+    _queued_ago(queued, 300)
+    queued.refresh_from_db()
+    assert invocation_dispatch_stall(inv=queued).endswith(
+        "queue \u201ccelery\u201d (make run starts one; on a server: celery -A bailinghub worker --queues celery)")
+
+
+# The console
+
+
+def _dashboard_sign(client: Client) -> str | None:
+    match = re.search(r'<p class="bh-waiting bh-bad" data-stat="calls_waiting_for_a_worker">(.*?)</p>',
+                      client.get("/admin/").content.decode(), re.S)
+    return match.group(1) if match else None
+
+
+def test_the_dashboard_names_calls_no_worker_dispatches(owner, queued):
+    """With every worker down, an agent read in_progress, the watchdog sent the call again, and the
+    landing page said nothing was wrong."""
+    _queued_ago(queued, 300)
+    sign = _dashboard_sign(owner)
+    assert sign is not None
+    assert re.fullmatch(
+        "1 tool call queued for 5\xa0minutes with no worker dispatching: check that a Celery worker consumes the "
+        f"dispatch queue \u201c{UNDELIVERED_QUEUE}\u201d. "
+        '<a href="/admin/tools/invocation/[?]state__exact=in_progress&amp;journal_state__exact=absent">'
+        "See the queued calls</a>", sign), sign
+    listed = owner.get("/admin/tools/invocation/", {"state__exact": "in_progress", "journal_state__exact": "absent"})
+    assert [row.pk for row in listed.context["cl"].result_list] == [queued.pk]
+
+
+@pytest.mark.parametrize("queued_ago", [None, 30])
+def test_the_dashboard_says_nothing_when_nothing_waits_a_minute(owner, shop, queued, queued_ago):
+    if queued_ago is None:  # settled: nothing queued any more
+        Invocation.objects.filter(pk=queued.pk).update(state=Invocation.State.EXECUTED,
+                                                       journal_state=Invocation.JournalState.COMPLETED)
+    else:
+        _queued_ago(queued, queued_ago)
+    assert _dashboard_sign(owner) is None
+
+
+def test_the_dashboard_says_nothing_while_a_worker_dispatches(owner, shop, queued):
+    _queued_ago(queued, 300)
+    _sending(shop, claimed_ago=5)
+    assert _dashboard_sign(owner) is None
+
+
+def test_another_projects_operator_is_not_told(queued):
+    _queued_ago(queued, 300)
+    other = UserFactory(username="other", is_staff=True, is_superuser=False)
+    MembershipFactory(project=ProjectFactory(slug="other"), user=other, role=Membership.Role.OWNER)
+    client = Client()
+    client.force_login(other)
+    assert _dashboard_sign(client) is None
+
+
+def _page_sign(client: Client, inv: Invocation) -> str | None:
+    response = client.get(f"/admin/tools/invocation/{inv.pk}/change/")
+    assert response.status_code == 200
+    match = re.search(r'<p class="errornote" id="dispatch-stall">(.*?)</p>', response.content.decode(), re.S)
+    return match.group(1) if match else None
+
+
+def test_a_queued_calls_page_says_it_waits_for_a_worker_and_what_to_check(owner, queued):
+    _queued_ago(queued, 300)
+    assert _page_sign(owner, queued) == (
+        "Waiting for a worker: no worker has taken it from the dispatch queue in 5 min: check that a Celery worker "
+        f"consumes the dispatch queue \u201c{UNDELIVERED_QUEUE}\u201d (make run starts one; on a server: celery -A "
+        f"bailinghub worker --queues {UNDELIVERED_QUEUE}). Its agent reads <code>in_progress</code> meanwhile; "
+        "once a worker takes it, it is sent once.")
+
+
+def test_a_fresh_call_s_page_says_nothing_yet(owner, queued):
+    _queued_ago(queued, 20)
+    assert _page_sign(owner, queued) is None
+
+
+def test_a_queued_calls_page_says_nothing_while_a_worker_dispatches(owner, shop, queued):
+    _queued_ago(queued, 300)
+    _sending(shop, claimed_ago=5)
+    assert _page_sign(owner, queued) is None
+
+
+def test_a_sent_calls_page_says_nothing(owner, shop, queued):
+    sending = _sending(shop, claimed_ago=300)
+    assert _page_sign(owner, sending) is None
+
+
+def test_reading_the_console_changes_no_call(owner, queued):
+    _queued_ago(queued, 300)
+    before = Invocation.objects.values().get(pk=queued.pk)
+    owner.get("/admin/")
+    owner.get(f"/admin/tools/invocation/{queued.pk}/change/")
+    assert Invocation.objects.values().get(pk=queued.pk) == before
