@@ -211,8 +211,10 @@ def test_a_queued_calls_page_says_nothing_while_a_worker_dispatches(owner, shop,
     assert _page_sign(owner, queued) is None
 
 
-def test_a_sent_calls_page_says_nothing(owner, shop, queued):
+def test_a_claimed_calls_page_says_nothing_of_the_queue(owner, shop, queued):
+    """It left the queue when a worker claimed it (its own page says how its send went)."""
     sending = _sending(shop, claimed_ago=300)
+    _queued_ago(sending, 400)
     assert _page_sign(owner, sending) is None
 
 
