@@ -151,17 +151,14 @@ def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any,
 
 
 def invocation_dispatch_stall(*, inv: Invocation) -> str:
-    """For a call queued for dispatch a minute while no worker moves the dispatch queue: how long,
-    and what to check; nothing otherwise (a worker may still be on its way, or the call is not
-    queued)."""
+    """For a call queued for dispatch a minute while no worker moves the dispatch queue, how long it
+    has waited and why; nothing otherwise (a worker may still be on its way, or the call is not
+    queued). What to check is the page's to say: a worker consuming dispatch_queue_name()."""
     if not (inv.state == Invocation.State.IN_PROGRESS and inv.journal_state == Invocation.JournalState.ABSENT):
         return ""
     stall = queue_stall(dispatch_activity(), queued_at=inv.queued_at, now=timezone.now())
     if stall is None:
         return ""
-    queue = dispatch_queue_name()
-    check = (f"check that a Celery worker consumes the dispatch queue \u201c{queue}\u201d (make run starts one; "
-             f"on a server: celery -A bailinghub worker --queues {queue})")
     if stall.holding:
-        return f"no word from the workers sending calls for {short_duration(stall.seconds)}: {check}"
-    return f"no worker has taken it from the dispatch queue in {short_duration(stall.seconds)}: {check}"
+        return f"no word from the workers sending calls for {short_duration(stall.seconds)}"
+    return f"no worker has taken it from the dispatch queue in {short_duration(stall.seconds)}"
