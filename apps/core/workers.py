@@ -3,9 +3,12 @@ queue — documents waiting to be ingested (apps.knowledge.selectors), tool call
 dispatched (apps.tools.selectors).
 
 A queue's activity is what its workers hold now and the newest word from them: ``{"count": n,
-"heartbeat_at": datetime | None}`` (a document's heartbeat, a call's claim). A queue moves while
-its workers hold something and have spoken within WORKER_SILENT_SECONDS; an item queued at least
-that long in a queue that does not move waits for a worker no one runs (or one stuck).
+"heartbeat_at": datetime | None, "busy_until": datetime | None}`` (a document's heartbeat, a call's
+claim; until when what they hold may go on without a word: a call's send runs silent up to its
+dispatch deadline). A queue moves while its workers hold something and have spoken within
+WORKER_SILENT_SECONDS, or are still within busy_until; an item queued in a queue that does not
+move waits for a worker no one runs (or one stuck). Work of several kinds on one Celery queue (tool
+calls and small documents share the default queue) is one activity: queue_activity_merge.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-# A live worker takes a queued item within seconds, and one holding work speaks every few seconds
-# (a heartbeat after each embedding batch, a claim per call); a minute without either is worth
-# saying, long before a watchdog hands the work on.
+# A live worker takes a queued item within seconds, and one holding a document speaks every few
+# seconds (a heartbeat after each embedding batch); a minute without a word is worth saying, long
+# before a watchdog hands the work on. A call's send speaks once, at its claim, and may then wait
+# on the business system until its deadline (busy_until) without being silent.
 WORKER_SILENT_SECONDS = 60
 
 
@@ -38,8 +42,26 @@ def queue_silence(activity: Mapping[str, Any], *, now: datetime) -> float:
 
 
 def queue_moves(activity: Mapping[str, Any], *, now: datetime) -> bool:
-    """Its workers hold something and have spoken within WORKER_SILENT_SECONDS."""
-    return bool(activity.get("count")) and queue_silence(activity, now=now) < WORKER_SILENT_SECONDS
+    """Its workers hold something and have spoken within WORKER_SILENT_SECONDS, or what they hold
+    is still within the time it may take without a word (busy_until: a send before its deadline)."""
+    if not activity.get("count"):
+        return False
+    busy_until = activity.get("busy_until")
+    return queue_silence(activity, now=now) < WORKER_SILENT_SECONDS or (busy_until is not None and busy_until > now)
+
+
+def queue_activity_merge(*activities: Mapping[str, Any]) -> dict[str, Any]:
+    """One Celery queue's activity from the kinds of work its workers take from it (the default
+    queue's small documents and tool calls): what they hold together and the newest word from any,
+    so that the queue moves when any of them does — workers busy ingesting a bulk upload are not
+    missing ones for a call queued behind it. A kind holding work with no word yet (a claim that has
+    not reported) is the newest word there is."""
+    holding = [activity for activity in activities if activity.get("count")]
+    heartbeats = [activity.get("heartbeat_at") for activity in holding]
+    busy = [until for activity in holding if (until := activity.get("busy_until")) is not None]
+    return {"count": sum(int(activity["count"]) for activity in holding),
+            "heartbeat_at": None if None in heartbeats else max(heartbeats, default=None),
+            "busy_until": max(busy, default=None)}
 
 
 def queued_before(*, now: datetime) -> datetime:

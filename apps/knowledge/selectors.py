@@ -279,6 +279,16 @@ def document_queue_lane(*, size: int) -> str:
     return "default"
 
 
+def document_queue_lanes() -> dict[str, str]:
+    """Each ingestion lane and the Celery queue its documents are sent to (tasks.task_route): the
+    small documents' "default" lane on KNOWLEDGE_TASK_QUEUE, else on the default queue — where tool
+    calls are dispatched too, unless TOOL_DISPATCH_QUEUE is set — and the "large" one on
+    KNOWLEDGE_LARGE_TASK_QUEUE."""
+    if settings.KNOWLEDGE_TASK_QUEUE:
+        return {"default": settings.KNOWLEDGE_TASK_QUEUE}
+    return {"default": settings.CELERY_TASK_DEFAULT_QUEUE, "large": settings.KNOWLEDGE_LARGE_TASK_QUEUE}
+
+
 def _lane_filter(lane: str) -> Q:
     if settings.KNOWLEDGE_TASK_QUEUE:
         return Q()
@@ -328,9 +338,8 @@ def documents_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, d
     lane at most, whatever the number of projects: the dashboard's sign that the workers are down
     (each KB page says it per document; the landing page said the KBs were ready)."""
     now = timezone.now()
-    lanes = ["default"] if settings.KNOWLEDGE_TASK_QUEUE else ["default", "large"]
     stalled = Q(pk__in=[])
-    for lane, activity in document_working_counts(lanes=lanes).items():
+    for lane, activity in document_working_counts(lanes=document_queue_lanes()).items():
         if not queue_moves(activity, now=now):
             stalled |= _lane_filter(lane)
     rows = (Document.objects.filter(stalled, knowledge_base__project_id__in=list(project_ids),

@@ -12,7 +12,8 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import queue_moves, queue_stall, queued_before
+from apps.core.workers import queue_activity_merge, queue_moves, queue_stall, queued_before
+from apps.knowledge.selectors import document_queue_lanes, document_working_counts
 from apps.projects.models import Project
 
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
@@ -131,10 +132,18 @@ def dispatch_queue_name() -> str:
 
 
 def dispatch_activity() -> dict[str, Any]:
-    """What the dispatch queue's workers hold now — calls claimed and being sent (`count`) — and
-    the newest claim among them (`heartbeat_at`), in one statement: whether the queue moves, as
-    apps.core.workers judges it (the same judgement as a document's ingestion lane)."""
-    return Invocation.objects.filter(_SENDING).aggregate(count=Count("id"), heartbeat_at=Max("dispatched_at"))
+    """What the dispatch queue's workers hold now and the newest word from them, as apps.core.workers
+    judges whether a queue moves: the calls claimed and being sent (`count`), the newest claim
+    (`heartbeat_at`) and the latest dispatch deadline (`busy_until`: a send waits on its business
+    system up to its timeout without a word, and is no silence before then) — merged with the
+    documents of any ingestion lane on the same Celery queue (by default calls share the default
+    queue with small documents: workers busy ingesting a bulk upload move it). One statement, and
+    one per such lane."""
+    queue = dispatch_queue_name()
+    lanes = [lane for lane, lane_queue in document_queue_lanes().items() if lane_queue == queue]
+    calls = Invocation.objects.filter(_SENDING).aggregate(
+        count=Count("id"), heartbeat_at=Max("dispatched_at"), busy_until=Max("dispatch_deadline"))
+    return queue_activity_merge(calls, *document_working_counts(lanes=lanes).values())
 
 
 def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:

@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import WORKER_SILENT_SECONDS, QueueStall, queue_moves, queue_silence, queue_stall
+from apps.core.workers import (
+    WORKER_SILENT_SECONDS,
+    QueueStall,
+    queue_activity_merge,
+    queue_moves,
+    queue_silence,
+    queue_stall,
+)
 
 NOW = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
 
@@ -32,6 +39,48 @@ def test_a_minute_is_the_silence_worth_saying():
 ])
 def test_a_queue_moves_while_its_workers_hold_work_and_speak(activity, moves):
     assert queue_moves(activity, now=NOW) is moves
+
+
+def _later(seconds: float) -> datetime:
+    return NOW + timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(("activity", "moves"), [
+    ({"count": 1, "heartbeat_at": _ago(120), "busy_until": _later(480)}, True),  # a slow send, in its time
+    ({"count": 1, "heartbeat_at": _ago(600), "busy_until": _ago(1)}, False),  # past its deadline, silent
+    ({"count": 1, "heartbeat_at": _ago(120), "busy_until": None}, False),
+    ({"count": 0, "heartbeat_at": None, "busy_until": _later(480)}, False),  # nothing held
+])
+def test_work_within_the_time_it_may_take_silently_moves_the_queue(activity, moves):
+    """A claimed call waits on its business system up to its timeout (600 s at most) without a word:
+    a worker sending it is at work, not silent."""
+    assert queue_moves(activity, now=NOW) is moves
+
+
+IDLE = {"count": 0, "heartbeat_at": None, "busy_until": None}
+
+
+@pytest.mark.parametrize(("activities", "moves"), [
+    ([{"count": 3, "heartbeat_at": _ago(5)}, IDLE], True),  # workers busy with documents move the queue
+    ([IDLE, {"count": 1, "heartbeat_at": _ago(90), "busy_until": _later(60)}], True),
+    ([{"count": 3, "heartbeat_at": _ago(5)}, {"count": 1, "heartbeat_at": _ago(300), "busy_until": _ago(10)}], True),
+    ([{"count": 1, "heartbeat_at": None}, {"count": 1, "heartbeat_at": _ago(300)}], True),  # one claim not reported
+    ([{"count": 1, "heartbeat_at": _ago(120)}, {"count": 1, "heartbeat_at": _ago(300), "busy_until": _ago(10)}],
+     False),
+    ([IDLE, IDLE], False),
+    ([], False),
+])
+def test_a_queue_shared_by_two_kinds_of_work_moves_when_either_does(activities, moves):
+    merged = queue_activity_merge(*activities)
+    assert queue_moves(merged, now=NOW) is moves
+    assert queue_moves(merged, now=NOW) is any(queue_moves(activity, now=NOW) for activity in activities)
+
+
+def test_merged_activity_holds_both_kinds_and_their_newest_word():
+    assert queue_activity_merge({"count": 2, "heartbeat_at": _ago(120)},
+                                {"count": 1, "heartbeat_at": _ago(300), "busy_until": _ago(10)},
+                                {"count": 0, "heartbeat_at": _ago(1), "busy_until": _later(5)}) == {
+        "count": 3, "heartbeat_at": _ago(120), "busy_until": _ago(10)}
 
 
 def test_silence_counts_from_the_newest_word():

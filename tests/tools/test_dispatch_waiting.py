@@ -12,6 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from apps.knowledge.models import Document
 from apps.projects.models import Membership
 from apps.tools.invocations import invocation_watchdog
 from apps.tools.models import Invocation
@@ -21,6 +22,7 @@ from apps.tools.selectors import (
     invocation_dispatch_stall,
     invocations_waiting_for_a_worker,
 )
+from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 
 pytest_plugins = ["tests.tools.invocation_fixtures"]
@@ -53,14 +55,16 @@ def _queued_ago(inv: Invocation, seconds: float) -> None:
     Invocation.objects.filter(pk=inv.pk).update(queued_at=timezone.now() - timedelta(seconds=seconds))
 
 
-def _sending(shop, *, claimed_ago: float) -> Invocation:
-    """Another call a worker claimed `claimed_ago` seconds ago and is sending now."""
+def _sending(shop, *, claimed_ago: float, deadline_in: float = -30) -> Invocation:
+    """Another call a worker claimed `claimed_ago` seconds ago, with its dispatch deadline (its
+    timeout and grace after the claim) `deadline_in` seconds from now: past it by default, when a
+    live worker would have recorded an answer (or the watchdog will call it uncertain)."""
     body = shop.invoke("item_read", {"item_id": "2"}).json()
     inv = Invocation.objects.get(invocation_id=body["invocation_id"])
     now = timezone.now()
     Invocation.objects.filter(pk=inv.pk).update(
         journal_state=Invocation.JournalState.DISPATCHING, dispatched_at=now - timedelta(seconds=claimed_ago),
-        dispatch_deadline=now + timedelta(minutes=5))
+        dispatch_deadline=now + timedelta(seconds=deadline_in))
     return inv
 
 
@@ -80,10 +84,11 @@ def test_the_watchdogs_resend_keeps_the_time_it_was_queued(queued, settings):
 
 
 def test_the_dispatch_queue_moves_while_a_worker_sends_and_speaks(shop):
-    assert dispatch_activity() == {"count": 0, "heartbeat_at": None}
-    sending = _sending(shop, claimed_ago=5)
+    assert dispatch_activity() == {"count": 0, "heartbeat_at": None, "busy_until": None}
+    sending = _sending(shop, claimed_ago=5, deadline_in=25)
     sending.refresh_from_db()
-    assert dispatch_activity() == {"count": 1, "heartbeat_at": sending.dispatched_at}
+    assert dispatch_activity() == {"count": 1, "heartbeat_at": sending.dispatched_at,
+                                   "busy_until": sending.dispatch_deadline}
 
 
 def test_calls_queued_over_a_minute_with_no_worker_are_counted_per_project(shop, queued):
@@ -113,6 +118,68 @@ def test_a_settled_call_is_never_counted(shop, queued):
         state=Invocation.State.EXECUTED, journal_state=Invocation.JournalState.COMPLETED,
         queued_at=timezone.now() - timedelta(minutes=5))
     assert invocations_waiting_for_a_worker(project_ids=[shop.route.project_id]) == {}
+
+
+def test_a_slow_send_within_its_deadline_is_a_worker_at_work(shop, queued):
+    """A tool's timeout may be up to 600 s: a worker claimed a call 2 min ago and waits on the
+    business system, its deadline 8 min ahead. The call queued behind it for 90 s is in line, not
+    behind silent workers (the sign said "no word from the workers sending calls for 2 min")."""
+    _queued_ago(queued, 90)
+    _sending(shop, claimed_ago=120, deadline_in=480)
+    queued.refresh_from_db()
+    assert (invocations_waiting_for_a_worker(project_ids=[shop.route.project_id]),
+            invocation_dispatch_stall(inv=queued)) == ({}, "")
+
+
+def _ingesting(project, *, size: int, heartbeat_ago: float) -> Document:
+    """A document a worker is embedding, its last heartbeat `heartbeat_ago` seconds ago."""
+    return Document.objects.create(
+        knowledge_base=KnowledgeBaseFactory(project=project), filename="bulk.txt", file_type="txt", size=size,
+        content_hash="0" * 64, status=Document.Status.EMBEDDING, queued_at=timezone.now() - timedelta(minutes=10),
+        heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_ago))
+
+
+def test_workers_busy_ingesting_on_the_shared_default_queue_move_it(shop, queued, settings):
+    """By default calls are dispatched on the default queue, where small documents are ingested: a
+    bulk upload keeps every worker busy and a call waits minutes behind it, on a queue that moves
+    (the dashboard said no worker consumed it)."""
+    settings.TOOL_DISPATCH_QUEUE = None
+    _queued_ago(queued, 300)
+    queued.refresh_from_db()
+    _ingesting(shop.route.project, size=100, heartbeat_ago=5)
+    assert (invocations_waiting_for_a_worker(project_ids=[shop.route.project_id]),
+            invocation_dispatch_stall(inv=queued)) == ({}, "")
+
+
+def test_ingestion_on_another_queue_does_not_move_the_dispatch_queue(shop, queued, settings):
+    """Large documents are ingested on their own queue, and a dispatch queue of its own
+    (TOOL_DISPATCH_QUEUE) is moved by nothing but calls."""
+    settings.TOOL_DISPATCH_QUEUE = None
+    _queued_ago(queued, 300)
+    _ingesting(shop.route.project, size=settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES, heartbeat_ago=5)
+    assert invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])[shop.route.project_id]["calls"] == 1
+    settings.TOOL_DISPATCH_QUEUE = UNDELIVERED_QUEUE
+    _ingesting(shop.route.project, size=100, heartbeat_ago=5)
+    assert invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])[shop.route.project_id]["calls"] == 1
+
+
+def test_silent_ingestion_on_the_shared_queue_does_not_move_it(shop, queued, settings):
+    settings.TOOL_DISPATCH_QUEUE = None
+    _queued_ago(queued, 300)
+    _ingesting(shop.route.project, size=100, heartbeat_ago=600)
+    assert invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])[shop.route.project_id]["calls"] == 1
+
+
+@pytest.mark.parametrize(("knowledge_queue", "calls"), [("celery", None), ("knowledge.all", 1)])
+def test_a_knowledge_queue_of_its_own_is_followed_to_where_documents_go(shop, queued, settings, knowledge_queue,
+                                                                       calls):
+    """KNOWLEDGE_TASK_QUEUE sends every document to one queue: the dispatch queue shares it or not."""
+    settings.TOOL_DISPATCH_QUEUE = None
+    settings.KNOWLEDGE_TASK_QUEUE = knowledge_queue
+    _queued_ago(queued, 300)
+    _ingesting(shop.route.project, size=settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES, heartbeat_ago=5)
+    waiting = invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])
+    assert waiting.get(shop.route.project_id, {}).get("calls") == calls
 
 
 def test_a_queued_calls_stall_says_how_long_it_has_waited(queued):
@@ -170,7 +237,7 @@ def test_the_dashboard_says_nothing_when_nothing_waits_a_minute(owner, shop, que
 
 def test_the_dashboard_says_nothing_while_a_worker_dispatches(owner, shop, queued):
     _queued_ago(queued, 300)
-    _sending(shop, claimed_ago=5)
+    _sending(shop, claimed_ago=5, deadline_in=25)
     assert _dashboard_sign(owner) is None
 
 
@@ -206,7 +273,7 @@ def test_a_fresh_call_s_page_says_nothing_yet(owner, queued):
 
 def test_a_queued_calls_page_says_nothing_while_a_worker_dispatches(owner, shop, queued):
     _queued_ago(queued, 300)
-    _sending(shop, claimed_ago=5)
+    _sending(shop, claimed_ago=5, deadline_in=25)
     assert _page_sign(owner, queued) is None
 
 
