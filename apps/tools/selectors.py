@@ -131,6 +131,12 @@ def dispatch_queue_name() -> str:
     return str(settings.TOOL_DISPATCH_QUEUE or settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
+def dispatch_queue_is_own() -> bool:
+    """Whether calls are dispatched on a queue of their own (TOOL_DISPATCH_QUEUE), which no worker of
+    `make run` (apps.core devserver: the default queue and the large documents') consumes."""
+    return dispatch_queue_name() not in (settings.CELERY_TASK_DEFAULT_QUEUE, settings.KNOWLEDGE_LARGE_TASK_QUEUE)
+
+
 def dispatch_activity() -> dict[str, Any]:
     """What the dispatch queue's workers hold now and the newest word from them, as apps.core.workers
     judges whether a queue moves: the calls claimed and being sent (`count`), the newest claim

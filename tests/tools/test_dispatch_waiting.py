@@ -257,13 +257,25 @@ def _page_sign(client: Client, inv: Invocation) -> str | None:
     return match.group(1) if match else None
 
 
-def test_a_queued_calls_page_says_it_waits_for_a_worker_and_what_to_check(owner, queued):
+def test_a_queued_calls_page_says_it_waits_for_a_worker_and_what_to_check(owner, queued, settings):
+    settings.TOOL_DISPATCH_QUEUE = None
     _queued_ago(queued, 300)
     assert _page_sign(owner, queued) == (
         "Waiting for a worker: no worker has taken it from the dispatch queue in 5 min. Check that a Celery worker "
-        f"consumes the dispatch queue \u201c{UNDELIVERED_QUEUE}\u201d (<code>make run</code> starts one; on a server, "
-        f"<code>celery -A bailinghub worker --queues {UNDELIVERED_QUEUE}</code>). Its agent reads "
+        "consumes the dispatch queue \u201ccelery\u201d (<code>make run</code> starts one; on a server, "
+        "<code>celery -A bailinghub worker --queues celery</code>). Its agent reads "
         "<code>in_progress</code> meanwhile; once a worker takes it, it is sent once.")
+
+
+def test_a_dispatch_queue_of_its_own_is_named_with_the_worker_it_needs(owner, queued):
+    """With TOOL_DISPATCH_QUEUE set, `make run` starts no worker on it — the very mistake this note
+    finds — and the page said "make run starts one"."""
+    _queued_ago(queued, 300)
+    assert _page_sign(owner, queued) == (
+        "Waiting for a worker: no worker has taken it from the dispatch queue in 5 min. Check that a Celery worker "
+        f"consumes the dispatch queue \u201c{UNDELIVERED_QUEUE}\u201d (TOOL_DISPATCH_QUEUE): <code>make run</code> "
+        f"starts none for it; start one with <code>celery -A bailinghub worker --queues {UNDELIVERED_QUEUE}</code>. "
+        "Its agent reads <code>in_progress</code> meanwhile; once a worker takes it, it is sent once.")
 
 
 def test_a_fresh_call_s_page_says_nothing_yet(owner, queued):
