@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from importlib import import_module
 
 import pytest
 from django.test import Client
@@ -14,8 +15,9 @@ from django.utils import timezone
 
 from apps.knowledge.models import Document
 from apps.projects.models import Membership
+from apps.tools.approvals import approval_decide
 from apps.tools.invocations import invocation_watchdog
-from apps.tools.models import Invocation
+from apps.tools.models import Approval, Invocation
 from apps.tools.selectors import (
     dispatch_activity,
     dispatch_queue_name,
@@ -24,6 +26,7 @@ from apps.tools.selectors import (
 )
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.tools.invocation_helpers import new_id
 
 pytest_plugins = ["tests.tools.invocation_fixtures"]
 
@@ -81,6 +84,32 @@ def test_the_watchdogs_resend_keeps_the_time_it_was_queued(queued, settings):
     assert invocation_watchdog() == {"requeued": 1, "uncertain": 0, "settled": 0}
     queued.refresh_from_db()
     assert (queued.queued_at, queued.updated_at > long_ago) == (long_ago, True)
+
+
+def test_the_upgrade_dates_calls_queued_before_it_from_when_they_were_queued(shop, queued):
+    """Migration 0008's backfill. updated_at, which it read, is refreshed by the watchdog's re-send
+    every minute or so: a call queued for hours read as queued a minute ago. A direct call was
+    queued when it was made; an approved one when a resume consumed its approval."""
+    from django.apps import apps
+
+    invocation_id = new_id()
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 5}, invocation_id=invocation_id)
+    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
+                    decision="approved")
+    assert shop.resume(invocation_id).json()["state"] == "in_progress"
+    approved = Invocation.objects.get(invocation_id=invocation_id)
+    now = timezone.now()
+    Invocation.objects.filter(pk=queued.pk).update(created_at=now - timedelta(hours=3), updated_at=now,
+                                                   queued_at=None)
+    Invocation.objects.filter(pk=approved.pk).update(created_at=now - timedelta(hours=5), updated_at=now,
+                                                     queued_at=None)
+    Approval.objects.filter(invocation=approved).update(used_at=now - timedelta(hours=2))
+    settled = _sending(shop, claimed_ago=5, deadline_in=25)
+    Invocation.objects.filter(pk=settled.pk).update(queued_at=None)
+
+    import_module("apps.tools.migrations.0008_invocation_queued_at")._queued_since_first_sent(apps, None)
+    assert dict(Invocation.objects.values_list("pk", "queued_at")) == {
+        queued.pk: now - timedelta(hours=3), approved.pk: now - timedelta(hours=2), settled.pk: None}
 
 
 def test_the_dispatch_queue_moves_while_a_worker_sends_and_speaks(shop):
