@@ -70,10 +70,14 @@ def queued_before(*, now: datetime) -> datetime:
 
 
 def queue_stall(activity: Mapping[str, Any], *, queued_at: datetime | None, now: datetime) -> QueueStall | None:
-    """For one item queued at `queued_at`: None while its queue moves, or while it has waited less
-    than WORKER_SILENT_SECONDS (a worker may still be on its way); otherwise why it waits."""
-    if queued_at is None or queued_at > queued_before(now=now) or queue_moves(activity, now=now):
+    """For one item queued at `queued_at`: None while its queue moves; otherwise why it waits.
+    Behind work whose workers went silent a minute it waits from its first second (the silence is
+    theirs, whenever it came); with nothing held, only once it has waited WORKER_SILENT_SECONDS (a
+    worker may still be on its way)."""
+    if queue_moves(activity, now=now):
         return None
     if activity.get("count"):
         return QueueStall(holding=True, seconds=queue_silence(activity, now=now))
+    if queued_at is None or queued_at > queued_before(now=now):
+        return None
     return QueueStall(holding=False, seconds=(now - queued_at).total_seconds())

@@ -98,9 +98,17 @@ def test_an_item_behind_silent_workers_waits_since_their_last_word():
         holding=True, seconds=120.0)
 
 
+@pytest.mark.parametrize("queued_at", [_ago(10), None])
+def test_an_item_just_come_behind_workers_silent_a_minute_is_told_at_once(queued_at):
+    """Their silence is measured from their last word, whenever the item came: the KB page read
+    "1 document ingesting now" for a minute (for ever, with no queue time) behind workers known to
+    be silent."""
+    assert queue_stall({"count": 2, "heartbeat_at": _ago(600)}, queued_at=queued_at, now=NOW) == QueueStall(
+        holding=True, seconds=600.0)
+
+
 @pytest.mark.parametrize(("activity", "queued_at"), [
     ({"count": 0, "heartbeat_at": None}, _ago(59)),  # a worker may still be on its way
-    ({"count": 2, "heartbeat_at": _ago(600)}, _ago(10)),  # silent workers, but it has only just come
     ({"count": 1, "heartbeat_at": _ago(5)}, _ago(600)),  # in line behind work that moves
     ({"count": 0, "heartbeat_at": None}, None),  # never queued
 ])
