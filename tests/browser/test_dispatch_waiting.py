@@ -64,7 +64,8 @@ def test_a_call_no_worker_dispatches_is_named_and_its_page_says_what_to_check(lo
     page.screenshot(path=str(SHOTS / f"dashboard-calls-waiting-{width}.png"))
 
     sign.get_by_role("link", name="See the queued calls").click()
-    page.wait_for_url("**/admin/tools/invocation/?state__exact=in_progress&journal_state__exact=absent")
+    page.wait_for_url(f"**/admin/tools/invocation/?project__id__exact={queued.project_id}"
+                      "&state__exact=in_progress&journal_state__exact=absent")
     rows = page.locator("#result_list tbody tr")
     assert rows.count() == 1
     rows.first.locator("a").first.click()

@@ -10,6 +10,7 @@ from datetime import timedelta
 from importlib import import_module
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
@@ -248,19 +249,31 @@ def test_the_dashboard_names_calls_no_worker_dispatches(owner, queued):
     assert re.fullmatch(
         "1 tool call queued for 5\xa0minutes with no worker dispatching: check that a Celery worker consumes the "
         f"dispatch queue \u201c{UNDELIVERED_QUEUE}\u201d. "
-        '<a href="/admin/tools/invocation/[?]state__exact=in_progress&amp;journal_state__exact=absent">'
-        "See the queued calls</a>", sign), sign
-    listed = owner.get("/admin/tools/invocation/", {"state__exact": "in_progress", "journal_state__exact": "absent"})
-    assert [row.pk for row in listed.context["cl"].result_list] == [queued.pk]
+        f'<a href="/admin/tools/invocation/[?]project__id__exact={queued.project_id}&amp;state__exact=in_progress'
+        '&amp;journal_state__exact=absent">See the queued calls</a>', sign), sign
 
 
-@pytest.mark.parametrize("queued_ago", [None, 30])
-def test_the_dashboard_says_nothing_when_nothing_waits_a_minute(owner, shop, queued, queued_ago):
-    if queued_ago is None:  # settled: nothing queued any more
-        Invocation.objects.filter(pk=queued.pk).update(state=Invocation.State.EXECUTED,
-                                                       journal_state=Invocation.JournalState.COMPLETED)
-    else:
-        _queued_ago(queued, queued_ago)
+def test_the_dashboards_queued_calls_link_lists_that_projects_calls(owner, shop, queued):
+    """The sign counts one project's calls; its link listed every queued call the operator may see."""
+    _queued_ago(queued, 300)
+    other = ProjectFactory(slug="other")
+    MembershipFactory(project=other, user=get_user_model().objects.get(username="owner"), role=Membership.Role.OWNER)
+    Invocation.objects.filter(pk=_sending(shop, claimed_ago=5, deadline_in=25).pk).update(
+        project=other, journal_state=Invocation.JournalState.ABSENT, queued_at=timezone.now() - timedelta(seconds=30))
+    link = re.search(r'<a href="([^"]*)">See the queued calls</a>', _dashboard_sign(owner) or "")
+    assert link is not None
+    listed = owner.get(link.group(1).replace("&amp;", "&"))
+    assert (listed.status_code, [row.pk for row in listed.context["cl"].result_list]) == (200, [queued.pk])
+
+
+def test_the_dashboard_says_nothing_when_the_queued_call_has_settled(owner, shop, queued):
+    Invocation.objects.filter(pk=queued.pk).update(state=Invocation.State.EXECUTED,
+                                                   journal_state=Invocation.JournalState.COMPLETED)
+    assert _dashboard_sign(owner) is None
+
+
+def test_the_dashboard_says_nothing_of_a_call_queued_under_a_minute(owner, shop, queued):
+    _queued_ago(queued, 30)
     assert _dashboard_sign(owner) is None
 
 
