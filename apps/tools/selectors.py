@@ -155,8 +155,10 @@ def dispatch_activity() -> dict[str, Any]:
 def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
     """Per project, its calls queued for dispatch over WORKER_SILENT_SECONDS while no worker moves
     the dispatch queue: {project_id: {"calls": n, "since": the oldest one's queue time}}. Empty while
-    it moves. Two statements at most, whatever the number of projects: the dashboard's sign that
-    the workers are down (an agent only ever reads in_progress, and the watchdog re-sends)."""
+    it moves. Whatever the number of projects and calls, dispatch_activity's statements (two on the
+    shared default queue, one on a queue of its own) and one more when it does not move: the
+    dashboard's sign that the workers are down (an agent only ever reads in_progress, and the
+    watchdog re-sends)."""
     now = timezone.now()
     if queue_moves(dispatch_activity(), now=now):
         return {}

@@ -212,6 +212,52 @@ def test_a_knowledge_queue_of_its_own_is_followed_to_where_documents_go(shop, qu
     assert waiting.get(shop.route.project_id, {}).get("calls") == calls
 
 
+def _more_projects_queued(shop, n: int) -> list:
+    """`n` more projects with a call each queued five minutes (moved there from the shop's)."""
+    projects = [ProjectFactory() for _ in range(n)]
+    for i, project in enumerate(projects):
+        body = shop.invoke("item_read", {"item_id": str(10 + i)}).json()
+        Invocation.objects.filter(invocation_id=body["invocation_id"]).update(
+            project=project, queued_at=timezone.now() - timedelta(minutes=5))
+    return [project.pk for project in projects]
+
+
+@pytest.mark.parametrize(("dispatch_queue", "statements"), [(UNDELIVERED_QUEUE, 2), (None, 3)])
+def test_the_count_of_waiting_calls_reads_the_same_statements_for_any_number_of_projects(
+        shop, queued, settings, django_assert_num_queries, dispatch_queue, statements):
+    """The calls being sent, the documents on the same queue when it is the shared default one, and
+    the waiting calls grouped by project (STYLE: queries are counted)."""
+    settings.TOOL_DISPATCH_QUEUE = dispatch_queue
+    _queued_ago(queued, 300)
+    ids = [shop.route.project_id, *_more_projects_queued(shop, 3)]
+    with django_assert_num_queries(statements):
+        waiting = invocations_waiting_for_a_worker(project_ids=ids)
+    assert sorted(row["calls"] for row in waiting.values()) == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(("dispatch_queue", "statements"), [(UNDELIVERED_QUEUE, 1), (None, 2)])
+def test_a_moving_queue_is_told_from_its_activity_alone(shop, queued, settings, django_assert_num_queries,
+                                                       dispatch_queue, statements):
+    settings.TOOL_DISPATCH_QUEUE = dispatch_queue
+    _queued_ago(queued, 300)
+    _sending(shop, claimed_ago=5, deadline_in=25)
+    ids = [shop.route.project_id, *_more_projects_queued(shop, 3)]
+    with django_assert_num_queries(statements):
+        assert invocations_waiting_for_a_worker(project_ids=ids) == {}
+
+
+def test_a_call_pages_stall_reads_the_queues_activity_for_a_queued_call_only(shop, queued,
+                                                                             django_assert_num_queries):
+    _queued_ago(queued, 300)
+    sending = _sending(shop, claimed_ago=300)
+    queued.refresh_from_db()
+    sending.refresh_from_db()
+    with django_assert_num_queries(1):
+        assert invocation_dispatch_stall(inv=queued) == "no word from the workers sending calls for 5 min"
+    with django_assert_num_queries(0):
+        assert invocation_dispatch_stall(inv=sending) == ""
+
+
 def test_a_queued_calls_stall_says_how_long_it_has_waited(queued):
     _queued_ago(queued, 300)
     queued.refresh_from_db()
