@@ -57,10 +57,11 @@ def queue_activity_merge(*activities: Mapping[str, Any]) -> dict[str, Any]:
     missing ones for a call queued behind it. A kind holding work with no word yet (a claim that has
     not reported) is the newest word there is."""
     holding = [activity for activity in activities if activity.get("count")]
-    heartbeats = [activity.get("heartbeat_at") for activity in holding]
+    heartbeats: list[datetime | None] = [activity.get("heartbeat_at") for activity in holding]
+    spoken = [heartbeat for heartbeat in heartbeats if heartbeat is not None]
     busy = [until for activity in holding if (until := activity.get("busy_until")) is not None]
     return {"count": sum(int(activity["count"]) for activity in holding),
-            "heartbeat_at": None if None in heartbeats else max(heartbeats, default=None),
+            "heartbeat_at": max(spoken) if spoken and len(spoken) == len(heartbeats) else None,
             "busy_until": max(busy, default=None)}
 
 

@@ -421,8 +421,8 @@ def _document_stage(document: Document, *, position: int | None, working: dict[s
 def _queue_stalled(document: Document, *, lane: dict[str, Any]) -> str:
     """For a document in a lane that does not move — what is ingesting there silent for a minute
     (workers killed: said at once), or nothing ingesting and the document queued a minute (workers
-    never started) — how long, and what to check; nothing while the lane moves. Without it the row read "1st in line" (and "2
-    documents ingesting now") for as long as no worker ran."""
+    never started) — how long, and what to check; nothing while the lane moves. Without it the row
+    read "1st in line" (and "2 documents ingesting now") for as long as no worker ran."""
     stall = queue_stall(lane, queued_at=document.queued_at, now=timezone.now())
     if stall is None:
         return ""
