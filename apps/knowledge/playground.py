@@ -169,6 +169,9 @@ def explain_sentence(explain: Mapping, *, candidate_limit: int) -> str:
             # Outside the candidates whose windows are read (or without windows): its own cosine
             # and BM25 stood in for a window's, scaled with the windows read.
             sentence += ", its own scores standing in for a sentence window's (its windows were not read)"
+    if explain.get("answerability") is not None:
+        sentence += (f"; then × {explain['answerability']:.2f}, how likely the knowledge base answers "
+                     "this question at all")
     return sentence + "."
 
 

@@ -457,6 +457,12 @@ def test_a_hit_beyond_a_channels_candidates_is_explained_as_such():
         "not read).")
     explain["window"] = {"cosine": None, "bm25": None, "blend": None}  # a KB without windows
     assert explain_sentence(explain, candidate_limit=50).endswith("each scaled to the best candidate.")
+    # A calibrated model: the factor for whether the KB answers at all follows.
+    explain["answerability"] = 0.0734
+    assert explain_sentence(explain, candidate_limit=50).endswith(
+        "each scaled to the best candidate; then × 0.07, how likely the knowledge base answers this question at all.")
+    explain["answerability"] = None
+    assert explain_sentence(explain, candidate_limit=50).endswith("each scaled to the best candidate.")
 
 
 def test_a_model_row_with_options_that_are_not_an_object_is_a_configuration_error_not_a_500(browser, policy_kb):

@@ -89,14 +89,63 @@ def test_vector_threshold_applies_to_cosine_and_returns_fewer_rather_than_worse(
     assert all(h.score >= cut for h in limited.hits)
 
 
-def test_hybrid_threshold_applies_to_the_fused_score(semantic_kb):
+def test_hybrid_threshold_applies_to_the_fused_score_times_answerability(semantic_kb):
     kb, _ = semantic_kb
-    everything = search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=4))
+    everything = search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=4, explain=True))
+    top = everything.hits[0]
+    probability = top.explain["answerability"]
+    assert top.explain["fused_score"] == pytest.approx(1.0)
+    assert probability > 0.9 and top.score == pytest.approx(probability, abs=1e-6)
+    assert [signal.probability for signal in everything.answerability] == [probability]
     limited = search(kbs=[kb], query="refund window",
-                     options=SearchOptions(mode="hybrid", top_k=4, score_threshold=0.99))
-    assert everything.hits[0].score == pytest.approx(1.0)
+                     options=SearchOptions(mode="hybrid", top_k=4, score_threshold=0.99 * probability))
     assert len(everything.hits) > 1
-    assert [h.chunk_id for h in limited.hits] == [everything.hits[0].chunk_id]
+    assert [h.chunk_id for h in limited.hits] == [top.chunk_id]
+
+
+# Nothing in CORPUS says anything about these.
+UNCOVERED = ["量子色动力学中的渐近自由是谁发现的", "How do I rotate the TLS certificate of a Kubernetes ingress?"]
+
+
+@pytest.mark.parametrize("query", UNCOVERED)
+def test_a_question_the_kb_does_not_cover_scores_low_and_a_threshold_cuts_it(semantic_kb, query):
+    kb, _ = semantic_kb
+    everything = search(kbs=[kb], query=query, options=SearchOptions(mode="hybrid", top_k=4, explain=True))
+    assert everything.hits, "without a threshold the best candidates still come back"
+    assert everything.answerability[0].probability < 0.2
+    assert all(hit.score < 0.2 for hit in everything.hits)
+    assert everything.hits[0].explain["fused_score"] > 0.5  # relative to the others, as before
+    cut = search(kbs=[kb], query=query, options=SearchOptions(mode="hybrid", top_k=4, score_threshold=0.5))
+    assert cut.hits == []
+    covered = search(kbs=[kb], query="碳化硅器件的耐压", options=SearchOptions(mode="hybrid", top_k=4,
+                                                                             score_threshold=0.5))
+    assert [hit.document_id for hit in covered.hits][:1] == [semantic_kb[1]["sic.md"].pk]
+
+
+def test_answerability_scales_scores_without_changing_the_order(semantic_kb, monkeypatch):
+    from apps.knowledge.pipeline import answerability
+
+    kb, _ = semantic_kb
+    options = SearchOptions(mode="hybrid", top_k=4, rollup=False)
+    query = "cats hunting at night in the rain"
+    scaled = search(kbs=[kb], query=query, options=options)
+    monkeypatch.delitem(answerability.CALIBRATIONS, EmbeddingModel.Provider.LOCAL)
+    relative = search(kbs=[kb], query=query, options=options)
+    assert relative.answerability[0].probability is None
+    probability = scaled.answerability[0].probability
+    assert 0 < probability < 1
+    assert [h.chunk_id for h in scaled.hits] == [h.chunk_id for h in relative.hits]
+    assert [h.score for h in scaled.hits] == pytest.approx([h.score * probability for h in relative.hits], abs=1e-6)
+    assert relative.hits[0].score == pytest.approx(1.0)
+
+
+def test_a_model_without_a_calibration_keeps_relative_hybrid_scores():
+    kb = KnowledgeBaseFactory()  # the hashing test model
+    ingest_texts(kb, {"a.md": "# 甲\n\n退款政策说明。", "b.md": "# 乙\n\n天气预报。"})
+    result = search(kbs=[kb], query="量子色动力学", options=SearchOptions(mode="hybrid", top_k=2, explain=True))
+    assert result.answerability[0].probability is None
+    assert result.hits[0].explain["answerability"] is None
+    assert [hit.score for hit in result.hits] == [pytest.approx(hit.explain["fused_score"]) for hit in result.hits]
 
 
 def test_term_statistics_follow_indexing_and_deletion():

@@ -96,6 +96,34 @@ def test_no_hit_above_the_threshold_is_ok_with_no_hints(api_client, ksession, kr
     assert (body["status"], body["hints"], body["truncated"]) == ("ok", [], False)
 
 
+@pytest.fixture
+def e5_kb(project, kroute):
+    """The route's KB on the local e5 model, whose hybrid scores carry how likely the KB answers."""
+    from apps.knowledge.models import EmbeddingModel
+
+    model = (EmbeddingModel.objects.filter(provider="local").first()
+             or services.embedding_model_register(name="e5-runtime-test", provider="local", dimension=384))
+    kb = KnowledgeBaseFactory(project=project, name="门店政策 e5", embedding_model=model)
+    services.route_knowledge_bind(route=kroute, knowledge_base=kb)
+    ingest_texts(kb, {"退款.md": f"# 退款\n\n{REFUND}",
+                      "配送.md": "# 配送\n\n配送说明：同城订单当天送达，外地订单三到五天送达。"})
+    return kb
+
+
+def test_a_threshold_on_an_e5_route_says_no_knowledge_for_a_question_it_does_not_cover(
+        api_client, ksession, kroute, e5_kb):
+    uncovered = "量子色动力学中的渐近自由是谁发现的"
+    before = search(api_client, ksession.access_token, kroute.key, uncovered).json()
+    assert before["status"] == "ok" and before["hints"]
+    assert all(hint["score"] < 0.2 for hint in before["hints"])  # no longer 1.0 for the best of nothing
+    route_update(route=kroute, knowledge_score_threshold=0.5)
+    body = search(api_client, ksession.access_token, kroute.key, uncovered).json()
+    assert (body["status"], body["hints"]) == ("ok", [])
+    covered = search(api_client, ksession.access_token, kroute.key, "七天无理由退货怎么退款").json()
+    assert [hint["title"] for hint in covered["hints"]][:1] == ["退款.md"]
+    assert covered["hints"][0]["score"] >= 0.5
+
+
 def test_a_route_without_knowledge_is_disabled(api_client, ksession, kroute, docs):
     route_update(route=kroute, knowledge_enabled=False)
     body = search(api_client, ksession.access_token, kroute.key).json()

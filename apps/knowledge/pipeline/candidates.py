@@ -30,6 +30,10 @@ class Candidate:
     # What convex fusion blended in as its window: "best window", "own scores" (its windows were
     # not read, or it has none: its own cosine and BM25 stood in), None when no window was blended.
     window_blend: str | None = None
+    # The probability that the searched KBs answer the query at all (pipeline.answerability), by
+    # which hybrid search multiplied the fused score (then kept in fused_score); None when it did not.
+    answerability: float | None = None
+    fused_score: float | None = None
 
 
 # Columns every channel reads beside its own (over alias c): where a candidate sits, for the roll-up.

@@ -67,6 +67,7 @@ from django.db import connection
 
 from apps.knowledge.models import EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import parallel
+from apps.knowledge.pipeline.answerability import Answerability, answerability
 from apps.knowledge.pipeline.candidates import Candidate, Hit
 from apps.knowledge.pipeline.embedders import embedder_for
 from apps.knowledge.pipeline.fusion import RRF_K, adaptive_dense_weight, fuse, window_scores, window_shares
@@ -119,6 +120,8 @@ class SearchResult:
     trace: list[dict] = field(default_factory=list)
     # The fusion each searched group used (hybrid mode), sorted.
     fusions: list[str] = field(default_factory=list)
+    # Whether each convex-fused group answers the query at all, in group order.
+    answerability: list[Answerability] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -237,9 +240,12 @@ def _add(timings: dict[str, float], name: str, ms: float) -> None:
 
 def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str, options: SearchOptions,
                      timings: dict[str, float], fusion: str = "convex",
-                     indexes: GenerationIndexes = GenerationIndexes(), withheld: Sequence = ()) -> list[Candidate]:
+                     indexes: GenerationIndexes = GenerationIndexes(), withheld: Sequence = (),
+                     answers: list[Answerability] | None = None) -> list[Candidate]:
     """One embedding-model group: channel candidates, completed and fused, best first, read
     through the indexes the generations have (`indexes`), none of the documents in `withheld`.
+    Convex fusion appends to `answers` whether the group answers the query at all, and scales the
+    fused scores by it where the group's model is calibrated (pipeline.answerability).
 
     Convex fusion completes each channel's candidates with the other channel's score: the vector
     channel reads its rows' BM25 in its own query; the keyword candidates' cosines come with them
@@ -362,6 +368,14 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
         dense_weight = min(0.95, max(0.05, dense_weight + window_shift))
     ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight, window_dense=window_dense,
                   window_keyword=window_keyword)
+    if fusion == "convex":
+        answered = answerability(ranked, scorer=scorer, model=model)
+        if answers is not None:
+            answers.append(answered)
+        if answered.probability is not None:
+            for c in ranked:
+                c.fused_score, c.answerability = c.score, answered.probability
+                c.score *= answered.probability
     # Completing the candidates counts as fusion, even where it overlapped the vector channel.
     _add(timings, "fusion_ms", fill_ms + (time.perf_counter() - started) * 1000)
     return ranked
@@ -406,10 +420,11 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     indexes = GenerationIndexes.of(generations)
     groups = []
     trace: list[dict] = []
+    answers: list[Answerability] = []
     for key, generation_ids in sorted(groups_of.items()):
         ranked = _rank_candidates(model=models[key[0]], generation_ids=sorted(generation_ids, key=str),
                                   query=query, options=options, timings=timings, fusion=key[1] or "convex",
-                                  indexes=indexes, withheld=withheld)
+                                  indexes=indexes, withheld=withheld, answers=answers)
         if options.score_threshold is not None:
             ranked = [c for c in ranked if c.score >= options.score_threshold]
         if key in rerankers:
@@ -423,7 +438,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
                    explain=options.explain, rollup=options.rollup)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     fusions = sorted({key[1] for key in groups_of if key[1]})
-    return SearchResult(hits=hits, timings_ms=timings, trace=trace, fusions=fusions)
+    return SearchResult(hits=hits, timings_ms=timings, trace=trace, fusions=fusions, answerability=answers)
 
 
 _QUERY_WS = re.compile(r"\s+")

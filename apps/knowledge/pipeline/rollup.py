@@ -157,9 +157,10 @@ def rollup(ranked: list[Candidate], *, top_k: int, max_docs: int | None, budget:
                 "keyword": {"rank": best.keyword_rank, "score": best.keyword_score},
                 "window": {"cosine": best.window_cosine, "bm25": best.window_keyword, "blend": best.window_blend},
                 "matched_terms": best.matched_terms,
-                "fused_score": best.score,
+                "fused_score": best.score if best.fused_score is None else best.fused_score,
                 "fusion": best.fusion,
                 "dense_weight": best.dense_weight,
+                "answerability": best.answerability,
                 "rerank_score": best.rerank_score,
                 "merged_chunk_ids": [str(m[0].chunk_id) for m in members],
             }
