@@ -38,8 +38,9 @@ CHAPTER_SEPARATOR = " / "
 
 
 SCORE_THRESHOLD_HELP = (
-    "Optional, −1 to 1: hits scoring below it are left out. In hybrid mode it applies to the fused score, which "
-    "is relative to this query's candidates: with convex fusion the best is near 1 whatever the query, with RRF "
+    "Optional, −1 to 1: hits scoring below it are left out. In hybrid mode with convex fusion a score is the hit's "
+    "fused score (relative to this query's candidates, the best near 1) times how likely the knowledge base "
+    "answers the question at all — with the local e5 model; other models keep the relative score. With RRF "
     "every score is at most 2/61 (0.033). The vector mode's cosine is the absolute measure.")
 
 
