@@ -125,8 +125,9 @@ class Route(BaseModel):
     knowledge_score_threshold = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Hits scoring below this are dropped (0–1); empty keeps every hit. With the local e5 model a "
-                  "hit's score includes how likely the knowledge bases answer the question at all: 0.5 drops "
-                  "the hits of a question they probably do not cover.",
+                  "hit's score includes how likely the knowledge bases answer the question at all: 0.2 keeps "
+                  "nearly every answerable question and drops about half of the off-topic ones; 0.5 drops most "
+                  "off-topic ones and some answerable ones (README, Search).",
     )
 
     # memory

@@ -122,6 +122,15 @@ def test_a_question_the_kb_does_not_cover_scores_low_and_a_threshold_cuts_it(sem
     assert [hit.document_id for hit in covered.hits][:1] == [semantic_kb[1]["sic.md"].pk]
 
 
+@pytest.mark.parametrize("query", ["你好，请问一下，碳化硅器件的耐压能到多少？麻烦告诉我，谢谢！",
+                                   "Hi there! Quick question: how long is the refund window after delivery? Thanks!"])
+def test_a_covered_question_typed_as_chat_keeps_its_hits_at_a_threshold(semantic_kb, query):
+    kb, docs = semantic_kb
+    result = search(kbs=[kb], query=query, options=SearchOptions(mode="hybrid", top_k=4, score_threshold=0.5))
+    assert result.answerability[0].probability > 0.5
+    assert result.hits[0].document_id in (docs["sic.md"].pk, docs["refund.md"].pk)
+
+
 def test_answerability_scales_scores_without_changing_the_order(semantic_kb, monkeypatch):
     from apps.knowledge.pipeline import answerability
 

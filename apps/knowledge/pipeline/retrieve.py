@@ -369,7 +369,7 @@ def _rank_candidates(*, model: EmbeddingModel, generation_ids: list, query: str,
     ranked = fuse(candidates, fusion=fusion, dense_weight=dense_weight, window_dense=window_dense,
                   window_keyword=window_keyword)
     if fusion == "convex":
-        answered = answerability(ranked, scorer=scorer, model=model)
+        answered = answerability(ranked, scorer=scorer, model=model, query=query)
         if answers is not None:
             answers.append(answered)
         if answered.probability is not None:
