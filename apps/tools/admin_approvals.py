@@ -126,7 +126,7 @@ class FrozenArguments:
             return
         # The engine owns the crypto and the integrity check (the decrypted JSON must hash to the
         # invocation's arguments_sha256).
-        value = invocation_transitions._thaw(invocation)
+        value = invocation_transitions.arguments_thaw(invocation)
         if value is None:
             self.absent_reason = ("The frozen arguments cannot be read (their encryption key is gone or they do not "
                                   "match their hash): approving would execute nothing.")

@@ -2,7 +2,7 @@
 the one decision service (``approval_decide``, which the admin and the builder API call), and a
 denied or expired approval settling its call as ``denied``. Deciding sends nothing: an approved call
 runs when its agent resumes it (apps.tools.invocations), and a pending one that expires with nobody
-deciding is settled by the watchdog (``_approval_lapsed``)."""
+deciding is settled by the watchdog (``approval_lapse``)."""
 
 from __future__ import annotations
 
@@ -19,17 +19,17 @@ from apps.core.validators import BIDI_CONTROLS, uuid_parse
 from apps.projects.models import Project
 
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
-from .invocation_transitions import NOT_SENT_TEXT, State, _answer, _locked, _settle
+from .invocation_transitions import NOT_SENT_TEXT, State, answer_build, invocation_lock, invocation_settle
 from .models import Approval, Invocation
 
 COMMENT_MAX_CHARS = 500  # of an approver's comment in a denied answer
 
 
-def _denied(inv: Invocation, *, expired: bool, comment: str = "") -> dict[str, Any]:
+def invocation_settle_denied(inv: Invocation, *, expired: bool, comment: str = "") -> dict[str, Any]:
     why = "expired before anyone decided" if expired else "was denied"
     said = f" The approver's comment: \u201c{_comment_text(comment)}\u201d" if comment.strip() else ""
-    return _settle(inv, _answer(inv, state=State.DENIED,
-                                text=f"The approval for this call {why}.{said} {NOT_SENT_TEXT}"))
+    return invocation_settle(inv, answer_build(inv, state=State.DENIED,
+                                               text=f"The approval for this call {why}.{said} {NOT_SENT_TEXT}"))
 
 
 def _comment_text(comment: str) -> str:
@@ -40,7 +40,7 @@ def _comment_text(comment: str) -> str:
     return text if len(text) <= COMMENT_MAX_CHARS else text[: COMMENT_MAX_CHARS - 1] + "\u2026"
 
 
-def _approval_lapsed(inv: Invocation, *, now: datetime) -> None:
+def approval_lapse(inv: Invocation, *, now: datetime) -> None:
     """``inv`` (its row locked, so no decision is taken meanwhile) waits for an approval that
     expired undecided: the approval is marked expired and the call denied."""
     approval = Approval.objects.select_for_update().get(invocation=inv)
@@ -48,7 +48,7 @@ def _approval_lapsed(inv: Invocation, *, now: datetime) -> None:
         return
     approval.status = Approval.Status.EXPIRED
     approval.save(update_fields=["status", "updated_at"])
-    _denied(inv, expired=True)
+    invocation_settle_denied(inv, expired=True)
 
 
 def approval_status(approval: Approval | None, *, now: datetime | None = None) -> str:
@@ -74,7 +74,7 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
             raise ApprovalNotFound()
         # The call first, then its approval: the order a resume takes them in (invocations._reevaluate), so
         # a decision and a resume of the same call wait for each other instead of deadlocking.
-        inv = _locked(invocation_pk)
+        inv = invocation_lock(invocation_pk)
         approval = Approval.objects.select_for_update().get(pk=approval_id)
         if approval.status in (Approval.Status.APPROVED, Approval.Status.DENIED):
             if (approval.decision_id == decision_id and approval.status == decision
@@ -86,7 +86,7 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
             approval.status = Approval.Status.EXPIRED
             approval.save(update_fields=["status", "updated_at"])
             if inv.state == State.AWAITING_APPROVAL:
-                _denied(inv, expired=True)
+                invocation_settle_denied(inv, expired=True)
             expired = True
         else:
             approval.status = decision
@@ -97,7 +97,7 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
             approval.decided_at = now
             approval.save()
             if decision == Approval.Status.DENIED and inv.state == State.AWAITING_APPROVAL:
-                _denied(inv, expired=False, comment=comment)
+                invocation_settle_denied(inv, expired=False, comment=comment)
     if expired:
         raise ApprovalExpired()
     return approval

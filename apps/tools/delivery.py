@@ -23,12 +23,12 @@ from .invocation_transitions import (
     TEXT_MAX_CHARS,
     Journal,
     State,
-    _answer,
-    _frozen_lost,
-    _save,
-    _settle,
-    _thaw,
-    _uncertain,
+    answer_build,
+    arguments_thaw,
+    invocation_settle,
+    invocation_settle_arguments_lost,
+    invocation_settle_uncertain,
+    transition_save,
 )
 from .models import Invocation, InvocationJournalEntry, Tool
 from .selectors import provider_secret
@@ -50,7 +50,7 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
         if inv.journal_state == Journal.DISPATCHING:
             if inv.dispatch_deadline is not None and inv.dispatch_deadline > timezone.now():
                 return "in_flight"
-            _uncertain(inv, reason="the dispatcher stopped while the call was being sent")
+            invocation_settle_uncertain(inv, reason="the dispatcher stopped while the call was being sent")
             return "uncertain"
         if inv.journal_state != Journal.ABSENT:
             return "settled"
@@ -59,9 +59,10 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
             return prepared
         request, timeout_ms = prepared
         now = timezone.now()
-        _save(inv, journal=Journal.DISPATCHING, detail={"method": request.method, "target": request.target[:500]},
-              dispatched_at=now,
-              dispatch_deadline=now + timedelta(milliseconds=timeout_ms, seconds=settings.TOOL_DISPATCH_GRACE_SECONDS))
+        transition_save(
+            inv, journal=Journal.DISPATCHING, detail={"method": request.method, "target": request.target[:500]},
+            dispatched_at=now,
+            dispatch_deadline=now + timedelta(milliseconds=timeout_ms, seconds=settings.TOOL_DISPATCH_GRACE_SECONDS))
     outcome = dispatch.request_send(request, timeout_ms=timeout_ms, max_bytes=settings.TOOL_RESPONSE_MAX_BYTES)
     with transaction.atomic():
         found = Invocation.objects.select_for_update(of=("self",)).select_related("route").filter(
@@ -79,21 +80,22 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
 def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
     """The signed request of a claimed call, or why it is not sent (its state is then settled)."""
     if inv.project.tool_execution_paused:
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
-                             text=f"Tool execution is paused for this project. {NOT_SENT_TEXT} Resume this same "
-                                  "invocation later."))
+        invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
+            text=f"Tool execution is paused for this project. {NOT_SENT_TEXT} Resume this same invocation later."))
         return "paused"
-    arguments = _thaw(inv)
+    arguments = arguments_thaw(inv)
     if arguments is None:
-        _frozen_lost(inv)
+        invocation_settle_arguments_lost(inv)
         return "frozen_lost"
     provider = inv.provider
     tool = Tool.objects.filter(provider=provider, name=inv.tool_name).first() if provider else None
     if (provider is None or tool is None or not provider.enabled or not tool.enabled
             or execution_fingerprint(route_key=inv.route.key, provider=provider, compiled=tool.compiled)
             != inv.execution_fingerprint):
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The tool changed or was switched off since this call was made. {NOT_SENT_TEXT}"))
+        invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH,
+            text=f"The tool changed or was switched off since this call was made. {NOT_SENT_TEXT}"))
         return "tool_changed"
     try:
         request = dispatch.request_build(
@@ -101,12 +103,14 @@ def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
             secret=provider_secret(provider=provider), job_id=str(inv.pk), idempotency_key=inv.idempotency_key,
             on_behalf_of=inv.on_behalf_of, timestamp=int(time.time()))
     except dispatch.ArgumentUnplaceable as exc:
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The arguments cannot be sent: {exc.field}: {exc.message} {NOT_SENT_TEXT}"))
+        invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH,
+            text=f"The arguments cannot be sent: {exc.field}: {exc.message} {NOT_SENT_TEXT}"))
         return "unplaceable"
     except SecretUnreadable:
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The provider's signing secret cannot be read by this hub. {NOT_SENT_TEXT}"))
+        invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH,
+            text=f"The provider's signing secret cannot be read by this hub. {NOT_SENT_TEXT}"))
         return "secret_unreadable"
     return request, int(tool.compiled.get("timeout_ms") or 30000)
 
@@ -122,12 +126,14 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
     now = timezone.now()
     timing: dict[str, Any] = {"responded_at": now, "duration_ms": outcome.elapsed_ms}
     if outcome.kind == "not_sent":
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The business system could not be reached ({outcome.reason}). {NOT_SENT_TEXT}"),
-                journal=Journal.COMPLETED, detail={"outcome": "not_sent", "reason": outcome.reason}, **timing)
+        invocation_settle(
+            inv, answer_build(inv, state=State.REJECTED_BEFORE_DISPATCH,
+                              text=f"The business system could not be reached ({outcome.reason}). {NOT_SENT_TEXT}"),
+            journal=Journal.COMPLETED, detail={"outcome": "not_sent", "reason": outcome.reason}, **timing)
         return "not_sent"
     if outcome.kind != "response" or outcome.status is None:
-        _uncertain(inv, reason=outcome.reason or "no answer", detail={"elapsed_ms": outcome.elapsed_ms})
+        invocation_settle_uncertain(inv, reason=outcome.reason or "no answer",
+                                    detail={"elapsed_ms": outcome.elapsed_ms})
         return "uncertain"
     status = outcome.status
     # The answer is recorded and the call completed in one transaction: both journal entries,
@@ -139,24 +145,24 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
     text = _response_text(outcome)
     task_outcome = None
     if 200 <= status < 300:
-        answer = _answer(inv, state=State.EXECUTED, text=text, business_status=status)
+        answer = answer_build(inv, state=State.EXECUTED, text=text, business_status=status)
     elif status >= 500 and not inv.readonly:
-        answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
-                         text=f"The business system failed (HTTP {status}) and may or may not have applied the "
-                              f"change. {NO_NEW_WRITE}\n\n{text}")
+        answer = answer_build(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
+                              text=f"The business system failed (HTTP {status}) and may or may not have applied the "
+                                   f"change. {NO_NEW_WRITE}\n\n{text}")
     elif 300 <= status < 400:
         redirect = f"The business system answered with a redirect (HTTP {status}), which is not followed"
         if inv.readonly:
-            answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=f"{redirect}.")
+            answer = answer_build(inv, state=State.BUSINESS_REJECTED, business_status=status, text=f"{redirect}.")
         else:
             # A 303 after a POST is how a form says "done, look here": the write may have been applied,
             # so the agent is told to reconcile, not that nothing happened. Its task counts the write
             # as used (an HTTP answer came: §5's trusted answer), and its permit is free again.
-            answer = _answer(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
-                             text=f"{redirect}; it may or may not have applied the change. {NO_NEW_WRITE}")
+            answer = answer_build(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
+                                  text=f"{redirect}; it may or may not have applied the change. {NO_NEW_WRITE}")
             task_outcome = "trusted"
     else:
-        answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
-    _settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]}, task_outcome=task_outcome,
-            **timing)
+        answer = answer_build(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
+    invocation_settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]},
+                      task_outcome=task_outcome, **timing)
     return str(answer["state"])

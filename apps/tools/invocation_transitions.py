@@ -3,7 +3,8 @@
 (apps.tools.delivery): the answer an agent reads, the frozen arguments, the locked row's update with
 its journal entry and its task's settlement, the notice to requests waiting for a call to settle,
 and the two settlements that both the state machine and the worker reach (the arguments lost; no
-trusted answer)."""
+trusted answer). Its public names are that interface between the tools modules (and the approvals
+admin, which reads the frozen arguments); nothing outside apps.tools writes a call through them."""
 
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ def _clean_text(text: str) -> str:
     return text if len(text) <= TEXT_MAX_CHARS else text[: TEXT_MAX_CHARS - 1] + "…"
 
 
-def _answer(inv: Invocation, *, state: str, text: str, business_status: int | None = None,
-            auto_retry_allowed: bool = False, **extra: Any) -> dict[str, Any]:
+def answer_build(inv: Invocation, *, state: str, text: str, business_status: int | None = None,
+                 auto_retry_allowed: bool = False, **extra: Any) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "invocation_id": inv.invocation_id,
@@ -68,11 +69,11 @@ def result_is_stable(result: Any) -> bool:
             and result.get("auto_retry_allowed") is False)
 
 
-def _freeze(arguments: dict[str, Any]) -> str:
+def arguments_freeze(arguments: dict[str, Any]) -> str:
     return secret_encrypt(compact_json(arguments))
 
 
-def _thaw(inv: Invocation) -> dict[str, Any] | None:
+def arguments_thaw(inv: Invocation) -> dict[str, Any] | None:
     if not inv.frozen_arguments:
         return None
     try:
@@ -84,8 +85,8 @@ def _thaw(inv: Invocation) -> dict[str, Any] | None:
     return value
 
 
-def _save(inv: Invocation, *, journal: str | None = None, detail: dict[str, Any] | None = None,
-          **fields: Any) -> None:
+def transition_save(inv: Invocation, *, journal: str | None = None, detail: dict[str, Any] | None = None,
+                    **fields: Any) -> None:
     """One transition: the row's new fields and, for a dispatch step, its journal entry (the
     caller holds the row lock inside a transaction). A stable result drops the frozen arguments."""
     for name, value in fields.items():
@@ -109,35 +110,38 @@ _TASK_OUTCOME = {State.RECONCILIATION_REQUIRED: "uncertain", State.EXECUTED: "tr
                  State.DENIED: "released"}
 
 
-def _settle(inv: Invocation, answer: dict[str, Any], *, journal: str | None = None,
-            detail: dict[str, Any] | None = None, task_outcome: str | None = None, **fields: Any) -> dict[str, Any]:
+def invocation_settle(inv: Invocation, answer: dict[str, Any], *, journal: str | None = None,
+                      detail: dict[str, Any] | None = None, task_outcome: str | None = None,
+                      **fields: Any) -> dict[str, Any]:
     """`task_outcome` overrides what the state would settle of the task's budget."""
-    _save(inv, journal=journal, detail=detail, state=answer["state"], result=answer,
-          business_status=answer.get("business_status"), **fields)
+    transition_save(inv, journal=journal, detail=detail, state=answer["state"], result=answer,
+                    business_status=answer.get("business_status"), **fields)
     outcome = task_outcome or _TASK_OUTCOME.get(answer["state"])
     if outcome is not None:  # in the same transaction as the answer
         charge_settle(invocation_pk=inv.pk, outcome=outcome)
     return answer
 
 
-def _locked(pk: Any) -> Invocation:
+def invocation_lock(pk: Any) -> Invocation:
     return Invocation.objects.select_for_update(of=("self",)).select_related("route").get(pk=pk)
 
 
-def _frozen_lost(inv: Invocation) -> dict[str, Any]:
-    return _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                                text=f"The exact arguments of this call are no longer available. {NOT_SENT_TEXT} "
-                                     "Make a new call if it is still needed."))
+def invocation_settle_arguments_lost(inv: Invocation) -> dict[str, Any]:
+    return invocation_settle(inv, answer_build(
+        inv, state=State.REJECTED_BEFORE_DISPATCH,
+        text=f"The exact arguments of this call are no longer available. {NOT_SENT_TEXT} "
+             "Make a new call if it is still needed."))
 
 
-def _uncertain(inv: Invocation, *, reason: str, detail: dict[str, Any] | None = None) -> dict[str, Any]:
-    answer = _answer(inv, state=State.RECONCILIATION_REQUIRED,
-                     text=f"The call may have reached the business system, but no trusted answer was recorded "
-                          f"({reason}). It is not known whether it took effect. {NO_NEW_WRITE}")
-    return _settle(inv, answer, journal=Journal.UNCERTAIN, detail={"reason": reason, **(detail or {})})
+def invocation_settle_uncertain(inv: Invocation, *, reason: str,
+                                detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    answer = answer_build(inv, state=State.RECONCILIATION_REQUIRED,
+                          text=f"The call may have reached the business system, but no trusted answer was recorded "
+                               f"({reason}). It is not known whether it took effect. {NO_NEW_WRITE}")
+    return invocation_settle(inv, answer, journal=Journal.UNCERTAIN, detail={"reason": reason, **(detail or {})})
 
 
-def _settled_channel(pk: Any) -> str:
+def settled_channel(pk: Any) -> str:
     return f"bailinghub:tools:invocation-settled:{pk}"
 
 
@@ -145,6 +149,6 @@ def _notify_settled(pk: Any) -> None:
     # A wake-up for requests waiting on this call; they re-read the row, so a lost message only
     # costs them their fallback poll.
     try:
-        redis_client().publish(_settled_channel(pk), b"1")
+        redis_client().publish(settled_channel(pk), b"1")
     except RedisError:
         logger.warning("Invocation %s: could not notify waiting requests.", pk)

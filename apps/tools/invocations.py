@@ -53,7 +53,7 @@ from apps.tasks.metering import (
     invocation_task_recheck,
 )
 
-from .approvals import _approval_lapsed, _denied, approval_status
+from .approvals import approval_lapse, approval_status, invocation_settle_denied
 from .call_checks import Target, approval_reasons, execution_fingerprint, schema_problem
 from .errors import CapabilityChanged, ToolNotFound
 from .invocation_errors import ExecutionPaused, InvocationConflict, InvocationNotFound, RunNotActive
@@ -61,16 +61,16 @@ from .invocation_transitions import (
     NOT_SENT_TEXT,
     Journal,
     State,
-    _answer,
-    _freeze,
-    _frozen_lost,
-    _locked,
-    _save,
-    _settle,
-    _settled_channel,
-    _thaw,
-    _uncertain,
+    answer_build,
+    arguments_freeze,
+    arguments_thaw,
+    invocation_lock,
+    invocation_settle,
+    invocation_settle_arguments_lost,
+    invocation_settle_uncertain,
     result_is_stable,
+    settled_channel,
+    transition_save,
 )
 from .models import Approval, Invocation, InvocationJournalEntry, ToolProvider
 from .ratelimit import rate_limit_take
@@ -217,15 +217,15 @@ def _queue(inv: Invocation, target: Target) -> dict[str, Any]:
         decision = rate_limit_take(key=f"{inv.provider_id}:{inv.tool_name}", count=int(rate["count"]),
                                    window=str(rate["window"]))
         if not decision.allowed:
-            return _settle(inv, _answer(
+            return invocation_settle(inv, answer_build(
                 inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
                 text=f"The tool's rate limit ({rate['count']} per {rate['window']}) is reached. {NOT_SENT_TEXT} "
                      "Resume or repeat this same invocation after retry_after_ms.",
                 retry_after_ms=decision.retry_after_ms, rate_limit=dict(rate)))
-    answer = _answer(inv, state=State.IN_PROGRESS,
-                     text="The call is being executed. Resume this same invocation_id to read its result; do not "
-                          "submit it again.")
-    _save(inv, state=State.IN_PROGRESS, result=answer, queued_at=timezone.now())
+    answer = answer_build(inv, state=State.IN_PROGRESS,
+                          text="The call is being executed. Resume this same invocation_id to read its result; do not "
+                               "submit it again.")
+    transition_save(inv, state=State.IN_PROGRESS, result=answer, queued_at=timezone.now())
     _send_after_commit(inv)
     return answer
 
@@ -281,8 +281,9 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
     problem = schema_problem(schema=target.compiled.get("input_schema") or {}, arguments=call.arguments)
     if problem is not None:
         field, message = problem
-        answer = _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                         text=f"The arguments do not fit the tool's input schema: {field}: {message}. {NOT_SENT_TEXT}")
+        answer = answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH,
+            text=f"The arguments do not fit the tool's input schema: {field}: {message}. {NOT_SENT_TEXT}")
         return _create(inv, answer, session=session, route=route, run=run, call=call)
     if target.builtin:
         # Read-only and in-process: run before the row exists; two identical calls racing both read,
@@ -293,20 +294,20 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
                                          arguments=call.arguments))
         except ApiError as exc:
             if exc.status >= 500:  # the knowledge service is down for now: nothing is kept, retry the same call
-                return _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
-                               text=f"{exc.message} Retry this same invocation in a few seconds.")
+                return answer_build(inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
+                                    text=f"{exc.message} Retry this same invocation in a few seconds.")
             inv.journal_state = Journal.COMPLETED
-            answer = _answer(inv, state=State.BUSINESS_REJECTED, business_status=exc.status,
-                             text=compact_json(exc.as_dict()))
+            answer = answer_build(inv, state=State.BUSINESS_REJECTED, business_status=exc.status,
+                                  text=compact_json(exc.as_dict()))
             return _create(inv, answer, session=session, route=route, run=run, call=call,
                            journal={"outcome": "in_process", "error": exc.code})
         inv.duration_ms = int((time.monotonic() - started) * 1000)
         inv.journal_state = Journal.COMPLETED
-        answer = _answer(inv, state=State.EXECUTED, text=compact_json(output))
+        answer = answer_build(inv, state=State.EXECUTED, text=compact_json(output))
         return _create(inv, answer, session=session, route=route, run=run, call=call,
                        journal={"outcome": "in_process"})
     reasons = approval_reasons(target=target, arguments=call.arguments)
-    inv.frozen_arguments = _freeze(call.arguments)
+    inv.frozen_arguments = arguments_freeze(call.arguments)
     if reasons:
         return _create(inv, None, session=session, route=route, run=run, call=call, reasons=reasons, target=target,
                        bound=bound)
@@ -347,7 +348,7 @@ def _run_limit_refusal(inv: Invocation, *, limit: int, refusal: bool = False) ->
                 "that do, or answer with what you have.")
     else:
         return None
-    return _answer(inv, state=State.REJECTED_BEFORE_DISPATCH, text=f"{said} {NOT_SENT_TEXT} {then}")
+    return answer_build(inv, state=State.REJECTED_BEFORE_DISPATCH, text=f"{said} {NOT_SENT_TEXT} {then}")
 
 
 def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSession, route: Route,
@@ -401,8 +402,9 @@ def _approval_open(inv: Invocation, target: Target, *, reasons: list[str], bound
         arguments_sha256=inv.arguments_sha256, risk=inv.risk,
         prompt=str(target.compiled.get("approval_prompt") or "")[:200], reasons=reasons,
         expires_at=timezone.now() + timedelta(seconds=settings.TOOL_APPROVAL_TTL_SECONDS))
-    answer = _settle(inv, _answer(inv, state=State.AWAITING_APPROVAL, text=_awaiting_text(approval, inv.invocation_id),
-                                  approval_id=str(approval.pk)))
+    answer = invocation_settle(inv, answer_build(inv, state=State.AWAITING_APPROVAL,
+                                                 text=_awaiting_text(approval, inv.invocation_id),
+                                                 approval_id=str(approval.pk)))
     if bound is not None:  # a write waiting for approval holds its share of the budget
         charge_reserve(bound=bound, invocation_pk=inv.pk, tool_name=inv.tool_name, write=not inv.readonly)
     return answer
@@ -435,7 +437,7 @@ def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = T
         _approved_unrunnable(inv)
         raise
     with transaction.atomic():
-        inv = _locked(inv.pk)
+        inv = invocation_lock(inv.pk)
         answer = _reevaluate(inv, target)
     if wait and answer.get("state") == State.IN_PROGRESS:
         return invocation_wait(inv=inv)
@@ -450,16 +452,16 @@ def _approved_unrunnable(inv: Invocation) -> None:
     answers the refusal. A pending one is left as it is: it may still be denied, or its tool come
     back."""
     with transaction.atomic():
-        inv = _locked(inv.pk)
+        inv = invocation_lock(inv.pk)
         if inv.state != State.AWAITING_APPROVAL:
             return
         approval = Approval.objects.select_for_update().filter(invocation=inv).first()
         if approval is None or approval.status != Approval.Status.APPROVED or approval.used_at is not None:
             return
-        _settle(inv, _answer(inv, state=State.REJECTED_BEFORE_DISPATCH,
-                             text=f"The tool changed or is no longer available since this call was approved. "
-                                  f"{NOT_SENT_TEXT} Discover the tools again and make a new call if it is still "
-                                  "needed."))
+        invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH,
+            text=f"The tool changed or is no longer available since this call was approved. "
+                 f"{NOT_SENT_TEXT} Discover the tools again and make a new call if it is still needed."))
 
 
 def _reevaluate(inv: Invocation, target: Target) -> dict[str, Any]:
@@ -475,17 +477,18 @@ def _reevaluate(inv: Invocation, target: Target) -> dict[str, Any]:
         if approval.status == Approval.Status.PENDING:
             return result
         if approval.status != Approval.Status.APPROVED or approval.used_at is not None:
-            return _denied(inv, expired=approval.status == Approval.Status.EXPIRED,
-                           comment=approval.comment if approval.status == Approval.Status.DENIED else "")
-        if _thaw(inv) is None:
-            return _frozen_lost(inv)
+            return invocation_settle_denied(
+                inv, expired=approval.status == Approval.Status.EXPIRED,
+                comment=approval.comment if approval.status == Approval.Status.DENIED else "")
+        if arguments_thaw(inv) is None:
+            return invocation_settle_arguments_lost(inv)
         approval.used_at = now
         approval.save(update_fields=["used_at", "updated_at"])
         return _queue(inv, target)
     if inv.state == State.REJECTED_BEFORE_DISPATCH and inv.journal_state == Journal.ABSENT:
-        arguments = _thaw(inv)
+        arguments = arguments_thaw(inv)
         if arguments is None:
-            return _frozen_lost(inv)
+            return invocation_settle_arguments_lost(inv)
         # Refused only for now (rate limit, pause), it is tried again as a new call would be: a call
         # the route has since made need approval waits for one (an approved call has had its own).
         if not Approval.objects.filter(invocation=inv).exists():
@@ -504,12 +507,12 @@ def _in_progress_looked_after(inv: Invocation, *, now: datetime) -> dict[str, An
     TOOL_DISPATCH_REQUEUE_SECONDS, it goes to the dispatcher again (its message may have been lost
     with a broker restart), which claims it once. Its answer, as it stands after that."""
     if inv.journal_state == Journal.DISPATCHING and inv.dispatch_deadline and inv.dispatch_deadline <= now:
-        return _uncertain(inv, reason="no answer was recorded before the dispatch deadline")
+        return invocation_settle_uncertain(inv, reason="no answer was recorded before the dispatch deadline")
     if inv.journal_state == Journal.ABSENT:
-        if _thaw(inv) is None:
-            return _frozen_lost(inv)
+        if arguments_thaw(inv) is None:
+            return invocation_settle_arguments_lost(inv)
         if inv.updated_at <= now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS):
-            _save(inv)
+            transition_save(inv)
             _send_after_commit(inv)
     return dict(inv.result or {})
 
@@ -522,7 +525,7 @@ def invocation_wait(*, inv: Invocation, seconds: float | None = None) -> dict[st
     pubsub = None
     try:
         pubsub = redis_client().pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-        pubsub.subscribe(_settled_channel(inv.pk))
+        pubsub.subscribe(settled_channel(inv.pk))
     except RedisError:
         pubsub = None
     try:
@@ -596,7 +599,7 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
                 pk=pk).first()
             if inv is None:
                 continue
-            _approval_lapsed(inv, now=now)
+            approval_lapse(inv, now=now)
         counts["settled"] += 1
     queued = Invocation.objects.filter(
         state=State.IN_PROGRESS, journal_state=Journal.ABSENT,
