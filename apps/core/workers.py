@@ -8,12 +8,15 @@ claim; until when what they hold may go on without a word: a call's send runs si
 dispatch deadline). A queue moves while its workers hold something and have spoken within
 WORKER_SILENT_SECONDS, or are still within busy_until; an item queued in a queue that does not
 move waits for a worker no one runs (or one stuck). Work of several kinds on one Celery queue (tool
-calls and small documents share the default queue) is one activity: queue_activity_merge.
+calls and small documents share the default queue) is one activity: queue_activity_merge. Each app
+names at start (queue_work_register, from its AppConfig.ready) what its workers hold on a queue, so
+that either app's judgement of a queue counts the other's work there (queue_activity) while neither
+imports the other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -63,6 +66,27 @@ def queue_activity_merge(*activities: Mapping[str, Any]) -> dict[str, Any]:
     return {"count": sum(int(activity["count"]) for activity in holding),
             "heartbeat_at": max(spoken) if spoken and len(spoken) == len(heartbeats) else None,
             "busy_until": max(busy, default=None)}
+
+
+# Each kind of queued work (its app's name for it) and what its workers hold on a given Celery queue:
+# one activity per part of that work sent there, none when it sends nothing there.
+QueueWork = Callable[[str], Iterable[Mapping[str, Any]]]
+_QUEUE_WORK: dict[str, QueueWork] = {}
+
+
+def queue_work_register(kind: str, work: QueueWork) -> None:
+    """At start (an app's ready()): `work(queue)` reads what the workers hold of this kind of work
+    on a Celery queue."""
+    _QUEUE_WORK[kind] = work
+
+
+def queue_activity(queue: str, *, kind: str, held: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A Celery queue's activity as one kind of work on it judges it: what its workers hold of that
+    kind (`held`, which its app has read) merged with every other kind registered on that queue —
+    workers busy sending tool calls move the queue for a document queued behind them, and workers
+    busy ingesting move it for a call. One statement or so per other kind sent to that queue."""
+    others = [activity for other, work in _QUEUE_WORK.items() if other != kind for activity in work(queue)]
+    return queue_activity_merge(*held, *others)
 
 
 def queued_before(*, now: datetime) -> datetime:

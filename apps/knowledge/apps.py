@@ -23,9 +23,12 @@ class KnowledgeConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
+        from apps.core.workers import queue_work_register
         from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
+        from apps.knowledge.selectors import document_queue_work
 
         retrieval_settings()  # a bad KNOWLEDGE_RETRIEVAL stops the boot here, naming the key
+        queue_work_register("documents", document_queue_work)
         self._allowed_networks_check()
         post_migrate.connect(_default_embedding_models, sender=self)
 

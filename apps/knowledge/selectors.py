@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import WORKER_SILENT_SECONDS, queue_moves, queue_stall, queued_before
+from apps.core.workers import WORKER_SILENT_SECONDS, queue_activity, queue_moves, queue_stall, queued_before
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
 from apps.knowledge.leases import lease_expires_at
 from apps.knowledge.models import (
@@ -331,16 +331,33 @@ def document_working_counts(*, lanes: Iterable[str]) -> dict[str, dict[str, Any]
             for lane in set(lanes)}
 
 
+def document_queue_work(queue: str) -> list[dict[str, Any]]:
+    """What the ingestion workers hold on a Celery queue: the working counts of each lane sent to
+    it, none for a queue no lane uses (one statement per such lane). KnowledgeConfig.ready names it
+    to apps.core.workers, whose queue_activity counts it for the tool calls dispatched on the same
+    queue."""
+    lanes = [lane for lane, lane_queue in document_queue_lanes().items() if lane_queue == queue]
+    return list(document_working_counts(lanes=lanes).values())
+
+
+def _lane_activity(lane: str, working: dict[str, Any]) -> dict[str, Any]:
+    """A lane's queue as it moves: its documents being worked on (`working`) and every other kind of
+    work on the same Celery queue (by default the small documents' lane shares the default queue
+    with tool calls: workers busy on slow sends within their deadline move it)."""
+    return queue_activity(document_queue_lanes()[lane], kind="documents", held=[working])
+
+
 def documents_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
     """Per project, its documents queued for over WORKER_SILENT_SECONDS in a lane where no worker
-    moves (nothing ingesting there, or what is ingesting silent as long): {project_id: {"documents":
-    n, "since": the oldest one's queue time}}. Empty while every lane moves. Two statements per
-    lane at most, whatever the number of projects: the dashboard's sign that the workers are down
-    (each KB page says it per document; the landing page said the KBs were ready)."""
+    moves (nothing worked on in its queue, or what is worked on silent as long): {project_id:
+    {"documents": n, "since": the oldest one's queue time}}. Empty while every lane moves. Two
+    statements per lane at most, one more for the tool calls sent on the lane's queue, whatever the
+    number of projects: the dashboard's sign that the workers are down (each KB page says it per
+    document; the landing page said the KBs were ready)."""
     now = timezone.now()
     stalled = Q(pk__in=[])
     for lane, activity in document_working_counts(lanes=document_queue_lanes()).items():
-        if not queue_moves(activity, now=now):
+        if not queue_moves(_lane_activity(lane, activity), now=now):
             stalled |= _lane_filter(lane)
     rows = (Document.objects.filter(stalled, knowledge_base__project_id__in=list(project_ids),
                                     status=Document.Status.QUEUED, queued_at__lt=queued_before(now=now))
@@ -413,27 +430,31 @@ def _worker_silence(row: Document | IndexGeneration) -> str:
     return f"no word from its worker for {short_duration(silent)}; {handover}"
 
 
-def _document_stage(document: Document, *, position: int | None, working: dict[str, dict[str, Any]]) -> str:
-    return _document_stage_text(document, position=position, working=working) + (
+def _document_stage(document: Document, *, position: int | None, working: dict[str, dict[str, Any]],
+                    queues: dict[str, dict[str, Any]]) -> str:
+    return _document_stage_text(document, position=position, working=working, queues=queues) + (
         _joined(" — ", _worker_silence(document)) if document.status in WORKING_STATUSES else "")
 
 
-def _queue_stalled(document: Document, *, lane: dict[str, Any]) -> str:
-    """For a document in a lane that does not move — what is ingesting there silent for a minute
-    (workers killed: said at once), or nothing ingesting and the document queued a minute (workers
-    never started) — how long, and what to check; nothing while the lane moves. Without it the row
-    read "1st in line" (and "2 documents ingesting now") for as long as no worker ran."""
-    stall = queue_stall(lane, queued_at=document.queued_at, now=timezone.now())
+def _queue_stalled(document: Document, *, lane: dict[str, Any], queue: dict[str, Any]) -> str:
+    """For a document in a lane whose queue does not move (`queue`: _lane_activity) — what is worked
+    on there silent for a minute (workers killed: said at once), or nothing worked on and the
+    document queued a minute (workers never started) — how long, and what to check; nothing while
+    the queue moves. Without it the row read "1st in line" (and "2 documents ingesting now") for as
+    long as no worker ran."""
+    stall = queue_stall(queue, queued_at=document.queued_at, now=timezone.now())
     if stall is None:
         return ""
     if stall.holding:
-        return (f"no word from the workers ingesting them for {short_duration(stall.seconds)}; "
+        held = "ingesting them" if lane.get("count") else "busy with other work on its queue"
+        return (f"no word from the workers {held} for {short_duration(stall.seconds)}; "
                 "if this goes on, check that the Celery workers are running")
     return (f"no worker has started on it in {short_duration(stall.seconds)}; "
             "if this goes on, check that the Celery workers are running")
 
 
-def _document_stage_text(document: Document, *, position: int | None, working: dict[str, dict[str, Any]]) -> str:
+def _document_stage_text(document: Document, *, position: int | None, working: dict[str, dict[str, Any]],
+                         queues: dict[str, dict[str, Any]]) -> str:
     status = document.status
     if status == Document.Status.QUEUED:
         if position is None:
@@ -443,7 +464,7 @@ def _document_stage_text(document: Document, *, position: int | None, working: d
         busy = activity.get("count", 0)
         line = "in line for large documents" if lane == "large" else "in line"
         ingesting = f"; {_count(busy, 'document')} ingesting now" if busy else ""
-        stalled = _joined(" — ", _queue_stalled(document, lane=activity))
+        stalled = _joined(" — ", _queue_stalled(document, lane=activity, queue=queues.get(lane, {})))
         return f"queued — {_ordinal(position)} {line}{ingesting}{stalled}"
     if status == Document.Status.PENDING:
         return "waiting to be queued"
@@ -469,7 +490,8 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     """What the KB page shows of ingestion, for its first render and for its polling: each of the
     newest `limit` documents with status, stage progress and why it waits; the latest index
     generation with its progress; `settled` once nothing moves without a person, and then the
-    active generation's chunk count. At most eight queries, whatever the number of documents."""
+    active generation's chunk count. At most eight queries and one for the tool calls sent on a
+    queued lane's queue (by default the small documents'), whatever the number of documents."""
     documents = list(
         document_list(kb=kb).only(
             "id", "filename", "file_type", "size", "status", "enabled", "error_code", "error_message", "attempts",
@@ -480,6 +502,7 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     positions = document_queue_positions(documents=documents)
     working = document_working_counts(
         lanes=[document_queue_lane(size=d.size) for d in documents if d.pk in positions])
+    queues = {lane: _lane_activity(lane, activity) for lane, activity in working.items()}
     generation = generation_latest(kb=kb)
     rows = [
         {
@@ -490,7 +513,7 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
             "status_label": d.get_status_display(),
             "enabled": d.enabled,
             "percent": document_progress_percent(document=d),
-            "stage": _document_stage(d, position=positions.get(d.pk), working=working),
+            "stage": _document_stage(d, position=positions.get(d.pk), working=working, queues=queues),
             "queue_position": positions.get(d.pk),
             "error_code": d.error_code or None,
             "error_message": d.error_message or None,

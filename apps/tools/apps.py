@@ -17,8 +17,11 @@ class ToolsConfig(AppConfig):
         from django.core.exceptions import ImproperlyConfigured
 
         from apps.core.outbound import networks_parse
+        from apps.core.workers import queue_work_register
+        from apps.tools.selectors import invocation_queue_work
 
         checks.register(check_secret_keys, checks.Tags.security, deploy=True)
+        queue_work_register("calls", invocation_queue_work)
         try:
             networks_parse(settings.TOOL_PROVIDER_DENIED_NETWORKS)
         except ValueError as exc:

@@ -12,8 +12,7 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import queue_activity_merge, queue_moves, queue_stall, queued_before
-from apps.knowledge.selectors import document_queue_lanes, document_working_counts
+from apps.core.workers import queue_activity, queue_moves, queue_stall, queued_before
 from apps.projects.models import Project
 
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
@@ -137,19 +136,27 @@ def dispatch_queue_is_own() -> bool:
     return dispatch_queue_name() not in (settings.CELERY_TASK_DEFAULT_QUEUE, settings.KNOWLEDGE_LARGE_TASK_QUEUE)
 
 
+def _sending_activity() -> dict[str, Any]:
+    return Invocation.objects.filter(_SENDING).aggregate(
+        count=Count("id"), heartbeat_at=Max("dispatched_at"), busy_until=Max("dispatch_deadline"))
+
+
+def invocation_queue_work(queue: str) -> list[dict[str, Any]]:
+    """What the dispatch workers hold on a Celery queue: the calls being sent, when it is the
+    dispatch queue (one statement); nothing on any other. ToolsConfig.ready names it to
+    apps.core.workers, whose queue_activity counts it for the documents ingested on the same queue."""
+    return [_sending_activity()] if queue == dispatch_queue_name() else []
+
+
 def dispatch_activity() -> dict[str, Any]:
     """What the dispatch queue's workers hold now and the newest word from them, as apps.core.workers
     judges whether a queue moves: the calls claimed and being sent (`count`), the newest claim
     (`heartbeat_at`) and the latest dispatch deadline (`busy_until`: a send waits on its business
-    system up to its timeout without a word, and is no silence before then) — merged with the
-    documents of any ingestion lane on the same Celery queue (by default calls share the default
-    queue with small documents: workers busy ingesting a bulk upload move it). One statement, and
-    one per such lane."""
-    queue = dispatch_queue_name()
-    lanes = [lane for lane, lane_queue in document_queue_lanes().items() if lane_queue == queue]
-    calls = Invocation.objects.filter(_SENDING).aggregate(
-        count=Count("id"), heartbeat_at=Max("dispatched_at"), busy_until=Max("dispatch_deadline"))
-    return queue_activity_merge(calls, *document_working_counts(lanes=lanes).values())
+    system up to its timeout without a word, and is no silence before then) — merged with every
+    other kind of work on the same Celery queue (queue_activity: by default calls share the default
+    queue with small documents, and workers busy ingesting a bulk upload move it). One statement,
+    and one per ingestion lane on that queue."""
+    return queue_activity(dispatch_queue_name(), kind="calls", held=[_sending_activity()])
 
 
 def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:

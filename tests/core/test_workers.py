@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from apps.core import workers
 from apps.core.timefmt import short_duration
 from apps.core.workers import (
     WORKER_SILENT_SECONDS,
     QueueStall,
+    queue_activity,
     queue_activity_merge,
     queue_moves,
     queue_silence,
@@ -81,6 +83,40 @@ def test_merged_activity_holds_both_kinds_and_their_newest_word():
                                 {"count": 1, "heartbeat_at": _ago(300), "busy_until": _ago(10)},
                                 {"count": 0, "heartbeat_at": _ago(1), "busy_until": _later(5)}) == {
         "count": 3, "heartbeat_at": _ago(120), "busy_until": _ago(10)}
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """Two kinds of work as their apps name them at start: documents on "shared" and "large", calls
+    on "shared" (a send in flight) — and what each read of them asked for."""
+    asked: list[tuple[str, str]] = []
+
+    def documents(queue):
+        asked.append(("documents", queue))
+        return [{"count": 0, "heartbeat_at": None}] if queue in ("shared", "large") else []
+
+    def calls(queue):
+        asked.append(("calls", queue))
+        return [{"count": 1, "heartbeat_at": _ago(120), "busy_until": _later(480)}] if queue == "shared" else []
+
+    monkeypatch.setattr(workers, "_QUEUE_WORK", {})
+    workers.queue_work_register("documents", documents)
+    workers.queue_work_register("calls", calls)
+    return asked
+
+
+@pytest.mark.parametrize(("queue", "moves"), [("shared", True), ("large", False)])
+def test_a_queue_counts_the_other_kinds_of_work_sent_to_it(registered, queue, moves):
+    """Documents queued on the default queue behind workers busy on slow sends (within their
+    deadline) are in line; on the large documents' queue no call is sent, and nothing moves it."""
+    activity = queue_activity(queue, kind="documents", held=[IDLE])
+    assert (queue_moves(activity, now=NOW), registered) == (moves, [("calls", queue)])
+
+
+def test_a_kinds_own_work_is_what_it_read_itself(registered):
+    assert queue_activity("shared", kind="calls", held=[{"count": 2, "heartbeat_at": _ago(5)}]) == {
+        "count": 2, "heartbeat_at": _ago(5), "busy_until": None}
+    assert registered == [("documents", "shared")]
 
 
 def test_silence_counts_from_the_newest_word():

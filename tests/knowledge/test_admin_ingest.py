@@ -381,8 +381,9 @@ def test_the_status_endpoint_runs_a_fixed_number_of_queries(browser, kb, django_
         _queued(kb, "plain.txt", at=now - dt.timedelta(seconds=n))
     _ingested(kb, "plain.txt")
     # session, user, visible projects, the KB and its project, editable projects; then documents,
-    # queue places, documents being worked on and the latest generation
-    with django_assert_num_queries(10):
+    # queue places, documents being worked on, the tool calls being sent on their queue (the default
+    # one, shared) and the latest generation
+    with django_assert_num_queries(11):
         response = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/")
     assert len(response.json()["documents"]) == 7
 

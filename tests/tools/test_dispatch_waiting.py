@@ -15,6 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.knowledge.models import Document
+from apps.knowledge.selectors import documents_waiting_for_a_worker, knowledge_base_ingest_status
 from apps.projects.models import Membership
 from apps.tools.approvals import approval_decide
 from apps.tools.invocations import invocation_watchdog
@@ -210,6 +211,57 @@ def test_a_knowledge_queue_of_its_own_is_followed_to_where_documents_go(shop, qu
     _ingesting(shop.route.project, size=settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES, heartbeat_ago=5)
     waiting = invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])
     assert waiting.get(shop.route.project_id, {}).get("calls") == calls
+
+
+def _document_queued(project, *, size: int, ago: float) -> Document:
+    """A document queued `ago` seconds ago, nothing of its KB ingesting."""
+    return Document.objects.create(
+        knowledge_base=KnowledgeBaseFactory(project=project), filename="late.txt", file_type="txt", size=size,
+        content_hash="1" * 64, status=Document.Status.QUEUED, queued_at=timezone.now() - timedelta(seconds=ago))
+
+
+def _stage(document: Document) -> str:
+    """The document's row on its KB page."""
+    rows = knowledge_base_ingest_status(kb=document.knowledge_base)["documents"]
+    return next(row["stage"] for row in rows if row["id"] == str(document.pk))
+
+
+def test_workers_busy_sending_calls_on_the_shared_default_queue_move_it_for_documents(shop, settings):
+    """The reverse of the shared queue: every worker of the default queue waits on a slow business
+    system (a call claimed 2 min ago, its deadline 8 min ahead) and a small document waits behind
+    them. The KB page said "no worker has started on it in 5 min" and the dashboard "no worker
+    ingesting", with the workers running."""
+    settings.TOOL_DISPATCH_QUEUE = None
+    document = _document_queued(shop.route.project, size=100, ago=300)
+    _sending(shop, claimed_ago=120, deadline_in=480)
+    assert (documents_waiting_for_a_worker(project_ids=[shop.route.project_id]), _stage(document)) == (
+        {}, "queued — 1st in line")
+
+
+NO_WORKER = ("queued — 1st in line — no worker has started on it in 5 min; if this goes on, check that the Celery "
+             "workers are running")
+
+
+@pytest.mark.parametrize(("dispatch_queue", "size"), [(UNDELIVERED_QUEUE, 100), (None, "large")],
+                         ids=["dispatch-queue-of-its-own", "large-documents-queue"])
+def test_calls_sent_on_another_queue_do_not_move_a_documents_lane(shop, settings, dispatch_queue, size):
+    settings.TOOL_DISPATCH_QUEUE = dispatch_queue
+    size = settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES if size == "large" else size
+    document = _document_queued(shop.route.project, size=size, ago=300)
+    _sending(shop, claimed_ago=120, deadline_in=480)
+    line = "in line for large documents" if size == settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES else "in line"
+    assert (documents_waiting_for_a_worker(project_ids=[shop.route.project_id])[shop.route.project_id]["documents"],
+            _stage(document)) == (1, NO_WORKER.replace("in line", line))
+
+
+def test_a_document_behind_silent_sends_on_its_queue_says_whose_silence_it_is(shop, settings):
+    """Sends past their deadline, silent 2 min, hold the default queue's workers: the document is
+    told so at once, and not that workers ingesting documents went silent (none is)."""
+    settings.TOOL_DISPATCH_QUEUE = None
+    document = _document_queued(shop.route.project, size=100, ago=10)
+    _sending(shop, claimed_ago=120)
+    assert _stage(document) == ("queued — 1st in line — no word from the workers busy with other work on its queue "
+                                "for 2 min; if this goes on, check that the Celery workers are running")
 
 
 def _more_projects_queued(shop, n: int) -> list:
