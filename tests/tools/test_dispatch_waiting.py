@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from apps.core.redis import redis_client
 from apps.knowledge.models import Document
 from apps.knowledge.selectors import documents_waiting_for_a_worker, knowledge_base_ingest_status
 from apps.projects.models import Membership
@@ -73,10 +74,64 @@ def _sending(shop, *, claimed_ago: float, deadline_in: float = -30) -> Invocatio
     return inv
 
 
-def test_a_queued_call_records_when_it_was_queued(queued):
-    assert queued.journal_state == Invocation.JournalState.ABSENT
-    assert queued.queued_at is not None
-    assert abs((timezone.now() - queued.queued_at).total_seconds()) < 60
+# When a call was queued: set by invocations._queue, the one place every queueing goes through.
+
+
+def test_a_queued_call_records_when_it_was_queued(shop, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    before = timezone.now()
+    body = shop.invoke("item_read", {"item_id": "1"}).json()
+    after = timezone.now()
+    queued = Invocation.objects.get(invocation_id=body["invocation_id"])
+    assert (body["state"], queued.journal_state) == ("in_progress", Invocation.JournalState.ABSENT)
+    assert queued.created_at <= queued.queued_at
+    assert before <= queued.queued_at <= after
+
+
+def test_an_approved_call_is_queued_by_the_resume_that_runs_it(shop, settings):
+    """Not when it was made (it waited for a person), nor when it was approved (deciding sends
+    nothing): when its agent's resume hands it to the dispatcher."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    invocation_id = new_id()
+    made = shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 5}, invocation_id=invocation_id).json()
+    assert made["state"] == "awaiting_approval"
+    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
+                    decision="approved")
+    Invocation.objects.filter(invocation_id=invocation_id).update(created_at=timezone.now() - timedelta(hours=1))
+    assert Invocation.objects.get(invocation_id=invocation_id).queued_at is None
+    before = timezone.now()
+    assert shop.resume(invocation_id).json()["state"] == "in_progress"
+    resumed = Invocation.objects.select_related("approval").get(invocation_id=invocation_id)
+    assert resumed.approval.used_at is not None
+    assert before <= resumed.approval.used_at <= resumed.queued_at <= timezone.now()
+
+
+def test_a_resume_of_a_queued_call_keeps_when_it_was_queued(shop, queued):
+    """The resume sends a call unclaimed for a while to the dispatcher again (its message may be
+    lost): it has waited no less for that."""
+    long_ago = timezone.now() - timedelta(minutes=10)
+    Invocation.objects.filter(pk=queued.pk).update(queued_at=long_ago, updated_at=long_ago)
+    assert shop.resume(queued.invocation_id).json()["state"] == "in_progress"
+    queued.refresh_from_db()
+    assert (queued.queued_at, queued.updated_at > long_ago) == (long_ago, True)
+
+
+def test_a_call_the_rate_limit_refused_is_queued_by_the_resume_that_lets_it_through(shop, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    for n in range(2):
+        assert shop.invoke("limited_write", {"n": n}).json()["state"] == "in_progress"
+    invocation_id = new_id()
+    refused = shop.invoke("limited_write", {"n": 3}, invocation_id=invocation_id).json()
+    assert (refused["state"], refused["auto_retry_allowed"]) == ("rejected_before_dispatch", True)
+    call = Invocation.objects.get(invocation_id=invocation_id)
+    assert call.queued_at is None
+    for key in redis_client().scan_iter(f"bailinghub:tools:rate:{call.provider_id}:limited_write:*"):
+        redis_client().delete(key)  # the window has passed
+    before = timezone.now()
+    assert shop.resume(invocation_id).json()["state"] == "in_progress"
+    call.refresh_from_db()
+    assert (call.state, call.journal_state) == (Invocation.State.IN_PROGRESS, Invocation.JournalState.ABSENT)
+    assert before <= call.queued_at <= timezone.now()
 
 
 def test_the_watchdogs_resend_keeps_the_time_it_was_queued(queued, settings):
