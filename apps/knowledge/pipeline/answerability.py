@@ -78,10 +78,6 @@ class Answerability:
     present_idf: float = 0.0
     absent_idf: float = 0.0
 
-    def as_dict(self) -> dict:
-        return {"cosine": round(self.cosine, 4), "coverage": round(self.coverage, 4),
-                "probability": None if self.probability is None else round(self.probability, 4)}
-
 
 def _idf_parts(scorer: KeywordScorer) -> tuple[float, float]:
     """(idf of the query's terms some chunk has, idf of those none has — each at a term in none)."""

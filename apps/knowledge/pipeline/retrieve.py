@@ -32,7 +32,10 @@ or above the better channel where RRF(k=60) lost to it. Each candidate's best se
 retrieval_settings, by the query's script: window_shares): a question matches one sentence of a
 long child, and the child's own scores dilute it. A KB (KnowledgeBase.fusion) or one search
 (SearchOptions.fusion) may choose `rrf` instead: each candidate scores the sum, over the channels
-that ranked it, of 1 / (60 + its rank there).
+that ranked it, of 1 / (60 + its rank there). Convex fusion's scores are relative to the search's
+candidates (its best scores about 1 whatever was asked), so they are then multiplied by the
+probability that the KBs answer the question at all (pipeline.answerability), where the group's
+embedding model is calibrated: the order stays, and a score threshold can mean "nothing here".
 
 A KB with a reranker (pipeline.rerank) has its fused candidates reordered by it; a failing
 reranker leaves the fused order, and the result's trace says so.
@@ -48,8 +51,8 @@ their parent sections: hits of one parent merge, and a result's content is the p
 the byte budget around the hits.
 
 This module is the engine; its stages live beside it: pipeline.keyword_channel,
-pipeline.vector_channel, pipeline.fusion (sentence windows, fusion), pipeline.rollup, and
-pipeline.candidates (what they pass around).
+pipeline.vector_channel, pipeline.fusion (sentence windows, fusion), pipeline.answerability,
+pipeline.rollup, and pipeline.candidates (what they pass around).
 """
 
 from __future__ import annotations
