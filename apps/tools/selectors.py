@@ -184,5 +184,6 @@ def invocation_dispatch_stall(*, inv: Invocation) -> str:
     if stall is None:
         return ""
     if stall.holding:
-        return f"no word from the workers sending calls for {short_duration(stall.seconds)}"
+        # The work held may be calls or, on a shared queue, documents: the page names the queue.
+        return f"no word for {short_duration(stall.seconds)} from the workers busy on its queue"
     return f"no worker has taken it from the dispatch queue in {short_duration(stall.seconds)}"

@@ -254,6 +254,9 @@ def test_silent_ingestion_on_the_shared_queue_does_not_move_it(shop, queued, set
     _queued_ago(queued, 300)
     _ingesting(shop.route.project, size=100, heartbeat_ago=600)
     assert invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])[shop.route.project_id]["calls"] == 1
+    # No call is being sent: the page blames no "workers sending calls", only the queue's busy ones.
+    queued.refresh_from_db()
+    assert invocation_dispatch_stall(inv=queued) == "no word for 10 min from the workers busy on its queue"
 
 
 @pytest.mark.parametrize(("knowledge_queue", "calls"), [("celery", None), ("knowledge.all", 1)])
@@ -360,7 +363,7 @@ def test_a_call_pages_stall_reads_the_queues_activity_for_a_queued_call_only(sho
     queued.refresh_from_db()
     sending.refresh_from_db()
     with django_assert_num_queries(1):
-        assert invocation_dispatch_stall(inv=queued) == "no word from the workers sending calls for 5 min"
+        assert invocation_dispatch_stall(inv=queued) == "no word for 5 min from the workers busy on its queue"
     with django_assert_num_queries(0):
         assert invocation_dispatch_stall(inv=sending) == ""
 
@@ -375,7 +378,7 @@ def test_a_call_behind_silent_sends_says_how_long_they_have_been_silent(shop, qu
     _queued_ago(queued, 300)
     _sending(shop, claimed_ago=120)
     queued.refresh_from_db()
-    assert invocation_dispatch_stall(inv=queued) == "no word from the workers sending calls for 2 min"
+    assert invocation_dispatch_stall(inv=queued) == "no word for 2 min from the workers busy on its queue"
 
 
 @pytest.mark.parametrize(("setting", "queue"), [(None, "celery"), ("tools.dispatch", "tools.dispatch")])
