@@ -42,6 +42,14 @@ def _queued(kb, name, *, at):
     return document
 
 
+def _held(kb, name, *, heartbeat_ago):
+    """A document a worker holds (embedding), its last heartbeat `heartbeat_ago` seconds ago."""
+    [document] = services.document_upload(kb=kb, files=[upload(name)])
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, run_token=uuid.uuid4(),
+                                                   heartbeat_at=timezone.now() - dt.timedelta(seconds=heartbeat_ago))
+    return document
+
+
 def _files(*items: tuple[str, bytes]) -> list[SimpleUploadedFile]:
     return [SimpleUploadedFile(name, data) for name, data in items]
 
@@ -599,9 +607,7 @@ def test_queued_documents_behind_silent_workers_say_so(browser, kb):
     rows behind them said "2 documents ingesting now" with nothing ingesting at all."""
     url = f"/admin/knowledge/knowledgebase/{kb.pk}/status/"
     waiting = _queued(kb, "plain.txt", at=timezone.now() - dt.timedelta(minutes=4))
-    [held] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
-    Document.objects.filter(pk=held.pk).update(status=Document.Status.EMBEDDING, run_token=uuid.uuid4(),
-                                               heartbeat_at=timezone.now() - dt.timedelta(seconds=5))
+    held = _held(kb, "policy.zh.md", heartbeat_ago=5)
     row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(waiting.pk))
     assert row["stage"] == "queued — 1st in line; 1 document ingesting now"  # it moves
 
@@ -617,9 +623,7 @@ def test_a_document_queued_seconds_ago_behind_silent_workers_is_told_so_at_once(
     ingesting now" for a minute behind workers already known to be silent."""
     url = f"/admin/knowledge/knowledgebase/{kb.pk}/status/"
     fresh = _queued(kb, "plain.txt", at=timezone.now() - dt.timedelta(seconds=10))
-    [held] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
-    Document.objects.filter(pk=held.pk).update(status=Document.Status.EMBEDDING, run_token=uuid.uuid4(),
-                                               heartbeat_at=timezone.now() - dt.timedelta(minutes=2))
+    _held(kb, "policy.zh.md", heartbeat_ago=120)
     row = next(r for r in browser.get(url).json()["documents"] if r["id"] == str(fresh.pk))
     assert row["stage"] == ("queued — 1st in line; 1 document ingesting now — no word from the workers "
                             "ingesting them for 2 min; if this goes on, check that the Celery workers are running")

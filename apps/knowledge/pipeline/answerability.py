@@ -91,12 +91,15 @@ def _held(terms: Iterable[str], scorer: KeywordScorer) -> float:
     return sum(scorer.idf[term] for term in scorer.terms if term in matched and term in scorer.idf)
 
 
+def _share(held: float, present: float, absent: float) -> float:
+    return held / (present + absent) if present + absent > 0 else 0.0
+
+
 def coverage(terms: Iterable[str], scorer: KeywordScorer | None) -> float:
     """The share of the query's idf that `terms` (a candidate's matched terms) hold."""
     if scorer is None or not scorer.terms:
         return 0.0
-    present, absent = _idf_parts(scorer)
-    return _held(terms, scorer) / (present + absent) if present + absent > 0 else 0.0
+    return _share(_held(terms, scorer), *_idf_parts(scorer))
 
 
 def answerability(candidates: Iterable[Candidate], *, scorer: KeywordScorer | None, model: EmbeddingModel,
@@ -110,7 +113,7 @@ def answerability(candidates: Iterable[Candidate], *, scorer: KeywordScorer | No
         if c.matched_terms and scorer is not None:
             held = max(held, _held(c.matched_terms, scorer))
     present, absent = _idf_parts(scorer) if scorer is not None and scorer.terms else (0.0, 0.0)
-    best_coverage = held / (present + absent) if present + absent > 0 else 0.0
+    best_coverage = _share(held, present, absent)
     calibration = calibration_for(model, query)
     probability = (calibration.probability(cosine=best_cosine, coverage=best_coverage)
                    if calibration is not None else None)
