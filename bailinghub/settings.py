@@ -353,6 +353,16 @@ RAG_LLM_MODEL = env.str("RAG_LLM_MODEL", default="")
 RAG_LLM_TIMEOUT_SECONDS = env.float("RAG_LLM_TIMEOUT_SECONDS", default=20.0)
 RAG_LLM_MAX_RETRIES = env.int("RAG_LLM_MAX_RETRIES", default=1)
 RAG_ROUTE_GENERATORS = env.json("RAG_ROUTE_GENERATORS", default={})
+# RAG answers "not found" when the search's scores are calibrated (hybrid, the local e5 model) and
+# the best evidence scores below this: the probability that the knowledge answers the question at
+# all, times the passage's fused score. Chosen by bench/rag.py --fit (bench/README.md, "RAG
+# answers": held out, questions the KB cannot answer answered 0.34 -> 0.09, the KB's own right
+# answers lost 2 of 302); 0 answers from whatever ranks first.
+RAG_EVIDENCE_SCORE_MIN = env.float("RAG_EVIDENCE_SCORE_MIN", default=0.5)
+if not 0 <= RAG_EVIDENCE_SCORE_MIN <= 1:
+    raise ImproperlyConfigured(
+        f"RAG_EVIDENCE_SCORE_MIN must be between 0 and 1, not {RAG_EVIDENCE_SCORE_MIN:g}: it is compared with "
+        "calibrated evidence scores, which are probabilities (0 turns the floor off).")
 KNOWLEDGE_TASK_QUEUE = env.str("KNOWLEDGE_TASK_QUEUE", default="") or None
 # Documents from this size up, and rebuilds, are ingested on KNOWLEDGE_LARGE_TASK_QUEUE (unless
 # KNOWLEDGE_TASK_QUEUE pins every ingestion task to one queue).

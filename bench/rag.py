@@ -2,7 +2,7 @@
 
     nice -n 10 python -m bailinghub.embedded exec -- .venv/bin/python bench/rag.py \
         [--datasets cmrc2018-dev,drcd-dev,dureader-robust-a] [--sample 200] [--embedder local|hashing] \
-        [--corpus all|sample] [--fit] [--keep]
+        [--corpus all|sample] [--fit] [--keep] [--kb UUID=DATASET ...] [--foreign N]
 
 In a scratch database (bench_rag, migrated fresh and dropped afterwards), for each dataset
 (../shared/bench/datasets/<name>, with answers.jsonl): the corpus is loaded into a scratch KB
@@ -17,11 +17,24 @@ the view, the service and the record, as an operator's request. Printed per data
 - grounded rate (of all answers), answered rate, DEPENDENCY_UNAVAILABLE count;
 - latency p50/p95 of the whole request, and the answer's mean length in characters.
 
+`--kb UUID=DATASET` asks a KB kept by `bench_retrieval --keep` (full corpus, its own embedder) in the
+configured database instead of loading one in a scratch database; the scratch route is deleted
+afterwards, the KB kept. `--foreign N` also asks each route N questions it cannot answer: the other
+datasets' questions of the run and English requests to an API, in equal shares. Printed per dataset
+beside the above: the share of them answered and their mean confidence; they enter the fit with
+label 0 (an answer from the wrong knowledge holds no gold).
+
 `--corpus sample` loads only the sampled questions' gold passages plus as many random others (a
-smaller, easier haystack; say so when quoting its figures). `--fit` fits the confidence
-calibration (logistic regression of "contains gold" on support and top score) on fold A of the
-answered questions and prints expected calibration error on fold B, for the current and the fitted
-coefficients.
+smaller, easier haystack; say so when quoting its figures).
+
+Every question reaches the generator (RAG_EVIDENCE_SCORE_MIN 0 while asking); the figures printed
+"as served" apply the configured floor afterwards — exactly what the route does, since the floor is
+judged before generation. `--fit` chooses the floor (the highest of 0, 0.05, ... 0.95 that costs at
+most half a percent of the own questions their right answer) and fits the confidence (logistic
+regression of "contains gold" on support and the best evidence score where scores are calibrated, on
+support alone for all) on the questions answered above it — on fold A, scored on fold B, and the
+other way round — then on both folds, to ship. `--from-json FILE` prints and fits from an earlier
+`--json` dump without asking anything again.
 """
 
 from __future__ import annotations
@@ -99,41 +112,52 @@ def load(folder: Path, sample: int, seed: int):
     return corpus, picked, qrels, answers
 
 
-def run_dataset(name: str, o) -> dict:
-    from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from django.test import Client, override_settings
+def foreign_questions(name: str, o, count: int) -> list[dict]:
+    """`count` questions the dataset's KB cannot answer: the run's other datasets' and English
+    requests to an API (capability_quality's), in equal shares, seeded."""
+    from apps.knowledge.management.commands.bench_retrieval import load_dataset
 
-    from apps.answers import services as answer_services
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from capability_quality import GITHUB_QUERIES, MORE_QUERIES
+
+    pools = [[{"id": "api:" + text, "text": text, "source": "api-requests"}
+              for text, _tool in GITHUB_QUERIES + MORE_QUERIES]]
+    for other in o.dataset_names:
+        if other != name:
+            _corpus, queries, _qrels = load_dataset(Path(o.datasets_dir) / other, None)
+            pools.append([dict(q, source=other) for q in queries])
+    rng = random.Random(f"{o.seed}:{name}")
+    share, extra = divmod(count, len(pools))
+    picked: list[dict] = []
+    for i, pool in enumerate(pools):
+        picked += rng.sample(pool, min(share + (i < extra), len(pool)))
+    return picked
+
+
+def _loaded_kb(name: str, o, *, project, corpus: list[dict], picked: list[dict], qrels: dict):
+    """A scratch KB holding the corpus (or the sample's haystack), ingested in this process."""
+    from django.conf import settings
+    from django.test import override_settings
+
     from apps.knowledge import ingest, services
     from apps.knowledge.management.commands.bench_retrieval import MODEL_NAMES, _file_for
-    from apps.knowledge.models import Document, EmbeddingModel, RouteKnowledgeBinding
-    from apps.projects.models import Membership, Project
-    from apps.routes.models import Route
+    from apps.knowledge.models import EmbeddingModel
 
-    folder = Path(o.datasets_dir) / name
-    corpus, picked, qrels, answers = load(folder, o.sample, o.seed)
     if o.corpus == "sample":
         gold = {pid for q in picked for pid in qrels[q["id"]]}
         others = [p for p in corpus if p["id"] not in gold]
         extra = random.Random(o.seed).sample(others, min(len(gold), len(others)))
-        corpus = [p for p in corpus if p["id"] in gold] + extra
-    project, _ = Project.objects.get_or_create(slug="bench", defaults={"name": "Benchmarks"})
-    user, _ = get_user_model().objects.get_or_create(username="bench-rag", defaults={"is_staff": True})
-    Membership.objects.get_or_create(project=project, user=user, defaults={"role": Membership.Role.OWNER})
+        corpus[:] = [p for p in corpus if p["id"] in gold] + extra
     if o.embedder == "hashing":
         model = (EmbeddingModel.objects.filter(name="bench-hashing-256").first()
                  or services.embedding_model_register(name="bench-hashing-256", provider="hashing", dimension=256))
     else:
         model = EmbeddingModel.objects.get(name=MODEL_NAMES[o.embedder])
-    suffix = uuid.uuid4().hex[:6]
-    kb = services.knowledge_base_create(project=project, name=f"rag bench {name} {suffix}", embedding_model=model,
-                                        embedding_dim=model.dimension)
-    route = Route.objects.create(project=project, key=f"rag-bench-{suffix}", name=f"RAG bench {name}")
-    RouteKnowledgeBinding.objects.create(route=route, knowledge_base=kb)
-    discard = f"bench-discard-{suffix}"
+    kb = services.knowledge_base_create(project=project, name=f"rag bench {name} {uuid.uuid4().hex[:6]}",
+                                        embedding_model=model, embedding_dim=model.dimension)
+    discard = f"bench-discard-{uuid.uuid4().hex[:6]}"
+    started = time.perf_counter()
     try:
-        started = time.perf_counter()
         with override_settings(KNOWLEDGE_TASK_QUEUE=discard,
                                KNOWLEDGE_UPLOAD_MAX_FILES=max(settings.KNOWLEDGE_UPLOAD_MAX_FILES, 1000)):
             for start in range(0, len(corpus), 500):
@@ -144,7 +168,41 @@ def run_dataset(name: str, o) -> dict:
                         raise SystemExit(f"{document.filename}: {outcome}")
                 print(f"  {name}: {min(start + 500, len(corpus))}/{len(corpus)} passages "
                       f"({time.perf_counter() - started:.0f} s)", flush=True)
-        ingest_s = time.perf_counter() - started
+    except BaseException:
+        services.knowledge_base_delete(kb=kb)
+        raise
+    finally:
+        from apps.core.redis import redis_client
+
+        redis_client().delete(discard)
+    return kb, time.perf_counter() - started
+
+
+def run_dataset(name: str, o) -> dict:
+    from django.contrib.auth import get_user_model
+    from django.test import Client, override_settings
+
+    from apps.knowledge import services
+    from apps.knowledge.management.commands.bench_retrieval import _file_for, fold_of
+    from apps.knowledge.models import Document, KnowledgeBase, RouteKnowledgeBinding
+    from apps.projects.models import Membership, Project
+    from apps.routes.models import Route
+
+    folder = Path(o.datasets_dir) / name
+    corpus, picked, qrels, answers = load(folder, o.sample, o.seed)
+    kept = o.kept.get(name)
+    if kept:
+        kb = KnowledgeBase.objects.select_related("embedding_model", "project").get(pk=kept)
+        project, ingest_s = kb.project, 0.0
+    else:
+        project, _ = Project.objects.get_or_create(slug="bench", defaults={"name": "Benchmarks"})
+        kb, ingest_s = _loaded_kb(name, o, project=project, corpus=corpus, picked=picked, qrels=qrels)
+    user, _ = get_user_model().objects.get_or_create(username="bench-rag", defaults={"is_staff": True})
+    Membership.objects.get_or_create(project=project, user=user, defaults={"role": Membership.Role.OWNER})
+    suffix = uuid.uuid4().hex[:6]
+    route = Route.objects.create(project=project, key=f"rag-bench-{suffix}", name=f"RAG bench {name}")
+    RouteKnowledgeBinding.objects.create(route=route, knowledge_base=kb)
+    try:
         passage_of = {}
         id_of_file = {_file_for(p).name: p["id"] for p in corpus}
         for pk, filename in Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"):
@@ -152,55 +210,145 @@ def run_dataset(name: str, o) -> dict:
         client = Client()
         client.force_login(user)
         url = f"/api/v1/routes/{route.key}/rag/query?project_id={project.pk}"
-        rows = []
-        for query in picked:
+
+        def ask(query: dict) -> tuple[dict, dict]:
             t0 = time.perf_counter()
-            response = client.post(url, {"question": query["text"]}, content_type="application/json")
+            # Every question reaches the generator; the evidence floor is applied afterwards
+            # (`answered`), so one run can choose it.
+            with override_settings(RAG_EVIDENCE_SCORE_MIN=0.0):
+                response = client.post(url, {"question": query["text"]}, content_type="application/json")
             ms = (time.perf_counter() - t0) * 1000
             body = response.json()
-            evidence_passages = {passage_of.get(e["document_id"]) for e in body.get("evidence", [])}
-            rows.append({
-                "id": query["id"], "status": response.status_code, "ms": ms,
-                "gold": contains_gold(body.get("answer", ""), answers[query["id"]]) if body.get("useful") else False,
-                "recall": bool(evidence_passages & qrels[query["id"]]),
+            retrieve = next((step for step in body.get("trace", []) if step.get("step") == "retrieve"), {})
+            generate = next((step for step in body.get("trace", []) if step.get("step") == "generate"), {})
+            return body, {
+                "id": query["id"], "fold": fold_of(query["id"]), "status": response.status_code, "ms": ms,
                 "grounded": body.get("grounded") is True, "useful": body.get("useful") is True,
                 "unavailable": body.get("error_code") == "DEPENDENCY_UNAVAILABLE",
                 "confidence": body.get("confidence", 0.0), "chars": len(body.get("answer", "")),
-                "top_score": body["evidence"][0]["score"] if body.get("evidence") else 0.0,
-                "support": (body.get("trace") or [{}])[-1].get("support", 0.0),
-            })
-        n = len(rows)
-        answered = [r for r in rows if r["useful"]]
-        report = {
-            "dataset": name, "embedder": model.name, "corpus_passages": len(corpus), "questions": n,
-            "ingest_s": round(ingest_s, 1),
-            "answer_contains_gold": round(sum(r["gold"] for r in rows) / n, 4),
-            "answer_contains_gold_when_answered": round(sum(r["gold"] for r in answered) / max(1, len(answered)), 4),
-            "evidence_recall": round(sum(r["recall"] for r in rows) / n, 4),
-            "grounded_rate": round(sum(r["grounded"] for r in rows) / n, 4),
-            "answered_rate": round(len(answered) / n, 4),
-            "dependency_unavailable": sum(r["unavailable"] for r in rows),
-            "http_non_200": sum(r["status"] != 200 for r in rows),
-            "latency_ms": percentiles([r["ms"] for r in rows]),
-            "answer_chars_mean": round(sum(r["chars"] for r in answered) / max(1, len(answered)), 1),
-            "rows": rows,
-            "confidence_rows": [(r["confidence"], int(r["gold"])) for r in answered],
-        }
-        if o.fit:
-            report["fit_rows"] = [(r["support"], r["top_score"], int(r["gold"]), r["id"]) for r in answered]
-        answer_services.logger.debug("bench %s done", name)
-        return report
-    finally:
-        if not o.keep:
-            route.delete()
-            services.knowledge_base_delete(kb=kb)
-        from apps.core.redis import redis_client
+                "top_score": max((e["score"] for e in body.get("evidence", [])), default=0.0),
+                "calibrated": retrieve.get("scores_calibrated") is True,
+                "support": generate.get("support", 0.0),
+            }
 
-        redis_client().delete(discard)
+        rows = []
+        for query in picked:
+            body, row = ask(query)
+            evidence_passages = {passage_of.get(e["document_id"]) for e in body.get("evidence", [])}
+            row["gold"] = contains_gold(body.get("answer", ""), answers[query["id"]]) if row["useful"] else False
+            row["recall"] = bool(evidence_passages & qrels[query["id"]])
+            row["own"] = True
+            rows.append(row)
+        for query in foreign_questions(name, o, o.foreign) if o.foreign else []:
+            _body, row = ask(query)
+            rows.append(dict(row, gold=False, recall=False, own=False, source=query["source"]))
+        return {"dataset": name, "embedder": kb.embedding_model.name, "corpus_passages": len(corpus),
+                "kept_kb": str(kb.pk) if kept else None, "ingest_s": round(ingest_s, 1), "rows": rows}
+    finally:
+        route.delete()
+        if not kept and not o.keep:
+            services.knowledge_base_delete(kb=kb)
+
+
+def auc(rows: list[tuple[float, int]]) -> float:
+    """The probability that a random right answer is more confident than a random wrong one."""
+    pos = sorted(p for p, y in rows if y)
+    neg = sorted(p for p, y in rows if not y)
+    if not pos or not neg:
+        return float("nan")
+    import bisect
+
+    wins = sum(bisect.bisect_left(neg, p) + 0.5 * (bisect.bisect_right(neg, p) - bisect.bisect_left(neg, p))
+               for p in pos)
+    return wins / (len(pos) * len(neg))
+
+
+FLOORS = [round(0.05 * i, 2) for i in range(20)]
+# The share of the own questions whose right answer a floor may cost on the fold it is chosen on.
+FLOOR_LOSS = 0.005
+
+
+def answered(row: dict, floor: float) -> bool:
+    """Whether the route answers the question with RAG_EVIDENCE_SCORE_MIN = floor."""
+    return row["useful"] and not (row["calibrated"] and row["top_score"] < floor)
+
+
+def choose_floor(rows: list[dict]) -> float:
+    """The highest floor that costs at most FLOOR_LOSS of the own questions their right answer."""
+    own = [r for r in rows if r["own"]]
+    chosen = 0.0
+    for floor in FLOORS:
+        if sum(r["gold"] and not answered(r, floor) for r in own) <= FLOOR_LOSS * len(own):
+            chosen = floor
+    return chosen
+
+
+def fit_confidence(rows: list[dict], floor: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(calibrated: intercept, support, score; relative: intercept, support, 0) fitted on the
+    questions answered under `floor`: calibrated rows for the first, every row for the second."""
+    kept = [r for r in rows if answered(r, floor)]
+    calibrated = fit_logistic([(r["support"], r["top_score"], int(r["gold"])) for r in kept if r["calibrated"]])
+    relative = fit_logistic([(r["support"], 0.0, int(r["gold"])) for r in kept])
+    return calibrated, relative
+
+
+def confidence(row: dict, calibrated: tuple[float, ...], relative: tuple[float, ...]) -> float:
+    a, b, c = calibrated if row["calibrated"] else relative
+    return 1 / (1 + math.exp(-(a + b * row["support"] + c * (row["top_score"] if row["calibrated"] else 0.0))))
+
+
+def summary(report: dict, floor: float) -> dict:
+    """The printed figures of one dataset's run with RAG_EVIDENCE_SCORE_MIN = floor."""
+    own = [r for r in report["rows"] if r["own"]]
+    foreign = [r for r in report["rows"] if not r["own"]]
+    said = [r for r in own if answered(r, floor)]
+    foreign_said = [r for r in foreign if answered(r, floor)]
+    n = max(1, len(own))
+    return {
+        "questions": len(own), "answer_contains_gold": round(sum(r["gold"] for r in said) / n, 4),
+        "answer_contains_gold_when_answered": round(sum(r["gold"] for r in said) / max(1, len(said)), 4),
+        "evidence_recall": round(sum(r["recall"] for r in own) / n, 4),
+        "grounded_rate": round(sum(r["grounded"] for r in own) / n, 4),
+        "answered_rate": round(len(said) / n, 4),
+        "dependency_unavailable": sum(r["unavailable"] for r in report["rows"]),
+        "http_non_200": sum(r["status"] != 200 for r in report["rows"]),
+        "latency_ms": percentiles([r["ms"] for r in own]),
+        "answer_chars_mean": round(sum(r["chars"] for r in said) / max(1, len(said)), 1),
+        "foreign_questions": len(foreign),
+        "foreign_answered_rate": round(len(foreign_said) / max(1, len(foreign)), 4),
+        "foreign_answered_without_floor": round(sum(r["useful"] for r in foreign) / max(1, len(foreign)), 4),
+        "foreign_confidence_mean": round(sum(r["confidence"] for r in foreign_said) / max(1, len(foreign_said)), 4),
+        "own_confidence_mean": round(sum(r["confidence"] for r in said) / max(1, len(said)), 4),
+    }
+
+
+def held_out(rows: list[dict], *, train: str, current: tuple) -> str:
+    """Floor and confidence chosen on fold `train`, scored on the other."""
+    fitted_on = [r for r in rows if r["fold"] == train]
+    scored_on = [r for r in rows if r["fold"] != train]
+    floor = choose_floor(fitted_on)
+    calibrated, relative = fit_confidence(fitted_on, floor)
+    own = [r for r in scored_on if r["own"]]
+    foreign = [r for r in scored_on if not r["own"]]
+    lost = sum(r["gold"] and not answered(r, floor) for r in own)
+    kept = [r for r in scored_on if answered(r, floor)]
+
+    def scored(coefs: tuple) -> str:
+        pairs = [(confidence(r, *coefs), int(r["gold"])) for r in kept]
+        return f"ECE {ece(pairs):.3f}, AUC {auc(pairs):.3f}"
+
+    return (f"chosen on {train}: floor {floor:.2f}, confidence {tuple(round(x, 3) for x in calibrated)} / "
+            f"support alone {tuple(round(x, 3) for x in relative[:2])}\n"
+            f"  scored on the other fold: own right answers lost {lost} of {len(own)}; foreign answered "
+            f"{sum(r['useful'] for r in foreign) / max(1, len(foreign)):.3f} -> "
+            f"{sum(answered(r, floor) for r in foreign) / max(1, len(foreign)):.3f}; confidence over the "
+            f"{len(kept)} answered (base rate {sum(r['gold'] for r in kept) / max(1, len(kept)):.3f}): "
+            f"current {scored(current)}, fitted {scored((calibrated, relative))}")
 
 
 def main() -> None:
     import argparse
+    import contextlib
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", default="cmrc2018-dev,drcd-dev,dureader-robust-a")
@@ -209,46 +357,68 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--embedder", default="local", choices=["local", "hashing"])
     parser.add_argument("--corpus", default="all", choices=["all", "sample"])
+    parser.add_argument("--kb", action="append", default=[], metavar="UUID=DATASET",
+                        help="ask a KB kept by bench_retrieval --keep for DATASET, in the configured database")
+    parser.add_argument("--foreign", type=int, default=0, metavar="N",
+                        help="also ask each route N questions it cannot answer (other datasets', API requests)")
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--json", dest="json_path", default=None, help="write every question's figures")
+    parser.add_argument("--from-json", default=None, help="print and fit from an earlier --json dump, asking nothing")
     o = parser.parse_args()
+    o.kept = {}
+    for pair in o.kb:
+        kb_id, _, dataset = pair.partition("=")
+        if not dataset:
+            parser.error(f"--kb {pair}: give UUID=DATASET")
+        o.kept[dataset] = kb_id
+    o.dataset_names = [name.strip() for name in o.datasets.split(",") if name.strip()]
+    if o.kept:
+        o.dataset_names = list(o.kept)
     django_setup()
-    from apps.answers import services as answer_services
-    from apps.knowledge.management.commands.bench_retrieval import fold_of
+    from django.conf import settings
 
-    with scratch_database("bench_rag"):
-        reports = [run_dataset(name.strip(), o) for name in o.datasets.split(",") if name.strip()]
-    print()
+    from apps.answers import services as answer_services
+
+    if o.from_json:
+        reports = json.loads(Path(o.from_json).read_text())
+    else:
+        where = contextlib.nullcontext() if o.kept else scratch_database("bench_rag")
+        with where:
+            reports = [run_dataset(name, o) for name in o.dataset_names]
+    floor = settings.RAG_EVIDENCE_SCORE_MIN
+    print(f"\nas served (RAG_EVIDENCE_SCORE_MIN {floor}):")
     print(f"{'dataset':>18}  {'gold':>6}  {'gold|ans':>8}  {'ev.recall':>9}  {'grounded':>8}  {'answered':>8}  "
           f"{'DEP_UNAV':>8}  {'p50 ms':>7}  {'p95 ms':>7}  {'chars':>5}  corpus")
-    for r in reports:
-        print(f"{r['dataset']:>18}  {r['answer_contains_gold']:>6.3f}  "
+    for report in reports:
+        r = summary(report, floor)
+        print(f"{report['dataset']:>18}  {r['answer_contains_gold']:>6.3f}  "
               f"{r['answer_contains_gold_when_answered']:>8.3f}  "
               f"{r['evidence_recall']:>9.3f}  {r['grounded_rate']:>8.3f}  {r['answered_rate']:>8.3f}  "
               f"{r['dependency_unavailable']:>8}  {r['latency_ms'].get('p50', 0):>7.1f}  "
               f"{r['latency_ms'].get('p95', 0):>7.1f}  {r['answer_chars_mean']:>5.1f}  "
-              f"{r['corpus_passages']} passages, {r['questions']} questions, {r['embedder']}")
-    confidence_rows = [row for r in reports for row in r["confidence_rows"]]
-    print(f"\nconfidence as served: ECE {ece(confidence_rows):.3f} over {len(confidence_rows)} answered questions")
+              f"{report['corpus_passages']} passages, {r['questions']} questions, {report['embedder']}")
+        if r["foreign_questions"]:
+            print(f"{'':>18}  {r['foreign_questions']} questions it cannot answer: "
+                  f"answered {r['foreign_answered_rate']:.3f} "
+                  f"({r['foreign_answered_without_floor']:.3f} without the floor), mean confidence "
+                  f"{r['foreign_confidence_mean']:.3f} (own answered: {r['own_confidence_mean']:.3f})")
+    rows = [row for report in reports for row in report["rows"]]
+    served = [(r["confidence"], int(r["gold"])) for r in rows if answered(r, floor)]
+    print(f"\nconfidence as served: ECE {ece(served):.3f}, AUC {auc(served):.3f} over {len(served)} answered questions")
     if o.fit:
-        rows = [row for r in reports for row in r["fit_rows"]]
-        train = [(s, t, y) for s, t, y, qid in rows if fold_of(qid) == "A"]
-        held = [(s, t, y) for s, t, y, qid in rows if fold_of(qid) == "B"]
-        a, b, c = fit_logistic(train)
-
-        def calibrated(coef, data):
-            return [(1 / (1 + math.exp(-(coef[0] + coef[1] * s + coef[2] * t))), y) for s, t, y in data]
-
-        current = (answer_services.CONFIDENCE_INTERCEPT, answer_services.CONFIDENCE_SUPPORT,
-                   answer_services.CONFIDENCE_SCORE)
-        print(f"fit on fold A ({len(train)}): intercept {a:.3f}, support {b:.3f}, score {c:.3f}")
-        print(f"held-out fold B ({len(held)}): ECE current {ece(calibrated(current, held)):.3f}, "
-              f"fitted {ece(calibrated((a, b, c), held)):.3f}; base rate "
-              f"{sum(y for *_, y in held) / max(1, len(held)):.3f}")
+        current = ((answer_services.CONFIDENCE_CALIBRATED.intercept, answer_services.CONFIDENCE_CALIBRATED.support,
+                    answer_services.CONFIDENCE_CALIBRATED.score),
+                   (answer_services.CONFIDENCE_RELATIVE.intercept, answer_services.CONFIDENCE_RELATIVE.support, 0.0))
+        for train in ("A", "B"):
+            print(held_out(rows, train=train, current=current))
+        chosen = choose_floor(rows)
+        calibrated, relative = fit_confidence(rows, chosen)
+        print(f"on both folds, to ship: RAG_EVIDENCE_SCORE_MIN {chosen:.2f}; CONFIDENCE_CALIBRATED "
+              f"{tuple(round(x, 3) for x in calibrated)}; "
+              f"CONFIDENCE_RELATIVE {tuple(round(x, 3) for x in relative[:2])}")
     if o.json_path:
-        Path(o.json_path).write_text(json.dumps([{k: v for k, v in r.items() if k != "fit_rows"} for r in reports],
-                                                ensure_ascii=False, indent=1))
+        Path(o.json_path).write_text(json.dumps(reports, ensure_ascii=False, indent=1))
 
 
 if __name__ == "__main__":

@@ -168,3 +168,13 @@ def test_the_invocation_wait_stays_inside_the_hosts_15_second_timeout(value, boo
     assert (result.returncode == 0) is booted, result.stderr
     if not booted:
         assert f"TOOL_INVOCATION_WAIT_SECONDS must be between 0 and 12, not {value}" in result.stderr
+
+
+@pytest.mark.parametrize(("value", "booted"),
+                         [("0", True), ("1", True), ("0.5", True), ("1.5", False), ("-0.1", False)])
+def test_the_rag_evidence_floor_is_a_probability(value, booted):
+    """Above 1 no answer could ever be given; below 0 the floor would read as on while cutting nothing."""
+    result = _boot({"DEBUG": "true", "RAG_EVIDENCE_SCORE_MIN": value})
+    assert (result.returncode == 0) is booted, result.stderr
+    if not booted:
+        assert f"RAG_EVIDENCE_SCORE_MIN must be between 0 and 1, not {value}" in result.stderr

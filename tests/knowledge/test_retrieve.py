@@ -157,6 +157,20 @@ def test_a_model_without_a_calibration_keeps_relative_hybrid_scores():
     assert [hit.score for hit in result.hits] == [pytest.approx(hit.explain["fused_score"]) for hit in result.hits]
 
 
+def test_scores_are_calibrated_only_when_every_group_carries_its_answerability(semantic_kb):
+    kb, _ = semantic_kb
+    query = "refund window"
+    assert search(kbs=[kb], query=query, options=SearchOptions(mode="hybrid")).scores_calibrated is True
+    assert search(kbs=[kb], query=query, options=SearchOptions(mode="vector")).scores_calibrated is False
+    assert search(kbs=[kb], query=query, options=SearchOptions(mode="keyword")).scores_calibrated is False
+    assert search(kbs=[kb], query=query, options=SearchOptions(mode="hybrid", fusion="rrf")).scores_calibrated is False
+    hashing = KnowledgeBaseFactory()  # the hashing test model: relative scores
+    ingest_texts(hashing, {"a.md": "# Policy\n\nThe refund window is short."})
+    assert search(kbs=[hashing], query=query, options=SearchOptions(mode="hybrid")).scores_calibrated is False
+    mixed = search(kbs=[kb, hashing], query=query, options=SearchOptions(mode="hybrid"))
+    assert len(mixed.answerability) == 2 and mixed.scores_calibrated is False
+
+
 def test_term_statistics_follow_indexing_and_deletion():
     kb = KnowledgeBaseFactory()
     docs = ingest_texts(kb, {"a.md": "# 甲\n\n退款政策说明。", "b.md": "# 乙\n\n退款流程。"})

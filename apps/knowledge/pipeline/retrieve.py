@@ -125,6 +125,9 @@ class SearchResult:
     fusions: list[str] = field(default_factory=list)
     # Whether each convex-fused group answers the query at all, in group order.
     answerability: list[Answerability] = field(default_factory=list)
+    # Every searched group's scores carry its answerability (convex fusion, a calibrated model):
+    # a hit's score then says how likely it answers, comparable across searches, not only its rank.
+    scores_calibrated: bool = False
 
 
 @dataclass(frozen=True)
@@ -441,7 +444,10 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
                    explain=options.explain, rollup=options.rollup)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     fusions = sorted({key[1] for key in groups_of if key[1]})
-    return SearchResult(hits=hits, timings_ms=timings, trace=trace, fusions=fusions, answerability=answers)
+    calibrated = (options.mode == "hybrid" and len(answers) == len(groups_of) > 0
+                  and all(answer.probability is not None for answer in answers))
+    return SearchResult(hits=hits, timings_ms=timings, trace=trace, fusions=fusions, answerability=answers,
+                        scores_calibrated=calibrated)
 
 
 _QUERY_WS = re.compile(r"\s+")

@@ -1,0 +1,78 @@
+"""bench/rag.py: the evidence floor it chooses, the confidence it fits and the figures it prints."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.rag import answered, auc, choose_floor, confidence, fit_confidence, summary
+
+
+def _row(top: float, *, gold: bool = False, own: bool = True, useful: bool = True, calibrated: bool = True,
+         support: float = 0.5, fold: str = "A", confidence: float = 0.5) -> dict:
+    return {"id": "q", "fold": fold, "status": 200, "ms": 10.0, "grounded": True, "useful": useful,
+            "unavailable": False, "confidence": confidence, "chars": 20, "top_score": top,
+            "calibrated": calibrated, "support": support, "gold": gold, "recall": own, "own": own}
+
+
+def test_a_floor_cuts_only_calibrated_answers_below_it():
+    assert answered(_row(0.4), 0.5) is False
+    assert answered(_row(0.5), 0.5) is True
+    assert answered(_row(0.1, calibrated=False), 0.5) is True  # relative scores meet no floor
+    assert answered(_row(0.9, useful=False), 0.0) is False
+
+
+def test_the_floor_chosen_is_the_highest_that_costs_at_most_half_a_percent_of_the_right_answers():
+    # 400 own questions, all right: one at 0.22, one at 0.37, the rest at 0.87. Half a percent is
+    # two answers: floors up to 0.85 cost at most two, 0.9 costs them all.
+    rows = [_row(0.87, gold=True) for _ in range(398)] + [_row(0.22, gold=True), _row(0.37, gold=True)]
+    rows += [_row(0.3, own=False) for _ in range(50)]  # foreign questions weigh nothing in the choice
+    assert choose_floor(rows) == 0.85
+    rows.append(_row(0.6, gold=True))  # a third right answer, costed by every floor above 0.6
+    assert choose_floor(rows) == 0.6
+
+
+def test_wrong_answers_below_the_floor_cost_nothing():
+    rows = [_row(0.9, gold=True) for _ in range(10)] + [_row(0.1) for _ in range(10)]
+    assert choose_floor(rows) == 0.9
+
+
+def test_confidence_is_fitted_on_what_the_floor_leaves_and_separates_right_from_wrong():
+    rows = [_row(0.9, gold=True, support=0.9) for _ in range(30)] + [_row(0.6, support=0.3) for _ in range(30)]
+    rows += [_row(0.05, gold=True, support=0.9) for _ in range(30)]  # below the floor: left out of the fit
+    calibrated, relative = fit_confidence(rows, 0.5)
+    assert calibrated[1] > 0 and calibrated[2] > 0
+    assert relative[2] == 0.0
+    high = confidence(_row(0.9, support=0.9), calibrated, relative)
+    low = confidence(_row(0.6, support=0.3), calibrated, relative)
+    assert high > 0.9 and low < 0.1
+    # A relative row reads the support-only coefficients.
+    a, b, _ = relative
+    assert confidence(_row(0.0, calibrated=False, support=0.3), calibrated, relative) == pytest.approx(
+        1 / (1 + math.exp(-(a + b * 0.3))))
+
+
+def test_auc_counts_pairs_and_half_the_ties():
+    assert auc([(0.9, 1), (0.1, 0)]) == 1.0
+    assert auc([(0.1, 1), (0.9, 0)]) == 0.0
+    assert auc([(0.5, 1), (0.5, 0), (0.9, 1)]) == pytest.approx(0.75)
+    assert math.isnan(auc([(0.5, 1)]))
+
+
+def test_the_summary_applies_the_floor_to_own_and_foreign_questions():
+    rows = [_row(0.9, gold=True, confidence=0.8), _row(0.2, gold=True, confidence=0.6), _row(0.9, confidence=0.4),
+            _row(0.9, useful=False),
+            _row(0.3, own=False, confidence=0.3), _row(0.7, own=False, confidence=0.5), _row(0.1, own=False,
+                                                                                            useful=False)]
+    figures = summary({"rows": rows}, 0.5)
+    assert figures["questions"] == 4
+    assert figures["answered_rate"] == 0.5
+    assert figures["answer_contains_gold"] == 0.25
+    assert figures["answer_contains_gold_when_answered"] == 0.5
+    assert figures["foreign_questions"] == 3
+    assert figures["foreign_answered_rate"] == pytest.approx(0.3333, abs=1e-4)
+    assert figures["foreign_answered_without_floor"] == pytest.approx(0.6667, abs=1e-4)
+    assert figures["foreign_confidence_mean"] == 0.5
+    assert figures["own_confidence_mean"] == pytest.approx(0.6)
+    assert summary({"rows": rows}, 0.0)["answer_contains_gold"] == 0.5
