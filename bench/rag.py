@@ -187,6 +187,7 @@ def run_dataset(name: str, o) -> dict:
     from apps.knowledge.models import Document, KnowledgeBase, RouteKnowledgeBinding
     from apps.projects.models import Membership, Project
     from apps.routes.models import Route
+    from bench.answerability import chat
 
     folder = Path(o.datasets_dir) / name
     corpus, picked, qrels, answers = load(folder, o.sample, o.seed)
@@ -232,16 +233,21 @@ def run_dataset(name: str, o) -> dict:
             }
 
         rows = []
-        for query in picked:
+        typed = [("plain", query) for query in picked]
+        if o.chat:
+            typed += [("chat", dict(query, text=chat(query["text"], i))) for i, query in enumerate(picked)]
+        for typing, query in typed:
             body, row = ask(query)
             evidence_passages = {passage_of.get(e["document_id"]) for e in body.get("evidence", [])}
             row["gold"] = contains_gold(body.get("answer", ""), answers[query["id"]]) if row["useful"] else False
             row["recall"] = bool(evidence_passages & qrels[query["id"]])
-            row["own"] = True
-            rows.append(row)
-        for query in foreign_questions(name, o, o.foreign) if o.foreign else []:
+            rows.append(dict(row, own=True, typed=typing))
+        for i, query in enumerate(foreign_questions(name, o, o.foreign) if o.foreign else []):
             _body, row = ask(query)
-            rows.append(dict(row, gold=False, recall=False, own=False, source=query["source"]))
+            rows.append(dict(row, gold=False, recall=False, own=False, source=query["source"], typed="plain"))
+            if o.chat and query["source"] != "api-requests":
+                _body, row = ask(dict(query, text=chat(query["text"], i)))
+                rows.append(dict(row, gold=False, recall=False, own=False, source=query["source"], typed="chat"))
         return {"dataset": name, "embedder": kb.embedding_model.name, "corpus_passages": len(corpus),
                 "kept_kb": str(kb.pk) if kept else None, "ingest_s": round(ingest_s, 1), "rows": rows}
     finally:
@@ -297,10 +303,12 @@ def confidence(row: dict, calibrated: tuple[float, ...], relative: tuple[float, 
     return 1 / (1 + math.exp(-(a + b * row["support"] + c * (row["top_score"] if row["calibrated"] else 0.0))))
 
 
-def summary(report: dict, floor: float) -> dict:
-    """The printed figures of one dataset's run with RAG_EVIDENCE_SCORE_MIN = floor."""
-    own = [r for r in report["rows"] if r["own"]]
-    foreign = [r for r in report["rows"] if not r["own"]]
+def summary(report: dict, floor: float, typed: str = "plain") -> dict:
+    """The printed figures of one dataset's run with RAG_EVIDENCE_SCORE_MIN = floor, over the
+    questions typed `typed` (plain, or chat with --chat)."""
+    rows = [r for r in report["rows"] if r.get("typed", "plain") == typed]
+    own = [r for r in rows if r["own"]]
+    foreign = [r for r in rows if not r["own"]]
     said = [r for r in own if answered(r, floor)]
     foreign_said = [r for r in foreign if answered(r, floor)]
     n = max(1, len(own))
@@ -310,8 +318,8 @@ def summary(report: dict, floor: float) -> dict:
         "evidence_recall": round(sum(r["recall"] for r in own) / n, 4),
         "grounded_rate": round(sum(r["grounded"] for r in own) / n, 4),
         "answered_rate": round(len(said) / n, 4),
-        "dependency_unavailable": sum(r["unavailable"] for r in report["rows"]),
-        "http_non_200": sum(r["status"] != 200 for r in report["rows"]),
+        "dependency_unavailable": sum(r["unavailable"] for r in rows),
+        "http_non_200": sum(r["status"] != 200 for r in rows),
         "latency_ms": percentiles([r["ms"] for r in own]),
         "answer_chars_mean": round(sum(r["chars"] for r in said) / max(1, len(said)), 1),
         "foreign_questions": len(foreign),
@@ -361,6 +369,8 @@ def main() -> None:
                         help="ask a KB kept by bench_retrieval --keep for DATASET, in the configured database")
     parser.add_argument("--foreign", type=int, default=0, metavar="N",
                         help="also ask each route N questions it cannot answer (other datasets', API requests)")
+    parser.add_argument("--chat", action="store_true",
+                        help="also ask every question typed as chat (bench/answerability.py's templates)")
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--json", dest="json_path", default=None, help="write every question's figures")
@@ -391,18 +401,21 @@ def main() -> None:
     print(f"{'dataset':>18}  {'gold':>6}  {'gold|ans':>8}  {'ev.recall':>9}  {'grounded':>8}  {'answered':>8}  "
           f"{'DEP_UNAV':>8}  {'p50 ms':>7}  {'p95 ms':>7}  {'chars':>5}  corpus")
     for report in reports:
-        r = summary(report, floor)
-        print(f"{report['dataset']:>18}  {r['answer_contains_gold']:>6.3f}  "
-              f"{r['answer_contains_gold_when_answered']:>8.3f}  "
-              f"{r['evidence_recall']:>9.3f}  {r['grounded_rate']:>8.3f}  {r['answered_rate']:>8.3f}  "
-              f"{r['dependency_unavailable']:>8}  {r['latency_ms'].get('p50', 0):>7.1f}  "
-              f"{r['latency_ms'].get('p95', 0):>7.1f}  {r['answer_chars_mean']:>5.1f}  "
-              f"{report['corpus_passages']} passages, {r['questions']} questions, {report['embedder']}")
-        if r["foreign_questions"]:
-            print(f"{'':>18}  {r['foreign_questions']} questions it cannot answer: "
-                  f"answered {r['foreign_answered_rate']:.3f} "
-                  f"({r['foreign_answered_without_floor']:.3f} without the floor), mean confidence "
-                  f"{r['foreign_confidence_mean']:.3f} (own answered: {r['own_confidence_mean']:.3f})")
+        for typed in ("plain", "chat"):
+            r = summary(report, floor, typed)
+            if not r["questions"]:
+                continue
+            print(f"{report['dataset'] + (' (chat)' if typed == 'chat' else ''):>18}  "
+                  f"{r['answer_contains_gold']:>6.3f}  {r['answer_contains_gold_when_answered']:>8.3f}  "
+                  f"{r['evidence_recall']:>9.3f}  {r['grounded_rate']:>8.3f}  {r['answered_rate']:>8.3f}  "
+                  f"{r['dependency_unavailable']:>8}  {r['latency_ms'].get('p50', 0):>7.1f}  "
+                  f"{r['latency_ms'].get('p95', 0):>7.1f}  {r['answer_chars_mean']:>5.1f}  "
+                  f"{report['corpus_passages']} passages, {r['questions']} questions, {report['embedder']}")
+            if r["foreign_questions"]:
+                print(f"{'':>18}  {r['foreign_questions']} questions it cannot answer: "
+                      f"answered {r['foreign_answered_rate']:.3f} "
+                      f"({r['foreign_answered_without_floor']:.3f} without the floor), mean confidence "
+                      f"{r['foreign_confidence_mean']:.3f} (own answered: {r['own_confidence_mean']:.3f})")
     rows = [row for report in reports for row in report["rows"]]
     served = [(r["confidence"], int(r["gold"])) for r in rows if answered(r, floor)]
     print(f"\nconfidence as served: ECE {ece(served):.3f}, AUC {auc(served):.3f} over {len(served)} answered questions")

@@ -76,3 +76,11 @@ def test_the_summary_applies_the_floor_to_own_and_foreign_questions():
     assert figures["foreign_confidence_mean"] == 0.5
     assert figures["own_confidence_mean"] == pytest.approx(0.6)
     assert summary({"rows": rows}, 0.0)["answer_contains_gold"] == 0.5
+
+
+def test_the_summary_reads_one_typing_at_a_time():
+    rows = [dict(_row(0.9, gold=True), typed="plain"), dict(_row(0.9), typed="chat"), dict(_row(0.9), typed="chat"),
+            dict(_row(0.9, own=False), typed="chat")]
+    assert summary({"rows": rows}, 0.3)["questions"] == 1
+    chat = summary({"rows": rows}, 0.3, "chat")
+    assert (chat["questions"], chat["answer_contains_gold"], chat["foreign_questions"]) == (2, 0.0, 1)
