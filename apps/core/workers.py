@@ -94,15 +94,40 @@ def queued_before(*, now: datetime) -> datetime:
     return now - timedelta(seconds=WORKER_SILENT_SECONDS)
 
 
+@dataclass(frozen=True)
+class QueueHalt:
+    """A queue that does not move, and why: its workers hold work but went silent `silent` seconds
+    ago (`holding`), or they hold nothing (silent 0). The items queued before `stalled_before` wait
+    on it for nothing: behind silent workers, every one (the silence is theirs, whenever the item
+    came); with nothing held, those that have waited WORKER_SILENT_SECONDS (a worker may still be
+    on its way to the others)."""
+
+    holding: bool
+    silent: float
+    stalled_before: datetime
+
+
+def queue_halt(activity: Mapping[str, Any], *, now: datetime) -> QueueHalt | None:
+    """None while the queue moves; otherwise how it stands still. The one judgement behind both the
+    console's per-item signs (queue_stall: a call's page, a KB page's rows) and its per-project
+    counts (the dashboard's documents and calls waiting for a worker)."""
+    if queue_moves(activity, now=now):
+        return None
+    if activity.get("count"):
+        return QueueHalt(holding=True, silent=queue_silence(activity, now=now), stalled_before=now)
+    return QueueHalt(holding=False, silent=0.0, stalled_before=queued_before(now=now))
+
+
 def queue_stall(activity: Mapping[str, Any], *, queued_at: datetime | None, now: datetime) -> QueueStall | None:
     """For one item queued at `queued_at`: None while its queue moves; otherwise why it waits.
     Behind work whose workers went silent a minute it waits from its first second (the silence is
     theirs, whenever it came); with nothing held, only once it has waited WORKER_SILENT_SECONDS (a
     worker may still be on its way)."""
-    if queue_moves(activity, now=now):
+    halt = queue_halt(activity, now=now)
+    if halt is None:
         return None
-    if activity.get("count"):
-        return QueueStall(holding=True, seconds=queue_silence(activity, now=now))
-    if queued_at is None or queued_at > queued_before(now=now):
+    if halt.holding:
+        return QueueStall(holding=True, seconds=halt.silent)
+    if queued_at is None or queued_at > halt.stalled_before:
         return None
     return QueueStall(holding=False, seconds=(now - queued_at).total_seconds())

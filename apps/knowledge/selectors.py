@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import WORKER_SILENT_SECONDS, queue_activity, queue_moves, queue_stall, queued_before
+from apps.core.workers import WORKER_SILENT_SECONDS, queue_activity, queue_halt, queue_stall
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
 from apps.knowledge.leases import lease_expires_at
 from apps.knowledge.models import (
@@ -348,21 +348,35 @@ def _lane_activity(lane: str, working: dict[str, Any]) -> dict[str, Any]:
 
 
 def documents_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
-    """Per project, its documents queued for over WORKER_SILENT_SECONDS in a lane where no worker
-    moves (nothing worked on in its queue, or what is worked on silent as long): {project_id:
-    {"documents": n, "since": the oldest one's queue time}}. Empty while every lane moves. Two
-    statements per lane at most, one more for the tool calls sent on the lane's queue, whatever the
-    number of projects: the dashboard's sign that the workers are down (each KB page says it per
-    document; the landing page said the KBs were ready)."""
+    """Per project, its queued documents that wait in a lane whose queue no worker moves, as the KB
+    page judges each (apps.core.workers.queue_halt): {project_id: {"documents": n, "since": the
+    oldest one's queue time, "held": how many of them wait behind workers that hold work on their
+    queue but went silent, "silent": the longest such silence in seconds (None when none)}}.
+    Empty while every lane moves. Two statements per lane at most, one more for the tool calls
+    sent on the lane's queue, whatever the number of projects: the dashboard's sign that the
+    workers are down or stuck (each KB page says it per document; the landing page said the KBs
+    were ready)."""
     now = timezone.now()
     stalled = Q(pk__in=[])
+    halts = {}
     for lane, activity in document_working_counts(lanes=document_queue_lanes()).items():
-        if not queue_moves(_lane_activity(lane, activity), now=now):
-            stalled |= _lane_filter(lane)
+        halt = queue_halt(_lane_activity(lane, activity), now=now)
+        if halt is not None:
+            halts[lane] = halt
+            stalled |= _lane_filter(lane) & Q(queued_at__lte=halt.stalled_before)
+    # One lane alone (KNOWLEDGE_TASK_QUEUE) has no filter: all the stalled documents are its own.
+    held = {f"held_{lane}": Count("id", filter=_lane_filter(lane) or None)
+            for lane, halt in halts.items() if halt.holding}
     rows = (Document.objects.filter(stalled, knowledge_base__project_id__in=list(project_ids),
-                                    status=Document.Status.QUEUED, queued_at__lt=queued_before(now=now))
-            .values("knowledge_base__project_id").annotate(documents=Count("id"), since=Min("queued_at")))
-    return {row["knowledge_base__project_id"]: {"documents": row["documents"], "since": row["since"]} for row in rows}
+                                    status=Document.Status.QUEUED)
+            .values("knowledge_base__project_id").annotate(documents=Count("id"), since=Min("queued_at"), **held))
+    waiting = {}
+    for row in rows:
+        silences = [halts[lane].silent for lane in halts if row.get(f"held_{lane}")]
+        waiting[row["knowledge_base__project_id"]] = {
+            "documents": row["documents"], "since": row["since"], "held": sum(row.get(key, 0) for key in held),
+            "silent": max(silences, default=None)}
+    return waiting
 
 
 def document_progress_percent(*, document: Document) -> int:

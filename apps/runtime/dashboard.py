@@ -63,10 +63,11 @@ class ProjectDashboard:
     recent_runs: list[Run] = field(default_factory=list)
     approvals_pending: int = 0
     tasks_active: int = 0
-    # Documents queued over a minute where no worker moves: {"documents": n, "since": datetime}.
+    # Documents queued where no worker moves, as each KB page judges them (apps.core.workers.queue_halt):
+    # {"documents": n, "since": datetime, "held": n behind silent workers holding work, "silent": seconds}.
     waiting_for_a_worker: dict[str, Any] | None = None
-    # Tool calls queued for dispatch over a minute while no worker moves the dispatch queue:
-    # {"calls": n, "since": datetime, "queue": the queue's name}.
+    # Tool calls queued for dispatch while no worker moves the dispatch queue, as the call's page judges
+    # them: {"calls": n, "since": datetime, "held": n, "silent": seconds, "queue": the queue's name}.
     calls_waiting_for_a_worker: dict[str, Any] | None = None
 
 

@@ -12,7 +12,7 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import queue_activity, queue_moves, queue_stall, queued_before
+from apps.core.workers import queue_activity, queue_halt, queue_stall
 from apps.projects.models import Project
 
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
@@ -160,18 +160,23 @@ def dispatch_activity() -> dict[str, Any]:
 
 
 def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
-    """Per project, its calls queued for dispatch over WORKER_SILENT_SECONDS while no worker moves
-    the dispatch queue: {project_id: {"calls": n, "since": the oldest one's queue time}}. Empty while
-    it moves. Whatever the number of projects and calls, dispatch_activity's statements (two on the
-    shared default queue, one on a queue of its own) and one more when it does not move: the
-    dashboard's sign that the workers are down (an agent only ever reads in_progress, and the
-    watchdog re-sends)."""
+    """Per project, its calls queued for dispatch that wait on a dispatch queue no worker moves, as
+    the call's page judges each (apps.core.workers.queue_halt): {project_id: {"calls": n, "since":
+    the oldest one's queue time, "held": how many wait behind workers that hold work on the queue
+    but went silent (all or none: one queue), "silent": for how many seconds (None when they hold
+    nothing)}}. Empty while it moves. Whatever the number of projects and calls,
+    dispatch_activity's statements (two on the shared default queue, one on a queue of its own) and
+    one more when it does not move: the dashboard's sign that the workers are down or stuck (an
+    agent only ever reads in_progress, and the watchdog re-sends)."""
     now = timezone.now()
-    if queue_moves(dispatch_activity(), now=now):
+    halt = queue_halt(dispatch_activity(), now=now)
+    if halt is None:
         return {}
-    rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids), queued_at__lt=queued_before(now=now))
+    rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids), queued_at__lte=halt.stalled_before)
             .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
-    return {row["project_id"]: {"calls": row["calls"], "since": row["since"]} for row in rows}
+    return {row["project_id"]: {"calls": row["calls"], "since": row["since"],
+                                "held": row["calls"] if halt.holding else 0,
+                                "silent": halt.silent if halt.holding else None} for row in rows}
 
 
 def invocation_dispatch_stall(*, inv: Invocation) -> str:

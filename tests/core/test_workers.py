@@ -11,9 +11,11 @@ from apps.core import workers
 from apps.core.timefmt import short_duration
 from apps.core.workers import (
     WORKER_SILENT_SECONDS,
+    QueueHalt,
     QueueStall,
     queue_activity,
     queue_activity_merge,
+    queue_halt,
     queue_moves,
     queue_silence,
     queue_stall,
@@ -155,3 +157,14 @@ def test_nothing_is_said_while_the_queue_moves_or_the_item_is_fresh(activity, qu
 @pytest.mark.parametrize(("seconds", "text"), [(45, "45 s"), (89.9, "89 s"), (300, "5 min"), (3 * 3600, "3 h")])
 def test_a_wait_reads_in_its_unit(seconds, text):
     assert short_duration(seconds) == text
+
+
+@pytest.mark.parametrize(("activity", "halt"), [
+    ({"count": 1, "heartbeat_at": _ago(5)}, None),
+    ({"count": 2, "heartbeat_at": _ago(120)}, QueueHalt(holding=True, silent=120.0, stalled_before=NOW)),
+    ({"count": 0, "heartbeat_at": None}, QueueHalt(holding=False, silent=0.0, stalled_before=_ago(60))),
+])
+def test_a_queue_that_stands_still_says_whether_its_workers_hold_work_and_which_items_wait_on_it(activity, halt):
+    """The dashboard's counts and the pages' per-item signs read this one judgement: behind silent
+    workers every queued item waits on them; with nothing held, those queued a minute."""
+    assert queue_halt(activity, now=NOW) == halt

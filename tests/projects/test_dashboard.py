@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.agent_auth.services import session_revoke
+from apps.core.timefmt import short_duration
 from apps.knowledge.models import Document, KnowledgeBase
 from apps.ledger.models import Run
 from apps.projects.models import Membership
@@ -203,6 +204,7 @@ def test_documents_queued_for_minutes_with_no_worker_ingesting_are_named_on_the_
     response = admin_client(a.user).get("/admin/")
     waiting = _board(response, "alpha").waiting_for_a_worker
     assert (waiting["documents"], round((timezone.now() - waiting["since"]).total_seconds() / 60)) == (2, 5)
+    assert (waiting["held"], waiting["silent"]) == (0, None)  # nothing held: no worker at all
     page = response.content.decode()
     assert re.search(r"2 documents queued for 5\xa0minutes with no worker ingesting: check that the Celery "
                      r"workers are running", page), page
@@ -217,3 +219,52 @@ def test_a_queue_is_stalled_only_while_what_it_ingests_is_silent(a, b, heartbeat
     _queued(a.documents["alpha-delivery.md"], ago=400, status=Document.Status.EMBEDDING, heartbeat_ago=heartbeat_ago)
     board = _board(admin_client(a.user).get("/admin/"), "alpha")
     assert (board.waiting_for_a_worker or {}).get("documents") == waiting
+
+
+def _sign(response) -> str:
+    match = re.search(r'<p class="bh-waiting bh-bad" data-stat="waiting_for_a_worker">(.*?) <a ',
+                      response.content.decode())
+    assert match is not None
+    return match.group(1)
+
+
+def test_documents_behind_workers_that_hold_work_and_went_quiet_are_told_so_not_that_no_worker_runs(a, b):
+    """Workers that hold a document and stopped speaking (stuck, or killed mid-task) are running
+    or were: the sign said "no worker ingesting", which sent operators to start workers that were
+    there. The KB page told the two apart; the landing page now says what that page says."""
+    _queued(a.documents["alpha-refund.md"], ago=300)
+    _queued(a.documents["alpha-delivery.md"], ago=400, status=Document.Status.EMBEDDING, heartbeat_ago=120)
+    response = admin_client(a.user).get("/admin/")
+    waiting = _board(response, "alpha").waiting_for_a_worker
+    assert (waiting["documents"], waiting["held"], short_duration(waiting["silent"])) == (1, 1, "2 min")
+    assert _sign(response) == (
+        "1 document queued for 5\xa0minutes behind workers that hold work on their queue but have said nothing for "
+        "2 min: check that the Celery workers are still running, and their logs for what they are stuck on.")
+
+
+def test_a_document_just_queued_behind_quiet_workers_is_counted_as_its_kb_page_tells_it(a, b):
+    """One judgement (apps.core.workers.queue_halt): the KB page says at once that a document queued
+    ten seconds ago waits behind workers silent for minutes; the landing page waited a minute more."""
+    _queued(a.documents["alpha-refund.md"], ago=10)
+    _queued(a.documents["alpha-delivery.md"], ago=400, status=Document.Status.EMBEDDING, heartbeat_ago=300)
+    waiting = _board(admin_client(a.user).get("/admin/"), "alpha").waiting_for_a_worker
+    assert (waiting or {}).get("held") == 1
+
+
+def test_documents_in_a_quiet_lane_and_in_an_idle_one_are_told_apart(a, b, settings):
+    """Small documents behind workers gone quiet on the default queue, a large one on the large
+    documents' queue that no worker has taken (none runs there)."""
+    settings.KNOWLEDGE_TASK_QUEUE = None
+    _queued(a.documents["alpha-refund.md"], ago=300)
+    _queued(a.documents["alpha-delivery.md"], ago=400, status=Document.Status.EMBEDDING, heartbeat_ago=120)
+    large = KnowledgeBaseFactory(project=a.project)
+    Document.objects.create(knowledge_base=large, filename="big.pdf", file_type="pdf",
+                            size=settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES, content_hash="2" * 64,
+                            status=Document.Status.QUEUED, queued_at=timezone.now() - timezone.timedelta(minutes=7))
+    response = admin_client(a.user).get("/admin/")
+    waiting = _board(response, "alpha").waiting_for_a_worker
+    assert (waiting["documents"], waiting["held"]) == (2, 1)
+    assert _sign(response) == (
+        "2 documents queued for 7\xa0minutes: 1 behind workers that hold work on their queue but have said nothing for "
+        "2 min, the others with no worker ingesting: check that the Celery workers are running, and their logs for "
+        "what they are stuck on.")

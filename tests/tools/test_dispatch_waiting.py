@@ -181,7 +181,8 @@ def test_calls_queued_over_a_minute_with_no_worker_are_counted_per_project(shop,
     _queued_ago(queued, 300)
     waiting = invocations_waiting_for_a_worker(project_ids=[shop.route.project_id, ProjectFactory().pk])
     assert list(waiting) == [shop.route.project_id]
-    assert waiting[shop.route.project_id]["calls"] == 1
+    assert (waiting[shop.route.project_id]["calls"], waiting[shop.route.project_id]["held"],
+            waiting[shop.route.project_id]["silent"]) == (1, 0, None)  # nothing held: no worker at all
     assert round((timezone.now() - waiting[shop.route.project_id]["since"]).total_seconds() / 60) == 5
 
 
@@ -407,6 +408,33 @@ def test_the_dashboard_names_calls_no_worker_dispatches(owner, queued):
         f"dispatch queue \u201c{UNDELIVERED_QUEUE}\u201d. "
         f'<a href="/admin/tools/invocation/[?]project__id__exact={queued.project_id}&amp;state__exact=in_progress'
         '&amp;journal_state__exact=absent">See the queued calls</a>', sign), sign
+
+
+def test_the_dashboard_tells_calls_behind_quiet_workers_from_calls_no_worker_takes(owner, shop, queued):
+    """Workers that claimed a call and went quiet past its deadline (stuck, or killed mid-send) hold
+    the dispatch queue: the call's page said so, the landing page said "no worker dispatching" and
+    sent operators to start workers that were there."""
+    _queued_ago(queued, 300)
+    _sending(shop, claimed_ago=120)
+    waiting = invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])[shop.route.project_id]
+    assert (waiting["calls"], waiting["held"], round(waiting["silent"])) == (1, 1, 120)
+    assert _dashboard_sign(owner) == (
+        "1 tool call queued for 5\xa0minutes behind workers that hold work on the dispatch queue "
+        f"\u201c{UNDELIVERED_QUEUE}\u201d but have said nothing for 2 min: check that the Celery workers consuming it "
+        "are still running, and their logs for what they are stuck on. "
+        f'<a href="/admin/tools/invocation/?project__id__exact={queued.project_id}&amp;state__exact=in_progress'
+        '&amp;journal_state__exact=absent">See the queued calls</a>')
+
+
+def test_a_call_just_queued_behind_quiet_workers_is_counted_as_its_page_tells_it(shop, queued):
+    """One judgement (apps.core.workers.queue_halt): the call's page says at once that it waits
+    behind workers silent for minutes; the dashboard waited a minute more."""
+    _queued_ago(queued, 10)
+    _sending(shop, claimed_ago=300)
+    queued.refresh_from_db()
+    waiting = invocations_waiting_for_a_worker(project_ids=[shop.route.project_id])
+    assert (waiting.get(shop.route.project_id, {}).get("held"), invocation_dispatch_stall(inv=queued)) == (
+        1, "no word for 5 min from the workers busy on its queue")
 
 
 def test_the_dashboards_queued_calls_link_lists_that_projects_calls(owner, shop, queued):
