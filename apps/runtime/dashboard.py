@@ -1,6 +1,7 @@
 """What the console's landing page shows for each project an operator may see: its routes, its
 knowledge bases with document counts by status, its agent sessions, its pending tool approvals, its
-active tasks, its recent runs, and documents and tool calls that wait for a worker no one runs.
+active tasks, its recent runs, documents and tool calls that wait for a worker no one runs, and
+tool calls the dispatch queue went past.
 
 It reads every app (routes, agent_auth, knowledge, ledger), which only runtime may import. The
 number of queries is fixed — one per kind of row (two at most for the recent runs), whatever the
@@ -69,6 +70,9 @@ class ProjectDashboard:
     # Tool calls queued for dispatch while no worker moves the dispatch queue, as the call's page judges
     # them: {"calls": n, "since": datetime, "held": n, "silent": seconds, "queue": the queue's name}.
     calls_waiting_for_a_worker: dict[str, Any] | None = None
+    # Tool calls still queued that the dispatch queue went past (their messages lost):
+    # {"calls": n, "since": datetime}.
+    calls_passed_over: dict[str, Any] | None = None
 
 
 def _ranked(queryset, *, partition: str, order: list, limit: int):
@@ -171,6 +175,8 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
         boards[project_id].waiting_for_a_worker = waiting
     for project_id, waiting in tool_selectors.invocations_waiting_for_a_worker(project_ids=ids).items():
         boards[project_id].calls_waiting_for_a_worker = {**waiting, "queue": tool_selectors.dispatch_queue_name()}
+    for project_id, passed in tool_selectors.invocations_passed_over(project_ids=ids).items():
+        boards[project_id].calls_passed_over = passed
 
     for run in _recent_runs(ids):
         boards[run.route.project_id].recent_runs.append(run)

@@ -38,7 +38,13 @@ from apps.routes.admin import DropDownPastLinksMixin, RouteListFilter
 from . import approvals, invocation_transitions, invocations
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
 from .models import Approval, Invocation, InvocationJournalEntry, Tool
-from .selectors import dispatch_queue_is_own, dispatch_queue_name, invocation_dispatch_stall, invocation_tool_names
+from .selectors import (
+    dispatch_queue_is_own,
+    dispatch_queue_name,
+    invocation_dispatch_stall,
+    invocation_passed_over,
+    invocation_tool_names,
+)
 
 # What an approval's page shows of the frozen arguments before the operator asks for all of them.
 ARGUMENTS_PREVIEW_CHARS = 4096
@@ -681,7 +687,9 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
             raise Http404("No such invocation.")
         # Queued with every worker down, a call read "in progress · journal absent" for as long as
         # they stayed down (its agent read in_progress, and the watchdog sent it again, unseen).
+        # Its message lost while the queue moved on, it read "in progress" with no sign at all.
         extra_context = {**(extra_context or {}), "dispatch_stall": invocation_dispatch_stall(inv=inv),
+                         "dispatch_passed_over": invocation_passed_over(inv=inv),
                          "dispatch_queue": dispatch_queue_name(), "dispatch_queue_own": dispatch_queue_is_own()}
         return super().change_view(request, object_id, form_url, extra_context)
 

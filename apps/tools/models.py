@@ -174,6 +174,10 @@ class Invocation(BaseModel):
             models.Index(fields=["run", "created_at"], name="invocation_run_created"),
             # The invocation list's filter by tool walks its names down this index (invocation_tool_names).
             models.Index(fields=["project", "tool_name"], name="invocation_project_tool"),
+            # How far down the dispatch queue its workers have come (selectors.dispatch_reached): the
+            # newest claimed call's queue time, read off the top of this index by every queued call's page.
+            models.Index(fields=["queued_at"], name="invocation_claimed_queued",
+                         condition=models.Q(dispatched_at__isnull=False)),
         ]
 
     def __str__(self) -> str:

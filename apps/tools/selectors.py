@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -192,3 +193,57 @@ def invocation_dispatch_stall(*, inv: Invocation) -> str:
         # The work held may be calls or, on a shared queue, documents: the page names the queue.
         return f"no word for {short_duration(stall.seconds)} from the workers busy on its queue"
     return f"no worker has taken it from the dispatch queue in {short_duration(stall.seconds)}"
+
+
+# Celery queues are first in, first out: a call queued this long before another that a dispatch
+# worker has since claimed had its message handed to a worker first — and had it been, it would be
+# claimed (the dispatcher claims or settles every queued call it is handed). Two minutes cover all
+# that may reorder two messages that far apart, with room: a worker reserves no more than it runs
+# (CELERY_WORKER_PREFETCH_MULTIPLIER = 1 with acks_late: a delivered message is claimed within
+# seconds, never parked behind a long task), a message leaves when its request's transaction
+# commits, a moment after queued_at is set inside it, and the web processes' clocks that date the
+# calls may differ by seconds.
+PASSED_OVER_SECONDS = 120
+
+_CLAIMED = Q(dispatched_at__isnull=False, queued_at__isnull=False)
+
+
+def dispatch_reached() -> datetime | None:
+    """How far down the dispatch queue its workers have come: the latest queue time among the calls
+    they have claimed (sent or being sent). One statement, on the claimed calls' queue-time index."""
+    reached: datetime | None = Invocation.objects.filter(_CLAIMED).aggregate(reached=Max("queued_at"))["reached"]
+    return reached
+
+
+def _passed_over_before(reached: datetime) -> datetime:
+    return reached - timedelta(seconds=PASSED_OVER_SECONDS)
+
+
+def invocations_passed_over(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
+    """Per project, its calls still queued for dispatch that the queue went past: calls queued more
+    than PASSED_OVER_SECONDS after them have been claimed, and they have not, so their message was
+    lost (a broker restart, a worker that died holding it) — {project_id: {"calls": n, "since": the
+    oldest one's queue time}}. Read whether or not the queue moves now: the sign for a queue that
+    moves on without them. Two statements whatever the number of projects and calls, one when no
+    call was ever claimed."""
+    reached = dispatch_reached()
+    if reached is None:
+        return {}
+    rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids),
+                                      queued_at__lt=_passed_over_before(reached))
+            .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
+    return {row["project_id"]: {"calls": row["calls"], "since": row["since"]} for row in rows}
+
+
+def invocation_passed_over(*, inv: Invocation) -> str:
+    """For a call still queued that the dispatch queue went past (invocations_passed_over), how far
+    past it the workers have come; nothing otherwise (one statement for a queued call, none for
+    another). What to do is the page's to say: the watchdog's re-send, or its agent's resume."""
+    if not (inv.state == Invocation.State.IN_PROGRESS and inv.journal_state == Invocation.JournalState.ABSENT
+            and inv.queued_at is not None):
+        return ""
+    reached = dispatch_reached()
+    if reached is None or inv.queued_at >= _passed_over_before(reached):
+        return ""
+    return (f"calls queued up to {short_duration((reached - inv.queued_at).total_seconds())} after it have been "
+            "taken by the workers, and it has not")

@@ -25,6 +25,8 @@ from apps.tools.selectors import (
     dispatch_activity,
     dispatch_queue_name,
     invocation_dispatch_stall,
+    invocation_passed_over,
+    invocations_passed_over,
     invocations_waiting_for_a_worker,
 )
 from tests.knowledge.factories import KnowledgeBaseFactory
@@ -528,3 +530,133 @@ def test_reading_the_console_changes_no_call(owner, queued):
     owner.get("/admin/")
     owner.get(f"/admin/tools/invocation/{queued.pk}/change/")
     assert Invocation.objects.values().get(pk=queued.pk) == before
+
+
+# Passed over: the queue moved on past a call whose message was lost.
+
+
+def _claimed(shop, *, queued_ago: float, claimed_ago: float, settled: bool = False) -> Invocation:
+    """Another call, queued `queued_ago` seconds ago, that a worker claimed `claimed_ago` seconds ago
+    (and sent and settled, with `settled`)."""
+    inv = _sending(shop, claimed_ago=claimed_ago, deadline_in=25)
+    changes = {"queued_at": timezone.now() - timedelta(seconds=queued_ago)}
+    if settled:
+        changes.update(state=Invocation.State.EXECUTED, journal_state=Invocation.JournalState.COMPLETED)
+    Invocation.objects.filter(pk=inv.pk).update(**changes)
+    return inv
+
+
+PASSED_OVER_PAGE = (
+    "Passed over: calls queued up to 5 min after it have been taken by the workers, and it has not. Its message to "
+    "them was lost (a broker restart, or a worker that died holding it). The Celery beat's watchdog sends such a call "
+    "again (TOOL_DISPATCH_REQUEUE_SECONDS after it was last sent): if this note stays, check that the beat runs "
+    "(<code>make run</code>'s worker runs it; on a server, <code>celery -A bailinghub beat</code>). Its agent's "
+    "resume of this call sends it again too; once a worker takes it, it is sent once.")
+
+
+def _passed_over_page(client: Client, inv: Invocation) -> str | None:
+    response = client.get(f"/admin/tools/invocation/{inv.pk}/change/")
+    assert response.status_code == 200
+    match = re.search(r'<p class="errornote" id="dispatch-passed-over">(.*?)</p>', response.content.decode(), re.S)
+    return match.group(1) if match else None
+
+
+def _passed_over_sign(client: Client) -> str | None:
+    match = re.search(r'<p class="bh-waiting bh-bad" data-stat="calls_passed_over">(.*?)</p>',
+                      client.get("/admin/").content.decode(), re.S)
+    return match.group(1) if match else None
+
+
+def test_a_call_the_queue_went_past_is_told_so_on_its_page_and_the_dashboard(owner, shop, queued):
+    """Its message lost while the workers kept taking calls queued after it: the queue moved, so no
+    sign read it as stalled, and it read "in progress" for as long as nobody re-sent it."""
+    _queued_ago(queued, 600)
+    _claimed(shop, queued_ago=500, claimed_ago=499, settled=True)
+    _claimed(shop, queued_ago=300, claimed_ago=5)  # being sent now: the queue moves
+    assert (_passed_over_page(owner, queued), invocation_dispatch_stall(inv=Invocation.objects.get(pk=queued.pk)),
+            _dashboard_sign(owner)) == (PASSED_OVER_PAGE, "", None)
+    assert _passed_over_sign(owner) == (
+        "1 tool call queued for 10\xa0minutes that the dispatch queue went past: calls queued after it have been taken "
+        "by the workers, its message was lost. The Celery beat's watchdog sends such calls again: if this stays, check "
+        "that the beat runs. "
+        f'<a href="/admin/tools/invocation/?project__id__exact={queued.project_id}&amp;state__exact=in_progress'
+        '&amp;journal_state__exact=absent">See the queued calls</a>')
+
+
+def test_a_call_being_sent_counts_as_taken(shop, queued):
+    """Claimed and not answered yet (within its deadline): the worker took it off the queue."""
+    _queued_ago(queued, 600)
+    _claimed(shop, queued_ago=300, claimed_ago=10)
+    queued.refresh_from_db()
+    assert (invocations_passed_over(project_ids=[shop.route.project_id]),
+            invocation_passed_over(inv=queued)) == (
+        {shop.route.project_id: {"calls": 1, "since": queued.queued_at}},
+        "calls queued up to 5 min after it have been taken by the workers, and it has not")
+
+
+def test_a_call_in_line_behind_a_moving_queue_is_not_passed_over(owner, shop, queued):
+    """The workers are taking calls queued before it (a backlog): it waits its turn."""
+    _queued_ago(queued, 300)
+    _claimed(shop, queued_ago=900, claimed_ago=5)
+    _claimed(shop, queued_ago=600, claimed_ago=400, settled=True)
+    queued.refresh_from_db()
+    assert (invocations_passed_over(project_ids=[shop.route.project_id]), invocation_passed_over(inv=queued),
+            _passed_over_page(owner, queued), _passed_over_sign(owner)) == ({}, "", None, None)
+
+
+@pytest.mark.parametrize(("later_by", "passed_over"), [(60, False), (119, False), (180, True)])
+def test_a_call_is_passed_over_only_by_one_queued_over_two_minutes_after_it(shop, queued, later_by, passed_over):
+    """Messages sent within two minutes of each other may be taken in either order (a commit that
+    came late, the web processes' clocks): a neighbour queued that close taken first says nothing."""
+    _queued_ago(queued, 600)
+    _claimed(shop, queued_ago=600 - later_by, claimed_ago=10, settled=True)
+    queued.refresh_from_db()
+    assert (bool(invocation_passed_over(inv=queued)),
+            shop.route.project_id in invocations_passed_over(project_ids=[shop.route.project_id])) == (
+        passed_over, passed_over)
+
+
+def test_a_later_call_still_queued_too_does_not_pass_it_over(shop, queued):
+    """Only a claim shows the workers came past it: calls queued after it and waiting as well are a
+    queue no worker has reached yet (or none runs: that is the stall sign's to say)."""
+    _queued_ago(queued, 600)
+    later = _claimed(shop, queued_ago=60, claimed_ago=50)
+    Invocation.objects.filter(pk=later.pk).update(journal_state=Invocation.JournalState.ABSENT, dispatched_at=None,
+                                                  dispatch_deadline=None)
+    queued.refresh_from_db()
+    assert (invocations_passed_over(project_ids=[shop.route.project_id]),
+            invocation_passed_over(inv=queued)) == ({}, "")
+
+
+def test_no_call_ever_claimed_passes_nothing_over(shop, queued):
+    _queued_ago(queued, 600)
+    queued.refresh_from_db()
+    assert (invocations_passed_over(project_ids=[shop.route.project_id]),
+            invocation_passed_over(inv=queued)) == ({}, "")
+
+
+def test_a_claimed_or_settled_call_is_never_passed_over(owner, shop, queued):
+    """It left the queue; a call claimed long after it was queued is not a lost message."""
+    taken = _claimed(shop, queued_ago=900, claimed_ago=10)
+    _claimed(shop, queued_ago=100, claimed_ago=90, settled=True)
+    taken.refresh_from_db()
+    assert (invocation_passed_over(inv=taken), _passed_over_page(owner, taken)) == ("", None)
+
+
+def test_passed_over_calls_are_counted_per_project_in_the_same_statements_for_any_number(
+        shop, queued, django_assert_num_queries):
+    _queued_ago(queued, 600)
+    ids = [shop.route.project_id, *_more_projects_queued(shop, 3)]
+    Invocation.objects.filter(project_id__in=ids[1:]).update(queued_at=timezone.now() - timedelta(minutes=10))
+    _claimed(shop, queued_ago=300, claimed_ago=299, settled=True)
+    with django_assert_num_queries(2):
+        passed = invocations_passed_over(project_ids=ids)
+    assert sorted(row["calls"] for row in passed.values()) == [1, 1, 1, 1]
+
+
+def test_a_queued_calls_page_reads_one_statement_for_it(shop, queued, django_assert_num_queries):
+    _queued_ago(queued, 600)
+    _claimed(shop, queued_ago=300, claimed_ago=299, settled=True)
+    queued.refresh_from_db()
+    with django_assert_num_queries(1):
+        assert invocation_passed_over(inv=queued) != ""
