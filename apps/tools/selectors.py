@@ -221,16 +221,18 @@ def _passed_over_before(reached: datetime) -> datetime:
 
 def invocations_passed_over(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
     """Per project, its calls still queued for dispatch that the queue went past: calls queued more
-    than PASSED_OVER_SECONDS after them have been claimed, and they have not, so their message was
-    lost (a broker restart, a worker that died holding it) — {project_id: {"calls": n, "since": the
-    oldest one's queue time}}. Read whether or not the queue moves now: the sign for a queue that
-    moves on without them. Two statements whatever the number of projects and calls, one when no
-    call was ever claimed."""
+    than PASSED_OVER_SECONDS after their last send have been claimed, and they have not, so their
+    message was lost (a broker restart, a worker that died holding it) — {project_id: {"calls": n,
+    "since": the oldest one's queue time}}. A call's last send is its row's last change: the
+    watchdog and a resume save the row when they send it again, and a message sent again joins the
+    queue's end, behind calls queued since its first. Read whether or not the queue moves now: the
+    sign for a queue that moves on without them. Two statements whatever the number of projects and
+    calls, one when no call was ever claimed."""
     reached = dispatch_reached()
     if reached is None:
         return {}
     rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids),
-                                      queued_at__lt=_passed_over_before(reached))
+                                      updated_at__lt=_passed_over_before(reached))
             .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
     return {row["project_id"]: {"calls": row["calls"], "since": row["since"]} for row in rows}
 
@@ -243,7 +245,7 @@ def invocation_passed_over(*, inv: Invocation) -> str:
             and inv.queued_at is not None):
         return ""
     reached = dispatch_reached()
-    if reached is None or inv.queued_at >= _passed_over_before(reached):
+    if reached is None or inv.updated_at >= _passed_over_before(reached):  # its last send (invocations_passed_over)
         return ""
-    return (f"calls queued up to {short_duration((reached - inv.queued_at).total_seconds())} after it have been "
-            "taken by the workers, and it has not")
+    return (f"calls queued up to {short_duration((reached - inv.updated_at).total_seconds())} after it was sent "
+            "have been taken by the workers, and it has not")

@@ -60,7 +60,9 @@ def owner(shop) -> Client:
 
 
 def _queued_ago(inv: Invocation, seconds: float) -> None:
-    Invocation.objects.filter(pk=inv.pk).update(queued_at=timezone.now() - timedelta(seconds=seconds))
+    """Queued (and sent) `seconds` ago, untouched since."""
+    at = timezone.now() - timedelta(seconds=seconds)
+    Invocation.objects.filter(pk=inv.pk).update(queued_at=at, updated_at=at)
 
 
 def _sending(shop, *, claimed_ago: float, deadline_in: float = -30) -> Invocation:
@@ -547,11 +549,11 @@ def _claimed(shop, *, queued_ago: float, claimed_ago: float, settled: bool = Fal
 
 
 PASSED_OVER_PAGE = (
-    "Passed over: calls queued up to 5 min after it have been taken by the workers, and it has not. Its message to "
-    "them was lost (a broker restart, or a worker that died holding it). The Celery beat's watchdog sends such a call "
-    "again (TOOL_DISPATCH_REQUEUE_SECONDS after it was last sent): if this note stays, check that the beat runs "
-    "(<code>make run</code>'s worker runs it; on a server, <code>celery -A bailinghub beat</code>). Its agent's "
-    "resume of this call sends it again too; once a worker takes it, it is sent once.")
+    "Passed over: calls queued up to 5 min after it was sent have been taken by the workers, and it has not. Its "
+    "message to them was lost (a broker restart, or a worker that died holding it). The Celery beat's watchdog "
+    "sends such a call again (TOOL_DISPATCH_REQUEUE_SECONDS after it was last sent): if this note stays, check that"
+    " the beat runs (<code>make run</code>'s worker runs it; on a server, <code>celery -A bailinghub beat</code>). "
+    "Its agent's resume of this call sends it again too; once a worker takes it, it is sent once.")
 
 
 def _passed_over_page(client: Client, inv: Invocation) -> str | None:
@@ -591,7 +593,7 @@ def test_a_call_being_sent_counts_as_taken(shop, queued):
     assert (invocations_passed_over(project_ids=[shop.route.project_id]),
             invocation_passed_over(inv=queued)) == (
         {shop.route.project_id: {"calls": 1, "since": queued.queued_at}},
-        "calls queued up to 5 min after it have been taken by the workers, and it has not")
+        "calls queued up to 5 min after it was sent have been taken by the workers, and it has not")
 
 
 def test_a_call_in_line_behind_a_moving_queue_is_not_passed_over(owner, shop, queued):
@@ -614,6 +616,17 @@ def test_a_call_is_passed_over_only_by_one_queued_over_two_minutes_after_it(shop
     assert (bool(invocation_passed_over(inv=queued)),
             shop.route.project_id in invocations_passed_over(project_ids=[shop.route.project_id])) == (
         passed_over, passed_over)
+
+
+def test_a_call_sent_again_waits_its_new_turn_without_a_sign(owner, shop, queued):
+    """The watchdog (or a resume) sent it again a minute ago: its new message joined the queue's end,
+    behind calls queued since its first, which the workers may take before it."""
+    _queued_ago(queued, 600)
+    _claimed(shop, queued_ago=300, claimed_ago=5)
+    Invocation.objects.filter(pk=queued.pk).update(updated_at=timezone.now() - timedelta(seconds=60))
+    queued.refresh_from_db()
+    assert (invocations_passed_over(project_ids=[shop.route.project_id]), invocation_passed_over(inv=queued),
+            _passed_over_page(owner, queued), _passed_over_sign(owner)) == ({}, "", None, None)
 
 
 def test_a_later_call_still_queued_too_does_not_pass_it_over(shop, queued):
@@ -647,7 +660,8 @@ def test_passed_over_calls_are_counted_per_project_in_the_same_statements_for_an
         shop, queued, django_assert_num_queries):
     _queued_ago(queued, 600)
     ids = [shop.route.project_id, *_more_projects_queued(shop, 3)]
-    Invocation.objects.filter(project_id__in=ids[1:]).update(queued_at=timezone.now() - timedelta(minutes=10))
+    ten_minutes_ago = timezone.now() - timedelta(minutes=10)
+    Invocation.objects.filter(project_id__in=ids[1:]).update(queued_at=ten_minutes_ago, updated_at=ten_minutes_ago)
     _claimed(shop, queued_ago=300, claimed_ago=299, settled=True)
     with django_assert_num_queries(2):
         passed = invocations_passed_over(project_ids=ids)
