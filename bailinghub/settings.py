@@ -356,8 +356,9 @@ RAG_ROUTE_GENERATORS = env.json("RAG_ROUTE_GENERATORS", default={})
 # RAG answers "not found" when the search's scores are calibrated (hybrid, the local e5 model) and
 # the best evidence scores below this: the probability that the knowledge answers the question at
 # all, times the passage's fused score. Chosen by bench/rag.py --fit (bench/README.md, "RAG
-# answers", chosen with questions typed plainly and as chat); 0 answers from whatever ranks first.
-RAG_EVIDENCE_SCORE_MIN = env.float("RAG_EVIDENCE_SCORE_MIN", default=0.3)
+# answers": the floor that gains most right answers less off-topic ones answered, with questions
+# typed plainly and as chat; a table of floors there); 0 answers from whatever ranks first.
+RAG_EVIDENCE_SCORE_MIN = env.float("RAG_EVIDENCE_SCORE_MIN", default=0.4)
 if not 0 <= RAG_EVIDENCE_SCORE_MIN <= 1:
     raise ImproperlyConfigured(
         f"RAG_EVIDENCE_SCORE_MIN must be between 0 and 1, not {RAG_EVIDENCE_SCORE_MIN:g}: it is compared with "

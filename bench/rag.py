@@ -29,8 +29,9 @@ smaller, easier haystack; say so when quoting its figures).
 
 Every question reaches the generator (RAG_EVIDENCE_SCORE_MIN 0 while asking); the figures printed
 "as served" apply the configured floor afterwards — exactly what the route does, since the floor is
-judged before generation. `--fit` chooses the floor (the highest of 0, 0.05, ... 0.95 that costs at
-most half a percent of the own questions their right answer) and fits the confidence (logistic
+judged before generation. `--fit` chooses the floor (of 0, 0.05, ... 0.95, the one with the largest
+share of own questions answered right less the share of questions it cannot answer that are
+answered) and fits the confidence (logistic
 regression of "contains gold" on support and the best evidence score where scores are calibrated, on
 support alone for all) on the questions answered above it — on fold A, scored on fold B, and the
 other way round — then on both folds, to ship. `--from-json FILE` prints and fits from an earlier
@@ -187,7 +188,15 @@ def run_dataset(name: str, o) -> dict:
     from apps.knowledge.models import Document, KnowledgeBase, RouteKnowledgeBinding
     from apps.projects.models import Membership, Project
     from apps.routes.models import Route
-    from bench.answerability import chat
+    from bench.answerability import chat as typed_as_chat
+
+    def chat(text: str, i: int) -> str:
+        if not o.chat_templates:
+            return typed_as_chat(text, i)
+        from apps.knowledge.pipeline.terms import has_cjk
+
+        templates = o.chat_templates["zh" if has_cjk(text) else "en"]
+        return templates[i % len(templates)].format(q=text.rstrip("?？。. "))
 
     folder = Path(o.datasets_dir) / name
     corpus, picked, qrels, answers = load(folder, o.sample, o.seed)
@@ -270,8 +279,6 @@ def auc(rows: list[tuple[float, int]]) -> float:
 
 
 FLOORS = [round(0.05 * i, 2) for i in range(20)]
-# The share of the own questions whose right answer a floor may cost on the fold it is chosen on.
-FLOOR_LOSS = 0.005
 
 
 def answered(row: dict, floor: float) -> bool:
@@ -279,14 +286,19 @@ def answered(row: dict, floor: float) -> bool:
     return row["useful"] and not (row["calibrated"] and row["top_score"] < floor)
 
 
-def choose_floor(rows: list[dict]) -> float:
-    """The highest floor that costs at most FLOOR_LOSS of the own questions their right answer."""
+def floor_worth(rows: list[dict], floor: float) -> float:
+    """The share of the own questions answered right less the share of the questions the KB cannot
+    answer that are answered at all: a wrong answer to a question off the knowledge costs as much
+    as a right one lost."""
     own = [r for r in rows if r["own"]]
-    chosen = 0.0
-    for floor in FLOORS:
-        if sum(r["gold"] and not answered(r, floor) for r in own) <= FLOOR_LOSS * len(own):
-            chosen = floor
-    return chosen
+    foreign = [r for r in rows if not r["own"]]
+    right = sum(r["gold"] and answered(r, floor) for r in own) / max(1, len(own))
+    return right - sum(answered(r, floor) for r in foreign) / max(1, len(foreign))
+
+
+def choose_floor(rows: list[dict]) -> float:
+    """The floor worth most (floor_worth); of equals, the lowest."""
+    return max(FLOORS, key=lambda floor: (floor_worth(rows, floor), -floor))
 
 
 def fit_confidence(rows: list[dict], floor: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -371,6 +383,8 @@ def main() -> None:
                         help="also ask each route N questions it cannot answer (other datasets', API requests)")
     parser.add_argument("--chat", action="store_true",
                         help="also ask every question typed as chat (bench/answerability.py's templates)")
+    parser.add_argument("--chat-templates", type=Path, default=None, metavar="FILE",
+                        help='with --chat, other phrasings: JSON {"zh": [...], "en": [...]} of format strings with {q}')
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--json", dest="json_path", default=None, help="write every question's figures")
@@ -383,6 +397,7 @@ def main() -> None:
             parser.error(f"--kb {pair}: give UUID=DATASET")
         o.kept[dataset] = kb_id
     o.dataset_names = [name.strip() for name in o.datasets.split(",") if name.strip()]
+    o.chat_templates = json.loads(o.chat_templates.read_text(encoding="utf-8")) if o.chat_templates else None
     if o.kept:
         o.dataset_names = list(o.kept)
     django_setup()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.rag import answered, auc, choose_floor, confidence, fit_confidence, summary
+from bench.rag import answered, auc, choose_floor, confidence, fit_confidence, floor_worth, summary
 
 
 def _row(top: float, *, gold: bool = False, own: bool = True, useful: bool = True, calibrated: bool = True,
@@ -23,19 +23,22 @@ def test_a_floor_cuts_only_calibrated_answers_below_it():
     assert answered(_row(0.9, useful=False), 0.0) is False
 
 
-def test_the_floor_chosen_is_the_highest_that_costs_at_most_half_a_percent_of_the_right_answers():
-    # 400 own questions, all right: one at 0.22, one at 0.37, the rest at 0.87. Half a percent is
-    # two answers: floors up to 0.85 cost at most two, 0.9 costs them all.
-    rows = [_row(0.87, gold=True) for _ in range(398)] + [_row(0.22, gold=True), _row(0.37, gold=True)]
-    rows += [_row(0.3, own=False) for _ in range(50)]  # foreign questions weigh nothing in the choice
-    assert choose_floor(rows) == 0.85
-    rows.append(_row(0.6, gold=True))  # a third right answer, costed by every floor above 0.6
-    assert choose_floor(rows) == 0.6
+def test_the_floor_weighs_right_answers_lost_against_off_topic_answers_given():
+    # 10 own questions answered right, 2 of them at 0.22; 10 off-topic ones answered, 6 at 0.18.
+    rows = [_row(0.9, gold=True) for _ in range(8)] + [_row(0.22, gold=True) for _ in range(2)]
+    rows += [_row(0.18, own=False) for _ in range(6)] + [_row(0.9, own=False) for _ in range(4)]
+    assert floor_worth(rows, 0.0) == pytest.approx(1.0 - 1.0)
+    assert floor_worth(rows, 0.2) == pytest.approx(1.0 - 0.4)  # the 6 off-topic ones go, nothing lost
+    assert floor_worth(rows, 0.25) == pytest.approx(0.8 - 0.4)
+    assert choose_floor(rows) == 0.2  # the lowest of the equals 0.2 (0.2 and no higher: 0.22 stays)
+    rows += [_row(0.23, own=False) for _ in range(20)]  # now cutting at 0.25 is worth its two losses
+    assert choose_floor(rows) == 0.25
 
 
-def test_wrong_answers_below_the_floor_cost_nothing():
-    rows = [_row(0.9, gold=True) for _ in range(10)] + [_row(0.1) for _ in range(10)]
-    assert choose_floor(rows) == 0.9
+def test_wrong_own_answers_below_the_floor_cost_nothing():
+    rows = [_row(0.9, gold=True) for _ in range(10)] + [_row(0.1) for _ in range(10)] + [_row(0.5, own=False)]
+    assert floor_worth(rows, 0.9) == floor_worth(rows, 0.0) + 1.0
+    assert choose_floor(rows) == 0.55
 
 
 def test_confidence_is_fitted_on_what_the_floor_leaves_and_separates_right_from_wrong():

@@ -53,6 +53,42 @@ def test_extractive_still_answers_an_english_question_the_evidence_covers():
     assert (draft.found, draft.answer, draft.cited) == (True, "Refunds are paid within 7 days.[1]", [1])
 
 
+@pytest.mark.parametrize("question", ["你好，请问一下，运费谁承担？麻烦告诉我，谢谢！",
+                                      "请教一下运费谁承担呀？在线等，挺急的", "有人知道运费谁承担吗？"])
+def test_extractive_answers_a_question_typed_as_chat_as_it_answers_it_plainly(question):
+    """Greetings, thanks and particles are in no evidence: counted as terms of the question, at
+    the highest idf, they left the covering sentence under MIN_SUPPORT."""
+    plain = ExtractiveGenerator().generate(question="运费谁承担？", evidence=EVIDENCE)
+    chat = ExtractiveGenerator().generate(question=question, evidence=EVIDENCE)
+    assert (chat.found, chat.answer, chat.cited) == (True, "运费由门店承担。[1]", [1])
+    assert chat.support == pytest.approx(plain.support)
+
+
+def test_extractive_still_refuses_a_question_typed_as_chat_that_nothing_covers():
+    draft = ExtractiveGenerator().generate(question="你好，请问一下，木星有几颗卫星？谢谢！", evidence=EVIDENCE)
+    assert (draft.found, draft.answer) == (False, "")
+
+
+@pytest.mark.parametrize(("question", "kept", "cut"), [
+    ("爬行垫什么材质的好", {"好", "的好"}, set()),  # 好 of the question itself stays
+    ("哈尔滨冬天多冷？", {"哈", "哈尔"}, set()),  # a particle only where a clause ends
+    ("你好，长沙常住人口多少呢？", {"人口", "长沙"}, {"你好", "你", "呢", "少呢"}),
+    ("Hi there! Quick question: how long is the refund window? Thanks!", {"refund", "window", "long"},
+     {"hi", "quick", "question", "thank"}),
+])
+def test_question_terms_leave_out_the_formulae_of_chat(question, kept, cut):
+    from apps.answers.generators.base import question_terms
+
+    terms = question_terms(question)
+    assert kept <= terms and not (cut & terms)
+
+
+def test_a_question_of_formulae_alone_keeps_its_terms():
+    from apps.answers.generators.base import question_terms
+
+    assert question_terms("谢谢！") == {"谢", "谢谢"}
+
+
 def test_extractive_cuts_a_long_sentence_to_its_best_clauses():
     filler = "，".join(f"第{i}条说明了无关的流程细节和很多背景内容" for i in range(12))
     long_text = filler + "，退款在三个工作日内原路退回。"

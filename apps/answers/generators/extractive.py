@@ -4,8 +4,9 @@ construction; when no sentence covers enough of the question it says the knowled
 answer instead of quoting something unrelated.
 
 A sentence's score is the idf-weighted share of the question's keyword terms (CJK characters
-and bigrams, stemmed words, English function words left out; idf over the evidence's sentences)
-that it contains, plus a small preference for higher-ranked evidence. A sentence longer than
+and bigrams, stemmed words; English function words and the formulae of a question typed as chat
+left out, base.question_terms; idf over the evidence's sentences) that it contains, plus a small
+preference for higher-ranked evidence. A sentence longer than
 LONG_SENTENCE_CHARS is cut to its best window of clauses, so the answer stays short and
 "contains the gold answer" is earned.
 """
