@@ -40,6 +40,7 @@ other way round — then on both folds, to ship. `--from-json FILE` prints and f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -121,7 +122,8 @@ def foreign_questions(name: str, o, count: int) -> list[dict]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from capability_quality import GITHUB_QUERIES, MORE_QUERIES
 
-    pools = [[{"id": "api:" + text, "text": text, "source": "api-requests"}
+    # Ids as bench/answerability.py gives them, so a request falls in the same fold in both.
+    pools = [[{"id": "api:" + hashlib.sha256(text.encode()).hexdigest()[:16], "text": text, "source": "api-requests"}
               for text, _tool in GITHUB_QUERIES + MORE_QUERIES]]
     for other in o.dataset_names:
         if other != name:
@@ -302,11 +304,13 @@ def choose_floor(rows: list[dict]) -> float:
 
 
 def fit_confidence(rows: list[dict], floor: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """(calibrated: intercept, support, score; relative: intercept, support, 0) fitted on the
-    questions answered under `floor`: calibrated rows for the first, every row for the second."""
-    kept = [r for r in rows if answered(r, floor)]
-    calibrated = fit_logistic([(r["support"], r["top_score"], int(r["gold"])) for r in kept if r["calibrated"]])
-    relative = fit_logistic([(r["support"], 0.0, int(r["gold"])) for r in kept])
+    """(calibrated: intercept, support, score; relative: intercept, support, 0), each fitted on the
+    answers it will be served for: the calibrated rows answered above `floor`, and every answered
+    row for the relative one (where scores are relative no floor applies, so off-topic questions
+    answered are among them)."""
+    calibrated = fit_logistic([(r["support"], r["top_score"], int(r["gold"])) for r in rows
+                               if r["calibrated"] and answered(r, floor)])
+    relative = fit_logistic([(r["support"], 0.0, int(r["gold"])) for r in rows if r["useful"]])
     return calibrated, relative
 
 
@@ -355,7 +359,8 @@ def held_out(rows: list[dict], *, train: str, current: tuple) -> str:
 
     def scored(coefs: tuple) -> str:
         pairs = [(confidence(r, *coefs), int(r["gold"])) for r in kept]
-        return f"ECE {ece(pairs):.3f}, AUC {auc(pairs):.3f}"
+        relative = [(confidence(dict(r, calibrated=False), *coefs), int(r["gold"])) for r in scored_on if r["useful"]]
+        return f"ECE {ece(pairs):.3f}, AUC {auc(pairs):.3f} (support alone over every answer: ECE {ece(relative):.3f})"
 
     return (f"chosen on {train}: floor {floor:.2f}, confidence {tuple(round(x, 3) for x in calibrated)} / "
             f"support alone {tuple(round(x, 3) for x in relative[:2])}\n"

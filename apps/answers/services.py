@@ -11,18 +11,19 @@ written last, in its own savepoint, so a failing write leaves the answer intact 
 `query_id: None`.
 
 Evidence too unlikely to answer is not used: where the search's scores are calibrated (hybrid,
-convex fusion, the local e5 model: each hit's score carries the probability that the KBs answer
-the question at all, pipeline.answerability) and the best evidence scores below
+convex fusion, the local e5 model without a query adapter, in every bound KB: each hit's score
+carries the probability that the KBs answer the question at all, pipeline.answerability) and the
+search's best candidate — before a reranker, which may leave it out of the evidence — scores below
 settings.RAG_EVIDENCE_SCORE_MIN, the answer is the honest "not found" without asking the generator:
 an off-topic question otherwise drew a sentence from whatever ranked first.
 
 Confidence (0–1) is calibrated, not a raw score: a logistic function of the cited text's
 coverage of the question (`Draft.support`, idf-weighted) and, where the search's scores are
 calibrated, the best evidence score; where they are relative (other embedding models, RRF) the
-score says nothing across searches and support alone is used. Both were fitted by logistic
-regression on whether the answer contained a gold answer span — off-topic questions answered
-count as wrong — over one fold of the bench (bench/rag.py --fit) and checked for reliability
-(expected calibration error) on the other. A not-found or failed answer has confidence 0; an
+score says nothing across searches and support alone is used. Both are logistic regressions on
+whether the answer contained a gold answer span — off-topic questions answered count as wrong —
+fitted on one fold of the bench and checked for reliability (expected calibration error) on the
+other (bench/rag.py --fit), then shipped as fitted on both folds. A not-found or failed answer has confidence 0; an
 ungrounded one is capped at UNGROUNDED_CONFIDENCE_MAX.
 """
 
@@ -68,9 +69,10 @@ class Confidence:
 # Fitted by `bench/rag.py --fit` (bench/README.md, "RAG answers") on the questions answered above
 # the evidence floor, both folds: cmrc2018, drcd and dureader KBs (local e5, whole corpora), 200
 # questions each typed plainly and as chat, and 150 each cannot answer (100 of them as chat too).
-# Each fold's fit scored on the other first. Support alone is fitted on the same answers.
-CONFIDENCE_CALIBRATED = Confidence(intercept=-1.501, support=2.331, score=1.407)
-CONFIDENCE_RELATIVE = Confidence(intercept=-0.684, support=3.112)
+# Each fold's fit scored on the other first. Support alone is fitted on every answer, the floor's
+# refusals too: it is served where no floor applies.
+CONFIDENCE_CALIBRATED = Confidence(intercept=-1.725, support=2.163, score=1.763)
+CONFIDENCE_RELATIVE = Confidence(intercept=-1.926, support=5.193)
 UNGROUNDED_CONFIDENCE_MAX = 0.2
 
 NOT_FOUND_ZH = "知识库中没有找到能回答这个问题的内容。"
@@ -192,12 +194,16 @@ def rag_answer_kbs(*, kbs: list[KnowledgeBase], question: str, options: SearchOp
                   "status": "ok", "hits": len(result.hits), "scores_calibrated": result.scores_calibrated})
     trace.append(rerank)
     evidence = _evidence(result.hits)
-    # Calibrated scores say how likely a passage answers; a reranker may put a lower one first.
-    best_score = max((item.score for item in evidence), default=0.0) if result.scores_calibrated else None
+    # Calibrated scores say how likely a passage answers: judged on the best candidate the search
+    # had, which a reranker may have put out of the evidence.
+    best_score = result.best_score if result.scores_calibrated else None
     generate_started = time.perf_counter()
     if not evidence:
         draft = Draft(answer="", cited=[], quotes={}, grounded=True, found=False, missing_points=[question])
-        trace.append({"step": "generate", "ms": 0.0, "status": "skipped", "reason": "no_evidence"})
+        skipped = {"step": "generate", "ms": 0.0, "status": "skipped", "reason": "no_evidence"}
+        if options.score_threshold is not None:
+            skipped["score_threshold"] = options.score_threshold  # the route's: it may have cut every hit
+        trace.append(skipped)
     elif best_score is not None and best_score < settings.RAG_EVIDENCE_SCORE_MIN:
         draft = Draft(answer="", cited=[], quotes={}, grounded=True, found=False, missing_points=[question])
         trace.append({"step": "generate", "ms": 0.0, "status": "skipped", "reason": "evidence_unlikely_to_answer",

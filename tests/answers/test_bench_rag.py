@@ -43,13 +43,17 @@ def test_wrong_own_answers_below_the_floor_cost_nothing():
 
 def test_confidence_is_fitted_on_what_the_floor_leaves_and_separates_right_from_wrong():
     rows = [_row(0.9, gold=True, support=0.9) for _ in range(30)] + [_row(0.6, support=0.3) for _ in range(30)]
-    rows += [_row(0.05, gold=True, support=0.9) for _ in range(30)]  # below the floor: left out of the fit
+    # Off-topic questions answered with a well-supported quote, below the floor: left out of the
+    # calibrated fit, but not of the support-only one, served where no floor takes them away.
+    rows += [_row(0.05, own=False, support=0.9) for _ in range(30)]
     calibrated, relative = fit_confidence(rows, 0.5)
     assert calibrated[1] > 0 and calibrated[2] > 0
     assert relative[2] == 0.0
     high = confidence(_row(0.9, support=0.9), calibrated, relative)
     low = confidence(_row(0.6, support=0.3), calibrated, relative)
     assert high > 0.9 and low < 0.1
+    # Half the answers at support 0.9 were wrong where no floor applies.
+    assert confidence(_row(0.9, calibrated=False, support=0.9), calibrated, relative) == pytest.approx(0.5, abs=0.1)
     # A relative row reads the support-only coefficients.
     a, b, _ = relative
     assert confidence(_row(0.0, calibrated=False, support=0.3), calibrated, relative) == pytest.approx(

@@ -124,3 +124,32 @@ def test_the_playground_says_why_it_did_not_answer(owner, e5_route):
     assert re.search(r"generate 0\.0 ms \(skipped: the best evidence scores 0\.\d\d, under the floor of 0\.40, so "
                      r"the knowledge most likely does not answer this\)", trace), trace
     assert RagQuery.objects.count() == 0
+
+
+def test_the_floor_reads_the_best_candidate_a_reranker_put_out_of_the_evidence(client, e5_route, settings):
+    """The test reranker reverses the fused order: with top_k 1 the evidence is the candidate fused
+    last, far under the floor, while the KB answers the question well."""
+    from apps.knowledge import services as knowledge_services
+    from tests.knowledge.rerankers import RerankEndpoint
+
+    settings.KNOWLEDGE_RERANK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    e5_route.knowledge_top_k = 1
+    e5_route.save(update_fields=["knowledge_top_k"])
+    kb = e5_route.knowledge_bindings.get().knowledge_base
+    with RerankEndpoint() as endpoint:
+        knowledge_services.knowledge_base_update(kb=kb, reranker={
+            "base_url": endpoint.url, "model": "bge-reranker-v2-m3", "candidates": 20, "timeout_ms": 2000})
+        body = _ask(client, e5_route, COVERED)
+    assert _step(body, "rerank")["status"] == "applied"
+    assert [item["document_title"] for item in body["evidence"]] != ["sic.md"]
+    assert max(item["score"] for item in body["evidence"]) < 0.4
+    assert _step(body, "generate")["status"] == "ok"  # asked: the search's best candidate clears the floor
+
+
+def test_no_evidence_under_a_route_threshold_says_which(client, e5_route):
+    e5_route.knowledge_score_threshold = 1.0
+    e5_route.save(update_fields=["knowledge_score_threshold"])
+    body = _ask(client, e5_route, COVERED)
+    assert body["evidence"] == []
+    assert _step(body, "generate") == {"step": "generate", "ms": 0.0, "status": "skipped", "reason": "no_evidence",
+                                       "score_threshold": 1.0}

@@ -171,6 +171,14 @@ def test_scores_are_calibrated_only_when_every_group_carries_its_answerability(s
     assert len(mixed.answerability) == 2 and mixed.scores_calibrated is False
 
 
+def test_the_best_score_is_the_best_candidates_before_a_threshold(semantic_kb):
+    kb, _ = semantic_kb
+    everything = search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=4))
+    assert everything.best_score == pytest.approx(everything.hits[0].score) and everything.best_score > 0.5
+    cut = search(kbs=[kb], query="refund window", options=SearchOptions(mode="hybrid", top_k=4, score_threshold=1.0))
+    assert cut.hits == [] and cut.best_score == pytest.approx(everything.best_score)
+
+
 def test_term_statistics_follow_indexing_and_deletion():
     kb = KnowledgeBaseFactory()
     docs = ingest_texts(kb, {"a.md": "# 甲\n\n退款政策说明。", "b.md": "# 乙\n\n退款流程。"})

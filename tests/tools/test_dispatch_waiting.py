@@ -629,6 +629,17 @@ def test_a_call_sent_again_waits_its_new_turn_without_a_sign(owner, shop, queued
             _passed_over_page(owner, queued), _passed_over_sign(owner)) == ({}, "", None, None)
 
 
+def test_the_watchdogs_resend_is_what_dates_the_last_send(shop, queued):
+    """The passed-over judgement rests on a re-send saving the row: the watchdog's own re-send, not
+    a stand-in for it, takes the sign away until the queue goes past the new message too."""
+    _queued_ago(queued, 600)
+    _claimed(shop, queued_ago=300, claimed_ago=5)
+    assert invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk)) != ""
+    assert invocation_watchdog()["requeued"] == 1
+    assert invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk)) == ""
+    assert invocations_passed_over(project_ids=[shop.route.project_id]) == {}
+
+
 def test_a_later_call_still_queued_too_does_not_pass_it_over(shop, queued):
     """Only a claim shows the workers came past it: calls queued after it and waiting as well are a
     queue no worker has reached yet (or none runs: that is the stall sign's to say)."""

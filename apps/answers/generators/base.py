@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from apps.knowledge.pipeline.terms import keyword_terms
+from apps.knowledge.pipeline.terms import asked_terms, keyword_terms
 
 
 class GenerationFailed(Exception):
@@ -76,42 +76,21 @@ def term_set(text: str) -> set[str]:
 
 
 # English function words, as keyword terms (stemmed): a question's "what is the …" says nothing
-# about what it asks, and sentences share them with every question. Beside them the words people
-# wrap a question in when they type it as chat ("hi", "thanks", "quick question").
+# about what it asks, and sentences share them with every question.
 _ENGLISH_FUNCTION_WORDS = (
     "a an the is are was were be been being am do does did doing have has had having what which who whom "
     "whose when where why how of to in on at by for with about from into onto over under than then and or "
     "but not no nor if so as it its this that these those there here i me my we us our you your he him his "
-    "she her they them their can could would should will shall may might must please tell know s t d ll re ve m "
-    "hi hello hey thanks thank help wonder wondering quick question explain"
+    "she her they them their can could would should will shall may might must please tell know s t d ll re ve m"
 )
 FUNCTION_TERMS = frozenset(keyword_terms(_ENGLISH_FUNCTION_WORDS))
 
-# The formulae a Chinese question is wrapped in when typed as chat — greetings, "may I ask",
-# thanks, "please tell me", urgency — and the modal particles that end a clause. They are cut
-# from the question's text before its terms are taken (a CJK term is a character or a pair, so
-# cutting their terms instead would cut 好 from 什么材质的好): the evidence never holds them, and
-# counted at the highest idf they left a covered question looking uncovered.
-_CHAT_FORMULAE = re.compile(
-    "|".join(sorted((
-        "你好", "您好", "大家好", "各位好", "嗨", "哈喽",
-        "请问一下", "请问", "请教一下", "请教", "想问一下", "想问问", "想问", "问一下", "问下",
-        "咨询一下", "想咨询一下", "我想知道", "想知道", "谁知道", "有谁知道", "有人知道", "有没有人知道", "知道的",
-        "求助", "求问", "求解答", "求大神", "大神们", "各位", "大家",
-        "谢谢你", "谢谢您", "谢谢大家", "谢谢", "多谢", "感谢", "先谢了", "先谢谢了",
-        "麻烦告诉我", "麻烦问一下", "麻烦", "告诉我", "帮我看看", "帮忙看看", "帮我", "帮忙",
-        "能不能告诉我", "可以告诉我",
-        "在线等", "挺急的", "很急", "急急急", "急求",
-    ), key=len, reverse=True))
-    + r"|[吗呢吧啊呀哦嘛哈啦]+(?=[\s，。？！、：；,.?!:;~～]|$)"
-)
 
-
-def question_terms(question: str) -> set[str]:
-    """The terms that say what a question asks: its keyword terms but English function words
-    and the formulae of chat (the whole question's terms if nothing else is left)."""
-    asked = term_set(_CHAT_FORMULAE.sub(" ", question)) - FUNCTION_TERMS
-    return asked or (term_set(question) - FUNCTION_TERMS)
+def question_terms(question: str, *, held: Callable[[str], bool] | None = None) -> set[str]:
+    """The terms that say what a question asks: its keyword terms but English function words and
+    the formulae of chat, unless `held` says the evidence holds them (pipeline.terms.asked_terms;
+    all its terms but function words if nothing else is left)."""
+    return (asked_terms(question, held=held) - FUNCTION_TERMS) or (term_set(question) - FUNCTION_TERMS)
 
 
 def idf_weights(documents: Iterable[Set[str]]) -> tuple[dict[str, float], int]:

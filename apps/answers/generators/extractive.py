@@ -56,17 +56,17 @@ class ExtractiveGenerator:
         self.options = options
 
     def generate(self, *, question: str, evidence: list[Evidence]) -> Draft:
-        needed = question_terms(question)
         candidates = [
             _Candidate(ref=item.ref, position=i, text=window, terms=frozenset(term_set(window)))
             for item in evidence
             for i, sentence in enumerate(sentences(item.text))
             for window in _windows(sentence)
         ]
+        idf, _n = idf_weights(c.terms for c in candidates)
+        needed = question_terms(question, held=idf.__contains__)
         if not candidates or not needed:
             return Draft(answer="", cited=[], quotes={}, grounded=True, found=False,
                          missing_points=[question])
-        idf, _n = idf_weights(c.terms for c in candidates)
         unseen = max(idf.values(), default=1.0)
 
         def score(candidate: _Candidate) -> float:

@@ -128,6 +128,9 @@ class SearchResult:
     # Every searched group's scores carry its answerability (convex fusion, a calibrated model):
     # a hit's score then says how likely it answers, comparable across searches, not only its rank.
     scores_calibrated: bool = False
+    # The best score of any candidate, before a score threshold or a reranker (which may put others
+    # first): with calibrated scores, how likely the best the KBs hold answers the query.
+    best_score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -427,10 +430,13 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     groups = []
     trace: list[dict] = []
     answers: list[Answerability] = []
+    best_score = 0.0
     for key, generation_ids in sorted(groups_of.items()):
         ranked = _rank_candidates(model=models[key[0]], generation_ids=sorted(generation_ids, key=str),
                                   query=query, options=options, timings=timings, fusion=key[1] or "convex",
                                   indexes=indexes, withheld=withheld, answers=answers)
+        if ranked:
+            best_score = max(best_score, ranked[0].score)
         if options.score_threshold is not None:
             ranked = [c for c in ranked if c.score >= options.score_threshold]
         if key in rerankers:
@@ -447,7 +453,7 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
     calibrated = (options.mode == "hybrid" and len(answers) == len(groups_of) > 0
                   and all(answer.probability is not None for answer in answers))
     return SearchResult(hits=hits, timings_ms=timings, trace=trace, fusions=fusions, answerability=answers,
-                        scores_calibrated=calibrated)
+                        scores_calibrated=calibrated, best_score=best_score)
 
 
 _QUERY_WS = re.compile(r"\s+")

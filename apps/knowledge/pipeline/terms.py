@@ -26,7 +26,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import Stemmer
 
@@ -163,3 +163,52 @@ def query_terms(query: str) -> list[str]:
     query has nothing else."""
     terms = list(dict.fromkeys(keyword_terms(query)))
     return [term for term in terms if term not in QUERY_STOP_WORDS] or terms
+
+
+# The formulae a Chinese question is wrapped in when typed as chat — greetings, "may I ask",
+# thanks, "please tell me", urgency — and the modal particles that end a clause; and English chat
+# words. Counted among a question's terms, at the idf of a term nothing holds, they made a covered
+# question look uncovered to the extractive answer generator (answers.generators; answerability
+# measured with them cut, bench/README.md stop 49, and left as it was). They are cut from the
+# question's normal text (Traditional folded), not its terms, since a CJK term is a character or a
+# pair: cutting 好 would cut it from 什么材质的好 too; and only where a formula stands as one — a
+# greeting or an asking phrase where a clause starts, thanks and urgency as a clause of their own,
+# particles where a clause ends — so 大家电, 在线等待 and 感谢信 keep their words.
+_CLAUSE_START = r"(?:^|(?<=[\s,.?!:;。、~～]))"
+_CLAUSE_END = r"(?=[\s,.?!:;。、~～]|$)"
+_OPENING = ("你好", "您好", "大家好", "各位好", "嗨", "哈喽", "请问一下", "请问", "请教一下", "请教", "想问一下",
+            "想问问", "想问", "问一下", "问下", "咨询一下", "想咨询一下", "我想知道", "想知道", "谁知道",
+            "有谁知道", "有人知道", "有没有人知道", "求助", "求问", "求大神", "大神们")
+_CLAUSE = ("大家", "各位", "谢谢你", "谢谢您", "谢谢大家", "谢谢", "多谢", "感谢", "先谢了", "先谢谢了",
+           "麻烦告诉我", "麻烦问一下", "麻烦", "告诉我", "帮我看看", "帮忙看看", "帮我", "帮忙", "能不能告诉我",
+           "可以告诉我", "在线等", "挺急的", "很急", "急急急", "急求", "知道的", "求解答")
+
+
+def _alternatives(phrases: tuple[str, ...]) -> str:
+    return "|".join(sorted(phrases, key=len, reverse=True))
+
+
+_CHAT_FORMULAE = re.compile(
+    f"{_CLAUSE_START}(?:{_alternatives(_OPENING)})"
+    f"|{_CLAUSE_START}(?:{_alternatives(_CLAUSE)})[了啊呀哦啦]*{_CLAUSE_END}"
+    f"|[吗呢啊呀哦嘛哈啦]+{_CLAUSE_END}"
+)
+CHAT_WORDS = frozenset(word_term(word) for word in [
+    "hi", "hello", "hey", "thanks", "thank", "help", "wonder", "wondering", "quick", "question", "explain"])
+
+
+def asked_terms(question: str, *, held: Callable[[str], bool] | None = None) -> set[str]:
+    """The keyword terms of what a question asks: its terms without the formulae of chat — but
+    those `held` says the text it is read against holds (a formula the knowledge itself has is a
+    word of it) — and the whole question's terms if nothing else is left."""
+    text = normalise(question)
+    for _ in range(4):  # "你好请问一下…": each cut formula may start the next clause
+        cut = _CHAT_FORMULAE.sub(" ", text)
+        if cut == text:
+            break
+        text = cut
+    every = set(keyword_terms(question))
+    asked = set(keyword_terms(text)) - CHAT_WORDS
+    if held is not None:
+        asked |= {term for term in every if held(term)}
+    return asked or every
