@@ -45,6 +45,22 @@ def fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+def _other_transactions_ended(connection, *, seconds: float = 60.0) -> None:
+    """Waits (a while) until no other connection to the test database is inside a transaction: a
+    test's thread or the session's worker finishing late holds locks the emptying would meet
+    half-way. One that does not end in time is left to the lock's own wait, which fails loudly."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL")
+            if not cursor.fetchone()[0] or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+
 def _tables_emptied(database: str) -> None:
     """What `flush` does after a transactional test, by DELETE instead of one TRUNCATE of every
     table. TRUNCATE makes new files for each table and index (about 0.6 s for this schema, after
@@ -63,12 +79,16 @@ def _tables_emptied(database: str) -> None:
     if not tables:
         return
     quote = connection.ops.quote_name
+    _other_transactions_ended(connection)
     with transaction.atomic(using=database), connection.cursor() as cursor:
         # As TRUNCATE's lock would, wait first for writes another connection still has open (a
         # test's thread finishing late): DELETE alone would not see their rows, and they would
-        # appear in the next test. A connection stuck in its transaction fails here, loudly.
+        # appear in the next test. EXCLUSIVE, not SHARE ROW EXCLUSIVE: a transaction that has so
+        # far only locked rows (SELECT ... FOR UPDATE) would pass the weaker lock, then wait for
+        # it to write while the DELETE waits for its row lock — a deadlock (a fresh clone's
+        # teardown of a turn test once). A connection stuck in its transaction fails here, loudly.
         cursor.execute("SET LOCAL lock_timeout = '120s'")
-        cursor.execute(f"LOCK TABLE {', '.join(quote(table) for table in tables)} IN SHARE ROW EXCLUSIVE MODE")
+        cursor.execute(f"LOCK TABLE {', '.join(quote(table) for table in tables)} IN EXCLUSIVE MODE")
         for table in tables:
             cursor.execute(f"DELETE FROM {quote(table)}")  # noqa: S608 -- the models' own table names
         cursor.execute(" UNION ALL ".join(f"(SELECT 1 FROM {quote(table)} LIMIT 1)"  # noqa: S608 -- the same names
