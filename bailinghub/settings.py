@@ -353,9 +353,9 @@ RAG_LLM_MODEL = env.str("RAG_LLM_MODEL", default="")
 RAG_LLM_TIMEOUT_SECONDS = env.float("RAG_LLM_TIMEOUT_SECONDS", default=20.0)
 RAG_LLM_MAX_RETRIES = env.int("RAG_LLM_MAX_RETRIES", default=1)
 RAG_ROUTE_GENERATORS = env.json("RAG_ROUTE_GENERATORS", default={})
-# RAG answers "not found" when the search's scores are calibrated (hybrid, the local e5 model) and
-# the best evidence scores below this: the probability that the knowledge answers the question at
-# all, times the passage's fused score. Chosen by bench/rag.py --fit (bench/README.md, "RAG
+# RAG answers "not found" when the search's scores are calibrated (hybrid, the local e5 model in
+# every bound KB) and its best candidate scores below this: the probability that the knowledge
+# answers the question at all, times the passage's fused score. Chosen by bench/rag.py --fit (bench/README.md, "RAG
 # answers": the floor that gains most right answers less off-topic ones answered, with questions
 # typed plainly and as chat; a table of floors there); 0 answers from whatever ranks first.
 RAG_EVIDENCE_SCORE_MIN = env.float("RAG_EVIDENCE_SCORE_MIN", default=0.4)

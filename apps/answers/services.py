@@ -23,8 +23,8 @@ calibrated, the best evidence score; where they are relative (other embedding mo
 score says nothing across searches and support alone is used. Both are logistic regressions on
 whether the answer contained a gold answer span — off-topic questions answered count as wrong —
 fitted on one fold of the bench and checked for reliability (expected calibration error) on the
-other (bench/rag.py --fit), then shipped as fitted on both folds. A not-found or failed answer has confidence 0; an
-ungrounded one is capped at UNGROUNDED_CONFIDENCE_MAX.
+other (bench/rag.py --fit), then shipped as fitted on both folds. A not-found or failed answer has
+confidence 0; an ungrounded one is capped at UNGROUNDED_CONFIDENCE_MAX.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def test_the_playground_says_why_it_did_not_answer(owner, e5_route):
                         {"question": "量子色动力学中的渐近自由是谁发现的？"}).content.decode()
     assert "not found</span>" in page
     trace = re.search(r'<p class="rag-trace" id="rag-trace">(.*?)</p>', page, re.S).group(1)
-    assert re.search(r"generate 0\.0 ms \(skipped: the best evidence scores 0\.\d\d, under the floor of 0\.40, so "
+    assert re.search(r"generate 0\.0 ms \(skipped: the best passage found scores 0\.\d\d, under the floor of 0\.40, so "
                      r"the knowledge most likely does not answer this\)", trace), trace
     assert RagQuery.objects.count() == 0
 
