@@ -196,8 +196,9 @@ def invocation_dispatch_stall(*, inv: Invocation) -> str:
 
 
 # Celery queues are first in, first out: a call queued this long before another that a dispatch
-# worker has since claimed had its message handed to a worker first — and had it been, it would be
-# claimed (the dispatcher claims or settles every queued call it is handed). Two minutes cover all
+# worker has since claimed had its message handed to a worker first, had it not been lost — and
+# the dispatcher claims or settles every queued call it is handed, unless it fails on it first (a
+# defect: the workers' log says which). Two minutes cover all
 # that may reorder two messages that far apart, with room: a worker reserves no more than it runs
 # (CELERY_WORKER_PREFETCH_MULTIPLIER = 1 with acks_late: a delivered message is claimed within
 # seconds, never parked behind a long task), a message leaves when its request's transaction
@@ -221,31 +222,39 @@ def _passed_over_before(reached: datetime) -> datetime:
 
 def invocations_passed_over(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
     """Per project, its calls still queued for dispatch that the queue went past: calls queued more
-    than PASSED_OVER_SECONDS after their last send have been claimed, and they have not, so their
-    message was lost (a broker restart, a worker that died holding it) — {project_id: {"calls": n,
-    "since": the oldest one's queue time}}. A call's last send is its row's last change: the
-    watchdog and a resume save the row when they send it again, and a message sent again joins the
-    queue's end, behind calls queued since its first. Read whether or not the queue moves now: the
-    sign for a queue that moves on without them. Two statements whatever the number of projects and
-    calls, one when no call was ever claimed."""
+    than PASSED_OVER_SECONDS after their first send have been claimed, and they have not, so their
+    first message was lost (a broker restart, a worker that died holding it) or a worker failed on
+    it before claiming the call — {project_id: {"calls": n, "since": the oldest one's queue time}}.
+    A call sent again since (the watchdog, a resume) still counts: its new message may be taken, or
+    go the way of the first; its page says when it was sent again. Read whether or not the queue
+    moves now: the sign for a queue that moves on without them. Two statements whatever the number
+    of projects and calls, one when no call was ever claimed."""
     reached = dispatch_reached()
     if reached is None:
         return {}
     rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids),
-                                      updated_at__lt=_passed_over_before(reached))
+                                      queued_at__lt=_passed_over_before(reached))
             .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
     return {row["project_id"]: {"calls": row["calls"], "since": row["since"]} for row in rows}
 
 
+# A queued call's row is saved when it is queued (queued_at set in the same save) and again only
+# when it is sent again (the watchdog, a resume): a later save means a later send.
+_SENT_AGAIN_AFTER = timedelta(seconds=5)
+
+
 def invocation_passed_over(*, inv: Invocation) -> str:
     """For a call still queued that the dispatch queue went past (invocations_passed_over), how far
-    past it the workers have come; nothing otherwise (one statement for a queued call, none for
-    another). What to do is the page's to say: the watchdog's re-send, or its agent's resume."""
+    past it the workers have come, and when it was sent again if it was; nothing otherwise (one
+    statement for a queued call, none for another). What to do is the page's to say."""
     if not (inv.state == Invocation.State.IN_PROGRESS and inv.journal_state == Invocation.JournalState.ABSENT
             and inv.queued_at is not None):
         return ""
     reached = dispatch_reached()
-    if reached is None or inv.updated_at >= _passed_over_before(reached):  # its last send (invocations_passed_over)
+    if reached is None or inv.queued_at >= _passed_over_before(reached):
         return ""
-    return (f"calls queued up to {short_duration((reached - inv.updated_at).total_seconds())} after it was sent "
-            "have been taken by the workers, and it has not")
+    told = (f"calls queued up to {short_duration((reached - inv.queued_at).total_seconds())} after it have been taken "
+            "by the workers, and it has not")
+    if inv.updated_at - inv.queued_at > _SENT_AGAIN_AFTER:
+        told += f", though it was sent again {short_duration((timezone.now() - inv.updated_at).total_seconds())} ago"
+    return told

@@ -549,11 +549,12 @@ def _claimed(shop, *, queued_ago: float, claimed_ago: float, settled: bool = Fal
 
 
 PASSED_OVER_PAGE = (
-    "Passed over: calls queued up to 5 min after it was sent have been taken by the workers, and it has not. Its "
-    "message to them was lost (a broker restart, or a worker that died holding it). The Celery beat's watchdog "
-    "sends such a call again (TOOL_DISPATCH_REQUEUE_SECONDS after it was last sent): if this note stays, check that"
-    " the beat runs (<code>make run</code>'s worker runs it; on a server, <code>celery -A bailinghub beat</code>). "
-    "Its agent's resume of this call sends it again too; once a worker takes it, it is sent once.")
+    "Passed over: calls queued up to 5 min after it have been taken by the workers, and it has not. Its message to "
+    "them was lost (a broker restart, or a worker that died holding it), or a worker failed on it before claiming "
+    "the call (the workers' log has this call's id). The Celery beat's watchdog sends such a call again "
+    "(TOOL_DISPATCH_REQUEUE_SECONDS after it was last sent): if this note stays, check that the beat runs "
+    "(<code>make run</code>'s worker runs it; on a server, <code>celery -A bailinghub beat</code>) and the workers'"
+    " log. Its agent's resume of this call sends it again too; once a worker takes it, it is sent once.")
 
 
 def _passed_over_page(client: Client, inv: Invocation) -> str | None:
@@ -579,8 +580,8 @@ def test_a_call_the_queue_went_past_is_told_so_on_its_page_and_the_dashboard(own
             _dashboard_sign(owner)) == (PASSED_OVER_PAGE, "", None)
     assert _passed_over_sign(owner) == (
         "1 tool call queued for 10\xa0minutes that the dispatch queue went past: calls queued after it have been taken "
-        "by the workers, its message was lost. The Celery beat's watchdog sends such calls again: if this stays, check "
-        "that the beat runs. "
+        "by the workers, its message was lost or failed before a worker claimed it. The Celery beat's watchdog sends "
+        "such calls again: if this stays, check that the beat runs and the workers' log. "
         f'<a href="/admin/tools/invocation/?project__id__exact={queued.project_id}&amp;state__exact=in_progress'
         '&amp;journal_state__exact=absent">See the queued calls</a>')
 
@@ -593,7 +594,7 @@ def test_a_call_being_sent_counts_as_taken(shop, queued):
     assert (invocations_passed_over(project_ids=[shop.route.project_id]),
             invocation_passed_over(inv=queued)) == (
         {shop.route.project_id: {"calls": 1, "since": queued.queued_at}},
-        "calls queued up to 5 min after it was sent have been taken by the workers, and it has not")
+        "calls queued up to 5 min after it have been taken by the workers, and it has not")
 
 
 def test_a_call_in_line_behind_a_moving_queue_is_not_passed_over(owner, shop, queued):
@@ -618,26 +619,32 @@ def test_a_call_is_passed_over_only_by_one_queued_over_two_minutes_after_it(shop
         passed_over, passed_over)
 
 
-def test_a_call_sent_again_waits_its_new_turn_without_a_sign(owner, shop, queued):
-    """The watchdog (or a resume) sent it again a minute ago: its new message joined the queue's end,
-    behind calls queued since its first, which the workers may take before it."""
+def test_a_call_sent_again_is_still_passed_over_and_says_when_it_was_sent_again(owner, shop, queued):
+    """The watchdog (or a resume) sent it again two minutes ago: its first message was lost or failed
+    all the same, and its new one may go the same way (a worker that fails on it before claiming
+    it): the sign stays, and says when it was sent again."""
     _queued_ago(queued, 600)
     _claimed(shop, queued_ago=300, claimed_ago=5)
-    Invocation.objects.filter(pk=queued.pk).update(updated_at=timezone.now() - timedelta(seconds=60))
+    Invocation.objects.filter(pk=queued.pk).update(updated_at=timezone.now() - timedelta(seconds=120))
     queued.refresh_from_db()
-    assert (invocations_passed_over(project_ids=[shop.route.project_id]), invocation_passed_over(inv=queued),
-            _passed_over_page(owner, queued), _passed_over_sign(owner)) == ({}, "", None, None)
+    told = ("calls queued up to 5 min after it have been taken by the workers, and it has not, though it was sent "
+            "again 2 min ago")
+    assert invocation_passed_over(inv=queued) == told
+    assert _passed_over_page(owner, queued) == PASSED_OVER_PAGE.replace("and it has not.", "and it has not, though "
+                                                                        "it was sent again 2 min ago.")
+    assert shop.route.project_id in invocations_passed_over(project_ids=[shop.route.project_id])
 
 
-def test_the_watchdogs_resend_is_what_dates_the_last_send(shop, queued):
-    """The passed-over judgement rests on a re-send saving the row: the watchdog's own re-send, not
-    a stand-in for it, takes the sign away until the queue goes past the new message too."""
+def test_the_watchdogs_resend_is_told_on_the_page(shop, queued):
+    """A re-send saves the row (the watchdog's own, not a stand-in for it): the page can tell a call
+    sent once from one its workers keep failing on, which the watchdog sends every minute."""
     _queued_ago(queued, 600)
     _claimed(shop, queued_ago=300, claimed_ago=5)
-    assert invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk)) != ""
+    assert "sent again" not in invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk))
     assert invocation_watchdog()["requeued"] == 1
-    assert invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk)) == ""
-    assert invocations_passed_over(project_ids=[shop.route.project_id]) == {}
+    assert invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk)).endswith(
+        ", though it was sent again 0 s ago")
+    assert shop.route.project_id in invocations_passed_over(project_ids=[shop.route.project_id])
 
 
 def test_a_later_call_still_queued_too_does_not_pass_it_over(shop, queued):
