@@ -31,6 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import auc as pair_auc
+
+
 def fit_logistic(rows: list[dict], *, steps: int = 3000, rate: float = 2.0) -> tuple[float, float, float]:
     """(intercept, cosine, coverage) by gradient descent on the log loss, each class weighing the
     same (a KB meets far more foreign than own questions here, and no base rate is known)."""
@@ -66,19 +69,7 @@ def probability(coefs: Coefs, row: dict) -> float:
 
 
 def auc(rows: list[dict], coefs: Coefs) -> float:
-    scored = sorted((probability(coefs, r), r["label"]) for r in rows)
-    positives = sum(label for _, label in scored)
-    negatives = len(scored) - positives
-    if not positives or not negatives:
-        return float("nan")
-    rank_sum, i = 0.0, 0
-    while i < len(scored):  # average ranks over ties
-        j = i
-        while j < len(scored) and scored[j][0] == scored[i][0]:
-            j += 1
-        rank_sum += sum(label for _, label in scored[i:j]) * (i + j + 1) / 2
-        i = j
-    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+    return pair_auc([(probability(coefs, r), r["label"]) for r in rows])
 
 
 def kept(coefs: Coefs, row: dict, cut: float) -> bool:

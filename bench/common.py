@@ -55,3 +55,18 @@ def percentiles(values: list[float]) -> dict:
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
 
     return {"n": len(ordered), "p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
+
+
+def auc(pairs: list[tuple[float, int]]) -> float:
+    """Area under the ROC curve of (score, label) pairs: the probability that a random positive
+    scores above a random negative, ties counting half; nan with one class only."""
+    import bisect
+
+    positives = sorted(score for score, label in pairs if label)
+    negatives = sorted(score for score, label in pairs if not label)
+    if not positives or not negatives:
+        return float("nan")
+    wins = sum(bisect.bisect_left(negatives, score)
+               + 0.5 * (bisect.bisect_right(negatives, score) - bisect.bisect_left(negatives, score))
+               for score in positives)
+    return wins / (len(positives) * len(negatives))

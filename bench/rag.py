@@ -52,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import django_setup, percentiles, scratch_database
+from bench.common import auc, django_setup, percentiles, scratch_database
 
 DATASETS = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "datasets"
 
@@ -265,19 +265,6 @@ def run_dataset(name: str, o) -> dict:
         route.delete()
         if not kept and not o.keep:
             services.knowledge_base_delete(kb=kb)
-
-
-def auc(rows: list[tuple[float, int]]) -> float:
-    """The probability that a random right answer is more confident than a random wrong one."""
-    pos = sorted(p for p, y in rows if y)
-    neg = sorted(p for p, y in rows if not y)
-    if not pos or not neg:
-        return float("nan")
-    import bisect
-
-    wins = sum(bisect.bisect_left(neg, p) + 0.5 * (bisect.bisect_right(neg, p) - bisect.bisect_left(neg, p))
-               for p in pos)
-    return wins / (len(pos) * len(neg))
 
 
 FLOORS = [round(0.05 * i, 2) for i in range(20)]

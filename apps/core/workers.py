@@ -89,7 +89,7 @@ def queue_activity(queue: str, *, kind: str, held: Iterable[Mapping[str, Any]]) 
     return queue_activity_merge(*held, *others)
 
 
-def queued_before(*, now: datetime) -> datetime:
+def _queued_before(*, now: datetime) -> datetime:
     """Items queued before this have waited long enough for a live worker to have taken them."""
     return now - timedelta(seconds=WORKER_SILENT_SECONDS)
 
@@ -115,7 +115,7 @@ def queue_halt(activity: Mapping[str, Any], *, now: datetime) -> QueueHalt | Non
         return None
     if activity.get("count"):
         return QueueHalt(holding=True, silent=queue_silence(activity, now=now), stalled_before=now)
-    return QueueHalt(holding=False, silent=0.0, stalled_before=queued_before(now=now))
+    return QueueHalt(holding=False, silent=0.0, stalled_before=_queued_before(now=now))
 
 
 def queue_stall(activity: Mapping[str, Any], *, queued_at: datetime | None, now: datetime) -> QueueStall | None:

@@ -70,7 +70,8 @@ class ProjectDashboard:
     # Tool calls queued for dispatch while no worker moves the dispatch queue, as the call's page judges
     # them: {"calls": n, "since": datetime, "held": n, "silent": seconds, "queue": the queue's name}.
     calls_waiting_for_a_worker: dict[str, Any] | None = None
-    # Tool calls still queued that the dispatch queue went past (their messages lost):
+    # Tool calls still queued that the dispatch queue went past (their messages lost, or failed on
+    # before a worker claimed them):
     # {"calls": n, "since": datetime}.
     calls_passed_over: dict[str, Any] | None = None
 

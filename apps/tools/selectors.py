@@ -126,6 +126,11 @@ _QUEUED = Q(state=Invocation.State.IN_PROGRESS, journal_state=Invocation.Journal
 _SENDING = Q(state=Invocation.State.IN_PROGRESS, journal_state=Invocation.JournalState.DISPATCHING)
 
 
+def _is_queued(inv: Invocation) -> bool:
+    """_QUEUED, for a call at hand."""
+    return inv.state == Invocation.State.IN_PROGRESS and inv.journal_state == Invocation.JournalState.ABSENT
+
+
 def dispatch_queue_name() -> str:
     """The Celery queue the dispatcher task is sent to (TOOL_DISPATCH_QUEUE, else the default one)."""
     return str(settings.TOOL_DISPATCH_QUEUE or settings.CELERY_TASK_DEFAULT_QUEUE)
@@ -160,6 +165,14 @@ def dispatch_activity() -> dict[str, Any]:
     return queue_activity(dispatch_queue_name(), kind="calls", held=[_sending_activity()])
 
 
+def _queued_per_project(project_ids: Iterable[Any], **queued_at: datetime) -> dict[Any, dict[str, Any]]:
+    """Per project, its calls queued for dispatch within the `queued_at` bound: {project_id:
+    {"calls": n, "since": the oldest one's queue time}}, in one statement."""
+    rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids), **queued_at)
+            .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
+    return {row["project_id"]: {"calls": row["calls"], "since": row["since"]} for row in rows}
+
+
 def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
     """Per project, its calls queued for dispatch that wait on a dispatch queue no worker moves, as
     the call's page judges each (apps.core.workers.queue_halt): {project_id: {"calls": n, "since":
@@ -173,18 +186,16 @@ def invocations_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any,
     halt = queue_halt(dispatch_activity(), now=now)
     if halt is None:
         return {}
-    rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids), queued_at__lte=halt.stalled_before)
-            .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
-    return {row["project_id"]: {"calls": row["calls"], "since": row["since"],
-                                "held": row["calls"] if halt.holding else 0,
-                                "silent": halt.silent if halt.holding else None} for row in rows}
+    return {project_id: {**queued, "held": queued["calls"] if halt.holding else 0,
+                         "silent": halt.silent if halt.holding else None}
+            for project_id, queued in _queued_per_project(project_ids, queued_at__lte=halt.stalled_before).items()}
 
 
 def invocation_dispatch_stall(*, inv: Invocation) -> str:
     """For a call queued for dispatch a minute while no worker moves the dispatch queue, how long it
     has waited and why; nothing otherwise (a worker may still be on its way, or the call is not
     queued). What to check is the page's to say: a worker consuming dispatch_queue_name()."""
-    if not (inv.state == Invocation.State.IN_PROGRESS and inv.journal_state == Invocation.JournalState.ABSENT):
+    if not _is_queued(inv):
         return ""
     stall = queue_stall(dispatch_activity(), queued_at=inv.queued_at, now=timezone.now())
     if stall is None:
@@ -198,12 +209,11 @@ def invocation_dispatch_stall(*, inv: Invocation) -> str:
 # Celery queues are first in, first out: a call queued this long before another that a dispatch
 # worker has since claimed had its message handed to a worker first, had it not been lost — and
 # the dispatcher claims or settles every queued call it is handed, unless it fails on it first (a
-# defect: the workers' log says which). Two minutes cover all
-# that may reorder two messages that far apart, with room: a worker reserves no more than it runs
-# (CELERY_WORKER_PREFETCH_MULTIPLIER = 1 with acks_late: a delivered message is claimed within
-# seconds, never parked behind a long task), a message leaves when its request's transaction
-# commits, a moment after queued_at is set inside it, and the web processes' clocks that date the
-# calls may differ by seconds.
+# defect: the workers' log says which). Two minutes cover all that may reorder two messages that
+# far apart, with room: a worker reserves no more than it runs (CELERY_WORKER_PREFETCH_MULTIPLIER =
+# 1 with acks_late: a delivered message is claimed within seconds, never parked behind a long
+# task), a message leaves when its request's transaction commits, a moment after queued_at is set
+# inside it, and the web processes' clocks that date the calls may differ by seconds.
 PASSED_OVER_SECONDS = 120
 
 _CLAIMED = Q(dispatched_at__isnull=False, queued_at__isnull=False)
@@ -232,10 +242,7 @@ def invocations_passed_over(*, project_ids: Iterable[Any]) -> dict[Any, dict[str
     reached = dispatch_reached()
     if reached is None:
         return {}
-    rows = (Invocation.objects.filter(_QUEUED, project_id__in=list(project_ids),
-                                      queued_at__lt=_passed_over_before(reached))
-            .order_by().values("project_id").annotate(calls=Count("id"), since=Min("queued_at")))
-    return {row["project_id"]: {"calls": row["calls"], "since": row["since"]} for row in rows}
+    return _queued_per_project(project_ids, queued_at__lt=_passed_over_before(reached))
 
 
 # A queued call's row is saved when it is queued (queued_at set in the same save) and again only
@@ -247,8 +254,7 @@ def invocation_passed_over(*, inv: Invocation) -> str:
     """For a call still queued that the dispatch queue went past (invocations_passed_over), how far
     past it the workers have come, and when it was sent again if it was; nothing otherwise (one
     statement for a queued call, none for another). What to do is the page's to say."""
-    if not (inv.state == Invocation.State.IN_PROGRESS and inv.journal_state == Invocation.JournalState.ABSENT
-            and inv.queued_at is not None):
+    if not _is_queued(inv) or inv.queued_at is None:
         return ""
     reached = dispatch_reached()
     if reached is None or inv.queued_at >= _passed_over_before(reached):

@@ -450,8 +450,8 @@ def search(*, kbs: Iterable[KnowledgeBase], query: str, options: SearchOptions |
                    explain=options.explain, rollup=options.rollup)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     fusions = sorted({key[1] for key in groups_of if key[1]})
-    calibrated = (options.mode == "hybrid" and len(answers) == len(groups_of) > 0
-                  and all(answer.probability is not None for answer in answers))
+    # Only convex-fused hybrid groups tell their answerability: every group did, with a probability.
+    calibrated = len(answers) == len(groups_of) > 0 and all(answer.probability is not None for answer in answers)
     return SearchResult(hits=hits, timings_ms=timings, trace=trace, fusions=fusions, answerability=answers,
                         scores_calibrated=calibrated, best_score=best_score)
 
