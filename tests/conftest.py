@@ -160,6 +160,20 @@ def celery_worker_session(django_db_setup, django_db_blocker):
             _session_worker["running"] = False
 
 
+@pytest.fixture
+def ingest_unconsumed(settings):
+    """Ingestion tasks go to a queue no worker consumes, for a test that uploads a document and then
+    sets its state by hand (or ingests it itself): once an earlier test in the process started the
+    session's worker, that worker takes an upload's task within milliseconds and ingests the
+    document before, or while, the test changes it. The queue is the test's own, dropped at its end."""
+    from apps.core.redis import redis_client
+
+    queue = f"test-ingest-unconsumed-{uuid.uuid4().hex[:8]}"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    yield queue
+    redis_client().delete(queue)
+
+
 @pytest.fixture(autouse=True)
 def background_tasks_finished():
     """No test leaves a task running behind it while the session's worker is up: a task still

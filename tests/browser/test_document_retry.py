@@ -7,26 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from apps.core.redis import redis_client
 from apps.knowledge import ingest, services
 from apps.knowledge.models import DocumentContent
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, upload
 
 SHOTS = Path("/tmp/shots")
-UNCONSUMED_QUEUE = "test-document-retry-unconsumed"
 
 
 @pytest.mark.parametrize("width", [1366, 390])
-def test_a_json_syntax_error_offers_a_corrected_upload_not_a_retry(logged_in_page, project, width, settings):
-    # The upload's ingest goes to a queue no worker consumes: the session's worker (an earlier
-    # browser test started it) once took it before the bytes were broken, the document completed,
-    # and the page had nothing to fix.
-    settings.KNOWLEDGE_TASK_QUEUE = UNCONSUMED_QUEUE
+def test_a_json_syntax_error_offers_a_corrected_upload_not_a_retry(logged_in_page, project, width,
+                                                                    ingest_unconsumed):
+    # ingest_unconsumed: the session's worker (an earlier browser test started it) once ingested
+    # the upload before its bytes were broken, the document completed, and the page had nothing to fix.
     kb = KnowledgeBaseFactory(project=project, name="Outlet handbook")
     [document] = services.document_upload(kb=kb, files=[upload("products.json",
                                                                (FIXTURES / "orders.json").read_bytes())])
-    redis_client().delete(UNCONSUMED_QUEUE)
     DocumentContent.objects.filter(document=document).update(data=b'{"products": [{"sku": "A-1"},]}')
     ingest.document_ingest(document_id=document.pk)
     page = logged_in_page

@@ -205,7 +205,7 @@ def test_an_oversize_upload_shows_a_console_page_with_a_way_back(logged_in_page,
     assert Document.objects.count() == 0
 
 
-def test_the_documents_table_scrolls_inside_its_box_on_a_narrow_window(logged_in_page, project):
+def test_the_documents_table_scrolls_inside_its_box_on_a_narrow_window(logged_in_page, project, ingest_unconsumed):
     kb = KnowledgeBaseFactory(project=project, name="Narrow")
     [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
     Document.objects.filter(pk=document.pk).update(

@@ -273,7 +273,8 @@ def _waiting_on_a_lock(pid: int) -> bool:
     return bool(row and row[0])
 
 
-def test_a_knowledge_base_deleted_while_a_worker_writes_chunks_waits_for_it_and_leaves_none():
+def test_a_knowledge_base_deleted_while_a_worker_writes_chunks_waits_for_it_and_leaves_none(ingest_unconsumed):
+    """The test plays the worker: the upload's own task goes where no worker takes it."""
     from apps.knowledge import selectors
     from apps.knowledge.models import Chunk, KnowledgeBase
     from apps.knowledge.pipeline.chunkers import document_chunk

@@ -15,7 +15,6 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection, transaction
 
-from apps.core.redis import redis_client
 from apps.core.tasks import ping
 from apps.knowledge import ingest, selectors, services
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
@@ -27,7 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BASE = "/api/v1/builder"
 ROOT = Path(__file__).resolve().parents[2]
-UNCONSUMED_QUEUE = "test-worker-unconsumed"
 
 
 
@@ -90,14 +88,13 @@ def test_deleting_while_indexing_leaves_no_vectors_behind(client, owner, celery_
     assert not Document.objects.filter(pk=document_id).exists()
 
 
-def test_delete_is_502_and_keeps_the_document_when_vectors_cannot_be_removed(client, owner, settings):
+def test_delete_is_502_and_keeps_the_document_when_vectors_cannot_be_removed(client, owner, settings,
+                                                                           ingest_unconsumed):
     settings.KNOWLEDGE_DELETE_LOCK_TIMEOUT_MS = 200
-    # On a queue no worker consumes: the session's worker (an earlier test here started it) took the
-    # ingest first once, the chunks were not there yet to be held, and the delete went through.
-    settings.KNOWLEDGE_TASK_QUEUE = UNCONSUMED_QUEUE
+    # ingest_unconsumed: the session's worker (an earlier test here started it) took the ingest
+    # first once, the chunks were not there yet to be held, and the delete went through.
     kb = KnowledgeBaseFactory(project=owner.project)
     [document] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
-    redis_client().delete(UNCONSUMED_QUEUE)
     assert ingest.document_ingest(document_id=document.pk) == "completed"
     held, release = threading.Event(), threading.Event()
 
