@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fusion_study import _channels, _convex_parts, _metrics, _pool
 
 LAMBDAS = (0.0, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5)
