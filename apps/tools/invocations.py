@@ -512,7 +512,7 @@ def _in_progress_looked_after(inv: Invocation, *, now: datetime) -> dict[str, An
         if arguments_thaw(inv) is None:
             return invocation_settle_arguments_lost(inv)
         if inv.updated_at <= now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS):
-            transition_save(inv)
+            transition_save(inv, resends=inv.resends + 1)
             _send_after_commit(inv)
     return dict(inv.result or {})
 

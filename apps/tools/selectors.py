@@ -245,15 +245,10 @@ def invocations_passed_over(*, project_ids: Iterable[Any]) -> dict[Any, dict[str
     return _queued_per_project(project_ids, queued_at__lt=_passed_over_before(reached))
 
 
-# A queued call's row is saved when it is queued (queued_at set in the same save) and again only
-# when it is sent again (the watchdog, a resume): a later save means a later send.
-_SENT_AGAIN_AFTER = timedelta(seconds=5)
-
-
 def invocation_passed_over(*, inv: Invocation) -> str:
     """For a call still queued that the dispatch queue went past (invocations_passed_over), how far
-    past it the workers have come, and when it was sent again if it was; nothing otherwise (one
-    statement for a queued call, none for another). What to do is the page's to say."""
+    past it the workers have come, and how often and when it was sent again if it was; nothing
+    otherwise (one statement for a queued call, none for another). What to do is the page's to say."""
     if not _is_queued(inv) or inv.queued_at is None:
         return ""
     reached = dispatch_reached()
@@ -261,6 +256,9 @@ def invocation_passed_over(*, inv: Invocation) -> str:
         return ""
     told = (f"calls queued up to {short_duration((reached - inv.queued_at).total_seconds())} after it have been taken "
             "by the workers, and it has not")
-    if inv.updated_at - inv.queued_at > _SENT_AGAIN_AFTER:
-        told += f", though it was sent again {short_duration((timezone.now() - inv.updated_at).total_seconds())} ago"
+    if inv.resends:
+        # A queued call's row is saved again only when it is sent again: updated_at is the last send.
+        last = short_duration((timezone.now() - inv.updated_at).total_seconds())
+        told += (f", though it was sent again {last} ago" if inv.resends == 1 else
+                 f", though it was sent again {inv.resends} times, the last {last} ago")
     return told

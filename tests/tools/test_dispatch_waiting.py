@@ -625,7 +625,7 @@ def test_a_call_sent_again_is_still_passed_over_and_says_when_it_was_sent_again(
     it): the sign stays, and says when it was sent again."""
     _queued_ago(queued, 600)
     _claimed(shop, queued_ago=300, claimed_ago=5)
-    Invocation.objects.filter(pk=queued.pk).update(updated_at=timezone.now() - timedelta(seconds=120))
+    Invocation.objects.filter(pk=queued.pk).update(updated_at=timezone.now() - timedelta(seconds=120), resends=1)
     queued.refresh_from_db()
     told = ("calls queued up to 5 min after it have been taken by the workers, and it has not, though it was sent "
             "again 2 min ago")
@@ -635,16 +635,37 @@ def test_a_call_sent_again_is_still_passed_over_and_says_when_it_was_sent_again(
     assert shop.route.project_id in invocations_passed_over(project_ids=[shop.route.project_id])
 
 
-def test_the_watchdogs_resend_is_told_on_the_page(shop, queued):
-    """A re-send saves the row (the watchdog's own, not a stand-in for it): the page can tell a call
-    sent once from one its workers keep failing on, which the watchdog sends every minute."""
+def test_the_watchdogs_resends_are_counted_on_the_page(shop, queued, settings):
+    """Each re-send (the watchdog's own, not a stand-in for it) is counted: the page tells a call
+    sent again once from one its workers keep failing on, which the watchdog sends every minute."""
     _queued_ago(queued, 600)
+    first_queued = Invocation.objects.get(pk=queued.pk).queued_at
     _claimed(shop, queued_ago=300, claimed_ago=5)
     assert "sent again" not in invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk))
     assert invocation_watchdog()["requeued"] == 1
     assert invocation_passed_over(inv=Invocation.objects.get(pk=queued.pk)).endswith(
         ", though it was sent again 0 s ago")
+    # The next rounds, each a re-send interval after the last (the row was saved just now).
+    for rounds in (1, 2):
+        later = timezone.now() + timedelta(seconds=rounds * (settings.TOOL_DISPATCH_REQUEUE_SECONDS + 1))
+        assert invocation_watchdog(now=later)["requeued"] == 1
+    again = Invocation.objects.get(pk=queued.pk)
+    assert (again.resends, again.queued_at) == (3, first_queued)
+    assert invocation_passed_over(inv=again).endswith(", though it was sent again 3 times, the last 0 s ago")
     assert shop.route.project_id in invocations_passed_over(project_ids=[shop.route.project_id])
+
+
+def test_the_upgrade_counts_a_call_saved_after_it_was_queued_as_sent_again_once(shop, queued):
+    """Migration 0010's backfill: before the count, a queued call's later save was its re-send."""
+    from django.apps import apps
+
+    Invocation.objects.filter(pk=queued.pk).update(queued_at=timezone.now() - timedelta(minutes=10),
+                                                   updated_at=timezone.now() - timedelta(minutes=2))
+    waiting = Invocation.objects.get(invocation_id=shop.invoke("item_read", {"item_id": "3"}).json()["invocation_id"])
+    _queued_ago(waiting, 600)  # sent once: saved when it was queued, not since
+    claimed = _claimed(shop, queued_ago=600, claimed_ago=5)  # saved since, by the worker's claim
+    import_module("apps.tools.migrations.0010_invocation_resends")._sent_again_at_least_once(apps, None)
+    assert dict(Invocation.objects.values_list("pk", "resends")) == {queued.pk: 1, waiting.pk: 0, claimed.pk: 0}
 
 
 def test_a_later_call_still_queued_too_does_not_pass_it_over(shop, queued):
