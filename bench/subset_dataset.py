@@ -23,9 +23,10 @@ def subset(source: Path, target: Path, n: int, *, seed: int = 50) -> tuple[int, 
     rng = random.Random(seed)
     corpus, queries = _jsonl(source / "corpus.jsonl"), _jsonl(source / "queries.jsonl")
     qrels: dict[str, set[str]] = {}
-    for line in (source / "qrels.tsv").open(encoding="utf-8"):
-        query, passage, *_ = line.rstrip("\n").split("\t")
-        qrels.setdefault(query, set()).add(passage)
+    for line in (source / "qrels.tsv").open(encoding="utf-8"):  # read as bench_retrieval's load_dataset does
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) >= 3 and parts[2].strip().isdigit() and int(parts[2]) > 0:
+            qrels.setdefault(parts[0], set()).add(parts[1])
     picked = rng.sample([q for q in queries if q["id"] in qrels], n)
     gold = set().union(*(qrels[q["id"]] for q in picked))
     kept = gold | {p["id"] for p in rng.sample([p for p in corpus if p["id"] not in gold], n)}

@@ -165,13 +165,13 @@ def ingest_unconsumed(settings):
     """Ingestion tasks go to a queue no worker consumes, for a test that uploads a document and then
     sets its state by hand (or ingests it itself): once an earlier test in the process started the
     session's worker, that worker takes an upload's task within milliseconds and ingests the
-    document before, or while, the test changes it. The queue is the test's own, dropped at its end."""
-    from apps.core.redis import redis_client
-
+    document before, or while, the test changes it. The queue is the test's own: its messages and
+    kombu's binding of it are dropped from the broker at its end."""
     queue = f"test-ingest-unconsumed-{uuid.uuid4().hex[:8]}"
     settings.KNOWLEDGE_TASK_QUEUE = queue
     yield queue
-    redis_client().delete(queue)
+    with celery_app.connection_for_write() as connection:
+        connection.default_channel.client.delete(queue, f"_kombu.binding.{queue}")
 
 
 @pytest.fixture(autouse=True)

@@ -225,7 +225,7 @@ def _queue(inv: Invocation, target: Target) -> dict[str, Any]:
     answer = answer_build(inv, state=State.IN_PROGRESS,
                           text="The call is being executed. Resume this same invocation_id to read its result; do not "
                                "submit it again.")
-    transition_save(inv, state=State.IN_PROGRESS, result=answer, queued_at=timezone.now())
+    transition_save(inv, state=State.IN_PROGRESS, result=answer, queued_at=timezone.now(), resends=0)
     _send_after_commit(inv)
     return answer
 

@@ -164,8 +164,9 @@ class Invocation(BaseModel):
     # message (the watchdog's, a resume's) keeps it: how long the call has waited for a worker.
     queued_at = models.DateTimeField(null=True, blank=True)
     # How often the watchdog or a resume sent it again since queued_at (its message lost, or a
-    # worker failing on it before claiming it): the page tells one re-send from many.
-    resends = models.PositiveIntegerField(default=0)
+    # worker failing on it before claiming it): the page tells one re-send from many. Queued
+    # afresh (a resume after a refusal for now), it starts again at 0.
+    resends = models.PositiveIntegerField(default=0, db_default=0)
     dispatched_at = models.DateTimeField(null=True, blank=True)
     responded_at = models.DateTimeField(null=True, blank=True)
     settled_at = models.DateTimeField(null=True, blank=True)

@@ -47,7 +47,7 @@ SPENDS_SESSION = {"revoke"}
 
 
 @pytest.fixture
-def world(transactional_db):
+def world(transactional_db, ingest_unconsumed):  # its document stays pending whichever test ran before
     owner = MembershipFactory(role=Membership.Role.OWNER)
     project = owner.project
     route = RouteFactory(project=project, key="store-assistant", tools_direct_enabled=True)

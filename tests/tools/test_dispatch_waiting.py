@@ -655,8 +655,26 @@ def test_the_watchdogs_resends_are_counted_on_the_page(shop, queued, settings):
     assert shop.route.project_id in invocations_passed_over(project_ids=[shop.route.project_id])
 
 
+def test_an_agents_resume_sends_a_passed_over_call_again_and_counts_it(shop, queued):
+    _queued_ago(queued, 600)
+    _claimed(shop, queued_ago=300, claimed_ago=5)
+    assert shop.resume(queued.invocation_id).json()["state"] == "in_progress"
+    again = Invocation.objects.get(pk=queued.pk)
+    assert again.resends == 1
+    assert invocation_passed_over(inv=again).endswith(", though it was sent again 0 s ago")
+
+
+def test_a_call_queued_afresh_counts_its_resends_from_0(shop, queued):
+    """Sent again three times, then refused for now by the dispatcher (a pause): the agent's resume
+    queues it as a new call would be, and the page must not count the old message's re-sends."""
+    Invocation.objects.filter(pk=queued.pk).update(state=Invocation.State.REJECTED_BEFORE_DISPATCH, resends=3)
+    assert shop.resume(queued.invocation_id).json()["state"] == "in_progress"
+    again = Invocation.objects.get(pk=queued.pk)
+    assert (again.state, again.resends, again.queued_at > queued.queued_at) == ("in_progress", 0, True)
+
+
 def test_the_upgrade_counts_a_call_saved_after_it_was_queued_as_sent_again_once(shop, queued):
-    """Migration 0010's backfill: before the count, a queued call's later save was its re-send."""
+    """Migration 0011's backfill: before the count, a queued call's later save was its re-send."""
     from django.apps import apps
 
     Invocation.objects.filter(pk=queued.pk).update(queued_at=timezone.now() - timedelta(minutes=10),
@@ -664,7 +682,7 @@ def test_the_upgrade_counts_a_call_saved_after_it_was_queued_as_sent_again_once(
     waiting = Invocation.objects.get(invocation_id=shop.invoke("item_read", {"item_id": "3"}).json()["invocation_id"])
     _queued_ago(waiting, 600)  # sent once: saved when it was queued, not since
     claimed = _claimed(shop, queued_ago=600, claimed_ago=5)  # saved since, by the worker's claim
-    import_module("apps.tools.migrations.0010_invocation_resends")._sent_again_at_least_once(apps, None)
+    import_module("apps.tools.migrations.0011_invocation_resends_backfill")._sent_again_at_least_once(apps, None)
     assert dict(Invocation.objects.values_list("pk", "resends")) == {queued.pk: 1, waiting.pk: 0, claimed.pk: 0}
 
 
