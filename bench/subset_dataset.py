@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -20,17 +23,14 @@ def _jsonl(path: Path) -> list[dict]:
 
 def subset(source: Path, target: Path, n: int, *, seed: int = 50) -> tuple[int, int]:
     """Write the subset; (passages, queries) written."""
+    from apps.knowledge.management.commands.bench_retrieval import load_dataset
+
     rng = random.Random(seed)
-    corpus, queries = _jsonl(source / "corpus.jsonl"), _jsonl(source / "queries.jsonl")
-    qrels: dict[str, set[str]] = {}
-    for line in (source / "qrels.tsv").open(encoding="utf-8"):  # read as bench_retrieval's load_dataset does
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) >= 3 and parts[2].strip().isdigit() and int(parts[2]) > 0:
-            qrels.setdefault(parts[0], set()).add(parts[1])
-    picked = rng.sample([q for q in queries if q["id"] in qrels], n)
+    corpus, queries, qrels = load_dataset(source, None)  # queries: those with a relevant passage
+    picked = rng.sample(queries, n)
     gold = set().union(*(qrels[q["id"]] for q in picked))
     kept = gold | {p["id"] for p in rng.sample([p for p in corpus if p["id"] not in gold], n)}
-    own = [q for q in queries if q["id"] in qrels and qrels[q["id"]] <= kept]
+    own = [q for q in queries if qrels[q["id"]] <= kept]
     own_ids = {q["id"] for q in own}
     target.mkdir(parents=True, exist_ok=True)
     with (target / "corpus.jsonl").open("w", encoding="utf-8") as out:
@@ -53,6 +53,9 @@ def main() -> None:
     parser.add_argument("n", type=int, help="queries sampled; as many other passages join their gold ones")
     parser.add_argument("--seed", type=int, default=50)
     args = parser.parse_args()
+    from common import django_setup
+
+    django_setup()
     passages, queries = subset(args.source, args.target, args.n, seed=args.seed)
     print(f"{args.target.name}: {passages} passages, {queries} queries")
 

@@ -236,7 +236,7 @@ def invocations_passed_over(*, project_ids: Iterable[Any]) -> dict[Any, dict[str
     first message was lost (a broker restart, a worker that died holding it) or a worker failed on
     it before claiming the call — {project_id: {"calls": n, "since": the oldest one's queue time}}.
     A call sent again since (the watchdog, a resume) still counts: its new message may be taken, or
-    go the way of the first; its page says when it was sent again. Read whether or not the queue
+    go the way of the first; its page says how often and when. Read whether or not the queue
     moves now: the sign for a queue that moves on without them. Two statements whatever the number
     of projects and calls, one when no call was ever claimed."""
     reached = dispatch_reached()
