@@ -3,10 +3,15 @@ and can reach every console screen of the project."""
 
 from __future__ import annotations
 
+import io
+import threading
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.db import connection
 
+from apps.knowledge.models import KnowledgeBase
 from apps.projects.models import Membership, Project
 from apps.projects.services import project_name_free
 from apps.routes.models import Route
@@ -197,3 +202,35 @@ def test_a_free_name_is_numbered_past_every_taken_one_within_the_field():
     long = "x" * 200
     ProjectFactory(name=long)
     assert project_name_free(long) == "x" * 196 + " (2)"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_seeds_at_once_make_one_demo_and_neither_fails(monkeypatch, ingest_unconsumed):
+    """Two `make run`s on one database: each seed looks for the demo's rows and creates the missing
+    ones; without taking turns the second creates the project, routes and operator again and fails
+    on their unique names."""
+    monkeypatch.setenv("BAILING_DEMO_PASSWORD", PASSWORD)
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = [None, None]
+
+    def seed(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            call_command("seed_demo", stdout=io.StringIO())
+            outcomes[index] = "ok"
+        except Exception as exc:  # the outcome is what the test asserts
+            outcomes[index] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=seed, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert outcomes == ["ok", "ok"]
+    assert list(Project.objects.values_list("slug", flat=True)) == ["bailing-retail"]
+    assert sorted(Route.objects.values_list("key", flat=True)) == ["hr-helpdesk", "store-assistant"]
+    assert get_user_model().objects.filter(username="operator").count() == 1
+    assert KnowledgeBase.objects.count() == 1
+    assert Membership.objects.count() == 1

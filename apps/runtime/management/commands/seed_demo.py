@@ -5,6 +5,10 @@ Django model permissions, is what lets them do every console task for it. Idempo
 again creates nothing twice and keeps the operator's password; it only puts the operator's
 access back as described if it was changed. The password comes from BAILING_DEMO_PASSWORD, or
 is generated and printed once (the first time only).
+
+Two runs at once (two `make run`s on one database) take turns: each looks for what exists and
+creates what does not under one transaction-scoped advisory lock, so the second finds the first's
+rows instead of failing on their unique names.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand
-from django.db import transaction
+from django.db import connection, transaction
 from django.urls import reverse
 
 from apps.agent_auth.models import AgentClient
@@ -80,6 +84,8 @@ DEMO_ROUTES = [
 
 DEMO_PROJECT_SLUG = "bailing-retail"
 DEMO_PROJECT_NAME = "Bailing Retail"
+# pg_advisory_xact_lock's key: "seed" and "demo" as two ints (no other lock of the hub uses it).
+_SEED_LOCK = (0x73656564, 0x64656D6F)
 
 
 class Command(BaseCommand):
@@ -87,6 +93,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_SEED_LOCK))
             # Found by its slug; a project of another slug that already took the name leaves the demo
             # one "Bailing Retail (2)" (names are unique) rather than stopping `make run`.
             project = Project.objects.filter(slug=DEMO_PROJECT_SLUG).first()
