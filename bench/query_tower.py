@@ -119,7 +119,6 @@ class Tower:
         import torch
 
         self.e5 = e5
-        self.rank = rank
         self.frozen = []
         self.params = []
         g = torch.Generator().manual_seed(17)
@@ -280,7 +279,9 @@ def inner_choice(tower: Tower, data: list[Data], inputs: list, initial: list, *,
     return chosen
 
 
-def evaluate(args) -> None:
+def prepared(args, keyword: dict[str, str]) -> tuple[list[Data], Tower, list, list]:
+    """The dumps (with their keyword prior where `keyword` names one), the untrained tower, each
+    query's embedding-layer output, and the tower's initial state."""
     import torch
     from common import django_setup
 
@@ -289,15 +290,23 @@ def evaluate(args) -> None:
 
     torch.set_num_threads(args.threads)
     e5 = E5Numpy()
-    keyword = dict(pair.split("=", 1) for pair in args.keyword)
     data = [Data(Path(p), e5, Path(keyword[Path(p).stem]) if Path(p).stem in keyword else None)
             for p in args.dumps]
+    tower = Tower(e5, args.rank)
+    return data, tower, [[tower.embedded(ids) for ids in d.ids] for d in data], tower.state()
+
+
+def saved_arrays(path: str) -> list[np.ndarray]:
+    """A tower saved by evaluate --save: per layer and matrix (qkv, ao, fi, fo), bias, A, U."""
+    saved = np.load(path)
+    return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+
+def evaluate(args) -> None:
+    data, tower, inputs, initial = prepared(args, dict(pair.split("=", 1) for pair in args.keyword))
     betas = [float(x) for x in args.beta.split(",")]
     if any(betas) and any(d.K is None for d in data):
         sys.exit("--beta needs a --keyword dump for every dataset")
-    tower = Tower(e5, args.rank)
-    inputs = [[tower.embedded(ids) for ids in d.ids] for d in data]
-    initial = tower.state()
     grid = [int(x) for x in args.epochs.split(",")]
     taus = [float(x) for x in args.tau.split(",")]
     directions = [("A", "B"), ("B", "A")] if args.direction == "both" else [tuple(args.direction)]
@@ -339,22 +348,12 @@ def held_out(args) -> None:
     of one passage, so most held-out queries share their gold with training queries: a tower can
     learn to steer questions to passages it was trained on)."""
     import torch
-    from common import django_setup
 
-    django_setup()
-    from apps.knowledge.pipeline.embedders.e5_numpy import E5Numpy
-
-    torch.set_num_threads(args.threads)
-    e5 = E5Numpy()
-    data = [Data(Path(p), e5) for p in args.dumps]
-    tower = Tower(e5, args.rank)
-    inputs = [[tower.embedded(ids) for ids in d.ids] for d in data]
-    initial = tower.state()
+    data, tower, inputs, initial = prepared(args, {})
     for spec in args.tower:
         train_fold, path = spec.split("=", 1)
         test_fold = "B" if train_fold == "A" else "A"
-        saved = np.load(path)
-        state = [torch.from_numpy(saved[f"arr_{i}"]) for i in range(len(saved.files))]
+        state = [torch.from_numpy(array) for array in saved_arrays(path)]
         for d, x in zip(data, inputs, strict=True):
             seen = {p for i in np.where(d.folds == train_fold)[0] for p in d.positives[i]}
             rows = np.where(d.folds == test_fold)[0]
@@ -378,8 +377,7 @@ def tuned_e5(path: str):
     from apps.knowledge.pipeline.embedders.e5_numpy import E5Numpy
 
     e5 = E5Numpy()
-    saved = np.load(path)
-    arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    arrays = saved_arrays(path)
     at = 0
     layers = []
     for ly in e5._layers:
@@ -390,7 +388,7 @@ def tuned_e5(path: str):
             w = getattr(ly, f"{key}_w")
             if (a.shape[0], up.shape[1], b.shape[0]) != (w.shape[0], w.shape[1], w.shape[1]):
                 raise ValueError(f"{path}: layer {key} shapes {a.shape} {up.shape} {b.shape} against {w.shape}")
-            setattr(ly, f"{key}_w", np.ascontiguousarray(getattr(ly, f"{key}_w") + a @ up, dtype=np.float32))
+            setattr(ly, f"{key}_w", np.ascontiguousarray(w + a @ up, dtype=np.float32))
             setattr(ly, f"{key}_b", b.astype(np.float32))
         layers.append(ly)
     if at != len(arrays):
