@@ -1,7 +1,11 @@
 """Task metering for governed invocations (contracts-beyond-seeds §5): the checks a bound call must
 pass before anything is stored, and the reservation / permit / settlement moves the invocation
-state machine makes inside its own transactions — so a reservation, the approval consumption, the
-dispatch mark and the journal commit together, and so do the trusted answer and the settlement.
+state machine makes inside its own transactions. Dispatch goes through a Celery queue, so §5's
+"one transaction before the HTTP request leaves" is two, in order, both before it leaves: the
+request's, which takes the permit, consumes the approval and queues the call; then the
+dispatcher's, which marks the dispatch and writes the journal's ``dispatching`` and commits before
+it sends. A call between the two is proven not sent and holds its permit until it is sent or
+settled (the watchdog re-sends it). The trusted answer and the settlement commit together.
 
 Counters: ``write_reserved`` (writes awaiting approval or dispatch; an uncertain write keeps it),
 ``write_consumed`` (writes that got a trusted answer, a business rejection included),

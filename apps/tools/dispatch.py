@@ -31,6 +31,7 @@ from django.conf import settings
 
 from apps.core.outbound import AddressPolicy, AddressRefused, deadline_client, pinned
 from apps.core.outbound import deadline as outbound_deadline
+from apps.tools.compiler import hub_header
 
 SIGNATURE_VERSION = "v1"
 USER_AGENT = "BailingHub-Dispatcher/1"
@@ -119,6 +120,8 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
             items = value if isinstance(value, list) else [value]
             query.extend((name, _scalar_text(item)) for item in items)
         elif where == "header":
+            if hub_header(name):
+                continue  # compiled before the compiler left the hub's headers out: never the agent's to set
             text = _scalar_text(value)
             if "\r" in text or "\n" in text or "\x00" in text:
                 raise ArgumentUnplaceable(argument, "a header value cannot hold line breaks or NUL.")

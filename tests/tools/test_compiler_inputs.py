@@ -64,6 +64,19 @@ def test_parameters_and_json_body_merge_into_one_object_schema():
     assert tool.content_type == "application/json"
 
 
+def test_header_parameters_the_hub_sets_are_left_out_of_the_input_whatever_their_case():
+    # An agent's argument must never forge the hub's signed headers (sent beside the hub's own,
+    # a backend reading the first value would trust it) nor the transport's.
+    hub_set = ["X-Bailing-On-Behalf-Of", "x-bailing-idempotency-key", "X-BAILING-NEW-ONE", "User-Agent", "host",
+               "Content-Length", "Authorization", " accept"]
+    params = [{"name": name, "in": "header", "schema": {"type": "string"}} for name in hub_set]
+    params.append({"name": "X-Bailingo", "in": "header", "schema": {"type": "string"}})  # not the hub's prefix
+    tool, warnings = compile_one(parameters=params)
+    assert list(tool.input_schema["properties"]) == ["X-Bailingo"]
+    assert [loc.name for loc in tool.parameter_locations] == ["X-Bailingo"]
+    assert codes(warnings).count("parameter_header_ignored") == len(hub_set)
+
+
 def test_operation_parameter_overrides_the_path_level_one():
     data = spec({"/a/{id}": {
         "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],

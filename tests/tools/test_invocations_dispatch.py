@@ -41,6 +41,25 @@ def test_a_read_is_sent_signed_with_its_arguments_in_place(shop, dispatching):
     assert inv.frozen_arguments == ""
 
 
+def test_a_header_argument_compiled_before_the_hub_reserved_its_name_is_not_sent():
+    # A tool compiled before the compiler left the hub's headers out still carries the location:
+    # the request goes with the hub's values alone.
+    from apps.tools.dispatch import request_build
+
+    locations = [{"argument": "forged", "in": "header", "name": "x-bailing-on-behalf-of"},
+                 {"argument": "agent", "in": "header", "name": "user-agent"},
+                 {"argument": "locale", "in": "header", "name": "X-Shop-Locale"}]
+    request = request_build(base_url="https://shop.example", secret="s" * 16, job_id="job-1", idempotency_key="k1",
+                            on_behalf_of="alice@example.com", timestamp=1_700_000_000,
+                            arguments={"forged": "mallory@example.com", "agent": "curl", "locale": "zh-CN"},
+                            compiled={"method": "GET", "path": "/orders", "scope": "orders.read",
+                                      "parameter_locations": locations})
+    lowered = [name.lower() for name in request.headers]
+    assert lowered.count("x-bailing-on-behalf-of") == 1 and lowered.count("user-agent") == 1
+    assert bailing_headers(request.headers).on_behalf_of == "alice@example.com"
+    assert request.headers["User-Agent"] != "curl" and request.headers["X-Shop-Locale"] == "zh-CN"
+
+
 def test_a_write_sends_its_json_body(shop, dispatching):
     response = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 5, "note": None})
     assert response.json()["state"] == "executed"

@@ -1,6 +1,6 @@
 """The OpenAPI + ACC compiler: a pure function from spec bytes to compiled tools and warnings."""
 
-from .compile import compile_spec
+from .compile import compile_spec, hub_header
 from .types import (
     ApprovalRule,
     CompiledTool,
@@ -22,4 +22,5 @@ __all__ = [
     "SpecRefused",
     "UsageGuidance",
     "compile_spec",
+    "hub_header",
 ]

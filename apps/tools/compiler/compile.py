@@ -23,8 +23,17 @@ MAX_GUIDANCE_BYTES = 65536
 MAX_WARNINGS = 5000
 ACC_KEY = "x-agent-capability"
 _ATTEMPTS = ((MAX_DEPTH, True), (MAX_DEPTH, False), (8, False), (4, False), (2, False))
-# Header parameters the OpenAPI specification says to ignore: the HTTP client sets them.
-_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+# Header parameters the hub sets, never an agent's argument: the three the OpenAPI specification
+# says to ignore, the transport's own, and the hub's signed X-Bailing-* headers (a business system
+# that read a forged X-Bailing-On-Behalf-Of sent beside the hub's would trust the agent's word).
+_HUB_HEADERS = frozenset({"accept", "content-type", "authorization", "user-agent", "host", "content-length",
+                          "transfer-encoding", "connection"})
+
+
+def hub_header(name: str) -> bool:
+    """Whether a header of this name (any case) is the hub's to set."""
+    lowered = name.strip().lower()
+    return lowered in _HUB_HEADERS or lowered.startswith("x-bailing-")
 
 
 def compile_spec(data: bytes) -> CompileResult:
@@ -239,7 +248,7 @@ class _Compiler:
                 warn("parameter_invalid", f"Parameter {wire_name!r} has an unknown location {location!r}.",
                      "the parameter is ignored", where)
                 continue
-            if location == "header" and wire_name.lower() in _IGNORED_HEADERS:
+            if location == "header" and hub_header(wire_name):
                 warn("parameter_header_ignored", f"Header parameter {wire_name!r} is set by the hub, not the agent.",
                      "the parameter is left out of the input", where)
                 continue
