@@ -15,10 +15,10 @@ from rest_framework.test import APIClient
 from apps.tasks.models import Task
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
 from apps.tools.invocations import invocation_watchdog
-from apps.tools.models import Approval
+from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import route_tools_set
 from tests.agent_auth.helpers import PRINCIPAL, session_for
-from tests.ledger.helpers import open_turn
+from tests.ledger.helpers import ledger_counts, open_turn
 from tests.projects.factories import MembershipFactory
 from tests.tools.invocation_helpers import ROUTE, new_id
 
@@ -111,6 +111,24 @@ def test_a_paused_task_dispatches_nothing_until_resumed(shop, dispatching):
     assert _post(shop.token, body).json()["state"] == "executed"
     task.refresh_from_db()
     assert (task.write_consumed, task.active_permits) == (1, 0)
+
+
+def test_an_expired_task_refuses_its_calls_and_turns_and_stores_nothing(shop):
+    task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1,
+                    expires_at=timezone.now() + timedelta(hours=1))
+    run_id = _bound_run(shop, shop.token, task)
+    Task.objects.filter(pk=task.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    invocations, ledger = Invocation.objects.count(), ledger_counts()
+    response = _post(shop.token, _body(shop, run_id))
+    assert (response.status_code, response.json()["error"]) == (409, "TASK_EXPIRED")
+    binding = {"schema_version": "bailing.agent-task-binding.v1", "task_id": str(task.pk),
+               "scope_hash": task.scope_hash}
+    turn = open_turn(APIClient(), shop.token, ROUTE, n=3, task_binding=binding)
+    assert (turn.status_code, turn.json()["error"]) == (409, "TASK_EXPIRED")
+    assert (Invocation.objects.count(), ledger_counts()) == (invocations, ledger)
+    task.refresh_from_db()
+    assert (task.write_reserved, task.write_consumed, task.active_permits) == (0, 0, 0)
+    assert shop.server.received == []
 
 
 def test_a_tool_outside_the_members_tools_is_refused_and_nothing_is_stored(shop, dispatching):

@@ -71,6 +71,12 @@ def test_a_write_sends_its_json_body(shop, dispatching):
     assert hashlib.sha256(received.body).hexdigest()  # the signature covered exactly these bytes
 
 
+def test_control_characters_in_a_business_answer_are_replaced_and_tabs_and_line_feeds_kept(shop, dispatching):
+    shop.server.respond("/api/items", body="\x00a\x1bb\tc\nd\r\x7f\x85e".encode())
+    body = shop.invoke("item_read", {"item_id": "x"}).json()
+    assert (body["state"], body["text"]) == ("executed", "\ufffda\ufffdb\tc\nd\ufffd\ufffd\ufffde")
+
+
 def test_a_business_4xx_is_business_rejected(shop, dispatching):
     shop.server.respond("/api/stock", status=422, body=b'{"error":"unknown_sku"}')
     body = shop.invoke("stock_write", {"sku": "NOPE", "quantity": 1}).json()
