@@ -54,6 +54,13 @@ class AccessDenied(ApiError):
     message = "You may not decide this authorization."
 
 
+class ForeignClient(AccessDenied):
+    """The request's client sends its users to its own authorization page (a business system's):
+    BailingHub's page does not decide for it."""
+
+    message = "This application's users approve agents on its own site, not on BailingHub's page."
+
+
 class NotFound(ApiError):
     code = "not_found"
     status = 404

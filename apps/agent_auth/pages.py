@@ -1,9 +1,11 @@
 """BailingHub's own authorization page, for projects whose users are BailingHub accounts.
 
-A client points `agent_authorize_url` at `/agent-auth/authorize`; a logged-in member of the
-client's project sees the client, the device and the requested routes, then approves (choosing
-routes) or denies. CSRF-protected, never framed, never cached, and after a decision it navigates
-only to the loopback URL BailingHub generated for the request — no URL is taken from the browser.
+A client points `agent_authorize_url` at `/agent-auth/authorize` (on a host this hub serves: only
+such a client's requests are decided here — a client whose page is a business system's has its
+backend decide, for principals of its own); a logged-in member of the client's project sees the
+client, the device and the requested routes, then approves (choosing routes) or denies.
+CSRF-protected, never framed, never cached, and after a decision it navigates only to the
+loopback URL BailingHub generated for the request — no URL is taken from the browser.
 
 These pages are for people: every refusal is an HTML page that says what happened and what to
 do, with the HTTP status of the error, and a refused decision changes nothing.
@@ -31,11 +33,12 @@ from apps.agent_auth.errors import (
     AccessDenied,
     AlreadyProcessed,
     AuthorizationExpired,
+    ForeignClient,
     InvalidRequest,
     NotFound,
 )
 from apps.agent_auth.models import AgentAuthorization
-from apps.agent_auth.selectors import authorization_page_route_choices
+from apps.agent_auth.selectors import authorization_page_route_choices, client_signs_in_here
 from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user
 from apps.core.errors import ApiError
 from apps.projects.selectors import project_role
@@ -54,6 +57,9 @@ PAGE_PATHS = ("/agent-auth/authorize", "/agent-auth/login")
 NOT_FOUND_MESSAGE = ("This sign-in request does not exist. Check that you opened the whole link the agent "
                      "gave you, or start again from the agent.")
 EXPIRED_MESSAGE = "This request has expired: nothing was granted. Start again from the agent."
+FOREIGN_CLIENT_MESSAGE = ("{client} sends its users to its own site to approve agents, not to BailingHub: "
+                          "this page cannot decide its requests. Start again from the agent, which opens "
+                          "the right page. Nothing was changed.")
 NOT_MEMBER_MESSAGE = ("You are signed in as {user}, who is not a member of the project this application "
                       "belongs to, so you cannot decide this request. Nothing was changed.")
 
@@ -114,6 +120,8 @@ def _render(request: AuthenticatedHttpRequest, authorization: AgentAuthorization
 def _refusal(request: AuthenticatedHttpRequest, authorization: AgentAuthorization, error: ApiError) -> HttpResponse:
     """The page for a decision the services refused; the row is re-read so the page shows its state now."""
     authorization.refresh_from_db()
+    if isinstance(error, ForeignClient):
+        return _foreign(request, authorization)
     if isinstance(error, AccessDenied):
         return _error_page(request, status=403, title="You cannot decide this request",
                            message=NOT_MEMBER_MESSAGE.format(user=request.user.get_username()),
@@ -127,6 +135,11 @@ def _refusal(request: AuthenticatedHttpRequest, authorization: AgentAuthorizatio
                        notice=f"This request has already been {_status_label(authorization)}: your answer was not "
                               "recorded. You can close this page.")
     return _render(request, authorization, notice=f"{error.message} Nothing was changed.", status=error.status)
+
+
+def _foreign(request: HttpRequest, authorization: AgentAuthorization) -> HttpResponse:
+    return _error_page(request, status=403, title="Not decided here",
+                       message=FOREIGN_CLIENT_MESSAGE.format(client=authorization.client.name))
 
 
 def _decide(request: AuthenticatedHttpRequest, authorization: AgentAuthorization) -> str:
@@ -154,6 +167,8 @@ def authorization_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     authorization = _authorization(request)
     if authorization is None:
         return _error_page(request, status=404, title="Request not found", message=NOT_FOUND_MESSAGE)
+    if not client_signs_in_here(authorization.client):
+        return _foreign(request, authorization)
     if project_role(user=request.user, project=authorization.client.project) is None:
         return _refusal(request, authorization, AccessDenied())
     if request.method == "GET":

@@ -13,9 +13,13 @@ import uuid
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
+from django.http.request import validate_host
+from django.urls import reverse
 
 from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, InvalidRoute, RouteUnavailable
 from apps.agent_auth.models import (
@@ -131,6 +135,19 @@ def session_live_q(now: datetime, prefix: str = "") -> Q:
 def session_approver_current_expression(prefix: str = "") -> ExpressionWrapper[Q]:
     """`session_approver_current` as a column (the console's lists)."""
     return ExpressionWrapper(session_approver_current_q(prefix), output_field=BooleanField())
+
+
+def client_signs_in_here(client: AgentClient) -> bool:
+    """Whether the client sends its users to this hub's own authorization page: its
+    `agent_authorize_url` is that page's path on a host this hub serves (ALLOWED_HOSTS). Only such
+    a client's requests are decided on the page; a client whose page is a business system's has
+    its backend decide, for principals of its own."""
+    parts = urlsplit(client.agent_authorize_url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal, as ALLOWED_HOSTS writes it
+        host = f"[{host}]"
+    return (parts.path.rstrip("/") == reverse("agent-auth-authorize").rstrip("/") and bool(host)
+            and validate_host(host, settings.ALLOWED_HOSTS))
 
 
 def authorization_get_for_client(*, client: AgentClient, authorization_id: uuid.UUID) -> AgentAuthorization | None:

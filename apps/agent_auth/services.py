@@ -26,6 +26,7 @@ from apps.agent_auth.errors import (
     AccessDenied,
     AlreadyProcessed,
     AuthorizationExpired,
+    ForeignClient,
     InvalidClient,
     InvalidGrant,
     NotFound,
@@ -46,7 +47,7 @@ from apps.agent_auth.models import (
     AgentSession,
 )
 from apps.agent_auth.ratelimit import rate_limit_hit
-from apps.agent_auth.selectors import authorization_page_route_choices, session_live
+from apps.agent_auth.selectors import authorization_page_route_choices, client_signs_in_here, session_live
 from apps.core.tokens import secrets_equal, token_generate, token_hash
 from apps.projects.models import Project
 from apps.projects.selectors import project_role
@@ -231,6 +232,8 @@ def _page_client(*, authorization_id: uuid.UUID) -> AgentClient:
     client = AgentClient.objects.filter(authorizations__pk=authorization_id).first()
     if client is None:
         raise NotFound("No such authorization.")
+    if not client_signs_in_here(client):
+        raise ForeignClient()
     return client
 
 

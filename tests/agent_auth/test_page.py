@@ -23,7 +23,7 @@ REDIRECT_URI = "http://127.0.0.1:53682/callback"
 def page_client(route, other_route):
     """A client whose authorization page is BailingHub's own."""
     return AgentClientFactory(project=route.project, allowed_routes=[route.key, other_route.key],
-                              agent_authorize_url="https://hub.example.com/agent-auth/authorize")
+                              agent_authorize_url="https://testserver/agent-auth/authorize")
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def started(api_client, page_client):
         "code_challenge": challenge, "code_challenge_method": "S256",
     }, format="json")
     url = urlsplit(response.json()["authorization_url"])
-    assert (url.scheme, url.netloc, url.path) == ("https", "hub.example.com", "/agent-auth/authorize")
+    assert (url.scheme, url.netloc, url.path) == ("https", "testserver", "/agent-auth/authorize")
     return f"{url.path}?{url.query}", verifier
 
 
@@ -266,6 +266,56 @@ def test_a_user_outside_the_project_cannot_decide(browser, started, decision):
     assert response["Content-Type"].startswith("text/html")
     assert "not a member of the project" in response.content.decode()
     assert _state() == ("pending", None, 0)
+
+
+@pytest.mark.parametrize("url", ["https://business.example.com/agent/authorize",
+                                 "https://business.example.com/agent-auth/authorize",  # our path, not our host
+                                 "https://testserver/agent-auth/authorizex"])
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_a_client_whose_users_approve_on_its_own_site_is_not_decided_here(browser, started, member, page_client,
+                                                                          url, decision):
+    # Its backend decides, for a principal of its own: a hub account approving here would give
+    # the business's client a session nobody there granted.
+    type(page_client).objects.filter(pk=page_client.pk).update(agent_authorize_url=url)
+    path, _ = started
+    browser.force_login(member)
+    page = browser.get(path)
+    html = page.content.decode()
+    assert (page.status_code, page["Content-Type"].split(";")[0]) == (403, "text/html")
+    assert f"{page_client.name} sends its users to its own site to approve agents" in html
+    assert 'name="decision"' not in html and "laptop" not in html
+    browser.get("/agent-auth/login")  # a CSRF cookie, so the refusal is about the client
+    response = _post(browser, path, {"decision": decision, "routes": ["store-assistant"]})
+    assert response.status_code == 403 and "cannot decide its requests" in response.content.decode()
+    assert _state() == ("pending", None, 0)
+
+
+def test_the_services_refuse_a_foreign_clients_request_whoever_calls_them(started, member, page_client):
+    from apps.agent_auth.errors import ForeignClient
+    from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user
+
+    type(page_client).objects.filter(pk=page_client.pk).update(
+        agent_authorize_url="https://business.example.com/agent/authorize")
+    authorization = AgentAuthorization.objects.get()
+    with pytest.raises(ForeignClient):
+        authorization_approve_by_user(authorization_id=authorization.pk, user=member,
+                                      allowed_routes=["store-assistant"])
+    with pytest.raises(ForeignClient):
+        authorization_deny_by_user(authorization_id=authorization.pk, user=member)
+    assert _state() == ("pending", None, 0)
+
+
+@pytest.mark.parametrize("url", ["https://testserver/agent-auth/authorize", "http://[::1]:8000/agent-auth/authorize",
+                                 "http://127.0.0.1:8000/agent-auth/authorize/"])
+def test_a_client_sent_to_this_hubs_page_on_any_host_it_serves_is_decided_here(browser, started, member,
+                                                                               page_client, url):
+    type(page_client).objects.filter(pk=page_client.pk).update(agent_authorize_url=url)
+    path, _ = started
+    browser.force_login(member)
+    assert browser.get(path).status_code == 200
+    response = _post(browser, path, {"decision": "approve", "routes": ["store-assistant"]})
+    assert response.status_code == 302
+    assert _state()[0] == "approved"
 
 
 def test_a_decided_request_shows_its_state_and_cannot_be_decided_again(browser, started, member):

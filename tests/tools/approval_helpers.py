@@ -38,6 +38,8 @@ def call(client, token: str, run: dict[str, Any], *, route_key: str, n: int, too
                                                               "reason": "破损退款"},
     }, token)
 
+HUB_PAGE = "https://testserver/agent-auth/authorize"  # "testserver" is in the test settings' ALLOWED_HOSTS
+
 
 def invoke(client, token: str, *, route_key: str, n: int, tool: str = "order_refund",
            arguments: dict[str, Any] | None = None, conversation: str = ""):
@@ -57,7 +59,11 @@ def pending_approval(client, token: str, *, route_key: str = "store-assistant", 
 
 
 def session_signed_in_on_page(agent_client, user):
-    """A session signed in on BailingHub's own authorization page by ``user``: the agent acts for them."""
+    """A session signed in on BailingHub's own authorization page by ``user``: the agent acts for them.
+    The client is made one that sends its users to that page (only such a client's requests are
+    decided there)."""
+    type(agent_client).objects.filter(pk=agent_client.pk).update(agent_authorize_url=HUB_PAGE)
+    agent_client.agent_authorize_url = HUB_PAGE
     authorization = authorization_for(agent_client)
     redirect = authorization_approve_by_user(authorization_id=authorization.pk, user=user,
                                              allowed_routes=list(authorization.requested_routes))
