@@ -88,6 +88,27 @@ def test_a_project_panel_counts_active_agent_sessions(a, b):
     assert (board.sessions_active, board.sessions_total) == (1, 2)
 
 
+def test_every_tile_opens_the_list_it_counts(a, b):
+    # The sessions tile linked a filter the list does not have: Django dropped it (?e=1) and
+    # listed every session, revoked ones and other projects' included.
+    session_for(a.agent_client)
+    session_revoke(session=a.session, revoked_by="operator", reason="lost laptop")
+    session_for(b.agent_client)
+    client = admin_client(UserFactory(is_staff=True, is_superuser=True))
+    page = client.get("/admin/").content.decode()
+    [alpha] = [section for section in page.split('<section class="bh-project"') if 'data-project="alpha"' in section]
+    tiles = re.findall(r'<a class="bh-tile" href="([^"]+)">\s*<span class="bh-tile-n" data-stat="(\w+)">(\d+)<', alpha)
+    assert {stat for _, stat, _ in tiles} >= {"routes", "knowledge_bases", "sessions_active", "approvals_pending"}
+    for href, stat, count in tiles:
+        response = client.get(href.replace("&amp;", "&"))
+        assert response.status_code == 200, (stat, href, response.get("Location"))
+        if stat != "runs_last_day":  # the runs list is every run, newest first
+            assert (stat, response.context["cl"].result_count) == (stat, int(count))
+    # The project parameter shows an operator nothing beyond their own projects.
+    other = admin_client(a.user).get(f"/admin/agent_auth/agentsession/?client__project__id__exact={b.project.pk}")
+    assert (other.status_code, other.context["cl"].result_count) == (200, 0)
+
+
 def test_a_project_panel_shows_its_recent_runs_newest_first(a, b):
     from rest_framework.test import APIClient
 
