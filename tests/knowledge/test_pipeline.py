@@ -458,6 +458,28 @@ def test_options_the_embedder_does_not_take_are_refused_at_registration(options,
     assert not EmbeddingModel.objects.filter(name="m").exists()
 
 
+def test_an_option_the_provider_does_not_read_is_refused_at_registration():
+    with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
+        services.embedding_model_register(name="m", provider="local", dimension=384, options={"batchsize": 8})
+    assert refused.value.message == ("Unknown option 'batchsize': the local provider takes batch_size, engine, "
+                                     "query_adapter.")
+    assert not EmbeddingModel.objects.filter(name="m").exists()
+
+
+@pytest.mark.parametrize("key", ["api_key", "API_KEY", "token", "Authorization", "password"])
+def test_a_key_typed_in_as_an_option_is_refused_and_told_where_keys_go(key):
+    # Options are shown to every operator on the model's page: a key there is a key for all.
+    options = {"base_url": "https://embeddings.example.com/v1", key: "sk-not-for-operators-to-read"}
+    with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
+        services.embedding_model_register(name="m", provider="openai", dimension=32, options=options)
+    message = refused.value.message
+    assert message.startswith(f"Unknown option {key!r}: the openai provider takes api_key_env, backoff_seconds, ")
+    assert message.endswith("put it in an environment variable of the web server and the workers, and name that "
+                            "variable in api_key_env.")
+    assert "sk-not-for-operators-to-read" not in message
+    assert not EmbeddingModel.objects.filter(name="m").exists()
+
+
 def test_an_openai_model_without_an_http_base_url_is_refused_at_registration():
     with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
         services.embedding_model_register(name="m", provider="openai", dimension=32,

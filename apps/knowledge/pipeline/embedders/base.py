@@ -34,6 +34,9 @@ class Embedder(ABC):
 
     # A provider whose model has one fixed dimension says so; registration checks it.
     native_dimension: int | None = None
+    # The options a provider reads; registration refuses any other (a key typed in as an option
+    # would be stored and shown in the console: an HTTP provider names its variable instead).
+    option_names: frozenset[str] = frozenset({"batch_size"})
 
     def __init__(self, *, name: str, dimension: int, options: dict[str, Any] | None = None) -> None:
         self.name = name

@@ -15,6 +15,8 @@ from apps.knowledge.pipeline.terms import keyword_terms
 
 
 class HashingEmbedder(Embedder):
+    option_names = Embedder.option_names | {"delay_seconds"}
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.delay = self.number_option("delay_seconds") or 0

@@ -85,6 +85,7 @@ def _e5_numpy():
 
 class E5Embedder(Embedder):
     native_dimension = 384
+    option_names = Embedder.option_names | {"engine", "query_adapter"}
 
     def __init__(self, *, name: str, dimension: int, options: dict[str, Any] | None = None) -> None:
         super().__init__(name=name, dimension=dimension, options=options)

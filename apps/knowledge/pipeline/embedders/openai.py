@@ -101,6 +101,9 @@ def _error_message(body: bytes, key: str) -> str:
 
 
 class OpenAIEmbedder(Embedder):
+    option_names = Embedder.option_names | {"base_url", "model", "api_key_env", "send_dimensions", "timeout_seconds",
+                                            "max_retries", "backoff_seconds"}
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         base_url = str(self.options.get("base_url") or "").rstrip("/")
