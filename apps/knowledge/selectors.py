@@ -8,6 +8,7 @@ one statement.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -167,6 +168,12 @@ def _status_counts(queryset: QuerySet[Document]) -> dict[str, int]:
     for row in queryset.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
     return counts
+
+
+def document_status_summary(counts: dict[str, int]) -> str:
+    """"1998 completed · 2 failed": the KB page's line over its documents, in the statuses' order."""
+    return " · ".join(f"{counts[status]} {label.lower()}" for status, label in Document.Status.choices
+                      if counts.get(status))
 
 
 def knowledge_base_report(*, kb: KnowledgeBase, failures_limit: int = 50) -> dict[str, Any]:
@@ -504,7 +511,8 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     """What the KB page shows of ingestion, for its first render and for its polling: each of the
     newest `limit` documents with status, stage progress and why it waits; the latest index
     generation with its progress; `settled` once nothing moves without a person, and then the
-    active generation's chunk count. At most eight queries and one for the tool calls sent on a
+    active generation's chunk count; `summary`, the whole KB's documents by status (counted apart
+    only when it has more than `limit`). At most nine queries and one for the tool calls sent on a
     queued lane's queue (by default the small documents'), whatever the number of documents."""
     documents = list(
         document_list(kb=kb).only(
@@ -535,6 +543,10 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
         }
         for d in documents
     ]
+    if len(documents) < limit:
+        counts = Counter(d.status for d in documents)
+    else:  # the page shows the newest `limit`: its line counts them all
+        counts = Counter(_status_counts(Document.objects.filter(knowledge_base=kb)))
     building = generation is not None and generation.status == IndexGeneration.Status.BUILDING
     settled = not building and all(d.status in SETTLED_STATUSES for d in documents)
     active = None
@@ -544,6 +556,8 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     return {
         "knowledge_base_id": str(kb.pk),
         "documents": rows,
+        "document_total": sum(counts.values()),
+        "summary": document_status_summary(counts),
         "generation": None if generation is None else {
             "number": generation.number,
             "status": generation.status,

@@ -103,17 +103,10 @@
     else element.removeAttribute("title");
   }
 
-  function renderSummary(root) {
+  // The whole KB's documents by status, as the server counts them: the table may show only the newest.
+  function renderSummary(root, data) {
     var summary = root.querySelector("[data-bh-summary]");
-    if (!summary) return;
-    var counts = {};
-    root.querySelectorAll("tr[data-document-id] [data-field=status]").forEach(function (badge) {
-      var label = badge.textContent;
-      counts[label] = (counts[label] || 0) + 1;
-    });
-    setText(summary, Object.keys(counts).map(function (label) {
-      return counts[label] + " " + label.toLowerCase();
-    }).join(" · "));
+    if (summary && typeof data.summary === "string") setText(summary, data.summary);
   }
 
   function setLive(root, text) {
@@ -154,7 +147,7 @@
         if (row) renderDocument(root, row, doc);
       });
       renderGeneration(root, data.generation);
-      renderSummary(root);
+      renderSummary(root, data);
       var chunks = root.querySelector("[data-bh-chunks]");
       if (chunks && data.active_chunks !== null) chunks.textContent = data.active_chunks;
     }
@@ -188,7 +181,6 @@
       if (timer) clearTimeout(timer);
       tick();
     };
-    renderSummary(root);
     if (root.getAttribute("data-settled") !== "true") timer = setTimeout(tick, POLL_MS);
   }
 

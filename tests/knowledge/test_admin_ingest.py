@@ -383,6 +383,30 @@ def test_a_document_failed_by_lost_database_connections_says_so_beside_its_attem
                       "policy.zh.md": "failed after 3 attempts"}
 
 
+def test_a_kb_with_more_documents_than_its_page_shows_counts_them_all_and_links_to_them(browser, kb, monkeypatch):
+    # Its line counted the rows drawn: "200 completed" over a KB of 2,000 completed documents.
+    monkeypatch.setattr("apps.knowledge.admin.DOCUMENTS_ON_KB_PAGE", 2)
+    _ingested(kb, "no-text.pdf")
+    _ingested(kb, "plain.txt")
+    _ingested(kb, "policy.zh.md")
+    html = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert "Documents (3, newest 2 shown)" in html
+    assert html.count('<tr data-document-id="') == 2
+    assert "<span data-bh-summary>2 completed · 1 failed</span>" in html
+    assert (f'<a href="/admin/knowledge/document/?knowledge_base__id__exact={kb.pk}">All 3 documents of this '
+            "knowledge base</a>") in html
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    assert (len(body["documents"]), body["document_total"], body["summary"]) == (2, 3, "2 completed · 1 failed")
+
+
+def test_a_kb_its_page_shows_whole_is_counted_from_its_rows_and_links_nowhere_else(browser, kb):
+    _ingested(kb, "no-text.pdf")
+    _queued(kb, "plain.txt", at=timezone.now())
+    html = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
+    assert "Documents (2)" in html and "data-bh-all-documents" not in html
+    assert "<span data-bh-summary>1 queued · 1 failed</span>" in html
+
+
 def test_the_status_endpoint_runs_a_fixed_number_of_queries(browser, kb, django_assert_num_queries):
     now = timezone.now()
     for n in range(6):
