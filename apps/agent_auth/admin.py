@@ -290,7 +290,7 @@ class AgentClientAdmin(IdentifierFieldsMixin, ProjectScopedAdminMixin, admin.Mod
             return HttpResponseRedirect(self._change_url(client))
         if not self.has_change_permission(request, client):
             raise PermissionDenied
-        _token_message(request, client, agent_client_token_rotate(client=client), "Rotated")
+        self._rotate(request, client)
         return HttpResponseRedirect(self._change_url(client))
 
     @admin.action(description="Rotate the client token (the old one stops working at once)",
@@ -299,7 +299,13 @@ class AgentClientAdmin(IdentifierFieldsMixin, ProjectScopedAdminMixin, admin.Mod
         editable = self.editable_project_ids(request)
         for client in queryset:
             if request.user.is_superuser or client.project_id in editable:
-                _token_message(request, client, agent_client_token_rotate(client=client), "Rotated")
+                self._rotate(request, client)
+
+    def _rotate(self, request: HttpRequest, client: AgentClient) -> None:
+        """A new client token, shown once, and a line in the client's history: who rotated it, when."""
+        token = agent_client_token_rotate(client=client)
+        self.log_change(request, client, "Rotated the client token: the previous one stopped working.")
+        _token_message(request, client, token, "Rotated")
 
 
 class RevokeReasonForm(forms.Form):

@@ -297,6 +297,24 @@ def test_the_rotate_button_shows_the_new_token_once_and_kills_the_old(agent_clie
     assert client_get_by_token(token=shown[0]) == agent_client
 
 
+@pytest.mark.parametrize("how", ["button", "action"])
+def test_a_rotation_is_in_the_clients_history_with_who_rotated_it_and_no_token(agent_client, owner, how):
+    from django.contrib.admin.models import LogEntry
+
+    admin = _admin(owner)
+    if how == "button":
+        admin.post(f"/admin/agent_auth/agentclient/{agent_client.pk}/rotate-token/")
+    else:
+        admin.post("/admin/agent_auth/agentclient/", {
+            "action": "rotate_client_token", "_selected_action": [str(agent_client.pk)]})
+    [entry] = LogEntry.objects.filter(object_id=str(agent_client.pk))
+    assert (entry.user_id, entry.action_flag, entry.get_change_message()) == (
+        owner.user.pk, 2, "Rotated the client token: the previous one stopped working.")
+    assert len(TOKEN_RE.findall(admin.get("/admin/agent_auth/agentclient/").content.decode())) == 1  # shown once
+    history = admin.get(f"/admin/agent_auth/agentclient/{agent_client.pk}/history/").content.decode()
+    assert "Rotated the client token" in history and not TOKEN_RE.findall(history)
+
+
 def test_opening_the_rotate_address_does_not_rotate(agent_client, owner):
     response = _admin(owner).get(f"/admin/agent_auth/agentclient/{agent_client.pk}/rotate-token/")
     assert response.status_code == 302
