@@ -122,3 +122,32 @@ def test_a_long_title_never_runs_under_the_object_tools(logged_in_page, project,
     assert page.evaluate(_OVERLAP, [title.element_handle(), tools.element_handle()]) is False
     for button in tools.locator("a").element_handles():
         assert page.evaluate(_OVERLAP, [title.element_handle(), button]) is False
+
+
+_INSIDE = """([inner, outer]) => inner.getBoundingClientRect().right <= outer.getBoundingClientRect().right + 1"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_route_named_with_256_unbroken_letters_keeps_the_dashboard_and_a_clients_form_whole(
+        logged_in_page, project, width):
+    """The dashboard's Routes panel scrolled its Status and Knowledge columns out of view, and a
+    client's allowed-routes choice ran past the form's edge (the console audit, stop 52)."""
+    from tests.agent_auth.factories import AgentClientFactory
+    from tests.routes.factories import RouteFactory
+
+    RouteFactory(project=project, key="long-name", name="N" * 256)
+    client = AgentClientFactory(project=project, allowed_routes=["long-name"])
+    page = logged_in_page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/admin/")
+    panel = page.locator('[data-panel="routes"]')
+    _shot(page, f"long-route-dashboard-{width}")
+    assert page.evaluate("p => p.scrollWidth <= p.clientWidth", panel.element_handle())
+    status = panel.locator('tr[data-route="long-name"] td').nth(2)
+    assert page.evaluate(_INSIDE, [status.element_handle(), panel.element_handle()])
+    page.goto(f"/admin/agent_auth/agentclient/{client.pk}/change/")
+    _shot(page, f"long-route-client-{width}")
+    label = page.locator('#id_allowed_routes label', has_text="NNNN")
+    fieldset = page.locator("#agentclient_form fieldset").first
+    assert page.evaluate(_INSIDE, [label.element_handle(), fieldset.element_handle()])
+    assert _fits_the_window(page)
