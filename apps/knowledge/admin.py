@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
+from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -721,7 +722,7 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["filename", "error_message"]
     list_select_related = ["knowledge_base"]
     actions = ["retry_documents", "confirm_documents", "refetch_documents", "turn_off_documents", "turn_on_documents"]
-    fields = readonly_fields = ("knowledge_base", "filename", "source_url", "fetched_at", "file_type", "size",
+    fields = readonly_fields = ("knowledge_base", "filename", "source_url", "fetched_at", "file_type", "size_shown",
                                 "content_hash", "status_badge", "in_search",
                                 "error_code", "error_message", "attempts", "connection_losses", "progress", "queued_at",
                                 "parsing_started_at", "chunking_started_at", "awaiting_confirmation_at", "confirmed_at",
@@ -736,6 +737,10 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="Status", ordering="status")
     def status_badge(self, obj: Document) -> str:
         return format_html('<span class="bh-doc-badge bh-doc-{}">{}</span>', obj.status, obj.get_status_display())
+
+    @admin.display(description="Size", ordering="size")
+    def size_shown(self, obj: Document) -> str:
+        return f"{filesizeformat(obj.size)} ({obj.size:,} bytes)" if obj.size >= 1024 else filesizeformat(obj.size)
 
     @admin.display(description="In search")
     def in_search(self, obj: Document) -> str:

@@ -323,6 +323,22 @@ def test_a_key_in_an_openai_models_options_is_refused_in_the_admin_and_never_sho
     assert "api_key_env (the name of the environment variable that holds the key, never the key" in page
 
 
+def test_a_document_page_leads_back_to_its_kb_and_says_its_size_in_units(browser, owner):
+    kb = KnowledgeBaseFactory(project=owner.project, name="门店知识库")
+    document = _completed(kb, "products.csv")
+    Document.objects.filter(pk=document.pk).update(size=1536)
+    page = browser.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode()
+    trail = re.search(r'<div class="breadcrumbs">(.*?)</div>', page, re.S).group(1)
+    assert re.findall(r'<a href="([^"]+)">', trail) == [
+        "/admin/", "/admin/knowledge/", f"/admin/knowledge/knowledgebase/{kb.pk}/change/",
+        f"/admin/knowledge/document/?knowledge_base__id__exact={kb.pk}"]
+    assert "门店知识库" in trail
+    assert re.search(r"Size:</label>\s*<div class=\"readonly\">1.5\xa0KB \(1,536 bytes\)</div>", page)
+    Document.objects.filter(pk=document.pk).update(size=453)
+    page = browser.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode()
+    assert re.search(r"Size:</label>\s*<div class=\"readonly\">453\xa0bytes</div>", page)
+
+
 def test_a_document_page_shows_the_actions_its_state_allows(browser, owner):
     kb = KnowledgeBaseFactory(project=owner.project)
     completed = _completed(kb, "products.csv")

@@ -342,3 +342,13 @@ def test_an_operator_token_name_with_a_bidi_control_is_refused(owner, name):
         "shown after it."]
     assert "copy it now" not in response.content.decode()
     assert OperatorToken.objects.count() == 0
+
+
+def test_signing_out_says_so_and_what_stays(owner):
+    client = admin_client(owner.user)
+    response = client.post("/admin/logout/")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "You are signed out of the BailingHub console." in page and "quality time" not in page
+    assert '<a href="/admin/">Sign in again</a>' in page
+    assert client.get("/admin/").status_code == 302  # signed out indeed
