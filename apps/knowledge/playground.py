@@ -46,7 +46,9 @@ SCORE_THRESHOLD_HELP = (
 
 class PlaygroundSearchForm(forms.Form):
     query = forms.CharField(max_length=QUERY_MAX_CHARS,
-                            widget=forms.TextInput(attrs={"size": 70, "autofocus": True}))
+                            widget=forms.TextInput(attrs={"size": 70, "autofocus": True}),
+                            # The browser cuts a longer paste at the limit without a word: said here.
+                            help_text=f"At most {QUERY_MAX_CHARS:,} characters: a longer paste is cut there.")
     mode = forms.ChoiceField(choices=MODE_CHOICES, required=False, initial=MODE_DEFAULT)
     top_k = forms.IntegerField(label="Top k", min_value=1, max_value=TOP_K_MAX, required=False,
                                initial=TOP_K_DEFAULT, widget=forms.NumberInput(attrs={"style": "width:5em"}))

@@ -65,6 +65,9 @@ def test_a_bare_get_shows_the_empty_form_with_defaults_and_runs_no_search(browse
     assert 'name="top_k" value="5"' in page
     assert 'id="pg-results"' not in page
     assert _search_queries(queries) == []
+    # The box's limit is said (the browser cuts a longer paste without a word).
+    assert 'maxlength="2000"' in page
+    assert '<div class="help">At most 2,000 characters: a longer paste is cut there.</div>' in page
 
 
 def test_a_viewer_sees_hits_with_their_chapter_path_and_marked_terms(browser, policy_kb):
