@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import InlineModelAdmin
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import pluralize
@@ -147,6 +148,7 @@ class ToolProviderForm(forms.ModelForm):
                 self.spec_bytes, self.spec_filename = spec, filename
                 if not self.instance._state.adding:
                     self.diff = services.tool_diff(provider=self.instance, result=self.compile_result)
+        self._preview_forgives_empty_fields()
         if PREVIEW_BUTTON in self.data and not self.errors:
             raise forms.ValidationError(
                 "Preview only: nothing is saved yet. Review the compile report below, then press Save"
@@ -154,6 +156,22 @@ class ToolProviderForm(forms.ModelForm):
                    if self.spec_filename else "."),
                 code="preview")
         return cleaned
+
+
+    def full_clean(self) -> None:
+        super().full_clean()  # the model's own checks, after clean(): "cannot be blank" comes from there
+        if self.is_bound:
+            self._preview_forgives_empty_fields()
+
+    def _preview_forgives_empty_fields(self) -> None:
+        """A preview checks the spec: a field not filled in yet is not a mistake (Save asks for it);
+        a value that is wrong is."""
+        if PREVIEW_BUTTON not in self.data:
+            return
+        for name, errors in list(self.errors.as_data().items()):
+            if name not in (NON_FIELD_ERRORS, "spec_file", "spec_text") and all(
+                    error.code in ("required", "blank") for error in errors):
+                del self.errors[name]
 
 
 def spec_carry(spec: bytes, filename: str) -> str:

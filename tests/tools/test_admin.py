@@ -160,6 +160,20 @@ def test_preview_shows_the_compile_report_and_saves_nothing(browser, owner):
     assert not ToolProvider.objects.exists()
 
 
+def test_a_preview_before_the_name_and_address_are_filled_in_is_a_preview_not_a_mistake(browser, owner):
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(
+        owner, name="", base_url="", spec_text=STORE_SPEC.decode(), _preview="1"))
+    page = response.content.decode()
+    assert '<li class="info" id="preview-notice">Preview only: nothing is saved yet.' in page
+    assert "Please correct the error" not in page and "This field is required." not in page
+    assert "Compile report (preview)" in page
+    # A value that is wrong, not missing, is still said at once.
+    page = browser.post("/admin/tools/toolprovider/add/", add_form(
+        owner, name="", base_url="ftp://shop.example", spec_text=STORE_SPEC.decode(), _preview="1")).content.decode()
+    assert "Please correct the error" in page and 'id="preview-notice"' not in page
+    assert not ToolProvider.objects.exists()
+
+
 def _carried(page: str) -> str:
     [value] = re.findall(r'<input type="hidden" name="previewed_spec" value="([^"]*)">', page)
     return html.unescape(value)
