@@ -190,8 +190,15 @@ class KnowledgeBaseForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         unique_in_project(self, "name", errors.KnowledgeBaseNameTaken.message)
+        self._strategy_clean(data)
+        # Checked whatever the strategy's fate: a wrong reranker URL was said only once the numbers
+        # above it were put right, on a second submit.
+        self._reranker_clean(data)
+        return data
+
+    def _strategy_clean(self, data) -> None:
         if any(name in self.errors for name in STRATEGY_FIELDS):
-            return data
+            return
         try:
             strategy = strategy_parse({name: data[name] for name in STRATEGY_FIELDS},
                                       defaults=settings.KNOWLEDGE_DEFAULT_CHUNK_STRATEGY)
@@ -201,10 +208,8 @@ class KnowledgeBaseForm(forms.ModelForm):
                 # The builder API's messages name fields by key; here they have labels.
                 readable = [m.replace("max_chars", "the maximum characters") for m in field_messages]
                 self.add_error(field if field in STRATEGY_FIELDS else None, readable)
-            return data
+            return
         data["chunk_strategy"] = strategy.public()
-        self._reranker_clean(data)
-        return data
 
     def _reranker_clean(self, data) -> None:
         """The reranker fields as one setting (pipeline.rerank.reranker_validate): all empty is off."""

@@ -284,6 +284,16 @@ def test_the_admin_form_shows_a_bad_reranker_setting_beside_its_field(owner):
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
 
+def test_the_admin_form_says_every_wrong_field_at_once_strategy_and_reranker(owner):
+    # The reranker's URL was checked only once the chunk sizes were right: a second submit.
+    kb = KnowledgeBaseFactory(project=owner.project)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = _admin_post(owner, kb, max_chars="99999", overlap_chars="-5", rerank_base_url="not a url")
+    errors = response.context["adminform"].form.errors
+    assert {"max_chars", "overlap_chars", "rerank_base_url"} <= set(errors)
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
 def test_the_admin_form_refuses_a_key_variable_without_a_reranker(owner):
     """Typed without a base URL and model, the variable's name was saved as no reranker: dropped
     without a word."""
