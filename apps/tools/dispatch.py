@@ -31,7 +31,7 @@ from django.conf import settings
 
 from apps.core.outbound import AddressPolicy, AddressRefused, deadline_client, pinned
 from apps.core.outbound import deadline as outbound_deadline
-from apps.tools.compiler import hub_header
+from apps.tools.compiler import HEADER_NAME, hub_header
 
 SIGNATURE_VERSION = "v1"
 USER_AGENT = "BailingHub-Dispatcher/1"
@@ -122,6 +122,8 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
         elif where == "header":
             if hub_header(name):
                 continue  # compiled before the compiler left the hub's headers out: never the agent's to set
+            if not HEADER_NAME.fullmatch(name):  # compiled before the compiler refused it: nothing is sent
+                raise ArgumentUnplaceable(argument, f"{name!r} is not a name a header can have.")
             text = _scalar_text(value)
             if "\r" in text or "\n" in text or "\x00" in text:
                 raise ArgumentUnplaceable(argument, "a header value cannot hold line breaks or NUL.")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from apps.core.jsonbytes import json_bytes
 from apps.tools.compiler import compile_spec
 from apps.tools.compiler.schema import MAX_SCHEMA_BYTES
@@ -68,13 +70,26 @@ def test_header_parameters_the_hub_sets_are_left_out_of_the_input_whatever_their
     # An agent's argument must never forge the hub's signed headers (sent beside the hub's own,
     # a backend reading the first value would trust it) nor the transport's.
     hub_set = ["X-Bailing-On-Behalf-Of", "x-bailing-idempotency-key", "X-BAILING-NEW-ONE", "User-Agent", "host",
-               "Content-Length", "Authorization", " accept"]
+               "Content-Length", "Authorization", "Cookie", "Proxy-Authorization", "TE",
+               # CGI stacks read "_" as "-": these would reach the backend as the hub's own.
+               "X_Bailing_On_Behalf_Of", "user_agent"]
     params = [{"name": name, "in": "header", "schema": {"type": "string"}} for name in hub_set]
     params.append({"name": "X-Bailingo", "in": "header", "schema": {"type": "string"}})  # not the hub's prefix
     tool, warnings = compile_one(parameters=params)
     assert list(tool.input_schema["properties"]) == ["X-Bailingo"]
     assert [loc.name for loc in tool.parameter_locations] == ["X-Bailingo"]
     assert codes(warnings).count("parameter_header_ignored") == len(hub_set)
+
+
+@pytest.mark.parametrize("name", ["X Shop", "X-Shop:", "X-Shöp", "", "X-Shop\r\nX-Bailing-Job-Id"])
+def test_a_header_parameter_whose_name_no_header_can_have_is_left_out(name):
+    # h11 refused it as the call was being sent, after the journal said it was: a write needed
+    # reconciliation although nothing had left.
+    params = [{"name": name, "in": "header", "schema": {"type": "string"}},
+              {"name": "X-Trace", "in": "header", "schema": {"type": "string"}}]
+    tool, warnings = compile_one(parameters=params)
+    assert [loc.name for loc in tool.parameter_locations] == ["X-Trace"]
+    assert "parameter_invalid" in codes(warnings)
 
 
 def test_operation_parameter_overrides_the_path_level_one():

@@ -58,6 +58,22 @@ def test_a_header_argument_compiled_before_the_hub_reserved_its_name_is_not_sent
     assert lowered.count("x-bailing-on-behalf-of") == 1 and lowered.count("user-agent") == 1
     assert bailing_headers(request.headers).on_behalf_of == "alice@example.com"
     assert request.headers["User-Agent"] != "curl" and request.headers["X-Shop-Locale"] == "zh-CN"
+    underscored = [{"argument": "forged", "in": "header", "name": "X_Bailing_On_Behalf_Of"}]
+    request = request_build(base_url="https://shop.example", secret="s" * 16, job_id="job-1", idempotency_key="k1",
+                            on_behalf_of="alice@example.com", timestamp=1_700_000_000,
+                            arguments={"forged": "mallory@example.com"},
+                            compiled={"method": "GET", "path": "/orders", "parameter_locations": underscored})
+    assert "mallory@example.com" not in request.headers.values()
+
+
+def test_a_header_argument_compiled_under_a_name_no_header_can_have_is_not_placed():
+    from apps.tools.dispatch import ArgumentUnplaceable, request_build
+
+    with pytest.raises(ArgumentUnplaceable):
+        request_build(base_url="https://shop.example", secret="s" * 16, job_id="job-1", idempotency_key="k1",
+                      on_behalf_of="alice@example.com", timestamp=1_700_000_000, arguments={"shop": "x"},
+                      compiled={"method": "GET", "path": "/orders",
+                                "parameter_locations": [{"argument": "shop", "in": "header", "name": "X Shop"}]})
 
 
 def test_a_write_sends_its_json_body(shop, dispatching):

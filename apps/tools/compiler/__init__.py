@@ -1,6 +1,6 @@
 """The OpenAPI + ACC compiler: a pure function from spec bytes to compiled tools and warnings."""
 
-from .compile import compile_spec, hub_header
+from .compile import HEADER_NAME, compile_spec, hub_header
 from .types import (
     ApprovalRule,
     CompiledTool,
@@ -13,6 +13,7 @@ from .types import (
 )
 
 __all__ = [
+    "HEADER_NAME",
     "ApprovalRule",
     "CompileResult",
     "CompileWarning",

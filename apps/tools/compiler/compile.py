@@ -4,6 +4,7 @@ the same bytes always give the same result."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -24,15 +25,22 @@ MAX_WARNINGS = 5000
 ACC_KEY = "x-agent-capability"
 _ATTEMPTS = ((MAX_DEPTH, True), (MAX_DEPTH, False), (8, False), (4, False), (2, False))
 # Header parameters the hub sets, never an agent's argument: the three the OpenAPI specification
-# says to ignore, the transport's own, and the hub's signed X-Bailing-* headers (a business system
-# that read a forged X-Bailing-On-Behalf-Of sent beside the hub's would trust the agent's word).
-_HUB_HEADERS = frozenset({"accept", "content-type", "authorization", "user-agent", "host", "content-length",
-                          "transfer-encoding", "connection"})
+# says to ignore, the transport's own (hop by hop, proxies, cookies — a cookie parameter is refused
+# too), and the hub's signed X-Bailing-* headers (a business system that read a forged
+# X-Bailing-On-Behalf-Of sent beside the hub's would trust the agent's word).
+_HUB_HEADERS = frozenset({
+    "accept", "content-type", "authorization", "user-agent", "host", "content-length", "transfer-encoding",
+    "connection", "keep-alive", "te", "trailer", "upgrade", "expect", "cookie", "proxy-authorization",
+    "proxy-connection",
+})
+# RFC 9110's token: what a header's name may be on the wire.
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 def hub_header(name: str) -> bool:
-    """Whether a header of this name (any case) is the hub's to set."""
-    lowered = name.strip().lower()
+    """Whether a header of this name is the hub's to set: any case, and with `_` read as `-` (CGI
+    stacks map both to one variable, so X_Bailing_On_Behalf_Of would reach the backend as the hub's)."""
+    lowered = name.strip().lower().replace("_", "-")
     return lowered in _HUB_HEADERS or lowered.startswith("x-bailing-")
 
 
@@ -246,6 +254,10 @@ class _Compiler:
                 continue
             if location not in ("path", "query", "header"):
                 warn("parameter_invalid", f"Parameter {wire_name!r} has an unknown location {location!r}.",
+                     "the parameter is ignored", where)
+                continue
+            if location == "header" and not HEADER_NAME.fullmatch(wire_name):
+                warn("parameter_invalid", f"Header parameter {wire_name!r} is not a name a header can have.",
                      "the parameter is ignored", where)
                 continue
             if location == "header" and hub_header(wire_name):
