@@ -1,11 +1,12 @@
 """BailingHub's own authorization page, for projects whose users are BailingHub accounts.
 
-A client points `agent_authorize_url` at `/agent-auth/authorize` (on a host this hub serves: only
-such a client's requests are decided here — a client whose page is a business system's has its
-backend decide, for principals of its own); a logged-in member of the client's project sees the
-client, the device and the requested routes, then approves (choosing routes) or denies.
-CSRF-protected, never framed, never cached, and after a decision it navigates only to the
-loopback URL BailingHub generated for the request — no URL is taken from the browser.
+A client points `agent_authorize_url` at `/agent-auth/authorize` (at an address of this hub,
+selectors.client_sign_in_page: only such a client's requests are decided here — a client whose
+page is a business system's has its backend decide, for principals of its own); a logged-in
+member of the client's project sees the client, the device and the requested routes, then
+approves (choosing routes) or denies. CSRF-protected, never framed, never cached, and after a
+decision it navigates only to the loopback URL BailingHub generated for the request — no URL is
+taken from the browser.
 
 These pages are for people: every refusal is an HTML page that says what happened and what to
 do, with the HTTP status of the error, and a refused decision changes nothing.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -38,7 +39,7 @@ from apps.agent_auth.errors import (
     NotFound,
 )
 from apps.agent_auth.models import AgentAuthorization
-from apps.agent_auth.selectors import authorization_page_route_choices, client_signs_in_here
+from apps.agent_auth.selectors import SignInPage, authorization_page_route_choices, client_sign_in_page
 from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user
 from apps.core.errors import ApiError
 from apps.projects.selectors import project_role
@@ -57,9 +58,13 @@ PAGE_PATHS = ("/agent-auth/authorize", "/agent-auth/login")
 NOT_FOUND_MESSAGE = ("This sign-in request does not exist. Check that you opened the whole link the agent "
                      "gave you, or start again from the agent.")
 EXPIRED_MESSAGE = "This request has expired: nothing was granted. Start again from the agent."
-FOREIGN_CLIENT_MESSAGE = ("{client} sends its users to its own site to approve agents, not to BailingHub: "
-                          "this page cannot decide its requests. Start again from the agent, which opens "
-                          "the right page. Nothing was changed.")
+# Neither names the application: the page may be open to someone outside its project.
+FOREIGN_CLIENT_MESSAGE = ("This application sends its users to its own site to approve agents, not to "
+                          "BailingHub: this page cannot decide its requests. Start again from the agent, which "
+                          "opens the right page. Nothing was changed.")
+UNKNOWN_HOST_MESSAGE = ("This application's sign-in page is set to BailingHub's page at {host}, an address this "
+                        "hub does not know as its own, so this page cannot decide its requests. If {host} is this "
+                        "hub, an administrator adds it to ALLOWED_HOSTS. Nothing was changed.")
 NOT_MEMBER_MESSAGE = ("You are signed in as {user}, who is not a member of the project this application "
                       "belongs to, so you cannot decide this request. Nothing was changed.")
 
@@ -138,8 +143,10 @@ def _refusal(request: AuthenticatedHttpRequest, authorization: AgentAuthorizatio
 
 
 def _foreign(request: HttpRequest, authorization: AgentAuthorization) -> HttpResponse:
-    return _error_page(request, status=403, title="Not decided here",
-                       message=FOREIGN_CLIENT_MESSAGE.format(client=authorization.client.name))
+    page = client_sign_in_page(authorization.client, request_host=request.get_host())
+    message = (UNKNOWN_HOST_MESSAGE.format(host=urlsplit(authorization.client.agent_authorize_url).netloc)
+               if page == SignInPage.UNKNOWN_HOST else FOREIGN_CLIENT_MESSAGE)
+    return _error_page(request, status=403, title="Not decided here", message=message)
 
 
 def _decide(request: AuthenticatedHttpRequest, authorization: AgentAuthorization) -> str:
@@ -149,9 +156,10 @@ def _decide(request: AuthenticatedHttpRequest, authorization: AgentAuthorization
         if not routes:
             raise InvalidRequest("Choose at least one route to approve.")
         return authorization_approve_by_user(authorization_id=authorization.pk, user=request.user,
-                                             allowed_routes=routes)
+                                             allowed_routes=routes, request_host=request.get_host())
     if decision == "deny":
-        return authorization_deny_by_user(authorization_id=authorization.pk, user=request.user)
+        return authorization_deny_by_user(authorization_id=authorization.pk, user=request.user,
+                                          request_host=request.get_host())
     raise InvalidRequest("Choose Approve or Deny.")
 
 
@@ -167,7 +175,7 @@ def authorization_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     authorization = _authorization(request)
     if authorization is None:
         return _error_page(request, status=404, title="Request not found", message=NOT_FOUND_MESSAGE)
-    if not client_signs_in_here(authorization.client):
+    if client_sign_in_page(authorization.client, request_host=request.get_host()) != SignInPage.HERE:
         return _foreign(request, authorization)
     if project_role(user=request.user, project=authorization.client.project) is None:
         return _refusal(request, authorization, AccessDenied())

@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
-from django.http.request import validate_host
 from django.urls import reverse
 
 from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, InvalidRoute, RouteUnavailable
@@ -137,17 +136,30 @@ def session_approver_current_expression(prefix: str = "") -> ExpressionWrapper[Q
     return ExpressionWrapper(session_approver_current_q(prefix), output_field=BooleanField())
 
 
-def client_signs_in_here(client: AgentClient) -> bool:
-    """Whether the client sends its users to this hub's own authorization page: its
-    `agent_authorize_url` is that page's path on a host this hub serves (ALLOWED_HOSTS). Only such
-    a client's requests are decided on the page; a client whose page is a business system's has
-    its backend decide, for principals of its own."""
+class SignInPage(StrEnum):
+    """Where a client sends its users to approve an agent, as this hub sees it."""
+
+    HERE = "here"  # this hub's page
+    UNKNOWN_HOST = "unknown_host"  # this hub's page's path on a host this hub does not know as its own
+    ELSEWHERE = "elsewhere"  # a business system's page
+
+
+def client_sign_in_page(client: AgentClient, *, request_host: str | None = None) -> SignInPage:
+    """Whether the client's `agent_authorize_url` is this hub's own page: its exact path on an
+    address of this hub — the host the page was reached at (`request_host`: the agent opened the
+    client's URL, so a browser that arrived here by it proves it), WEB_ORIGIN, or a host named
+    exactly in ALLOWED_HOSTS (a `*` or `.domain` pattern names no host of ours). Only such a client's
+    requests are decided on the page; a client whose page is a business system's has its backend
+    decide, for principals of its own."""
     parts = urlsplit(client.agent_authorize_url)
-    host = parts.hostname or ""
+    if parts.path != reverse("agent-auth-authorize"):
+        return SignInPage.ELSEWHERE
+    netloc, host = parts.netloc.lower(), (parts.hostname or "")
     if ":" in host:  # an IPv6 literal, as ALLOWED_HOSTS writes it
         host = f"[{host}]"
-    return (parts.path.rstrip("/") == reverse("agent-auth-authorize").rstrip("/") and bool(host)
-            and validate_host(host, settings.ALLOWED_HOSTS))
+    ours = {urlsplit(settings.WEB_ORIGIN).netloc.lower()} | ({request_host.lower()} if request_host else set())
+    named = {entry.lower() for entry in settings.ALLOWED_HOSTS if entry != "*" and not entry.startswith(".")}
+    return SignInPage.HERE if netloc in ours or host in named else SignInPage.UNKNOWN_HOST
 
 
 def authorization_get_for_client(*, client: AgentClient, authorization_id: uuid.UUID) -> AgentAuthorization | None:

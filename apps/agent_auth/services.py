@@ -47,7 +47,12 @@ from apps.agent_auth.models import (
     AgentSession,
 )
 from apps.agent_auth.ratelimit import rate_limit_hit
-from apps.agent_auth.selectors import authorization_page_route_choices, client_signs_in_here, session_live
+from apps.agent_auth.selectors import (
+    SignInPage,
+    authorization_page_route_choices,
+    client_sign_in_page,
+    session_live,
+)
 from apps.core.tokens import secrets_equal, token_generate, token_hash
 from apps.projects.models import Project
 from apps.projects.selectors import project_role
@@ -228,19 +233,21 @@ def authorization_deny(*, client: AgentClient, authorization_id: uuid.UUID, deci
     return _with_query(authorization.redirect_uri, {"error": "access_denied", "state": authorization.state})
 
 
-def _page_client(*, authorization_id: uuid.UUID) -> AgentClient:
+def _page_client(*, authorization_id: uuid.UUID, request_host: str | None) -> AgentClient:
     client = AgentClient.objects.filter(authorizations__pk=authorization_id).first()
     if client is None:
         raise NotFound("No such authorization.")
-    if not client_signs_in_here(client):
+    if client_sign_in_page(client, request_host=request_host) != SignInPage.HERE:
         raise ForeignClient()
     return client
 
 
-def authorization_approve_by_user(*, authorization_id: uuid.UUID, user: User, allowed_routes: list[str]) -> str:
+def authorization_approve_by_user(*, authorization_id: uuid.UUID, user: User, allowed_routes: list[str],
+                                  request_host: str | None = None) -> str:
     """Approve on BailingHub's own page: the principal is the logged-in BailingHub account, and
-    only routes it may grant (see `authorization_page_route_choices`) are accepted."""
-    client = _page_client(authorization_id=authorization_id)
+    only routes it may grant (see `authorization_page_route_choices`) are accepted. `request_host`:
+    the host the page was reached at (`client_sign_in_page`)."""
+    client = _page_client(authorization_id=authorization_id, request_host=request_host)
     role = project_role(user=user, project=client.project)
     if role is None:
         raise AccessDenied("You are not a member of this client's project.")
@@ -256,8 +263,8 @@ def authorization_approve_by_user(*, authorization_id: uuid.UUID, user: User, al
         )
 
 
-def authorization_deny_by_user(*, authorization_id: uuid.UUID, user: User) -> str:
-    client = _page_client(authorization_id=authorization_id)
+def authorization_deny_by_user(*, authorization_id: uuid.UUID, user: User, request_host: str | None = None) -> str:
+    client = _page_client(authorization_id=authorization_id, request_host=request_host)
     if project_role(user=user, project=client.project) is None:
         raise AccessDenied("You are not a member of this client's project.")
     return authorization_deny(client=client, authorization_id=authorization_id, decided_by=user)

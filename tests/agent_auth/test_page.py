@@ -268,12 +268,19 @@ def test_a_user_outside_the_project_cannot_decide(browser, started, decision):
     assert _state() == ("pending", None, 0)
 
 
-@pytest.mark.parametrize("url", ["https://business.example.com/agent/authorize",
-                                 "https://business.example.com/agent-auth/authorize",  # our path, not our host
-                                 "https://testserver/agent-auth/authorizex"])
+FOREIGN = "This application sends its users to its own site to approve agents, not to BailingHub"
+UNKNOWN_HOST = "page at business.example.com, an address this hub does not know as its own"
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("https://business.example.com/agent/authorize", FOREIGN),
+    ("https://testserver/agent-auth/authorizex", FOREIGN),
+    ("https://testserver/agent-auth/authorize/", FOREIGN),  # a path the router does not serve
+    ("https://business.example.com/agent-auth/authorize", UNKNOWN_HOST),  # our path, not our host
+])
 @pytest.mark.parametrize("decision", ["approve", "deny"])
 def test_a_client_whose_users_approve_on_its_own_site_is_not_decided_here(browser, started, member, page_client,
-                                                                          url, decision):
+                                                                          url, said, decision):
     # Its backend decides, for a principal of its own: a hub account approving here would give
     # the business's client a session nobody there granted.
     type(page_client).objects.filter(pk=page_client.pk).update(agent_authorize_url=url)
@@ -282,12 +289,25 @@ def test_a_client_whose_users_approve_on_its_own_site_is_not_decided_here(browse
     page = browser.get(path)
     html = page.content.decode()
     assert (page.status_code, page["Content-Type"].split(";")[0]) == (403, "text/html")
-    assert f"{page_client.name} sends its users to its own site to approve agents" in html
-    assert 'name="decision"' not in html and "laptop" not in html
+    assert said in html
+    assert 'name="decision"' not in html and "laptop" not in html and page_client.name not in html
     browser.get("/agent-auth/login")  # a CSRF cookie, so the refusal is about the client
     response = _post(browser, path, {"decision": decision, "routes": ["store-assistant"]})
     assert response.status_code == 403 and "cannot decide its requests" in response.content.decode()
     assert _state() == ("pending", None, 0)
+
+
+@pytest.mark.parametrize("allowed", [["*"], [".example.com", "testserver"]])
+def test_a_host_pattern_in_allowed_hosts_names_no_host_of_this_hub(browser, started, member, page_client, settings,
+                                                                  allowed):
+    # "*" (common behind a proxy) or ".example.com" would let a sibling site's page at our path pass.
+    settings.ALLOWED_HOSTS = allowed
+    type(page_client).objects.filter(pk=page_client.pk).update(
+        agent_authorize_url="https://shop.example.com/agent-auth/authorize")
+    path, _ = started
+    browser.force_login(member)
+    page = browser.get(path)
+    assert page.status_code == 403 and "an address this hub does not know as its own" in page.content.decode()
 
 
 def test_the_services_refuse_a_foreign_clients_request_whoever_calls_them(started, member, page_client):
@@ -305,10 +325,17 @@ def test_the_services_refuse_a_foreign_clients_request_whoever_calls_them(starte
     assert _state() == ("pending", None, 0)
 
 
-@pytest.mark.parametrize("url", ["https://testserver/agent-auth/authorize", "http://[::1]:8000/agent-auth/authorize",
-                                 "http://127.0.0.1:8000/agent-auth/authorize/"])
-def test_a_client_sent_to_this_hubs_page_on_any_host_it_serves_is_decided_here(browser, started, member,
-                                                                               page_client, url):
+@pytest.mark.parametrize(("url", "allowed"), [
+    ("https://testserver/agent-auth/authorize", ["*"]),  # the host the page was reached at
+    ("http://[::1]:8000/agent-auth/authorize", ["[::1]", "testserver"]),  # named in ALLOWED_HOSTS
+    ("https://HUB.example.com/agent-auth/authorize", ["hub.example.com", "testserver"]),
+    ("http://127.0.0.1:8000/agent-auth/authorize", ["testserver"]),  # WEB_ORIGIN
+])
+def test_a_client_sent_to_this_hubs_page_at_an_address_of_this_hub_is_decided_here(browser, started, member,
+                                                                                   page_client, settings, url,
+                                                                                   allowed):
+    settings.ALLOWED_HOSTS = allowed
+    settings.WEB_ORIGIN = "http://127.0.0.1:8000"
     type(page_client).objects.filter(pk=page_client.pk).update(agent_authorize_url=url)
     path, _ = started
     browser.force_login(member)
