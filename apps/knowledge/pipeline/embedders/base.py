@@ -27,6 +27,10 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+# The options every embedder reads (this class's __init__).
+BASE_OPTION_NAMES = frozenset({"batch_size"})
+
+
 class Embedder(ABC):
     """Text to vectors. `embed_documents` for passages being indexed (batched by the caller in
     `batch_size`), `embed_query` for a question. Vectors have `dimension` floats, L2-normalised
@@ -35,8 +39,9 @@ class Embedder(ABC):
     # A provider whose model has one fixed dimension says so; registration checks it.
     native_dimension: int | None = None
     # The options a provider reads; registration refuses any other (a key typed in as an option
-    # would be stored and shown in the console: an HTTP provider names its variable instead).
-    option_names: frozenset[str] = frozenset({"batch_size"})
+    # would be stored and shown in the console: an HTTP provider names its variable instead). None
+    # (a provider added by KNOWLEDGE_EMBEDDERS that does not say): only secret-looking names are refused.
+    option_names: frozenset[str] | None = None
 
     def __init__(self, *, name: str, dimension: int, options: dict[str, Any] | None = None) -> None:
         self.name = name
@@ -46,6 +51,12 @@ class Embedder(ABC):
                                   f'like {{"batch_size": 16}}, not {_json_kind(options)}.')
         self.options = dict(options or {})
         self.batch_size = self.number_option("batch_size", kind=int) or settings.KNOWLEDGE_EMBED_BATCH_SIZE
+
+    @classmethod
+    def registration_problem(cls, options: dict[str, Any]) -> str | None:
+        """What registration refuses in options the embedder itself would take (a stored model keeps
+        working); None when nothing."""
+        return None
 
     def number_option(self, key: str, *, kind: type[int] | type[float] = float) -> Any:
         """Option `key` as a number of 0 or more (None when it is absent). A value that is not one

@@ -10,12 +10,12 @@ import hashlib
 import math
 import time
 
-from apps.knowledge.pipeline.embedders.base import Embedder
+from apps.knowledge.pipeline.embedders.base import BASE_OPTION_NAMES, Embedder
 from apps.knowledge.pipeline.terms import keyword_terms
 
 
 class HashingEmbedder(Embedder):
-    option_names = Embedder.option_names | {"delay_seconds"}
+    option_names = BASE_OPTION_NAMES | {"delay_seconds"}
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
+from apps.knowledge.pipeline.embedders.base import BASE_OPTION_NAMES, Embedder, EmbeddingFailed
 
 _lock = threading.Lock()
 _engine = None
@@ -85,7 +85,7 @@ def _e5_numpy():
 
 class E5Embedder(Embedder):
     native_dimension = 384
-    option_names = Embedder.option_names | {"engine", "query_adapter"}
+    option_names = BASE_OPTION_NAMES | {"engine", "query_adapter"}
 
     def __init__(self, *, name: str, dimension: int, options: dict[str, Any] | None = None) -> None:
         super().__init__(name=name, dimension=dimension, options=options)

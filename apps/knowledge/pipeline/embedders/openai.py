@@ -14,16 +14,19 @@ import logging
 import os
 import re
 import time
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 
 from apps.core.logging import REDACTED, redact
 from apps.core.outbound import AnswerTooLarge, post_within, url_unrequestable
-from apps.knowledge.pipeline.embedders.base import Embedder, EmbeddingFailed
+from apps.knowledge.pipeline.embedders.base import BASE_OPTION_NAMES, Embedder, EmbeddingFailed
 
 logger = logging.getLogger("bailinghub.knowledge")
 
+KEY_ENV_NAME = re.compile(r"(?:EMBEDDING|KNOWLEDGE)_[A-Z0-9_]{1,100}")
 MAX_BACKOFF_SECONDS = 30.0
 # One batch's answer: 256 vectors of 3,072 floats as JSON are about 16 MB.
 ANSWER_MAX_BYTES = 64 * 1024 * 1024
@@ -101,8 +104,24 @@ def _error_message(body: bytes, key: str) -> str:
 
 
 class OpenAIEmbedder(Embedder):
-    option_names = Embedder.option_names | {"base_url", "model", "api_key_env", "send_dimensions", "timeout_seconds",
+    option_names = BASE_OPTION_NAMES | {"base_url", "model", "api_key_env", "send_dimensions", "timeout_seconds",
                                             "max_retries", "backoff_seconds"}
+
+    @classmethod
+    def registration_problem(cls, options: dict[str, Any]) -> str | None:
+        """Options are shown to every operator: the key never goes in them. api_key_env names a
+        variable meant for an embeddings endpoint (not SECRET_KEY or DATABASE_URL, which would be
+        sent as the bearer to the address the model names), and base_url carries no credentials."""
+        key_env = options.get("api_key_env")
+        if key_env is not None and not (isinstance(key_env, str) and KEY_ENV_NAME.fullmatch(key_env)):
+            return ("api_key_env must be the name of an environment variable that starts with EMBEDDING_ or "
+                    "KNOWLEDGE_ (A–Z, 0–9, _), such as KNOWLEDGE_OPENAI_API_KEY; never the key itself. Only those "
+                    "variables are ever sent to an embeddings endpoint.")
+        parts = urlsplit(str(options.get("base_url") or ""))
+        if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+            return ("base_url must be the endpoint's address alone, without credentials, a query or a fragment: a "
+                    "key goes in the environment variable api_key_env names.")
+        return None
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

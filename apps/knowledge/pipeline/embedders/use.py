@@ -8,7 +8,7 @@ import threading
 
 from django.conf import settings
 
-from apps.knowledge.pipeline.embedders.base import Embedder
+from apps.knowledge.pipeline.embedders.base import BASE_OPTION_NAMES, Embedder
 
 _lock = threading.Lock()
 _model = None
@@ -25,6 +25,7 @@ def _use():
 
 class UseEmbedder(Embedder):
     native_dimension = 512
+    option_names = BASE_OPTION_NAMES
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
