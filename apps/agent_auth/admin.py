@@ -352,12 +352,6 @@ class AgentSessionAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScoped
     search_fields = ["device_label", "principal_id", "on_behalf_of", "client__app_id"]
     list_select_related = ["client", "client__project"]
     actions = ["revoke_sessions"]
-
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
-        # The dashboard's sessions tile opens one project's sessions. The list is scoped to the
-        # operator's projects already, so the parameter shows nothing more; it has no sidebar
-        # filter, which would name every project.
-        return lookup == "client__project__id__exact" or super().lookup_allowed(lookup, value, request)
     readonly_fields = fields = (
         "client", "device_label", "principal", "principal_id", "audience", "on_behalf_of", "allowed_routes",
         "created_at", "last_used_at", "access_expires_at", "refresh_expires_at", "revoked_at", "revoker",
@@ -365,6 +359,12 @@ class AgentSessionAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScoped
     )
     # Chosen by the agent host or the business backend: left to right as stored (apps.core.bidi).
     identifier_fields = ("principal_id", "on_behalf_of")
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        # The dashboard's sessions tile opens one project's sessions. The list is scoped to the
+        # operator's projects already, so the parameter shows nothing more; it has no sidebar
+        # filter, which would name every project.
+        return lookup == "client__project__id__exact" or super().lookup_allowed(lookup, value, request)
 
     @admin.display(description="Routes")
     def routes(self, obj: AgentSession) -> str:

@@ -548,7 +548,9 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
     else:  # the page shows the newest `limit`: its line counts them all
         counts = Counter(_status_counts(Document.objects.filter(knowledge_base=kb)))
     building = generation is not None and generation.status == IndexGeneration.Status.BUILDING
-    settled = not building and all(d.status in SETTLED_STATUSES for d in documents)
+    # Over every document, as the summary counts them: one retried from the documents list may be
+    # older than the newest `limit`, and the page must keep watching it.
+    settled = not building and all(status in SETTLED_STATUSES for status, n in counts.items() if n)
     active = None
     if settled:
         active = generation if generation and generation.status == IndexGeneration.Status.ACTIVE else (

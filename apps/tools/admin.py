@@ -157,7 +157,6 @@ class ToolProviderForm(forms.ModelForm):
                 code="preview")
         return cleaned
 
-
     def full_clean(self) -> None:
         super().full_clean()  # the model's own checks, after clean(): "cannot be blank" comes from there
         if self.is_bound:
@@ -170,7 +169,7 @@ class ToolProviderForm(forms.ModelForm):
             return
         for name, errors in list(self.errors.as_data().items()):
             if name not in (NON_FIELD_ERRORS, "spec_file", "spec_text") and all(
-                    error.code in ("required", "blank") for error in errors):
+                    error.code in ("required", "blank", "null") for error in errors):
                 del self.errors[name]
 
 

@@ -297,16 +297,19 @@ def test_the_rotate_button_shows_the_new_token_once_and_kills_the_old(agent_clie
     assert client_get_by_token(token=shown[0]) == agent_client
 
 
-@pytest.mark.parametrize("how", ["button", "action"])
+ROTATIONS = {
+    "button": lambda admin, pk: admin.post(f"/admin/agent_auth/agentclient/{pk}/rotate-token/"),
+    "action": lambda admin, pk: admin.post("/admin/agent_auth/agentclient/", {
+        "action": "rotate_client_token", "_selected_action": [str(pk)]}),
+}
+
+
+@pytest.mark.parametrize("how", ROTATIONS)
 def test_a_rotation_is_in_the_clients_history_with_who_rotated_it_and_no_token(agent_client, owner, how):
     from django.contrib.admin.models import LogEntry
 
     admin = _admin(owner)
-    if how == "button":
-        admin.post(f"/admin/agent_auth/agentclient/{agent_client.pk}/rotate-token/")
-    else:
-        admin.post("/admin/agent_auth/agentclient/", {
-            "action": "rotate_client_token", "_selected_action": [str(agent_client.pk)]})
+    ROTATIONS[how](admin, agent_client.pk)
     [entry] = LogEntry.objects.filter(object_id=str(agent_client.pk))
     assert (entry.user_id, entry.action_flag, entry.get_change_message()) == (
         owner.user.pk, 2, "Rotated the client token: the previous one stopped working.")

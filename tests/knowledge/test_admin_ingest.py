@@ -397,6 +397,12 @@ def test_a_kb_with_more_documents_than_its_page_shows_counts_them_all_and_links_
             "knowledge base</a>") in html
     body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
     assert (len(body["documents"]), body["document_total"], body["summary"]) == (2, 3, "2 completed · 1 failed")
+    assert body["settled"] is True
+    # The oldest, not drawn, queued again from the documents list: the page keeps watching.
+    Document.objects.filter(filename="no-text.pdf").update(status=Document.Status.QUEUED)
+    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    assert (body["summary"], body["settled"]) == ("1 queued · 2 completed", False)
+    assert "no-text.pdf" not in [row["filename"] for row in body["documents"]]
 
 
 def test_a_kb_its_page_shows_whole_is_counted_from_its_rows_and_links_nowhere_else(browser, kb):

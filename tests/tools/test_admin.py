@@ -162,7 +162,7 @@ def test_preview_shows_the_compile_report_and_saves_nothing(browser, owner):
 
 def test_a_preview_before_the_name_and_address_are_filled_in_is_a_preview_not_a_mistake(browser, owner):
     response = browser.post("/admin/tools/toolprovider/add/", add_form(
-        owner, name="", base_url="", spec_text=STORE_SPEC.decode(), _preview="1"))
+        owner, project="", name="", base_url="", spec_text=STORE_SPEC.decode(), _preview="1"))
     page = response.content.decode()
     assert '<li class="info" id="preview-notice">Preview only: nothing is saved yet.' in page
     assert "Please correct the error" not in page and "This field is required." not in page
