@@ -660,7 +660,10 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         kb = self.get_object(request, unquote(object_id))
         if kb is not None:
             can_change = self.has_change_permission(request, kb)
-            status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
+            report = selectors.knowledge_base_report(kb=kb, failures_limit=0)
+            # The report has counted every document: the status's line takes its counts.
+            status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE,
+                                                            counts=report["documents"]["by_status"])
             _document_actions(status["documents"], can_change=can_change)
             extra_context.update({
                 "upload_form": UploadForm(),
@@ -668,7 +671,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 "ingest": status,
                 "status_url": reverse("admin:knowledge_knowledgebase_status", args=[kb.pk]),
                 "document_total": kb.document_total,
-                "report": selectors.knowledge_base_report(kb=kb, failures_limit=0),
+                "report": report,
                 # The status counts them once the KB is settled; counted here only while it moves.
                 "searchable_chunks": status["active_chunks"] if status["active_chunks"] is not None else (
                     selectors.generation_searchable_chunk_count(generation=selectors.generation_active(kb=kb))),

@@ -507,12 +507,13 @@ def _document_stage_text(document: Document, *, position: int | None, working: d
     return status
 
 
-def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict[str, Any]:
+def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200,
+                                 counts: dict[str, int] | None = None) -> dict[str, Any]:
     """What the KB page shows of ingestion, for its first render and for its polling: each of the
     newest `limit` documents with status, stage progress and why it waits; the latest index
     generation with its progress; `settled` once nothing moves without a person, and then the
-    active generation's chunk count; `summary`, the whole KB's documents by status (counted apart
-    only when it has more than `limit`). At most nine queries and one for the tool calls sent on a
+    active generation's chunk count; `summary`, the whole KB's documents by status (`counts`, or
+    counted apart only when it has more than `limit`). At most nine queries and one for the tool calls sent on a
     queued lane's queue (by default the small documents'), whatever the number of documents."""
     documents = list(
         document_list(kb=kb).only(
@@ -543,10 +544,10 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200) -> dict
         }
         for d in documents
     ]
-    if len(documents) < limit:
+    if counts is None and len(documents) < limit:
         counts = Counter(d.status for d in documents)
-    else:  # the page shows the newest `limit`: its line counts them all
-        counts = Counter(_status_counts(Document.objects.filter(knowledge_base=kb)))
+    elif counts is None:  # the page shows the newest `limit`: its line counts them all
+        counts = _status_counts(Document.objects.filter(knowledge_base=kb))
     building = generation is not None and generation.status == IndexGeneration.Status.BUILDING
     # Over every document, as the summary counts them: one retried from the documents list may be
     # older than the newest `limit`, and the page must keep watching it.

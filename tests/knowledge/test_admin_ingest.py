@@ -383,7 +383,8 @@ def test_a_document_failed_by_lost_database_connections_says_so_beside_its_attem
                       "policy.zh.md": "failed after 3 attempts"}
 
 
-def test_a_kb_with_more_documents_than_its_page_shows_counts_them_all_and_links_to_them(browser, kb, monkeypatch):
+def test_a_kb_with_more_documents_than_its_page_shows_counts_them_all_and_links_to_them(browser, kb, monkeypatch,
+                                                                                      django_assert_num_queries):
     # Its line counted the rows drawn: "200 completed" over a KB of 2,000 completed documents.
     monkeypatch.setattr("apps.knowledge.admin.DOCUMENTS_ON_KB_PAGE", 2)
     _ingested(kb, "no-text.pdf")
@@ -395,7 +396,8 @@ def test_a_kb_with_more_documents_than_its_page_shows_counts_them_all_and_links_
     assert "<span data-bh-summary>2 completed · 1 failed</span>" in html
     assert (f'<a href="/admin/knowledge/document/?knowledge_base__id__exact={kb.pk}">All 3 documents of this '
             "knowledge base</a>") in html
-    body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
+    with django_assert_num_queries(10):  # a settled KB's nine (no queue places) and the count of them all
+        body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
     assert (len(body["documents"]), body["document_total"], body["summary"]) == (2, 3, "2 completed · 1 failed")
     assert body["settled"] is True
     # The oldest, not drawn, queued again from the documents list: the page keeps watching.
