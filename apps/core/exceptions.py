@@ -199,6 +199,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             headers["WWW-Authenticate"] = auth_header
         return Response(error_payload(exc.status_code, str(exc.detail) if exc.status_code == 403 else None),
                         status=exc.status_code, headers=headers)
+    if isinstance(exc, drf.PermissionDenied) and str(exc.detail).startswith("CSRF Failed"):
+        # SessionAuthentication's refusal: the generic "You do not have permission" sent a person
+        # with the right role looking for the wrong cause.
+        return Response(error_payload(403, "A request signed in with the console's session must carry the CSRF "
+                                           "token: send the csrftoken cookie's value as the X-CSRFToken header, "
+                                           "or use an operator token instead."), status=403)
     if isinstance(exc, drf.Throttled):
         # Set by DRF's Throttled.__init__; its stubs do not declare the attribute.
         wait: float | None = getattr(exc, "wait", None)

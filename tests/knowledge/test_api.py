@@ -62,6 +62,18 @@ def test_create_answers_the_knowledge_base_in_the_envelope(client, owner):
     assert data["index"]["rebuild"] is None
 
 
+def test_a_session_write_without_its_csrf_token_says_what_is_missing_and_creates_nothing(owner):
+    from django.test import Client
+
+    model = EmbeddingModelFactory()
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner.user)
+    response = browser.post(f"{BASE}/knowledge-bases", _create_body(owner, model), content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (403, "forbidden")
+    assert "send the csrftoken cookie's value as the X-CSRFToken header" in response.json()["message"]
+    assert not KnowledgeBase.objects.filter(project=owner.project).exists()
+
+
 def test_create_without_a_strategy_uses_the_default(client, owner, settings):
     body = _create_body(owner, EmbeddingModelFactory())
     del body["chunk_strategy"]
