@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.core.errors import ApiError
 from apps.core.integrity import unique_race
+from apps.core.names import name_taken
 from apps.knowledge import dispatch, errors
 from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
@@ -184,7 +185,7 @@ def knowledge_base_create(
     rerank_fields = _reranker(reranker)
     reranker_key_check(kb=None, fields=rerank_fields, user=user)
     _fusion(fusion)
-    if KnowledgeBase.objects.filter(project=project, name=name).exists():
+    if name_taken(KnowledgeBase.objects.filter(project=project), name):
         raise errors.KnowledgeBaseNameTaken()
     with _name_race():
         kb = KnowledgeBase.objects.create(
@@ -221,9 +222,8 @@ def knowledge_base_update(*, kb: KnowledgeBase, user: Any = None, **changes: Any
         rerank_fields = _reranker(changes.pop("reranker"))
         reranker_key_check(kb=kb, fields=rerank_fields, user=user)
         changes.update(rerank_fields)
-    if "name" in changes and KnowledgeBase.objects.filter(project=kb.project, name=changes["name"]).exclude(
-        pk=kb.pk
-    ).exists():
+    if "name" in changes and name_taken(KnowledgeBase.objects.filter(project=kb.project_id), changes["name"],
+                                        exclude_pk=kb.pk):
         raise errors.KnowledgeBaseNameTaken()
     allowed = {"name", "description", "enabled", "chunk_strategy", "require_confirmation", "fusion", *RERANK_FIELDS}
     for field, value in changes.items():

@@ -20,6 +20,7 @@ from django.utils.text import capfirst
 from apps.core.errors import ApiError
 from apps.core.exceptions import ConsolePermissionDenied
 from apps.core.integrity import unique_violated
+from apps.core.names import name_taken
 from apps.core.secret_messages import secret_message
 from apps.projects.models import PROJECT_NAME_CONSTRAINT, PROJECT_NAME_TAKEN, Membership, OperatorToken, Project
 from apps.projects.selectors import project_list_editable, project_list_visible
@@ -167,8 +168,9 @@ AUTOCOMPLETE_PAGES_MAX = 100_000
 
 def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
     """From a form's `clean`, whose model is unique by (project, field): a value another object
-    of the project has is an error beside the field. Django checks that constraint only while the
-    project is a field of the form; on a saved object's page the project is read-only, and a
+    of the project has, or one that reads the same (apps.core.names), is an error beside the
+    field. Django checks that constraint only while the project is a field of the form; on a saved
+    object's page the project is read-only, and a
     taken name failed in the save (a 500); on the add page it said so above the form. `message` is
     the one the API gives (the service's error or the constraint's). Two operators saving the same
     name at once can both pass this check; the constraint then refuses one save, which the admin
@@ -179,8 +181,8 @@ def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
         project_id = getattr(form.cleaned_data.get("project"), "pk", None)
     else:
         project_id = instance.project_id
-    if value and project_id and type(instance).objects.filter(project_id=project_id, **{field: value}).exclude(
-            pk=instance.pk).exists():
+    if value and project_id and name_taken(type(instance).objects.filter(project_id=project_id), value, field=field,
+                                           exclude_pk=instance.pk):
         form.add_error(field, message)
 
 

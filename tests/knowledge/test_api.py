@@ -137,6 +137,20 @@ def test_a_duplicate_name_is_409(client, owner, kb):
     assert _counts() == before
 
 
+@pytest.mark.parametrize("name", ["AUDIT dup", "Audit\u00a0Dup", "Audit\u200b Dup", "\uff21udit Dup"])
+def test_a_name_that_reads_as_a_taken_one_is_409_on_create_and_rename(client, owner, name):
+    KnowledgeBaseFactory(project=owner.project, name="Audit Dup")
+    other = KnowledgeBaseFactory(project=owner.project, name="Other")
+    before = _counts()
+    body = _create_body(owner, EmbeddingModelFactory(), name=name)
+    _error(client.post(f"{BASE}/knowledge-bases", body, format="json"), 409, "knowledge_base_name_taken")
+    _error(client.patch(f"{BASE}/knowledge-bases/{other.pk}", {"name": name}, format="json"), 409,
+           "knowledge_base_name_taken")
+    assert _counts() == before and KnowledgeBase.objects.get(pk=other.pk).name == "Other"
+    # Its own name, cased otherwise, is a rename of itself.
+    assert client.patch(f"{BASE}/knowledge-bases/{other.pk}", {"name": "OTHER"}, format="json").status_code == 200
+
+
 def test_list_shows_only_visible_knowledge_bases_in_constant_queries(client, owner, django_assert_num_queries):
     for _ in range(3):
         KnowledgeBaseFactory(project=owner.project)

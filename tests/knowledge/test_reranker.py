@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from apps.knowledge import errors as kb_errors
 from apps.knowledge import selectors, services
 from apps.knowledge.models import Chunk, CostRecord, KnowledgeBase
 from apps.knowledge.pipeline.retrieve import SearchOptions, search
@@ -291,6 +292,16 @@ def test_the_admin_form_says_every_wrong_field_at_once_strategy_and_reranker(own
     response = _admin_post(owner, kb, max_chars="99999", overlap_chars="-5", rerank_base_url="not a url")
     errors = response.context["adminform"].form.errors
     assert {"max_chars", "overlap_chars", "rerank_base_url"} <= set(errors)
+    assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+
+
+def test_the_admin_form_refuses_a_name_that_reads_as_another_kbs(owner):
+    # The console's KB form shares the builder API's rule (apps.core.names).
+    KnowledgeBaseFactory(project=owner.project, name="Audit Dup")
+    kb = KnowledgeBaseFactory(project=owner.project)
+    before = KnowledgeBase.objects.values().get(pk=kb.pk)
+    response = _admin_post(owner, kb, name="audit\u00a0DUP")
+    assert response.context["adminform"].form.errors["name"] == [kb_errors.KnowledgeBaseNameTaken.message]
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
 
 
