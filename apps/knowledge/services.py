@@ -222,8 +222,9 @@ def knowledge_base_update(*, kb: KnowledgeBase, user: Any = None, **changes: Any
         rerank_fields = _reranker(changes.pop("reranker"))
         reranker_key_check(kb=kb, fields=rerank_fields, user=user)
         changes.update(rerank_fields)
-    if "name" in changes and name_taken(KnowledgeBase.objects.filter(project=kb.project_id), changes["name"],
-                                        exclude_pk=kb.pk):
+    # A name kept as it was is not checked: one saved before names were compared as they read stays.
+    if "name" in changes and changes["name"] != kb.name and name_taken(
+            KnowledgeBase.objects.filter(project=kb.project_id), changes["name"], exclude_pk=kb.pk):
         raise errors.KnowledgeBaseNameTaken()
     allowed = {"name", "description", "enabled", "chunk_strategy", "require_confirmation", "fusion", *RERANK_FIELDS}
     for field, value in changes.items():

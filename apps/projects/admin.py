@@ -177,6 +177,8 @@ def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
     answers as this check would (ProjectScopedAdminMixin.unique_constraints)."""
     value = form.cleaned_data.get(field)
     instance = form.instance
+    if not instance._state.adding and field not in form.changed_data:
+        return  # a name kept as it was: one saved before names were compared as they read stays saveable
     if "project" in form.fields:
         project_id = getattr(form.cleaned_data.get("project"), "pk", None)
     else:

@@ -303,6 +303,9 @@ def test_the_admin_form_refuses_a_name_that_reads_as_another_kbs(owner):
     response = _admin_post(owner, kb, name="audit\u00a0DUP")
     assert response.context["adminform"].form.errors["name"] == [kb_errors.KnowledgeBaseNameTaken.message]
     assert KnowledgeBase.objects.values().get(pk=kb.pk) == before
+    # A lookalike saved before the rule keeps its name through an edit of something else.
+    KnowledgeBase.objects.filter(pk=kb.pk).update(name="AUDIT DUP")
+    assert _admin_post(owner, kb, name="AUDIT DUP", description="kept").status_code == 302
 
 
 def test_the_admin_form_refuses_a_key_variable_without_a_reranker(owner):
