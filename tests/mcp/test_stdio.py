@@ -68,6 +68,11 @@ LINES = {
     "params not an object": ('{"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": [1]}', -32600, 6),
     "no jsonrpc": ('{"id": "seven", "method": "ping"}', -32600, "seven"),
     "a null id": ('{"jsonrpc": "2.0", "id": null, "method": "ping"}', -32600, None),
+    # JSON.stringify writes a lone surrogate so; the SDK's parser dropped the line in silence.
+    "a lone surrogate in arguments": ('{"jsonrpc": "2.0", "id": "s1", "method": "tools/call", "params": {"name": '
+                                      '"knowledge_search", "arguments": {"query": "abc\\ud800def"}}}', -32700, "s1"),
+    "a lone surrogate in the id": ('{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}', -32700, None),
+    "a lone surrogate in the method": ('{"jsonrpc": "2.0", "id": "s3", "method": "x\\udc00"}', -32700, "s3"),
 }
 
 
@@ -84,3 +89,15 @@ def test_a_line_that_is_no_json_rpc_message_gets_its_error_and_the_session_goes_
     assert (error["jsonrpc"], error["id"], error["error"]["code"]) == ("2.0", request_id, code)
     assert len(error["error"]["message"]) < 200
     assert after == {"jsonrpc": "2.0", "id": "after", "result": {}}
+
+
+def test_a_line_that_is_not_utf8_gets_a_parse_error_and_reaches_no_hub(server, hub):
+    # It was decoded with U+FFFD in place of the bad bytes and searched for on the hub.
+    server.process.stdin.buffer.write(b'{"jsonrpc": "2.0", "id": "u8", "method": "tools/call", "params": {"name": '
+                                      b'"knowledge_search", "arguments": {"query": "\xff\xfe abc"}}}\n')
+    server.process.stdin.flush()
+    error = server.answer()
+    assert (error["id"], error["error"]["code"]) == ("u8", -32700)
+    server.send(json.dumps({"jsonrpc": "2.0", "id": "after", "method": "ping"}))
+    assert server.answer() == {"jsonrpc": "2.0", "id": "after", "result": {}}
+    assert [path for _, path, _, _ in hub.requests if path.endswith("/knowledge/search")] == []

@@ -112,6 +112,12 @@ class TokenStore:
             os.close(fd)  # closing releases the lock
 
     def _ensure_directory(self) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Our directory, made 0700 when we make it. One that exists keeps its mode: it may be
+        shared (`--config-dir /tmp` made /tmp 0700 for every user); the file in it is 0600 anyway,
+        written by a rename."""
+        try:
+            self.directory.mkdir(mode=0o700, parents=True)
+        except FileExistsError:
+            return
         if os.name != "nt":
-            os.chmod(self.directory, 0o700)
+            os.chmod(self.directory, 0o700)  # mkdir's mode passes through the umask

@@ -67,6 +67,15 @@ def envelope_problem(message: Any) -> str | None:
     return None
 
 
+def _utf8(value: Any) -> bool:
+    """Whether `value` (parsed JSON) can be written as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def error_message(code: int, message: str, request_id: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id if _valid_id(request_id) else None,
             "error": {"code": code, "message": message}}
@@ -80,6 +89,12 @@ def line_error(line: str) -> dict[str, Any] | None:
         message = json.loads(line)
     except (ValueError, RecursionError) as exc:
         return error_message(PARSE_ERROR, f"Parse error: {str(exc)[:120]}")
+    if not _utf8(message):
+        # A lone surrogate (JSON.stringify writes "\ud800") or bytes that were not UTF-8 (stdin
+        # keeps them as surrogates): json.loads takes them, the SDK's parser refused the line in silence.
+        request_id = message.get("id") if isinstance(message, dict) and _utf8(message.get("id")) else None
+        return error_message(PARSE_ERROR, "Parse error: the message holds a lone UTF-16 surrogate (such as \\ud800) "
+                                          "or bytes that are not UTF-8, which no UTF-8 text can carry.", request_id)
     problem = envelope_problem(message)
     if problem is None:
         return None

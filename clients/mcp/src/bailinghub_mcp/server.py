@@ -146,8 +146,9 @@ def serve_stdio(bridge: Bridge) -> None:
 
     async def run() -> None:
         answers, to_forward = anyio.create_memory_object_stream[SessionMessage](math.inf)
-        # Read as the SDK reads stdin (UTF-8, undecodable bytes replaced), from a descriptor of our own.
-        stdin = anyio.wrap_file(open(os.dup(0), encoding="utf-8", errors="replace"))  # noqa: SIM115
+        # UTF-8 from a descriptor of our own; undecodable bytes are kept as surrogates, so that
+        # line_error refuses the line (the SDK replaced them with U+FFFD and sent that to the hub).
+        stdin = anyio.wrap_file(open(os.dup(0), encoding="utf-8", errors="surrogateescape"))  # noqa: SIM115
         lines = cast("anyio.AsyncFile[str]", _checked_lines(stdin, answers))
         async with stdio_server(stdin=lines) as (read_stream, write_stream), anyio.create_task_group() as errors:
             errors.start_soon(_forward, to_forward, write_stream)
