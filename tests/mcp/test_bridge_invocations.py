@@ -283,6 +283,39 @@ def test_a_run_the_hub_no_longer_knows_gives_way_to_a_new_turn_and_the_call_goes
     assert hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete") == []  # nothing to complete there
 
 
+def test_a_call_that_met_a_run_another_call_has_left_keeps_the_sessions_newer_run(hub, bridge):
+    """Calls at once that all met one spent run rotated one after the other, each leaving the run
+    the one before had just opened: 12 calls left 10 runs open on the hub for good."""
+    bridge.governed_tools()
+    assert bridge.ensure_run() == RUN_ID
+    bridge.run_id = "run-opened-by-another-call"  # another call left RUN_ID meanwhile
+
+    bridge.rotate_run(spent=True, run_id=RUN_ID)
+    bridge.rotate_run(spent=False, run_id=RUN_ID)
+
+    assert bridge.run_id == "run-opened-by-another-call"
+    assert hub.sent("POST", "/agent-api/v1/runs/run-opened-by-another-call/complete") == []
+    bridge.rotate_run(spent=True, run_id="run-opened-by-another-call")  # the current run is left, completed
+    assert bridge.run_id is None
+    assert len(hub.sent("POST", "/agent-api/v1/runs/run-opened-by-another-call/complete")) == 1
+
+
+def test_a_spent_run_left_while_a_call_of_its_is_in_flight_is_completed_when_that_call_answers(hub, bridge):
+    """Completed at once, the calls still in flight met "run not active" (8 of 12 calls at once
+    failed so); a run must wait for them, and then be completed, once."""
+    bridge.governed_tools()
+    bridge.ensure_run()
+    bridge.in_flight[RUN_ID] += 1  # a call sent under it, not answered yet
+
+    bridge.rotate_run(spent=True, run_id=RUN_ID)
+    assert bridge.run_id is None and hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete") == []
+
+    bridge._answered(RUN_ID)
+    assert len(hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")) == 1
+    bridge.complete()  # the session's end: nothing left to complete
+    assert len(hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")) == 1
+
+
 def test_a_tool_list_taken_while_the_hub_is_down_counts_as_changed_until_one_succeeds(hub, bridge):
     """The host got the built-in tools alone with no sign, and was never told when the workspace's
     tools came back."""

@@ -10,6 +10,7 @@ required, or lost on the way back) is shown as such with that id, and only the m
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import re
@@ -160,6 +161,11 @@ class Bridge:
         self.run_calls = 0  # new governed calls sent under the current run
         self.run_calls_max: int | None = None  # the route's max_tool_calls, from the turn's governance
         self.run_invocations: list[str] = []  # the invocation ids sent under the current run
+        self.run_turn = 0  # the turn that opened the current run
+        self.in_flight: collections.Counter[str] = collections.Counter()  # calls sent and not answered, by run
+        # Runs left spent while calls of theirs were in flight: completed when the last one answers
+        # (their invocation ids and the turn that opened them), never under those calls.
+        self.leaving: dict[str, tuple[list[str], int]] = {}
         self.tools: dict[str, dict[str, Any]] = {}
         self.tools_changed = False
         self.conversation_id = f"mcp-{uuid.uuid4().hex}"
@@ -216,7 +222,7 @@ class Bridge:
             run_id = answer.get("run_id")
             if not isinstance(run_id, str):
                 raise wire.WireError("schema_mismatch", "The turn answer has no run_id.", sent=True)
-            self.run_id = run_id
+            self.run_id, self.run_turn = run_id, self.turns
             self.run_calls, self.run_invocations = 0, []
             limit = ((answer.get("context") or {}).get("governance") or {}).get("max_tool_calls")
             self.run_calls_max = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
@@ -235,24 +241,55 @@ class Bridge:
             raise
         return bool(caps.get("supported")) and "on_demand" in (caps.get("delivery_modes") or [])
 
-    def rotate_run(self, *, spent: bool) -> None:
-        """Leave the current run for a new turn's: completed first when its calls are spent, simply
-        forgotten when the hub no longer knows it (a new sign-in is another session)."""
+    def rotate_run(self, *, spent: bool, run_id: str | None) -> None:
+        """Leave `run_id` for a new turn's run: completed first when its calls are spent, simply
+        forgotten when the hub no longer knows it (a new sign-in is another session). Only while
+        it is still the session's run: calls at once that all met the same spent run rotated one
+        after the other, each throwing away the run the one before had just opened (12 calls left
+        10 runs open for good)."""
         with self.lock:
-            if spent:
-                self.complete()
+            if run_id is None or self.run_id != run_id:
+                return  # another call has left it already: the session's run is a newer one
             self.run_id = None
+            if not spent:
+                return
+            if self.in_flight[run_id]:
+                # Completed under calls still in flight, they met "run not active": it waits for them.
+                self.leaving[run_id] = (list(self.run_invocations), self.run_turn)
+            else:
+                self._complete(run_id, list(self.run_invocations), self.run_turn)
 
     def _run_spent(self) -> bool:
         return self.run_calls_max is not None and self.run_calls >= self.run_calls_max
 
     def complete(self) -> None:
-        """Ends the session's run, once; a summary of its governed calls is the visible reply."""
+        """Ends the session's run, once, and any run left while calls of its were in flight (the
+        session is ending); a summary of each run's governed calls is its visible reply."""
         with self.lock:
-            if self.run_id is None:
+            runs = [(run_id, ids, turn) for run_id, (ids, turn) in self.leaving.items()]
+            self.leaving.clear()
+            if self.run_id is not None:
+                runs.append((self.run_id, list(self.run_invocations), self.run_turn))
+                self.run_id = None
+            for run_id, ids, turn in runs:
+                self._complete(run_id, ids, turn)
+
+    def _answered(self, run_id: str) -> None:
+        """A call under `run_id` has its answer (or failed): a run left while it was in flight is
+        completed once its last call is in."""
+        with self.lock:
+            self.in_flight[run_id] -= 1
+            if self.in_flight[run_id] > 0:
                 return
-            run_id, self.run_id = self.run_id, None
-            mine = set(self.run_invocations)
+            del self.in_flight[run_id]
+            left = self.leaving.pop(run_id, None)
+        if left is not None:
+            with self.lock:
+                self._complete(run_id, *left)
+
+    def _complete(self, run_id: str, invocation_ids: list[str], turn: int) -> None:
+        with self.lock:
+            mine = set(invocation_ids)
             calls = []
             for key, value in [item for item in self.invocations.items() if item[0] in mine][:50]:
                 # A lost answer is not a state the hub has a name for; its meaning is reconciliation's.
@@ -264,7 +301,7 @@ class Bridge:
                 "schema_version": "bailing.authorization-execution-summary.v1", "invocations": calls,
                 "total_invocations": made, "omitted_invocations": max(0, made - 50),
             }, ensure_ascii=False)
-            suffix = "" if self.turns <= 1 else f"-{self.turns}"
+            suffix = "" if turn <= 1 else f"-{turn}"
             self.session.call("POST", f"/agent-api/v1/runs/{run_id}/complete", schema=COMPLETION_SCHEMA, json_body={
                 "assistant_message_id": f"{self.conversation_id}-end{suffix}", "status": "completed",
                 "content": content, "runtime": "bailinghub-mcp"})
@@ -342,7 +379,7 @@ class Bridge:
             except wire.HubError as exc:
                 if exc.code != "run_not_found":
                     raise
-                self.rotate_run(spent=False)  # a new sign-in is another session, with runs of its own
+                self.rotate_run(spent=False, run_id=self.run_id)  # a new sign-in is another session
                 found = self._search(query)
             if found.get("capability_revision") != self.revision:
                 self.refresh_profile()
@@ -371,12 +408,21 @@ class Bridge:
             if name not in self.tools:
                 raise BridgeError(f"Unknown tool {name!r}: find tools with capability_search first.")
             if self._run_spent():
-                self.rotate_run(spent=True)
+                self.rotate_run(spent=True, run_id=self.run_id)
             run_id = self.ensure_run()
             revision = self.revision
             invocation_id = secrets.token_hex(32)
             self.run_calls += 1
             self.run_invocations.append(invocation_id)
+            self.in_flight[run_id] += 1
+        try:
+            return self._invoke_sent(name, arguments, run_id=run_id, revision=revision, invocation_id=invocation_id,
+                                     retried=retried)
+        finally:
+            self._answered(run_id)  # after its outcome is recorded: the run's summary has it
+
+    def _invoke_sent(self, name: str, arguments: dict[str, Any], *, run_id: str, revision: str | None,
+                     invocation_id: str, retried: bool) -> Outcome:
         body = {"invocation_id": invocation_id, "route": self.route, "capability_revision": revision,
                 "agent_run_id": run_id, "tool": name, "arguments": arguments}
         try:
@@ -396,7 +442,7 @@ class Bridge:
                                "list has been refreshed: check the tool's current description and arguments, then "
                                "decide whether to call it again.", {"error": "capability_changed"}, is_error=True)
             if exc.code in ("run_not_found", "run_not_active") and not retried:
-                self.rotate_run(spent=False)
+                self.rotate_run(spent=False, run_id=run_id)
                 return self.invoke(name, arguments, retried=True)
             if exc.status >= 500 and exc.code not in REFUSED_BEFORE_RECORDING:
                 self.invocations[invocation_id] = {"tool": name, "state": "unknown"}
@@ -411,7 +457,7 @@ class Bridge:
                 RUN_SPENT_TEXT):
             self._unrecorded(invocation_id)  # refused as the run's last: the hub stored nothing
             if not retried:
-                self.rotate_run(spent=True)  # the hub counted calls this bridge did not see
+                self.rotate_run(spent=True, run_id=run_id)  # the hub counted calls this bridge did not see
                 return self.invoke(name, arguments, retried=True)
         elif result.get("state") == "rejected_before_dispatch" and not result.get("auto_retry_allowed"):
             self._uncounted(invocation_id)
@@ -435,6 +481,9 @@ class Bridge:
             if invocation_id in self.run_invocations:
                 self.run_invocations.remove(invocation_id)
                 self.run_calls -= 1
+            for ids, _ in self.leaving.values():
+                if invocation_id in ids:
+                    ids.remove(invocation_id)
 
     def _invocation_outcome(self, result: dict[str, Any], invocation_id: str, name: str) -> Outcome:
         if result.get("invocation_id") != invocation_id:
