@@ -77,6 +77,20 @@ def test_capability_search_returns_matching_workspace_tools(signed_in):
     assert result.is_error is False
     assert "issue_refund" in names and set(names) <= DEMO_TOOLS
     assert "callable as tools of this server" in text_of(result)
+    # The hub's count took in its knowledge tools, which this server offers as built-ins.
+    assert result.structured_content["discovery"]["returned_count"] == len(names)
+
+
+def test_an_argument_a_built_in_tool_does_not_declare_is_refused_and_nothing_is_searched(signed_in):
+    async def scenario():
+        async with mcp_session(signed_in) as client:
+            return await client.call_tool("capability_search", {"query": "refund", "limit": 3})
+
+    result = run_async(scenario)
+
+    assert result.is_error is True
+    assert "limit: not an argument of capability_search, which takes query." in text_of(result)
+    assert Run.objects.count() == 0  # no run was opened for a search that did not happen
 
 
 def test_one_mcp_session_is_one_run_completed_when_the_session_ends(signed_in):

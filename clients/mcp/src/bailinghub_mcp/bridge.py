@@ -389,7 +389,11 @@ class Bridge:
         listed = [{key: tool.get(key) for key in ("name", "description", "risk", "approval_required", "readonly")}
                   for tool in found.get("tools") or []
                   if isinstance(tool, dict) and tool.get("name") not in HUB_KNOWLEDGE_TOOLS]
-        data = {"tools": listed, "discovery": found.get("discovery")}
+        discovery = found.get("discovery")
+        if isinstance(discovery, dict) and "returned_count" in discovery:
+            # The hub's count takes in its own knowledge tools, which this server offers as built-ins.
+            discovery = {**discovery, "returned_count": len(listed)}
+        data = {"tools": listed, "discovery": discovery}
         text = (f"{len(listed)} tool(s) found; they are callable as tools of this server:\n{_pretty(listed)}"
                 if listed else "No tool of this workspace matches; that does not prove the hub has none elsewhere.")
         return Outcome(text, data)

@@ -41,6 +41,16 @@ def builtin_tools() -> list[types.Tool]:
             for name, spec in BUILTIN_TOOLS.items()]
 
 
+def _declared_only(name: str, arguments: dict[str, Any]) -> None:
+    """A built-in tool takes the arguments its schema declares (additionalProperties: false): one
+    it does not know was dropped without a word (capability_search's "limit": 3 came back 5 tools)."""
+    declared = BUILTIN_TOOLS[name]["input_schema"]["properties"]
+    unknown = sorted(set(arguments) - set(declared))
+    if unknown:
+        raise BridgeError(f"{', '.join(unknown)}: not an argument of {name}, which takes "
+                          f"{', '.join(declared)}.")
+
+
 def _fact(value: Any) -> str:
     # As JSON writes it (true, false, null), right under the JSON schema the model reads; a word
     # such as a scope or a risk level stays unquoted.
@@ -91,6 +101,7 @@ def build_server(bridge: Bridge) -> Server[Bridge]:
         handler = handlers.get(params.name)
         try:
             if handler is not None:
+                _declared_only(params.name, arguments)
                 outcome = await anyio.to_thread.run_sync(handler, arguments)
             else:
                 outcome = await anyio.to_thread.run_sync(bridge.invoke, params.name, arguments)
