@@ -201,10 +201,14 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                         status=exc.status_code, headers=headers)
     if isinstance(exc, drf.PermissionDenied) and str(exc.detail).startswith("CSRF Failed"):
         # SessionAuthentication's refusal: the generic "You do not have permission" sent a person
-        # with the right role looking for the wrong cause.
-        return Response(error_payload(403, "A request signed in with the console's session must carry the CSRF "
-                                           "token: send the csrftoken cookie's value as the X-CSRFToken header, "
-                                           "or use an operator token instead."), status=403)
+        # with the right role looking for the wrong cause. Django's reason names the header the
+        # client itself sent (or did not).
+        origin = "Origin checking failed" in str(exc.detail) or "Referer checking failed" in str(exc.detail)
+        return Response(error_payload(403, (
+            "A request signed in with the console's session must come from this hub's own address (its Origin or "
+            "Referer header): " if origin else "A request signed in with the console's session must carry the CSRF "
+            "token: send the csrftoken cookie's value as the X-CSRFToken header, or use an operator token instead. "
+        ) + str(exc.detail).removeprefix("CSRF Failed: ")[:200]), status=403)
     if isinstance(exc, drf.Throttled):
         # Set by DRF's Throttled.__init__; its stubs do not declare the attribute.
         wait: float | None = getattr(exc, "wait", None)

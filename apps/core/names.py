@@ -15,15 +15,17 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-# Characters with no width that NFKC keeps (soft hyphen, zero-width space and joiners, word
-# joiner, the byte-order mark, Mongolian vowel separator): left out of the comparison only.
-_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060\ufeff]")
+# Characters with no width that are not format characters (Cf): the combining grapheme joiner,
+# the variation selectors, the Hangul fillers. Left out of the comparison only, as are all of Cf
+# (zero-width space and joiners, soft hyphen, direction marks, the byte-order mark, ...).
+_INVISIBLE = re.compile("[\u034f\u115f\u1160\u3164\uffa0\ufe00-\ufe0f]")
 
 
 def name_key(value: str) -> str:
     """`value` as a person reads it: NFKC, without invisible characters, case-folded, its white
     space runs made one space and trimmed."""
-    return " ".join(_INVISIBLE.sub("", unicodedata.normalize("NFKC", value)).casefold().split())
+    folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", value))
+    return " ".join("".join(char for char in folded if unicodedata.category(char) != "Cf").casefold().split())
 
 
 def name_taken(queryset: QuerySet[Any], value: str, *, field: str = "name", exclude_pk: Any = None) -> bool:

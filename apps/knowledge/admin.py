@@ -189,7 +189,7 @@ class KnowledgeBaseForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        unique_in_project(self, "name", errors.KnowledgeBaseNameTaken.message)
+        unique_in_project(self, "name", errors.KnowledgeBaseNameTaken.message, lookalike=True)
         self._strategy_clean(data)
         # Checked whatever the strategy's fate: a wrong reranker URL was said only once the numbers
         # above it were put right, on a second submit.

@@ -166,9 +166,10 @@ def deletion_counted(model_admin: admin.ModelAdmin, objs: Any, request: HttpRequ
 AUTOCOMPLETE_PAGES_MAX = 100_000
 
 
-def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
+def unique_in_project(form: forms.ModelForm, field: str, message: str, *, lookalike: bool = False) -> None:
     """From a form's `clean`, whose model is unique by (project, field): a value another object
-    of the project has, or one that reads the same (apps.core.names), is an error beside the
+    of the project has, or with `lookalike` one that reads the same (apps.core.names: a name a
+    person types, not a key whose format its own validator checks after this), is an error beside the
     field. Django checks that constraint only while the project is a field of the form; on a saved
     object's page the project is read-only, and a
     taken name failed in the save (a 500); on the add page it said so above the form. `message` is
@@ -183,8 +184,9 @@ def unique_in_project(form: forms.ModelForm, field: str, message: str) -> None:
         project_id = getattr(form.cleaned_data.get("project"), "pk", None)
     else:
         project_id = instance.project_id
-    if value and project_id and name_taken(type(instance).objects.filter(project_id=project_id), value, field=field,
-                                           exclude_pk=instance.pk):
+    others = type(instance).objects.filter(project_id=project_id).exclude(pk=instance.pk)
+    if value and project_id and (name_taken(others, value, field=field) if lookalike
+                                 else others.filter(**{field: value}).exists()):
         form.add_error(field, message)
 
 

@@ -11,6 +11,8 @@ LOOKALIKES = [
     "Audit  Dup",  # two spaces
     " Audit Dup\t",  # around it
     "\uff21udit \uff24up",  # full-width letters
+    "Audit\u200e Dup",  # a left-to-right mark, as text pasted from a right-to-left page carries
+    "Au\u034fdit Dup\ufe0f",  # a combining grapheme joiner, a variation selector
 ]
 
 

@@ -316,6 +316,25 @@ def test_a_spent_run_left_while_a_call_of_its_is_in_flight_is_completed_when_tha
     assert len(hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")) == 1
 
 
+def test_a_left_runs_completion_the_hub_refuses_never_becomes_the_answer_of_the_call_that_was_last(hub, bridge):
+    """Raised from under the call, it replaced the call's own answer: a call that ran read as
+    failed, and a model would send it again."""
+    hub.script[("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")] = [(503, {"error": "service_unavailable",
+                                                                              "message": "Down."})]
+    bridge.governed_tools()
+    bridge.ensure_run()
+    bridge.in_flight[RUN_ID] += 1
+    bridge.rotate_run(spent=True, run_id=RUN_ID)
+
+    bridge._answered(RUN_ID)  # does not raise
+
+    assert RUN_ID in bridge.leaving  # tried again at the session's end, which succeeds
+    bridge.complete()
+    assert len(hub.sent("POST", f"/agent-api/v1/runs/{RUN_ID}/complete")) == 2 and bridge.leaving == {}
+    with pytest.raises(BridgeError, match="session has ended"):
+        bridge.ensure_run()  # a call still in flight sent again opens no run nothing would complete
+
+
 def test_a_tool_list_taken_while_the_hub_is_down_counts_as_changed_until_one_succeeds(hub, bridge):
     """The host got the built-in tools alone with no sign, and was never told when the workspace's
     tools came back."""

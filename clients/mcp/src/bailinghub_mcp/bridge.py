@@ -166,6 +166,7 @@ class Bridge:
         # Runs left spent while calls of theirs were in flight: completed when the last one answers
         # (their invocation ids and the turn that opened them), never under those calls.
         self.leaving: dict[str, tuple[list[str], int]] = {}
+        self.closed = False  # the session has ended (complete): no new run is opened
         self.tools: dict[str, dict[str, Any]] = {}
         self.tools_changed = False
         self.conversation_id = f"mcp-{uuid.uuid4().hex}"
@@ -207,6 +208,8 @@ class Bridge:
         with self.lock:
             if self.run_id is not None:
                 return self.run_id
+            if self.closed:
+                raise BridgeError("This MCP session has ended: start the server again to go on.")
             if self.revision is None:
                 self.refresh_profile()
             self.turns += 1
@@ -266,13 +269,20 @@ class Bridge:
         """Ends the session's run, once, and any run left while calls of its were in flight (the
         session is ending); a summary of each run's governed calls is its visible reply."""
         with self.lock:
+            self.closed = True  # a call still in flight that is sent again opens no run nothing would complete
             runs = [(run_id, ids, turn) for run_id, (ids, turn) in self.leaving.items()]
             self.leaving.clear()
             if self.run_id is not None:
                 runs.append((self.run_id, list(self.run_invocations), self.run_turn))
                 self.run_id = None
+            failed: Exception | None = None
             for run_id, ids, turn in runs:
-                self._complete(run_id, ids, turn)
+                try:  # one the hub refuses (expired) does not keep the others open
+                    self._complete(run_id, ids, turn)
+                except (wire.HubError, wire.WireError, SessionExpired) as exc:
+                    failed = exc
+            if failed is not None:
+                raise failed
 
     def _answered(self, run_id: str) -> None:
         """A call under `run_id` has its answer (or failed): a run left while it was in flight is
@@ -283,9 +293,15 @@ class Bridge:
                 return
             del self.in_flight[run_id]
             left = self.leaving.pop(run_id, None)
-        if left is not None:
-            with self.lock:
+            if left is None:
+                return
+            try:
                 self._complete(run_id, *left)
+            except (wire.HubError, wire.WireError, SessionExpired) as exc:
+                # Never raised from under a call: it would replace the call's own answer (a call
+                # that ran read as failed, and sent again). The session's end tries it again.
+                log.warning("run %s not completed yet: %s", run_id, exc)
+                self.leaving[run_id] = left
 
     def _complete(self, run_id: str, invocation_ids: list[str], turn: int) -> None:
         with self.lock:
@@ -390,9 +406,12 @@ class Bridge:
                   for tool in found.get("tools") or []
                   if isinstance(tool, dict) and tool.get("name") not in HUB_KNOWLEDGE_TOOLS]
         discovery = found.get("discovery")
-        if isinstance(discovery, dict) and "returned_count" in discovery:
-            # The hub's count takes in its own knowledge tools, which this server offers as built-ins.
+        if isinstance(discovery, dict) and isinstance(discovery.get("returned_count"), int):
+            # The hub's counts take in its own knowledge tools, which this server offers as built-ins.
+            hidden = max(0, discovery["returned_count"] - len(listed))
             discovery = {**discovery, "returned_count": len(listed)}
+            if isinstance(discovery.get("authorized_total"), int):
+                discovery["authorized_total"] = max(len(listed), discovery["authorized_total"] - hidden)
         data = {"tools": listed, "discovery": discovery}
         text = (f"{len(listed)} tool(s) found; they are callable as tools of this server:\n{_pretty(listed)}"
                 if listed else "No tool of this workspace matches; that does not prove the hub has none elsewhere.")

@@ -112,12 +112,16 @@ class TokenStore:
             os.close(fd)  # closing releases the lock
 
     def _ensure_directory(self) -> None:
-        """Our directory, made 0700 when we make it. One that exists keeps its mode: it may be
-        shared (`--config-dir /tmp` made /tmp 0700 for every user); the file in it is 0600 anyway,
-        written by a rename."""
+        """Our directory, made 0700 when we make it. One that exists keeps its mode (`--config-dir
+        /tmp` made /tmp 0700 for every user) and is refused when others may write in it: they
+        could put their own sign-in in place of ours, or a link where the lock is opened."""
         try:
             self.directory.mkdir(mode=0o700, parents=True)
         except FileExistsError:
+            if os.name != "nt" and (self.directory.stat().st_mode & 0o022
+                                    or self.directory.stat().st_uid != os.getuid()):
+                raise CredentialsError(f"{self.directory} is not a private directory (another user owns it or may "
+                                       "write in it): choose one of your own with --config-dir.") from None
             return
         if os.name != "nt":
             os.chmod(self.directory, 0o700)  # mkdir's mode passes through the umask

@@ -73,6 +73,8 @@ def _utf8(value: Any) -> bool:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return False
+    except RecursionError:  # nested as deep as json.loads takes: left to the envelope's own checks
+        return True
     return True
 
 
