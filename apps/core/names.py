@@ -2,9 +2,9 @@
 
 The unique constraints compare names as stored; a person reading the console does not see case,
 a no-break space, a zero-width space, a doubled space, full-width letters or an accent composed
-two ways. `name_key` folds all of them, and `name_taken` asks whether another row of a queryset
-(one project's KBs, providers, routes) has a name with the same key. Two creates at once of two
-such names can both pass; the constraint still refuses two identical ones.
+two ways. `name_key` folds all of them, and `name_taken` asks whether a row of a queryset (one
+project's other KBs) has a name with the same key. Two creates at once of two such names can both
+pass; the constraint still refuses two identical ones.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ def name_key(value: str) -> str:
     return " ".join("".join(char for char in folded if unicodedata.category(char) != "Cf").casefold().split())
 
 
-def name_taken(queryset: QuerySet[Any], value: str, *, field: str = "name", exclude_pk: Any = None) -> bool:
-    """Whether a row of `queryset` other than `exclude_pk` has a `field` that reads as `value`."""
+def name_taken(queryset: QuerySet[Any], value: str, *, field: str = "name") -> bool:
+    """Whether a row of `queryset` has a `field` that reads as `value`."""
     key = name_key(value)
-    rows = queryset.exclude(pk=exclude_pk) if exclude_pk is not None else queryset
-    return any(name_key(other) == key for other in rows.values_list(field, flat=True).iterator())
+    return any(name_key(other) == key for other in queryset.values_list(field, flat=True).iterator())

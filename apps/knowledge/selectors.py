@@ -513,8 +513,9 @@ def knowledge_base_ingest_status(*, kb: KnowledgeBase, limit: int = 200,
     newest `limit` documents with status, stage progress and why it waits; the latest index
     generation with its progress; `settled` once nothing moves without a person, and then the
     active generation's chunk count; `summary`, the whole KB's documents by status (`counts`, or
-    counted apart only when it has more than `limit`). At most nine queries and one for the tool calls sent on a
-    queued lane's queue (by default the small documents'), whatever the number of documents."""
+    counted apart only when it has more than `limit`). At most nine queries and one for the tool
+    calls sent on a queued lane's queue (by default the small documents'), whatever the number of
+    documents."""
     documents = list(
         document_list(kb=kb).only(
             "id", "filename", "file_type", "size", "status", "enabled", "error_code", "error_message", "attempts",

@@ -224,7 +224,7 @@ def knowledge_base_update(*, kb: KnowledgeBase, user: Any = None, **changes: Any
         changes.update(rerank_fields)
     # A name kept as it was is not checked: one saved before names were compared as they read stays.
     if "name" in changes and changes["name"] != kb.name and name_taken(
-            KnowledgeBase.objects.filter(project=kb.project_id), changes["name"], exclude_pk=kb.pk):
+            KnowledgeBase.objects.filter(project=kb.project_id).exclude(pk=kb.pk), changes["name"]):
         raise errors.KnowledgeBaseNameTaken()
     allowed = {"name", "description", "enabled", "chunk_strategy", "require_confirmation", "fusion", *RERANK_FIELDS}
     for field, value in changes.items():

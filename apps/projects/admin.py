@@ -169,13 +169,13 @@ AUTOCOMPLETE_PAGES_MAX = 100_000
 def unique_in_project(form: forms.ModelForm, field: str, message: str, *, lookalike: bool = False) -> None:
     """From a form's `clean`, whose model is unique by (project, field): a value another object
     of the project has, or with `lookalike` one that reads the same (apps.core.names: a name a
-    person types, not a key whose format its own validator checks after this), is an error beside the
-    field. Django checks that constraint only while the project is a field of the form; on a saved
-    object's page the project is read-only, and a
-    taken name failed in the save (a 500); on the add page it said so above the form. `message` is
-    the one the API gives (the service's error or the constraint's). Two operators saving the same
-    name at once can both pass this check; the constraint then refuses one save, which the admin
-    answers as this check would (ProjectScopedAdminMixin.unique_constraints)."""
+    person types, not a key whose format its own validator checks after this), is an error beside
+    the field. Django checks that constraint only while the project is a field of the form; on a
+    saved object's page the project is read-only, and a taken name failed in the save (a 500); on
+    the add page it said so above the form. `message` is the one the API gives (the service's
+    error or the constraint's). Two operators saving the same name at once can both pass this
+    check; the constraint then refuses one save, which the admin answers as this check would
+    (ProjectScopedAdminMixin.unique_constraints)."""
     value = form.cleaned_data.get(field)
     instance = form.instance
     if not instance._state.adding and field not in form.changed_data:

@@ -118,8 +118,8 @@ class TokenStore:
         try:
             self.directory.mkdir(mode=0o700, parents=True)
         except FileExistsError:
-            if os.name != "nt" and (self.directory.stat().st_mode & 0o022
-                                    or self.directory.stat().st_uid != os.getuid()):
+            found = self.directory.stat()
+            if os.name != "nt" and (found.st_mode & 0o022 or found.st_uid != os.getuid()):
                 raise CredentialsError(f"{self.directory} is not a private directory (another user owns it or may "
                                        "write in it): choose one of your own with --config-dir.") from None
             return
