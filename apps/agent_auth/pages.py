@@ -42,6 +42,8 @@ from apps.agent_auth.models import AgentAuthorization
 from apps.agent_auth.selectors import SignInPage, authorization_page_route_choices, client_sign_in_page
 from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user
 from apps.core.errors import ApiError
+from apps.core.middleware import body_timed_out
+from apps.core.request_body import BODY_TIMED_OUT
 from apps.projects.selectors import project_role
 
 _Response = TypeVar("_Response", bound=HttpResponseBase)
@@ -202,7 +204,10 @@ login_page = xframe_options_deny(AgentAuthLoginView.as_view())
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
-    """CSRF_FAILURE_VIEW: on these pages the refusal is one of them; elsewhere Django's own page."""
+    """CSRF_FAILURE_VIEW: on these pages the refusal is one of them; elsewhere Django's own page.
+    A form whose body stopped arriving while CSRF read it for its token is no CSRF failure: 408."""
+    if request.META.get(BODY_TIMED_OUT):
+        return body_timed_out(request)
     if not request.path.startswith(PAGE_PATHS):
         return django_csrf.csrf_failure(request, reason=reason)
     return _error_page(

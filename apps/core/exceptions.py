@@ -11,12 +11,13 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, JsonResponse
+from django.http import Http404, JsonResponse, UnreadablePostError
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from apps.core import unavailable
 from apps.core.errors import ApiError
+from apps.core.request_body import BODY_TIMED_OUT, CLOSE_CONNECTION, BodyEndedEarly, body_timed_out_message
 from apps.core.unavailable import mark
 
 logger = logging.getLogger("bailinghub.errors")
@@ -34,6 +35,7 @@ STATUS_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     406: "not_acceptable",
+    408: "request_timeout",
     409: "conflict",
     410: "gone",
     411: "length_required",
@@ -53,6 +55,7 @@ STATUS_MESSAGES = {
     404: "Not found.",
     405: "This method is not allowed here.",
     406: "The requested response format is not available.",
+    408: "The request body stopped arriving.",
     409: "The request conflicts with the current state.",
     410: "This resource is gone.",
     413: "The request body is too large.",
@@ -182,6 +185,18 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return Response(error_payload(400, suspicious_message(exc), "invalid_request"), status=400)
     if isinstance(exc, Http404):
         return Response(error_payload(404), status=404)
+    if isinstance(exc, UnreadablePostError):
+        # A parser reading a form or a multipart upload met the body's end before its length, or
+        # waited out the read deadline (bailinghub.wsgi): the client's, never a 500. The rest
+        # may still be on its way, so the connection closes.
+        request = context.get("request")
+        meta = getattr(getattr(request, "_request", request), "META", {})
+        meta[CLOSE_CONNECTION] = True
+        if meta.get(BODY_TIMED_OUT):
+            return Response(error_payload(408, body_timed_out_message(), "request_timeout"), status=408)
+        message = str(exc) if isinstance(exc, BodyEndedEarly) else (
+            "The request body could not be read: the connection failed before its end.")
+        return Response(error_payload(400, message, "invalid_request"), status=400)
     if isinstance(exc, DjangoPermissionDenied):
         return Response(error_payload(403), status=403)
     if isinstance(exc, drf.ParseError):

@@ -21,6 +21,7 @@ from apps.core.errors import ApiError
 from apps.core.exceptions import STATUS_MESSAGES, error_response
 from apps.core.logging import TOKEN_PATTERN, request_id_var
 from apps.core.paths import is_json_path, under_prefix
+from apps.core.request_body import BODY_TIMED_OUT, CLOSE_CONNECTION, body_ended_early_message, body_timed_out_message
 from apps.core.unavailable import MESSAGE, RETRY_AFTER_SECONDS, mark, unavailable_code
 
 logger = logging.getLogger("bailinghub.errors")
@@ -31,11 +32,6 @@ _READ_CHUNK = 64 * 1024
 # (ParseException), and a stream cut off before its end is an OSError (gunicorn's NoMoreData,
 # Django's UnreadablePostError). The client's fault, never a 500.
 _UNREADABLE_BODY = (OSError, ParseException)
-# Set in the request's WSGI environ when its connection must not serve another request: a
-# refused body's rest may still be on its way. bailinghub.wsgi tells gunicorn, which ignores an application's own
-# `Connection` header and would otherwise promise keep-alive, then close the connection anyway
-# once the unread rest passes 64 KiB, so the client's next request on it is lost.
-CLOSE_CONNECTION = "bailing_close_connection"
 
 GetResponse = Callable[[HttpRequest], HttpResponse]
 ViewFunc = Callable[..., Any]
@@ -134,8 +130,8 @@ def _admin_index_path() -> str:
         return "/admin/"
 
 
-STATUS_TITLES = {400: "Bad request", 403: "Not allowed", 404: "Not found", 413: "Upload too large",
-                 415: "Unsupported content"}
+STATUS_TITLES = {400: "Bad request", 403: "Not allowed", 404: "Not found", 408: "Request timed out",
+                 413: "Upload too large", 415: "Unsupported content"}
 
 
 def too_large_response(request: HttpRequest, view_func: ViewFunc, *, max_bytes: int,
@@ -172,6 +168,13 @@ def body_refused(request: HttpRequest, status: int, message: str, code: str | No
     if under_prefix(request.path, settings.BAILING_CLOSED_ERROR_PREFIXES):
         return error_response(400, message, "invalid_request", **extra)
     return error_page(request, status, message, code, **extra)
+
+
+def body_timed_out(request: HttpRequest) -> HttpResponse:
+    """408 for a body that stopped arriving (BODY_TIMED_OUT): nothing came for the read deadline.
+    Its connection closes: the rest may still come."""
+    request.META[CLOSE_CONNECTION] = True
+    return body_refused(request, 408, body_timed_out_message(), "request_timeout")
 
 
 def _has_body(request: HttpRequest) -> bool:
@@ -254,6 +257,8 @@ class BodySizeLimitMiddleware:
                 observed += len(chunk)
         except _UNREADABLE_BODY:
             request.META[CLOSE_CONNECTION] = True  # where the next request would start is unknown
+            if request.META.get(BODY_TIMED_OUT):
+                return body_timed_out(request)
             return body_refused(request, 400, "The request body could not be read: its chunked encoding is "
                                               "malformed or it ended early.")
         if observed > limit:
@@ -262,8 +267,7 @@ class BodySizeLimitMiddleware:
             # The client stopped sending (a half-close) before its Content-Length: what came is
             # not the body it announced, though it may parse as one.
             request.META[CLOSE_CONNECTION] = True
-            return body_refused(request, 400, f"The request body ended after {observed} of the {declared} bytes "
-                                              "its Content-Length announced.")
+            return body_refused(request, 400, body_ended_early_message(observed, declared))
         body = b"".join(chunks)
         if chunked:  # its length is known now (DRF reads no body without one)
             request.META["CONTENT_LENGTH"] = str(len(body))

@@ -21,6 +21,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import DataAndFiles, JSONParser, MultiPartParser
 
 from apps.core.errors import ApiError
+from apps.core.request_body import BodyEndedEarly
 
 JSON_MAX_DEPTH = 64
 INT_MAX_DIGITS = 20
@@ -261,10 +262,17 @@ class StrictMultiPartParser(MultiPartParser):
         if not charset_is_utf8(media_type or ""):
             raise UnsupportedCharset()
         try:
-            return super().parse(stream, media_type, parser_context)
+            parsed = super().parse(stream, media_type, parser_context)
         except ParseError as exc:
             raise ParseError(f"The multipart body cannot be parsed: {str(exc.detail)[:200]}",
                              code="invalid_multipart") from exc
         except MultiPartParserError as exc:
             raise ParseError(f"The multipart body cannot be parsed: {str(exc)[:200]}",
                              code="invalid_multipart") from exc
+        # Django's parser takes the end of the stream for the end of the body: an upload cut off
+        # inside its file parsed as a form without it (422 file_required, the connection kept).
+        limited = getattr(stream, "_stream", None)  # the HttpRequest's LimitedStream (Django's own)
+        received, announced = getattr(limited, "_pos", None), getattr(limited, "limit", None)
+        if isinstance(received, int) and isinstance(announced, int) and received < announced:
+            raise BodyEndedEarly(received, announced)
+        return parsed

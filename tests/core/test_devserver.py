@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
+from gunicorn.workers.gthread import ThreadWorker
 
 from apps.core.management.commands import devserver
 from apps.core.management.commands.devserver import CrashLoop, child_commands, child_environment, supervise
@@ -80,8 +81,9 @@ def test_the_web_server_is_gunicorn_with_threads_sized_from_the_cores():
     assert (_option(web, "-c"), _option(web, "--bind")) == ("python:bailinghub.gunicorn", "127.0.0.1:8123")
     from bailinghub import gunicorn as config
 
-    assert (config.worker_class, config.workers, config.preload_app) == ("gthread", max(2, os.cpu_count() or 1),
-                                                                          False)
+    assert (config.worker_class, config.workers, config.preload_app) == (
+        "bailinghub.gunicorn.ThreadWorker", max(2, os.cpu_count() or 1), False)
+    assert issubclass(config.ThreadWorker, ThreadWorker)  # gthread, with a deadline on a request's head
     assert config.threads >= 4
 
 
