@@ -16,10 +16,12 @@ imports the other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 # A live worker takes a queued item within seconds, and one holding a document speaks every few
 # seconds (a heartbeat after each embedding batch); a minute without a word is worth saying, long
@@ -72,6 +74,32 @@ def queue_activity_merge(*activities: Mapping[str, Any]) -> dict[str, Any]:
 # one activity per part of that work sent there, none when it sends nothing there.
 QueueWork = Callable[[str], Iterable[Mapping[str, Any]]]
 _QUEUE_WORK: dict[str, QueueWork] = {}
+
+
+T = TypeVar("T")
+_READINGS: ContextVar[dict[Hashable, Any] | None] = ContextVar("queue_readings", default=None)
+
+
+@contextmanager
+def queue_readings_shared() -> Iterator[None]:
+    """Within it, what the workers hold is read once per kind of work and lane (worker_reading):
+    a page that judges both documents and tool calls on the default queue read each kind twice,
+    once as its own and once as the other's (the dashboard's two repeated statements)."""
+    token = _READINGS.set({})
+    try:
+        yield
+    finally:
+        _READINGS.reset(token)
+
+
+def worker_reading(key: Hashable, read: Callable[[], T]) -> T:
+    """`read()`, or within queue_readings_shared what it gave for `key` before."""
+    readings = _READINGS.get()
+    if readings is None:
+        return read()
+    if key not in readings:
+        readings[key] = read()
+    return cast(T, readings[key])
 
 
 def queue_work_register(kind: str, work: QueueWork) -> None:

@@ -8,6 +8,7 @@ one statement.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -18,7 +19,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import WORKER_SILENT_SECONDS, queue_activity, queue_halt, queue_stall
+from apps.core.workers import WORKER_SILENT_SECONDS, queue_activity, queue_halt, queue_stall, worker_reading
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
 from apps.knowledge.leases import lease_expires_at
 from apps.knowledge.models import (
@@ -333,9 +334,12 @@ def document_queue_positions(*, documents: Iterable[Document]) -> dict:
 def document_working_counts(*, lanes: Iterable[str]) -> dict[str, dict[str, Any]]:
     """How many documents the workers of each lane are parsing, chunking or embedding now
     (`count`), and the newest heartbeat among them (`heartbeat_at`): whether that lane moves."""
-    return {lane: Document.objects.filter(_lane_filter(lane), status__in=WORKING_STATUSES).aggregate(
-                count=Count("id"), heartbeat_at=Max("heartbeat_at"))
-            for lane in set(lanes)}
+    return {lane: worker_reading(("documents", lane), functools.partial(_working_count, lane)) for lane in set(lanes)}
+
+
+def _working_count(lane: str) -> dict[str, Any]:
+    return Document.objects.filter(_lane_filter(lane), status__in=WORKING_STATUSES).aggregate(
+        count=Count("id"), heartbeat_at=Max("heartbeat_at"))
 
 
 def document_queue_work(queue: str) -> list[dict[str, Any]]:

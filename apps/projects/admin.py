@@ -478,8 +478,13 @@ class ProjectAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         # A project's owner already decides who works on it; they may start another one, which they own.
-        return request.user.is_superuser or (
-            request.user.is_staff and Membership.objects.filter(user=request.user, role=Membership.Role.OWNER).exists())
+        # Asked for each app list a page builds (the dashboard builds two): read once per request.
+        if request.user.is_superuser:
+            return True
+        if not hasattr(request, "_bh_owns_a_project"):
+            request._bh_owns_a_project = request.user.is_staff and Membership.objects.filter(
+                user=request.user, role=Membership.Role.OWNER).exists()
+        return request._bh_owns_a_project
 
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_live_q
+from apps.core.workers import queue_readings_shared
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from apps.ledger.models import Run
@@ -172,9 +173,12 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     for row in active_tasks:
         boards[row["project_id"]].tasks_active = row["n"]
 
-    for project_id, waiting in knowledge_selectors.documents_waiting_for_a_worker(project_ids=ids).items():
+    with queue_readings_shared():  # documents and calls share the default queue: each read once
+        documents_waiting = knowledge_selectors.documents_waiting_for_a_worker(project_ids=ids)
+        calls_waiting = tool_selectors.invocations_waiting_for_a_worker(project_ids=ids)
+    for project_id, waiting in documents_waiting.items():
         boards[project_id].waiting_for_a_worker = waiting
-    for project_id, waiting in tool_selectors.invocations_waiting_for_a_worker(project_ids=ids).items():
+    for project_id, waiting in calls_waiting.items():
         boards[project_id].calls_waiting_for_a_worker = {**waiting, "queue": tool_selectors.dispatch_queue_name()}
     for project_id, passed in tool_selectors.invocations_passed_over(project_ids=ids).items():
         boards[project_id].calls_passed_over = passed

@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import queue_activity, queue_halt, queue_stall
+from apps.core.workers import queue_activity, queue_halt, queue_stall, worker_reading
 from apps.projects.models import Project
 
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
@@ -143,8 +143,8 @@ def dispatch_queue_is_own() -> bool:
 
 
 def _sending_activity() -> dict[str, Any]:
-    return Invocation.objects.filter(_SENDING).aggregate(
-        count=Count("id"), heartbeat_at=Max("dispatched_at"), busy_until=Max("dispatch_deadline"))
+    return worker_reading("calls", lambda: Invocation.objects.filter(_SENDING).aggregate(
+        count=Count("id"), heartbeat_at=Max("dispatched_at"), busy_until=Max("dispatch_deadline")))
 
 
 def invocation_queue_work(queue: str) -> list[dict[str, Any]]:

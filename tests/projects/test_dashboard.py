@@ -188,6 +188,18 @@ def test_the_dashboard_query_count_does_not_grow_with_rows(a, b, django_assert_n
     assert len(_board(response, "alpha").recent_runs) == 5
 
 
+def test_the_dashboard_reads_nothing_twice(a, b):
+    # Documents and tool calls share the default queue: each side's judgement read the other's
+    # work again, and each app list asked again whether the operator owns a project.
+    client = admin_client(a.user)
+    client.get("/admin/")  # warm per-process caches (content types)
+    with CaptureQueriesContext(connection) as page:
+        response = client.get("/admin/")
+    assert response.status_code == 200
+    statements = [query["sql"] for query in page.captured_queries]
+    assert [sql for sql in set(statements) if statements.count(sql) > 1] == []
+
+
 def test_a_tile_of_one_names_it_in_the_singular(a, b):
     page = admin_client(a.user).get("/admin/").content.decode()
     tiles = dict(re.findall(r'data-stat="(\w+)">1</span><span class="bh-tile-label">([^<]*)', page))
