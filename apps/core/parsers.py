@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping
 from itertools import accumulate
 from typing import IO, Any, NoReturn
 
+from django.http import UnreadablePostError
 from django.http.multipartparser import MultiPartParserError
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import DataAndFiles, JSONParser, MultiPartParser
 
 from apps.core.errors import ApiError
-from apps.core.request_body import BodyEndedEarly
+from apps.core.request_body import body_unreadable_error
 
 JSON_MAX_DEPTH = 64
 INT_MAX_DIGITS = 20
@@ -255,12 +256,17 @@ class StrictJSONParser(JSONParser):
 
 
 class StrictMultiPartParser(MultiPartParser):
-    """A multipart body that cannot be parsed is 400 `invalid_multipart`, not `invalid_json`."""
+    """A multipart body that cannot be parsed is 400 `invalid_multipart`, not `invalid_json`; one
+    that cannot be read whole is body_unreadable_error's 408 or 400. That error is no
+    UnreadablePostError: CSRF's check (a request signed in with the console's session) reads the
+    form and takes an UnreadablePostError for an empty form, and the upload became 422
+    file_required on a connection kept alive."""
 
     def parse(self, stream: IO[Any], media_type: str | None = None,
               parser_context: Mapping[str, Any] | None = None) -> DataAndFiles[Any, Any]:
         if not charset_is_utf8(media_type or ""):
             raise UnsupportedCharset()
+        request = (parser_context or {}).get("request")
         try:
             parsed = super().parse(stream, media_type, parser_context)
         except ParseError as exc:
@@ -269,10 +275,15 @@ class StrictMultiPartParser(MultiPartParser):
         except MultiPartParserError as exc:
             raise ParseError(f"The multipart body cannot be parsed: {str(exc)[:200]}",
                              code="invalid_multipart") from exc
-        # Django's parser takes the end of the stream for the end of the body: an upload cut off
-        # inside its file parsed as a form without it (422 file_required, the connection kept).
+        except UnreadablePostError as exc:
+            if request is None:
+                raise
+            raise body_unreadable_error(request) from exc
+        # Django's parser takes the end of the stream for the end of the body (it reads the stream
+        # to its end, as no upload handler here takes the raw input): an upload cut off inside
+        # its file parsed as a form without it.
         limited = getattr(stream, "_stream", None)  # the HttpRequest's LimitedStream (Django's own)
         received, announced = getattr(limited, "_pos", None), getattr(limited, "limit", None)
-        if isinstance(received, int) and isinstance(announced, int) and received < announced:
-            raise BodyEndedEarly(received, announced)
+        if request is not None and isinstance(received, int) and isinstance(announced, int) and received < announced:
+            raise body_unreadable_error(request, received=received, announced=announced)
         return parsed

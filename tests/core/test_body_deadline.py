@@ -13,6 +13,7 @@ import socket
 import time
 
 import pytest
+from django.test import Client
 
 from apps.knowledge.models import Document
 from apps.projects.models import Membership, OperatorToken
@@ -27,15 +28,22 @@ TIMED_OUT = ("The request body stopped arriving: nothing came for 1.5 seconds. N
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup, django_db_blocker, tmp_path_factory):
-    log = tmp_path_factory.mktemp("gunicorn") / "access.log"
-    process, port = gunicorn_start("bailinghub.gunicorn", log=log,
-                                   extra_env={"BAILING_REQUEST_READ_TIMEOUT_SECONDS": str(DEADLINE)})
-    try:
-        yield port
-    finally:
-        process.terminate()
-        process.wait(30)
+def served(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The server's port, and the file its own log (stderr) goes to."""
+    folder = tmp_path_factory.mktemp("gunicorn")
+    with open(folder / "server.log", "wb") as errors:
+        process, port = gunicorn_start("bailinghub.gunicorn", log=folder / "access.log", stderr=errors,
+                                       extra_env={"BAILING_REQUEST_READ_TIMEOUT_SECONDS": str(DEADLINE)})
+        try:
+            yield port, folder / "server.log"
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+@pytest.fixture
+def server(served):
+    return served[0]
 
 
 def _answer(port: int, request: bytes, *, half_close: bool = False) -> tuple[str, dict[str, str], bytes]:
@@ -120,14 +128,17 @@ def test_a_console_form_whose_body_stops_arriving_is_a_408_page_not_a_csrf_failu
     assert "Request timed out" in page and "nothing came for 1.5 seconds" in page and "CSRF" not in page
 
 
-def _upload(token: str, kb_id: object, *, announced: int, sent: bytes) -> bytes:
-    return (f"POST /api/v1/builder/knowledge-bases/{kb_id}/documents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary=b0und\r\n"
-            f"Content-Length: {announced}\r\n\r\n").encode() + sent
-
-
 _PART = (b'--b0und\r\nContent-Disposition: form-data; name="files"; filename="notes.txt"\r\n'
          b"Content-Type: text/plain\r\n\r\nThe first lines of a document whose rest never comes")
+
+
+def _session_headers(user) -> str:
+    """The console's session of `user` and a CSRF token, as a browser sends them."""
+    browser = Client()
+    browser.force_login(user)
+    csrf = secrets.token_hex(16)
+    return (f"Cookie: sessionid={browser.cookies['sessionid'].value}; csrftoken={csrf}\r\n"
+            f"X-CSRFToken: {csrf}\r\n")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -137,13 +148,91 @@ _PART = (b'--b0und\r\nContent-Disposition: form-data; name="files"; filename="no
     (True, "HTTP/1.1 400 Bad Request", "invalid_request",
      f"The request body ended after {len(_PART)} of the 50000 bytes its Content-Length announced."),
 ], ids=["stopped", "cut_off"])
-def test_a_builder_upload_whose_body_stops_is_refused_and_saves_nothing(server, half_close, status, error, message):
+@pytest.mark.parametrize("signed_in", ["operator_token", "console_session"])
+def test_a_builder_upload_whose_body_stops_is_refused_and_saves_nothing(server, signed_in, half_close, status,
+                                                                        error, message):
+    # With the console's session, CSRF's check reads the form first and took a read that failed
+    # for an empty form: 422 file_required, the connection kept alive.
     port = server
     owner = MembershipFactory(role=Membership.Role.OWNER)
     kb = KnowledgeBaseFactory(project=owner.project)
-    _, token = operator_token_create(user=owner.user, name="uploads", scopes=[OperatorToken.Scope.KNOWLEDGE_INGEST])
-    answer_status, headers, body = _answer(port, _upload(token, kb.pk, announced=50_000, sent=_PART),
-                                           half_close=half_close)
+    if signed_in == "operator_token":
+        _, token = operator_token_create(user=owner.user, name="uploads", scopes=[OperatorToken.Scope.KNOWLEDGE_INGEST])
+        credentials = f"Authorization: Bearer {token}\r\n"
+    else:
+        credentials = _session_headers(owner.user)
+    request = (f"POST /api/v1/builder/knowledge-bases/{kb.pk}/documents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               f"{credentials}Content-Type: multipart/form-data; boundary=b0und\r\n"
+               "Content-Length: 50000\r\n\r\n").encode() + _PART
+    answer_status, headers, body = _answer(port, request, half_close=half_close)
     assert (answer_status, headers["content-type"], headers["connection"]) == (status, "application/json", "close")
     assert json.loads(body) == {"error": error, "message": message}
     assert not Document.objects.filter(knowledge_base=kb).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("request_bytes", [b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Waiting: ",
+                                           _stalled_json("/agent-api/v1/tool-invocations")], ids=["head", "body"])
+def test_a_stalled_client_is_let_go_at_once(server, request_bytes):
+    # gunicorn closes a connection with a linger: up to 2 s reading whatever its client still
+    # sends, on the loop that accepts connections (each stalled client that stayed put held that
+    # loop up for 2 s). Nothing is read from a client that timed out: what it sends after the
+    # server closed is refused.
+    with socket.create_connection(("127.0.0.1", server), timeout=20) as sock:
+        sock.sendall(request_bytes)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        refused = False
+        try:
+            for _ in range(3):
+                sock.sendall(b"late")
+                time.sleep(0.3)
+        except (BrokenPipeError, ConnectionResetError):
+            refused = True
+    assert answer[:28] in (b"", b"HTTP/1.1 408 Request Timeout")
+    assert refused
+
+
+@pytest.mark.django_db
+def test_a_head_sent_a_byte_at_a_time_is_cut_at_the_deadline(server):
+    # A byte every quarter second never waits the deadline for one: the head as a whole must
+    # come within it (a head of 60 bytes took 15 s, and got its 200).
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"p" * 12 + b"\r\n\r\n"
+    data = b""
+    with socket.create_connection(("127.0.0.1", server), timeout=20) as sock:
+        try:
+            for byte in head:
+                sock.sendall(bytes([byte]))
+                time.sleep(0.25)
+            while chunk := sock.recv(65536):
+                data += chunk
+        except OSError:  # the server closed: a send or a read may meet its reset
+            pass
+    assert data == b""
+
+
+@pytest.mark.django_db
+def test_each_request_of_a_kept_alive_connection_has_its_own_deadline(server):
+    with socket.create_connection(("127.0.0.1", server), timeout=20) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = b""
+        while b"\r\n\r\n" not in first or not first.endswith(b"}"):
+            first += sock.recv(65536)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Waiting: ")
+        rest = b""
+        while chunk := sock.recv(65536):
+            rest += chunk
+    assert first.startswith(b"HTTP/1.1 200 OK") and b"keep-alive" in first.lower()
+    assert rest == b""
+
+
+@pytest.mark.django_db
+def test_a_head_that_times_out_is_no_error_in_the_servers_log(served):
+    port, log = served
+    assert _half_a_head(port) == b""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:  # the log is written by now
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
+    text = log.read_text()
+    assert "Traceback" not in text and "Socket error" not in text and "ERROR" not in text
