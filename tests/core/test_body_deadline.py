@@ -170,6 +170,28 @@ def test_a_builder_upload_whose_body_stops_is_refused_and_saves_nothing(server, 
     assert not Document.objects.filter(knowledge_base=kb).exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_whole_upload_through_the_server_is_taken(server):
+    # The parser's check that the body came whole reads the server's own stream: a whole upload,
+    # sent in pieces, is not taken for one cut off.
+    owner = MembershipFactory(role=Membership.Role.OWNER)
+    kb = KnowledgeBaseFactory(project=owner.project)
+    _, token = operator_token_create(user=owner.user, name="uploads", scopes=[OperatorToken.Scope.KNOWLEDGE_INGEST])
+    body = _PART + b" after all.\r\n--b0und--\r\n"
+    head = (f"POST /api/v1/builder/knowledge-bases/{kb.pk}/documents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary=b0und\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server), timeout=20) as sock:
+        sock.sendall(head + body[:40])
+        time.sleep(0.3)
+        sock.sendall(body[40:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 201 Created"), answer[:300]
+    assert list(Document.objects.filter(knowledge_base=kb).values_list("filename", flat=True)) == ["notes.txt"]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("request_bytes", [b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Waiting: ",
                                            _stalled_json("/agent-api/v1/tool-invocations")], ids=["head", "body"])
