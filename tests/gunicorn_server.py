@@ -45,3 +45,23 @@ def gunicorn_start(config: str, *, log: Path, stderr: object = subprocess.PIPE,
                 process.kill()
                 raise AssertionError("gunicorn did not listen") from None
             time.sleep(0.2)
+
+
+def exchange(port: int, request: bytes, *, half_close: bool = False) -> tuple[str, dict[str, str], bytes]:
+    """Send `request` as raw bytes and read the answer to the connection's end: its status line,
+    headers (lower-cased names) and body (a chunked one's first chunk). Our side stays open (a
+    client that stopped sending but waits) unless `half_close`: a body cut short for good."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(request)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    if headers.get("transfer-encoding") == "chunked":
+        size, _, rest = body.partition(b"\r\n")
+        body = rest[: int(size, 16)]
+    return status, headers, body

@@ -18,7 +18,7 @@ from django.test import Client
 from apps.knowledge.models import Document
 from apps.projects.models import Membership, OperatorToken
 from apps.projects.tokens import operator_token_create
-from tests.gunicorn_server import gunicorn_start
+from tests.gunicorn_server import exchange, gunicorn_start
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.projects.factories import MembershipFactory
 
@@ -46,25 +46,6 @@ def server(served):
     return served[0]
 
 
-def _answer(port: int, request: bytes, *, half_close: bool = False) -> tuple[str, dict[str, str], bytes]:
-    """Send `request` and read the answer to the connection's end. Our side stays open (a client
-    that stopped sending but waits) unless `half_close`."""
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-        sock.sendall(request)
-        if half_close:
-            sock.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status, *lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
-    if headers.get("transfer-encoding") == "chunked":
-        size, _, rest = body.partition(b"\r\n")
-        body = rest[: int(size, 16)]
-    return status, headers, body
-
-
 def _stalled_json(path: str) -> bytes:
     return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             "Content-Length: 5000\r\n\r\n{").encode()
@@ -76,9 +57,9 @@ def test_bodies_that_stop_arriving_are_408_and_free_the_threads_they_held(server
     # As many stalled requests as the worker has threads: without the deadline, the health check
     # behind them waited for ever (here: the test's 20 s socket timeout).
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        stalled = [pool.submit(_answer, port, _stalled_json("/agent-api/v1/tool-invocations")),
-                   pool.submit(_answer, port, _stalled_json("/agent-auth/v1/authorizations"))]
-        health = _answer(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        stalled = [pool.submit(exchange, port, _stalled_json("/agent-api/v1/tool-invocations")),
+                   pool.submit(exchange, port, _stalled_json("/agent-auth/v1/authorizations"))]
+        health = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         (api_status, api_headers, api_body), (auth_status, auth_headers, auth_body) = [s.result() for s in stalled]
     assert health[0] == "HTTP/1.1 200 OK"
     assert (api_status, api_headers["content-type"], api_headers["cache-control"], api_headers["connection"]) == (
@@ -105,7 +86,7 @@ def test_request_heads_that_stop_arriving_close_and_free_the_threads_they_held(s
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         stalled = [pool.submit(_half_a_head, port) for _ in range(2)]
         time.sleep(0.3)  # both hold a thread before the health check asks for one
-        health = _answer(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        health = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         closed = [s.result() for s in stalled]
     assert health[0] == "HTTP/1.1 200 OK"
     # Closed without a word: there is no request to answer yet.
@@ -118,7 +99,7 @@ def test_a_console_form_whose_body_stops_arriving_is_a_408_page_not_a_csrf_failu
     # token, meets the deadline and refuses; that refusal is the 408, not "CSRF token missing".
     port = server
     cookie = secrets.token_hex(16)
-    status, headers, body = _answer(port, (
+    status, headers, body = exchange(port, (
         "POST /admin/login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b0und\r\n"
         f"Cookie: csrftoken={cookie}\r\nContent-Length: 5000\r\n\r\n--b0und\r\n"
         'Content-Disposition: form-data; name="username"\r\n\r\noper').encode())
@@ -164,7 +145,7 @@ def test_a_builder_upload_whose_body_stops_is_refused_and_saves_nothing(server, 
     request = (f"POST /api/v1/builder/knowledge-bases/{kb.pk}/documents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                f"{credentials}Content-Type: multipart/form-data; boundary=b0und\r\n"
                "Content-Length: 50000\r\n\r\n").encode() + _PART
-    answer_status, headers, body = _answer(port, request, half_close=half_close)
+    answer_status, headers, body = exchange(port, request, half_close=half_close)
     assert (answer_status, headers["content-type"], headers["connection"]) == (status, "application/json", "close")
     assert json.loads(body) == {"error": error, "message": message}
     assert not Document.objects.filter(knowledge_base=kb).exists()

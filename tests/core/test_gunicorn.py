@@ -17,14 +17,13 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import time
 import uuid
 
 import pytest
 
 from apps.runtime.api.invocations import REQUEST_BODY_MAX_BYTES
-from tests.gunicorn_server import gunicorn_start
+from tests.gunicorn_server import exchange, gunicorn_start
 
 
 @pytest.fixture(scope="module")
@@ -106,17 +105,6 @@ def test_a_request_cannot_forge_or_colour_access_log_lines(server):
     assert forged.count(b'"') == 2 and b"\\x22POST /forged\\x22" in forged  # the quoted field holds
 
 
-def _raw(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(request)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status, *lines = head.decode("latin-1").split("\r\n")
-    return status, {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}, body
-
-
 @pytest.mark.parametrize(("request_bytes", "status"), [
     (b"GET /agent-api/v1/workspaces?pad=" + b"x" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "414 URI Too Long"),
     (b"GET /agent-api/v1/workspaces HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"x" * 9000 + b"\r\n\r\n",
@@ -126,7 +114,7 @@ def _raw(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
 ])
 def test_a_request_gunicorn_refuses_is_answered_in_json_and_never_stored(server, request_bytes, status):
     port, _ = server
-    line, headers, body = _raw(port, request_bytes)
+    line, headers, body = exchange(port, request_bytes)
     assert line == f"HTTP/1.1 {status}"
     assert (headers["content-type"], headers["cache-control"], headers["connection"]) == (
         "application/json", "no-store", "close")
@@ -244,31 +232,14 @@ def test_a_chunked_body_past_the_limit_is_413_and_closes_the_connection(server):
         413, "arguments_too_large", "request_body", "close")
 
 
-def _half_closed(port: int, request: bytes) -> tuple[str, dict[str, str], bytes]:
-    """Send `request`, then close our side: a body cut short can never be completed."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(request)
-        sock.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status, *lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
-    if headers.get("transfer-encoding") == "chunked":
-        size, _, rest = body.partition(b"\r\n")
-        body = rest[: int(size, 16)]
-    return status, headers, body
-
-
 @pytest.mark.parametrize("path", ["/agent-auth/v1/authorizations", "/agent-api/v1/tool-invocations"])
 @pytest.mark.parametrize("chunks", [b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n", b"40\r\n{\"a\": 1"],
                          ids=["bad_size", "missing_terminator", "cut_off"])
 def test_a_chunked_body_that_cannot_be_read_is_400_and_closes_the_connection(server, path, chunks):
     port, _ = server
-    status, headers, body = _half_closed(port, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+    status, headers, body = exchange(port, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
                                          + b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                         + chunks)
+                                         + chunks, half_close=True)
     assert (status, headers["content-type"], headers["cache-control"], headers["connection"]) == (
         "HTTP/1.1 400 Bad Request", "application/json", "no-store", "close")
     assert json.loads(body) == {"error": "invalid_request", "message": "The request body could not be read: "
@@ -281,8 +252,9 @@ def test_a_body_that_ends_before_its_content_length_is_400_and_closes_the_connec
     # Whole JSON documents, cut off from what their Content-Length promised: read as they came,
     # they would be taken for the body the client announced.
     port, _ = server
-    status, headers, answer = _half_closed(port, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-                                           + b"Content-Type: application/json\r\nContent-Length: 40\r\n\r\n" + body)
+    status, headers, answer = exchange(port, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+                                           + b"Content-Type: application/json\r\nContent-Length: 40\r\n\r\n" + body,
+                                       half_close=True)
     assert (status, headers["content-type"], headers["cache-control"], headers["connection"]) == (
         "HTTP/1.1 400 Bad Request", "application/json", "no-store", "close")
     assert json.loads(answer) == {"error": "invalid_request", "message": f"The request body ended after {len(body)} "
