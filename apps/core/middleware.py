@@ -171,8 +171,8 @@ def body_refused(request: HttpRequest, status: int, message: str, code: str | No
 
 
 def body_timed_out(request: HttpRequest) -> HttpResponse:
-    """408 for a body that stopped arriving (BODY_TIMED_OUT): nothing came for the read deadline.
-    Its connection closes: the rest may still come."""
+    """408 for a body that stopped arriving (BODY_TIMED_OUT): a read waited the read timeout for a
+    byte. Its connection closes: the rest may still come."""
     request.META[CLOSE_CONNECTION] = True
     return body_refused(request, 408, body_timed_out_message(), "request_timeout")
 
