@@ -197,13 +197,16 @@ def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | No
 
 
 def live_generations_index(*, knowledge_base_ids=None) -> int:
-    """Build the indexes live generations (of these KBs, or of all: the watchdog's pass) should
-    have and do not; returns how many generations it indexed."""
+    """Build the indexes active generations (of these KBs, or of all: the watchdog's pass) should
+    have and do not; returns how many generations it indexed. A building generation gets its
+    indexes from its rebuild, just before its switch (ingest._generation_run): built earlier, by a
+    document completed meanwhile or the watchdog, the rest of the rebuild wrote into them row by
+    row, and the switch met their build still running."""
     built = 0
     # Pre-filtered by the keyword statistics' chunk count ("#n", kept per generation as chunks are
     # written): one query, rather than counting the rows of every small KB's generations.
     unindexed = IndexGeneration.objects.filter(Q(vector_indexed=False) | Q(keyword_indexed=False),
-                                               status__in=IndexGeneration.LIVE)
+                                               status=IndexGeneration.Status.ACTIVE)
     if knowledge_base_ids is not None:
         unindexed = unindexed.filter(knowledge_base_id__in=knowledge_base_ids)
     big = KeywordTermStat.objects.filter(generation_id__in=unindexed.values("pk"), term="#n",

@@ -667,10 +667,20 @@ def _generation_run(generation_id, token) -> str:
         _generation_touch(generation_id, token, progress_total=total, progress_done=max(0, total - len(missing)))
         if not missing:
             # Before the switch: the generation is never searched without the indexes it needs.
-            generation_indexes.generation_index_ensure(
+            indexes = generation_indexes.generation_index_ensure(
                 generation_id, heartbeat=lambda: _generation_touch(generation_id, token),
                 heartbeat_seconds=_heartbeat_seconds())
             _generation_touch(generation_id, token)
+            if indexes == "busy":
+                # Another process builds them: an earlier run of this rebuild killed during the
+                # build, whose CREATE INDEX CONCURRENTLY goes on in PostgreSQL. The switch waits
+                # for it (the generation switched without them, and its searches scanned every
+                # row until that build ended), in this task's slice and then in the next.
+                if time.monotonic() > deadline:
+                    dispatch.generation_send(generation_id, run_token=token, countdown=_heartbeat_seconds())
+                    return "continued"
+                time.sleep(_heartbeat_seconds())
+                continue
             if _generation_switch(generation, token):
                 if settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS <= 0:
                     generation_purge()

@@ -371,6 +371,56 @@ def test_a_worker_builds_the_index_concurrently_and_one_build_at_a_time(settings
     assert not {vector_index_name(generation.pk), keyword_index_name(generation.pk)} & _own_indexes()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_switches_only_once_another_process_has_built_its_indexes(settings):
+    """A rebuild killed during its index build leaves the CREATE INDEX CONCURRENTLY running in
+    PostgreSQL, under the generation's lock: the next run found the build busy and switched
+    anyway, and the new generation's searches scanned every row until the build ended."""
+    settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = 0
+    kb = _kb(EmbeddingModelFactory(), "大库", 60)
+    old = selectors.generation_active(kb=kb)
+    building = services.knowledge_base_rebuild(kb=kb)
+    settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
+    outcomes = [ingest.generation_build(generation_id=building.pk)]  # its one document, then the slice is over
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)",
+                           [generation_indexes._LOCK_NAMESPACE, generation_indexes._lock_key(building.pk)])
+        token = IndexGeneration.objects.get(pk=building.pk).run_token
+        outcomes.append(ingest.generation_build(generation_id=building.pk, run_token=str(token)))
+        assert selectors.generation_active(kb=kb).pk == old.pk
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+    finally:
+        other.close()
+    token = IndexGeneration.objects.get(pk=building.pk).run_token
+    outcomes.append(ingest.generation_build(generation_id=building.pk, run_token=str(token)))
+
+    assert outcomes == ["continued", "continued", "activated"]
+    new = selectors.generation_active(kb=kb)
+    assert new.pk == building.pk and new.vector_indexed and new.keyword_indexed
+    services.knowledge_base_delete(kb=kb)
+    generation_indexes.stale_indexes_drop()  # a flush leaves indexes: leave none behind
+
+
+def test_the_watchdog_and_completed_documents_leave_a_building_generation_to_its_rebuild(settings):
+    """The building generation is indexed by its rebuild, before its switch: indexed by a document
+    completed meanwhile or the watchdog, the rest of the rebuild wrote into the index row by row,
+    and the switch found that build still running."""
+    kb = _kb(EmbeddingModelFactory(), "大库", 60)
+    building = services.knowledge_base_rebuild(kb=kb)
+    settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
+    assert ingest.generation_build(generation_id=building.pk) == "continued"  # 60 rows written, not switched
+
+    assert generation_indexes.live_generations_index(knowledge_base_ids=[kb.pk]) == 0
+    assert generation_indexes.live_generations_index() == 0
+    building.refresh_from_db()
+    assert (building.status, building.vector_indexed, building.keyword_indexed) == (
+        IndexGeneration.Status.BUILDING, False, False)
+    assert Chunk.objects.filter(generation=building).count() > 40
+
+
 def test_a_long_build_keeps_beating_and_the_beats_stop_with_it():
     """A rebuild's lease must stay alive through its index build (minutes on a million vectors)."""
     beats: list[int] = []
