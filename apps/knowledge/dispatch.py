@@ -1,17 +1,25 @@
 """The one place that hands pipeline work to Celery, after the transaction commits.
 
 Tasks are sent by name, so services and the pipeline (apps.knowledge.ingest) enqueue without
-importing apps.knowledge.tasks, which imports the pipeline. If the broker is down or the process
-dies before a message is sent, the row keeps its state and the watchdog sends it again once its
-lease has run out (apps.knowledge.ingest.knowledge_watchdog).
+importing apps.knowledge.tasks, which imports the pipeline. If the process dies before a message
+is sent, the row keeps its state and the watchdog sends it again once its lease has run out
+(apps.knowledge.ingest.knowledge_watchdog); if the broker refuses it, the row's heartbeat is set
+back past the lease, so the watchdog's next pass sends it again (a minute, not the lease's five).
 """
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
+from typing import Any
+
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
+
+logger = logging.getLogger(__name__)
 
 DOCUMENT_INGEST = "knowledge.document_ingest"
 KB_REBUILD = "knowledge.kb_rebuild"
@@ -23,8 +31,34 @@ def _send(name: str, object_id, *, run_token=None, countdown: float | None = Non
     # ignore_result: sent by name, Celery cannot know the task ignores its result, and with a Redis
     # result backend it would subscribe this process to the task's result channel — for good (no
     # one reads it), and with Redis down it retries that subscription for 20 s before sending.
-    current_app.send_task(name, args=[str(object_id)], kwargs={"run_token": str(run_token) if run_token else None},
-                          queue=settings.KNOWLEDGE_TASK_QUEUE, ignore_result=True, **options)
+    try:
+        current_app.send_task(name, args=[str(object_id)],
+                              kwargs={"run_token": str(run_token) if run_token else None},
+                              queue=settings.KNOWLEDGE_TASK_QUEUE, ignore_result=True, **options)
+    except Exception:  # the broker is down or refused it (kombu's OperationalError, a socket's OSError)
+        logger.warning("Could not send %s for %s to the task queue; the watchdog's next pass sends it again.",
+                       name, object_id, exc_info=True)
+        _watchdog_next_pass(name, object_id)
+
+
+def _watchdog_next_pass(name: str, object_id) -> None:
+    """Set the row's heartbeat back past the lease: the watchdog sends its work again on its next
+    pass, instead of once the lease a live run would hold has run out (the work waited five
+    minutes after the broker was back, and the console said no worker was running)."""
+    from apps.knowledge.models import Document, IndexGeneration
+
+    rows: QuerySet[Any]
+    if name == DOCUMENT_INGEST:
+        rows = Document.objects.filter(pk=object_id)
+    elif name == KB_REBUILD:
+        rows = IndexGeneration.objects.filter(pk=object_id)
+    else:
+        return
+    stale = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS + 1)
+    try:
+        rows.update(heartbeat_at=stale)
+    except Exception:  # the database too: the lease runs out as before
+        logger.warning("Could not mark %s for the watchdog.", object_id, exc_info=True)
 
 
 def document_send(document_id, *, run_token=None, countdown: float | None = None) -> None:

@@ -1,0 +1,72 @@
+"""Work the broker refused (Redis down when a document was uploaded or a rebuild started) is sent
+again by the watchdog's next pass: the row's heartbeat is set back past the lease. Before, the
+row waited for the lease a live run would hold to run out (five minutes after the broker was
+back), and the console said no worker was running. The broker here is a real address nothing
+listens on."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+from celery import current_app
+
+from apps.knowledge import ingest, services
+from apps.knowledge.models import Document, IndexGeneration
+from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import upload
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def broker_down():
+    """The Celery app's broker moved to an address that refuses connections, for this test."""
+    conf = current_app.conf
+    saved = conf.broker_url, conf.broker_write_url, conf.broker_connection_retry_on_startup
+    conf.broker_url = conf.broker_write_url = f"redis://127.0.0.1:{_closed_port()}/0"
+    current_app._pool = None
+    current_app.amqp._producer_pool = None
+    try:
+        yield
+    finally:
+        conf.broker_url, conf.broker_write_url, conf.broker_connection_retry_on_startup = saved
+        current_app._pool = None
+        current_app.amqp._producer_pool = None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_document_the_broker_refused_is_sent_again_by_the_watchdogs_next_pass(broker_down, caplog):
+    kb = KnowledgeBaseFactory()
+    with caplog.at_level(logging.WARNING, logger="apps.knowledge.dispatch"):
+        [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    document.refresh_from_db()
+    # Saved and queued, as before; its heartbeat is past the lease: the next pass takes it.
+    assert document.status == Document.Status.QUEUED
+    assert document.heartbeat_at < ingest.lease_stale_before()
+    assert any("Could not send knowledge.document_ingest" in r.getMessage() for r in caplog.records)
+    assert ingest.knowledge_watchdog()["requeued"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_the_broker_refused_is_sent_again_by_the_watchdogs_next_pass(broker_down):
+    kb = KnowledgeBaseFactory()
+    generation = services.knowledge_base_rebuild(kb=kb)
+    generation.refresh_from_db()
+    assert generation.status == IndexGeneration.Status.BUILDING
+    assert generation.heartbeat_at is None or generation.heartbeat_at < ingest.lease_stale_before()
+    assert ingest.knowledge_watchdog()["requeued"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_document_sent_is_left_to_its_lease():
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    document.refresh_from_db()
+    assert document.heartbeat_at >= ingest.lease_stale_before()
+    assert ingest.knowledge_watchdog()["requeued"] == 0
