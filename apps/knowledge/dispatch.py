@@ -18,8 +18,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("bailinghub.knowledge")
+# What a send raises when the broker cannot take the message: kombu's wrapping of the transport's
+# connection errors, and a socket's own.
+BROKER_ERRORS = (KombuOperationalError, OSError)
 
 DOCUMENT_INGEST = "knowledge.document_ingest"
 KB_REBUILD = "knowledge.kb_rebuild"
@@ -35,23 +39,27 @@ def _send(name: str, object_id, *, run_token=None, countdown: float | None = Non
         current_app.send_task(name, args=[str(object_id)],
                               kwargs={"run_token": str(run_token) if run_token else None},
                               queue=settings.KNOWLEDGE_TASK_QUEUE, ignore_result=True, **options)
-    except Exception:  # the broker is down or refused it (kombu's OperationalError, a socket's OSError)
+    except BROKER_ERRORS:  # the broker is down or refused it; anything else is a bug, robust on_commit logs it
         logger.warning("Could not send %s for %s to the task queue; the watchdog's next pass sends it again.",
                        name, object_id, exc_info=True)
-        _watchdog_next_pass(name, object_id)
+        _watchdog_next_pass(name, object_id, run_token)
 
 
-def _watchdog_next_pass(name: str, object_id) -> None:
+def _watchdog_next_pass(name: str, object_id, run_token) -> None:
     """Set the row's heartbeat back past the lease: the watchdog sends its work again on its next
     pass, instead of once the lease a live run would hold has run out (the work waited five
-    minutes after the broker was back, and the console said no worker was running)."""
+    minutes after the broker was back, and the console said no worker was running). Only while
+    the row is held by the run this message continued (`run_token`), or by none: a task that
+    found another run's lease live and failed to send its retry leaves that run alone (set back,
+    its live lease was taken from it, and on its last attempt it was failed as stalled)."""
     from apps.knowledge.models import Document, IndexGeneration
 
+    held = {"run_token": run_token} if run_token else {"run_token__isnull": True}
     rows: QuerySet[Any]
     if name == DOCUMENT_INGEST:
-        rows = Document.objects.filter(pk=object_id)
+        rows = Document.objects.filter(pk=object_id, status__in=Document.IN_PROGRESS, **held)
     elif name == KB_REBUILD:
-        rows = IndexGeneration.objects.filter(pk=object_id)
+        rows = IndexGeneration.objects.filter(pk=object_id, status=IndexGeneration.Status.BUILDING, **held)
     else:
         return
     stale = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS + 1)

@@ -520,7 +520,7 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
 
 
 def _generation_indexes_ensure(document_id) -> None:
-    """Give the document's KB's live generations the indexes of their own they have outgrown the
+    """Give the document's KB's active generation the indexes of its own it has outgrown the
     shared ones for. The document is complete already: a failure here is logged and left to the
     watchdog."""
     try:
@@ -658,7 +658,8 @@ def _generation_run(generation_id, token) -> str:
     generation = IndexGeneration.objects.select_related("knowledge_base__embedding_model").get(pk=generation_id)
     model = generation.knowledge_base.embedding_model
     embedder = embedder_for(model)
-    deadline = _deadline()
+    started, deadline = time.monotonic(), _deadline()
+    filled = False  # whether this task wrote documents into the generation
     total = 0
     while True:
         missing = _generation_missing(generation)
@@ -666,21 +667,27 @@ def _generation_run(generation_id, token) -> str:
                                         status=Document.Status.COMPLETED).count()
         _generation_touch(generation_id, token, progress_total=total, progress_done=max(0, total - len(missing)))
         if not missing:
+            if filled and time.monotonic() - started > settings.KNOWLEDGE_TASK_SLICE_SECONDS / 2:
+                # Building the indexes can take long: it starts a task's slice (and its soft time
+                # limit), not the end of one that embedded documents.
+                dispatch.generation_send(generation_id, run_token=token)
+                return "continued"
             # Before the switch: the generation is never searched without the indexes it needs.
             indexes = generation_indexes.generation_index_ensure(
                 generation_id, heartbeat=lambda: _generation_touch(generation_id, token),
                 heartbeat_seconds=_heartbeat_seconds())
             _generation_touch(generation_id, token)
             if indexes == "busy":
-                # Another process builds them: an earlier run of this rebuild killed during the
+                # Another session builds them: an earlier run of this rebuild killed during the
                 # build, whose CREATE INDEX CONCURRENTLY goes on in PostgreSQL. The switch waits
-                # for it (the generation switched without them, and its searches scanned every
-                # row until that build ended), in this task's slice and then in the next.
-                if time.monotonic() > deadline:
-                    dispatch.generation_send(generation_id, run_token=token, countdown=_heartbeat_seconds())
-                    return "continued"
-                time.sleep(_heartbeat_seconds())
-                continue
+                # for it for the rest of this task's slice (it switched at once, and searches
+                # scanned every row until that build ended); past that, it switches without them
+                # and the watchdog builds them once they are free, as for an active generation.
+                if time.monotonic() < deadline:
+                    time.sleep(_heartbeat_seconds())
+                    continue
+                logger.warning("Rebuild %s switches without its own indexes: another session held their build for "
+                               "the whole of its slice; the watchdog builds them once it is done.", generation_id)
             if _generation_switch(generation, token):
                 if settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS <= 0:
                     generation_purge()
@@ -693,6 +700,7 @@ def _generation_run(generation_id, token) -> str:
                 dispatch.generation_send(generation_id, run_token=token)
                 return "continued"
             _generation_touch(generation_id, token, progress_done=max(0, total - len(missing)) + done)
+            filled = True
             if time.monotonic() > deadline:
                 dispatch.generation_send(generation_id, run_token=token)
                 return "continued"

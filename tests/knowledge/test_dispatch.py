@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import socket
+import uuid
 
 import pytest
 from celery import current_app
+from django.utils import timezone
 
-from apps.knowledge import ingest, services
+from apps.knowledge import dispatch, ingest, services
 from apps.knowledge.models import Document, IndexGeneration
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
@@ -28,14 +30,14 @@ def _closed_port() -> int:
 def broker_down():
     """The Celery app's broker moved to an address that refuses connections, for this test."""
     conf = current_app.conf
-    saved = conf.broker_url, conf.broker_write_url, conf.broker_connection_retry_on_startup
+    saved = conf.broker_url, conf.broker_write_url
     conf.broker_url = conf.broker_write_url = f"redis://127.0.0.1:{_closed_port()}/0"
     current_app._pool = None
     current_app.amqp._producer_pool = None
     try:
         yield
     finally:
-        conf.broker_url, conf.broker_write_url, conf.broker_connection_retry_on_startup = saved
+        conf.broker_url, conf.broker_write_url = saved
         current_app._pool = None
         current_app.amqp._producer_pool = None
 
@@ -43,7 +45,7 @@ def broker_down():
 @pytest.mark.django_db(transaction=True)
 def test_a_document_the_broker_refused_is_sent_again_by_the_watchdogs_next_pass(broker_down, caplog):
     kb = KnowledgeBaseFactory()
-    with caplog.at_level(logging.WARNING, logger="apps.knowledge.dispatch"):
+    with caplog.at_level(logging.WARNING, logger="bailinghub.knowledge"):
         [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
     document.refresh_from_db()
     # Saved and queued, as before; its heartbeat is past the lease: the next pass takes it.
@@ -59,14 +61,30 @@ def test_a_rebuild_the_broker_refused_is_sent_again_by_the_watchdogs_next_pass(b
     generation = services.knowledge_base_rebuild(kb=kb)
     generation.refresh_from_db()
     assert generation.status == IndexGeneration.Status.BUILDING
-    assert generation.heartbeat_at is None or generation.heartbeat_at < ingest.lease_stale_before()
+    assert generation.heartbeat_at < ingest.lease_stale_before()
     assert ingest.knowledge_watchdog()["requeued"] == 1
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_document_sent_is_left_to_its_lease():
+def test_a_document_sent_is_left_to_its_lease(ingest_unconsumed):
     kb = KnowledgeBaseFactory()
     [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
     document.refresh_from_db()
     assert document.heartbeat_at >= ingest.lease_stale_before()
     assert ingest.knowledge_watchdog()["requeued"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_that_failed_leaves_a_row_another_run_holds_alone(broker_down):
+    """A task that found another run's lease live sends itself again for later; when that send
+    fails, the live run keeps its heartbeat (set back, the watchdog took its lease from it, or
+    failed it as stalled on its last attempt). The run's own continuation is set back."""
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    run, now = uuid.uuid4(), timezone.now()
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, run_token=run, heartbeat_at=now)
+
+    dispatch.document_send(document.pk, countdown=30)  # the other task's retry
+    assert Document.objects.get(pk=document.pk).heartbeat_at == now
+    dispatch.document_send(document.pk, run_token=run)  # the run's own next slice
+    assert Document.objects.get(pk=document.pk).heartbeat_at < ingest.lease_stale_before()

@@ -1,6 +1,7 @@
 """An HNSW index and a GIN index per big index generation (apps.knowledge.generation_indexes), as
 the vector and keyword channels read them."""
 
+import logging
 import re
 import threading
 
@@ -371,37 +372,76 @@ def test_a_worker_builds_the_index_concurrently_and_one_build_at_a_time(settings
     assert not {vector_index_name(generation.pk), keyword_index_name(generation.pk)} & _own_indexes()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_rebuild_switches_only_once_another_process_has_built_its_indexes(settings):
-    """A rebuild killed during its index build leaves the CREATE INDEX CONCURRENTLY running in
-    PostgreSQL, under the generation's lock: the next run found the build busy and switched
-    anyway, and the new generation's searches scanned every row until the build ended."""
-    settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = 0
+def _filled_rebuild(settings):
+    """A KB over the threshold and its rebuild with every document written, not yet switched."""
     kb = _kb(EmbeddingModelFactory(), "大库", 60)
     old = selectors.generation_active(kb=kb)
     building = services.knowledge_base_rebuild(kb=kb)
     settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
-    outcomes = [ingest.generation_build(generation_id=building.pk)]  # its one document, then the slice is over
-    other = connections.create_connection("default")
-    try:
-        with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)",
-                           [generation_indexes._LOCK_NAMESPACE, generation_indexes._lock_key(building.pk)])
-        token = IndexGeneration.objects.get(pk=building.pk).run_token
-        outcomes.append(ingest.generation_build(generation_id=building.pk, run_token=str(token)))
-        assert selectors.generation_active(kb=kb).pk == old.pk
-        with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock_all()")
-    finally:
-        other.close()
-    token = IndexGeneration.objects.get(pk=building.pk).run_token
-    outcomes.append(ingest.generation_build(generation_id=building.pk, run_token=str(token)))
+    assert ingest.generation_build(generation_id=building.pk) == "continued"  # its one document, then the slice
+    return kb, old, building
 
-    assert outcomes == ["continued", "continued", "activated"]
+
+def _hold_build_lock(generation_id):
+    """Another session holding the generation's index build (as a killed run's CREATE INDEX
+    CONCURRENTLY does, going on in PostgreSQL)."""
+    other = connections.create_connection("default")
+    other.inc_thread_sharing()
+    with other.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)",
+                       [generation_indexes._LOCK_NAMESPACE, generation_indexes._lock_key(generation_id)])
+    return other
+
+
+def _release(other) -> None:
+    with other.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock_all()")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_switches_once_another_session_has_built_its_indexes(settings, ingest_unconsumed):
+    """The next run found the build busy and switched anyway: the new generation's searches
+    scanned every row until that build ended. It waits for it now."""
+    settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = 0
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 2  # it looks again every half second
+    kb, old, building = _filled_rebuild(settings)
+    settings.KNOWLEDGE_TASK_SLICE_SECONDS = 60
+    other = _hold_build_lock(building.pk)
+    released = threading.Timer(1.5, _release, [other])
+    released.start()
+    try:
+        token = IndexGeneration.objects.get(pk=building.pk).run_token
+        assert ingest.generation_build(generation_id=building.pk, run_token=str(token)) == "activated"
+    finally:
+        released.join()
+        other.close()
     new = selectors.generation_active(kb=kb)
-    assert new.pk == building.pk and new.vector_indexed and new.keyword_indexed
+    assert new.pk == building.pk != old.pk and new.vector_indexed and new.keyword_indexed
     services.knowledge_base_delete(kb=kb)
     generation_indexes.stale_indexes_drop()  # a flush leaves indexes: leave none behind
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_whose_indexes_stay_busy_switches_at_its_slices_end(settings, ingest_unconsumed, caplog):
+    """A build that never ends (held behind a long transaction) does not hold the rebuild for
+    ever: past its slice it switches without them, says so, and the watchdog builds them."""
+    settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 2
+    kb, _, building = _filled_rebuild(settings)
+    settings.KNOWLEDGE_TASK_SLICE_SECONDS = 1
+    other = _hold_build_lock(building.pk)
+    try:
+        token = IndexGeneration.objects.get(pk=building.pk).run_token
+        with caplog.at_level(logging.WARNING, logger="bailinghub.knowledge"):
+            assert ingest.generation_build(generation_id=building.pk, run_token=str(token)) == "activated"
+        new = selectors.generation_active(kb=kb)
+        assert (new.pk, new.vector_indexed, new.keyword_indexed) == (building.pk, False, False)
+        assert any("switches without its own indexes" in record.getMessage() for record in caplog.records)
+        _release(other)
+    finally:
+        other.close()
+    assert generation_indexes.live_generations_index(knowledge_base_ids=[kb.pk]) == 1
+    services.knowledge_base_delete(kb=kb)
+    generation_indexes.stale_indexes_drop()
 
 
 def test_the_watchdog_and_completed_documents_leave_a_building_generation_to_its_rebuild(settings):
