@@ -47,7 +47,6 @@ keepalive = 5
 backlog = 2048
 
 
-
 class _HeadDeadline:
     """A connection's request parser that reads each request's head within a deadline
     (BAILING_REQUEST_READ_TIMEOUT_SECONDS for the whole head, as nginx's client_header_timeout: a

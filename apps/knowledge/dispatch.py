@@ -15,7 +15,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
@@ -65,7 +65,7 @@ def _watchdog_next_pass(name: str, object_id, run_token) -> None:
     stale = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS + 1)
     try:
         rows.update(heartbeat_at=stale)
-    except Exception:  # the database too: the lease runs out as before
+    except DatabaseError:  # the database is down too: the lease runs out as before
         logger.warning("Could not mark %s for the watchdog.", object_id, exc_info=True)
 
 
