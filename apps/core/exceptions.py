@@ -11,13 +11,12 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, JsonResponse, UnreadablePostError
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from apps.core import unavailable
 from apps.core.errors import ApiError
-from apps.core.request_body import body_unreadable_error
 from apps.core.unavailable import mark
 
 logger = logging.getLogger("bailinghub.errors")
@@ -185,12 +184,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return Response(error_payload(400, suspicious_message(exc), "invalid_request"), status=400)
     if isinstance(exc, Http404):
         return Response(error_payload(404), status=404)
-    if isinstance(exc, UnreadablePostError):
-        # A body read outside the strict parsers (which answer this themselves) that ended early,
-        # timed out or failed: the client's, never a 500.
-        request = context.get("request")
-        exc = body_unreadable_error(getattr(request, "_request", request))
-        return Response(_bounded(exc.as_dict()), status=exc.status, headers=exc.headers)
     if isinstance(exc, DjangoPermissionDenied):
         return Response(error_payload(403), status=403)
     if isinstance(exc, drf.ParseError):

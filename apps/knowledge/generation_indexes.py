@@ -196,7 +196,7 @@ def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | No
     return "indexed"
 
 
-def live_generations_index(*, knowledge_base_ids=None) -> int:
+def active_generations_index(*, knowledge_base_ids=None) -> int:
     """Build the indexes active generations (of these KBs, or of all: the watchdog's pass) should
     have and do not; returns how many generations it indexed. A building generation gets its
     indexes from its rebuild, just before its switch (ingest._generation_run): built earlier, by a
@@ -219,7 +219,7 @@ def live_generations_index(*, knowledge_base_ids=None) -> int:
 
 def stale_indexes_drop() -> int:
     """Drop the indexes of generations that are no longer live; returns how many generations'
-    (like live_generations_index, which counts the generations it indexed)."""
+    (like active_generations_index, which counts the generations it indexed)."""
     prefixes = (VECTOR_INDEX_PREFIX, KEYWORD_INDEX_PREFIX)
     with connection.cursor() as cursor:
         cursor.execute(

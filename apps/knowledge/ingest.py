@@ -524,7 +524,7 @@ def _generation_indexes_ensure(document_id) -> None:
     shared ones for. The document is complete already: a failure here is logged and left to the
     watchdog."""
     try:
-        generation_indexes.live_generations_index(
+        generation_indexes.active_generations_index(
             knowledge_base_ids=Document.objects.filter(pk=document_id).values("knowledge_base_id"))
     except DatabaseError:
         logger.warning("Building a generation index after document %s failed; the watchdog will retry.",
@@ -673,21 +673,22 @@ def _generation_run(generation_id, token) -> str:
                 dispatch.generation_send(generation_id, run_token=token)
                 return "continued"
             # Before the switch: the generation is never searched without the indexes it needs.
-            indexes = generation_indexes.generation_index_ensure(
-                generation_id, heartbeat=lambda: _generation_touch(generation_id, token),
-                heartbeat_seconds=_heartbeat_seconds())
+            # Another session may hold their build: an earlier run of this rebuild killed during
+            # it, whose CREATE INDEX CONCURRENTLY goes on in PostgreSQL. The switch waits for it
+            # for the rest of this task's slice (it switched at once, and searches scanned every
+            # row until that build ended); past that, it switches without them and the watchdog
+            # builds them once they are free, as for any active generation.
+            while (generation_indexes.generation_index_ensure(
+                    generation_id, heartbeat=lambda: _generation_touch(generation_id, token),
+                    heartbeat_seconds=_heartbeat_seconds()) == "busy"):
+                _generation_touch(generation_id, token)
+                if time.monotonic() >= deadline:
+                    logger.warning("Rebuild %s switches without its own indexes: another session held their build "
+                                   "for the whole of its slice; the watchdog builds them once it is done.",
+                                   generation_id)
+                    break
+                time.sleep(_heartbeat_seconds())
             _generation_touch(generation_id, token)
-            if indexes == "busy":
-                # Another session builds them: an earlier run of this rebuild killed during the
-                # build, whose CREATE INDEX CONCURRENTLY goes on in PostgreSQL. The switch waits
-                # for it for the rest of this task's slice (it switched at once, and searches
-                # scanned every row until that build ended); past that, it switches without them
-                # and the watchdog builds them once they are free, as for an active generation.
-                if time.monotonic() < deadline:
-                    time.sleep(_heartbeat_seconds())
-                    continue
-                logger.warning("Rebuild %s switches without its own indexes: another session held their build for "
-                               "the whole of its slice; the watchdog builds them once it is done.", generation_id)
             if _generation_switch(generation, token):
                 if settings.KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS <= 0:
                     generation_purge()
@@ -815,5 +816,5 @@ def knowledge_watchdog() -> dict[str, int]:
             requeued += 1
     purged = generation_purge()
     return {"requeued": requeued, "failed": failed, "purged": purged,
-            "generation_indexes_built": generation_indexes.live_generations_index(),
+            "generation_indexes_built": generation_indexes.active_generations_index(),
             "generation_indexes_dropped": generation_indexes.stale_indexes_drop()}

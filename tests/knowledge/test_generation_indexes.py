@@ -439,7 +439,7 @@ def test_a_rebuild_whose_indexes_stay_busy_switches_at_its_slices_end(settings, 
         _release(other)
     finally:
         other.close()
-    assert generation_indexes.live_generations_index(knowledge_base_ids=[kb.pk]) == 1
+    assert generation_indexes.active_generations_index(knowledge_base_ids=[kb.pk]) == 1
     services.knowledge_base_delete(kb=kb)
     generation_indexes.stale_indexes_drop()
 
@@ -453,8 +453,8 @@ def test_the_watchdog_and_completed_documents_leave_a_building_generation_to_its
     settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
     assert ingest.generation_build(generation_id=building.pk) == "continued"  # 60 rows written, not switched
 
-    assert generation_indexes.live_generations_index(knowledge_base_ids=[kb.pk]) == 0
-    assert generation_indexes.live_generations_index() == 0
+    assert generation_indexes.active_generations_index(knowledge_base_ids=[kb.pk]) == 0
+    assert generation_indexes.active_generations_index() == 0
     building.refresh_from_db()
     assert (building.status, building.vector_indexed, building.keyword_indexed) == (
         IndexGeneration.Status.BUILDING, False, False)
