@@ -123,6 +123,9 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=
 _db_options.setdefault("options", env.str("DATABASE_SESSION_OPTIONS",
                                           default="-c max_parallel_workers_per_gather=0 -c jit=off"))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A database host that drops packets held a connection attempt for the kernel's TCP timeout
+# (about two minutes): a web request, or a Celery worker's main process handing work back.
+_db_options.setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=10))
 # Parallel test runs against one server need distinct test databases.
 DATABASES["default"]["TEST"] = {"NAME": env.str("TEST_DATABASE_NAME", default="") or None}
 

@@ -3,14 +3,13 @@
 Tasks are sent by name, so services and the pipeline (apps.knowledge.ingest) enqueue without
 importing apps.knowledge.tasks, which imports the pipeline. If the process dies before a message
 is sent, the row keeps its state and the watchdog sends it again once its lease has run out
-(apps.knowledge.ingest.knowledge_watchdog); if the broker refuses it, the row's heartbeat is set
-back past the lease, so the watchdog's next pass sends it again (a minute, not the lease's five).
+(apps.knowledge.ingest.knowledge_watchdog); if the broker refuses it, the row's lease is given
+back, so the watchdog's next pass sends it again (a minute, not the lease's five).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from celery import current_app
@@ -20,6 +19,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
+from apps.knowledge.leases import lease_expire
+
 logger = logging.getLogger("bailinghub.knowledge")
 # What a send raises when the broker cannot take the message: kombu's wrapping of the transport's
 # connection errors, and a socket's own.
@@ -28,6 +29,18 @@ BROKER_ERRORS = (KombuOperationalError, OSError)
 DOCUMENT_INGEST = "knowledge.document_ingest"
 KB_REBUILD = "knowledge.kb_rebuild"
 WATCHDOG = "knowledge.watchdog"
+
+
+def task_rows(name: str) -> QuerySet[Any] | None:
+    """The rows whose work the pipeline task `name` does while they are in progress (None for
+    another task)."""
+    from apps.knowledge.models import Document, IndexGeneration
+
+    if name == DOCUMENT_INGEST:
+        return Document.objects.filter(status__in=Document.IN_PROGRESS)
+    if name == KB_REBUILD:
+        return IndexGeneration.objects.filter(status=IndexGeneration.Status.BUILDING)
+    return None
 
 
 def _send(name: str, object_id, *, run_token=None, countdown: float | None = None) -> None:
@@ -46,25 +59,17 @@ def _send(name: str, object_id, *, run_token=None, countdown: float | None = Non
 
 
 def _watchdog_next_pass(name: str, object_id, run_token) -> None:
-    """Set the row's heartbeat back past the lease: the watchdog sends its work again on its next
-    pass, instead of once the lease a live run would hold has run out (the work waited five
-    minutes after the broker was back, and the console said no worker was running). Only while
-    the row is held by the run this message continued (`run_token`), or by none: a task that
-    found another run's lease live and failed to send its retry leaves that run alone (set back,
-    its live lease was taken from it, and on its last attempt it was failed as stalled)."""
-    from apps.knowledge.models import Document, IndexGeneration
-
-    held = {"run_token": run_token} if run_token else {"run_token__isnull": True}
-    rows: QuerySet[Any]
-    if name == DOCUMENT_INGEST:
-        rows = Document.objects.filter(pk=object_id, status__in=Document.IN_PROGRESS, **held)
-    elif name == KB_REBUILD:
-        rows = IndexGeneration.objects.filter(pk=object_id, status=IndexGeneration.Status.BUILDING, **held)
-    else:
+    """Give the row's lease back: the watchdog sends its work again on its next pass, instead of
+    once the lease a live run would hold has run out (the work waited five minutes after the
+    broker was back, and the console said no worker was running). Only while the row is held by
+    the run this message continued (`run_token`), or by none: a task that found another run's
+    lease live and failed to send its retry leaves that run alone (given back, its live lease was
+    taken from it, and on its last attempt it was failed as stalled)."""
+    rows = task_rows(name)
+    if rows is None:
         return
-    stale = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS + 1)
     try:
-        rows.update(heartbeat_at=stale)
+        lease_expire(rows, pk=object_id, held_by=[run_token])
     except DatabaseError:  # the database is down too: the lease runs out as before
         logger.warning("Could not mark %s for the watchdog.", object_id, exc_info=True)
 

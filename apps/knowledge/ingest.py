@@ -7,6 +7,8 @@ Tasks (apps.knowledge.tasks) only call these. Every run is safe to repeat:
   (document deleted, watchdog handed the work to another worker) stops without writing. A task
   that finds another run's live lease (a redelivered message while the dead run's heartbeat is
   still fresh) sends itself again for when that lease runs out, rather than dropping the work.
+  When the worker's main process sees the process running a task die, it gives that run's lease
+  back at once (pipeline_run_lost): the message Celery hands out again claims the work now.
 - Nothing stays running past its lease, whatever died: the watchdog (on beat, and once when each
   worker starts) hands stale work, and documents whose message never reached or left the broker,
   to a new task.
@@ -30,6 +32,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -45,10 +48,12 @@ from apps.knowledge.leases import (
     Claim,
     LeaseLost,
     lease_claim,
+    lease_expire,
     lease_heartbeat,
     lease_live,
     lease_release,
     lease_stale_before,
+    task_claim_token,
 )
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline import fetch, parsers
@@ -187,7 +192,7 @@ def _document_touch(document_id, token, **fields) -> None:
     lease_heartbeat(Document.objects, pk=document_id, token=token, **fields)
 
 
-def _document_claim(document_id, run_token: str | None) -> Claim:
+def _document_claim(document_id, run_token: str | None, task_id: str | None) -> Claim:
     with transaction.atomic():
         document = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
         if document is None or document.status not in Document.IN_PROGRESS:
@@ -199,7 +204,7 @@ def _document_claim(document_id, run_token: str | None) -> Claim:
         if document.status == Document.Status.PENDING:
             document.status = Document.Status.QUEUED
             document.queued_at = timezone.now()
-        return lease_claim(document, run_token=run_token, update_fields=("status", "queued_at"))
+        return lease_claim(document, run_token=run_token, task_id=task_id, update_fields=("status", "queued_at"))
 
 
 def _attempts_spent(attempts: int) -> str:
@@ -459,24 +464,42 @@ _TIME_LIMIT_DOING: dict[str | None, str] = {
 }
 
 
-def _document_time_limit_message(document_id) -> str:
+@dataclass(frozen=True)
+class _TimeLimit:
+    name: str  # "its task's time limit (SETTING = N s)"
+    note: str = ""  # a sentence more, or none
+    raise_it: str = "raise the limit (and CELERY_TASK_TIME_LIMIT)"
+
+
+def _soft_time_limit() -> _TimeLimit:
+    return _TimeLimit(
+        f"its task's time limit (CELERY_TASK_SOFT_TIME_LIMIT = {settings.CELERY_TASK_SOFT_TIME_LIMIT:,} s)")
+
+
+def _hard_time_limit(seconds: float) -> _TimeLimit:
+    return _TimeLimit(f"its task's hard time limit (CELERY_TASK_TIME_LIMIT = {round(seconds):,} s)",
+                      "Its worker process was stopped: the soft limit (CELERY_TASK_SOFT_TIME_LIMIT) is not set below "
+                      "that one, or could not interrupt the run (stuck inside one call). ",
+                      "raise the limit, with CELERY_TASK_SOFT_TIME_LIMIT below it")
+
+
+def _document_time_limit_message(document_id, time_limit: _TimeLimit) -> str:
     status = Document.objects.filter(pk=document_id).values_list("status", flat=True).first()
-    limit = (f"The pipeline ran past its task's time limit (CELERY_TASK_SOFT_TIME_LIMIT = "
-             f"{settings.CELERY_TASK_SOFT_TIME_LIMIT:,} s) while {_TIME_LIMIT_DOING.get(status, 'fetching it')}. ")
+    limit = (f"The pipeline ran past {time_limit.name} while {_TIME_LIMIT_DOING.get(status, 'fetching it')}. "
+             f"{time_limit.note}")
     if status == Document.Status.EMBEDDING:
         return limit + (f"Embedding goes on in a new task every KNOWLEDGE_TASK_SLICE_SECONDS "
                         f"({settings.KNOWLEDGE_TASK_SLICE_SECONDS:,} s), which must be well under the limit; if it "
                         "is, one batch took this long: the embedding model is too slow or does not answer.")
-    return limit + ("Retried as it is, it stops there again: split the document, or raise the limit (and "
-                    "CELERY_TASK_TIME_LIMIT).")
+    return limit + f"Retried as it is, it stops there again: split the document, or {time_limit.raise_it}."
 
 
-def document_ingest(*, document_id, run_token: str | None = None) -> str:
-    """Run a document's pipeline from where it stands. Returns what happened: completed,
-    awaiting_confirmation, continued (in a new task), failed, skipped, lease_lost, connection_lost
-    (the database went away: sent again), or rescheduled (another run's lease is live: this task
-    comes back when it runs out)."""
-    claim = _database_retried(lambda: _document_claim(document_id, run_token))
+def document_ingest(*, document_id, run_token: str | None = None, task_id: str | None = None) -> str:
+    """Run a document's pipeline from where it stands (as the Celery task `task_id`, when one runs
+    it). Returns what happened: completed, awaiting_confirmation, continued (in a new task),
+    failed, skipped, lease_lost, connection_lost (the database went away: sent again), or
+    rescheduled (another run's lease is live: this task comes back when it runs out)."""
+    claim = _database_retried(lambda: _document_claim(document_id, run_token, task_id))
     if claim.busy_until is not None:
         dispatch.document_send(document_id, countdown=_retry_countdown(claim.busy_until))
         return "rescheduled"
@@ -500,7 +523,8 @@ def document_ingest(*, document_id, run_token: str | None = None) -> str:
     except SoftTimeLimitExceeded:
         logger.warning("Ingesting document %s ran past its task's time limit", document_id, exc_info=True)
         connection.close()  # the limit may have interrupted a query: record the failure on a new connection
-        _document_fail(document_id, token, "ingest_time_limit", _document_time_limit_message(document_id))
+        _document_fail(document_id, token, "ingest_time_limit",
+                       _document_time_limit_message(document_id, _soft_time_limit()))
     except Exception as exc:
         if _connection_broke(exc):
             logger.warning("Ingesting document %s lost its database connection; it is tried again.", document_id,
@@ -539,7 +563,7 @@ def _generation_touch(generation_id, token, **fields) -> None:
                     token=token, **fields)
 
 
-def _generation_claim(generation_id, run_token: str | None) -> Claim:
+def _generation_claim(generation_id, run_token: str | None, task_id: str | None) -> Claim:
     with transaction.atomic():
         generation = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             pk=generation_id, status=IndexGeneration.Status.BUILDING
@@ -551,7 +575,7 @@ def _generation_claim(generation_id, run_token: str | None) -> Claim:
             _generation_mark_failed(generation, "rebuild_attempts_exhausted",
                                     f"The rebuild did not finish in {generation.attempts} attempts; start it again.")
             return Claim()
-        return lease_claim(generation, run_token=run_token)
+        return lease_claim(generation, run_token=run_token, task_id=task_id)
 
 
 def _generation_mark_failed(generation: IndexGeneration, code: str, message: str) -> None:
@@ -707,10 +731,11 @@ def _generation_run(generation_id, token) -> str:
                 return "continued"
 
 
-def generation_build(*, generation_id, run_token: str | None = None) -> str:
+def generation_build(*, generation_id, run_token: str | None = None, task_id: str | None = None) -> str:
     """Fill a building generation from every completed document with its frozen strategy, then
-    switch it active in one transaction. A failure leaves the active generation untouched."""
-    claim = _database_retried(lambda: _generation_claim(generation_id, run_token))
+    switch it active in one transaction (as the Celery task `task_id`, when one runs it). A
+    failure leaves the active generation untouched."""
+    claim = _database_retried(lambda: _generation_claim(generation_id, run_token, task_id))
     if claim.busy_until is not None:
         dispatch.generation_send(generation_id, countdown=_retry_countdown(claim.busy_until))
         return "rescheduled"
@@ -730,12 +755,7 @@ def generation_build(*, generation_id, run_token: str | None = None) -> str:
     except SoftTimeLimitExceeded:
         logger.warning("Rebuilding generation %s ran past its task's time limit", generation_id, exc_info=True)
         connection.close()
-        _generation_fail(generation_id, token, "rebuild_time_limit", (
-            f"The rebuild ran past its task's time limit (CELERY_TASK_SOFT_TIME_LIMIT = "
-            f"{settings.CELERY_TASK_SOFT_TIME_LIMIT:,} s); the active index is unchanged. Embedding goes on in a new "
-            f"task every KNOWLEDGE_TASK_SLICE_SECONDS ({settings.KNOWLEDGE_TASK_SLICE_SECONDS:,} s), which must be "
-            "well under the limit; otherwise a document took this long to convert, or its index to build: raise "
-            "the limit (and CELERY_TASK_TIME_LIMIT), then start the rebuild again."))
+        _generation_fail(generation_id, token, "rebuild_time_limit", _generation_time_limit_message(_soft_time_limit()))
     except Exception as exc:
         if _connection_broke(exc):
             logger.warning("Rebuilding generation %s lost its database connection; it is tried again.", generation_id,
@@ -747,6 +767,14 @@ def generation_build(*, generation_id, run_token: str | None = None) -> str:
         _generation_fail(generation_id, token, "rebuild_error",
                          "An unexpected error stopped the rebuild; the active index is unchanged. Start it again.")
     return "failed"
+
+
+def _generation_time_limit_message(time_limit: _TimeLimit) -> str:
+    return (f"The rebuild ran past {time_limit.name}; the active index is unchanged. {time_limit.note}"
+            "Embedding goes on in a new task every "
+            f"KNOWLEDGE_TASK_SLICE_SECONDS ({settings.KNOWLEDGE_TASK_SLICE_SECONDS:,} s), which must be well under the "
+            f"limit; otherwise a document took this long to convert, or its index to build: {time_limit.raise_it}, "
+            "then start the rebuild again.")
 
 
 def generation_purge(*, older_than_seconds: int | None = None) -> int:
@@ -764,6 +792,70 @@ def generation_purge(*, older_than_seconds: int | None = None) -> int:
     if purged:
         generation_indexes.stale_indexes_drop()
     return purged
+
+
+# Runs whose worker process died under them. The worker's main process sees the child running a
+# task die (kill -9, out of memory: WorkerLostError), or kills it at CELERY_TASK_TIME_LIMIT, and
+# tells these (apps.knowledge.tasks.PipelineRequest). Which row's lease the task held is known from
+# its id: the token of each claim of a Celery task is named by the task and the attempt. They run
+# on the loop of the worker's main process: every wait is bounded (a stuck child may hold the
+# row's lock; its kill comes after this), and past it the work is left to the lease, as before.
+_MAIN_PROCESS_WAIT = "2s"
+
+
+def _run_token_held(rows, object_id, *, task_id: str):
+    """The token of the claim task `task_id` holds `object_id` of `rows` under, if it holds it."""
+    held = rows.filter(pk=object_id).values_list("run_token", "attempts").first()
+    if held is None or held[0] is None:
+        return None
+    token, attempts = held
+    return token if token == task_claim_token(task_id, attempts) else None
+
+
+def _waits_bounded() -> None:
+    """In a transaction: its lock waits and statements end after _MAIN_PROCESS_WAIT."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                       [_MAIN_PROCESS_WAIT, _MAIN_PROCESS_WAIT])
+
+
+def pipeline_run_lost(*, task_name: str, object_id, task_id: str) -> bool:
+    """The process running task `task_id` died: give back the lease its run held at once, so the
+    message Celery hands out again claims the work now, with one attempt more (a document that
+    kills its worker each time fails once they are spent), rather than waiting the dead run's lease
+    out (five minutes of "embedding 11 %"). Returns whether the task held the work."""
+    rows = dispatch.task_rows(task_name)
+    if rows is None:
+        return False
+    with transaction.atomic():
+        _waits_bounded()
+        token = _run_token_held(rows, object_id, task_id=task_id)
+        given_back = token is not None and bool(lease_expire(rows, pk=object_id, held_by=[token]))
+    if given_back:
+        logger.info("The process running %s[%s] for %s died; its lease is given back.", task_name, task_id, object_id)
+    return given_back
+
+
+def pipeline_run_killed(*, task_name: str, object_id, task_id: str, seconds: float) -> bool:
+    """The process running task `task_id` was killed at its hard time limit of `seconds`: fail the
+    work its run held, naming the limit (it was left to the lease and, five kills later, failed as a
+    document that crashes its worker). Returns whether the task held the work."""
+    rows = dispatch.task_rows(task_name)
+    if rows is None:
+        return False
+    time_limit = _hard_time_limit(seconds)
+    with transaction.atomic():
+        _waits_bounded()
+        token = _run_token_held(rows, object_id, task_id=task_id)
+        if token is None:
+            return False
+        if task_name == dispatch.DOCUMENT_INGEST:
+            _document_fail(object_id, token, "ingest_time_limit", _document_time_limit_message(object_id, time_limit))
+        else:
+            _generation_fail(object_id, token, "rebuild_time_limit", _generation_time_limit_message(time_limit))
+    logger.warning("%s[%s] for %s was stopped at its hard time limit (%s s); it is failed.", task_name, task_id,
+                   object_id, seconds)
+    return True
 
 
 # Watchdog

@@ -8,29 +8,78 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
+from billiard.einfo import ExceptionWithTraceback
+from billiard.exceptions import WorkerLostError
 from celery import shared_task
 from celery.signals import worker_ready
+from celery.worker import state as worker_state
+from celery.worker.request import Request
 from django.conf import settings
 from django.db import DatabaseError, connection
 
 from apps.knowledge import ingest
 from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD, WATCHDOG
 
-__all__ = ["DOCUMENT_INGEST", "KB_REBUILD", "document_ingest_task", "document_queue", "kb_rebuild_task",
-           "task_route", "watchdog_task"]
+__all__ = ["DOCUMENT_INGEST", "KB_REBUILD", "PipelineRequest", "document_ingest_task", "document_queue",
+           "kb_rebuild_task", "task_route", "watchdog_task"]
 
 logger = logging.getLogger("bailinghub.knowledge")
 
 
-@shared_task(name=DOCUMENT_INGEST, ignore_result=True)
-def document_ingest_task(document_id: str, run_token: str | None = None) -> str:
-    return ingest.document_ingest(document_id=document_id, run_token=run_token)
+class PipelineRequest(Request):
+    """A pipeline task as the worker's main process handles it. When the child process running it
+    dies (kill -9, out of memory) Celery hands its message out again at once, and the new task met
+    the dead run's lease, live for up to KNOWLEDGE_HEARTBEAT_STALE_SECONDS more, and waited it
+    out; when the child is killed at the hard time limit, the message is acknowledged and the work
+    was left to the lease. The main process now gives the lease back, or fails the work naming
+    the limit (apps.knowledge.ingest.pipeline_run_lost, pipeline_run_killed)."""
+
+    def on_failure(self, exc_info, send_failed_event=True, return_ok=False):
+        try:
+            if self._child_lost(exc_info.exception):
+                self._tell(ingest.pipeline_run_lost)  # before Celery hands the message out again
+        finally:
+            super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+
+    def on_timeout(self, soft, timeout):
+        try:
+            if not soft and not worker_state.should_terminate:
+                self._tell(lambda **task: ingest.pipeline_run_killed(**task, seconds=timeout))
+        finally:
+            super().on_timeout(soft, timeout)
+
+    def _child_lost(self, exc: BaseException) -> bool:
+        if isinstance(exc, ExceptionWithTraceback):
+            exc = exc.exc
+        if isinstance(exc, WorkerLostError):
+            return True
+        # billiard may report a child's exit before it is gone: Celery takes it for a lost worker
+        # unless it cancelled or revoked the task itself (Request.on_failure).
+        return isinstance(exc, (SystemExit, KeyboardInterrupt)) and not (
+            getattr(self, "_already_cancelled", False) or getattr(self, "_already_revoked", False))
+
+    def _tell(self, handler: Callable[..., bool]) -> None:
+        if not self.args:
+            return
+        try:
+            handler(task_name=self.name, object_id=self.args[0], task_id=self.id)
+        except Exception:  # whatever it is, Celery's own handling of the task goes on; the lease runs out as before
+            logger.warning("Could not give back what %s[%s] held; the watchdog hands it over once its lease runs "
+                           "out.", self.name, self.id, exc_info=True)
+        finally:
+            connection.close()  # the main process holds no connection between tasks (children fork from it)
 
 
-@shared_task(name=KB_REBUILD, ignore_result=True)
-def kb_rebuild_task(generation_id: str, run_token: str | None = None) -> str:
-    return ingest.generation_build(generation_id=generation_id, run_token=run_token)
+@shared_task(name=DOCUMENT_INGEST, ignore_result=True, bind=True, Request=PipelineRequest)
+def document_ingest_task(self, document_id: str, run_token: str | None = None) -> str:
+    return ingest.document_ingest(document_id=document_id, run_token=run_token, task_id=self.request.id)
+
+
+@shared_task(name=KB_REBUILD, ignore_result=True, bind=True, Request=PipelineRequest)
+def kb_rebuild_task(self, generation_id: str, run_token: str | None = None) -> str:
+    return ingest.generation_build(generation_id=generation_id, run_token=run_token, task_id=self.request.id)
 
 
 @shared_task(name=WATCHDOG, ignore_result=True)

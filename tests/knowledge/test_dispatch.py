@@ -1,8 +1,8 @@
 """Work the broker refused (Redis down when a document was uploaded or a rebuild started) is sent
-again by the watchdog's next pass: the row's heartbeat is set back past the lease. Before, the
-row waited for the lease a live run would hold to run out (five minutes after the broker was
-back), and the console said no worker was running. The broker here is a real address nothing
-listens on."""
+again by the watchdog's next pass: the row's lease is given back (no run, a heartbeat past the
+lease). Before, the row waited for the lease a live run would hold to run out (five minutes after
+the broker was back), and the console said no worker was running. The broker here is a real
+address nothing listens on."""
 
 from __future__ import annotations
 
@@ -87,4 +87,5 @@ def test_a_send_that_failed_leaves_a_row_another_run_holds_alone(broker_down):
     dispatch.document_send(document.pk, countdown=30)  # the other task's retry
     assert Document.objects.get(pk=document.pk).heartbeat_at == now
     dispatch.document_send(document.pk, run_token=run)  # the run's own next slice
-    assert Document.objects.get(pk=document.pk).heartbeat_at < ingest.lease_stale_before()
+    given_back = Document.objects.get(pk=document.pk)
+    assert (given_back.run_token, given_back.heartbeat_at < ingest.lease_stale_before()) == (None, True)

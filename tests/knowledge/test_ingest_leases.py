@@ -23,9 +23,10 @@ from django.conf import settings as django_settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from apps.knowledge import services
-from apps.knowledge.dispatch import DOCUMENT_INGEST
+from apps.knowledge import ingest, services
+from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD
 from apps.knowledge.ingest import _connection_broke
+from apps.knowledge.leases import lease_stale_before, task_claim_token
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration, KnowledgeBase
 from bailinghub import embedded
 from bailinghub.celery import app as celery_app
@@ -641,3 +642,134 @@ def test_a_rebuild_past_its_tasks_time_limit_fails_naming_the_limit_and_keeps_th
     assert IndexGeneration.objects.get(knowledge_base=kb, status="active").pk == active.pk
     assert sorted(Chunk.objects.filter(generation=active).values_list("pk", flat=True)) == searchable
     assert not Chunk.objects.filter(generation=generation).exists()
+
+
+# A worker's pool process that dies under a task (kill -9, out of memory): the worker's main process
+# gives the run's lease back. (One killed at the hard time limit is in test_pipeline_request: in a
+# whole suite's run the pool once let a task with a 5 s limit run its 20 s to the end.)
+STALE_FOR_AN_HOUR = 3600  # a test that waited the dead run's lease out would time out instead
+
+
+def _pool_process(worker: subprocess.Popen) -> int:
+    [child] = wait_for(lambda: Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split(),
+                       message="the worker's pool process")
+    return int(child)
+
+
+def test_a_document_whose_pool_process_is_killed_is_claimed_again_at_once_not_after_the_dead_runs_lease(settings):
+    """Celery hands the message out again at once; the new task met the dead run's lease, live for
+    five more minutes by default, and waited it out (the console showed "embedding 11 %")."""
+    queue = f"{celery_app.conf.task_default_queue}-lost"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options=SLOW_EMBEDDING))
+    [document] = services.document_upload(kb=kb, files=[upload("rules.md", RULES.encode())])
+    worker = _worker(queue, stale_seconds=STALE_FOR_AN_HOUR, pool="prefork")
+    try:
+        wait_for(lambda: Document.objects.filter(pk=document.pk, status="embedding", progress_done__gte=2).exists(),
+                 timeout=120, message="the worker to be embedding")
+        os.kill(_pool_process(worker), signal.SIGKILL)
+        finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
+    finally:
+        _stop(worker)
+    assert (finished.status, finished.attempts, finished.run_token, finished.progress_done) == (
+        "completed", 2, None, 40)
+    assert Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD, embedding__isnull=False).count() == 40
+
+
+def test_a_rebuild_whose_pool_process_is_killed_is_claimed_again_at_once(settings):
+    queue = f"{celery_app.conf.task_default_queue}-lost"
+    settings.KNOWLEDGE_TASK_QUEUE = queue
+    kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options=SLOW_EMBEDDING))
+    ingest_texts(kb, {"rules.md": RULES})
+    EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).delete()  # the rebuild embeds again
+    generation = services.knowledge_base_rebuild(kb=kb)
+    worker = _worker(queue, stale_seconds=STALE_FOR_AN_HOUR, pool="prefork")
+    try:
+        wait_for(lambda: EmbeddingCache.objects.filter(embedding_model=kb.embedding_model).count() >= 2,
+                 timeout=120, message="the rebuild to be embedding")
+        os.kill(_pool_process(worker), signal.SIGKILL)
+        wait_for(lambda: IndexGeneration.objects.filter(pk=generation.pk).exclude(status="building").first(),
+                 timeout=120, message="the rebuild to finish")
+    finally:
+        _stop(worker)
+    generation.refresh_from_db()
+    assert (generation.status, generation.attempts, generation.run_token) == ("active", 2, None)
+    assert Chunk.objects.filter(generation=generation, kind=Chunk.Kind.CHILD, embedding__isnull=False).count() == 40
+
+
+def _held(document, *, token, attempts: int) -> None:
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, run_token=token,
+                                                   attempts=attempts, heartbeat_at=timezone.now())
+
+
+def test_a_lost_tasks_own_claim_is_given_back_and_claimed_again_with_one_attempt_more(ingest_unconsumed):
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    claim = ingest._document_claim(document.pk, None, "task-1")
+    assert claim.token == task_claim_token("task-1", 1)
+
+    assert ingest.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-1") is True
+    given_back = Document.objects.get(pk=document.pk)
+    assert (given_back.run_token, given_back.attempts) == (None, 1)
+    assert given_back.heartbeat_at < lease_stale_before()
+    again = ingest._document_claim(document.pk, None, "task-1")  # the same message, handed out again
+    assert (again.token, again.busy_until) == (task_claim_token("task-1", 2), None)
+    assert Document.objects.get(pk=document.pk).attempts == 2
+
+
+def test_a_continuing_task_takes_a_token_of_its_own_and_given_back_is_claimed_with_one_attempt_more(
+        ingest_unconsumed):
+    """A continuation's message carries its run's token: handed out again after its process died,
+    it went on as that run, spending no attempt — a slice that killed its worker did so for ever."""
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    run = uuid.uuid4()
+    _held(document, token=run, attempts=1)
+    continuing = ingest._document_claim(document.pk, str(run), "task-2")
+    assert continuing.token == task_claim_token("task-2", 1)
+    assert Document.objects.get(pk=document.pk).attempts == 1
+
+    # Handed out again, with no word from the worker's main process, it is not that run.
+    assert ingest._document_claim(document.pk, str(run), "task-2").busy_until is not None
+    assert ingest.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-2") is True
+    again = ingest._document_claim(document.pk, str(run), "task-2")
+    assert (again.token, again.busy_until) == (task_claim_token("task-2", 2), None)
+    assert Document.objects.get(pk=document.pk).attempts == 2
+
+
+def test_a_lost_or_killed_task_that_did_not_hold_the_work_leaves_the_run_holding_it_alone(ingest_unconsumed):
+    """A task that found another run's lease live (and was sending itself again for later) died:
+    that run goes on."""
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    run = uuid.uuid4()
+    _held(document, token=run, attempts=1)
+    before = Document.objects.values("status", "run_token", "attempts", "heartbeat_at", "error_code").get(
+        pk=document.pk)
+
+    assert ingest.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-3") is False
+    assert ingest.pipeline_run_killed(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-3",
+                                      seconds=3600) is False
+    assert Document.objects.values("status", "run_token", "attempts", "heartbeat_at", "error_code").get(
+        pk=document.pk) == before
+
+
+def test_a_rebuild_killed_at_the_hard_time_limit_fails_naming_it_and_keeps_the_active_index(ingest_unconsumed):
+    kb = KnowledgeBaseFactory()
+    ingest_texts(kb, {"policy.md": "# 退款\n\n七天无理由退款。\n"})
+    active = IndexGeneration.objects.get(knowledge_base=kb, status="active")
+    generation = services.knowledge_base_rebuild(kb=kb)
+    assert ingest._generation_claim(generation.pk, None, "task-4").token == task_claim_token("task-4", 1)
+
+    assert ingest.pipeline_run_killed(task_name=KB_REBUILD, object_id=generation.pk, task_id="task-4",
+                                      seconds=3600) is True
+    generation.refresh_from_db()
+    assert (generation.status, generation.error_code, generation.run_token) == ("failed", "rebuild_time_limit", None)
+    assert generation.error_message == (
+        "The rebuild ran past its task's hard time limit (CELERY_TASK_TIME_LIMIT = 3,600 s); the active index is "
+        "unchanged. Its worker process was stopped: the soft limit (CELERY_TASK_SOFT_TIME_LIMIT) is not set below "
+        "that one, or could not interrupt the run (stuck inside one call). Embedding goes on in a new task every "
+        "KNOWLEDGE_TASK_SLICE_SECONDS (600 s), which must be well under the limit; otherwise a document took this "
+        "long to convert, or its index to build: raise the limit, with CELERY_TASK_SOFT_TIME_LIMIT below it, then "
+        "start the rebuild again.")
+    assert IndexGeneration.objects.get(knowledge_base=kb, status="active").pk == active.pk
