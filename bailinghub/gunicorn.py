@@ -108,6 +108,20 @@ class ThreadWorker(GthreadWorker):
             conn.init = functools.partial(_init_with_deadline, conn, conn.init)
         return super().handle(conn)
 
+    def handle_request(self, req: Any, conn: Any) -> bool:
+        """A write of the answer that waited BAILING_REQUEST_READ_TIMEOUT_SECONDS (bailinghub.wsgi
+        writes it a slice at a time under that timeout): the client stopped reading. Its
+        connection closes and the thread goes back to serving, logged at debug level (it was a
+        socket error with its traceback); nothing more is read from it, so gunicorn's closing
+        linger does not hold the loop that accepts connections."""
+        try:
+            return super().handle_request(req, conn)
+        except TimeoutError:
+            self.log.debug("Closing a connection whose client stopped reading its answer.")
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RD)
+            return False
+
 
 _UNSAFE = re.compile(r'[\x00-\x1f\x7f"\\]')
 

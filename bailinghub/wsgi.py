@@ -1,7 +1,7 @@
 import contextlib
 import os
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from django.core.wsgi import get_wsgi_application
@@ -51,14 +51,45 @@ class _TimedInput:
         return line
 
 
+# The most of an answer written in one go: each slice's write may wait the read timeout, so a
+# client must read at least this much in that time (64 KiB in 30 s: about 2 KiB/s).
+ANSWER_SLICE_BYTES = 64 * 1024
+
+
+class _SlicedAnswer:
+    """Django's answer in slices of at most ANSWER_SLICE_BYTES, which gunicorn writes one by one
+    while the socket's timeout holds. Python's timeout on a write is for the whole write: an answer
+    written in one piece to a slow but reading client would be cut as surely as one to a client
+    that stopped reading."""
+
+    def __init__(self, answer: Iterable[bytes]) -> None:
+        self._answer = answer
+
+    def __iter__(self) -> Iterator[bytes]:
+        for part in self._answer:
+            if len(part) <= ANSWER_SLICE_BYTES:
+                yield part
+                continue
+            view = memoryview(part)
+            for start in range(0, len(part), ANSWER_SLICE_BYTES):
+                yield bytes(view[start : start + ANSWER_SLICE_BYTES])
+
+    def close(self) -> None:  # Django's request_finished (its connections' clean-up) hangs on it
+        close = getattr(self._answer, "close", None)
+        if callable(close):
+            close()
+
+
 def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     """Django's WSGI application, under gunicorn with two additions:
 
     - Each read of the request's body waits at most BAILING_REQUEST_READ_TIMEOUT_SECONDS for a
       byte (nginx's client_body_timeout): gunicorn reads a body with no timeout, so a client
       announcing a body and never sending it held a web thread for good, and a handful of them
-      every thread. The socket's timeout is lifted when Django has answered: writing the answer
-      is as before (bailinghub.gunicorn's worker bounds the connection's next request's head).
+      every thread. The answer is written under the same timeout, a slice at a time
+      (_SlicedAnswer; nginx's send_timeout): a client that stopped reading an answer larger
+      than the kernel's buffers held its thread for good too. bailinghub.gunicorn's worker
+      closes its connection, and bounds the connection's next request's head.
     - A request marked CLOSE_CONNECTION in its environ closes its connection: the start_response
       belongs to the response being built, whose `force_close` makes it send `Connection: close`
       and close after the body (gunicorn drops the application's own `Connection` header).
@@ -76,16 +107,18 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
     try:
         response = _django(environ, start_response)
     finally:
-        if isinstance(sock, socket.socket):
+        if isinstance(sock, socket.socket) and environ.get(BODY_TIMED_OUT):
             with contextlib.suppress(OSError):  # closed under the answer: gunicorn ends it anyway
-                sock.settimeout(None)
-                if environ.get(BODY_TIMED_OUT):
-                    # Nothing more is read from it (nothing came; no RST can cut the answer), so
-                    # gunicorn's closing linger, which waits up to 2 s for the client to close and
-                    # runs on the loop that accepts connections, ends at once.
-                    sock.shutdown(socket.SHUT_RD)
+                # Nothing more is read from it (nothing came; no RST can cut the answer), so
+                # gunicorn's closing linger, which waits up to 2 s for the client to close and
+                # runs on the loop that accepts connections, ends at once.
+                sock.shutdown(socket.SHUT_RD)
     if environ.get(CLOSE_CONNECTION):
         force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
         if callable(force_close):
             force_close()
-    return response
+    if not isinstance(sock, socket.socket) or isinstance(response, environ.get("wsgi.file_wrapper", ())):
+        # A file gunicorn sends with sendfile, which waits at most the socket's timeout each time
+        # the client's window is full.
+        return response
+    return _SlicedAnswer(response)
