@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -45,6 +47,19 @@ def gunicorn_start(config: str, *, log: Path, stderr: object = subprocess.PIPE,
                 process.kill()
                 raise AssertionError("gunicorn did not listen") from None
             time.sleep(0.2)
+
+
+@contextmanager
+def gunicorn_served(config: str, folder: Path, *,
+                    extra_env: dict[str, str] | None = None) -> Iterator[tuple[int, Path]]:
+    """gunicorn_start, its own log (stderr) in `folder`/server.log: (port, that log); stopped after."""
+    with open(folder / "server.log", "wb") as errors:
+        process, port = gunicorn_start(config, log=folder / "access.log", stderr=errors, extra_env=extra_env)
+        try:
+            yield port, folder / "server.log"
+        finally:
+            process.terminate()
+            process.wait(30)
 
 
 def exchange(port: int, request: bytes, *, half_close: bool = False) -> tuple[str, dict[str, str], bytes]:

@@ -15,7 +15,7 @@ import pytest
 
 from apps.projects.models import Membership, OperatorToken
 from apps.projects.tokens import operator_token_create
-from tests.gunicorn_server import exchange, gunicorn_start
+from tests.gunicorn_server import exchange, gunicorn_served
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 from tests.projects.factories import MembershipFactory
@@ -27,15 +27,9 @@ SECTIONS = 120
 @pytest.fixture(scope="module")
 def served(django_db_setup, django_db_blocker, tmp_path_factory):
     """The server's port, and the file its own log (stderr) goes to."""
-    folder = tmp_path_factory.mktemp("gunicorn")
-    with open(folder / "server.log", "wb") as errors:
-        process, port = gunicorn_start("tests.gunicorn_small_buffers", log=folder / "access.log", stderr=errors,
-                                       extra_env={"BAILING_REQUEST_READ_TIMEOUT_SECONDS": str(DEADLINE)})
-        try:
-            yield port, folder / "server.log"
-        finally:
-            process.terminate()
-            process.wait(30)
+    folder, deadline = tmp_path_factory.mktemp("gunicorn"), {"BAILING_REQUEST_READ_TIMEOUT_SECONDS": str(DEADLINE)}
+    with gunicorn_served("tests.core.gunicorn_small_buffers", folder, extra_env=deadline) as port_and_log:
+        yield port_and_log
 
 
 @pytest.fixture
