@@ -16,6 +16,7 @@ import queue
 import re
 import signal
 import socket
+import struct
 import time
 from typing import Any
 
@@ -97,7 +98,8 @@ def _init_with_deadline(conn: Any, init: Any) -> None:
 
 class ThreadWorker(GthreadWorker):
     """gthread, where each request's head is read within BAILING_REQUEST_READ_TIMEOUT_SECONDS
-    (_HeadDeadline; bailinghub.wsgi times the body's reads). gunicorn waits 5 s for a connection's
+    (_HeadDeadline; bailinghub.wsgi times the body's reads and the answer's writes; a write that
+    timed out closes the connection, handle_request). gunicorn waits 5 s for a connection's
     first byte, then reads the head with no timeout: two clients sending half a request line held
     both threads of a test's server, and the next request was never answered. The parser is
     wrapped once, when the connection is set up (TConn.init, which creates it), and serves each
@@ -110,15 +112,21 @@ class ThreadWorker(GthreadWorker):
 
     def handle_request(self, req: Any, conn: Any) -> bool:
         """A write of the answer that waited BAILING_REQUEST_READ_TIMEOUT_SECONDS (bailinghub.wsgi
-        writes it a slice at a time under that timeout): the client stopped reading. Its
-        connection closes and the thread goes back to serving, logged at debug level (it was a
-        socket error with its traceback); nothing more is read from it, so gunicorn's closing
-        linger does not hold the loop that accepts connections."""
+        writes it a slice at a time under that timeout, and no other TimeoutError gets here): the
+        client stopped reading. The thread goes back to serving, logged at debug level (it was a
+        socket error with its traceback; the access log has the request, its bytes counting the
+        slice that was not taken). The connection is reset, as nginx's reset_timedout_connection
+        does: closed, it would keep what was not sent, up to megabytes, probing the client for
+        minutes; and nothing more is read from it, so gunicorn's closing linger does not hold the
+        loop that accepts connections. (A stop of the worker waits up to that timeout for such
+        a thread, past graceful_timeout: it is killed, as before the timeout.)"""
         try:
             return super().handle_request(req, conn)
         except TimeoutError:
-            self.log.debug("Closing a connection whose client stopped reading its answer.")
+            self.log.debug("Closing the connection of %s, which stopped reading the answer to %s %s.",
+                           conn.client, req.method, req.path)
             with contextlib.suppress(OSError):
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 conn.sock.shutdown(socket.SHUT_RD)
             return False
 

@@ -159,9 +159,11 @@ BAILING_JSON_BODY_MAX_BYTES = env.int("BAILING_JSON_BODY_MAX_BYTES", default=1_0
 # A request that stops arriving: its head must come whole within this many seconds, and its body
 # may not go this long without a byte (nginx's client_header_timeout and client_body_timeout).
 # Past it the read ends (bailinghub.gunicorn's worker for the head: the connection closes;
-# bailinghub.wsgi for the body: 408) and the web thread serves others. gunicorn reads both with no
-# timeout: a client that sent half a request and waited held a thread for good, and a few held
-# every thread. 0: no limit.
+# bailinghub.wsgi for the body: 408) and the web thread serves others. The answer is written under
+# it too, 64 KiB at a time (nginx's send_timeout): a client that does not take a slice within it,
+# about 2 KiB/s at 30 s, is cut off. gunicorn reads and writes with no timeout: a client that sent
+# half a request, or stopped reading a large answer, held a thread for good, and a few held every
+# thread. 0: no limit.
 BAILING_REQUEST_READ_TIMEOUT_SECONDS = env.float("BAILING_REQUEST_READ_TIMEOUT_SECONDS", default=30.0)
 # Path prefixes whose responses are never cached (the builder API's too: it answers one-time
 # secrets, a generated provider signing secret), and those whose errors are JSON: the

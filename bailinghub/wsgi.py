@@ -66,15 +66,22 @@ class _SlicedAnswer:
         self._answer = answer
 
     def __iter__(self) -> Iterator[bytes]:
-        for part in self._answer:
-            if len(part) <= ANSWER_SLICE_BYTES:
-                yield part
-                continue
-            view = memoryview(part)
+        parts = iter(self._answer)
+        while True:
+            try:
+                part = next(parts)
+            except StopIteration:
+                return
+            except TimeoutError as exc:
+                # The worker takes a TimeoutError for a client that stopped reading; one of the
+                # application's own (a peer's socket, a future) is its error, with its traceback.
+                raise RuntimeError("The application's answer raised TimeoutError.") from exc
             for start in range(0, len(part), ANSWER_SLICE_BYTES):
-                yield bytes(view[start : start + ANSWER_SLICE_BYTES])
+                yield part[start : start + ANSWER_SLICE_BYTES]
+            if not part:
+                yield part
 
-    def close(self) -> None:  # Django's request_finished (its connections' clean-up) hangs on it
+    def close(self) -> None:  # Django's request_finished (its connections' clean-up) depends on it
         close = getattr(self._answer, "close", None)
         if callable(close):
             close()
@@ -119,6 +126,6 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
             force_close()
     if not isinstance(sock, socket.socket) or isinstance(response, environ.get("wsgi.file_wrapper", ())):
         # A file gunicorn sends with sendfile, which waits at most the socket's timeout each time
-        # the client's window is full.
+        # the client's window is full (without sendfile, it writes the file's blocks one by one).
         return response
     return _SlicedAnswer(response)

@@ -1,7 +1,7 @@
 """bailinghub.gunicorn with small send buffers, for tests of a client that stops reading
 (tests/core/test_answer_timeout.py): an answer
 of a few hundred KB fills them (with the kernel's own, grown to megabytes on loopback, it takes
-several MB). Accepted connections inherit the listening socket's SO_SNDBUF."""
+several MB). Accepted connections inherit the listening socket's SO_SNDBUF (Linux)."""
 
 from __future__ import annotations
 
