@@ -31,16 +31,15 @@ KB_REBUILD = "knowledge.kb_rebuild"
 WATCHDOG = "knowledge.watchdog"
 
 
-def task_rows(name: str) -> QuerySet[Any] | None:
-    """The rows whose work the pipeline task `name` does while they are in progress (None for
-    another task)."""
+def task_rows(name: str) -> QuerySet[Any]:
+    """The rows whose work the pipeline task `name` does while they are in progress."""
     from apps.knowledge.models import Document, IndexGeneration
 
     if name == DOCUMENT_INGEST:
         return Document.objects.filter(status__in=Document.IN_PROGRESS)
     if name == KB_REBUILD:
         return IndexGeneration.objects.filter(status=IndexGeneration.Status.BUILDING)
-    return None
+    raise ValueError(f"not a pipeline task: {name}")
 
 
 def _send(name: str, object_id, *, run_token=None, countdown: float | None = None) -> None:
@@ -65,13 +64,16 @@ def _watchdog_next_pass(name: str, object_id, run_token) -> None:
     the run this message continued (`run_token`), or by none: a task that found another run's
     lease live and failed to send its retry leaves that run alone (given back, its live lease was
     taken from it, and on its last attempt it was failed as stalled)."""
-    rows = task_rows(name)
-    if rows is None:
-        return
     try:
-        lease_expire(rows, pk=object_id, held_by=[run_token])
+        lease_expire(task_rows(name), pk=object_id, held_by=[run_token])
     except DatabaseError:  # the database is down too: the lease runs out as before
         logger.warning("Could not mark %s for the watchdog.", object_id, exc_info=True)
+
+
+def send_now(name: str, object_id, *, run_token=None, countdown: float | None = None) -> None:
+    """Send pipeline task `name` for `object_id` at once, outside any transaction: for a run whose
+    database is down (on_commit would need it)."""
+    _send(name, object_id, run_token=run_token, countdown=countdown)
 
 
 def document_send(document_id, *, run_token=None, countdown: float | None = None) -> None:

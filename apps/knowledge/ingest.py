@@ -415,11 +415,15 @@ def _database_retried(write: Callable[[], _T]) -> _T:
         pause = min(pause * 2, 5.0)
 
 
-def _connection_lost(queryset, pk, token, send, fail) -> None:
+def _connection_lost(task_name: str, pk, token, send, fail) -> None:
     """Let go of the run's lease, giving its attempt back, and send the work again shortly, on a
     new connection, waiting for the database up to KNOWLEDGE_DATABASE_WAIT_SECONDS; `fail(row,
-    losses)` once it has lost KNOWLEDGE_MAX_CONNECTION_LOSSES. With the database down for longer,
-    the lease runs out and the watchdog sends the work once it is back."""
+    losses)` once it has lost KNOWLEDGE_MAX_CONNECTION_LOSSES. With the database down for longer
+    (a failover), the run sends itself on for as long again (task `task_name`, its token: it goes
+    on as this run, and waits for the database that long once more before it claims); down past
+    that, the lease runs out and the watchdog sends the work once it is back. (It left the work
+    to the watchdog at once: a minute's failover cost each document five minutes and an attempt.)"""
+    queryset = dispatch.task_rows(task_name)
 
     @transaction.atomic
     def give_back() -> None:
@@ -439,8 +443,10 @@ def _connection_lost(queryset, pk, token, send, fail) -> None:
     try:
         _database_retried(give_back)
     except DatabaseError:
-        logger.warning("The database is still unavailable after %s s; the watchdog hands %s over once it is back.",
-                       settings.KNOWLEDGE_DATABASE_WAIT_SECONDS, pk)
+        logger.warning("The database is still unavailable after %s s; %s goes on in %s s, or is handed over by the "
+                       "watchdog once it is back.", settings.KNOWLEDGE_DATABASE_WAIT_SECONDS, pk,
+                       settings.KNOWLEDGE_DATABASE_WAIT_SECONDS)
+        dispatch.send_now(task_name, pk, run_token=token, countdown=settings.KNOWLEDGE_DATABASE_WAIT_SECONDS)
 
 
 def _document_connections_lost(document: Document, losses: int) -> None:
@@ -529,7 +535,7 @@ def document_ingest(*, document_id, run_token: str | None = None, task_id: str |
         if _connection_broke(exc):
             logger.warning("Ingesting document %s lost its database connection; it is tried again.", document_id,
                            exc_info=True)
-            _connection_lost(Document.objects, document_id, token, dispatch.document_send,
+            _connection_lost(dispatch.DOCUMENT_INGEST, document_id, token, dispatch.document_send,
                              _document_connections_lost)
             return "connection_lost"
         # The task boundary: record the failure so the document is not stuck, keep the details in the log.
@@ -760,7 +766,7 @@ def generation_build(*, generation_id, run_token: str | None = None, task_id: st
         if _connection_broke(exc):
             logger.warning("Rebuilding generation %s lost its database connection; it is tried again.", generation_id,
                            exc_info=True)
-            _connection_lost(IndexGeneration.objects.filter(status=IndexGeneration.Status.BUILDING), generation_id,
+            _connection_lost(dispatch.KB_REBUILD, generation_id,
                              token, dispatch.generation_send, _generation_connections_lost)
             return "connection_lost"
         logger.exception("Rebuilding generation %s failed", generation_id)
@@ -825,8 +831,6 @@ def pipeline_run_lost(*, task_name: str, object_id, task_id: str) -> bool:
     kills its worker each time fails once they are spent), rather than waiting the dead run's lease
     out (five minutes of "embedding 11 %"). Returns whether the task held the work."""
     rows = dispatch.task_rows(task_name)
-    if rows is None:
-        return False
     with transaction.atomic():
         _waits_bounded()
         token = _run_token_held(rows, object_id, task_id=task_id)
@@ -841,8 +845,6 @@ def pipeline_run_killed(*, task_name: str, object_id, task_id: str, seconds: flo
     work its run held, naming the limit (it was left to the lease and, five kills later, failed as a
     document that crashes its worker). Returns whether the task held the work."""
     rows = dispatch.task_rows(task_name)
-    if rows is None:
-        return False
     time_limit = _hard_time_limit(seconds)
     with transaction.atomic():
         _waits_bounded()

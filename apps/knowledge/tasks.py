@@ -143,7 +143,12 @@ def task_route(name, args, kwargs, options, task=None, **kw) -> dict | None:
     if name == DOCUMENT_INGEST and args:
         from apps.knowledge.models import Document
 
-        size = Document.objects.filter(pk=args[0]).values_list("size", flat=True).first()
+        try:
+            size = Document.objects.filter(pk=args[0]).values_list("size", flat=True).first()
+        except DatabaseError:  # a run sending itself on while its database is down: the default queue
+            logger.warning("Could not read the size of document %s to route it; it goes to the default queue.",
+                           args[0])
+            return None
         queue = document_queue(size=size) if size is not None else None
         return {"queue": queue} if queue else None
     return None

@@ -380,17 +380,20 @@ def _sections(count: int) -> bytes:
 
 # The worker's lease (8 s) outlasts the outage (3 s) and its wait for the database (20 s) outlasts
 # both; with one attempt, a run that waited for its lease to run out would fail ingest_stalled.
+STALE_FOR_AN_HOUR = 3600  # a test that waited the dead run's lease out would time out instead
 _OUTAGE_WORKER = {"KNOWLEDGE_MAX_ATTEMPTS": "1", "KNOWLEDGE_DATABASE_WAIT_SECONDS": "20"}
 
 
 @contextmanager
-def _worker_behind(database_outage, settings, queue_suffix: str, **worker) -> Iterator[KnowledgeBase]:
+def _worker_behind(database_outage, settings, queue_suffix: str, *, worker_settings: dict[str, str] | None = None,
+                   **worker) -> Iterator[KnowledgeBase]:
     """A KB embedding a passage every 0.2 s, and a worker of its own queue whose database is
     `database_outage`'s (stopped at the end)."""
     queue = f"{celery_app.conf.task_default_queue}-{queue_suffix}"
     settings.KNOWLEDGE_TASK_QUEUE = queue
     kb = KnowledgeBaseFactory(embedding_model=EmbeddingModelFactory(options={"delay_seconds": 0.2, "batch_size": 1}))
-    process = _worker(queue, settings={**_OUTAGE_WORKER, "DATABASE_URL": database_outage.url}, **worker)
+    environment = {**_OUTAGE_WORKER, **(worker_settings or {}), "DATABASE_URL": database_outage.url}
+    process = _worker(queue, settings=environment, **worker)
     try:
         yield kb
     finally:
@@ -413,6 +416,23 @@ def test_a_document_whose_database_stops_for_a_moment_mid_embedding_completes_wi
         finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
     assert (finished.status, finished.error_code, finished.attempts, finished.connection_losses) == (
         "completed", "", 1, 1)
+    children = Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD)
+    assert sorted(children.values_list("index", flat=True)) == list(range(12))
+
+
+def test_a_document_whose_database_stops_for_longer_than_its_wait_goes_on_once_it_is_back(settings, database_outage):
+    """Down longer than KNOWLEDGE_DATABASE_WAIT_SECONDS (a failover), the run left the work to the
+    watchdog: five minutes after the database was back, and an attempt spent. Here the watchdog
+    would take an hour."""
+    worker = {"KNOWLEDGE_DATABASE_WAIT_SECONDS": "4"}
+    with _worker_behind(database_outage, settings, "long-outage", stale_seconds=STALE_FOR_AN_HOUR,
+                        worker_settings=worker) as kb:
+        [document] = services.document_upload(kb=kb, files=[upload("sections.md", _sections(12))])
+        wait_for(lambda: Document.objects.filter(pk=document.pk, status="embedding", progress_done__gte=2).exists(),
+                 timeout=120, message="the worker to be embedding")
+        _outage(database_outage, seconds=6)
+        finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
+    assert (finished.status, finished.error_code, finished.attempts) == ("completed", "", 1)
     children = Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD)
     assert sorted(children.values_list("index", flat=True)) == list(range(12))
 
@@ -647,7 +667,6 @@ def test_a_rebuild_past_its_tasks_time_limit_fails_naming_the_limit_and_keeps_th
 # A worker's pool process that dies under a task (kill -9, out of memory): the worker's main process
 # gives the run's lease back. (One killed at the hard time limit is in test_pipeline_request: in a
 # whole suite's run the pool once let a task with a 5 s limit run its 20 s to the end.)
-STALE_FOR_AN_HOUR = 3600  # a test that waited the dead run's lease out would time out instead
 
 
 def _pool_process(worker: subprocess.Popen) -> int:
