@@ -3,9 +3,10 @@ pass before anything is stored, and the reservation / permit / settlement moves 
 state machine makes inside its own transactions. Dispatch goes through a Celery queue, so §5's
 "one transaction before the HTTP request leaves" is two, in order, both before it leaves: the
 request's, which takes the permit, consumes the approval and queues the call; then the
-dispatcher's, which marks the dispatch and writes the journal's ``dispatching`` and commits before
-it sends. A call between the two is proven not sent and holds its permit until it is sent or
-settled (the watchdog re-sends it). The trusted answer and the settlement commit together.
+dispatcher's, which checks the task again (dispatch_task_refusal), marks the dispatch and writes
+the journal's ``dispatching`` and commits before it sends. A call between the two is proven not
+sent and holds its permit until it is sent or settled (the watchdog re-sends it). The trusted
+answer and the settlement commit together.
 
 Counters: ``write_reserved`` (writes awaiting approval or dispatch; an uncertain write keeps it),
 ``write_consumed`` (writes that got a trusted answer, a business rejection included),
@@ -20,10 +21,13 @@ from django.db.models import F
 
 from apps.agent_auth.models import AgentSession
 from apps.tasks.errors import (
+    TaskCancelled,
     TaskConcurrencyExhausted,
     TaskDispatchUncertain,
+    TaskExpired,
     TaskPaused,
     TaskRequired,
+    TaskScopeBlocked,
     TaskToolNotAllowed,
     TaskWriteBudgetExhausted,
     task_control_required,
@@ -134,6 +138,26 @@ def charge_permit(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bo
     task.save(update_fields=["write_reserved", "active_permits", "updated_at"])
     charge.save()
     ledger_append(task, "permit", detail={"tool": tool_name, "write": write})
+
+
+def dispatch_task_refusal(*, invocation_pk: Any) -> TaskPaused | TaskCancelled | TaskExpired | TaskScopeBlocked | None:
+    """In the dispatcher's transaction, before a call that holds its task's permit is marked sent:
+    why the task as it is now refuses it — paused, cancelled, expired, or blocked (its whole member
+    set is verified again: a member revoked since blocks it) — or None. Between the request that
+    took the permit and the dispatcher, an operator's pause or cancel, or a member's revocation,
+    did not stop a call already queued: it was sent. The task row stays locked to the end of the
+    transaction, so a control waits for the dispatch to be marked (and is then in-flight)."""
+    charge = TaskCharge.objects.filter(invocation_pk=invocation_pk, outcome=TaskCharge.Outcome.OPEN,
+                                       permit=True).values_list("task_id", flat=True).first()
+    if charge is None:
+        return None
+    task = _locked(charge)
+    try:
+        task_usable(task=task)
+        task_members_verify(task=task)
+    except (TaskCancelled, TaskExpired, TaskScopeBlocked) as refusal:
+        return refusal
+    return TaskPaused() if task.state == Task.State.PAUSED else None
 
 
 def charge_settle(*, invocation_pk: Any, outcome: str) -> None:

@@ -14,6 +14,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.tasks.errors import TaskPaused
+from apps.tasks.metering import dispatch_task_refusal
+
 from . import dispatch
 from .call_checks import execution_fingerprint
 from .crypto import SecretUnreadable
@@ -84,6 +87,14 @@ def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
             inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
             text=f"Tool execution is paused for this project. {NOT_SENT_TEXT} Resume this same invocation later."))
         return "paused"
+    refusal = dispatch_task_refusal(invocation_pk=inv.pk)
+    if refusal is not None:
+        paused = isinstance(refusal, TaskPaused)
+        invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=paused,
+            text=f"{refusal.code}: {refusal.message} {NOT_SENT_TEXT}"
+                 + (" Resume this same invocation once the task is resumed." if paused else "")))
+        return "task_refused"
     arguments = arguments_thaw(inv)
     if arguments is None:
         invocation_settle_arguments_lost(inv)
@@ -147,9 +158,14 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
     if 200 <= status < 300:
         answer = answer_build(inv, state=State.EXECUTED, text=text, business_status=status)
     elif status >= 500 and not inv.readonly:
+        # As a redirect's below: the agent reconciles, and the task counts the write as used (an
+        # HTTP answer came: §5's trusted answer) and frees its permit. Held as uncertain, one 5xx
+        # held the permit for good: with one permit, every later call of the task, reads too,
+        # was TASK_DISPATCH_UNCERTAIN.
         answer = answer_build(inv, state=State.RECONCILIATION_REQUIRED, business_status=status,
                               text=f"The business system failed (HTTP {status}) and may or may not have applied the "
                                    f"change. {NO_NEW_WRITE}\n\n{text}")
+        task_outcome = "trusted"
     elif 300 <= status < 400:
         redirect = f"The business system answered with a redirect (HTTP {status}), which is not followed"
         if inv.readonly:

@@ -8,12 +8,15 @@ import threading
 import time
 from datetime import timedelta
 
+import pytest
 from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.agent_auth.services import session_revoke
 from apps.tasks.models import Task
 from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
+from apps.tools.delivery import invocation_dispatch
 from apps.tools.invocations import invocation_watchdog
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import route_tools_set
@@ -146,14 +149,18 @@ def test_an_enforced_session_cannot_invoke_under_an_unbound_run(shop, dispatchin
     assert shop.server.received == []
 
 
-def test_an_uncertain_write_keeps_its_reservation(shop, dispatching, settings):
-    task, _ = _task(shop, [shop.session], max_write_calls=2, max_concurrent=2)
+def test_a_write_answered_with_a_server_error_is_used_and_frees_its_permit(shop, dispatching):
+    """A 5xx is the business system's answer too: the agent is told to reconcile, while the task
+    counts the write as used and the next call may run. Held as uncertain, it kept the only permit
+    for good: every later call of the task, reads too, was TASK_DISPATCH_UNCERTAIN."""
+    task, _ = _task(shop, [shop.session], max_write_calls=2, max_concurrent=1)
     run_id = _bound_run(shop, shop.token, task)
     shop.server.respond("/api/stock", status=503, body=b'{"error":"down"}')
     assert _post(shop.token, _body(shop, run_id)).json()["state"] == "reconciliation_required"
-    task.refresh_from_db()
-    assert (task.write_reserved, task.write_consumed, task.active_permits) == (1, 0, 1)
-    assert Task.objects.get(pk=task.pk).charges.get().outcome == "uncertain"
+    assert _counters(task) == (0, 1, 0)
+    assert Task.objects.get(pk=task.pk).charges.get().outcome == "trusted"
+    read = _post(shop.token, _body(shop, run_id, tool="item_read", arguments={"item_id": "TEA-1"}))
+    assert (read.status_code, read.json()["state"]) == (200, "executed")
 
 
 def test_a_redirected_write_is_used_and_frees_its_permit(shop, dispatching):
@@ -377,3 +384,65 @@ def test_a_pending_call_whose_tool_changed_stays_pending(shop, dispatching):
     assert Invocation.objects.get().state == "awaiting_approval"
     task.refresh_from_db()
     assert task.write_reserved == 1
+
+
+@pytest.mark.parametrize(("control", "error", "retry"), [
+    ("pause", "TASK_PAUSED", True), ("cancel", "TASK_CANCELLED", False), ("block", "TASK_SCOPE_BLOCKED", False),
+    ("expire", "TASK_EXPIRED", False)])
+def test_a_call_queued_before_its_task_was_stopped_is_not_sent(shop, settings, control, error, retry):
+    """It took its permit and was queued; then the task was paused, cancelled, blocked (a member's
+    session revoked: no call had noticed yet) or expired before the dispatcher took it. It was
+    sent all the same: the dispatcher's transaction did not look at the task."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0  # the answer is in_progress: no dispatcher has run
+    other = session_for(shop.session.client, principal={**PRINCIPAL, "id": "u-1002"})
+    task, owner = _task(shop, [shop.session, other.session], max_write_calls=3, max_concurrent=2)
+    run_id = _bound_run(shop, shop.token, task)
+    queued = _post(shop.token, _body(shop, run_id)).json()
+    assert (queued["state"], _counters(task)) == ("in_progress", (1, 0, 1))
+    if control == "block":
+        session_revoke(session=other.session, revoked_by="operator")
+    elif control == "expire":
+        Task.objects.filter(pk=task.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    else:
+        task_control(task=task, user=owner.user, request_id="stop", expected_revision=task.revision, action=control)
+    invocation = Invocation.objects.get(invocation_id=queued["invocation_id"])
+
+    assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "task_refused"
+    assert shop.server.requests_to("/api/stock") == []
+    invocation.refresh_from_db()
+    assert (invocation.result["state"], invocation.result["auto_retry_allowed"],
+            invocation.result["text"].split(":")[0]) == ("rejected_before_dispatch", retry, error)
+    assert _counters(task) == (0, 0, 0)  # the permit and the reservation are given back
+    task.refresh_from_db()
+    assert task.state == {"pause": "paused", "cancel": "cancelled", "block": "blocked", "expire": "active"}[control]
+
+
+def test_a_queued_call_refused_by_a_pause_is_sent_when_resumed_after_the_task_is(shop, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    task, owner = _task(shop, [shop.session], max_write_calls=3, max_concurrent=2)
+    run_id = _bound_run(shop, shop.token, task)
+    body = _body(shop, run_id)
+    _post(shop.token, body)
+    task_control(task=task, user=owner.user, request_id="pause", expected_revision=task.revision, action="pause")
+    invocation = Invocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "task_refused"
+    again = _post(shop.token, body)  # while paused: refused for now, nothing stored changes
+    assert (again.status_code, again.json()["error"]) == (409, "TASK_PAUSED")
+    task.refresh_from_db()
+    task_control(task=task, user=owner.user, request_id="resume", expected_revision=task.revision, action="resume")
+    assert shop.server.requests_to("/api/stock") == []  # resuming the task sends nothing by itself
+    assert _post(shop.token, body).json()["state"] == "in_progress"  # the agent's call again takes a permit
+    assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "executed"
+    assert len(shop.server.requests_to("/api/stock")) == 1
+    assert _counters(task) == (0, 1, 0)
+
+
+def test_a_queued_call_of_a_task_that_is_still_usable_is_sent(shop, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=2)
+    run_id = _bound_run(shop, shop.token, task)
+    queued = _post(shop.token, _body(shop, run_id)).json()
+    invocation = Invocation.objects.get(invocation_id=queued["invocation_id"])
+    assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "executed"
+    assert len(shop.server.requests_to("/api/stock")) == 1
+    assert _counters(task) == (0, 1, 0)
