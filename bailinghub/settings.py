@@ -386,8 +386,10 @@ KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
 # A run that loses its database connection (a restart, a failover) gives its attempt back and is
 # sent again; a document or rebuild that loses it this many times fails, naming the database.
 KNOWLEDGE_MAX_CONNECTION_LOSSES = env.int("KNOWLEDGE_MAX_CONNECTION_LOSSES", default=10)
-# How long such a run waits for the database to answer again before leaving the work to the
-# watchdog (after KNOWLEDGE_HEARTBEAT_STALE_SECONDS): a restart shorter than this costs nothing.
+# How long such a run waits for the database to answer again; still down, it sends itself on for
+# as long again, as the same run, which waits that long once more before it claims the work: an
+# outage (a restart, a failover) up to about three times this costs no attempt. Past that, the
+# watchdog hands the work over once the lease (KNOWLEDGE_HEARTBEAT_STALE_SECONDS) has run out.
 KNOWLEDGE_DATABASE_WAIT_SECONDS = env.int("KNOWLEDGE_DATABASE_WAIT_SECONDS", default=30)
 KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = env.int("KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS", default=120)
 # PostgreSQL's maintenance_work_mem while a worker builds a generation's HNSW and GIN indexes

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import current_app
+from celery import current_app, current_task
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
@@ -42,15 +42,18 @@ def task_rows(name: str) -> QuerySet[Any]:
     raise ValueError(f"not a pipeline task: {name}")
 
 
-def _send(name: str, object_id, *, run_token=None, countdown: float | None = None) -> None:
+def _send(name: str, object_id, *, run_token=None, countdown: float | None = None, connection_lost: bool = False,
+          queue: str | None = None) -> None:
     options = {"countdown": countdown} if countdown else {}
+    kwargs: dict[str, Any] = {"run_token": str(run_token) if run_token else None}
+    if connection_lost:
+        kwargs["connection_lost"] = True
     # ignore_result: sent by name, Celery cannot know the task ignores its result, and with a Redis
     # result backend it would subscribe this process to the task's result channel — for good (no
     # one reads it), and with Redis down it retries that subscription for 20 s before sending.
     try:
-        current_app.send_task(name, args=[str(object_id)],
-                              kwargs={"run_token": str(run_token) if run_token else None},
-                              queue=settings.KNOWLEDGE_TASK_QUEUE, ignore_result=True, **options)
+        current_app.send_task(name, args=[str(object_id)], kwargs=kwargs,
+                              queue=queue or settings.KNOWLEDGE_TASK_QUEUE, ignore_result=True, **options)
     except BROKER_ERRORS:  # the broker is down or refused it; anything else is a bug, robust on_commit logs it
         logger.warning("Could not send %s for %s to the task queue; the watchdog's next pass sends it again.",
                        name, object_id, exc_info=True)
@@ -70,10 +73,13 @@ def _watchdog_next_pass(name: str, object_id, run_token) -> None:
         logger.warning("Could not mark %s for the watchdog.", object_id, exc_info=True)
 
 
-def send_now(name: str, object_id, *, run_token=None, countdown: float | None = None) -> None:
-    """Send pipeline task `name` for `object_id` at once, outside any transaction: for a run whose
-    database is down (on_commit would need it)."""
-    _send(name, object_id, run_token=run_token, countdown=countdown)
+def run_send_on(name: str, object_id, *, run_token, countdown: float) -> None:
+    """A run of pipeline task `name` whose database is down sends itself on: at once (on_commit
+    would need the database), marked so that its claim counts the lost connection, and on the
+    queue this task came from (the router reads the database to choose one)."""
+    delivery = getattr(getattr(current_task, "request", None), "delivery_info", None) or {}
+    _send(name, object_id, run_token=run_token, countdown=countdown, connection_lost=True,
+          queue=settings.KNOWLEDGE_TASK_QUEUE or delivery.get("routing_key"))
 
 
 def document_send(document_id, *, run_token=None, countdown: float | None = None) -> None:

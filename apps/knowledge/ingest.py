@@ -192,7 +192,7 @@ def _document_touch(document_id, token, **fields) -> None:
     lease_heartbeat(Document.objects, pk=document_id, token=token, **fields)
 
 
-def _document_claim(document_id, run_token: str | None, task_id: str | None) -> Claim:
+def _document_claim(document_id, run_token: str | None, task_id: str | None, connection_lost: bool = False) -> Claim:
     with transaction.atomic():
         document = Document.objects.select_for_update(of=("self",)).filter(pk=document_id).first()
         if document is None or document.status not in Document.IN_PROGRESS:
@@ -201,10 +201,13 @@ def _document_claim(document_id, run_token: str | None, task_id: str | None) -> 
         if not held and document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS and not lease_live(document):
             _document_mark_failed(document, "ingest_attempts_exhausted", _attempts_spent(document.attempts))
             return Claim()
+        if held and connection_lost and _connection_loss_counted(document, _document_connections_lost):
+            return Claim()
         if document.status == Document.Status.PENDING:
             document.status = Document.Status.QUEUED
             document.queued_at = timezone.now()
-        return lease_claim(document, run_token=run_token, task_id=task_id, update_fields=("status", "queued_at"))
+        return lease_claim(document, run_token=run_token, task_id=task_id,
+                           update_fields=("status", "queued_at", "connection_losses"))
 
 
 def _attempts_spent(attempts: int) -> str:
@@ -430,9 +433,7 @@ def _connection_lost(task_name: str, pk, token, send, fail) -> None:
         row = queryset.select_for_update(of=("self",)).filter(pk=pk, run_token=token).first()
         if row is None:  # handed over meanwhile (the wait outlasted the lease), or gone
             return
-        row.connection_losses += 1
-        if row.connection_losses >= settings.KNOWLEDGE_MAX_CONNECTION_LOSSES:
-            fail(row, row.connection_losses)
+        if _connection_loss_counted(row, fail):
             return
         row.attempts = max(0, row.attempts - 1)
         lease_release(row)
@@ -440,13 +441,29 @@ def _connection_lost(task_name: str, pk, token, send, fail) -> None:
         send(pk, countdown=_heartbeat_seconds())
 
     connection.close()  # the broken one; the next query connects again
+    wait = settings.KNOWLEDGE_DATABASE_WAIT_SECONDS
     try:
         _database_retried(give_back)
-    except DatabaseError:
+    except DatabaseError as exc:
+        if not _connection_broke(exc) or wait <= 0:
+            logger.warning("Giving back %s after its lost connection failed; the watchdog hands it over once its "
+                           "lease runs out.", pk, exc_info=True)
+            return
         logger.warning("The database is still unavailable after %s s; %s goes on in %s s, or is handed over by the "
-                       "watchdog once it is back.", settings.KNOWLEDGE_DATABASE_WAIT_SECONDS, pk,
-                       settings.KNOWLEDGE_DATABASE_WAIT_SECONDS)
-        dispatch.send_now(task_name, pk, run_token=token, countdown=settings.KNOWLEDGE_DATABASE_WAIT_SECONDS)
+                       "watchdog once it is back.", wait, pk, wait)
+        dispatch.run_send_on(task_name, pk, run_token=token, countdown=wait)
+
+
+def _connection_loss_counted(row, fail) -> bool:
+    """One more connection lost by `row`'s run (counted by its continuation when the database was
+    down at the loss); True when it was the last one allowed, and `fail(row, losses)` has failed
+    the row. Without the count, work that takes its own database down (an index build that runs
+    the server out of memory, say) went round for ever."""
+    row.connection_losses += 1
+    if row.connection_losses >= settings.KNOWLEDGE_MAX_CONNECTION_LOSSES:
+        fail(row, row.connection_losses)
+        return True
+    return False
 
 
 def _document_connections_lost(document: Document, losses: int) -> None:
@@ -500,12 +517,14 @@ def _document_time_limit_message(document_id, time_limit: _TimeLimit) -> str:
     return limit + f"Retried as it is, it stops there again: split the document, or {time_limit.raise_it}."
 
 
-def document_ingest(*, document_id, run_token: str | None = None, task_id: str | None = None) -> str:
+def document_ingest(*, document_id, run_token: str | None = None, task_id: str | None = None,
+                    connection_lost: bool = False) -> str:
     """Run a document's pipeline from where it stands (as the Celery task `task_id`, when one runs
-    it). Returns what happened: completed, awaiting_confirmation, continued (in a new task),
-    failed, skipped, lease_lost, connection_lost (the database went away: sent again), or
-    rescheduled (another run's lease is live: this task comes back when it runs out)."""
-    claim = _database_retried(lambda: _document_claim(document_id, run_token, task_id))
+    it; `connection_lost`: run `run_token` sent itself on while its database was down). Returns
+    what happened: completed, awaiting_confirmation, continued (in a new task), failed, skipped,
+    lease_lost, connection_lost (the database went away: sent again), or rescheduled (another
+    run's lease is live: this task comes back when it runs out)."""
+    claim = _database_retried(lambda: _document_claim(document_id, run_token, task_id, connection_lost))
     if claim.busy_until is not None:
         dispatch.document_send(document_id, countdown=_retry_countdown(claim.busy_until))
         return "rescheduled"
@@ -569,7 +588,8 @@ def _generation_touch(generation_id, token, **fields) -> None:
                     token=token, **fields)
 
 
-def _generation_claim(generation_id, run_token: str | None, task_id: str | None) -> Claim:
+def _generation_claim(generation_id, run_token: str | None, task_id: str | None,
+                      connection_lost: bool = False) -> Claim:
     with transaction.atomic():
         generation = IndexGeneration.objects.select_for_update(of=("self",)).filter(
             pk=generation_id, status=IndexGeneration.Status.BUILDING
@@ -581,7 +601,9 @@ def _generation_claim(generation_id, run_token: str | None, task_id: str | None)
             _generation_mark_failed(generation, "rebuild_attempts_exhausted",
                                     f"The rebuild did not finish in {generation.attempts} attempts; start it again.")
             return Claim()
-        return lease_claim(generation, run_token=run_token, task_id=task_id)
+        if held and connection_lost and _connection_loss_counted(generation, _generation_connections_lost):
+            return Claim()
+        return lease_claim(generation, run_token=run_token, task_id=task_id, update_fields=("connection_losses",))
 
 
 def _generation_mark_failed(generation: IndexGeneration, code: str, message: str) -> None:
@@ -737,11 +759,12 @@ def _generation_run(generation_id, token) -> str:
                 return "continued"
 
 
-def generation_build(*, generation_id, run_token: str | None = None, task_id: str | None = None) -> str:
+def generation_build(*, generation_id, run_token: str | None = None, task_id: str | None = None,
+                     connection_lost: bool = False) -> str:
     """Fill a building generation from every completed document with its frozen strategy, then
-    switch it active in one transaction (as the Celery task `task_id`, when one runs it). A
-    failure leaves the active generation untouched."""
-    claim = _database_retried(lambda: _generation_claim(generation_id, run_token, task_id))
+    switch it active in one transaction (as the Celery task `task_id`, when one runs it;
+    `connection_lost` as for document_ingest). A failure leaves the active generation untouched."""
+    claim = _database_retried(lambda: _generation_claim(generation_id, run_token, task_id, connection_lost))
     if claim.busy_until is not None:
         dispatch.generation_send(generation_id, countdown=_retry_countdown(claim.busy_until))
         return "rescheduled"

@@ -73,13 +73,15 @@ class PipelineRequest(Request):
 
 
 @shared_task(name=DOCUMENT_INGEST, ignore_result=True, bind=True, Request=PipelineRequest)
-def document_ingest_task(self, document_id: str, run_token: str | None = None) -> str:
-    return ingest.document_ingest(document_id=document_id, run_token=run_token, task_id=self.request.id)
+def document_ingest_task(self, document_id: str, run_token: str | None = None, connection_lost: bool = False) -> str:
+    return ingest.document_ingest(document_id=document_id, run_token=run_token, task_id=self.request.id,
+                                  connection_lost=connection_lost)
 
 
 @shared_task(name=KB_REBUILD, ignore_result=True, bind=True, Request=PipelineRequest)
-def kb_rebuild_task(self, generation_id: str, run_token: str | None = None) -> str:
-    return ingest.generation_build(generation_id=generation_id, run_token=run_token, task_id=self.request.id)
+def kb_rebuild_task(self, generation_id: str, run_token: str | None = None, connection_lost: bool = False) -> str:
+    return ingest.generation_build(generation_id=generation_id, run_token=run_token, task_id=self.request.id,
+                                   connection_lost=connection_lost)
 
 
 @shared_task(name=WATCHDOG, ignore_result=True)
@@ -145,7 +147,7 @@ def task_route(name, args, kwargs, options, task=None, **kw) -> dict | None:
 
         try:
             size = Document.objects.filter(pk=args[0]).values_list("size", flat=True).first()
-        except DatabaseError:  # a run sending itself on while its database is down: the default queue
+        except DatabaseError:  # a send while the database is down (run_send_on names its queue): the default
             logger.warning("Could not read the size of document %s to route it; it goes to the default queue.",
                            args[0])
             return None

@@ -140,6 +140,7 @@ def charge_permit(*, bound: Bound, invocation_pk: Any, tool_name: str, write: bo
     ledger_append(task, "permit", detail={"tool": tool_name, "write": write})
 
 
+@task_control_required
 def dispatch_task_refusal(*, invocation_pk: Any) -> TaskPaused | TaskCancelled | TaskExpired | TaskScopeBlocked | None:
     """In the dispatcher's transaction, before a call that holds its task's permit is marked sent:
     why the task as it is now refuses it — paused, cancelled, expired, or blocked (its whole member

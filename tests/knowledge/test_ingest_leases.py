@@ -424,15 +424,19 @@ def test_a_document_whose_database_stops_for_longer_than_its_wait_goes_on_once_i
     """Down longer than KNOWLEDGE_DATABASE_WAIT_SECONDS (a failover), the run left the work to the
     watchdog: five minutes after the database was back, and an attempt spent. Here the watchdog
     would take an hour."""
+    # Down 9 s: past the run's wait (4 s, from when it meets the outage), within its continuation's
+    # (4 s later, waiting 4 s more before it claims).
     worker = {"KNOWLEDGE_DATABASE_WAIT_SECONDS": "4"}
     with _worker_behind(database_outage, settings, "long-outage", stale_seconds=STALE_FOR_AN_HOUR,
                         worker_settings=worker) as kb:
         [document] = services.document_upload(kb=kb, files=[upload("sections.md", _sections(12))])
         wait_for(lambda: Document.objects.filter(pk=document.pk, status="embedding", progress_done__gte=2).exists(),
                  timeout=120, message="the worker to be embedding")
-        _outage(database_outage, seconds=6)
+        _outage(database_outage, seconds=9)
         finished = wait_for_status(document.pk, "completed", "failed", timeout=120)
-    assert (finished.status, finished.error_code, finished.attempts) == ("completed", "", 1)
+    # The lost connection is counted (by the continuation's claim), the attempt is not spent.
+    assert (finished.status, finished.error_code, finished.attempts, finished.connection_losses) == (
+        "completed", "", 1, 1)
     children = Chunk.objects.filter(document=document, kind=Chunk.Kind.CHILD)
     assert sorted(children.values_list("index", flat=True)) == list(range(12))
 
@@ -792,3 +796,27 @@ def test_a_rebuild_killed_at_the_hard_time_limit_fails_naming_it_and_keeps_the_a
         "long to convert, or its index to build: raise the limit, with CELERY_TASK_SOFT_TIME_LIMIT below it, then "
         "start the rebuild again.")
     assert IndexGeneration.objects.get(knowledge_base=kb, status="active").pk == active.pk
+
+
+def _continuation_claimed(settings, losses_before: int):
+    settings.KNOWLEDGE_MAX_CONNECTION_LOSSES = 10
+    [document] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("notes.txt", b"A note.")])
+    run = uuid.uuid4()
+    _held(document, token=run, attempts=1)
+    Document.objects.filter(pk=document.pk).update(connection_losses=losses_before)
+    claim = ingest._document_claim(document.pk, str(run), "task-5", connection_lost=True)
+    return claim, Document.objects.get(pk=document.pk)
+
+
+def test_a_continuation_sent_while_the_database_was_down_counts_the_lost_connection(ingest_unconsumed, settings):
+    """It goes on as its run, spending no attempt; uncounted, work that took its own database down
+    each time (an index build running the server out of memory, say) went round for ever."""
+    claim, after = _continuation_claimed(settings, losses_before=0)
+    assert (claim.token, after.status, after.attempts, after.connection_losses) == (
+        task_claim_token("task-5", 1), "embedding", 1, 1)
+
+
+def test_a_continuation_past_the_connection_losses_allowed_fails_naming_the_database(ingest_unconsumed, settings):
+    claim, after = _continuation_claimed(settings, losses_before=9)
+    assert (claim.token, after.status, after.error_code, after.connection_losses) == (
+        None, "failed", "ingest_connection_lost", 10)

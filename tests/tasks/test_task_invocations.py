@@ -446,3 +446,20 @@ def test_a_queued_call_of_a_task_that_is_still_usable_is_sent(shop, settings):
     assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "executed"
     assert len(shop.server.requests_to("/api/stock")) == 1
     assert _counters(task) == (0, 1, 0)
+
+
+def test_the_block_a_dispatcher_finds_holds_once_its_transaction_commits(transactional_db, shop, settings):
+    """The refusal settles the call in the dispatcher's transaction, the block with it (no test
+    transaction around them here)."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    other = session_for(shop.session.client, principal={**PRINCIPAL, "id": "u-1002"})
+    task, _ = _task(shop, [shop.session, other.session], max_write_calls=3, max_concurrent=2)
+    run_id = _bound_run(shop, shop.token, task)
+    queued = _post(shop.token, _body(shop, run_id)).json()
+    session_revoke(session=other.session, revoked_by="operator")
+    invocation = Invocation.objects.get(invocation_id=queued["invocation_id"])
+    assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "task_refused"
+    connection.close()  # read back on a new connection: what was committed
+    assert (Task.objects.get(pk=task.pk).state, Invocation.objects.get(pk=invocation.pk).state) == (
+        "blocked", "rejected_before_dispatch")
+    assert _counters(task) == (0, 0, 0)

@@ -118,7 +118,7 @@ def test_a_business_5xx_on_a_read_is_business_rejected(shop, dispatching):
 @pytest.mark.parametrize("status", [302, 303, 307])
 def test_a_redirect_to_an_internal_address_is_not_followed(shop, dispatching, status):
     """A write answered by a redirect may have been applied (a 303 after a POST says it was): the
-    call is uncertain, as after a 5xx, never "rejected, nothing done"."""
+    call needs reconciliation, as after a 5xx, never "rejected, nothing done"."""
     internal = BusinessServer().start()
     try:
         shop.server.respond("/api/stock", status=status, body=b"moved",
