@@ -388,8 +388,9 @@ KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
 KNOWLEDGE_MAX_CONNECTION_LOSSES = env.int("KNOWLEDGE_MAX_CONNECTION_LOSSES", default=10)
 # How long such a run waits for the database to answer again; still down, it sends itself on for
 # as long again, as the same run, which waits that long once more before it claims the work: an
-# outage (a restart, a failover) up to about three times this costs no attempt. Past that, the
-# watchdog hands the work over once the lease (KNOWLEDGE_HEARTBEAT_STALE_SECONDS) has run out.
+# outage (a restart, a failover) up to about three times this, from when the run meets it, costs
+# no attempt (kept well under KNOWLEDGE_HEARTBEAT_STALE_SECONDS, or the watchdog may hand the work
+# over first). Past that, the watchdog hands it over once the lease has run out.
 KNOWLEDGE_DATABASE_WAIT_SECONDS = env.int("KNOWLEDGE_DATABASE_WAIT_SECONDS", default=30)
 KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS = env.int("KNOWLEDGE_RETIRED_GENERATION_GRACE_SECONDS", default=120)
 # PostgreSQL's maintenance_work_mem while a worker builds a generation's HNSW and GIN indexes

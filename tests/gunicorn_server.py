@@ -12,8 +12,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import pytest
 from django.conf import settings
 from django.db import connection
 
@@ -60,6 +62,19 @@ def gunicorn_served(config: str, folder: Path, *,
         finally:
             process.terminate()
             process.wait(30)
+
+
+def served_with_deadline(config: str, seconds: float) -> Any:
+    """A module's fixture: gunicorn with `config`, BAILING_REQUEST_READ_TIMEOUT_SECONDS lowered to
+    `seconds`, for the module's tests; it gives (port, the server's own log)."""
+
+    @pytest.fixture(scope="module")
+    def served(django_db_setup, django_db_blocker, tmp_path_factory):  # type: ignore[no-untyped-def]
+        deadline = {"BAILING_REQUEST_READ_TIMEOUT_SECONDS": str(seconds)}
+        with gunicorn_served(config, tmp_path_factory.mktemp("gunicorn"), extra_env=deadline) as port_and_log:
+            yield port_and_log
+
+    return served
 
 
 def exchange(port: int, request: bytes, *, half_close: bool = False) -> tuple[str, dict[str, str], bytes]:

@@ -16,7 +16,7 @@ import pytest
 from apps.projects.models import Membership, OperatorToken
 from apps.projects.tokens import operator_token_create
 from bailinghub.wsgi import ANSWER_SLICE_BYTES, _SlicedAnswer
-from tests.gunicorn_server import exchange, gunicorn_served
+from tests.gunicorn_server import exchange, served_with_deadline
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
 from tests.projects.factories import MembershipFactory
@@ -25,12 +25,7 @@ DEADLINE = 1.5
 SECTIONS = 120
 
 
-@pytest.fixture(scope="module")
-def served(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The server's port, and the file its own log (stderr) goes to."""
-    folder, deadline = tmp_path_factory.mktemp("gunicorn"), {"BAILING_REQUEST_READ_TIMEOUT_SECONDS": str(DEADLINE)}
-    with gunicorn_served("tests.core.gunicorn_small_buffers", folder, extra_env=deadline) as port_and_log:
-        yield port_and_log
+served = served_with_deadline("tests.core.gunicorn_small_buffers", DEADLINE)  # (port, the server's own log)
 
 
 @pytest.fixture

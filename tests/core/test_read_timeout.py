@@ -18,7 +18,7 @@ from django.test import Client
 from apps.knowledge.models import Document
 from apps.projects.models import Membership, OperatorToken
 from apps.projects.tokens import operator_token_create
-from tests.gunicorn_server import exchange, gunicorn_served
+from tests.gunicorn_server import exchange, served_with_deadline
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.projects.factories import MembershipFactory
 
@@ -27,12 +27,7 @@ TIMED_OUT = ("The request body stopped arriving: nothing came for 1.5 seconds. N
              "send the request again.")
 
 
-@pytest.fixture(scope="module")
-def served(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The server's port, and the file its own log (stderr) goes to."""
-    folder, deadline = tmp_path_factory.mktemp("gunicorn"), {"BAILING_REQUEST_READ_TIMEOUT_SECONDS": str(DEADLINE)}
-    with gunicorn_served("bailinghub.gunicorn", folder, extra_env=deadline) as port_and_log:
-        yield port_and_log
+served = served_with_deadline("bailinghub.gunicorn", DEADLINE)  # (port, the server's own log)
 
 
 @pytest.fixture
