@@ -44,6 +44,7 @@ from apps.core.redis import redis_client
 from apps.core.revisions import revision_of
 from apps.projects.models import Project
 from apps.routes.models import Route
+from apps.tasks.errors import TaskCancelled, TaskExpired, TaskScopeBlocked
 from apps.tasks.metering import (
     Bound,
     bound_for_run,
@@ -430,7 +431,12 @@ def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = T
     if result_is_stable(inv.result):
         return dict(inv.result or {})
     execution_pause_check(route=inv.route)
-    invocation_task_recheck(session=session, inv=inv)
+    try:
+        invocation_task_recheck(session=session, inv=inv)
+    except (TaskCancelled, TaskExpired, TaskScopeBlocked) as ended:
+        if (settled := _task_ended_settle(inv, ended)) is not None:
+            return settled
+        raise
     try:
         target = _current_target(inv=inv, session=session)
     except (ToolNotFound, CapabilityChanged):
@@ -442,6 +448,22 @@ def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = T
     if wait and answer.get("state") == State.IN_PROGRESS:
         return invocation_wait(inv=inv)
     return answer
+
+
+def _task_ended_settle(inv: Invocation, ended: ApiError) -> dict[str, Any] | None:
+    """A call refused only for now (its task paused as the dispatcher took it, a rate limit) whose
+    task has since ended — cancelled, expired, or blocked — can never run: settled
+    ``rejected_before_dispatch`` for good, its frozen arguments dropped. It read as retryable and
+    kept them (encrypted) for ever, and each call of it was a 409. Its stable answer, or None for a
+    call in another state (a pending approval may still be denied; the error answers it)."""
+    with transaction.atomic():
+        inv = invocation_lock(inv.pk)
+        if inv.state != State.REJECTED_BEFORE_DISPATCH or inv.journal_state != Journal.ABSENT:
+            return None
+        if result_is_stable(inv.result):
+            return dict(inv.result or {})
+        return invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH, text=f"{ended.code}: {ended.message} {NOT_SENT_TEXT}"))
 
 
 def _approved_unrunnable(inv: Invocation) -> None:

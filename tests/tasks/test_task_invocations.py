@@ -463,3 +463,29 @@ def test_the_block_a_dispatcher_finds_holds_once_its_transaction_commits(transac
     assert (Task.objects.get(pk=task.pk).state, Invocation.objects.get(pk=invocation.pk).state) == (
         "blocked", "rejected_before_dispatch")
     assert _counters(task) == (0, 0, 0)
+
+
+def test_a_call_refused_by_a_pause_whose_task_then_ended_is_settled_for_good(shop, settings):
+    """Refused only for now, it read as retryable and kept its frozen arguments for ever, and each
+    call of it was a 409: its task can never let it run again."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    task, owner = _task(shop, [shop.session], max_write_calls=3, max_concurrent=2)
+    run_id = _bound_run(shop, shop.token, task)
+    body = _body(shop, run_id)
+    _post(shop.token, body)
+    task_control(task=task, user=owner.user, request_id="pause", expected_revision=task.revision, action="pause")
+    invocation = Invocation.objects.get(invocation_id=body["invocation_id"])
+    assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "task_refused"
+    task.refresh_from_db()
+    task_control(task=task, user=owner.user, request_id="cancel", expected_revision=task.revision, action="cancel")
+
+    answer = _post(shop.token, body)
+    assert answer.status_code == 200
+    settled = answer.json()
+    assert (settled["state"], settled["auto_retry_allowed"], settled["text"].split(":")[0]) == (
+        "rejected_before_dispatch", False, "TASK_CANCELLED")
+    invocation.refresh_from_db()
+    assert invocation.frozen_arguments == ""
+    assert _post(shop.token, body).json() == settled  # replayed as stored from now on
+    assert shop.server.requests_to("/api/stock") == []
+    assert _counters(task) == (0, 0, 0)
