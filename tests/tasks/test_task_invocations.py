@@ -417,7 +417,9 @@ def test_a_call_queued_before_its_task_was_stopped_is_not_sent(shop, settings, c
     assert task.state == {"pause": "paused", "cancel": "cancelled", "block": "blocked", "expire": "active"}[control]
 
 
-def test_a_queued_call_refused_by_a_pause_is_sent_when_resumed_after_the_task_is(shop, settings):
+def _refused_by_a_pause(shop, settings):
+    """A write queued under a task, then the task paused before the dispatcher took it: refused for
+    now. (task, its owner, the call's body, the invocation)."""
     settings.TOOL_INVOCATION_WAIT_SECONDS = 0
     task, owner = _task(shop, [shop.session], max_write_calls=3, max_concurrent=2)
     run_id = _bound_run(shop, shop.token, task)
@@ -426,6 +428,12 @@ def test_a_queued_call_refused_by_a_pause_is_sent_when_resumed_after_the_task_is
     task_control(task=task, user=owner.user, request_id="pause", expected_revision=task.revision, action="pause")
     invocation = Invocation.objects.get(invocation_id=body["invocation_id"])
     assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "task_refused"
+    task.refresh_from_db()
+    return task, owner, body, invocation
+
+
+def test_a_queued_call_refused_by_a_pause_is_sent_when_resumed_after_the_task_is(shop, settings):
+    task, owner, body, invocation = _refused_by_a_pause(shop, settings)
     again = _post(shop.token, body)  # while paused: refused for now, nothing stored changes
     assert (again.status_code, again.json()["error"]) == (409, "TASK_PAUSED")
     task.refresh_from_db()
@@ -468,14 +476,7 @@ def test_the_block_a_dispatcher_finds_holds_once_its_transaction_commits(transac
 def test_a_call_refused_by_a_pause_whose_task_then_ended_is_settled_for_good(shop, settings):
     """Refused only for now, it read as retryable and kept its frozen arguments for ever, and each
     call of it was a 409: its task can never let it run again."""
-    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
-    task, owner = _task(shop, [shop.session], max_write_calls=3, max_concurrent=2)
-    run_id = _bound_run(shop, shop.token, task)
-    body = _body(shop, run_id)
-    _post(shop.token, body)
-    task_control(task=task, user=owner.user, request_id="pause", expected_revision=task.revision, action="pause")
-    invocation = Invocation.objects.get(invocation_id=body["invocation_id"])
-    assert invocation_dispatch(invocation_pk=str(invocation.pk)) == "task_refused"
+    task, owner, body, invocation = _refused_by_a_pause(shop, settings)
     task.refresh_from_db()
     task_control(task=task, user=owner.user, request_id="cancel", expected_revision=task.revision, action="cancel")
 
