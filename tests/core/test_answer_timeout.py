@@ -18,7 +18,7 @@ from apps.projects.tokens import operator_token_create
 from bailinghub.wsgi import ANSWER_SLICE_BYTES, _SlicedAnswer
 from tests.gunicorn_server import exchange, served_with_deadline
 from tests.knowledge.factories import KnowledgeBaseFactory
-from tests.knowledge.helpers import ingest_texts
+from tests.knowledge.helpers import ingest_texts, wait_for
 from tests.projects.factories import MembershipFactory
 
 DEADLINE = 1.5
@@ -63,6 +63,13 @@ def _read_to_end(sock: socket.socket, *, pause: float = 0.0) -> tuple[bytes, boo
     return data, False
 
 
+TCP_CLOSE = 7  # Linux's tcp_states.h: what a reset leaves (an orderly end leaves CLOSE_WAIT)
+
+
+def _tcp_state(sock: socket.socket) -> int:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+
+
 def _refuses_what_is_sent(sock: socket.socket) -> bool:
     try:
         for _ in range(3):
@@ -82,18 +89,25 @@ def _body(answer: bytes) -> bytes:
 @pytest.mark.django_db(transaction=True)
 def test_clients_that_stop_reading_their_answers_free_the_threads_they_held(served, large_answer):
     port, log = served
+    access = log.parent / "access.log"
+    answered = access.read_text().count("/chunks")  # by the module's other tests
     stalled = [_small_window(port) for _ in range(2)]  # as many as the server has threads
     try:
         for sock in stalled:
             sock.sendall(large_answer)
         status, _, body = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         assert (status, json.loads(body)["status"]) == ("HTTP/1.1 200 OK", "ok")
-        # Reset: what the server had not sent is dropped (not kept, probing the client for
-        # minutes); the client reads what its buffers held.
-        cut, reset = _read_to_end(stalled[0])
+        # Both writes have timed out (each is in the access log once it ends); a client that read
+        # before its own had would take in the rest of its answer.
+        wait_for(lambda: access.read_text().count("/chunks") == answered + 2, timeout=30,
+                 message="both writes to time out")
         # Let go at once: nothing more is read from it (gunicorn's closing linger read what its
         # client still sent for 2 s, on the loop that accepts connections).
         refused = _refuses_what_is_sent(stalled[1])
+        # Reset: what the server had not sent is dropped (closed, it was kept, probing the client
+        # for minutes, and its end waited behind it); the client reads what its buffers held.
+        wait_for(lambda: _tcp_state(stalled[0]) == TCP_CLOSE, timeout=30, message="the connection to be reset")
+        cut, reset = _read_to_end(stalled[0])
     finally:
         for sock in stalled:
             sock.close()
