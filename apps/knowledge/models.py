@@ -236,14 +236,6 @@ class Document(BaseModel):
     def __str__(self) -> str:
         return self.filename
 
-    @property
-    def progress_percent(self) -> int:
-        if self.status == self.Status.COMPLETED:
-            return 100
-        if not self.progress_total:
-            return 0
-        return min(100, self.progress_done * 100 // self.progress_total)
-
 
 class DocumentContent(models.Model):
     """The uploaded bytes, kept in PostgreSQL so any worker on any machine can (re)parse them."""

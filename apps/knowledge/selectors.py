@@ -234,7 +234,7 @@ def document_state(document: Document) -> dict[str, Any]:
         "error_message": document.error_message or None,
         "attempts": document.attempts,
         "progress": {"embedded": document.progress_done, "total": document.progress_total,
-                     "percent": document.progress_percent},
+                     "percent": document_progress_percent(document=document)},
     }
 
 
@@ -432,9 +432,10 @@ def _worker_silence(row: Document | IndexGeneration) -> str:
         # No run holds it: handed back to the queue (by the watchdog, or by a run that lost its
         # database connection), or a rebuild no worker has claimed yet. A minute with nobody
         # taking it means nobody consumes its queue (a large-queue worker down, say): it read as
-        # progressing ("Building 4/15 documents") for as long as that lasted.
-        since = row.heartbeat_at or getattr(row, "started_at", None)
-        waiting = (now - since).total_seconds() if since else 0.0
+        # progressing ("Building 4/15 documents") for as long as that lasted. Counted from when the
+        # row was handed back (its last save): a lease given back at once has its heartbeat set
+        # back past the lease, and read from it, a row handed back a second ago waited "5 min".
+        waiting = (now - row.updated_at).total_seconds()
         if waiting < WORKER_SILENT_SECONDS:
             return ""
         return (f"waiting {short_duration(waiting)} for a worker to take it (again); if this goes on, check that the "

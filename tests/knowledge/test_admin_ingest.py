@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 
-from apps.knowledge import ingest, services
+from apps.knowledge import ingest, leases, services
 from apps.knowledge.models import Document, DocumentContent, KnowledgeBase
 from apps.projects.models import Membership
 from tests.knowledge.factories import KnowledgeBaseFactory
@@ -259,6 +259,17 @@ def test_a_document_being_embedded_shows_its_stage_progress(browser, kb):
                                                    progress_total=4)
     [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
     assert (row["status"], row["percent"], row["stage"]) == ("embedding", 85, "embedding 3/4 passages")
+    # The builder API says the same percent (it said 75: the share of passages embedded alone).
+    api = browser.get(f"/api/v1/builder/documents/{document.pk}").json()["data"]
+    assert api["progress"] == {"embedded": 3, "total": 4, "percent": 85}
+
+
+def test_a_document_being_chunked_reads_the_same_percent_in_the_console_and_the_api(browser, kb):
+    [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.CHUNKING)
+    [row] = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()["documents"]
+    api = browser.get(f"/api/v1/builder/documents/{document.pk}").json()["data"]
+    assert (row["percent"], api["progress"]["percent"]) == (25, 25)
 
 
 def test_a_document_whose_worker_went_silent_says_so_and_when_it_is_handed_over(browser, kb, settings):
@@ -281,11 +292,14 @@ def test_a_document_whose_worker_went_silent_says_so_and_when_it_is_handed_over(
         "embedding 3/4 passages — no word from its worker for 7 min; another worker takes it over when a "
         "worker's watchdog next runs (every 60 s)")
 
-    # Released (no token: handed back to the queue), no worker is silent; but after a minute with
-    # nobody taking it, nobody consumes its queue, and the row says so.
-    Document.objects.filter(pk=document.pk).update(run_token=None, heartbeat_at=timezone.now())
+    # Given back at once (a killed pool process: no token, the heartbeat set back past the lease),
+    # no worker is silent and nothing has waited yet; after a minute with nobody taking it, nobody
+    # consumes its queue, and the row says so, counted from when it was handed back.
+    Document.objects.filter(pk=document.pk).update(run_token=uuid.uuid4())
+    assert leases.lease_expire(Document.objects, pk=document.pk, held_by=[
+        Document.objects.get(pk=document.pk).run_token]) == 1
     assert browser.get(url).json()["documents"][0]["stage"] == "embedding 3/4 passages"
-    Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - dt.timedelta(seconds=400))
+    Document.objects.filter(pk=document.pk).update(updated_at=timezone.now() - dt.timedelta(seconds=400))
     assert browser.get(url).json()["documents"][0]["stage"] == (
         "embedding 3/4 passages — waiting 7 min for a worker to take it (again); if this goes on, check that "
         "the Celery workers are running")
@@ -702,8 +716,9 @@ def test_a_rebuild_handed_back_with_no_worker_to_take_it_says_so(browser, kb):
     read "Building 4/15 documents — searches keep using the active generation …" as if it moved."""
     _ingested(kb, "policy.zh.md")
     generation = services.knowledge_base_rebuild(kb=kb)
+    handed_back = timezone.now() - dt.timedelta(minutes=3)
     type(generation).objects.filter(pk=generation.pk).update(
-        run_token=None, progress_done=4, progress_total=15, heartbeat_at=timezone.now() - dt.timedelta(minutes=3))
+        run_token=None, progress_done=4, progress_total=15, heartbeat_at=handed_back, updated_at=handed_back)
     body = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/status/").json()
     assert body["generation"]["text"].endswith(
         "— searches keep using the active generation until this one is complete; waiting 3 min for a worker to "
