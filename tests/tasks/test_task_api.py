@@ -212,12 +212,24 @@ def test_builder_creates_a_task_once_per_request_id(world):
     ({"colour": "blue"}, "colour"),
     ({"project_id": "00000000-0000-4000-8000-000000000000"}, "project_id"),
     ({"name": "整理\u202e目录"}, "name"),  # shown in the console beside other text
+    # a time without its offset names no instant (it was read as UTC, hours off the client's)
+    ({"policy": {"expires_at": "2099-01-31T18:00:00"}}, "policy.expires_at"),
+    ({"policy": {"expires_at": "2099-01-31"}}, "policy.expires_at"),
+    ({"policy": {"expires_at": 4073000000}}, "policy.expires_at"),
+    ({"policy": {"expires_at": "2099-13-31T18:00:00Z"}}, "policy.expires_at"),
 ])
 def test_builder_refuses_an_invalid_task_with_422_naming_the_field(world, overrides, field):
     response = _post(world, "/api/v1/builder/tasks", _create_body(world, **overrides))
     body = response.json()
     assert (response.status_code, body["error"], field in body["fields"]) == (422, "invalid_task", True), body
     assert Task.objects.count() == 0
+
+
+def test_builder_reads_expires_at_at_its_offset(world):
+    policy = {"max_write_calls": 5, "max_concurrent": 2, "expires_at": "2099-01-31T18:00:00+08:00"}
+    response = _post(world, "/api/v1/builder/tasks", _create_body(world, policy=policy))
+    assert response.status_code == 201, response.json()
+    assert response.json()["data"]["policy"]["expires_at"] == "2099-01-31T10:00:00Z"
 
 
 @pytest.mark.parametrize("conversation", ["c" * 192, "c\nd", "c\td", "\u3000会话", "c\n"])

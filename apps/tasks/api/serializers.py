@@ -9,6 +9,7 @@ from rest_framework import serializers
 from apps.core.fields import (
     BoundedListField,
     ExactFieldsSerializer,
+    JSONDateTimeField,
     JSONIntegerField,
     JSONStringField,
     JSONUUIDField,
@@ -50,7 +51,7 @@ class PolicyIn(ExactFieldsSerializer):
     max_write_calls = JSONIntegerField(min_value=0, max_value=WRITE_CALLS_MAX, allow_null=True, required=False,
                                        default=None)
     max_concurrent = JSONIntegerField(min_value=1, max_value=CONCURRENT_MAX, required=False, default=1)
-    expires_at = serializers.DateTimeField(allow_null=True, required=False, default=None)
+    expires_at = JSONDateTimeField(allow_null=True, required=False, default=None)
 
 
 class TaskCreateIn(ExactFieldsSerializer):
