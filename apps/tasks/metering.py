@@ -15,9 +15,11 @@ Counters: ``write_reserved`` (writes awaiting approval or dispatch; an uncertain
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from django.db.models import F
+from django.db.models import F, Q, QuerySet
 
 from apps.agent_auth.models import AgentSession
 from apps.tasks.errors import (
@@ -40,6 +42,24 @@ from apps.tasks.services import (
     task_run_verify,
     task_usable,
 )
+
+
+def ended_task_runs(*, now: datetime) -> QuerySet[TaskRun, UUID]:
+    """The ids of the runs whose task can never let a call run again: cancelled, blocked or expired."""
+    return TaskRun.objects.filter(Q(task__state__in=[Task.State.CANCELLED, Task.State.BLOCKED])
+                                  | Q(task__expires_at__lte=now)).values_list("run_id", flat=True)
+
+
+def run_task_ended(*, run_id: Any) -> TaskCancelled | TaskExpired | TaskScopeBlocked | None:
+    """Why the task run `run_id` is pinned to has ended (the error a call of it meets), or None."""
+    link = TaskRun.objects.select_related("task").filter(run_id=run_id).first()
+    if link is None:
+        return None
+    try:
+        task_usable(task=link.task)
+    except (TaskCancelled, TaskExpired, TaskScopeBlocked) as ended:
+        return ended
+    return None
 
 
 @dataclass(frozen=True)

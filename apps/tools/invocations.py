@@ -50,8 +50,10 @@ from apps.tasks.metering import (
     bound_for_run,
     charge_permit,
     charge_reserve,
+    ended_task_runs,
     invocation_task_check,
     invocation_task_recheck,
+    run_task_ended,
 )
 
 from .approvals import approval_lapse, approval_status, invocation_settle_denied
@@ -434,7 +436,7 @@ def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = T
     try:
         invocation_task_recheck(session=session, inv=inv)
     except (TaskCancelled, TaskExpired, TaskScopeBlocked) as ended:
-        if (settled := _task_ended_settle(inv, ended)) is not None:
+        if (settled := _task_ended_settle(inv.pk, ended)) is not None:
             return settled
         raise
     try:
@@ -450,14 +452,15 @@ def invocation_advance(*, inv: Invocation, session: AgentSession, wait: bool = T
     return answer
 
 
-def _task_ended_settle(inv: Invocation, ended: ApiError) -> dict[str, Any] | None:
+def _task_ended_settle(pk: Any, ended: ApiError) -> dict[str, Any] | None:
     """A call refused only for now (its task paused as the dispatcher took it, a rate limit) whose
     task has since ended — cancelled, expired, or blocked — can never run: settled
     ``rejected_before_dispatch`` for good, its frozen arguments dropped. It read as retryable and
     kept them (encrypted) for ever, and each call of it was a 409. Its stable answer, or None for a
-    call in another state (a pending approval may still be denied; the error answers it)."""
+    call in another state (a pending approval may still be denied; the error answers it). The agent's
+    coming back to it settles it, or the watchdog's next round (invocation_watchdog)."""
     with transaction.atomic():
-        inv = invocation_lock(inv.pk)
+        inv = invocation_lock(pk)
         if inv.state != State.REJECTED_BEFORE_DISPATCH or inv.journal_state != Journal.ABSENT:
             return None
         if result_is_stable(inv.result):
@@ -609,8 +612,10 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
     dispatch deadline becomes ``reconciliation_required``, as a resume would make it; a queued call
     whose frozen arguments cannot be read is settled; so is a call whose approval expired with
     nobody deciding (``denied``, as a resume would make it: it gives back its task's write
-    reservation and drops its frozen arguments). Rows another transaction holds are left for the
-    next round."""
+    reservation and drops its frozen arguments); and so is a call refused only for now (a pause)
+    whose task has since ended (cancelled, blocked, expired), as the agent's coming back to it
+    would (_task_ended_settle: its frozen arguments were kept until then, for ever if it never came
+    back). Rows another transaction holds are left for the next round."""
     now = now or timezone.now()
     counts = {"requeued": 0, "uncertain": 0, "settled": 0}
     lapsed = Invocation.objects.filter(state=State.AWAITING_APPROVAL, approval__status=Approval.Status.PENDING,
@@ -623,6 +628,12 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
                 continue
             approval_lapse(inv, now=now)
         counts["settled"] += 1
+    refused = Invocation.objects.filter(state=State.REJECTED_BEFORE_DISPATCH, journal_state=Journal.ABSENT,
+                                        result__auto_retry_allowed=True, run_id__in=ended_task_runs(now=now))
+    for pk, run_id in list(refused.order_by("updated_at").values_list("pk", "run_id")[:WATCHDOG_BATCH]):
+        ended = run_task_ended(run_id=run_id)
+        if ended is not None and _task_ended_settle(pk, ended) is not None:
+            counts["settled"] += 1
     queued = Invocation.objects.filter(
         state=State.IN_PROGRESS, journal_state=Journal.ABSENT,
         updated_at__lte=now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS))

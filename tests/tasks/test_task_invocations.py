@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from apps.agent_auth.services import session_revoke
 from apps.tasks.models import Task
-from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
+from apps.tasks.services import MemberSpec, PolicySpec, task_block, task_control, task_create
 from apps.tools.delivery import invocation_dispatch
 from apps.tools.invocations import invocation_watchdog
 from apps.tools.models import Approval, Invocation
@@ -490,3 +490,43 @@ def test_a_call_refused_by_a_pause_whose_task_then_ended_is_settled_for_good(sho
     assert _post(shop.token, body).json() == settled  # replayed as stored from now on
     assert shop.server.requests_to("/api/stock") == []
     assert _counters(task) == (0, 0, 0)
+
+
+def _cancel(task, owner):
+    task_control(task=task, user=owner.user, request_id="cancel", expected_revision=task.revision, action="cancel")
+
+
+def _expire(task, owner):
+    Task.objects.filter(pk=task.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def _block(task, owner):
+    task_block(task=task, reason="A member's session was revoked.")
+
+
+@pytest.mark.parametrize("end,error", [(_cancel, "TASK_CANCELLED"), (_expire, "TASK_EXPIRED"),
+                                       (_block, "TASK_SCOPE_BLOCKED")])
+def test_the_watchdog_settles_a_call_refused_by_a_pause_whose_task_then_ended(shop, settings, end, error):
+    """An agent that never comes back to such a call left it reading as retryable, its frozen
+    arguments kept for ever: the watchdog settles it as the agent's coming back would."""
+    task, owner, body, invocation = _refused_by_a_pause(shop, settings)
+    end(task, owner)
+
+    assert invocation_watchdog()["settled"] == 1
+    invocation.refresh_from_db()
+    assert (invocation.result["state"], invocation.result["auto_retry_allowed"],
+            invocation.result["text"].split(":")[0], invocation.frozen_arguments) == (
+        "rejected_before_dispatch", False, error, "")
+    assert _post(shop.token, body).json() == invocation.result  # the agent reads it as stored
+    assert invocation_watchdog()["settled"] == 0
+    assert shop.server.requests_to("/api/stock") == []
+    assert _counters(task) == (0, 0, 0)
+
+
+def test_the_watchdog_leaves_a_call_refused_by_a_pause_while_its_task_is_only_paused(shop, settings):
+    task, owner, body, invocation = _refused_by_a_pause(shop, settings)
+    assert invocation_watchdog()["settled"] == 0
+    invocation.refresh_from_db()
+    assert (invocation.result["auto_retry_allowed"], invocation.frozen_arguments != "") == (True, True)
+    task_control(task=task, user=owner.user, request_id="resume", expected_revision=task.revision, action="resume")
+    assert _post(shop.token, body).json()["state"] == "in_progress"  # it can still run
