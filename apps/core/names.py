@@ -3,8 +3,9 @@
 The unique constraints compare names as stored; a person reading the console does not see case,
 a no-break space, a zero-width space, a doubled space, full-width letters or an accent composed
 two ways. `name_key` folds all of them, and `name_taken` asks whether a row of a queryset (one
-project's other KBs) has a name with the same key. Two creates at once of two such names can both
-pass; the constraint still refuses two identical ones.
+project's other KBs) has a name with the same key. Two writes at once could both pass that look
+(only identical names meet the unique constraint): a write takes `names_lock` first, so the later
+one waits for the earlier one's commit and finds its name.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import unicodedata
 from typing import Any
 
+from django.db import connection
 from django.db.models import QuerySet
 
 # Characters with no width that are not format characters (Cf): the combining grapheme joiner,
@@ -32,3 +34,12 @@ def name_taken(queryset: QuerySet[Any], value: str, *, field: str = "name") -> b
     """Whether a row of `queryset` has a `field` that reads as `value`."""
     key = name_key(value)
     return any(name_key(other) == key for other in queryset.values_list(field, flat=True).iterator())
+
+
+def names_lock(scope: str, owner_id: Any) -> None:
+    """Inside a transaction: wait for, then hold until it ends, the lock on the names of `scope`
+    (say "knowledge_base") within `owner_id` (say a project), so that writes which look for a name
+    reading as theirs take turns. A transaction-scoped advisory lock: rows of other scopes and
+    owners, and every read, go on."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"names:{scope}:{owner_id}"])

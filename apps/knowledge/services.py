@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from apps.core.errors import ApiError
 from apps.core.integrity import unique_race
-from apps.core.names import name_taken
+from apps.core.names import name_taken, names_lock
 from apps.knowledge import dispatch, errors
 from apps.knowledge.default_models import DEFAULT_EMBEDDING_MODELS
 from apps.knowledge.models import (
@@ -185,6 +185,7 @@ def knowledge_base_create(
     rerank_fields = _reranker(reranker)
     reranker_key_check(kb=None, fields=rerank_fields, user=user)
     _fusion(fusion)
+    names_lock("knowledge_base", project.pk)
     if name_taken(KnowledgeBase.objects.filter(project=project), name):
         raise errors.KnowledgeBaseNameTaken()
     with _name_race():
@@ -223,9 +224,10 @@ def knowledge_base_update(*, kb: KnowledgeBase, user: Any = None, **changes: Any
         reranker_key_check(kb=kb, fields=rerank_fields, user=user)
         changes.update(rerank_fields)
     # A name kept as it was is not checked: one saved before names were compared as they read stays.
-    if "name" in changes and changes["name"] != kb.name and name_taken(
-            KnowledgeBase.objects.filter(project=kb.project_id).exclude(pk=kb.pk), changes["name"]):
-        raise errors.KnowledgeBaseNameTaken()
+    if "name" in changes and changes["name"] != kb.name:
+        names_lock("knowledge_base", kb.project_id)
+        if name_taken(KnowledgeBase.objects.filter(project=kb.project_id).exclude(pk=kb.pk), changes["name"]):
+            raise errors.KnowledgeBaseNameTaken()
     allowed = {"name", "description", "enabled", "chunk_strategy", "require_confirmation", "fusion", *RERANK_FIELDS}
     for field, value in changes.items():
         if field not in allowed:

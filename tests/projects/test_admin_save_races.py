@@ -22,7 +22,7 @@ from apps.routes.admin import RouteAdmin
 from apps.routes.models import ROUTE_KEY_TAKEN, Route
 from apps.tools.admin import ToolProviderAdmin
 from apps.tools.models import ToolProvider
-from tests.concurrency import responses_at_once
+from tests.concurrency import responses_at_once, second_responses_after_waiting
 from tests.knowledge.factories import EmbeddingModelFactory
 from tests.projects.factories import MembershipFactory, UserFactory
 from tests.tools.factories import STORE_SPEC
@@ -124,7 +124,7 @@ def superuser():
     return UserFactory(is_staff=True, is_superuser=True)
 
 
-@pytest.mark.parametrize("name", SCREENS)
+@pytest.mark.parametrize("name", ["route", "tool provider", "project"])
 def test_the_later_of_two_saves_at_once_is_refused_by_the_constraint_beside_the_field(
         name, owner, superuser):
     """Both saves pass every check before either writes (they meet just before the INSERT): the
@@ -175,3 +175,23 @@ def test_the_later_of_two_saves_at_once_is_refused_by_its_service_beside_the_fie
     finally:
         request_finished.disconnect(winner_committed)
     _assert_one_saved_and_one_refused_beside_the_field(screen, responses)
+
+
+@pytest.mark.parametrize("later", ["售后", "售\u200c后"])
+def test_the_later_of_two_knowledge_base_saves_at_once_waits_for_the_earlier_and_is_refused_beside_the_field(
+        owner, later):
+    """The service looks for a name that reads as the new one under the project's names lock: the
+    later save waits for the earlier one's commit, then finds its name (one that only reads the
+    same was saved beside it: the constraint compares names as stored)."""
+    screen = SCREENS["knowledge base"]
+    form = screen.form(owner)
+
+    def save(name: str) -> Callable[[Any], Any]:
+        def call(client: Any) -> Any:
+            client.force_login(owner.user)
+            return client.post(screen.url, {**form, "name": name})
+        return call
+    responses = second_responses_after_waiting(save("售后"), save(later), KnowledgeBase)
+    assert [response.status_code for response in responses] == [302, 200]
+    assert responses[1].context["adminform"].form.errors == {"name": [screen.message]}
+    assert list(KnowledgeBase.objects.filter(project=owner.project).values_list("name", flat=True)) == ["售后"]
