@@ -30,6 +30,7 @@ from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, 
 from apps.tools.errors import ProviderNameTaken
 
 from . import invocations, services
+from .call_checks import approval_summary
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
 from .errors import InvalidProvider, SpecRefusedError
@@ -203,14 +204,18 @@ TOOL_ROWS_MAX = 200
 
 class ToolInline(NamedCellsInlineMixin, admin.TabularInline):
     model = Tool
-    fields = ["name", "method", "path", "risk", "readonly", "approval_required", "has_acc", "enabled"]
-    readonly_fields = ["name", "method", "path", "risk", "readonly", "approval_required", "has_acc"]
+    fields = ["name", "method", "path", "risk", "readonly", "approval", "has_acc", "enabled"]
+    readonly_fields = ["name", "method", "path", "risk", "readonly", "approval", "has_acc"]
     extra = 0
     can_delete = False
     show_change_link = True
 
     def has_add_permission(self, request: HttpRequest, obj: ToolProvider | None = None) -> bool:
         return False
+
+    @admin.display(description="Approval")
+    def approval(self, obj: Tool) -> str:
+        return approval_summary(obj.compiled)
 
     def has_delete_permission(self, request: HttpRequest, obj: ToolProvider | None = None) -> bool:
         return False
@@ -518,7 +523,7 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ["provider", "provider__project"]
     actions = ["enable_tools", "disable_tools"]
     fields = ["provider", "name", "method", "path", "description", "scope", "risk", "readonly",
-              "approval_required", "has_acc", "enabled", "compiled_json"]
+              "approval", "has_acc", "enabled", "compiled_json"]
     readonly_fields = [field for field in fields if isinstance(field, str) and field != "enabled"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
@@ -533,9 +538,11 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return format_html('{}<span class="bh-endpoint" title="{} {}">{} {}</span>',
                            obj.provider.name, obj.method, obj.path, obj.method, breaking_at_slashes(obj.path))
 
-    @admin.display(description="Approval", boolean=True, ordering="approval_required")
-    def approval(self, obj: Tool) -> bool:
-        return obj.approval_required
+    @admin.display(description="Approval", ordering="approval_required")
+    def approval(self, obj: Tool) -> str:
+        """Always, when a rule matches (which), or no: a ✓ read as "every call is reviewed" for a
+        tool that asks only above a quantity."""
+        return approval_summary(obj.compiled)
 
     @admin.display(description="Compiled")
     def compiled_json(self, obj: Tool) -> SafeString:

@@ -178,6 +178,30 @@ def approval_reasons(*, target: Target, arguments: dict[str, Any]) -> list[str]:
     return reasons
 
 
+APPROVAL_RULE_SHOWN_CHARS = 80
+
+
+def approval_summary(compiled: dict[str, Any]) -> str:
+    """When a call of the tool needs approval, as an operator reads it (approval_reasons decides it
+    per call): "always (high risk)", "always", "when quantity > 100" (rules joined by "or": any
+    one that matches asks), or "no". A route can force it on top (the route's page says which)."""
+    if compiled.get("risk") == "high":
+        return "always (high risk)"
+    if compiled.get("approval_declared"):
+        return "always"
+    rules = [_rule_text(rule) for rule in compiled.get("approval_rules") or [] if isinstance(rule, dict)]
+    return "when " + " or ".join(rules) if rules else "no"
+
+
+def _rule_text(rule: dict[str, Any]) -> str:
+    param, op, value = str(rule.get("param", "")), rule.get("op"), rule.get("value")
+    if op == "exists":
+        text = f"{param} is {'given' if value in (None, True) else 'left out'}"
+    else:
+        text = f"{param} {op} {json.dumps(value, ensure_ascii=False)}"
+    return text if len(text) <= APPROVAL_RULE_SHOWN_CHARS else text[: APPROVAL_RULE_SHOWN_CHARS - 1] + "\u2026"
+
+
 def _validation_schema(node: Any) -> Any:
     """An agent input schema (OpenAPI flavoured: ``nullable``, boolean exclusive bounds) as the JSON
     Schema 2020-12 that validates the same values."""

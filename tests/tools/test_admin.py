@@ -558,3 +558,25 @@ def test_the_delete_page_counts_what_goes_with_a_provider(browser, owner):
     assert response.status_code == 302
     assert not ToolProvider.objects.filter(pk=provider.pk).exists()
     assert not Tool.objects.filter(provider_id=provider.pk).exists()
+
+
+def _cell(page: str, row_marker: str, field: str) -> str:
+    """The text of `field`'s cell in the table row that holds `row_marker`."""
+    row = next(part for part in page.split("<tr") if row_marker in part)
+    match = re.search(rf'class="[^"]*field-{field}[^"]*"[^>]*>(.*?)</t[dh]>', row, re.S)
+    assert match, row[:2000]
+    return html.unescape(re.sub(r"<[^>]+>", "", match.group(1))).strip()
+
+
+def test_the_console_says_when_a_tool_needs_approval_always_by_a_rule_or_never(browser, owner):
+    """A tool that asks only above a quantity read "Approval ✓", as if every call were reviewed."""
+    provider = ToolProviderFactory(project=owner.project)
+    page = browser.get(f"/admin/tools/toolprovider/{provider.pk}/change/").content.decode()
+    assert {name: _cell(page, f">{name}<", "approval") for name in ("stock_adjust", "order_refund",
+                                                                     "product_lookup")} == {
+        "stock_adjust": "when quantity > 100", "order_refund": "always (high risk)", "product_lookup": "no"}
+    listing = browser.get("/admin/tools/tool/?q=stock_adjust").content.decode()
+    assert _cell(listing, ">stock_adjust<", "approval") == "when quantity > 100"
+    tool = Tool.objects.get(provider=provider, name="stock_adjust")
+    detail = browser.get(f"/admin/tools/tool/{tool.pk}/change/").content.decode()
+    assert re.search(r"field-approval.*?<div class=\"readonly\">when quantity &gt; 100</div>", detail, re.S)

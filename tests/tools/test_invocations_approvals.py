@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from apps.core.validators import BIDI_CONTROLS
 from apps.projects.tokens import operator_token_create
 from apps.tools.approvals import approval_decide
-from apps.tools.call_checks import Target, approval_reasons
+from apps.tools.call_checks import Target, approval_reasons, approval_summary
 from apps.tools.invocations import invocation_watchdog
 from apps.tools.models import Approval, Invocation, ToolProvider
 from apps.tools.route_tools import route_tools_set
@@ -372,3 +372,19 @@ def test_a_rule_through_an_array_matches_when_any_item_does(rule, arguments, nee
     target = Target(name="stock_write", provider=ToolProvider(), fingerprint="", forced_approval=False,
                     compiled={"approval_rules": [rule]})
     assert bool(approval_reasons(target=target, arguments=arguments)) is needed
+
+
+@pytest.mark.parametrize("compiled,summary", [
+    ({"risk": "high", "approval_declared": True}, "always (high risk)"),
+    ({"risk": "medium", "approval_declared": True, "approval_rules": [{"param": "quantity", "op": ">", "value": 1}]},
+     "always"),
+    ({"risk": "low", "approval_rules": [{"param": "quantity", "op": ">", "value": 100},
+                                        {"param": "sku", "op": "in", "value": ["茶-1", "CUP-2"]}]},
+     'when quantity > 100 or sku in ["茶-1", "CUP-2"]'),
+    ({"approval_rules": [{"param": "note", "op": "exists"}, {"param": "dry_run", "op": "exists", "value": False}]},
+     "when note is given or dry_run is left out"),
+    ({"approval_rules": [{"param": "sku", "op": "==", "value": "x" * 200}]}, 'when sku == "' + "x" * 71 + "\u2026"),
+    ({"risk": "low", "approval_rules": []}, "no"),
+])
+def test_the_approval_summary_says_when_a_call_asks_as_approval_reasons_decides_it(compiled, summary):
+    assert approval_summary(compiled) == summary
