@@ -23,8 +23,16 @@ REDACTED = "[redacted]"
 _SECRET_PATTERNS = [
     TOKEN_PATTERN,
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"),
-    re.compile(r"(?i)((?:code|refresh_token|access_token|client_token|password|secret)[\"']?\s*[=:]\s*[\"']?)"
-               r"[^\s&\"',}]{6,}"),
+    re.compile(r"(?i)((?:code|refresh_token|access_token|client_token|password|passwd|secret|api[_ -]?key|token)"
+               r"[\"']?\s*[=:]\s*[\"']?)[^\s&\"',}]{6,}"),
+    # Other services' credentials by their published shapes: an approver's comment (sent to the
+    # agent's model) or a business system's error text may carry one.
+    re.compile(r"\b(?:sk|rk)[-_](?:live[-_]|test[-_]|proj[-_])?[A-Za-z0-9_-]{16,}"),  # OpenAI, Stripe
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),  # GitHub
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
+    re.compile(r"\bAIza[0-9A-Za-z_-]{35}"),  # Google API keys
+    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JSON Web Tokens
 ]
 
 

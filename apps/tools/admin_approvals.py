@@ -165,7 +165,8 @@ class DecisionForm(forms.Form):
         required=False, max_length=2000, strip=True, validators=[validate_shown_text],
         widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": 2000}),
         help_text="Kept with the decision and shown to other operators; a denial's comment is also told to the "
-                  "agent (its first 500 characters), so it can explain or correct. At most 2,000 characters.")
+                  "agent's model (its first 500 characters), so it can explain or correct: never paste a password or "
+                  "key here (known credential shapes are removed, others are not). At most 2,000 characters.")
     # A fresh key per rendered form: sending the same form twice replays, it never decides twice.
     decision_id = forms.RegexField(regex=r"^[A-Za-z0-9._:-]{1,128}$", widget=forms.HiddenInput,
                                    error_messages={"required": "Reload the page and decide again.",

@@ -46,6 +46,23 @@ def test_every_token_shape_is_redacted(prefix):
         "path /runs/[redacted]/complete and ?t=[redacted]&x=1 and '[redacted]'")
 
 
+@pytest.mark.parametrize("text,redacted", [
+    ("key sk-proj-Ab3dEf6hIj9kLm2nOp5q done", "key [redacted] done"),
+    ("stripe sk_live_51Hx0000000000000000abcd", "stripe [redacted]"),
+    ("aws AKIAIOSFODNN7EXAMPLE here", "aws [redacted] here"),
+    ("gh ghp_" + "a1" * 18 + " x", "gh [redacted] x"),
+    ("slack xoxb-1234567890-abcdefghij", "slack [redacted]"),
+    ("google AIza" + "B" * 35, "google [redacted]"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXZhbHVl end", "jwt [redacted] end"),
+    ('{"api_key": "abcdef123456", "apikey=zzzzzz99", "api key: k-123456789"}',
+     '{"api_key": "[redacted]", "apikey=[redacted]", "api key: [redacted]"}'),
+    # what is not a credential stays
+    ("task-runner risk-high skip sk-short AKIA123 eyJ.x.y", "task-runner risk-high skip sk-short AKIA123 eyJ.x.y"),
+])
+def test_other_services_credentials_are_redacted_by_their_shapes(text, redacted):
+    assert redact(text) == redacted
+
+
 def test_the_token_pattern_matches_every_issued_shape():
     assert all(TOKEN_PATTERN.search(token) for token in _tokens().values())
 

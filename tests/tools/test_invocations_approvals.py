@@ -119,6 +119,15 @@ def test_the_comment_reaches_the_agent_bounded_on_one_line_without_direction_con
     assert len(quoted) == 500
 
 
+def test_another_services_key_in_the_comment_never_reaches_the_agent(shop):
+    """The comment goes to the agent's model: an approver pasting a key there (here, the audit's
+    own) sent it on as it was; only the hub's tokens and `password=` were removed."""
+    _, body = _denied(shop, comment="Wrong account; use api key sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c "
+                                    "or AKIAIOSFODNN7EXAMPLE, password=hunter2x")
+    assert body["text"].split("“")[1].split("”")[0] == (
+        "Wrong account; use api key [redacted] or [redacted], password=[redacted]")
+
+
 def test_a_denial_without_a_comment_says_only_that(shop):
     _, body = _denied(shop, comment="")
     assert body["text"] == "The approval for this call was denied. Nothing was sent to the business system."
