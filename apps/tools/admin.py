@@ -202,8 +202,25 @@ def spec_uncarry(value: str) -> tuple[bytes, str]:
 TOOL_ROWS_MAX = 200
 
 
+class ToolSwitchForm(forms.ModelForm):
+    """A tool's switch: one its spec holds off (Tool.held_reason) is not switched on."""
+
+    class Meta:
+        model = Tool
+        fields = ["enabled"]
+
+    def clean_enabled(self) -> bool:
+        enabled = bool(self.cleaned_data.get("enabled"))
+        if enabled and not self.instance.enabled and self.instance.held_reason:
+            raise forms.ValidationError(
+                "%(tool)s cannot be switched on: %(reason)s. Fix it in the spec and re-import.",
+                code="held", params={"tool": self.instance.name, "reason": self.instance.held_reason})
+        return enabled
+
+
 class ToolInline(NamedCellsInlineMixin, admin.TabularInline):
     model = Tool
+    form = ToolSwitchForm
     fields = ["name", "method", "path", "risk", "readonly", "approval", "has_acc", "enabled"]
     readonly_fields = ["name", "method", "path", "risk", "readonly", "approval", "has_acc"]
     extra = 0
@@ -522,8 +539,9 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     search_fields = ["name", "description", "scope", "path"]
     list_select_related = ["provider", "provider__project"]
     actions = ["enable_tools", "disable_tools"]
+    form = ToolSwitchForm
     fields = ["provider", "name", "method", "path", "description", "scope", "risk", "readonly",
-              "approval", "has_acc", "enabled", "compiled_json"]
+              "approval", "has_acc", "held_reason", "enabled", "compiled_json"]
     readonly_fields = [field for field in fields if isinstance(field, str) and field != "enabled"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
@@ -571,9 +589,14 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Enable selected tools", permissions=["change"])
     def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        count = self._switch(request, queryset, True)
+        held = list(queryset.exclude(held_reason="").values_list("name", flat=True)[:11])
+        count = self._switch(request, queryset.filter(held_reason=""), True)
         self.message_user(request, ngettext("%(count)d tool enabled.", "%(count)d tools enabled.", count)
                           % {"count": count}, messages.SUCCESS)
+        if held:
+            shown = ", ".join(held[:10]) + (", …" if len(held) > 10 else "")
+            self.message_user(request, f"Left off, held by their spec (a rate limit the hub cannot read; fix it in "
+                                       f"the spec and re-import): {shown}.", messages.WARNING)
 
     @admin.action(description="Disable selected tools", permissions=["change"])
     def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:

@@ -91,3 +91,11 @@ class ToolsForbidden(ApiError):
     code = "forbidden"
     status = 403
     message = "Your role in this project does not allow this change."
+
+
+class ToolHeldBySpec(ApiError):
+    """A tool whose spec declares governance the hub could not read cannot be switched on."""
+
+    code = "tool_held_by_spec"
+    status = 409
+    message = "The tool's spec declares a rate limit the hub cannot read: fix it in the spec and re-import."

@@ -61,6 +61,9 @@ class Tool(BaseModel):
     approval_required = models.BooleanField()
     has_acc = models.BooleanField("declares ACC", help_text="Whether the operation declares x-agent-capability.")
     enabled = models.BooleanField(default=False)
+    # Why the spec holds the tool off, whatever the operator's switch says: its ACC declares
+    # governance the hub could not read (a rate limit), and it would run without it. Empty: not held.
+    held_reason = models.CharField("held off by its spec", max_length=500, blank=True, default="", editable=False)
     compiled = models.JSONField()
     position = models.PositiveIntegerField(default=0)
 

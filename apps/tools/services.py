@@ -19,14 +19,17 @@ from apps.projects.models import Project
 from .compiler import CompiledTool, CompileResult, SpecRefused, compile_spec
 from .crypto import secret_encrypt, secret_rotate
 from .dispatch import address_policy
-from .errors import InvalidProvider, ProviderNameTaken, SpecRefusedError
+from .errors import InvalidProvider, ProviderNameTaken, SpecRefusedError, ToolHeldBySpec
 from .models import TOOL_PROVIDER_NAME_CONSTRAINT, RouteToolSource, Tool, ToolProvider, provider_name_validator
 from .semantic import index_send
 
 MIN_SECRET_CHARS = 16
 MAX_SECRET_CHARS = 512
 TOOL_FIELDS = ("method", "path", "description", "scope", "risk", "readonly", "approval_required", "has_acc",
-               "compiled", "position")
+               "held_reason", "compiled", "position")
+# Compile fallbacks that hold a tool off until its spec is fixed: the operator's switch cannot turn
+# it on (it would run without the governance its spec declares).
+HOLDING_WARNINGS = frozenset({"acc_execution_rate_limit_invalid"})
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,18 @@ def provider_fields_check(*, name: str | None = None, base_url: str | None = Non
         _check_secret(secret)
 
 
-def _tool_fields(tool: CompiledTool, position: int) -> dict[str, Any]:
+def _held_reasons(result: CompileResult) -> dict[str, str]:
+    """Per tool name, why its spec holds it off (HOLDING_WARNINGS)."""
+    reasons: dict[str, str] = {}
+    for warning in result.warnings:
+        if warning.code in HOLDING_WARNINGS and warning.operation:
+            reasons.setdefault(warning.operation, f"{warning.code}: {warning.message}"[:500])
+    return reasons
+
+
+def _tool_fields(tool: CompiledTool, position: int, held: dict[str, str]) -> dict[str, Any]:
     return {
+        "held_reason": held.get(tool.name, ""),
         "method": tool.method,
         "path": tool.path,
         "description": tool.description,
@@ -157,8 +170,9 @@ def provider_create(*, project: Project, name: str, base_url: str, secret: str, 
             openapi_version=result.openapi_version, title=result.title[:500],
             compile_report=result.report(), compiled_at=timezone.now(),
         )
+    held = _held_reasons(result)
     Tool.objects.bulk_create([
-        Tool(provider=provider, name=tool.name, enabled=tool.enabled, **_tool_fields(tool, position))
+        Tool(provider=provider, name=tool.name, enabled=tool.enabled, **_tool_fields(tool, position, held))
         for position, tool in enumerate(result.tools)
     ])
     diff = ToolDiff(added=tuple(tool.name for tool in result.tools))
@@ -196,24 +210,29 @@ def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
 @transaction.atomic
 def provider_reimport(*, provider: ToolProvider, spec: bytes, spec_filename: str = "") -> ProviderImport:
     """Replace a provider's spec. Tools keep their operator switch across re-imports, except that a
-    tool whose ACC now says ``enabled: false`` is switched off; new tools start as their ACC says;
-    tools no longer in the spec are deleted."""
+    tool whose ACC now says ``enabled: false`` is switched off, and one its old spec held off
+    (HOLDING_WARNINGS: the operator could not switch it on) is switched as its new ACC says; new
+    tools start as their ACC says; tools no longer in the spec are deleted."""
     result = spec_compile(spec=spec)
     provider = ToolProvider.objects.select_for_update().get(pk=provider.pk)
     diff = tool_diff(provider=provider, result=result)
     current = {tool.name: tool for tool in provider.tools.all()}
     provider.tools.filter(name__in=diff.removed).delete()
     creates, updates = [], []
+    held = _held_reasons(result)
     for position, compiled in enumerate(result.tools):
-        fields = _tool_fields(compiled, position)
+        fields = _tool_fields(compiled, position, held)
         row = current.get(compiled.name)
         if row is None:
             creates.append(Tool(provider=provider, name=compiled.name, enabled=compiled.enabled, **fields))
             continue
+        was_held = bool(row.held_reason)
         for key, value in fields.items():
             setattr(row, key, value)
         if compiled.has_acc and not compiled.enabled:
             row.enabled = False
+        elif was_held:
+            row.enabled = compiled.enabled
         updates.append(row)
     Tool.objects.bulk_create(creates)
     if updates:
@@ -263,7 +282,10 @@ def provider_delete(*, provider: ToolProvider) -> None:
 
 def tool_set_enabled(*, tool: Tool, enabled: bool) -> Tool:
     """Switch one tool on or off for every route that lists it. Writes the row whatever the instance
-    holds (a bound form may have set the attribute already)."""
+    holds (a bound form may have set the attribute already). A tool its spec holds off
+    (`held_reason`) is not switched on: 409 tool_held_by_spec."""
+    if enabled and Tool.objects.filter(pk=tool.pk).exclude(held_reason="").exists():
+        raise ToolHeldBySpec()
     tool.enabled = enabled
     tool.updated_at = timezone.now()
     Tool.objects.filter(pk=tool.pk).update(enabled=enabled, updated_at=tool.updated_at)

@@ -198,7 +198,8 @@ def _execution(block: Any, gov: Governance, *, method: str, warn: Warn) -> None:
         else:
             warn("acc_execution_rate_limit_invalid", "x-agent-capability.execution.rate_limit must be "
                  f"{{count: integer ≥ 1, window: {'|'.join(RATE_LIMIT_WINDOWS)}}}.",
-                 "the tool is disabled until the rate limit is fixed")
+                 "the tool is disabled and cannot be switched on until the rate limit is fixed and the spec "
+                 "re-imported")
             gov.enabled = False
 
 

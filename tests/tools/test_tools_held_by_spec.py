@@ -1,0 +1,104 @@
+"""A tool whose spec declares a rate limit the hub cannot read is held off until the spec is fixed:
+the compile report said "disabled until the rate limit is fixed", yet an operator could switch it
+on (it then ran with no limit at all), and fixing the spec did not switch it back on."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from django.apps import apps as django_apps
+from django.test import Client
+
+from apps.projects.models import Membership
+from apps.tools import services
+from apps.tools.errors import ToolHeldBySpec
+from apps.tools.models import Tool
+from tests.projects.factories import MembershipFactory
+
+from .factories import STORE_SPEC, ToolProviderFactory
+from .test_admin import tool_rows
+
+pytestmark = pytest.mark.django_db
+
+BAD_LIMIT = STORE_SPEC.replace(b"rate_limit: {count: 10, window: 1m}", b"rate_limit: {count: 10, window: 2m}")
+
+
+@pytest.fixture
+def owner():
+    return MembershipFactory(role=Membership.Role.OWNER)
+
+
+@pytest.fixture
+def browser(owner) -> Client:
+    client = Client()
+    client.force_login(owner.user)
+    return client
+
+
+@pytest.fixture
+def provider(owner):
+    assert BAD_LIMIT != STORE_SPEC
+    return ToolProviderFactory(project=owner.project, spec=BAD_LIMIT)
+
+
+def _stock_adjust(provider) -> Tool:
+    return Tool.objects.get(provider=provider, name="stock_adjust")
+
+
+def test_a_tool_whose_rate_limit_cannot_be_read_is_imported_held_off(provider):
+    tool = _stock_adjust(provider)
+    assert (tool.enabled, tool.held_reason.split(":")[0]) == (False, "acc_execution_rate_limit_invalid")
+    assert list(Tool.objects.filter(provider=provider).exclude(held_reason="").values_list("name", flat=True)) == [
+        "stock_adjust"]
+    with pytest.raises(ToolHeldBySpec):
+        services.tool_set_enabled(tool=tool, enabled=True)
+    assert _stock_adjust(provider).enabled is False
+
+
+def test_the_providers_page_refuses_to_switch_it_on_beside_the_tool(browser, provider):
+    data = {"base_url": provider.base_url, "enabled": "on", **tool_rows(provider, {"stock_adjust": True})}
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data)
+    assert response.status_code == 200
+    assert "stock_adjust cannot be switched on: acc_execution_rate_limit_invalid" in response.content.decode()
+    assert _stock_adjust(provider).enabled is False
+
+
+def test_the_tools_page_refuses_to_switch_it_on(browser, provider):
+    tool = _stock_adjust(provider)
+    response = browser.post(f"/admin/tools/tool/{tool.pk}/change/", {"enabled": "on"})
+    assert response.status_code == 200
+    assert "stock_adjust cannot be switched on" in response.content.decode()
+    assert _stock_adjust(provider).enabled is False
+
+
+def test_the_enable_action_leaves_it_off_and_says_why(browser, provider):
+    ids = [str(pk) for pk in provider.tools.values_list("pk", flat=True)]
+    Tool.objects.filter(provider=provider).update(enabled=False)
+    response = browser.post("/admin/tools/tool/", {"action": "enable_tools", "_selected_action": ids}, follow=True)
+    page = response.content.decode()
+    assert "4 tools enabled." in page and "held by their spec" in page and "stock_adjust" in page
+    assert list(provider.tools.filter(enabled=False).values_list("name", flat=True)) == ["stock_adjust"]
+
+
+def test_a_reimport_that_fixes_the_rate_limit_switches_it_on_as_its_spec_says(provider):
+    services.provider_reimport(provider=provider, spec=STORE_SPEC)
+    tool = _stock_adjust(provider)
+    assert (tool.enabled, tool.held_reason, tool.compiled["rate_limit"]) == (
+        True, "", {"count": 10, "window": "1m"})
+
+
+def test_a_reimport_keeps_a_tool_the_operator_switched_off_off(owner):
+    provider = ToolProviderFactory(project=owner.project)
+    services.tool_set_enabled(tool=_stock_adjust(provider), enabled=False)
+    services.provider_reimport(provider=provider, spec=STORE_SPEC)
+    assert _stock_adjust(provider).enabled is False
+
+
+def test_the_migration_holds_tools_imported_before_from_their_providers_report(provider):
+    Tool.objects.filter(provider=provider, name="stock_adjust").update(held_reason="", enabled=True)
+    migration = importlib.import_module("apps.tools.migrations.0012_tool_held_reason")
+    migration.hold_from_reports(django_apps, None)
+    tool = _stock_adjust(provider)
+    assert (tool.enabled, tool.held_reason.split(":")[0]) == (False, "acc_execution_rate_limit_invalid")
+    assert Tool.objects.filter(provider=provider).exclude(held_reason="").count() == 1
