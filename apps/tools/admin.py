@@ -431,6 +431,11 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                     diff = outcome.diff
                     messages.info(request, f"Re-imported: {len(diff.added)} added, {len(diff.removed)} removed, "
                                            f"{len(diff.changed)} changed.")
+                    if diff.switched_off:
+                        messages.warning(request, "Switched off by the new spec: {}.{}".format(
+                            ", ".join(diff.switched_off), "".join(
+                                f" Route {route} loses {', '.join(names)}." for route, names in
+                                diff.routes_losing.items())))
                 self._warn_stranded(request, provider)
                 return
             if form.spec_bytes is None:  # the form refuses a new provider without a spec

@@ -44,11 +44,15 @@ class ToolDiff:
     # SHA-256, so any new spec changes it; and, per route, the allowed tools the new spec no longer has.
     routes: tuple[str, ...] = ()
     routes_losing: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Tools on now that the new spec switches off (its ACC says enabled: false, or it holds them:
+    # HOLDING_WARNINGS); the routes that allow them lose them too (routes_losing).
+    switched_off: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"added": list(self.added), "removed": list(self.removed), "changed": list(self.changed),
                 "unchanged": list(self.unchanged), "routes": list(self.routes),
-                "routes_losing": {route: list(names) for route, names in self.routes_losing.items()}}
+                "routes_losing": {route: list(names) for route, names in self.routes_losing.items()},
+                "switched_off": list(self.switched_off)}
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,10 @@ def provider_create(*, project: Project, name: str, base_url: str, secret: str, 
 def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
     """What importing ``result`` into ``provider`` would change (reads only)."""
     existing = {name: compiled for name, compiled in provider.tools.values_list("name", "compiled")}
+    enabled_now = set(provider.tools.filter(enabled=True).values_list("name", flat=True))
+    held = _held_reasons(result)
+    switched_off = tuple(tool.name for tool in result.tools if tool.name in enabled_now and (
+        (tool.has_acc and not tool.enabled) or tool.name in held))
     added, changed, unchanged = [], [], []
     for tool in result.tools:
         if tool.name not in existing:
@@ -200,11 +208,11 @@ def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
                                      .values_list("route__key", "allowed_tools", "route__tools_direct_enabled")):
             if direct:  # a route with direct tools off has an empty surface: its revision covers no source
                 routes.append(key)
-            lost = tuple(name for name in allowed if name not in new_names)
+            lost = tuple(name for name in allowed if name not in new_names or name in switched_off)
             if lost:
                 losing[key] = lost
     return ToolDiff(added=tuple(added), removed=tuple(removed), changed=tuple(changed), unchanged=tuple(unchanged),
-                    routes=tuple(routes), routes_losing=losing)
+                    routes=tuple(routes), routes_losing=losing, switched_off=switched_off)
 
 
 @transaction.atomic

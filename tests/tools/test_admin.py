@@ -494,7 +494,7 @@ def test_reimport_preview_warns_of_routes_losing_allowed_tools(browser, owner):
             "_preview": "1", **tool_rows(provider)}
     page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data).content.decode()
     assert "Routes whose capability revision changes: shop-desk" in page
-    assert "Route shop-desk allows tools this spec no longer has: order_status" in page
+    assert "Route shop-desk allows tools this spec removes or switches off: order_status" in page
 
 
 def test_the_compile_report_counts_in_words_that_agree_with_the_numbers():

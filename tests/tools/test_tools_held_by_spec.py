@@ -102,3 +102,34 @@ def test_the_migration_holds_tools_imported_before_from_their_providers_report(p
     tool = _stock_adjust(provider)
     assert (tool.enabled, tool.held_reason.split(":")[0]) == (False, "acc_execution_rate_limit_invalid")
     assert Tool.objects.filter(provider=provider).exclude(held_reason="").count() == 1
+
+
+def _route_allowing(owner, provider, *names):
+    from apps.tools.route_tools import SourceSpec, route_tools_set
+    from tests.routes.factories import RouteFactory
+
+    route_tools_set(route=RouteFactory(project=owner.project, key="shop-desk", tools_direct_enabled=True),
+                    sources=[SourceSpec(provider=provider, allowed_tools=list(names))])
+
+
+def test_a_reimport_preview_names_the_tools_the_new_spec_switches_off_and_the_routes_losing_them(browser, owner):
+    """The preview said "3 changed"; the route's agents then silently lost the tools."""
+    provider = ToolProviderFactory(project=owner.project)
+    _route_allowing(owner, provider, "stock_adjust", "product_lookup")
+    data = {"base_url": provider.base_url, "enabled": "on", "spec_text": BAD_LIMIT.decode(), "_preview": "1",
+            **tool_rows(provider)}
+    page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data).content.decode()
+    assert "Switched off by this spec (on now): stock_adjust —" in page
+    assert "Route shop-desk allows tools this spec removes or switches off: stock_adjust<" in page
+    assert _stock_adjust(provider).enabled is True  # a preview changes nothing
+
+    data.pop("_preview")
+    saved = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data, follow=True).content.decode()
+    assert "Switched off by the new spec: stock_adjust. Route shop-desk loses stock_adjust." in saved
+    assert _stock_adjust(provider).enabled is False
+
+
+def test_a_reimport_reports_no_tool_switched_off_that_was_off_already(owner):
+    provider = ToolProviderFactory(project=owner.project)
+    services.tool_set_enabled(tool=_stock_adjust(provider), enabled=False)
+    assert services.provider_reimport(provider=provider, spec=BAD_LIMIT).diff.switched_off == ()

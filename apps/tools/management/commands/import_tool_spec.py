@@ -77,14 +77,14 @@ class Command(BaseCommand):
         if not result.acc_present:
             self.stdout.write("no operation declares x-agent-capability: every tool is disabled until an operator "
                               "enables it; read-only is inferred from GET/HEAD")
-        for key in ("added", "removed", "changed"):
+        for key in ("added", "removed", "changed", "switched_off"):
             names = getattr(diff, key)
             if names:
                 self.stdout.write(f"{key}: {', '.join(names)}")
         if diff.routes:
             self.stdout.write(f"routes whose capability revision changes: {', '.join(diff.routes)}")
         for route, names in diff.routes_losing.items():
-            self.stdout.write(f"route {route} allows tools this spec no longer has: {', '.join(names)}")
+            self.stdout.write(f"route {route} allows tools this spec removes or switches off: {', '.join(names)}")
         for warning in result.warnings:
             self.stdout.write(f"warning {warning.code} [{warning.operation or '-'}] {warning.message} "
                               f"→ {warning.fallback}")
