@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
@@ -174,7 +175,7 @@ class TaskPolicyForm(forms.Form):
                                         help_text="Dispatch permits in flight at once, reads included (1 to 64).")
     expires_at = forms.DateTimeField(required=False, label="Expires at",
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
-                                     help_text="Empty: never. The console's time zone.")
+                                     help_text=f"Empty: never. In {settings.TIME_ZONE}, the console's time zone.")
     request_id = forms.RegexField(regex=r"^[A-Za-z0-9._:-]{1,128}$", widget=forms.HiddenInput,
                                   error_messages={"required": "Reload the page and submit again.",
                                                   "invalid": "Reload the page and submit again."})

@@ -133,6 +133,7 @@ def test_the_create_form_lists_active_sessions_never_tokens(world, owner, tools)
     assert escape(label) in html
     assert world.first.access_token not in html and world.first.refresh_token not in html
     assert re.search(r'name="request_id" value="console:[0-9a-f-]{36}"', html)
+    assert "Empty: never. In UTC, the console&#x27;s time zone." in html  # which zone a typed time is read in
 
 
 def test_creating_a_task_from_a_session(world, owner, tools):
