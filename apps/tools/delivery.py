@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
+from html.parser import HTMLParser
 from typing import Any
 
 from django.conf import settings
@@ -130,7 +131,51 @@ def _response_text(outcome: dispatch.Outcome) -> str:
     text = outcome.body.decode("utf-8", errors="replace")
     if outcome.truncated:
         text = text[: TEXT_MAX_CHARS - 120] + f"… [the answer was cut: {outcome.reason}]"
+    if not 200 <= (outcome.status or 0) < 300 and _is_html(outcome.content_type):
+        # An error page (a proxy's 502, a framework's 404) went to the model as kilobytes of markup.
+        text = f"[an HTML page, shown as its text] {html_page_text(text)}"
     return text
+
+
+def _is_html(content_type: str) -> bool:
+    return content_type.split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml")
+
+
+class _PageText(HTMLParser):
+    """The words of an HTML page as a reader sees them: no markup, scripts or styles."""
+
+    _HIDDEN = frozenset({"script", "style", "template", "noscript", "head"})
+    _KEPT_IN_HEAD = frozenset({"title"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._HIDDEN:
+            self.hidden.append(tag)
+        elif tag in self._KEPT_IN_HEAD and self.hidden == ["head"]:
+            self.hidden.append(tag)  # a page's title is worth reading: marked, then kept below
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.hidden and self.hidden[-1] == tag:
+            self.hidden.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden or self.hidden[-1] in self._KEPT_IN_HEAD:
+            self.parts.append(data)
+
+
+def html_page_text(page: str) -> str:
+    """`page`'s text, its white space runs made one space."""
+    parser = _PageText()
+    try:
+        parser.feed(page)
+        parser.close()
+    except Exception:  # html.parser is lenient; anything it still trips on leaves the page as it was
+        return page
+    return " ".join(" ".join(parser.parts).split())
 
 
 def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:

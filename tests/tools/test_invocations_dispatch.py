@@ -101,6 +101,25 @@ def test_a_business_4xx_is_business_rejected(shop, dispatching):
     assert body["text"] == '{"error":"unknown_sku"}'
 
 
+PAGE = (b"<!DOCTYPE html><html><head><title>Page not found</title><style>body{color:red}</style>"
+        b"<script>var debug=1</script></head><body><h1>Not Found</h1><p>The path &amp; <b>/api/items/1</b> "
+        b"was not found.</p></body></html>")
+
+
+def test_a_business_error_page_in_html_reaches_the_agent_as_its_text(shop, dispatching):
+    """A framework's 404 page went to the model as 4 KB of markup."""
+    shop.server.respond("/api/items", status=404, body=PAGE, content_type="text/html; charset=utf-8")
+    body = shop.invoke("item_read", {"item_id": "1"}).json()
+    assert (body["state"], body["business_status"], body["text"]) == (
+        "business_rejected", 404,
+        "[an HTML page, shown as its text] Page not found Not Found The path & /api/items/1 was not found.")
+
+
+def test_a_successful_html_answer_reaches_the_agent_as_it_came(shop, dispatching):
+    shop.server.respond("/api/items", status=200, body=PAGE, content_type="text/html")
+    assert shop.invoke("item_read", {"item_id": "1"}).json()["text"] == PAGE.decode()
+
+
 def test_a_business_5xx_on_a_write_needs_reconciliation(shop, dispatching):
     shop.server.respond("/api/stock", status=503, body=b"down")
     body = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 1}).json()
