@@ -261,6 +261,9 @@ def test_an_approval_whose_tool_changed_says_the_call_can_no_longer_run(logged_i
     assert "can no longer run" in blocked.inner_text() and "Deny it" in blocked.inner_text()
     assert "exactly these run if approved" not in page.locator("#approval-arguments").inner_text()
     _shot(page, "approval-tool-changed")
+    # Approving is not the green, first choice there: it says it runs nothing.
+    approve = page.locator("#approve-button")
+    assert (approve.inner_text(), approve.get_attribute("class")) == ("Approve anyway (runs nothing now)", "button")
 
     page.click("#approve-button")
     page.wait_for_url(re.compile(rf".*/admin/tools/approval/{approval.pk}/change/"))
