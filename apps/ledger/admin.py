@@ -1,14 +1,19 @@
-"""A read-only ledger for operators: conversations, messages and runs (states, revisions, timings,
-the frozen context), and memory notes per route, each filterable by route and by date. Nothing
+"""A read-only ledger for operators: conversations, messages and runs (states, tool calls, revisions,
+timings, the frozen context), and memory notes per route, each filterable by route and by date. Nothing
 here writes: ledger rows change only in `apps.ledger.services`. Route filters offer only the
 routes of the projects the operator may see (RouteListFilter), never other projects' route names."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from functools import cache
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import Case, CharField, Count, F, Min, OuterRef, Value, When
+from django.db.models.functions import JSONObject
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
@@ -81,19 +86,25 @@ class MessageInline(ReadOnlyInline):
 
 class RunInline(ReadOnlyInline):
     model = Run
-    fields = readonly_fields = ("run_link", "turn_id", "state_shown", "profile_revision",
-                                "capability_revision", "prepare_ms", "created_at", "completed_at")
+    # The revisions are cut to their first 12 characters (the whole one in their title): in full, two
+    # 64-character columns made the table 1608 px wide, and Prepare ms and both times were off-screen.
+    fields = readonly_fields = ("run_link", "turn_id", "state_shown", "tool_calls", "profile_revision_short",
+                                "capability_revision_short", "prepare_ms", "created_at", "completed_at")
     ordering = ["created_at"]
 
     conversation: Conversation | None = None  # the page's, set by ConversationAdmin.get_inline_instances
+
+    class Media:
+        css = {"all": ["ledger/ledger.css"]}
 
     @admin.display(description="Client turn id")
     def turn_id(self, obj: Run) -> SafeString:
         return identifier_html(obj.client_turn_id)
 
     def get_queryset(self, request):
-        queryset = super().get_queryset(request).select_related("session").annotate(
-            approver_current=session_approver_current_expression("session__"))
+        # The table never shows a run's frozen context (up to 64 KiB each): not read.
+        queryset = super().get_queryset(request).select_related("session").defer("context_snapshot").annotate(
+            approver_current=session_approver_current_expression("session__"), call_groups=run_call_groups())
         if self.conversation is not None:
             newest = list(Run.objects.filter(conversation=self.conversation).order_by("-created_at")
                           .values_list("created_at", flat=True)[RUN_ROWS_MAX - 1:RUN_ROWS_MAX])
@@ -105,9 +116,82 @@ class RunInline(ReadOnlyInline):
     def state_shown(self, obj: Run) -> SafeString:
         return run_state(obj)
 
+    @admin.display(description="Tool calls")
+    def tool_calls(self, obj: Run) -> SafeString:
+        return call_groups_summary(getattr(obj, "call_groups", None) or [])
+
+    @admin.display(description="Profile revision")
+    def profile_revision_short(self, obj: Run) -> SafeString | str:
+        return revision_short(obj.profile_revision)
+
+    @admin.display(description="Capability revision")
+    def capability_revision_short(self, obj: Run) -> SafeString | str:
+        return revision_short(obj.capability_revision)
+
     @admin.display(description="Run")
     def run_link(self, obj: Run) -> str:
         return format_html('<a href="{}">{}</a>', reverse("admin:ledger_run_change", args=[obj.pk]), obj.pk)
+
+
+def run_call_groups() -> ArraySubquery:
+    """A run's tool calls grouped by state, tool and approval, in the order first asked: each group is
+    {"state", "tool", "approval", "n"}, the approval read as approval_reading reads it (a pending one
+    past its expiry is "expired"). An annotation of the Runs table's own query: its runs' calls cost it
+    no query, not one per run. The calls are reached by name through their relation to the run
+    (related_name "invocations")."""
+    approval = Case(When(invocations__approval__status="pending",
+                         invocations__approval__expires_at__lte=timezone.now(), then=Value("expired")),
+                    default=F("invocations__approval__status"), output_field=CharField())
+    return ArraySubquery(
+        Run.objects.filter(pk=OuterRef("pk"), invocations__isnull=False)
+        .values(call_state=F("invocations__state"), tool=F("invocations__tool_name"), approval=approval)
+        .annotate(n=Count("*"), first_asked=Min("invocations__created_at"))
+        .order_by("first_asked")
+        .values(call=JSONObject(state="call_state", tool="tool", approval="approval", n="n")))
+
+
+@cache
+def _choice_labels(*path: str) -> dict[str, str]:
+    """value: label of the choices of the field that `path` reaches from Run, in their order (the
+    states of a tool call and of its approval, as the tools app names them)."""
+    model: Any = Run
+    for relation in path[:-1]:
+        model = model._meta.get_field(relation).related_model
+    return {str(value): str(label) for value, label in model._meta.get_field(path[-1]).flatchoices}
+
+
+def _counted(counts: Counter[str], labels: dict[str, str]) -> str:
+    return ", ".join(f"{counts[value]} {label}" for value, label in labels.items() if counts[value])
+
+
+def call_groups_summary(groups: list[dict[str, Any]]) -> SafeString:
+    """'5 tool calls: 4 executed, 1 denied', then what their approvals came to, then the tools called."""
+    if not groups:
+        return format_html('<span class="bh-muted">{}</span>', "no tool calls")
+    states: Counter[str] = Counter()
+    approvals: Counter[str] = Counter()
+    tools: Counter[str] = Counter()  # in the order first asked
+    for group in groups:
+        states[group["state"]] += group["n"]
+        tools[group["tool"]] += group["n"]
+        if group["approval"]:
+            approvals[group["approval"]] += group["n"]
+    calls, asked = states.total(), approvals.total()
+    lines = [format_html("{} tool call{}: {}", calls, pluralize(calls),
+                         _counted(states, _choice_labels("invocations", "state")))]
+    if asked:
+        lines.append(format_html('<span class="bh-muted">{} approval{}: {}</span>', asked, pluralize(asked),
+                                 _counted(approvals, _choice_labels("invocations", "approval", "status"))))
+    lines.append(format_html('<span class="bh-muted">{}</span>', ", ".join(
+        tool if n == 1 else f"{tool}\u00a0×{n}" for tool, n in tools.items())))
+    return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))
+
+
+def revision_short(revision: str) -> SafeString | str:
+    """A 64-hex revision as its first 12 characters, the whole one in the title (as on the route page)."""
+    if not revision:
+        return "—"
+    return format_html('<code title="{}">{}…</code>', revision, revision[:12])
 
 
 @admin.register(Conversation)
@@ -172,6 +256,10 @@ class ConversationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScoped
                            messages, runs)
 
 
+# The run page's last fieldset, under the run's tool calls.
+RUN_CONTEXT_FIELDS = ("stats_pretty", "context_pretty")
+
+
 @admin.register(Run)
 class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "route__project"
@@ -194,12 +282,20 @@ class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixi
     fields = readonly_fields = (
         "id", "route", "in_conversation", "session", "client_turn_id", "user_message_id", "state_shown", "request_hash",
         "knowledge_delivery", "profile_revision", "capability_revision", "context_bytes", "context_tokens",
-        "stats_pretty", "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
-        "model", "runtime", "usage_pretty", "completion_fingerprint", "completed_at", "context_pretty",
+        "prepare_ms", "knowledge_ms", "created_at", "context_ready_at", "assistant_message_id",
+        "model", "runtime", "usage_pretty", "completion_fingerprint", "completed_at", *RUN_CONTEXT_FIELDS,
     )
-    # The run's tool calls: state, business status, journal, approval and timings of each.
+    # The run's tool calls: state, business status, journal, approval and timings of each. Shown between
+    # the run's facts and its frozen context (admin/ledger/run/change_form.html): under the context, often
+    # thousands of pixels tall, they came about 5000 px down the page.
     inlines = [InvocationInline]
     identifier_fields = ("client_turn_id", "user_message_id", "assistant_message_id")
+
+    def get_fieldsets(self, request, obj=None):
+        # Split from get_fields, which shows the identifier fields left to right (IdentifierFieldsMixin).
+        fields = self.get_fields(request, obj)
+        return [(None, {"fields": [name for name in fields if name not in RUN_CONTEXT_FIELDS]}),
+                ("Frozen context", {"fields": list(RUN_CONTEXT_FIELDS)})]
 
     @admin.display(description="Route · conversation", ordering="route")
     def route_conversation(self, obj: Run) -> SafeString:
@@ -225,7 +321,7 @@ class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixi
         return format_html('{} bytes<br><span class="bh-muted">knowledge {}</span>', obj.context_bytes,
                            obj.get_knowledge_delivery_display().lower())
 
-    @admin.display(description="Frozen context")
+    @admin.display(description="Context")
     def context_pretty(self, obj: Run) -> SafeString:
         return format_html(
             '<div class="bh-context">{}</div><details class="bh-raw"><summary>The context as JSON</summary>'
