@@ -251,6 +251,20 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A send to a hung broker (a Redis that stopped answering, a network that drops its packets) waited
+# forever: an upload or a tool call held its web thread for the whole outage, and enough of them
+# took a web process down. Every Redis command of the broker and of the result backend now gives
+# up after BROKER_SOCKET_TIMEOUT_SECONDS (kombu's default is none), and a send that fails is tried
+# once more (Celery's default: three times): the request answers within about two timeouts, as when
+# the broker is down, and the watchdogs send the work once it is back. Keep it above a second: a
+# worker's wait for messages (BRPOP) is one.
+BROKER_SOCKET_TIMEOUT_SECONDS = env.float("BROKER_SOCKET_TIMEOUT_SECONDS", default=3.0)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": BROKER_SOCKET_TIMEOUT_SECONDS,
+                                   "socket_connect_timeout": BROKER_SOCKET_TIMEOUT_SECONDS}
+CELERY_REDIS_SOCKET_TIMEOUT = BROKER_SOCKET_TIMEOUT_SECONDS
+CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = BROKER_SOCKET_TIMEOUT_SECONDS
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
+                                    "interval_max": 0.5}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "celery"

@@ -4,7 +4,10 @@ DATABASE_URL/REDIS_URL); nothing here mocks the database or the broker."""
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from django.test import TransactionTestCase
 from rest_framework.test import APIClient
 
 from bailinghub.celery import app as celery_app
+from bailinghub.embedded import redis_server_binary
 
 # The whole suite's log output is scanned for credentials; one found fails the session.
 pytest_plugins = ["tests.log_scanner", "pytester"]
@@ -261,3 +265,22 @@ def database_free_before_teardown(django_db_setup, django_db_blocker):
         # work, and DROP DATABASE is left to say so.
         cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                        "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'")
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path):
+    """A real redis-server of our own on a Unix socket, so the test may stop it."""
+    sock = tmp_path / "r.sock"
+    process = subprocess.Popen(
+        [redis_server_binary(), "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while not sock.exists():
+        assert time.monotonic() < deadline, "redis-server did not start"
+        time.sleep(0.02)
+    yield process, f"unix://{sock}?db=0"
+    if process.poll() is None:
+        process.send_signal(signal.SIGCONT)  # a stopped one takes its SIGTERM only once it runs again
+        process.terminate()
+        process.wait(10)

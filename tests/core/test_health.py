@@ -1,10 +1,4 @@
-import subprocess
-import time
-from pathlib import Path
-
 import pytest
-
-from bailinghub.embedded import redis_server_binary
 
 
 @pytest.mark.django_db
@@ -21,24 +15,6 @@ def test_readyz_is_200_when_database_redis_and_migrations_are_ready(client):
     assert response.json() == {
         "status": "ready", "checks": {"database": "ok", "redis": "ok", "migrations": "ok"}
     }
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path):
-    """A real redis-server of our own on a Unix socket, so the test may stop it."""
-    sock = tmp_path / "r.sock"
-    process = subprocess.Popen(
-        [redis_server_binary(), "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while not sock.exists():
-        assert time.monotonic() < deadline, "redis-server did not start"
-        time.sleep(0.02)
-    yield process, f"unix://{sock}?db=0"
-    if process.poll() is None:
-        process.terminate()
-        process.wait(10)
 
 
 @pytest.mark.django_db
