@@ -18,6 +18,7 @@ from django.conf import settings
 from django.test import TransactionTestCase
 from rest_framework.test import APIClient
 
+from apps.core.health import broker_look_forget
 from bailinghub.celery import app as celery_app
 from bailinghub.embedded import redis_server_binary
 
@@ -40,6 +41,15 @@ TOOL_SECRET_KEY = Fernet.generate_key().decode()
 @pytest.fixture(autouse=True)
 def tool_secret_keys(settings):
     settings.TOOL_SECRET_KEYS = [TOOL_SECRET_KEY]
+
+
+@pytest.fixture(autouse=True)
+def broker_looked_at_afresh():
+    """Each test asks the broker itself (a process keeps its last look for BROKER_LOOK_SECONDS: one
+    test's unreachable broker would be the next one's)."""
+    broker_look_forget()
+    yield
+    broker_look_forget()
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import redis
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -27,6 +29,41 @@ def check_redis() -> str:
     finally:
         client.close()
     return "ok"
+
+
+# How long a process trusts its last look at the broker: the console's pages ask on every load (the
+# KB page every two seconds), and a broker that does not answer costs each look its one second.
+BROKER_LOOK_SECONDS = 10.0
+_BROKER_LOOK: dict[str, tuple[float, str]] = {}  # "last": (monotonic time, state)
+
+
+def check_broker() -> str:
+    """ok | unavailable | unknown (a broker other than Redis): whether the Celery broker answers,
+    asked at most every BROKER_LOOK_SECONDS per process."""
+    now = time.monotonic()
+    last = _BROKER_LOOK.get("last")
+    if last is not None and now - last[0] < BROKER_LOOK_SECONDS:
+        return last[1]
+    url = settings.CELERY_BROKER_URL
+    if url.startswith("redis+socket://"):
+        url = "unix://" + url.removeprefix("redis+socket://")
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return "unknown"
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        client.ping()
+        state = "ok"
+    except (redis.RedisError, OSError):
+        state = "unavailable"
+    finally:
+        client.close()
+    _BROKER_LOOK["last"] = (now, state)
+    return state
+
+
+def broker_look_forget() -> None:
+    """The next check_broker asks the broker again (tests; a page that must know now)."""
+    _BROKER_LOOK.clear()
 
 
 def check_migrations() -> str:

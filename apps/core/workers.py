@@ -23,11 +23,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
+from apps.core.health import check_broker
+
 # A live worker takes a queued item within seconds, and one holding a document speaks every few
 # seconds (a heartbeat after each embedding batch); a minute without a word is worth saying, long
 # before a watchdog hands the work on. A call's send speaks once, at its claim, and may then wait
 # on the business system until its deadline (busy_until) without being silent.
 WORKER_SILENT_SECONDS = 60
+
+
+# While the broker does not answer, nothing queued reaches a worker, however well the workers run:
+# the console said to check the workers (healthy all along) while /readyz said "redis".
+BROKER_DOWN_TEXT = ("the task broker (Redis) cannot be reached: nothing queued reaches a worker until it is back, "
+                    "and the watchdogs send the work again then; check that Redis is running (/readyz says so too)")
+
+
+def broker_down_text() -> str:
+    """BROKER_DOWN_TEXT while the Celery broker does not answer (check_broker), else nothing."""
+    return BROKER_DOWN_TEXT if check_broker() == "unavailable" else ""
 
 
 @dataclass(frozen=True)

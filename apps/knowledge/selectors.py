@@ -19,7 +19,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import WORKER_SILENT_SECONDS, queue_activity, queue_halt, queue_stall, worker_reading
+from apps.core.workers import (
+    WORKER_SILENT_SECONDS,
+    broker_down_text,
+    queue_activity,
+    queue_halt,
+    queue_stall,
+    worker_reading,
+)
 from apps.knowledge.errors import DocumentNotFound, KnowledgeBaseNotFound, KnowledgeForbidden
 from apps.knowledge.leases import lease_expires_at
 from apps.knowledge.models import (
@@ -471,6 +478,8 @@ def _queue_stalled(document: Document, *, lane: dict[str, Any], queue: dict[str,
     stall = queue_stall(queue, queued_at=document.queued_at, now=timezone.now())
     if stall is None:
         return ""
+    if broker_down := broker_down_text():
+        return f"waiting {short_duration(stall.seconds)}: {broker_down}"
     if stall.holding:
         held = "ingesting them" if lane.get("count") else "busy with other work on its queue"
         return (f"no word from the workers {held} for {short_duration(stall.seconds)}; "

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_live_q
-from apps.core.workers import queue_readings_shared
+from apps.core.workers import broker_down_text, queue_readings_shared
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from apps.ledger.models import Run
@@ -75,6 +75,9 @@ class ProjectDashboard:
     # before a worker claimed them):
     # {"calls": n, "since": datetime}.
     calls_passed_over: dict[str, Any] | None = None
+    # Beside work waiting: why, when the broker does not answer (apps.core.workers.BROKER_DOWN_TEXT),
+    # rather than the workers' advice.
+    broker_down: str = ""
 
 
 def _ranked(queryset, *, partition: str, order: list, limit: int):
@@ -176,6 +179,9 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     with queue_readings_shared():  # documents and calls share the default queue: each read once
         documents_waiting = knowledge_selectors.documents_waiting_for_a_worker(project_ids=ids)
         calls_waiting = tool_selectors.invocations_waiting_for_a_worker(project_ids=ids)
+    broker_down = broker_down_text() if documents_waiting or calls_waiting else ""
+    for project_id in {*documents_waiting, *calls_waiting}:
+        boards[project_id].broker_down = broker_down
     for project_id, waiting in documents_waiting.items():
         boards[project_id].waiting_for_a_worker = waiting
     for project_id, waiting in calls_waiting.items():

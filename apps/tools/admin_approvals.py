@@ -30,6 +30,7 @@ from django.utils.timesince import timesince, timeuntil
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.timefmt import local_clock, local_time, time_ago
 from apps.core.validators import validate_shown_text
+from apps.core.workers import broker_down_text
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
@@ -690,6 +691,7 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
         # they stayed down (its agent read in_progress, and the watchdog sent it again, unseen).
         # Its message lost while the queue moved on, it read "in progress" with no sign at all.
         extra_context = {**(extra_context or {}), "dispatch_stall": invocation_dispatch_stall(inv=inv),
+                         "dispatch_broker_down": bool(broker_down_text()),
                          "dispatch_passed_over": invocation_passed_over(inv=inv),
                          "dispatch_queue": dispatch_queue_name(), "dispatch_queue_own": dispatch_queue_is_own()}
         return super().change_view(request, object_id, form_url, extra_context)

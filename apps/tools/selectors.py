@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from apps.core.timefmt import short_duration
-from apps.core.workers import queue_activity, queue_halt, queue_stall, worker_reading
+from apps.core.workers import broker_down_text, queue_activity, queue_halt, queue_stall, worker_reading
 from apps.projects.models import Project
 
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
@@ -200,6 +200,8 @@ def invocation_dispatch_stall(*, inv: Invocation) -> str:
     stall = queue_stall(dispatch_activity(), queued_at=inv.queued_at, now=timezone.now())
     if stall is None:
         return ""
+    if broker_down := broker_down_text():
+        return f"waiting {short_duration(stall.seconds)}: {broker_down}"
     if stall.holding:
         # The work held may be calls or, on a shared queue, documents: the page names the queue.
         return f"no word for {short_duration(stall.seconds)} from the workers busy on its queue"

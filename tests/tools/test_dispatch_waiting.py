@@ -6,6 +6,7 @@ consumes: every worker of the dispatch queue is down."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from datetime import timedelta
 from importlib import import_module
 
@@ -14,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from apps.core.health import broker_look_forget, check_broker
 from apps.core.redis import redis_client
 from apps.knowledge.models import Document
 from apps.knowledge.selectors import documents_waiting_for_a_worker, knowledge_base_ingest_status
@@ -731,3 +733,50 @@ def test_a_queued_calls_page_reads_one_statement_for_it(shop, queued, django_ass
     queued.refresh_from_db()
     with django_assert_num_queries(1):
         assert invocation_passed_over(inv=queued) != ""
+
+
+UNREACHABLE_BROKER = "redis+socket:///nonexistent/bailinghub-broker.sock"
+BROKER_DOWN = ("the task broker (Redis) cannot be reached: nothing queued reaches a worker until it is back, and the "
+               "watchdogs send the work again then; check that Redis is running (/readyz says so too)")
+
+
+@contextmanager
+def _broker_unreachable(settings):
+    """The console's look at the broker finds none (the app's own sends use the same setting: it is
+    put back before the fixtures' teardown sends anything)."""
+    kept = settings.CELERY_BROKER_URL
+    settings.CELERY_BROKER_URL = UNREACHABLE_BROKER
+    try:
+        yield
+    finally:
+        settings.CELERY_BROKER_URL = kept
+
+
+def test_while_the_broker_is_down_the_console_blames_the_broker_not_the_workers(owner, shop, queued, settings):
+    """With Redis down and the workers healthy, the dashboard, the KB page and the call's page all
+    said to check that the Celery workers run (while /readyz said "redis")."""
+    settings.TOOL_DISPATCH_QUEUE = None
+    _queued_ago(queued, 300)
+    document = _document_queued(shop.route.project, size=100, ago=300)
+    with _broker_unreachable(settings):
+        page = _page_sign(owner, queued)
+        stage = _stage(document)
+        dashboard = owner.get("/admin/").content.decode()
+    assert page == (
+        f"Waiting for the broker: waiting 5 min: {BROKER_DOWN}. Its agent reads <code>in_progress</code> meanwhile; "
+        "once a worker takes it, it is sent once.")
+    assert stage == f"queued — 1st in line — waiting 5 min: {BROKER_DOWN}"
+    assert re.search(r"1 tool call queued for 5\xa0minutes: " + re.escape(BROKER_DOWN) + r"\.", dashboard)
+    assert re.search(r"1 document queued for 5\xa0minutes: " + re.escape(BROKER_DOWN) + r"\.", dashboard)
+    assert "check that" not in dashboard.replace("check that Redis is running", "")
+
+
+def test_the_broker_is_asked_once_for_a_while_then_again(settings):
+    assert check_broker() == "ok"
+    with _broker_unreachable(settings):
+        assert check_broker() == "ok"  # the process's last look, for BROKER_LOOK_SECONDS
+        broker_look_forget()
+        assert check_broker() == "unavailable"
+    settings.CELERY_BROKER_URL = "amqp://guest@127.0.0.1:9//"
+    broker_look_forget()
+    assert check_broker() == "unknown"
