@@ -397,6 +397,10 @@ KNOWLEDGE_LARGE_TASK_QUEUE = env.str("KNOWLEDGE_LARGE_TASK_QUEUE", default="know
 KNOWLEDGE_TASK_SLICE_SECONDS = env.int("KNOWLEDGE_TASK_SLICE_SECONDS", default=600)
 KNOWLEDGE_HEARTBEAT_STALE_SECONDS = env.int("KNOWLEDGE_HEARTBEAT_STALE_SECONDS", default=300)
 KNOWLEDGE_MAX_ATTEMPTS = env.int("KNOWLEDGE_MAX_ATTEMPTS", default=5)
+# A document queued this long that no worker has claimed while its Celery queue is empty lost its
+# message (a Redis restarted without its data): the watchdog sends it again then, not once its
+# lease-long wait (KNOWLEDGE_HEARTBEAT_STALE_SECONDS) has run out.
+KNOWLEDGE_QUEUED_RESEND_SECONDS = env.int("KNOWLEDGE_QUEUED_RESEND_SECONDS", default=60)
 # A run that loses its database connection (a restart, a failover) gives its attempt back and is
 # sent again; a document or rebuild that loses it this many times fails, naming the database.
 KNOWLEDGE_MAX_CONNECTION_LOSSES = env.int("KNOWLEDGE_MAX_CONNECTION_LOSSES", default=10)

@@ -18,6 +18,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
 
 from apps.knowledge.leases import lease_expire
 
@@ -29,6 +30,32 @@ BROKER_ERRORS = (KombuOperationalError, OSError)
 DOCUMENT_INGEST = "knowledge.document_ingest"
 KB_REBUILD = "knowledge.kb_rebuild"
 WATCHDOG = "knowledge.watchdog"
+
+
+def document_queue(*, size: int) -> str | None:
+    """The queue a document of `size` bytes is ingested on: the large-document queue from
+    KNOWLEDGE_LARGE_DOCUMENT_BYTES up, else None (the default queue)."""
+    if size >= settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES:
+        return settings.KNOWLEDGE_LARGE_TASK_QUEUE
+    return None
+
+
+def document_queue_name(*, size: int) -> str:
+    """The Celery queue a document's ingestion message waits on (tasks.task_route: a queue given
+    to the send, KNOWLEDGE_TASK_QUEUE, wins)."""
+    return settings.KNOWLEDGE_TASK_QUEUE or document_queue(size=size) or settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def queue_length(queue: str) -> int | None:
+    """How many messages wait on Celery queue `queue` (its Redis list); None when that cannot be
+    told (a broker other than Redis, or one that does not answer)."""
+    if not str(current_app.conf.broker_url or "").startswith(("redis", "rediss", "redis+socket")):
+        return None
+    try:
+        with current_app.connection_for_read() as connection:
+            return int(connection.default_channel.client.llen(queue))
+    except (*BROKER_ERRORS, RedisError):
+        return None
 
 
 def task_rows(name: str) -> QuerySet[Any]:

@@ -886,6 +886,37 @@ def pipeline_run_killed(*, task_name: str, object_id, task_id: str, seconds: flo
 # Watchdog
 
 
+def _lost_messages_resend() -> int:
+    """Send again the queued documents whose message is gone: queued KNOWLEDGE_QUEUED_RESEND_SECONDS
+    and more, claimed by no worker, on a Celery queue that holds no message (a Redis restarted
+    without its data lost them; a queue still holding messages is one the workers have yet to reach).
+    Such a document waited its lease out — five minutes after the broker was back, idle workers
+    beside it. Its heartbeat moves on, so a loss costs one send; a message a busy worker had
+    reserved all the same is claimed once."""
+    since = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_QUEUED_RESEND_SECONDS)
+    unclaimed = Q(status=Document.Status.QUEUED, run_token__isnull=True, heartbeat_at__lt=since)
+    by_queue: dict[str, list] = {}
+    for document_id, size in Document.objects.filter(unclaimed).values_list("pk", "size")[:1000]:
+        by_queue.setdefault(dispatch.document_queue_name(size=size), []).append(document_id)
+    resent = 0
+    for queue, document_ids in by_queue.items():
+        if dispatch.queue_length(queue) != 0:
+            continue
+        for document_id in document_ids:
+            with transaction.atomic():
+                document = Document.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+                    unclaimed, pk=document_id).first()
+                if document is None:
+                    continue
+                document.heartbeat_at = timezone.now()
+                document.save(update_fields=["heartbeat_at", "updated_at"])
+                dispatch.document_send(document.pk)
+            resent += 1
+    if resent:
+        logger.info("%d queued documents whose messages were lost are sent again.", resent)
+    return resent
+
+
 def knowledge_watchdog() -> dict[str, int]:
     """Hand work whose heartbeat went stale (a killed worker, a lost message) to a new task, or
     fail it after KNOWLEDGE_MAX_ATTEMPTS; purge retired generations."""
@@ -912,6 +943,7 @@ def knowledge_watchdog() -> dict[str, int]:
             document.save(update_fields=["run_token", "heartbeat_at", "status", "queued_at", "updated_at"])
             dispatch.document_send(document.pk)
             requeued += 1
+    requeued += _lost_messages_resend()
     stale_generations = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True)
     for generation_id in IndexGeneration.objects.filter(
         stale_generations, status=IndexGeneration.Status.BUILDING

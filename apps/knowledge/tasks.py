@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from apps.knowledge import ingest
-from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD, WATCHDOG
+from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD, WATCHDOG, document_queue
 
 __all__ = ["DOCUMENT_INGEST", "KB_REBUILD", "PipelineRequest", "document_ingest_task", "document_queue",
            "kb_rebuild_task", "task_route", "watchdog_task"]
@@ -128,14 +128,6 @@ def watchdog_on_worker_start(**_kwargs) -> WatchdogTimer:
     timer = WatchdogTimer(settings.KNOWLEDGE_WATCHDOG_INTERVAL_SECONDS)
     timer.start()
     return timer
-
-
-def document_queue(*, size: int) -> str | None:
-    """The queue a document of `size` bytes is ingested on: the large-document queue from
-    KNOWLEDGE_LARGE_DOCUMENT_BYTES up, else None (the default queue)."""
-    if size >= settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES:
-        return settings.KNOWLEDGE_LARGE_TASK_QUEUE
-    return None
 
 
 def task_route(name, args, kwargs, options, task=None, **kw) -> dict | None:

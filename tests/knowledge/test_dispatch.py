@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
+from datetime import timedelta
 
 import pytest
 from celery import current_app
@@ -89,3 +90,39 @@ def test_a_send_that_failed_leaves_a_row_another_run_holds_alone(broker_down):
     dispatch.document_send(document.pk, run_token=run)  # the run's own next slice
     given_back = Document.objects.get(pk=document.pk)
     assert (given_back.run_token, given_back.heartbeat_at < ingest.lease_stale_before()) == (None, True)
+
+
+def _queued_a_while(ingest_unconsumed) -> Document:
+    """An upload whose ingestion message waits on the test's own queue, queued two minutes ago."""
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=120))
+    assert dispatch.queue_length(ingest_unconsumed) == 1
+    return document
+
+
+def _broker_lost_its_messages(queue: str) -> None:
+    """What a Redis restarted without its data leaves: the queue's list is gone."""
+    with current_app.connection_for_write() as connection:
+        connection.default_channel.client.delete(queue)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_document_whose_message_the_broker_lost_is_sent_again_within_a_minute(ingest_unconsumed):
+    """A Redis restarted without its data lost the message: the document waited its lease out, five
+    minutes after the broker was back, with idle workers beside it."""
+    document = _queued_a_while(ingest_unconsumed)
+    _broker_lost_its_messages(ingest_unconsumed)
+    assert ingest.knowledge_watchdog()["requeued"] == 1
+    assert dispatch.queue_length(ingest_unconsumed) == 1  # its message is back on its queue
+    document.refresh_from_db()
+    assert (document.status, document.run_token, document.attempts) == (Document.Status.QUEUED, None, 0)
+    assert document.heartbeat_at > timezone.now() - timedelta(seconds=30)
+    assert ingest.knowledge_watchdog()["requeued"] == 0  # one loss, one send
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_document_whose_message_still_waits_on_its_queue_is_left_to_it(ingest_unconsumed):
+    _queued_a_while(ingest_unconsumed)
+    assert ingest.knowledge_watchdog()["requeued"] == 0
+    assert dispatch.queue_length(ingest_unconsumed) == 1
