@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -294,3 +295,25 @@ def private_redis(tmp_path: Path):
         process.send_signal(signal.SIGCONT)  # a stopped one takes its SIGTERM only once it runs again
         process.terminate()
         process.wait(10)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def broker_down():
+    """The Celery app's broker moved to an address that refuses connections, for this test."""
+    conf = celery_app.conf
+    saved = conf.broker_url, conf.broker_write_url
+    conf.broker_url = conf.broker_write_url = f"redis://127.0.0.1:{_closed_port()}/0"
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+    try:
+        yield
+    finally:
+        conf.broker_url, conf.broker_write_url = saved
+        celery_app._pool = None
+        celery_app.amqp._producer_pool = None

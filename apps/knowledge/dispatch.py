@@ -17,15 +17,13 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from kombu.exceptions import OperationalError as KombuOperationalError
-from redis.exceptions import RedisError
 
+from apps.core.broker import BROKER_ERRORS
 from apps.knowledge.leases import lease_expire
 
 logger = logging.getLogger("bailinghub.knowledge")
 # What a send raises when the broker cannot take the message: kombu's wrapping of the transport's
 # connection errors, and a socket's own.
-BROKER_ERRORS = (KombuOperationalError, OSError)
 
 DOCUMENT_INGEST = "knowledge.document_ingest"
 KB_REBUILD = "knowledge.kb_rebuild"
@@ -54,7 +52,7 @@ def queue_length(queue: str) -> int | None:
     try:
         with current_app.connection_for_read() as connection:
             return int(connection.default_channel.client.llen(queue))
-    except (*BROKER_ERRORS, RedisError):
+    except BROKER_ERRORS:
         return None
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from apps.agent_auth.models import AgentSession
+from apps.core.broker import BROKER_ERRORS
 from apps.core.errors import ApiError
 from apps.core.jsonbytes import compact_json, js_numbers, json_stringify_bytes
 from apps.core.redis import redis_client
@@ -78,6 +80,8 @@ from .invocation_transitions import (
 from .models import Approval, Invocation, InvocationJournalEntry, ToolProvider
 from .ratelimit import rate_limit_take
 from .surface import SurfaceTool, route_approval_forced, route_surface
+
+logger = logging.getLogger("bailinghub.tools")
 
 if TYPE_CHECKING:  # the ledger sits above tools: its Run is only named here, never imported at run time
     from apps.ledger.models import Run
@@ -202,7 +206,11 @@ def _send_after_commit(inv: Invocation) -> None:
 
     def send() -> None:
         # Nobody reads its result: see apps.knowledge.dispatch._send on ignore_result.
-        current_app.send_task(DISPATCH_TASK, args=[pk], queue=settings.TOOL_DISPATCH_QUEUE, ignore_result=True)
+        try:
+            current_app.send_task(DISPATCH_TASK, args=[pk], queue=settings.TOOL_DISPATCH_QUEUE, ignore_result=True)
+        except BROKER_ERRORS as exc:  # said as the knowledge sends say it: an ERROR traceback "during transaction"
+            logger.warning("Could not send call %s to the dispatch queue (%s); the watchdog sends it again once it "
+                           "has waited TOOL_DISPATCH_REQUEUE_SECONDS.", pk, exc)
 
     transaction.on_commit(send, robust=True)
 

@@ -11,7 +11,7 @@ import threading
 
 from celery import Celery
 
-from apps.knowledge.dispatch import BROKER_ERRORS
+from apps.core.broker import BROKER_ERRORS
 from bailinghub.embedded import celery_url
 
 
@@ -33,7 +33,7 @@ def test_a_send_to_a_hung_broker_fails_as_a_broker_error_instead_of_waiting(priv
         try:
             app.send_task("probe.nothing", ignore_result=True)
             outcome.append("sent")
-        except BROKER_ERRORS as exc:  # what apps.knowledge.dispatch and the tools' sends expect
+        except BROKER_ERRORS as exc:  # what the senders catch (apps.core.broker)
             outcome.append(f"broker error: {type(exc).__name__}")
 
     os.kill(process.pid, signal.SIGSTOP)

@@ -7,7 +7,6 @@ address nothing listens on."""
 from __future__ import annotations
 
 import logging
-import socket
 import uuid
 from datetime import timedelta
 
@@ -19,28 +18,6 @@ from apps.knowledge import dispatch, ingest, services
 from apps.knowledge.models import Document, IndexGeneration
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def broker_down():
-    """The Celery app's broker moved to an address that refuses connections, for this test."""
-    conf = current_app.conf
-    saved = conf.broker_url, conf.broker_write_url
-    conf.broker_url = conf.broker_write_url = f"redis://127.0.0.1:{_closed_port()}/0"
-    current_app._pool = None
-    current_app.amqp._producer_pool = None
-    try:
-        yield
-    finally:
-        conf.broker_url, conf.broker_write_url = saved
-        current_app._pool = None
-        current_app.amqp._producer_pool = None
 
 
 @pytest.mark.django_db(transaction=True)

@@ -780,3 +780,19 @@ def test_the_broker_is_asked_once_for_a_while_then_again(settings):
     settings.CELERY_BROKER_URL = "amqp://guest@127.0.0.1:9//"
     broker_look_forget()
     assert check_broker() == "unknown"
+
+
+def test_a_call_the_broker_refused_is_logged_as_left_to_the_watchdog(shop, settings, broker_down, caplog,
+                                                                     django_capture_on_commit_callbacks):
+    """It was an ERROR traceback saying "in on_commit() during transaction", and nothing of what
+    happens next; the knowledge sends say it in one warning."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        body = shop.invoke("item_read", {"item_id": "1"}).json()
+    assert body["state"] == "in_progress"
+    [record] = [r for r in caplog.records if "dispatch queue" in r.getMessage()]
+    inv = Invocation.objects.get(invocation_id=body["invocation_id"])
+    assert (record.levelname, record.name, record.exc_info) == ("WARNING", "bailinghub.tools", None)
+    assert record.getMessage().startswith(f"Could not send call {inv.pk} to the dispatch queue (")
+    assert record.getMessage().endswith("the watchdog sends it again once it has waited TOOL_DISPATCH_REQUEUE_SECONDS.")
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
