@@ -311,6 +311,18 @@ def redis_start() -> tuple[str, bool]:
         return redis_url(), True
 
 
+def redis_keep_up() -> str:
+    """Start the embedded Redis again when it stopped (killed, crashed): it is a daemon of its own,
+    not one of make run's children, and nothing brought it back — the workers retried for as long
+    as it stayed down, and the next command that loaded the settings started it, unannounced. What
+    to say when it was started again; nothing while it runs (make run asks every few seconds:
+    settings.DEVSERVER_KEEP_UP)."""
+    if not redis_start()[1]:
+        return ""
+    return ("[redis] the embedded Redis had stopped: started again (without the messages it held: the "
+            "watchdogs send queued work again)")
+
+
 def redis_stop() -> bool:
     """Stop the embedded Redis (SIGTERM saves and exits). True if it was running."""
     with _locked():

@@ -232,3 +232,29 @@ def test_a_port_in_use_stops_make_run_at_once_naming_web_bind(monkeypatch):
     # The port is free again: the command goes on to its set-up.
     with pytest.raises(AssertionError, match="set-up ran"):
         call_command("devserver", addr=addr)
+
+
+def test_what_the_children_depend_on_is_kept_up_and_said_when_started_again(monkeypatch):
+    """The embedded Redis is a daemon of its own: killed, nothing brought it back (make run's
+    supervisor restarts only its children)."""
+    monkeypatch.setattr(devserver, "KEEP_UP_SECONDS", 0.2)
+    looks: list[int] = []
+
+    def keep_up() -> str:
+        looks.append(1)
+        return "[redis] started again" if len(looks) == 2 else ""
+
+    out, stopping, thread, result = _supervised({"web": _SLEEPER}, keep_up=keep_up)
+    try:
+        _wait(lambda: len(looks) >= 3, "a third look")
+    finally:
+        stopping.set()
+        thread.join(60)
+    assert (result, out.lines.count("[redis] started again")) == ([["web"]], 1)
+
+
+def test_make_run_keeps_the_embedded_redis_up_and_says_nothing_while_it_runs():
+    from bailinghub import embedded
+
+    assert django_settings.DEVSERVER_KEEP_UP == "bailinghub.embedded.redis_keep_up"  # the suite's Redis is embedded
+    assert embedded.redis_keep_up() == ""

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import IO, Any, TextIO
 
@@ -24,6 +25,7 @@ from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.module_loading import import_string
 
 
 def _pump(name: str, stream: IO[bytes], out: TextIO) -> None:
@@ -85,24 +87,39 @@ class CrashLoop(CommandError):
     """A child exited `restart_limit` times within `restart_window` seconds: make run stops, failed."""
 
 
+# How often make run looks whether the embedded servers it depends on still run (keep_up).
+KEEP_UP_SECONDS = 2.0
+
+
+def _nothing_kept_up() -> str:
+    return ""
+
+
 def supervise(commands: dict[str, list[str]], *, env: dict[str, str], out: TextIO, stopping: threading.Event,
-              restart_limit: int = RESTART_LIMIT, restart_window: float = RESTART_WINDOW_SECONDS) -> list[str]:
+              restart_limit: int = RESTART_LIMIT, restart_window: float = RESTART_WINDOW_SECONDS,
+              keep_up: Callable[[], str] = _nothing_kept_up) -> list[str]:
     """Run `commands` side by side, each one's output prefixed with its name, until `stopping` is
     set; then SIGTERM them all and wait (SIGKILL after 30 s). A child that exits meanwhile is
     started again: a worker's parent killed by the OOM killer must not take the web server, the
     other worker and (through `embedded exec`) PostgreSQL and Redis down with it. One that exits
     `restart_limit` times within `restart_window` seconds stops everything (CrashLoop), and so does
     anything that goes wrong here (a child that cannot be started again): the others are stopped
-    whatever happens, so none is left holding the port. Returns the names run."""
+    whatever happens, so none is left holding the port. Every KEEP_UP_SECONDS, `keep_up` starts
+    again what the children depend on (the embedded Redis) and says so. Returns the names run."""
     children: dict[str, subprocess.Popen[bytes]] = {}
     pumps: list[threading.Thread] = []
     exits: dict[str, list[float]] = {name: [] for name in commands}
     crashed = ""
+    kept_up_at = time.monotonic()
     try:
         for name, command in commands.items():
             children[name], pump = _start(name, command, env, out)
             pumps.append(pump)
         while not stopping.wait(0.2) and not crashed:
+            if time.monotonic() - kept_up_at >= KEEP_UP_SECONDS:
+                kept_up_at = time.monotonic()
+                if said := keep_up():
+                    out.write(f"{said}\n")
             for name, child in children.items():
                 code = child.poll()
                 if code is None:
@@ -189,5 +206,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         self.stdout.write(self.style.SUCCESS(f"BailingHub at http://{addr}/admin/  (Ctrl-C stops everything)"))
-        stopped = supervise(commands, env=env, out=sys.stdout, stopping=stopping)
+        # The embedded Redis is a daemon of its own, not one of the children (settings.DEVSERVER_KEEP_UP).
+        keep_up = import_string(settings.DEVSERVER_KEEP_UP) if settings.DEVSERVER_KEEP_UP else _nothing_kept_up
+        stopped = supervise(commands, env=env, out=sys.stdout, stopping=stopping, keep_up=keep_up)
         self.stdout.write(f"stopped {', '.join(stopped)}")
