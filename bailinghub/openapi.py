@@ -307,9 +307,10 @@ REVISION_CHANGE = _object({"route_key": STRING, "before": STRING, "after": STRIN
                           required=["route_key", "before", "after"])
 SPEC_REPLACED = _object({
     "provider": TOOL_PROVIDER_DETAIL,
-    "diff": _object({"added": NAMES, "removed": NAMES, "changed": NAMES,
+    "diff": _object({"added": NAMES, "removed": NAMES, "changed": NAMES, "switched_off": NAMES, "switched_on": NAMES,
+                     # per route key, the tools it allows that the new spec removes or switches off
                      "routes_losing_tools": {"type": "object", "additionalProperties": NAMES}},
-                    required=["added", "removed", "changed", "routes_losing_tools"]),
+                    required=["added", "removed", "changed", "switched_off", "switched_on", "routes_losing_tools"]),
     "capability_revisions_changed": {"type": "array", "items": REVISION_CHANGE},
 }, required=["provider", "diff", "capability_revisions_changed"])
 ROUTE_DRY_RUN = _object({

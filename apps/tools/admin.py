@@ -33,7 +33,7 @@ from . import invocations, services
 from .call_checks import approval_summary
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
-from .errors import InvalidProvider, SpecRefusedError
+from .errors import InvalidProvider, SpecRefusedError, ToolHeldBySpec
 from .models import TOOL_PROVIDER_NAME_CONSTRAINT, RouteToolSource, Tool, ToolProvider
 
 # A spec at its limit as a file, pasted, and carried from a preview (base64 of zlib: at worst a third
@@ -431,6 +431,9 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                     diff = outcome.diff
                     messages.info(request, f"Re-imported: {len(diff.added)} added, {len(diff.removed)} removed, "
                                            f"{len(diff.changed)} changed.")
+                    if diff.switched_on:
+                        messages.info(request, "Switched on by the new spec (its hold ended): {}.".format(
+                            ", ".join(diff.switched_on)))
                     if diff.switched_off:
                         messages.warning(request, "Switched off by the new spec: {}.{}".format(
                             ", ".join(diff.switched_off), "".join(
@@ -486,7 +489,12 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
         for tool_form in formset.forms:
             if tool_form.has_changed() and "enabled" in tool_form.changed_data:
-                tool = services.tool_set_enabled(tool=tool_form.instance, enabled=tool_form.cleaned_data["enabled"])
+                try:
+                    tool = services.tool_set_enabled(tool=tool_form.instance,
+                                                     enabled=tool_form.cleaned_data["enabled"])
+                except ToolHeldBySpec:  # a re-import held it since the form was read
+                    messages.error(request, f"{tool_form.instance.name} was not switched on: {ToolHeldBySpec.message}")
+                    continue
                 formset.changed_objects.append((tool, ["enabled"]))
 
 
@@ -576,7 +584,10 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: Tool, form: Any, change: bool) -> None:
-        services.tool_set_enabled(tool=obj, enabled=form.cleaned_data["enabled"])
+        try:
+            services.tool_set_enabled(tool=obj, enabled=form.cleaned_data["enabled"])
+        except ToolHeldBySpec:  # a re-import held it since the form was read
+            messages.error(request, f"{obj.name} was not switched on: {ToolHeldBySpec.message}")
 
     def has_delete_permission(self, request: HttpRequest, obj: Tool | None = None) -> bool:
         return False
@@ -588,7 +599,10 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             queryset = queryset.filter(provider__project__in=self.editable_project_ids(request))
         count = 0
         for tool in queryset:
-            services.tool_set_enabled(tool=tool, enabled=enabled)
+            try:
+                services.tool_set_enabled(tool=tool, enabled=enabled)
+            except ToolHeldBySpec:  # a re-import held it since the list was read: left off
+                continue
             count += 1
         return count
 

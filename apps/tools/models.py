@@ -64,6 +64,8 @@ class Tool(BaseModel):
     # Why the spec holds the tool off, whatever the operator's switch says: its ACC declares
     # governance the hub could not read (a rate limit), and it would run without it. Empty: not held.
     held_reason = models.CharField("held off by its spec", max_length=500, blank=True, default="", editable=False)
+    # The operator's switch when the hold began, given back when it ends (None: held since its import).
+    enabled_before_hold = models.BooleanField(null=True, blank=True, editable=False)
     compiled = models.JSONField()
     position = models.PositiveIntegerField(default=0)
 

@@ -27,9 +27,6 @@ MIN_SECRET_CHARS = 16
 MAX_SECRET_CHARS = 512
 TOOL_FIELDS = ("method", "path", "description", "scope", "risk", "readonly", "approval_required", "has_acc",
                "held_reason", "compiled", "position")
-# Compile fallbacks that hold a tool off until its spec is fixed: the operator's switch cannot turn
-# it on (it would run without the governance its spec declares).
-HOLDING_WARNINGS = frozenset({"acc_execution_rate_limit_invalid"})
 
 
 @dataclass(frozen=True)
@@ -45,14 +42,16 @@ class ToolDiff:
     routes: tuple[str, ...] = ()
     routes_losing: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Tools on now that the new spec switches off (its ACC says enabled: false, or it holds them:
-    # HOLDING_WARNINGS); the routes that allow them lose them too (routes_losing).
+    # compiled.held_reason); the routes that allow them lose them too (routes_losing).
     switched_off: tuple[str, ...] = ()
+    # Tools off now that the new spec switches on: a hold ends (_switch_after).
+    switched_on: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"added": list(self.added), "removed": list(self.removed), "changed": list(self.changed),
                 "unchanged": list(self.unchanged), "routes": list(self.routes),
                 "routes_losing": {route: list(names) for route, names in self.routes_losing.items()},
-                "switched_off": list(self.switched_off)}
+                "switched_off": list(self.switched_off), "switched_on": list(self.switched_on)}
 
 
 @dataclass(frozen=True)
@@ -127,18 +126,9 @@ def provider_fields_check(*, name: str | None = None, base_url: str | None = Non
         _check_secret(secret)
 
 
-def _held_reasons(result: CompileResult) -> dict[str, str]:
-    """Per tool name, why its spec holds it off (HOLDING_WARNINGS)."""
-    reasons: dict[str, str] = {}
-    for warning in result.warnings:
-        if warning.code in HOLDING_WARNINGS and warning.operation:
-            reasons.setdefault(warning.operation, f"{warning.code}: {warning.message}"[:500])
-    return reasons
-
-
-def _tool_fields(tool: CompiledTool, position: int, held: dict[str, str]) -> dict[str, Any]:
+def _tool_fields(tool: CompiledTool, position: int) -> dict[str, Any]:
     return {
-        "held_reason": held.get(tool.name, ""),
+        "held_reason": tool.held_reason[:500],
         "method": tool.method,
         "path": tool.path,
         "description": tool.description,
@@ -174,9 +164,8 @@ def provider_create(*, project: Project, name: str, base_url: str, secret: str, 
             openapi_version=result.openapi_version, title=result.title[:500],
             compile_report=result.report(), compiled_at=timezone.now(),
         )
-    held = _held_reasons(result)
     Tool.objects.bulk_create([
-        Tool(provider=provider, name=tool.name, enabled=tool.enabled, **_tool_fields(tool, position, held))
+        Tool(provider=provider, name=tool.name, enabled=tool.enabled, **_tool_fields(tool, position))
         for position, tool in enumerate(result.tools)
     ])
     diff = ToolDiff(added=tuple(tool.name for tool in result.tools))
@@ -186,11 +175,13 @@ def provider_create(*, project: Project, name: str, base_url: str, secret: str, 
 
 def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
     """What importing ``result`` into ``provider`` would change (reads only)."""
-    existing = {name: compiled for name, compiled in provider.tools.values_list("name", "compiled")}
-    enabled_now = set(provider.tools.filter(enabled=True).values_list("name", flat=True))
-    held = _held_reasons(result)
-    switched_off = tuple(tool.name for tool in result.tools if tool.name in enabled_now and (
-        (tool.has_acc and not tool.enabled) or tool.name in held))
+    rows = {row.name: row for row in provider.tools.only("name", "compiled", "enabled", "held_reason",
+                                                         "enabled_before_hold")}
+    existing = {name: row.compiled for name, row in rows.items()}
+    switched = {tool.name: (rows[tool.name].enabled, _switch_after(rows[tool.name], tool))
+                for tool in result.tools if tool.name in rows}
+    switched_off = tuple(name for name, (before, after) in switched.items() if before and not after)
+    switched_on = tuple(name for name, (before, after) in switched.items() if after and not before)
     added, changed, unchanged = [], [], []
     for tool in result.tools:
         if tool.name not in existing:
@@ -212,39 +203,52 @@ def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
             if lost:
                 losing[key] = lost
     return ToolDiff(added=tuple(added), removed=tuple(removed), changed=tuple(changed), unchanged=tuple(unchanged),
-                    routes=tuple(routes), routes_losing=losing, switched_off=switched_off)
+                    routes=tuple(routes), routes_losing=losing, switched_off=switched_off, switched_on=switched_on)
+
+
+def _switch_after(row: Tool, compiled: CompiledTool) -> bool:
+    """Whether tool `row` is on once `compiled` replaces it. The operator's switch stays, except
+    that the spec holds the tool off (compiled.held_reason), or its ACC says ``enabled: false``;
+    when a hold ends, the switch is what it was before the hold began (enabled_before_hold), or, for
+    a tool held since its import, what its ACC says."""
+    if compiled.held_reason:
+        return False
+    enabled = row.enabled
+    if row.held_reason:
+        enabled = compiled.enabled if row.enabled_before_hold is None else row.enabled_before_hold
+    return enabled and not (compiled.has_acc and not compiled.enabled)
 
 
 @transaction.atomic
 def provider_reimport(*, provider: ToolProvider, spec: bytes, spec_filename: str = "") -> ProviderImport:
     """Replace a provider's spec. Tools keep their operator switch across re-imports, except that a
-    tool whose ACC now says ``enabled: false`` is switched off, and one its old spec held off
-    (HOLDING_WARNINGS: the operator could not switch it on) is switched as its new ACC says; new
-    tools start as their ACC says; tools no longer in the spec are deleted."""
+    tool whose ACC now says ``enabled: false`` is switched off, and one the new spec holds
+    (its switch kept for when the hold ends) — _switch_after; new tools start as their ACC says;
+    tools no longer in the spec are deleted."""
     result = spec_compile(spec=spec)
     provider = ToolProvider.objects.select_for_update().get(pk=provider.pk)
     diff = tool_diff(provider=provider, result=result)
     current = {tool.name: tool for tool in provider.tools.all()}
     provider.tools.filter(name__in=diff.removed).delete()
     creates, updates = [], []
-    held = _held_reasons(result)
     for position, compiled in enumerate(result.tools):
-        fields = _tool_fields(compiled, position, held)
+        fields = _tool_fields(compiled, position)
         row = current.get(compiled.name)
         if row is None:
             creates.append(Tool(provider=provider, name=compiled.name, enabled=compiled.enabled, **fields))
             continue
-        was_held = bool(row.held_reason)
+        enabled = _switch_after(row, compiled)
+        if compiled.held_reason and not row.held_reason:  # a hold begins: the operator's switch is kept
+            row.enabled_before_hold = row.enabled
+        elif not compiled.held_reason:
+            row.enabled_before_hold = None
         for key, value in fields.items():
             setattr(row, key, value)
-        if compiled.has_acc and not compiled.enabled:
-            row.enabled = False
-        elif was_held:
-            row.enabled = compiled.enabled
+        row.enabled = enabled
         updates.append(row)
     Tool.objects.bulk_create(creates)
     if updates:
-        Tool.objects.bulk_update(updates, [*TOOL_FIELDS, "enabled", "updated_at"])
+        Tool.objects.bulk_update(updates, [*TOOL_FIELDS, "enabled", "enabled_before_hold", "updated_at"])
     provider.spec = spec
     provider.spec_sha256 = result.sha256
     provider.spec_filename = spec_filename[:255]
@@ -292,11 +296,12 @@ def tool_set_enabled(*, tool: Tool, enabled: bool) -> Tool:
     """Switch one tool on or off for every route that lists it. Writes the row whatever the instance
     holds (a bound form may have set the attribute already). A tool its spec holds off
     (`held_reason`) is not switched on: 409 tool_held_by_spec."""
-    if enabled and Tool.objects.filter(pk=tool.pk).exclude(held_reason="").exists():
+    now = timezone.now()
+    rows = Tool.objects.filter(pk=tool.pk)
+    # One statement: a re-import that holds the tool meanwhile is not overwritten by a look before it.
+    if not (rows.filter(held_reason="") if enabled else rows).update(enabled=enabled, updated_at=now) and enabled:
         raise ToolHeldBySpec()
-    tool.enabled = enabled
-    tool.updated_at = timezone.now()
-    Tool.objects.filter(pk=tool.pk).update(enabled=enabled, updated_at=tool.updated_at)
+    tool.enabled, tool.updated_at = enabled, now
     return tool
 
 

@@ -302,7 +302,7 @@ def test_reimport_answers_added_removed_and_changed_tools(client, owner):
                                         spec=json.dumps(_spec(a="A", b="B", c="C")).encode()
                                         ).provider
     data = _reimport(client, provider, _spec(a="A", b="B changed", d="D")).json()["data"]
-    assert data["diff"] == {"added": ["d"], "removed": ["c"], "changed": ["b"], "switched_off": [],
+    assert data["diff"] == {"added": ["d"], "removed": ["c"], "changed": ["b"], "switched_off": [], "switched_on": [],
                             "routes_losing_tools": {}}
     assert [tool["name"] for tool in data["provider"]["tools"]] == ["a", "b", "d"]
 

@@ -139,7 +139,7 @@ def test_reimport_reports_added_removed_and_changed_tools():
     diff = services.provider_reimport(provider=provider, spec=store_spec_with(change)).diff
     assert diff.as_dict() == {"added": ["ping"], "removed": ["customer_note"], "changed": ["order_status"],
                               "unchanged": ["product_lookup", "stock_adjust", "order_refund"],
-                              "routes": [], "routes_losing": {}}
+                              "routes": [], "routes_losing": {}, "switched_off": [], "switched_on": []}
     assert list(provider.tools.values_list("name", flat=True)) == [
         "product_lookup", "order_status", "stock_adjust", "order_refund", "ping"]
     assert provider.tools.get(name="order_status").description == "Order status and history"

@@ -133,3 +133,43 @@ def test_a_reimport_reports_no_tool_switched_off_that_was_off_already(owner):
     provider = ToolProviderFactory(project=owner.project)
     services.tool_set_enabled(tool=_stock_adjust(provider), enabled=False)
     assert services.provider_reimport(provider=provider, spec=BAD_LIMIT).diff.switched_off == ()
+
+
+@pytest.mark.parametrize("switch", [True, False], ids=["on", "off"])
+def test_a_hold_that_ends_gives_back_the_operators_switch_as_it_was_before_it(owner, switch):
+    """A tool the operator had switched off came back on when a fixed spec ended its hold."""
+    provider = ToolProviderFactory(project=owner.project)
+    services.tool_set_enabled(tool=_stock_adjust(provider), enabled=switch)
+    held = services.provider_reimport(provider=provider, spec=BAD_LIMIT)
+    assert (_stock_adjust(provider).enabled, held.diff.switched_off) == (False, ("stock_adjust",) * switch)
+    ended = services.provider_reimport(provider=provider, spec=STORE_SPEC)
+    tool = _stock_adjust(provider)
+    assert (tool.enabled, tool.held_reason, tool.enabled_before_hold) == (switch, "", None)
+    assert ended.diff.switched_on == ("stock_adjust",) * switch
+
+
+def test_a_hold_since_the_import_ends_with_the_switch_its_acc_gives(provider):
+    assert services.provider_reimport(provider=provider, spec=STORE_SPEC).diff.switched_on == ("stock_adjust",)
+    assert _stock_adjust(provider).enabled is True
+
+
+def test_switching_on_a_tool_held_since_it_was_read_is_refused_and_leaves_it_off(owner):
+    """The look and the write were two statements: an enable that read the tool before a re-import
+    held it wrote enabled over the hold, and the tool ran with no rate limit."""
+    provider = ToolProviderFactory(project=owner.project)
+    read_before = _stock_adjust(provider)
+    services.tool_set_enabled(tool=read_before, enabled=False)
+    services.provider_reimport(provider=provider, spec=BAD_LIMIT)
+    assert read_before.held_reason == ""  # as the enable read it
+    with pytest.raises(ToolHeldBySpec):
+        services.tool_set_enabled(tool=read_before, enabled=True)
+    assert _stock_adjust(provider).enabled is False
+
+
+def test_the_hold_is_carried_by_the_compiled_tool_not_read_from_the_warnings(owner):
+    """The compiler keeps at most MAX_WARNINGS warnings: a hold read from them was lost past it."""
+    from apps.tools.compiler import compile_spec
+
+    [held] = [tool for tool in compile_spec(BAD_LIMIT).tools if tool.held_reason]
+    assert (held.name, held.enabled, held.held_reason.split(":")[0], "held_reason" in held.as_dict()) == (
+        "stock_adjust", False, "acc_execution_rate_limit_invalid", False)

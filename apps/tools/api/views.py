@@ -132,7 +132,7 @@ class ToolProviderSpecApi(_SpecBody, ToolsBuilderApi):
             "provider": provider_out(outcome.provider, tools=list(selectors.tool_list(provider=outcome.provider)),
                                      report=True),
             "diff": {"added": list(diff.added), "removed": list(diff.removed), "changed": list(diff.changed),
-                     "switched_off": list(diff.switched_off),
+                     "switched_off": list(diff.switched_off), "switched_on": list(diff.switched_on),
                      "routes_losing_tools": {key: list(names) for key, names in diff.routes_losing.items()}},
             "capability_revisions_changed": [
                 {"route_key": change.route_key, "before": change.before, "after": change.after}

@@ -48,6 +48,9 @@ class Governance:
     outcome_result: str = ""
     side_effect: str = ""
     version: str = ""
+    # Why the tool is held off until its spec is fixed (governance declared that cannot be read);
+    # empty: not held. Carried on the compiled tool, not read back from the (capped) warnings.
+    held_reason: str = ""
 
     @property
     def approval_required(self) -> bool:
@@ -196,11 +199,13 @@ def _execution(block: Any, gov: Governance, *, method: str, warn: Warn) -> None:
                 and limit.get("window") in RATE_LIMIT_WINDOWS):
             gov.rate_limit = RateLimit(count=limit["count"], window=limit["window"])
         else:
-            warn("acc_execution_rate_limit_invalid", "x-agent-capability.execution.rate_limit must be "
-                 f"{{count: integer ≥ 1, window: {'|'.join(RATE_LIMIT_WINDOWS)}}}.",
+            message = ("x-agent-capability.execution.rate_limit must be "
+                       f"{{count: integer ≥ 1, window: {'|'.join(RATE_LIMIT_WINDOWS)}}}.")
+            warn("acc_execution_rate_limit_invalid", message,
                  "the tool is disabled and cannot be switched on until the rate limit is fixed and the spec "
                  "re-imported")
             gov.enabled = False
+            gov.held_reason = f"acc_execution_rate_limit_invalid: {message}"
 
 
 def _approval(block: Any, gov: Governance, *, arguments: frozenset[str], warn: Warn) -> None:

@@ -200,6 +200,7 @@ class _Compiler:
             tags=tags,
             has_acc=gov.has_acc,
             enabled=gov.enabled,
+            held_reason=gov.held_reason,
             scope=gov.scope,
             risk=gov.risk,
             approval_required=gov.approval_required,

@@ -1,10 +1,12 @@
 """Tool.held_reason: a tool whose spec declares a rate limit the hub cannot read is held off (the
-operator's switch cannot turn it on). Tools imported before are held from their provider's kept
-compile report, as an import now holds them."""
+operator's switch cannot turn it on), its switch kept in enabled_before_hold for when the hold
+ends. Tools imported before are held from their provider's kept compile report (its warnings: the
+compiler carries the hold itself now)."""
 
 from django.db import migrations, models
+from django.db.models import F
 
-HOLDING_WARNINGS = ("acc_execution_rate_limit_invalid",)  # apps.tools.services.HOLDING_WARNINGS, as of now
+HOLDING_WARNINGS = ("acc_execution_rate_limit_invalid",)  # what acc.Governance.held_reason is set for, as of now
 
 
 def hold_from_reports(apps, schema_editor):
@@ -17,7 +19,8 @@ def hold_from_reports(apps, schema_editor):
             if warning.get("code") in HOLDING_WARNINGS and warning.get("operation"):
                 reasons.setdefault(warning["operation"], f"{warning['code']}: {warning.get('message', '')}"[:500])
         for name, reason in reasons.items():
-            Tool.objects.filter(provider_id=provider_id, name=name).update(held_reason=reason, enabled=False)
+            Tool.objects.filter(provider_id=provider_id, name=name).update(
+                held_reason=reason, enabled_before_hold=F("enabled"), enabled=False)
 
 
 class Migration(migrations.Migration):
@@ -32,6 +35,11 @@ class Migration(migrations.Migration):
             name="held_reason",
             field=models.CharField(blank=True, default="", editable=False, max_length=500,
                                    verbose_name="held off by its spec"),
+        ),
+        migrations.AddField(
+            model_name="tool",
+            name="enabled_before_hold",
+            field=models.BooleanField(blank=True, editable=False, null=True),
         ),
         migrations.RunPython(hold_from_reports, migrations.RunPython.noop),
     ]

@@ -77,7 +77,7 @@ class Command(BaseCommand):
         if not result.acc_present:
             self.stdout.write("no operation declares x-agent-capability: every tool is disabled until an operator "
                               "enables it; read-only is inferred from GET/HEAD")
-        for key in ("added", "removed", "changed", "switched_off"):
+        for key in ("added", "removed", "changed", "switched_off", "switched_on"):
             names = getattr(diff, key)
             if names:
                 self.stdout.write(f"{key}: {', '.join(names)}")
