@@ -255,10 +255,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # forever: an upload or a tool call held its web thread for the whole outage, and enough of them
 # took a web process down. Every Redis command of the broker and of the result backend now gives
 # up after BROKER_SOCKET_TIMEOUT_SECONDS (kombu's default is none), and a send that fails is tried
-# once more (Celery's default: three times): the request answers within about two timeouts, as when
-# the broker is down, and the watchdogs send the work once it is back. Keep it above a second: a
-# worker's wait for messages (BRPOP) is one.
+# once more (Celery's default: three times): a send fails within about three timeouts (the publish,
+# a reconnect, the retry), and an upload sends no more of its documents after one fails
+# (dispatch.documents_enqueue), as when the broker is down; the watchdogs send the work once it is
+# back. Keep it above a second: a worker's wait for messages (BRPOP) is one.
 BROKER_SOCKET_TIMEOUT_SECONDS = env.float("BROKER_SOCKET_TIMEOUT_SECONDS", default=3.0)
+if BROKER_SOCKET_TIMEOUT_SECONDS <= 1:
+    raise ImproperlyConfigured("BROKER_SOCKET_TIMEOUT_SECONDS must be over 1: a worker waits a second for messages.")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": BROKER_SOCKET_TIMEOUT_SECONDS,
                                    "socket_connect_timeout": BROKER_SOCKET_TIMEOUT_SECONDS}
 CELERY_REDIS_SOCKET_TIMEOUT = BROKER_SOCKET_TIMEOUT_SECONDS

@@ -82,7 +82,9 @@ def at_once_past_the_check(calls: Sequence[Callable[[APIClient], Any]], model: t
 
 def _advisory_lock_awaited() -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)")
+        # This test's database only: a test run beside it on another database takes locks of its own.
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                       "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))")
         return bool(cursor.fetchone()[0])
 
 

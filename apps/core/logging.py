@@ -23,11 +23,14 @@ REDACTED = "[redacted]"
 _SECRET_PATTERNS = [
     TOKEN_PATTERN,
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"),
-    re.compile(r"(?i)((?:code|refresh_token|access_token|client_token|password|passwd|secret|api[_ -]?key|token)"
-               r"[\"']?\s*[=:]\s*[\"']?)[^\s&\"',}]{6,}"),
+    # A word that names a credential, then its value (not a bare `token`: `token = lease_claim(...)`
+    # in a traceback's source line is none).
+    re.compile(r"(?i)((?:(?<![a-z0-9])(?:code|password|passwd|secret|api[_ -]?key)|refresh_token|access_token"
+               r"|client_token)[\"']?\s*[=:]\s*[\"']?)[^\s&\"',}]{6,}"),
     # Other services' credentials by their published shapes: an approver's comment (sent to the
-    # agent's model) or a business system's error text may carry one.
-    re.compile(r"\b(?:sk|rk)[-_](?:live[-_]|test[-_]|proj[-_])?[A-Za-z0-9_-]{16,}"),  # OpenAI, Stripe
+    # agent's model) or a business system's error text may carry one. A key's body holds a digit:
+    # `sk_inventory_adjustments_create` (an operationId) or `shop-rk-warehouse-stockcount` is not one.
+    re.compile(r"(?<![\w-])(?:sk|rk)[-_](?:live[-_]|test[-_]|proj[-_])?(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{16,}"),
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),  # GitHub
     re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack

@@ -68,7 +68,9 @@ def task_rows(name: str) -> QuerySet[Any]:
 
 
 def _send(name: str, object_id, *, run_token=None, countdown: float | None = None, connection_lost: bool = False,
-          queue: str | None = None) -> None:
+          queue: str | None = None) -> bool:
+    """Send task `name` for `object_id`; False when the broker failed it (the row is then left to
+    the watchdog's next pass)."""
     options = {"countdown": countdown} if countdown else {}
     kwargs: dict[str, Any] = {"run_token": str(run_token) if run_token else None}
     if connection_lost:
@@ -83,6 +85,8 @@ def _send(name: str, object_id, *, run_token=None, countdown: float | None = Non
         logger.warning("Could not send %s for %s to the task queue; the watchdog's next pass sends it again.",
                        name, object_id, exc_info=True)
         _watchdog_next_pass(name, object_id, run_token)
+        return False
+    return True
 
 
 def _watchdog_next_pass(name: str, object_id, run_token) -> None:
@@ -113,18 +117,29 @@ def document_send(document_id, *, run_token=None, countdown: float | None = None
                           robust=True)
 
 
-def document_enqueue(document_id) -> None:
-    """After commit: mark a new (pending) document queued and send it."""
+def documents_enqueue(document_ids: list) -> None:
+    """After commit: mark new (pending) documents queued and send each. Once a send fails, the
+    others are not tried: against a hung broker each waited its timeouts out (an upload of twenty
+    files held its web thread two minutes); they are left to the watchdog's next pass, as the failed
+    one is."""
     from apps.knowledge.models import Document
 
     def send() -> None:
         now = timezone.now()
-        Document.objects.filter(pk=document_id, status=Document.Status.PENDING).update(
+        Document.objects.filter(pk__in=document_ids, status=Document.Status.PENDING).update(
             status=Document.Status.QUEUED, queued_at=now, heartbeat_at=now
         )
-        _send(DOCUMENT_INGEST, document_id)
+        for index, document_id in enumerate(document_ids):
+            if not _send(DOCUMENT_INGEST, document_id):
+                for left in document_ids[index + 1:]:
+                    _watchdog_next_pass(DOCUMENT_INGEST, left, None)
+                if document_ids[index + 1:]:
+                    logger.warning("%d more documents of this upload were not sent; the watchdog's next pass sends "
+                                   "them.", len(document_ids) - index - 1)
+                return
 
-    transaction.on_commit(send, robust=True)
+    if document_ids:
+        transaction.on_commit(send, robust=True)
 
 
 def generation_send(generation_id, *, run_token=None, countdown: float | None = None) -> None:

@@ -321,8 +321,8 @@ def _documents_create(*, kb: KnowledgeBase, checked: list[tuple[object, str, str
                 content_hash=hashlib.sha256(data).hexdigest(), uploaded_by=user,
             )
             DocumentContent.objects.create(document=document, data=data)
-            dispatch.document_enqueue(document.pk)
             documents.append(document)
+        dispatch.documents_enqueue([document.pk for document in documents])
     return documents
 
 
@@ -375,7 +375,7 @@ def document_register_url(*, kb: KnowledgeBase, url: str, user=None) -> Document
             knowledge_base=kb, filename=fetch.filename_for(url), file_type=fetch.file_type_guess(url), size=0,
             content_hash="", source_url=url, uploaded_by=user,
         )
-        dispatch.document_enqueue(document.pk)
+        dispatch.documents_enqueue([document.pk])
     return document
 
 

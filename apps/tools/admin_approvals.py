@@ -690,8 +690,9 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
         # Queued with every worker down, a call read "in progress · journal absent" for as long as
         # they stayed down (its agent read in_progress, and the watchdog sent it again, unseen).
         # Its message lost while the queue moved on, it read "in progress" with no sign at all.
-        extra_context = {**(extra_context or {}), "dispatch_stall": invocation_dispatch_stall(inv=inv),
-                         "dispatch_broker_down": bool(broker_down_text()),
+        stall = invocation_dispatch_stall(inv=inv)
+        extra_context = {**(extra_context or {}), "dispatch_stall": stall,
+                         "dispatch_broker_down": bool(stall and broker_down_text()),
                          "dispatch_passed_over": invocation_passed_over(inv=inv),
                          "dispatch_queue": dispatch_queue_name(), "dispatch_queue_own": dispatch_queue_is_own()}
         return super().change_view(request, object_id, form_url, extra_context)

@@ -129,11 +129,12 @@ def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
 
 def _response_text(outcome: dispatch.Outcome) -> str:
     text = outcome.body.decode("utf-8", errors="replace")
-    if outcome.truncated:
-        text = text[: TEXT_MAX_CHARS - 120] + f"… [the answer was cut: {outcome.reason}]"
     if not 200 <= (outcome.status or 0) < 300 and _is_html(outcome.content_type):
         # An error page (a proxy's 502, a framework's 404) went to the model as kilobytes of markup.
+        # Its text first, then cut: a page cut inside its styles lost its words and the cut's notice.
         text = f"[an HTML page, shown as its text] {html_page_text(text)}"
+    if outcome.truncated:
+        text = text[: TEXT_MAX_CHARS - 120] + f"… [the answer was cut: {outcome.reason}]"
     return text
 
 
@@ -153,6 +154,8 @@ class _PageText(HTMLParser):
         self.hidden: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "body":  # a head left open (its end tag is optional) ends here
+            self.hidden = [name for name in self.hidden if name not in ("head", *self._KEPT_IN_HEAD)]
         if tag in self._HIDDEN:
             self.hidden.append(tag)
         elif tag in self._KEPT_IN_HEAD and self.hidden == ["head"]:

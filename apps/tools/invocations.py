@@ -640,8 +640,13 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
                                         result__auto_retry_allowed=True, run_id__in=ended_task_runs(now=now))
     for pk, run_id in list(refused.order_by("updated_at").values_list("pk", "run_id")[:WATCHDOG_BATCH]):
         ended = run_task_ended(run_id=run_id)
-        if ended is not None and _task_ended_settle(pk, ended) is not None:
-            counts["settled"] += 1
+        if ended is None:
+            continue
+        with transaction.atomic():
+            if not refused.select_for_update(of=("self",), skip_locked=True).filter(pk=pk).exists():
+                continue  # held by another transaction (left for the next round), or settled meanwhile
+            if _task_ended_settle(pk, ended) is not None:
+                counts["settled"] += 1
     queued = Invocation.objects.filter(
         state=State.IN_PROGRESS, journal_state=Journal.ABSENT,
         updated_at__lte=now - timedelta(seconds=settings.TOOL_DISPATCH_REQUEUE_SECONDS))

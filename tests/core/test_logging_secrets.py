@@ -58,6 +58,10 @@ def test_every_token_shape_is_redacted(prefix):
      '{"api_key": "[redacted]", "apikey=[redacted]", "api key: [redacted]"}'),
     # what is not a credential stays
     ("task-runner risk-high skip sk-short AKIA123 eyJ.x.y", "task-runner risk-high skip sk-short AKIA123 eyJ.x.y"),
+    ("ingest-sk-translations-2024.pdf", "ingest-sk-translations-2024.pdf"),
+    ("operation sk_inventory_adjustments_create", "operation sk_inventory_adjustments_create"),
+    ("route shop-rk-warehouse-stockcount", "route shop-rk-warehouse-stockcount"),
+    ("    token = lease_claim(row, run_token=run_token)", "    token = lease_claim(row, run_token=run_token)"),
 ])
 def test_other_services_credentials_are_redacted_by_their_shapes(text, redacted):
     assert redact(text) == redacted

@@ -103,3 +103,20 @@ def test_a_queued_document_whose_message_still_waits_on_its_queue_is_left_to_it(
     _queued_a_while(ingest_unconsumed)
     assert ingest.knowledge_watchdog()["requeued"] == 0
     assert dispatch.queue_length(ingest_unconsumed) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_failed_send_the_uploads_other_documents_go_to_the_watchdog_unsent(broker_down, caplog):
+    """Against a hung broker each send waited its timeouts out: an upload of twenty files held its
+    web thread two minutes. One send is tried; the others go to the watchdog at once."""
+    kb = KnowledgeBaseFactory()
+    files = [upload(f"note-{n}.txt", f"Note {n} on orders.".encode()) for n in range(3)]
+    with caplog.at_level(logging.WARNING, logger="bailinghub.knowledge"):
+        documents = services.document_upload(kb=kb, files=files)
+    said = [r.getMessage() for r in caplog.records if r.name == "bailinghub.knowledge"]
+    assert [message.split(" for ")[0] for message in said] == [
+        "Could not send knowledge.document_ingest",
+        "2 more documents of this upload were not sent; the watchdog's next pass sends them."]
+    stale = ingest.lease_stale_before()
+    assert [Document.objects.get(pk=d.pk).heartbeat_at < stale for d in documents] == [True, True, True]
+    assert ingest.knowledge_watchdog()["requeued"] == 3

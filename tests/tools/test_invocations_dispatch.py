@@ -115,6 +115,24 @@ def test_a_business_error_page_in_html_reaches_the_agent_as_its_text(shop, dispa
         "[an HTML page, shown as its text] Page not found Not Found The path & /api/items/1 was not found.")
 
 
+def test_an_html_error_page_is_read_whole_before_it_is_cut_and_a_head_left_open_hides_no_body(shop, dispatching):
+    """Cut first, a page cut inside its styles lost its words and the cut's notice; and a <head>
+    without its (optional) end tag hid the whole body."""
+    page = (b"<html><head><title>Err</title><style>" + b"x" * 70_000 + b"</style><body><h1>Bad gateway</h1>"
+            b"<p>upstream timed out</p></body></html>")
+    shop.server.respond("/api/items", status=502, body=page, content_type="text/html")
+    text = shop.invoke("item_read", {"item_id": "1"}).json()["text"]
+    assert text == "[an HTML page, shown as its text] Err Bad gateway upstream timed out"
+
+
+def test_an_html_error_page_cut_inside_its_script_keeps_its_words_and_says_it_was_cut(shop, dispatching, settings):
+    settings.TOOL_RESPONSE_MAX_BYTES = 4096
+    page = b"<html><body><h1>Bad gateway</h1><script>" + b"var x = 1;" * 1000 + b"</script></body></html>"
+    shop.server.respond("/api/items", status=502, body=page, content_type="text/html")
+    text = shop.invoke("item_read", {"item_id": "1"}).json()["text"]
+    assert text == "[an HTML page, shown as its text] Bad gateway… [the answer was cut: response_too_large]"
+
+
 def test_a_successful_html_answer_reaches_the_agent_as_it_came(shop, dispatching):
     shop.server.respond("/api/items", status=200, body=PAGE, content_type="text/html")
     assert shop.invoke("item_read", {"item_id": "1"}).json()["text"] == PAGE.decode()
