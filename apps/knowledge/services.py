@@ -323,6 +323,14 @@ def _documents_create(*, kb: KnowledgeBase, checked: list[tuple[object, str, str
             DocumentContent.objects.create(document=document, data=data)
             documents.append(document)
         dispatch.documents_enqueue([document.pk for document in documents])
+    # Queued (or left to the watchdog) once committed: the upload's answer said "pending" with no
+    # queued_at, for rows already queued. Read back in one query (still pending inside a caller's
+    # transaction: they are queued when it commits).
+    fields = ("status", "queued_at", "heartbeat_at")
+    fresh = Document.objects.only(*fields).in_bulk([document.pk for document in documents])
+    for document in documents:
+        for field in fields:
+            setattr(document, field, getattr(fresh[document.pk], field))
     return documents
 
 

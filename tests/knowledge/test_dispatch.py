@@ -120,3 +120,14 @@ def test_after_a_failed_send_the_uploads_other_documents_go_to_the_watchdog_unse
     stale = ingest.lease_stale_before()
     assert [Document.objects.get(pk=d.pk).heartbeat_at < stale for d in documents] == [True, True, True]
     assert ingest.knowledge_watchdog()["requeued"] == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_uploads_answer_says_the_documents_are_queued_once_they_are(ingest_unconsumed):
+    """It said "pending" with no queued_at for rows already queued."""
+    kb = KnowledgeBaseFactory()
+    [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
+    stored = Document.objects.get(pk=document.pk)
+    assert (document.status, document.queued_at, stored.status) == (
+        Document.Status.QUEUED, stored.queued_at, Document.Status.QUEUED)
+    assert document.queued_at is not None
