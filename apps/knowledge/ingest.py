@@ -917,12 +917,26 @@ def _lost_messages_resend() -> int:
     return resent
 
 
+def _waits_its_turn(document: Document, lengths: dict[str, int | None]) -> bool:
+    """A queued document no worker has claimed, on a queue that still holds messages, waits its
+    turn: in a backlog longer than the lease, each was sent again every pass (a message more each
+    five minutes). Once the queue is empty, _lost_messages_resend sends it if its message is gone.
+    `lengths`: the pass's queue lengths, read once each."""
+    if document.status != Document.Status.QUEUED or document.run_token is not None:
+        return False
+    queue = dispatch.document_queue_name(size=document.size)
+    if queue not in lengths:
+        lengths[queue] = dispatch.queue_length(queue)
+    return bool(lengths[queue])
+
+
 def knowledge_watchdog() -> dict[str, int]:
     """Hand work whose heartbeat went stale (a killed worker, a lost message) to a new task, or
     fail it after KNOWLEDGE_MAX_ATTEMPTS; purge retired generations."""
     stale = lease_stale_before()
     requeued = failed = 0
     stale_documents = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, created_at__lt=stale)
+    lengths: dict[str, int | None] = {}
     for document_id in Document.objects.filter(stale_documents, status__in=Document.IN_PROGRESS).values_list(
         "pk", flat=True
     )[:1000]:
@@ -930,7 +944,7 @@ def knowledge_watchdog() -> dict[str, int]:
             document = Document.objects.select_for_update(skip_locked=True, of=("self",)).filter(
                 stale_documents, pk=document_id, status__in=Document.IN_PROGRESS
             ).first()
-            if document is None:
+            if document is None or _waits_its_turn(document, lengths):
                 continue
             if document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
                 _document_mark_failed(document, "ingest_stalled", _attempts_spent(document.attempts))

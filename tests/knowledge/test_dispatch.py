@@ -131,3 +131,12 @@ def test_the_uploads_answer_says_the_documents_are_queued_once_they_are(ingest_u
     assert (document.status, document.queued_at, stored.status) == (
         Document.Status.QUEUED, stored.queued_at, Document.Status.QUEUED)
     assert document.queued_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_document_in_a_backlog_longer_than_the_lease_is_not_sent_again_while_it_waits(ingest_unconsumed):
+    """Each pass sent such a document again, a message more on a queue the workers had yet to reach."""
+    document = _queued_a_while(ingest_unconsumed)
+    Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
+    assert ingest.knowledge_watchdog()["requeued"] == 0
+    assert dispatch.queue_length(ingest_unconsumed) == 1
