@@ -22,8 +22,6 @@ from apps.core.broker import BROKER_ERRORS
 from apps.knowledge.leases import lease_expire
 
 logger = logging.getLogger("bailinghub.knowledge")
-# What a send raises when the broker cannot take the message: kombu's wrapping of the transport's
-# connection errors, and a socket's own.
 
 DOCUMENT_INGEST = "knowledge.document_ingest"
 KB_REBUILD = "knowledge.kb_rebuild"

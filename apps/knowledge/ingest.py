@@ -39,7 +39,7 @@ from typing import TypeVar
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Case, Exists, OuterRef, Q, When
 from django.utils import timezone
 
 from apps.knowledge import dispatch, generation_indexes
@@ -885,6 +885,9 @@ def pipeline_run_killed(*, task_name: str, object_id, task_id: str, seconds: flo
 
 # Watchdog
 
+# Documents a watchdog pass looks at, at most (each kind).
+WATCHDOG_BATCH = 1000
+
 
 def _lost_messages_resend() -> int:
     """Send again the queued documents whose message is gone: queued KNOWLEDGE_QUEUED_RESEND_SECONDS
@@ -896,7 +899,7 @@ def _lost_messages_resend() -> int:
     since = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_QUEUED_RESEND_SECONDS)
     unclaimed = Q(status=Document.Status.QUEUED, run_token__isnull=True, heartbeat_at__lt=since)
     by_queue: dict[str, list] = {}
-    for document_id, size in Document.objects.filter(unclaimed).values_list("pk", "size")[:1000]:
+    for document_id, size in Document.objects.filter(unclaimed).values_list("pk", "size")[:WATCHDOG_BATCH]:
         by_queue.setdefault(dispatch.document_queue_name(size=size), []).append(document_id)
     resent = 0
     for queue, document_ids in by_queue.items():
@@ -937,9 +940,12 @@ def knowledge_watchdog() -> dict[str, int]:
     requeued = failed = 0
     stale_documents = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, created_at__lt=stale)
     lengths: dict[str, int | None] = {}
-    for document_id in Document.objects.filter(stale_documents, status__in=Document.IN_PROGRESS).values_list(
-        "pk", flat=True
-    )[:1000]:
+    # Work a run held first: queued documents waiting their turn (_waits_its_turn) are passed over,
+    # and in a backlog of over a thousand they took every place of the pass.
+    unclaimed_last = Case(When(status=Document.Status.QUEUED, run_token__isnull=True, then=1), default=0)
+    for document_id in Document.objects.filter(stale_documents, status__in=Document.IN_PROGRESS).order_by(
+        unclaimed_last, "heartbeat_at"
+    ).values_list("pk", flat=True)[:WATCHDOG_BATCH]:
         with transaction.atomic():
             document = Document.objects.select_for_update(skip_locked=True, of=("self",)).filter(
                 stale_documents, pk=document_id, status__in=Document.IN_PROGRESS

@@ -140,3 +140,19 @@ def test_a_queued_document_in_a_backlog_longer_than_the_lease_is_not_sent_again_
     Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
     assert ingest.knowledge_watchdog()["requeued"] == 0
     assert dispatch.queue_length(ingest_unconsumed) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_a_run_held_comes_first_in_a_pass_before_queued_documents_waiting_their_turn(ingest_unconsumed,
+                                                                                          monkeypatch):
+    """Passed over, queued documents waiting their turn took every place of a pass in a backlog of
+    over a thousand, and a killed worker's document was never handed on."""
+    monkeypatch.setattr(ingest, "WATCHDOG_BATCH", 1)
+    _queued_a_while(ingest_unconsumed)
+    Document.objects.update(heartbeat_at=timezone.now() - timedelta(seconds=900))
+    [held] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("held.txt", b"Held by a run.")])
+    Document.objects.filter(pk=held.pk).update(status=Document.Status.PARSING, run_token=uuid.uuid4(),
+                                               heartbeat_at=timezone.now() - timedelta(seconds=600))
+    assert ingest.knowledge_watchdog()["requeued"] == 1
+    held.refresh_from_db()
+    assert (held.run_token, held.heartbeat_at > timezone.now() - timedelta(seconds=30)) == (None, True)
