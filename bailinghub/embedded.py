@@ -312,15 +312,21 @@ def redis_start() -> tuple[str, bool]:
 
 
 def redis_keep_up() -> str:
-    """Start the embedded Redis again when it stopped (killed, crashed): it is a daemon of its own,
-    not one of make run's children, and nothing brought it back — the workers retried for as long
-    as it stayed down, and the next command that loaded the settings started it, unannounced. What
-    to say when it was started again; nothing while it runs (make run asks every few seconds:
-    settings.DEVSERVER_KEEP_UP)."""
-    if not redis_start()[1]:
+    """Start the embedded Redis again when it died (killed, crashed): it is a daemon of its own, not
+    one of make run's children, and nothing brought it back — the workers retried for as long as it
+    stayed down, and the next command that loaded the settings started it, unannounced. Only a
+    death: a Redis stopped on purpose (`embedded down`, `make clean`) removes its pid file, a killed
+    one leaves it behind. What to say; nothing while it runs (make run asks every few seconds:
+    settings.DEVSERVER_KEEP_UP, without the lock another command's start holds)."""
+    pid = _read_pid(REDIS_DIR / "redis.pid")
+    if pid is None or _pid_runs(pid, "redis-server"):
         return ""
-    return ("[redis] the embedded Redis had stopped: started again (without the messages it held: the "
-            "watchdogs send queued work again)")
+    try:
+        redis_start()
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:
+        return f"[redis] the embedded Redis died and could not be started again ({exc}); see {REDIS_DIR / 'redis.log'}"
+    return ("[redis] the embedded Redis died: started again (with what it last saved to disk; the watchdogs send "
+            "queued work again)")
 
 
 def redis_stop() -> bool:

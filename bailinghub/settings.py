@@ -278,11 +278,11 @@ CELERY_TASK_ROUTES = ["apps.knowledge.tasks.task_route"]
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # `make run`'s workers (0: automatic): the default queue's worker runs one process per core (at
 # least two), the large-document queue's worker half as many (at least one).
+DEVSERVER_WORKER_CONCURRENCY = env.int("CELERY_CONCURRENCY", default=0)
+DEVSERVER_LARGE_WORKER_CONCURRENCY = env.int("CELERY_LARGE_CONCURRENCY", default=0)
 # What `make run` keeps up beside its children, looked at every few seconds (devserver.supervise):
 # the embedded Redis, a daemon of its own, when it is the one in use.
 DEVSERVER_KEEP_UP = "bailinghub.embedded.redis_keep_up" if embedded.redis_url() == REDIS_URL else ""
-DEVSERVER_WORKER_CONCURRENCY = env.int("CELERY_CONCURRENCY", default=0)
-DEVSERVER_LARGE_WORKER_CONCURRENCY = env.int("CELERY_LARGE_CONCURRENCY", default=0)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

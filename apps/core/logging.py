@@ -23,10 +23,11 @@ REDACTED = "[redacted]"
 _SECRET_PATTERNS = [
     TOKEN_PATTERN,
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"),
-    # A word that names a credential, then its value (not a bare `token`: `token = lease_claim(...)`
-    # in a traceback's source line is none).
-    re.compile(r"(?i)((?:(?<![a-z0-9])(?:code|password|passwd|secret|api[_ -]?key)|refresh_token|access_token"
-               r"|client_token)[\"']?\s*[=:]\s*[\"']?)[^\s&\"',}]{6,}"),
+    # A word that names a credential, inside another or not (clientSecret, X-Auth-Token, api_key),
+    # then its value; a value a call follows (`token = lease_claim(row)` in a traceback's source
+    # line) is code, not a credential.
+    re.compile(r"(?i)((?:code|token|password|passwd|secret|api[_ -]?key)[\"']?\s*[=:]\s*[\"']?)"
+               r"[^\s&\"',}()]{6,}(?![\w(])"),
     # Other services' credentials by their published shapes: an approver's comment (sent to the
     # agent's model) or a business system's error text may carry one. A key's body holds a digit:
     # `sk_inventory_adjustments_create` (an operationId) or `shop-rk-warehouse-stockcount` is not one.

@@ -4,7 +4,8 @@ Tasks are sent by name, so services and the pipeline (apps.knowledge.ingest) enq
 importing apps.knowledge.tasks, which imports the pipeline. If the process dies before a message
 is sent, the row keeps its state and the watchdog sends it again once its lease has run out
 (apps.knowledge.ingest.knowledge_watchdog); if the broker refuses it, the row's lease is given
-back, so the watchdog's next pass sends it again (a minute, not the lease's five).
+back, so the watchdog sends it again at its next pass (a minute, not the lease's five) — for a
+queued document, once its queue holds no other message (ingest._waits_its_turn).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _send(name: str, object_id, *, run_token=None, countdown: float | None = Non
         current_app.send_task(name, args=[str(object_id)], kwargs=kwargs,
                               queue=queue or settings.KNOWLEDGE_TASK_QUEUE, ignore_result=True, **options)
     except BROKER_ERRORS:  # the broker is down or refused it; anything else is a bug, robust on_commit logs it
-        logger.warning("Could not send %s for %s to the task queue; the watchdog's next pass sends it again.",
+        logger.warning("Could not send %s for %s to the task queue; the watchdog sends it again.",
                        name, object_id, exc_info=True)
         _watchdog_next_pass(name, object_id, run_token)
         return False
@@ -132,8 +133,8 @@ def documents_enqueue(document_ids: list) -> None:
                 for left in document_ids[index + 1:]:
                     _watchdog_next_pass(DOCUMENT_INGEST, left, None)
                 if document_ids[index + 1:]:
-                    logger.warning("%d more documents of this upload were not sent; the watchdog's next pass sends "
-                                   "them.", len(document_ids) - index - 1)
+                    logger.warning("%d more documents of this upload were not sent; the watchdog sends them.",
+                                   len(document_ids) - index - 1)
                 return
 
     if document_ids:

@@ -26,10 +26,12 @@ Tasks (apps.knowledge.tasks) only call these. Every run is safe to repeat:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import logging
 import math
+import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -897,24 +899,29 @@ def _lost_messages_resend() -> int:
     beside it. Its heartbeat moves on, so a loss costs one send; a message a busy worker had
     reserved all the same is claimed once."""
     since = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_QUEUED_RESEND_SECONDS)
-    unclaimed = Q(status=Document.Status.QUEUED, run_token__isnull=True, heartbeat_at__lt=since)
-    by_queue: dict[str, list] = {}
-    for document_id, size in Document.objects.filter(unclaimed).values_list("pk", "size")[:WATCHDOG_BATCH]:
-        by_queue.setdefault(dispatch.document_queue_name(size=size), []).append(document_id)
+    # Only the lanes whose queue is empty, chosen in the query: unordered and capped, a backlog on
+    # one queue took every place of the pass from a lost document of the other.
+    large = settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES
+    lanes = ([(settings.KNOWLEDGE_TASK_QUEUE, Q())] if settings.KNOWLEDGE_TASK_QUEUE else
+             [(settings.CELERY_TASK_DEFAULT_QUEUE, Q(size__lt=large)),
+              (settings.KNOWLEDGE_LARGE_TASK_QUEUE, Q(size__gte=large))])
+    empty = [lane for queue, lane in lanes if dispatch.queue_length(queue) == 0]
+    if not empty:
+        return 0
+    unclaimed = Q(status=Document.Status.QUEUED, run_token__isnull=True, heartbeat_at__lt=since) & functools.reduce(
+        operator.or_, empty)
     resent = 0
-    for queue, document_ids in by_queue.items():
-        if dispatch.queue_length(queue) != 0:
-            continue
-        for document_id in document_ids:
-            with transaction.atomic():
-                document = Document.objects.select_for_update(skip_locked=True, of=("self",)).filter(
-                    unclaimed, pk=document_id).first()
-                if document is None:
-                    continue
-                document.heartbeat_at = timezone.now()
-                document.save(update_fields=["heartbeat_at", "updated_at"])
-                dispatch.document_send(document.pk)
-            resent += 1
+    for document_id in Document.objects.filter(unclaimed).order_by("heartbeat_at").values_list(
+            "pk", flat=True)[:WATCHDOG_BATCH]:
+        with transaction.atomic():
+            document = Document.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+                unclaimed, pk=document_id).first()
+            if document is None:
+                continue
+            document.heartbeat_at = timezone.now()
+            document.save(update_fields=["heartbeat_at", "updated_at"])
+            dispatch.document_send(document.pk)
+        resent += 1
     if resent:
         logger.info("%d queued documents whose messages were lost are sent again.", resent)
     return resent

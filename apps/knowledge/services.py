@@ -329,7 +329,7 @@ def _documents_create(*, kb: KnowledgeBase, checked: list[tuple[object, str, str
     fields = ("status", "queued_at", "heartbeat_at")
     fresh = Document.objects.only(*fields).in_bulk([document.pk for document in documents])
     for document in documents:
-        for field in fields:
+        for field in fields if document.pk in fresh else ():  # deleted since the commit: as it was made
             setattr(document, field, getattr(fresh[document.pk], field))
     return documents
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from apps.core.integrity import unique_race
@@ -228,7 +229,8 @@ def provider_reimport(*, provider: ToolProvider, spec: bytes, spec_filename: str
     result = spec_compile(spec=spec)
     provider = ToolProvider.objects.select_for_update().get(pk=provider.pk)
     diff = tool_diff(provider=provider, result=result)
-    current = {tool.name: tool for tool in provider.tools.all()}
+    # Locked: a switch committed between this read and the write below was overwritten.
+    current = {tool.name: tool for tool in provider.tools.select_for_update()}
     provider.tools.filter(name__in=diff.removed).delete()
     creates, updates = [], []
     for position, compiled in enumerate(result.tools):
@@ -298,9 +300,14 @@ def tool_set_enabled(*, tool: Tool, enabled: bool) -> Tool:
     (`held_reason`) is not switched on: 409 tool_held_by_spec."""
     now = timezone.now()
     rows = Tool.objects.filter(pk=tool.pk)
-    # One statement: a re-import that holds the tool meanwhile is not overwritten by a look before it.
-    if not (rows.filter(held_reason="") if enabled else rows).update(enabled=enabled, updated_at=now) and enabled:
-        raise ToolHeldBySpec()
+    if enabled:
+        # One statement: a re-import that holds the tool meanwhile is not overwritten by a look before it.
+        if not rows.filter(held_reason="").update(enabled=True, updated_at=now):
+            raise ToolHeldBySpec()
+    else:
+        # Switched off while held, it stays off once the hold ends (it came back on).
+        rows.update(enabled=False, updated_at=now, enabled_before_hold=Case(
+            When(~Q(held_reason=""), then=Value(False)), default=F("enabled_before_hold")))
     tool.enabled, tool.updated_at = enabled, now
     return tool
 

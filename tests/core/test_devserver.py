@@ -253,8 +253,24 @@ def test_what_the_children_depend_on_is_kept_up_and_said_when_started_again(monk
     assert (result, out.lines.count("[redis] started again")) == ([["web"]], 1)
 
 
-def test_make_run_keeps_the_embedded_redis_up_and_says_nothing_while_it_runs():
+def test_the_embedded_redis_is_started_again_after_it_died_and_not_after_it_was_stopped(monkeypatch, tmp_path):
+    """Killed, nothing brought it back; stopped on purpose (`embedded down`, `make clean`: its pid
+    file goes with it), it must stay stopped — a keep_up that restarted it fought them."""
     from bailinghub import embedded
 
-    assert django_settings.DEVSERVER_KEEP_UP == "bailinghub.embedded.redis_keep_up"  # the suite's Redis is embedded
-    assert embedded.redis_keep_up() == ""
+    monkeypatch.setattr(embedded, "REDIS_DIR", tmp_path / "redis")
+    assert embedded.redis_keep_up() == ""  # never started here: no pid file
+    embedded.redis_start()
+    first = embedded._redis_pid()
+    try:
+        assert embedded.redis_keep_up() == ""  # it runs
+        os.kill(first, signal.SIGKILL)
+        _wait(lambda: not _alive(first), "the killed Redis to be gone")
+        assert embedded.redis_keep_up().startswith("[redis] the embedded Redis died: started again")
+        again = embedded._redis_pid()
+        assert again is not None and again != first
+        embedded.redis_stop()
+        assert embedded.redis_keep_up() == ""  # stopped on purpose: left stopped
+        assert embedded._redis_pid() is None
+    finally:
+        embedded.redis_stop()

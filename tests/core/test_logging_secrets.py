@@ -61,9 +61,23 @@ def test_every_token_shape_is_redacted(prefix):
     ("ingest-sk-translations-2024.pdf", "ingest-sk-translations-2024.pdf"),
     ("operation sk_inventory_adjustments_create", "operation sk_inventory_adjustments_create"),
     ("route shop-rk-warehouse-stockcount", "route shop-rk-warehouse-stockcount"),
-    ("    token = lease_claim(row, run_token=run_token)", "    token = lease_claim(row, run_token=run_token)"),
+    ("    token = lease_claim(row)", "    token = lease_claim(row)"),
 ])
 def test_other_services_credentials_are_redacted_by_their_shapes(text, redacted):
+    assert redact(text) == redacted
+
+
+@pytest.mark.parametrize("text,redacted", [
+    ('{"accessToken": "abcdef123456"}', '{"accessToken": "[redacted]"}'),
+    ('{"clientSecret": "abcdef123456"}', '{"clientSecret": "[redacted]"}'),
+    ('{"token": "abcdef123456"}', '{"token": "[redacted]"}'),
+    ("GET /hook?token=abcdef123456&x=1", "GET /hook?token=[redacted]&x=1"),
+    ("X-Auth-Token: abcdef123456", "X-Auth-Token: [redacted]"),
+    ("sessionToken=abcdef123456 dbPassword=hunter2x AppSecret=s3cr3tvalue",
+     "sessionToken=[redacted] dbPassword=[redacted] AppSecret=[redacted]"),
+    ("refresh_token=abcdef123456", "refresh_token=[redacted]"),
+])
+def test_a_word_naming_a_credential_inside_another_is_still_one(text, redacted):
     assert redact(text) == redacted
 
 

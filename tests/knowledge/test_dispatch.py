@@ -116,7 +116,7 @@ def test_after_a_failed_send_the_uploads_other_documents_go_to_the_watchdog_unse
     said = [r.getMessage() for r in caplog.records if r.name == "bailinghub.knowledge"]
     assert [message.split(" for ")[0] for message in said] == [
         "Could not send knowledge.document_ingest",
-        "2 more documents of this upload were not sent; the watchdog's next pass sends them."]
+        "2 more documents of this upload were not sent; the watchdog sends them."]
     stale = ingest.lease_stale_before()
     assert [Document.objects.get(pk=d.pk).heartbeat_at < stale for d in documents] == [True, True, True]
     assert ingest.knowledge_watchdog()["requeued"] == 3

@@ -95,13 +95,19 @@ def test_a_reimport_keeps_a_tool_the_operator_switched_off_off(owner):
     assert _stock_adjust(provider).enabled is False
 
 
-def test_the_migration_holds_tools_imported_before_from_their_providers_report(provider):
-    Tool.objects.filter(provider=provider, name="stock_adjust").update(held_reason="", enabled=True)
+@pytest.mark.parametrize("switch,kept", [(True, True), (False, None)], ids=["switched-on-since", "held-since-import"])
+def test_the_migration_holds_tools_imported_before_from_their_providers_report(provider, switch, kept):
+    """Every import switched such a tool off: off, it is held since its import (its ACC decides when
+    the hold ends); on, the operator switched it on since, and gets it back."""
+    Tool.objects.filter(provider=provider, name="stock_adjust").update(held_reason="", enabled=switch)
     migration = importlib.import_module("apps.tools.migrations.0012_tool_held_reason")
     migration.hold_from_reports(django_apps, None)
     tool = _stock_adjust(provider)
-    assert (tool.enabled, tool.held_reason.split(":")[0]) == (False, "acc_execution_rate_limit_invalid")
+    assert (tool.enabled, tool.held_reason.split(":")[0], tool.enabled_before_hold) == (
+        False, "acc_execution_rate_limit_invalid", kept)
     assert Tool.objects.filter(provider=provider).exclude(held_reason="").count() == 1
+    services.provider_reimport(provider=provider, spec=STORE_SPEC)
+    assert _stock_adjust(provider).enabled is True  # on before, or on by its ACC
 
 
 def _route_allowing(owner, provider, *names):
@@ -173,3 +179,12 @@ def test_the_hold_is_carried_by_the_compiled_tool_not_read_from_the_warnings(own
     [held] = [tool for tool in compile_spec(BAD_LIMIT).tools if tool.held_reason]
     assert (held.name, held.enabled, held.held_reason.split(":")[0], "held_reason" in held.as_dict()) == (
         "stock_adjust", False, "acc_execution_rate_limit_invalid", False)
+
+
+def test_a_tool_switched_off_while_held_stays_off_when_the_hold_ends(owner):
+    """The operator's "disable" of a held tool was forgotten: it came back on with the fixed spec."""
+    provider = ToolProviderFactory(project=owner.project)
+    services.provider_reimport(provider=provider, spec=BAD_LIMIT)
+    services.tool_set_enabled(tool=_stock_adjust(provider), enabled=False)
+    ended = services.provider_reimport(provider=provider, spec=STORE_SPEC)
+    assert (_stock_adjust(provider).enabled, ended.diff.switched_on) == (False, ())

@@ -4,7 +4,7 @@ ends. Tools imported before are held from their provider's kept compile report (
 compiler carries the hold itself now)."""
 
 from django.db import migrations, models
-from django.db.models import F
+from django.db.models import Case, Value, When
 
 HOLDING_WARNINGS = ("acc_execution_rate_limit_invalid",)  # what acc.Governance.held_reason is set for, as of now
 
@@ -19,8 +19,11 @@ def hold_from_reports(apps, schema_editor):
             if warning.get("code") in HOLDING_WARNINGS and warning.get("operation"):
                 reasons.setdefault(warning["operation"], f"{warning['code']}: {warning.get('message', '')}"[:500])
         for name, reason in reasons.items():
+            # Every import switched such a tool off: off now, it is held since its import (None, its
+            # ACC decides when the hold ends); on, the operator switched it on since.
             Tool.objects.filter(provider_id=provider_id, name=name).update(
-                held_reason=reason, enabled_before_hold=F("enabled"), enabled=False)
+                held_reason=reason, enabled_before_hold=Case(When(enabled=True, then=Value(True)), default=None),
+                enabled=False)
 
 
 class Migration(migrations.Migration):
