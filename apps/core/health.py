@@ -21,7 +21,12 @@ def check_database() -> str:
 
 
 def check_redis() -> str:
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+    return _ping(settings.REDIS_URL)
+
+
+def _ping(url: str) -> str:
+    """ok | unavailable: whether the Redis at `url` answers within a second."""
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
     try:
         client.ping()
     except (redis.RedisError, OSError):
@@ -49,14 +54,7 @@ def check_broker() -> str:
         url = "unix://" + url.removeprefix("redis+socket://")
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return "unknown"
-    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
-    try:
-        client.ping()
-        state = "ok"
-    except (redis.RedisError, OSError):
-        state = "unavailable"
-    finally:
-        client.close()
+    state = _ping(url)
     _BROKER_LOOK["last"] = (now, state)
     return state
 

@@ -5,7 +5,7 @@ importing apps.knowledge.tasks, which imports the pipeline. If the process dies 
 is sent, the row keeps its state and the watchdog sends it again once its lease has run out
 (apps.knowledge.ingest.knowledge_watchdog); if the broker refuses it, the row's lease is given
 back, so the watchdog sends it again at its next pass (a minute, not the lease's five) — for a
-queued document, once its queue holds no other message (ingest._waits_its_turn).
+queued document, once its queue holds no other message (ingest.knowledge_watchdog).
 """
 
 from __future__ import annotations
@@ -35,12 +35,6 @@ def document_queue(*, size: int) -> str | None:
     if size >= settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES:
         return settings.KNOWLEDGE_LARGE_TASK_QUEUE
     return None
-
-
-def document_queue_name(*, size: int) -> str:
-    """The Celery queue a document's ingestion message waits on (tasks.task_route: a queue given
-    to the send, KNOWLEDGE_TASK_QUEUE, wins)."""
-    return settings.KNOWLEDGE_TASK_QUEUE or document_queue(size=size) or settings.CELERY_TASK_DEFAULT_QUEUE
 
 
 def queue_length(queue: str) -> int | None:

@@ -41,7 +41,7 @@ from typing import TypeVar
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Case, Exists, OuterRef, Q, When
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from apps.knowledge import dispatch, generation_indexes
@@ -71,6 +71,7 @@ from apps.knowledge.pipeline.index import (
     vectors_write,
 )
 from apps.knowledge.pipeline.strategy import strategy_from_snapshot
+from apps.knowledge.selectors import document_lane_filter, document_queue_lanes
 from apps.knowledge.services import chunks_delete
 
 logger = logging.getLogger("bailinghub.knowledge")
@@ -889,27 +890,38 @@ def pipeline_run_killed(*, task_name: str, object_id, task_id: str, seconds: flo
 
 # Documents a watchdog pass looks at, at most (each kind).
 WATCHDOG_BATCH = 1000
+# Queued and claimed by no run.
+UNCLAIMED = Q(status=Document.Status.QUEUED, run_token__isnull=True)
 
 
-def _lost_messages_resend() -> int:
+def _lanes_by_queue_length() -> tuple[list[Q], list[Q]]:
+    """The ingestion lanes (selectors.document_queue_lanes) whose Celery queue is empty, and those
+    whose queue still holds messages, as filters; a lane whose queue cannot be told (a broker other
+    than Redis, or one that does not answer) is in neither."""
+    empty: list[Q] = []
+    holding: list[Q] = []
+    for lane, queue in document_queue_lanes().items():
+        length = dispatch.queue_length(queue)
+        if length is not None:
+            (holding if length else empty).append(document_lane_filter(lane))
+    return empty, holding
+
+
+def _any_of(filters: list[Q]) -> Q | None:
+    return functools.reduce(operator.or_, filters) if filters else None
+
+
+def _lost_messages_resend(empty_lanes: Q | None) -> int:
     """Send again the queued documents whose message is gone: queued KNOWLEDGE_QUEUED_RESEND_SECONDS
-    and more, claimed by no worker, on a Celery queue that holds no message (a Redis restarted
+    and more, claimed by no worker, in a lane whose Celery queue holds no message (a Redis restarted
     without its data lost them; a queue still holding messages is one the workers have yet to reach).
     Such a document waited its lease out — five minutes after the broker was back, idle workers
     beside it. Its heartbeat moves on, so a loss costs one send; a message a busy worker had
     reserved all the same is claimed once."""
-    since = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_QUEUED_RESEND_SECONDS)
-    # Only the lanes whose queue is empty, chosen in the query: unordered and capped, a backlog on
-    # one queue took every place of the pass from a lost document of the other.
-    large = settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES
-    lanes = ([(settings.KNOWLEDGE_TASK_QUEUE, Q())] if settings.KNOWLEDGE_TASK_QUEUE else
-             [(settings.CELERY_TASK_DEFAULT_QUEUE, Q(size__lt=large)),
-              (settings.KNOWLEDGE_LARGE_TASK_QUEUE, Q(size__gte=large))])
-    empty = [lane for queue, lane in lanes if dispatch.queue_length(queue) == 0]
-    if not empty:
+    if empty_lanes is None:
         return 0
-    unclaimed = Q(status=Document.Status.QUEUED, run_token__isnull=True, heartbeat_at__lt=since) & functools.reduce(
-        operator.or_, empty)
+    since = timezone.now() - timedelta(seconds=settings.KNOWLEDGE_QUEUED_RESEND_SECONDS)
+    unclaimed = UNCLAIMED & Q(heartbeat_at__lt=since) & empty_lanes
     resent = 0
     for document_id in Document.objects.filter(unclaimed).order_by("heartbeat_at").values_list(
             "pk", flat=True)[:WATCHDOG_BATCH]:
@@ -927,37 +939,27 @@ def _lost_messages_resend() -> int:
     return resent
 
 
-def _waits_its_turn(document: Document, lengths: dict[str, int | None]) -> bool:
-    """A queued document no worker has claimed, on a queue that still holds messages, waits its
-    turn: in a backlog longer than the lease, each was sent again every pass (a message more each
-    five minutes). Once the queue is empty, _lost_messages_resend sends it if its message is gone.
-    `lengths`: the pass's queue lengths, read once each."""
-    if document.status != Document.Status.QUEUED or document.run_token is not None:
-        return False
-    queue = dispatch.document_queue_name(size=document.size)
-    if queue not in lengths:
-        lengths[queue] = dispatch.queue_length(queue)
-    return bool(lengths[queue])
-
-
 def knowledge_watchdog() -> dict[str, int]:
     """Hand work whose heartbeat went stale (a killed worker, a lost message) to a new task, or
     fail it after KNOWLEDGE_MAX_ATTEMPTS; purge retired generations."""
     stale = lease_stale_before()
     requeued = failed = 0
     stale_documents = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, created_at__lt=stale)
-    lengths: dict[str, int | None] = {}
-    # Work a run held first: queued documents waiting their turn (_waits_its_turn) are passed over,
-    # and in a backlog of over a thousand they took every place of the pass.
-    unclaimed_last = Case(When(status=Document.Status.QUEUED, run_token__isnull=True, then=1), default=0)
+    empty_lanes, holding_lanes = (_any_of(filters) for filters in _lanes_by_queue_length())
+    if holding_lanes is not None:
+        # A queued document no worker has claimed, in a lane whose queue still holds messages, waits
+        # its turn: in a backlog longer than the lease each was sent again every pass (a message more
+        # each five minutes), and, passed over, they took every place of a pass from work a killed
+        # worker held. Once its queue is empty, _lost_messages_resend sends it if its message is gone.
+        stale_documents &= ~(UNCLAIMED & holding_lanes)
     for document_id in Document.objects.filter(stale_documents, status__in=Document.IN_PROGRESS).order_by(
-        unclaimed_last, "heartbeat_at"
+        "heartbeat_at"  # the longest silent first
     ).values_list("pk", flat=True)[:WATCHDOG_BATCH]:
         with transaction.atomic():
             document = Document.objects.select_for_update(skip_locked=True, of=("self",)).filter(
                 stale_documents, pk=document_id, status__in=Document.IN_PROGRESS
             ).first()
-            if document is None or _waits_its_turn(document, lengths):
+            if document is None:
                 continue
             if document.attempts >= settings.KNOWLEDGE_MAX_ATTEMPTS:
                 _document_mark_failed(document, "ingest_stalled", _attempts_spent(document.attempts))
@@ -970,7 +972,7 @@ def knowledge_watchdog() -> dict[str, int]:
             document.save(update_fields=["run_token", "heartbeat_at", "status", "queued_at", "updated_at"])
             dispatch.document_send(document.pk)
             requeued += 1
-    requeued += _lost_messages_resend()
+    requeued += _lost_messages_resend(empty_lanes)
     stale_generations = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True)
     for generation_id in IndexGeneration.objects.filter(
         stale_generations, status=IndexGeneration.Status.BUILDING

@@ -304,7 +304,8 @@ def document_queue_lanes() -> dict[str, str]:
     return {"default": settings.CELERY_TASK_DEFAULT_QUEUE, "large": settings.KNOWLEDGE_LARGE_TASK_QUEUE}
 
 
-def _lane_filter(lane: str) -> Q:
+def document_lane_filter(lane: str) -> Q:
+    """The documents of ingestion lane `lane` (document_queue_lane), as a filter."""
     if settings.KNOWLEDGE_TASK_QUEUE:
         return Q()
     limit = settings.KNOWLEDGE_LARGE_DOCUMENT_BYTES
@@ -322,7 +323,7 @@ def document_queue_positions(*, documents: Iterable[Document]) -> dict:
     positions = {}
     for lane, ids in lanes.items():
         ahead = (
-            Document.objects.filter(_lane_filter(lane), status=Document.Status.QUEUED)
+            Document.objects.filter(document_lane_filter(lane), status=Document.Status.QUEUED)
             .filter(Q(queued_at__lt=OuterRef("queued_at")) | Q(queued_at=OuterRef("queued_at"), pk__lt=OuterRef("pk")))
             .order_by()
             .values("status")
@@ -345,7 +346,7 @@ def document_working_counts(*, lanes: Iterable[str]) -> dict[str, dict[str, Any]
 
 
 def _working_count(lane: str) -> dict[str, Any]:
-    return Document.objects.filter(_lane_filter(lane), status__in=WORKING_STATUSES).aggregate(
+    return Document.objects.filter(document_lane_filter(lane), status__in=WORKING_STATUSES).aggregate(
         count=Count("id"), heartbeat_at=Max("heartbeat_at"))
 
 
@@ -381,9 +382,9 @@ def documents_waiting_for_a_worker(*, project_ids: Iterable[Any]) -> dict[Any, d
         halt = queue_halt(_lane_activity(lane, activity), now=now)
         if halt is not None:
             halts[lane] = halt
-            stalled |= _lane_filter(lane) & Q(queued_at__lte=halt.stalled_before)
+            stalled |= document_lane_filter(lane) & Q(queued_at__lte=halt.stalled_before)
     # One lane alone (KNOWLEDGE_TASK_QUEUE) has no filter: all the stalled documents are its own.
-    held = {f"held_{lane}": Count("id", filter=_lane_filter(lane) or None)
+    held = {f"held_{lane}": Count("id", filter=document_lane_filter(lane) or None)
             for lane, halt in halts.items() if halt.holding}
     rows = (Document.objects.filter(stalled, knowledge_base__project_id__in=list(project_ids),
                                     status=Document.Status.QUEUED)

@@ -592,24 +592,25 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Tool | None = None) -> bool:
         return False
 
-    def _switch(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool) -> int:
+    def _switch(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool) -> tuple[int, list[str]]:
         # The action's "change" permission only says the operator edits some project; a tool of a
         # project where they are a viewer is left as it is.
         if not request.user.is_superuser:
             queryset = queryset.filter(provider__project__in=self.editable_project_ids(request))
         count = 0
+        held: list[str] = []
         for tool in queryset:
             try:
                 services.tool_set_enabled(tool=tool, enabled=enabled)
-            except ToolHeldBySpec:  # a re-import held it since the list was read: left off
+            except ToolHeldBySpec:  # held by its spec (Tool.held_reason): left off
+                held.append(tool.name)
                 continue
             count += 1
-        return count
+        return count, held
 
     @admin.action(description="Enable selected tools", permissions=["change"])
     def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        held = list(queryset.exclude(held_reason="").values_list("name", flat=True)[:11])
-        count = self._switch(request, queryset.filter(held_reason=""), True)
+        count, held = self._switch(request, queryset, True)
         self.message_user(request, ngettext("%(count)d tool enabled.", "%(count)d tools enabled.", count)
                           % {"count": count}, messages.SUCCESS)
         if held:
@@ -619,7 +620,7 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Disable selected tools", permissions=["change"])
     def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        count = self._switch(request, queryset, False)
+        count, _held = self._switch(request, queryset, False)
         self.message_user(request, ngettext("%(count)d tool disabled.", "%(count)d tools disabled.", count)
                           % {"count": count}, messages.SUCCESS)
 

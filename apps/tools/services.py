@@ -174,10 +174,12 @@ def provider_create(*, project: Project, name: str, base_url: str, secret: str, 
     return ProviderImport(provider=provider, result=result, diff=diff)
 
 
-def tool_diff(*, provider: ToolProvider, result: CompileResult) -> ToolDiff:
-    """What importing ``result`` into ``provider`` would change (reads only)."""
-    rows = {row.name: row for row in provider.tools.only("name", "compiled", "enabled", "held_reason",
-                                                         "enabled_before_hold")}
+def tool_diff(*, provider: ToolProvider, result: CompileResult, rows: dict[str, Tool] | None = None) -> ToolDiff:
+    """What importing ``result`` into ``provider`` would change (reads only); `rows`, its tools by
+    name if the caller read them already."""
+    if rows is None:
+        rows = {row.name: row for row in provider.tools.only("name", "compiled", "enabled", "held_reason",
+                                                             "enabled_before_hold")}
     existing = {name: row.compiled for name, row in rows.items()}
     switched = {tool.name: (rows[tool.name].enabled, _switch_after(rows[tool.name], tool))
                 for tool in result.tools if tool.name in rows}
@@ -228,9 +230,9 @@ def provider_reimport(*, provider: ToolProvider, spec: bytes, spec_filename: str
     tools no longer in the spec are deleted."""
     result = spec_compile(spec=spec)
     provider = ToolProvider.objects.select_for_update().get(pk=provider.pk)
-    diff = tool_diff(provider=provider, result=result)
     # Locked: a switch committed between this read and the write below was overwritten.
     current = {tool.name: tool for tool in provider.tools.select_for_update()}
+    diff = tool_diff(provider=provider, result=result, rows=current)
     provider.tools.filter(name__in=diff.removed).delete()
     creates, updates = [], []
     for position, compiled in enumerate(result.tools):

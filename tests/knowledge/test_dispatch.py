@@ -143,8 +143,8 @@ def test_a_queued_document_in_a_backlog_longer_than_the_lease_is_not_sent_again_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_work_a_run_held_comes_first_in_a_pass_before_queued_documents_waiting_their_turn(ingest_unconsumed,
-                                                                                          monkeypatch):
+def test_queued_documents_waiting_their_turn_take_no_place_of_a_pass_from_work_a_run_held(ingest_unconsumed,
+                                                                                           monkeypatch):
     """Passed over, queued documents waiting their turn took every place of a pass in a backlog of
     over a thousand, and a killed worker's document was never handed on."""
     monkeypatch.setattr(ingest, "WATCHDOG_BATCH", 1)

@@ -31,18 +31,6 @@ INLINE = {"tools-TOTAL_FORMS": "0", "tools-INITIAL_FORMS": "0"}
 NO_OPERATIONS = '{"openapi": "3.1.0", "info": {"title": "Empty", "version": "1"}, "paths": {}}'
 
 
-@pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
-
-
 def add_form(owner, **fields):
     data = {"project": str(owner.project_id), "name": "store", "base_url": "http://127.0.0.1:9/store",
             "signing_secret": "admin-secret-1-of-16-chars", "enabled": "on", "spec_text": "", **INLINE}

@@ -19,11 +19,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
 def client(api_client, owner):
     api_client.force_login(owner.user)
     return api_client

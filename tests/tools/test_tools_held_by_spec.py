@@ -8,13 +8,10 @@ import importlib
 
 import pytest
 from django.apps import apps as django_apps
-from django.test import Client
 
-from apps.projects.models import Membership
 from apps.tools import services
 from apps.tools.errors import ToolHeldBySpec
 from apps.tools.models import Tool
-from tests.projects.factories import MembershipFactory
 
 from .factories import STORE_SPEC, ToolProviderFactory
 from .test_admin import tool_rows
@@ -22,18 +19,6 @@ from .test_admin import tool_rows
 pytestmark = pytest.mark.django_db
 
 BAD_LIMIT = STORE_SPEC.replace(b"rate_limit: {count: 10, window: 1m}", b"rate_limit: {count: 10, window: 2m}")
-
-
-@pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def browser(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
 
 
 @pytest.fixture
