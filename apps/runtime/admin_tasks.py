@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -114,8 +114,18 @@ def session_label(session: AgentSession) -> str:
     the only ones a member row of it can name."""
     who = session.on_behalf_of or "—"
     workspaces = ", ".join(session.allowed_routes) or "none"
-    return (f"{session.client.app_id} · {who} (principal {session.principal_id}) · {session.device_label} "
-            f"— workspaces: {workspaces}")
+    label = (f"{session.client.app_id} · {who} (principal {session.principal_id}) · {session.device_label} "
+             f"— workspaces: {workspaces}")
+    # A session of a task is task-enforced for good: once its task is cancelled or expired it works
+    # again only in a new task, and the operator picking it should know the task it was in.
+    state = getattr(session, "last_task_state", None)
+    if state is None:
+        return label
+    expires_at = getattr(session, "last_task_expires_at", None)
+    if state != Task.State.CANCELLED and expires_at is not None and expires_at <= timezone.now():
+        state = "expired"
+    name = getattr(session, "last_task_name", "") or f"task {getattr(session, 'last_task_id', '')}"
+    return f"{label} — in {name} ({state})"
 
 
 # ---- create ---------------------------------------------------------------------------------------
@@ -245,8 +255,13 @@ class SessionSelect(_SessionRoutesMixin, forms.Select):
 
 def live_sessions(project: Project) -> QuerySet[AgentSession]:
     """The project's sessions a task can be made of, in the order the create form offers them."""
+    last = TaskMember.objects.filter(session=OuterRef("pk")).order_by("-task__created_at", "-task_id")
     return AgentSession.objects.select_related("client").filter(
         session_live_q(timezone.now()), client__project=project,
+    ).annotate(
+        # The newest task the session is a member of, for its label (session_label).
+        **{f"last_task_{field}": Subquery(last.values(f"task__{field}")[:1])
+           for field in ("id", "name", "state", "expires_at")},
     ).order_by("client__app_id", "on_behalf_of", "created_at")
 
 
@@ -464,6 +479,10 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # Django's "Select task to change": a task is frozen, its page reads it and controls it.
+        return super().changelist_view(request, {"title": "Tasks", **(extra_context or {})})
+
     def has_control_permission(self, request: HttpRequest, task: Task) -> bool:
         return request.user.is_superuser or task.project_id in self.editable_project_ids(request)
 
@@ -678,6 +697,10 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             return HttpResponseRedirect(detail_url)
         data = form.cleaned_data
         if data["action"] == "cancel" and not data["confirmed"]:
+            if data["expected_revision"] != task.revision:
+                # Caught at the first click, not after the operator has confirmed a stale page.
+                _changed_since_loaded(request, task)
+                return HttpResponseRedirect(detail_url)
             return self._detail_page(request, task, confirm={"expected_revision": data["expected_revision"],
                                                              "request_id": data["request_id"]})
         try:
@@ -685,8 +708,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                                   expected_revision=data["expected_revision"], action=data["action"])
         except TaskRevisionConflict:
             task.refresh_from_db()
-            messages.error(request, f"The task changed since you loaded it (it is now {task.state}, revision "
-                                    f"{task.revision}); nothing was changed. Look at it again before deciding.")
+            _changed_since_loaded(request, task)
         except TaskTransitionInvalid as error:
             messages.error(request, f"{error.message} Nothing was changed.")
         except TaskRequestConflict:
@@ -698,6 +720,11 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                     "cancel": "Cancelled: final. Nothing was rolled back."}
             messages.success(request, done[data["action"]])
         return HttpResponseRedirect(detail_url)
+
+
+def _changed_since_loaded(request: HttpRequest, task: Task) -> None:
+    messages.error(request, f"The task changed since you loaded it (it is now {task.state}, revision "
+                            f"{task.revision}); nothing was changed. Look at it again before deciding.")
 
 
 def _session_state(session: AgentSession) -> str:

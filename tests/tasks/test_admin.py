@@ -93,6 +93,8 @@ def test_the_list_shows_only_the_operators_projects_tasks(world, owner):
     assert 'data-task-state="active"' in html
     assert "0 / 0 / ∞" in html and "0 / 1" in html
     assert list(response.context["cl"].queryset) == [mine]
+    # A task is frozen: the list is not Django's "Select task to change".
+    assert "<h1>Tasks</h1>" in html and "to change" not in html
 
 
 @pytest.mark.parametrize("term", [
@@ -134,6 +136,27 @@ def test_the_create_form_lists_active_sessions_never_tokens(world, owner, tools)
     assert world.first.access_token not in html and world.first.refresh_token not in html
     assert re.search(r'name="request_id" value="console:[0-9a-f-]{36}"', html)
     assert "Empty: never. In UTC, the console&#x27;s time zone." in html  # which zone a typed time is read in
+
+
+def test_a_session_of_an_ended_task_is_offered_with_that_task_named(world, owner, tools):
+    """A member of a cancelled task can work again only in a new task: the create page offered it
+    as any other session, with no hint of the task it had been in (browser audit, low)."""
+    task = _task(world)
+    first = escape(f"workspaces: {', '.join(world.first.session.allowed_routes)}")
+    second = escape(f"workspaces: {', '.join(world.second.session.allowed_routes)}")
+    html = owner.get(ADD_URL).content.decode()
+    assert f"{first} — in restock (active)<" in html and f"{second}<" in html
+    _control(owner, task, "cancel", 1, confirmed="on")
+    html = owner.get(ADD_URL).content.decode()
+    assert f"{first} — in restock (cancelled)<" in html and f"{second}<" in html
+    searched = owner.get(f"/admin/tasks/task/sessions/{world.route.project.pk}/", {"term": "u-1001"}).json()
+    assert [row["text"].endswith(" — in restock (cancelled)") for row in searched["results"]] == [True]
+    later, _ = task_create(project=world.route.project, user=None, request_id="rq-2", name="audit",
+                           members=[MemberSpec(session_id=str(world.second.session.pk), workspace=world.route.key,
+                                               client_conversation_id="conv-2")],
+                           policy=PolicySpec(expires_at=timezone.now() + timedelta(hours=1)))
+    Task.objects.filter(pk=later.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert f"{second} — in audit (expired)<" in owner.get(ADD_URL).content.decode()
 
 
 def test_creating_a_task_from_a_session(world, owner, tools):
@@ -278,6 +301,19 @@ def test_cancel_asks_for_confirmation_first(world, owner):
     task.refresh_from_db()
     assert confirmed.status_code == 200
     assert (task.state, task.revision) == ("cancelled", 2)
+
+
+def test_a_stale_cancel_is_caught_at_the_first_click(world, owner):
+    """Cancel from a page loaded before another tab paused the task: the conflict is reported at once,
+    not after the operator confirmed (the confirm box showed the fresh state and said nothing)."""
+    task = _task(world)
+    _control(owner, task, "pause", 1, request_id="console:c-1")
+    response = _control(owner, task, "cancel", 1, request_id="console:c-2")
+    task.refresh_from_db()
+    page = response.content.decode()
+    assert 'id="cancel-confirm"' not in page
+    assert "the task changed since you loaded it (it is now paused, revision 2)" in page.lower()
+    assert (task.state, task.revision) == ("paused", 2)
 
 
 def test_a_viewer_sees_no_buttons_and_a_forged_post_is_403(world):
