@@ -3,9 +3,11 @@ a read-only invocation ledger.
 
 Nothing here decides or changes a governed row itself: a decision goes through
 ``apps.tools.approvals.approval_decide`` (the one decision service, which the builder API calls
-too) and the pause switch through ``apps.projects.services.project_tool_execution_set``. Lists never
-load the frozen arguments (they can be 1 MiB, encrypted): only an approval's own page decrypts them,
-shows a bounded preview, and serves the whole snapshot on demand from a separate URL.
+too) and the pause switch through ``apps.projects.services.project_tool_execution_set``. The approval
+queue reads a call's frozen arguments only when they are small (they can be 1 MiB, encrypted) and
+shows a line of them, so that two calls of one tool can be told apart; an approval's own page
+decrypts them whatever their size, shows a bounded preview, and serves the whole snapshot on demand
+from a separate URL. Other lists never load them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,21 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import BooleanField, Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, Length
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -49,6 +65,10 @@ from .selectors import (
 
 # What an approval's page shows of the frozen arguments before the operator asks for all of them.
 ARGUMENTS_PREVIEW_CHARS = 4096
+# The queue loads a call's frozen arguments (encrypted text) up to this length, for its line of them;
+# larger ones are read on the approval's page only. LIST_ARGUMENTS_CHARS: the line's length.
+LIST_ARGUMENTS_MAX_STORED = 4096
+LIST_ARGUMENTS_CHARS = 160
 PAUSE_PANEL_PROJECTS = 50
 _DECISION_ID_PREFIX = "console:"
 
@@ -185,6 +205,12 @@ class DecisionForm(forms.Form):
         return cls(initial={"decision_id": f"{_DECISION_ID_PREFIX}{uuid.uuid4()}"})
 
 
+def arguments_line(value: dict[str, Any], *, limit: int) -> str:
+    """`name=value, …` on one line, JSON values, cut to `limit` characters with an ellipsis."""
+    line = ", ".join(f"{name}={json.dumps(item, ensure_ascii=False)}" for name, item in value.items())
+    return line if len(line) <= limit else f"{line[:limit - 1]}…"
+
+
 def approver_relation(invocation: Invocation, user: Any) -> str:
     """How the approver relates to the person the agent acts for: ``self`` when the agent's session
     was signed in on BailingHub's own page by this very account (its principal is this account);
@@ -252,7 +278,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
 
             def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Approval]:
                 queryset: QuerySet[Approval] = super().get_queryset(request, exclude_parameters)
-                return queryset.only(*ApprovalAdmin.list_fields)
+                return queryset.only(*ApprovalAdmin.list_fields).annotate(**ApprovalAdmin.list_arguments)
 
         return ArgumentsNotLoaded
 
@@ -260,12 +286,26 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     # would be loaded row by row (tests pin the query count).
     list_fields = (
         "tool_name", "status", "risk", "prompt", "created_at", "expires_at", "project__name",
-        "invocation__provider_name", "invocation__on_behalf_of", "invocation__principal_id",
+        "invocation__provider_name", "invocation__arguments_sha256", "invocation__on_behalf_of",
+        "invocation__principal_id",
         "invocation__route__name", "invocation__route__key",
         "invocation__session__device_label", "invocation__session__client__name",
         "invocation__session__client__app_id",
         "invocation__run__conversation__client_conversation_id",
     )
+
+    # The frozen arguments when they are small (else ""), their length, and whether the provider's
+    # current tool marks them sensitive ("true"/"false"; None when the tool or its provider is gone).
+    list_arguments = {
+        "arguments_stored": Length("invocation__frozen_arguments"),
+        "arguments_small": Case(When(arguments_stored__lte=LIST_ARGUMENTS_MAX_STORED,
+                                     then=F("invocation__frozen_arguments")),
+                                default=Value(""), output_field=TextField()),
+        "arguments_sensitive": Subquery(
+            Tool.objects.filter(provider_id=OuterRef("invocation__provider_id"), name=OuterRef("tool_name"))
+            .annotate(flag=Coalesce(KT("compiled__audit_sensitive"), Value("false"), output_field=TextField()))
+            .values("flag")[:1]),
+    }
 
     def has_decide_permission(self, request: HttpRequest, approval: Approval) -> bool:
         return approval.project_id in self.editable_project_ids(request)
@@ -295,9 +335,28 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     def risk_level(self, obj: Approval) -> SafeString:
         return risk_badge(obj.risk)
 
-    @admin.display(description="Prompt")
+    @admin.display(description="Prompt · arguments")
     def prompt_text(self, obj: Approval) -> SafeString:
-        return text_html(obj.prompt)
+        line = format_html('<span class="bh-arguments-line">{}</span>', self._arguments_line(obj))
+        return format_html("{}<br>{}", text_html(obj.prompt), line) if obj.prompt else line
+
+    @staticmethod
+    def _arguments_line(obj: Approval) -> SafeString:
+        """A line of the call's arguments, or why the queue shows none (its page may still)."""
+        inv = obj.invocation
+        stored = getattr(obj, "arguments_stored", None) or 0
+        sensitive = getattr(obj, "arguments_sensitive", None)
+        if inv.provider_name and sensitive != "false":
+            return format_html('<span class="bh-muted">{}</span>', "Marked sensitive: on the approval's page only.")
+        if not stored:
+            return format_html('<span class="bh-muted">{}</span>', "No longer kept.")
+        small = getattr(obj, "arguments_small", "")
+        if not small:
+            return format_html('<span class="bh-muted">{}</span>', "Too long for the list: open the approval.")
+        value = invocation_transitions.frozen_arguments_read(small, sha256=inv.arguments_sha256)
+        if value is None:
+            return format_html('<span class="bh-muted">{}</span>', "Cannot be read: open the approval.")
+        return text_html(arguments_line(value, limit=LIST_ARGUMENTS_CHARS))
 
     @admin.display(description="Asked by · from")
     def asked_by(self, obj: Approval) -> SafeString:
@@ -349,6 +408,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         visible = list(project_list_visible(user=request.user).order_by("name")[:PAUSE_PANEL_PROJECTS])
         editable = self.editable_project_ids(request)
         extra_context = {
+            "title": "Approvals",  # not Django's "Select approval to view": the queue is where they are decided
             **(extra_context or {}),
             "execution_projects": [{"project": project, "can_switch": project.pk in editable} for project in visible],
             "paused_projects": [project for project in visible if project.tool_execution_paused],

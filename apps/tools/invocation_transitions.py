@@ -74,13 +74,18 @@ def arguments_freeze(arguments: dict[str, Any]) -> str:
 
 
 def arguments_thaw(inv: Invocation) -> dict[str, Any] | None:
-    if not inv.frozen_arguments:
+    return frozen_arguments_read(inv.frozen_arguments, sha256=inv.arguments_sha256)
+
+
+def frozen_arguments_read(frozen: str, *, sha256: str) -> dict[str, Any] | None:
+    """The arguments `frozen` holds if they decrypt and hash to `sha256`, else None."""
+    if not frozen:
         return None
     try:
-        value = json.loads(secret_decrypt(inv.frozen_arguments))
+        value = json.loads(secret_decrypt(frozen))
     except (SecretUnreadable, ValueError):
         return None
-    if not isinstance(value, dict) or revision_of(value) != inv.arguments_sha256:
+    if not isinstance(value, dict) or revision_of(value) != sha256:
         return None
     return value
 

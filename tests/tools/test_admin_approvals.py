@@ -5,6 +5,7 @@ through the one decision service, apps.tools.approvals.approval_decide."""
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import timedelta
 
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from apps.projects.models import Membership, Project
 from apps.tools import approvals
-from apps.tools.admin_approvals import approval_reason_text
+from apps.tools.admin_approvals import LIST_ARGUMENTS_CHARS, approval_reason_text
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
@@ -93,6 +94,7 @@ def test_the_queue_lists_the_projects_approvals_with_tool_risk_prompt_and_asker(
     assert response.status_code == 200
     assert [row.pk for row in response.context["cl"].result_list] == [approval.pk]
     page = response.content.decode()
+    assert "<h1>Approvals</h1>" in page
     assert "order_refund" in page
     assert 'data-risk="high"' in page
     assert "ada@example.com" in page
@@ -295,13 +297,46 @@ def test_large_arguments_give_their_exact_size_beside_the_rounded_one(api_client
     assert meta == f"2.1\xa0KB as sent ({big.invocation.arguments_bytes} bytes) · SHA-256 "
 
 
-def test_the_queue_never_reads_the_frozen_arguments(api_client, issued, tool_route, owner):
-    for n in range(1, 4):
-        pending_approval(api_client, issued.access_token, n=n)
-    owner.get(QUEUE)
-    with CaptureQueriesContext(connection) as queries:
-        assert owner.get(QUEUE).status_code == 200
-    assert not [q["sql"] for q in queries.captured_queries if "frozen_arguments" in q["sql"]]
+def _arguments_lines(page: str) -> list[str]:
+    return [html.unescape(re.sub(r"<[^>]+>", "", line))
+            for line in re.findall(r'<span class="bh-arguments-line">(.*?)</span></td>', page)]
+
+
+def test_the_queue_tells_two_calls_of_one_tool_apart_by_their_arguments(api_client, issued, tool_route, owner):
+    """Two pending refunds read the same in the queue: one had to open each (browser audit, low)."""
+    for n in (1, 2):
+        _mark_sensitive(pending_approval(api_client, issued.access_token, n=n), False)
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == [
+        'order_id=1002, amount=12.5, reason="破损退款"', 'order_id=1001, amount=12.5, reason="破损退款"']
+
+
+def test_the_queue_cuts_a_long_line_and_leaves_large_arguments_to_the_approvals_page(
+        api_client, issued, tool_route, owner):
+    _mark_sensitive(pending_approval(api_client, issued.access_token, n=1, tool="stock_adjust",
+                                     arguments={"sku": "SKU-1", "quantity": 500, "note": "盘点" * 100}), False)
+    pending_approval(api_client, issued.access_token, n=2, tool="stock_adjust",
+                     arguments={"sku": "SKU-2", "quantity": 500, "note": "库存盘点说明。" * 6000})
+    large, long = _arguments_lines(owner.get(QUEUE).content.decode())
+    assert large == "Too long for the list: open the approval."
+    assert long.startswith('sku="SKU-1", quantity=500, note="盘点盘点') and long.endswith("…")
+    assert len(long) == LIST_ARGUMENTS_CHARS
+
+
+def test_the_queue_shows_no_arguments_of_a_sensitive_tool_or_of_a_gone_provider(owner, viewer, approval):
+    _mark_sensitive(approval, True)
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["Marked sensitive: on the approval's page only."]
+    _mark_sensitive(approval, False)
+    assert _arguments_lines(viewer.get(QUEUE).content.decode())[0].startswith("order_id=1001, ")
+    approval.invocation.provider.delete()
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["Marked sensitive: on the approval's page only."]
+
+
+def test_the_queue_says_when_a_calls_arguments_are_gone_or_unreadable(owner, approval):
+    _mark_sensitive(approval, False)
+    Invocation.objects.filter(pk=approval.invocation_id).update(arguments_sha256="0" * 64)
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["Cannot be read: open the approval."]
+    Invocation.objects.filter(pk=approval.invocation_id).update(frozen_arguments="")
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["No longer kept."]
 
 
 def test_the_queue_query_count_does_not_grow_with_rows(api_client, issued, tool_route, owner):
