@@ -4,6 +4,7 @@ allows is refused next to its field."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,4 +96,50 @@ def test_the_tool_picks_fit_a_phone_width_window(logged_in_page, route, store):
     page.screenshot(path=str(SHOTS / "route_tools_390.png"))
     rights = picks.evaluate_all("es => es.map(e => e.getBoundingClientRect().right)")
     assert max(rights) <= 390
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def _many_operations(count: int) -> bytes:
+    paths = {f"/items/{n}": {"get": {"operationId": f"item_get_{n}", "summary": f"Read item {n}.",
+                                     "responses": {"200": {"description": "The item."}}}} for n in range(count)}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "Many", "version": "1"}, "paths": paths}).encode()
+
+
+def test_a_long_list_of_tools_is_narrowed_by_a_filter_and_ticked_as_shown(logged_in_page, route, project):
+    """The route page listed all 3,000 tools of a provider as checkboxes in a scroll box, with no
+    filter and no "select all" (browser audit, low)."""
+    many = ToolProviderFactory(project=project, name="huge-catalog", spec=_many_operations(300))
+    source = source_field_name(many)
+    page = logged_in_page
+    page.goto(f"/admin/routes/route/{route.pk}/change/")
+    field = page.locator(f".field-{source}")
+    bar = field.locator(".bh-picks-bar")
+    assert bar.locator(".bh-picks-count").inner_text() == "0 of 300 ticked"
+    _pick(page, source, "item_get_7")
+    assert bar.locator(".bh-picks-count").inner_text() == "1 of 300 ticked"
+    bar.locator(".bh-picks-filter").fill("item_get_1 GET")  # words in any case, all of them
+    visible = field.locator(f"input[name={source}]:visible")
+    assert visible.count() == 111  # item_get_1, _10–_19, _100–_199
+    assert bar.locator(".bh-picks-count").inner_text() == "1 of 300 ticked · 111 shown"
+    bar.locator(".bh-picks-filter").press("Enter")  # does not submit the route's form
+    assert page.url.endswith(f"/admin/routes/route/{route.pk}/change/")
+    bar.get_by_role("button", name="Tick shown", exact=True).click()
+    assert bar.locator(".bh-picks-count").inner_text() == "112 of 300 ticked · 111 shown"
+    bar.locator(".bh-picks-filter").fill("item_get_19")
+    bar.get_by_role("button", name="Untick shown", exact=True).click()
+    assert bar.locator(".bh-picks-count").inner_text() == "101 of 300 ticked · 11 shown"
+    field.scroll_into_view_if_needed()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "route_tools_filter.png"))
+    _follow(page, page.locator("input[name=_continue]"))
+
+    assert "was changed successfully" in page.locator(".messagelist .success").inner_text()
+    allowed = RouteToolSource.objects.get(route=route, provider=many).allowed_tools
+    expected = {"item_get_7", "item_get_1"} | {f"item_get_{n}" for n in [*range(10, 19), *range(100, 190)]}
+    assert sorted(allowed) == sorted(expected)
+    # a short list (the store's dozen or fewer tools) has no bar
+    assert page.locator(f".field-{source_field_name(ToolProviderFactory(project=project))} .bh-picks-bar").count() == 0
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator(f".field-{source} .bh-picks-bar").scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "route_tools_filter_390.png"))
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
