@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import InlineModelAdmin
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import pluralize
 from django.urls import URLPattern, reverse
 from django.utils.html import format_html, format_html_join
@@ -30,7 +30,7 @@ from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, 
 from apps.tools.errors import ProviderNameTaken
 
 from . import invocations, services
-from .call_checks import approval_summary
+from .call_checks import approval_summary, rate_limit_text
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
 from .errors import InvalidProvider, SpecRefusedError, ToolHeldBySpec
@@ -553,9 +553,17 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ["provider", "provider__project"]
     actions = ["enable_tools", "disable_tools"]
     form = ToolSwitchForm
-    fields = ["provider", "name", "method", "path", "description", "scope", "risk", "readonly",
-              "approval", "has_acc", "held_reason", "enabled", "compiled_json"]
-    readonly_fields = [field for field in fields if isinstance(field, str) and field != "enabled"]
+    # What governs a call reads as sentences above the compiled tool, which stays whole (for support)
+    # behind a click: the rate limit, timeout and approval rule were only in a JSON dump ~1,500 px tall.
+    _described = ("provider", "name", "method", "path", "description", "scope")
+    _governed = ("risk", "readonly", "approval", "rate_limit", "timeout", "arguments_kept", "has_acc", "held_reason",
+                 "enabled")
+    fieldsets = [
+        (None, {"fields": _described}),
+        ("How calls are governed", {"fields": _governed}),
+        ("Compiled tool (JSON)", {"fields": ("compiled_json",), "classes": ["collapse"]}),
+    ]
+    readonly_fields = [name for name in [*_described, *_governed, "compiled_json"] if name != "enabled"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         # Each row joins its provider: never its spec or compile report (a 21 MB spec made a page of
@@ -575,6 +583,24 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         tool that asks only above a quantity."""
         return approval_summary(obj.compiled)
 
+    @admin.display(description="Rate limit")
+    def rate_limit(self, obj: Tool) -> str:
+        return rate_limit_text(obj.compiled.get("rate_limit"), held=bool(obj.held_reason))
+
+    @admin.display(description="Timeout")
+    def timeout(self, obj: Tool) -> str:
+        milliseconds = obj.compiled.get("timeout_ms")
+        if not isinstance(milliseconds, int):
+            return "—"
+        return f"{milliseconds / 1000:g}\N{NO-BREAK SPACE}s for the business system to answer a call"
+
+    @admin.display(description="Arguments in the ledger")
+    def arguments_kept(self, obj: Tool) -> str:
+        if obj.compiled.get("audit_sensitive"):
+            return ("Marked sensitive (audit.sensitive): a waiting call's arguments show only to members who may "
+                    "decide it, on its approval's page")
+        return "Shown to the project's members while a call waits; dropped once it has a final result"
+
     @admin.display(description="Compiled")
     def compiled_json(self, obj: Tool) -> SafeString:
         return format_html('<pre class="bh-pre compiled-tool">{}</pre>',
@@ -588,6 +614,12 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             services.tool_set_enabled(tool=obj, enabled=form.cleaned_data["enabled"])
         except ToolHeldBySpec:  # a re-import held it since the form was read
             messages.error(request, f"{obj.name} was not switched on: {ToolHeldBySpec.message}")
+            request.tool_held = True  # type: ignore[attr-defined]  # response_change: no "changed successfully"
+
+    def response_change(self, request: HttpRequest, obj: Tool) -> HttpResponse:
+        if getattr(request, "tool_held", False):
+            return HttpResponseRedirect(reverse("admin:tools_tool_change", args=[obj.pk]))
+        return super().response_change(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Tool | None = None) -> bool:
         return False

@@ -193,6 +193,21 @@ def approval_summary(compiled: dict[str, Any]) -> str:
     return "when " + " or ".join(rules) if rules else "no"
 
 
+_WINDOW_WORDS = {"1s": "second", "1m": "minute", "1h": "hour", "1d": "day"}
+
+
+def rate_limit_text(rate_limit: Any, *, held: bool = False) -> str:
+    """A compiled tool's ``rate_limit`` as an operator reads it: "30 calls a minute, across every
+    agent of the hub", or none (and why, when its spec's limit could not be read)."""
+    if isinstance(rate_limit, dict) and rate_limit.get("window") in _WINDOW_WORDS:
+        count = rate_limit.get("count")
+        calls = "1 call" if count == 1 else f"{count} calls"
+        return f"{calls} a {_WINDOW_WORDS[rate_limit['window']]}, counted across every agent of the hub"
+    if held:
+        return "None that the hub can read: the spec's limit is invalid, so the tool is held off (see below)"
+    return "None"
+
+
 def _rule_text(rule: dict[str, Any]) -> str:
     param, op, value = str(rule.get("param", "")), rule.get("op"), rule.get("value")
     if op == "exists":

@@ -79,6 +79,9 @@ def test_a_tools_compiled_definition_wraps_inside_the_page(logged_in_page, proje
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"/admin/tools/tool/{tool.pk}/change/")
     compiled = page.locator("pre.compiled-tool")
+    assert not compiled.is_visible()  # behind a click, under how calls are governed
+    page.get_by_text("Compiled tool (JSON)").click()
+    assert compiled.is_visible()
     assert json.loads(compiled.inner_text()) == tool.compiled
     page.screenshot(path=str(SHOTS / f"tools_tool_compiled_{width}.png"), full_page=True)
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")

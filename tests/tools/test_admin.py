@@ -471,6 +471,29 @@ def test_the_tool_page_shows_its_compiled_definition_and_only_the_switch_is_edit
     assert 'name="enabled"' in page and 'name="scope"' not in page
 
 
+def _readonly(page: str, field: str) -> str:
+    return re.search(rf'field-{field}.*?<div class="readonly">(.*?)</div>', page, re.S).group(1)
+
+
+def test_the_tool_page_says_how_its_calls_are_governed_above_the_compiled_json(browser, owner):
+    """The rate limit, timeout and approval rule were only in a raw JSON dump ~1,500 px tall (browser
+    audit, low): they read as sentences, the JSON stays whole behind a click."""
+    provider = ToolProviderFactory(project=owner.project)
+    stock, refund = (provider.tools.get(name=name) for name in ("stock_adjust", "order_refund"))
+    page = browser.get(f"/admin/tools/tool/{stock.pk}/change/").content.decode()
+    assert _readonly(page, "rate_limit") == "10 calls a minute, counted across every agent of the hub"
+    seconds = f"{stock.compiled['timeout_ms'] / 1000:g}"
+    assert _readonly(page, "timeout") == f"{seconds}\xa0s for the business system to answer a call"
+    assert _readonly(page, "approval") == "when quantity &gt; 100"
+    assert _readonly(page, "arguments_kept").startswith("Shown to the project")
+    assert page.index("How calls are governed") < page.index('class="bh-pre compiled-tool"')
+    assert re.search(r'<details[^>]*>\s*<summary>.*?Compiled tool \(JSON\)', page, re.S)
+    Tool.objects.filter(pk=refund.pk).update(compiled={**refund.compiled, "audit_sensitive": True, "rate_limit": None})
+    page = browser.get(f"/admin/tools/tool/{refund.pk}/change/").content.decode()
+    assert _readonly(page, "rate_limit") == "None"
+    assert _readonly(page, "arguments_kept").startswith("Marked sensitive (audit.sensitive)")
+
+
 def test_reimport_preview_warns_of_routes_losing_allowed_tools(browser, owner):
     from apps.tools.route_tools import SourceSpec, route_tools_set
     from tests.routes.factories import RouteFactory

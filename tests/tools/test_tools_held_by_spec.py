@@ -57,6 +57,40 @@ def test_the_tools_page_refuses_to_switch_it_on(browser, provider):
     assert _stock_adjust(provider).enabled is False
 
 
+def test_the_tools_page_says_its_rate_limit_holds_it(browser, provider):
+    page = browser.get(f"/admin/tools/tool/{_stock_adjust(provider).pk}/change/").content.decode()
+    assert ("None that the hub can read: the spec&#x27;s limit is invalid, so the tool is held off (see below)"
+            in page)
+
+
+def test_a_switch_refused_by_a_hold_since_the_page_was_read_says_only_that(owner):
+    """A re-import held the tool between the form's check and the save: the page said "was changed
+    successfully" beside "was not switched on"."""
+    from django.contrib.admin.sites import site
+    from django.contrib.messages import get_messages
+    from django.contrib.messages.storage.fallback import FallbackStorage
+    from django.test import RequestFactory
+
+    provider = ToolProviderFactory(project=owner.project)
+    read_before = _stock_adjust(provider)
+    services.tool_set_enabled(tool=read_before, enabled=False)
+    read_before.enabled = False
+    services.provider_reimport(provider=provider, spec=BAD_LIMIT)
+    request = RequestFactory().post(f"/admin/tools/tool/{read_before.pk}/change/", {"enabled": "on"})
+    request.user = owner.user
+    request.session = {}
+    request._messages = FallbackStorage(request)
+    tool_admin = site._registry[Tool]
+    form = tool_admin.get_form(request, read_before)(request.POST, instance=read_before)
+    assert form.is_valid(), form.errors  # the form read the tool before the hold
+    tool_admin.save_model(request, read_before, form, True)
+    response = tool_admin.response_change(request, read_before)
+    assert (response.status_code, response["Location"]) == (302, f"/admin/tools/tool/{read_before.pk}/change/")
+    assert [str(message) for message in get_messages(request)] == [
+        f"stock_adjust was not switched on: {ToolHeldBySpec.message}"]
+    assert _stock_adjust(provider).enabled is False
+
+
 def test_the_enable_action_leaves_it_off_and_says_why(browser, provider):
     ids = [str(pk) for pk in provider.tools.values_list("pk", flat=True)]
     Tool.objects.filter(provider=provider).update(enabled=False)
