@@ -796,8 +796,11 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
 
     @admin.display(description="Arguments")
     def arguments_size(self, obj: Invocation) -> str:
-        kept = "kept encrypted until the result is stable" if getattr(obj, "arguments_kept", False) else "not kept"
-        return f"{obj.arguments_bytes} bytes ({kept})"
+        if getattr(obj, "arguments_kept", False):
+            return f"{obj.arguments_bytes} bytes (kept encrypted until the result is stable)"
+        # The hub deleted its copy; the business system's answer (the result below) may still repeat them.
+        return (f"{obj.arguments_bytes} bytes (not kept: the hub deleted them once the result was stable; "
+                "the business system's answer below may repeat some of them)")
 
     @admin.display(description="Sent with")
     def sent_as(self, obj: Invocation) -> SafeString:
