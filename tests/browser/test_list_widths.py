@@ -120,3 +120,25 @@ def test_every_column_and_row_action_fits_at_1366(logged_in_page, seeded):
     if not inside:
         overflowing.append("kb-documents")
     assert overflowing == [], overflowing
+
+
+CUE = "document.querySelector('#changelist .bh-scroll-cue')"
+
+
+def test_a_list_wider_than_a_phone_says_it_scrolls_sideways(logged_in_page, seeded):
+    """At 390 px the Conversations, Tool providers and Tasks lists scrolled inside their box with
+    Messages, Last message and Created off-screen and nothing saying so (browser audit, low)."""
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/admin/ledger/conversation/")
+    cue = page.locator("#changelist .bh-scroll-cue")
+    assert cue.inner_text() == "The table is wider than the screen: scroll it sideways for more columns →"
+    box = page.locator("#changelist .results")
+    box.evaluate("e => { e.scrollLeft = e.scrollWidth / 3; }")
+    page.wait_for_function(f"() => {CUE}.textContent.startsWith('← More columns on both')")
+    box.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+    page.wait_for_function(f"() => {CUE}.textContent === '← More columns to the left'")
+    _shot(page, "conversations-390")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.wait_for_function(f"() => {CUE}.hidden")
+    assert not cue.is_visible()
