@@ -28,6 +28,7 @@ from apps.projects.models import Project
 from apps.projects.selectors import project_list_visible
 from apps.routes.models import Route
 from apps.tasks.models import Task
+from apps.tasks.selectors import session_only_in_ended_tasks_q
 from apps.tools import selectors as tool_selectors
 from apps.tools.models import Approval
 
@@ -61,6 +62,8 @@ class ProjectDashboard:
     kb_total: int = 0
     sessions_active: int = 0
     sessions_total: int = 0
+    # Active sessions whose tasks all ended (cancelled, blocked or expired): they work only in a new task.
+    sessions_in_ended_tasks: int = 0
     runs_last_day: int = 0
     recent_runs: list[Run] = field(default_factory=list)
     approvals_pending: int = 0
@@ -149,11 +152,13 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     sessions = (
         AgentSession.objects.filter(client__project_id__in=ids)
         .values("client__project_id")
-        .annotate(total=Count("id"), active=Count("id", filter=session_live_q(now)))
+        .annotate(total=Count("id"), active=Count("id", filter=session_live_q(now)),
+                  ended_tasks=Count("id", filter=session_live_q(now) & session_only_in_ended_tasks_q(now)))
     )
     for row in sessions:
         board = boards[row["client__project_id"]]
         board.sessions_total, board.sessions_active = row["total"], row["active"]
+        board.sessions_in_ended_tasks = row["ended_tasks"]
 
     day_counts = (
         Run.objects.filter(route__project_id__in=ids, created_at__gte=now - timedelta(days=1))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
@@ -17,6 +18,15 @@ from apps.tasks.models import Task, TaskCharge, TaskMember
 
 TASK_SCHEMA = "bailing.agent-task.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
+
+
+def session_only_in_ended_tasks_q(now: datetime) -> Q:
+    """Sessions of some task (task-enforced for good) none of whose tasks can run again: cancelled,
+    blocked or expired. Such a session works again only in a new task."""
+    memberships = TaskMember.objects.filter(session=OuterRef("pk"))
+    usable = memberships.filter(Q(task__expires_at__isnull=True) | Q(task__expires_at__gt=now),
+                                task__state__in=[Task.State.ACTIVE, Task.State.PAUSED])
+    return Q(Exists(memberships)) & ~Q(Exists(usable))
 
 
 def task_control_capabilities(*, enforced: bool) -> dict[str, Any]:

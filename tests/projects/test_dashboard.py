@@ -88,6 +88,31 @@ def test_a_project_panel_counts_active_agent_sessions(a, b):
     assert (board.sessions_active, board.sessions_total) == (1, 2)
 
 
+def test_a_project_panel_says_how_many_active_sessions_are_only_in_ended_tasks(a, b):
+    """A member of a cancelled task can work again only in a new task: the panel counted it active
+    with nothing beside it (browser audit, low)."""
+    from apps.tasks.models import Task
+    from apps.tasks.services import MemberSpec, PolicySpec, task_control, task_create
+
+    second = session_for(a.agent_client).session
+    tasks = [task_create(project=a.project, user=a.owner.user, request_id=f"rq-{n}", name=f"task {n}",
+                         members=[MemberSpec(session_id=str(session.pk), workspace=a.route.key,
+                                             client_conversation_id=f"c-{n}")], policy=PolicySpec())[0]
+             for n, session in enumerate([a.session, second, second])]
+    board = _board(admin_client(a.user).get("/admin/"), "alpha")
+    assert (board.sessions_active, board.sessions_in_ended_tasks) == (2, 0)
+    task_control(task=tasks[0], user=a.owner.user, request_id="x-0", expected_revision=1, action="cancel")
+    task_control(task=tasks[1], user=a.owner.user, request_id="x-1", expected_revision=1, action="cancel")
+    response = admin_client(a.user).get("/admin/")
+    board = _board(response, "alpha")
+    assert (board.sessions_active, board.sessions_in_ended_tasks) == (2, 1)  # the second is still in task 2
+    assert 'data-stat="sessions_in_ended_tasks"' in response.content.decode()
+    Task.objects.filter(pk=tasks[2].pk).update(state=Task.State.BLOCKED)
+    assert _board(admin_client(a.user).get("/admin/"), "alpha").sessions_in_ended_tasks == 2
+    session_revoke(session=second, revoked_by="operator", reason="lost laptop")  # no longer active: not counted
+    assert _board(admin_client(a.user).get("/admin/"), "alpha").sessions_in_ended_tasks == 1
+
+
 def test_every_tile_opens_the_list_it_counts(a, b):
     # The sessions tile linked a filter the list does not have: Django dropped it (?e=1) and
     # listed every session, revoked ones and other projects' included.
