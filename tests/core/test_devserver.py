@@ -61,6 +61,13 @@ def test_the_workers_consume_the_default_and_the_large_document_queues(settings)
     assert "--beat" not in large
 
 
+def test_the_workers_run_without_gossip_and_mingle():
+    """Nothing reads other workers' events; gossip logged a traceback on each broker outage."""
+    commands = child_commands(addr="127.0.0.1:8000")
+    assert [{"--without-gossip", "--without-mingle"} <= set(commands[name]) for name in ("worker", "worker-large")
+            ] == [True, True]
+
+
 def test_worker_concurrency_comes_from_the_settings(settings):
     settings.DEVSERVER_WORKER_CONCURRENCY = 5
     settings.DEVSERVER_LARGE_WORKER_CONCURRENCY = 3

