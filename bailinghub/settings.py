@@ -251,6 +251,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A task running when the broker connection drops goes on (its ack is lost; the message comes back
+# after the visibility timeout and finds its work done: ingestion leases, the dispatch journal).
+# Cancelling it would stop an ingestion for a blip, and a tool call mid-request would turn uncertain.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # A send to a hung broker (a Redis that stopped answering, a network that drops its packets) waited
 # forever: an upload or a tool call held its web thread for the whole outage, and enough of them
 # took a web process down. Every Redis command of the broker and of the result backend now gives
