@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -116,14 +116,15 @@ def session_label(session: AgentSession) -> str:
     workspaces = ", ".join(session.allowed_routes) or "none"
     label = (f"{session.client.app_id} · {who} (principal {session.principal_id}) · {session.device_label} "
              f"— workspaces: {workspaces}")
-    # A session of a task is task-enforced for good: once its task is cancelled or expired it works
-    # again only in a new task, and the operator picking it should know the task it was in.
+    # A session of a task is task-enforced for good: once its tasks ended it works again only in a
+    # new task, and the operator picking it should know. Named: a task it may still work in, else
+    # its newest (live_sessions).
     state = getattr(session, "last_task_state", None)
     if state is None:
         return label
-    expires_at = getattr(session, "last_task_expires_at", None)
-    if state != Task.State.CANCELLED and expires_at is not None and expires_at <= timezone.now():
-        state = "expired"
+    if not getattr(session, "last_task_usable", False) and state != Task.State.CANCELLED:
+        expires_at = getattr(session, "last_task_expires_at", None)
+        state = "expired" if expires_at is not None and expires_at <= timezone.now() else Task.State.BLOCKED
     name = getattr(session, "last_task_name", "") or f"task {getattr(session, 'last_task_id', '')}"
     return f"{label} — in {name} ({state})"
 
@@ -255,13 +256,17 @@ class SessionSelect(_SessionRoutesMixin, forms.Select):
 
 def live_sessions(project: Project) -> QuerySet[AgentSession]:
     """The project's sessions a task can be made of, in the order the create form offers them."""
-    last = TaskMember.objects.filter(session=OuterRef("pk")).order_by("-task__created_at", "-task_id")
+    now = timezone.now()
+    # For its label (session_label): the newest task the session may still work in, else its newest.
+    memberships = TaskMember.objects.filter(session=OuterRef("pk")).annotate(
+        usable=ExpressionWrapper(selectors.membership_usable_q(now), output_field=BooleanField()),
+    ).order_by("-usable", "-task__created_at", "-task_id")
     return AgentSession.objects.select_related("client").filter(
-        session_live_q(timezone.now()), client__project=project,
+        session_live_q(now), client__project=project,
     ).annotate(
-        # The newest task the session is a member of, for its label (session_label).
-        **{f"last_task_{field}": Subquery(last.values(f"task__{field}")[:1])
+        **{f"last_task_{field}": Subquery(memberships.values(f"task__{field}")[:1])
            for field in ("id", "name", "state", "expires_at")},
+        last_task_usable=Subquery(memberships.values("usable")[:1]),
     ).order_by("client__app_id", "on_behalf_of", "created_at")
 
 
@@ -697,6 +702,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             return HttpResponseRedirect(detail_url)
         data = form.cleaned_data
         if data["action"] == "cancel" and not data["confirmed"]:
+            task = services.task_state_current(task=task)  # a revoked member blocks it as the page would
             if data["expected_revision"] != task.revision:
                 # Caught at the first click, not after the operator has confirmed a stale page.
                 _changed_since_loaded(request, task)

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import session_live_q
 from apps.core.revisions import revision_of
 from apps.core.validators import uuid_parse
 from apps.projects.models import Project
@@ -20,13 +21,20 @@ TASK_SCHEMA = "bailing.agent-task.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
 
 
+def membership_usable_q(now: datetime) -> Q:
+    """Memberships (TaskMember rows) whose task can still run: active or paused, not expired, and
+    every member's session live. A revoked or expired member blocks its task when the task is next
+    read (services.task_state_current); counted here before that read."""
+    member_gone = TaskMember.objects.filter(task=OuterRef("task_id")).exclude(session_live_q(now, "session__"))
+    return (Q(task__state__in=[Task.State.ACTIVE, Task.State.PAUSED])
+            & (Q(task__expires_at__isnull=True) | Q(task__expires_at__gt=now)) & ~Q(Exists(member_gone)))
+
+
 def session_only_in_ended_tasks_q(now: datetime) -> Q:
     """Sessions of some task (task-enforced for good) none of whose tasks can run again: cancelled,
     blocked or expired. Such a session works again only in a new task."""
     memberships = TaskMember.objects.filter(session=OuterRef("pk"))
-    usable = memberships.filter(Q(task__expires_at__isnull=True) | Q(task__expires_at__gt=now),
-                                task__state__in=[Task.State.ACTIVE, Task.State.PAUSED])
-    return Q(Exists(memberships)) & ~Q(Exists(usable))
+    return Q(Exists(memberships)) & ~Q(Exists(memberships.filter(membership_usable_q(now))))
 
 
 def task_control_capabilities(*, enforced: bool) -> dict[str, Any]:

@@ -111,6 +111,16 @@ def test_a_project_panel_says_how_many_active_sessions_are_only_in_ended_tasks(a
     assert _board(admin_client(a.user).get("/admin/"), "alpha").sessions_in_ended_tasks == 2
     session_revoke(session=second, revoked_by="operator", reason="lost laptop")  # no longer active: not counted
     assert _board(admin_client(a.user).get("/admin/"), "alpha").sessions_in_ended_tasks == 1
+    # A revoked member blocks its task at its next read: its other members are counted before that.
+    third, fourth = session_for(a.agent_client).session, session_for(a.agent_client).session
+    pair_members = [MemberSpec(session_id=str(session.pk), workspace=a.route.key, client_conversation_id=f"pair-{n}")
+                    for n, session in enumerate([third, fourth])]
+    pair = task_create(project=a.project, user=a.owner.user, request_id="rq-pair", name="pair", policy=PolicySpec(),
+                       members=pair_members)[0]
+    assert _board(admin_client(a.user).get("/admin/"), "alpha").sessions_in_ended_tasks == 1
+    session_revoke(session=fourth, revoked_by="operator", reason="lost laptop")
+    assert _board(admin_client(a.user).get("/admin/"), "alpha").sessions_in_ended_tasks == 2
+    assert Task.objects.get(pk=pair.pk).state == Task.State.ACTIVE  # as stored: the landing page blocks nothing
 
 
 def test_every_tile_opens_the_list_it_counts(a, b):

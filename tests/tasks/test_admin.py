@@ -159,6 +159,34 @@ def test_a_session_of_an_ended_task_is_offered_with_that_task_named(world, owner
     assert f"{second} — in audit (expired)<" in owner.get(ADD_URL).content.decode()
 
 
+def _two_member_task(world: TaskWorld, name: str, request_id: str) -> Task:
+    return task_create(project=world.route.project, user=None, request_id=request_id, name=name, members=[
+        MemberSpec(session_id=str(session.pk), workspace=world.route.key, client_conversation_id=f"{name}-{n}")
+        for n, session in enumerate([world.first.session, world.second.session])], policy=PolicySpec())[0]
+
+
+def test_a_session_in_several_tasks_is_named_with_one_it_may_still_work_in(world, owner, tools):
+    """The newest task was named: "in audit (cancelled)" for a session still working in restock."""
+    _task(world)
+    audit = task_create(project=world.route.project, user=None, request_id="rq-2", name="audit", members=[
+        MemberSpec(session_id=str(world.first.session.pk), workspace=world.route.key, client_conversation_id="c-2")],
+        policy=PolicySpec())[0]
+    _control(owner, audit, "cancel", 1, confirmed="on")
+    first = escape(f"workspaces: {', '.join(world.first.session.allowed_routes)}")
+    assert f"{first} — in restock (active)<" in owner.get(ADD_URL).content.decode()
+
+
+def test_a_task_with_a_revoked_member_is_named_blocked_before_anyone_reads_it(world, owner, tools):
+    from apps.agent_auth.services import session_revoke
+
+    task = _two_member_task(world, "stocktake", "rq-3")
+    session_revoke(session=world.first.session, revoked_by="operator", reason="left")
+    second = escape(f"workspaces: {', '.join(world.second.session.allowed_routes)}")
+    assert f"{second} — in stocktake (blocked)<" in owner.get(ADD_URL).content.decode()
+    task.refresh_from_db()
+    assert task.state == "active"  # as stored: the create page blocks nothing
+
+
 def test_creating_a_task_from_a_session(world, owner, tools):
     response = owner.post(ADD_URL, _form(world))
     task = Task.objects.get()
@@ -314,6 +342,20 @@ def test_a_stale_cancel_is_caught_at_the_first_click(world, owner):
     assert 'id="cancel-confirm"' not in page
     assert "the task changed since you loaded it (it is now paused, revision 2)" in page.lower()
     assert (task.state, task.revision) == ("paused", 2)
+
+
+def test_a_stale_cancel_is_caught_at_the_first_click_when_a_revoked_member_blocks_the_task(world, owner):
+    """The check compared the stored task: the page then blocked it (revision 2) and offered to
+    confirm a cancel of revision 1, which failed one click later."""
+    from apps.agent_auth.services import session_revoke
+
+    task = _two_member_task(world, "stocktake", "rq-3")
+    session_revoke(session=world.second.session, revoked_by="operator", reason="left")
+    page = _control(owner, task, "cancel", 1).content.decode()
+    task.refresh_from_db()
+    assert 'id="cancel-confirm"' not in page
+    assert "the task changed since you loaded it (it is now blocked, revision 2)" in page.lower()
+    assert (task.state, task.revision) == ("blocked", 2)
 
 
 def test_a_viewer_sees_no_buttons_and_a_forged_post_is_403(world):
