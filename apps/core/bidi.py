@@ -33,6 +33,9 @@ else:
 EMPTY = "—"
 
 
+def bidi_controls_named(text: str) -> str:
+    """`text` with each character that steers the bidi algorithm written as its name (<U+202E>)."""
+    return "".join(f"<U+{ord(char):04X}>" if char in BIDI_CONTROLS else char for char in text)
 
 
 def _directions(text: str) -> tuple[bool, bool]:
@@ -48,7 +51,7 @@ def identifier_html(value: object, *, empty: str = EMPTY) -> SafeString:
     drawn left to right, it would be backwards to the people who write it."""
     if value is None or value == "":
         return format_html("{}", empty)
-    text = "".join(f"<U+{ord(char):04X}>" if char in BIDI_CONTROLS else char for char in str(value))
+    text = bidi_controls_named(str(value))
     ltr, rtl = _directions(text)
     if rtl and not ltr:
         return format_html('<bdi class="bh-ident-rtl">{}</bdi>', text)

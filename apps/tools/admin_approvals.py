@@ -44,7 +44,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
-from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
+from apps.core.bidi import IdentifierFieldsMixin, bidi_controls_named, identifier_html, text_html
 from apps.core.timefmt import local_clock, local_time, time_ago
 from apps.core.validators import validate_shown_text
 from apps.core.workers import broker_down_text
@@ -214,10 +214,24 @@ class DecisionForm(forms.Form):
         return cls(initial={"decision_id": f"{_DECISION_ID_PREFIX}{uuid.uuid4()}"})
 
 
-def arguments_line(value: dict[str, Any], *, limit: int) -> str:
-    """`name=value, …` on one line, JSON values, cut to `limit` characters with an ellipsis."""
-    line = ", ".join(f"{name}={json.dumps(item, ensure_ascii=False)}" for name, item in value.items())
-    return line if len(line) <= limit else f"{line[:limit - 1]}…"
+def arguments_line(value: dict[str, Any], *, limit: int) -> SafeString:
+    """`name=value, …` on one line (JSON values), at most `limit` characters, the last cut with an
+    ellipsis. Each pair is isolated and its bidi controls are named: an agent's right-to-left
+    override in one value reordered the rest of the line (quantity=500 could read as 005)."""
+    pairs: list[str] = []
+    room = limit
+    for name, item in value.items():
+        pair = bidi_controls_named(f"{name}={json.dumps(item, ensure_ascii=False)}")
+        room -= 2 if pairs else 0
+        if len(pair) > room:
+            if room > 0:
+                pairs.append(f"{pair[:room - 1]}…")
+            else:  # no room for a word of the next: say there is more
+                pairs[-1] += "…"
+            break
+        pairs.append(pair)
+        room -= len(pair)
+    return format_html_join(", ", "<bdi>{}</bdi>", ((pair,) for pair in pairs))
 
 
 def approver_relation(invocation: Invocation, user: Any) -> str:
@@ -355,8 +369,12 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         inv = obj.invocation
         stored = getattr(obj, "arguments_stored", None) or 0
         sensitive = getattr(obj, "arguments_sensitive", None)
+        if inv.provider_name and sensitive is None:
+            return format_html('<span class="bh-muted">{}</span>', "The tool is no longer there: on the approval's "
+                                                                    "page, for members who may decide.")
         if inv.provider_name and sensitive != "false":
-            return format_html('<span class="bh-muted">{}</span>', "Marked sensitive: on the approval's page only.")
+            return format_html('<span class="bh-muted">{}</span>', "Marked sensitive: on the approval's page, for "
+                                                                    "members who may decide.")
         if not stored:
             return format_html('<span class="bh-muted">{}</span>', "No longer kept.")
         small = getattr(obj, "arguments_small", "")
@@ -365,7 +383,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         value = invocation_transitions.frozen_arguments_read(small, sha256=inv.arguments_sha256)
         if value is None:
             return format_html('<span class="bh-muted">{}</span>', "Cannot be read: open the approval.")
-        return text_html(arguments_line(value, limit=LIST_ARGUMENTS_CHARS))
+        return arguments_line(value, limit=LIST_ARGUMENTS_CHARS)
 
     @admin.display(description="Asked by · from")
     def asked_by(self, obj: Approval) -> SafeString:
@@ -807,6 +825,10 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
     def arguments_size(self, obj: Invocation) -> str:
         if getattr(obj, "arguments_kept", False):
             return f"{obj.arguments_bytes} bytes (kept encrypted until the result is stable)"
+        if not obj.provider_name:
+            return f"{obj.arguments_bytes} bytes (not kept: a built-in tool runs inside the hub)"
+        if obj.journal_state == Invocation.JournalState.ABSENT:
+            return f"{obj.arguments_bytes} bytes (not kept; the call was never sent to the business system)"
         # The hub deleted its copy; the business system's answer (the result below) may still repeat them.
         return (f"{obj.arguments_bytes} bytes (not kept: the hub deleted them once the result was stable; "
                 "the business system's answer below may repeat some of them)")

@@ -324,11 +324,32 @@ def test_the_queue_cuts_a_long_line_and_leaves_large_arguments_to_the_approvals_
 
 def test_the_queue_shows_no_arguments_of_a_sensitive_tool_or_of_a_gone_provider(owner, viewer, approval):
     _mark_sensitive(approval, True)
-    assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["Marked sensitive: on the approval's page only."]
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == [
+        "Marked sensitive: on the approval's page, for members who may decide."]
     _mark_sensitive(approval, False)
     assert _arguments_lines(viewer.get(QUEUE).content.decode())[0].startswith("order_id=1001, ")
     approval.invocation.provider.delete()
-    assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["Marked sensitive: on the approval's page only."]
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == [
+        "The tool is no longer there: on the approval's page, for members who may decide."]
+
+
+def test_the_queue_names_bidi_controls_in_arguments_and_isolates_each_pair(api_client, issued, tool_route, owner):
+    """A right-to-left override in one value reordered the rest of the line: `quantity=500` could
+    be drawn as `005=ytitnauq`."""
+    _mark_sensitive(pending_approval(api_client, issued.access_token, n=1, tool="stock_adjust",
+                                     arguments={"sku": "SKU-1\u202e0001=ytitnauq ,", "quantity": 500}), False)
+    page = owner.get(QUEUE).content.decode()
+    assert ('<span class="bh-arguments-line"><bdi>sku=&quot;SKU-1&lt;U+202E&gt;0001=ytitnauq ,&quot;</bdi>, '
+            "<bdi>quantity=500</bdi></span>") in page
+    assert "\u202e" not in page
+
+
+def test_the_arguments_line_cuts_the_pair_that_passes_its_limit_and_says_when_more_follow():
+    from apps.tools.admin_approvals import arguments_line
+
+    assert str(arguments_line({"a": 1, "b": "xyz"}, limit=9)) == "<bdi>a=1</bdi>, <bdi>b=&quot;…</bdi>"
+    assert str(arguments_line({"a": 1, "b": "xyz"}, limit=5)) == "<bdi>a=1…</bdi>"
+    assert str(arguments_line({"a": 1, "b": "xyz"}, limit=40)) == "<bdi>a=1</bdi>, <bdi>b=&quot;xyz&quot;</bdi>"
 
 
 def test_the_queue_says_when_a_calls_arguments_are_gone_or_unreadable(owner, approval):
@@ -427,6 +448,27 @@ def test_the_invocation_page_never_shows_the_frozen_arguments(owner, approval):
     assert "kept encrypted until the result is stable" in page
     assert approval.invocation.frozen_arguments[:40] not in page
     assert "破损退款" not in page
+
+
+def _arguments_field(client: Client, invocation_id) -> str:
+    page = client.get(f"/admin/tools/invocation/{invocation_id}/change/").content.decode()
+    return html.unescape(re.search(r'field-arguments_size.*?<div class="readonly">(.*?)</div>', page, re.S).group(1))
+
+
+def test_the_invocation_page_says_why_the_arguments_are_not_kept(owner, approval):
+    """ "The hub deleted them once the result was stable; the business system's answer below may
+    repeat some" was said of calls never sent, and of built-in tools, which have neither."""
+    size = approval.invocation.arguments_bytes
+    _decide(owner, approval, "denied")
+    assert _arguments_field(owner, approval.invocation_id) == (
+        f"{size} bytes (not kept; the call was never sent to the business system)")
+    Invocation.objects.filter(pk=approval.invocation_id).update(journal_state=Invocation.JournalState.COMPLETED)
+    assert _arguments_field(owner, approval.invocation_id) == (
+        f"{size} bytes (not kept: the hub deleted them once the result was stable; the business system's answer "
+        "below may repeat some of them)")
+    Invocation.objects.filter(pk=approval.invocation_id).update(provider_name="", provider=None)
+    assert _arguments_field(owner, approval.invocation_id) == (
+        f"{size} bytes (not kept: a built-in tool runs inside the hub)")
 
 
 def test_the_dashboard_counts_pending_approvals(owner, approval, api_client, issued):
