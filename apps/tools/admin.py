@@ -616,6 +616,11 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             messages.error(request, f"{obj.name} was not switched on: {ToolHeldBySpec.message}")
             request.tool_held = True  # type: ignore[attr-defined]  # response_change: no "changed successfully"
 
+    def log_change(self, request: HttpRequest, obj: Tool, message: Any) -> Any:
+        if getattr(request, "tool_held", False):  # nothing changed: no "Changed Enabled." in its history
+            return None
+        return super().log_change(request, obj, message)
+
     def response_change(self, request: HttpRequest, obj: Tool) -> HttpResponse:
         if getattr(request, "tool_held", False):
             return HttpResponseRedirect(reverse("admin:tools_tool_change", args=[obj.pk]))
