@@ -11,12 +11,28 @@
     cue.className = "bh-scroll-cue";
     cue.hidden = true;
     box.parentNode.insertBefore(cue, box);
+    var ownTabindex = box.hasAttribute("tabindex");
+    function focusable(on) {
+      // A box of text only (no link, no field) can be scrolled from the keyboard once it takes focus.
+      if (ownTabindex) return;
+      if (on) {
+        box.setAttribute("tabindex", "0");
+        box.setAttribute("role", "region");
+        box.setAttribute("aria-label", "Table, scrolls sideways");
+      } else {
+        box.removeAttribute("tabindex");
+        box.removeAttribute("role");
+        box.removeAttribute("aria-label");
+      }
+    }
     function update() {
       var hidden = box.scrollWidth - box.clientWidth;
       if (hidden <= 1) {
         cue.hidden = true;
+        focusable(false);
         return;
       }
+      focusable(true);
       var atStart = box.scrollLeft <= 1;
       var atEnd = box.scrollLeft >= hidden - 1;
       cue.textContent = atStart ? "The table is wider than the screen: scroll it sideways for more columns →"
@@ -25,7 +41,15 @@
       cue.hidden = false;
     }
     box.addEventListener("scroll", update, { passive: true });
-    window.addEventListener("resize", update);
+    if (window.ResizeObserver) {
+      // The box or its table changes width without a window resize: the sidebar folds, a section
+      // opens, a live page adds a row.
+      var observer = new ResizeObserver(update);
+      observer.observe(box);
+      if (box.firstElementChild) observer.observe(box.firstElementChild);
+    } else {
+      window.addEventListener("resize", update);
+    }
     update();
   }
 

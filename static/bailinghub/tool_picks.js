@@ -5,18 +5,19 @@
 (function () {
   "use strict";
 
-  var BAR_FROM = 12;
+  var BAR_FROM = 13; // more than a dozen
 
   function number(n) {
     return n.toLocaleString("en");
   }
 
-  function button(text, title) {
+  function button(text, title, label) {
     var b = document.createElement("button");
     b.type = "button"; // inside the admin's form: never a submit
     b.className = "button bh-picks-button";
     b.textContent = text;
     b.title = title;
+    b.setAttribute("aria-label", label); // several fields have these buttons: say which one
     return b;
   }
 
@@ -46,9 +47,9 @@
     filter.placeholder = "Filter " + number(rows.length) + " tools";
     filter.title = "Words of a name, a method or a path; a tool shows when it has them all";
     filter.setAttribute("aria-label", "Filter " + name);
-    filter.setAttribute("aria-controls", box.id || "");
-    var tick = button("Tick shown", "Tick every tool the filter shows");
-    var untick = button("Untick shown", "Untick every tool the filter shows");
+    if (box.id) filter.setAttribute("aria-controls", box.id);
+    var tick = button("Tick shown", "Tick every tool the filter shows", "Tick shown: " + name);
+    var untick = button("Untick shown", "Untick every tool the filter shows", "Untick shown: " + name);
     var count = document.createElement("span");
     count.className = "bh-picks-count bh-muted";
     count.setAttribute("aria-live", "polite");
@@ -82,13 +83,21 @@
       recount();
     }
 
+    var bulk = false;
+
     function setShown(checked) {
-      shown().forEach(function (row) {
-        if (row.input.checked !== checked) {
-          row.input.checked = checked;
-          row.input.dispatchEvent(new Event("change", { bubbles: true }));
-        }
-      });
+      // One count at the end: each box's change event counted all rows again (3,000 boxes: 18M checks).
+      bulk = true;
+      try {
+        shown().forEach(function (row) {
+          if (row.input.checked !== checked) {
+            row.input.checked = checked;
+            row.input.dispatchEvent(new Event("change", { bubbles: true }));
+          }
+        });
+      } finally {
+        bulk = false;
+      }
       recount();
     }
 
@@ -99,7 +108,7 @@
     });
     tick.addEventListener("click", function () { setShown(true); });
     untick.addEventListener("click", function () { setShown(false); });
-    box.addEventListener("change", recount);
+    box.addEventListener("change", function () { if (!bulk) recount(); });
     recount();
   }
 

@@ -117,16 +117,17 @@ def test_a_long_list_of_tools_is_narrowed_by_a_filter_and_ticked_as_shown(logged
     assert bar.locator(".bh-picks-count").inner_text() == "0 of 300 ticked"
     _pick(page, source, "item_get_7")
     assert bar.locator(".bh-picks-count").inner_text() == "1 of 300 ticked"
+    assert bar.get_by_role("searchbox", name="Filter Tools from huge-catalog").count() == 1
     bar.locator(".bh-picks-filter").fill("item_get_1 GET")  # words in any case, all of them
     visible = field.locator(f"input[name={source}]:visible")
     assert visible.count() == 111  # item_get_1, _10–_19, _100–_199
     assert bar.locator(".bh-picks-count").inner_text() == "1 of 300 ticked · 111 shown"
     bar.locator(".bh-picks-filter").press("Enter")  # does not submit the route's form
     assert page.url.endswith(f"/admin/routes/route/{route.pk}/change/")
-    bar.get_by_role("button", name="Tick shown", exact=True).click()
+    bar.get_by_role("button", name="Tick shown: Tools from huge-catalog", exact=True).click()
     assert bar.locator(".bh-picks-count").inner_text() == "112 of 300 ticked · 111 shown"
     bar.locator(".bh-picks-filter").fill("item_get_19")
-    bar.get_by_role("button", name="Untick shown", exact=True).click()
+    bar.get_by_role("button", name="Untick shown: Tools from huge-catalog", exact=True).click()
     assert bar.locator(".bh-picks-count").inner_text() == "101 of 300 ticked · 11 shown"
     field.scroll_into_view_if_needed()
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -137,8 +138,11 @@ def test_a_long_list_of_tools_is_narrowed_by_a_filter_and_ticked_as_shown(logged
     allowed = RouteToolSource.objects.get(route=route, provider=many).allowed_tools
     expected = {"item_get_7", "item_get_1"} | {f"item_get_{n}" for n in [*range(10, 19), *range(100, 190)]}
     assert sorted(allowed) == sorted(expected)
-    # a short list (the store's dozen or fewer tools) has no bar
-    assert page.locator(f".field-{source_field_name(ToolProviderFactory(project=project))} .bh-picks-bar").count() == 0
+    # a dozen tools or fewer have no bar
+    dozen = ToolProviderFactory(project=project, name="dozen", spec=_many_operations(12))
+    thirteen = ToolProviderFactory(project=project, name="thirteen", spec=_many_operations(13))
+    page.reload()
+    assert [page.locator(f".field-{source_field_name(p)} .bh-picks-bar").count() for p in (dozen, thirteen)] == [0, 1]
     page.set_viewport_size({"width": 390, "height": 844})
     page.locator(f".field-{source} .bh-picks-bar").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "route_tools_filter_390.png"))
