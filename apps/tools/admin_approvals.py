@@ -70,6 +70,7 @@ ARGUMENTS_PREVIEW_CHARS = 4096
 # larger ones are read on the approval's page only. LIST_ARGUMENTS_CHARS: the line's length.
 LIST_ARGUMENTS_MAX_STORED = 4096
 LIST_ARGUMENTS_CHARS = 160
+LIST_VALUE_CHARS = 40
 PAUSE_PANEL_PROJECTS = 50
 _DECISION_ID_PREFIX = "console:"
 
@@ -221,7 +222,10 @@ def arguments_line(value: dict[str, Any], *, limit: int) -> SafeString:
     pairs: list[str] = []
     room = limit
     for name, item in value.items():
-        pair = bidi_controls_named(f"{name}={json.dumps(item, ensure_ascii=False)}")
+        shown = json.dumps(item, ensure_ascii=False)
+        if len(shown) > LIST_VALUE_CHARS:  # each value cut on its own: a long first one hid the rest
+            shown = f"{shown[:LIST_VALUE_CHARS - 1]}… ({len(shown):,} chars)"
+        pair = bidi_controls_named(f"{name}={shown}")
         room -= 2 if pairs else 0
         if len(pair) > room:
             if room > 0:

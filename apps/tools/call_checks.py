@@ -202,7 +202,8 @@ def rate_limit_text(rate_limit: Any, *, held: bool = False) -> str:
     if isinstance(rate_limit, dict) and rate_limit.get("window") in _WINDOW_WORDS:
         count = rate_limit.get("count")
         calls = "1 call" if count == 1 else f"{count} calls"
-        return f"{calls} a {_WINDOW_WORDS[rate_limit['window']]}, counted across every agent of the hub"
+        word = _WINDOW_WORDS[rate_limit["window"]]
+        return f"{calls} {'an' if word == 'hour' else 'a'} {word}, counted across every agent of the hub"
     if held:
         return "None that the hub can read: the spec's limit is invalid, so the tool is held off (see below)"
     return "None"

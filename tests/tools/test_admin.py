@@ -494,6 +494,20 @@ def test_the_tool_page_says_how_its_calls_are_governed_above_the_compiled_json(b
     assert _readonly(page, "arguments_kept").startswith("Marked sensitive (audit.sensitive)")
 
 
+@pytest.mark.parametrize(("limit", "held", "text"), [
+    ({"count": 1, "window": "1d"}, False, "1 call a day, counted across every agent of the hub"),
+    ({"count": 5, "window": "1h"}, False, "5 calls an hour, counted across every agent of the hub"),
+    ({"count": 30, "window": "1s"}, False, "30 calls a second, counted across every agent of the hub"),
+    (None, False, "None"),
+    ({"count": 30, "window": "minute"}, True,
+     "None that the hub can read: the spec's limit is invalid, so the tool is held off (see below)"),
+])
+def test_a_rate_limit_reads_as_a_sentence(limit, held, text):
+    from apps.tools.call_checks import rate_limit_text
+
+    assert rate_limit_text(limit, held=held) == text
+
+
 def test_reimport_preview_warns_of_routes_losing_allowed_tools(browser, owner):
     from apps.tools.route_tools import SourceSpec, route_tools_set
     from tests.routes.factories import RouteFactory

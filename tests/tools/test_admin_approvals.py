@@ -6,6 +6,7 @@ through the one decision service, apps.tools.approvals.approval_decide."""
 from __future__ import annotations
 
 import html
+import json
 import re
 from datetime import timedelta
 
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from apps.projects.models import Membership, Project
 from apps.tools import approvals
-from apps.tools.admin_approvals import LIST_ARGUMENTS_CHARS, approval_reason_text
+from apps.tools.admin_approvals import LIST_VALUE_CHARS, approval_reason_text
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
@@ -318,8 +319,18 @@ def test_the_queue_cuts_a_long_line_and_leaves_large_arguments_to_the_approvals_
                      arguments={"sku": "SKU-2", "quantity": 500, "note": "库存盘点说明。" * 6000})
     large, long = _arguments_lines(owner.get(QUEUE).content.decode())
     assert large == "Too long for the list: open the approval."
-    assert long.startswith('sku="SKU-1", quantity=500, note="盘点盘点') and long.endswith("…")
-    assert len(long) == LIST_ARGUMENTS_CHARS
+    note = json.dumps("盘点" * 100, ensure_ascii=False)
+    assert long == f'sku="SKU-1", quantity=500, note={note[:LIST_VALUE_CHARS - 1]}… (202 chars)'
+
+
+def test_calls_that_differ_after_a_long_first_value_are_told_apart(api_client, issued, tool_route, owner):
+    """The line was cut as a whole at 160 characters: a long first value hid the count that differed."""
+    for n in (1, 2):
+        _mark_sensitive(pending_approval(api_client, issued.access_token, n=n, tool="stock_adjust",
+                                         arguments={"note": "m" * 2000, "sku": "SKU-1", "quantity": 500 + n}), False)
+    lines = _arguments_lines(owner.get(QUEUE).content.decode())
+    assert [line.split("(2,002 chars), ")[1] for line in lines] == ['sku="SKU-1", quantity=502',
+                                                                    'sku="SKU-1", quantity=501']
 
 
 def test_the_queue_shows_no_arguments_of_a_sensitive_tool_or_of_a_gone_provider(owner, viewer, approval):
