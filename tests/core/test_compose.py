@@ -17,3 +17,11 @@ def test_a_long_running_service_is_restarted_when_it_dies(service):
 
 def test_the_migration_runs_once():
     assert COMPOSE["services"]["migrate"]["restart"] == "no"
+
+
+def test_the_workers_run_without_gossip_and_mingle():
+    """As make run's (tests/core/test_devserver.py): gossip logged a traceback on each broker outage."""
+    workers = {name: service["command"].split() for name, service in COMPOSE["services"].items()
+               if "worker" in str(service.get("command", "")).split()}
+    assert sorted(workers) == ["worker", "worker-large"]
+    assert all({"--without-gossip", "--without-mingle"} <= set(command) for command in workers.values())

@@ -62,7 +62,8 @@ def test_the_workers_consume_the_default_and_the_large_document_queues(settings)
 
 
 def test_the_workers_run_without_gossip_and_mingle():
-    """Nothing reads other workers' events; gossip logged a traceback on each broker outage."""
+    """Nothing reads other workers' events; gossip logged a traceback on each broker outage (as
+    compose.yaml's workers: tests/core/test_compose.py)."""
     commands = child_commands(addr="127.0.0.1:8000")
     assert [{"--without-gossip", "--without-mingle"} <= set(commands[name]) for name in ("worker", "worker-large")
             ] == [True, True]

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from apps.projects.models import Membership, Project
 from apps.tools import approvals
-from apps.tools.admin_approvals import LIST_VALUE_CHARS, approval_reason_text
+from apps.tools.admin_approvals import LIST_ARGUMENTS_MAX_STORED, LIST_VALUE_CHARS, approval_reason_text
 from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
@@ -371,8 +371,22 @@ def test_the_queue_says_when_a_calls_arguments_are_gone_or_unreadable(owner, app
     assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["No longer kept."]
 
 
+def test_the_queue_reads_no_large_frozen_arguments(api_client, issued, tool_route, owner):
+    """Only a value of at most LIST_ARGUMENTS_MAX_STORED characters is selected (inside a CASE on its
+    size); the column itself is never in the list's SELECT."""
+    pending_approval(api_client, issued.access_token, n=1, tool="stock_adjust",
+                     arguments={"sku": "SKU-1", "quantity": 500, "note": "库存盘点说明。" * 6000})
+    with CaptureQueriesContext(connection) as queries:
+        assert owner.get(QUEUE).status_code == 200
+    [listed] = [q["sql"] for q in queries.captured_queries if 'FROM "tools_approval"' in q["sql"]
+                and "frozen_arguments" in q["sql"]]
+    assert f'CASE WHEN OCTET_LENGTH("tools_invocation"."frozen_arguments") <= {LIST_ARGUMENTS_MAX_STORED} THEN ' \
+           '"tools_invocation"."frozen_arguments" ELSE' in listed
+    assert listed.count('"tools_invocation"."frozen_arguments"') == 3  # its size, the CASE's test, its branch
+
+
 def test_the_queue_query_count_does_not_grow_with_rows(api_client, issued, tool_route, owner):
-    pending_approval(api_client, issued.access_token, n=1)
+    _mark_sensitive(pending_approval(api_client, issued.access_token, n=1), False)  # each line is decrypted
     owner.get(QUEUE)
     with CaptureQueriesContext(connection) as baseline:
         owner.get(QUEUE)
@@ -383,6 +397,8 @@ def test_the_queue_query_count_does_not_grow_with_rows(api_client, issued, tool_
         response = owner.get(QUEUE)
     assert len(response.context["cl"].result_list) == 5
     assert len(more.captured_queries) == expected
+    assert [line.split(",")[0] for line in _arguments_lines(response.content.decode())] == [
+        f"order_id={1000 + n}" for n in range(5, 0, -1)]
 
 
 def test_the_queue_filters_by_status(owner, approval, api_client, issued):
