@@ -464,13 +464,29 @@ class ControlForm(forms.Form):
     confirmed = forms.BooleanField(required=False)
 
 
+class TaskExpiryFilter(admin.SimpleListFilter):
+    title = "expiry"
+    parameter_name = "expiry"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("live", "Not expired"), ("expired", "Expired")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        now = timezone.now()
+        if self.value() == "live":
+            return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        if self.value() == "expired":
+            return queryset.filter(expires_at__lte=now)
+        return queryset
+
+
 @admin.register(Task)
 class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     """Tasks of the operator's projects. Owners and editors create and control them; viewers read."""
 
     list_display = ["task_name", "state_badge", "member_count", "write_budget", "permits", "expiry", "created"]
     list_display_links = ["task_name"]
-    list_filter = ["state", "project"]
+    list_filter = ["state", TaskExpiryFilter, "project"]
     # The name, the request id the task was created with, and its id or the start of it (as a URL shows it).
     search_fields = ["name", "request_id", "^id"]
     list_select_related = ["project"]

@@ -174,8 +174,11 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     for row in pending:
         boards[row["project_id"]].approvals_pending = row["n"]
 
+    # Active and not expired: an expired task runs nothing, whatever its stored state (the sessions
+    # tile counts its members as only in ended tasks).
     active_tasks = (
-        Task.objects.filter(project_id__in=ids, state=Task.State.ACTIVE)
+        Task.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now), project_id__in=ids,
+                            state=Task.State.ACTIVE)
         .values("project_id").annotate(n=Count("id"))
     )
     for row in active_tasks:

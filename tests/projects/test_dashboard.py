@@ -123,6 +123,32 @@ def test_a_project_panel_says_how_many_active_sessions_are_only_in_ended_tasks(a
     assert Task.objects.get(pk=pair.pk).state == Task.State.ACTIVE  # as stored: the landing page blocks nothing
 
 
+def test_the_active_tasks_tile_leaves_out_expired_tasks_as_its_list_does(a, b):
+    """An expired task runs nothing, yet the tile counted it active beside the sessions counted as only
+    in ended tasks (browser audit, low)."""
+    from datetime import timedelta
+
+    from apps.tasks.models import Task
+    from apps.tasks.services import MemberSpec, PolicySpec, task_create
+
+    tasks = [task_create(project=a.project, user=a.owner.user, request_id=f"rq-{n}", name=f"task {n}",
+                         members=[MemberSpec(session_id=str(a.session.pk), workspace=a.route.key,
+                                             client_conversation_id=f"c-{n}")],
+                         policy=PolicySpec(expires_at=timezone.now() + timedelta(hours=1)))[0] for n in range(2)]
+    client = admin_client(a.user)
+    assert _board(client.get("/admin/"), "alpha").tasks_active == 2
+    Task.objects.filter(pk=tasks[0].pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    page = client.get("/admin/")
+    assert _board(page, "alpha").tasks_active == 1
+    [alpha] = [section for section in page.content.decode().split('<section class="bh-project"')
+               if 'data-project="alpha"' in section]
+    href = re.search(r'<a class="bh-tile" href="([^"]+)">\s*<span class="bh-tile-n" data-stat="tasks_active">', alpha)
+    listed = client.get(href.group(1).replace("&amp;", "&"))
+    assert [task.pk for task in listed.context["cl"].queryset] == [tasks[1].pk]
+    expired = client.get("/admin/tasks/task/", {"expiry": "expired"})
+    assert [task.pk for task in expired.context["cl"].queryset] == [tasks[0].pk]
+
+
 def test_every_tile_opens_the_list_it_counts(a, b):
     # The sessions tile linked a filter the list does not have: Django dropped it (?e=1) and
     # listed every session, revoked ones and other projects' included.
