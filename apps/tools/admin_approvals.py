@@ -730,6 +730,9 @@ def invocation_state_badge(inv: Invocation) -> SafeString:
 class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     """Every governed tool call, read-only. Writes happen only in apps.tools.invocations, approvals and delivery."""
 
+    class Media:
+        css = {"all": ["tools/approvals.css"]}  # the journal's table on a phone, as an approval's
+
     # As the Tools list: between the sidebar and the filters, at 1366 px, about 720 px are left, and nine
     # columns ran past them: Business status, Journal state, Approval, Duration ms and Run were behind a
     # scrollbar (only "BUSI" showed). The route reads under the tool, the business system's status and the

@@ -129,6 +129,15 @@ def test_an_operator_approves_a_refund_and_the_agent_resume_executes_it_once(
         " bytes (not kept: the hub deleted them once the result was stable; the business system's answer below "
         "may repeat some of them)")
     _shot(page, "invocation-detail")
+    # At 390 px the journal's detail (the dispatch target) was cut off at the row's edge, with no scroll.
+    page.set_viewport_size({"width": 390, "height": 844})
+    journal = page.locator(".bh-journal-table")
+    journal.scroll_into_view_if_needed()
+    _shot(page, "invocation-journal-390")
+    assert journal.evaluate("""t => [...t.querySelectorAll('td')].every(td =>
+      td.getBoundingClientRect().right <= window.innerWidth && td.scrollWidth <= td.clientWidth)""")
+    assert journal.evaluate(
+        "t => t.getBoundingClientRect().right <= t.closest('.form-row').getBoundingClientRect().right")
 
 
 def test_large_frozen_arguments_expand_on_demand(logged_in_page, store_route, agent):
