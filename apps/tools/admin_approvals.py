@@ -168,7 +168,8 @@ class FrozenArguments:
             self.absent_reason = ("The frozen arguments cannot be read (their encryption key is gone or they do not "
                                   "match their hash): approving would execute nothing.")
             return
-        self.text = json.dumps(value, ensure_ascii=False, indent=2)
+        # Its bidi controls named (<U+202E>): an agent's override in one value redrew the rest of its line.
+        self.text = bidi_controls_named(json.dumps(value, ensure_ascii=False, indent=2))
 
     @property
     def available(self) -> bool:

@@ -355,6 +355,15 @@ def test_the_queue_names_bidi_controls_in_arguments_and_isolates_each_pair(api_c
     assert "\u202e" not in page
 
 
+def test_the_approval_page_names_bidi_controls_in_the_arguments(api_client, issued, tool_route, owner):
+    approval = pending_approval(api_client, issued.access_token, n=1, tool="stock_adjust",
+                                arguments={"sku": "SKU-1", "note": "restock \u202e2=ytitnauq ,", "quantity": 900})
+    page = owner.get(_detail(approval)).content.decode()
+    assert "&quot;note&quot;: &quot;restock &lt;U+202E&gt;2=ytitnauq ,&quot;" in page
+    whole = owner.get(f"{QUEUE}{approval.pk}/arguments/").content.decode()
+    assert '"note": "restock <U+202E>2=ytitnauq ,"' in whole and "\u202e" not in page + whole
+
+
 def test_the_arguments_line_cuts_the_pair_that_passes_its_limit_and_says_when_more_follow():
     from apps.tools.admin_approvals import arguments_line
 
