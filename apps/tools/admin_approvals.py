@@ -231,7 +231,7 @@ def arguments_line(value: dict[str, Any], *, limit: int) -> SafeString:
         if len(pair) > room:
             if room > 0:
                 pairs.append(f"{pair[:room - 1]}…")
-            else:  # no room for a word of the next: say there is more
+            elif pairs:  # no room for a word of the next: say there is more
                 pairs[-1] += "…"
             break
         pairs.append(pair)
@@ -322,7 +322,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         "invocation__run__conversation__client_conversation_id",
     )
 
-    # The frozen arguments when they are small (else ""), their length, and whether the provider's
+    # The frozen arguments when they are small (else ""), their stored size, and whether the provider's
     # current tool marks them sensitive ("true"/"false"; None when the tool or its provider is gone).
     list_arguments = {
         "arguments_stored": OctetLength("invocation__frozen_arguments"),

@@ -197,8 +197,8 @@ _WINDOW_WORDS = {"1s": "second", "1m": "minute", "1h": "hour", "1d": "day"}
 
 
 def rate_limit_text(rate_limit: Any, *, held: bool = False) -> str:
-    """A compiled tool's ``rate_limit`` as an operator reads it: "30 calls a minute, across every
-    agent of the hub", or none (and why, when its spec's limit could not be read)."""
+    """A compiled tool's ``rate_limit`` as an operator reads it: "30 calls a minute, counted across
+    every agent of the hub", or none (and why, when its spec's limit could not be read)."""
     if isinstance(rate_limit, dict) and rate_limit.get("window") in _WINDOW_WORDS:
         count = rate_limit.get("count")
         calls = "1 call" if count == 1 else f"{count} calls"
