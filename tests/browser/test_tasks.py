@@ -441,3 +441,25 @@ def test_the_task_page_tells_a_screen_reader_when_its_counters_change(logged_in_
     task_control(task=task, user=operator, request_id="elsewhere-1", expected_revision=1, action="pause")
     expect(status).to_have_text("Updated: Task paused; writes consumed / reserved / max 1 / 0 / 2; "
                                 "permits active / max 1 / 1. Changed since this page loaded: reload before deciding.")
+
+
+def test_a_picked_sessions_whole_label_reads_under_its_select_on_a_phone(logged_in_page, route, agent, operator):
+    """At 390 px the closed select showed "demo-agent · operator (principal 1) · …": neither the device
+    nor "— in Refund batch (cancelled)" could be read once picked (browser audit, low)."""
+    task, _ = task_create(project=route.project, user=operator, request_id="rq-1", name="Refund batch",
+                          members=[MemberSpec(session_id=str(agent.session.pk), workspace=route.key,
+                                              client_conversation_id="c-1")], policy=PolicySpec())
+    task_control(task=task, user=operator, request_id="x-1", expected_revision=1, action="cancel")
+    page = logged_in_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/admin/tasks/task/add/")
+    line = page.locator("[data-member-row='0'] [data-session-picked]")
+    assert line.is_hidden()
+    page.select_option("select[name=m0-session]", str(agent.session.pk))
+    expect(line).to_be_visible()
+    assert line.inner_text().startswith("Picked: ") and line.inner_text().endswith(" — in Refund batch (cancelled)")
+    assert agent.session.device_label in line.inner_text()
+    assert line.evaluate("e => e.getBoundingClientRect().right <= window.innerWidth")
+    _shot(page, "task-create-picked-390")
+    page.select_option("select[name=m0-session]", "")
+    expect(line).to_be_hidden()

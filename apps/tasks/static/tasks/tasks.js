@@ -62,6 +62,18 @@
     }
   }
 
+  // The picked session's whole label under its select: a closed select shows its start only, and
+  // at 390 px that hid the device and the task the session was in ("— in X (cancelled)").
+  function showPicked(row) {
+    var line = row.querySelector("[data-session-picked]");
+    var session = row.querySelector("select[name$='-session']");
+    if (!line || !session) { return; }
+    var picked = session.options[session.selectedIndex];  // select2 keeps the option it found here too
+    var text = picked && picked.value ? picked.textContent.trim() : "";
+    line.textContent = text ? "Picked: " + text : "";
+    line.hidden = !text;
+  }
+
   // A long tools box filters its boxes by name; a checked one stays in sight.
   function filterBox(input) {
     var words = input.value.trim().toLowerCase();
@@ -91,11 +103,13 @@
       if (session) {
         // A refused form keeps the workspace it was refused for, beside its error.
         limitWorkspaces(row, url, false);
+        showPicked(row);
+        var picked = function () { limitWorkspaces(row, url, true); showPicked(row); };
         // A session found by searching (select2) is announced through jQuery only, as a workspace is.
         if (session.classList.contains("admin-autocomplete") && jQuery) {
-          jQuery(session).on("change", function () { limitWorkspaces(row, url, true); });
+          jQuery(session).on("change", picked);
         } else {
-          session.addEventListener("change", function () { limitWorkspaces(row, url, true); });
+          session.addEventListener("change", picked);
         }
       }
       var select = row.querySelector("select[name$='-workspace']");
