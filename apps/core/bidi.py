@@ -38,6 +38,14 @@ def bidi_controls_named(text: str) -> str:
     return "".join(f"<U+{ord(char):04X}>" if char in BIDI_CONTROLS else char for char in text)
 
 
+def json_bidi_controls_escaped(text: str) -> str:
+    """JSON text (json.dumps with ensure_ascii=False) with each bidi control written as its JSON
+    escape (\\u202e): still the same JSON, parsing back to the same value (and hash), and nothing
+    invisible left to reorder the line. A control can stand only inside a JSON string, where the
+    escape means it; an agent's literal backslash is itself escaped there (\\\\u202e)."""
+    return "".join(f"\\u{ord(char):04x}" if char in BIDI_CONTROLS else char for char in text)
+
+
 def _directions(text: str) -> tuple[bool, bool]:
     """Whether `text` holds a strong left-to-right letter, and a strong right-to-left one."""
     kinds = {unicodedata.bidirectional(char) for char in text}

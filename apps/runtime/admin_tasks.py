@@ -464,19 +464,22 @@ class ControlForm(forms.Form):
     confirmed = forms.BooleanField(required=False)
 
 
-class TaskExpiryFilter(admin.SimpleListFilter):
-    title = "expiry"
-    parameter_name = "expiry"
+class TaskCanRunFilter(admin.SimpleListFilter):
+    """Whether a task can still run, before a read blocks it (selectors.task_can_run_q): its stored
+    state stays active past its expiry, or after a member was revoked, until it is read."""
+
+    title = "can run"
+    parameter_name = "runs"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return [("live", "Not expired"), ("expired", "Expired")]
+        return [("yes", "Yes"), ("no", "No: cancelled, blocked or expired")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        now = timezone.now()
-        if self.value() == "live":
-            return queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        if self.value() == "expired":
-            return queryset.filter(expires_at__lte=now)
+        can_run = selectors.task_can_run_q(timezone.now())
+        if self.value() == "yes":
+            return queryset.filter(can_run)
+        if self.value() == "no":
+            return queryset.exclude(can_run)
         return queryset
 
 
@@ -486,7 +489,7 @@ class TaskAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     list_display = ["task_name", "state_badge", "member_count", "write_budget", "permits", "expiry", "created"]
     list_display_links = ["task_name"]
-    list_filter = ["state", TaskExpiryFilter, "project"]
+    list_filter = ["state", TaskCanRunFilter, "project"]
     # The name, the request id the task was created with, and its id or the start of it (as a URL shows it).
     search_fields = ["name", "request_id", "^id"]
     list_select_related = ["project"]

@@ -28,7 +28,7 @@ from apps.projects.models import Project
 from apps.projects.selectors import project_list_visible
 from apps.routes.models import Route
 from apps.tasks.models import Task
-from apps.tasks.selectors import session_only_in_ended_tasks_q
+from apps.tasks.selectors import session_only_in_ended_tasks_q, task_can_run_q
 from apps.tools import selectors as tool_selectors
 from apps.tools.models import Approval
 
@@ -174,11 +174,11 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     for row in pending:
         boards[row["project_id"]].approvals_pending = row["n"]
 
-    # Active and not expired: an expired task runs nothing, whatever its stored state (the sessions
-    # tile counts its members as only in ended tasks).
+    # Active and able to run: an expired task, or one whose member was revoked, runs nothing whatever
+    # its stored state says until it is read (the sessions tile counts their members as only in ended
+    # tasks).
     active_tasks = (
-        Task.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now), project_id__in=ids,
-                            state=Task.State.ACTIVE)
+        Task.objects.filter(task_can_run_q(now), project_id__in=ids, state=Task.State.ACTIVE)
         .values("project_id").annotate(n=Count("id"))
     )
     for row in active_tasks:

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_live_q
@@ -21,13 +21,26 @@ TASK_SCHEMA = "bailing.agent-task.v1"
 CAPABILITIES_SCHEMA = "bailing.agent-task-control-capabilities.v1"
 
 
+def _member_broken_q(now: datetime) -> Q:
+    """Members (TaskMember rows) that block their task at its next read (services._member_changed):
+    the session revoked or expired, or its identity no longer the one frozen with the member."""
+    return (~session_live_q(now, "session__") | ~Q(session__principal_id=F("principal_id"))
+            | ~Q(session__on_behalf_of=F("on_behalf_of")) | ~Q(session__client__app_id=F("client_app_id")))
+
+
+def task_can_run_q(now: datetime, prefix: str = "") -> Q:
+    """Tasks (or, with `prefix`, rows reaching one) that can still run: active or paused, not
+    expired, and no member that blocks it. Counted before the next read blocks it
+    (services.task_state_current), so that no view calls such a task usable."""
+    broken = TaskMember.objects.filter(task=OuterRef(f"{prefix}pk")).filter(_member_broken_q(now))
+    return (Q(**{f"{prefix}state__in": [Task.State.ACTIVE, Task.State.PAUSED]})
+            & (Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now}))
+            & ~Q(Exists(broken)))
+
+
 def membership_usable_q(now: datetime) -> Q:
-    """Memberships (TaskMember rows) whose task can still run: active or paused, not expired, and
-    every member's session live. A revoked or expired member blocks its task when the task is next
-    read (services.task_state_current); counted here before that read."""
-    member_gone = TaskMember.objects.filter(task=OuterRef("task_id")).exclude(session_live_q(now, "session__"))
-    return (Q(task__state__in=[Task.State.ACTIVE, Task.State.PAUSED])
-            & (Q(task__expires_at__isnull=True) | Q(task__expires_at__gt=now)) & ~Q(Exists(member_gone)))
+    """Memberships (TaskMember rows) whose task can still run (task_can_run_q)."""
+    return task_can_run_q(now, prefix="task__")
 
 
 def session_only_in_ended_tasks_q(now: datetime) -> Q:

@@ -44,7 +44,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
-from apps.core.bidi import IdentifierFieldsMixin, bidi_controls_named, identifier_html, text_html
+from apps.core.bidi import IdentifierFieldsMixin, identifier_html, json_bidi_controls_escaped, text_html
 from apps.core.timefmt import local_clock, local_time, time_ago
 from apps.core.validators import validate_shown_text
 from apps.core.workers import broker_down_text
@@ -168,8 +168,9 @@ class FrozenArguments:
             self.absent_reason = ("The frozen arguments cannot be read (their encryption key is gone or they do not "
                                   "match their hash): approving would execute nothing.")
             return
-        # Its bidi controls named (<U+202E>): an agent's override in one value redrew the rest of its line.
-        self.text = bidi_controls_named(json.dumps(value, ensure_ascii=False, indent=2))
+        # Its bidi controls as JSON escapes (\u202e): an agent's override in one value redrew the rest of
+        # its line; escaped, the text is still the JSON that hashes to the SHA-256 shown beside it.
+        self.text = json_bidi_controls_escaped(json.dumps(value, ensure_ascii=False, indent=2))
 
     @property
     def available(self) -> bool:
@@ -218,15 +219,17 @@ class DecisionForm(forms.Form):
 
 def arguments_line(value: dict[str, Any], *, limit: int) -> SafeString:
     """`name=value, …` on one line (JSON values), at most `limit` characters, the last cut with an
-    ellipsis. Each pair is isolated and its bidi controls are named: an agent's right-to-left
-    override in one value reordered the rest of the line (quantity=500 could read as 005)."""
+    ellipsis. Each pair is isolated and its bidi controls are JSON escapes (\u202e): an agent's
+    right-to-left override in one value reordered the rest of the line (quantity=500 could read as
+    005)."""
     pairs: list[str] = []
     room = limit
     for name, item in value.items():
-        shown = json.dumps(item, ensure_ascii=False)
+        shown = json_bidi_controls_escaped(json.dumps(item, ensure_ascii=False))
         if len(shown) > LIST_VALUE_CHARS:  # each value cut on its own: a long first one hid the rest
-            shown = f"{shown[:LIST_VALUE_CHARS - 1]}… ({len(shown):,} chars)"
-        pair = bidi_controls_named(f"{name}={shown}")
+            size = f"{len(item):,} characters" if isinstance(item, str) else f"{len(shown):,} characters of JSON"
+            shown = f"{shown[:LIST_VALUE_CHARS - 1]}… ({size})"
+        pair = f"{json_bidi_controls_escaped(json.dumps(name, ensure_ascii=False))[1:-1]}={shown}"
         room -= 2 if pairs else 0
         if len(pair) > room:
             if room > 0:
@@ -374,14 +377,14 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         inv = obj.invocation
         stored = getattr(obj, "arguments_stored", None) or 0
         sensitive = getattr(obj, "arguments_sensitive", None)
+        if not stored:  # deleted once the result was stable: not on the approval's page either
+            return format_html('<span class="bh-muted">{}</span>', "No longer kept.")
         if inv.provider_name and sensitive is None:
             return format_html('<span class="bh-muted">{}</span>', "The tool is no longer there: on the approval's "
                                                                     "page, for members who may decide.")
         if inv.provider_name and sensitive != "false":
             return format_html('<span class="bh-muted">{}</span>', "Marked sensitive: on the approval's page, for "
                                                                     "members who may decide.")
-        if not stored:
-            return format_html('<span class="bh-muted">{}</span>', "No longer kept.")
         small = getattr(obj, "arguments_small", "")
         if not small:
             return format_html('<span class="bh-muted">{}</span>', "Too long for the list: open the approval.")

@@ -11,10 +11,14 @@
     cue.className = "bh-scroll-cue";
     cue.hidden = true;
     box.parentNode.insertBefore(cue, box);
+    // A box of text only (no link, no field) is scrolled from the keyboard once it takes focus; in a
+    // box with links or fields, tabbing to one scrolls it into sight, and a stop more is in the way.
+    // Asked at each update: a live page adds rows.
     var ownTabindex = box.hasAttribute("tabindex");
+    var FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex='-1'])";
     function focusable(on) {
-      // A box of text only (no link, no field) can be scrolled from the keyboard once it takes focus.
       if (ownTabindex) return;
+      if (on && box.querySelector(FOCUSABLE) !== null) on = false;
       if (on) {
         box.setAttribute("tabindex", "0");
         box.setAttribute("role", "region");

@@ -199,6 +199,14 @@ def test_the_task_page_fits_a_narrow_window(logged_in_page, operator, route, age
     assert page.locator("#task-members tr[data-member]").count() == 1
     _shot(page, "task_narrow")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth") is True
+    # A box that scrolls can be scrolled from the keyboard: its own links or fields take the focus, or
+    # (text only) it takes it itself, as a named region (scroll_cue.js).
+    page.wait_for_selector(".bh-scroll-cue:not([hidden])")
+    boxes = page.evaluate("""() => [...document.querySelectorAll('.bh-scroll')]
+      .filter(b => b.scrollWidth - b.clientWidth > 1)
+      .map(b => [b.getAttribute('tabindex') === '0' && b.getAttribute('role') === 'region',
+                 b.querySelector('a[href], button, input, select, textarea') !== null])""")
+    assert boxes and all(itself != inner for itself, inner in boxes), boxes
 
 
 def test_the_create_page_fits_1366_px_whatever_a_sessions_label(logged_in_page, route):

@@ -125,7 +125,7 @@ def test_a_project_panel_says_how_many_active_sessions_are_only_in_ended_tasks(a
 
 def test_the_active_tasks_tile_leaves_out_expired_tasks_as_its_list_does(a, b):
     """An expired task runs nothing, yet the tile counted it active beside the sessions counted as only
-    in ended tasks (browser audit, low)."""
+    in ended tasks (browser audit, low); so does one whose member was revoked (second review)."""
     from datetime import timedelta
 
     from apps.tasks.models import Task
@@ -145,8 +145,19 @@ def test_the_active_tasks_tile_leaves_out_expired_tasks_as_its_list_does(a, b):
     href = re.search(r'<a class="bh-tile" href="([^"]+)">\s*<span class="bh-tile-n" data-stat="tasks_active">', alpha)
     listed = client.get(href.group(1).replace("&amp;", "&"))
     assert [task.pk for task in listed.context["cl"].queryset] == [tasks[1].pk]
-    expired = client.get("/admin/tasks/task/", {"expiry": "expired"})
-    assert [task.pk for task in expired.context["cl"].queryset] == [tasks[0].pk]
+    ended = client.get("/admin/tasks/task/", {"runs": "no"})
+    assert [task.pk for task in ended.context["cl"].queryset] == [tasks[0].pk]
+    # A revoked member blocks its task at its next read: neither the tile nor its list counts it before.
+    third = session_for(a.agent_client).session
+    pair = task_create(project=a.project, user=a.owner.user, request_id="rq-pair", name="pair", policy=PolicySpec(),
+                       members=[MemberSpec(session_id=str(third.pk), workspace=a.route.key,
+                                           client_conversation_id="pair")])[0]
+    assert _board(client.get("/admin/"), "alpha").tasks_active == 2
+    session_revoke(session=third, revoked_by="operator", reason="lost laptop")
+    assert _board(client.get("/admin/"), "alpha").tasks_active == 1
+    assert Task.objects.get(pk=pair.pk).state == Task.State.ACTIVE
+    assert [task.pk for task in client.get(href.group(1).replace("&amp;", "&")).context["cl"].queryset] == [
+        tasks[1].pk]
 
 
 def test_every_tile_opens_the_list_it_counts(a, b):

@@ -187,6 +187,17 @@ def test_a_task_with_a_revoked_member_is_named_blocked_before_anyone_reads_it(wo
     assert task.state == "active"  # as stored: the create page blocks nothing
 
 
+def test_a_task_whose_member_changed_identity_is_named_blocked_before_anyone_reads_it(world, owner, tools):
+    """A changed app id blocks the task at its next read (services._member_changed): the create page
+    called it active until then."""
+    from apps.agent_auth.models import AgentClient
+
+    _two_member_task(world, "stocktake", "rq-3")
+    AgentClient.objects.filter(pk=world.first.session.client_id).update(app_id="renamed-app")
+    second = escape(f"workspaces: {', '.join(world.second.session.allowed_routes)}")
+    assert f"{second} — in stocktake (blocked)<" in owner.get(ADD_URL).content.decode()
+
+
 def test_creating_a_task_from_a_session(world, owner, tools):
     response = owner.post(ADD_URL, _form(world))
     task = Task.objects.get()

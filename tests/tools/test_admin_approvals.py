@@ -16,6 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from apps.core.revisions import revision_of
 from apps.projects.models import Membership, Project
 from apps.tools import approvals
 from apps.tools.admin_approvals import LIST_ARGUMENTS_MAX_STORED, LIST_VALUE_CHARS, approval_reason_text
@@ -320,7 +321,7 @@ def test_the_queue_cuts_a_long_line_and_leaves_large_arguments_to_the_approvals_
     large, long = _arguments_lines(owner.get(QUEUE).content.decode())
     assert large == "Too long for the list: open the approval."
     note = json.dumps("盘点" * 100, ensure_ascii=False)
-    assert long == f'sku="SKU-1", quantity=500, note={note[:LIST_VALUE_CHARS - 1]}… (202 chars)'
+    assert long == f'sku="SKU-1", quantity=500, note={note[:LIST_VALUE_CHARS - 1]}… (200 characters)'
 
 
 def test_calls_that_differ_after_a_long_first_value_are_told_apart(api_client, issued, tool_route, owner):
@@ -329,7 +330,7 @@ def test_calls_that_differ_after_a_long_first_value_are_told_apart(api_client, i
         _mark_sensitive(pending_approval(api_client, issued.access_token, n=n, tool="stock_adjust",
                                          arguments={"note": "m" * 2000, "sku": "SKU-1", "quantity": 500 + n}), False)
     lines = _arguments_lines(owner.get(QUEUE).content.decode())
-    assert [line.split("(2,002 chars), ")[1] for line in lines] == ['sku="SKU-1", quantity=502',
+    assert [line.split("(2,000 characters), ")[1] for line in lines] == ['sku="SKU-1", quantity=502',
                                                                     'sku="SKU-1", quantity=501']
 
 
@@ -342,6 +343,9 @@ def test_the_queue_shows_no_arguments_of_a_sensitive_tool_or_of_a_gone_provider(
     approval.invocation.provider.delete()
     assert _arguments_lines(owner.get(QUEUE).content.decode()) == [
         "The tool is no longer there: on the approval's page, for members who may decide."]
+    # deleted once the result was stable: not on the approval's page either
+    Invocation.objects.filter(pk=approval.invocation_id).update(frozen_arguments="")
+    assert _arguments_lines(owner.get(QUEUE).content.decode()) == ["No longer kept."]
 
 
 def test_the_queue_names_bidi_controls_in_arguments_and_isolates_each_pair(api_client, issued, tool_route, owner):
@@ -350,7 +354,7 @@ def test_the_queue_names_bidi_controls_in_arguments_and_isolates_each_pair(api_c
     _mark_sensitive(pending_approval(api_client, issued.access_token, n=1, tool="stock_adjust",
                                      arguments={"sku": "SKU-1\u202e0001=ytitnauq ,", "quantity": 500}), False)
     page = owner.get(QUEUE).content.decode()
-    assert ('<span class="bh-arguments-line"><bdi>sku=&quot;SKU-1&lt;U+202E&gt;0001=ytitnauq ,&quot;</bdi>, '
+    assert ('<span class="bh-arguments-line"><bdi>sku=&quot;SKU-1\\u202e0001=ytitnauq ,&quot;</bdi>, '
             "<bdi>quantity=500</bdi></span>") in page
     assert "\u202e" not in page
 
@@ -359,9 +363,11 @@ def test_the_approval_page_names_bidi_controls_in_the_arguments(api_client, issu
     approval = pending_approval(api_client, issued.access_token, n=1, tool="stock_adjust",
                                 arguments={"sku": "SKU-1", "note": "restock \u202e2=ytitnauq ,", "quantity": 900})
     page = owner.get(_detail(approval)).content.decode()
-    assert "&quot;note&quot;: &quot;restock &lt;U+202E&gt;2=ytitnauq ,&quot;" in page
+    assert "&quot;note&quot;: &quot;restock \\u202e2=ytitnauq ,&quot;" in page
     whole = owner.get(f"{QUEUE}{approval.pk}/arguments/").content.decode()
-    assert '"note": "restock <U+202E>2=ytitnauq ,"' in whole and "\u202e" not in page + whole
+    assert '"note": "restock \\u202e2=ytitnauq ,"' in whole and "\u202e" not in page + whole
+    # still the JSON the SHA-256 beside it was taken of
+    assert revision_of(json.loads(whole)) == approval.invocation.arguments_sha256
 
 
 def test_the_arguments_line_cuts_the_pair_that_passes_its_limit_and_says_when_more_follow():

@@ -71,7 +71,6 @@
     var picked = session.options[session.selectedIndex];  // select2 keeps the option it found here too
     var text = picked && picked.value ? picked.textContent.trim() : "";
     line.textContent = text ? "Picked: " + text : "";
-    line.hidden = !text;
   }
 
   // A long tools box filters its boxes by name; a checked one stays in sight.
