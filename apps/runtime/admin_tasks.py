@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -20,6 +21,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import JSONObject
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -119,13 +121,14 @@ def session_label(session: AgentSession) -> str:
     # A session of a task is task-enforced for good: once its tasks ended it works again only in a
     # new task, and the operator picking it should know. Named: a task it may still work in, else
     # its newest (live_sessions).
-    state = getattr(session, "last_task_state", None)
-    if state is None:
+    last = getattr(session, "last_task", None)
+    if not last:
         return label
-    if not getattr(session, "last_task_usable", False) and state != Task.State.CANCELLED:
-        expires_at = getattr(session, "last_task_expires_at", None)
+    state = last["state"]
+    if not last["usable"] and state != Task.State.CANCELLED:
+        expires_at = datetime.fromisoformat(last["expires_at"]) if last["expires_at"] else None
         state = "expired" if expires_at is not None and expires_at <= timezone.now() else Task.State.BLOCKED
-    name = getattr(session, "last_task_name", "") or f"task {getattr(session, 'last_task_id', '')}"
+    name = last["name"] or f"task {last['id']}"
     return f"{label} — in {name} ({state})"
 
 
@@ -264,9 +267,8 @@ def live_sessions(project: Project) -> QuerySet[AgentSession]:
     return AgentSession.objects.select_related("client").filter(
         session_live_q(now), client__project=project,
     ).annotate(
-        **{f"last_task_{field}": Subquery(memberships.values(f"task__{field}")[:1])
-           for field in ("id", "name", "state", "expires_at")},
-        last_task_usable=Subquery(memberships.values("usable")[:1]),
+        last_task=Subquery(memberships.values(last=JSONObject(
+            id="task_id", name="task__name", state="task__state", expires_at="task__expires_at", usable="usable"))[:1]),
     ).order_by("client__app_id", "on_behalf_of", "created_at")
 
 

@@ -375,23 +375,22 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     def _arguments_line(obj: Approval) -> SafeString:
         """A line of the call's arguments, or why the queue shows none (its page may still)."""
         inv = obj.invocation
-        stored = getattr(obj, "arguments_stored", None) or 0
         sensitive = getattr(obj, "arguments_sensitive", None)
-        if not stored:  # deleted once the result was stable: not on the approval's page either
-            return format_html('<span class="bh-muted">{}</span>', "No longer kept.")
-        if inv.provider_name and sensitive is None:
-            return format_html('<span class="bh-muted">{}</span>', "The tool is no longer there: on the approval's "
-                                                                    "page, for members who may decide.")
-        if inv.provider_name and sensitive != "false":
-            return format_html('<span class="bh-muted">{}</span>', "Marked sensitive: on the approval's page, for "
-                                                                    "members who may decide.")
         small = getattr(obj, "arguments_small", "")
-        if not small:
-            return format_html('<span class="bh-muted">{}</span>', "Too long for the list: open the approval.")
-        value = invocation_transitions.frozen_arguments_read(small, sha256=inv.arguments_sha256)
-        if value is None:
-            return format_html('<span class="bh-muted">{}</span>', "Cannot be read: open the approval.")
-        return arguments_line(value, limit=LIST_ARGUMENTS_CHARS)
+        if not getattr(obj, "arguments_stored", None):  # deleted once the result was stable: on its page neither
+            why = "No longer kept."
+        elif inv.provider_name and sensitive is None:
+            why = "The tool is no longer there: on the approval's page, for members who may decide."
+        elif inv.provider_name and sensitive != "false":
+            why = "Marked sensitive: on the approval's page, for members who may decide."
+        elif not small:
+            why = "Too long for the list: open the approval."
+        else:
+            value = invocation_transitions.frozen_arguments_read(small, sha256=inv.arguments_sha256)
+            if value is not None:
+                return arguments_line(value, limit=LIST_ARGUMENTS_CHARS)
+            why = "Cannot be read: open the approval."
+        return format_html('<span class="bh-muted">{}</span>', why)
 
     @admin.display(description="Asked by · from")
     def asked_by(self, obj: Approval) -> SafeString:

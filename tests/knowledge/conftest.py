@@ -3,12 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.test import Client
 
-from apps.projects.models import Membership
-from tests.projects.factories import MembershipFactory
+from tests.projects.console_fixtures import browser, owner
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+__all__ = ["browser", "owner"]  # the console's fixtures, for this package's tests
 
 
 @pytest.fixture
@@ -17,20 +17,6 @@ def fixture_bytes():
         return (FIXTURES / name).read_bytes()
 
     return read
-
-
-@pytest.fixture
-def owner():
-    """An owner of a fresh project, for the builder API."""
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def browser(owner) -> Client:
-    """Django's test client, signed in to the console as `owner`."""
-    console = Client()
-    console.force_login(owner.user)
-    return console
 
 
 @pytest.fixture
