@@ -10,7 +10,9 @@ answer and the settlement commit together.
 
 Counters: ``write_reserved`` (writes awaiting approval or dispatch; an uncertain write keeps it),
 ``write_consumed`` (writes that got a trusted answer, a business rejection included),
-``active_permits`` (dispatches in flight, reads included; an uncertain one is not released)."""
+``active_permits`` (dispatches in flight, reads included; an uncertain one is not released). An
+uncertain call's charge is settled only by the business system's own answer arriving after the
+watchdog gave up on the send (``charge_settle(late=True)``)."""
 
 from __future__ import annotations
 
@@ -181,14 +183,18 @@ def dispatch_task_refusal(*, invocation_pk: Any) -> TaskPaused | TaskCancelled |
     return TaskPaused() if task.state == Task.State.PAUSED else None
 
 
-def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
+def charge_settle(*, invocation_pk: Any, outcome: str, late: bool = False) -> None:
     """Settle what a call holds, in the transaction that records its outcome: ``trusted`` (an HTTP
     answer: the permit is released and a write's reservation becomes consumption), ``released``
     (proven not sent, denied or expired: everything is given back), ``uncertain`` (kept as it is).
     A call outside every task, or settled already, changes nothing. A released call may take a
-    permit again later (a call refused only for now is re-evaluated)."""
-    charge = TaskCharge.objects.select_for_update().filter(invocation_pk=invocation_pk,
-                                                           outcome=TaskCharge.Outcome.OPEN).first()
+    permit again later (a call refused only for now is re-evaluated). `late`: the business system's
+    answer to a call already settled as uncertain (its dispatcher outlived the dispatch deadline and
+    the watchdog gave up on it) — only that charge is settled, and only as ``trusted``."""
+    if late and outcome != TaskCharge.Outcome.TRUSTED:
+        raise ValueError("only a trusted answer settles a call held as uncertain")
+    held = TaskCharge.Outcome.UNCERTAIN if late else TaskCharge.Outcome.OPEN
+    charge = TaskCharge.objects.select_for_update().filter(invocation_pk=invocation_pk, outcome=held).first()
     if charge is None:
         return
     task = _locked(charge.task_id)
@@ -211,7 +217,10 @@ def charge_settle(*, invocation_pk: Any, outcome: str) -> None:
     charge.save(update_fields=["outcome", "permit", "reserved", "updated_at"])
     if updates:
         Task.objects.filter(pk=task.pk).update(**updates)
-    ledger_append(task, "settled", detail={"tool": charge.tool_name, "outcome": outcome})
+    detail: dict[str, Any] = {"tool": charge.tool_name, "outcome": outcome}
+    if late:
+        detail["late"] = True
+    ledger_append(task, "settled", detail=detail)
 
 
 @task_control_required

@@ -45,7 +45,8 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
     committed), send it once, record the answer. Run twice, or after a worker died mid-send, it
     never sends again: a claimed call is left to the send in flight until its deadline, and past
     it, with no answer, becomes ``uncertain`` (a second message — the watchdog's, or one
-    redelivered — must not settle a call another worker is still sending)."""
+    redelivered — must not settle a call another worker is still sending). An HTTP answer that
+    reaches a send the watchdog gave up on is recorded over that verdict."""
     with transaction.atomic():
         inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider", "project").filter(
             pk=invocation_pk).first()
@@ -74,9 +75,17 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
         if found is None:
             return "deleted"
         inv = found
+        if inv.journal_state == Journal.UNCERTAIN and outcome.kind == "response" and outcome.status is not None:
+            # This send outlived its dispatch deadline (a worker frozen or starved past the grace)
+            # and the watchdog settled the call as uncertain. The business system's answer is what
+            # "uncertain" was waiting for: it becomes the call's result, and its task's permit and
+            # reservation, held for good as uncertain, are settled as a trusted answer's.
+            logger.warning("Invocation %s: the business system answered (HTTP %s) after the call was marked "
+                           "uncertain; its answer is recorded.", inv.pk, outcome.status)
+            return _record(inv, outcome, late=True)
         if inv.journal_state != Journal.DISPATCHING:
-            logger.warning("Invocation %s: an answer arrived after it was marked %s; kept in the log only.",
-                           inv.pk, inv.journal_state)
+            logger.warning("Invocation %s: an outcome (%s) came after it was marked %s; kept in the log only.",
+                           inv.pk, outcome.reason or outcome.kind, inv.journal_state)
             return "late"
         return _record(inv, outcome)
 
@@ -181,7 +190,9 @@ def html_page_text(page: str) -> str:
     return " ".join(" ".join(parser.parts).split())
 
 
-def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
+def _record(inv: Invocation, outcome: dispatch.Outcome, *, late: bool = False) -> str:
+    """The call's settled state from what the send brought back. `late`: an HTTP answer to a call
+    already settled as uncertain (only ever a ``response``), recorded over that verdict."""
     now = timezone.now()
     timing: dict[str, Any] = {"responded_at": now, "duration_ms": outcome.elapsed_ms}
     if outcome.kind == "not_sent":
@@ -200,7 +211,7 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
     InvocationJournalEntry.objects.create(
         invocation=inv, state=Journal.RESPONSE_RECORDED,
         detail={"status": status, "bytes": len(outcome.body), "truncated": outcome.truncated,
-                "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms})
+                "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms, **({"late": True} if late else {})})
     text = _response_text(outcome)
     task_outcome = None
     if 200 <= status < 300:
@@ -228,5 +239,5 @@ def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
     else:
         answer = answer_build(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
     invocation_settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]},
-                      task_outcome=task_outcome, **timing)
+                      task_outcome=task_outcome, late=late, **timing)
     return str(answer["state"])

@@ -320,6 +320,74 @@ def test_crash_boundaries_never_lose_or_double_count_budget(shop, transactional_
     assert _counters(task) == (1, 1, 1)  # boundary 3: consumed once; the uncertain one still held
 
 
+def _send_held_until_marked_uncertain(shop, settings, task, run_id, *, status=200):
+    """A write whose send outlives its dispatch deadline: the business system holds its answer
+    while the watchdog settles the call as uncertain, then answers. (The dispatcher's return, the
+    call's row.)"""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    shop.server.respond("/api/stock", delay=30, status=status, body=b'{"adjusted":1}')
+    queued = _post(shop.token, _body(shop, run_id)).json()
+    inv = Invocation.objects.get(invocation_id=queued["invocation_id"])
+    returned: list[str] = []
+
+    def dispatcher() -> None:
+        try:
+            returned.append(invocation_dispatch(invocation_pk=str(inv.pk)))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=dispatcher)
+    thread.start()
+    for _ in range(400):
+        if shop.server.requests_to("/api/stock"):
+            break
+        time.sleep(0.025)
+    assert len(shop.server.requests_to("/api/stock")) == 1
+    assert invocation_watchdog(now=timezone.now() + timedelta(hours=1))["uncertain"] == 1
+    inv.refresh_from_db()
+    assert (inv.state, inv.journal_state) == ("reconciliation_required", "uncertain")
+    assert _counters(task) == (1, 0, 1)  # held as uncertain: the task's one permit with it
+    shop.server.release.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    inv.refresh_from_db()
+    return returned, inv
+
+
+def test_an_answer_that_comes_after_the_watchdog_gave_up_settles_the_call_and_frees_its_permit(
+        shop, transactional_db, settings):
+    """The watchdog marks a call uncertain when its send outlives the dispatch deadline; the
+    business system's answer may still come. It was only logged, and the call held its task's one
+    permit for good: every later call of the task, reads too, was TASK_DISPATCH_UNCERTAIN."""
+    task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1)
+    run_id = _bound_run(shop, shop.token, task)
+    returned, inv = _send_held_until_marked_uncertain(shop, settings, task, run_id)
+    assert returned == ["executed"]
+    assert (inv.state, inv.journal_state, inv.business_status, inv.result["ok"]) == (
+        "executed", "completed", 200, True)
+    assert list(inv.journal.values_list("state", flat=True)) == [
+        "dispatching", "uncertain", "response_recorded", "completed"]
+    assert inv.journal.get(state="response_recorded").detail["late"] is True
+    assert _counters(task) == (0, 1, 0)
+    assert Task.objects.get(pk=task.pk).charges.get().outcome == "trusted"
+    receipt = APIClient().get(f"/agent-api/v1/tool-invocations/{inv.invocation_id}/receipt",
+                              HTTP_AUTHORIZATION=f"Bearer {shop.token}").json()
+    assert (receipt["journal_state"], receipt["result"]["state"]) == ("completed", "executed")
+    shop.server.respond("/api/stock", body=b'{"adjusted":2}')
+    read = _post(shop.token, _body(shop, run_id, tool="item_read", arguments={"item_id": "TEA-1"}))
+    assert (read.status_code, read.json()["state"]) == (200, "in_progress")  # a permit was free
+    assert len(shop.server.requests_to("/api/stock")) == 1  # the write was sent once
+
+
+def test_a_late_business_rejection_counts_the_write_as_used(shop, transactional_db, settings):
+    task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1)
+    run_id = _bound_run(shop, shop.token, task)
+    returned, inv = _send_held_until_marked_uncertain(shop, settings, task, run_id, status=409)
+    assert returned == ["business_rejected"]
+    assert (inv.state, inv.business_status, inv.result["auto_retry_allowed"]) == ("business_rejected", 409, False)
+    assert _counters(task) == (0, 1, 0)
+
+
 def test_a_bound_turn_offers_only_the_members_tools(shop):
     unbound = {tool["name"] for tool in open_turn(APIClient(), shop.token, ROUTE, n=1).json()["active_tools"]}
     assert {"item_read", "stock_write"} <= unbound  # the premise: the route offers more than the member's tool
