@@ -27,7 +27,7 @@ from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Me
 from apps.ledger.selectors import message_search, run_search
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.routes.admin import RouteListFilter
-from apps.tools.admin_approvals import InvocationInline
+from apps.tools.admin_invocations import InvocationInline
 
 _RUN_SESSION_ENDS = {
     SessionEnd.REVOKED: "the session was revoked",

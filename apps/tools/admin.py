@@ -663,4 +663,4 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
 
 # The approval queue, the execution pause and the invocation ledger register themselves on import.
-from . import admin_approvals  # noqa: E402,F401
+from . import admin_approvals, admin_invocations  # noqa: E402,F401
