@@ -131,7 +131,12 @@ def watchdog_on_worker_start(**_kwargs) -> WatchdogTimer:
 
 
 def task_route(name, args, kwargs, options, task=None, **kw) -> dict | None:
-    """Celery router. A queue given to apply_async (KNOWLEDGE_TASK_QUEUE) still wins."""
+    """Celery router. A queue given to the send (KNOWLEDGE_TASK_QUEUE, or run_send_on's) wins, and
+    then nothing is read: Celery asks the router all the same, and a continuation sent because the
+    database is down waited for a connection here and logged that its document went to the default
+    queue, while it went to the queue it named."""
+    if options.get("queue"):
+        return None
     if name == KB_REBUILD:
         return {"queue": settings.KNOWLEDGE_LARGE_TASK_QUEUE}
     if name == DOCUMENT_INGEST and args:

@@ -6,6 +6,7 @@ address nothing listens on."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from datetime import timedelta
@@ -156,3 +157,32 @@ def test_queued_documents_waiting_their_turn_take_no_place_of_a_pass_from_work_a
     assert ingest.knowledge_watchdog()["requeued"] == 1
     held.refresh_from_db()
     assert (held.run_token, held.heartbeat_at > timezone.now() - timedelta(seconds=30)) == (None, True)
+
+
+
+def test_a_run_whose_database_is_down_sends_itself_on_to_the_queue_it_came_from():
+    """The router reads the database to choose a document's queue, and the database is down: a
+    continuation goes back to the queue its message was delivered from — a large document's stays
+    with the workers that take large ones."""
+    from celery._state import _task_stack
+
+    import apps.knowledge.tasks  # noqa: F401  (registers the pipeline's tasks)
+
+    queue = f"test-sent-on-{uuid.uuid4().hex[:8]}"
+    task = current_app.tasks[dispatch.DOCUMENT_INGEST]
+    task.push_request(delivery_info={"routing_key": queue, "exchange": ""})
+    _task_stack.push(task)
+    document_id, run = uuid.uuid4(), uuid.uuid4()
+    try:
+        dispatch.run_send_on(dispatch.DOCUMENT_INGEST, document_id, run_token=run, countdown=0)
+    finally:
+        _task_stack.pop()
+        task.pop_request()
+        with current_app.connection_for_write() as connection:
+            client = connection.default_channel.client
+            sent = client.lrange(queue, 0, -1)
+            client.delete(queue, f"_kombu.binding.{queue}")
+    assert len(sent) == 1
+    headers = json.loads(sent[0])["headers"]
+    assert (headers["task"], headers["argsrepr"]) == (dispatch.DOCUMENT_INGEST, repr([str(document_id)]))
+    assert f"'run_token': '{run}'" in headers["kwargsrepr"] and "'connection_lost': True" in headers["kwargsrepr"]
