@@ -1,7 +1,8 @@
 """Outbound business calls: build the signed HTTP request of one tool call, and send it.
 
 ``request_build`` is pure: it places every argument where the compiled tool says (path segments
-percent-encoded, query, headers, JSON body) and signs the request the way
+percent-encoded, never a segment of their own that is empty, ``.`` or ``..``; query, headers, JSON
+body) and signs the request the way
 ``apps.demo_business.verify`` documents for business backends::
 
     v1\\n{timestamp}\\n{METHOD}\\n{path?query}\\n{sha256(body) hex}
@@ -101,9 +102,40 @@ def _header_value(value: str, *, percent_escaped: bool = False) -> str:
     return quote(value, safe=" !#$&'()*+,/:;=?@[]~")
 
 
-def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[str, Any], secret: str,
-                  job_id: str, idempotency_key: str, on_behalf_of: str, timestamp: int) -> OutboundRequest:
-    path = str(compiled["path"])
+_DOT_SEGMENTS = frozenset({"", ".", ".."})
+
+
+def _path_filled(template: str, values: dict[str, tuple[str, str]]) -> str:
+    """The tool's path with each ``{name}`` replaced by its argument's text, percent-encoded
+    (`values`: name → (argument, text)). A "/" in a value is encoded, so a value stays inside its
+    segment; but a segment that a value leaves empty, ``.`` or ``..`` is resolved (by httpx, a
+    proxy, the business system's router) into another path — ``..`` in
+    ``/accounts/{id}/statement`` reached ``/statement``, signed as the tool — and is refused."""
+    segments = []
+    for segment in template.split("/"):
+        filled, placed = segment, []
+        for name, (argument, text) in values.items():
+            if "{" + name + "}" in filled:
+                filled = filled.replace("{" + name + "}", quote(text, safe=""))
+                placed.append(argument)
+        if placed and filled in _DOT_SEGMENTS:
+            raise ArgumentUnplaceable(placed[0], f"a path parameter cannot be {filled!r}: that path segment would "
+                                                 "name another path than the tool's.")
+        segments.append(filled)
+    return "/".join(segments)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, str]
+    body: bytes
+
+
+def _arguments_placed(compiled: dict[str, Any], arguments: dict[str, Any]) -> _Placed:
+    """Every argument where the compiled tool says, or ArgumentUnplaceable."""
+    path_values: dict[str, tuple[str, str]] = {}
     query: list[tuple[str, str]] = []
     headers: dict[str, str] = {}
     body_fields: dict[str, Any] = {}
@@ -115,7 +147,7 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
             continue
         value = arguments[argument]
         if where == "path":
-            path = path.replace("{" + name + "}", quote(_scalar_text(value), safe=""))
+            path_values[name] = (argument, _scalar_text(value))
         elif where == "query":
             items = value if isinstance(value, list) else [value]
             query.extend((name, _scalar_text(item)) for item in items)
@@ -140,8 +172,25 @@ def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[st
         if has_body or compiled.get("method", "GET") not in ("GET", "HEAD", "DELETE"):
             body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             headers["Content-Type"] = "application/json"
-    query_text = "&".join(f"{quote(key, safe='')}={quote(value, safe='')}" for key, value in query)
-    url = httpx.URL(base_url.rstrip("/") + path + (f"?{query_text}" if query_text else ""))
+    return _Placed(path=_path_filled(str(compiled["path"]), path_values), query=query, headers=headers, body=body)
+
+
+def arguments_unplaceable(*, compiled: dict[str, Any], arguments: dict[str, Any]) -> ArgumentUnplaceable | None:
+    """Why `arguments` cannot be put on the wire as the tool says, or None: asked when the call is
+    made, so that it is refused then, not after an approval, when the dispatcher builds it."""
+    try:
+        _arguments_placed(compiled, arguments)
+    except ArgumentUnplaceable as exc:
+        return exc
+    return None
+
+
+def request_build(*, base_url: str, compiled: dict[str, Any], arguments: dict[str, Any], secret: str,
+                  job_id: str, idempotency_key: str, on_behalf_of: str, timestamp: int) -> OutboundRequest:
+    placed = _arguments_placed(compiled, arguments)
+    headers, body = dict(placed.headers), placed.body
+    query_text = "&".join(f"{quote(key, safe='')}={quote(value, safe='')}" for key, value in placed.query)
+    url = httpx.URL(base_url.rstrip("/") + placed.path + (f"?{query_text}" if query_text else ""))
     target = url.raw_path.decode("ascii")
     method = str(compiled.get("method", "GET")).upper()
     headers.update({

@@ -60,6 +60,7 @@ from apps.tasks.metering import (
 
 from .approvals import approval_lapse, approval_status, invocation_settle_denied
 from .call_checks import Target, approval_reasons, execution_fingerprint, schema_problem
+from .dispatch import arguments_unplaceable
 from .errors import CapabilityChanged, ToolNotFound
 from .invocation_errors import ExecutionPaused, InvocationConflict, InvocationNotFound, RunNotActive
 from .invocation_transitions import (
@@ -295,6 +296,11 @@ def invocation_invoke(*, session: AgentSession, route: Route, run: Run, run_acti
         answer = answer_build(
             inv, state=State.REJECTED_BEFORE_DISPATCH,
             text=f"The arguments do not fit the tool's input schema: {field}: {message}. {NOT_SENT_TEXT}")
+        return _create(inv, answer, session=session, route=route, run=run, call=call)
+    if not target.builtin and (unplaceable := arguments_unplaceable(compiled=target.compiled,
+                                                                    arguments=call.arguments)) is not None:
+        answer = answer_build(inv, state=State.REJECTED_BEFORE_DISPATCH, text=(
+            f"The arguments cannot be sent: {unplaceable.field}: {unplaceable.message} {NOT_SENT_TEXT}"))
         return _create(inv, answer, session=session, route=route, run=run, call=call)
     if target.builtin:
         # Read-only and in-process: run before the row exists; two identical calls racing both read,

@@ -9,7 +9,7 @@ from apps.demo_business.verify import bailing_headers
 from apps.tools.invocations import invocation_key
 from apps.tools.models import Invocation, InvocationJournalEntry
 from tests.tools.business_server import BusinessServer
-from tests.tools.invocation_helpers import new_id
+from tests.tools.invocation_helpers import new_id, stored
 
 pytest_plugins = ["tests.tools.invocation_fixtures"]
 
@@ -74,6 +74,51 @@ def test_a_header_argument_compiled_under_a_name_no_header_can_have_is_not_place
                       on_behalf_of="alice@example.com", timestamp=1_700_000_000, arguments={"shop": "x"},
                       compiled={"method": "GET", "path": "/orders",
                                 "parameter_locations": [{"argument": "shop", "in": "header", "name": "X Shop"}]})
+
+
+def _path_built(path: str, arguments: dict, locations: list[str]):
+    from apps.tools.dispatch import request_build
+
+    return request_build(base_url="https://bank.example/api", secret="s" * 16, job_id="job-1", idempotency_key="k1",
+                         on_behalf_of="", timestamp=1_700_000_000, arguments=arguments,
+                         compiled={"method": "GET", "path": path, "parameter_locations": [
+                             {"argument": name, "in": "path", "name": name} for name in locations]})
+
+
+@pytest.mark.parametrize("value", ["..", ".", ""])
+def test_a_path_parameter_that_would_make_a_dot_segment_or_an_empty_one_is_not_placed(value):
+    """``..`` in /accounts/{id}/statement reached /api/statement (httpx resolves dot-segments, as a
+    proxy or a router would), signed as the tool: an agent could reach any path of the business
+    system through one allowed tool (hostile-input audit, high)."""
+    from apps.tools.dispatch import ArgumentUnplaceable
+
+    with pytest.raises(ArgumentUnplaceable) as refused:
+        _path_built("/accounts/{id}/statement", {"id": value}, ["id"])
+    assert refused.value.field == "id" and "another path" in refused.value.message
+    with pytest.raises(ArgumentUnplaceable):  # two values that make one segment ".." between them
+        _path_built("/files/{a}{b}", {"a": ".", "b": "."}, ["a", "b"])
+
+
+@pytest.mark.parametrize(("path", "arguments", "target"), [
+    ("/accounts/{id}/statement", {"id": "..."}, "/api/accounts/.../statement"),
+    ("/accounts/{id}/statement", {"id": "../x"}, "/api/accounts/..%2Fx/statement"),
+    ("/accounts/{id}/statement", {"id": "%2E%2E"}, "/api/accounts/%252E%252E/statement"),
+    ("/files/{name}.json", {"name": ".."}, "/api/files/...json"),
+    ("/files/{name}", {"name": ".env"}, "/api/files/.env"),
+])
+def test_a_path_parameter_with_dots_inside_its_segment_is_sent_as_it_is(path, arguments, target):
+    assert _path_built(path, arguments, list(arguments)).target == target
+
+
+def test_a_call_whose_path_parameter_would_name_another_path_is_refused_when_made_and_nothing_is_sent(
+        shop, dispatching):
+    before = stored()
+    body = shop.invoke("item_read", {"item_id": ".."}).json()
+    assert (body["state"], body["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
+    assert body["text"].startswith("The arguments cannot be sent: item_id: a path parameter cannot be '..'")
+    assert shop.server.received == []
+    assert stored()["journal"] == before["journal"]
+    assert Invocation.objects.get(invocation_id=body["invocation_id"]).journal_state == "absent"
 
 
 def test_a_write_sends_its_json_body(shop, dispatching):
