@@ -30,7 +30,7 @@ from apps.agent_auth.services import agent_client_token_rotate, session_revoke
 from apps.core.bidi import IdentifierFieldsMixin, identifier_html, text_html
 from apps.core.secret_messages import secret_message
 from apps.core.timefmt import local_time
-from apps.core.validators import uuid_parse
+from apps.core.validators import uuid_parse, validate_shown_text
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
 from apps.projects.models import Project
 from apps.routes.admin import (
@@ -312,6 +312,7 @@ class RevokeReasonForm(forms.Form):
     reason = forms.CharField(
         max_length=400, widget=forms.TextInput(attrs={"size": 60, "class": "vTextField"}),
         error_messages={"required": "Give a reason: it is kept with the session for the audit trail."},
+        validators=[validate_shown_text],  # shown in the session list beside the words "Revoked by …"
     )
 
 
@@ -457,6 +458,13 @@ class AgentSessionAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScoped
         session = self.get_object(request, object_id)
         if session is None:
             return _missing_object_redirect(self, request, object_id)
+        if session.revoked_at is not None:
+            # Opened again from a page read before the revocation (another tab, the back button): it
+            # said "your role does not allow this" to the project's owner.
+            messages.info(request, format_html("This session was already revoked, {}.",
+                                               local_time(session.revoked_at, "Y-m-d H:i:s T")))
+            return HttpResponseRedirect(reverse(f"{self.admin_site.name}:agent_auth_agentsession_change",
+                                                args=[session.pk]))
         if not self._may_revoke(request, session):
             raise PermissionDenied
         form = RevokeReasonForm(request.POST if request.method == "POST" else None)

@@ -404,6 +404,16 @@ def test_a_session_page_revoke_without_a_reason_changes_nothing(agent_client, ow
     assert AgentSession.objects.get().revoked_at is None
 
 
+def test_a_revoke_reason_with_a_direction_override_is_refused_and_nothing_is_revoked(agent_client, owner):
+    """The reason is shown after "Revoked by …" in the session list: `Lost laptop\u202e evil` read
+    other than it was written (browser audit)."""
+    session = session_for(agent_client).session
+    response = _admin(owner).post(_session_url(session, "revoke/"), {"reason": "Lost laptop\u202e evil"})
+    assert response.status_code == 200
+    assert "Invisible direction controls (such as U+202E) are not allowed" in response.content.decode()
+    assert AgentSession.objects.get().revoked_at is None
+
+
 def test_a_viewer_cannot_revoke_from_the_session_page(agent_client, viewer):
     session = session_for(agent_client).session
     admin = _admin(viewer)
@@ -416,7 +426,11 @@ def test_a_revoked_session_cannot_be_revoked_again(agent_client, owner):
     session = session_for(agent_client).session
     session_revoke(session=session, revoked_by=AgentSession.RevokedBy.AGENT, reason="signed out")
     admin = _admin(owner)
-    assert admin.post(_session_url(session, "revoke/"), {"reason": "again"}).status_code == 403
+    # Opened from a page read before (another tab): said so, not "your role does not allow this".
+    for opened in (admin.get(_session_url(session, "revoke/"), follow=True),
+                   admin.post(_session_url(session, "revoke/"), {"reason": "again"}, follow=True)):
+        assert opened.redirect_chain == [(_session_url(session, "change/"), 302)]
+        assert "This session was already revoked," in opened.content.decode()
     assert (AgentSession.objects.get().revoked_by, AgentSession.objects.get().revoked_reason) == ("agent", "signed out")
     assert "Revoked (The agent): <bdi>signed out</bdi>" in admin.get("/admin/agent_auth/agentsession/").content.decode()
 

@@ -71,6 +71,9 @@ def test_create_accepts_an_ipv6_loopback_callback(api_client, body):
         ("device_label", "Ada's laptop\u202e.exe"),  # a right-to-left override: reads other than it is
         ("device_label", "laptop \u2066isolated\u2069"),
         ("device_label", "laptop\x85"),  # a C1 control
+        ("device_label", "Laptop\u200f (verified)"),  # a right-to-left mark: the parenthesis is drawn on the left
+        ("device_label", "Laptop\u061c"),  # the Arabic letter mark
+        ("device_label", "Laptop\u2028second line"),  # a line separator
         ("requested_routes", []),
         ("requested_routes", ["auto"]),
         ("requested_routes", ["*"]),

@@ -61,6 +61,7 @@ def test_without_it_the_status_is_missing(api_client, client_app):
 @pytest.mark.parametrize("value", [
     {"name": "a" * 121}, {"name": "😀" * 61}, {"name": "bad\x07name"}, {"name": ""}, {"name": 5},
     {"name": "Ada\u202eniamod"}, {"name": "\u2067Ada"},  # bidirectional controls: read other than they are
+    {"name": "Shop\u200f (verified)"}, {"name": "Shop\u200e"}, {"name": "Shop \u2029 second"},
     {"name": "ok", "extra": 1}, "Ada", {},
 ])
 def test_a_bad_subject_display_is_refused_and_nothing_is_approved(api_client, client_app, value):

@@ -10,15 +10,11 @@ from rest_framework import serializers
 
 from apps.agent_auth.validators import loopback_redirect_uri_problem, route_key_is_valid
 from apps.core.fields import BoundedListField, ExactFieldsSerializer, StrictCharField
+from apps.core.validators import BIDI_CONTROLS
 
 CODE_CHALLENGE_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 CODE_VERIFIER_RE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-# Embeddings, overrides and isolates reorder the text around them: a device label or a name shown to
-# a person deciding (the consent page, the session list) could read other than it is.
-_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def no_control_characters(value: str) -> None:
@@ -27,13 +23,16 @@ def no_control_characters(value: str) -> None:
 
 
 def shown_text(value: str) -> None:
-    """Text a person reads to decide: no control characters (C0 or C1) and no bidirectional
-    embeddings, overrides or isolates."""
-    if any(unicodedata.category(char) in ("Cc", "Cs") for char in value):
-        raise serializers.ValidationError("Control characters are not allowed.")
-    if _BIDI_CONTROLS.search(value):
-        raise serializers.ValidationError("Bidirectional control characters (U+202A–U+202E, U+2066–U+2069) are "
-                                          "not allowed: they make the text read other than it is.")
+    """Text a person reads to decide (a device label or a name on the consent page, the session
+    list): no control characters (C0 or C1), no line or paragraph separators (U+2028, U+2029: a
+    second line where one is shown), and none of the invisible characters that steer the bidi
+    algorithm (BIDI_CONTROLS, the marks too: `Shop\u200f (verified)` draws its parenthesis on the
+    other side), as the console's own names are held to."""
+    if any(unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") for char in value):
+        raise serializers.ValidationError("Control characters and line or paragraph separators are not allowed.")
+    if any(char in BIDI_CONTROLS for char in value):
+        raise serializers.ValidationError("Invisible direction controls (such as U+202E or U+200F) are not allowed: "
+                                          "they make the text read other than it is.")
 
 
 def _text(max_length: int, *, min_length: int | None = None, **kwargs: Any) -> serializers.CharField:
