@@ -69,6 +69,7 @@ class IssuedTokens:
     session: AgentSession
     access_token: str
     refresh_token: str
+    issued_at: datetime  # the clock the expiries were set by: the answer's expires_in counts from it
 
 
 def _with_query(uri: str, params: dict[str, str]) -> str:
@@ -356,7 +357,7 @@ def code_exchange(*, client_app_id: str, code: str, redirect_uri: str, code_veri
     if replayed:
         raise InvalidGrant("The code has already been used.")
     logger.info("agent session %s created for client %s", session.pk, client.app_id)
-    return IssuedTokens(session=session, access_token=access, refresh_token=refresh)
+    return IssuedTokens(session=session, access_token=access, refresh_token=refresh, issued_at=now)
 
 
 def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
@@ -399,7 +400,7 @@ def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
     if reused:
         raise InvalidGrant("This refresh token was already used; the session has been revoked.")
     logger.info("agent session %s refreshed", session.pk)
-    return IssuedTokens(session=session, access_token=access, refresh_token=refresh)
+    return IssuedTokens(session=session, access_token=access, refresh_token=refresh, issued_at=now)
 
 
 @transaction.atomic

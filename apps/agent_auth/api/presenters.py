@@ -23,7 +23,9 @@ def _seconds_until(moment: datetime, now: datetime) -> int:
 
 
 def token_payload(issued: IssuedTokens) -> dict[str, Any]:
-    session, now = issued.session, timezone.now()
+    # Counted from when the tokens were issued: counted from now, a few milliseconds later, the
+    # contract's 900 s read 899 (and 30 days 2,591,999 s).
+    session, now = issued.session, issued.issued_at
     return {
         "token_type": "Bearer",
         "access_token": issued.access_token,
