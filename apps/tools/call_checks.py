@@ -258,5 +258,19 @@ def schema_problem(*, schema: dict[str, Any], arguments: dict[str, Any]) -> tupl
         if not field and type(error.kind).__name__ == "AdditionalProperties":
             unexpected = getattr(error.kind, "unexpected", None) or []
             field = str(unexpected[0]) if unexpected else ""
-        return field or "arguments", str(error.message)[:300]
+        return field or "arguments", _schema_message(error.message, error.instance)[:300]
     return None
+
+
+SCHEMA_VALUE_SHOWN_CHARS = 60
+
+
+def _schema_message(message: str, instance: Any) -> str:
+    """The validator's message with the value it quotes cut: it begins with the whole value, and a
+    note of 3,023 characters cut at 300 lost the reason ("is longer than 2000 characters") that the
+    agent and the operator needed to put it right (browser audit)."""
+    quoted = json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
+    if len(quoted) <= SCHEMA_VALUE_SHOWN_CHARS or not message.startswith(quoted):
+        return message
+    size = f"{len(instance):,} characters" if isinstance(instance, str) else f"{len(quoted):,} characters of JSON"
+    return f"{quoted[:SCHEMA_VALUE_SHOWN_CHARS]}… ({size}){message[len(quoted):]}"

@@ -122,6 +122,22 @@ def test_arguments_breaking_the_schema_are_rejected_naming_the_field(shop):
     assert Invocation.objects.get().frozen_arguments == ""
 
 
+@pytest.mark.parametrize(("schema", "value", "said"), [
+    ({"type": "string", "maxLength": 2000}, "长" * 3023, "… (3,023 characters) is longer than 2000 characters"),
+    ({"enum": ["a", "b"]}, "x" * 500, '… (500 characters) is not one of "a" or "b"'),
+    ({"type": "array", "maxItems": 1}, ["y" * 80, 2], "… (86 characters of JSON) has more than 1 item"),
+])
+def test_a_long_value_breaking_the_schema_is_cut_and_the_reason_kept(schema, value, said):
+    """The validator's message begins with the whole value: cut at 300 characters, a 3,023-character
+    note lost "is longer than 2000 characters", the one thing the model needed (browser audit)."""
+    from apps.tools.call_checks import schema_problem
+
+    field, message = schema_problem(schema={"type": "object", "properties": {"note": schema}},
+                                    arguments={"note": value})
+    assert field == "note"
+    assert message.endswith(said) and len(message) < 160
+
+
 def test_an_argument_the_tool_does_not_name_is_refused_not_dropped(shop):
     # It would have nowhere to go in the request: the business system would never see it.
     response = shop.invoke("note_add", {"text": "call back", "priority": "urgent"})
