@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import display_for_value
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Subquery
@@ -339,6 +339,9 @@ class RouteConsoleAdmin(RouteAdmin):
             if old_key is not None and old_key != obj.key:  # its agents keep it under its new key
                 route_grants_rekey(project_id=obj.project_id, old=old_key, new=obj.key)
             route_tools_set(route=obj, sources=form.tool_sources() if change else UNSET, **policy)
+        for label, names in getattr(form, "dropped_picks", {}).items():
+            self.message_user(request, f"{label}: {', '.join(names)} left out — no source above allows "
+                                       f"{'it' if len(names) == 1 else 'them'}.", messages.INFO)
 
     def delete_model(self, request, obj):
         with transaction.atomic():

@@ -113,6 +113,23 @@ def test_a_write_tool_no_source_allows_is_refused_next_to_the_field(client, rout
     assert _state(route) == before
 
 
+def test_a_tool_unticked_in_its_source_leaves_the_policys_picks_and_the_page_says_so(client, route, store):
+    """The save was refused ("'stock_adjust' is not a tool of this route's sources") until the
+    person found the tool still ticked under Write tools and Force approval tools (browser audit)."""
+    route_tools_set(route=route, sources=[SourceSpec(provider=store, allowed_tools=["product_lookup", "stock_adjust",
+                                                                                   "order_refund"])],
+                    write_tools=["stock_adjust", "order_refund"], force_approval_tools=["stock_adjust"])
+    response = client.post(f"/admin/routes/route/{route.pk}/change/", _form(
+        route, **{source_field_name(store): ["product_lookup", "order_refund"],
+                  "write_tools": ["stock_adjust", "order_refund"], "force_approval_tools": ["stock_adjust"]}),
+        follow=True)
+    assert response.redirect_chain, response.context["adminform"].form.errors
+    assert _state(route) == (["order_refund"], [], None, "full", [("store", ["product_lookup", "order_refund"])])
+    said = [str(message) for message in response.context["messages"]]
+    assert "Write tools: stock_adjust left out — no source above allows it." in said
+    assert "Force approval tools: stock_adjust left out — no source above allows it." in said
+
+
 def test_a_read_only_tool_is_no_write_tool_choice(client, route, store):
     before = _state(route)
     response = _post(client, route, **{source_field_name(store): ["product_lookup"],
