@@ -390,9 +390,12 @@ def _create(inv: Invocation, answer: dict[str, Any] | None, *, session: AgentSes
                 return refused
             if answer is not None:
                 inv.state, inv.result, inv.business_status = answer["state"], answer, None
-                if result_is_stable(answer):
-                    inv.settled_at = timezone.now()
             inv.save(force_insert=True)
+            if answer is not None and result_is_stable(answer):
+                # Settled as it is made: at its creation time, which the insert sets (set before it,
+                # a call read "settled 07:08:55.864 · asked 07:08:55.865").
+                inv.settled_at = inv.created_at
+                Invocation.objects.filter(pk=inv.pk).update(settled_at=inv.created_at)
             if journal is not None:
                 InvocationJournalEntry.objects.create(invocation=inv, state=Journal.COMPLETED, detail=journal)
             if reasons is not None and target is not None:

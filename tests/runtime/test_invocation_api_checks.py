@@ -119,7 +119,9 @@ def test_arguments_breaking_the_schema_are_rejected_naming_the_field(shop):
     assert body["text"].startswith("The arguments do not fit the tool's input schema: quantity:")
     assert "Nothing was sent" in body["text"]
     assert shop.server.received == []
-    assert Invocation.objects.get().frozen_arguments == ""
+    stored = Invocation.objects.get()
+    assert stored.frozen_arguments == ""
+    assert stored.settled_at == stored.created_at  # settled as it was made: it read settled before asked
 
 
 @pytest.mark.parametrize(("schema", "value", "said"), [
