@@ -177,22 +177,37 @@ class ProjectPickForm(forms.Form):
         project_field.queryset = project_list_editable(user=user).order_by("name")
 
 
+_WRITE_CALLS_RANGE = f"Empty (unlimited) or 0 to {services.WRITE_CALLS_MAX}."
+_CONCURRENT_RANGE = f"1 to {services.CONCURRENT_MAX}."
+
+
 class TaskPolicyForm(forms.Form):
-    """Only the shape is checked here: the ranges are the service's (one place decides them)."""
+    """The shape, and the service's ranges (its bounds and words), so that every field's error shows
+    at once: checked by the service alone, a budget out of range was said only once a too-long
+    name had been put right (browser audit). The service checks them again."""
 
     name = forms.CharField(required=False, max_length=200, validators=[validate_shown_name],
                            widget=forms.TextInput(attrs={"class": "vTextField"}))
     max_write_calls = forms.IntegerField(
-        required=False, label="Write budget (max write calls)",
+        required=False, label="Write budget (max write calls)", min_value=0, max_value=services.WRITE_CALLS_MAX,
+        error_messages={"min_value": _WRITE_CALLS_RANGE, "max_value": _WRITE_CALLS_RANGE},
         help_text="Empty: unlimited. 0: read only. Every call of a write tool counts, idempotent ones included.")
-    max_concurrent = forms.IntegerField(initial=1, label="Max concurrent calls",
-                                        help_text="Dispatch permits in flight at once, reads included (1 to 64).")
+    max_concurrent = forms.IntegerField(
+        initial=1, label="Max concurrent calls", min_value=1, max_value=services.CONCURRENT_MAX,
+        error_messages={"min_value": _CONCURRENT_RANGE, "max_value": _CONCURRENT_RANGE},
+        help_text=f"Dispatch permits in flight at once, reads included (1 to {services.CONCURRENT_MAX}).")
     expires_at = forms.DateTimeField(required=False, label="Expires at",
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
                                      help_text=f"Empty: never. In {settings.TIME_ZONE}, the console's time zone.")
     request_id = forms.RegexField(regex=r"^[A-Za-z0-9._:-]{1,128}$", widget=forms.HiddenInput,
                                   error_messages={"required": "Reload the page and submit again.",
                                                   "invalid": "Reload the page and submit again."})
+
+    def clean_expires_at(self) -> Any:
+        expires_at = self.cleaned_data.get("expires_at")
+        if expires_at is not None and expires_at <= timezone.now():
+            raise forms.ValidationError("Must be in the future.")
+        return expires_at
 
 
 # Past this many active sessions in the project, a member's session is picked by searching

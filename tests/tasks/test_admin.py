@@ -258,6 +258,21 @@ def test_policy_errors_of_the_service_are_shown_beside_their_fields(world, owner
     assert Task.objects.count() == 0
 
 
+def test_every_policy_error_shows_at_once_beside_a_too_long_name(world, owner, tools):
+    """The ranges were the service's alone, and the service runs once the form is valid: a budget
+    of -1 and a concurrency of 0 were said only after a too-long name was put right (browser audit)."""
+    past = (timezone.localtime() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    response = owner.post(ADD_URL, _form(world, name="n" * 201, max_write_calls="-1", max_concurrent="0",
+                                         expires_at=past))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "Ensure this value has at most 200 characters" in _field_errors(html, "name")
+    assert "Empty (unlimited) or 0 to 1000000." in _field_errors(html, "max_write_calls")
+    assert "1 to 64." in _field_errors(html, "max_concurrent")
+    assert "Must be in the future." in _field_errors(html, "expires_at")
+    assert Task.objects.count() == 0
+
+
 def test_a_member_without_conversation_id_is_told_beside_that_field(world, owner, tools):
     response = owner.post(ADD_URL, _form(world, **{"m0-client_conversation_id": ""}))
     assert response.status_code == 422
