@@ -1,15 +1,18 @@
-"""The CLI's small commands: what `status` shows (never a token), `serve` before any login."""
+"""The CLI's small commands: what `status` shows (never a token), `serve` before any login or
+after the hub has ended the sign-in."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 
 import pytest
 from bailinghub_mcp.auth import LoginError, login
 from bailinghub_mcp.credentials import Credentials, TokenStore
 
-from tests.mcp.conftest import CLI
+from tests.mcp.conftest import CLI, http_json, stored_tokens
 
 
 def run(config_dir, *args: str) -> subprocess.CompletedProcess:
@@ -34,6 +37,39 @@ def test_serve_before_any_login_says_to_log_in_and_exits_1(tmp_path):
     assert done.returncode == 1
     assert "Run `bailinghub-mcp login` first." in done.stderr
     assert done.stdout == ""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}}) + "\n"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("transport", [[], ["--http", "--port", "free"]], ids=["stdio", "http"])
+def test_serve_after_the_hub_ended_the_sign_in_says_to_log_in_and_exits_1(signed_in, hub_url, transport):
+    """The profile read at start met the revoked refresh token: a traceback, and no answer to
+    the host's initialize."""
+    tokens = stored_tokens(signed_in)
+    status, revoked = http_json("POST", f"{hub_url}/agent-auth/v1/revoke", {
+        "client_app_id": tokens["client_app_id"], "refresh_token": tokens["refresh_token"]})
+    assert (status, revoked["revoked"]) == (200, True)
+    arguments = [str(free_port()) if argument == "free" else argument for argument in transport]
+
+    env = {**os.environ, "BAILINGHUB_MCP_CONFIG_DIR": str(signed_in / "bailinghub-mcp")}
+    done = subprocess.run([CLI, "serve", *arguments], env=env, input=INITIALIZE, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+    assert done.returncode == 1
+    assert done.stderr.startswith("The hub ended this sign-in (")
+    assert done.stderr.endswith("); run `bailinghub-mcp login` again.\n")
+    assert done.stderr.count("\n") == 1
+    assert done.stdout == ""
+    assert not (signed_in / "bailinghub-mcp" / "credentials.json").exists()
 
 
 def test_login_refuses_a_plain_http_hub_that_is_not_on_this_computer(tmp_path):

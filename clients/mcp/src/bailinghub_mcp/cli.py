@@ -84,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     except CredentialsError as exc:
         say(str(exc))
         return 1
-    bridge = open_bridge(session)
+    try:
+        bridge = open_bridge(session)
+    except auth.SessionExpired as exc:  # as a missing sign-in is said, before any transport starts
+        session.close()
+        say(str(exc))
+        return 1
     try:
         if args.http:
             serve_http(bridge, port=args.port)

@@ -181,7 +181,9 @@ def serve_http(bridge: Bridge, *, port: int) -> None:
 
 def open_bridge(session: HubSession) -> Bridge:
     """The bridge, with the workspace's profile read once for the server's instructions (a hub
-    that cannot be reached now is tried again on the first tool list)."""
+    that cannot be reached now is tried again on the first tool list). A sign-in the hub has
+    ended raises SessionExpired: its tokens are deleted by then, and a server started on them
+    could only answer every request with it."""
     bridge = Bridge(session)
     try:
         bridge.refresh_profile()
