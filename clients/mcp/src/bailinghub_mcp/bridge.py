@@ -119,10 +119,23 @@ def _pretty(data: Any) -> str:
 
 # 5xx codes the hub answers before it records a call: nothing is there to inspect.
 REFUSED_BEFORE_RECORDING = frozenset({"execution_paused", "TASK_UNAVAILABLE"})
+# The hub's answer to any turn, search, read or call of a session an operator made a task's
+# member (for good, also once the task has ended) that carries no task binding.
+TASK_REQUIRED = "TASK_REQUIRED"
+TASK_REFUSAL_TEXT = (
+    "This agent session belongs to a BailingHub task, which this MCP bridge cannot join: the hub refuses every "
+    "turn, search and tool call of it that carries no task binding ({code}, {status}). Nothing was run, and no "
+    "workspace tool can be listed or called from here; that is not a missing tool or missing knowledge. A session "
+    "stays bound to its tasks for good, ended ones too: sign in again with `bailinghub-mcp login` for a new "
+    "session, and ask the operator to leave that one out of tasks.")
 
 
 def hub_failure(exc: Exception, *, invocation_id: str | None = None) -> Outcome:
     """A refused or failed request, phrased for the model."""
+    if isinstance(exc, wire.HubError) and exc.code == TASK_REQUIRED:
+        # The hub's own words ask for a task binding or a bound run_id, which the model cannot give.
+        return Outcome(TASK_REFUSAL_TEXT.format(code=exc.code, status=exc.status),
+                       {"error": exc.code, "status": exc.status, "message": exc.message}, is_error=True)
     if isinstance(exc, wire.HubError):
         refused: dict[str, Any] = {"error": exc.code, "status": exc.status, "message": exc.message}
         text = f"The hub refused the request: {exc.code} ({exc.status}). {exc.message}".strip()
@@ -169,6 +182,8 @@ class Bridge:
         self.closed = False  # the session has ended (complete): no new run is opened
         self.tools: dict[str, dict[str, Any]] = {}
         self.tools_changed = False
+        # The hub's TASK_REQUIRED to the last turn this bridge tried to open: why no tool is loaded.
+        self.task_refusal: wire.HubError | None = None
         self.conversation_id = f"mcp-{uuid.uuid4().hex}"
         self.invocations: dict[str, dict[str, str]] = {}
 
@@ -220,8 +235,14 @@ class Bridge:
                                     "user_input": SESSION_INPUT}
             if self._on_demand_supported():
                 body["knowledge_delivery"] = "on_demand"
-            answer = self.session.call("POST", f"/agent-api/v1/workspaces/{self.route}/turns", json_body=body,
-                                       schema=TURN_SCHEMA).body or {}
+            try:
+                answer = self.session.call("POST", f"/agent-api/v1/workspaces/{self.route}/turns", json_body=body,
+                                           schema=TURN_SCHEMA).body or {}
+            except wire.HubError as exc:
+                if exc.code == TASK_REQUIRED:
+                    self.task_refusal = exc
+                raise
+            self.task_refusal = None  # a new sign-in's session, outside every task
             run_id = answer.get("run_id")
             if not isinstance(run_id, str):
                 raise wire.WireError("schema_mismatch", "The turn answer has no run_id.", sent=True)
@@ -354,7 +375,7 @@ class Bridge:
         try:
             tools = self.governed_tools()
         except (wire.HubError, wire.WireError, SessionExpired) as exc:
-            log.warning("workspace tools unavailable: %s", exc)
+            log.warning("workspace tools unavailable: %s", hub_failure(exc).text)
             self.tools_changed = True
             return []
         self.tools_changed = False
@@ -429,6 +450,8 @@ class Bridge:
         refuses as spent, once, and the call is sent again there."""
         with self.lock:
             if name not in self.tools:
+                if self.task_refusal is not None:  # no tool could be loaded: the name says nothing
+                    return hub_failure(self.task_refusal)
                 raise BridgeError(f"Unknown tool {name!r}: find tools with capability_search first.")
             if self._run_spent():
                 self.rotate_run(spent=True, run_id=self.run_id)
