@@ -2,7 +2,8 @@
 the one decision service (``approval_decide``, which the admin and the builder API call), and a
 denied or expired approval settling its call as ``denied``. Deciding sends nothing: an approved call
 runs when its agent resumes it (apps.tools.invocations), and a pending one that expires with nobody
-deciding is settled by the watchdog (``approval_lapse``)."""
+deciding is settled by the watchdog (``approval_lapse``), as is a call whose agent session ended for
+good before it was resumed (``approval_session_ended``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
+from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import SessionEnd, session_end
 from apps.core.logging import redact
 from apps.core.validators import BIDI_CONTROLS, uuid_parse
 from apps.projects.models import Project
@@ -21,6 +24,7 @@ from apps.projects.models import Project
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
 from .invocation_transitions import NOT_SENT_TEXT, State, answer_build, invocation_lock, invocation_settle
 from .models import Approval, Invocation
+from .selectors import SESSION_ENDS_FOR_GOOD
 
 COMMENT_MAX_CHARS = 500  # of an approver's comment in a denied answer
 
@@ -49,6 +53,51 @@ def approval_lapse(inv: Invocation, *, now: datetime) -> None:
     approval.status = Approval.Status.EXPIRED
     approval.save(update_fields=["status", "updated_at"])
     invocation_settle_denied(inv, expired=True)
+
+
+# The approver of a pending approval that BailingHub denied because no resume of its call can ever run.
+HUB_APPROVER_LABEL = "BailingHub"
+HUB_DECISION_ID = "hub:session-ended"
+_SESSION_ENDED = {SessionEnd.REVOKED: "was revoked", SessionEnd.EXPIRED: "expired",
+                  SessionEnd.AUTHORIZATION_DELETED: "ended (its authorization record was deleted)"}
+
+
+def approval_session_ended(inv: Invocation, *, now: datetime) -> bool:
+    """``inv`` (its row locked, so no decision or resume is taken meanwhile) waits for its approval —
+    pending, or approved and not yet resumed — while the agent session that made it ended for good
+    (revoked, expired, its authorization deleted). Only that session can resume the call (its key
+    holds the session's id; the agent signed in again gets ``invocation_not_found``), so it can never
+    run: a pending approval is denied by BailingHub (no approver; its comment says why) and the call
+    settled ``denied``; an approved one stays as it was decided and the call is settled
+    ``rejected_before_dispatch``. Either way the call gives back its task's write reservation and
+    drops its frozen arguments, and its text says why. False, changing nothing, when the call no
+    longer waits or its session can still be used."""
+    if inv.state != State.AWAITING_APPROVAL:
+        return False
+    session = AgentSession.objects.get(pk=inv.session_id)
+    # The ends for good come first in session_end: whether the approver is current does not matter here.
+    end = session_end(session=session, now=now, approver_current=True)
+    if end not in SESSION_ENDS_FOR_GOOD:
+        return False
+    approval = Approval.objects.select_for_update().get(invocation=inv)
+    why = f"The agent session that made this call {_SESSION_ENDED[end]}"
+    never = "Only that session can resume a call, so this one can never run"
+    if approval.status == Approval.Status.PENDING and approval.expires_at > now:
+        said = f"{why} before anyone decided its approval. {never}: BailingHub denied it."
+        approval.status = Approval.Status.DENIED
+        approval.decision_id = HUB_DECISION_ID
+        approval.comment = said
+        approval.approver = None
+        approval.approver_label = HUB_APPROVER_LABEL
+        approval.decided_at = now
+        approval.save()
+        invocation_settle(inv, answer_build(inv, state=State.DENIED, text=f"{said} {NOT_SENT_TEXT}"))
+        return True
+    if approval.status == Approval.Status.APPROVED and approval.used_at is None:
+        invocation_settle(inv, answer_build(inv, state=State.REJECTED_BEFORE_DISPATCH, text=(
+            f"{why} after the call was approved and before it was resumed. {never}. {NOT_SENT_TEXT}")))
+        return True
+    return False
 
 
 def approval_status(approval: Approval | None, *, now: datetime | None = None) -> str:

@@ -58,7 +58,7 @@ from apps.tasks.metering import (
     run_task_ended,
 )
 
-from .approvals import approval_lapse, approval_status, invocation_settle_denied
+from .approvals import approval_lapse, approval_session_ended, approval_status, invocation_settle_denied
 from .call_checks import Target, approval_reasons, execution_fingerprint, schema_problem
 from .dispatch import arguments_unplaceable
 from .errors import CapabilityChanged, ToolNotFound
@@ -80,6 +80,7 @@ from .invocation_transitions import (
 )
 from .models import Approval, Invocation, InvocationJournalEntry, ToolProvider
 from .ratelimit import rate_limit_take
+from .selectors import session_ended_for_good_q
 from .surface import SurfaceTool, route_approval_forced, route_surface
 
 logger = logging.getLogger("bailinghub.tools")
@@ -629,7 +630,9 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
     dispatch deadline becomes ``reconciliation_required``, as a resume would make it; a queued call
     whose frozen arguments cannot be read is settled; so is a call whose approval expired with
     nobody deciding (``denied``, as a resume would make it: it gives back its task's write
-    reservation and drops its frozen arguments); and so is a call refused only for now (a pause)
+    reservation and drops its frozen arguments); so is a call waiting for its approval (pending, or
+    approved and not resumed) whose agent session ended for good, which nobody can ever resume
+    (approvals.approval_session_ended); and so is a call refused only for now (a pause)
     whose task has since ended (cancelled, blocked, expired), as the agent's coming back to it
     would (_task_ended_settle: its frozen arguments were kept until then, for ever if it never came
     back). Rows another transaction holds are left for the next round."""
@@ -645,6 +648,18 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
                 continue
             approval_lapse(inv, now=now)
         counts["settled"] += 1
+    stranded = Invocation.objects.filter(session_ended_for_good_q(now, "session__"),
+                                         state=State.AWAITING_APPROVAL).filter(
+        models.Q(approval__status=Approval.Status.PENDING, approval__expires_at__gt=now)
+        | models.Q(approval__status=Approval.Status.APPROVED, approval__used_at__isnull=True))
+    for pk in list(stranded.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
+        with transaction.atomic():
+            inv = stranded.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(
+                pk=pk).first()
+            if inv is None:
+                continue
+            settled = approval_session_ended(inv, now=now)
+        counts["settled"] += int(settled)
     refused = Invocation.objects.filter(state=State.REJECTED_BEFORE_DISPATCH, journal_state=Journal.ABSENT,
                                         result__auto_retry_allowed=True, run_id__in=ended_task_runs(now=now))
     for pk, run_id in list(refused.order_by("updated_at").values_list("pk", "run_id")[:WATCHDOG_BATCH]):

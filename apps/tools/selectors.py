@@ -12,6 +12,8 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
+from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import SessionEnd, session_end
 from apps.core.timefmt import short_duration
 from apps.core.workers import broker_down_text, queue_activity, queue_halt, queue_stall, worker_reading
 from apps.projects.models import Project
@@ -264,3 +266,33 @@ def invocation_passed_over(*, inv: Invocation) -> str:
         told += (f", though it was sent again {last} ago" if inv.resends == 1 else
                  f", though it was sent again {inv.resends} times, the last {last} ago")
     return told
+
+
+# Sessions that never work again: only the session that made a call can resume it (its key holds
+# the session's id), so their calls waiting for an approval can never run. A session whose approver
+# left the project works again once that account is a member again: its calls may still run.
+SESSION_ENDS_FOR_GOOD = frozenset({SessionEnd.REVOKED, SessionEnd.EXPIRED, SessionEnd.AUTHORIZATION_DELETED})
+
+
+def session_blocker(*, session: AgentSession, now: datetime | None = None,
+                    approver_current: bool | None = None) -> str:
+    """Why no resume of a call made by ``session`` can run, as a blocker code beside
+    ``invocations.invocation_blocker``'s (the approval page and queue read both): ``session_revoked``,
+    ``session_expired``, ``session_authorization_deleted`` or ``session_approver_left``
+    (apps.agent_auth.selectors.session_end); empty while the session can still be used. The agent
+    signed in again is a new session, whose resume of the call is 404 ``invocation_not_found``.
+    ``approver_current``: the value a list annotated, else it is read."""
+    end = session_end(session=session, now=now or timezone.now(), approver_current=approver_current)
+    return f"session_{end.value}" if end is not None else ""
+
+
+# session_blocker's codes of the ends for good: such a call can never run.
+SESSION_BLOCKERS_FOR_GOOD = frozenset(f"session_{end.value}" for end in SESSION_ENDS_FOR_GOOD)
+
+
+def session_ended_for_good_q(now: datetime, prefix: str = "") -> Q:
+    """Rows whose session (at ``prefix``, e.g. ``"invocation__session__"``) ended for good
+    (SESSION_ENDS_FOR_GOOD), as session_end reads it."""
+    return (Q(**{f"{prefix}revoked_at__isnull": False}) | Q(**{f"{prefix}refresh_expires_at__lte": now})
+            | Q(**{f"{prefix}authorization__isnull": True}))
+
