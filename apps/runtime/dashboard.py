@@ -66,7 +66,11 @@ class ProjectDashboard:
     sessions_in_ended_tasks: int = 0
     runs_last_day: int = 0
     recent_runs: list[Run] = field(default_factory=list)
+    # Pending approvals whose agent session can still resume the call: work for an approver.
     approvals_pending: int = 0
+    # Pending approvals whose agent session ended: their calls cannot run (deny them; the watchdog
+    # denies those of sessions ended for good).
+    approvals_session_ended: int = 0
     tasks_active: int = 0
     # Documents queued where no worker moves, as each KB page judges them (apps.core.workers.queue_halt):
     # {"documents": n, "since": datetime, "held": n behind silent workers holding work, "silent": seconds}.
@@ -167,12 +171,14 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     for row in day_counts:
         boards[row["route__project_id"]].runs_last_day = row["n"]
 
+    live = session_live_q(now, prefix="invocation__session__")
     pending = (
         Approval.objects.filter(project_id__in=ids, status=Approval.Status.PENDING, expires_at__gt=now)
-        .values("project_id").annotate(n=Count("id"))
+        .values("project_id").annotate(n=Count("id", filter=live), ended=Count("id", filter=~live))
     )
     for row in pending:
         boards[row["project_id"]].approvals_pending = row["n"]
+        boards[row["project_id"]].approvals_session_ended = row["ended"]
 
     # Active and able to run: an expired task, or one whose member was revoked, runs nothing whatever
     # its stored state says until it is read (the sessions tile counts their members as only in ended

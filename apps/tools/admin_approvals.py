@@ -43,6 +43,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
+from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import session_approver_current_q, session_live_q
 from apps.core.bidi import identifier_html, json_bidi_controls_escaped, text_html
 from apps.core.timefmt import local_time, time_ago
 from apps.core.validators import validate_shown_text
@@ -51,7 +53,7 @@ from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.projects.services import project_tool_execution_set
 from apps.routes.admin import RouteListFilter
 
-from . import approvals, invocation_transitions, invocations
+from . import approvals, invocation_transitions, invocations, selectors
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
 from .models import Approval, Invocation, InvocationJournalEntry, Tool
 
@@ -140,7 +142,47 @@ BLOCKER_TEXTS = {
         "This call can no longer run: its tool is no longer on the route for this agent (the provider was deleted "
         "or switched off, or the tool was removed, switched off or taken off the route). Approving runs nothing: "
         "the agent's resume is refused (tool_not_found)."),
+    # selectors.session_blocker: only the session that made a call can resume it.
+    "session_revoked": (
+        "This call can never run: the agent session that made it was revoked, and only that session can resume it "
+        "(the agent signed in again is a new session, whose resume of this call is refused: invocation_not_found). "
+        "It cannot be approved."),
+    "session_expired": (
+        "This call can never run: the agent session that made it expired, and only that session can resume it "
+        "(the agent signed in again is a new session, whose resume of this call is refused: invocation_not_found). "
+        "It cannot be approved."),
+    "session_authorization_deleted": (
+        "This call can never run: the agent session that made it ended when its authorization record was deleted, "
+        "and only that session can resume it (the agent signed in again is a new session, whose resume of this call "
+        "is refused: invocation_not_found). It cannot be approved."),
+    "session_approver_left": (
+        "This call cannot run now: the agent session that made it ended when the account that approved its sign-in "
+        "left the project (or was deactivated), and only that session can resume it. It works again only if that "
+        "account is made a member again; approving runs nothing until then."),
 }
+# The queue's line of the same (BLOCKER_TEXTS says it whole on the approval's page).
+_BLOCKER_LINES = {
+    "capability_changed": "its tool changed since it was asked",
+    "tool_not_found": "its tool is no longer on the route",
+    "session_revoked": "its agent session was revoked",
+    "session_expired": "its agent session expired",
+    "session_authorization_deleted": "its agent session's authorization was deleted",
+    "session_approver_left": "the account that approved its agent's sign-in left the project",
+}
+
+
+def call_blocker(inv: Invocation, *, approver_current: bool | None = None) -> str:
+    """Why the agent's resume of ``inv`` would be refused, or ``""``: its session ended
+    (selectors.session_blocker: it is the one session that can resume it), else its tool
+    (invocations.invocation_blocker). ``approver_current``: a list's annotation, else read."""
+    return (selectors.session_blocker(session=inv.session, approver_current=approver_current)
+            or invocations.invocation_blocker(inv=inv))
+
+
+def _waiting(approval: Approval, reading: str) -> bool:
+    """A call still waiting for its approval: pending, or approved and not yet resumed."""
+    return approval.invocation.state == Invocation.State.AWAITING_APPROVAL and (
+        reading == "pending" or (reading == "approved" and approval.used_at is None))
 
 
 class FrozenArguments:
@@ -280,6 +322,25 @@ class ApprovalStatusFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ApprovalSessionFilter(admin.SimpleListFilter):
+    """Whether the agent session that made the call can still resume it (the landing page counts the
+    pending approvals of live sessions as work, and those of ended ones apart)."""
+
+    title = "agent session"
+    parameter_name = "session"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("live", "Can still resume the call"), ("ended", "Ended: the call cannot run")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        live = session_live_q(timezone.now(), prefix="invocation__session__")
+        if self.value() == "live":
+            return queryset.filter(live)
+        if self.value() == "ended":
+            return queryset.exclude(live)
+        return queryset
+
+
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     """The approval queue: pending first, then newest. Operators of a project see its approvals;
@@ -288,7 +349,8 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     # Few columns, so the list fits beside the filters; the approval's page has everything else.
     list_display = ["tool", "status_badge", "risk_level", "prompt_text", "asked_by", "age"]
     list_display_links = ["tool"]
-    list_filter = [ApprovalStatusFilter, ("invocation__route", RouteListFilter), "risk", "project"]
+    list_filter = [ApprovalStatusFilter, ApprovalSessionFilter, ("invocation__route", RouteListFilter), "risk",
+                   "project"]
     search_fields = ["tool_name", "prompt", "invocation__on_behalf_of", "invocation__principal_id"]
     list_select_related = ["project", "invocation", "invocation__route", "invocation__session",
                            "invocation__session__client", "invocation__run__conversation"]
@@ -312,16 +374,29 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
                 queryset: QuerySet[Approval] = super().get_queryset(request, exclude_parameters)
                 return queryset.only(*ApprovalAdmin.list_fields).annotate(**ApprovalAdmin.list_arguments)
 
+            def get_results(self, request: HttpRequest) -> None:
+                # Whether each row's session approver could still approve it (selectors.session_blocker),
+                # for the page's rows in one query: as a column of the list, its joins went into the
+                # count of every approval too.
+                super().get_results(request)
+                sessions = {row.invocation.session_id for row in self.result_list}
+                current = set(AgentSession.objects.filter(session_approver_current_q(), pk__in=sessions)
+                              .values_list("pk", flat=True)) if sessions else set()
+                for row in self.result_list:
+                    row.session_approver_current = row.invocation.session_id in current
+
         return ArgumentsNotLoaded
 
     # Every field the list's columns read, through list_select_related; another one read by a column
     # would be loaded row by row (tests pin the query count).
     list_fields = (
-        "tool_name", "status", "risk", "prompt", "created_at", "expires_at", "project__name",
-        "invocation__provider_name", "invocation__arguments_sha256", "invocation__on_behalf_of",
+        "tool_name", "status", "risk", "prompt", "created_at", "expires_at", "used_at", "project__name",
+        "invocation__state", "invocation__provider_name", "invocation__arguments_sha256", "invocation__on_behalf_of",
         "invocation__principal_id",
         "invocation__route__name", "invocation__route__key",
-        "invocation__session__device_label", "invocation__session__client__name",
+        "invocation__session__device_label", "invocation__session__revoked_at",
+        "invocation__session__refresh_expires_at", "invocation__session__authorization_id",
+        "invocation__session__client__name",
         "invocation__session__client__app_id",
         "invocation__run__conversation__client_conversation_id",
     )
@@ -370,7 +445,26 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     @admin.display(description="Prompt · arguments")
     def prompt_text(self, obj: Approval) -> SafeString:
         line = format_html('<span class="bh-arguments-line">{}</span>', self._arguments_line(obj))
-        return format_html("{}<br>{}", text_html(obj.prompt), line) if obj.prompt else line
+        shown = format_html("{}<br>{}", text_html(obj.prompt), line) if obj.prompt else line
+        blocked = self._session_blocked(obj)
+        return format_html("{}<br>{}", blocked, shown) if blocked else shown
+
+    @staticmethod
+    def _session_blocked(obj: Approval) -> SafeString:
+        """Why a waiting call's agent session cannot resume it, as its page says it (BLOCKER_TEXTS);
+        its tool's blocker needs the route's surface, a query a row: its page says that one."""
+        reading = approval_reading(obj)
+        if not _waiting(obj, reading):
+            return mark_safe("")
+        blocker = selectors.session_blocker(session=obj.invocation.session,
+                                            approver_current=getattr(obj, "session_approver_current", None))
+        if not blocker:
+            return mark_safe("")
+        can_never = blocker in selectors.SESSION_BLOCKERS_FOR_GOOD
+        return format_html(
+            '<strong class="bh-blocked" data-blocker="{}" title="{}">{}: {}.{}</strong>', blocker,
+            BLOCKER_TEXTS[blocker], "Can never run" if can_never else "Cannot run now", _BLOCKER_LINES[blocker],
+            " Deny it." if reading == "pending" else "")
 
     @staticmethod
     def _arguments_line(obj: Approval) -> SafeString:
@@ -478,10 +572,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         tool = (Tool.objects.filter(provider_id=inv.provider_id, name=inv.tool_name).only("pk", "description")
                 .first() if inv.provider_id else None)
         # A call still waiting for its approval (pending, or approved and not yet resumed) may no
-        # longer be able to run: a re-import changed its tool, or the tool is gone from the route.
-        waiting = inv.state == Invocation.State.AWAITING_APPROVAL and (
-            reading == "pending" or (reading == "approved" and approval.used_at is None))
-        blocker = invocations.invocation_blocker(inv=inv) if waiting else ""
+        # longer be able to run: its agent session ended, a re-import changed its tool, or the tool is
+        # gone from the route.
+        blocker = call_blocker(inv) if _waiting(approval, reading) else ""
         context = {
             **self.admin_site.each_context(request),
             "title": f"Approval: {approval.tool_name}",
@@ -506,6 +599,8 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
             "paused": approval.project.tool_execution_paused,
             "blocker": blocker,
             "blocker_text": BLOCKER_TEXTS.get(blocker, ""),
+            # Only a denial is offered: nothing can ever resume the call.
+            "blocked_for_good": blocker in selectors.SESSION_BLOCKERS_FOR_GOOD,
             "approver_relation": approver_relation(inv, request.user),
             # Kept readable for every operator afterwards: the approver was the person the agent acts for.
             "self_approved": approval.approver is not None and approver_relation(inv, approval.approver) == "self",
@@ -527,6 +622,11 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         data = form.cleaned_data
         # Four eyes in the console: the contract names no refusal for this (the builder API decides
         # as before), so the console asks the person the agent acts for to say so, not to be stopped.
+        blocker = (call_blocker(approval.invocation) if data["decision"] == Status.APPROVED
+                   and _waiting(approval, approval_reading(approval)) else "")
+        if blocker in selectors.SESSION_BLOCKERS_FOR_GOOD and approval.status == Status.PENDING:
+            form.add_error(None, f"{BLOCKER_TEXTS[blocker]} Deny it instead. Nothing was recorded.")
+            return self._detail_page(request, approval, form=form, status=400)
         if (data["decision"] == Status.APPROVED and not data["own_call"] and approval.status == Status.PENDING
                 and approver_relation(approval.invocation, request.user) == "self"):
             form.add_error(None, DecisionForm.OWN_CALL_REQUIRED)
@@ -551,6 +651,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         else:
             if replay:
                 messages.info(request, "This decision was already recorded.")
+            elif decided.status == Status.APPROVED and blocker:
+                messages.warning(request, f"Approved, but the call cannot run as things now are: "
+                                          f"{_BLOCKER_LINES[blocker]}. The agent's resume is refused; see the page.")
             elif decided.status == Status.APPROVED:
                 messages.success(request, "Approved. The agent's resume executes exactly the frozen arguments, once.")
             else:
