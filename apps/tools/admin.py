@@ -29,7 +29,7 @@ from apps.core.timefmt import local_time
 from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, unique_in_project
 from apps.tools.errors import ProviderNameTaken
 
-from . import invocations, services
+from . import invocations, selectors, services
 from .call_checks import approval_summary, rate_limit_text
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
@@ -615,6 +615,9 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         except ToolHeldBySpec:  # a re-import held it since the form was read
             messages.error(request, f"{obj.name} was not switched on: {ToolHeldBySpec.message}")
             request.tool_held = True  # type: ignore[attr-defined]  # response_change: no "changed successfully"
+            return
+        if "enabled" in form.changed_data and not form.cleaned_data["enabled"]:
+            _warn_stranded_calls(request, tool_ids=[obj.pk])
 
     def log_change(self, request: HttpRequest, obj: Tool, message: Any) -> Any:
         if getattr(request, "tool_held", False):  # nothing changed: no "Changed Enabled." in its history
@@ -629,12 +632,14 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Tool | None = None) -> bool:
         return False
 
-    def _switch(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool) -> tuple[int, list[str]]:
+    def _switch(self, request: HttpRequest, queryset: QuerySet[Tool], enabled: bool
+                ) -> tuple[list[Any], list[str]]:
+        """The ids of the tools switched, and the names of those their spec held off."""
         # The action's "change" permission only says the operator edits some project; a tool of a
         # project where they are a viewer is left as it is.
         if not request.user.is_superuser:
             queryset = queryset.filter(provider__project__in=self.editable_project_ids(request))
-        count = 0
+        switched: list[Any] = []
         held: list[str] = []
         for tool in queryset:
             try:
@@ -642,12 +647,13 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             except ToolHeldBySpec:  # held by its spec (Tool.held_reason): left off
                 held.append(tool.name)
                 continue
-            count += 1
-        return count, held
+            switched.append(tool.pk)
+        return switched, held
 
     @admin.action(description="Enable selected tools", permissions=["change"])
     def enable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        count, held = self._switch(request, queryset, True)
+        switched, held = self._switch(request, queryset, True)
+        count = len(switched)
         self.message_user(request, ngettext("%(count)d tool enabled.", "%(count)d tools enabled.", count)
                           % {"count": count}, messages.SUCCESS)
         if held:
@@ -657,9 +663,33 @@ class ToolAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Disable selected tools", permissions=["change"])
     def disable_tools(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        count, _held = self._switch(request, queryset, False)
+        switched, _held = self._switch(request, queryset, False)
+        count = len(switched)
         self.message_user(request, ngettext("%(count)d tool disabled.", "%(count)d tools disabled.", count)
                           % {"count": count}, messages.SUCCESS)
+        if switched:
+            _warn_stranded_calls(request, tool_ids=switched)
+
+
+def _warn_stranded_calls(request: HttpRequest, *, tool_ids: list[Any]) -> None:
+    """Tools switched off strand the calls of theirs still waiting for an approval: their agents'
+    resume is refused (tool_not_found) while the tools are off. Said once switched, counted in one
+    query (a re-import and a provider's delete say it too: ToolProviderAdmin._warn_stranded)."""
+    waiting = selectors.approvals_waiting_for_tools(tool_ids=tool_ids)
+    pending, approved = waiting["pending"], waiting["approved"]
+    if not pending and not approved:
+        return
+    parts = [ngettext("%(n)d pending approval", "%(n)d pending approvals", pending) % {"n": pending}] if pending else []
+    if approved:
+        parts.append(ngettext("%(n)d approved call not yet resumed", "%(n)d approved calls not yet resumed", approved)
+                     % {"n": approved})
+    messages.warning(request, format_html(
+        "Calls still waiting for their approval cannot run while {}: {}. Their agents' resume is refused "
+        "(tool_not_found) and their approval pages say so; deny the pending ones in the <a href=\"{}\">approval "
+        "queue</a>, or switch {} back on.",
+        ngettext("this tool is off", "these tools are off", len(tool_ids)), " and ".join(parts),
+        reverse("admin:tools_approval_changelist") + "?status=pending",
+        ngettext("it", "them", len(tool_ids))))
 
 
 # The approval queue, the execution pause and the invocation ledger register themselves on import.

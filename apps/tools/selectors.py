@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
@@ -21,7 +21,7 @@ from apps.projects.models import Project
 from .compiler.compile import MAX_GUIDANCE_BYTES, MAX_GUIDANCE_CHARS
 from .crypto import secret_decrypt
 from .errors import ToolProviderNotFound
-from .models import Invocation, Tool, ToolProvider
+from .models import Approval, Invocation, Tool, ToolProvider
 
 
 def provider_list(*, projects: QuerySet[Project] | list[Project]) -> QuerySet[ToolProvider]:
@@ -296,3 +296,15 @@ def session_ended_for_good_q(now: datetime, prefix: str = "") -> Q:
     return (Q(**{f"{prefix}revoked_at__isnull": False}) | Q(**{f"{prefix}refresh_expires_at__lte": now})
             | Q(**{f"{prefix}authorization__isnull": True}))
 
+
+
+def approvals_waiting_for_tools(*, tool_ids: Iterable[Any], now: datetime | None = None) -> dict[str, int]:
+    """Calls of these tools still waiting for their approval, in one query: ``pending`` (not yet
+    expired) and ``approved`` (approved, not yet resumed). Switching the tools off strands them:
+    their agents' resume is refused (``tool_not_found``) while the tools are off."""
+    now = now or timezone.now()
+    tools = Tool.objects.filter(pk__in=list(tool_ids), provider_id=OuterRef("invocation__provider_id"),
+                                name=OuterRef("tool_name"))
+    return Approval.objects.filter(Exists(tools), invocation__state=Invocation.State.AWAITING_APPROVAL).aggregate(
+        pending=Count("pk", filter=Q(status=Approval.Status.PENDING, expires_at__gt=now)),
+        approved=Count("pk", filter=Q(status=Approval.Status.APPROVED, used_at__isnull=True)))
