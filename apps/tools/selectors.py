@@ -297,7 +297,6 @@ def session_ended_for_good_q(now: datetime, prefix: str = "") -> Q:
             | Q(**{f"{prefix}authorization__isnull": True}))
 
 
-
 def approvals_waiting_for_tools(*, tool_ids: Iterable[Any], now: datetime | None = None) -> dict[str, int]:
     """Calls of these tools still waiting for their approval, in one query: ``pending`` (not yet
     expired) and ``approved`` (approved, not yet resumed). Switching the tools off strands them:
