@@ -114,7 +114,10 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
     """Decide a pending approval once. ``decision_id`` is the idempotency key: the same decision
     again replays; any other decision on a decided approval is 409 ``approval_already_decided``;
     an expired one is 409 ``approval_expired`` (and reads as denied). Denying settles the call as
-    ``denied``; approving sends nothing — the agent's resume executes the frozen arguments once."""
+    ``denied``; approving sends nothing — the agent's resume executes the frozen arguments once.
+    The comment is kept with known credential shapes removed (apps.core.logging.redact), as the
+    agent is told it: kept whole, a password a person pasted was shown to every operator."""
+    comment = redact(comment)
     expired = False
     with transaction.atomic():
         invocation_pk = (Approval.objects.filter(pk=approval_id, project__in=projects)

@@ -122,10 +122,18 @@ def test_the_comment_reaches_the_agent_bounded_on_one_line_without_direction_con
 def test_another_services_key_in_the_comment_never_reaches_the_agent(shop):
     """The comment goes to the agent's model: an approver pasting a key there (here, the audit's
     own) sent it on as it was; only the hub's tokens and `password=` were removed."""
-    _, body = _denied(shop, comment="Wrong account; use api key sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c "
-                                    "or AKIAIOSFODNN7EXAMPLE, password=hunter2x")
+    pasted = ("Wrong account; use api key sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c or AKIAIOSFODNN7EXAMPLE, "
+              "password=hunter2x")
+    _, body = _denied(shop, comment=pasted)
     assert body["text"].split("“")[1].split("”")[0] == (
         "Wrong account; use api key [redacted] or [redacted], password=[redacted]")
+    # Kept as the agent was told it: kept whole, it was shown to every operator (browser audit).
+    approval = Approval.objects.get()
+    assert approval.comment == "Wrong account; use api key [redacted] or [redacted], password=[redacted]"
+    # The same decision sent again replays: it is compared with what is kept.
+    again = approval_decide(approval_id=approval.pk, projects=[shop.route.project], decision_id="d-1",
+                            decision="denied", comment=pasted)
+    assert again.pk == approval.pk and again.status == "denied"
 
 
 def test_a_denial_without_a_comment_says_only_that(shop):
