@@ -351,7 +351,11 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     list_display_links = ["tool"]
     list_filter = [ApprovalStatusFilter, ApprovalSessionFilter, ("invocation__route", RouteListFilter), "risk",
                    "project"]
-    search_fields = ["tool_name", "prompt", "invocation__on_behalf_of", "invocation__principal_id"]
+    search_fields = ["tool_name", "prompt", "invocation__on_behalf_of", "invocation__principal_id",
+                     "=invocation__run__conversation__client_conversation_id", "=invocation__invocation_id"]
+    # The rows show each call's conversation id, which found nothing (browser audit).
+    search_help_text = ("Finds the approvals whose tool, prompt, end user or principal holds the words, or whose "
+                        "conversation id or invocation id is exactly what you type.")
     list_select_related = ["project", "invocation", "invocation__route", "invocation__session",
                            "invocation__session__client", "invocation__run__conversation"]
     change_list_template = "admin/tools/approval/change_list.html"

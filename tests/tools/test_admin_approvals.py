@@ -424,6 +424,19 @@ def test_the_queue_filters_by_status(owner, approval, api_client, issued):
     assert ([row.pk for row in pending], [row.pk for row in denied]) == ([approval.pk], [other.pk])
 
 
+def test_the_queue_finds_an_approval_by_the_conversation_id_its_row_shows_or_its_invocation_id(
+        owner, approval, api_client, issued):
+    """The rows show each call's conversation id, and searching it found nothing (browser audit)."""
+    other = pending_approval(api_client, issued.access_token, n=2)
+    conversation = approval.invocation.run.conversation.client_conversation_id
+    assert conversation != other.invocation.run.conversation.client_conversation_id  # the premise
+    page = owner.get(QUEUE, {"q": conversation})
+    assert [row.pk for row in page.context["cl"].result_list] == [approval.pk]
+    assert "whose conversation id or invocation id is exactly what you type" in page.content.decode()
+    found = owner.get(QUEUE, {"q": other.invocation.invocation_id}).context["cl"].result_list
+    assert [row.pk for row in found] == [other.pk]
+
+
 def test_the_pause_switch_asks_for_confirmation_first(owner, route):
     response = owner.get(f"{QUEUE}execution/{route.project.pk}/")
     assert response.status_code == 200
