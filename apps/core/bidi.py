@@ -46,6 +46,43 @@ def json_bidi_controls_escaped(text: str) -> str:
     return "".join(f"\\u{ord(char):04x}" if char in BIDI_CONTROLS else char for char in text)
 
 
+def bidi_controls_escaped(text: str) -> str:
+    """`text` with each bidi control written as its escape (\\u202e), for a place that takes plain
+    text (an attribute, a form's error)."""
+    return "".join(f"\\u{ord(char):04x}" if char in BIDI_CONTROLS else char for char in text)
+
+
+# The controls that open or close a run the bidi algorithm orders on its own terms: the
+# embeddings and overrides (U+202A-U+202E) and the isolates (U+2066-U+2069). An override draws
+# letters and digits against their order (`\u202e0051` reads 1500). The marks (ALM, LRM, RLM) are
+# not among them: each is one invisible strong letter, written by editors of Arabic and Hebrew text
+# to place punctuation and numbers among words.
+BIDI_FORMATTING_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def bidi_formatting_found(text: str) -> list[tuple[int, str]]:
+    """(offset, character) of each of BIDI_FORMATTING_CONTROLS in `text`, in order."""
+    return [(at, char) for at, char in enumerate(text) if char in BIDI_FORMATTING_CONTROLS]
+
+
+def _control_shown(char: str) -> str:
+    return (f'<code class="bh-bidi-escape" title="U+{ord(char):04X} {unicodedata.name(char, "")}: shown, '
+            f'not applied">\\u{ord(char):04x}</code>')
+
+
+def quoted_text_html(value: object, *, empty: str = EMPTY) -> SafeString:
+    """Text the console quotes from a source it did not write — a document's, a chunk's, an answer
+    made from them — in a `<bdi>` (escaped, unless it is already HTML), each bidi control shown as
+    its escape (\\u202e, in a <code>) rather than obeyed: the operator reads the characters stored,
+    in their order, which agents are given (a right-to-left override made `\\u202e0051 CNY` read
+    `YNC 1500`). HTML given here must carry no control inside a tag (the playground's <mark>s)."""
+    if value is None or value == "":
+        return format_html("{}", empty)
+    html = str(conditional_escape(value if isinstance(value, SafeData) else str(value)))
+    shown = "".join(_control_shown(char) if char in BIDI_CONTROLS else char for char in html)
+    return mark_safe(f"<bdi>{shown}</bdi>")  # noqa: S308 -- escaped above; only <code> tags added
+
+
 def _directions(text: str) -> tuple[bool, bool]:
     """Whether `text` holds a strong left-to-right letter, and a strong right-to-left one."""
     kinds = {unicodedata.bidirectional(char) for char in text}

@@ -14,6 +14,7 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from apps.core.bidi import bidi_formatting_found
 from apps.core.errors import ApiError
 from apps.knowledge import selectors, services
 from apps.knowledge.chunk_overrides import text_max_chars
@@ -143,6 +144,7 @@ def chunk_edit_view(model_admin, request, object_id, chunk_id):
                 return HttpResponseRedirect(_chunks_url(document, chunk.pk))
     else:
         form = ChunkTextForm(initial={"text": chunk.text})
+    # The text box obeys the controls it holds: the page quotes the text with them shown.
     context = _context(model_admin, request, document, title=f"Edit chunk {chunk.index} of {document.filename}",
-                       chunk=chunk, form=form)
+                       chunk=chunk, form=form, holds_controls=bool(bidi_formatting_found(chunk.text)))
     return TemplateResponse(request, "admin/knowledge/document/chunk_edit.html", context)

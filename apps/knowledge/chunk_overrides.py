@@ -24,6 +24,7 @@ statistics moved from the old terms to the new ones in the same transaction.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.core.bidi import bidi_controls_escaped, bidi_formatting_found
 from apps.knowledge import errors
 from apps.knowledge.models import Chunk, ChunkEdit, ChunkOverride, Document, IndexGeneration
 from apps.knowledge.pipeline.embedders import embedder_for
@@ -340,12 +342,43 @@ def _clean_text(text: str) -> str:
     return text
 
 
+def _original_text(chunk: Chunk) -> str:
+    """The chunk's text as its document has it, before any edit."""
+    original = (ChunkOverride.objects.filter(pk=chunk.override_id).values_list("original_text", flat=True).first()
+                if chunk.override_id else None)
+    return chunk.text if original is None else original
+
+
+def _bidi_formatting_refuse(text: str) -> None:
+    """An edit puts no embedding, override or isolate in a chunk, as a name holds none: an override
+    makes the text read otherwise than it is stored wherever it is shown obeyed (`\\u202e0051`
+    reads 1500). The marks (LRM, RLM, ALM) may stay: Arabic and Hebrew text carries them, often from
+    the word processor it was written in, to place punctuation and numbers, and each is one
+    invisible letter that reverses nothing; the console shows them as escapes anyway. Each control
+    is named with the text before it, since a text box shows none of them. The document's own text
+    may be given back (it removes the edit), controls and all: the edit adds none."""
+    found = bidi_formatting_found(text)
+    if not found:
+        return
+    places = "; ".join(
+        f"U+{ord(char):04X} ({unicodedata.name(char)}) "
+        + (f"after “{bidi_controls_escaped(text[max(0, at - 24):at]).lstrip()}”" if at else "at the start")
+        for at, char in found[:3])
+    more = f", and {len(found) - 3} more" if len(found) > 3 else ""
+    message = (f"The text holds invisible direction controls, which make it read otherwise than it is stored: "
+               f"{places}{more}. Remove them; the marks U+200E and U+200F, which place punctuation and numbers "
+               f"in Arabic and Hebrew text, may stay.")
+    raise errors.ChunkTextInvalid(message, fields={"text": [message]})
+
+
 def chunk_change(*, chunk: Chunk, user, disabled: bool | None = None, text: str | None = None) -> Chunk:
     """Disable or enable a child chunk, or replace its text, in every live generation of its
     document; record who did what. Repeating a change that is already in place changes and
     records nothing. Returns the chunk as it is now."""
     if text is not None:
         text = _clean_text(text)
+        if text != _original_text(chunk):
+            _bidi_formatting_refuse(text)
     document = chunk.document
     if text is not None:
         _embed(document=document, chunk=chunk, text=text)

@@ -48,7 +48,7 @@ class EmbeddingModel(BaseModel):
         OPENAI = "openai", "OpenAI-compatible HTTP endpoint"
         HASHING = "hashing", "Deterministic hashing (tests only)"
 
-    name = models.CharField(max_length=120, unique=True)
+    name = models.CharField(max_length=120, unique=True, validators=[validate_shown_name])
     provider = models.CharField(max_length=16, choices=Provider.choices)
     dimension = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(EMBEDDING_MAX_DIMENSION)]

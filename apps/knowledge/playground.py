@@ -1,7 +1,8 @@
 """The operator search playground on a KB's admin page: its form, and hits made ready to show.
 
 Content is escaped first and only then are the query's keyword terms wrapped in <mark>, so no
-document text ever reaches the page unescaped. Terms are matched the way pipeline.terms reads
+document text ever reaches the page unescaped; its bidi controls are then shown as escapes
+(apps.core.bidi.quoted_text_html), not obeyed. Terms are matched the way pipeline.terms reads
 text: case- and width-insensitively, Western words whole and by their stem, Traditional and
 Simplified Chinese alike.
 
@@ -22,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from apps.core.bidi import quoted_text_html
 from apps.knowledge import selectors, services
 from apps.knowledge.pipeline.candidates import Hit
 from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
@@ -208,7 +210,7 @@ def playground_hits(*, hits: Iterable[Hit], query: str, candidate_limit: int | N
         if explain.get("matched_terms"):
             explain["matched_terms"] = terms_as_typed(explain["matched_terms"], query)
         out.append(PlaygroundHit(
-            rank=rank, hit=hit, content_html=highlight(hit.content, terms),
+            rank=rank, hit=hit, content_html=quoted_text_html(highlight(hit.content, terms)),
             chapter_parts=[p for p in (hit.chapter_path or "").split(CHAPTER_SEPARATOR) if p],
             explain=explain, window=window,
             why=explain_sentence(explain, candidate_limit=candidate_limit or _candidate_limit()),

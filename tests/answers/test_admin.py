@@ -10,6 +10,7 @@ from apps.ledger.models import RagQuery
 from apps.ledger.rag import rag_query_feedback
 from tests.answers.factories import RagQueryFactory
 from tests.knowledge.factories import KnowledgeBaseFactory
+from tests.knowledge.helpers import ingest_texts
 from tests.routes.factories import RouteFactory
 
 pytestmark = pytest.mark.django_db
@@ -259,7 +260,9 @@ def test_evidence_isolates_a_file_name_and_chapter_from_the_words_after_them(con
         "score": 0.9, "cited": True, "document_id": "", "chunk_id": ""}])
     page = console.get(reverse("admin:ledger_ragquery_change", args=[query.pk])).content.decode()
     assert "[1] <bdi>政策\u202e.md</bdi> — cited" in page
-    assert "<bdi>退款\u202e / 质量</bdi>\n    · score 0.900" in page
+    # The chapter path is the document's own text: its control is shown, not obeyed.
+    assert ('<bdi>退款<code class="bh-bidi-escape" title="U+202E RIGHT-TO-LEFT OVERRIDE: shown, not applied">'
+            '\\u202e</code> / 质量</bdi>\n    · score 0.900') in page
 
 
 def test_rag_mode_isolates_each_missing_point(console, kb, monkeypatch):
@@ -279,3 +282,19 @@ def test_rag_mode_isolates_each_missing_point(console, kb, monkeypatch):
     html = page.content.decode()
     missing = html.split('id="rag-missing">', 1)[1].split("</p>", 1)[0]
     assert missing == "Missing: <bdi>保修\u202e期限</bdi>; <bdi>运费</bdi>"
+
+
+def test_playground_rag_mode_shows_an_override_in_its_answer_and_evidence_as_escapes(console, owner):
+    """A right-to-left override in the quoted passage redrew the answer box: "Deluxe kettle price:
+    [1].(derdnuh neetfif) YNC 1500", its citation moved (browser audit, high)."""
+    kb = KnowledgeBaseFactory(project=owner.project)
+    ingest_texts(kb, {"kettle.txt": "Deluxe kettle price: \u202e0051 CNY (fifteen hundred)."})
+    page = console.post(reverse("admin:ledger_ragquery_ask", args=[kb.pk]),
+                        {"question": "What is the deluxe kettle price?"}).content.decode()
+    escape = ('<code class="bh-bidi-escape" title="U+202E RIGHT-TO-LEFT OVERRIDE: shown, not applied">'
+              '\\u202e</code>')
+    answer = page.split('id="rag-answer">', 1)[1].split("</div>", 1)[0]
+    assert answer == f"<bdi>Deluxe kettle price: {escape}0051 CNY (fifteen hundred).[1]</bdi>"
+    quote = page.split('<div class="rag-quote">', 1)[1].split("</div>", 1)[0]
+    assert quote == f"<bdi>Deluxe kettle price: {escape}0051 CNY (fifteen hundred).</bdi>"
+    assert "\u202e" not in page

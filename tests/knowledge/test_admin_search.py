@@ -76,8 +76,9 @@ def test_a_viewer_sees_hits_with_their_chapter_path_and_marked_terms(browser, po
     assert response.status_code == 200
     assert _hit_count(page) == 1
     assert 'data-chapter-path="售后政策 / 退款 / 七天无理由"' in page
-    assert ('<span class="pg-crumb">售后政策</span><span class="pg-sep">›</span><span class="pg-crumb">退款</span>'
-            '<span class="pg-sep">›</span><span class="pg-crumb">七天无理由</span>') in page
+    assert ('<span class="pg-crumb"><bdi>售后政策</bdi></span><span class="pg-sep">›</span>'
+            '<span class="pg-crumb"><bdi>退款</bdi></span><span class="pg-sep">›</span>'
+            '<span class="pg-crumb"><bdi>七天无理由</bdi></span>') in page
     assert "商品完好可申请<mark>无理由退款</mark>。" in page
 
 
@@ -101,8 +102,8 @@ def test_html_in_a_document_is_shown_escaped_with_marks_only_around_terms(browse
     ingest_texts(kb, {"page.txt": "Click <script>alert(1)</script> to get a refund & more."})
     page = browser.get(_url(kb), {"query": "alert amp", "mode": "keyword"}).content.decode()
     assert _hit_count(page) == 1
-    assert ('<div class="pg-content" tabindex="0">Click &lt;script&gt;<mark>alert</mark>(1)&lt;/script&gt; '
-            "to get a refund &amp; more.</div>") in page
+    assert ('<div class="pg-content" tabindex="0"><bdi>Click &lt;script&gt;<mark>alert</mark>(1)&lt;/script&gt; '
+            "to get a refund &amp; more.</bdi></div>") in page
     assert "<script>alert(1)</script>" not in page
 
 
@@ -373,8 +374,8 @@ def test_matched_terms_are_shown_as_the_query_writes_them():
 
 def _recent(page: str) -> list[tuple[str, str, dict[str, str]]]:
     """(query shown, where its "Run again" form posts, the fields it posts) per recent search."""
-    rows = re.findall(r'<td class="pg-recent-query">(.*?)</td>.*?<form method="post" action="([^"]*)">(.*?)</form>',
-                      page, re.S)
+    rows = re.findall(r'<td class="pg-recent-query"><bdi>(.*?)</bdi></td>.*?'
+                      r'<form method="post" action="([^"]*)">(.*?)</form>', page, re.S)
     return [(query, action, dict(re.findall(r'<input type="hidden" name="(?!csrfmiddlewaretoken)([^"]+)" '
                                             r'value="([^"]*)">', fields)))
             for query, action, fields in rows]

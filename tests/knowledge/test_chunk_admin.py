@@ -68,12 +68,13 @@ def test_the_chunks_page_shows_each_chunks_chapter_path_text_and_section(console
     page = response.content.decode()
     row = re.search(rf'<tr id="chunk-{damaged.pk}".*?</tr>', page, re.S).group(0)
     assert response.status_code == 200
-    assert '<td class="ck-chapter">Handbook / Refunds</td>' in row
-    assert f'<div class="ck-text">{DAMAGED}</div>' in row
+    assert '<td class="ck-chapter"><bdi>Handbook / Refunds</bdi></td>' in row
+    assert f'<div class="ck-text"><bdi>{DAMAGED}</bdi></div>' in row
     assert '<div class="ck-section-same">Section 0, as above</div>' in row
     first = re.search(r'<tr id="chunk-[^"]*" class="ck-row" data-chunk-id="[^"]*"\s+data-index="0">.*?</tr>', page,
                       re.S).group(0)
-    assert re.search(r'<div class="ck-section-text">Customers may return .*? claims desk\.</div>', first, re.S)
+    assert re.search(r'<div class="ck-section-text"><bdi>Customers may return .*? claims desk\.</bdi></div>',
+                     first, re.S)
     assert len(re.findall(r'<tr id="chunk-', page)) == 3
     assert "Index generation #1 (active) · 3 chunks · 0 disabled · 0 edited." in re.sub(r"\s+", " ", page)
 
@@ -119,7 +120,7 @@ def test_the_history_names_who_did_what(console, owner, document, damaged):
     row = re.search(r'<tr class="ck-edit-row">.*?</tr>', page, re.S).group(0)
     cells = [re.sub(r"\s+", " ", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
     assert cells[1:4] == [owner.user.username, "Text edited (generation #1)", str(damaged.index)]
-    assert cells[4] == f"<del>{DAMAGED}</del> → <ins>{EDITED}</ins>"
+    assert cells[4] == f"<del><bdi>{DAMAGED}</bdi></del> → <ins><bdi>{EDITED}</bdi></ins>"
 
 
 def test_the_edit_form_shows_the_chunk_text(console, document, damaged):
