@@ -205,8 +205,9 @@ class Document(BaseModel):
     attempts = models.PositiveIntegerField(default=0)
     connection_losses = models.PositiveIntegerField(
         default=0, db_default=0, help_text="Runs that lost their database connection (not counted as attempts).")
-    progress_done = models.PositiveIntegerField(default=0, help_text="Chunks embedded.")
-    progress_total = models.PositiveIntegerField(default=0, help_text="Chunks to embed.")
+    # Passages: the distinct texts embedded (chunks and their sentence windows), not chunks.
+    progress_done = models.PositiveIntegerField(default=0, help_text="Passages embedded.")
+    progress_total = models.PositiveIntegerField(default=0, help_text="Passages to embed.")
     run_token = models.UUIDField(null=True, blank=True, help_text="The worker run that holds this document.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)

@@ -10,7 +10,7 @@ from apps.knowledge import ingest, services
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.projects.models import Membership, OperatorToken
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
-from tests.knowledge.helpers import FIXTURES, upload
+from tests.knowledge.helpers import FIXTURES, ingest_texts, upload
 from tests.projects.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -449,3 +449,17 @@ def test_a_counted_delete_names_the_protected_rows_that_refuse_it(rf):
     assert perms_needed == set()
     assert deleted == [f'Embedding model: <a href="/admin/knowledge/embeddingmodel/{kb.embedding_model_id}/change/">'
                        f"{kb.embedding_model}</a>"]
+
+
+def test_a_documents_progress_says_it_counts_passages_not_the_chunks_listed(browser, owner):
+    """A document of 31 chunks read "Progress 5/5" beside "Chunks (31)": its chunks repeat each
+    other's text, and a text is embedded once (browser audit, low)."""
+    kb = KnowledgeBaseFactory(project=owner.project)
+    document = ingest_texts(kb, {"longword.txt": "x" * 20_000})["longword.txt"]
+    chunks = document.chunks.filter(kind="child").count()
+    assert document.progress_total < chunks
+    page = browser.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode()
+    passages = re.search(r'<div class="readonly">(<progress.*?)</div>\s*</div>', page, re.S).group(1)
+    assert re.sub(r"<progress[^>]*></progress> ", "", passages).startswith(
+        f"{document.progress_total}/{document.progress_total} passages<div class=\"help\">The distinct texts")
+    assert f"Chunks ({chunks})" in page

@@ -613,7 +613,8 @@ def test_the_kb_page_says_how_its_chunks_and_a_documents_passages_differ(browser
     """The index box counted chunks and the rows passages, with nothing saying the two differ."""
     _ingested(kb, "policy.zh.md")
     page = browser.get(f"/admin/knowledge/knowledgebase/{kb.pk}/change/").content.decode()
-    assert "a document's progress counts passages, the text the embedder reads: each chunk" in " ".join(page.split())
+    assert ("a document's progress counts passages, the distinct texts the embedder reads: each chunk and each of "
+            "its sentence windows, a text that repeats counted once") in " ".join(page.split())
 
 
 def test_the_chunk_count_on_the_kb_page_is_what_searches_can_return(browser, kb):
