@@ -463,3 +463,28 @@ def test_a_documents_progress_says_it_counts_passages_not_the_chunks_listed(brow
     assert re.sub(r"<progress[^>]*></progress> ", "", passages).startswith(
         f"{document.progress_total}/{document.progress_total} passages<div class=\"help\">The distinct texts")
     assert f"Chunks ({chunks})" in page
+
+
+def test_the_documents_list_filters_by_the_operators_knowledge_bases_only(browser, owner):
+    """With every document in one KB the filter by KB was not shown at all (it offered the KBs the
+    documents are in), so a second KB could not be picked (browser audit, low)."""
+    shop = KnowledgeBaseFactory(project=owner.project, name="门店知识库")
+    ingest_texts(shop, {"hours.txt": "We open at nine."})
+    KnowledgeBaseFactory(project=owner.project, name="After-sales")
+    KnowledgeBaseFactory(name="Another project's secret KB")
+    response = browser.get("/admin/knowledge/document/", {"_facets": "True"})
+    kbs = next(spec for spec in response.context["cl"].filter_specs if spec.title == "knowledge base")
+    assert [name for _, name in kbs.lookup_choices] == ["After-sales", "门店知识库"]
+    page = response.content.decode()
+    assert f'<a href="?_facets=True&amp;knowledge_base__id__exact={shop.pk}">门店知识库 (1)</a>' in page
+    assert "secret" not in page
+
+
+def test_past_thirty_knowledge_bases_the_documents_filter_is_a_drop_down(browser, owner):
+    kbs = [KnowledgeBaseFactory(project=owner.project, name=f"KB {n:02}") for n in range(30)]
+    page = browser.get("/admin/knowledge/document/", {"status__exact": "completed"}).content.decode()
+    form = page.split('<form method="get" class="bh-filter-select">', 1)[1].split("</form>", 1)[0]
+    assert '<input type="hidden" name="status__exact" value="completed">' in form
+    assert f'<option value="{kbs[29].pk}">KB 29</option>' in form
+    # "All" sends the parameter empty: the whole list, not an error.
+    assert browser.get("/admin/knowledge/document/", {"knowledge_base__id__exact": ""}).status_code == 200
