@@ -43,7 +43,7 @@ def json_bidi_controls_escaped(text: str) -> str:
     escape (\\u202e): still the same JSON, parsing back to the same value (and hash), and nothing
     invisible left to reorder the line. A control can stand only inside a JSON string, where the
     escape means it; an agent's literal backslash is itself escaped there (\\\\u202e)."""
-    return "".join(f"\\u{ord(char):04x}" if char in BIDI_CONTROLS else char for char in text)
+    return bidi_controls_escaped(text)
 
 
 def bidi_controls_escaped(text: str) -> str:
