@@ -63,7 +63,7 @@ class RouteToolsForm(RouteAdminForm):
     write_tools = forms.MultipleChoiceField(
         required=False, widget=ToolPicks(attrs=PICKS), label="Write tools",
         help_text="Write tools agents may call, among those a source above allows. A tool unticked in its "
-                  "source leaves these lists too.")
+                  "source leaves this list too.")
     force_approval_tools = forms.MultipleChoiceField(
         required=False, widget=ToolPicks(attrs=PICKS), label="Force approval tools",
         help_text="Write tools that always need an approver's decision on this route, beyond the ACC rules.")
@@ -133,27 +133,23 @@ class RouteToolsForm(RouteAdminForm):
             self.add_error(target, message)
 
 
-    # The policy's picks, which name write tools a source must allow.
-    POLICY_PICKS = ("write_tools", "force_approval_tools", "unattended_write_tools")
-
     def _picks_without_source_dropped(self, allowed: set[str]) -> None:
-        """A tool unticked in its source leaves the policy's picks too (``dropped_picks``: field
-        label → names, for the admin to say so once saved): the save was refused ("'issue_refund'
-        is not a tool of this route's sources") until the person found it still ticked under Write
-        tools (browser audit). A pick of a tool no source allowed before either is still refused:
-        its source was forgotten, and the person means to allow it."""
+        """A tool unticked in its source leaves the write tools too (``dropped_picks``: field label
+        → names, for the admin to say so once saved): the save was refused ("'issue_refund' is not
+        a tool of this route's sources") until the person found it still ticked under Write tools
+        (browser audit). Only there: leaving the write tools takes a permission away, while leaving
+        the forced approvals would take an approval away from the tool when it is ticked again, and
+        the legacy unattended list emptied is no list at all — every other write tool's approval
+        gone (review). Those are still refused beside their field, as is a write pick of a tool no
+        source allowed before either: its source was forgotten, and the person means to allow it."""
         self.dropped_picks: dict[str, list[str]] = {}
         allowed_before = {name for names in RouteToolSource.objects.filter(route=self.instance).values_list(
             "allowed_tools", flat=True) for name in names}
-        for field in self.POLICY_PICKS:
-            picked = getattr(self.instance, field)
-            if not picked:
-                continue
-            dropped = [name for name in picked if name not in allowed and name in allowed_before]
-            if dropped:
-                self.dropped_picks[str(self.fields[field].label)] = dropped
-                kept = [name for name in picked if name not in dropped]
-                setattr(self.instance, field, kept or (None if field == "unattended_write_tools" else []))
+        picked = self.instance.write_tools or []
+        dropped = [name for name in picked if name not in allowed and name in allowed_before]
+        if dropped:
+            self.dropped_picks[str(self.fields["write_tools"].label)] = dropped
+            self.instance.write_tools = [name for name in picked if name not in dropped]
 
 
 def tools_form_for(providers: list[ToolProvider]) -> type[RouteToolsForm]:
