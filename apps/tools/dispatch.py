@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -103,23 +104,28 @@ def _header_value(value: str, *, percent_escaped: bool = False) -> str:
 
 
 _DOT_SEGMENTS = frozenset({"", ".", ".."})
+_SEPARATORS = re.compile(r"[/\\]")
 
 
 def _path_filled(template: str, values: dict[str, tuple[str, str]]) -> str:
     """The tool's path with each ``{name}`` replaced by its argument's text, percent-encoded
     (`values`: name → (argument, text)). A "/" in a value is encoded, so a value stays inside its
-    segment; but a segment that a value leaves empty, ``.`` or ``..`` is resolved (by httpx, a
-    proxy, the business system's router) into another path — ``..`` in
-    ``/accounts/{id}/statement`` reached ``/statement``, signed as the tool — and is refused."""
+    segment for httpx; but a segment that a value leaves empty, ``.`` or ``..`` is resolved (by
+    httpx, a proxy, the business system's router) into another path — ``..`` in
+    ``/accounts/{id}/statement`` reached ``/statement``, signed as the tool — and so is a value
+    whose own pieces between "/" or "\\" are ``.`` or ``..`` wherever "%2F" is decoded before the
+    path is resolved (nginx does; IIS takes "\\" for "/"): both are refused."""
     segments = []
     for segment in template.split("/"):
-        filled, placed = segment, []
+        filled, raw, placed = segment, segment, []
         for name, (argument, text) in values.items():
             if "{" + name + "}" in filled:
                 filled = filled.replace("{" + name + "}", quote(text, safe=""))
+                raw = raw.replace("{" + name + "}", text)
                 placed.append(argument)
-        if placed and filled in _DOT_SEGMENTS:
-            raise ArgumentUnplaceable(placed[0], f"a path parameter cannot be {filled!r}: that path segment would "
+        if placed and (filled in _DOT_SEGMENTS or any(piece in (".", "..") for piece in _SEPARATORS.split(raw))):
+            shown = filled if filled in _DOT_SEGMENTS else raw[:60]
+            raise ArgumentUnplaceable(placed[0], f"a path parameter cannot be {shown!r}: that path segment would "
                                                  "name another path than the tool's.")
         segments.append(filled)
     return "/".join(segments)

@@ -99,9 +99,21 @@ def test_a_path_parameter_that_would_make_a_dot_segment_or_an_empty_one_is_not_p
         _path_built("/files/{a}{b}", {"a": ".", "b": "."}, ["a", "b"])
 
 
+@pytest.mark.parametrize("value", ["../../admin/users", "..\\..\\admin\\users", "x/../../admin", "./x", "a\\."])
+def test_a_path_parameter_whose_own_pieces_climb_is_not_placed(value):
+    """Sent as ..%2F..%2Fadmin%2Fusers, httpx keeps it in its segment, but a proxy that decodes %2F
+    before it resolves dot-segments (nginx) or takes \\ for / (IIS) reaches /admin/users (review)."""
+    from apps.tools.dispatch import ArgumentUnplaceable
+
+    with pytest.raises(ArgumentUnplaceable) as refused:
+        _path_built("/items/{id}", {"id": value}, ["id"])
+    assert refused.value.field == "id" and "another path" in refused.value.message
+
+
 @pytest.mark.parametrize(("path", "arguments", "target"), [
     ("/accounts/{id}/statement", {"id": "..."}, "/api/accounts/.../statement"),
-    ("/accounts/{id}/statement", {"id": "../x"}, "/api/accounts/..%2Fx/statement"),
+    ("/accounts/{id}/statement", {"id": "a/b.c"}, "/api/accounts/a%2Fb.c/statement"),
+    ("/accounts/{id}/statement", {"id": "..a/b..\\.c"}, "/api/accounts/..a%2Fb..%5C.c/statement"),
     ("/accounts/{id}/statement", {"id": "%2E%2E"}, "/api/accounts/%252E%252E/statement"),
     ("/files/{name}.json", {"name": ".."}, "/api/files/...json"),
     ("/files/{name}", {"name": ".env"}, "/api/files/.env"),
