@@ -54,7 +54,7 @@ from apps.projects.services import project_tool_execution_set
 from apps.routes.admin import RouteListFilter
 
 from . import approvals, invocation_transitions, invocations, selectors
-from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
+from .invocation_errors import ApprovalAlreadyDecided, ApprovalCallCannotRun, ApprovalExpired, ApprovalNotFound
 from .models import Approval, Invocation, InvocationJournalEntry, Tool
 
 # What an approval's page shows of the frozen arguments before the operator asks for all of them.
@@ -652,6 +652,8 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         except ApprovalExpired:
             messages.warning(request, "This approval expired before it was decided: it reads as denied, and the "
                                       "call will not run. Nothing was recorded.")
+        except ApprovalCallCannotRun as refused:  # its session ended after the check above
+            messages.error(request, refused.message)
         else:
             if replay:
                 messages.info(request, "This decision was already recorded.")

@@ -21,7 +21,7 @@ from apps.core.logging import redact
 from apps.core.validators import BIDI_CONTROLS, uuid_parse
 from apps.projects.models import Project
 
-from .invocation_errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
+from .invocation_errors import ApprovalAlreadyDecided, ApprovalCallCannotRun, ApprovalExpired, ApprovalNotFound
 from .invocation_transitions import NOT_SENT_TEXT, State, answer_build, invocation_lock, invocation_settle
 from .models import Approval, Invocation
 from .selectors import SESSION_ENDS_FOR_GOOD
@@ -129,11 +129,19 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
         inv = invocation_lock(invocation_pk)
         approval = Approval.objects.select_for_update().get(pk=approval_id)
         if approval.status in (Approval.Status.APPROVED, Approval.Status.DENIED):
+            # Compared as kept: a comment decided before comments were kept redacted still replays.
             if (approval.decision_id == decision_id and approval.status == decision
-                    and approval.comment == comment):
+                    and redact(approval.comment) == comment):
                 return approval
             raise ApprovalAlreadyDecided(current_decision=approval.status)
         now = timezone.now()
+        if (decision == Approval.Status.APPROVED and approval.status == Approval.Status.PENDING
+                and approval.expires_at > now and inv.state == State.AWAITING_APPROVAL
+                and session_end(session=AgentSession.objects.get(pk=inv.session_id), now=now,
+                                approver_current=True) in SESSION_ENDS_FOR_GOOD):
+            # The console does not offer it; the builder API recorded it, and the watchdog then
+            # settled the call unsent (review).
+            raise ApprovalCallCannotRun()
         if approval.status == Approval.Status.EXPIRED or approval.expires_at <= now:
             approval.status = Approval.Status.EXPIRED
             approval.save(update_fields=["status", "updated_at"])

@@ -80,3 +80,11 @@ class ApprovalExpired(ApiError):
     code = "approval_expired"
     status = 409
     message = "This approval expired before it was decided; it reads as denied."
+
+
+class ApprovalCallCannotRun(ApiError):
+    code = "approval_call_cannot_run"
+    status = 409
+    message = ("The agent session that made this call has ended for good (revoked, expired or its authorization "
+               "deleted), and only that session can resume it: the call can never run, so it cannot be approved. "
+               "Deny it instead. Nothing was recorded.")

@@ -54,6 +54,22 @@ def test_a_high_risk_call_waits_for_approval_with_its_arguments_frozen(shop):
     assert shop.server.received == []
 
 
+def test_the_builder_api_cannot_approve_a_call_whose_session_was_revoked(shop):
+    """Only that session can resume the call: approving it recorded an approval the watchdog then
+    settled unsent, where the console refused it (review)."""
+    from apps.agent_auth.services import session_revoke
+
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 3})
+    approval = Approval.objects.get()
+    session_revoke(session=shop.session, revoked_by="operator")
+    response = _decide(_decision_client(shop.route.project), approval.pk)
+    assert (response.status_code, response.json()["error"]) == (409, "approval_call_cannot_run")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decision_id, approval.decided_at) == ("pending", "", None)
+    denied = _decide(_decision_client(shop.route.project), approval.pk, decision_id="d-2", decision="denied")
+    assert (denied.status_code, denied.json()["data"]["status"]) == (200, "denied")
+
+
 def test_a_matching_approval_rule_needs_approval_and_a_small_change_does_not(shop, dispatching):
     big = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 500}).json()
     small = shop.invoke("stock_write", {"sku": "TEA-1", "quantity": 5}).json()
