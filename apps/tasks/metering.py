@@ -12,7 +12,7 @@ Counters: ``write_reserved`` (writes awaiting approval or dispatch; an uncertain
 ``write_consumed`` (writes that got a trusted answer, a business rejection included),
 ``active_permits`` (dispatches in flight, reads included; an uncertain one is not released). An
 uncertain call's charge is settled only by the business system's own answer arriving after the
-watchdog gave up on the send (``charge_settle(late=True)``)."""
+watchdog gave up on the send (``charge_settle(late=True)``, apps.tools.delivery)."""
 
 from __future__ import annotations
 

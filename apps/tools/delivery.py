@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.tasks.errors import TaskPaused
-from apps.tasks.metering import dispatch_task_refusal
+from apps.tasks.metering import charge_settle, dispatch_task_refusal
 
 from . import dispatch
 from .call_checks import execution_fingerprint
@@ -46,7 +46,7 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
     never sends again: a claimed call is left to the send in flight until its deadline, and past
     it, with no answer, becomes ``uncertain`` (a second message — the watchdog's, or one
     redelivered — must not settle a call another worker is still sending). An HTTP answer that
-    reaches a send the watchdog gave up on is recorded over that verdict."""
+    reaches a send the watchdog gave up on is kept as evidence beside that verdict."""
     with transaction.atomic():
         inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider", "project").filter(
             pk=invocation_pk).first()
@@ -76,13 +76,9 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
             return "deleted"
         inv = found
         if inv.journal_state == Journal.UNCERTAIN and outcome.kind == "response" and outcome.status is not None:
-            # This send outlived its dispatch deadline (a worker frozen or starved past the grace)
-            # and the watchdog settled the call as uncertain. The business system's answer is what
-            # "uncertain" was waiting for: it becomes the call's result, and its task's permit and
-            # reservation, held for good as uncertain, are settled as a trusted answer's.
             logger.warning("Invocation %s: the business system answered (HTTP %s) after the call was marked "
-                           "uncertain; its answer is recorded.", inv.pk, outcome.status)
-            return _record(inv, outcome, late=True)
+                           "uncertain; the answer is kept in its journal.", inv.pk, outcome.status)
+            return _late_answer_kept(inv, outcome)
         if inv.journal_state != Journal.DISPATCHING:
             logger.warning("Invocation %s: an outcome (%s) came after it was marked %s; kept in the log only.",
                            inv.pk, outcome.reason or outcome.kind, inv.journal_state)
@@ -190,9 +186,23 @@ def html_page_text(page: str) -> str:
     return " ".join(" ".join(parser.parts).split())
 
 
-def _record(inv: Invocation, outcome: dispatch.Outcome, *, late: bool = False) -> str:
-    """The call's settled state from what the send brought back. `late`: an HTTP answer to a call
-    already settled as uncertain (only ever a ``response``), recorded over that verdict."""
+def _late_answer_kept(inv: Invocation, outcome: dispatch.Outcome) -> str:
+    """An HTTP answer to a send that outlived its dispatch deadline (a worker frozen or starved
+    past the grace), after the watchdog settled the call as uncertain. The call's result stays the
+    verdict its agent was given (§2 replays a stable result as-is; a person checks the business
+    system): the answer is kept as evidence beside it, a journal entry the invocation's page shows
+    (``uncertain`` still, so the receipt's journal agrees). Its task counts the write as used and
+    frees the permit (§5: a trusted HTTP answer came): held as uncertain, one slow send held the
+    task's permit for good, and with one permit every later call of it was TASK_DISPATCH_UNCERTAIN."""
+    InvocationJournalEntry.objects.create(invocation=inv, state=Journal.UNCERTAIN, detail={"late_answer": {
+        "status": outcome.status, "bytes": len(outcome.body), "truncated": outcome.truncated,
+        "elapsed_ms": outcome.elapsed_ms}})
+    charge_settle(invocation_pk=inv.pk, outcome="trusted", late=True)
+    return "late_answer_kept"
+
+
+def _record(inv: Invocation, outcome: dispatch.Outcome) -> str:
+    """The call's settled state from what the send brought back."""
     now = timezone.now()
     timing: dict[str, Any] = {"responded_at": now, "duration_ms": outcome.elapsed_ms}
     if outcome.kind == "not_sent":
@@ -211,7 +221,7 @@ def _record(inv: Invocation, outcome: dispatch.Outcome, *, late: bool = False) -
     InvocationJournalEntry.objects.create(
         invocation=inv, state=Journal.RESPONSE_RECORDED,
         detail={"status": status, "bytes": len(outcome.body), "truncated": outcome.truncated,
-                "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms, **({"late": True} if late else {})})
+                "reason": outcome.reason, "elapsed_ms": outcome.elapsed_ms})
     text = _response_text(outcome)
     task_outcome = None
     if 200 <= status < 300:
@@ -239,5 +249,5 @@ def _record(inv: Invocation, outcome: dispatch.Outcome, *, late: bool = False) -
     else:
         answer = answer_build(inv, state=State.BUSINESS_REJECTED, business_status=status, text=text)
     invocation_settle(inv, answer, journal=Journal.COMPLETED, detail={"state": answer["state"]},
-                      task_outcome=task_outcome, late=late, **timing)
+                      task_outcome=task_outcome, **timing)
     return str(answer["state"])

@@ -117,14 +117,13 @@ _TASK_OUTCOME = {State.RECONCILIATION_REQUIRED: "uncertain", State.EXECUTED: "tr
 
 def invocation_settle(inv: Invocation, answer: dict[str, Any], *, journal: str | None = None,
                       detail: dict[str, Any] | None = None, task_outcome: str | None = None,
-                      late: bool = False, **fields: Any) -> dict[str, Any]:
-    """`task_outcome` overrides what the state would settle of the task's budget; `late` settles a
-    call that was held as uncertain (charge_settle)."""
+                      **fields: Any) -> dict[str, Any]:
+    """`task_outcome` overrides what the state would settle of the task's budget."""
     transition_save(inv, journal=journal, detail=detail, state=answer["state"], result=answer,
                     business_status=answer.get("business_status"), **fields)
     outcome = task_outcome or _TASK_OUTCOME.get(answer["state"])
     if outcome is not None:  # in the same transaction as the answer
-        charge_settle(invocation_pk=inv.pk, outcome=outcome, late=late)
+        charge_settle(invocation_pk=inv.pk, outcome=outcome)
     return answer
 
 

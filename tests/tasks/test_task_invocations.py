@@ -354,26 +354,24 @@ def _send_held_until_marked_uncertain(shop, settings, task, run_id, *, status=20
     return returned, inv
 
 
-def test_an_answer_that_comes_after_the_watchdog_gave_up_settles_the_call_and_frees_its_permit(
+def test_an_answer_that_comes_after_the_watchdog_gave_up_is_kept_and_frees_the_tasks_permit(
         shop, transactional_db, settings):
     """The watchdog marks a call uncertain when its send outlives the dispatch deadline; the
     business system's answer may still come. It was only logged, and the call held its task's one
-    permit for good: every later call of the task, reads too, was TASK_DISPATCH_UNCERTAIN."""
+    permit for good: every later call of the task, reads too, was TASK_DISPATCH_UNCERTAIN. The
+    call's result stays the verdict its agent was given (§2: a stable result is replayed as-is)."""
     task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1)
     run_id = _bound_run(shop, shop.token, task)
     returned, inv = _send_held_until_marked_uncertain(shop, settings, task, run_id)
-    assert returned == ["executed"]
-    assert (inv.state, inv.journal_state, inv.business_status, inv.result["ok"]) == (
-        "executed", "completed", 200, True)
-    assert list(inv.journal.values_list("state", flat=True)) == [
-        "dispatching", "uncertain", "response_recorded", "completed"]
-    assert inv.journal.get(state="response_recorded").detail["late"] is True
+    assert returned == ["late_answer_kept"]
+    assert (inv.state, inv.journal_state, inv.business_status) == ("reconciliation_required", "uncertain", None)
+    assert list(inv.journal.values_list("state", flat=True)) == ["dispatching", "uncertain", "uncertain"]
+    assert inv.journal.order_by("created_at").last().detail["late_answer"]["status"] == 200
     assert _counters(task) == (0, 1, 0)
     assert Task.objects.get(pk=task.pk).charges.get().outcome == "trusted"
     receipt = APIClient().get(f"/agent-api/v1/tool-invocations/{inv.invocation_id}/receipt",
                               HTTP_AUTHORIZATION=f"Bearer {shop.token}").json()
-    assert (receipt["journal_state"], receipt["result"]["state"]) == ("completed", "executed")
-    shop.server.respond("/api/stock", body=b'{"adjusted":2}')
+    assert (receipt["journal_state"], receipt["result"]["state"]) == ("uncertain", "reconciliation_required")
     read = _post(shop.token, _body(shop, run_id, tool="item_read", arguments={"item_id": "TEA-1"}))
     assert (read.status_code, read.json()["state"]) == (200, "in_progress")  # a permit was free
     assert len(shop.server.requests_to("/api/stock")) == 1  # the write was sent once
@@ -383,8 +381,9 @@ def test_a_late_business_rejection_counts_the_write_as_used(shop, transactional_
     task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1)
     run_id = _bound_run(shop, shop.token, task)
     returned, inv = _send_held_until_marked_uncertain(shop, settings, task, run_id, status=409)
-    assert returned == ["business_rejected"]
-    assert (inv.state, inv.business_status, inv.result["auto_retry_allowed"]) == ("business_rejected", 409, False)
+    assert returned == ["late_answer_kept"]
+    assert inv.state == "reconciliation_required"
+    assert inv.journal.order_by("created_at").last().detail["late_answer"]["status"] == 409
     assert _counters(task) == (0, 1, 0)
 
 
