@@ -683,10 +683,12 @@ def _warn_stranded_calls(request: HttpRequest, *, tool_ids: list[Any]) -> None:
     if approved:
         parts.append(ngettext("%(n)d approved call not yet resumed", "%(n)d approved calls not yet resumed", approved)
                      % {"n": approved})
+    # An approved call resumed while its tool is off is settled unsent for good
+    # (invocations._approved_unrunnable): switching the tool back on brings back only pending ones.
     messages.warning(request, format_html(
         "Calls still waiting for their approval cannot run while {}: {}. Their agents' resume is refused "
-        "(tool_not_found) and their approval pages say so; deny the pending ones in the <a href=\"{}\">approval "
-        "queue</a>, or switch {} back on.",
+        "(tool_not_found), an approved call's for good, and their approval pages say so; deny the pending ones in "
+        "the <a href=\"{}\">approval queue</a>, or switch {} back on before they are decided.",
         ngettext("this tool is off", "these tools are off", len(tool_ids)), " and ".join(parts),
         reverse("admin:tools_approval_changelist") + "?status=pending",
         ngettext("it", "them", len(tool_ids))))

@@ -56,7 +56,8 @@ def approval_lapse(inv: Invocation, *, now: datetime) -> None:
 
 
 # The approver of a pending approval that BailingHub denied because no resume of its call can ever run.
-HUB_APPROVER_LABEL = "BailingHub"
+# Not a username Django lets anyone take (no spaces, no parentheses): no account reads as the hub.
+HUB_APPROVER_LABEL = "BailingHub (automatic)"
 HUB_DECISION_ID = "hub:session-ended"
 _SESSION_ENDED = {SessionEnd.REVOKED: "was revoked", SessionEnd.EXPIRED: "expired",
                   SessionEnd.AUTHORIZATION_DELETED: "ended (its authorization record was deleted)"}

@@ -43,7 +43,7 @@ def test_pending_approvals_of_an_ended_agent_session_are_counted_apart(owner, ap
     page = response.content.decode()
     assert 'data-stat="approvals_pending">1<' in page
     assert 'data-stat="approvals_session_ended"' in page
-    assert "· 2 more whose agent session ended: they cannot run</span>" in page
+    assert "· 2 more whose agent session ended: they cannot run now</span>" in page
     assert "status=pending&amp;session=live" in page  # the tile's list shows what it counts
 
 

@@ -21,9 +21,10 @@ from tests.tools.approval_helpers import pending_approval
 pytest_plugins = ["tests.tools.surface_fixtures"]
 
 STRANDED = ("Calls still waiting for their approval cannot run while this tool is off: 2 pending approvals and 1 "
-            "approved call not yet resumed. Their agents' resume is refused (tool_not_found) and their approval "
-            "pages say so; deny the pending ones in the <a href=\"/admin/tools/approval/?status=pending\">approval "
-            "queue</a>, or switch it back on.")
+            "approved call not yet resumed. Their agents' resume is refused (tool_not_found), an approved call's "
+            "for good, and their approval pages say so; deny the pending ones in the "
+            "<a href=\"/admin/tools/approval/?status=pending\">approval queue</a>, or switch it back on before they "
+            "are decided.")
 
 
 @pytest.fixture
