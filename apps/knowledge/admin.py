@@ -828,23 +828,27 @@ class DocumentAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def _each(self, request, queryset, service, done_text: Callable[[int], str], history: str) -> None:
         """Run a document service on each selected document the operator may change, writing
         `history` to the history of each one done."""
-        done, refused = 0, []
+        done = 0
+        # The service's own reason, with the documents it refused: "Not in a state for this" told
+        # nobody that only a document registered by URL is fetched again (browser audit).
+        refused: dict[str, list[str]] = {}
         editable = self.editable_project_ids(request)
         for document in queryset.select_related("knowledge_base"):
             if document.knowledge_base.project_id not in editable:
-                refused.append(document.filename)
+                refused.setdefault("Your role in its project does not allow this.", []).append(document.filename)
                 continue
             try:
                 service(document=document)
                 done += 1
-            except ApiError:
-                refused.append(document.filename)
+            except ApiError as exc:
+                refused.setdefault(exc.message, []).append(document.filename)
             else:
                 self.log_change(request, document, history)
         if done:
             self.message_user(request, done_text(done), messages.SUCCESS)
-        if refused:
-            self.message_user(request, f"Not in a state for this: {', '.join(refused[:10])}", messages.WARNING)
+        for reason, names in refused.items():
+            more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+            self.message_user(request, f"Not done for {', '.join(names[:10])}{more}: {reason}", messages.WARNING)
 
     @admin.action(description="Retry the selected failed documents", permissions=["change"])
     def retry_documents(self, request, queryset):

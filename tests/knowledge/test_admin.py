@@ -234,6 +234,17 @@ def test_the_retry_action_counts_in_words_that_agree_with_the_number(browser, ow
     assert [str(message) for message in get_messages(response.wsgi_request)] == [text]
 
 
+def test_an_action_refused_for_a_document_says_why_with_the_services_reason(browser, owner):
+    """"Fetch again" on an uploaded file said "Not in a state for this: kettle.txt" (browser audit)."""
+    kb = KnowledgeBaseFactory(project=owner.project)
+    uploaded = _completed(kb, "plain.txt")
+    response = browser.post("/admin/knowledge/document/", {"action": "refetch_documents",
+                                                           "_selected_action": [str(uploaded.pk)]})
+    assert [str(message) for message in get_messages(response.wsgi_request)] == [
+        "Not done for plain.txt: Only a document registered by URL can be fetched again."]
+    assert Document.objects.get().status == "completed"
+
+
 def test_the_document_list_runs_a_fixed_number_of_queries(browser, owner, django_assert_max_num_queries):
     kb = KnowledgeBaseFactory(project=owner.project)
     for _ in range(4):
