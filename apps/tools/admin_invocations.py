@@ -210,8 +210,22 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
         extra_context = {**(extra_context or {}), "dispatch_stall": stall,
                          "dispatch_broker_down": bool(stall and broker_down_text()),
                          "dispatch_passed_over": invocation_passed_over(inv=inv),
-                         "dispatch_queue": dispatch_queue_name(), "dispatch_queue_own": dispatch_queue_is_own()}
+                         "dispatch_queue": dispatch_queue_name(), "dispatch_queue_own": dispatch_queue_is_own(),
+                         "late_answer": self._late_answer(inv)}
         return super().change_view(request, object_id, form_url, extra_context)
+
+    @staticmethod
+    def _late_answer(inv: Invocation) -> dict[str, Any] | None:
+        """The business system's answer that came after the call was marked uncertain
+        (apps.tools.delivery keeps it in the journal, the result unchanged): what the person who
+        checks the business system needs first, above the journal's JSON."""
+        if inv.journal_state != Invocation.JournalState.UNCERTAIN:
+            return None
+        entry = (InvocationJournalEntry.objects.filter(invocation=inv, detail__has_key="late_answer")
+                 .order_by("-created_at").first())
+        if entry is None or not isinstance(entry.detail.get("late_answer"), dict):
+            return None
+        return {**entry.detail["late_answer"], "at": entry.created_at}
 
     @admin.display(description="State", ordering="state")
     def state_badge(self, obj: Invocation) -> SafeString:

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -360,10 +361,14 @@ def test_an_answer_that_comes_after_the_watchdog_gave_up_is_kept_and_frees_the_t
     business system's answer may still come. It was only logged, and the call held its task's one
     permit for good: every later call of the task, reads too, was TASK_DISPATCH_UNCERTAIN. The
     call's result stays the verdict its agent was given (§2: a stable result is replayed as-is)."""
-    task, _ = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1)
+    task, owner = _task(shop, [shop.session], max_write_calls=3, max_concurrent=1)
     run_id = _bound_run(shop, shop.token, task)
     returned, inv = _send_held_until_marked_uncertain(shop, settings, task, run_id)
     assert returned == ["late_answer_kept"]
+    console = Client()
+    console.force_login(owner.user)
+    page = console.get(f"/admin/tools/invocation/{inv.pk}/change/").content.decode()
+    assert "The business system answered after this call was marked uncertain: HTTP 200, 14 bytes" in page
     assert (inv.state, inv.journal_state, inv.business_status) == ("reconciliation_required", "uncertain", None)
     assert list(inv.journal.values_list("state", flat=True)) == ["dispatching", "uncertain", "uncertain"]
     assert inv.journal.order_by("created_at").last().detail["late_answer"]["status"] == 200
