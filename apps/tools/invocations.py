@@ -437,6 +437,10 @@ def _existing(inv: Invocation, *, session: AgentSession, route: Route, call: Inv
     if (inv.route_id != route.pk or inv.tool_name != call.tool or inv.arguments_sha256 != arguments_sha256
             or inv.capability_revision != call.capability_revision):
         raise InvocationConflict()
+    if result_is_stable(inv.result):
+        # As resume and the receipt: the replay of a call whose tool left the caller's surface is
+        # 404 tool_not_found (it was the one path that skipped the check; hostile-input audit).
+        invocation_tool_check(session=session, inv=inv)
     return invocation_advance(inv=inv, session=session)
 
 

@@ -137,9 +137,15 @@ def test_resume_of_a_settled_call_refuses_a_tool_no_longer_authorized(shop):
     approval_decide(approval_id=Approval.objects.get().pk, projects=Project.objects.all(), decision_id="d-1",
                     decision="denied")
     assert shop.resume(invocation_id).json()["state"] == "denied"
+    sent = shop.body("refund_issue", {"order_id": "SO-1", "amount": 2}, invocation_id=invocation_id)
+    assert shop.post(sent).json()["state"] == "denied"  # replayed while the tool is there
     route_tools_set(route=shop.route, write_tools=["stock_write"])
     response = shop.resume(invocation_id)
     assert (response.status_code, response.json()["error"]) == (404, "tool_not_found")
+    # The same call sent again (its replay, as first sent) is held to the same check: it was the one
+    # path that skipped it (hostile-input audit).
+    again = shop.post(sent)
+    assert (again.status_code, again.json()["error"]) == (404, "tool_not_found")
 
 
 def test_resume_refuses_a_tool_whose_execution_changed(shop):
