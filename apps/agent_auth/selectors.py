@@ -110,6 +110,24 @@ def session_end(*, session: AgentSession, now: datetime, approver_current: bool 
     return None if approver_current else SessionEnd.APPROVER_LEFT
 
 
+# The ends a session never comes back from. One whose approver left the project works again once
+# that account is a member again.
+SESSION_ENDS_FOR_GOOD = frozenset({SessionEnd.REVOKED, SessionEnd.EXPIRED, SessionEnd.AUTHORIZATION_DELETED})
+
+
+def session_end_for_good(*, session: AgentSession, now: datetime) -> SessionEnd | None:
+    """Why `session` will never be usable again (SESSION_ENDS_FOR_GOOD), or None: session_end
+    without the approver's membership, which may come back (and is not read)."""
+    end = session_end(session=session, now=now, approver_current=True)
+    return end if end in SESSION_ENDS_FOR_GOOD else None
+
+
+def session_ended_for_good_q(now: datetime, prefix: str = "") -> Q:
+    """`session_end_for_good` as a condition of a query (see session_approver_current_q for `prefix`)."""
+    return (Q(**{f"{prefix}revoked_at__isnull": False}) | Q(**{f"{prefix}refresh_expires_at__lte": now})
+            | Q(**{f"{prefix}authorization__isnull": True}))
+
+
 def session_live(*, session: AgentSession, now: datetime) -> bool:
     """Whether `session` can still be used (session_end says why not). The one rule behind the
     bearer check, task members and the console's states."""

@@ -16,7 +16,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import SessionEnd, session_end
+from apps.agent_auth.selectors import SessionEnd, session_end_for_good
 from apps.core.logging import redact
 from apps.core.validators import BIDI_CONTROLS, uuid_parse
 from apps.projects.models import Project
@@ -24,7 +24,6 @@ from apps.projects.models import Project
 from .invocation_errors import ApprovalAlreadyDecided, ApprovalCallCannotRun, ApprovalExpired, ApprovalNotFound
 from .invocation_transitions import NOT_SENT_TEXT, State, answer_build, invocation_lock, invocation_settle
 from .models import Approval, Invocation
-from .selectors import SESSION_ENDS_FOR_GOOD
 
 COMMENT_MAX_CHARS = 500  # of an approver's comment in a denied answer
 
@@ -75,10 +74,8 @@ def approval_session_ended(inv: Invocation, *, now: datetime) -> bool:
     longer waits or its session can still be used."""
     if inv.state != State.AWAITING_APPROVAL:
         return False
-    session = AgentSession.objects.get(pk=inv.session_id)
-    # The ends for good come first in session_end: whether the approver is current does not matter here.
-    end = session_end(session=session, now=now, approver_current=True)
-    if end not in SESSION_ENDS_FOR_GOOD:
+    end = session_end_for_good(session=AgentSession.objects.get(pk=inv.session_id), now=now)
+    if end is None:
         return False
     approval = Approval.objects.select_for_update().get(invocation=inv)
     why = f"The agent session that made this call {_SESSION_ENDED[end]}"
@@ -138,8 +135,7 @@ def approval_decide(*, approval_id: uuid.UUID | str, projects: Iterable[Project]
         now = timezone.now()
         if (decision == Approval.Status.APPROVED and approval.status == Approval.Status.PENDING
                 and approval.expires_at > now and inv.state == State.AWAITING_APPROVAL
-                and session_end(session=AgentSession.objects.get(pk=inv.session_id), now=now,
-                                approver_current=True) in SESSION_ENDS_FOR_GOOD):
+                and session_end_for_good(session=AgentSession.objects.get(pk=inv.session_id), now=now)):
             # The console does not offer it; the builder API recorded it, and the watchdog then
             # settled the call unsent (review).
             raise ApprovalCallCannotRun()

@@ -139,8 +139,9 @@ class _Placed:
     body: bytes
 
 
-def _arguments_placed(compiled: dict[str, Any], arguments: dict[str, Any]) -> _Placed:
-    """Every argument where the compiled tool says, or ArgumentUnplaceable."""
+def _arguments_placed(compiled: dict[str, Any], arguments: dict[str, Any], *, body_built: bool = True) -> _Placed:
+    """Every argument where the compiled tool says, or ArgumentUnplaceable. Without `body_built`
+    the JSON body is not written (nothing in it is refused, and it may be a mebibyte)."""
     path_values: dict[str, tuple[str, str]] = {}
     query: list[tuple[str, str]] = []
     headers: dict[str, str] = {}
@@ -173,7 +174,7 @@ def _arguments_placed(compiled: dict[str, Any], arguments: dict[str, Any]) -> _P
             else:
                 whole_body = value
     body = b""
-    if has_body or compiled.get("content_type"):
+    if body_built and (has_body or compiled.get("content_type")):
         payload = whole_body if whole_body is not None else body_fields
         if has_body or compiled.get("method", "GET") not in ("GET", "HEAD", "DELETE"):
             body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -185,7 +186,7 @@ def arguments_unplaceable(*, compiled: dict[str, Any], arguments: dict[str, Any]
     """Why `arguments` cannot be put on the wire as the tool says, or None: asked when the call is
     made, so that it is refused then, not after an approval, when the dispatcher builds it."""
     try:
-        _arguments_placed(compiled, arguments)
+        _arguments_placed(compiled, arguments, body_built=False)
     except ArgumentUnplaceable as exc:
         return exc
     return None

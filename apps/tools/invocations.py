@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from celery import current_app
 from django.conf import settings
@@ -39,6 +39,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from apps.agent_auth.models import AgentSession
+from apps.agent_auth.selectors import session_ended_for_good_q
 from apps.core.broker import BROKER_ERRORS
 from apps.core.errors import ApiError
 from apps.core.jsonbytes import compact_json, js_numbers, json_stringify_bytes
@@ -80,7 +81,6 @@ from .invocation_transitions import (
 )
 from .models import Approval, Invocation, InvocationJournalEntry, ToolProvider
 from .ratelimit import rate_limit_take
-from .selectors import session_ended_for_good_q
 from .surface import SurfaceTool, route_approval_forced, route_surface
 
 logger = logging.getLogger("bailinghub.tools")
@@ -644,26 +644,12 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
     counts = {"requeued": 0, "uncertain": 0, "settled": 0}
     lapsed = Invocation.objects.filter(state=State.AWAITING_APPROVAL, approval__status=Approval.Status.PENDING,
                                        approval__expires_at__lte=now)
-    for pk in list(lapsed.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
-        with transaction.atomic():
-            inv = lapsed.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(
-                pk=pk).first()
-            if inv is None:
-                continue
-            approval_lapse(inv, now=now)
-        counts["settled"] += 1
+    counts["settled"] += len(_each_locked(lapsed, lambda inv: approval_lapse(inv, now=now)))
     stranded = Invocation.objects.filter(session_ended_for_good_q(now, "session__"),
                                          state=State.AWAITING_APPROVAL).filter(
         models.Q(approval__status=Approval.Status.PENDING, approval__expires_at__gt=now)
         | models.Q(approval__status=Approval.Status.APPROVED, approval__used_at__isnull=True))
-    for pk in list(stranded.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
-        with transaction.atomic():
-            inv = stranded.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(
-                pk=pk).first()
-            if inv is None:
-                continue
-            settled = approval_session_ended(inv, now=now)
-        counts["settled"] += int(settled)
+    counts["settled"] += sum(_each_locked(stranded, lambda inv: approval_session_ended(inv, now=now)))
     refused = Invocation.objects.filter(state=State.REJECTED_BEFORE_DISPATCH, journal_state=Journal.ABSENT,
                                         result__auto_retry_allowed=True, run_id__in=ended_task_runs(now=now))
     for pk, run_id in list(refused.order_by("updated_at").values_list("pk", "run_id")[:WATCHDOG_BATCH]):
@@ -681,16 +667,26 @@ def invocation_watchdog(*, now: datetime | None = None) -> dict[str, int]:
     overdue = Invocation.objects.filter(state=State.IN_PROGRESS, journal_state=Journal.DISPATCHING,
                                         dispatch_deadline__lte=now)
     for rows in (queued, overdue):
-        for pk in list(rows.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
-            with transaction.atomic():
-                inv = rows.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(
-                    pk=pk).first()
-                if inv is None:
-                    continue
-                state = str(_in_progress_looked_after(inv, now=now).get("state"))  # as a resume would
-            # still in progress: sent to the dispatcher again; else settled (its arguments lost)
+        # As a resume would: still in progress, sent to the dispatcher again; else settled (its arguments lost).
+        for state in _each_locked(rows, lambda inv: str(_in_progress_looked_after(inv, now=now).get("state"))):
             counts[_WATCHDOG_OUTCOMES.get(state, "settled")] += 1
     return counts
+
+
+_T = TypeVar("_T")
+
+
+def _each_locked(rows: models.QuerySet[Invocation], act: Callable[[Invocation], _T]) -> list[_T]:
+    """`act` on up to WATCHDOG_BATCH of `rows`, oldest first, each row locked in a transaction of
+    its own (and read again: one another transaction holds, or that left `rows` meanwhile, is left
+    for the next round); what `act` returned for each."""
+    done: list[_T] = []
+    for pk in list(rows.order_by("updated_at").values_list("pk", flat=True)[:WATCHDOG_BATCH]):
+        with transaction.atomic():
+            inv = rows.select_for_update(of=("self",), skip_locked=True).select_related("route").filter(pk=pk).first()
+            if inv is not None:
+                done.append(act(inv))
+    return done
 
 
 _DISPATCH_STATES: dict[str, str] = {Journal.ABSENT: "not_dispatched", Journal.RESPONSE_RECORDED: "attempted",

@@ -13,7 +13,7 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import SessionEnd, session_end
+from apps.agent_auth.selectors import SESSION_ENDS_FOR_GOOD, session_end
 from apps.core.timefmt import short_duration
 from apps.core.workers import broker_down_text, queue_activity, queue_halt, queue_stall, worker_reading
 from apps.projects.models import Project
@@ -268,12 +268,6 @@ def invocation_passed_over(*, inv: Invocation) -> str:
     return told
 
 
-# Sessions that never work again: only the session that made a call can resume it (its key holds
-# the session's id), so their calls waiting for an approval can never run. A session whose approver
-# left the project works again once that account is a member again: its calls may still run.
-SESSION_ENDS_FOR_GOOD = frozenset({SessionEnd.REVOKED, SessionEnd.EXPIRED, SessionEnd.AUTHORIZATION_DELETED})
-
-
 def session_blocker(*, session: AgentSession, now: datetime | None = None,
                     approver_current: bool | None = None) -> str:
     """Why no resume of a call made by ``session`` can run, as a blocker code beside
@@ -286,15 +280,9 @@ def session_blocker(*, session: AgentSession, now: datetime | None = None,
     return f"session_{end.value}" if end is not None else ""
 
 
-# session_blocker's codes of the ends for good: such a call can never run.
+# session_blocker's codes of the ends for good: such a call can never run (only its session can
+# resume it).
 SESSION_BLOCKERS_FOR_GOOD = frozenset(f"session_{end.value}" for end in SESSION_ENDS_FOR_GOOD)
-
-
-def session_ended_for_good_q(now: datetime, prefix: str = "") -> Q:
-    """Rows whose session (at ``prefix``, e.g. ``"invocation__session__"``) ended for good
-    (SESSION_ENDS_FOR_GOOD), as session_end reads it."""
-    return (Q(**{f"{prefix}revoked_at__isnull": False}) | Q(**{f"{prefix}refresh_expires_at__lte": now})
-            | Q(**{f"{prefix}authorization__isnull": True}))
 
 
 def approvals_waiting_for_tools(*, tool_ids: Iterable[Any], now: datetime | None = None) -> dict[str, int]:
