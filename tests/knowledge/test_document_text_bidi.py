@@ -32,6 +32,12 @@ def chunk(kettle) -> Chunk:
     return Chunk.objects.get(document=kettle, kind="child")
 
 
+def _one_chunk(owner, filename: str, text: str) -> Chunk:
+    """The one child chunk of a document of `text`, ingested in a new KB of `owner`'s project."""
+    document = ingest_texts(KnowledgeBaseFactory(project=owner.project), {filename: text})[filename]
+    return Chunk.objects.get(document=document, kind="child")
+
+
 def test_the_document_page_shows_a_chunks_override_as_its_escape_and_stores_it(browser, kettle, chunk):
     page = browser.get(f"/admin/knowledge/document/{kettle.pk}/change/").content.decode()
     assert f"<bdi>{SHOWN}</bdi></td>" in page
@@ -68,10 +74,8 @@ def test_the_chunk_editor_refuses_an_override_and_names_where_it_is(browser, ket
 
 
 def test_the_chunk_editor_refuses_an_isolate_as_an_override(browser, owner):
-    kb = KnowledgeBaseFactory(project=owner.project)
-    document = ingest_texts(kb, {"plain.txt": "Kettles ship in two days."})["plain.txt"]
-    chunk = Chunk.objects.get(document=document, kind="child")
-    response = browser.post(f"/admin/knowledge/document/{document.pk}/chunks/{chunk.pk}/edit/",
+    chunk = _one_chunk(owner, "plain.txt", "Kettles ship in two days.")
+    response = browser.post(f"/admin/knowledge/document/{chunk.document_id}/chunks/{chunk.pk}/edit/",
                             {"text": "\u2067Kettles ship in two days.\u2069"})
     assert "U+2067 (RIGHT-TO-LEFT ISOLATE) at the start" in response.content.decode()
     assert Chunk.objects.get(pk=chunk.pk).text == "Kettles ship in two days."
@@ -79,10 +83,8 @@ def test_the_chunk_editor_refuses_an_isolate_as_an_override(browser, owner):
 
 def test_the_chunk_editor_keeps_the_marks_of_hebrew_text(browser, owner):
     """A right-to-left mark places the full stop after a Hebrew word where a reader expects it."""
-    kb = KnowledgeBaseFactory(project=owner.project)
-    document = ingest_texts(kb, {"he.txt": "מחיר הקומקום: 1500 ש״ח"})["he.txt"]
-    chunk = Chunk.objects.get(document=document, kind="child")
-    response = browser.post(f"/admin/knowledge/document/{document.pk}/chunks/{chunk.pk}/edit/",
+    chunk = _one_chunk(owner, "he.txt", "מחיר הקומקום: 1500 ש״ח")
+    response = browser.post(f"/admin/knowledge/document/{chunk.document_id}/chunks/{chunk.pk}/edit/",
                             {"text": "מחיר הקומקום: 1500 ש״ח.\u200f"})
     assert response.status_code == 302
     assert Chunk.objects.get(pk=chunk.pk).text == "מחיר הקומקום: 1500 ש״ח.\u200f"

@@ -24,8 +24,9 @@ from apps.tools.models import Approval, Invocation
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
-from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.projects.factories import ProjectFactory
 from tests.routes.factories import RouteFactory
+from tests.tools.approval_fixtures import console_client
 from tests.tools.approval_helpers import call, invoke, pending_approval, turn
 from tests.tools.surface_helpers import STORE_TOOLS
 
@@ -39,41 +40,18 @@ def ident(value: str) -> str:
 
 
 @pytest.fixture
-def route(db):
-    return RouteFactory(key="store-assistant", name="门店助手", tools_direct_enabled=True)
-
-
-@pytest.fixture
-def issued(route):
-    return session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key]), principal=PRINCIPAL)
-
-
-@pytest.fixture
-def approval(api_client, issued, tool_route):
-    return pending_approval(api_client, issued.access_token)
-
-
-def _operator(project: Project, role: str, username: str) -> Client:
-    user = UserFactory(username=username, is_staff=True, is_superuser=False)
-    MembershipFactory(project=project, user=user, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
 def owner(route) -> Client:
-    return _operator(route.project, Membership.Role.OWNER, "owner")
+    return console_client(route.project, Membership.Role.OWNER, "owner")
 
 
 @pytest.fixture
 def viewer(route) -> Client:
-    return _operator(route.project, Membership.Role.VIEWER, "viewer")
+    return console_client(route.project, Membership.Role.VIEWER, "viewer")
 
 
 @pytest.fixture
 def outsider(db) -> Client:
-    return _operator(ProjectFactory(name="Other", slug="other"), Membership.Role.OWNER, "outsider")
+    return console_client(ProjectFactory(name="Other", slug="other"), Membership.Role.OWNER, "outsider")
 
 
 def _detail(approval: Approval) -> str:

@@ -16,10 +16,8 @@ from apps.agent_auth.services import session_revoke
 from apps.projects.models import Membership
 from apps.tools import services
 from apps.tools.models import Approval, Tool
-from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
-from tests.projects.factories import MembershipFactory, UserFactory
-from tests.routes.factories import RouteFactory
+from tests.tools.approval_fixtures import console_client
 from tests.tools.approval_helpers import pending_approval
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
@@ -29,27 +27,8 @@ REVOKED_LINE = "Can never run: its agent session was revoked. Deny it."
 
 
 @pytest.fixture
-def route(db):
-    return RouteFactory(key="store-assistant", name="门店助手", tools_direct_enabled=True)
-
-
-@pytest.fixture
-def issued(route):
-    return session_for(AgentClientFactory(project=route.project, allowed_routes=[route.key]), principal=PRINCIPAL)
-
-
-@pytest.fixture
-def approval(api_client, issued, tool_route):
-    return pending_approval(api_client, issued.access_token)
-
-
-@pytest.fixture
 def owner(route) -> Client:
-    user = UserFactory(username="owner", is_staff=True, is_superuser=False)
-    MembershipFactory(project=route.project, user=user, role=Membership.Role.OWNER)
-    client = Client()
-    client.force_login(user)
-    return client
+    return console_client(route.project, Membership.Role.OWNER, "owner")
 
 
 def _revoke(issued) -> None:

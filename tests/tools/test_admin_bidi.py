@@ -13,8 +13,8 @@ from django.utils.html import escape
 from apps.projects.models import Membership
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
-from tests.projects.factories import MembershipFactory, UserFactory
 from tests.routes.factories import RouteFactory
+from tests.tools.approval_fixtures import console_client
 from tests.tools.approval_helpers import pending_approval
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
@@ -44,11 +44,7 @@ def approval(api_client, route, tool_route):
 
 @pytest.fixture
 def owner(route) -> Client:
-    user = UserFactory(username="owner", is_staff=True, is_superuser=False)
-    MembershipFactory(project=route.project, user=user, role=Membership.Role.OWNER)
-    client = Client()
-    client.force_login(user)
-    return client
+    return console_client(route.project, Membership.Role.OWNER, "owner")
 
 
 @pytest.mark.parametrize("value", AGENT_IDS)

@@ -14,8 +14,7 @@ from apps.tools.approvals import approval_decide
 from apps.tools.models import Tool
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
-from tests.projects.factories import MembershipFactory, UserFactory
-from tests.routes.factories import RouteFactory
+from tests.tools.approval_fixtures import console_client
 from tests.tools.approval_helpers import pending_approval
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
@@ -25,11 +24,6 @@ STRANDED = ("Calls still waiting for their approval cannot run while this tool i
             "for good, and their approval pages say so; deny the pending ones in the "
             "<a href=\"/admin/tools/approval/?status=pending\">approval queue</a>, or switch it back on before they "
             "are decided.")
-
-
-@pytest.fixture
-def route(db):
-    return RouteFactory(key="store-assistant", name="门店助手", tools_direct_enabled=True)
 
 
 @pytest.fixture
@@ -43,11 +37,7 @@ def waiting(route, api_client, tool_route):
 
 @pytest.fixture
 def owner(route) -> Client:
-    user = UserFactory(username="owner", is_staff=True, is_superuser=False)
-    MembershipFactory(project=route.project, user=user, role=Membership.Role.OWNER)
-    client = Client()
-    client.force_login(user)
-    return client
+    return console_client(route.project, Membership.Role.OWNER, "owner")
 
 
 def _messages(response) -> list[str]:
