@@ -21,15 +21,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def owner():
-    return MembershipFactory(role=Membership.Role.OWNER)
-
-
-@pytest.fixture
-def console(owner) -> Client:
-    client = Client()
-    client.force_login(owner.user)
-    return client
+def console(browser) -> Client:
+    """The console as the package's `owner` (tests/projects/console_fixtures)."""
+    return browser
 
 
 @pytest.fixture
