@@ -346,8 +346,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     """The approval queue: pending first, then newest. Operators of a project see its approvals;
     owners and editors decide them."""
 
-    # Few columns, so the list fits beside the filters; the approval's page has everything else.
-    list_display = ["tool", "status_badge", "risk_level", "prompt_text", "asked_by", "age"]
+    # Few columns, so the list fits beside the filters; the approval's page has everything else. Status
+    # and risk share one (the prompt, the text an approver reads, was left a word or two wide).
+    list_display = ["tool", "status_and_risk", "prompt_text", "asked_by", "age"]
     list_display_links = ["tool"]
     list_filter = [ApprovalStatusFilter, ApprovalSessionFilter, ("invocation__route", RouteListFilter), "risk",
                    "project"]
@@ -442,10 +443,6 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         return format_html('{}<br><span class="bh-muted">{}</span>', identifier_html(obj.tool_name),
                            format_html("from {}", text_html(provider)) if provider else "built in")
 
-    @admin.display(description="Risk", ordering="risk")
-    def risk_level(self, obj: Approval) -> SafeString:
-        return risk_badge(obj.risk)
-
     @admin.display(description="Prompt · arguments")
     def prompt_text(self, obj: Approval) -> SafeString:
         line = format_html('<span class="bh-arguments-line">{}</span>', self._arguments_line(obj))
@@ -524,9 +521,10 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
         return format_html('{}<br><span class="bh-muted" title="{}">expires in {}</span>', asked,
                            obj.expires_at.isoformat(timespec="seconds"), timeuntil(obj.expires_at, now))
 
-    @admin.display(description="Status", ordering="status")
-    def status_badge(self, obj: Approval) -> SafeString:
-        return reading_badge(approval_reading(obj))
+    @admin.display(description="Status · risk", ordering="status")
+    def status_and_risk(self, obj: Approval) -> SafeString:
+        return format_html('{} <span class="bh-risk">{}</span>', reading_badge(approval_reading(obj)),
+                           risk_badge(obj.risk))
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view

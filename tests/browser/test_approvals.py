@@ -254,6 +254,12 @@ def test_the_queue_names_the_tool_the_agent_and_the_route_and_fits_at_1366(logge
     assert [text for td in cells if _UUID.search(text := page.evaluate(_MAIN_TEXT, td))] == []
 
     assert_changelist_fits(page, last_header="asked · expires")
+    # The prompt is what the approver reads: at 1366 it was the narrowest text column (~100 px, a
+    # word or two a line) beside the agent's ids (browser audit, low). It is now the widest.
+    widths = {name: row.locator(f".field-{name}").evaluate("e => e.getBoundingClientRect().width")
+              for name in ("tool", "prompt_text", "asked_by", "age")}
+    assert widths["prompt_text"] >= 200, widths
+    assert widths["prompt_text"] == max(widths.values()), widths
 
 
 def test_an_approval_whose_tool_changed_says_the_call_can_no_longer_run(logged_in_page, store_route, agent):
