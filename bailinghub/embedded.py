@@ -29,7 +29,14 @@ import sys
 import time
 from pathlib import Path
 
+import environ
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+# ./.env first, as the settings read it (a variable already in the environment wins): a DATABASE_URL
+# or REDIS_URL kept there means no embedded server to `exec` (`make run`, `make test`) as to the
+# settings, and a BAILING_VAR_DIR there moves ./var/ for both. Read only by the settings, it lost to
+# the embedded URLs `exec` hands its command, and came after VAR_DIR was fixed.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 VAR_DIR = Path(os.environ.get("BAILING_VAR_DIR", BASE_DIR / "var")).resolve()
 PG_DIR = VAR_DIR / "pg"
 REDIS_DIR = VAR_DIR / "redis"
