@@ -25,3 +25,12 @@ def test_the_workers_run_without_gossip_and_mingle():
                if "worker" in str(service.get("command", "")).split()}
     assert sorted(workers) == ["worker", "worker-large"]
     assert all({"--without-gossip", "--without-mingle"} <= set(command) for command in workers.values())
+
+
+@pytest.mark.parametrize("name", ["SECRET_KEY", "TOOL_SECRET_KEYS"])
+def test_every_setting_required_with_debug_off_reaches_the_containers(name):
+    """The containers get only the variables compose lists (.env is not in the image): without
+    TOOL_SECRET_KEYS there, a tool provider could not be saved (its secret cannot be encrypted)."""
+    environment = COMPOSE["x-app"]["environment"]
+    assert environment["DEBUG"] == "false"
+    assert environment.get(name, "").startswith(f"${{{name}:?")
