@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.test import Client
 
 from apps.projects.models import Membership
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
@@ -102,7 +104,21 @@ def admin_login(page, *, username: str, password: str) -> None:
     page.wait_for_url(re.compile(r".*/admin/$"))
 
 
+def session_signed_in(page, user, base_url: str) -> None:
+    """`user` signed in to the console in `page`'s browser context by a session cookie, as a sign-in
+    leaves it (Django's test client's force_login writes the same session row), without the form:
+    the sign-in page and its POST cost about 0.7 s a test over some 150 browser tests. The form
+    itself is driven by tests/browser/test_login.py and by every test that calls admin_login."""
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": base_url, "httpOnly": True,
+                               "sameSite": "Lax"}])
+
+
 @pytest.fixture
-def logged_in_page(page, operator):
-    admin_login(page, username=operator.username, password=OPERATOR_PASSWORD)
+def logged_in_page(page, operator, live_server):
+    """The operator's console, signed in, on the landing page (/admin/)."""
+    session_signed_in(page, operator, live_server.url)
+    page.goto("/admin/")
     return page
