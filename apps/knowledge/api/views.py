@@ -24,15 +24,8 @@ from apps.knowledge.api.serializers import (
     generation_out,
     knowledge_base_out,
 )
-from apps.knowledge.errors import (
-    DocumentInvalid,
-    EmbeddingModelNotFound,
-    KnowledgeBaseInvalid,
-    KnowledgeForbidden,
-    ProjectNotFound,
-    UrlInvalid,
-)
-from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration
+from apps.knowledge.errors import DocumentInvalid, KnowledgeBaseInvalid, UrlInvalid
+from apps.knowledge.models import Document, IndexGeneration
 from apps.projects.builder import (  # by_method: the URL tables use it as v.by_method
     BuilderApi,
     builder_validated,
@@ -43,7 +36,6 @@ from apps.projects.builder import (  # by_method: the URL tables use it as v.by_
     query_integer,
 )
 from apps.projects.models import OperatorToken
-from apps.projects.selectors import project_list_editable, project_list_visible
 
 SCOPE_CREATE = OperatorToken.Scope.KNOWLEDGE_CREATE
 SCOPE_INGEST = OperatorToken.Scope.KNOWLEDGE_INGEST
@@ -111,14 +103,8 @@ class KnowledgeBaseCreateApi(BuilderApi):
 
     def post(self, request):
         data = _validated(KnowledgeBaseCreateIn, request.data)
-        project = project_list_visible(user=request.user).filter(pk=data["project_id"]).first()
-        if project is None:
-            raise ProjectNotFound()
-        if not project_list_editable(user=request.user).filter(pk=project.pk).exists():
-            raise KnowledgeForbidden()
-        model = EmbeddingModel.objects.filter(pk=data["embedding_model_id"]).first()
-        if model is None:
-            raise EmbeddingModelNotFound()
+        project = selectors.project_get_editable(user=request.user, project_id=data["project_id"])
+        model = selectors.embedding_model_get(model_id=data["embedding_model_id"])
         kb = services.knowledge_base_create(
             project=project, name=data["name"], description=data["description"], embedding_model=model,
             embedding_dim=data["embedding_dim"], chunk_strategy=data["chunk_strategy"],
