@@ -168,6 +168,14 @@ class ChunkTextInvalid(ApiError):
     message = "The chunk text is invalid."
 
 
+class SearchInvalid(ApiError):
+    """A builder debug search whose body is refused (the field errors say which)."""
+
+    code = "invalid_search"
+    status = 422
+    message = "The search request is invalid."
+
+
 class SearchUnavailable(ApiError):
     """A debug search whose query the KB's embedding model could not embed (a remote model down or
     refusing): the embedder's message says what to check; it never holds a secret."""

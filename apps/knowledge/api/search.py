@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rest_framework.response import Response
 
-from apps.core.errors import ApiError
 from apps.core.exceptions import validation_extra, validation_message
 from apps.core.fields import (
     ExactFieldsSerializer,
@@ -16,17 +15,11 @@ from apps.core.fields import (
 from apps.knowledge import selectors
 from apps.knowledge.api.serializers import fusion_valid
 from apps.knowledge.api.views import SCOPE_DEBUG
-from apps.knowledge.errors import SearchUnavailable
+from apps.knowledge.errors import SearchInvalid, SearchUnavailable
 from apps.knowledge.pipeline.candidates import Hit
 from apps.knowledge.pipeline.embedders.base import EmbeddingFailed
 from apps.knowledge.pipeline.retrieve import SearchOptions
 from apps.projects.builder import BuilderApi
-
-
-class SearchInvalid(ApiError):
-    code = "invalid_search"
-    status = 422
-    message = "The search request is invalid."
 
 
 class KnowledgeSearchIn(ExactFieldsSerializer):
