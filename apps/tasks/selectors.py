@@ -10,6 +10,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_live_q
+from apps.core.errors import InvalidRequest
 from apps.core.revisions import revision_of
 from apps.core.validators import uuid_parse
 from apps.projects.models import Project
@@ -116,6 +117,20 @@ def task_list_visible(*, user: Any, project_id: uuid.UUID | None = None) -> Quer
     if project_id:
         queryset = queryset.filter(project_id=project_id)
     return queryset.order_by("created_at", "id")
+
+
+def task_list_after(*, user: Any, project_id: uuid.UUID | None = None,
+                    cursor: uuid.UUID | None = None) -> QuerySet[Task]:
+    """The operator's tasks, oldest first, after the task `cursor` (the builder list's cursor: the
+    last task of the page before). A cursor that is not a task of this listing is 400
+    `invalid_request` naming it."""
+    queryset = task_list_visible(user=user, project_id=project_id)
+    if cursor is None:
+        return queryset
+    after = queryset.filter(pk=cursor).first()
+    if after is None:
+        raise InvalidRequest("cursor: Not a task of this listing.", fields={"cursor": ["Unknown cursor."]})
+    return queryset.filter(created_at__gte=after.created_at).exclude(created_at=after.created_at, id__lte=after.id)
 
 
 def task_get_visible(*, user: Any, task_id: str) -> Task:

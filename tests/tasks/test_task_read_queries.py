@@ -1,5 +1,6 @@
 """The builder API's read of a task counts each run's invocations by state in one query: it made
-one query per run (up to a hundred for a busy task)."""
+one query per run (up to a hundred for a busy task). Its list of tasks, a page after a cursor
+included, reads as many statements for four tasks as for one."""
 
 from __future__ import annotations
 
@@ -57,6 +58,38 @@ def test_reading_a_task_makes_as_many_queries_with_four_runs_as_with_one(world, 
         _refund_awaiting_approval(world, task, n)
     with_four, runs = _read(world, task)
     assert (len(runs), with_four) == (4, with_one)
+
+
+def _list(world, query: str = "") -> tuple[int, list[str]]:
+    with CaptureQueriesContext(connection) as queries:
+        response = world.api.get(f"/api/v1/builder/tasks{query}", **bearer(world.operator_token))
+    assert response.status_code == 200, response.json()
+    return len(queries.captured_queries), [row["id"] for row in response.json()["data"]]
+
+
+def _another_task(world, n: int) -> str:
+    task, _ = task_create(project=world.route.project, user=world.owner.user, request_id=f"list-{n}",
+                          members=[MemberSpec(session_id=str(world.first.session.pk), workspace=world.route.key,
+                                              client_conversation_id=f"conversation-{n}", allowed_tools=())],
+                          policy=PolicySpec())
+    return str(task.pk)
+
+
+def test_listing_tasks_makes_as_many_queries_with_four_tasks_as_with_one(world, task):
+    _list(world)  # the token's first use also records it (last_used_at)
+    with_one, _ = _list(world)
+    ids = [str(task.pk), *(_another_task(world, n) for n in (2, 3, 4))]
+    with_four, listed = _list(world)
+    assert (listed, with_four) == (ids, with_one)
+
+
+def test_a_page_after_a_cursor_makes_as_many_queries_with_three_tasks_as_with_one(world, task):
+    first = _list(world)[1][0]
+    _another_task(world, 2)
+    with_one, _ = _list(world, f"?cursor={first}")
+    ids = [_another_task(world, n) for n in (3, 4)]
+    with_three, listed = _list(world, f"?cursor={first}")
+    assert (len(listed), listed[1:], with_three) == (3, ids, with_one)
 
 
 def test_each_run_counts_its_own_invocations_by_state(world, task):

@@ -43,14 +43,8 @@ class TaskListApi(TaskBuilderApi):
         unknown = sorted(set(request.query_params) - {"project_id", "cursor", "limit"})
         if unknown:
             raise InvalidRequest(f"Unknown query parameter: {unknown[0][:64]}.")
-        queryset = selectors.task_list_visible(user=request.user, project_id=_query_uuid(request, "project_id"))
-        cursor = _query_uuid(request, "cursor")
-        if cursor is not None:
-            after = queryset.filter(pk=cursor).first()
-            if after is None:
-                raise InvalidRequest("cursor: Not a task of this listing.", fields={"cursor": ["Unknown cursor."]})
-            queryset = queryset.filter(created_at__gte=after.created_at).exclude(
-                created_at=after.created_at, id__lte=after.id)
+        queryset = selectors.task_list_after(user=request.user, project_id=_query_uuid(request, "project_id"),
+                                             cursor=_query_uuid(request, "cursor"))
         limit = query_integer(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX)
         tasks = list(queryset[: limit + 1])
         more = len(tasks) > limit
