@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from apps.projects.models import OperatorToken
-from apps.projects.tokens import OPERATOR_TOKEN_PREFIX, operator_token_hash
+from apps.projects.tokens import OPERATOR_TOKEN_PREFIX, operator_token_hash, operator_token_touch
 
 
 class OperatorTokenAuthentication(authentication.BaseAuthentication):
@@ -34,8 +34,7 @@ class OperatorTokenAuthentication(authentication.BaseAuthentication):
             or not row.user.is_active
         ):
             raise exceptions.AuthenticationFailed("The token is invalid, expired or revoked.")
-        if row.last_used_at is None or (now - row.last_used_at).total_seconds() > 60:
-            OperatorToken.objects.filter(pk=row.pk).update(last_used_at=now)
+        operator_token_touch(token=row, now=now)
         return row.user, row
 
     def authenticate_header(self, request):

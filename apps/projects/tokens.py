@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -12,6 +12,7 @@ from django.utils import timezone
 from apps.projects.models import OperatorToken
 
 OPERATOR_TOKEN_PREFIX = "bhop_"  # noqa: S105 -- a prefix, not a secret
+LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 def operator_token_hash(token: str) -> str:
@@ -42,3 +43,11 @@ def operator_token_revoke(*, token: OperatorToken) -> OperatorToken:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at", "updated_at"])
     return token
+
+
+def operator_token_touch(*, token: OperatorToken, now: datetime) -> None:
+    """Record the token's use, at most once a minute (one UPDATE, no read)."""
+    if token.last_used_at is not None and now - token.last_used_at <= LAST_USED_RESOLUTION:
+        return
+    OperatorToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now
