@@ -32,7 +32,7 @@ from apps.answers import errors as answer_errors
 from apps.core.errors import ApiError
 from apps.knowledge import errors as kb_errors
 from apps.ledger import errors as ledger_errors
-from apps.projects.builder import InsufficientScope
+from apps.projects.errors import InsufficientScope
 from apps.runtime import errors as runtime_errors
 from apps.runtime.api import knowledge as knowledge_views
 from apps.runtime.api import tools as tool_views

@@ -23,13 +23,8 @@ from apps.core.exceptions import validation_extra, validation_message
 from apps.core.parsers import InvalidJSON
 from apps.core.query import query_repeated_check
 from apps.projects.authentication import OperatorTokenAuthentication
+from apps.projects.errors import InsufficientScope, InvalidFields
 from apps.projects.models import OperatorToken
-
-
-class InsufficientScope(ApiError):
-    code = "insufficient_scope"
-    status = 403
-    message = "The token lacks the scope this operation needs."
 
 
 class HasTokenScope(BasePermission):
@@ -47,12 +42,6 @@ class HasTokenScope(BasePermission):
         if required not in token.scopes:
             raise InsufficientScope(f"The token lacks the {required} scope.", required_scope=required)
         return True
-
-
-class InvalidFields(ApiError):
-    code = "invalid_request"
-    status = 422
-    message = "Some fields are invalid."
 
 
 class BuilderApi(APIView):
