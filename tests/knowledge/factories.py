@@ -1,7 +1,7 @@
 import factory
 
 from apps.knowledge import services
-from apps.knowledge.models import EmbeddingModel, KnowledgeBase
+from apps.knowledge.models import CostRecord, EmbeddingModel, KnowledgeBase
 from tests.projects.factories import ProjectFactory
 
 
@@ -39,3 +39,16 @@ class KnowledgeBaseFactory(factory.django.DjangoModelFactory):
     def _create(cls, model_class, *args, **kwargs):
         model = kwargs.pop("embedding_model")
         return services.knowledge_base_create(embedding_model=model, embedding_dim=model.dimension, **kwargs)
+
+
+class CostRecordFactory(factory.django.DjangoModelFactory):
+    """A metered rerank call of a KB, as apps.knowledge.pipeline.rerank records it."""
+
+    class Meta:
+        model = CostRecord
+
+    call_kind = CostRecord.CallKind.RERANK
+    knowledge_base = factory.SubFactory(KnowledgeBaseFactory)
+    model = "rerank-small"
+    units = 4
+    latency_ms = 12

@@ -3,15 +3,18 @@ from datetime import UTC
 
 import pytest
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.db.models import Count
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from apps.knowledge import ingest, services
 from apps.knowledge.models import Document, EmbeddingModel, IndexGeneration, KnowledgeBase
 from apps.projects.models import Membership, OperatorToken
-from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
+from tests.knowledge.factories import CostRecordFactory, EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, ingest_texts, upload
 from tests.projects.factories import MembershipFactory
+from tests.routes.factories import RouteFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -252,6 +255,29 @@ def test_the_document_list_runs_a_fixed_number_of_queries(browser, owner, django
     with django_assert_max_num_queries(12):
         response = browser.get("/admin/knowledge/document/")
     assert response.status_code == 200
+
+
+def _listed_queries(browser, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert browser.get(url).status_code == 200
+    return len(queries.captured_queries)
+
+
+def test_the_knowledge_base_list_makes_as_many_queries_with_four_kbs_as_with_one(browser, owner):
+    _completed(KnowledgeBaseFactory(project=owner.project), "plain.txt")
+    with_one = _listed_queries(browser, "/admin/knowledge/knowledgebase/")
+    for _ in range(3):
+        _completed(KnowledgeBaseFactory(project=owner.project), "plain.txt")
+    assert _listed_queries(browser, "/admin/knowledge/knowledgebase/") == with_one
+
+
+def test_the_cost_record_list_makes_as_many_queries_with_four_records_as_with_one(browser, owner):
+    route = RouteFactory(project=owner.project)
+    CostRecordFactory(knowledge_base=KnowledgeBaseFactory(project=owner.project), route=route)
+    with_one = _listed_queries(browser, "/admin/knowledge/costrecord/")
+    for _ in range(3):
+        CostRecordFactory(knowledge_base=KnowledgeBaseFactory(project=owner.project), route=route)
+    assert _listed_queries(browser, "/admin/knowledge/costrecord/") == with_one
 
 
 def test_a_new_operator_token_is_shown_once(browser, owner):

@@ -1,12 +1,16 @@
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.routes.services import route_update
 from apps.tools.route_tools import SourceSpec, route_tools_set
 from apps.tools.services import provider_create
 from apps.tools.surface import route_surface
-from tests.runtime.tool_api_helpers import catalog, refused, stored_rows
+from tests.runtime.tool_api_helpers import catalog, refused, search, stored_rows
+from tests.tools.factories import STORE_SPEC, ToolProviderFactory
+from tests.tools.surface_helpers import STORE_TOOLS
 
 pytest_plugins = ["tests.tools.surface_fixtures"]
 
@@ -77,3 +81,29 @@ def test_a_catalog_over_1_mib_ends_at_the_last_whole_tool_that_fits(api_client, 
 
 def test_a_catalog_that_fits_says_nothing_about_truncation(api_client, issued, tool_route):
     assert "truncated" not in catalog(api_client, issued.access_token, route="store-assistant").json()
+
+
+def _queries(response_of) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert response_of().status_code == 200
+    return len(queries.captured_queries)
+
+
+def test_the_catalog_and_search_read_as_much_from_four_sources_as_from_one(api_client, issued, tool_route,
+                                                                          store_provider):
+    """A route drawing one tool from each of four providers is read in as many statements as a
+    route drawing one tool from one."""
+    token = issued.access_token
+    listed = lambda: catalog(api_client, token, route="store-assistant")  # noqa: E731
+    searched = lambda: search(api_client, token, {"query": "order"})  # noqa: E731
+    route_tools_set(route=tool_route, sources=[SourceSpec(provider=store_provider, allowed_tools=STORE_TOOLS[:1])],
+                    write_tools=[], tools_direct_enabled=True)
+    listed()  # the session's first use also records it (last_used_at)
+    with_one = (_queries(listed), _queries(searched))
+    providers = [store_provider, *(ToolProviderFactory(project=tool_route.project, name=f"store-{n}",
+                                                       spec=STORE_SPEC) for n in range(3))]
+    route_tools_set(route=tool_route, sources=[SourceSpec(provider=provider, allowed_tools=[name])
+                                               for provider, name in zip(providers, STORE_TOOLS, strict=False)],
+                    write_tools=["stock_adjust", "order_refund"], tools_direct_enabled=True)
+    assert len(listed().json()["tools"]) == 4
+    assert (_queries(listed), _queries(searched)) == with_one

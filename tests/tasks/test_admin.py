@@ -8,7 +8,9 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -816,3 +818,19 @@ def test_a_long_tools_box_offers_a_filter_by_name(world, owner, tools, monkeypat
     box = owner.get(url, query).content.decode()
     assert re.search(r'<input type="search" class="bh-tools-filter" id="id_m1-tools-filter" '
                      r'aria-label="Filter the 2 tools by name"', box)
+
+
+def _listed_queries(client: Client) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(LIST_URL).status_code == 200
+    return len(queries.captured_queries)
+
+
+def test_the_list_makes_as_many_queries_with_four_tasks_as_with_one(world, owner):
+    _task(world)
+    with_one = _listed_queries(owner)
+    for n in range(2, 5):
+        task_create(project=world.route.project, user=world.owner.user, request_id=f"rq-{n}", name=f"restock {n}",
+                    members=[MemberSpec(session_id=str(world.second.session.pk), workspace=world.route.key,
+                                        client_conversation_id=f"conv-{n}")], policy=PolicySpec())
+    assert (_listed_queries(owner), Task.objects.count()) == (with_one, 4)
