@@ -32,7 +32,7 @@ from apps.answers import errors as answer_errors
 from apps.core.errors import ApiError
 from apps.knowledge import errors as kb_errors
 from apps.ledger import errors as ledger_errors
-from apps.projects.errors import InsufficientScope
+from apps.projects.errors import InsufficientScope, ProjectForbidden, ProjectNotFound
 from apps.runtime import errors as runtime_errors
 from apps.runtime.api import knowledge as knowledge_views
 from apps.runtime.api import tools as tool_views
@@ -141,7 +141,7 @@ ERRORS: dict[str, list] = {
     "apps.knowledge.api.views.EmbeddingModelListApi": [*BUILDER],
     "apps.knowledge.api.views.KnowledgeBaseListApi": [*BUILDER, *BUILDER_PAGE],
     "apps.knowledge.api.views.KnowledgeBaseCreateApi": [
-        *BUILDER, *WITH_BODY, kb_errors.ProjectNotFound, kb_errors.KnowledgeForbidden, *KB_SETTINGS],
+        *BUILDER, *WITH_BODY, ProjectNotFound, ProjectForbidden, *KB_SETTINGS],
     "apps.knowledge.api.views.KnowledgeBaseGetApi": [*BUILDER, *KB_VISIBLE],
     "apps.knowledge.api.views.KnowledgeBaseUpdateApi": [*BUILDER, *WITH_BODY, *KB_EDITABLE, *KB_SETTINGS],
     "apps.knowledge.api.views.KnowledgeBaseRebuildApi": [*BUILDER, *KB_EDITABLE, kb_errors.RebuildInProgress],
@@ -171,7 +171,7 @@ ERRORS: dict[str, list] = {
     "apps.answers.api.views.RagReportApi": [*BUILDER, *BUILDER_PAGE, *RAG_ROUTE],
     "apps.tools.api.views.ToolProviderListApi": [*BUILDER, *BUILDER_PAGE],
     "apps.tools.api.views.ToolProviderCreateApi": [
-        *BUILDER, *WITH_BODY, kb_errors.ProjectNotFound, tool_errors.ToolsForbidden, tool_errors.InvalidToolProvider,
+        *BUILDER, *WITH_BODY, ProjectNotFound, ProjectForbidden, tool_errors.InvalidToolProvider,
         tool_errors.ProviderNameTaken, *SPEC_REFUSED],
     "apps.tools.api.views.ToolProviderGetApi": [*BUILDER, tool_errors.ToolProviderNotFound],
     "apps.tools.api.views.ToolProviderDeleteApi": [*BUILDER, *PROVIDER_EDITABLE],

@@ -18,12 +18,6 @@ class DocumentNotFound(ApiError):
     message = "Document not found."
 
 
-class ProjectNotFound(ApiError):
-    code = "project_not_found"
-    status = 404
-    message = "Project not found."
-
-
 class KnowledgeForbidden(ApiError):
     code = "forbidden"
     status = 403

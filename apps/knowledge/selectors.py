@@ -32,7 +32,6 @@ from apps.knowledge.errors import (
     EmbeddingModelNotFound,
     KnowledgeBaseNotFound,
     KnowledgeForbidden,
-    ProjectNotFound,
 )
 from apps.knowledge.leases import lease_expires_at
 from apps.knowledge.models import (
@@ -44,7 +43,6 @@ from apps.knowledge.models import (
 )
 from apps.knowledge.pipeline import retrieve
 from apps.knowledge.pipeline.candidates import Hit
-from apps.projects.models import Project
 from apps.projects.selectors import project_list_editable, project_list_visible
 from apps.routes.models import Route
 
@@ -60,16 +58,6 @@ def knowledge_base_list_visible(*, user, project_id=None) -> QuerySet[KnowledgeB
     # Project names repeat; the project's id, then the KB's, make the order total, so offset pages
     # of the builder list neither repeat nor skip a KB.
     return queryset.order_by("project__name", "project_id", "name", "id")
-
-
-def project_get_editable(*, user, project_id) -> Project:
-    """The project a new KB goes into: 404 when the operator cannot see it, 403 when they only view it."""
-    project = project_list_visible(user=user).filter(pk=project_id).first()
-    if project is None:
-        raise ProjectNotFound()
-    if not project_list_editable(user=user).filter(pk=project.pk).exists():
-        raise KnowledgeForbidden()
-    return project
 
 
 def knowledge_base_get_visible(*, user, kb_id) -> KnowledgeBase:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from apps.projects.errors import ProjectForbidden, ProjectNotFound
 from apps.projects.models import Membership, Project
 
 WRITE_ROLES = (Membership.Role.OWNER, Membership.Role.EDITOR)
@@ -23,6 +24,17 @@ def project_list_editable(*, user) -> QuerySet[Project]:
     if user.is_superuser:
         return Project.objects.all()
     return Project.objects.filter(memberships__user=user, memberships__role__in=WRITE_ROLES).distinct()
+
+
+def project_get_editable(*, user, project_id) -> Project:
+    """The project a new KB or tool provider goes into: 404 when the operator cannot see it, 403 when
+    they only view it."""
+    project = project_list_visible(user=user).filter(pk=project_id).first()
+    if project is None:
+        raise ProjectNotFound()
+    if not project_list_editable(user=user).filter(pk=project.pk).exists():
+        raise ProjectForbidden()
+    return project
 
 
 def project_role(*, user, project: Project) -> str | None:

@@ -94,16 +94,6 @@ def provider_get_editable(*, user: Any, provider_id: uuid.UUID) -> ToolProvider:
     return provider
 
 
-def project_get_editable(*, user: Any, project_id: uuid.UUID) -> Project:
-    from apps.knowledge.errors import ProjectNotFound
-
-    project = project_list_visible(user=user).filter(pk=project_id).first()
-    if project is None:
-        raise ProjectNotFound()
-    _check_editable(user=user, project_id=project.pk)
-    return project
-
-
 # A route's tools and knowledge bindings.
 
 

@@ -36,6 +36,7 @@ from apps.projects.builder import (  # by_method: the URL tables use it as v.by_
     query_integer,
 )
 from apps.projects.models import OperatorToken
+from apps.projects.selectors import project_get_editable
 
 SCOPE_CREATE = OperatorToken.Scope.KNOWLEDGE_CREATE
 SCOPE_INGEST = OperatorToken.Scope.KNOWLEDGE_INGEST
@@ -103,7 +104,7 @@ class KnowledgeBaseCreateApi(BuilderApi):
 
     def post(self, request):
         data = _validated(KnowledgeBaseCreateIn, request.data)
-        project = selectors.project_get_editable(user=request.user, project_id=data["project_id"])
+        project = project_get_editable(user=request.user, project_id=data["project_id"])
         model = selectors.embedding_model_get(model_id=data["embedding_model_id"])
         kb = services.knowledge_base_create(
             project=project, name=data["name"], description=data["description"], embedding_model=model,

@@ -14,7 +14,7 @@ from apps.core.errors import ApiError
 from apps.core.validators import uuid_parse
 from apps.projects.builder import BuilderApi, builder_validated, query_error, query_integer
 from apps.projects.models import OperatorToken
-from apps.projects.selectors import project_list_visible
+from apps.projects.selectors import project_get_editable, project_list_visible
 from apps.tools import builder, selectors, services
 from apps.tools.api.serializers import (
     RouteUpdateIn,
@@ -93,7 +93,7 @@ class ToolProviderCreateApi(_SpecBody, ToolsBuilderApi):
 
     def post(self, request: Request) -> Response:
         data = _validated(ToolProviderCreateIn, request.data, InvalidToolProvider)
-        project = builder.project_get_editable(user=request.user, project_id=data["project_id"])
+        project = project_get_editable(user=request.user, project_id=data["project_id"])
         outcome, generated = builder.provider_create(
             project=project, name=data["name"], base_url=data["base_url"], secret=data.get("secret"),
             spec=data["spec"], spec_filename=data["spec_filename"], enabled=data["enabled"])
