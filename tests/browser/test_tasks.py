@@ -131,10 +131,10 @@ def test_a_session_found_by_searching_offers_only_the_workspaces_it_may_use(logg
                                                                             monkeypatch):
     """Past SESSION_CHOICES_MAX the session is Django's autocomplete: its options come from the search,
     without the workspaces of the plain select's, and every workspace stayed offered."""
-    from apps.runtime import admin_tasks
+    from apps.runtime import admin_task_create
 
     RouteFactory(project=route.project, key="hr-helpdesk", name="HR Helpdesk")
-    monkeypatch.setattr(admin_tasks, "SESSION_CHOICES_MAX", 0)
+    monkeypatch.setattr(admin_task_create, "SESSION_CHOICES_MAX", 0)
     page = logged_in_page
     page.goto("/admin/tasks/task/add/")
     row = page.locator('[data-member-row="0"]')
@@ -377,9 +377,9 @@ def test_a_refused_form_keeps_each_rows_tools_and_the_page_fits_390_px(logged_in
 
 
 def test_a_long_tools_box_is_filtered_by_name_keeping_the_checked_ones(logged_in_page, sessions, monkeypatch):
-    from apps.runtime import admin_tasks
+    from apps.runtime import admin_task_create
 
-    monkeypatch.setattr(admin_tasks, "TOOLS_FILTER_MIN", 1, raising=False)
+    monkeypatch.setattr(admin_task_create, "TOOLS_FILTER_MIN", 1)
     page = logged_in_page
     page.goto("/admin/tasks/task/add/")
     page.select_option("#id_m0-workspace", "store-assistant")

@@ -1,6 +1,6 @@
-"""The task console (apps/runtime/admin_tasks.py) through Django's test client: scoping, creating a task
-from sessions with errors beside their fields, a double submit, control with compare-and-set and
-a viewer's read-only page."""
+"""The task console (apps/runtime/admin_tasks.py, admin_task_create.py) through Django's test
+client: scoping, creating a task from sessions with errors beside their fields, a double submit,
+control with compare-and-set and a viewer's read-only page."""
 
 from __future__ import annotations
 
@@ -664,9 +664,9 @@ def test_the_create_form_refuses_a_name_with_a_bidi_control(world, owner, tools)
 def test_past_the_select_limit_a_members_session_is_picked_by_searching(world, owner, tools, monkeypatch):
     """A project of many active sessions: no row lists them all, and a session found by searching
     makes the task as one picked from the list did."""
-    from apps.runtime import admin_tasks
+    from apps.runtime import admin_task_create
 
-    monkeypatch.setattr(admin_tasks, "SESSION_CHOICES_MAX", 1, raising=False)
+    monkeypatch.setattr(admin_task_create, "SESSION_CHOICES_MAX", 1)
     html = owner.get(ADD_URL).content.decode()
     selects = re.findall(r'<select name="m\d-session".*?</select>', html, re.S)
     assert len(selects) == 4
@@ -680,7 +680,7 @@ def test_past_the_select_limit_a_members_session_is_picked_by_searching(world, o
 
 def test_the_session_search_finds_the_projects_active_sessions_by_user_or_principal(world, owner):
     from apps.agent_auth.services import session_revoke
-    from apps.runtime.admin_tasks import session_label
+    from apps.runtime.admin_task_create import session_label
 
     url = f"/admin/tasks/task/sessions/{world.route.project.pk}/"
     found = owner.get(url, {"term": "u-1002"}).json()
@@ -744,7 +744,7 @@ def test_a_member_takes_no_workspace_but_its_projects_and_nothing_is_created(wor
 def test_the_tool_picks_walk_only_the_routes_with_agent_direct_tools(world, tools, monkeypatch):
     """A route with agent-direct tools off has none to offer; at 2,000 such routes, walking their
     surfaces was most of the create page."""
-    from apps.runtime import admin_tasks
+    from apps.runtime import admin_task_create
     from apps.tools.surface import route_surfaces
 
     no_tools = RouteFactory(project=world.route.project, key="no-tools", tools_direct_enabled=False)
@@ -754,8 +754,8 @@ def test_the_tool_picks_walk_only_the_routes_with_agent_direct_tools(world, tool
         walked.extend(route.key for route in routes)
         return route_surfaces(routes=routes, session=session)
 
-    monkeypatch.setattr(admin_tasks, "route_surfaces", spy)
-    options = admin_tasks.route_tool_options([no_tools, world.route])
+    monkeypatch.setattr(admin_task_create, "route_surfaces", spy)
+    options = admin_task_create.route_tool_options([no_tools, world.route])
     assert walked == [world.route.key]
     assert {key: [option.value for option in row] for key, row in options.items()} == {
         "no-tools": [], "store-assistant": ["store-assistant:order_status", "store-assistant:stock_adjust"]}
@@ -802,19 +802,19 @@ def test_a_members_many_tools_are_folded_under_their_count_on_the_task_page(worl
     member = re.compile(r'<tr data-member="0">.*?</tr>', re.S)
     inline = member.search(owner.get(url).content.decode()).group(0)
     assert "<details" not in inline and "<code>stock_adjust</code>" in inline
-    monkeypatch.setattr(admin_tasks, "MEMBER_TOOLS_INLINE", 0, raising=False)
+    monkeypatch.setattr(admin_tasks, "MEMBER_TOOLS_INLINE", 0)
     folded = member.search(owner.get(url).content.decode()).group(0)
     assert '<details class="bh-member-tools"><summary>1 tool</summary><code>stock_adjust</code></details>' in folded
 
 
 def test_a_long_tools_box_offers_a_filter_by_name(world, owner, tools, monkeypatch):
     """Past TOOLS_FILTER_MIN tools a row's box starts with a labelled filter; below it, none."""
-    from apps.runtime import admin_tasks
+    from apps.runtime import admin_task_create
 
     url = TOOLS_URL.format(world.route.project.pk)
     query = {"workspace": world.route.key, "row": "1"}
     assert "bh-tools-filter" not in owner.get(url, query).content.decode()
-    monkeypatch.setattr(admin_tasks, "TOOLS_FILTER_MIN", 1, raising=False)
+    monkeypatch.setattr(admin_task_create, "TOOLS_FILTER_MIN", 1)
     box = owner.get(url, query).content.decode()
     assert re.search(r'<input type="search" class="bh-tools-filter" id="id_m1-tools-filter" '
                      r'aria-label="Filter the 2 tools by name"', box)
