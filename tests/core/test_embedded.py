@@ -22,9 +22,10 @@ def var_dir(embedded_var_dir):
 
 
 def _env(var_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env["BAILING_VAR_DIR"] = str(var_dir)
-    return env
+    """The environment of a command on embedded servers of its own. DATABASE_URL and REDIS_URL set
+    empty, not removed: an unset one is read from ./.env (bailinghub.embedded reads it), and a
+    developer's .env naming a server would take the command there."""
+    return {**os.environ, "DATABASE_URL": "", "REDIS_URL": "", "BAILING_VAR_DIR": str(var_dir)}
 
 
 def _exec(var_dir: Path, code: str, **kwargs):

@@ -70,8 +70,8 @@ def test_session_options_can_be_replaced_from_the_environment():
 def test_a_fresh_embedded_postgres_is_tuned_and_keeps_its_settings_across_restarts(embedded_var_dir):
     """First start writes PG_SETTINGS (ALTER SYSTEM); shared_buffers needs a restart, so the second
     start runs with all of them. A separate server of its own: the suite's own is untouched."""
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env["BAILING_VAR_DIR"] = str(embedded_var_dir("tuned"))
+    # Empty, not removed: an unset DATABASE_URL or REDIS_URL is read from ./.env.
+    env = {**os.environ, "DATABASE_URL": "", "REDIS_URL": "", "BAILING_VAR_DIR": str(embedded_var_dir("tuned"))}
     show = ("import os, psycopg; c = psycopg.connect(os.environ['DATABASE_URL']); "
             "print(','.join(c.execute(f'SHOW {n}').fetchone()[0] for n in "
             "('shared_buffers', 'random_page_cost', 'maintenance_work_mem', 'effective_cache_size')))")
