@@ -121,4 +121,5 @@ def logged_in_page(page, operator, live_server):
     """The operator's console, signed in, on the landing page (/admin/)."""
     session_signed_in(page, operator, live_server.url)
     page.goto("/admin/")
+    assert page.url.endswith("/admin/"), f"the session cookie did not sign in: {page.url}"
     return page

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from tests.browser.conftest import OPERATOR_PASSWORD
+from tests.browser.conftest import OPERATOR_PASSWORD, admin_login
 
 
-def test_operator_logs_in_and_lands_on_the_console(logged_in_page):
-    page = logged_in_page
+def test_operator_logs_in_and_lands_on_the_console(page, operator):
+    """The sign-in form itself (logged_in_page signs in by a session cookie and never shows it)."""
+    admin_login(page, username=operator.username, password=OPERATOR_PASSWORD)
     assert page.url.endswith("/admin/")
     assert page.locator("#user-tools").inner_text().upper().find("OPERATOR") >= 0
 
