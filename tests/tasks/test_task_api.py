@@ -451,3 +451,15 @@ def test_a_builder_create_with_a_repeated_parameter_is_refused_and_creates_nothi
     response = _post(world, "/api/v1/builder/tasks?request_id=a&request_id=b", _create_body(world))
     assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
     assert (Task.objects.count(), TaskLedgerEntry.objects.count()) == (0, 0)
+
+
+def test_the_builder_list_refuses_a_cursor_that_is_not_a_task_of_the_listing_before_reading_the_limit(world):
+    """The cursor's 400 names it (apps.tasks.selectors.task_list_after), whether no task has the id or
+    the task is outside the listing (another project's, with project_id); it is checked before the
+    limit, as when the view read it itself."""
+    task = _task(world)
+    for query in (f"cursor={uuid.uuid4()}&limit=0", f"cursor={task.pk}&project_id={uuid.uuid4()}&limit=0"):
+        response = world.api.get(f"/api/v1/builder/tasks?{query}", **_op(world))
+        body = response.json()
+        assert (response.status_code, body["error"], body["message"], body["fields"]) == (
+            400, "invalid_request", "cursor: Not a task of this listing.", {"cursor": ["Unknown cursor."]}), query
