@@ -32,12 +32,27 @@ from pathlib import Path
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-# ./.env first, as the settings read it (a variable already in the environment wins): a DATABASE_URL
-# or REDIS_URL kept there means no embedded server to `exec` (`make run`, `make test`) as to the
+
+
+class _DotEnv(environ.Env):
+    ENVIRON: dict[str, str] = {}  # read_env's target: ./.env's values, not os.environ
+
+
+# ./.env, as the settings read it (a variable already in the environment wins): a DATABASE_URL or
+# REDIS_URL kept there means no embedded server to `exec` (`make run`, `make test`) as to the
 # settings, and a BAILING_VAR_DIR there moves ./var/ for both. Read only by the settings, it lost to
-# the embedded URLs `exec` hands its command, and came after VAR_DIR was fixed.
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
-VAR_DIR = Path(os.environ.get("BAILING_VAR_DIR", BASE_DIR / "var")).resolve()
+# the embedded URLs `exec` hands its command, and came after VAR_DIR was fixed. Read into a dict of
+# its own: in os.environ, every .env value reached exec's command as if the environment set it, and
+# won there over what the command sets by default (bench/common.py's DEBUG=true).
+_DotEnv.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _setting(name: str, env: dict[str, str] | os._Environ[str] = os.environ) -> str:
+    """`name` from the environment, else from ./.env; "" when neither sets it."""
+    return env[name] if name in env else _DotEnv.ENVIRON.get(name, "")
+
+
+VAR_DIR = Path(_setting("BAILING_VAR_DIR") or BASE_DIR / "var").resolve()
 PG_DIR = VAR_DIR / "pg"
 REDIS_DIR = VAR_DIR / "redis"
 LOCK_FILE = VAR_DIR / "embedded.lock"
@@ -385,6 +400,8 @@ def _release(marker: Path, *, stop_database: bool, stop_redis: bool) -> list[str
 def _exec(command: list[str]) -> int:
     env = dict(os.environ)
     marker = _user_register()
+    # Handed to the command set (from .env when only it names them), or embedded when neither does.
+    env.update({name: _setting(name, env) for name in ("DATABASE_URL", "REDIS_URL") if _setting(name, env)})
     embedded_database = not env.get("DATABASE_URL")
     embedded_redis = not env.get("REDIS_URL")
     try:

@@ -199,23 +199,26 @@ def test_after_pgservers_wait_a_postmaster_that_never_started_or_died_is_started
 def test_dot_env_is_read_before_the_embedded_servers_are_chosen(tmp_path):
     """.env.example says to copy it to .env: a DATABASE_URL, REDIS_URL or BAILING_VAR_DIR kept there
     must count for `make run` (`embedded exec`) as for the settings. A copy of the module beside a
-    .env of its own, so the repository's .env (if any) and the suite's servers are untouched."""
+    .env of its own, so the repository's .env (if any) and the suite's servers are untouched. The
+    rest of .env stays .env's: not put in os.environ, nor handed to the command as its environment
+    (there it won over what the command sets by default: bench/common.py's DEBUG=true)."""
     package = tmp_path / "bailinghub"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "embedded.py").write_text((ROOT / "bailinghub" / "embedded.py").read_text())
     (tmp_path / ".env").write_text(f"BAILING_VAR_DIR={tmp_path / 'elsewhere'}\n"
-                                   "DATABASE_URL=postgres://u@db.example/d\nREDIS_URL=redis://cache.example/0\n")
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "BAILING_VAR_DIR"}}
+                                   "DATABASE_URL=postgres://u@db.example/d\nREDIS_URL=redis://cache.example/0\n"
+                                   "DEBUG=false\n")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "BAILING_VAR_DIR", "DEBUG"}}
     env["PYTHONPATH"] = str(tmp_path)
-    code = "import os, bailinghub.embedded as e; print(e.VAR_DIR); print(os.environ['DATABASE_URL'])"
+    code = "import os, bailinghub.embedded as e; print(e.VAR_DIR); print(os.environ.get('DATABASE_URL', '-'))"
     shown = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert shown.stdout.split() == [str((tmp_path / "elsewhere").resolve()), "postgres://u@db.example/d"], shown.stderr
-    # exec starts no embedded server when .env names both: the command gets .env's URLs.
+    assert shown.stdout.split() == [str((tmp_path / "elsewhere").resolve()), "-"], shown.stderr
+    # exec starts no embedded server when .env names both: the command gets .env's URLs, and only them.
     ran = subprocess.run(
         [sys.executable, "-m", "bailinghub.embedded", "exec", "--", sys.executable, "-c",
-         "import os; print(os.environ['DATABASE_URL'], os.environ['REDIS_URL'])"],
+         "import os; print(os.environ['DATABASE_URL'], os.environ['REDIS_URL'], os.environ.get('DEBUG', '-'))"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert ran.stdout.split() == ["postgres://u@db.example/d", "redis://cache.example/0"], ran.stderr
+    assert ran.stdout.split() == ["postgres://u@db.example/d", "redis://cache.example/0", "-"], ran.stderr
     assert not (tmp_path / "elsewhere" / "pg").exists()
