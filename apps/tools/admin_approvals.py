@@ -98,8 +98,11 @@ def reading_badge(reading: str) -> SafeString:
                        reading, _READING_LABELS.get(reading, reading))
 
 
-def risk_badge(risk: str) -> SafeString:
-    return format_html('<span class="bh-badge {}" data-risk="{}">{}</span>', _RISK_CLASSES.get(risk, ""), risk, risk)
+def risk_badge(risk: str, *, named: bool = False) -> SafeString:
+    """The risk level's badge; `named` says "risk" in it, where it stands beside the status's badge
+    (the queue's "Status · risk": "pending" and "medium" were two amber badges, neither named)."""
+    return format_html('<span class="bh-badge {}" data-risk="{}">{}</span>', _RISK_CLASSES.get(risk, ""), risk,
+                       f"{risk} risk" if named else risk)
 
 
 _STATE_CLASSES = {"executed": "bh-ok", "business_rejected": "bh-bad", "denied": "bh-bad",
@@ -524,7 +527,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmi
     @admin.display(description="Status · risk", ordering="status")
     def status_and_risk(self, obj: Approval) -> SafeString:
         return format_html('{} <span class="bh-risk">{}</span>', reading_badge(approval_reading(obj)),
-                           risk_badge(obj.risk))
+                           risk_badge(obj.risk, named=True))
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view

@@ -254,6 +254,9 @@ def test_the_queue_names_the_tool_the_agent_and_the_route_and_fits_at_1366(logge
     assert [text for td in cells if _UUID.search(text := page.evaluate(_MAIN_TEXT, td))] == []
 
     assert_changelist_fits(page, last_header="asked · expires")
+    # Status and risk share a cell: each badge says which it is ("pending" and "medium" were two
+    # amber badges side by side).
+    assert row.locator(".field-status_and_risk").inner_text().split("\n") == ["pending", "medium risk"]
     # The prompt is what the approver reads: at 1366 it was the narrowest text column (~100 px, a
     # word or two a line) beside the agent's ids (browser audit, low). It is now the widest.
     widths = {name: row.locator(f".field-{name}").evaluate("e => e.getBoundingClientRect().width")
