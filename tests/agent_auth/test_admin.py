@@ -14,6 +14,7 @@ from apps.projects.models import Membership
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import authorization_for, session_for
 from tests.projects.factories import MembershipFactory
+from tests.queries import get_statements
 
 TOKEN_RE = re.compile(r"bhk_[A-Za-z0-9_-]{43}")
 
@@ -558,25 +559,19 @@ def test_the_route_search_of_a_project_the_operator_may_not_change_is_a_404(agen
     assert admin.get(f"/admin/routes/route/keys/{RouteFactory().project_id}/").status_code == 404
 
 
-def _listed_queries(admin: Client, url: str) -> int:
-    with CaptureQueriesContext(connection) as queries:
-        assert admin.get(url).status_code == 200
-    return len(queries.captured_queries)
-
-
 def test_the_client_list_makes_as_many_queries_with_four_clients_as_with_one(agent_client, owner, route):
     admin = _admin(owner)
-    with_one = _listed_queries(admin, "/admin/agent_auth/agentclient/")
+    with_one = get_statements(admin, "/admin/agent_auth/agentclient/")
     for _ in range(3):
         AgentClientFactory(project=route.project, allowed_routes=[route.key])
-    assert _listed_queries(admin, "/admin/agent_auth/agentclient/") == with_one
+    assert get_statements(admin, "/admin/agent_auth/agentclient/") == with_one
 
 
 def test_the_authorization_list_makes_as_many_queries_with_four_requests_as_with_one(agent_client, owner):
     admin = _admin(owner)
     authorization_for(agent_client)
-    with_one = _listed_queries(admin, "/admin/agent_auth/agentauthorization/")
+    with_one = get_statements(admin, "/admin/agent_auth/agentauthorization/")
     for _ in range(3):
         authorization_for(agent_client)
-    assert (_listed_queries(admin, "/admin/agent_auth/agentauthorization/"),
+    assert (get_statements(admin, "/admin/agent_auth/agentauthorization/"),
             AgentAuthorization.objects.count()) == (with_one, 4)

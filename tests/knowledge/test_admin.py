@@ -14,6 +14,7 @@ from apps.projects.models import Membership, OperatorToken
 from tests.knowledge.factories import CostRecordFactory, EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, ingest_texts, upload
 from tests.projects.factories import MembershipFactory
+from tests.queries import get_statements
 from tests.routes.factories import RouteFactory
 
 pytestmark = pytest.mark.django_db
@@ -71,8 +72,6 @@ def test_the_active_generation_counts_the_documents_indexed_in_it(browser, owner
 
 
 def test_the_kb_page_reads_its_generations_in_queries_that_do_not_grow_with_them(browser, owner):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     kb = KnowledgeBaseFactory(project=owner.project)
     _completed(kb)
@@ -257,27 +256,21 @@ def test_the_document_list_runs_a_fixed_number_of_queries(browser, owner, django
     assert response.status_code == 200
 
 
-def _listed_queries(browser, url: str) -> int:
-    with CaptureQueriesContext(connection) as queries:
-        assert browser.get(url).status_code == 200
-    return len(queries.captured_queries)
-
-
 def test_the_knowledge_base_list_makes_as_many_queries_with_four_kbs_as_with_one(browser, owner):
     _completed(KnowledgeBaseFactory(project=owner.project), "plain.txt")
-    with_one = _listed_queries(browser, "/admin/knowledge/knowledgebase/")
+    with_one = get_statements(browser, "/admin/knowledge/knowledgebase/")
     for _ in range(3):
         _completed(KnowledgeBaseFactory(project=owner.project), "plain.txt")
-    assert _listed_queries(browser, "/admin/knowledge/knowledgebase/") == with_one
+    assert get_statements(browser, "/admin/knowledge/knowledgebase/") == with_one
 
 
 def test_the_cost_record_list_makes_as_many_queries_with_four_records_as_with_one(browser, owner):
     route = RouteFactory(project=owner.project)
     CostRecordFactory(knowledge_base=KnowledgeBaseFactory(project=owner.project), route=route)
-    with_one = _listed_queries(browser, "/admin/knowledge/costrecord/")
+    with_one = get_statements(browser, "/admin/knowledge/costrecord/")
     for _ in range(3):
         CostRecordFactory(knowledge_base=KnowledgeBaseFactory(project=owner.project), route=route)
-    assert _listed_queries(browser, "/admin/knowledge/costrecord/") == with_one
+    assert get_statements(browser, "/admin/knowledge/costrecord/") == with_one
 
 
 def test_a_new_operator_token_is_shown_once(browser, owner):
@@ -292,7 +285,6 @@ def test_a_new_operator_token_is_shown_once(browser, owner):
 
 
 def test_a_superuser_registers_an_embedding_model_without_an_index_across_kbs(admin_client):
-    from django.db import connection
 
     response = admin_client.post("/admin/knowledge/embeddingmodel/add/", {
         "name": "bge-m3-remote", "provider": "openai", "dimension": "1024",
@@ -416,8 +408,6 @@ def test_the_kb_page_names_the_time_zone_of_its_uploads_once_in_the_header(brows
 def test_the_kb_page_reads_its_routes_in_queries_that_do_not_grow_with_them(browser, owner):
     """A route is picked by searching (autocomplete): no row lists every route of the project,
     and no row reads its route or its KB again."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     from tests.routes.factories import RouteFactory
 
@@ -444,8 +434,6 @@ def test_the_kb_page_reads_its_routes_in_queries_that_do_not_grow_with_them(brow
 
 
 def test_the_kb_delete_page_counts_what_goes_with_it_in_queries_that_do_not_grow(browser, owner):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     kb = KnowledgeBaseFactory(project=owner.project)
     _completed(kb)

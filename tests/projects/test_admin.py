@@ -16,6 +16,7 @@ from apps.projects.models import Membership, OperatorToken, Project
 from apps.projects.tokens import operator_token_create, operator_token_hash
 from tests.projects.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.projects.helpers import admin_client
+from tests.queries import get_statements
 
 pytestmark = pytest.mark.django_db
 
@@ -354,24 +355,18 @@ def test_signing_out_says_so_and_what_stays(owner):
     assert client.get("/admin/").status_code == 302  # signed out indeed
 
 
-def _listed_queries(client, url: str) -> int:
-    with CaptureQueriesContext(connection) as queries:
-        assert client.get(url).status_code == 200
-    return len(queries.captured_queries)
-
-
 def test_the_project_list_makes_as_many_queries_with_four_projects_as_with_one(owner):
     client = admin_client(owner.user)
-    with_one = _listed_queries(client, "/admin/projects/project/")
+    with_one = get_statements(client, "/admin/projects/project/")
     for role in (Membership.Role.OWNER, Membership.Role.EDITOR, Membership.Role.VIEWER):
         MembershipFactory(user=owner.user, role=role)
-    assert _listed_queries(client, "/admin/projects/project/") == with_one
+    assert get_statements(client, "/admin/projects/project/") == with_one
 
 
 def test_the_token_list_makes_as_many_queries_with_four_tokens_as_with_one(owner):
     client = admin_client(owner.user)
     operator_token_create(user=owner.user, name="ci-0", scopes=["knowledge:ingest"])
-    with_one = _listed_queries(client, "/admin/projects/operatortoken/")
+    with_one = get_statements(client, "/admin/projects/operatortoken/")
     for n in range(1, 4):
         operator_token_create(user=owner.user, name=f"ci-{n}", scopes=["knowledge:ingest", "tools:write"])
-    assert _listed_queries(client, "/admin/projects/operatortoken/") == with_one
+    assert get_statements(client, "/admin/projects/operatortoken/") == with_one

@@ -2,13 +2,12 @@
 
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from apps.ledger.models import MemoryNote
 from apps.routes.services import route_update
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
 from tests.ledger.helpers import post_json
+from tests.queries import get_statements
 from tests.routes.factories import RouteFactory
 
 ROUTE_NOTES = "/agent-api/v1/workspaces/{}/memories"
@@ -291,15 +290,9 @@ def test_a_listing_that_fits_carries_no_truncation_fields(api_client, issued, ro
     assert "truncated" not in body and "omitted" not in body
 
 
-def _listed_queries(api_client, token, url) -> int:
-    with CaptureQueriesContext(connection) as queries:
-        assert api_client.get(url, **bearer(token)).status_code == 200
-    return len(queries.captured_queries)
-
-
 def test_a_listing_reads_as_many_statements_for_four_notes_as_for_one(api_client, issued, notes_url):
     _save(api_client, issued.access_token, notes_url, "note 0")
-    with_one = _listed_queries(api_client, issued.access_token, notes_url)
+    with_one = get_statements(api_client, notes_url, **bearer(issued.access_token))
     for n in range(1, 4):
         _save(api_client, issued.access_token, notes_url, f"note {n}")
-    assert _listed_queries(api_client, issued.access_token, notes_url) == with_one
+    assert get_statements(api_client, notes_url, **bearer(issued.access_token)) == with_one

@@ -25,6 +25,7 @@ from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import PRINCIPAL, session_for
 from tests.ledger.helpers import open_turn
 from tests.projects.factories import MembershipFactory, ProjectFactory
+from tests.queries import get_statements
 from tests.routes.factories import RouteFactory
 from tests.tasks.conftest import TaskWorld
 from tests.tools.factories import ToolProviderFactory
@@ -522,8 +523,6 @@ def test_the_create_form_draws_no_tools_before_a_workspace_is_picked(world, owne
     """Each row's tools are its workspace's, loaded when one is picked: every tools-enabled route's
     tools in each row were 48,000 boxes at 300 routes of 40 tools (12.5 MB). The page's queries do
     not grow with the routes either."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     def reads() -> tuple[int, str]:
         with CaptureQueriesContext(connection) as captured:
@@ -781,8 +780,6 @@ def test_a_task_whose_member_was_revoked_reads_blocked_on_its_page_and_its_live_
 
 def test_the_task_page_reads_its_members_once(world, owner):
     """The page checks the member set (a revoked member blocks the task) on the members it shows."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     task = _task(world)
     with CaptureQueriesContext(connection) as page:
@@ -820,17 +817,11 @@ def test_a_long_tools_box_offers_a_filter_by_name(world, owner, tools, monkeypat
                      r'aria-label="Filter the 2 tools by name"', box)
 
 
-def _listed_queries(client: Client) -> int:
-    with CaptureQueriesContext(connection) as queries:
-        assert client.get(LIST_URL).status_code == 200
-    return len(queries.captured_queries)
-
-
 def test_the_list_makes_as_many_queries_with_four_tasks_as_with_one(world, owner):
     _task(world)
-    with_one = _listed_queries(owner)
+    with_one = get_statements(owner, LIST_URL)
     for n in range(2, 5):
         task_create(project=world.route.project, user=world.owner.user, request_id=f"rq-{n}", name=f"restock {n}",
                     members=[MemberSpec(session_id=str(world.second.session.pk), workspace=world.route.key,
                                         client_conversation_id=f"conv-{n}")], policy=PolicySpec())
-    assert (_listed_queries(owner), Task.objects.count()) == (with_one, 4)
+    assert (get_statements(owner, LIST_URL), Task.objects.count()) == (with_one, 4)
