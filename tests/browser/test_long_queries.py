@@ -13,13 +13,11 @@ from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import pytest
-from django.conf import settings
-from django.test import Client
 
 from apps.knowledge.models import PlaygroundQuery
 from apps.knowledge.services import route_knowledge_bind
 from apps.ledger.models import RagQuery
-from tests.browser.conftest import browser_page
+from tests.browser.conftest import browser_page, session_signed_in
 from tests.gunicorn_server import gunicorn_start
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import ingest_texts
@@ -56,11 +54,8 @@ def console(request, browser, operator):
     """A page signed in as the operator, on each server. The session is made here (gunicorn's
     password hasher is not the tests' fast one) and handed to the browser as its cookie."""
     base_url = request.getfixturevalue(request.param)
-    client = Client()
-    client.force_login(operator)
     with browser_page(request, browser, base_url) as page:
-        page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": base_url,
-                                   "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
+        session_signed_in(page, operator, base_url)
         yield page
 
 
