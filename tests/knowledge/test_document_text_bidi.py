@@ -21,21 +21,21 @@ SHOWN = ('Deluxe kettle price: <code class="bh-bidi-escape" title="U+202E RIGHT-
          'not applied">\\u202e</code>0051 CNY (fifteen hundred).')
 
 
-@pytest.fixture
-def kettle(owner):
-    kb = KnowledgeBaseFactory(project=owner.project)
-    return ingest_texts(kb, {"kettle.txt": KETTLE})["kettle.txt"]
-
-
-@pytest.fixture
-def chunk(kettle) -> Chunk:
-    return Chunk.objects.get(document=kettle, kind="child")
-
-
 def _one_chunk(owner, filename: str, text: str) -> Chunk:
     """The one child chunk of a document of `text`, ingested in a new KB of `owner`'s project."""
     document = ingest_texts(KnowledgeBaseFactory(project=owner.project), {filename: text})[filename]
     return Chunk.objects.get(document=document, kind="child")
+
+
+@pytest.fixture
+def chunk(owner) -> Chunk:
+    return _one_chunk(owner, "kettle.txt", KETTLE)
+
+
+@pytest.fixture
+def kettle(chunk):
+    """The document of the kettle's chunk."""
+    return chunk.document
 
 
 def test_the_document_page_shows_a_chunks_override_as_its_escape_and_stores_it(browser, kettle, chunk):
