@@ -401,7 +401,9 @@ def _exec(command: list[str]) -> int:
     env = dict(os.environ)
     marker = _user_register()
     # Handed to the command set (from .env when only it names them), or embedded when neither does.
-    env.update({name: _setting(name, env) for name in ("DATABASE_URL", "REDIS_URL") if _setting(name, env)})
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        if value := _setting(name, env):
+            env[name] = value
     embedded_database = not env.get("DATABASE_URL")
     embedded_redis = not env.get("REDIS_URL")
     try:
