@@ -34,7 +34,7 @@ def progress_bar(done: int, total: int, *, complete: bool = False) -> str:
                        done, total)
 
 
-# The pipeline's failures that the same bytes meet again (apps/knowledge/ingest.py): the file cannot
+# The pipeline's failures that the same bytes meet again (apps/knowledge/ingest.py, rebuild.py): the file cannot
 # be parsed, holds no text, or converts to more text than a document may hold. A retry reads the
 # stored bytes again and fails the same way; an embedding endpoint down, a worker lost, a time limit
 # or a database hiccup (embedding_failed, ingest_*) may pass on another attempt.

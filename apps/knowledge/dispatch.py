@@ -1,11 +1,11 @@
 """The one place that hands pipeline work to Celery, after the transaction commits.
 
-Tasks are sent by name, so services and the pipeline (apps.knowledge.ingest) enqueue without
-importing apps.knowledge.tasks, which imports the pipeline. If the process dies before a message
-is sent, the row keeps its state and the watchdog sends it again once its lease has run out
-(apps.knowledge.ingest.knowledge_watchdog); if the broker refuses it, the row's lease is given
+Tasks are sent by name, so services and the pipeline (apps.knowledge.ingest, rebuild, watchdog)
+enqueue without importing apps.knowledge.tasks, which imports the pipeline. If the process dies
+before a message is sent, the row keeps its state and the watchdog sends it again once its lease
+has run out (apps.knowledge.watchdog.knowledge_watchdog); if the broker refuses it, the row's lease is given
 back, so the watchdog sends it again at its next pass (a minute, not the lease's five) — for a
-queued document, once its queue holds no other message (ingest.knowledge_watchdog).
+queued document, once its queue holds no other message (watchdog.knowledge_watchdog).
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ def generation_index_ensure(generation_id, *, heartbeat: Callable[[], None] | No
 def active_generations_index(*, knowledge_base_ids=None) -> int:
     """Build the indexes active generations (of these KBs, or of all: the watchdog's pass) should
     have and do not; returns how many generations it indexed. A building generation gets its
-    indexes from its rebuild, just before its switch (ingest._generation_run): built earlier, by a
+    indexes from its rebuild, just before its switch (rebuild._generation_run): built earlier, by a
     document completed meanwhile or the watchdog, the rest of the rebuild wrote into them row by
     row, and the switch met their build still running."""
     built = 0

@@ -3,7 +3,7 @@
 A KnowledgeBase freezes its embedding model and dimension at creation. Its `chunk_strategy` is
 what the *next* (re)build uses; each IndexGeneration snapshots the strategy it was built with.
 Searches read the generation whose status is `active`; a rebuild fills a `building` one and
-switches in one transaction (see apps.knowledge.ingest).
+switches in one transaction (see apps.knowledge.rebuild).
 
 Chunks: parent chunks hold section text and no vector; child chunks carry `embedding` (a pgvector
 column without a fixed dimension) and `search_vector` (a tsvector of pipeline.terms.keyword_terms),

@@ -527,7 +527,7 @@ def _document_stage_text(document: Document, *, position: int | None, working: d
     if status == Document.Status.COMPLETED:
         return f"{_count(document.progress_total, 'passage')} embedded"
     if status == Document.Status.FAILED:
-        # Lost connections are not attempts (ingest._connection_lost): a document failed by them
+        # Lost connections are not attempts (runs.connection_loss_recover): a document failed by them
         # read "failed after 1 attempt", naming neither.
         losses = f" and {_count(document.connection_losses, 'lost database connection')}"
         return f"failed after {_count(document.attempts, 'attempt')}" + (losses if document.connection_losses else "")

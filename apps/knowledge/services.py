@@ -1,5 +1,5 @@
 """Writes an operator (builder API or admin) makes: embedding models, knowledge bases, documents,
-rebuilds, route bindings. The pipeline's own writes are in apps.knowledge.ingest."""
+rebuilds, route bindings. The pipeline's own writes are in apps.knowledge.ingest and rebuild."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Thin Celery wrappers around apps.knowledge.ingest. Each takes ids and is safe to run twice.
+"""Thin Celery wrappers around apps.knowledge.ingest, rebuild and watchdog. Each takes ids and is safe to run twice.
 
 `task_route` (settings.CELERY_TASK_ROUTES) sends large documents and rebuilds to their own queue,
 which its own worker consumes: a small upload never waits behind them for a free process.
@@ -19,7 +19,7 @@ from celery.worker.request import Request
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from apps.knowledge import ingest
+from apps.knowledge import ingest, rebuild, watchdog
 from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD, WATCHDOG, document_queue
 
 __all__ = ["DOCUMENT_INGEST", "KB_REBUILD", "PipelineRequest", "document_ingest_task", "document_queue",
@@ -34,19 +34,19 @@ class PipelineRequest(Request):
     the dead run's lease, live for up to KNOWLEDGE_HEARTBEAT_STALE_SECONDS more, and waited it
     out; when the child is killed at the hard time limit, the message is acknowledged and the work
     was left to the lease. The main process now gives the lease back, or fails the work naming
-    the limit (apps.knowledge.ingest.pipeline_run_lost, pipeline_run_killed)."""
+    the limit (apps.knowledge.watchdog.pipeline_run_lost, pipeline_run_killed)."""
 
     def on_failure(self, exc_info, send_failed_event=True, return_ok=False):
         try:
             if self._child_lost(exc_info.exception):
-                self._tell(ingest.pipeline_run_lost)  # before Celery hands the message out again
+                self._tell(watchdog.pipeline_run_lost)  # before Celery hands the message out again
         finally:
             super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
 
     def on_timeout(self, soft, timeout):
         try:
             if not soft and not worker_state.should_terminate:
-                self._tell(lambda **task: ingest.pipeline_run_killed(**task, seconds=timeout))
+                self._tell(lambda **task: watchdog.pipeline_run_killed(**task, seconds=timeout))
         finally:
             super().on_timeout(soft, timeout)
 
@@ -80,18 +80,18 @@ def document_ingest_task(self, document_id: str, run_token: str | None = None, c
 
 @shared_task(name=KB_REBUILD, ignore_result=True, bind=True, Request=PipelineRequest)
 def kb_rebuild_task(self, generation_id: str, run_token: str | None = None, connection_lost: bool = False) -> str:
-    return ingest.generation_build(generation_id=generation_id, run_token=run_token, task_id=self.request.id,
+    return rebuild.generation_build(generation_id=generation_id, run_token=run_token, task_id=self.request.id,
                                    connection_lost=connection_lost)
 
 
 @shared_task(name=WATCHDOG, ignore_result=True)
 def watchdog_task() -> dict:
-    return ingest.knowledge_watchdog()
+    return watchdog.knowledge_watchdog()
 
 
 def _watchdog_run(when: str) -> None:
     try:
-        outcome = ingest.knowledge_watchdog()
+        outcome = watchdog.knowledge_watchdog()
     except DatabaseError:
         logger.warning("The knowledge watchdog could not run %s; it will try again.", when, exc_info=True)
         return

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from apps.knowledge import ingest, services
+from apps.knowledge import rebuild, services
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import FIXTURES, upload, wait_for_status
@@ -248,13 +248,13 @@ def held_rebuilds(monkeypatch):
     page meant to be drawn mid-build otherwise raced it (the build took 1.3–1.7 s under load, the
     click's redirect to the drawn page 0.9–1.4 s)."""
     gate = threading.Event()
-    build = ingest.generation_build
+    build = rebuild.generation_build
 
     def held(**kwargs):
         gate.wait(timeout=120)
         return build(**kwargs)
 
-    monkeypatch.setattr(ingest, "generation_build", held)
+    monkeypatch.setattr(rebuild, "generation_build", held)
     yield gate
     gate.set()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, transaction
 
-from apps.knowledge import errors, ingest, selectors, services
+from apps.knowledge import errors, rebuild, selectors, services
 from apps.knowledge.chunk_overrides import Span, section_splice, section_visible
 from apps.knowledge.models import Chunk, ChunkEdit, ChunkOverride, IndexGeneration, KeywordTermStat
 from apps.knowledge.pipeline.embedders import embedder_for
@@ -59,7 +59,7 @@ def _rebuild(kb, **strategy) -> IndexGeneration:
     if strategy:
         services.knowledge_base_update(kb=kb, chunk_strategy={"strategy": "auto", "min_chars": 0, **strategy})
     generation = services.knowledge_base_rebuild(kb=kb)
-    assert ingest.generation_build(generation_id=generation.pk) == "activated"
+    assert rebuild.generation_build(generation_id=generation.pk) == "activated"
     return generation
 
 
@@ -252,7 +252,7 @@ def test_a_rebuild_that_cuts_a_chunk_away_orphans_its_override(kb, user):
 def test_a_change_during_a_rebuild_reaches_the_building_generation(kb, user):
     building = services.knowledge_base_rebuild(kb=kb)
     document = _children(kb)["Damaged parcels"].document
-    ingest._generation_document(IndexGeneration.objects.get(pk=building.pk), None, document.pk,
+    rebuild._generation_document(IndexGeneration.objects.get(pk=building.pk), None, document.pk,
                                 kb.embedding_model, embedder_for(kb.embedding_model))
     services.chunk_disable(chunk=_children(kb)["Damaged parcels"], user=user)
     copies = Chunk.objects.filter(generation__knowledge_base=kb, generation__status__in=["active", "building"],

@@ -15,7 +15,7 @@ import pytest
 from celery import current_app
 from django.utils import timezone
 
-from apps.knowledge import dispatch, ingest, services
+from apps.knowledge import dispatch, leases, services, watchdog
 from apps.knowledge.models import Document, IndexGeneration
 from tests.knowledge.factories import KnowledgeBaseFactory
 from tests.knowledge.helpers import upload
@@ -29,9 +29,9 @@ def test_a_document_the_broker_refused_is_sent_again_by_the_watchdogs_next_pass(
     document.refresh_from_db()
     # Saved and queued, as before; its heartbeat is past the lease: the next pass takes it.
     assert document.status == Document.Status.QUEUED
-    assert document.heartbeat_at < ingest.lease_stale_before()
+    assert document.heartbeat_at < leases.lease_stale_before()
     assert any("Could not send knowledge.document_ingest" in r.getMessage() for r in caplog.records)
-    assert ingest.knowledge_watchdog()["requeued"] == 1
+    assert watchdog.knowledge_watchdog()["requeued"] == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -40,8 +40,8 @@ def test_a_rebuild_the_broker_refused_is_sent_again_by_the_watchdogs_next_pass(b
     generation = services.knowledge_base_rebuild(kb=kb)
     generation.refresh_from_db()
     assert generation.status == IndexGeneration.Status.BUILDING
-    assert generation.heartbeat_at < ingest.lease_stale_before()
-    assert ingest.knowledge_watchdog()["requeued"] == 1
+    assert generation.heartbeat_at < leases.lease_stale_before()
+    assert watchdog.knowledge_watchdog()["requeued"] == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -49,8 +49,8 @@ def test_a_document_sent_is_left_to_its_lease(ingest_unconsumed):
     kb = KnowledgeBaseFactory()
     [document] = services.document_upload(kb=kb, files=[upload("notes.txt", b"A note on orders.")])
     document.refresh_from_db()
-    assert document.heartbeat_at >= ingest.lease_stale_before()
-    assert ingest.knowledge_watchdog()["requeued"] == 0
+    assert document.heartbeat_at >= leases.lease_stale_before()
+    assert watchdog.knowledge_watchdog()["requeued"] == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -67,7 +67,7 @@ def test_a_send_that_failed_leaves_a_row_another_run_holds_alone(broker_down):
     assert Document.objects.get(pk=document.pk).heartbeat_at == now
     dispatch.document_send(document.pk, run_token=run)  # the run's own next slice
     given_back = Document.objects.get(pk=document.pk)
-    assert (given_back.run_token, given_back.heartbeat_at < ingest.lease_stale_before()) == (None, True)
+    assert (given_back.run_token, given_back.heartbeat_at < leases.lease_stale_before()) == (None, True)
 
 
 def _queued_a_while(ingest_unconsumed) -> Document:
@@ -91,18 +91,18 @@ def test_a_queued_document_whose_message_the_broker_lost_is_sent_again_within_a_
     minutes after the broker was back, with idle workers beside it."""
     document = _queued_a_while(ingest_unconsumed)
     _broker_lost_its_messages(ingest_unconsumed)
-    assert ingest.knowledge_watchdog()["requeued"] == 1
+    assert watchdog.knowledge_watchdog()["requeued"] == 1
     assert dispatch.queue_length(ingest_unconsumed) == 1  # its message is back on its queue
     document.refresh_from_db()
     assert (document.status, document.run_token, document.attempts) == (Document.Status.QUEUED, None, 0)
     assert document.heartbeat_at > timezone.now() - timedelta(seconds=30)
-    assert ingest.knowledge_watchdog()["requeued"] == 0  # one loss, one send
+    assert watchdog.knowledge_watchdog()["requeued"] == 0  # one loss, one send
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_queued_document_whose_message_still_waits_on_its_queue_is_left_to_it(ingest_unconsumed):
     _queued_a_while(ingest_unconsumed)
-    assert ingest.knowledge_watchdog()["requeued"] == 0
+    assert watchdog.knowledge_watchdog()["requeued"] == 0
     assert dispatch.queue_length(ingest_unconsumed) == 1
 
 
@@ -118,9 +118,9 @@ def test_after_a_failed_send_the_uploads_other_documents_go_to_the_watchdog_unse
     assert [message.split(" for ")[0] for message in said] == [
         "Could not send knowledge.document_ingest",
         "2 more documents of this upload were not sent; the watchdog sends them."]
-    stale = ingest.lease_stale_before()
+    stale = leases.lease_stale_before()
     assert [Document.objects.get(pk=d.pk).heartbeat_at < stale for d in documents] == [True, True, True]
-    assert ingest.knowledge_watchdog()["requeued"] == 3
+    assert watchdog.knowledge_watchdog()["requeued"] == 3
 
 
 @pytest.mark.django_db(transaction=True)
@@ -139,7 +139,7 @@ def test_a_queued_document_in_a_backlog_longer_than_the_lease_is_not_sent_again_
     """Each pass sent such a document again, a message more on a queue the workers had yet to reach."""
     document = _queued_a_while(ingest_unconsumed)
     Document.objects.filter(pk=document.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
-    assert ingest.knowledge_watchdog()["requeued"] == 0
+    assert watchdog.knowledge_watchdog()["requeued"] == 0
     assert dispatch.queue_length(ingest_unconsumed) == 1
 
 
@@ -148,13 +148,13 @@ def test_queued_documents_waiting_their_turn_take_no_place_of_a_pass_from_work_a
                                                                                            monkeypatch):
     """Passed over, queued documents waiting their turn took every place of a pass in a backlog of
     over a thousand, and a killed worker's document was never handed on."""
-    monkeypatch.setattr(ingest, "WATCHDOG_BATCH", 1)
+    monkeypatch.setattr(watchdog, "WATCHDOG_BATCH", 1)
     _queued_a_while(ingest_unconsumed)
     Document.objects.update(heartbeat_at=timezone.now() - timedelta(seconds=900))
     [held] = services.document_upload(kb=KnowledgeBaseFactory(), files=[upload("held.txt", b"Held by a run.")])
     Document.objects.filter(pk=held.pk).update(status=Document.Status.PARSING, run_token=uuid.uuid4(),
                                                heartbeat_at=timezone.now() - timedelta(seconds=600))
-    assert ingest.knowledge_watchdog()["requeued"] == 1
+    assert watchdog.knowledge_watchdog()["requeued"] == 1
     held.refresh_from_db()
     assert (held.run_token, held.heartbeat_at > timezone.now() - timedelta(seconds=30)) == (None, True)
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from apps.knowledge import generation_indexes, ingest, selectors, services
+from apps.knowledge import generation_indexes, leases, rebuild, selectors, services, watchdog
 from apps.knowledge.models import Chunk, IndexGeneration
 from apps.knowledge.pipeline import vector_channel
 from apps.knowledge.pipeline.embedders import embedder_for
@@ -284,7 +284,7 @@ def test_a_rebuild_indexes_its_generation_before_the_switch_and_the_purge_drops_
     old = selectors.generation_active(kb=kb)
     building = services.knowledge_base_rebuild(kb=kb)
 
-    assert ingest.generation_build(generation_id=building.pk) == "activated"
+    assert rebuild.generation_build(generation_id=building.pk) == "activated"
     new = selectors.generation_active(kb=kb)
     assert new.pk == building.pk and new.vector_indexed and new.keyword_indexed
     indexes = _own_indexes()
@@ -304,7 +304,7 @@ def test_the_watchdog_builds_a_missing_index_and_drops_the_index_of_a_deleted_kb
     services.knowledge_base_delete(kb=deleted)
     assert {vector_index_name(deleted_generation.pk), keyword_index_name(deleted_generation.pk)} <= _own_indexes()
 
-    outcome = ingest.knowledge_watchdog()
+    outcome = watchdog.knowledge_watchdog()
 
     # At least: another test's transactional flush may have left an index of its own behind.
     assert outcome["generation_indexes_built"] >= 1 and outcome["generation_indexes_dropped"] >= 1
@@ -322,7 +322,7 @@ def test_the_watchdog_gives_a_generation_from_before_keyword_indexes_its_own():
         cursor.execute(f"DROP INDEX {keyword_index_name(generation.pk)}")
     IndexGeneration.objects.filter(pk=generation.pk).update(keyword_indexed=False)
 
-    assert ingest.knowledge_watchdog()["generation_indexes_built"] >= 1
+    assert watchdog.knowledge_watchdog()["generation_indexes_built"] >= 1
 
     assert keyword_index_name(generation.pk) in _indexes_on_chunks("gin")
     generation.refresh_from_db()
@@ -378,7 +378,7 @@ def _filled_rebuild(settings):
     old = selectors.generation_active(kb=kb)
     building = services.knowledge_base_rebuild(kb=kb)
     settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
-    assert ingest.generation_build(generation_id=building.pk) == "continued"  # its one document, then the slice
+    assert rebuild.generation_build(generation_id=building.pk) == "continued"  # its one document, then the slice
     return kb, old, building
 
 
@@ -411,7 +411,7 @@ def test_a_rebuild_switches_once_another_session_has_built_its_indexes(settings,
     released.start()
     try:
         token = IndexGeneration.objects.get(pk=building.pk).run_token
-        assert ingest.generation_build(generation_id=building.pk, run_token=str(token)) == "activated"
+        assert rebuild.generation_build(generation_id=building.pk, run_token=str(token)) == "activated"
     finally:
         released.join()
         other.close()
@@ -432,7 +432,7 @@ def test_a_rebuild_whose_indexes_stay_busy_switches_at_its_slices_end(settings, 
     try:
         token = IndexGeneration.objects.get(pk=building.pk).run_token
         with caplog.at_level(logging.WARNING, logger="bailinghub.knowledge"):
-            assert ingest.generation_build(generation_id=building.pk, run_token=str(token)) == "activated"
+            assert rebuild.generation_build(generation_id=building.pk, run_token=str(token)) == "activated"
         new = selectors.generation_active(kb=kb)
         assert (new.pk, new.vector_indexed, new.keyword_indexed) == (building.pk, False, False)
         assert any("switches without its own indexes" in record.getMessage() for record in caplog.records)
@@ -451,7 +451,7 @@ def test_the_watchdog_and_completed_documents_leave_a_building_generation_to_its
     kb = _kb(EmbeddingModelFactory(), "大库", 60)
     building = services.knowledge_base_rebuild(kb=kb)
     settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
-    assert ingest.generation_build(generation_id=building.pk) == "continued"  # 60 rows written, not switched
+    assert rebuild.generation_build(generation_id=building.pk) == "continued"  # 60 rows written, not switched
 
     assert generation_indexes.active_generations_index(knowledge_base_ids=[kb.pk]) == 0
     assert generation_indexes.active_generations_index() == 0
@@ -484,7 +484,7 @@ def test_a_failing_heartbeat_stops_beating_without_stopping_the_build():
 
     def beat():
         calls.append(1)
-        raise ingest.LeaseLost()
+        raise leases.LeaseLost()
 
     with generation_indexes._Heartbeat(beat, 0.01) as heartbeat:
         heartbeat.join(10)  # it ends by itself after the first failure

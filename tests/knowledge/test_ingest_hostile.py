@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 
-from apps.knowledge import ingest, services
+from apps.knowledge import ingest, rebuild, services
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration
 from apps.knowledge.pipeline import parsers, terms
 from apps.knowledge.pipeline.parsers import pdf as pdf_parser
@@ -215,10 +215,10 @@ def test_a_rebuild_fails_naming_a_document_that_now_converts_to_no_text(settings
     DocumentContent.objects.filter(document=document).update(data=b"   \n  ")
     generation = services.knowledge_base_rebuild(kb=kb)
     settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
-    outcomes = [ingest.generation_build(generation_id=generation.pk)]
+    outcomes = [rebuild.generation_build(generation_id=generation.pk)]
     while outcomes[-1] == "continued" and len(outcomes) < 4:
         token = IndexGeneration.objects.get(pk=generation.pk).run_token
-        outcomes.append(ingest.generation_build(generation_id=generation.pk, run_token=str(token)))
+        outcomes.append(rebuild.generation_build(generation_id=generation.pk, run_token=str(token)))
     generation.refresh_from_db()
     assert (outcomes[-1], generation.status, generation.error_code) == (
         "failed", IndexGeneration.Status.FAILED, "document_empty"), (outcomes, generation.status)

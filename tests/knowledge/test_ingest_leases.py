@@ -23,11 +23,11 @@ from django.conf import settings as django_settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from apps.knowledge import ingest, services
+from apps.knowledge import ingest, rebuild, services, watchdog
 from apps.knowledge.dispatch import DOCUMENT_INGEST, KB_REBUILD
-from apps.knowledge.ingest import _connection_broke
 from apps.knowledge.leases import lease_stale_before, task_claim_token
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration, KnowledgeBase
+from apps.knowledge.runs import connection_broke
 from bailinghub import embedded
 from bailinghub.celery import app as celery_app
 from tests.knowledge.database_outage import DatabaseOutage
@@ -151,7 +151,6 @@ def test_a_running_worker_hands_over_work_whose_message_was_lost_with_beat_dead(
 
 def test_a_document_committed_by_a_web_process_that_died_before_enqueueing_is_completed(
         settings, celery_worker_session):
-    from apps.knowledge import ingest
 
     settings.KNOWLEDGE_HEARTBEAT_STALE_SECONDS = 1
     with transaction.atomic():
@@ -160,7 +159,7 @@ def test_a_document_committed_by_a_web_process_that_died_before_enqueueing_is_co
     assert Document.objects.get(pk=document.pk).status == "pending"
     wait_for(lambda: _stale(document.pk, 1), timeout=10, message="the pending document's lease to run out")
 
-    assert ingest.knowledge_watchdog()["requeued"] == 1  # what beat runs every minute
+    assert watchdog.knowledge_watchdog()["requeued"] == 1  # what beat runs every minute
     finished = wait_for_status(document.pk, "completed", "failed", timeout=60)
     assert (finished.status, finished.attempts) == ("completed", 1)
 
@@ -553,7 +552,7 @@ def test_a_statement_timeout_is_not_taken_for_a_lost_connection():
     with pytest.raises(OperationalError) as raised, transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL statement_timeout = 1")
         cursor.execute("SELECT pg_sleep(1)")
-    assert (raised.value.__cause__.sqlstate, _connection_broke(raised.value)) == ("57014", False)
+    assert (raised.value.__cause__.sqlstate, connection_broke(raised.value)) == ("57014", False)
 
 
 class _HungEmbeddings(EmbeddingsEndpoint):
@@ -569,7 +568,6 @@ def test_an_embeddings_endpoint_that_hangs_fails_the_document_before_its_lease_r
     of a 5-minute lease), so the watchdog handed the document to a second worker while the first
     still waited, and so on: the endpoint's failure was never recorded, and the document failed
     out of attempts as if its worker had been killed."""
-    from apps.knowledge import ingest
     from tests.knowledge.test_ingest_limits import _stored
 
     # Retries may take half the lease: two attempts of 1.5 s in 3 s, with 3 s to spare for parsing
@@ -585,7 +583,7 @@ def test_an_embeddings_endpoint_that_hangs_fails_the_document_before_its_lease_r
         worker, outcome = _ingest_in_thread(document)
         try:
             while worker.is_alive():  # the watchdog, on a short timer
-                ingest.knowledge_watchdog()
+                watchdog.knowledge_watchdog()
                 worker.join(0.1)
         finally:
             worker.join(60)
@@ -731,7 +729,7 @@ def test_a_lost_tasks_own_claim_is_given_back_and_claimed_again_with_one_attempt
     claim = ingest._document_claim(document.pk, None, "task-1")
     assert claim.token == task_claim_token("task-1", 1)
 
-    assert ingest.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-1") is True
+    assert watchdog.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-1") is True
     given_back = Document.objects.get(pk=document.pk)
     assert (given_back.run_token, given_back.attempts) == (None, 1)
     assert given_back.heartbeat_at < lease_stale_before()
@@ -754,7 +752,7 @@ def test_a_continuing_task_takes_a_token_of_its_own_and_given_back_is_claimed_wi
 
     # Handed out again, with no word from the worker's main process, it is not that run.
     assert ingest._document_claim(document.pk, str(run), "task-2").busy_until is not None
-    assert ingest.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-2") is True
+    assert watchdog.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-2") is True
     again = ingest._document_claim(document.pk, str(run), "task-2")
     assert (again.token, again.busy_until) == (task_claim_token("task-2", 2), None)
     assert Document.objects.get(pk=document.pk).attempts == 2
@@ -770,8 +768,8 @@ def test_a_lost_or_killed_task_that_did_not_hold_the_work_leaves_the_run_holding
     before = Document.objects.values("status", "run_token", "attempts", "heartbeat_at", "error_code").get(
         pk=document.pk)
 
-    assert ingest.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-3") is False
-    assert ingest.pipeline_run_killed(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-3",
+    assert watchdog.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-3") is False
+    assert watchdog.pipeline_run_killed(task_name=DOCUMENT_INGEST, object_id=document.pk, task_id="task-3",
                                       seconds=3600) is False
     assert Document.objects.values("status", "run_token", "attempts", "heartbeat_at", "error_code").get(
         pk=document.pk) == before
@@ -782,9 +780,9 @@ def test_a_rebuild_killed_at_the_hard_time_limit_fails_naming_it_and_keeps_the_a
     ingest_texts(kb, {"policy.md": "# 退款\n\n七天无理由退款。\n"})
     active = IndexGeneration.objects.get(knowledge_base=kb, status="active")
     generation = services.knowledge_base_rebuild(kb=kb)
-    assert ingest._generation_claim(generation.pk, None, "task-4").token == task_claim_token("task-4", 1)
+    assert rebuild._generation_claim(generation.pk, None, "task-4").token == task_claim_token("task-4", 1)
 
-    assert ingest.pipeline_run_killed(task_name=KB_REBUILD, object_id=generation.pk, task_id="task-4",
+    assert watchdog.pipeline_run_killed(task_name=KB_REBUILD, object_id=generation.pk, task_id="task-4",
                                       seconds=3600) is True
     generation.refresh_from_db()
     assert (generation.status, generation.error_code, generation.run_token) == ("failed", "rebuild_time_limit", None)

@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from apps.knowledge import errors, ingest, selectors, services
+from apps.knowledge import errors, ingest, rebuild, selectors, services, watchdog
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, EmbeddingModel, IndexGeneration
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
 from tests.knowledge.helpers import EmbeddingsEndpoint, upload
@@ -239,7 +239,7 @@ def test_the_watchdog_requeues_a_document_whose_heartbeat_is_stale(settings):
     Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, attempts=1,
                                                    run_token="1" * 32,
                                                    heartbeat_at=timezone.now() - timedelta(seconds=120))
-    assert ingest.knowledge_watchdog() == {"requeued": 1, "failed": 0, "purged": 0,
+    assert watchdog.knowledge_watchdog() == {"requeued": 1, "failed": 0, "purged": 0,
                                            "generation_indexes_built": 0, "generation_indexes_dropped": 0}
     document.refresh_from_db()
     assert (document.status, document.run_token, document.attempts) == ("embedding", None, 1)
@@ -252,7 +252,7 @@ def test_the_watchdog_leaves_fresh_work_alone(settings):
     [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
     Document.objects.filter(pk=document.pk).update(status=Document.Status.EMBEDDING, run_token="1" * 32,
                                                    heartbeat_at=timezone.now())
-    assert ingest.knowledge_watchdog() == {"requeued": 0, "failed": 0, "purged": 0,
+    assert watchdog.knowledge_watchdog() == {"requeued": 0, "failed": 0, "purged": 0,
                                            "generation_indexes_built": 0, "generation_indexes_dropped": 0}
 
 
@@ -263,7 +263,7 @@ def test_the_watchdog_fails_a_document_out_of_attempts(settings):
     [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
     Document.objects.filter(pk=document.pk).update(status=Document.Status.PARSING, attempts=3,
                                                    heartbeat_at=timezone.now() - timedelta(seconds=120))
-    assert ingest.knowledge_watchdog()["failed"] == 1
+    assert watchdog.knowledge_watchdog()["failed"] == 1
     document.refresh_from_db()
     assert (document.status, document.error_code) == ("failed", "ingest_stalled")
     assert document.error_message.startswith("The pipeline did not finish in 3 attempts: each time, the worker "
@@ -304,7 +304,7 @@ def test_a_strategy_change_shows_only_after_the_rebuild(settings):
     assert _searchable_texts(kb) == before
     generation = services.knowledge_base_rebuild(kb=kb)
     assert _searchable_texts(kb) == before
-    assert ingest.generation_build(generation_id=generation.pk) == "activated"
+    assert rebuild.generation_build(generation_id=generation.pk) == "activated"
     after = _searchable_texts(kb)
     assert (len(before), len(after)) == (5, 7)
     assert max(len(text) for text in after) == 32
@@ -317,7 +317,7 @@ def test_after_the_switch_the_old_generation_is_deleted(settings):
     _ingest(document)
     old = selectors.generation_active(kb=kb)
     generation = services.knowledge_base_rebuild(kb=kb)
-    ingest.generation_build(generation_id=generation.pk)
+    rebuild.generation_build(generation_id=generation.pk)
     assert list(IndexGeneration.objects.filter(knowledge_base=kb).values_list("pk", "status")) == [
         (generation.pk, "active")]
     assert Chunk.objects.filter(generation_id=old.pk).count() == 0
@@ -329,10 +329,10 @@ def test_a_retired_generation_waits_for_its_grace_period(settings):
     [document] = services.document_upload(kb=kb, files=[upload("plain.txt")])
     _ingest(document)
     old = selectors.generation_active(kb=kb)
-    ingest.generation_build(generation_id=services.knowledge_base_rebuild(kb=kb).pk)
-    assert ingest.generation_purge() == 0
+    rebuild.generation_build(generation_id=services.knowledge_base_rebuild(kb=kb).pk)
+    assert rebuild.generation_purge() == 0
     IndexGeneration.objects.filter(pk=old.pk).update(retired_at=timezone.now() - timedelta(seconds=301))
-    assert ingest.generation_purge() == 1
+    assert rebuild.generation_purge() == 1
     assert not IndexGeneration.objects.filter(pk=old.pk).exists()
 
 
@@ -348,7 +348,7 @@ def test_a_failed_rebuild_leaves_the_active_generation_untouched():
                                                                     "min_chars": 0, "overlap_chars": 0})
         endpoint.statuses = [400]
         generation = services.knowledge_base_rebuild(kb=kb)
-        assert ingest.generation_build(generation_id=generation.pk) == "failed"
+        assert rebuild.generation_build(generation_id=generation.pk) == "failed"
     generation.refresh_from_db()
     assert (generation.status, generation.error_code) == ("failed", "embedding_failed")
     assert selectors.generation_active(kb=kb) == active
@@ -365,7 +365,7 @@ def test_a_rebuild_that_a_document_cannot_enter_fails_naming_the_document(settin
                                                                 "min_chars": 0, "overlap_chars": 0})
     settings.KNOWLEDGE_MAX_CHUNKS = 6  # policy.zh.md makes 7 chunks of 32 characters, plain.txt 2
     generation = services.knowledge_base_rebuild(kb=kb)
-    assert ingest.generation_build(generation_id=generation.pk) == "failed"
+    assert rebuild.generation_build(generation_id=generation.pk) == "failed"
     generation.refresh_from_db()
     assert (generation.error_code, generation.error_message) == (
         "document_too_large_after_conversion",
@@ -392,11 +392,11 @@ def test_a_rebuild_slices_a_long_documents_embedding_as_ingestion_does(settings)
         endpoint.texts.clear()
         endpoint.requests.clear()
         settings.KNOWLEDGE_TASK_SLICE_SECONDS = 0
-        outcomes = [ingest.generation_build(generation_id=generation.pk)]
+        outcomes = [rebuild.generation_build(generation_id=generation.pk)]
         assert (outcomes, len(endpoint.texts)) == (["continued"], 2)
         while outcomes[-1] == "continued":
             token = IndexGeneration.objects.get(pk=generation.pk).run_token
-            outcomes.append(ingest.generation_build(generation_id=generation.pk, run_token=str(token)))
+            outcomes.append(rebuild.generation_build(generation_id=generation.pk, run_token=str(token)))
     generation.refresh_from_db()
     # A batch a task (four new passages), then a task that writes the vectors, then the switch.
     assert (outcomes, generation.status) == (["continued", "continued", "continued", "activated"],
@@ -420,7 +420,7 @@ def test_a_document_completed_during_a_rebuild_is_in_the_new_generation(settings
     generation = services.knowledge_base_rebuild(kb=kb)
     [document] = services.document_upload(kb=kb, files=[upload("policy.zh.md")])
     _ingest(document)
-    ingest.generation_build(generation_id=generation.pk)
+    rebuild.generation_build(generation_id=generation.pk)
     assert _searchable_texts(kb) == sorted(_children(document, generation=generation).values_list("text", flat=True))
     assert len(_searchable_texts(kb)) == 5
 

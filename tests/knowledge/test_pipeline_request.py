@@ -16,7 +16,7 @@ from celery.contrib.testing.mocks import TaskMessage
 from celery.exceptions import TimeLimitExceeded
 from django.utils import timezone
 
-from apps.knowledge import ingest, services
+from apps.knowledge import services, watchdog
 from apps.knowledge.dispatch import DOCUMENT_INGEST
 from apps.knowledge.leases import lease_stale_before, task_claim_token
 from apps.knowledge.models import Document
@@ -122,4 +122,4 @@ def test_an_error_giving_the_lease_back_leaves_celerys_own_handling_whole(held, 
     assert celery.outcomes == ["requeue"]
     assert any("Could not give back what knowledge.document_ingest[task-1] held" in record.getMessage()
                for record in caplog.records)
-    assert ingest.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=held.pk, task_id="task-1") is True
+    assert watchdog.pipeline_run_lost(task_name=DOCUMENT_INGEST, object_id=held.pk, task_id="task-1") is True

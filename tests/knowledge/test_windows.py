@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.knowledge import ingest, selectors, services
+from apps.knowledge import rebuild, selectors, services
 from apps.knowledge.models import Chunk, ChunkWindow, EmbeddingCache
 from apps.knowledge.pipeline import index
 from apps.knowledge.pipeline.candidates import Candidate
@@ -158,7 +158,7 @@ def test_a_rebuild_cuts_windows_at_the_width_of_its_start(settings):
     ingest_texts(kb, {"rules.md": LONG})
     settings.KNOWLEDGE_WINDOW_CHARS = 30
     generation = services.knowledge_base_rebuild(kb=kb)
-    assert ingest.generation_build(generation_id=generation.pk) == "activated"
+    assert rebuild.generation_build(generation_id=generation.pk) == "activated"
     windows = _windows(kb)
     assert windows and all(w.embedding is not None and w.end - w.start <= 30 for w in windows)
     assert selectors.generation_active(kb=kb).pk == generation.pk

@@ -16,7 +16,7 @@ from django.conf import settings as django_settings
 from django.db import connection, transaction
 
 from apps.core.tasks import ping
-from apps.knowledge import ingest, selectors, services
+from apps.knowledge import ingest, selectors, services, watchdog
 from apps.knowledge.models import Chunk, Document, EmbeddingCache, IndexGeneration
 from bailinghub.celery import app as celery_app
 from tests.knowledge.factories import EmbeddingModelFactory, KnowledgeBaseFactory
@@ -177,7 +177,7 @@ def test_a_worker_killed_mid_embedding_is_replaced_and_finishes_without_duplicat
     assert (killed.status, killed.run_token is not None) == ("embedding", True)
     assert killed.progress_done < 12
 
-    wait_for(lambda: ingest.knowledge_watchdog()["requeued"] == 1, timeout=30, interval=0.5,
+    wait_for(lambda: watchdog.knowledge_watchdog()["requeued"] == 1, timeout=30, interval=0.5,
              message="the watchdog to re-queue the stale document")
     second = _worker(queue)
     try:

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.knowledge import ingest, selectors, services
+from apps.knowledge import ingest, rebuild, selectors, services
 from apps.knowledge.models import Chunk, Document, KnowledgeBase
 from apps.knowledge.pipeline import vector_channel
 from apps.knowledge.pipeline.retrieve import SearchOptions
@@ -98,7 +98,7 @@ def test_a_document_turned_off_takes_no_candidate_place_from_the_others(kb, crow
 def test_a_document_turned_off_stays_off_through_a_rebuild(kb, crowded):
     services.document_set_enabled(document=crowded["旧政策.md"], enabled=False)
     generation = services.knowledge_base_rebuild(kb=kb)
-    assert ingest.generation_build(generation_id=generation.pk) == "activated"
+    assert rebuild.generation_build(generation_id=generation.pk) == "activated"
     hits = knowledge_search(kbs=[kb], query=QUERY, options=SearchOptions(top_k=5)).hits
     assert {hit.title for hit in hits} == {"新政策.md"}
     assert Document.objects.get(pk=crowded["旧政策.md"].pk).enabled is False

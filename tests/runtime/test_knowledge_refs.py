@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from apps.core.signing import b64decode, b64encode
-from apps.knowledge import ingest, services
+from apps.knowledge import rebuild, services
 from apps.knowledge.models import Chunk, Document
 from apps.routes.services import route_update
 from apps.runtime import knowledge
@@ -258,7 +258,7 @@ def test_a_new_threshold_is_scope_changed(api_client, ksession, kroute, ref):
 def test_a_rebuild_switching_the_generation_is_scope_changed(api_client, ksession, kroute, kb, ref):
     generation = services.knowledge_base_rebuild(kb=kb)
     assert read(api_client, ksession.access_token, kroute.key, ref).status_code == 200  # still building
-    assert ingest.generation_build(generation_id=generation.pk) == "activated"
+    assert rebuild.generation_build(generation_id=generation.pk) == "activated"
     _refused(read(api_client, ksession.access_token, kroute.key, ref), 409, "knowledge_scope_changed")
 
 

@@ -1,7 +1,7 @@
 """Writing chunks, cached embeddings and vectors: the database side of the pipeline.
 
-Nothing here decides a document's state (apps.knowledge.ingest does); these functions are the
-idempotent building blocks it calls inside its transactions and locks.
+Nothing here decides a document's state (apps.knowledge.ingest and rebuild do); these functions
+are the idempotent building blocks they call inside their transactions and locks.
 """
 
 from __future__ import annotations
