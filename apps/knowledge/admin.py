@@ -26,7 +26,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
 from apps.core.errors import ApiError
-from apps.knowledge import errors, selectors, services
+from apps.knowledge import errors, progress, selectors, services
 from apps.knowledge.admin_documents import document_actions, progress_bar  # and registers DocumentAdmin
 from apps.knowledge.admin_uploads import (
     batch_refusal_message,
@@ -548,7 +548,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 "Uploaded %(count)d document: %(names)s. It is queued for indexing; its progress shows below.",
                 "Uploaded %(count)d documents: %(names)s. They are queued for indexing; their progress shows below.",
                 len(batch.documents)) % {"count": len(batch.documents), "names": names}, messages.SUCCESS)
-            same = selectors.document_same_content(documents=batch.documents)
+            same = progress.document_same_content(documents=batch.documents)
             for document in batch.documents:
                 if document.pk in same:
                     # Not the file name first: the admin capitalises a message's first letter.
@@ -587,7 +587,7 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             raise Http404
         if not self.has_view_or_change_permission(request, kb):
             raise PermissionDenied
-        status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
+        status = progress.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE)
         document_actions(status["documents"], can_change=self.has_change_permission(request, kb))
         return JsonResponse(status, json_dumps_params={"ensure_ascii": False})  # admin_view adds no-store
 
@@ -651,9 +651,9 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         kb = self.get_object(request, unquote(object_id))
         if kb is not None:
             can_change = self.has_change_permission(request, kb)
-            report = selectors.knowledge_base_report(kb=kb, failures_limit=0)
+            report = progress.knowledge_base_report(kb=kb, failures_limit=0)
             # The report has counted every document: the status's line takes its counts.
-            status = selectors.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE,
+            status = progress.knowledge_base_ingest_status(kb=kb, limit=DOCUMENTS_ON_KB_PAGE,
                                                             counts=report["documents"]["by_status"])
             document_actions(status["documents"], can_change=can_change)
             extra_context.update({

@@ -25,7 +25,7 @@ class KnowledgeConfig(AppConfig):
 
         from apps.core.workers import queue_work_register
         from apps.knowledge.pipeline.retrieval_settings import retrieval_settings
-        from apps.knowledge.selectors import document_queue_work
+        from apps.knowledge.progress import document_queue_work
 
         retrieval_settings()  # a bad KNOWLEDGE_RETRIEVAL stops the boot here, naming the key
         queue_work_register("documents", document_queue_work)

@@ -20,6 +20,7 @@ from apps.knowledge import dispatch, generation_indexes
 from apps.knowledge.ingest import attempts_spent, document_fail, document_mark_failed, document_time_limit_message
 from apps.knowledge.leases import lease_expire, lease_release, lease_stale_before, task_claim_token
 from apps.knowledge.models import Document, IndexGeneration
+from apps.knowledge.progress import document_lane_filter, document_queue_lanes
 from apps.knowledge.rebuild import (
     generation_fail,
     generation_mark_failed,
@@ -27,7 +28,6 @@ from apps.knowledge.rebuild import (
     generation_time_limit_message,
 )
 from apps.knowledge.runs import hard_time_limit
-from apps.knowledge.selectors import document_lane_filter, document_queue_lanes
 
 logger = logging.getLogger("bailinghub.knowledge")
 
@@ -101,7 +101,7 @@ UNCLAIMED = Q(status=Document.Status.QUEUED, run_token__isnull=True)
 
 
 def _lanes_by_queue_length() -> tuple[list[Q], list[Q]]:
-    """The ingestion lanes (selectors.document_queue_lanes) whose Celery queue is empty, and those
+    """The ingestion lanes (progress.document_queue_lanes) whose Celery queue is empty, and those
     whose queue still holds messages, as filters; a lane whose queue cannot be told (a broker other
     than Redis, or one that does not answer) is in neither."""
     empty: list[Q] = []

@@ -21,6 +21,7 @@ from django.utils import timezone
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import session_live_q
 from apps.core.workers import broker_down_text, queue_readings_shared
+from apps.knowledge import progress as knowledge_progress
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase
 from apps.ledger.models import Run
@@ -191,7 +192,7 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
         boards[row["project_id"]].tasks_active = row["n"]
 
     with queue_readings_shared():  # documents and calls share the default queue: each read once
-        documents_waiting = knowledge_selectors.documents_waiting_for_a_worker(project_ids=ids)
+        documents_waiting = knowledge_progress.documents_waiting_for_a_worker(project_ids=ids)
         calls_waiting = tool_selectors.invocations_waiting_for_a_worker(project_ids=ids)
     broker_down = broker_down_text() if documents_waiting or calls_waiting else ""
     for project_id in {*documents_waiting, *calls_waiting}:

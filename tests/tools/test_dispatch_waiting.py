@@ -18,7 +18,7 @@ from django.utils import timezone
 from apps.core.health import broker_look_forget, check_broker
 from apps.core.redis import redis_client
 from apps.knowledge.models import Document
-from apps.knowledge.selectors import documents_waiting_for_a_worker, knowledge_base_ingest_status
+from apps.knowledge.progress import documents_waiting_for_a_worker, knowledge_base_ingest_status
 from apps.projects.models import Membership
 from apps.tools.approvals import approval_decide
 from apps.tools.invocations import invocation_watchdog

@@ -15,7 +15,7 @@ from apps.core.fields import (
 from apps.core.validators import validate_shown_name
 from apps.knowledge.models import Chunk, Document, EmbeddingModel, Fusion, IndexGeneration, KnowledgeBase
 from apps.knowledge.pipeline.rerank import RerankConfig
-from apps.knowledge.selectors import document_stage_times, document_state
+from apps.knowledge.progress import document_stage_times, document_state
 
 # pgvector indexes (HNSW) take at most 2,000 dimensions; a stored vector at most 16,000.
 EMBEDDING_DIM_MAX = 16_000

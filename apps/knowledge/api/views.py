@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from apps.core.exceptions import validation_extra, validation_message
 from apps.core.parsers import StrictJSONParser, StrictMultiPartParser
-from apps.knowledge import selectors, services
+from apps.knowledge import progress, selectors, services
 from apps.knowledge.api.serializers import (
     DocumentRegisterIn,
     DocumentUpdateIn,
@@ -150,7 +150,7 @@ class KnowledgeBaseRebuildGetApi(BuilderApi):
 class KnowledgeBaseReportApi(BuilderApi):
     def get(self, request, kb_id):
         kb = selectors.knowledge_base_get_visible(user=request.user, kb_id=kb_id)
-        return Response({"data": selectors.knowledge_base_report(kb=kb)})
+        return Response({"data": progress.knowledge_base_report(kb=kb)})
 
 
 class DocumentListApi(BuilderApi):
@@ -260,4 +260,4 @@ class DocumentRefetchApi(BuilderApi):
 class DocumentReportApi(BuilderApi):
     def get(self, request, document_id):
         document = selectors.document_get_visible(user=request.user, document_id=document_id)
-        return Response({"data": selectors.document_report(document=document)})
+        return Response({"data": progress.document_report(document=document)})
