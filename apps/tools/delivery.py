@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, InvalidRoute, RouteUnavailable
+from apps.agent_auth.selectors import session_live, session_route_get
 from apps.tasks.errors import TaskPaused
 from apps.tasks.metering import charge_settle, dispatch_task_refusal
 
@@ -36,6 +38,7 @@ from .invocation_transitions import (
 )
 from .models import Invocation, InvocationJournalEntry, Tool
 from .selectors import provider_secret
+from .surface import route_surface
 
 logger = logging.getLogger("bailinghub.tools")
 
@@ -48,8 +51,9 @@ def invocation_dispatch(*, invocation_pk: str) -> str:
     redelivered — must not settle a call another worker is still sending). An HTTP answer that
     reaches a send the watchdog gave up on is kept as evidence beside that verdict."""
     with transaction.atomic():
-        inv = Invocation.objects.select_for_update(of=("self",)).select_related("route", "provider", "project").filter(
-            pk=invocation_pk).first()
+        inv = Invocation.objects.select_for_update(of=("self",)).select_related(
+            "route", "provider", "project", "session__client", "session__authorization",
+        ).filter(pk=invocation_pk).first()
         if inv is None or inv.state != State.IN_PROGRESS:
             return "settled"
         if inv.journal_state == Journal.DISPATCHING:
@@ -114,6 +118,11 @@ def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
             inv, state=State.REJECTED_BEFORE_DISPATCH,
             text=f"The tool changed or was switched off since this call was made. {NOT_SENT_TEXT}"))
         return "tool_changed"
+    withdrawn = _access_withdrawn(inv)
+    if withdrawn:
+        invocation_settle(inv, answer_build(inv, state=State.REJECTED_BEFORE_DISPATCH, text=(
+            f"{withdrawn} {NOT_SENT_TEXT} Make a new call if it is still needed and allowed.")))
+        return "access_withdrawn"
     try:
         request = dispatch.request_build(
             base_url=provider.base_url, compiled=tool.compiled, arguments=arguments,
@@ -130,6 +139,24 @@ def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
             text=f"The provider's signing secret cannot be read by this hub. {NOT_SENT_TEXT}"))
         return "secret_unreadable"
     return request, int(tool.compiled.get("timeout_ms") or 30000)
+
+
+def _access_withdrawn(inv: Invocation) -> str:
+    """Why the agent session that made ``inv`` may no longer make it, or "": the rules of the agent's
+    next request (the session and its client, the route as that session may use it, the tool on its
+    surface), read again by the worker. The request that queued a call checked them; a call waits in
+    the queue for a while (a busy worker, a message the watchdog sends again after a broker outage),
+    and an operator's withdrawal in between is the agent's answer, not the business system's."""
+    session = inv.session
+    if not session.client.enabled or not session_live(session=session, now=timezone.now()):
+        return "Since this call was made, the agent session that made it was revoked or ended, or its client disabled."
+    try:
+        route = session_route_get(session=session, key=inv.route.key, require_runtime=True)
+    except (InvalidRoute, RouteUnavailable, AudienceNotAllowed, AgentClientDisabled) as exc:
+        return f"Since this call was made, its route is no longer available to its agent session ({exc.code})."
+    if route_surface(route=route, session=session).get(inv.tool_name) is None:
+        return "Since this call was made, its tool was taken off its route for its agent session."
+    return ""
 
 
 def _response_text(outcome: dispatch.Outcome) -> str:

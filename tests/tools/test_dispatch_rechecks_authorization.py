@@ -1,0 +1,108 @@
+"""A call queued for the dispatcher is sent only while its caller may still make it: an operator who
+withdraws the agent's access between the request that queued a call and the worker that takes it
+(a slow queue, a message the watchdog sends again after a broker outage) stops it, as the resume
+and the next request would be stopped — and what the operator did not withdraw is still sent."""
+
+from collections.abc import Callable
+
+import pytest
+
+from apps.agent_auth.models import AgentClient
+from apps.agent_auth.services import session_revoke
+from apps.routes.models import Route
+from apps.tools.delivery import invocation_dispatch
+from apps.tools.models import Invocation, ToolProvider
+from apps.tools.route_tools import route_tools_set
+from tests.routes.factories import RouteFactory
+from tests.tools.invocation_helpers import Shop
+
+pytest_plugins = ["tests.tools.invocation_fixtures"]
+
+
+def _queued(shop: Shop, settings) -> Invocation:
+    """A write queued for the dispatcher and proven not sent (no worker takes this test's queue)."""
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    body = shop.invoke("note_add", {"text": "once"}).json()
+    assert body["state"] == "in_progress"
+    inv = Invocation.objects.get(invocation_id=body["invocation_id"])
+    assert inv.journal_state == "absent"
+    return inv
+
+
+def _session_revoked(shop: Shop) -> None:
+    session_revoke(session=shop.session, revoked_by="operator", reason="lost laptop")
+
+
+def _client_disabled(shop: Shop) -> None:
+    AgentClient.objects.filter(pk=shop.session.client_id).update(enabled=False)
+
+
+def _route_disabled(shop: Shop) -> None:
+    Route.objects.filter(pk=shop.route.pk).update(enabled=False)
+
+
+def _route_taken_from_the_client(shop: Shop) -> None:
+    AgentClient.objects.filter(pk=shop.session.client_id).update(allowed_routes=[])
+
+
+def _agents_switched_off_on_the_route(shop: Shop) -> None:
+    Route.objects.filter(pk=shop.route.pk).update(agent_client_enabled=False)
+
+
+def _direct_tools_switched_off(shop: Shop) -> None:
+    Route.objects.filter(pk=shop.route.pk).update(tools_direct_enabled=False)
+
+
+def _tool_taken_off_the_route(shop: Shop) -> None:
+    route_tools_set(route=shop.route, write_tools=["stock_write"])
+
+
+def _audience_narrowed(shop: Shop) -> None:
+    Route.objects.filter(pk=shop.route.pk).update(audience_policy=Route.AudiencePolicy.LISTED,
+                                                  allowed_audiences=["manager"])
+
+
+WITHDRAWALS: dict[str, Callable[[Shop], None]] = {
+    "session revoked": _session_revoked,
+    "client disabled": _client_disabled,
+    "route disabled": _route_disabled,
+    "route taken from the client": _route_taken_from_the_client,
+    "agents switched off on the route": _agents_switched_off_on_the_route,
+    "direct tools switched off": _direct_tools_switched_off,
+    "tool taken off the route": _tool_taken_off_the_route,
+    "audience narrowed": _audience_narrowed,
+}
+
+
+@pytest.mark.parametrize("withdraw", WITHDRAWALS.values(), ids=WITHDRAWALS.keys())
+def test_a_queued_call_whose_access_was_withdrawn_is_never_sent(shop, settings, withdraw):
+    inv = _queued(shop, settings)
+    withdraw(shop)
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "access_withdrawn"
+    inv.refresh_from_db()
+    assert (inv.state, inv.journal_state, inv.frozen_arguments) == ("rejected_before_dispatch", "absent", "")
+    assert (inv.result["state"], inv.result["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
+    assert "Nothing was sent" in inv.result["text"]
+    assert shop.server.received == []
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "settled"  # the watchdog's message again
+    assert shop.server.received == []
+
+
+def test_a_queued_call_is_sent_when_the_operator_withdrew_something_else(shop, settings):
+    """Another tool taken off the route, and the client's other route withdrawn, leave this call alone."""
+    other = RouteFactory(project=shop.route.project, key="other-route")
+    AgentClient.objects.filter(pk=shop.session.client_id).update(allowed_routes=[shop.route.key, other.key])
+    inv = _queued(shop, settings)
+    route_tools_set(route=shop.route, write_tools=["note_add"])
+    AgentClient.objects.filter(pk=shop.session.client_id).update(allowed_routes=[shop.route.key])
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "executed"
+    assert len(shop.server.requests_to("/api/notes")) == 1
+
+
+def test_a_queued_call_whose_provider_was_switched_off_is_never_sent(shop, settings):
+    inv = _queued(shop, settings)
+    ToolProvider.objects.filter(pk=shop.provider.pk).update(enabled=False)
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "tool_changed"
+    inv.refresh_from_db()
+    assert (inv.state, inv.result["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
+    assert shop.server.received == []
