@@ -35,12 +35,17 @@ from apps.agent_auth.errors import (
     AlreadyProcessed,
     AuthorizationExpired,
     ForeignClient,
+    InvalidClient,
     InvalidRequest,
     NotFound,
 )
 from apps.agent_auth.models import AgentAuthorization
 from apps.agent_auth.selectors import SignInPage, authorization_page_route_choices, client_sign_in_page
-from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user
+from apps.agent_auth.services import (
+    CLIENT_DISABLED_MESSAGE,
+    authorization_approve_by_user,
+    authorization_deny_by_user,
+)
 from apps.core.errors import ApiError
 from apps.core.middleware import body_timed_out
 from apps.core.request_body import BODY_TIMED_OUT
@@ -135,6 +140,8 @@ def _refusal(request: AuthenticatedHttpRequest, authorization: AgentAuthorizatio
                            authorization=authorization)
     if isinstance(error, NotFound):
         return _error_page(request, status=404, title="Request not found", message=NOT_FOUND_MESSAGE)
+    if isinstance(error, InvalidClient):
+        return _disabled(request)
     if isinstance(error, AuthorizationExpired):
         return _render(request, authorization, notice=EXPIRED_MESSAGE, status=410)
     if isinstance(error, AlreadyProcessed):
@@ -149,6 +156,11 @@ def _foreign(request: HttpRequest, authorization: AgentAuthorization) -> HttpRes
     message = (UNKNOWN_HOST_MESSAGE.format(host=urlsplit(authorization.client.agent_authorize_url).netloc)
                if page == SignInPage.UNKNOWN_HOST else FOREIGN_CLIENT_MESSAGE)
     return _error_page(request, status=403, title="Not decided here", message=message)
+
+
+def _disabled(request: HttpRequest) -> HttpResponse:
+    return _error_page(request, status=InvalidClient.status, title="Not decided while disabled",
+                       message=CLIENT_DISABLED_MESSAGE)
 
 
 def _decide(request: AuthenticatedHttpRequest, authorization: AgentAuthorization) -> str:
@@ -181,6 +193,8 @@ def authorization_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         return _foreign(request, authorization)
     if project_role(user=request.user, project=authorization.client.project) is None:
         return _refusal(request, authorization, AccessDenied())
+    if not authorization.client.enabled:
+        return _disabled(request)
     if request.method == "GET":
         status = 410 if authorization.status_at(timezone.now()) == "expired" else 200
         return _render(request, authorization, status=status)

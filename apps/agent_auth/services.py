@@ -235,11 +235,16 @@ def authorization_deny(*, client: AgentClient, authorization_id: uuid.UUID, deci
 
 
 def _page_client(*, authorization_id: uuid.UUID, request_host: str | None) -> AgentClient:
+    """The client of a request decided on the hub's own page: 404 for no request, 403 for a client
+    whose users decide elsewhere, 400 `invalid_client` for a disabled one — its business backend's
+    decisions are refused while it is (401), and so are its users' here."""
     client = AgentClient.objects.filter(authorizations__pk=authorization_id).first()
     if client is None:
         raise NotFound("No such authorization.")
     if client_sign_in_page(client, request_host=request_host) != SignInPage.HERE:
         raise ForeignClient()
+    if not client.enabled:
+        raise InvalidClient(CLIENT_DISABLED_MESSAGE)
     return client
 
 
@@ -272,6 +277,10 @@ def authorization_deny_by_user(*, authorization_id: uuid.UUID, user: User, reque
 
 
 # Sessions and tokens
+
+
+CLIENT_DISABLED_MESSAGE = ("This application is disabled in BailingHub: its requests cannot be decided while it is. "
+                           "Nothing was changed.")
 
 
 def _enabled_client(client_app_id: str) -> AgentClient:

@@ -618,3 +618,45 @@ def test_a_session_whose_approver_left_is_no_task_member_no_active_session_and_i
         f"/admin/ledger/run/{run.pk}/change/").content.decode()
     assert "never completed: the account that approved the session left the project" in console.get(
         "/admin/ledger/run/").content.decode()
+
+
+def test_a_request_of_a_client_disabled_since_cannot_be_approved_or_denied(browser, started, member, page_client):
+    """Disabling a client stops its business backend's decisions at once (401 for its client token):
+    the hub's page, where its users decide, is held to the same rule."""
+    path, _ = started
+    browser.force_login(member)
+    browser.get(path)  # the page was open when the operator disabled the client
+    page_client.enabled = False
+    page_client.save()
+    for decision in ({"decision": "approve", "routes": ["store-assistant"]}, {"decision": "deny"}):
+        response = _post(browser, path, decision)
+        assert response.status_code == 400
+        html = response.content.decode()
+        assert "This application is disabled in BailingHub" in html
+        assert 'name="decision"' not in html
+        assert _state() == ("pending", None, 0)
+
+
+def test_a_request_of_a_disabled_client_offers_no_decision(browser, started, member, page_client):
+    path, _ = started
+    page_client.enabled = False
+    page_client.save()
+    browser.force_login(member)
+    response = browser.get(path)
+    assert response.status_code == 400
+    assert 'name="decision"' not in response.content.decode()
+
+
+def test_the_services_refuse_a_disabled_clients_request_whoever_calls_them(started, member, page_client):
+    from apps.agent_auth.errors import InvalidClient
+    from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user
+
+    page_client.enabled = False
+    page_client.save()
+    authorization = AgentAuthorization.objects.get()
+    with pytest.raises(InvalidClient):
+        authorization_approve_by_user(authorization_id=authorization.pk, user=member,
+                                      allowed_routes=["store-assistant"], request_host="testserver")
+    with pytest.raises(InvalidClient):
+        authorization_deny_by_user(authorization_id=authorization.pk, user=member, request_host="testserver")
+    assert _state() == ("pending", None, 0)
