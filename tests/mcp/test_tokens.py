@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from bailinghub_mcp.auth import HubSession, SessionExpired
 from bailinghub_mcp.credentials import TokenStore
+from bailinghub_mcp.wire import HubError
 
-from apps.agent_auth.models import AgentSession
+from apps.agent_auth.models import AgentClient, AgentSession
 from tests.mcp.conftest import WORKSPACE, http_json, stored_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,3 +87,25 @@ def test_a_session_ended_on_the_hub_asks_for_a_new_login(signed_in, hub_url, age
         workspaces(HubSession(store_of(signed_in)))
     # The dead sign-in is forgotten: `status` said "sign-in valid for: 29 day(s)" after a revoke.
     assert not (signed_in / "bailinghub-mcp" / "credentials.json").exists()
+
+
+def test_a_client_disabled_on_the_hub_asks_for_a_new_login_and_nothing_runs(signed_in, agent_client):
+    """The operator disables the agent client: the bridge's next call is refused (401), its refresh too
+    (400 invalid_client), and it says so instead of going on with the old tokens."""
+    session = HubSession(store_of(signed_in))
+    assert workspaces(session) == [WORKSPACE]
+    AgentClient.objects.filter(pk=agent_client.pk).update(enabled=False)
+
+    with pytest.raises(SessionExpired, match="invalid_client"):
+        workspaces(session)
+    assert not (signed_in / "bailinghub-mcp" / "credentials.json").exists()
+
+
+def test_a_workspace_taken_from_the_client_is_gone_at_the_next_call(signed_in, agent_client):
+    session = HubSession(store_of(signed_in))
+    assert workspaces(session) == [WORKSPACE]
+    AgentClient.objects.filter(pk=agent_client.pk).update(allowed_routes=[])
+    assert workspaces(session) == []
+    with pytest.raises(HubError) as refused:
+        session.call("GET", f"/agent-api/v1/workspaces/{WORKSPACE}/bootstrap")
+    assert (refused.value.status, refused.value.code) == (404, "route_unavailable")

@@ -12,6 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.core.validators import BIDI_CONTROLS
+from apps.projects.models import Membership
 from apps.projects.tokens import operator_token_create
 from apps.tools.approvals import approval_decide
 from apps.tools.call_checks import Target, approval_reasons, approval_summary
@@ -421,3 +422,26 @@ def test_a_rule_through_an_array_matches_when_any_item_does(rule, arguments, nee
 ])
 def test_the_approval_summary_says_when_a_call_asks_as_approval_reasons_decides_it(compiled, summary):
     assert approval_summary(compiled) == summary
+
+
+WITHDRAWN_APPROVERS = {
+    "lowered to viewer": lambda membership: Membership.objects.filter(pk=membership.pk).update(
+        role=Membership.Role.VIEWER),
+    "taken out of the project": lambda membership: Membership.objects.filter(pk=membership.pk).delete(),
+}
+
+
+@pytest.mark.parametrize("withdraw", WITHDRAWN_APPROVERS.values(), ids=WITHDRAWN_APPROVERS.keys())
+def test_an_approver_lowered_to_viewer_or_taken_out_of_the_project_can_no_longer_decide(shop, withdraw):
+    """A decision is authorized when it is made, not when the approver was given the token."""
+    shop.invoke("refund_issue", {"order_id": "SO-1", "amount": 3})
+    approval = Approval.objects.get()
+    owner = MembershipFactory(project=shop.route.project)
+    _, token = operator_token_create(user=owner.user, name="approver", scopes=["approvals:decide"])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    withdraw(owner)
+    response = _decide(client, approval.pk)
+    assert (response.status_code, response.json()["error"]) == (404, "approval_not_found")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decision_id, approval.decided_at) == ("pending", "", None)
