@@ -36,9 +36,9 @@ from .invocation_transitions import (
     invocation_settle_uncertain,
     transition_save,
 )
-from .models import Invocation, InvocationJournalEntry, Tool
+from .models import Approval, Invocation, InvocationJournalEntry, Tool
 from .selectors import provider_secret
-from .surface import route_surface
+from .surface import route_approval_forced, route_surface
 
 logger = logging.getLogger("bailinghub.tools")
 
@@ -123,6 +123,15 @@ def _prepare(inv: Invocation) -> tuple[dispatch.OutboundRequest, int] | str:
         invocation_settle(inv, answer_build(inv, state=State.REJECTED_BEFORE_DISPATCH, text=(
             f"{withdrawn} {NOT_SENT_TEXT} Make a new call if it is still needed and allowed.")))
         return "access_withdrawn"
+    if route_approval_forced(route=inv.route, name=inv.tool_name, readonly=inv.readonly) and not (
+            Approval.objects.filter(invocation=inv).exists()):
+        # Refused for now, as a paused one is: the agent's resume re-evaluates it as a new call, and
+        # the route's rule then opens its approval (invocations._reevaluate).
+        invocation_settle(inv, answer_build(
+            inv, state=State.REJECTED_BEFORE_DISPATCH, auto_retry_allowed=True,
+            text=f"Since this call was made, its route asks an approver to decide calls of this tool. {NOT_SENT_TEXT} "
+                 "Resume this same invocation to ask for the approval."))
+        return "approval_required"
     try:
         request = dispatch.request_build(
             base_url=provider.base_url, compiled=tool.compiled, arguments=arguments,

@@ -10,8 +10,9 @@ import pytest
 from apps.agent_auth.models import AgentClient
 from apps.agent_auth.services import session_revoke
 from apps.routes.models import Route
+from apps.tools.approvals import approval_decide
 from apps.tools.delivery import invocation_dispatch
-from apps.tools.models import Invocation, ToolProvider
+from apps.tools.models import Approval, Invocation, ToolProvider
 from apps.tools.route_tools import route_tools_set
 from tests.routes.factories import RouteFactory
 from tests.tools.invocation_helpers import Shop
@@ -106,3 +107,31 @@ def test_a_queued_call_whose_provider_was_switched_off_is_never_sent(shop, setti
     inv.refresh_from_db()
     assert (inv.state, inv.result["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
     assert shop.server.received == []
+
+
+def test_a_queued_call_whose_route_forced_an_approval_since_waits_for_one_and_nothing_is_sent(shop, settings):
+    """As a call refused for now is (test_invocations_approvals): the route's new rule applies to a
+    call not yet sent, so the agent's resume asks the approver first."""
+    inv = _queued(shop, settings)
+    route_tools_set(route=shop.route, force_approval_tools=["note_add"])
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "approval_required"
+    assert shop.server.received == []
+    inv.refresh_from_db()
+    assert (inv.state, inv.result["auto_retry_allowed"]) == ("rejected_before_dispatch", True)
+    body = shop.resume(inv.invocation_id).json()
+    approval = Approval.objects.get(invocation=inv)
+    assert (body["state"], body["approval_id"], approval.reasons) == (
+        "awaiting_approval", str(approval.pk), ["route_forced"])
+    assert shop.server.received == []
+
+
+def test_an_approved_call_is_sent_though_the_route_forced_approvals_since(shop, settings):
+    settings.TOOL_INVOCATION_WAIT_SECONDS = 0
+    route_tools_set(route=shop.route, force_approval_tools=["note_add"])
+    invocation_id = shop.invoke("note_add", {"text": "once"}).json()["invocation_id"]
+    approval_decide(approval_id=Approval.objects.get().pk, projects=[shop.route.project], decision_id="d-1",
+                    decision="approved")
+    assert shop.resume(invocation_id).json()["state"] == "in_progress"
+    inv = Invocation.objects.get(invocation_id=invocation_id)
+    assert invocation_dispatch(invocation_pk=str(inv.pk)) == "executed"
+    assert len(shop.server.requests_to("/api/notes")) == 1
