@@ -166,3 +166,18 @@ def test_the_body_is_limited(api_client, issued, tool_route):
 def test_search_needs_the_runtime_switch(api_client, issued, tool_route):
     route_update(route=tool_route, agent_client_enabled=False)
     refused(search(api_client, issued.access_token, {"query": "stock"}), 403, "agent_client_disabled")
+
+
+def test_a_tool_switched_off_leaves_the_next_search_and_a_provider_switched_off_takes_all_its_tools(
+        api_client, issued, tool_route, store_provider):
+    from apps.tools.services import provider_update, tool_set_enabled
+
+    before = search(api_client, issued.access_token, {"query": "refund an order", "limit": 12}).json()
+    assert "order_refund" in [tool["name"] for tool in before["tools"]]
+    tool_set_enabled(tool=store_provider.tools.get(name="order_refund"), enabled=False)
+    after = search(api_client, issued.access_token, {"query": "refund an order", "limit": 12})
+    assert "order_refund" not in _names(after)
+    assert after.json()["discovery"]["authorized_total"] == before["discovery"]["authorized_total"] - 1
+    assert after.json()["capability_revision"] != before["capability_revision"]
+    provider_update(provider=store_provider, enabled=False)
+    assert _names(search(api_client, issued.access_token, {"query": "refund an order", "limit": 12})) == []
