@@ -130,6 +130,16 @@ def test_garbage_refs_are_400(api_client, ksession, kroute, docs, garbage):
     _refused(read(api_client, ksession.access_token, kroute.key, garbage), 400, "knowledge_reference_invalid")
 
 
+@pytest.mark.parametrize("length", [4097, 12_000])
+def test_a_ref_longer_than_any_issued_is_invalid_not_a_malformed_request(api_client, ksession, kroute, docs, length):
+    _refused(read(api_client, ksession.access_token, kroute.key, "A" * length), 400, "knowledge_reference_invalid")
+
+
+def test_a_cursor_longer_than_any_issued_is_invalid_not_a_malformed_request(api_client, ksession, kroute, long_ref):
+    _refused(read(api_client, ksession.access_token, kroute.key, long_ref, cursor="A" * 4097), 400,
+             "knowledge_reference_invalid")
+
+
 def test_a_ref_is_not_a_cursor_and_a_cursor_is_not_a_ref(api_client, ksession, kroute, long_ref):
     cursor = _second_page(api_client, ksession, kroute, long_ref)
     _refused(read(api_client, ksession.access_token, kroute.key, long_ref, cursor=long_ref), 400,

@@ -19,8 +19,9 @@ from apps.tasks.services import session_task_enforced, task_run_check, task_run_
 
 # A query of 2000 characters, each escaped as a surrogate pair (12 bytes), plus the envelope.
 SEARCH_BODY_MAX_BYTES = 32 * 1024
+# The body limit bounds a reference or cursor too; one longer than any issued (the signer's
+# MAX_TOKEN_CHARS) is refused by its check, as `knowledge_reference_invalid`.
 READ_BODY_MAX_BYTES = 16 * 1024
-TOKEN_MAX_CHARS = 4096
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -54,11 +55,11 @@ class KnowledgeSearchSerializer(ExactFieldsSerializer):
 
 
 class KnowledgeReadSerializer(ExactFieldsSerializer):
-    # Any string is a reference to check: a malformed one is `knowledge_reference_invalid`.
-    ref = StrictCharField(max_length=TOKEN_MAX_CHARS, trim_whitespace=False, allow_blank=True)
+    # Any string is a reference to check: a malformed one (an over-long one included) is
+    # `knowledge_reference_invalid`, never `invalid_request` (the protocol's code for a tampered one).
+    ref = StrictCharField(trim_whitespace=False, allow_blank=True)
     run_id = RunIdField(required=False, allow_null=True, default=None)
-    cursor = StrictCharField(max_length=TOKEN_MAX_CHARS, trim_whitespace=False, required=False, allow_null=True,
-                             allow_blank=True, default=None)
+    cursor = StrictCharField(trim_whitespace=False, required=False, allow_null=True, allow_blank=True, default=None)
     max_bytes = StrictIntegerField(min_value=knowledge.READ_MIN_BYTES, max_value=knowledge.READ_MAX_BYTES,
                                    required=False, default=knowledge.READ_DEFAULT_BYTES)
 
