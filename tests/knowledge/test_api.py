@@ -430,6 +430,11 @@ def test_retry_of_a_failed_document_queues_it(client, kb):
     assert response.json()["data"]["status"] == "queued"
 
 
+def test_retry_of_an_unknown_document_is_404(client):
+    _error(client.post(f"{BASE}/documents/00000000-0000-0000-0000-000000000008/retry-index"), 404,
+           "document_not_found")
+
+
 def test_delete_is_204_and_removes_the_vectors(client, kb):
     document = _completed(kb)
     response = client.delete(f"{BASE}/documents/{document.pk}")
@@ -455,6 +460,10 @@ def test_reports_count_statuses_and_give_failure_reasons(client, kb):
     assert report["chunks"] == {"children": 5, "parents": 5}
     document_report = client.get(f"{BASE}/documents/{failed.pk}/report").json()["data"]
     assert (document_report["status"], document_report["error_code"]) == ("failed", "document_conversion_failed")
+
+
+def test_report_of_an_unknown_document_is_404(client):
+    _error(client.get(f"{BASE}/documents/00000000-0000-0000-0000-000000000009/report"), 404, "document_not_found")
 
 
 def test_report_of_an_unknown_knowledge_base_is_404(client):

@@ -81,6 +81,24 @@ def test_bad_input_is_422_naming_the_field(client, kb, body, field):
     assert KeywordTermStat.objects.count() == stats
 
 
+def test_top_k_of_1_and_50_and_a_query_of_2000_characters_are_accepted(client, kb):
+    for body in ({"query": "退款", "top_k": 1}, {"query": "退款", "top_k": 50}, {"query": "退" * 2000}):
+        response = client.post(_url(kb), body, format="json")
+        assert response.status_code == 200, (body, response.json())
+    assert len(client.post(_url(kb), {"query": "退款", "top_k": 1}, format="json").json()["data"]["hits"]) == 1
+
+
+def test_a_hybrid_score_threshold_cuts_on_the_fused_score(client, kb):
+    hits = client.post(_url(kb), {"query": "质量问题退款", "hybrid": True, "top_k": 5},
+                       format="json").json()["data"]["hits"]
+    scores = [hit["score"] for hit in hits]
+    assert len(scores) >= 2 and scores[0] > scores[1]
+    threshold = (scores[0] + scores[1]) / 2
+    kept = client.post(_url(kb), {"query": "质量问题退款", "hybrid": True, "top_k": 5, "score_threshold": threshold},
+                       format="json").json()["data"]["hits"]
+    assert [hit["chunk_id"] for hit in kept] == [hits[0]["chunk_id"]]
+
+
 def test_unknown_kb_is_404(client):
     response = client.post("/api/v1/builder/knowledge-bases/00000000-0000-0000-0000-000000000000/search",
                            {"query": "退款"}, format="json")

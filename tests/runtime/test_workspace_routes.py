@@ -4,6 +4,7 @@ import pytest
 
 from apps.agent_auth.models import AgentSession
 from apps.core.revisions import revision_of
+from apps.routes.models import AGENT_INSTRUCTIONS_MAX_CHARS, SYSTEM_PROMPT_MAX_CHARS
 from apps.routes.services import route_update
 from apps.tools.surface import route_surface
 from tests.agent_auth.helpers import PRINCIPAL, bearer, session_for
@@ -104,6 +105,19 @@ def test_bootstrap_is_the_runtime_profile(api_client, issued, route):
                                     "readonly": 0, "writes": 0, "approval_required": 0}
     assert body["active_tools"] == []
     assert response["ETag"] == f'"{revision_of(body)}"'
+
+
+def test_bootstrap_instructions_stay_within_100000_characters_at_the_longest_settings(api_client, issued, route):
+    # The wire rule (contracts-beyond-seeds §6): bootstrap `instructions` ≤100,000 characters. The
+    # route's two texts at their limits, with their section markers, stay under it.
+    route.system_prompt = "令" * SYSTEM_PROMPT_MAX_CHARS
+    route.agent_client_instructions = "示" * AGENT_INSTRUCTIONS_MAX_CHARS
+    route.full_clean()
+    route.save()
+    instructions = _bootstrap(api_client, issued).json()["profile"]["instructions"]
+    assert instructions.count("令") == SYSTEM_PROMPT_MAX_CHARS
+    assert instructions.count("示") == AGENT_INSTRUCTIONS_MAX_CHARS
+    assert len(instructions) <= 100_000
 
 
 def test_bootstrap_never_carries_credentials_or_models(api_client, issued, route):
