@@ -100,6 +100,13 @@ def test_project_notes_clamp_at_50(api_client, issued, route):
     assert len(api_client.get(url, {"limit": 100}, **bearer(issued.access_token)).json()["memories"]) == 50
 
 
+def test_route_notes_clamp_at_100(api_client, issued, route):
+    url = ROUTE_NOTES.format(route.key)
+    for n in range(101):
+        _save(api_client, issued.access_token, url, f"note {n}")
+    assert len(api_client.get(url, {"limit": 1000}, **bearer(issued.access_token)).json()["memories"]) == 100
+
+
 def test_a_limit_that_is_not_an_integer_is_refused(api_client, issued, notes_url):
     response = api_client.get(notes_url, {"limit": "ten"}, **bearer(issued.access_token))
     assert response.status_code == 400
