@@ -202,3 +202,26 @@ def test_a_user_outside_the_clients_project_is_told_so_and_decides_nothing(page,
     page.screenshot(path=str(SHOTS / "agent_authorize_not_a_member.png"), full_page=True)
     assert callback.received == []
     assert AgentAuthorization.objects.get().status == "pending"
+
+
+def test_on_a_phone_the_page_fits_and_a_decided_request_reads_as_news_not_as_an_error(page, operator, hub,
+                                                                                       desktop_client, callback):
+    page.set_viewport_size({"width": 390, "height": 844})
+    authorization_url, _ = _start_authorization(hub, desktop_client, callback)
+    _sign_in_on_the_authorization_page(page, authorization_url, operator)
+
+    # The console's stylesheet alone kept the page 980 px wide, the card and Approve cut off at the right.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    approve = page.locator("button[value=approve]").bounding_box()
+    assert approve is not None and approve["x"] + approve["width"] <= 390
+    page.screenshot(path=str(SHOTS / "agent_authorize_phone.png"), full_page=True)
+
+    page.click("button[value=approve]")
+    assert callback.arrived.wait(10)
+    page.goto(authorization_url)
+    decided = page.locator("#decided")
+    assert (decided.inner_text(), decided.get_attribute("class")) == (
+        "This request has already been approved. You can close this page.", "success")
+    assert page.locator(".errornote").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(SHOTS / "agent_authorize_phone_decided.png"), full_page=True)
