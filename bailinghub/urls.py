@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, reverse_lazy
+from django.views.generic import RedirectView
 from drf_spectacular.renderers import (
     OpenApiJsonRenderer,
     OpenApiJsonRenderer2,
@@ -16,6 +17,8 @@ from apps.core import views as core_views
 # Agent-facing paths never end in a slash, and APPEND_SLASH never fires under their prefixes
 # (apps.core.middleware.CommonMiddleware): an agent host follows no redirect.
 urlpatterns = [
+    # The host's bare address is where a newcomer starts: the console (it was Django's 404 page).
+    path("", RedirectView.as_view(url=reverse_lazy("admin:index")), name="home"),
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
     path("admin/", admin.site.urls),

@@ -43,6 +43,12 @@ def test_a_console_403_shows_a_reason_only_when_it_is_written_for_operators(clie
     assert "editor role" not in reasoned.content.decode()
 
 
+def test_the_bare_address_leads_to_the_console_and_other_unknown_pages_stay_404(client):
+    home = client.get("/")
+    assert (home.status_code, home["Location"]) == (302, "/admin/")
+    assert client.get("/nothing-here").status_code == 404
+
+
 def test_http404_is_404_json(client):
     response = client.get("/agent-api/test/missing")
     assert response.status_code == 404
