@@ -4,7 +4,9 @@ authorizations change only through services (revoke action), never through a for
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -44,10 +46,24 @@ from apps.routes.admin import (
 from apps.routes.models import Route
 
 
-def connection_snippets(*, client: AgentClient, hub_url: str) -> list[str]:
-    """One secret-free JSON snippet per allowed route, for the agent host's configuration."""
+@dataclass(frozen=True)
+class ConnectionSnippet:
+    route: str
+    json: str  # for an SDK's configuration
+    mcp_login: str  # the MCP bridge's sign-in (clients/mcp), the same three values
+
+
+def connection_snippets(*, client: AgentClient, hub_url: str) -> list[ConnectionSnippet]:
+    """How an agent host connects, per allowed route, without a secret: the agent signs in through
+    the browser. The sign-in line was only in the README and `make run`'s first output."""
     return [
-        json.dumps({"hubUrl": hub_url, "clientAppId": client.app_id, "workspace": key}, indent=2, ensure_ascii=False)
+        ConnectionSnippet(
+            route=key,
+            json=json.dumps({"hubUrl": hub_url, "clientAppId": client.app_id, "workspace": key}, indent=2,
+                            ensure_ascii=False),
+            mcp_login=shlex.join(["bailinghub-mcp", "login", "--hub", hub_url, "--client-app-id", client.app_id,
+                                  "--workspace", key]),
+        )
         for key in (client.allowed_routes or [])
     ]
 

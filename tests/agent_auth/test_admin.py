@@ -139,6 +139,11 @@ def test_the_change_page_has_a_secret_free_connection_snippet(agent_client, owne
         {"hubUrl": "http://testserver", "clientAppId": agent_client.app_id, "workspace": "store-assistant"},
         {"hubUrl": "http://testserver", "clientAppId": agent_client.app_id, "workspace": "hr-helpdesk"},
     ]
+    logins = re.findall(r'<pre id="mcp-login-\d+"[^>]*>(.*?)</pre>', html, re.S)
+    assert logins == [
+        f"bailinghub-mcp login --hub http://testserver --client-app-id {agent_client.app_id} --workspace {key}"
+        for key in ("store-assistant", "hr-helpdesk")
+    ]
     assert "bhk_" not in html and agent_client.client_token_hash not in html
 
 
