@@ -16,9 +16,10 @@ from typing import Any
 
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Window
 from django.db.models.functions import Coalesce, RowNumber
+from django.urls import reverse
 from django.utils import timezone
 
-from apps.agent_auth.models import AgentSession
+from apps.agent_auth.models import AgentClient, AgentSession
 from apps.agent_auth.selectors import session_live_q
 from apps.core.workers import broker_down_text, queue_readings_shared
 from apps.knowledge import progress as knowledge_progress
@@ -31,7 +32,7 @@ from apps.routes.models import Route
 from apps.tasks.models import Task
 from apps.tasks.selectors import session_only_in_ended_tasks_q, task_can_run_q
 from apps.tools import selectors as tool_selectors
-from apps.tools.models import Approval
+from apps.tools.models import Approval, ToolProvider
 
 ROUTES_PER_PROJECT = 20
 KBS_PER_PROJECT = 20
@@ -86,6 +87,55 @@ class ProjectDashboard:
     # Beside work waiting: why, when the broker does not answer (apps.core.workers.BROKER_DOWN_TEXT),
     # rather than the workers' advice.
     broker_down: str = ""
+    provider_total: int = 0
+    client_total: int = 0
+
+    @property
+    def may_edit(self) -> bool:
+        return self.role != "viewer"
+
+    @property
+    def getting_started(self) -> list[GettingStartedStep]:
+        return getting_started(self)
+
+
+@dataclass(frozen=True)
+class GettingStartedStep:
+    text: str
+    done: bool
+    url: str  # where to do it
+    link: str  # the link's words
+    optional: bool = False
+
+
+def getting_started(board: ProjectDashboard) -> list[GettingStartedStep]:
+    """The steps from an empty project to an agent at work, each ticked once done; none once every
+    step that is not optional is. A newcomer's project said "No routes yet." and nothing more."""
+    pk = board.project.pk
+    steps = [
+        GettingStartedStep("Add a route: the workspace an agent connects to.", board.route_total > 0,
+                           f"{reverse('admin:routes_route_add')}?project={pk}", "Add a route"),
+        GettingStartedStep("Add a knowledge base and upload documents into it.",
+                           any(s.completed for s in board.knowledge_bases),
+                           f"{reverse('admin:knowledge_knowledgebase_add')}?project={pk}" if not board.kb_total
+                           else f"{reverse('admin:knowledge_knowledgebase_changelist')}?project__id__exact={pk}",
+                           "Add a knowledge base" if not board.kb_total else "Upload documents"),
+        GettingStartedStep("Let a route read it: on the route's page, under Knowledge.",
+                           any(route.knowledge_sources for route in board.routes),
+                           f"{reverse('admin:routes_route_changelist')}?project__id__exact={pk}", "Open the routes"),
+        GettingStartedStep("Add a tool provider from the business system's OpenAPI document, if agents should "
+                           "call it.", board.provider_total > 0,
+                           f"{reverse('admin:tools_toolprovider_add')}?project={pk}", "Add a tool provider",
+                           optional=True),
+        GettingStartedStep("Add an agent client: the application your agents sign in through.",
+                           board.client_total > 0, f"{reverse('admin:agent_auth_agentclient_add')}?project={pk}",
+                           "Add an agent client"),
+        GettingStartedStep("Sign an agent in: its agent client's page gives the bailinghub-mcp login line "
+                           "for each route.", board.sessions_total > 0,
+                           f"{reverse('admin:agent_auth_agentclient_changelist')}?project__id__exact={pk}",
+                           "Open the agent clients"),
+    ]
+    return [] if all(step.done for step in steps if not step.optional) else steps
 
 
 def _ranked(queryset, *, partition: str, order: list, limit: int):
@@ -107,7 +157,8 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     now = now or timezone.now()
     projects = list(
         project_list_visible(user=user)
-        .annotate(route_total=_count_per_project(Route), kb_total=_count_per_project(KnowledgeBase))
+        .annotate(route_total=_count_per_project(Route), kb_total=_count_per_project(KnowledgeBase),
+                  provider_total=_count_per_project(ToolProvider), client_total=_count_per_project(AgentClient))
         .order_by("name")[:PROJECTS_SHOWN]
     )
     if not projects:
@@ -117,7 +168,7 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     )
     boards = {
         p.pk: ProjectDashboard(project=p, role=roles.get(p.pk, "superuser"), route_total=p.route_total,
-                               kb_total=p.kb_total)
+                               kb_total=p.kb_total, provider_total=p.provider_total, client_total=p.client_total)
         for p in projects
     }
     ids = list(boards)

@@ -146,3 +146,18 @@ def test_documents_waiting_for_a_worker_are_named_in_the_projects_header(logged_
     notice.get_by_role("link", name="See the queued documents").click()
     page.wait_for_url("**/admin/knowledge/document/?status__exact=queued")
     assert page.locator("#result_list tbody tr").count() == 2
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_new_projects_first_steps_lead_to_the_pages_that_take_them(logged_in_page, project, width):
+    page = logged_in_page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/admin/")
+    steps = page.locator("#project-bailing-retail [data-panel=getting_started] li")
+    assert steps.count() == 6
+    assert [steps.nth(n).get_attribute("data-done") for n in range(6)] == ["no"] * 6
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(SHOTS / f"dashboard_getting_started_{width}.png"), full_page=True)
+    steps.nth(0).get_by_role("link", name="Add a route").click()
+    page.wait_for_url("**/admin/routes/route/add/?project=*")
+    assert page.locator("#id_project").input_value() == str(project.pk)

@@ -375,3 +375,52 @@ def test_documents_in_a_quiet_lane_and_in_an_idle_one_are_told_apart(a, b, setti
         "2 documents queued for 7\xa0minutes: 1 behind workers that hold work on their queue but have said nothing for "
         "2 min, the others with no worker ingesting: check that the Celery workers are running, and their logs for "
         "what they are stuck on.")
+
+
+def _steps(page: str, slug: str) -> list[tuple[str, str, str]]:
+    """(done, text, link href or "") of each step of a project's Get started list, in order."""
+    [section] = [s for s in page.split('<section class="bh-project"') if f'data-project="{slug}"' in s]
+    steps = []
+    for done, item in re.findall(r'<li data-step="\d+" data-done="(\w+)"(.*?)</li>', section, re.S):
+        text = re.search(r'<span class="bh-step-text">(.*?)</span>\s*(?:<a |$)', item, re.S).group(1)
+        link = re.search(r'<a href="([^"]+)">', item)
+        href = link.group(1).replace("&amp;", "&") if link else ""
+        steps.append((done, re.sub(r"<[^>]+>|\s+", " ", text).strip(), href))
+    return steps
+
+
+def test_an_empty_project_lists_its_first_steps_each_a_link_to_the_page_that_takes_it():
+    owner = MembershipFactory(project=ProjectFactory(name="Empty Co", slug="empty"), role=Membership.Role.OWNER)
+    client = admin_client(owner.user)
+    steps = _steps(client.get("/admin/").content.decode(), "empty")
+    assert [(done, text.split(":")[0].split(" from ")[0]) for done, text, _ in steps] == [
+        ("no", "Add a route"), ("no", "Add a knowledge base and upload documents into it."),
+        ("no", "Let a route read it"), ("no", "Add a tool provider"), ("no", "Add an agent client"),
+        ("no", "Sign an agent in"),
+    ]
+    project_id = str(owner.project.pk)
+    pages = [client.get(href) for _, _, href in steps]
+    assert [page.status_code for page in pages] == [200] * 6
+    # The add pages start in this project.
+    for page in (pages[0], pages[1], pages[3], pages[4]):
+        assert str(page.context["adminform"].form.initial.get("project")) == project_id
+
+
+def test_the_steps_tick_off_as_they_are_taken_and_the_list_goes_once_they_are(a, b):
+    owner = MembershipFactory(project=ProjectFactory(name="Growing Co", slug="growing"), role=Membership.Role.OWNER)
+    client = admin_client(owner.user)
+    RouteFactory(project=owner.project, key="growing-route")
+    steps = _steps(client.get("/admin/").content.decode(), "growing")
+    assert [done for done, _, _ in steps] == ["yes", "no", "no", "no", "no", "no"]
+    assert steps[0][2] == ""  # a step taken links nowhere
+    # A project with a route reading a KB of documents, an agent client and a signed-in agent is under
+    # way: the list is gone (the tool provider is optional).
+    page = admin_client(a.user).get("/admin/").content.decode()
+    assert 'data-project="alpha"' in page and 'data-panel="getting_started"' not in page
+
+
+def test_a_viewer_reads_the_steps_without_links_and_who_takes_them():
+    viewer = MembershipFactory(project=ProjectFactory(name="Watched Co", slug="watched"), role=Membership.Role.VIEWER)
+    page = admin_client(viewer.user).get("/admin/").content.decode()
+    assert [href for _, _, href in _steps(page, "watched")] == [""] * 6
+    assert "You can view this project: an owner or an editor takes these steps." in page
