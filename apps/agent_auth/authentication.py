@@ -15,7 +15,12 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from apps.agent_auth.models import AgentClient, AgentSession
-from apps.agent_auth.selectors import client_get_by_token, session_get_by_access_token, session_live
+from apps.agent_auth.selectors import (
+    client_get_by_token,
+    session_end,
+    session_end_text,
+    session_get_by_access_token,
+)
 from apps.agent_auth.services import session_touch
 
 
@@ -54,6 +59,20 @@ class ClientCaller:
     is_anonymous: ClassVar[bool] = False
 
 
+# Why an agent's token was refused (401 `unauthorized` whatever the reason): a host that should
+# refresh is told so, and one that should sign in again. Nothing here is secret to the token's holder.
+EXPLAINED = "explained"
+REFUSED_UNKNOWN = ("This access token is not valid: a refresh replaced it, or it was never issued. Refresh the "
+                   "session with its refresh token, or sign in again.")
+REFUSED_EXPIRED = "This access token has expired (they last 15 minutes): refresh the session with its refresh token."
+REFUSED_CLIENT_DISABLED = "This agent's client application is disabled in BailingHub: ask an operator to enable it."
+
+
+def refused(message: str) -> AuthenticationFailed:
+    """401 `unauthorized` with `message`, which the error's body carries (apps.core.exceptions)."""
+    return AuthenticationFailed(message, code=EXPLAINED)
+
+
 def _bearer(request: Request) -> str | None:
     """The bearer credential, None when no Authorization header; 401 when it is malformed."""
     header = get_authorization_header(request)
@@ -79,13 +98,15 @@ class AgentBearerAuthentication(BaseAuthentication):
             return None
         session = session_get_by_access_token(token=token)
         now = timezone.now()
-        if (
-            session is None
-            or now >= session.access_expires_at
-            or not session.client.enabled
-            or not session_live(session=session, now=now)
-        ):
-            raise AuthenticationFailed()
+        if session is None:
+            raise refused(REFUSED_UNKNOWN)
+        if not session.client.enabled:
+            raise refused(REFUSED_CLIENT_DISABLED)
+        end = session_end(session=session, now=now)
+        if end is not None:
+            raise refused(session_end_text(session=session, end=end))
+        if now >= session.access_expires_at:
+            raise refused(REFUSED_EXPIRED)
         session_touch(session=session)
         return AgentPrincipal.of(session), session
 

@@ -110,6 +110,23 @@ def session_end(*, session: AgentSession, now: datetime, approver_current: bool 
     return None if approver_current else SessionEnd.APPROVER_LEFT
 
 
+def session_end_text(*, session: AgentSession, end: SessionEnd) -> str:
+    """Why the session no longer works, in words for the agent host (a refusal's message): it tells a
+    host that should sign in again from one that should refresh."""
+    if end == SessionEnd.REVOKED:
+        by = {AgentSession.RevokedBy.AGENT: "by the agent", AgentSession.RevokedBy.CLIENT: "by the business backend",
+              AgentSession.RevokedBy.OPERATOR: "by an operator",
+              AgentSession.RevokedBy.SYSTEM: f"by BailingHub ({session.revoked_reason or 'a token was reused'})",
+              }.get(session.revoked_by, "")
+        return f"This session was revoked{' ' + by if by else ''}: sign in again."
+    if end == SessionEnd.EXPIRED:
+        return "This session has expired (a session lasts 30 days from its sign-in): sign in again."
+    if end == SessionEnd.AUTHORIZATION_DELETED:
+        return "This session's authorization was deleted by an operator: sign in again."
+    return ("The BailingHub account that approved this session is no longer a member of the project: sign in "
+            "again, or ask an owner of the project to restore the membership.")
+
+
 # The ends a session never comes back from. One whose approver left the project works again once
 # that account is a member again.
 SESSION_ENDS_FOR_GOOD = frozenset({SessionEnd.REVOKED, SessionEnd.EXPIRED, SessionEnd.AUTHORIZATION_DELETED})

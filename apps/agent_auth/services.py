@@ -48,10 +48,12 @@ from apps.agent_auth.models import (
 )
 from apps.agent_auth.ratelimit import rate_limit_hit
 from apps.agent_auth.selectors import (
+    SessionEnd,
     SignInPage,
     authorization_page_route_choices,
     client_sign_in_page,
-    session_live,
+    session_end,
+    session_end_text,
 )
 from apps.core.tokens import secrets_equal, token_generate, token_hash
 from apps.projects.models import Project
@@ -364,7 +366,8 @@ def code_exchange(*, client_app_id: str, code: str, redirect_uri: str, code_veri
             authorization.code_used_at = now
             authorization.save(update_fields=["status", "code_used_at", "updated_at"])
     if replayed:
-        raise InvalidGrant("The code has already been used.")
+        raise InvalidGrant("The code has already been used; the session it was exchanged for is revoked (a used code "
+                           "presented again may have leaked): sign in again.")
     logger.info("agent session %s created for client %s", session.pk, client.app_id)
     return IssuedTokens(session=session, access_token=access, refresh_token=refresh, issued_at=now)
 
@@ -394,8 +397,11 @@ def session_refresh(*, client_app_id: str, refresh_token: str) -> IssuedTokens:
             reused = True
         else:
             # In its last second a session has no access token left to give.
-            if not session_live(session=session, now=now) or _access_expiry(now, session.refresh_expires_at) <= now:
-                raise InvalidGrant("The session has ended.")
+            end = session_end(session=session, now=now)
+            if end is not None:
+                raise InvalidGrant(session_end_text(session=session, end=end))
+            if _access_expiry(now, session.refresh_expires_at) <= now:
+                raise InvalidGrant(session_end_text(session=session, end=SessionEnd.EXPIRED))
             access, refresh = token_generate(ACCESS_TOKEN_PREFIX), token_generate(REFRESH_TOKEN_PREFIX)
             current.rotated_at = now
             current.save(update_fields=["rotated_at", "updated_at"])

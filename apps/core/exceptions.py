@@ -199,7 +199,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         auth_header = getattr(exc, "auth_header", None)
         if auth_header:
             headers["WWW-Authenticate"] = auth_header
-        return Response(error_payload(exc.status_code, str(exc.detail) if exc.status_code == 403 else None),
+        # A 401's own words only where an authentication says why (agent_auth.authentication.refused):
+        # DRF's defaults ("Incorrect authentication credentials.") stay the generic message.
+        explained = exc.status_code == 403 or exc.get_codes() == "explained"
+        return Response(error_payload(exc.status_code, str(exc.detail) if explained else None),
                         status=exc.status_code, headers=headers)
     if isinstance(exc, drf.PermissionDenied) and str(exc.detail).startswith("CSRF Failed"):
         # SessionAuthentication's refusal: the generic "You do not have permission" sent a person

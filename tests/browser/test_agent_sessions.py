@@ -60,7 +60,7 @@ def test_an_operator_revokes_a_session_with_a_reason_and_the_agent_is_refused(lo
         "operator", "operator", "laptop stolen")
     status, body = _workspaces(live_server, issued.access_token)
     assert status == 401
-    assert body == {"error": "unauthorized", "message": "Authentication is required."}
+    assert body == {"error": "unauthorized", "message": "This session was revoked by an operator: sign in again."}
 
 
 def test_revoking_without_a_reason_asks_for_one_and_changes_nothing(logged_in_page, live_server, issued):
