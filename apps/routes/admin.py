@@ -26,7 +26,7 @@ from apps.projects.admin import (
     unique_in_project,
 )
 from apps.projects.selectors import project_list_editable
-from apps.routes.models import ROUTE_KEY_CONSTRAINT, ROUTE_KEY_TAKEN, Route
+from apps.routes.models import ROUTE_KEY_CONSTRAINT, ROUTE_KEY_TAKEN, ROUTE_NAME_CONSTRAINT, ROUTE_NAME_TAKEN, Route
 from apps.routes.selectors import route_profile
 
 
@@ -217,6 +217,9 @@ class RouteAdminForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         unique_in_project(self, "key", ROUTE_KEY_TAKEN)
+        # As a KB's name: one that reads as another route's of the project (another case, a
+        # no-break space, full-width letters) is taken, beside the field.
+        unique_in_project(self, "name", ROUTE_NAME_TAKEN, lookalike=True)
         return data
 
     def clean_unattended_write_tools(self):
@@ -226,7 +229,7 @@ class RouteAdminForm(forms.ModelForm):
 
 class RouteAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     form = RouteAdminForm
-    unique_constraints = {ROUTE_KEY_CONSTRAINT: ""}
+    unique_constraints = {ROUTE_KEY_CONSTRAINT: "", ROUTE_NAME_CONSTRAINT: ""}
     # Between the sidebar and the filters, at 1366 px, about 720 px are left: the switches' long headers
     # (kept on one line) and the update time (a date, kept on one line) ran past them, and Knowledge
     # enabled and Updated at were cut off. The key reads under the name, the switches have short headers

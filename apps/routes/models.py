@@ -11,6 +11,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.functions import Lower
 
 from apps.core.models import BaseModel
 from apps.core.validators import validate_shown_name
@@ -40,6 +41,9 @@ def _tool_list(help_text: str, *, null: bool = False) -> ArrayField:
 
 ROUTE_KEY_TAKEN = "A route with this key already exists in this project."
 ROUTE_KEY_CONSTRAINT = "route_unique_key_per_project"
+ROUTE_NAME_TAKEN = "Another route of this project already has this name (names are compared ignoring case)."
+ROUTE_NAME_CONSTRAINT = "route_unique_name_per_project_ci"
+ROUTE_NAME_MAX = 256
 
 
 class Route(BaseModel):
@@ -61,7 +65,7 @@ class Route(BaseModel):
         validators=[validate_route_key],
         help_text="The workspace key agents use, e.g. 'store-assistant'. Never 'auto'.",
     )
-    name = models.CharField(max_length=256, validators=[validate_shown_name])
+    name = models.CharField(max_length=ROUTE_NAME_MAX, validators=[validate_shown_name])
     description = models.TextField(blank=True, max_length=2000, validators=[MaxLengthValidator(2000)])
     enabled = models.BooleanField(default=True)
 
@@ -147,7 +151,16 @@ class Route(BaseModel):
                 name=ROUTE_KEY_CONSTRAINT,
                 violation_error_code="route_key_taken",
                 violation_error_message=ROUTE_KEY_TAKEN,
-            )
+            ),
+            # The agent's workspace list and the sign-in page tell a project's routes apart by name:
+            # two "Audit Desk" were two entries nobody could pick between (migration 0006 renamed
+            # the duplicates made before).
+            models.UniqueConstraint(
+                models.F("project"), Lower("name"),
+                name=ROUTE_NAME_CONSTRAINT,
+                violation_error_code="route_name_taken",
+                violation_error_message=ROUTE_NAME_TAKEN,
+            ),
         ]
         indexes = [models.Index(fields=["key"])]
 

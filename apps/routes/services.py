@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from apps.core.names import name_taken, names_lock
 from apps.projects.models import Project
-from apps.routes.models import Route
+from apps.routes.models import ROUTE_NAME_TAKEN, Route
 
 # Tool names are only meaningful against the route's tool sources, which this app cannot see: they
 # are set with apps.tools.route_tools.route_tools_set, which checks each against the compiled tools.
@@ -25,6 +27,7 @@ def route_create(*, project: Project, key: str, name: str, **settings: Any) -> R
     refused here (TOOL_NAME_LISTS)."""
     _refuse_tool_name_lists(settings)
     route = Route(project=project, key=key, name=name, **settings)
+    _refuse_name_taken(route)
     route.full_clean()
     route.save()
     return route
@@ -35,8 +38,20 @@ def route_update(*, route: Route, **changes: Any) -> Route:
     """Apply changes to a route, validated as a whole; a refused change writes nothing. Tool name
     lists are refused here (TOOL_NAME_LISTS)."""
     _refuse_tool_name_lists(changes)
+    old_name = Route.objects.filter(pk=route.pk).values_list("name", flat=True).first()
     for field, value in changes.items():
         setattr(route, field, value)
+    if route.name != old_name:  # a name kept as it was stays, as a KB's does
+        _refuse_name_taken(route)
     route.full_clean()
     route.save()
     return route
+
+
+def _refuse_name_taken(route: Route) -> None:
+    """A name that reads as another route's of the project (apps.core.names) is taken: the agent's
+    workspace list and the sign-in page tell routes apart by name. The database's constraint
+    compares names ignoring case only."""
+    names_lock("route", route.project_id)
+    if name_taken(Route.objects.filter(project=route.project_id).exclude(pk=route.pk), route.name):
+        raise ValidationError({"name": [ValidationError(ROUTE_NAME_TAKEN, code="route_name_taken")]})
