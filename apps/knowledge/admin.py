@@ -355,6 +355,17 @@ class RouteBindingForm(forms.ModelForm):
             widget = getattr(widget, "widget", widget)  # inside the admin's add/change links
             widget.row_labels = {str(self.instance.route_id): str(self.instance.route)}
 
+    def full_clean(self) -> None:
+        """A row's error on a hidden field (the KB the row belongs to, the row's id) is shown on its
+        route cell: the tabular inline shows none of a hidden field's, and the page said only
+        "Please correct the error below." (RouteKnowledgeBinding.clean names the knowledge base)."""
+        super().full_clean()
+        if not self.is_bound:
+            return
+        for name, field in self.fields.items():
+            if name != "route" and field.widget.is_hidden and name in self.errors:
+                self.add_error("route", self.errors.pop(name).as_data())
+
 
 class RouteBindingInline(NamedCellsInlineMixin, ProjectScopedInlineMixin, admin.TabularInline):
     """The routes reading the KB. A route is picked by searching, not from a select of every
@@ -370,12 +381,28 @@ class RouteBindingInline(NamedCellsInlineMixin, ProjectScopedInlineMixin, admin.
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("route", "knowledge_base")
 
+    def get_formset(self, request, obj=None, **kwargs):
+        # Read by formfield_for_foreignkey, which super().get_formset calls without the KB.
+        request._bh_binding_kb_project = obj.project_id if obj is not None else None
+        return super().get_formset(request, obj, **kwargs)
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "route":
             from apps.routes.models import Route
 
-            kwargs["queryset"] = Route.objects.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
-            kwargs["widget"] = RowAutocompleteSelect(db_field, self.admin_site)
+            # Routes of the KB's project the operator may change, as the route page's KB picker offers
+            # its project's KBs: its search names the project (SEARCH_PROJECT_PARAM), which the route
+            # admin's search scopes to (apps.runtime.admin.RouteConsoleAdmin.get_search_results), and a
+            # posted route of another project is not a choice. A new KB has no project yet: the
+            # routes of the projects the operator edits, the row's clean() checks the project.
+            project = getattr(request, "_bh_binding_kb_project", None)
+            routes = Route.objects.all()
+            if not request.user.is_superuser:
+                routes = routes.filter(project__in=ProjectScopedAdminMixin.editable_project_ids(request))
+            kwargs["queryset"] = routes if project is None else routes.filter(project_id=project)
+            kwargs["widget"] = RowAutocompleteSelect(db_field, self.admin_site, project_id=project)
+            kwargs.setdefault("error_messages", {"invalid_choice": (
+                "Not a route of this knowledge base's project that you may change: pick one from the search.")})
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 

@@ -430,7 +430,7 @@ def test_the_kb_page_reads_its_routes_in_queries_that_do_not_grow_with_them(brow
     selected = [re.findall(r'<option value="([^"]+)" selected>', select) for select in selects]
     assert sorted(selected) == sorted([str(route.pk)] for route in routes)
     assert all(select.count("<option") == 1 for select in selects)
-    assert 'data-ajax--url="/admin/autocomplete/"' in selects[0]
+    assert f'data-ajax--url="/admin/autocomplete/?project={kb.project_id}"' in selects[0]
 
 
 def test_the_kb_delete_page_counts_what_goes_with_it_in_queries_that_do_not_grow(browser, owner):
