@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import timedelta
 from functools import cache
 from typing import Any
 
@@ -26,6 +27,7 @@ from apps.core.timefmt import local_time
 from apps.ledger.models import MESSAGE_TERMS_CHARS, Conversation, MemoryNote, Message, Run
 from apps.ledger.selectors import message_search, run_search
 from apps.projects.admin import ProjectScopedAdminMixin, ReadOnlyAdminMixin
+from apps.projects.selectors import project_list_visible
 from apps.routes.admin import RouteListFilter
 from apps.tools.admin_invocations import InvocationInline
 
@@ -260,6 +262,32 @@ class ConversationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScoped
 RUN_CONTEXT_FIELDS = ("stats_pretty", "context_pretty")
 
 
+class ProjectListFilter(admin.RelatedFieldListFilter):
+    """A filter by the rows' project (through their route) that offers the projects the operator
+    can see, read from the project table: the landing page's "runs in the last 24 h" tile links a
+    project's runs with it."""
+
+    def field_choices(self, field, request, model_admin):
+        return list(project_list_visible(user=request.user).order_by("name").values_list("pk", "name"))
+
+
+class LastDayFilter(admin.SimpleListFilter):
+    """The rows created in the 24 hours before the list is read, as the landing page counts them
+    (apps.runtime.dashboard: runs_last_day); the created date filter slices by calendar day."""
+
+    title = "age"
+    parameter_name = "within"
+    LAST_DAY = "24h"
+
+    def lookups(self, request, model_admin):
+        return [(self.LAST_DAY, "Last 24 hours")]
+
+    def queryset(self, request, queryset):
+        if self.value() == self.LAST_DAY:
+            return queryset.filter(created_at__gte=timezone.now() - timedelta(days=1))
+        return queryset
+
+
 @admin.register(Run)
 class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixin, admin.ModelAdmin):
     project_lookup = "route__project"
@@ -268,8 +296,8 @@ class RunAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAdminMixi
     # knowledge delivery in columns of their own (a route and a conversation are kept on one line each),
     # Prepare ms was cut off. The conversation reads under its route, the delivery under the context's size.
     list_display = ["created_at", "route_conversation", "state_shown", "context_size", "prepare_ms"]
-    list_filter = ["state", ("route", RouteListFilter), ("created_at", admin.DateFieldListFilter),
-                   "knowledge_delivery"]
+    list_filter = ["state", ("route__project", ProjectListFilter), ("route", RouteListFilter), LastDayFilter,
+                   ("created_at", admin.DateFieldListFilter), "knowledge_delivery"]
     # No date drill-down: it read every row of the list (DISTINCT months, MIN/MAX) on each load, 350 ms
     # at 200,000 messages and growing with the ledger; the created_at filter slices by date instead.
     # The search is selectors.run_search (get_search_results), by exact ids on indexed columns: a
