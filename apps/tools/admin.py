@@ -33,6 +33,7 @@ from . import invocations, selectors, services
 from .call_checks import approval_summary, rate_limit_text
 from .compiler.loader import MAX_SPEC_BYTES
 from .compiler.types import CompileResult
+from .crypto import CARRIED_SECRET_MAX_AGE, SecretUnreadable, secret_carry, secret_uncarry
 from .errors import InvalidProvider, SpecRefusedError, ToolHeldBySpec
 from .models import TOOL_PROVIDER_NAME_CONSTRAINT, RouteToolSource, Tool, ToolProvider
 
@@ -43,6 +44,8 @@ PREVIEW_BUTTON = "_preview"
 # A spec file the form read (previewed, or shown again for another field's error) goes back to the
 # browser in this hidden field, so Save needs no second upload: a browser never refills a file input.
 CARRIED_SPEC_FIELD = "previewed_spec"
+# The signing secret typed on a page shown again goes back in this hidden field, sealed (secret_carry).
+CARRIED_SECRET_FIELD = "signing_secret_carried"  # noqa: S105 -- a field's name
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -77,6 +80,10 @@ class ToolProviderForm(forms.ModelForm):
         help_texts = {"name": "2–64 lower-case letters, digits, hyphens or underscores, starting with a letter or "
                               "digit: no spaces or capitals, e.g. store-a. It cannot be changed later."}
 
+    # Who reads this form, in which sign-in, on which page (ToolProviderAdmin.get_form): a carried
+    # secret is sealed for it.
+    secret_binding = ""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.compile_result: CompileResult | None = None
@@ -85,14 +92,33 @@ class ToolProviderForm(forms.ModelForm):
         self.spec_filename = ""
         if not self.instance._state.adding:
             self.fields["spec_file"].help_text += " Uploading a spec re-imports it: the diff is shown before saving."
-        if self.data.get("signing_secret"):
-            # The form is shown again only after a preview or an error, and the secret typed is not sent
-            # back: left blank, saving would quietly generate a new one (or keep the current one).
-            blank = "generates a new secret" if self.instance._state.adding else "keeps the current secret"
-            self.fields["signing_secret"].help_text = format_html(
-                '<strong class="bh-secret-again">Type the signing secret again before saving: the one you typed '
-                "is never sent back to the browser, and a blank one {}.</strong> {}",
-                blank, self.fields["signing_secret"].help_text)
+
+    def _secret_carried(self) -> None:
+        """The secret typed before this page was shown again (a preview, an error), when none is typed
+        now: the browser never refills a password field, and a blank one generated another secret
+        (or kept the old one) on Save, which the business system then refused (401). One that can no
+        longer be read (past CARRIED_SECRET_MAX_AGE, another sign-in) is asked for again, never
+        replaced in silence."""
+        carried = self.data.get(CARRIED_SECRET_FIELD)
+        if not carried or self.cleaned_data.get("signing_secret") or self.has_error("signing_secret"):
+            return
+        try:
+            self.cleaned_data["signing_secret"] = secret_uncarry(str(carried), binding=self.secret_binding)
+        except SecretUnreadable:
+            blank = "generates a new one" if self.instance._state.adding else "keeps the current one"
+            self.add_error("signing_secret", forms.ValidationError(
+                "Type the signing secret again: the one typed before the page was shown again is kept for "
+                "%(minutes)d minutes only, in the same sign-in. Left blank, saving %(blank)s.",
+                code="carried_secret_expired", params={"minutes": CARRIED_SECRET_MAX_AGE // 60, "blank": blank}))
+
+    @property
+    def carried_secret(self) -> str:
+        """The hidden field's value when the page is shown again: the signing secret this form read
+        (typed or carried), sealed for this operator's sign-in and page (secret_carry)."""
+        secret = getattr(self, "cleaned_data", {}).get("signing_secret")
+        if not secret or self.has_error("signing_secret") or not self.secret_binding:
+            return ""
+        return secret_carry(secret, binding=self.secret_binding)
 
     def _spec(self) -> tuple[bytes | None, str]:
         upload = self.cleaned_data.get("spec_file")
@@ -125,6 +151,7 @@ class ToolProviderForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()  # ModelForm's returns self.cleaned_data (its stubs allow None)
         unique_in_project(self, "name", ProviderNameTaken.message)
+        self._secret_carried()
         cleaned = self.cleaned_data
         spec, filename = self._spec()
         if spec is None and self.instance._state.adding and not self.errors.get("spec_text") \
@@ -270,6 +297,15 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ["project"]
     inlines = [ToolInline]
 
+    def get_form(self, request: HttpRequest, obj: ToolProvider | None = None, change: bool = False,
+                 **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        # A class made for this request: a secret carried across a preview is sealed for this
+        # operator, this sign-in and this page.
+        binding = f"{request.user.pk}:{request.session.session_key}:{obj.pk if obj else 'add'}"
+        form.secret_binding = binding  # type: ignore[attr-defined]  # a ToolProviderForm
+        return form
+
     def get_urls(self) -> list[URLPattern]:
         urls = super().get_urls()
         # The add and change pages take a whole spec, far above the JSON body limit.
@@ -406,6 +442,15 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
                 provider=obj, compiled_by_name={tool.name: tool.as_dict() for tool in form.compile_result.tools})
         context["preview_button"] = PREVIEW_BUTTON
         context["carried_spec"] = (CARRIED_SPEC_FIELD, form.carried_spec, form.spec_filename)
+        carried_secret = form.carried_secret if form.is_bound else ""
+        context["carried_secret"] = (CARRIED_SECRET_FIELD, carried_secret)
+        if carried_secret:
+            # The bound field (made already, by the admin's error list) keeps its own copy of the help.
+            form["signing_secret"].help_text = form.fields["signing_secret"].help_text = format_html(
+                '<strong class="bh-secret-kept">The signing secret you typed is kept for Save, encrypted (it is '
+                "never sent back to the browser as you typed it): leave this blank to save it, or type another "
+                "in its place. Kept for {} minutes.</strong> {}",
+                CARRIED_SECRET_MAX_AGE // 60, form.fields["signing_secret"].help_text)
         # A reader's page has no form to preview: the button led to a 403.
         context["can_import"] = self.has_add_permission(request) if add else self.has_change_permission(request, obj)
         if _only_preview(form):

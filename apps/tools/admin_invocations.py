@@ -211,8 +211,19 @@ class InvocationAdmin(IdentifierFieldsMixin, ReadOnlyAdminMixin, ProjectScopedAd
                          "dispatch_broker_down": bool(stall and broker_down_text()),
                          "dispatch_passed_over": invocation_passed_over(inv=inv),
                          "dispatch_queue": dispatch_queue_name(), "dispatch_queue_own": dispatch_queue_is_own(),
-                         "late_answer": self._late_answer(inv)}
+                         "late_answer": self._late_answer(inv), "signature_refused": self._signature_refused(inv)}
         return super().change_view(request, object_id, form_url, extra_context)
+
+    @staticmethod
+    def _signature_refused(inv: Invocation) -> dict[str, Any] | None:
+        """A provider's 401 or 403: most often the business system does not verify the hub's
+        signature with the provider's signing secret (one generated on Save, never configured on
+        its side). The page named only the status; it names the secret to check, and where."""
+        if inv.business_status not in (401, 403) or inv.provider_id is None:
+            return None
+        return {"status": inv.business_status, "provider": inv.provider_name,
+                "url": reverse("admin:tools_toolprovider_change", args=[inv.provider_id]),
+                "invalid_signature": "invalid_signature" in json.dumps(inv.result, ensure_ascii=False)}
 
     @staticmethod
     def _late_answer(inv: Invocation) -> dict[str, Any] | None:

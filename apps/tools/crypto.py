@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -57,3 +58,31 @@ def secret_rotate(token: str) -> str:
         return _fernet().rotate(token.encode("ascii")).decode("ascii")
     except InvalidToken:
         raise SecretUnreadable("No configured TOOL_SECRET_KEYS key decrypts this secret.") from None
+
+
+# A signing secret typed on a provider's page that the page is shown again with (a preview, an
+# error) goes back to the browser only as this: encrypted with the same keys, bound to the
+# operator's sign-in and that page, and readable for CARRIED_SECRET_MAX_AGE seconds. A browser never
+# refills a password field, and the form left blank generated another secret on Save.
+CARRIED_SECRET_MAX_AGE = 30 * 60
+_CARRIED_PURPOSE = "bailinghub.tools.carried-signing-secret"
+
+
+def secret_carry(secret: str, *, binding: str) -> str:
+    """`secret` sealed for `binding` (who, in which sign-in, on which page): only
+    secret_uncarry with the same binding reads it, within CARRIED_SECRET_MAX_AGE."""
+    payload = json.dumps({"purpose": _CARRIED_PURPOSE, "binding": binding, "secret": secret})
+    return _fernet().encrypt(payload.encode("utf-8")).decode("ascii")
+
+
+def secret_uncarry(token: str, *, binding: str) -> str:
+    """secret_carry's secret; SecretUnreadable for a token that is expired, altered, sealed for
+    another binding or not one of secret_carry's (a stored secret's ciphertext included)."""
+    try:
+        payload = json.loads(_fernet().decrypt(token.encode("ascii"), ttl=CARRIED_SECRET_MAX_AGE))
+    except (InvalidToken, UnicodeError, ValueError):
+        raise SecretUnreadable("The carried secret is expired or unreadable.") from None
+    if not isinstance(payload, dict) or payload.get("purpose") != _CARRIED_PURPOSE \
+            or payload.get("binding") != binding or not isinstance(payload.get("secret"), str):
+        raise SecretUnreadable("The carried secret is expired or unreadable.")
+    return str(payload["secret"])

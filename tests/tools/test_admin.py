@@ -7,6 +7,7 @@ import base64
 import html
 import json
 import re
+import time
 import zlib
 
 import pytest
@@ -262,26 +263,90 @@ def test_a_previewed_re_import_is_saved_from_the_carried_file(browser, owner):
     assert (bytes(provider.spec), provider.spec_filename, provider.tools.count()) == (refs, "refs.yaml", 2)
 
 
-def test_a_preview_asks_for_the_typed_secret_again_without_showing_it(browser, owner):
+def _carried_secret(page: str) -> str:
+    [value] = re.findall(r'<input type="hidden" name="signing_secret_carried" value="([^"]*)">', page)
+    return html.unescape(value)
+
+
+def test_a_previewed_typed_secret_is_saved_without_typing_it_again(browser, owner):
+    """A browser never refills a password field: after a preview the secret box was empty, and Save
+    generated another secret, which the business system then refused (401 invalid_signature)."""
     page = browser.post("/admin/tools/toolprovider/add/",
                         add_form(owner, spec_text=STORE_SPEC.decode(), _preview="1")).content.decode()
-    assert ("Type the signing secret again before saving: the one you typed is never sent back to the browser, "
-            "and a blank one generates a new secret.") in page
+    assert "The signing secret you typed is kept for Save, encrypted" in page
     assert "admin-secret-1-of-16-chars" not in page
+    assert not ToolProvider.objects.exists()
+    response = browser.post("/admin/tools/toolprovider/add/", add_form(
+        owner, signing_secret="", spec_text=STORE_SPEC.decode(), signing_secret_carried=_carried_secret(page)),
+        follow=True)
+    provider = ToolProvider.objects.get(project=owner.project, name="store")
+    assert secret_decrypt(provider.secret_encrypted) == "admin-secret-1-of-16-chars"
+    assert "A signing secret was generated" not in response.content.decode()
 
 
-def test_an_error_on_the_change_page_asks_for_the_typed_secret_again(browser, owner):
+def test_a_secret_typed_after_the_preview_takes_the_kept_ones_place(browser, owner):
+    page = browser.post("/admin/tools/toolprovider/add/",
+                        add_form(owner, spec_text=STORE_SPEC.decode(), _preview="1")).content.decode()
+    browser.post("/admin/tools/toolprovider/add/", add_form(
+        owner, signing_secret="other-secret-2-of-16-chars", spec_text=STORE_SPEC.decode(),
+        signing_secret_carried=_carried_secret(page)))
+    provider = ToolProvider.objects.get(project=owner.project, name="store")
+    assert secret_decrypt(provider.secret_encrypted) == "other-secret-2-of-16-chars"
+
+
+def test_an_error_on_the_change_page_keeps_the_typed_secret_for_save(browser, owner):
     provider = ToolProviderFactory(project=owner.project)
     data = {"base_url": "https://u:p@store.example", "signing_secret": "new-secret-2-of-16-chars", "enabled": "on",
             **tool_rows(provider)}
     page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", data).content.decode()
-    assert "and a blank one keeps the current secret." in page and "new-secret-2-of-16-chars" not in page
+    assert "Please correct the error" in page and "new-secret-2-of-16-chars" not in page
+    response = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", {
+        **data, "base_url": "https://store.example", "signing_secret": "",
+        "signing_secret_carried": _carried_secret(page)})
+    assert response.status_code == 302
+    provider.refresh_from_db()
+    assert secret_decrypt(provider.secret_encrypted) == "new-secret-2-of-16-chars"
 
 
-def test_a_form_without_a_typed_secret_keeps_its_plain_help(browser, owner):
+def _expired(token_for: str, binding: str) -> str:
+    from apps.tools import crypto
+
+    payload = json.dumps({"purpose": crypto._CARRIED_PURPOSE, "binding": binding, "secret": token_for}).encode()
+    sealed = crypto._fernet().encrypt_at_time(payload, int(time.time()) - crypto.CARRIED_SECRET_MAX_AGE - 1)
+    return sealed.decode()
+
+
+def test_a_kept_secret_is_read_only_in_the_same_sign_in_on_the_same_page_and_in_time(browser, owner):
+    """Sealed for the operator, the sign-in and the page, for CARRIED_SECRET_MAX_AGE: another's, an
+    expired one, an altered one or a stored secret's ciphertext is asked for again, never replaced
+    by a generated secret, and nothing is saved."""
+    from apps.tools.crypto import secret_encrypt
+
+    preview = add_form(owner, spec_text=STORE_SPEC.decode(), _preview="1")
+    other_sign_in = Client()
+    other_sign_in.force_login(owner.user)
+    elsewhere = _carried_secret(other_sign_in.post("/admin/tools/toolprovider/add/", preview).content.decode())
+    provider = ToolProviderFactory(project=owner.project, name="other")
+    change_page = browser.post(f"/admin/tools/toolprovider/{provider.pk}/change/", {
+        "base_url": "https://u:p@store.example", "signing_secret": "admin-secret-1-of-16-chars", "enabled": "on",
+        **tool_rows(provider)}).content.decode()
+    binding = f"{owner.user.pk}:{browser.session.session_key}:add"
+    mine = _carried_secret(browser.post("/admin/tools/toolprovider/add/", preview).content.decode())
+    for carried in (elsewhere, _carried_secret(change_page), _expired("admin-secret-1-of-16-chars", binding),
+                    mine[:-4] + "AAAA", secret_encrypt("admin-secret-1-of-16-chars")):
+        response = browser.post("/admin/tools/toolprovider/add/", add_form(
+            owner, signing_secret="", spec_text=STORE_SPEC.decode(), signing_secret_carried=carried))
+        assert response.status_code == 200
+        [error] = response.context["adminform"].form.errors["signing_secret"]
+        assert error.startswith("Type the signing secret again: the one typed before the page was shown again is "
+                                "kept for 30 minutes only, in the same sign-in.")
+    assert list(ToolProvider.objects.values_list("name", flat=True)) == ["other"]
+
+
+def test_a_form_without_a_typed_secret_carries_none(browser, owner):
     page = browser.post("/admin/tools/toolprovider/add/",
                         add_form(owner, signing_secret="", spec_text=STORE_SPEC.decode(), _preview="1")).content
-    assert b"Type the signing secret again" not in page
+    assert b"signing_secret_carried" not in page and b"is kept for Save" not in page
 
 
 def test_a_base_url_with_credentials_is_refused_on_its_field(browser, owner):
