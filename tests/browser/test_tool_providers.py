@@ -59,6 +59,27 @@ def test_an_operator_previews_saves_and_switches_tools(logged_in_page, project):
     assert list(provider.tools.filter(enabled=False).values_list("name", flat=True)) == ["order_refund"]
 
 
+def test_a_secret_typed_before_a_preview_is_saved_without_typing_it_again(logged_in_page, project):
+    """The audit's path: type the secret, preview, press Save as the notice says. The secret box came
+    back empty, and Save generated another secret the business system did not know (401)."""
+    from apps.tools.crypto import secret_decrypt
+
+    page = logged_in_page
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    fill_provider(page, project)
+    page.set_input_files("input[name=spec_file]", str(FIXTURES / "store.yaml"))
+    page.click("input[name=_preview]")
+    page.wait_for_selector("#compile-preview")
+    assert page.input_value("input[name=signing_secret]") == ""
+    assert "The signing secret you typed is kept for Save" in page.inner_text(".field-signing_secret")
+    assert "browser-secret-1" not in page.content()
+    page.screenshot(path=str(SHOTS / "tools_provider_preview_secret_kept.png"), full_page=True)
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist")
+    assert "A signing secret was generated" not in page.inner_text(".messagelist")
+    assert secret_decrypt(ToolProvider.objects.get(name="store").secret_encrypted) == "browser-secret-1"
+
+
 def test_a_refused_spec_is_explained_next_to_the_field(logged_in_page, project):
     page = logged_in_page
     fill_provider(page, project)
