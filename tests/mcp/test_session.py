@@ -51,6 +51,9 @@ def test_knowledge_search_gives_hints_and_knowledge_read_gives_the_text_behind_a
     assert page.is_error is False
     assert page.structured_content["schema_version"] == "bailing.agent-knowledge-read.v1"
     assert REFUND[:20] in page.structured_content["content"] and REFUND[:20] in text_of(page)
+    # The section's heading is in the text where it begins, and the page names the section it begins in.
+    assert page.structured_content["content"] == f"# 退款\n\n{REFUND}"
+    assert "(this page begins in section: 退款)\n\n# 退款\n\n" + REFUND[:20] in text_of(page)
     assert page.structured_content["trust"] == "reference_only"
 
 

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from apps.knowledge.models import Chunk, Document, DocumentContent, IndexGeneration, KeywordTermStat
 from apps.ledger.models import Conversation, MemoryNote, Message, Run
 from apps.runtime import knowledge
+from apps.runtime.knowledge.documents import readable_body
 from apps.runtime.knowledge.references import ref_decode
 from tests.agent_auth.helpers import bearer
 from tests.knowledge.helpers import ingest_texts as ingest_texts  # re-exported for the agent knowledge tests
@@ -27,28 +28,31 @@ DELIVERY = "配送说明：同城订单当天送达，外地订单三到五天�
 WARRANTY = "保修条款：电器类商品保修一年，人为损坏不在保修范围内，保修需出示发票。"
 
 
-def _sections(document: Document) -> list[tuple[Any, str]]:
-    """[(chunk id, text)] of the readable body's sections as the protocol defines them, straight
-    from the rows."""
+def _sections(document: Document) -> list[tuple[Any, str, str | None]]:
+    """[(chunk id, text, chapter path)] of the readable body's sections as the protocol defines
+    them, straight from the rows."""
     generation = IndexGeneration.objects.get(knowledge_base_id=document.knowledge_base_id, status="active")
     parents = Chunk.objects.filter(document=document, generation=generation, kind="parent").order_by("index")
-    return list(parents.values_list("id", "text")) or list(
+    return list(parents.values_list("id", "text", "chapter_path")) or list(
         Chunk.objects.filter(document=document, generation=generation, kind="child").order_by("index")
-        .values_list("id", "text"))
+        .values_list("id", "text", "chapter_path"))
 
 
 def document_body(document: Document) -> str:
-    """The readable body as the protocol defines it, straight from the rows."""
-    return "\n\n".join(text for _, text in _sections(document))
+    """The readable body as the protocol defines it (the sections' texts, each new section under
+    its heading lines), from the rows."""
+    return readable_body(_sections(document))
 
 
 def chain_body(document: Document, ref: str) -> str:
     """What the reading chain of `ref` covers: the body from the start of the section the
-    reference names (its hit's) to the end."""
+    reference names (its hit's, its heading lines included) to the end."""
     section_id = ref_decode(ref, at=0)[0].section_id
     sections = _sections(document)
-    first = [chunk_id for chunk_id, _ in sections].index(section_id)
-    return "\n\n".join(text for _, text in sections[first:])
+    first = [chunk_id for chunk_id, _, _ in sections].index(section_id)
+    body = readable_body(sections)
+    before = readable_body(sections[:first])
+    return body[len(before) + 2:] if first else body
 
 
 def capabilities_url(route_key: str) -> str:

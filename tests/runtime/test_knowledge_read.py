@@ -99,13 +99,66 @@ def test_a_chain_starts_at_the_section_of_its_hit(api_client, ksession, kroute, 
     hint = response.json()["hints"][0]
     assert hint["summary"].startswith(key)  # not a prefix of the passage that stops before it
     page = read(api_client, ksession.access_token, kroute.key, hint["ref"]).json()
-    assert page["content"].startswith("Keys and alarms.")
+    assert page["content"].startswith("# Chapter 70\n\nKeys and alarms.")  # under its heading
     assert key in page["content"]
     assert page["chapter_path"] == "Chapter 70"
     assert page["total_content_bytes"] == len(body.encode())
     pages = read_chain(api_client, ksession.access_token, kroute.key, hint["ref"], max_bytes=32768)
-    assert "".join(p["content"] for p in pages) == body[body.index("Keys and alarms."):]
+    assert "".join(p["content"] for p in pages) == body[body.index("# Chapter 70\n\nKeys and alarms."):]
     assert (pages[-1]["truncated"], pages[-1]["next_cursor"]) == (False, None)
+
+
+RETURNS = ("# 退货与退款政策\n\n## 七天无理由退货\n\n"
+           "顾客在签收商品后七天内可以申请无理由退货。商品须保持完好，吊牌和包装齐全。\n\n"
+           "## 退款时效\n\n"
+           "退货商品经仓库验收后，退款将在三个工作日内原路退回。使用储值卡支付的订单，退款退回储值卡。\n\n"
+           "## Damaged goods\n\nIf an item arrives damaged, customers must report it within 48 hours with a photo. "
+           "The store ships a replacement at no cost or issues a full refund.")
+
+
+def test_a_page_that_runs_into_the_next_section_shows_its_heading(api_client, ksession, kroute, kb):
+    """An audit read 退款时效's page and found the Damaged goods paragraph under it with nothing
+    between: the next section's heading line now stands where it begins."""
+    ingest_texts(kb, {"returns-policy.md": RETURNS})
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "退货商品经仓库验收 退款 三个工作日 原路退回")
+    page = read(api_client, ksession.access_token, kroute.key, ref).json()
+    assert page["chapter_path"] == "退货与退款政策 / 退款时效"
+    assert page["content"] == RETURNS[RETURNS.index("## 退款时效"):]
+    assert page["total_content_bytes"] == len(RETURNS.encode())  # the body is the document, headings and all
+
+
+def test_each_page_names_the_section_its_first_byte_is_in(api_client, ksession, kroute, kb):
+    """The audit's handbook: every paragraph of every section ends with the same sentence, so a
+    page starting with that sentence's tail ("…第三章处理。") was taken for the previous section's;
+    it was the end of a paragraph of the section the page names. Pages of 4096 bytes: each names
+    the section its first byte lies in, and each section that begins inside one has its heading there."""
+    boilerplate = ("本条款适用于所有直营门店及加盟门店，"
+                   "门店负责人须确保全体员工知晓并执行，违反者按照员工守则第三章处理。")
+    rules = {"食品安全": "生鲜区温度须保持在零到四摄氏度，每两小时记录一次温度。",
+             "投诉处理流程": "顾客投诉须在二十四小时内回复，涉及食品安全的投诉须当日上报。",
+             "Inventory counts": "Each store counts its stock on the last Sunday of the month."}
+    text = "# 百灵零售门店运营手册\n\n" + "\n\n".join(
+        f"## {name}\n\n" + "\n\n".join(f"{rule} 第{n}条补充说明：{boilerplate}" for n in range(1, 9))
+        for name, rule in rules.items())
+    document = ingest_texts(kb, {"operations-handbook.md": text})["operations-handbook.md"]
+    body = document_body(document).encode()
+    assert body == text.encode()
+    ref = first_ref(api_client, ksession.access_token, kroute.key, "生鲜区温度 零到四摄氏度")
+    pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=4096)
+    assert len(pages) >= 2
+    starts = {name: body.index(f"## {name}".encode()) for name in rules}
+    starts["食品安全"] = 0  # the first section opens with the title's heading line too; the chain starts there
+    offset = 0
+    for page in pages:
+        content = page["content"].encode()
+        # The section whose heading comes last at or before the first byte (a separator before a heading is its).
+        first_byte_in = max((start, name) for name, start in starts.items() if start <= offset + 2)[1]
+        assert page["chapter_path"] == f"百灵零售门店运营手册 / {first_byte_in}", page["content"][:40]
+        for name, start in starts.items():
+            if offset < start and start + len(f"## {name}\n\n".encode()) <= offset + len(content):
+                assert f"\n\n## {name}\n\n" in page["content"]
+        offset += len(content)
+    assert offset == len(body)
 
 
 def test_a_chain_that_starts_inside_a_document_still_stops_at_128_kib(api_client, ksession, kroute, kb):
@@ -113,7 +166,7 @@ def test_a_chain_that_starts_inside_a_document_still_stops_at_128_kib(api_client
     document = ingest_texts(kb, {"长文.md": OPENING + "\n\n" + key + "\n\n" + _long_markdown(60_000)})["长文.md"]
     body = document_body(document)
     ref = first_ref(api_client, ksession.access_token, kroute.key, "紧急出口 钥匙 红色盒子")
-    start = body.index("紧急出口的钥匙")
+    start = body.index("# 钥匙\n\n紧急出口的钥匙")
     assert start > 0 and len(body[start:].encode()) > 131072
     pages = read_chain(api_client, ksession.access_token, kroute.key, ref, max_bytes=32768)
     exposed = "".join(page["content"] for page in pages)

@@ -1,7 +1,10 @@
 """What a document's readable body is in a scope, and its revision.
 
 A document's readable body is the text of its parent chunks in the KB's active generation, in
-order, separated by blank lines (children for a document without parents).
+order, separated by blank lines (children for a document without parents), each section whose
+chapter path is not the one before it opened by its heading lines (`section_heading`): a page
+that runs from one section into the next shows where the next begins and under which name, as
+the document did.
 
 A search names each hint's document revision, a hash of the whole body. Reading and hashing a
 body costs ~37 ms per MB, in every search that hits the document, so `readable_digests` keeps each
@@ -30,6 +33,7 @@ from django.db.models import Q
 
 from apps.core.revisions import revision_of
 from apps.knowledge.models import Chunk, Document
+from apps.knowledge.pipeline.parsers.base import CHAPTER_SEPARATOR
 from apps.runtime.knowledge.scope import KnowledgeScope
 
 BODY_SEPARATOR = "\n\n"
@@ -43,6 +47,39 @@ CHILD_SECTIONS = Q(kind=Chunk.Kind.CHILD, disabled=False)
 
 def document_revision(*, title: str, body: str) -> str:
     return revision_of({"title": title, "body": body})
+
+
+HEADING_MARK = "#"
+
+
+def section_heading(path: str | None, previous: str | None) -> str | None:
+    """The heading lines that open a section of chapter path `path` in the readable body, after
+    a section of path `previous` (None first): None when the path is the same (a section cut into
+    several parents) or there is none; else one Markdown heading line per level the path does
+    not share with `previous` ("## 退款时效" after "退货与退款政策 / 七天无理由退货"; "# 退货与退款政策",
+    "## 七天无理由退货" first), and its last level alone when it shares them all (text back under
+    an outer heading). Lines are separated by a blank line, as Markdown writes them.
+    _WINDOW_SQL says the same in SQL: the two must stay in step."""
+    levels = path.split(CHAPTER_SEPARATOR) if path else []
+    before = previous.split(CHAPTER_SEPARATOR) if previous else []
+    if not levels or levels == before:
+        return None
+    common = 0
+    while common < min(len(levels), len(before)) and levels[common] == before[common]:
+        common += 1
+    first = min(common, len(levels) - 1)
+    return BODY_SEPARATOR.join(f"{HEADING_MARK * (depth + 1)} {levels[depth]}" for depth in range(first, len(levels)))
+
+
+def readable_body(pieces: Iterable[tuple[Any, str, str | None]]) -> str:
+    """The readable body of a document's sections [(chunk id, text, chapter path)] in order."""
+    parts: list[str] = []
+    previous: str | None = None
+    for _chunk_id, text, path in pieces:
+        heading = section_heading(path, previous)
+        parts.append(text if heading is None else heading + BODY_SEPARATOR + text)
+        previous = path
+    return BODY_SEPARATOR.join(parts)
 
 
 @dataclass(frozen=True)
@@ -174,7 +211,7 @@ def _digests_with_versions(document_ids: list, scope: KnowledgeScope
         sections = document_sections(document_ids=missing, scope=scope)
         for pk in missing:
             found = sections.get(pk, Sections(pieces=[], from_parents=False))
-            body = BODY_SEPARATOR.join(text for _, text, _ in found.pieces)
+            body = readable_body(found.pieces)
             digests[pk] = BodyDigest(revision=document_revision(title=documents[pk].filename, body=body),
                                      has_parents=found.from_parents)
         if versions.keep:
@@ -190,8 +227,9 @@ def _digests_with_versions(document_ids: list, scope: KnowledgeScope
 class BodyWindow:
     """Bytes `offset` to `offset + length` of a readable document's body (fewer at its end), with
     what a page of it names: the document, the body's revision and size in bytes, and the chapter
-    path of the section byte `offset` falls in: the first section whose text ends after it (an
-    offset on a separator belongs to the section after it), the last one at the body's end."""
+    path of the section byte `offset` falls in: the first section whose text ends after it (its
+    heading lines are its own, and an offset on a separator belongs to the section after it), the
+    last one at the body's end."""
 
     document: Document
     revision: str
@@ -203,16 +241,33 @@ class BodyWindow:
 
 # The sections a window of a body overlaps, in one statement: each section's end in the body's
 # bytes from the lengths of those before it (octet_length reads a stored text's size without
-# reading the text), the text of the overlapping ones alone, the body's size, its last section's
+# reading the text) and of the heading lines that open it (section_heading: the levels of its
+# chapter path it does not share with the section before it, at least its last one when the two
+# differ), the text and heading of the overlapping ones alone, the body's size, its last section's
 # chapter path, the document's chunk-set versions and whether it is still on (the statement's own
 # snapshot: turning a document off changes no version).
 _WINDOW_SQL = """
-    WITH s AS (
-        SELECT id, chapter_path, len, row_number() OVER w AS n,
+    WITH c AS (
+        SELECT id, chapter_path, index, octet_length(text) AS text_len,
+               string_to_array(nullif(chapter_path, ''), %(levels)s) AS levels,
+               string_to_array(nullif(lag(chapter_path) OVER (ORDER BY index), ''), %(levels)s) AS before
+          FROM knowledge_chunk
+         WHERE generation_id = %(generation)s AND document_id = %(document)s AND {sections}
+    ), h AS (
+        SELECT id, chapter_path, index, text_len,
+               CASE WHEN levels IS NOT NULL AND levels IS DISTINCT FROM before THEN (
+                   SELECT string_agg(repeat(%(mark)s, i) || ' ' || levels[i], %(separator_text)s ORDER BY i)
+                     FROM generate_subscripts(levels, 1) AS i
+                    WHERE i >= least(cardinality(levels), 1 + coalesce(
+                          (SELECT min(j) - 1 FROM generate_subscripts(levels, 1) AS j
+                            WHERE before[j] IS DISTINCT FROM levels[j]), cardinality(levels))))
+               END AS heading
+          FROM c
+    ), s AS (
+        SELECT id, chapter_path, heading, len, row_number() OVER w AS n,
                sum(len) OVER w + %(separator)s * (row_number() OVER w - 1) AS stop
-          FROM (SELECT id, chapter_path, index, octet_length(text) AS len
-                  FROM knowledge_chunk
-                 WHERE generation_id = %(generation)s AND document_id = %(document)s AND {sections}) AS c
+          FROM (SELECT id, chapter_path, heading, index,
+                       text_len + coalesce(octet_length(heading) + %(separator)s, 0) AS len FROM h) AS t
         WINDOW w AS (ORDER BY index)
     ), at AS (
         SELECT coalesce((SELECT stop - len FROM s WHERE id = %(section)s::uuid), %(offset)s) AS offset
@@ -226,7 +281,7 @@ _WINDOW_SQL = """
           FROM s
     )
     SELECT whole.versions, whole.sections, whole.total, whole.last_path, whole.enabled, at.offset,
-           p.n, p.stop - p.len, c.text, p.chapter_path
+           p.n, p.stop - p.len, p.heading, c.text, p.chapter_path
       FROM whole CROSS JOIN at LEFT JOIN (s p JOIN knowledge_chunk c ON c.id = p.id)
         ON p.stop > at.offset AND p.stop - p.len - %(separator)s < at.offset + %(length)s
      ORDER BY p.n
@@ -246,9 +301,9 @@ def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length:
     The revision is the digest this process keeps (readable_digests): when it has none for the
     document's current version (its first read here, after eviction, or inside a transaction that
     has written) the whole body is read and hashed first, as a search does. Then one statement
-    reads every section's length (not its text) and the text of the sections the window overlaps,
-    with the document's versions: that they equal the digest's is what makes the page the
-    revision's, so this trusts the chunk-set version triggers as searches do (a write that
+    reads every section's length and chapter path (not its text) and the text of the sections the
+    window overlaps, with the document's versions: that they equal the digest's is what makes the
+    page the revision's, so this trusts the chunk-set version triggers as searches do (a write that
     bypasses them, with triggers disabled, would go unseen)."""
     if length <= 0:
         raise ValueError("a window has at least one byte")
@@ -268,14 +323,15 @@ def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length:
             _WINDOW_SQL.format(sections=_PARENT_SQL if digest.has_parents else _CHILD_SQL),
             {"separator": len(separator), "document": document_id, "generation": generation,
              "generations": list(scope.generation_ids), "offset": offset, "length": length,
-             "section": section_id},
+             "section": section_id, "levels": CHAPTER_SEPARATOR, "mark": HEADING_MARK,
+             "separator_text": BODY_SEPARATOR},
         )
         rows = cursor.fetchall()
     found_versions, sections, total, last_path, enabled, offset = rows[0][:6]
     if not enabled or not sections or tuple(found_versions) != versions.documents.get(document_id, ()):
         return None  # turned off since, no sections, or rows written since the digest's version
     pieces, base, path = [], None, last_path
-    for *_whole, n, start, text, chapter_path in rows:
+    for *_whole, n, start, heading, text, chapter_path in rows:
         if n is None:
             break
         if base is None:
@@ -283,6 +339,8 @@ def body_window(*, document_id: Any, scope: KnowledgeScope, offset: int, length:
             base, path = (start - len(separator) if n > 1 else start), chapter_path
         if n > 1:
             pieces.append(separator)
+        if heading is not None:
+            pieces.append(heading.encode("utf-8") + separator)
         pieces.append(text.encode("utf-8"))
     data = b"".join(pieces)[offset - base:][:length] if base is not None else b""
     return BodyWindow(document=documents[document_id], revision=digest.revision, total_bytes=total,

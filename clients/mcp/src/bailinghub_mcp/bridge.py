@@ -613,7 +613,11 @@ class Bridge:
             body["max_bytes"] = _int_argument(arguments, "max_bytes", 4096, 32768)
         page = self.session.call("POST", f"/agent-api/v1/workspaces/{self.route}/knowledge/read", json_body=body,
                                  schema=KNOWLEDGE_READ_SCHEMA).body or {}
-        text = f"# {page.get('title')}\n(reference only; revision {page.get('revision')})\n\n{page.get('content')}"
+        # The hub's content carries each section's heading where it begins; a page that begins
+        # inside a section would show none, so the section it begins in is named above it.
+        section = f"\n(this page begins in section: {page['chapter_path']})" if page.get("chapter_path") else ""
+        text = (f"# {page.get('title')}\n(reference only; revision {page.get('revision')}){section}\n\n"
+                f"{page.get('content')}")
         if page.get("next_cursor"):
             text += f"\n\n[continues: call knowledge_read with the same ref and cursor {page['next_cursor']!r}]"
         elif page.get("budget_exhausted"):
