@@ -848,6 +848,62 @@ def test_pdf_normalising_keeps_the_full_width_punctuation_cjk_sentences_end_with
     assert _pdf_sections(data) == [(None, [(1, "退款吗？可以！运费；自付，（七天）……")])]
 
 
+# A paragraph as Chromium's print-to-PDF sets it: wrapped where the line ran out of width (the audit's
+# delivery-handbook.pdf), under headings set larger.
+WRAPPED_PAGE = [
+    ("Delivery zones", 15),
+    ("Same-day delivery is available within the city ring road for orders placed before 14:00. Orders outside the ring",
+     11),
+    ("road arrive the next day.", 11),
+    ("Delivery fees", 15),
+    ("Delivery is free for orders over 99 yuan. Smaller orders pay a flat fee of 8 yuan. Bulky items such as furniture",
+     11),
+    ("carry a surcharge of 50 yuan.", 11),
+]
+
+
+def test_pdf_lines_a_paragraph_was_wrapped_into_are_joined_with_a_space():
+    assert _pdf_sections(pdf_build([WRAPPED_PAGE])) == [
+        ("Delivery zones", [(1, "Same-day delivery is available within the city ring road for orders placed before "
+                                "14:00. Orders outside the ring road arrive the next day.")]),
+        ("Delivery fees", [(1, "Delivery is free for orders over 99 yuan. Smaller orders pay a flat fee of 8 yuan. "
+                               "Bulky items such as furniture carry a surcharge of 50 yuan.")]),
+    ]
+
+
+def test_pdf_lines_wrapped_between_two_cjk_characters_are_joined_with_nothing():
+    lines = ["退货商品经仓库验收后，退款将在三个工作日内原路退回。使用储值卡支付的订单，退款",
+             "退回储值卡；使用优惠券的订单按实际支付金额退款，优惠券不予退还，",
+             "运费由顾客承担。"]
+    assert _pdf_sections(pdf_build([[(line, 11) for line in lines]])) == [(None, [(1, "".join(lines))])]
+
+
+def test_pdf_line_breaks_of_the_document_are_kept():
+    """A short line, a line that ends a sentence, a list item, and a line starting with a capital
+    after a full one keep their breaks."""
+    page = [("Returns need the receipt and the card used to pay for the order, and these items", 11),
+            ("- the original box", 11),
+            ("- the warranty card", 11),
+            ("Refunds go back to the card the customer paid with within three working days.", 11),
+            ("Gift cards are refunded as store credit and never as cash, whatever was bought", 11),
+            ("Bailing Retail Co.", 11),
+            ("88 Ring Road", 11)]
+    assert _pdf_sections(pdf_build([page])) == [(None, [(1, "\n".join(text for text, _size in page))])]
+
+
+def test_pdf_a_hyphen_at_a_line_end_is_kept_and_only_a_soft_hyphen_is_dropped():
+    """Conservative de-hyphenation: "well-\nknown" may be a compound, so its hyphen stays; U+00AD
+    marks a word the writer's software broke, so it goes."""
+    page = [("Parcels that the courier could not deliver are returned to the warehouse after two well-", 11),
+            ("known attempts; the customer is then sent a short message and an e-mail notifi\u00ad", 11),
+            ("cation by text message and by e-mail as soon as the warehouse has it back.", 11)]
+    assert _pdf_sections(pdf_build([page])) == [
+        (None, [(1, "Parcels that the courier could not deliver are returned to the warehouse after two well-known "
+                    "attempts; the customer is then sent a short message and an e-mail notification by text message "
+                    "and by e-mail as soon as the warehouse has it back.")]),
+    ]
+
+
 OUTLINED_PAGES = [
     [("售后政策", 11), ("本政策适用于所有订单。", 11), ("退款", 11), ("七天内可退款。", 11)],
     [("2.1 Exchange", 11), ("Exchanges are free.", 11), ("Shipping is paid by us.", 11)],

@@ -4,6 +4,9 @@ Headings come from the outline (bookmarks) when the PDF has one: each entry is p
 at the line that carries its title (or at the top of the page when no line does), its level being
 its depth in the outline. Without an outline, lines set notably larger than the body text are
 headings, ranked by size (the largest is level 1). Encrypted or unreadable files fail.
+
+A PDF breaks a paragraph's lines where its page ran out of width; those breaks are joined
+(`_join_lines`), the others kept as written.
 """
 
 from __future__ import annotations
@@ -457,6 +460,64 @@ def _size_headings(pages: list[list[_Line]]) -> list[list[_Line | _Heading]]:
     return placed
 
 
+# Where a line that ends a sentence or a clause stops: no wrapped line is joined after these.
+_LINE_END_KEPT = frozenset(".!?:;。！？：；．…")
+_CLOSING = "\"')]}’”）」』】》"
+# A line that starts a list item: a bullet, or an enumerator ("1.", "2)", "(a)", "一、", "（三）").
+_LIST_ITEM = re.compile(r"\s*(?:[•·◦▪▫■□●○‣⁃–—*-]\s|(?:\d{1,3}|[a-zA-Z]|[ivxIVX]{1,4})[.)]\s|\(\w{1,3}\)\s"
+                        r"|[一二三四五六七八九十]{1,3}[、.]|（[一二三四五六七八九十\d]{1,3}）)")
+# Scripts written without spaces between words (Han, kana) and their full-width punctuation; Hangul
+# is written with spaces.
+_UNSPACED = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\U00020000-\U0002fa1f"
+                       "\u3000-\u303f\uff00-\uffef]")
+_SOFT_HYPHEN = "\u00ad"
+_HANGUL = re.compile("[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
+# A line at least this share of the page's widest line as wide is full: it was wrapped, not ended.
+FULL_LINE_SHARE = 0.6
+
+
+def _width(text: str) -> int:
+    """A line's width in Latin characters: a wide (CJK) character counts two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def _wrapped(line: str, following: str, full_width: float) -> str | None:
+    """What joins `line` to the `following` one when the PDF wrapped a paragraph between them
+    ("" between two CJK characters, or after a hyphen; " " before a lower-case or Hangul word),
+    or None when the break may be the document's own: `line` is not full, ends a sentence or a
+    clause, `following` starts a list item, or the two do not go on as one text (a capital, a
+    digit, CJK after Latin or Latin after CJK: kept as written). A hyphen at the end is
+    kept ("well-\nknown" → "well-known"; a word the writer hyphenated across lines keeps its
+    hyphen, as printed); only a soft hyphen (U+00AD, which marks such a break) is dropped."""
+    end, start = line.rstrip(), following.lstrip()
+    if not end or not start or _width(end) < full_width or _LIST_ITEM.match(following):
+        return None
+    last = end.rstrip(_CLOSING)[-1:] or end[-1]
+    if last in _LINE_END_KEPT:
+        return None
+    if end[-1] == _SOFT_HYPHEN and start[0].isalpha():
+        return _SOFT_HYPHEN  # _join_lines drops it
+    if _UNSPACED.match(end[-1]) and _UNSPACED.match(start[0]):
+        return ""
+    if _UNSPACED.match(end[-1]) or not (start[0].islower() or _HANGUL.match(start[0])):
+        return None
+    return "" if end[-1] == "-" and end[-2:-1].isalpha() else " "
+
+
+def _join_lines(lines: list[str], full_width: float) -> str:
+    """A run of a page's lines, the breaks the PDF made inside a paragraph joined (_wrapped)."""
+    text = ""
+    for index, line in enumerate(lines):
+        joint = _wrapped(lines[index - 1], line, full_width) if index else None
+        if joint is None:
+            text += ("\n" if index else "") + line
+        elif joint == _SOFT_HYPHEN:
+            text = text.rstrip()[:-1] + line.lstrip()
+        else:
+            text = text.rstrip() + joint + line.lstrip()
+    return text
+
+
 def _sections(pages: list[list[_Line | _Heading]]) -> tuple[Section, ...]:
     sections: list[Section] = []
     stack: list[_Heading] = []
@@ -468,12 +529,15 @@ def _sections(pages: list[list[_Line | _Heading]]) -> tuple[Section, ...]:
         blocks.clear()
 
     for number, items in enumerate(pages, start=1):
+        widest = max((_width(item.text.strip()) for item in items if isinstance(item, _Line)), default=0)
+        full_width = max(1.0, widest * FULL_LINE_SHARE)
         lines: list[str] = []
         for item in [*items, None]:
             if isinstance(item, _Line):
                 lines.append(item.text)
                 continue
-            blocks.extend(Block(text=paragraph, page=number) for paragraph in paragraphs("\n".join(lines)))
+            blocks.extend(Block(text=paragraph, page=number)
+                          for paragraph in paragraphs(_join_lines(lines, full_width)))
             lines = []
             if item is not None:
                 flush_section()
