@@ -126,7 +126,9 @@ def test_a_reranker_trickling_its_answer_times_out_at_the_deadline(kb):
     answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     # The headers trickled, the body at once with their last byte: read whole without the deadline.
     with TricklingServer(answer, tail=answer.index(b"{")) as endpoint:
-        kb = _configure(kb, f"http://127.0.0.1:{endpoint.port}/v1", timeout_ms=300)
+        # The headers take 2.5 s (71 bytes 35 ms apart). A timeout of 300 ms ran out on a loaded machine
+        # before the search had connected: the endpoint never saw the request.
+        kb = _configure(kb, f"http://127.0.0.1:{endpoint.port}/v1", timeout_ms=1200)
         result = search(kbs=[kb], query=QUERY, options=SearchOptions(**OPTIONS))
         assert endpoint.handled.wait(HANDLED_WAIT_SECONDS)
     assert result.trace[0]["error_code"] == "rerank_timeout"

@@ -8,6 +8,10 @@ from apps.tools.dispatch import OutboundRequest, request_send
 from tests.local_server import HANDLED_WAIT_SECONDS, TricklingServer
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
+# The calls' whole timeout: it covers the connection and the request too, and on a loaded machine (a
+# CI run beside other work) a thread's first call — its pooled client made — spent 400 ms before a
+# byte was sent ("not_sent"). The answers trickle for 2.9 s (82 bytes 35 ms apart) or 3.3 s.
+TIMEOUT_MS = 1500
 
 
 def _request(server: TricklingServer) -> OutboundRequest:
@@ -16,9 +20,9 @@ def _request(server: TricklingServer) -> OutboundRequest:
 
 
 def test_a_status_line_trickled_past_the_deadline_is_uncertain():
-    # 80 bytes 35 ms apart: each read within the 400 ms timeout, the whole answer far over it.
+    # 80 bytes 35 ms apart: each read within the timeout, the whole answer far over it.
     with TricklingServer(ANSWER) as server:
-        outcome = request_send(_request(server), timeout_ms=400, max_bytes=1024)
+        outcome = request_send(_request(server), timeout_ms=TIMEOUT_MS, max_bytes=1024)
         assert server.handled.wait(HANDLED_WAIT_SECONDS)
     assert (outcome.kind, outcome.status) == ("uncertain", None)
     assert outcome.reason.startswith("timeout")
@@ -27,14 +31,14 @@ def test_a_status_line_trickled_past_the_deadline_is_uncertain():
 
 def test_a_body_trickled_past_the_deadline_is_a_cut_answer():
     with TricklingServer(ANSWER, head=ANSWER.index(b"{"), gap=0.3) as server:
-        outcome = request_send(_request(server), timeout_ms=400, max_bytes=1024)
+        outcome = request_send(_request(server), timeout_ms=TIMEOUT_MS, max_bytes=1024)
     assert (outcome.kind, outcome.status, outcome.truncated, outcome.reason) == (
         "response", 200, True, "response_incomplete")
 
 
 def test_the_next_call_on_the_thread_has_its_own_deadline():
     with TricklingServer(ANSWER) as slow:
-        assert request_send(_request(slow), timeout_ms=400, max_bytes=1024).kind == "uncertain"
+        assert request_send(_request(slow), timeout_ms=TIMEOUT_MS, max_bytes=1024).kind == "uncertain"
     # The same thread's pooled client; a backend that answers within its (longer) timeout.
     with TricklingServer(ANSWER, head=len(ANSWER) - 3, gap=0.05) as prompt:
         outcome = request_send(_request(prompt), timeout_ms=5000, max_bytes=1024)
