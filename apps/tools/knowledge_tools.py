@@ -92,7 +92,8 @@ _READ_DEFINITION: dict[str, Any] = {
 _READ_GUIDANCE = (
     "Read a knowledge passage found by kb_search.\n\n"
     "When to use: a kb_search hit looks relevant but its content was cut.\n\n"
-    "Returns: one page of the document text and, when more follows, a cursor."
+    "Returns: one page of the document text, in which each section opens with its heading lines, the "
+    "chapter_path of the section the page begins in and, when more follows, a cursor."
 )
 
 KNOWLEDGE_TOOLS: tuple[tuple[dict[str, Any], str], ...] = (
