@@ -14,13 +14,8 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from apps.agent_auth.models import AgentClient, AgentSession
-from apps.agent_auth.selectors import (
-    client_get_by_token,
-    session_end,
-    session_end_text,
-    session_get_by_access_token,
-)
+from apps.agent_auth.models import ACCESS_TOKEN_TTL, AgentClient, AgentSession
+from apps.agent_auth.selectors import client_get_by_token, session_get_by_access_token, session_live
 from apps.agent_auth.services import session_touch
 
 
@@ -59,13 +54,18 @@ class ClientCaller:
     is_anonymous: ClassVar[bool] = False
 
 
-# Why an agent's token was refused (401 `unauthorized` whatever the reason): a host that should
-# refresh is told so, and one that should sign in again. Nothing here is secret to the token's holder.
+# Why an agent's access token was refused (401 `unauthorized` whatever the reason), as far as its
+# host needs to know what to do: refresh, or sign in again. What ended a session (revoked, by whom;
+# the client disabled; its approver gone) is said only to the refresh token's holder (the token
+# endpoint's invalid_grant / invalid_client): an access token is the shorter-lived, more widely
+# handled credential, and a copied one learns nothing of the session from its refusal.
 EXPLAINED = "explained"
 REFUSED_UNKNOWN = ("This access token is not valid: a refresh replaced it, or it was never issued. Refresh the "
                    "session with its refresh token, or sign in again.")
-REFUSED_EXPIRED = "This access token has expired (they last 15 minutes): refresh the session with its refresh token."
-REFUSED_CLIENT_DISABLED = "This agent's client application is disabled in BailingHub: ask an operator to enable it."
+REFUSED_EXPIRED = (f"This access token has expired (they last {ACCESS_TOKEN_TTL.seconds // 60} minutes): refresh "
+                   "the session with its refresh token.")
+REFUSED_ENDED = ("This session can no longer be used: refresh it with its refresh token to learn why, or sign in "
+                 "again.")
 
 
 def refused(message: str) -> AuthenticationFailed:
@@ -100,13 +100,10 @@ class AgentBearerAuthentication(BaseAuthentication):
         now = timezone.now()
         if session is None:
             raise refused(REFUSED_UNKNOWN)
-        if not session.client.enabled:
-            raise refused(REFUSED_CLIENT_DISABLED)
-        end = session_end(session=session, now=now)
-        if end is not None:
-            raise refused(session_end_text(session=session, end=end))
         if now >= session.access_expires_at:
             raise refused(REFUSED_EXPIRED)
+        if not session.client.enabled or not session_live(session=session, now=now):
+            raise refused(REFUSED_ENDED)
         session_touch(session=session)
         return AgentPrincipal.of(session), session
 

@@ -24,6 +24,7 @@ from apps.agent_auth.errors import AgentClientDisabled, AudienceNotAllowed, Inva
 from apps.agent_auth.models import (
     ACCESS_TOKEN_PREFIX,
     CLIENT_TOKEN_PREFIX,
+    REFRESH_TTL,
     AgentAuthorization,
     AgentClient,
     AgentSession,
@@ -111,20 +112,24 @@ def session_end(*, session: AgentSession, now: datetime, approver_current: bool 
 
 
 def session_end_text(*, session: AgentSession, end: SessionEnd) -> str:
-    """Why the session no longer works, in words for the agent host (a refusal's message): it tells a
-    host that should sign in again from one that should refresh."""
+    """Why the session no longer works, in words for the agent host that presents its refresh token
+    (session_refresh's refusal): sign in again, and what happened. An access token's refusal says
+    less (apps.agent_auth.authentication): the refresh token is the session's own credential."""
+    revoked_by: dict[str, str] = {
+        AgentSession.RevokedBy.AGENT: "by the agent", AgentSession.RevokedBy.CLIENT: "by the business backend",
+        AgentSession.RevokedBy.OPERATOR: "by an operator",
+        AgentSession.RevokedBy.SYSTEM: f"by BailingHub ({session.revoked_reason or 'a token was reused'})",
+    }
     if end == SessionEnd.REVOKED:
-        by = {AgentSession.RevokedBy.AGENT: "by the agent", AgentSession.RevokedBy.CLIENT: "by the business backend",
-              AgentSession.RevokedBy.OPERATOR: "by an operator",
-              AgentSession.RevokedBy.SYSTEM: f"by BailingHub ({session.revoked_reason or 'a token was reused'})",
-              }.get(session.revoked_by, "")
+        by = revoked_by.get(session.revoked_by, "")
         return f"This session was revoked{' ' + by if by else ''}: sign in again."
     if end == SessionEnd.EXPIRED:
-        return "This session has expired (a session lasts 30 days from its sign-in): sign in again."
+        return (f"This session has expired (a session lasts {REFRESH_TTL.days} days from its sign-in): sign in "
+                "again.")
     if end == SessionEnd.AUTHORIZATION_DELETED:
         return "This session's authorization was deleted by an operator: sign in again."
-    return ("The BailingHub account that approved this session is no longer a member of the project: sign in "
-            "again, or ask an owner of the project to restore the membership.")
+    return ("The BailingHub account that approved this session can no longer approve it (it left the project, or "
+            "was deactivated or deleted): sign in again.")
 
 
 # The ends a session never comes back from. One whose approver left the project works again once

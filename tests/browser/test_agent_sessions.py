@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from apps.agent_auth.authentication import REFUSED_ENDED
 from apps.agent_auth.models import AgentSession
 from tests.agent_auth.factories import AgentClientFactory
 from tests.agent_auth.helpers import session_for
@@ -60,7 +61,7 @@ def test_an_operator_revokes_a_session_with_a_reason_and_the_agent_is_refused(lo
         "operator", "operator", "laptop stolen")
     status, body = _workspaces(live_server, issued.access_token)
     assert status == 401
-    assert body == {"error": "unauthorized", "message": "This session was revoked by an operator: sign in again."}
+    assert body == {"error": "unauthorized", "message": REFUSED_ENDED}
 
 
 def test_revoking_without_a_reason_asks_for_one_and_changes_nothing(logged_in_page, live_server, issued):

@@ -1050,3 +1050,17 @@ def test_a_markdown_line_too_long_for_a_heading_stays_as_text():
     line = "# " + "很长的一行" * 250
     parsed = parse_text(f"{line}\n\n正文。\n")
     assert [(s.chapter_path, [b.text for b in s.blocks]) for s in parsed.sections] == [(None, [line, "正文。"])]
+
+
+def test_pdf_a_page_of_short_lines_only_keeps_every_break():
+    """Each line of a page of short lines is as wide as the page's widest: none of them was wrapped
+    (a list without bullets, a table's column), so none is glued to the next."""
+    page = [("apples and pears", 11), ("fresh milk", 11), ("rye bread loaves", 11), ("salted butter", 11)]
+    assert _pdf_sections(pdf_build([page])) == [(None, [(1, "\n".join(text for text, _size in page))])]
+
+
+def test_pdf_wrapped_lines_are_joined_whatever_their_number():
+    from apps.knowledge.pipeline.parsers.pdf import _join_lines
+
+    line = "the same wrapped sentence goes on and on across the width of the whole page and"
+    assert _join_lines([line] * 20_000, 50) == " ".join([line] * 20_000)
