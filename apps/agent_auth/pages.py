@@ -193,8 +193,8 @@ def authorization_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         return _foreign(request, authorization)
     if project_role(user=request.user, project=authorization.client.project) is None:
         return _refusal(request, authorization, AccessDenied())
-    if not authorization.client.enabled:
-        return _disabled(request)
+    if not authorization.client.enabled and authorization.status_at(timezone.now()) == "pending":
+        return _disabled(request)  # one decided already reads as decided, as the page says it
     if request.method == "GET":
         status = 410 if authorization.status_at(timezone.now()) == "expired" else 200
         return _render(request, authorization, status=status)

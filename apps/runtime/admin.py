@@ -277,6 +277,9 @@ class RouteConsoleAdmin(RouteAdmin):
     form = RouteToolsForm
     inlines = [BindingInline]
 
+    # The knowledge switch with the bound knowledge bases read under it.
+    list_display = [("knowledge_sources" if name == "knowledge" else name) for name in RouteAdmin.list_display]
+
     def get_search_results(self, request, queryset, search_term):
         """The route search of a KB page's binding row (the admin's autocomplete view) finds routes
         the row can take: of projects the operator may change, and of the KB's project when the row
@@ -295,8 +298,6 @@ class RouteConsoleAdmin(RouteAdmin):
                 return queryset.none(), duplicates
             queryset = queryset.filter(project_id=project)
         return queryset, duplicates
-    # The knowledge switch with the bound knowledge bases read under it.
-    list_display = [("knowledge_sources" if name == "knowledge" else name) for name in RouteAdmin.list_display]
 
     def _providers(self, request, obj) -> ProviderPicks:
         # get_fieldsets and get_form both need them, for the same route, in one request.

@@ -89,6 +89,9 @@ class ProjectDashboard:
     broker_down: str = ""
     provider_total: int = 0
     client_total: int = 0
+    # For the Get started list, over the whole project (the panels show the first routes and KBs only).
+    has_completed_documents: bool = False
+    has_reading_route: bool = False
 
     @property
     def may_edit(self) -> bool:
@@ -115,13 +118,11 @@ def getting_started(board: ProjectDashboard) -> list[GettingStartedStep]:
     steps = [
         GettingStartedStep("Add a route: the workspace an agent connects to.", board.route_total > 0,
                            f"{reverse('admin:routes_route_add')}?project={pk}", "Add a route"),
-        GettingStartedStep("Add a knowledge base and upload documents into it.",
-                           any(s.completed for s in board.knowledge_bases),
+        GettingStartedStep("Add a knowledge base and upload documents into it.", board.has_completed_documents,
                            f"{reverse('admin:knowledge_knowledgebase_add')}?project={pk}" if not board.kb_total
                            else f"{reverse('admin:knowledge_knowledgebase_changelist')}?project__id__exact={pk}",
                            "Add a knowledge base" if not board.kb_total else "Upload documents"),
-        GettingStartedStep("Let a route read it: on the route's page, under Knowledge.",
-                           any(route.knowledge_sources for route in board.routes),
+        GettingStartedStep("Let a route read it: on the route's page, under Knowledge.", board.has_reading_route,
                            f"{reverse('admin:routes_route_changelist')}?project__id__exact={pk}", "Open the routes"),
         GettingStartedStep("Add a tool provider from the business system's OpenAPI document, if agents should "
                            "call it.", board.provider_total > 0,
@@ -158,7 +159,11 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     projects = list(
         project_list_visible(user=user)
         .annotate(route_total=_count_per_project(Route), kb_total=_count_per_project(KnowledgeBase),
-                  provider_total=_count_per_project(ToolProvider), client_total=_count_per_project(AgentClient))
+                  provider_total=_count_per_project(ToolProvider), client_total=_count_per_project(AgentClient),
+                  has_completed_documents=Exists(Document.objects.filter(
+                      knowledge_base__project=OuterRef("pk"), status=Document.Status.COMPLETED)),
+                  has_reading_route=Exists(Route.objects.filter(project=OuterRef("pk"), knowledge_enabled=True)
+                                           .filter(knowledge_selectors.route_source_filter())))
         .order_by("name")[:PROJECTS_SHOWN]
     )
     if not projects:
@@ -168,7 +173,9 @@ def dashboard_projects(*, user, now: datetime | None = None) -> list[ProjectDash
     )
     boards = {
         p.pk: ProjectDashboard(project=p, role=roles.get(p.pk, "superuser"), route_total=p.route_total,
-                               kb_total=p.kb_total, provider_total=p.provider_total, client_total=p.client_total)
+                               kb_total=p.kb_total, provider_total=p.provider_total, client_total=p.client_total,
+                               has_completed_documents=p.has_completed_documents,
+                               has_reading_route=p.has_reading_route)
         for p in projects
     }
     ids = list(boards)

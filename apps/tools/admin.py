@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 import json
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -302,7 +303,10 @@ class ToolProviderAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
         form = super().get_form(request, obj, change, **kwargs)
         # A class made for this request: a secret carried across a preview is sealed for this
         # operator, this sign-in and this page.
-        binding = f"{request.user.pk}:{request.session.session_key}:{obj.pk if obj else 'add'}"
+        # The sign-in by a digest of its session key: the key itself is a credential, and has no place in
+        # a page, sealed or not.
+        sign_in = hashlib.sha256((request.session.session_key or "").encode()).hexdigest()[:32]
+        binding = f"{request.user.pk}:{sign_in}:{obj.pk if obj else 'add'}"
         form.secret_binding = binding  # type: ignore[attr-defined]  # a ToolProviderForm
         return form
 

@@ -647,6 +647,20 @@ def test_a_request_of_a_disabled_client_offers_no_decision(browser, started, mem
     assert 'name="decision"' not in response.content.decode()
 
 
+def test_a_request_decided_before_its_client_was_disabled_still_reads_as_decided(browser, started, member,
+                                                                                 page_client):
+    path, _ = started
+    browser.force_login(member)
+    browser.get(path)
+    _post(browser, path, {"decision": "deny"})
+    page_client.enabled = False
+    page_client.save()
+    response = browser.get(path)
+    assert response.status_code == 200
+    assert "This request has already been denied. You can close this page." in response.content.decode()
+    assert "Not decided while disabled" not in response.content.decode()
+
+
 def test_the_services_refuse_a_disabled_clients_request_whoever_calls_them(started, member, page_client):
     from apps.agent_auth.errors import InvalidClient
     from apps.agent_auth.services import authorization_approve_by_user, authorization_deny_by_user

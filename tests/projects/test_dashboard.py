@@ -424,3 +424,18 @@ def test_a_viewer_reads_the_steps_without_links_and_who_takes_them():
     page = admin_client(viewer.user).get("/admin/").content.decode()
     assert [href for _, _, href in _steps(page, "watched")] == [""] * 6
     assert "You can view this project: an owner or an editor takes these steps." in page
+
+
+def test_the_steps_read_the_whole_project_not_the_panels_first_rows(a, b, monkeypatch):
+    # The panels show the first routes and KBs only: a route reading a KB of documents beyond them
+    # left "Let a route read it" and "upload documents" undone for ever.
+    monkeypatch.setattr("apps.runtime.dashboard.ROUTES_PER_PROJECT", 1)
+    monkeypatch.setattr("apps.runtime.dashboard.KBS_PER_PROJECT", 1)
+    RouteFactory(project=a.project, key="a-first", name="A route without knowledge")
+    KnowledgeBaseFactory(project=a.project, embedding_model=a.kb.embedding_model, name="A empty KB")
+    response = admin_client(a.user).get("/admin/")
+    board = _board(response, "alpha")
+    assert ([route.key for route in board.routes], [s.kb.name for s in board.knowledge_bases]) == (
+        ["a-first"], ["A empty KB"])
+    assert board.getting_started == []
+    assert 'data-panel="getting_started"' not in response.content.decode()
