@@ -1,5 +1,5 @@
-"""Two operators save the same name (a knowledge base's, a tool provider's, a project's) or route
-key at the same moment. Both forms find it free; the later save then broke the unique constraint,
+"""Two operators save the same name (a knowledge base's, a tool provider's, a project's, a route's)
+or route key at the same moment. Both forms find it free; the later save then broke the unique constraint,
 or its service saw the other's row first, and either was a 500. The later save must be answered
 as a save after the other one is: the form's error beside the field, and one row."""
 
@@ -19,7 +19,7 @@ from apps.knowledge.models import KnowledgeBase
 from apps.projects.admin import ProjectAdmin
 from apps.projects.models import PROJECT_NAME_TAKEN, Membership, Project
 from apps.routes.admin import RouteAdmin
-from apps.routes.models import ROUTE_KEY_TAKEN, Route
+from apps.routes.models import ROUTE_KEY_TAKEN, ROUTE_NAME_TAKEN, Route
 from apps.tools.admin import ToolProviderAdmin
 from apps.tools.models import ToolProvider
 from tests.concurrency import responses_at_once, second_responses_after_waiting
@@ -39,6 +39,9 @@ class Screen:
     message: str
     form: Callable[[Membership], dict[str, Any]]
     value: str
+    # A field the two saves fill differently, and its two values: each save is otherwise whole (a
+    # route's key race names the two routes apart, else both constraints refuse the later save).
+    varied: tuple[str, str, str] | None = None
 
 
 def _kb_form(owner: Membership) -> dict[str, Any]:
@@ -74,11 +77,13 @@ SCREENS = {
     "knowledge base": Screen(KnowledgeBaseAdmin, KnowledgeBase, "/admin/knowledge/knowledgebase/add/", "name",
                              "A knowledge base with this name already exists in this project.", _kb_form, "售后"),
     "route": Screen(RouteAdmin, Route, "/admin/routes/route/add/", "key", ROUTE_KEY_TAKEN, _route_form,
-                    "store-assistant"),
+                    "store-assistant", ("name", "Store A", "Store B")),
+    "route name": Screen(RouteAdmin, Route, "/admin/routes/route/add/", "name", ROUTE_NAME_TAKEN, _route_form,
+                         "Store", ("key", "store-a", "store-b")),
     "tool provider": Screen(ToolProviderAdmin, ToolProvider, "/admin/tools/toolprovider/add/", "name",
                             "This project already has a tool provider with that name.", _provider_form, "store"),
     "project": Screen(ProjectAdmin, Project, "/admin/projects/project/add/", "name", PROJECT_NAME_TAKEN,
-                      _project_form, "Bailing Wholesale"),
+                      _project_form, "Bailing Wholesale", ("slug", "wholesale-a", "wholesale-b")),
 }
 
 
@@ -96,15 +101,14 @@ def _first_time_in_each_thread(wait: Callable[[], None]) -> Callable[[], None]:
 def _race(screen: Screen, *, owner: Membership, superuser) -> list[Any]:
     """Both operators' saves of the same form, each in its own thread and transaction."""
     form = screen.form(owner)
-    if screen.model is Project:
-        form = {**form, "slug": None}
+    field, *values = screen.varied or ("", "", "")
 
-    def save(slug: str) -> Callable[[Any], Any]:
+    def save(value: str) -> Callable[[Any], Any]:
         def call(client: Any) -> Any:
             client.force_login(superuser if screen.model is Project else owner.user)
-            return client.post(screen.url, {**form, "slug": slug} if screen.model is Project else form)
+            return client.post(screen.url, {**form, field: value} if field else form)
         return call
-    return responses_at_once([save("wholesale-a"), save("wholesale-b")])
+    return responses_at_once([save(values[0]), save(values[1])])
 
 
 def _assert_one_saved_and_one_refused_beside_the_field(screen: Screen, responses: list[Any]) -> None:
@@ -124,7 +128,7 @@ def superuser():
     return UserFactory(is_staff=True, is_superuser=True)
 
 
-@pytest.mark.parametrize("name", ["route", "tool provider", "project"])
+@pytest.mark.parametrize("name", ["route", "route name", "tool provider", "project"])
 def test_the_later_of_two_saves_at_once_is_refused_by_the_constraint_beside_the_field(
         name, owner, superuser):
     """Both saves pass every check before either writes (they meet just before the INSERT): the
