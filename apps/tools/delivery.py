@@ -163,6 +163,8 @@ def _access_withdrawn(inv: Invocation) -> str:
         route = session_route_get(session=session, key=inv.route.key, require_runtime=True)
     except (InvalidRoute, RouteUnavailable, AudienceNotAllowed, AgentClientDisabled) as exc:
         return f"Since this call was made, its route is no longer available to its agent session ({exc.code})."
+    if not route.tools_direct_enabled:  # its surface is then empty: the tool was not what went
+        return "Since this call was made, its route's direct tools were switched off (agent_direct_disabled)."
     if route_surface(route=route, session=session).get(inv.tool_name) is None:
         return "Since this call was made, its tool was taken off its route for its agent session."
     return ""

@@ -63,27 +63,28 @@ def _audience_narrowed(shop: Shop) -> None:
                                                   allowed_audiences=["manager"])
 
 
-WITHDRAWALS: dict[str, Callable[[Shop], None]] = {
-    "session revoked": _session_revoked,
-    "client disabled": _client_disabled,
-    "route disabled": _route_disabled,
-    "route taken from the client": _route_taken_from_the_client,
-    "agents switched off on the route": _agents_switched_off_on_the_route,
-    "direct tools switched off": _direct_tools_switched_off,
-    "tool taken off the route": _tool_taken_off_the_route,
-    "audience narrowed": _audience_narrowed,
+# Each withdrawal, and what the call's answer names as the cause.
+WITHDRAWALS: dict[str, tuple[Callable[[Shop], None], str]] = {
+    "session revoked": (_session_revoked, "the agent session that made it was revoked or ended"),
+    "client disabled": (_client_disabled, "or its client disabled"),
+    "route disabled": (_route_disabled, "(route_unavailable)"),
+    "route taken from the client": (_route_taken_from_the_client, "(route_unavailable)"),
+    "agents switched off on the route": (_agents_switched_off_on_the_route, "(agent_client_disabled)"),
+    "direct tools switched off": (_direct_tools_switched_off, "direct tools were switched off"),
+    "tool taken off the route": (_tool_taken_off_the_route, "its tool was taken off its route"),
+    "audience narrowed": (_audience_narrowed, "(audience_not_allowed)"),
 }
 
 
-@pytest.mark.parametrize("withdraw", WITHDRAWALS.values(), ids=WITHDRAWALS.keys())
-def test_a_queued_call_whose_access_was_withdrawn_is_never_sent(shop, settings, withdraw):
+@pytest.mark.parametrize(("withdraw", "cause"), WITHDRAWALS.values(), ids=WITHDRAWALS.keys())
+def test_a_queued_call_whose_access_was_withdrawn_is_never_sent(shop, settings, withdraw, cause):
     inv = _queued(shop, settings)
     withdraw(shop)
     assert invocation_dispatch(invocation_pk=str(inv.pk)) == "access_withdrawn"
     inv.refresh_from_db()
     assert (inv.state, inv.journal_state, inv.frozen_arguments) == ("rejected_before_dispatch", "absent", "")
     assert (inv.result["state"], inv.result["auto_retry_allowed"]) == ("rejected_before_dispatch", False)
-    assert "Nothing was sent" in inv.result["text"]
+    assert "Nothing was sent" in inv.result["text"] and cause in inv.result["text"]
     assert shop.server.received == []
     assert invocation_dispatch(invocation_pk=str(inv.pk)) == "settled"  # the watchdog's message again
     assert shop.server.received == []
