@@ -15,9 +15,9 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -322,6 +322,18 @@ class GenerationInline(ProjectScopedInlineMixin, admin.TabularInline):
 SEARCH_PROJECT_PARAM = "project"
 
 
+def search_in_named_project(request: HttpRequest, queryset: QuerySet) -> QuerySet:
+    """A binding row's autocomplete results in the project its search names (SEARCH_PROJECT_PARAM),
+    none for an id that is not one; all of them when it names none."""
+    if SEARCH_PROJECT_PARAM not in request.GET:
+        return queryset
+    try:
+        project = uuid.UUID(request.GET[SEARCH_PROJECT_PARAM])
+    except ValueError:
+        return queryset.none()
+    return queryset.filter(project_id=project)
+
+
 class RowAutocompleteSelect(AutocompleteSelect):
     """An autocomplete that labels its row's own choice (a route, a knowledge base) from the row,
     read with it: the admin's widget looks it up again, a query per bound row. Given a project, its
@@ -431,12 +443,8 @@ class KnowledgeBaseAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         queryset, duplicates = super().get_search_results(request, queryset, search_term)
-        if SEARCH_PROJECT_PARAM in request.GET and request.GET.get("model_name") == "routeknowledgebinding":
-            try:  # a route page's binding row: its route's project's KBs
-                project = uuid.UUID(request.GET[SEARCH_PROJECT_PARAM])
-            except ValueError:
-                return queryset.none(), duplicates
-            queryset = queryset.filter(project_id=project)
+        if request.GET.get("model_name") == "routeknowledgebinding":  # a route page's binding row
+            queryset = search_in_named_project(request, queryset)
         return queryset, duplicates
 
     def get_readonly_fields(self, request, obj=None):

@@ -38,10 +38,11 @@ def route_update(*, route: Route, **changes: Any) -> Route:
     """Apply changes to a route, validated as a whole; a refused change writes nothing. Tool name
     lists are refused here (TOOL_NAME_LISTS)."""
     _refuse_tool_name_lists(changes)
-    old_name = Route.objects.filter(pk=route.pk).values_list("name", flat=True).first()
+    # A name kept as it was is not checked, as a KB's: one saved before names were compared as they read stays.
+    renamed = "name" in changes and changes["name"] != route.name
     for field, value in changes.items():
         setattr(route, field, value)
-    if route.name != old_name:  # a name kept as it was stays, as a KB's does
+    if renamed:
         _refuse_name_taken(route)
     route.full_clean()
     route.save()

@@ -9,7 +9,6 @@ get, and nothing is written — no conversation, run or message.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
@@ -28,7 +27,7 @@ from apps.agent_auth.models import AgentClient, AgentSession
 from apps.agent_auth.services import route_grants_rekey
 from apps.knowledge import selectors as knowledge_selectors
 from apps.knowledge import services as knowledge_services
-from apps.knowledge.admin import SEARCH_PROJECT_PARAM, RowAutocompleteSelect
+from apps.knowledge.admin import RowAutocompleteSelect, search_in_named_project
 from apps.knowledge.models import Document, IndexGeneration, KnowledgeBase, RouteKnowledgeBinding
 from apps.ledger.models import Conversation, MemoryNote, RagQuery, Run
 from apps.projects.admin import NamedCellsInlineMixin, ProjectScopedAdminMixin, listed_unless_over
@@ -283,7 +282,7 @@ class RouteConsoleAdmin(RouteAdmin):
     def get_search_results(self, request, queryset, search_term):
         """The route search of a KB page's binding row (the admin's autocomplete view) finds routes
         the row can take: of projects the operator may change, and of the KB's project when the row
-        names it (SEARCH_PROJECT_PARAM). It offered every route the operator could see, which the
+        names it (knowledge.admin.search_in_named_project). It offered every route the operator could see, which the
         binding then refused."""
         queryset, duplicates = super().get_search_results(request, queryset, search_term)
         if (request.GET.get("app_label"), request.GET.get("model_name"), request.GET.get("field_name")) != (
@@ -291,13 +290,7 @@ class RouteConsoleAdmin(RouteAdmin):
             return queryset, duplicates
         if not request.user.is_superuser:
             queryset = queryset.filter(project__in=self.editable_project_ids(request))
-        if SEARCH_PROJECT_PARAM in request.GET:
-            try:
-                project = uuid.UUID(request.GET[SEARCH_PROJECT_PARAM])
-            except ValueError:
-                return queryset.none(), duplicates
-            queryset = queryset.filter(project_id=project)
-        return queryset, duplicates
+        return search_in_named_project(request, queryset), duplicates
 
     def _providers(self, request, obj) -> ProviderPicks:
         # get_fieldsets and get_form both need them, for the same route, in one request.

@@ -26,13 +26,18 @@ def fill_provider(page, project) -> None:
     page.fill("input[name=signing_secret]", "browser-secret-1")
 
 
-def test_an_operator_previews_saves_and_switches_tools(logged_in_page, project):
-    page = logged_in_page
+def previewed(page, project) -> None:
+    """The add page filled (fill_provider) with store.yaml, and its compile report previewed."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     fill_provider(page, project)
     page.set_input_files("input[name=spec_file]", str(FIXTURES / "store.yaml"))
     page.click("input[name=_preview]")
     page.wait_for_selector("#compile-preview")
+
+
+def test_an_operator_previews_saves_and_switches_tools(logged_in_page, project):
+    page = logged_in_page
+    previewed(page, project)
     assert "Preview only: nothing is saved yet." in page.inner_text("#preview-notice")
     assert page.locator(".errornote").count() == 0
     assert "OpenAPI 3.0.3 · 5 tools · 0 operations skipped · 0 warnings" in page.inner_text("#compile-preview")
@@ -65,11 +70,7 @@ def test_a_secret_typed_before_a_preview_is_saved_without_typing_it_again(logged
     from apps.tools.crypto import secret_decrypt
 
     page = logged_in_page
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    fill_provider(page, project)
-    page.set_input_files("input[name=spec_file]", str(FIXTURES / "store.yaml"))
-    page.click("input[name=_preview]")
-    page.wait_for_selector("#compile-preview")
+    previewed(page, project)
     assert page.input_value("input[name=signing_secret]") == ""
     assert "The signing secret you typed is kept for Save" in page.inner_text(".field-signing_secret")
     assert "browser-secret-1" not in page.content()

@@ -26,7 +26,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -133,7 +133,7 @@ class BodyDigest:
     # The bytes each section's heading lines add (_body_and_headings), in order: a page's offsets
     # without working the headings out in SQL for every section (27 ms at 3,178 sections). 4 bytes
     # a section.
-    heading_bytes: array = field(default_factory=lambda: array("I"))
+    heading_bytes: array
 
 
 # Digests kept in this process: {(server start, document id, filename, versions): BodyDigest}.
