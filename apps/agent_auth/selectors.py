@@ -222,6 +222,13 @@ def session_route_keys(session: AgentSession) -> set[str]:
     return set(session.client.allowed_routes or []) & set(session.allowed_routes or [])
 
 
+def session_route_keys_in_order(session: AgentSession) -> list[str]:
+    """`session_route_keys` in the order of the session's grant (what the session endpoint and the
+    task console show)."""
+    usable = session_route_keys(session)
+    return [key for key in session.allowed_routes or [] if key in usable]
+
+
 def session_route_list(*, session: AgentSession, require_runtime: bool = True) -> list[Route]:
     """The routes this session may use now, ordered by key (at most 128). One query."""
     keys = session_route_keys(session)

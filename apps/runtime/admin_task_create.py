@@ -29,7 +29,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from apps.agent_auth.models import AgentSession
-from apps.agent_auth.selectors import session_live_q, session_route_keys
+from apps.agent_auth.selectors import session_live_q, session_route_keys, session_route_keys_in_order
 from apps.core.validators import uuid_parse, validate_shown_name
 from apps.projects.admin import autocomplete_page, autocomplete_words
 from apps.projects.models import Project
@@ -59,7 +59,7 @@ def session_label(session: AgentSession) -> str:
     """What identifies a session to an operator — never a token — and the workspaces it may use,
     the only ones a member row of it can name."""
     who = session.on_behalf_of or "—"
-    workspaces = ", ".join(session.allowed_routes) or "none"
+    workspaces = ", ".join(session_route_keys_in_order(session)) or "none"
     label = (f"{session.client.app_id} · {who} (principal {session.principal_id}) · {session.device_label} "
              f"— workspaces: {workspaces}")
     # A session of a task is task-enforced for good: once its tasks ended it works again only in a

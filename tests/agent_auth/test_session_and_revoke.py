@@ -45,6 +45,20 @@ def test_session_describes_the_bearers_session(api_client, agent_client, issued)
     assert response["Cache-Control"] == "no-store"
 
 
+def test_session_lists_only_the_routes_its_client_still_allows(api_client, agent_client, issued):
+    agent_client.allowed_routes = ["hr-helpdesk"]
+    agent_client.save()
+    response = api_client.get(SESSION_URL, **bearer(issued.access_token))
+    assert response.status_code == 200
+    assert response.json()["allowed_routes"] == ["hr-helpdesk"]
+    # The grant itself is kept: allowing the route again gives it back, as to every endpoint.
+    assert AgentSession.objects.get().allowed_routes == ["store-assistant", "hr-helpdesk"]
+    agent_client.allowed_routes = ["hr-helpdesk", "store-assistant"]
+    agent_client.save()
+    response = api_client.get(SESSION_URL, **bearer(issued.access_token))
+    assert response.json()["allowed_routes"] == ["store-assistant", "hr-helpdesk"]
+
+
 @pytest.mark.parametrize(
     "headers",
     [

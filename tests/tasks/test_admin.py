@@ -141,6 +141,15 @@ def test_the_create_form_lists_active_sessions_never_tokens(world, owner, tools)
     assert "Empty: never. In UTC, the console&#x27;s time zone." in html  # which zone a typed time is read in
 
 
+def test_a_session_names_only_the_workspaces_its_client_still_allows(world, owner, tools):
+    client = world.first.session.client
+    client.allowed_routes = []
+    client.save()
+    html = owner.get(ADD_URL).content.decode()
+    assert escape(f"{world.first.session.device_label} — workspaces: none") in html
+    assert "workspaces: store-assistant" not in html
+
+
 def test_a_session_of_an_ended_task_is_offered_with_that_task_named(world, owner, tools):
     """A member of a cancelled task can work again only in a new task: the create page offered it
     as any other session, with no hint of the task it had been in (browser audit, low)."""

@@ -9,6 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from apps.agent_auth.models import AgentAuthorization, AgentSession
+from apps.agent_auth.selectors import session_route_keys_in_order
 from apps.agent_auth.services import IssuedTokens
 
 
@@ -47,13 +48,16 @@ def subject_display(session: AgentSession) -> dict[str, Any]:
 
 
 def session_payload(session: AgentSession) -> dict[str, Any]:
+    """`allowed_routes` are the session's grant as its client still allows it (the routes the
+    session may use, in the grant's order): a route the operator took off the client since leaves
+    the answer as it leaves every endpoint."""
     return {
         "session_id": str(session.pk),
         "client_app_id": session.client.app_id,
         "device_label": session.device_label,
         "principal": session.principal,
         "on_behalf_of": session.on_behalf_of,
-        "allowed_routes": list(session.allowed_routes),
+        "allowed_routes": session_route_keys_in_order(session),
         "created_at": iso(session.created_at),
         "expires_at": iso(session.access_expires_at),
         "refresh_expires_at": iso(session.refresh_expires_at),
