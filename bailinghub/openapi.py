@@ -472,8 +472,13 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "apps.runtime.api.invocations.ToolInvocationApi": {"post": {
         "request": "apps.runtime.api.invocations.InvocationSerializer",
         "responses": {200: TOOL_INVOCATION_RESULT}}},
+    # The body is optional and empty, so the empty ResumeSerializer described none, and the body's
+    # own errors (413 past 1 KiB, 415 for another media type) went unlisted: described as a schema.
     "apps.runtime.api.invocations.ToolInvocationResumeApi": {"post": {
-        "request": "apps.runtime.api.invocations.ResumeSerializer", "responses": {200: TOOL_INVOCATION_RESULT}}},
+        "request": {"application/json": {
+            "type": "object", "properties": {}, "additionalProperties": False,
+            "description": "Empty: {} or no body at all, at most 1 KiB."}},
+        "responses": {200: TOOL_INVOCATION_RESULT}}},
     "apps.runtime.api.invocations.ToolInvocationReceiptApi": {"get": {"responses": {
         200: versioned("bailing.agent-invocation-receipt.v1", {
             "read_only": {"const": True}, "business_operation_performed": {"const": False},

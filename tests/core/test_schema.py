@@ -71,6 +71,19 @@ def test_a_body_less_operation_lists_no_body_errors(schema):
     assert set(responses) == {"200", "304", "401", "503"}
 
 
+def _codes(response):
+    return response["content"]["application/json"]["schema"]["allOf"][1]["properties"]["error"]["enum"]
+
+
+def test_resume_lists_the_errors_of_the_body_it_reads(schema):
+    # resume reads an optional `{}` of at most 1 KiB: 413 past it, 415 for another media type
+    operation = schema["paths"]["/agent-api/v1/tool-invocations/{invocation_id}/resume"]["post"]
+    assert {"413", "415"} <= set(operation["responses"])
+    assert _codes(operation["responses"]["413"]) == ["request_too_large"]
+    assert _codes(operation["responses"]["415"]) == ["unsupported_media_type"]
+    assert operation["requestBody"].get("required", False) is False  # no body is `{}` too
+
+
 def test_the_error_component_enumerates_every_code(schema):
     error = schema["components"]["schemas"]["Error"]
     assert error["required"] == ["error", "message"]
