@@ -43,6 +43,19 @@ def malformed_body(detail: object) -> InvalidRequest:
     return InvalidRequest(str(detail))
 
 
+class UnsupportedMediaType(ApiError):
+    code = "unsupported_media_type"
+    status = 415
+    message = "The body must be JSON (Content-Type: application/json, in UTF-8)."
+
+
+def json_body_required(content_type: str | None) -> UnsupportedMediaType:
+    """A body of a media type a JSON-only API does not read: what to send, and what came."""
+    media_type = (content_type or "").split(";", 1)[0].strip()[:80]
+    sent = f"not {media_type!r}" if media_type else "this request named none"
+    return UnsupportedMediaType(f"{UnsupportedMediaType.message[:-1]}, {sent}.")
+
+
 class Unauthorized(ApiError):
     code = "unauthorized"
     status = 401

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from apps.ledger.models import Message
+from tests.agent_auth.helpers import bearer
 from tests.ledger.helpers import ledger_counts, open_turn, post_json, turn_body, turn_url
 
 NOTHING = {"Conversation": 0, "Message": 0, "Run": 0, "MemoryNote": 0}
@@ -204,3 +205,16 @@ def test_a_body_of_exactly_512_kib_is_read(api_client, issued, route):
     body = body.replace('"pad": ""', '"pad": ""' + " " * (512 * 1024 - len(body)))
     assert len(body.encode()) == 512 * 1024
     assert post_json(api_client, turn_url(route.key), body, issued.access_token).status_code == 200
+
+
+@pytest.mark.parametrize("content_type, named", [
+    ("application/x-www-form-urlencoded", "not 'application/x-www-form-urlencoded'"),  # urllib's default
+    ("text/plain; charset=utf-8", "not 'text/plain'"),
+    ("", "this request named none"),
+])
+def test_a_body_of_another_media_type_is_415_saying_to_send_json(api_client, issued, route, content_type, named):
+    response = api_client.generic("POST", turn_url(route.key), json.dumps(turn_body()), content_type=content_type,
+                                  **bearer(issued.access_token))
+    assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
+    assert response.json()["message"] == f"The body must be JSON (Content-Type: application/json, in UTF-8), {named}."
+    assert ledger_counts() == NOTHING

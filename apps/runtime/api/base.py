@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -26,7 +26,7 @@ from apps.agent_auth.errors import (
 from apps.agent_auth.models import AgentSession
 from apps.agent_auth.selectors import route_admits_audience, session_route_get, session_route_keys
 from apps.agent_auth.validators import route_key_is_valid
-from apps.core.errors import malformed_body
+from apps.core.errors import json_body_required, malformed_body
 from apps.core.jsonbytes import CompactJSONRenderer
 from apps.core.negotiation import AgentContentNegotiation
 from apps.core.revisions import revision_of
@@ -44,7 +44,8 @@ class AgentApi(APIView):
 
     A body that cannot be parsed is 400 `invalid_request`, with the parser's account of what and
     where, on every endpoint: the tool contract names that code for it (§2), and no agent
-    contract names another (turns and complete said `invalid_json`)."""
+    contract names another (turns and complete said `invalid_json`). A body of another media type
+    stays 415 `unsupported_media_type`, saying what to send (DRF's text named only what came)."""
 
     authentication_classes = [AgentBearerAuthentication]
     permission_classes = [IsAuthenticated]
@@ -54,6 +55,8 @@ class AgentApi(APIView):
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ParseError):
             exc = malformed_body(exc.detail)
+        elif isinstance(exc, UnsupportedMediaType):
+            exc = json_body_required(self.request.content_type)
         return super().handle_exception(exc)
 
     @property
