@@ -49,11 +49,15 @@ class UnsupportedMediaType(ApiError):
     message = "The body must be JSON (Content-Type: application/json, in UTF-8)."
 
 
-def json_body_required(content_type: str | None) -> UnsupportedMediaType:
-    """A body of a media type a JSON-only API does not read: what to send, and what came."""
+def json_body_required_text(content_type: str | None) -> str:
+    """What a JSON-only API says of a body of another media type: what to send, and what came."""
     media_type = (content_type or "").split(";", 1)[0].strip()[:80]
     sent = f"not {media_type!r}" if media_type else "this request named none"
-    return UnsupportedMediaType(f"{UnsupportedMediaType.message[:-1]}, {sent}.")
+    return f"{UnsupportedMediaType.message[:-1]}, {sent}."
+
+
+def json_body_required(content_type: str | None) -> UnsupportedMediaType:
+    return UnsupportedMediaType(json_body_required_text(content_type))
 
 
 class Unauthorized(ApiError):

@@ -21,7 +21,7 @@ from django.http.multipartparser import MultiPartParserError
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import DataAndFiles, JSONParser, MultiPartParser
 
-from apps.core.errors import ApiError
+from apps.core.errors import UnsupportedMediaType
 from apps.core.request_body import body_unreadable_error
 
 JSON_MAX_DEPTH = 64
@@ -47,9 +47,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\s;\"]*)", re.IGNORECASE)
 
 
-class UnsupportedCharset(ApiError):
-    code = "unsupported_media_type"
-    status = 415
+class UnsupportedCharset(UnsupportedMediaType):
     message = "Only UTF-8 is accepted: send Content-Type: application/json (charset utf-8 or none)."
 
 

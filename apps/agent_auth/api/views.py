@@ -42,7 +42,7 @@ from apps.agent_auth.services import (
     session_revoke_by_refresh_token,
     session_revoke_for_client,
 )
-from apps.core.errors import malformed_body
+from apps.core.errors import json_body_required_text, malformed_body
 from apps.core.negotiation import AgentContentNegotiation
 
 
@@ -67,9 +67,7 @@ class AgentAuthApi(APIView):
         if isinstance(exc, ParseError):
             exc = malformed_body(exc.detail)
         elif isinstance(exc, UnsupportedMediaType):
-            media_type = (self.request.content_type or "").split(";", 1)[0].strip()[:80]
-            exc = InvalidRequest(f"The body must be JSON (Content-Type: application/json, in UTF-8), "
-                                 f"not {media_type!r}.")
+            exc = InvalidRequest(json_body_required_text(self.request.content_type))
         return super().handle_exception(exc)
 
 
