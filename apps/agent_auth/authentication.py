@@ -64,6 +64,11 @@ REFUSED_UNKNOWN = ("This access token is not valid: a refresh replaced it, or it
                    "session with its refresh token, or sign in again.")
 REFUSED_EXPIRED = (f"This access token has expired (they last {ACCESS_TOKEN_TTL.seconds // 60} minutes): refresh "
                    "the session with its refresh token.")
+REFUSED_MISSING = ("No access token was sent: send it as Authorization: Bearer <access token> (an agent gets one by "
+                   "signing in with Agent Auth).")
+REFUSED_MISSING_CLIENT = ("No client token was sent: send the agent client's token as Authorization: Bearer "
+                          "<client token>.")
+REFUSED_MALFORMED = "The Authorization header must be the word Bearer and one token: Authorization: Bearer <token>."
 REFUSED_ENDED = ("This session can no longer be used: refresh it with its refresh token to learn why, or sign in "
                  "again.")
 
@@ -80,11 +85,11 @@ def _bearer(request: Request) -> str | None:
         return None
     parts = header.split()
     if len(parts) != 2 or parts[0].lower() != b"bearer":
-        raise AuthenticationFailed()
+        raise refused(REFUSED_MALFORMED)
     try:
         return parts[1].decode("ascii")
     except UnicodeDecodeError as exc:
-        raise AuthenticationFailed() from exc
+        raise refused(REFUSED_MALFORMED) from exc
 
 
 class AgentBearerAuthentication(BaseAuthentication):

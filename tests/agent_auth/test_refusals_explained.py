@@ -10,7 +10,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.agent_auth.authentication import REFUSED_ENDED, REFUSED_EXPIRED, REFUSED_UNKNOWN
+from apps.agent_auth.authentication import (
+    REFUSED_ENDED,
+    REFUSED_EXPIRED,
+    REFUSED_MALFORMED,
+    REFUSED_MISSING,
+    REFUSED_MISSING_CLIENT,
+    REFUSED_UNKNOWN,
+)
 from apps.agent_auth.models import AgentAuthorization, AgentSession
 from apps.agent_auth.services import session_refresh, session_revoke
 from tests.agent_auth.helpers import approved_code, bearer, session_for
@@ -29,8 +36,30 @@ def _refused(api_client, token: str | None) -> tuple[int, str, str]:
 
 
 def test_no_token_and_an_unknown_one_are_told_apart(api_client, agent_client):
-    assert _refused(api_client, None) == (401, "unauthorized", "Authentication is required.")
+    assert _refused(api_client, None) == (401, "unauthorized", REFUSED_MISSING)
     assert _refused(api_client, "bha_" + "x" * 43) == (401, "unauthorized", REFUSED_UNKNOWN)
+
+
+@pytest.mark.parametrize("url", ["/agent-auth/v1/session", "/agent-api/v1/workspaces", "/agent-api/v1/tools"])
+@pytest.mark.parametrize(("header", "message"), [
+    (None, REFUSED_MISSING),
+    ("bha_" + "x" * 43, REFUSED_MALFORMED),  # the token without the word Bearer
+    ("Token bha_x", REFUSED_MALFORMED),
+    ("Bearer a b", REFUSED_MALFORMED),
+])
+def test_a_request_without_a_bearer_is_told_how_to_send_one(api_client, agent_client, url, header, message):
+    response = api_client.get(url, **({"HTTP_AUTHORIZATION": header} if header else {}))
+    assert (response.status_code, response.json()["error"], response.json()["message"]) == (
+        401, "unauthorized", message)
+    assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_a_business_backend_without_its_client_token_is_told_how_to_send_it(api_client, agent_client):
+    response = api_client.post("/agent-auth/v1/authorizations/00000000-0000-0000-0000-000000000000/approve", {},
+                               format="json")
+    assert (response.status_code, response.json()["error"], response.json()["message"]) == (
+        401, "unauthorized", REFUSED_MISSING_CLIENT)
+    assert response["WWW-Authenticate"] == "Bearer"
 
 
 def test_an_access_token_a_refresh_replaced_says_to_refresh_or_sign_in(api_client, agent_client):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.exceptions import NotAuthenticated, ParseError, UnsupportedMediaType
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,7 +26,13 @@ from apps.agent_auth.api.serializers import (
     RevokeSerializer,
     SessionRevokeSerializer,
 )
-from apps.agent_auth.authentication import AgentBearerAuthentication, ClientTokenAuthentication
+from apps.agent_auth.authentication import (
+    REFUSED_MISSING,
+    REFUSED_MISSING_CLIENT,
+    AgentBearerAuthentication,
+    ClientTokenAuthentication,
+    refused,
+)
 from apps.agent_auth.errors import InvalidRequest, NotFound, UnsupportedGrantType
 from apps.agent_auth.models import AUTHORIZATION_TTL, AgentClient, AgentSession
 from apps.agent_auth.selectors import authorization_get_for_client
@@ -62,12 +68,16 @@ class AgentAuthApi(APIView):
     same code under BAILING_CLOSED_ERROR_PREFIXES.)"""
 
     content_negotiation_class = AgentContentNegotiation
+    # What a request without an Authorization header is told, where a token is required.
+    token_missing: ClassVar[str | None] = None
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ParseError):
             exc = malformed_body(exc.detail)
         elif isinstance(exc, UnsupportedMediaType):
             exc = InvalidRequest(json_body_required_text(self.request.content_type))
+        elif isinstance(exc, NotAuthenticated) and self.token_missing:
+            exc = refused(self.token_missing)
         return super().handle_exception(exc)
 
 
@@ -83,6 +93,7 @@ class ClientTokenApi(AgentAuthApi):
 
     authentication_classes = [ClientTokenAuthentication]
     permission_classes = [IsAuthenticated]
+    token_missing = REFUSED_MISSING_CLIENT
 
 
 class AgentBearerApi(AgentAuthApi):
@@ -90,6 +101,7 @@ class AgentBearerApi(AgentAuthApi):
 
     authentication_classes = [AgentBearerAuthentication]
     permission_classes = [IsAuthenticated]
+    token_missing = REFUSED_MISSING
 
 
 class AuthorizationCreateApi(PublicApi):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.exceptions import NotAuthenticated, ParseError, UnsupportedMediaType
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.agent_auth.authentication import AgentBearerAuthentication
+from apps.agent_auth.authentication import REFUSED_MISSING, AgentBearerAuthentication, refused
 from apps.agent_auth.errors import (
     AgentClientDisabled,
     AudienceNotAllowed,
@@ -57,6 +57,8 @@ class AgentApi(APIView):
             exc = malformed_body(exc.detail)
         elif isinstance(exc, UnsupportedMediaType):
             exc = json_body_required(self.request.content_type)
+        elif isinstance(exc, NotAuthenticated):
+            exc = refused(REFUSED_MISSING)  # no Authorization header: what to send
         return super().handle_exception(exc)
 
     @property
