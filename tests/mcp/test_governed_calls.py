@@ -33,10 +33,14 @@ async def settled(client, result, *, attempts: int = 5):
     return result
 
 
-def test_a_readonly_tool_runs_and_its_result_reaches_the_model(signed_in, celery_worker_session):
+@pytest.mark.parametrize("listed_first", [True, False], ids=["listed-first", "called-before-listing"])
+def test_a_readonly_tool_runs_and_its_result_reaches_the_model(signed_in, celery_worker_session, listed_first):
+    """A host may call a tool it knows before it lists tools (a raw JSON-RPC client): the call was
+    "Unknown tool …" until tools/list had loaded the route's tools (agent-host journey audit)."""
     async def scenario():
         async with mcp_session(signed_in) as client:
-            await client.list_tools()
+            if listed_first:
+                await client.list_tools()
             return await settled(client, await client.call_tool("lookup_product", {"query": "保温杯"}))
 
     result = run_async(scenario)

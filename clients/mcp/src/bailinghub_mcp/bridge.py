@@ -449,6 +449,10 @@ class Bridge:
         turns of its own: its tools died after five calls); a run the hub no longer knows, or
         refuses as spent, once, and the call is sent again there."""
         with self.lock:
+            if name not in self.tools and self.run_id is None and not self.closed and self.task_refusal is None:
+                # A host that calls before it lists tools: the session's run loads the route's active
+                # tools (a tool the hub has was "unknown" until tools/list had opened the run).
+                self.ensure_run()
             if name not in self.tools:
                 if self.task_refusal is not None:  # no tool could be loaded: the name says nothing
                     return hub_failure(self.task_refusal)
