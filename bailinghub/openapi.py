@@ -9,9 +9,11 @@ component is the one error shape apps.core.exceptions renders.
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 from typing import Any
 
+from drf_spectacular import openapi
 from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
     OpenApiSerializerFieldExtension,
@@ -593,12 +595,13 @@ def _view_extension(view_path: str, methods: dict[str, dict[str, Any]]) -> type[
         for method, options in methods.items():
             options = dict(options)
             options.setdefault("operation_id", name if len(methods) == 1 else f"{name}_{method}")
+
             if isinstance(options.get("request"), str):
                 options["request"] = _import(options["request"])
             options["responses"] = {status: _response(schema) for status, schema in options["responses"].items()}
             described[method] = extend_schema(**options)
         return extend_schema_view(**described)(type(self.target.__name__, (self.target,), {
-            "__module__": self.target.__module__, "__doc__": self.target.__doc__}))
+            "__module__": self.target.__module__, "__doc__": self.target.__doc__, "described_view": self.target}))
 
     name = "Describe" + view_path.rsplit(".", 1)[1]
     return type(name, (OpenApiViewExtension,), {"target_class": view_path, "view_replacement": view_replacement})
@@ -728,6 +731,18 @@ class UsageFieldSchema(OpenApiSerializerFieldExtension):
 
 # --- generation --------------------------------------------------------------------------------
 
+class AutoSchema(openapi.AutoSchema):
+    def get_description(self) -> str:  # type: ignore[override]  # as drf-spectacular's own
+        """An operation's own words: its handler's docstring, else its view's own. drf-spectacular
+        fell back on a base class's, which says how the views are built ("`self.route` is checked
+        by `tool_route_get`…", "Base of every builder API view…"), not what the operation does."""
+        view_class = type(self.view)
+        view_class = getattr(view_class, "described_view", view_class)  # a _view_extension's subclass
+        handler = view_class.__dict__.get(self.method.lower())
+        doc = getattr(handler, "__doc__", None) or view_class.__dict__.get("__doc__")
+        return inspect.cleandoc(doc) if doc else ""
+
+
 class Enumerator(EndpointEnumerator):
     """Knows the builder API's one-URL-several-views dispatchers (`by_method`)."""
 
@@ -773,25 +788,30 @@ def error_schema(codes: list[str]) -> dict[str, Any]:
                       {"type": "object", "properties": {"error": {"enum": codes}}}]}
 
 
-def add_errors(result, generator, request, public):
-    """Every operation lists its error answers; `Error.error` is the enum of every code."""
-    every_code: set[str] = set()
+def _operations(result, generator):
+    """Each operation of the generated schema with the view that answers it."""
     views = {(path, method.lower()): view for path, _regex, method, view in _described(generator)}
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             view = views.get((path, method))
-            if view is None:
-                continue
-            has_path = any(p.get("in") == "path" for p in operation.get("parameters", []))
-            codes_by_status = error_codes(_view_path(view), has_body="requestBody" in operation)
-            if has_path:  # a segment its URL pattern does not match is the router's 404
-                codes_by_status[404] = sorted({*codes_by_status.get(404, []), "not_found"})
-            for status, codes in sorted(codes_by_status.items()):
-                every_code.update(codes)
-                operation.setdefault("responses", {})[str(status)] = {
-                    "description": ", ".join(codes),
-                    "content": {"application/json": {"schema": error_schema(codes)}},
-                }
+            if view is not None:
+                yield operation, view
+
+
+def add_errors(result, generator, request, public):
+    """Every operation lists its error answers; `Error.error` is the enum of every code."""
+    every_code: set[str] = set()
+    for operation, view in _operations(result, generator):
+        has_path = any(p.get("in") == "path" for p in operation.get("parameters", []))
+        codes_by_status = error_codes(_view_path(view), has_body="requestBody" in operation)
+        if has_path:  # a segment its URL pattern does not match is the router's 404
+            codes_by_status[404] = sorted({*codes_by_status.get(404, []), "not_found"})
+        for status, codes in sorted(codes_by_status.items()):
+            every_code.update(codes)
+            operation.setdefault("responses", {})[str(status)] = {
+                "description": ", ".join(codes),
+                "content": {"application/json": {"schema": error_schema(codes)}},
+            }
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas[ERROR_COMPONENT] = {
         "type": "object",
@@ -801,6 +821,18 @@ def add_errors(result, generator, request, public):
                        "fields": {"type": "object", "additionalProperties": {"type": "array", "items": STRING}}},
         "required": ["error", "message"],
     }
+    return result
+
+
+# Operations whose body may be left out though its serializer has required fields (drf-spectacular
+# then marks the body required): the agent's revoke with its bearer sends none.
+OPTIONAL_BODIES = {"apps.agent_auth.api.views.RevokeApi"}
+
+
+def optional_bodies(result, generator, request, public):
+    for operation, view in _operations(result, generator):
+        if _view_path(view) in OPTIONAL_BODIES and "requestBody" in operation:
+            operation["requestBody"].pop("required", None)
     return result
 
 

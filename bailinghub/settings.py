@@ -218,7 +218,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "apps.core.exceptions.api_exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "bailinghub.openapi.AutoSchema",
     # OPTIONS answers {} with the URL's methods in Allow, on every API (agent, Agent Auth, builder, RAG).
     "DEFAULT_METADATA_CLASS": "apps.core.metadata.AllowOnlyMetadata",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -233,7 +233,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "OAS_VERSION": "3.1.0",
     "DEFAULT_GENERATOR_CLASS": "bailinghub.openapi.Generator",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "bailinghub.openapi.add_errors"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "bailinghub.openapi.add_errors",
+                            "bailinghub.openapi.optional_bodies"],
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],

@@ -115,3 +115,29 @@ def test_operations_that_call_an_unreadable_body_invalid_request_do_not_list_inv
     codes_400 = schema["paths"][path][method]["responses"]["400"]["content"]["application/json"]["schema"][
         "allOf"][1]["properties"]["error"]["enum"]
     assert "invalid_request" in codes_400 and "invalid_json" not in codes_400
+
+
+def _every_operation(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            yield f"{method.upper()} {path}", operation
+
+
+def test_no_operation_is_described_by_how_its_views_are_built(schema):
+    """A base class's docstring ("`self.route` is checked by `tool_route_get`…", "Base of every
+    builder API view…") described 60 operations; an operation says only what it does, or nothing."""
+    described = {name: operation.get("description", "") for name, operation in _every_operation(schema)}
+    leaked = {name: text[:60] for name, text in described.items()
+              if "self." in text or "request.auth" in text or "Base of every" in text or "An endpoint" in text}
+    assert leaked == {}
+    # an operation's own words stay
+    assert described["POST /agent-auth/v1/revoke"].startswith("With the access token as bearer")
+    assert [name for name, text in described.items() if text.startswith("Search one KB as an agent would")] == [
+        "POST /api/v1/builder/knowledge-bases/{kb_id}/search"]
+
+
+def test_the_revoke_body_is_optional_as_the_bearer_form_sends_none(schema):
+    operation = schema["paths"]["/agent-auth/v1/revoke"]["post"]
+    assert operation["requestBody"].get("required", False) is False
+    assert operation["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/RevokeRequest"}
