@@ -65,7 +65,16 @@ def test_each_field_is_required(shop, missing):
 
 
 def test_a_malformed_route_is_invalid_route(shop):
-    _refused(shop, shop.invoke("item_read", {"item_id": "1"}, route="Bad Route"), 400, "invalid_route")
+    body = _refused(shop, shop.invoke("item_read", {"item_id": "1"}, route="Bad Route"), 400, "invalid_route")
+    assert body["message"].startswith("Route keys are 2–64 characters")
+
+
+@pytest.mark.parametrize("body", [{}, "no route"], ids=["empty-object", "every-field-but-route"])
+def test_a_call_without_a_route_is_told_the_route_is_missing(shop, body):
+    """Route checks come first (§2): an empty body was told the route key's format rules."""
+    sent = {} if body == {} else shop.body("item_read", {"item_id": "1"}, route=...)
+    answer = _refused(shop, shop.post(sent), 400, "invalid_route")
+    assert answer["message"] == "route is missing: name the workspace (its route key)."
 
 
 def test_a_route_outside_the_session_is_not_allowed(shop):

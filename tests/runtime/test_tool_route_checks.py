@@ -38,6 +38,7 @@ def test_a_missing_route_parameter_is_invalid_route(api_client, issued, tool_rou
     response = (detail(api_client, issued.access_token, "order_status", capability_revision=REVISION)
                 if endpoint == "detail" else catalog(api_client, issued.access_token))
     refused(response, 400, "invalid_route")
+    assert response.json()["message"] == "route is missing: name the workspace (its route key)."
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)

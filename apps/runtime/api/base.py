@@ -84,6 +84,8 @@ def tool_route_get(*, session: AgentSession, key: Any, require_runtime: bool) ->
     session's `allowed_routes`), 404 `route_unavailable` (missing or disabled), 403
     `agent_client_disabled` (with `require_runtime`), 403 `agent_direct_disabled`, 403
     `audience_not_allowed`. One query."""
+    if key is None:
+        raise InvalidRoute("route is missing: name the workspace (its route key).")
     if not isinstance(key, str) or not route_key_is_valid(key):
         raise InvalidRoute()
     if key not in session_route_keys(session):
