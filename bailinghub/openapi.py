@@ -595,7 +595,6 @@ def _view_extension(view_path: str, methods: dict[str, dict[str, Any]]) -> type[
         for method, options in methods.items():
             options = dict(options)
             options.setdefault("operation_id", name if len(methods) == 1 else f"{name}_{method}")
-
             if isinstance(options.get("request"), str):
                 options["request"] = _import(options["request"])
             options["responses"] = {status: _response(schema) for status, schema in options["responses"].items()}
