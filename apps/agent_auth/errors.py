@@ -96,7 +96,9 @@ class InvalidRoute(ApiError):
 class RouteUnavailable(ApiError):
     code = "route_unavailable"
     status = 404
-    message = "This route is not available to this session."
+    # Never says which (outside the grant, disabled or missing): what the agent can do about each.
+    message = ("This route is not available to this session: GET /agent-api/v1/workspaces lists the ones it may "
+               "use; for another, sign in again asking for it (an operator must allow it for the client).")
 
 
 class AudienceNotAllowed(ApiError):

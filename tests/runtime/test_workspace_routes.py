@@ -184,7 +184,12 @@ def test_a_malformed_route_key_is_400_invalid_route(api_client, issued, endpoint
 
 def test_a_route_not_granted_to_the_session_is_404(api_client, agent_client, endpoint):
     issued = session_for(agent_client, granted=["hr-helpdesk"])
-    _refused(_get(api_client, issued, "store-assistant", endpoint), 404, "route_unavailable")
+    response = _get(api_client, issued, "store-assistant", endpoint)
+    _refused(response, 404, "route_unavailable")
+    # what to do, without saying which of outside the grant, disabled or missing it is
+    assert response.json()["message"] == (
+        "This route is not available to this session: GET /agent-api/v1/workspaces lists the ones it may use; "
+        "for another, sign in again asking for it (an operator must allow it for the client).")
 
 
 def test_a_nonexistent_route_looks_like_an_ungranted_one(api_client, issued, endpoint):
