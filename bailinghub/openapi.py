@@ -738,7 +738,7 @@ class AutoSchema(openapi.AutoSchema):
         view_class = type(self.view)
         view_class = getattr(view_class, "described_view", view_class)  # a _view_extension's subclass
         handler = view_class.__dict__.get(self.method.lower())
-        doc = getattr(handler, "__doc__", None) or view_class.__dict__.get("__doc__")
+        doc = (handler.__doc__ if handler is not None else None) or view_class.__dict__.get("__doc__")
         return inspect.cleandoc(doc) if doc else ""
 
 
@@ -787,30 +787,25 @@ def error_schema(codes: list[str]) -> dict[str, Any]:
                       {"type": "object", "properties": {"error": {"enum": codes}}}]}
 
 
-def _operations(result, generator):
-    """Each operation of the generated schema with the view that answers it."""
+# Operations whose body may be left out though its serializer has required fields (drf-spectacular
+# then marks the body required): the agent's revoke with its bearer sends none.
+OPTIONAL_BODIES = {"apps.agent_auth.api.views.RevokeApi"}
+
+
+def complete_operations(result, generator, request, public):
+    """One pass over the operations with the views that answer them: each lists its error answers
+    (`Error.error` is the enum of every code), and a body OPTIONAL_BODIES names is not required."""
+    every_code: set[str] = set()
     views = {(path, method.lower()): view for path, _regex, method, view in _described(generator)}
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             view = views.get((path, method))
-            if view is not None:
-                yield operation, view
-
-
-def add_errors(result, generator, request, public):
-    """Every operation lists its error answers; `Error.error` is the enum of every code."""
-    every_code: set[str] = set()
-    for operation, view in _operations(result, generator):
-        has_path = any(p.get("in") == "path" for p in operation.get("parameters", []))
-        codes_by_status = error_codes(_view_path(view), has_body="requestBody" in operation)
-        if has_path:  # a segment its URL pattern does not match is the router's 404
-            codes_by_status[404] = sorted({*codes_by_status.get(404, []), "not_found"})
-        for status, codes in sorted(codes_by_status.items()):
-            every_code.update(codes)
-            operation.setdefault("responses", {})[str(status)] = {
-                "description": ", ".join(codes),
-                "content": {"application/json": {"schema": error_schema(codes)}},
-            }
+            if view is None:
+                continue
+            view_path = _view_path(view)
+            every_code.update(_list_errors(operation, view_path))
+            if view_path in OPTIONAL_BODIES and "requestBody" in operation:
+                operation["requestBody"].pop("required", None)
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas[ERROR_COMPONENT] = {
         "type": "object",
@@ -823,16 +818,20 @@ def add_errors(result, generator, request, public):
     return result
 
 
-# Operations whose body may be left out though its serializer has required fields (drf-spectacular
-# then marks the body required): the agent's revoke with its bearer sends none.
-OPTIONAL_BODIES = {"apps.agent_auth.api.views.RevokeApi"}
-
-
-def optional_bodies(result, generator, request, public):
-    for operation, view in _operations(result, generator):
-        if _view_path(view) in OPTIONAL_BODIES and "requestBody" in operation:
-            operation["requestBody"].pop("required", None)
-    return result
+def _list_errors(operation: dict[str, Any], view_path: str) -> set[str]:
+    """The operation's error answers, one response per status; the codes it lists."""
+    has_path = any(p.get("in") == "path" for p in operation.get("parameters", []))
+    codes_by_status = error_codes(view_path, has_body="requestBody" in operation)
+    if has_path:  # a segment its URL pattern does not match is the router's 404
+        codes_by_status[404] = sorted({*codes_by_status.get(404, []), "not_found"})
+    listed: set[str] = set()
+    for status, codes in sorted(codes_by_status.items()):
+        listed.update(codes)
+        operation.setdefault("responses", {})[str(status)] = {
+            "description": ", ".join(codes),
+            "content": {"application/json": {"schema": error_schema(codes)}},
+        }
+    return listed
 
 
 def _described(generator):
