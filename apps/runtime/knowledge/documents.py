@@ -267,7 +267,8 @@ _WINDOW_SQL = """
           FROM knowledge_chunk
          WHERE generation_id = %(generation)s AND document_id = %(document)s AND {sections}
     ), s AS (
-        SELECT id, chapter_path, len, n, sum(len) OVER w + %(separator)s * (n - 1) AS stop
+        SELECT id, chapter_path, lag(chapter_path) OVER w AS before, len, n,
+               sum(len) OVER w + %(separator)s * (n - 1) AS stop
           FROM (SELECT id, chapter_path, index, n,
                        text_len + coalesce((%(headings)s::int[])[n], 0) AS len FROM c) AS t
         WINDOW w AS (ORDER BY index)
@@ -283,7 +284,7 @@ _WINDOW_SQL = """
           FROM s
     )
     SELECT whole.versions, whole.sections, whole.total, whole.last_path, whole.enabled, at.offset,
-           p.n, p.stop - p.len, (SELECT b.chapter_path FROM s b WHERE b.n = p.n - 1), c.text, p.chapter_path
+           p.n, p.stop - p.len, p.before, c.text, p.chapter_path
       FROM whole CROSS JOIN at LEFT JOIN (s p JOIN knowledge_chunk c ON c.id = p.id)
         ON p.stop > at.offset AND p.stop - p.len - %(separator)s < at.offset + %(length)s
      ORDER BY p.n
